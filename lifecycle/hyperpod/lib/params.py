@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Reads provisioning_parameters.json and resource_config.json for the shell scripts.
+
+Standard library only: it runs on a fresh HyperPod node before anything is installed.
+Output is one value or one record per line, tab-separated, so bash can `read` it.
+Errors go to stderr as a single line and exit with status 2.
+"""
+import json
+import re
+import sys
+
+SUPPORTED_VERSION = 1
+USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ParamsError(Exception):
+    pass
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise ParamsError(f"{path} not found")
+    except json.JSONDecodeError as e:
+        raise ParamsError(f"{path} is not valid JSON: {e}")
+
+
+def lookup(data, dotted):
+    for key in dotted.split("."):
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def scalar(value):
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        raise ParamsError("value is not a scalar")
+    return str(value)
+
+
+def validate(params):
+    problems = []
+    if params.get("version") != SUPPORTED_VERSION:
+        problems.append(f"version: expected {SUPPORTED_VERSION}, got {params.get('version')!r}")
+    if not params.get("controller_group"):
+        problems.append("controller_group: missing")
+    for i, group in enumerate(params.get("worker_groups") or []):
+        if not group.get("instance_group_name"):
+            problems.append(f"worker_groups[{i}].instance_group_name: missing")
+    fsx = params.get("fsx")
+    if fsx and fsx.get("mount"):
+        for key in ("dns_name", "mount_name", "mount_path"):
+            if not fsx.get(key):
+                problems.append(f"fsx.{key}: missing while fsx.mount is true")
+    for i, user in enumerate(params.get("users") or []):
+        if not USER_NAME.match(str(user.get("name", ""))):
+            problems.append(f"users[{i}].name: {user.get('name')!r} is not a valid user name")
+        for key in ("uid", "gid"):
+            value = user.get(key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1000:
+                problems.append(f"users[{i}].{key}: {value!r} must be an integer >= 1000")
+    runtime = params.get("container_runtime") or {}
+    for i, artifact in enumerate(runtime.get("artifacts") or []):
+        if not str(artifact.get("s3_uri", "")).startswith("s3://"):
+            problems.append(f"container_runtime.artifacts[{i}].s3_uri: must be an s3:// URI")
+        if not SHA256.match(str(artifact.get("sha256", ""))):
+            problems.append(f"container_runtime.artifacts[{i}].sha256: must be 64 lowercase hex digits")
+    if problems:
+        raise ParamsError("invalid provisioning parameters: " + "; ".join(problems))
+
+
+def node_type(resource_config, params, addresses):
+    """Returns (type, group) for the group whose CustomerIpAddress is one of ours."""
+    for group in resource_config.get("InstanceGroups", []):
+        for instance in group.get("Instances", []):
+            if instance.get("CustomerIpAddress") in addresses:
+                name = group.get("Name")
+                if name == params.get("controller_group"):
+                    return "controller", name
+                if name and name == params.get("login_group"):
+                    return "login", name
+                workers = [g.get("instance_group_name") for g in params.get("worker_groups") or []]
+                if name in workers:
+                    return "compute", name
+                raise ParamsError(
+                    f"instance group {name!r} is neither the controller, the login group "
+                    f"nor one of the worker_groups {workers} in provisioning_parameters.json"
+                )
+    raise ParamsError(
+        f"none of this node's addresses ({' '.join(addresses) or 'none'}) "
+        "is a CustomerIpAddress in resource_config.json"
+    )
+
+
+def main(argv):
+    command, args = argv[1], argv[2:]
+    if command == "validate":
+        validate(load(args[0]))
+    elif command == "get":
+        print(scalar(lookup(load(args[0]), args[1])))
+    elif command == "node-type":
+        print("\t".join(node_type(load(args[0]), load(args[1]), args[2:])))
+    elif command == "users":
+        for u in load(args[0]).get("users") or []:
+            print(f"{u['name']}\t{u['uid']}\t{u['gid']}\t{scalar(bool(u.get('sudo')))}")
+    elif command == "artifacts":
+        runtime = load(args[0]).get("container_runtime") or {}
+        for a in runtime.get("artifacts") or []:
+            print(f"{a['name']}\t{a['s3_uri']}\t{a['sha256']}")
+    else:
+        raise ParamsError(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv)
+    except ParamsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
