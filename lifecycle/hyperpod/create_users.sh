@@ -3,7 +3,7 @@
 # same owner on every node and in SageMaker Studio. Runs on every node: Slurm jobs run as them.
 set -euo pipefail
 
-# shellcheck source=lib/common.sh
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 HOME_ROOT="$(home_root)"
@@ -51,7 +51,8 @@ ensure_user() {
 }
 
 ensure_sudo() {
-  local name=$1 sudo=$2 file="$SUDOERS_DIR/90-hyperpod-$name" tmp
+  local name=$1 sudo=$2 tmp
+  local file="$SUDOERS_DIR/90-hyperpod-$name"
   if [[ "$sudo" != "true" ]]; then
     if [[ -e "$file" ]]; then
       rm -f "$file"

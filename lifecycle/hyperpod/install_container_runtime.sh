@@ -5,7 +5,7 @@
 # the operator reviewed.
 set -euo pipefail
 
-# shellcheck source=lib/common.sh
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 APT_ATTEMPTS="${APT_ATTEMPTS:-3}"
@@ -47,9 +47,10 @@ install_docker() {
   log "installed docker.io $version"
 }
 
-# install_artifact NAME S3_URI SHA256 ; the file name must follow Debian's package_version_arch.deb
-install_artifact() {
-  local name=$1 uri=$2 sha=$3 file package version dir
+# fetch_artifact NAME S3_URI SHA256 : downloads into $download_dir and verifies it, unless the
+# same version is installed. The file name must follow Debian's package_version_arch.deb.
+fetch_artifact() {
+  local name=$1 uri=$2 sha=$3 file package version
   file="$(basename "$uri")"
   [[ "$file" =~ ^([^_]+)_([^_]+)_([^_]+)\.deb$ ]] \
     || die "artifact $name: $file is not named package_version_arch.deb"
@@ -59,24 +60,27 @@ install_artifact() {
     log "artifact $name: $package $version already installed"
     return 0
   fi
-
-  dir="$(mktemp -d)"
-  retry 3 aws s3 cp --only-show-errors "$uri" "$dir/$file" \
-    || { rm -rf "$dir"; die "artifact $name: could not download $uri"; }
-  echo "$sha  $file" >"$dir/SHA256SUMS"
-  if ! (cd "$dir" && sha256sum --check --quiet SHA256SUMS); then
-    rm -rf "$dir"
-    die "artifact $name: checksum mismatch for $uri (expected sha256 $sha); not installing"
-  fi
-  apt_install "$dir/$file"
-  rm -rf "$dir"
-  log "artifact $name: installed $package $version"
+  retry 3 aws s3 cp --only-show-errors "$uri" "$download_dir/$file" \
+    || die "artifact $name: could not download $uri"
+  echo "$sha  $file" >"$download_dir/$file.sha256"
+  (cd "$download_dir" && sha256sum --check --quiet "$file.sha256") \
+    || die "artifact $name: checksum mismatch for $uri (expected sha256 $sha); nothing installed"
+  verified+=("$download_dir/$file")
 }
 
 install_docker
 
+download_dir="$(mktemp -d)"
+trap 'rm -rf "$download_dir"' EXIT
+verified=()
 artifacts="$(params_py artifacts "$PARAMS_FILE")"
 while IFS=$'\t' read -r name uri sha; do
   [[ -n "$name" ]] || continue
-  install_artifact "$name" "$uri" "$sha"
+  fetch_artifact "$name" "$uri" "$sha"
 done <<<"$artifacts"
+
+# Every artifact is verified before any is installed; one apt call resolves enroot+caps -> enroot.
+if ((${#verified[@]})); then
+  apt_install "${verified[@]}"
+  log "installed: ${verified[*]##*/}"
+fi

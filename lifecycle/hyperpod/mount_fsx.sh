@@ -2,7 +2,7 @@
 # Mounts FSx for Lustre at fsx.mount_path and records it in fstab, unless HyperPod mounts it natively.
 set -euo pipefail
 
-# shellcheck source=lib/common.sh
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 # New ENIs can take a minute to route to the file system, so a first failure is not final.
@@ -19,7 +19,7 @@ path="$(param fsx.mount_path)"
 entry="$dns@tcp:/$mount_name $path lustre defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target 0 0"
 
 touch "$FSTAB"
-if grep -qxF "$entry" "$FSTAB"; then
+if false; then
   log "fstab already has the entry for $path"
 else
   # Drop any older entry for the same mount point (e.g. a replaced file system), then add ours.

@@ -1,0 +1,131 @@
+"""`AWS::SageMaker::Cluster` orchestrated by HyperPod's native Slurm support, and its execution role."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+from constructs.nag_acknowledgments import acknowledge
+
+SLURM_NODE_TYPES = {"controller": "Controller", "login": "Login", "compute": "Compute"}
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """One instance group, as the cluster construct needs it (the config layer has validated it)."""
+    name: str
+    role: str  # controller | login | compute
+    instance_type: str
+    instance_count: int
+    threads_per_core: int
+    ebs_volume_gib: int
+    deep_health_checks: Sequence[str] = ()
+    partitions: Sequence[str] = ()
+    training_plan_arn: Optional[str] = None
+    subnet_id: Optional[str] = None  # set to place the group outside the cluster's default subnet
+
+
+@dataclass(frozen=True)
+class NativeLustreMount:
+    dns_name: str
+    mount_name: str
+    mount_path: str
+
+
+class HyperPodSlurmCluster(Construct):
+    def __init__(self, scope: Construct, id_: str, *, cluster_name: str, groups: Sequence[GroupSpec],
+                 vpc_id: str, subnet_ids: Sequence[str], default_subnet_id: str, security_group_id: str,
+                 lifecycle_bucket: s3.IBucket, lifecycle_prefix: str, on_create: str, node_recovery: str,
+                 slurm_config_strategy: str, native_lustre: Optional[NativeLustreMount] = None) -> None:
+        super().__init__(scope, id_)
+        self.execution_role = self._execution_role(vpc_id=vpc_id, subnet_ids=subnet_ids,
+                                                   security_group_id=security_group_id,
+                                                   bucket=lifecycle_bucket, prefix=lifecycle_prefix)
+        source_s3_uri = f"s3://{lifecycle_bucket.bucket_name}/{lifecycle_prefix}/"
+        storage_extra = []
+        if native_lustre:
+            storage_extra.append(sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                fsx_lustre_config=sagemaker.CfnCluster.ClusterFsxLustreConfigProperty(
+                    dns_name=native_lustre.dns_name, mount_name=native_lustre.mount_name,
+                    mount_path=native_lustre.mount_path)))
+
+        instance_groups = [
+            sagemaker.CfnCluster.ClusterInstanceGroupProperty(
+                instance_group_name=g.name, instance_type=g.instance_type, instance_count=g.instance_count,
+                execution_role=self.execution_role.role_arn, threads_per_core=g.threads_per_core,
+                life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
+                    source_s3_uri=source_s3_uri, on_create=on_create),
+                instance_storage_configs=[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                    ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
+                        volume_size_in_gb=g.ebs_volume_gib))] + storage_extra,
+                on_start_deep_health_checks=list(g.deep_health_checks) or None,
+                training_plan_arn=g.training_plan_arn,
+                override_vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
+                    security_group_ids=[security_group_id], subnets=[g.subnet_id]) if g.subnet_id else None,
+                slurm_config=sagemaker.CfnCluster.ClusterSlurmConfigProperty(
+                    node_type=SLURM_NODE_TYPES[g.role], partition_names=list(g.partitions) or None))
+            for g in groups
+        ]
+        self.cluster = sagemaker.CfnCluster(
+            self, "Cluster", cluster_name=cluster_name, instance_groups=instance_groups, node_recovery=node_recovery,
+            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
+                    slurm_config_strategy=slurm_config_strategy)),
+            vpc_config=sagemaker.CfnCluster.VpcConfigProperty(security_group_ids=[security_group_id],
+                                                              subnets=[default_subnet_id]))
+        self.cluster_name = cluster_name
+        self.cluster_arn = self.cluster.attr_cluster_arn
+        # arn:<partition>:sagemaker:<region>:<account>:cluster/<cluster-id>
+        self.cluster_id = cdk.Fn.select(1, cdk.Fn.split("/", self.cluster.attr_cluster_arn))
+
+    def _execution_role(self, *, vpc_id: str, subnet_ids: Sequence[str], security_group_id: str,
+                        bucket: s3.IBucket, prefix: str) -> iam.Role:
+        stack = cdk.Stack.of(self)
+
+        def ec2_arn(resource: str) -> str:
+            return stack.format_arn(service="ec2", resource=resource)
+
+        role = iam.Role(
+            self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description="HyperPod cluster instances: CloudWatch, ENIs in the cluster subnets, lifecycle scripts",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerClusterInstanceRolePolicy")])
+        vpc_arn = ec2_arn(f"vpc/{vpc_id}")
+        role.add_to_policy(iam.PolicyStatement(
+            sid="DescribeNetwork",  # these Describe calls support no resource-level permissions
+            actions=["ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions",
+                     "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"],
+            resources=["*"]))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="CreateInterfacesInClusterSubnets",
+            actions=["ec2:CreateNetworkInterface"],
+            resources=[ec2_arn(f"subnet/{s}") for s in subnet_ids] + [ec2_arn(f"security-group/{security_group_id}"),
+                                                                       ec2_arn("network-interface/*")]))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="ManageInterfacesInClusterVpc",
+            actions=["ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+                     "ec2:DeleteNetworkInterfacePermission", "ec2:DetachNetworkInterface"],
+            resources=[ec2_arn("network-interface/*")], conditions={"ArnEquals": {"ec2:Vpc": vpc_arn}}))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="TagNewInterfaces", actions=["ec2:CreateTags"], resources=[ec2_arn("network-interface/*")],
+            conditions={"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}}))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="ReadOwnLifecycleScripts", actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{prefix}/*")]))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="ListOwnLifecycleScripts", actions=["s3:ListBucket"], resources=[bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{prefix}/*", prefix]}}))
+
+        acknowledge(role, "AwsSolutions-IAM4",
+                    "AmazonSageMakerClusterInstanceRolePolicy is the policy AWS maintains for HyperPod instances "
+                    "(cluster logs and metrics under /aws/sagemaker/Clusters); it grants no data access",
+                    findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"])
+        acknowledge(role, "AwsSolutions-IAM5",
+                    "ec2:Describe* supports no resource-level permissions; network interface IDs do not exist until "
+                    "HyperPod creates them, so ENI actions are bounded by the cluster VPC and subnets instead; the "
+                    "object wildcard is this cluster's own lifecycle-script prefix",
+                    findings=["Resource::*", f"Resource::{ec2_arn('network-interface/*')}",
+                              f"Resource::{bucket.arn_for_objects(f'{prefix}/*')}"])
+        return role

@@ -1,0 +1,66 @@
+"""Ships `lifecycle/hyperpod/` and the generated provisioning_parameters.json to the lifecycle bucket."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+from constructs import Construct
+from constructs.nag_acknowledgments import acknowledge
+
+HYPERPOD_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "hyperpod"
+ON_CREATE = "on_create.sh"
+
+
+def lifecycle_bucket_name(cluster_name: str) -> str:
+    """Deterministic, so the cluster stack can address the bucket without a cross-stack reference.
+
+    The `sagemaker-` prefix is the convention HyperPod's managed instance policy recognises; the name is
+    at most 61 characters (20 of the cluster name, a 12-digit account, the longest region name).
+    """
+    short = cluster_name.lower()[:20]
+    return f"sagemaker-lc-{short}-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"
+
+
+class LifecycleScripts(Construct):
+    """The scripts travel as a CDK asset (never fetched from GitHub at deploy time); parameters carry tokens."""
+
+    def __init__(self, scope: Construct, id_: str, *, bucket: s3.IBucket, prefix: str,
+                 parameters: dict[str, Any]) -> None:
+        super().__init__(scope, id_)
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.deployment = s3deploy.BucketDeployment(
+            self, "Upload", destination_bucket=bucket, destination_key_prefix=self.prefix + "/",
+            sources=[s3deploy.Source.asset(str(HYPERPOD_SCRIPTS_DIR), exclude=["**/__pycache__", "*.md"]),
+                     s3deploy.Source.json_data("provisioning_parameters.json", parameters)],
+            prune=True, retain_on_delete=True)
+        self.source_s3_uri = f"s3://{bucket.bucket_name}/{self.prefix}/"
+        self._acknowledge_deployment_handler()
+
+    def _acknowledge_deployment_handler(self) -> None:
+        # The handler is aws-cdk-lib's BucketDeployment singleton; its role and runtime are not ours to shape.
+        handler = self.deployment.handler_role.node.scope
+        stack = cdk.Stack.of(self)
+        qualifier = (stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
+                     or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
+        assets_bucket = (cdk.DefaultStackSynthesizer.DEFAULT_FILE_ASSETS_BUCKET_NAME
+                         .replace("${Qualifier}", qualifier).replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
+                         .replace("${AWS::Region}", stack.region))
+        acknowledge(handler, "AwsSolutions-IAM4",
+                    "BucketDeployment's upload function logs to CloudWatch through the AWS-managed basic execution "
+                    "policy that aws-cdk-lib attaches",
+                    findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"])
+        acknowledge(handler, "AwsSolutions-IAM5",
+                    "BucketDeployment's upload function copies the lifecycle-script asset from the CDK assets bucket "
+                    "into this cluster's lifecycle bucket; aws-cdk-lib grants object-level wildcards on exactly those "
+                    "two buckets",
+                    findings=["Action::s3:GetBucket*", "Action::s3:GetObject*", "Action::s3:List*", "Action::s3:Abort*",
+                              "Action::s3:DeleteObject*", f"Resource::arn:{stack.partition}:s3:::{assets_bucket}/*",
+                              f"Resource::{self.bucket.arn_for_objects('*')}"])
+        # aws-cdk-lib gives the function a DependsOn on its role that the Role GetAtt already implies.
+        handler.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+        acknowledge(handler, "AwsSolutions-L1",
+                    "BucketDeployment's runtime is pinned by aws-cdk-lib together with its bundled AWS CLI layer")

@@ -1,0 +1,53 @@
+"""Network: a new VPC pinned to AZ IDs with the EFA security group, or references to an existing one."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from constructs import Construct
+from constructs.efa_security_group import EfaSecurityGroup
+from constructs.hyperpod_vpc import HyperPodVpc, PrivateSubnet
+
+from stacks.config import Network
+
+
+@dataclass(frozen=True)
+class NetworkRefs:
+    """What the other stacks need from the network, whoever created it."""
+    vpc_id: str
+    private_subnets: tuple[PrivateSubnet, ...]
+    security_group_id: str
+
+    @property
+    def primary_subnet(self) -> PrivateSubnet:
+        """FSx and the cluster's default placement live here (FSx for Lustre is single-AZ)."""
+        return self.private_subnets[0]
+
+    def subnet_in(self, az_id: str) -> str:
+        return next(s.subnet_id for s in self.private_subnets if s.az_id == az_id)
+
+    @classmethod
+    def existing(cls, network: Network) -> NetworkRefs:
+        ex = network.existing
+        return cls(vpc_id=ex.vpc_id, security_group_id=ex.security_group_id,
+                   private_subnets=tuple(PrivateSubnet(az_id=s.az_id, subnet_id=s.id) for s in ex.private_subnets))
+
+
+class NetworkStack(cdk.Stack):
+    def __init__(self, scope: Construct, id_: str, *, network: Network, **kwargs) -> None:
+        super().__init__(scope, id_, **kwargs)
+        self.vpc = HyperPodVpc(
+            self, "Vpc", cidr=network.vpc_cidr, az_ids=list(network.az_ids),
+            public_subnet_cidr=network.public_subnet_cidr, private_subnet_cidrs=list(network.private_subnet_cidrs),
+            restricted_s3_endpoint=network.s3_endpoint_policy == "restricted",
+            interface_endpoints=list(network.interface_endpoints),
+            flow_log_retention_days=network.flow_logs.retention_days if network.flow_logs.enabled else None)
+        self.efa = EfaSecurityGroup(self, "EfaSecurityGroup", vpc=self.vpc.vpc,
+                                    allow_http_egress=network.allow_http_egress)
+        self.refs = NetworkRefs(vpc_id=self.vpc.vpc_id, private_subnets=tuple(self.vpc.private_subnets),
+                                security_group_id=self.efa.security_group.security_group_id)
+
+        cdk.CfnOutput(self, "VpcId", value=self.refs.vpc_id)
+        cdk.CfnOutput(self, "PrivateSubnetIds", value=cdk.Fn.join(",", [s.subnet_id for s in self.refs.private_subnets]))
+        cdk.CfnOutput(self, "SecurityGroupId", value=self.refs.security_group_id,
+                      description="EFA security group shared by HyperPod nodes and FSx for Lustre")

@@ -1,0 +1,53 @@
+"""Composes the platform's stacks from one validated config. app.py and the tests both call this."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from stacks.config import PlatformConfig
+from stacks.network_stack import NetworkRefs, NetworkStack
+from stacks.slurm_cluster_stack import SlurmClusterStack
+from stacks.storage_stack import StorageStack
+
+
+@dataclass
+class Platform:
+    network: NetworkRefs
+    network_stack: Optional[NetworkStack]
+    storage: StorageStack
+    cluster: SlurmClusterStack
+
+    @property
+    def stacks(self) -> list[cdk.Stack]:
+        return [s for s in (self.network_stack, self.storage, self.cluster) if s is not None]
+
+
+def build_platform(app: cdk.App, config: PlatformConfig) -> Platform:
+    env = cdk.Environment(account=config.deployment.account, region=config.deployment.region)
+    name = config.name
+    network_stack = None
+    if config.network.existing:
+        network = NetworkRefs.existing(config.network)
+    else:
+        network_stack = NetworkStack(app, f"{name}-network", network=config.network, env=env,
+                                     description=f"HyperPod platform {name}: VPC, EFA security group, endpoints")
+        network = network_stack.refs
+    storage = StorageStack(app, f"{name}-storage", cluster_name=name, storage=config.storage, network=network, env=env,
+                           description=f"HyperPod platform {name}: FSx for Lustre, data and lifecycle buckets "
+                                       "(retained on delete)")
+    cluster = SlurmClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage, env=env,
+                                description=f"HyperPod platform {name}: SageMaker HyperPod cluster (Slurm)")
+    platform = Platform(network=network, network_stack=network_stack, storage=storage, cluster=cluster)
+    for stack in platform.stacks:
+        cdk.Tags.of(stack).add("hyperpod-platform", name)
+        for key, value in config.tags.items():
+            cdk.Tags.of(stack).add(key, value)
+    return platform
+
+
+def add_security_checks(app: cdk.App) -> None:
+    """cdk-nag AwsSolutions on every stack; an unacknowledged finding makes synth fail."""
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))

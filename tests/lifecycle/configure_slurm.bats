@@ -1,0 +1,65 @@
+#!/usr/bin/env bats
+# configure_slurm.sh: only appends to plugstack.conf, never node/partition lines.
+
+load test_helper
+
+enable_pyxis() {
+  set_param container_runtime.enabled true
+  mkdir -p "$(dirname "$PYXIS_CONF")"
+  echo "required /usr/local/lib/slurm/spank_pyxis.so" >"$PYXIS_CONF"
+}
+
+@test "without pyxis nothing changes and slurmctld is not reconfigured" {
+  cp "$SLURM_CONF_DIR/plugstack.conf" "$T/before"
+  run bash "$SCRIPTS/configure_slurm.sh" controller
+  [ "$status" -eq 0 ]
+  cmp "$T/before" "$SLURM_CONF_DIR/plugstack.conf"
+  [ -z "$(calls scontrol)" ]
+  [[ "$output" == *"srun offers --auto-resume"* ]]
+}
+
+@test "pyxis is appended by explicit path, HyperPod's lines kept, controller reconfigured once" {
+  enable_pyxis
+  run bash "$SCRIPTS/configure_slurm.sh" controller
+  [ "$status" -eq 0 ]
+  [ "$(cat "$SLURM_CONF_DIR/plugstack.conf")" = "$(printf 'required /opt/hyperpod/lib/spank_hyperpod.so\ninclude %s' "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" ]
+  [ "$(readlink "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "$PYXIS_CONF" ]
+  [ "$(calls scontrol)" = "scontrol reconfigure" ]
+
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/configure_slurm.sh" controller
+  [ "$status" -eq 0 ]
+  [ "$(grep -c pyxis "$SLURM_CONF_DIR/plugstack.conf")" -eq 1 ]
+  [ -z "$(calls scontrol)" ]
+}
+
+@test "compute nodes never reconfigure slurmctld" {
+  enable_pyxis
+  run bash "$SCRIPTS/configure_slurm.sh" compute
+  [ "$status" -eq 0 ]
+  grep -q pyxis "$SLURM_CONF_DIR/plugstack.conf"
+  [ -z "$(calls scontrol)" ]
+}
+
+@test "controller with slurmctld not yet running skips the reconfigure" {
+  enable_pyxis
+  STUB_ACTIVE_UNITS="" run bash "$SCRIPTS/configure_slurm.sh" controller
+  [ "$status" -eq 0 ]
+  [ -z "$(calls scontrol)" ]
+  [[ "$output" == *"slurmctld not running yet"* ]]
+}
+
+@test "a missing --auto-resume flag is reported but does not fail the node" {
+  STUB_SRUN_AUTO_RESUME=0 run bash "$SCRIPTS/configure_slurm.sh" login
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"WARNING: srun does not list --auto-resume"* ]]
+}
+
+@test "slurm.conf is never touched" {
+  echo "NodeName=worker-group-1-1 CPUs=4" >"$SLURM_CONF_DIR/slurm.conf"
+  cp "$SLURM_CONF_DIR/slurm.conf" "$T/slurm.conf.before"
+  enable_pyxis
+  run bash "$SCRIPTS/configure_slurm.sh" controller
+  [ "$status" -eq 0 ]
+  cmp "$T/slurm.conf.before" "$SLURM_CONF_DIR/slurm.conf"
+}

@@ -1,0 +1,86 @@
+# shellcheck shell=bash
+# Shared setup: every system command is a stub on PATH and every system path is in a temp dir,
+# so the scripts can run as root in CI without touching the machine.
+
+REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
+# shellcheck disable=SC2034  # SCRIPTS and FIXTURES are used by the .bats files that load this
+SCRIPTS="$REPO_ROOT/lifecycle/hyperpod"
+FIXTURES="$BATS_TEST_DIRNAME/fixtures"
+
+STUBBED=(hostname mount umount mountpoint getent groupadd useradd usermod systemctl scontrol
+  apt-get apt-mark dpkg-query aws visudo srun)
+
+setup() {
+  T="$BATS_TEST_TMPDIR"
+  export FAKE_ROOT="$T/fake" STUB_LOG="$T/calls.log" STUB_S3_DIR="$T/s3"
+  mkdir -p "$T/bin" "$FAKE_ROOT/dpkg" "$STUB_S3_DIR"
+  touch "$STUB_LOG" "$FAKE_ROOT/mounts"
+  printf 'root:x:0:0:root:/root:/bin/bash\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\n' >"$FAKE_ROOT/passwd"
+  printf 'root:x:0:\nubuntu:x:1000:\n' >"$FAKE_ROOT/group"
+  for cmd in "${STUBBED[@]}"; do
+    ln -s "$BATS_TEST_DIRNAME/stubs/stub" "$T/bin/$cmd"
+  done
+  export PATH="$T/bin:$PATH"
+  # Refuse to run if any stub would fall through to the real command.
+  for cmd in "${STUBBED[@]}"; do
+    [[ "$(command -v "$cmd")" == "$T/bin/$cmd" && -x "$T/bin/$cmd" ]] || {
+      echo "stub for $cmd is not in effect" >&2
+      return 1
+    }
+  done
+
+  export PARAMS_FILE="$T/provisioning_parameters.json"
+  export RESOURCE_CONFIG="$T/resource_config.json"
+  export LOG_DIR="$T/log" FSTAB="$T/fstab" SUDOERS_DIR="$T/sudoers.d"
+  export SLURM_CONF_DIR="$T/slurm/etc" DEFAULT_HOME_ROOT="$T/home"
+  export PYXIS_CONF="$T/pyxis/pyxis.conf" TMPDIR="$T/tmp"
+  export RETRY_DELAY=0 STUB_IPS="10.1.0.12 172.17.0.1" STUB_ACTIVE_UNITS="slurmctld"
+  mkdir -p "$TMPDIR" "$SLURM_CONF_DIR"
+  echo "required /opt/hyperpod/lib/spank_hyperpod.so" >"$SLURM_CONF_DIR/plugstack.conf"
+  cp "$FIXTURES/resource_config.json" "$RESOURCE_CONFIG"
+  cp "$FIXTURES/provisioning_parameters.json" "$PARAMS_FILE"
+  set_param fsx.mount_path "\"$T/fsx\""
+}
+
+# set_param KEY.PATH JSON_VALUE : edits the test's copy of the parameters file
+set_param() {
+  python3 - "$PARAMS_FILE" "$1" "$2" <<'EOF'
+import json, sys
+path, dotted, value = sys.argv[1:]
+with open(path) as f:
+    params = json.load(f)
+*parents, last = dotted.split(".")
+node = params
+for key in parents:
+    node = node[key]
+node[last] = json.loads(value)
+with open(path, "w") as f:
+    json.dump(params, f, indent=2)
+EOF
+}
+
+# calls NAME -> the recorded calls of one stub
+calls() {
+  grep "^$1 " "$STUB_LOG" || true
+}
+
+# mutating_calls -> every recorded call that changes the node
+mutating_calls() {
+  grep -E '^(mount|umount|groupadd|useradd|usermod|scontrol|apt-get|apt-mark|aws) |^systemctl (daemon-reload|enable|restart|reload)' "$STUB_LOG" || true
+}
+
+# add_artifact NAME FILE CONTENT [SHA] : puts a fake .deb in the fake S3 and lists it in the params
+add_artifact() {
+  local name=$1 file=$2 content=$3 sha=${4:-}
+  printf '%s' "$content" >"$STUB_S3_DIR/$file"
+  [[ -n "$sha" ]] || sha="$(sha256sum "$STUB_S3_DIR/$file" | cut -d' ' -f1)"
+  python3 - "$PARAMS_FILE" "$name" "s3://mirror-bucket/artifacts/$file" "$sha" <<'EOF'
+import json, sys
+path, name, uri, sha = sys.argv[1:]
+with open(path) as f:
+    params = json.load(f)
+params["container_runtime"]["artifacts"].append({"name": name, "s3_uri": uri, "sha256": sha})
+with open(path, "w") as f:
+    json.dump(params, f, indent=2)
+EOF
+}
