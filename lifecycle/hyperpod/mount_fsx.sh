@@ -19,7 +19,7 @@ path="$(param fsx.mount_path)"
 entry="$dns@tcp:/$mount_name $path lustre defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target 0 0"
 
 touch "$FSTAB"
-if false; then
+if grep -qxF "$entry" "$FSTAB"; then
   log "fstab already has the entry for $path"
 else
   # Drop any older entry for the same mount point (e.g. a replaced file system), then add ours.

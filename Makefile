@@ -1,0 +1,50 @@
+# Two commands on a fresh machine: `make synth` and `make test`. Everything else is installed locally.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CDK := node_modules/.bin/cdk
+CONFIG ?= config/default.yaml
+
+# Quiet jsii's Node 20 end-of-life banner; never ask EC2 metadata or AWS for credentials, telemetry or notices.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CDK_DISABLE_CLI_TELEMETRY := true
+export AWS_EC2_METADATA_DISABLED := true
+
+.PHONY: synth test lint schema bench deps clean
+.DEFAULT_GOAL := synth
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+deps: $(VENV)/.installed node_modules/.installed
+
+## Offline synthesis of $(CONFIG) into cdk.out/ with a summary. No AWS credentials needed.
+synth: deps
+	$(CDK) synth --quiet --no-notices -c config=$(CONFIG)
+	$(PY) tools/summarize.py cdk.out
+
+## The whole test suite: shell lint, lifecycle-script tests, then pytest (config, stacks, cfn-lint, nag, limits).
+test: deps lint
+	bats tests/lifecycle
+	$(PY) -m pytest
+
+lint:
+	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh
+
+## JSON Schema of the config, for editors (config/schema.json is committed; a test keeps it current).
+schema: $(VENV)/.installed
+	$(PY) tools/export_schema.py > config/schema.json
+
+## Synth time of the default config against a trivial one-bucket app, through the same CLI.
+bench: deps
+	$(PY) tools/bench.py
+
+clean:
+	rm -rf cdk.out .bench

@@ -1,0 +1,231 @@
+"""The config layer, without CDK: defaults, examples, strict parsing and the exact error for bad input."""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, VARIANT_FILES
+from stacks.config import ConfigError, PlatformConfig, json_schema, load_config, parse_config
+
+CONTROLLER = {"name": "controller-machine", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1}
+WORKERS = {"name": "workers", "role": "compute", "instance_type": "ml.g5.8xlarge", "instance_count": 2,
+           "partitions": ["gpu"]}
+
+
+def base() -> dict:
+    return {"name": "test", "cluster": {"instance_groups": [copy.deepcopy(CONTROLLER), copy.deepcopy(WORKERS)]}}
+
+
+def with_(path: str, value) -> dict:
+    """base() with one dotted path (list indexes as numbers) set to value."""
+    data = base()
+    *parents, last = path.split(".")
+    node = data
+    for part in parents:
+        key = int(part) if part.isdigit() else part
+        if isinstance(node, dict) and key not in node:
+            node[key] = {}
+        node = node[key]
+    node[int(last) if last.isdigit() else last] = value
+    return data
+
+
+def errors_of(data) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, "test.yaml")
+    return info.value.errors
+
+
+INVALID = [
+    ("cluster name pattern", with_("name", "my_cluster"),
+     "name: 'my_cluster' — must be 1-63 letters, digits and hyphens, starting and ending with a letter or digit"),
+    ("cluster name too long", with_("name", "a" * 64),
+     f"name: '{'a' * 64}' — must be 1-63 letters, digits and hyphens, starting and ending with a letter or digit"),
+    ("group name invalid", with_("cluster.instance_groups.1.name", "gpu workers"),
+     "cluster.instance_groups[1].name: 'gpu workers' — must be 1-63 letters, digits and hyphens, starting and "
+     "ending with a letter or digit"),
+    ("group names unique", with_("cluster.instance_groups.1.name", "Controller-Machine"),
+     "cluster.instance_groups[1].name: 'Controller-Machine' is already used by cluster.instance_groups[0]; "
+     "instance group names must be unique (case-insensitive)"),
+    ("no controller", with_("cluster.instance_groups", [WORKERS]),
+     "cluster.instance_groups: 0 groups with role 'controller'; exactly one is required"),
+    ("two controllers", with_("cluster.instance_groups", [CONTROLLER, {**CONTROLLER, "name": "c2"}, WORKERS]),
+     "cluster.instance_groups: 2 groups with role 'controller'; exactly one is required"),
+    ("two login groups", with_("cluster.instance_groups", [CONTROLLER, {**CONTROLLER, "name": "l1", "role": "login"},
+                                                          {**CONTROLLER, "name": "l2", "role": "login"}]),
+     "cluster.instance_groups: 2 groups with role 'login' (indexes [1, 2]); at most one is allowed"),
+    ("unknown role", with_("cluster.instance_groups.1.role", "worker"),
+     "cluster.instance_groups[1].role: 'worker' — Input should be 'controller', 'login' or 'compute'"),
+    ("negative count", with_("cluster.instance_groups.1.instance_count", -1),
+     "cluster.instance_groups[1].instance_count: -1 — Input should be greater than or equal to 0"),
+    ("threads per core", with_("cluster.instance_groups.1.threads_per_core", 4),
+     "cluster.instance_groups[1].threads_per_core: 4 — Input should be 1 or 2"),
+    ("ebs too big", with_("cluster.instance_groups.1.ebs_volume_gib", 20000),
+     "cluster.instance_groups[1].ebs_volume_gib: 20000 — Input should be less than or equal to 16384"),
+    ("ebs zero", with_("cluster.instance_groups.1.ebs_volume_gib", 0),
+     "cluster.instance_groups[1].ebs_volume_gib: 0 — Input should be greater than or equal to 1"),
+    ("instance type not ml.*", with_("cluster.instance_groups.1.instance_type", "p5.48xlarge"),
+     "cluster.instance_groups[1].instance_type: 'p5.48xlarge' — must be a SageMaker instance type such as ml.g5.8xlarge"),
+    ("deep health checks on CPU", with_("cluster.instance_groups.0.deep_health_checks", ["InstanceStress"]),
+     "cluster.instance_groups[0].deep_health_checks: ['InstanceStress'] on 'ml.m5.xlarge'; deep health checks run "
+     "only on accelerated instance families (p4d, p4de, p5, p5e, p5en, p6, g5, g6, g6e, trn1, trn1n, trn2, inf2)"),
+    ("controller partitions", with_("cluster.instance_groups.0.partitions", ["x"]),
+     "cluster.instance_groups[0].partitions: ['x'] on a controller group; only compute groups belong to partitions"),
+    ("group az without subnet", with_("cluster.instance_groups.1.az_id", "usw2-az3"),
+     "cluster.instance_groups[1].az_id: 'usw2-az3' has no private subnet; allowed: usw2-az2"),
+    ("fsx capacity", with_("storage.lustre.storage_capacity_gib", 3600),
+     "storage.lustre.storage_capacity_gib: 3600; allowed: 1200 or a multiple of 2400"),
+    ("fsx throughput", with_("storage.lustre.throughput_mib_per_tib", 200),
+     "storage.lustre.throughput_mib_per_tib: 200 — Input should be 125, 250, 500 or 1000"),
+    ("metadata iops", with_("storage.lustre.metadata", {"mode": "USER_PROVISIONED", "iops": 5000}),
+     "storage.lustre.metadata.iops: 5000 with mode USER_PROVISIONED; allowed: 1500, 3000, 6000 or a multiple of "
+     "12000 up to 192000"),
+    ("az id is a name", with_("network.az_ids", ["us-west-2a"]),
+     "network.az_ids[0]: 'us-west-2a' — must be an AZ ID such as use1-az4 (not an AZ name)"),
+    ("az id in another region", with_("network.az_ids", ["use1-az4"]),
+     "network.az_ids[0]: 'use1-az4' is not in region us-west-2; AZ IDs there start with 'usw2-'"),
+    ("cidr host bits", with_("network.vpc_cidr", "10.0.0.1/16"),
+     "network.vpc_cidr: '10.0.0.1/16' — must be an IPv4 CIDR block with no host bits set, e.g. 10.0.0.0/16"),
+    ("cidr outside vpc", with_("network.private_subnet_cidrs", ["10.9.0.0/18"]),
+     "network.private_subnet_cidrs[0]: '10.9.0.0/18' is not inside network.vpc_cidr '10.0.0.0/16'"),
+    ("cidrs overlap", with_("network.private_subnet_cidrs", ["10.0.0.0/18"]),
+     "network.private_subnet_cidrs[0]: '10.0.0.0/18' overlaps network.public_subnet_cidr '10.0.0.0/24'"),
+    ("one cidr per az", with_("network.az_ids", ["usw2-az1", "usw2-az2"]),
+     "network.private_subnet_cidrs: 1 CIDR(s) for 2 AZ ID(s); give exactly one private subnet CIDR per AZ ID"),
+    ("unknown key", with_("storage.lustre.capacity", 1200),
+     "storage.lustre.capacity: unknown key; allowed here: storage_capacity_gib, throughput_mib_per_tib, "
+     "data_compression, lustre_version, metadata, mount_path, mount_by, data_repository"),
+    ("unknown top-level key", with_("orchestrater", "slurm"),
+     "orchestrater: unknown key; allowed here: name, orchestrator, shared_fsx, deployment, tags, network, storage, "
+     "cluster, users"),
+    ("boolean as string", with_("shared_fsx", "yes"), "shared_fsx: 'yes' — must be true or false"),
+    ("boolean as number", with_("network.flow_logs", {"enabled": 1}), "network.flow_logs.enabled: 1 — must be true or false"),
+    ("eks not yet", with_("orchestrator", "eks"),
+     "orchestrator: 'eks' is not available yet (the EKS orchestrator arrives in a later release); allowed: slurm"),
+    ("duplicate uid", with_("users", [{"name": "a", "uid": 2001}, {"name": "b", "uid": 2001}]),
+     "users[1].uid: 2001 is already used by users[0]; uids must be unique"),
+    ("system uid", with_("users", [{"name": "a", "uid": 1000}]),
+     "users[0].uid: 1000 — Input should be greater than or equal to 2000"),
+    ("checksum format", with_("cluster.container_runtime", {"enabled": True, "docker_apt_version": "24.0.7",
+                                                            "artifacts": [{"name": "enroot", "s3_uri": "s3://b/e.deb",
+                                                                           "sha256": "abc"}]}),
+     "cluster.container_runtime.artifacts[0].sha256: 'abc' — must be a SHA-256 digest: 64 lowercase hex characters"),
+    ("unpinned docker", with_("cluster.container_runtime", {"enabled": True}),
+     "cluster.container_runtime.docker_apt_version: '' with the container runtime enabled; pin the docker.io package "
+     "version, e.g. '24.0.7-0ubuntu2~22.04.1'"),
+    ("flow log retention", with_("network.flow_logs", {"retention_days": 42}),
+     "network.flow_logs.retention_days: 42 — Input should be 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, "
+     "545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653"),
+]
+
+
+@pytest.mark.parametrize("data, expected", [(d, e) for _, d, e in INVALID], ids=[i for i, _, _ in INVALID])
+def test_invalid_config_reports_exact_error(data, expected):
+    assert expected in errors_of(data)
+
+
+def test_invalid_table_is_large_enough():
+    assert len(INVALID) >= 20
+
+
+def test_all_errors_are_reported_together():
+    data = with_("name", "bad_name")
+    data["cluster"]["instance_groups"][1].update(instance_count=-5, threads_per_core=3)
+    data["storage"] = {"lustre": {"storage_capacity_gib": 1000}}
+    errors = errors_of(data)
+    assert [e.split(":")[0] for e in errors] == ["name", "cluster.instance_groups[1].instance_count",
+                                                "cluster.instance_groups[1].threads_per_core"]
+    # Semantic rules run once the shapes are right, and are collected together too.
+    data = with_("storage.lustre.storage_capacity_gib", 1000)
+    data["network"] = {"az_ids": ["use1-az1"]}
+    assert len(errors_of(data)) == 2
+
+
+def test_error_message_names_source_and_every_problem():
+    with pytest.raises(ConfigError) as info:
+        parse_config(with_("name", "_"), "config/mine.yaml")
+    assert str(info.value).startswith("1 configuration error(s) in config/mine.yaml:\n  - name: '_'")
+
+
+def test_defaults_are_a_small_real_cluster():
+    cfg = PlatformConfig()
+    assert [(g.role, g.instance_type, g.instance_count) for g in cfg.cluster.instance_groups] == [
+        ("controller", "ml.m5.xlarge", 1), ("login", "ml.m5.xlarge", 1), ("compute", "ml.g5.8xlarge", 1)]
+    assert cfg.orchestrator == "slurm" and cfg.shared_fsx is True
+
+
+@pytest.mark.parametrize("variant", VARIANT_FILES)
+def test_shipped_configs_are_valid(variant):
+    load_config(VARIANT_FILES[variant])
+
+
+def test_default_yaml_spells_out_the_model_defaults():
+    assert load_config(VARIANT_FILES["default"]) == PlatformConfig()
+
+
+def test_yaml_booleans_are_true_false_only(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("shared_fsx: yes\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.errors == ["shared_fsx: 'yes' — must be true or false"]
+    path.write_text("shared_fsx: false\n")
+    assert load_config(path).shared_fsx is False
+
+
+def test_yaml_duplicate_keys_are_rejected(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: a\nname: b\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "duplicate key 'name'" in info.value.errors[0]
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "nope.yaml")
+    assert info.value.errors == [f"config: '{tmp_path / 'nope.yaml'}' — file not found"]
+
+
+def test_context_overrides_win_over_the_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("shared_fsx: true\n")
+    assert load_config(path, {"shared_fsx": "false"}).shared_fsx is False
+    assert load_config(path, {"shared_fsx": None}).shared_fsx is True
+    with pytest.raises(ConfigError) as info:
+        load_config(path, {"shared_fsx": "no"})
+    assert info.value.errors == ["shared_fsx: 'no' (from -c shared_fsx=...) — must be true or false"]
+    with pytest.raises(ConfigError) as info:
+        load_config(path, {"orchestrator": "eks"})
+    assert info.value.errors[0].startswith("orchestrator: 'eks' is not available yet")
+
+
+def test_committed_json_schema_is_current():
+    committed = json.loads((ROOT / "config" / "schema.json").read_text())
+    assert committed == json.loads(json.dumps(json_schema())), "run `make schema` and commit config/schema.json"
+
+
+def test_schema_rejects_unknown_keys_for_editors():
+    schema = json_schema()
+    assert schema["additionalProperties"] is False
+    assert schema["$defs"]["InstanceGroup"]["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["-c", "orchestrator=eks"], "orchestrator: 'eks' is not available yet"),
+    (["-c", "shared_fsx=maybe"], "shared_fsx: 'maybe' (from -c shared_fsx=...) — must be true or false"),
+    (["-c", "config=config/missing.yaml"], "config: 'config/missing.yaml' — file not found"),
+])
+def test_app_reports_bad_input_without_traceback(args, expected):
+    context = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args[1::2]}
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "CDK_CONTEXT_JSON": json.dumps(context),
+                                 "CDK_OUTDIR": "/tmp/should-not-be-written",
+                                 "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+    assert result.returncode == 1
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,66 @@
+"""`make bench`: wall time of `cdk synth` for a config against a trivial one-bucket app, and their ratio.
+
+Both go through the same pinned CLI and Python, so the ratio measures this project's own synthesis cost
+(stacks, nag, asset hashing) over the fixed cost of starting CDK. Runs alternate; the median of each is used.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
+PY = str(ROOT / ".venv" / "bin" / "python")
+TARGET_RATIO = 1.5
+
+
+def synth_seconds(app: str | None, out: Path, context: list[str]) -> float:
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [CDK, "synth", "--quiet", "--no-notices", "-o", str(out)] + (["-a", app] if app else [])
+    for item in context:
+        cmd += ["-c", item]
+    start = time.perf_counter()
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if result.returncode:
+        sys.exit(f"{' '.join(cmd)} failed:\n{result.stderr}")
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--config", action="append", default=None,
+                        help="config file(s) to time (default: config/default.yaml)")
+    args = parser.parse_args()
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    bench = ROOT / ".bench"
+    configs = args.config or ["config/default.yaml"]
+    times: dict[str, list[float]] = {"trivial one-bucket app": []}
+    for _ in range(args.runs):
+        times["trivial one-bucket app"].append(synth_seconds(f"{PY} tools/trivial_app.py", bench / "trivial", []))
+        for config in configs:
+            times.setdefault(config, []).append(synth_seconds(None, bench / "platform", [f"config={config}"]))
+    baseline = statistics.median(times["trivial one-bucket app"])
+    print(f"cdk synth wall time, median of {args.runs} alternating runs (aws-cdk CLI {cli_version()}):")
+    for name, samples in times.items():
+        median = statistics.median(samples)
+        ratio = median / baseline
+        line = f"  {name:<40} {median:6.2f} s   ratio {ratio:4.2f}x"
+        if name != "trivial one-bucket app":
+            line += "  (target <= %.1fx: %s)" % (TARGET_RATIO, "met" if ratio <= TARGET_RATIO else "MISSED")
+        print(line)
+    return 0  # a benchmark reports; it does not gate CI
+
+
+def cli_version() -> str:
+    return subprocess.run([CDK, "--version"], capture_output=True, text=True, cwd=ROOT).stdout.split()[0]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

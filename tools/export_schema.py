@@ -1,0 +1,9 @@
+"""Writes the config's JSON Schema to stdout (`make schema` stores it as config/schema.json)."""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from stacks.config import json_schema  # noqa: E402
+
+print(json.dumps(json_schema(), indent=2, sort_keys=True))
