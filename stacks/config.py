@@ -72,7 +72,6 @@ PartitionName = Annotated[str, _pattern(r"[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}",
                                         "a Slurm partition name: letters, digits, '-' and '_', at most 64")]
 PosixName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a POSIX user name: lowercase, at most 32 characters")]
 Sha256 = Annotated[str, _pattern(r"[0-9a-f]{64}", "a SHA-256 digest: 64 lowercase hex characters")]
-S3Uri = Annotated[str, _pattern(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/\S+", "an s3://bucket/key URI")]
 TrainingPlanArn = Annotated[str, _pattern(r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/[a-zA-Z0-9-]+",
                                           "a SageMaker training plan ARN")]
 AbsolutePath = Annotated[str, _pattern(r"/[a-zA-Z0-9._/-]*", "an absolute path such as /fsx")]
@@ -171,8 +170,10 @@ class InstanceGroup(Strict):
 
 
 class Artifact(Strict):
+    """A Debian package mirrored to the operator's S3; on_create.sh verifies the digest before installing."""
     name: Annotated[str, _pattern(r"[a-z0-9][a-z0-9._+-]*", "lowercase letters, digits, '.', '_', '+', '-'")]
-    s3_uri: S3Uri
+    s3_uri: Annotated[str, _pattern(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/(\S+/)?[a-z0-9][a-z0-9.+-]*_[^_/\s]+_[a-z0-9]+\.deb",
+                                    "an s3:// URI of a Debian package named package_version_arch.deb")]
     sha256: Sha256
 
 

@@ -111,9 +111,14 @@ INVALID = [
     ("system uid", with_("users", [{"name": "a", "uid": 1000}]),
      "users[0].uid: 1000 — Input should be greater than or equal to 2000"),
     ("checksum format", with_("cluster.container_runtime", {"enabled": True, "docker_apt_version": "24.0.7",
-                                                            "artifacts": [{"name": "enroot", "s3_uri": "s3://b/e.deb",
+                                                            "artifacts": [{"name": "enroot", "s3_uri": "s3://bkt/enroot_3.5.0-1_amd64.deb",
                                                                            "sha256": "abc"}]}),
      "cluster.container_runtime.artifacts[0].sha256: 'abc' — must be a SHA-256 digest: 64 lowercase hex characters"),
+    ("artifact not a deb", with_("cluster.container_runtime", {"enabled": True, "docker_apt_version": "24.0.7",
+                                                               "artifacts": [{"name": "pyxis", "s3_uri": "s3://bkt/pyxis.tar.gz",
+                                                                              "sha256": "a" * 64}]}),
+     "cluster.container_runtime.artifacts[0].s3_uri: 's3://bkt/pyxis.tar.gz' — must be an s3:// URI of a Debian "
+     "package named package_version_arch.deb"),
     ("unpinned docker", with_("cluster.container_runtime", {"enabled": True}),
      "cluster.container_runtime.docker_apt_version: '' with the container runtime enabled; pin the docker.io package "
      "version, e.g. '24.0.7-0ubuntu2~22.04.1'"),

@@ -1,0 +1,96 @@
+"""Storage stack: FSx for Lustre PERSISTENT_2 + DRA, encrypted retained buckets."""
+from aws_cdk.assertions import Match
+
+
+def test_lustre_file_system_from_config(synth):
+    t = synth("default").template("storage")
+    t.has_resource("AWS::FSx::FileSystem", {
+        "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
+        "Properties": Match.object_like({
+            "FileSystemType": "LUSTRE", "FileSystemTypeVersion": "2.15", "StorageCapacity": 1200,
+            "StorageType": "SSD", "KmsKeyId": {"Ref": Match.string_like_regexp("DataKey")},
+            "LustreConfiguration": {"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250,
+                                    "DataCompressionType": "LZ4", "CopyTagsToBackups": True,
+                                    "MetadataConfiguration": {"Mode": "AUTOMATIC"}}})})
+    big = synth("multi_az").template("storage")
+    big.has_resource_properties("AWS::FSx::FileSystem", {
+        "StorageCapacity": 4800, "LustreConfiguration": Match.object_like({
+            "PerUnitStorageThroughput": 500, "MetadataConfiguration": {"Mode": "USER_PROVISIONED", "Iops": 12000}})})
+
+
+def test_lustre_is_in_the_cluster_subnet_and_efa_group(synth):
+    s = synth("multi_az")
+    fs = next(iter(s.template("storage").find_resources("AWS::FSx::FileSystem").values()))["Properties"]
+    assert len(fs["SubnetIds"]) == 1 and "Private1Subnet" in str(fs["SubnetIds"])
+    assert "EfaSecurityGroup" in str(fs["SecurityGroupIds"])
+
+
+def test_data_repository_association_imports_and_exports(synth):
+    t = synth("default").template("storage")
+    t.has_resource_properties("AWS::FSx::DataRepositoryAssociation", {
+        "FileSystemPath": "/data", "BatchImportMetaDataOnCreate": True,
+        "DataRepositoryPath": {"Fn::Join": ["", ["s3://", {"Ref": Match.string_like_regexp("DataBucket")}, "/"]]},
+        "S3": {"AutoImportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]},
+               "AutoExportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}}})
+
+
+def _buckets(t):
+    return {logical: r for logical, r in t.find_resources("AWS::S3::Bucket").items()}
+
+
+def test_every_bucket_is_private_versioned_encrypted_and_retained(synth):
+    for variant in ("default", "multi_az"):
+        buckets = _buckets(synth(variant).template("storage"))
+        assert len(buckets) == 3
+        for logical, bucket in buckets.items():
+            props = bucket["Properties"]
+            assert bucket["DeletionPolicy"] == "Retain", logical
+            assert props["VersioningConfiguration"] == {"Status": "Enabled"}, logical
+            assert props["PublicAccessBlockConfiguration"] == {
+                "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True}, logical
+            assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"], logical
+            if not logical.startswith("AccessLogs"):
+                assert props["LoggingConfiguration"]["DestinationBucketName"]["Ref"].startswith("AccessLogs")
+
+
+def test_buckets_deny_plain_http(synth):
+    policies = synth("default").template("storage").find_resources("AWS::S3::BucketPolicy")
+    assert len(policies) == 3
+    for policy in policies.values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+                   for s in statements)
+
+
+def test_data_bucket_encryption_follows_config(synth):
+    def sse(variant):
+        data = [b for k, b in _buckets(synth(variant).template("storage")).items() if k.startswith("DataBucket")][0]
+        return data["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert sse("default")["ServerSideEncryptionByDefault"] == {"SSEAlgorithm": "AES256"}
+    kms = sse("multi_az")
+    assert kms["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms" and kms["BucketKeyEnabled"] is True
+
+
+def test_kms_data_bucket_lets_only_fsx_service_linked_role_use_the_key(synth):
+    key = next(iter(synth("multi_az").template("storage").find_resources("AWS::KMS::Key").values()))
+    statements = {s.get("Sid"): s for s in key["Properties"]["KeyPolicy"]["Statement"]}
+    fsx = statements["FsxDataRepositoryServiceLinkedRole"]
+    assert "AWSServiceRoleForFSxS3Access_*" in str(fsx["Condition"]["ArnLike"]["aws:PrincipalArn"])
+    assert fsx["Condition"]["StringEquals"]["aws:PrincipalAccount"] == {"Ref": "AWS::AccountId"}
+    assert key["Properties"]["EnableKeyRotation"] is True and key["DeletionPolicy"] == "Retain"
+    default_key = next(iter(synth("default").template("storage").find_resources("AWS::KMS::Key").values()))
+    assert "FsxDataRepositoryServiceLinkedRole" not in str(default_key)
+
+
+def test_lifecycle_bucket_has_a_deterministic_sagemaker_name(synth):
+    t = synth("default").template("storage")
+    lifecycle = [b for k, b in _buckets(t).items() if k.startswith("LifecycleBucket")][0]
+    assert lifecycle["Properties"]["BucketName"] == {"Fn::Join": ["", [
+        "sagemaker-lc-ml-cluster-", {"Ref": "AWS::AccountId"}, "-", {"Ref": "AWS::Region"}]]}
+
+
+def test_storage_outputs(synth):
+    outputs = synth("default").templates["storage"]["Outputs"]
+    for name in ("FsxFileSystemId", "FsxDnsName", "FsxMountName", "DataBucketName", "LifecycleBucketName"):
+        assert name in outputs
