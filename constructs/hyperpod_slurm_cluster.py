@@ -40,11 +40,17 @@ class HyperPodSlurmCluster(Construct):
     def __init__(self, scope: Construct, id_: str, *, cluster_name: str, groups: Sequence[GroupSpec],
                  vpc_id: str, subnet_ids: Sequence[str], default_subnet_id: str, security_group_id: str,
                  lifecycle_bucket: s3.IBucket, lifecycle_prefix: str, on_create: str, node_recovery: str,
-                 slurm_config_strategy: str, native_lustre: Optional[NativeLustreMount] = None) -> None:
+                 slurm_config_strategy: str, native_lustre: Optional[NativeLustreMount] = None,
+                 artifact_s3_uris: Sequence[str] = ()) -> None:
         super().__init__(scope, id_)
         self.execution_role = self._execution_role(vpc_id=vpc_id, subnet_ids=subnet_ids,
                                                    security_group_id=security_group_id,
                                                    bucket=lifecycle_bucket, prefix=lifecycle_prefix)
+        if artifact_s3_uris:
+            # Exact objects (no wildcard): the container-runtime packages on_create.sh downloads and verifies.
+            self.execution_role.add_to_policy(iam.PolicyStatement(
+                sid="ReadContainerRuntimeArtifacts", actions=["s3:GetObject"],
+                resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{uri.removeprefix('s3://')}" for uri in artifact_s3_uris]))
         source_s3_uri = f"s3://{lifecycle_bucket.bucket_name}/{lifecycle_prefix}/"
         storage_extra = []
         if native_lustre:

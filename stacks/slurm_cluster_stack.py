@@ -32,7 +32,9 @@ class SlurmClusterStack(cdk.Stack):
             lifecycle_bucket=lifecycle_bucket, lifecycle_prefix=self.lifecycle.prefix, on_create=ON_CREATE,
             node_recovery=config.cluster.node_recovery, slurm_config_strategy=config.cluster.slurm_config_strategy,
             native_lustre=NativeLustreMount(dns_name=storage.lustre.dns_name, mount_name=storage.lustre.mount_name,
-                                            mount_path=storage.mount_path) if native else None)
+                                            mount_path=storage.mount_path) if native else None,
+            artifact_s3_uris=[a.s3_uri for a in config.cluster.container_runtime.artifacts]
+            if config.cluster.container_runtime.enabled else ())
         # Nodes run on_create.sh from the bucket at creation: the scripts must be there first.
         self.hyperpod.node.add_dependency(self.lifecycle.deployment)
 
