@@ -11,7 +11,11 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 
-.PHONY: synth test lint schema bench deps clean
+# Debian packages the tests need (shellcheck, bats); installed with apt-get when missing.
+APT_PACKAGES := shellcheck bats
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: synth test lint schema bench deps system-deps clean
 .DEFAULT_GOAL := synth
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -25,17 +29,24 @@ node_modules/.installed: package.json package-lock.json
 
 deps: $(VENV)/.installed node_modules/.installed
 
+system-deps:
+	@missing=""; for pkg in $(APT_PACKAGES); do command -v $$pkg >/dev/null || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
 ## Offline synthesis of $(CONFIG) into cdk.out/ with a summary. No AWS credentials needed.
 synth: deps
 	$(CDK) synth --quiet --no-notices -c config=$(CONFIG)
 	$(PY) tools/summarize.py cdk.out
 
 ## The whole test suite: shell lint, lifecycle-script tests, then pytest (config, stacks, cfn-lint, nag, limits).
-test: deps lint
+test: deps system-deps lint
 	bats tests/lifecycle
 	$(PY) -m pytest
 
-lint:
+lint: system-deps
 	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh
 
 ## JSON Schema of the config, for editors (config/schema.json is committed; a test keeps it current).
