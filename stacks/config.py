@@ -197,14 +197,31 @@ class Cluster(Strict):
 
 
 class User(Strict):
+    """A person on the cluster and in Studio; Studio's POSIX identities need uid >= 10000 and gid >= 1001."""
     name: PosixName
-    uid: int = Field(ge=2000, le=60000)
-    gid: Optional[int] = Field(default=None, ge=2000, le=60000)
+    uid: int = Field(ge=10000, le=4000000)
+    gid: Optional[int] = Field(default=None, ge=1001, le=4000000)
     sudo: StrictBool = False
 
     @property
     def group_id(self) -> int:
         return self.gid if self.gid is not None else self.uid
+
+
+class Mlflow(Strict):
+    enabled: StrictBool = False
+    size: Literal["Small", "Medium", "Large"] = "Small"
+    mlflow_version: Annotated[str, _pattern(r"\d+\.\d+(\.\d+)?", "an MLflow version such as 2.16")] = "2.16"
+
+
+class Studio(Strict):
+    """The SageMaker Studio domain whose JupyterLab and Code Editor spaces act as login nodes."""
+    enabled: StrictBool = True
+    idle_timeout_minutes: int = Field(default=120, ge=60, le=525600)
+    partition_root: Annotated[str, _pattern(r"[a-zA-Z0-9._-]+", "a single directory name such as studio")] = "studio"
+    # Group owning the shared partition; every user's primary group in shared mode is this one in Studio.
+    shared_gid: int = Field(default=2000, ge=1001, le=4000000)
+    mlflow: Mlflow = Mlflow()
 
 
 class Deployment(Strict):
@@ -222,6 +239,7 @@ class PlatformConfig(Strict):
     network: Network = Network()
     storage: Storage = Storage()
     cluster: Cluster = Cluster()
+    studio: Studio = Studio()
     users: list[User] = []
 
     def group(self, role: str) -> list[InstanceGroup]:
@@ -229,6 +247,7 @@ class PlatformConfig(Strict):
 
 
 # ---------------------------------------------------------------------------------------------- semantic rules
+STUDIO_PROFILE_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 _DIRECTION_CODES = {"northeast": "ne", "southeast": "se", "northwest": "nw", "southwest": "sw"}
 
 
@@ -303,6 +322,9 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
             add(f"users[{i}].uid: {u.uid} is already used by users[{uids[u.uid]}]; uids must be unique")
         names.setdefault(u.name, i)
         uids.setdefault(u.uid, i)
+        if cfg.studio.enabled and not STUDIO_PROFILE_NAME.fullmatch(u.name):
+            add(f"users[{i}].name: {u.name!r} cannot be a Studio user profile name; with studio.enabled use "
+                "letters, digits and hyphens only")
     return errors
 
 

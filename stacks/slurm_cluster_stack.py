@@ -4,10 +4,13 @@ from __future__ import annotations
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.hyperpod_slurm_cluster import GroupSpec, HyperPodSlurmCluster, NativeLustreMount
 from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, lifecycle_bucket_name
+from constructs.nag_acknowledgments import acknowledge
 
 from stacks.config import PlatformConfig
 from stacks.network_stack import NetworkRefs
@@ -22,8 +25,16 @@ class SlurmClusterStack(cdk.Stack):
         # Addressed by its deterministic name: a cross-stack token here would leak into IAM wildcards.
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         prefix = f"hyperpod/{config.name}"
+        # The controller's on_create.sh publishes the Slurm version, its address, slurm.conf and the munge key
+        # here; only the cluster (write) and the Studio execution role (read) may use it.
+        self.slurm_login_secret = secretsmanager.Secret(
+            self, "SlurmLoginSecret", description=f"{config.name}: what a Studio login node needs to reach Slurm")
+        acknowledge(self.slurm_login_secret, "AwsSolutions-SMG4",
+                    "the value is the cluster's munge key and slurm.conf, written by the controller at creation; it "
+                    "changes when the cluster is re-created, not on a rotation schedule")
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket, prefix=prefix,
-                                          parameters=provisioning_parameters(config, storage))
+                                          parameters=provisioning_parameters(config, storage,
+                                                                             self.slurm_login_secret.secret_arn))
         native = config.storage.lustre.mount_by == "native"
         self.hyperpod = HyperPodSlurmCluster(
             self, "HyperPod", cluster_name=config.name, groups=group_specs(config, network),
@@ -35,6 +46,10 @@ class SlurmClusterStack(cdk.Stack):
                                             mount_path=storage.mount_path) if native else None,
             artifact_s3_uris=[a.s3_uri for a in config.cluster.container_runtime.artifacts]
             if config.cluster.container_runtime.enabled else ())
+        self.hyperpod.execution_role.add_to_policy(iam.PolicyStatement(
+            sid="PublishSlurmLoginSecret",
+            actions=["secretsmanager:PutSecretValue", "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+            resources=[self.slurm_login_secret.secret_arn]))
         # Nodes run on_create.sh from the bucket at creation: the scripts must be there first.
         self.hyperpod.node.add_dependency(self.lifecycle.deployment)
 
@@ -64,7 +79,8 @@ def group_specs(config: PlatformConfig, network: NetworkRefs) -> list[GroupSpec]
             for g in config.cluster.instance_groups]
 
 
-def provisioning_parameters(config: PlatformConfig, storage: StorageStack) -> dict[str, Any]:
+def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
+                            slurm_login_secret_arn: str | None = None) -> dict[str, Any]:
     """The node-side contract read by lifecycle/hyperpod/on_create.sh (see lifecycle/hyperpod/README.md)."""
     logins = config.group("login")
     lustre = config.storage.lustre
@@ -79,7 +95,8 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack) -> di
         "fsx": {"mount": lustre.mount_by == "lifecycle", "dns_name": storage.lustre.dns_name,
                 "mount_name": storage.lustre.mount_name, "mount_path": lustre.mount_path},
         "users": [{"name": u.name, "uid": u.uid, "gid": u.group_id, "sudo": u.sudo} for u in config.users],
-        "slurm": {"auto_resume": config.cluster.slurm_auto_resume},
+        "slurm": {"auto_resume": config.cluster.slurm_auto_resume, "login_secret_arn": slurm_login_secret_arn},
+        "shared_group": {"name": "studio-shared", "gid": config.studio.shared_gid} if config.studio.enabled else None,
         "container_runtime": {"enabled": runtime.enabled, "docker_apt_version": runtime.docker_apt_version,
                               "artifacts": [a.model_dump() for a in runtime.artifacts]},
     }

@@ -5,7 +5,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
-from constructs.lifecycle_scripts import lifecycle_bucket_name
+from constructs.lifecycle_scripts import data_bucket_name, lifecycle_bucket_name
 from constructs.lustre_file_system import LustreFileSystem
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 
@@ -24,7 +24,8 @@ class StorageStack(cdk.Stack):
         if kms_data:
             self._allow_fsx_s3_access_role(self.key)
         self.data_bucket = secure_bucket(self, "DataBucket", access_logs=self.access_logs, log_prefix="data/",
-                                         encryption_key=self.key if kms_data else None)
+                                         encryption_key=self.key if kms_data else None,
+                                         bucket_name=data_bucket_name(cluster_name))
         self.lifecycle_bucket = secure_bucket(self, "LifecycleBucket", access_logs=self.access_logs,
                                               log_prefix="lifecycle/", bucket_name=lifecycle_bucket_name(cluster_name))
 

@@ -30,7 +30,7 @@ VARIANT_FILES = {
 
 
 def large_config() -> PlatformConfig:
-    """The biggest shape the config allows in practice: 6 AZs, every endpoint, 20 instance groups, many users."""
+    """The biggest shape in practice: 4 AZs, every endpoint, 20 instance groups, 1,000 users in per-user mode."""
     azs = [f"usw2-az{i}" for i in range(1, 5)]
     groups = [{"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1},
               {"name": "login", "role": "login", "instance_type": "ml.m5.xlarge", "instance_count": 1}]
@@ -38,12 +38,12 @@ def large_config() -> PlatformConfig:
                 "deep_health_checks": ["InstanceStress", "InstanceConnectivity"], "az_id": azs[i % len(azs)],
                 "partitions": [f"part{i}"]} for i in range(18)]
     return parse_config({
-        "name": "large",
+        "name": "large", "shared_fsx": False,
         "network": {"az_ids": azs, "private_subnet_cidrs": [f"10.0.{64 * i}.0/18" for i in range(1, 4)] + ["10.0.16.0/20"],
                     "interface_endpoints": ["ssm", "ssmmessages", "ec2messages", "sts", "logs", "ecr.api", "ecr.dkr",
                                             "sagemaker.api"], "s3_endpoint_policy": "restricted"},
         "cluster": {"instance_groups": groups},
-        "users": [{"name": f"user{i}", "uid": 3000 + i} for i in range(500)],
+        "users": [{"name": f"user{i}", "uid": 10000 + i} for i in range(1000)],
     }, "large")
 
 
@@ -52,13 +52,17 @@ class Synthesized:
     config: PlatformConfig
     platform: Platform
     out_dir: Path
-    templates: dict[str, dict[str, Any]]  # by stack role: network / storage / cluster
+    templates: dict[str, dict[str, Any]]  # by stack role: network / storage / cluster / studio
+    nested: dict[str, dict[str, Any]]     # nested stack templates by file name
 
     def template(self, role: str) -> Template:
         return Template.from_json(self.templates[role])
 
     def template_path(self, role: str) -> Path:
         return self.out_dir / f"{self.config.name}-{role}.template.json"
+
+    def all_template_paths(self) -> list[Path]:
+        return [self.template_path(role) for role in self.templates] + [self.out_dir / n for n in self.nested]
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -74,9 +78,10 @@ def _synth(variant: str, out_root: str) -> Synthesized:
     add_security_checks(app)
     app.synth()  # raises on any unacknowledged cdk-nag finding
     templates = {role: json.loads((out_dir / f"{config.name}-{role}.template.json").read_text())
-                 for role in ("network", "storage", "cluster")
+                 for role in ("network", "storage", "cluster", "studio")
                  if (out_dir / f"{config.name}-{role}.template.json").exists()}
-    return Synthesized(config=config, platform=platform, out_dir=out_dir, templates=templates)
+    nested = {p.name: json.loads(p.read_text()) for p in sorted(out_dir.glob("*.nested.template.json"))}
+    return Synthesized(config=config, platform=platform, out_dir=out_dir, templates=templates, nested=nested)
 
 
 @pytest.fixture(scope="session")

@@ -75,7 +75,8 @@ def test_execution_role_is_least_privilege(synth):
                                                  ":iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"]]}]})
     statements = _role_statements(s)
     assert set(statements) == {"DescribeNetwork", "CreateInterfacesInClusterSubnets", "ManageInterfacesInClusterVpc",
-                               "TagNewInterfaces", "ReadOwnLifecycleScripts", "ListOwnLifecycleScripts"}
+                               "TagNewInterfaces", "ReadOwnLifecycleScripts", "ListOwnLifecycleScripts",
+                               "PublishSlurmLoginSecret"}
     assert all(a.startswith("ec2:Describe") for a in statements["DescribeNetwork"]["Action"])
     assert statements["ManageInterfacesInClusterVpc"]["Condition"]["ArnEquals"]["ec2:Vpc"]
     assert "hyperpod/ml-cluster/*" in json.dumps(statements["ReadOwnLifecycleScripts"]["Resource"])
@@ -108,11 +109,11 @@ def test_lifecycle_scripts_ship_as_asset_with_generated_parameters(synth):
 def test_provisioning_parameters_follow_config(synth):
     from stacks.slurm_cluster_stack import provisioning_parameters
     s = synth("containers")
-    params = provisioning_parameters(s.config, s.platform.storage)
+    params = provisioning_parameters(s.config, s.platform.storage, s.platform.cluster.slurm_login_secret.secret_arn)
     assert params["controller_group"] == "controller-machine" and params["login_group"] == "login-group"
     assert params["worker_groups"] == [{"instance_group_name": "students", "partition_name": "class"}]
     assert params["fsx"]["mount"] is False  # native mount: on_create.sh must not mount it again
-    assert params["users"][3] == {"name": "ta", "uid": 2100, "gid": 2100, "sudo": True}
+    assert params["users"][3] == {"name": "ta", "uid": 10100, "gid": 10100, "sudo": True}
     assert params["container_runtime"]["enabled"] is True
     fixture = json.loads((ROOT / "tests" / "lifecycle" / "fixtures" / "provisioning_parameters.json").read_text())
     assert _shape(fixture) == _shape(json.loads(json.dumps(params, default=str))), \

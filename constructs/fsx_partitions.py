@@ -1,0 +1,162 @@
+"""FSx for Lustre partitions for Studio users, created without a shell on any node.
+
+A partition is a directory under the data repository association's path. The handler puts an S3 directory
+marker carrying FSx POSIX metadata (owner, group, mode) under the DRA's prefix and imports it with an FSx
+data repository task; the custom resource completes only when that task has succeeded, so the directory
+exists with the right owner and mode before CloudFormation moves on (lambda/fsx_partitions/).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import aws_cdk as cdk
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+from constructs.nag_acknowledgments import acknowledge
+
+HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "fsx_partitions"
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+
+
+class FsxPartitions(Construct):
+    def __init__(self, scope: Construct, id_: str, *, file_system_id: str, file_system_path: str,
+                 data_bucket_name: str, s3_prefix: str, partition_root: str) -> None:
+        super().__init__(scope, id_)
+        self.file_system_id = file_system_id
+        self.file_system_path = file_system_path.rstrip("/")
+        self.data_bucket_name = data_bucket_name
+        self.s3_prefix = s3_prefix
+        self.partition_root = partition_root
+        code = lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"])
+
+        def function(name: str, handler: str, timeout: cdk.Duration, **kwargs) -> lambda_.Function:
+            log_group = logs.LogGroup(self, f"{name}Logs", retention=logs.RetentionDays.THREE_MONTHS,
+                                      removal_policy=cdk.RemovalPolicy.DESTROY)
+            fn = lambda_.Function(self, name, runtime=RUNTIME, code=code, handler=handler, timeout=timeout,
+                                  memory_size=256, log_group=log_group, **kwargs)
+            self._grant(fn.role)
+            return fn
+
+        self.on_event = function("OnEvent", "custom_resource.on_event", cdk.Duration.minutes(2))
+        self.is_complete = function("IsComplete", "custom_resource.is_complete", cdk.Duration.minutes(1))
+        provider_logs = logs.LogGroup(self, "ProviderLogs", retention=logs.RetentionDays.THREE_MONTHS,
+                                      removal_policy=cdk.RemovalPolicy.DESTROY)
+        self.provider = cr.Provider(
+            self, "Provider", on_event_handler=self.on_event, is_complete_handler=self.is_complete,
+            query_interval=cdk.Duration.seconds(20), total_timeout=cdk.Duration.minutes(30), log_group=provider_logs,
+            disable_waiter_state_machine_logging=False,
+            waiter_state_machine_log_options=cr.LogOptions(destination=provider_logs, level=sfn.LogLevel.ALL))
+        self._acknowledge_provider()
+
+    def partition(self, scope: Construct, id_: str, *, relative_name: str, uid, gid, mode: str,
+                  condition: Optional[cdk.CfnCondition] = None) -> cdk.CustomResource:
+        resource = cdk.CustomResource(scope, id_, service_token=self.provider.service_token,
+                                      resource_type="Custom::FsxPartition",
+                                      properties={"FileSystemId": self.file_system_id,
+                                                  "FileSystemPath": self.file_system_path,
+                                                  "DataBucket": self.data_bucket_name, "S3Prefix": self.s3_prefix,
+                                                  "RelativePath": f"{self.partition_root}/{relative_name}",
+                                                  "Uid": uid, "Gid": gid, "Mode": mode})
+        if condition is not None:
+            resource.node.default_child.cfn_options.condition = condition
+        return resource
+
+    def path_of(self, relative_name: str) -> str:
+        return f"{self.file_system_path}/{self.partition_root}/{relative_name}"
+
+    def watch_profiles(self, *, domain_id: str, domain_arn_prefix: str,
+                       condition: Optional[cdk.CfnCondition]) -> None:
+        """Profiles created outside the stack (console, CLI) get a private partition too."""
+        self.dead_letters = sqs.Queue(self, "ProfileEventsDeadLetters", enforce_ssl=True,
+                                      encryption=sqs.QueueEncryption.SQS_MANAGED,
+                                      retention_period=cdk.Duration.days(14))
+        self.profile_events = self._function_for_events(domain_id)
+        self.profile_events.add_to_role_policy(iam.PolicyStatement(
+            sid="MergeProfileFileSystems", actions=["sagemaker:DescribeUserProfile", "sagemaker:UpdateUserProfile"],
+            resources=[f"{domain_arn_prefix}/*"]))
+        rule = events.Rule(self, "OnCreateUserProfile", description="Private FSx partition for new Studio profiles",
+                           event_pattern=events.EventPattern(
+                               source=["aws.sagemaker"], detail_type=["AWS API Call via CloudTrail"],
+                               detail={"eventSource": ["sagemaker.amazonaws.com"], "eventName": ["CreateUserProfile"],
+                                       "requestParameters": {"domainId": [domain_id]}}))
+        rule.add_target(targets.LambdaFunction(self.profile_events, dead_letter_queue=self.dead_letters,
+                                               retry_attempts=8, max_event_age=cdk.Duration.hours(6)))
+        if condition is not None:
+            # The rule and everything that names it (invoke permission, DLQ policy) exist only in per-user mode.
+            for resource in (*rule.node.find_all(), *self.dead_letters.node.find_all()):
+                if isinstance(resource, (lambda_.CfnPermission, sqs.CfnQueuePolicy, events.CfnRule)):
+                    resource.cfn_options.condition = condition
+        acknowledge(self.profile_events, "AwsSolutions-IAM5",
+                    "new profiles in this domain are only known by name once created; the handler may describe "
+                    "and update profiles of this one domain",
+                    findings=[f"Resource::{domain_arn_prefix}/*"])
+        acknowledge(self.dead_letters, "AwsSolutions-SQS3",
+                    "this queue is the dead-letter queue of the profile-events function and its EventBridge target")
+
+    def _function_for_events(self, domain_id: str) -> lambda_.Function:
+        log_group = logs.LogGroup(self, "ProfileEventsLogs", retention=logs.RetentionDays.THREE_MONTHS,
+                                  removal_policy=cdk.RemovalPolicy.DESTROY)
+        fn = lambda_.Function(
+            self, "ProfileEvents", runtime=RUNTIME, handler="profile_events.handler", timeout=cdk.Duration.minutes(15),
+            memory_size=256, log_group=log_group, retry_attempts=2, dead_letter_queue=self.dead_letters,
+            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            environment={"DOMAIN_ID": domain_id, "FILE_SYSTEM_ID": self.file_system_id,
+                         "FILE_SYSTEM_PATH": self.file_system_path, "DATA_BUCKET": self.data_bucket_name,
+                         "S3_PREFIX": self.s3_prefix, "PARTITION_ROOT": self.partition_root,
+                         "MAX_WAIT_SECONDS": "780"})
+        self._grant(fn.role)
+        return fn
+
+    def _grant(self, role: iam.IRole) -> None:
+        stack = cdk.Stack.of(self)
+        marker_prefix = f"arn:{cdk.Aws.PARTITION}:s3:::{self.data_bucket_name}/{self.s3_prefix}{self.partition_root}/*"
+        file_system_arn = stack.format_arn(service="fsx", resource="file-system", resource_name=self.file_system_id)
+        role.add_to_principal_policy(iam.PolicyStatement(
+            sid="PartitionMarkers", actions=["s3:GetObject", "s3:PutObject"], resources=[marker_prefix]))
+        # Without ListBucket, S3 answers a missing marker with 403 instead of 404.
+        role.add_to_principal_policy(iam.PolicyStatement(
+            sid="ListPartitionMarkers", actions=["s3:ListBucket"],
+            resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{self.data_bucket_name}"],
+            conditions={"StringLike": {"s3:prefix": [f"{self.s3_prefix}{self.partition_root}/*"]}}))
+        role.add_to_principal_policy(iam.PolicyStatement(
+            sid="ImportPartitions", actions=["fsx:CreateDataRepositoryTask"],
+            resources=[file_system_arn, stack.format_arn(service="fsx", resource="task", resource_name="*")]))
+        role.add_to_principal_policy(iam.PolicyStatement(
+            sid="WatchImports", actions=["fsx:DescribeDataRepositoryTasks"], resources=["*"]))
+        acknowledge(role, "AwsSolutions-IAM5",
+                    "partition handlers write directory markers only under the partition root of the data bucket, "
+                    "start import tasks (whose ids FSx assigns) on this file system, and poll tasks, which "
+                    "DescribeDataRepositoryTasks supports only on '*'",
+                    findings=["Resource::*", f"Resource::{marker_prefix}",
+                              f"Resource::{stack.format_arn(service='fsx', resource='task', resource_name='*')}"])
+        acknowledge(role, "AwsSolutions-IAM4",
+                    "partition handlers log to their own CloudWatch log group through the basic execution policy",
+                    findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"])
+
+    def _acknowledge_provider(self) -> None:
+        acknowledge(self.provider, "AwsSolutions-IAM4",
+                    "aws-cdk-lib's custom-resource Provider framework functions log through the basic execution policy",
+                    findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"])
+        acknowledge(self.provider, "AwsSolutions-L1",
+                    "the Provider framework's runtime is chosen by aws-cdk-lib, not by this project")
+        acknowledge(self.provider, "AwsSolutions-IAM5",
+                    "the Provider framework invokes this construct's two handlers and its own functions, by any "
+                    "version ('<arn>:*'), as aws-cdk-lib grants it",
+                    findings=[f"Resource::{fn.function_arn}:*" for fn in (self.on_event, self.is_complete)] +
+                             [f"Resource::{child.node.default_child.attr_arn}:*"
+                              for child in self.provider.node.children
+                              if isinstance(child, lambda_.Function) and child.node.id != "framework-onEvent"])
+        acknowledge(self.provider.node.find_child("waiter-state-machine"), "AwsSolutions-IAM5",
+                    "Step Functions' CloudWatch Logs delivery actions support no resource-level permissions; this "
+                    "role only delivers the waiter's execution logs", findings=["Resource::*"])
+        acknowledge(self.provider, "AwsSolutions-SF2",
+                    "the Provider's waiter state machine only polls is_complete; its executions are logged (SF1) "
+                    "and X-Ray tracing would add no insight into a single Lambda poll")

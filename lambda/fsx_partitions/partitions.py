@@ -1,0 +1,303 @@
+"""FSx for Lustre partitions: directories created through the S3 data repository, never through a shell.
+
+A partition is a directory on the file system with a POSIX owner, group and mode. We write a zero-byte
+"directory marker" object (key ends in "/") into the bucket linked by the data repository association, carrying
+the POSIX metadata FSx for Lustre reads on import (user metadata `file-owner`, `file-group`,
+`file-permissions`; see "POSIX metadata support for data repositories" in the FSx for Lustre User Guide), then
+run an IMPORT_METADATA_FROM_REPOSITORY task so the directory exists with that metadata once the task succeeds.
+
+Plain functions taking boto3 clients; stdlib + boto3 only.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+LOG = logging.getLogger(__name__)
+LOG.setLevel(logging.INFO)
+
+T = TypeVar("T")
+Sleep = Callable[[float], None]
+
+THROTTLING_CODES = frozenset(
+    {"ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded", "SlowDown"})
+NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
+
+S_IFDIR = 0o040000
+# FSx for Lustre POSIX metadata, stored as S3 user metadata (x-amz-meta-<name>); boto3 adds the prefix.
+META_OWNER = "file-owner"
+META_GROUP = "file-group"
+META_PERMISSIONS = "file-permissions"
+
+MAX_CUSTOM_FILE_SYSTEMS = 10  # UserSettings.CustomFileSystemConfigs holds at most 10 entries
+
+
+def client(service: str):
+    """Client factory used by every handler. boto3 >= 1.28 honours AWS_ENDPOINT_URL itself (tests point it at
+    moto server); the standard retry mode already absorbs short throttling bursts before `retry` sees them."""
+    return boto3.client(service, config=Config(retries={"mode": "standard"}))
+
+
+def error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def retry(call: Callable[[], T], *, attempts: int = 5, base_delay: float = 0.5, max_delay: float = 8.0,
+          sleep: Sleep = time.sleep, jitter: Callable[[], float] = random.random) -> T:
+    """Run `call`, retrying throttling errors with capped exponential backoff and full jitter.
+
+    Any other error, or a throttling error on the last attempt, propagates unchanged."""
+    if attempts < 1:
+        raise ValueError("attempts must be at least 1")
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except ClientError as error:
+            if error_code(error) not in THROTTLING_CODES or attempt == attempts:
+                raise
+            delay = jitter() * min(max_delay, base_delay * 2 ** (attempt - 1))
+            LOG.warning("throttled (%s), attempt %d/%d, retrying in %.2fs", error_code(error), attempt, attempts,
+                        delay)
+            sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def wait_for(check: Callable[[], T | None], *, what: str, max_wait: float, sleep: Sleep = time.sleep,
+             first_delay: float = 2.0, max_delay: float = 30.0) -> T:
+    """Poll `check` until it returns a truthy value, backing off from `first_delay` up to `max_delay`.
+
+    `check` raises to fail fast. The budget counts both slept seconds and wall-clock time, so an injected sleep
+    still ends the wait after a bounded number of polls. Raises TimeoutError when `max_wait` is spent."""
+    started = time.monotonic()
+    slept = 0.0
+    delay = first_delay
+    polls = 0
+    while True:
+        result = check()
+        polls += 1
+        if result:
+            return result
+        elapsed = max(slept, time.monotonic() - started)
+        if elapsed >= max_wait:
+            raise TimeoutError(f"{what}: not done after {elapsed:.0f}s ({polls} checks, limit {max_wait:.0f}s)")
+        step = max(0.0, min(delay, max_wait - elapsed))
+        sleep(step)
+        slept += step
+        delay = min(delay * 2, max_delay)
+
+
+# --- partition description -------------------------------------------------------------------------------------
+
+def parse_mode(value: str | int) -> int:
+    """'0700', '700', '2775' or an int -> permission bits (no file type). setuid is refused: FSx drops it."""
+    mode = value if isinstance(value, int) else int(str(value).strip(), 8)
+    if not 0 <= mode <= 0o7777:
+        raise ValueError(f"mode {value!r} is outside 0000-7777")
+    if mode & 0o4000:
+        raise ValueError(f"mode {value!r} sets setuid, which FSx for Lustre does not import")
+    return mode
+
+
+def directory_permissions(mode: int) -> str:
+    """Permission bits -> the `file-permissions` value: st_mode in octal with the directory type bits,
+    e.g. 0o700 -> '040700', 0o2775 -> '042775'."""
+    return f"{S_IFDIR | parse_mode(mode):06o}"
+
+
+def marker_metadata(uid: int, gid: int, mode: int) -> dict[str, str]:
+    return {META_OWNER: str(uid), META_GROUP: str(gid), META_PERMISSIONS: directory_permissions(mode)}
+
+
+def _non_negative_int(name: str, value: Any) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    if number < 0:
+        raise ValueError(f"{name} must not be negative, got {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class Partition:
+    file_system_id: str
+    file_system_path: str  # where the DRA links the bucket, e.g. "/data"
+    data_bucket: str
+    s3_prefix: str         # "" or ends in "/"
+    relative_path: str     # e.g. "studio/alice"
+    uid: int
+    gid: int
+    mode: int              # permission bits without the file type, e.g. 0o700
+
+    @classmethod
+    def build(cls, *, file_system_id: str, file_system_path: str, data_bucket: str, s3_prefix: str,
+              relative_path: str, uid: Any, gid: Any, mode: Any) -> "Partition":
+        if not file_system_id:
+            raise ValueError("FileSystemId is required")
+        if not data_bucket:
+            raise ValueError("DataBucket is required")
+        if not file_system_path.startswith("/"):
+            raise ValueError(f"FileSystemPath must start with '/', got {file_system_path!r}")
+        if s3_prefix and (not s3_prefix.endswith("/") or s3_prefix.startswith("/")):
+            raise ValueError(f"S3Prefix must be empty or end (and not start) with '/', got {s3_prefix!r}")
+        parts = relative_path.split("/")
+        if not relative_path or any(part in ("", ".", "..") for part in parts):
+            raise ValueError(f"RelativePath must be a relative path without '.', '..' or empty parts, "
+                             f"got {relative_path!r}")
+        return cls(file_system_id=file_system_id, file_system_path=file_system_path.rstrip("/") or "/",
+                   data_bucket=data_bucket, s3_prefix=s3_prefix, relative_path=relative_path,
+                   uid=_non_negative_int("Uid", uid), gid=_non_negative_int("Gid", gid), mode=parse_mode(mode))
+
+    @property
+    def path(self) -> str:
+        """The directory as the file system (and SageMaker's FSxLustreFileSystemConfig) sees it."""
+        return f"{self.file_system_path.rstrip('/')}/{self.relative_path}"
+
+    @property
+    def physical_id(self) -> str:
+        return f"{self.file_system_id}:{self.path}"
+
+    @property
+    def marker_key(self) -> str:
+        return f"{self.s3_prefix}{self.relative_path}/"
+
+    @property
+    def import_uri(self) -> str:
+        """Import tasks take repository paths (s3://bucket/prefix), not file-system paths; see the Paths member
+        of CreateDataRepositoryTask. The trailing '/' keeps 'studio/al/' from matching 'studio/alice/'."""
+        return f"s3://{self.data_bucket}/{self.marker_key}"
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return marker_metadata(self.uid, self.gid, self.mode)
+
+
+# --- S3 marker and FSx import ------------------------------------------------------------------------------------
+
+def ensure_marker(s3, bucket: str, key: str, uid: int, gid: int, mode: int, *, sleep: Sleep = time.sleep) -> bool:
+    """Make sure the directory marker exists with this POSIX metadata. Returns True if it was (re)written.
+
+    Other user metadata on an existing marker (e.g. timestamps FSx exported) is kept, and an existing object is
+    rewritten in place with copy_object so nothing it holds is lost."""
+    wanted = marker_metadata(uid, gid, mode)
+    try:
+        head = retry(lambda: s3.head_object(Bucket=bucket, Key=key), sleep=sleep)
+    except ClientError as error:
+        code = error_code(error)
+        if code in ("403", "AccessDenied", "Forbidden"):
+            # Without s3:ListBucket, S3 answers HEAD on a missing key with 403, not 404. Writing is then the only
+            # way to know: if we truly may not write, put_object fails loudly with AccessDenied.
+            LOG.warning("HEAD s3://%s/%s was denied (%s); treating the marker as absent", bucket, key, code)
+        elif code not in NOT_FOUND_CODES:
+            raise
+        head = None
+    if head is None:
+        retry(lambda: s3.put_object(Bucket=bucket, Key=key, Body=b"", Metadata=wanted), sleep=sleep)
+        LOG.info("created marker s3://%s/%s %s", bucket, key, wanted)
+        return True
+    current = {name.lower(): value for name, value in head.get("Metadata", {}).items()}
+    if all(current.get(name) == value for name, value in wanted.items()):
+        LOG.info("marker s3://%s/%s already has %s", bucket, key, wanted)
+        return False
+    merged = {**current, **wanted}
+    retry(lambda: s3.copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": key},
+                                 Metadata=merged, MetadataDirective="REPLACE"), sleep=sleep)
+    LOG.info("updated marker s3://%s/%s from %s to %s", bucket, key, current, merged)
+    return True
+
+
+def start_import(fsx, file_system_id: str, path: str, *, sleep: Sleep = time.sleep) -> str:
+    """Start an IMPORT_METADATA_FROM_REPOSITORY task for one repository path (s3://bucket/prefix/)."""
+    response = retry(lambda: fsx.create_data_repository_task(
+        Type="IMPORT_METADATA_FROM_REPOSITORY", FileSystemId=file_system_id, Paths=[path],
+        Report={"Enabled": False}), sleep=sleep)
+    task_id = response["DataRepositoryTask"]["TaskId"]
+    LOG.info("started import task %s on %s for %s", task_id, file_system_id, path)
+    return task_id
+
+
+class ImportFailed(RuntimeError):
+    pass
+
+
+def import_status(fsx, task_id: str, *, sleep: Sleep = time.sleep) -> str:
+    """'done' when the task SUCCEEDED, 'running' while PENDING/EXECUTING; raises ImportFailed otherwise."""
+    response = retry(lambda: fsx.describe_data_repository_tasks(TaskIds=[task_id]), sleep=sleep)
+    tasks = response.get("DataRepositoryTasks", [])
+    if not tasks:
+        raise ImportFailed(f"import task {task_id} not found")
+    task = tasks[0]
+    lifecycle = task["Lifecycle"]
+    if lifecycle == "SUCCEEDED":
+        return "done"
+    if lifecycle in ("PENDING", "EXECUTING"):
+        return "running"
+    reason = task.get("FailureDetails", {}).get("Message") or "no failure details"
+    raise ImportFailed(f"import task {task_id} {lifecycle}: {reason}")
+
+
+# --- SageMaker user profile ---------------------------------------------------------------------------------------
+
+def _fsx_entry(file_system_id: str, path: str) -> dict[str, Any]:
+    return {"FSxLustreFileSystemConfig": {"FileSystemId": file_system_id, "FileSystemPath": path}}
+
+
+def _same_fsx(entry: Mapping[str, Any], file_system_id: str, path: str) -> bool:
+    config = entry.get("FSxLustreFileSystemConfig")
+    return bool(config) and config.get("FileSystemId") == file_system_id \
+        and config.get("FileSystemPath", "/") == path
+
+
+def _update_file_systems(sagemaker, domain_id: str, profile_name: str, user_settings: Mapping[str, Any],
+                         configs: list[dict[str, Any]], sleep: Sleep) -> None:
+    settings: dict[str, Any] = {"CustomFileSystemConfigs": configs}
+    if "CustomPosixUserConfig" in user_settings:
+        settings["CustomPosixUserConfig"] = user_settings["CustomPosixUserConfig"]
+    retry(lambda: sagemaker.update_user_profile(DomainId=domain_id, UserProfileName=profile_name,
+                                                UserSettings=settings), sleep=sleep)
+
+
+def merge_file_system_config(sagemaker, domain_id: str, profile_name: str, file_system_id: str, path: str, *,
+                             sleep: Sleep = time.sleep) -> bool:
+    """Add the FSx entry to the profile's CustomFileSystemConfigs, keeping every other entry. True if updated."""
+    profile = retry(lambda: sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=profile_name),
+                    sleep=sleep)
+    user_settings = profile.get("UserSettings", {})
+    configs = list(user_settings.get("CustomFileSystemConfigs", []))
+    if any(_same_fsx(entry, file_system_id, path) for entry in configs):
+        LOG.info("profile %s/%s already mounts %s:%s", domain_id, profile_name, file_system_id, path)
+        return False
+    if len(configs) >= MAX_CUSTOM_FILE_SYSTEMS:
+        raise ValueError(f"profile {domain_id}/{profile_name} already has {len(configs)} custom file systems "
+                         f"(the maximum is {MAX_CUSTOM_FILE_SYSTEMS}); cannot add {file_system_id}:{path}")
+    _update_file_systems(sagemaker, domain_id, profile_name, user_settings,
+                         configs + [_fsx_entry(file_system_id, path)], sleep)
+    LOG.info("profile %s/%s now mounts %s:%s", domain_id, profile_name, file_system_id, path)
+    return True
+
+
+def remove_file_system_config(sagemaker, domain_id: str, profile_name: str, file_system_id: str, path: str, *,
+                              sleep: Sleep = time.sleep) -> bool:
+    """Drop the FSx entry from the profile, keeping every other entry. Tolerates a missing profile."""
+    try:
+        profile = retry(lambda: sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=profile_name),
+                        sleep=sleep)
+    except ClientError as error:
+        if error_code(error) == "ResourceNotFound":
+            return False
+        raise
+    user_settings = profile.get("UserSettings", {})
+    configs = list(user_settings.get("CustomFileSystemConfigs", []))
+    kept = [entry for entry in configs if not _same_fsx(entry, file_system_id, path)]
+    if len(kept) == len(configs):
+        return False
+    _update_file_systems(sagemaker, domain_id, profile_name, user_settings, kept, sleep)
+    LOG.info("profile %s/%s no longer mounts %s:%s", domain_id, profile_name, file_system_id, path)
+    return True

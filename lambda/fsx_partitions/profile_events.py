@@ -1,0 +1,120 @@
+"""EventBridge target for CloudTrail CreateUserProfile calls: give each new Studio user a private FSx partition.
+
+For a profile in our domain: wait until it is InService, read its POSIX identity
+(UserSettings.CustomPosixUserConfig), write the marker for <FILE_SYSTEM_PATH>/<PARTITION_ROOT>/<profile> with mode
+0700, import it, then add the directory to the profile's CustomFileSystemConfigs (keeping any other entry). Every
+step is idempotent, so the asynchronous invocation retries (and then the dead-letter queue) can take over on any
+failure.
+
+Environment: DOMAIN_ID, FILE_SYSTEM_ID, FILE_SYSTEM_PATH, DATA_BUCKET, S3_PREFIX, MAX_WAIT_SECONDS (budget shared by
+both waits; keep it below the function timeout) and optionally PARTITION_ROOT (default "studio").
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import partitions
+from partitions import Partition
+
+LOG = logging.getLogger(__name__)
+LOG.setLevel(logging.INFO)
+
+PRIVATE_MODE = 0o700
+PROFILE_FAILED_STATES = frozenset({"Failed", "Deleting", "Delete_Failed"})
+
+
+class ProfileNotReady(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    domain_id: str
+    file_system_id: str
+    file_system_path: str
+    data_bucket: str
+    s3_prefix: str
+    max_wait_seconds: float
+    partition_root: str = "studio"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "Settings":
+        missing = [name for name in ("DOMAIN_ID", "FILE_SYSTEM_ID", "FILE_SYSTEM_PATH", "DATA_BUCKET")
+                   if not env.get(name)]
+        if missing:
+            raise RuntimeError(f"missing environment variables: {', '.join(missing)}")
+        return cls(domain_id=env["DOMAIN_ID"], file_system_id=env["FILE_SYSTEM_ID"],
+                   file_system_path=env["FILE_SYSTEM_PATH"], data_bucket=env["DATA_BUCKET"],
+                   s3_prefix=env.get("S3_PREFIX", ""), max_wait_seconds=float(env.get("MAX_WAIT_SECONDS", "600")),
+                   partition_root=env.get("PARTITION_ROOT", "").strip("/") or "studio")
+
+
+def handler(event: Mapping[str, Any], _context: Any = None, *, settings: Settings | None = None, s3=None, fsx=None,
+            sagemaker=None, sleep=time.sleep) -> dict[str, Any]:
+    settings = settings or Settings.from_env(os.environ)
+    detail = event.get("detail") or {}
+    params = detail.get("requestParameters") or {}
+    domain_id = params.get("domainId")
+    profile_name = params.get("userProfileName")
+    if detail.get("eventName") != "CreateUserProfile" or not profile_name:
+        LOG.info("ignoring event %s", detail.get("eventName"))
+        return {"status": "ignored", "reason": "not a CreateUserProfile call"}
+    if detail.get("errorCode"):
+        LOG.info("ignoring failed CreateUserProfile for %s/%s: %s", domain_id, profile_name, detail["errorCode"])
+        return {"status": "ignored", "reason": "the CreateUserProfile call failed"}
+    if domain_id != settings.domain_id:
+        LOG.info("ignoring profile %s in domain %s (ours is %s)", profile_name, domain_id, settings.domain_id)
+        return {"status": "ignored", "reason": "other domain"}
+
+    sagemaker = sagemaker or partitions.client("sagemaker")
+    deadline_budget = settings.max_wait_seconds
+    started = time.monotonic()
+
+    profile = wait_in_service(sagemaker, domain_id, profile_name, max_wait=deadline_budget, sleep=sleep)
+    posix = (profile.get("UserSettings") or {}).get("CustomPosixUserConfig")
+    if not posix or "Uid" not in posix or "Gid" not in posix:
+        raise ValueError(f"user profile {domain_id}/{profile_name} has no UserSettings.CustomPosixUserConfig "
+                         f"(Uid/Gid): per-user FSx partitions need a POSIX identity; set it on the profile or "
+                         f"as the domain default")
+
+    partition = Partition.build(
+        file_system_id=settings.file_system_id, file_system_path=settings.file_system_path,
+        data_bucket=settings.data_bucket, s3_prefix=settings.s3_prefix,
+        relative_path=f"{settings.partition_root}/{profile_name}",
+        uid=posix["Uid"], gid=posix["Gid"], mode=PRIVATE_MODE)
+    s3 = s3 or partitions.client("s3")
+    fsx = fsx or partitions.client("fsx")
+    partitions.ensure_marker(s3, partition.data_bucket, partition.marker_key, partition.uid, partition.gid,
+                             partition.mode, sleep=sleep)
+    task_id = partitions.start_import(fsx, partition.file_system_id, partition.import_uri, sleep=sleep)
+    remaining = max(1.0, deadline_budget - (time.monotonic() - started))
+    partitions.wait_for(lambda: partitions.import_status(fsx, task_id, sleep=sleep) == "done",
+                        what=f"import task {task_id} for {partition.path}", max_wait=remaining, sleep=sleep)
+    partitions.merge_file_system_config(sagemaker, domain_id, profile_name, partition.file_system_id,
+                                        partition.path, sleep=sleep)
+    return {"status": "done", "profile": profile_name, "path": partition.path, "taskId": task_id}
+
+
+def wait_in_service(sagemaker, domain_id: str, profile_name: str, *, max_wait: float,
+                    sleep=time.sleep) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        profile = partitions.retry(
+            lambda: sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=profile_name), sleep=sleep)
+        status = profile.get("Status")
+        if status == "InService":
+            return profile
+        if status in PROFILE_FAILED_STATES:
+            raise ProfileNotReady(f"user profile {domain_id}/{profile_name} is {status}: "
+                                  f"{profile.get('FailureReason', 'no failure reason')}")
+        LOG.info("user profile %s/%s is %s, waiting", domain_id, profile_name, status)
+        return None
+
+    try:
+        return partitions.wait_for(check, what=f"user profile {domain_id}/{profile_name} InService",
+                                   max_wait=max_wait, sleep=sleep)
+    except TimeoutError as error:
+        raise ProfileNotReady(str(error)) from error

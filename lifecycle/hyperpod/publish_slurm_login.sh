@@ -1,0 +1,113 @@
+#!/bin/bash
+# Runs on the Slurm controller (as root, at the end of on_create). Publishes what a SageMaker Studio
+# space needs to act as a Slurm login node (lifecycle/studio/slurm_login_node.sh) as one JSON value
+# of the Secrets Manager secret the CDK stack created:
+#   {"slurm_version", "controller_host", "controller_addr", "slurmctld_port", "cluster_name",
+#    "munge_key_b64", "slurm_conf"}
+# Usage: publish_slurm_login.sh [SECRET_ARN]   (default: $SLURM_LOGIN_SECRET_ARN)
+# Writes a new secret version only when the value differs from the current one. Never prints the key.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+SECRET_ARN="${1:-${SLURM_LOGIN_SECRET_ARN:-}}"
+SLURM_CONF="${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}"
+MUNGE_KEY="${MUNGE_KEY:-/etc/munge/munge.key}"
+export PATH="$PATH:/opt/slurm/bin" # HyperPod installs the Slurm commands there
+
+[[ -n "$SECRET_ARN" ]] || die "usage: $0 SECRET_ARN (or set SLURM_LOGIN_SECRET_ARN)"
+REGION="$(cut -d: -f4 <<<"$SECRET_ARN")" # the secret's own region, whatever the instance's
+[[ "$SECRET_ARN" == arn:*:secretsmanager:* && -n "$REGION" ]] || die "not a Secrets Manager ARN: $SECRET_ARN"
+[[ -r "$SLURM_CONF" ]] || die "cannot read $SLURM_CONF"
+[[ -r "$MUNGE_KEY" ]] || die "cannot read $MUNGE_KEY"
+
+SLURM_VERSION="$(SLURM_CONF="$SLURM_CONF" sinfo --version | awk '{print $2}')"
+[[ "$SLURM_VERSION" =~ ^[0-9]+\.[0-9]+ ]] || die "unexpected 'sinfo --version' output: '$SLURM_VERSION'"
+
+WORK="$(mktemp -d)"
+chmod 700 "$WORK"
+trap 'rm -rf "$WORK"' EXIT
+
+# Builds the value from the files directly, so the key never appears in argv or the environment.
+SLURM_VERSION="$SLURM_VERSION" python3 - "$SLURM_CONF" "$MUNGE_KEY" "$WORK/value.json" <<'PY'
+import base64, json, os, re, socket, subprocess, sys
+
+conf_path, key_path, out_path = sys.argv[1:]
+with open(conf_path) as f:
+    conf = f.read()
+with open(key_path, "rb") as f:
+    key = f.read()
+
+
+def setting(name):
+    """Last value of NAME=VALUE in slurm.conf (keys are case-insensitive); None when absent."""
+    found = None
+    for line in conf.splitlines():
+        m = re.match(rf"\s*{name}\s*=\s*(\S+)", line.split("#", 1)[0], re.I)
+        if m:
+            found = m.group(1)
+    return found
+
+
+cluster = setting("ClusterName")
+if not cluster:
+    sys.exit(f"{conf_path} has no ClusterName")
+# SlurmctldHost=name or name(addr); the first one is the primary controller.
+host = addr = None
+for line in conf.splitlines():
+    m = re.match(r"\s*(?:SlurmctldHost|ControlMachine)\s*=\s*([^\s(#]+)(?:\(([^)]+)\))?", line, re.I)
+    if m:
+        host, addr = m.group(1), m.group(2)
+        break
+host = os.environ.get("CONTROLLER_HOST") or host or socket.gethostname().split(".")[0]
+addr = os.environ.get("CONTROLLER_ADDR") or addr
+if not addr:
+    try:
+        addr = socket.gethostbyname(host)
+    except OSError:
+        addr = ""
+    if not addr or addr.startswith("127."):
+        ips = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+        addr = ips[0] if ips else addr
+if not addr:
+    sys.exit(f"cannot work out the IP address of {host}; set CONTROLLER_ADDR")
+port = (setting("SlurmctldPort") or "6817").split("-")[0]
+for line in conf.splitlines():
+    if re.match(r"\s*include\s", line, re.I):
+        print(f"WARNING: slurm.conf has '{line.strip()}'; included files are not published, "
+              "so Studio clients cannot read them", file=sys.stderr)
+value = {
+    "slurm_version": os.environ["SLURM_VERSION"],
+    "controller_host": host,
+    "controller_addr": addr,
+    "slurmctld_port": int(port),
+    "cluster_name": cluster,
+    "munge_key_b64": base64.b64encode(key).decode(),
+    "slurm_conf": conf,
+}
+text = json.dumps(value, sort_keys=True)
+if len(text.encode()) > 65536:
+    sys.exit(f"the value is {len(text)} bytes; Secrets Manager allows 65536")
+with open(out_path, "w") as f:
+    f.write(text)
+print(f"cluster {cluster}: Slurm {value['slurm_version']}, slurmctld {host} ({addr}) port {port}")
+PY
+
+# The current value, if the secret has one yet (a new secret has no version until the first put).
+if ! aws secretsmanager get-secret-value --secret-id "$SECRET_ARN" --region "$REGION" \
+  --query SecretString --output text >"$WORK/current.json" 2>"$WORK/get.err"; then
+  grep -q ResourceNotFoundException "$WORK/get.err" || die "cannot read $SECRET_ARN: $(cat "$WORK/get.err")"
+  : >"$WORK/current.json"
+fi
+if python3 -c 'import json, sys
+try:
+    a, b = (json.load(open(p)) for p in sys.argv[1:])
+except ValueError:
+    sys.exit(1)
+sys.exit(a != b)' "$WORK/value.json" "$WORK/current.json"; then
+  log "secret $SECRET_ARN already holds these settings; nothing to publish"
+  exit 0
+fi
+retry 3 aws secretsmanager put-secret-value --secret-id "$SECRET_ARN" --region "$REGION" \
+  --secret-string "file://$WORK/value.json" >/dev/null
+log "published the Slurm login settings to $SECRET_ARN"

@@ -1,0 +1,287 @@
+#!/bin/bash
+# SageMaker Studio lifecycle config (JupyterLab and Code Editor): turns the space into a Slurm login
+# node for the HyperPod cluster whose controller published its settings with
+# lifecycle/hyperpod/publish_slurm_login.sh. Studio allows an LCC 5 minutes, so this returns at once
+# and does the work in the background; read $HOME/.slurm-login/setup.log. See README.md here.
+# Every run is idempotent. The munge key is never printed.
+
+# The CDK stack replaces this placeholder with the secret's ARN when it builds the LCC content.
+EMBEDDED_SECRET_ARN='@SLURM_LOGIN_SECRET_ARN@'
+
+R="${SLURM_LOGIN_ROOT:-}" # prefix for every system path below (tests point it at a sandbox)
+STATE_DIR="${SLURM_LOGIN_STATE_DIR:-${HOME:-/home/sagemaker-user}/.slurm-login}"
+LOG_FILE="${SLURM_LOGIN_LOG:-$STATE_DIR/setup.log}"
+ENV_FILE="${SLURM_LOGIN_ENV_FILE:-$R/etc/slurm-login.env}"
+SLURM_CONF_DIR="${SLURM_CONF_DIR:-$R/etc/slurm}"
+MUNGE_KEY="${MUNGE_KEY:-$R/etc/munge/munge.key}"
+MUNGE_USER="${MUNGE_USER:-munge}"
+MUNGE_PID_FILE="${MUNGE_PID_FILE:-$R/run/munge/munged.pid}"
+MUNGE_LOG_FILE="${MUNGE_LOG_FILE:-$R/var/log/munge/munged.log}"
+MUNGE_SEED_FILE="${MUNGE_SEED_FILE:-$R/var/lib/munge/munged.seed}"
+HOSTS_FILE="${HOSTS_FILE:-$R/etc/hosts}"
+RETRY_DELAY="${SLURM_LOGIN_RETRY_DELAY:-5}"
+VERIFY_ATTEMPTS="${SLURM_LOGIN_VERIFY_ATTEMPTS:-6}"
+
+log() { printf '%s [slurm-login] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
+die() {
+  log "ERROR: $*" >&2
+  exit 1
+}
+
+# as_root CMD... : root already, else passwordless sudo (SageMaker Distribution images grant it).
+as_root() {
+  if ((EUID == 0)); then "$@"; else sudo -n -- "$@"; fi
+}
+
+# as_munge CMD... : runs CMD as MUNGE_USER (munged refuses a key owned by another user).
+as_munge() {
+  if [[ "$(id -un)" == "$MUNGE_USER" ]]; then
+    "$@"
+  elif ((EUID == 0)); then
+    runuser -u "$MUNGE_USER" -- "$@"
+  else
+    sudo -n -u "$MUNGE_USER" -- "$@"
+  fi
+}
+
+# major_minor VERSION -> "23.11" for "23.11.10", "1:23.11.4-1ubuntu2" or "slurm 23.11.4"; "" if none.
+major_minor() {
+  local v="${1##* }"
+  v="${v#*:}"
+  if [[ "$v" =~ ^([0-9]+)\.([0-9]+)([.-]|$) ]]; then
+    echo "$((10#${BASH_REMATCH[1]})).${BASH_REMATCH[2]}"
+  fi
+}
+
+# same_release WANT HAVE : true when both name the same Slurm major.minor release.
+same_release() {
+  local a b
+  a="$(major_minor "$1")" b="$(major_minor "$2")"
+  [[ -n "$a" && "$a" == "$b" ]]
+}
+
+# mismatch_message CLUSTER_VERSION SOURCE CLIENT_VERSION
+mismatch_message() {
+  echo "Slurm version mismatch: the cluster runs Slurm $1 ($(major_minor "$1")) but $2 is $3" \
+    "($(major_minor "$3")). Slurm client commands must match the controller's major.minor release," \
+    "so nothing was installed. Put Slurm $(major_minor "$1") client .deb packages (and munge) in a" \
+    "directory and set SLURM_PKG_DIR to it."
+}
+
+# secret_arn -> the ARN from the environment, the embedded value, or ENV_FILE (KEY=VALUE lines).
+secret_arn() {
+  local arn="${SLURM_LOGIN_SECRET_ARN:-}"
+  if [[ -z "$arn" && "$EMBEDDED_SECRET_ARN" != @*@ ]]; then
+    arn="$EMBEDDED_SECRET_ARN"
+  fi
+  if [[ -z "$arn" && -r "$ENV_FILE" ]]; then
+    arn="$(sed -n 's/^[[:space:]]*\(export[[:space:]]\+\)\{0,1\}SLURM_LOGIN_SECRET_ARN=//p' "$ENV_FILE" |
+      tail -n1 | tr -d "\"' ")"
+  fi
+  echo "$arn"
+}
+
+# fetch_secret ARN DIR : writes DIR/secret.json, DIR/munge.key, DIR/slurm.conf; prints S_* shell vars.
+fetch_secret() {
+  local arn=$1 dir=$2 region attempt=1
+  region="$(cut -d: -f4 <<<"$arn")"
+  [[ "$arn" == arn:*:secretsmanager:* && -n "$region" ]] || die "not a Secrets Manager ARN: '$arn'"
+  until aws secretsmanager get-secret-value --secret-id "$arn" --region "$region" \
+    --query SecretString --output text >"$dir/secret.json"; do
+    if ((attempt >= 3)); then
+      die "cannot read secret $arn: the Studio execution role needs secretsmanager:GetSecretValue on it," \
+        "and the space's VPC needs a route to Secrets Manager"
+    fi
+    log "reading the secret failed (attempt $attempt/3), retrying in ${RETRY_DELAY}s" >&2
+    sleep "$RETRY_DELAY"
+    attempt=$((attempt + 1))
+  done
+  python3 - "$dir" <<'PY'
+import base64, json, re, shlex, sys
+d = sys.argv[1]
+try:
+    s = json.load(open(f"{d}/secret.json"))
+except ValueError as e:
+    sys.exit(f"the secret value is not JSON: {e}")
+need = ("slurm_version", "controller_host", "controller_addr", "cluster_name", "munge_key_b64", "slurm_conf")
+missing = [k for k in need if not s.get(k)]
+if missing:
+    sys.exit("the secret lacks " + ", ".join(missing) + " (was publish_slurm_login.sh run on the controller?)")
+with open(f"{d}/munge.key", "wb") as f:
+    f.write(base64.b64decode(s["munge_key_b64"], validate=True))
+with open(f"{d}/slurm.conf", "w") as f:
+    f.write(s["slurm_conf"])
+sock = ""
+for line in s["slurm_conf"].splitlines():
+    m = re.match(r"\s*AuthInfo\s*=\s*(\S+)", line, re.I)
+    for opt in (m.group(1).split(",") if m else []):
+        if opt.startswith("socket="):
+            sock = opt[len("socket="):]
+for k in ("slurm_version", "controller_host", "controller_addr", "cluster_name"):
+    print(f"S_{k}={shlex.quote(str(s[k]))}")
+print(f"S_auth_socket={shlex.quote(sock)}")
+PY
+}
+
+# client_version CONF -> what the installed sinfo reports ("" when there is none).
+client_version() {
+  command -v sinfo >/dev/null || return 0
+  { SLURM_CONF="$1" sinfo --version 2>/dev/null || true; } | awk '{print $2}'
+}
+
+# install_client WANT CONF : installs munge and the Slurm client for release WANT unless present.
+install_client() {
+  local want=$1 conf=$2 have cand debs
+  have="$(client_version "$conf")"
+  if [[ -n "$have" ]] && same_release "$want" "$have" && command -v munged >/dev/null; then
+    log "Slurm client $have and munge already installed"
+    return 0
+  fi
+  if [[ -n "${SLURM_PKG_DIR:-}" ]]; then
+    debs=("$SLURM_PKG_DIR"/*.deb)
+    [[ -e "${debs[0]}" ]] || die "SLURM_PKG_DIR=$SLURM_PKG_DIR holds no .deb files"
+    log "installing ${#debs[@]} packages from $SLURM_PKG_DIR"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${debs[@]}"
+    CHANGED+=("packages")
+    return 0
+  fi
+  as_root apt-get update -q || log "apt-get update failed; using the package lists already there"
+  cand="$(apt-cache policy slurm-client 2>/dev/null | awk '/Candidate:/ {print $2}')"
+  if [[ -z "$cand" || "$cand" == "(none)" ]]; then
+    die "apt has no slurm-client package for Slurm $want; set SLURM_PKG_DIR to a directory of .deb files"
+  fi
+  same_release "$want" "$cand" || die "$(mismatch_message "$want" "apt's slurm-client candidate" "$cand")"
+  log "installing munge and slurm-client=$cand"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    munge "slurm-client=$cand"
+  CHANGED+=("packages")
+}
+
+# put_file SRC DEST MODE OWNER : installs SRC as DEST unless content, mode and owner already match.
+put_file() {
+  local src=$1 dest=$2 mode=$3 owner=$4 group
+  if as_root test -f "$dest" && as_root cmp -s "$src" "$dest" &&
+    [[ "$(as_root stat -c '%a %U' "$dest")" == "$mode $owner" ]]; then
+    return 1
+  fi
+  group="$(id -gn "$owner")"
+  as_root install -d -m 0755 "$(dirname "$dest")"
+  as_root install -m "$mode" -o "$owner" -g "$group" "$src" "$dest"
+}
+
+munge_ok() { munge -n -S "$1" </dev/null 2>/dev/null | unmunge -S "$1" >/dev/null 2>&1; }
+
+# start_munged SOCKET KEY_CHANGED
+start_munged() {
+  local sock=$1 key_changed=$2 d group
+  if munge_ok "$sock"; then
+    [[ "$key_changed" == 1 ]] || return 0
+    log "munge key changed: restarting munged"
+    as_root munged --socket "$sock" --stop || true
+  fi
+  group="$(id -gn "$MUNGE_USER")"
+  for d in "$(dirname "$sock")" "$(dirname "$MUNGE_PID_FILE")" "$(dirname "$MUNGE_LOG_FILE")" \
+    "$(dirname "$MUNGE_SEED_FILE")"; do
+    [[ -d "$d" ]] || as_root install -d -m 0755 -o "$MUNGE_USER" -g "$group" "$d"
+  done
+  log "starting munged on $sock"
+  # 9>&-: the daemon must not inherit (and so hold forever) this run's lock.
+  as_munge munged --key-file "$MUNGE_KEY" --socket "$sock" --pid-file "$MUNGE_PID_FILE" \
+    --log-file "$MUNGE_LOG_FILE" --seed-file "$MUNGE_SEED_FILE" 9>&-
+  munge_ok "$sock" || die "munged started but $sock does not answer; see $MUNGE_LOG_FILE"
+  CHANGED+=("munged")
+}
+
+setup() {
+  set -euo pipefail
+  umask 022
+  local arn work conf sock key_changed=0 have attempt=1
+  CHANGED=()
+  arn="$(secret_arn)"
+  [[ -n "$arn" ]] || die "no secret ARN: set SLURM_LOGIN_SECRET_ARN or write it to $ENV_FILE"
+  if ((EUID != 0)) && ! sudo -n true 2>/dev/null; then
+    die "user $(id -un) needs passwordless sudo to install packages and start munged"
+  fi
+  work="$(mktemp -d)"
+  chmod 700 "$work"
+  # shellcheck disable=SC2064 # expand now: the trap must remove this run's directory
+  trap "rm -rf '$work'" EXIT
+  local vars S_slurm_version="" S_controller_host="" S_controller_addr="" S_cluster_name="" S_auth_socket=""
+  vars="$(fetch_secret "$arn" "$work")" || exit 1
+  eval "$vars"
+  [[ -n "$(major_minor "$S_slurm_version")" ]] || die "secret has a bad slurm_version '$S_slurm_version'"
+  log "cluster $S_cluster_name: Slurm $S_slurm_version, slurmctld on $S_controller_host ($S_controller_addr)"
+
+  if [[ "${SLURM_LOGIN_SKIP_INSTALL:-0}" == 1 ]]; then
+    log "SLURM_LOGIN_SKIP_INSTALL=1: not installing packages"
+  else
+    install_client "$S_slurm_version" "$work/slurm.conf"
+  fi
+  have="$(client_version "$work/slurm.conf")"
+  [[ -n "$have" ]] || die "no working sinfo on PATH after the install step"
+  same_release "$S_slurm_version" "$have" ||
+    die "$(mismatch_message "$S_slurm_version" "the installed client (sinfo --version)" "$have")"
+  command -v munged >/dev/null || die "munged is not installed"
+
+  if put_file "$work/munge.key" "$MUNGE_KEY" 400 "$MUNGE_USER"; then
+    key_changed=1
+    CHANGED+=("munge key")
+  fi
+  conf="$SLURM_CONF_DIR/slurm.conf"
+  if put_file "$work/slurm.conf" "$conf" 644 root; then CHANGED+=("slurm.conf"); fi
+  if ! getent hosts "$S_controller_host" >/dev/null; then
+    if ! awk -v a="$S_controller_addr" -v h="$S_controller_host" \
+      '$1 == a { for (i = 2; i <= NF; i++) if ($i == h) f = 1 } END { exit !f }' "$HOSTS_FILE" 2>/dev/null; then
+      echo "$S_controller_addr $S_controller_host" | as_root tee -a "$HOSTS_FILE" >/dev/null
+      CHANGED+=("hosts entry")
+    fi
+  fi
+  sock="${S_auth_socket:-${MUNGE_SOCKET:-$R/run/munge/munge.socket.2}}"
+  start_munged "$sock" "$key_changed"
+
+  until SLURM_CONF="$conf" sinfo; do
+    if ((attempt >= VERIFY_ATTEMPTS)); then
+      die "sinfo cannot reach slurmctld at $S_controller_addr: the cluster's security group must allow" \
+        "TCP 6817 from the Studio security group (see README.md)"
+    fi
+    sleep "$RETRY_DELAY"
+    attempt=$((attempt + 1))
+  done
+  if ((${#CHANGED[@]} == 0)); then
+    log "nothing changed: Slurm client $have, munge key, slurm.conf and munged already match the cluster"
+  else
+    log "changed: ${CHANGED[*]}"
+  fi
+  log "ready: sbatch, squeue, scancel and sinfo work (SLURM_CONF=$conf)"
+}
+
+main() {
+  local copy
+  if [[ "${SLURM_LOGIN_FOREGROUND:-0}" == 1 || "${SLURM_LOGIN_CHILD:-0}" == 1 ]]; then
+    mkdir -p "$STATE_DIR"
+    exec 9>"$STATE_DIR/lock"
+    if ! flock -n 9; then
+      log "another setup run is in progress (lock $STATE_DIR/lock); leaving it to finish"
+      return 0
+    fi
+    if [[ "${SLURM_LOGIN_CHILD:-0}" == 1 ]]; then
+      setup
+    else
+      # Foreground (tests, manual runs): show the output and keep it in the log as well.
+      mkdir -p "$(dirname "$LOG_FILE")"
+      setup 2>&1 | tee -a "$LOG_FILE"
+      return "${PIPESTATUS[0]}"
+    fi
+    return
+  fi
+  # Studio may remove the script file once the LCC exits, so the background run uses a copy.
+  mkdir -p "$STATE_DIR" "$(dirname "$LOG_FILE")"
+  copy="$STATE_DIR/slurm_login_node.sh"
+  install -m 0700 "${BASH_SOURCE[0]}" "$copy"
+  SLURM_LOGIN_CHILD=1 nohup setsid bash "$copy" >>"$LOG_FILE" 2>&1 </dev/null &
+  log "Slurm login setup continues in the background (pid $!); log: $LOG_FILE"
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  main "$@"
+fi

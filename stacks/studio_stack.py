@@ -1,0 +1,202 @@
+"""Studio: a VpcOnly domain whose JupyterLab and Code Editor spaces are the cluster's login nodes, with the
+cluster's FSx mounted as one shared partition or one private partition per user (`SharedFSx`)."""
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+from constructs.fsx_partitions import FsxPartitions
+from constructs.lifecycle_scripts import data_bucket_name
+from constructs.nag_acknowledgments import acknowledge
+from constructs.secure_bucket import access_log_bucket, secure_bucket
+from constructs.studio_lifecycle_configs import StudioLifecycleConfigs
+
+from stacks.config import PlatformConfig, User
+from stacks.network_stack import NetworkRefs
+from stacks.slurm_cluster_stack import SlurmClusterStack
+from stacks.storage_stack import StorageStack
+
+USERS_PER_NESTED_STACK = 150  # two resources each: a profile and its partition, well under 500 per template
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+SLURM_PORTS = ((6817, 6817), (6819, 6819))  # slurmctld, slurmdbd (sacct)
+SHARED_PARTITION = "shared"
+
+
+class StudioStack(cdk.Stack):
+    def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, network: NetworkRefs,
+                 storage: StorageStack, cluster: SlurmClusterStack, **kwargs) -> None:
+        super().__init__(scope, id_, **kwargs)
+        studio = config.studio
+        self.shared_fsx = cdk.CfnParameter(
+            self, "SharedFSx", type="String", allowed_values=["True", "False"],
+            default="True" if config.shared_fsx else "False",
+            description="True: every user mounts one shared FSx partition; False: each user gets a private one")
+        self.is_shared = cdk.CfnCondition(self, "IsSharedFSx",
+                                          expression=cdk.Fn.condition_equals(self.shared_fsx.value_as_string, "True"))
+        self.is_per_user = cdk.CfnCondition(self, "IsPerUserFSx",
+                                            expression=cdk.Fn.condition_not(self.is_shared))
+        self.key = kms.Key(self, "StudioKey", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
+                           description="Studio domain home volumes and MLflow artifacts")
+
+        self.security_group = self._studio_security_group(network)
+        self.execution_role = self._execution_role(cluster)
+        tracking_server_arn = self._mlflow(config) if studio.mlflow.enabled else None
+
+        repo = config.storage.lustre.data_repository
+        self.partitions = FsxPartitions(
+            self, "Partitions", file_system_id=storage.lustre.file_system_id,
+            file_system_path=repo.file_system_path, data_bucket_name=data_bucket_name(config.name),
+            s3_prefix=repo.s3_prefix, partition_root=studio.partition_root)
+        self.partitions.partition(self, "SharedPartition", relative_name=SHARED_PARTITION, uid="0",
+                                  gid=str(studio.shared_gid), mode="2775", condition=self.is_shared)
+
+        lifecycle = StudioLifecycleConfigs(self, "LifecycleConfigs", name=config.name,
+                                           slurm_login_secret_arn=cluster.slurm_login_secret.secret_arn)
+        idle = sagemaker.CfnDomain.AppLifecycleManagementProperty(idle_settings=sagemaker.CfnDomain.IdleSettingsProperty(
+            lifecycle_management="ENABLED", idle_timeout_in_minutes=studio.idle_timeout_minutes,
+            min_idle_timeout_in_minutes=60, max_idle_timeout_in_minutes=max(studio.idle_timeout_minutes, 60) * 4))
+        self.domain = sagemaker.CfnDomain(
+            self, "Domain", domain_name=f"{config.name}-studio", auth_mode="IAM",
+            app_network_access_type="VpcOnly", vpc_id=network.vpc_id,
+            subnet_ids=[network.primary_subnet.subnet_id], kms_key_id=self.key.key_arn,
+            default_user_settings=sagemaker.CfnDomain.UserSettingsProperty(
+                execution_role=self.execution_role.role_arn, security_groups=[self.security_group.attr_group_id],
+                studio_web_portal="ENABLED",
+                jupyter_lab_app_settings=sagemaker.CfnDomain.JupyterLabAppSettingsProperty(
+                    default_resource_spec=sagemaker.CfnDomain.ResourceSpecProperty(
+                        lifecycle_config_arn=lifecycle.jupyter_lab_arn),
+                    lifecycle_config_arns=[lifecycle.jupyter_lab_arn], app_lifecycle_management=idle),
+                code_editor_app_settings=sagemaker.CfnDomain.CodeEditorAppSettingsProperty(
+                    default_resource_spec=sagemaker.CfnDomain.ResourceSpecProperty(
+                        lifecycle_config_arn=lifecycle.code_editor_arn),
+                    lifecycle_config_arns=[lifecycle.code_editor_arn],
+                    app_lifecycle_management=sagemaker.CfnDomain.AppLifecycleManagementProperty(
+                        idle_settings=sagemaker.CfnDomain.IdleSettingsProperty(
+                            lifecycle_management="ENABLED", idle_timeout_in_minutes=studio.idle_timeout_minutes))),
+                custom_file_system_configs=cdk.Fn.condition_if(
+                    self.is_shared.logical_id,
+                    [{"FSxLustreFileSystemConfig": {"FileSystemId": storage.lustre.file_system_id,
+                                                    "FileSystemPath": self.partitions.path_of(SHARED_PARTITION)}}],
+                    cdk.Aws.NO_VALUE)),
+            default_space_settings=sagemaker.CfnDomain.DefaultSpaceSettingsProperty(
+                execution_role=self.execution_role.role_arn, security_groups=[self.security_group.attr_group_id]))
+        # Deleting the domain keeps its home EFS volume: DeleteDomain's RetentionPolicy defaults to Retain, and
+        # CloudFormation exposes no way to ask otherwise.
+        domain_arn_prefix = self.format_arn(service="sagemaker", resource="user-profile",
+                                            resource_name=self.domain.attr_domain_id)
+        self.partitions.watch_profiles(domain_id=self.domain.attr_domain_id, domain_arn_prefix=domain_arn_prefix,
+                                       condition=self.is_per_user)
+
+        self.user_stacks = [
+            StudioUsers(self, f"Users{index + 1}", config=config, users=config.users[start:start + USERS_PER_NESTED_STACK],
+                        domain_id=self.domain.attr_domain_id, partitions=self.partitions,
+                        file_system_id=storage.lustre.file_system_id, shared_fsx=self.shared_fsx.value_as_string)
+            for index, start in enumerate(range(0, len(config.users), USERS_PER_NESTED_STACK))]
+
+        cdk.CfnOutput(self, "DomainId", value=self.domain.attr_domain_id)
+        cdk.CfnOutput(self, "DomainUrl", value=self.domain.attr_url)
+        cdk.CfnOutput(self, "StudioSecurityGroupId", value=self.security_group.attr_group_id)
+        cdk.CfnOutput(self, "SharedFSxMode", value=self.shared_fsx.value_as_string)
+        if tracking_server_arn:
+            cdk.CfnOutput(self, "MlflowTrackingServerArn", value=tracking_server_arn)
+
+    def _studio_security_group(self, network: NetworkRefs) -> ec2.CfnSecurityGroup:
+        """Studio apps: NFS and app traffic within the group (required for VpcOnly), HTTPS out, and the cluster's
+        Lustre and Slurm ports, opened on both sides declaratively."""
+        group = ec2.CfnSecurityGroup(self, "StudioAppsGroup", vpc_id=network.vpc_id,
+                                     group_description="SageMaker Studio apps: domain EFS, Lustre, Slurm, HTTPS out")
+        group_id = group.attr_group_id
+        for name, (low, high) in {"Nfs": (2049, 2049), "Apps": (8192, 65535)}.items():
+            ec2.CfnSecurityGroupIngress(self, f"StudioSelf{name}In", group_id=group_id, ip_protocol="tcp",
+                                        from_port=low, to_port=high, source_security_group_id=group_id,
+                                        description=f"Studio {name.lower()} traffic within the group")
+            ec2.CfnSecurityGroupEgress(self, f"StudioSelf{name}Out", group_id=group_id, ip_protocol="tcp",
+                                       from_port=low, to_port=high, destination_security_group_id=group_id,
+                                       description=f"Studio {name.lower()} traffic within the group")
+        ec2.CfnSecurityGroupEgress(self, "StudioHttpsOut", group_id=group_id, ip_protocol="tcp", from_port=443,
+                                   to_port=443, cidr_ip="0.0.0.0/0", description="HTTPS to AWS APIs and package mirrors")
+        for label, ports in (("Lustre", LUSTRE_PORTS), ("Slurm", SLURM_PORTS)):
+            for low, high in ports:
+                ec2.CfnSecurityGroupEgress(self, f"StudioTo{label}{low}", group_id=group_id, ip_protocol="tcp",
+                                           from_port=low, to_port=high,
+                                           destination_security_group_id=network.security_group_id,
+                                           description=f"{label} on the cluster from Studio apps")
+                ec2.CfnSecurityGroupIngress(self, f"ClusterFrom{label}{low}", group_id=network.security_group_id,
+                                            ip_protocol="tcp", from_port=low, to_port=high,
+                                            source_security_group_id=group_id,
+                                            description=f"{label} from Studio apps")
+        return group
+
+    def _execution_role(self, cluster: SlurmClusterStack) -> iam.Role:
+        role = iam.Role(self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+                        description="Studio apps: read the cluster and its Slurm login secret, use MLflow")
+        role.add_to_policy(iam.PolicyStatement(
+            sid="DescribeCluster", actions=["sagemaker:DescribeCluster", "sagemaker:ListClusterNodes"],
+            resources=[cluster.hyperpod.cluster_arn]))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="ReadSlurmLoginSecret", actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+            resources=[cluster.slurm_login_secret.secret_arn]))
+        studio_logs = self.format_arn(service="logs", resource="log-group", resource_name="/aws/sagemaker/studio:*",
+                                      arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
+        role.add_to_policy(iam.PolicyStatement(
+            sid="LifecycleConfigLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[studio_logs]))
+        acknowledge(role, "AwsSolutions-IAM5",
+                    "Studio writes app and lifecycle-config logs to streams it names per app under the "
+                    "/aws/sagemaker/studio log group", findings=[f"Resource::{studio_logs}"])
+        return role
+
+    def _mlflow(self, config: PlatformConfig) -> str:
+        logs_bucket = access_log_bucket(self, "MlflowAccessLogs")
+        artifacts = secure_bucket(self, "MlflowArtifacts", access_logs=logs_bucket, log_prefix="mlflow/",
+                                  encryption_key=self.key)
+        server_role = iam.Role(self, "MlflowServerRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+                               description="MLflow tracking server: its artifact bucket only")
+        artifacts.grant_read_write(server_role)
+        server = sagemaker.CfnMlflowTrackingServer(
+            self, "Mlflow", tracking_server_name=f"{config.name}-mlflow", role_arn=server_role.role_arn,
+            artifact_store_uri=f"s3://{artifacts.bucket_name}/artifacts", tracking_server_size=config.studio.mlflow.size,
+            mlflow_version=config.studio.mlflow.mlflow_version, automatic_model_registration=False)
+        server.node.add_dependency(server_role)
+        self.execution_role.add_to_policy(iam.PolicyStatement(
+            sid="UseMlflow", actions=["sagemaker-mlflow:*", "sagemaker:DescribeMlflowTrackingServer",
+                                      "sagemaker:CreatePresignedMlflowTrackingServerUrl"],
+            resources=[server.attr_tracking_server_arn]))
+        acknowledge(self.execution_role, "AwsSolutions-IAM5",
+                    "the MLflow data-plane actions (experiments, runs, metrics, models) are granted on this "
+                    "stack's one tracking server only", findings=["Action::sagemaker-mlflow:*"])
+        acknowledge(server_role, "AwsSolutions-IAM5",
+                    "the MLflow server reads and writes run artifacts anywhere in its own artifact bucket",
+                    findings=["Action::s3:GetObject*", "Action::s3:GetBucket*", "Action::s3:List*",
+                              "Action::s3:DeleteObject*", "Action::s3:Abort*", "Action::kms:ReEncrypt*",
+                              "Action::kms:GenerateDataKey*", f"Resource::{artifacts.arn_for_objects('*')}"])
+        return server.attr_tracking_server_arn
+
+
+class StudioUsers(cdk.NestedStack):
+    """Up to USERS_PER_NESTED_STACK user profiles, each with its POSIX identity and, in per-user mode, its partition."""
+
+    def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, users: list[User], domain_id: str,
+                 partitions: FsxPartitions, file_system_id: str, shared_fsx: str) -> None:
+        super().__init__(scope, id_, parameters={"SharedFSx": shared_fsx},
+                         description=f"Studio user profiles {users[0].name} .. {users[-1].name}")
+        param = cdk.CfnParameter(self, "SharedFSx", type="String", allowed_values=["True", "False"])
+        is_shared = cdk.CfnCondition(self, "IsSharedFSx", expression=cdk.Fn.condition_equals(param.value_as_string, "True"))
+        is_per_user = cdk.CfnCondition(self, "IsPerUserFSx", expression=cdk.Fn.condition_not(is_shared))
+        for user in users:
+            sagemaker.CfnUserProfile(
+                self, f"Profile-{user.name}", domain_id=domain_id, user_profile_name=user.name,
+                user_settings=sagemaker.CfnUserProfile.UserSettingsProperty(
+                    custom_posix_user_config=sagemaker.CfnUserProfile.CustomPosixUserConfigProperty(
+                        uid=user.uid,
+                        gid=cdk.Token.as_number(cdk.Fn.condition_if(is_shared.logical_id, config.studio.shared_gid,
+                                                                    user.group_id))),
+                    custom_file_system_configs=cdk.Fn.condition_if(
+                        is_per_user.logical_id,
+                        [{"FSxLustreFileSystemConfig": {"FileSystemId": file_system_id,
+                                                        "FileSystemPath": partitions.path_of(user.name)}}],
+                        cdk.Aws.NO_VALUE)))
+            partitions.partition(self, f"Partition-{user.name}", relative_name=user.name, uid=str(user.uid),
+                                 gid=str(user.group_id), mode="0700", condition=is_per_user)

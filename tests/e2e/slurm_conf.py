@@ -1,0 +1,76 @@
+"""Renders a single-node slurm.conf that runs slurmctld and slurmd on loopback, for tests.
+
+Pure function, standard library only, so it can move into project code unchanged.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def render_slurm_conf(
+    *,
+    cluster_name: str,
+    hostname: str,
+    state_dir: Path | str,
+    munge_socket: Path | str,
+    slurmctld_port: int,
+    slurmd_port: int,
+    cpus: int = 1,
+    real_memory_mb: int = 1000,
+    partition: str = "debug",
+    address: str = "127.0.0.1",
+    slurm_user: str = "root",
+) -> str:
+    """Returns slurm.conf text for one controller and one compute node on the same host.
+
+    Every file Slurm writes (state, spool, logs, pid files) goes under ``state_dir``; nothing touches
+    /var or /run, so several clusters can run side by side. ``munge_socket`` is the munged socket the
+    daemons and client commands use (``AuthInfo=socket=...``).
+    """
+    if not cluster_name or not cluster_name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"cluster_name must be alphanumeric with - or _, got {cluster_name!r}")
+    for name, port in (("slurmctld_port", slurmctld_port), ("slurmd_port", slurmd_port)):
+        if not 1024 <= port <= 65535:
+            raise ValueError(f"{name} must be 1024-65535, got {port}")
+    if slurmctld_port == slurmd_port:
+        raise ValueError("slurmctld_port and slurmd_port must differ")
+    if cpus < 1 or real_memory_mb < 1:
+        raise ValueError("cpus and real_memory_mb must be >= 1")
+    state = Path(state_dir)
+    lines = [
+        f"ClusterName={cluster_name}",
+        f"SlurmctldHost={hostname}({address})",
+        f"SlurmctldPort={slurmctld_port}",
+        f"SlurmdPort={slurmd_port}",
+        f"SlurmUser={slurm_user}",
+        f"SlurmdUser={slurm_user}",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        f"AuthInfo=socket={munge_socket}",
+        f"StateSaveLocation={state / 'ctld'}",
+        f"SlurmdSpoolDir={state / 'spool'}",
+        f"SlurmctldPidFile={state / 'slurmctld.pid'}",
+        f"SlurmdPidFile={state / 'slurmd.pid'}",
+        f"SlurmctldLogFile={state / 'slurmctld.log'}",
+        f"SlurmdLogFile={state / 'slurmd.log'}",
+        "SlurmctldDebug=info",
+        "SlurmdDebug=info",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        "SchedulerType=sched/backfill",
+        "ReturnToService=2",
+        "MpiDefault=none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none",
+        "SlurmctldTimeout=30",
+        "SlurmdTimeout=30",
+        "InactiveLimit=0",
+        "MinJobAge=300",
+        "KillWait=5",
+        "Waittime=0",
+        f"NodeName={hostname} NodeAddr={address} CPUs={cpus} RealMemory={real_memory_mb} State=UNKNOWN",
+        f"PartitionName={partition} Nodes={hostname} Default=YES MaxTime=INFINITE State=UP",
+    ]
+    return "\n".join(lines) + "\n"

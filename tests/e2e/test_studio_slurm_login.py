@@ -1,0 +1,297 @@
+"""End to end: a Studio space becomes a Slurm login node, against REAL Slurm daemons.
+
+On loopback this starts munged, slurmctld and slurmd (the "cluster"), and moto server as Secrets
+Manager. publish_slurm_login.sh publishes the cluster's real munge key and slurm.conf; then the
+Studio LCC script runs in a sandbox (its own root prefix and state dir) inside a private mount
+namespace in which the munge socket directory named by slurm.conf is a different, empty directory.
+So the "IDE" side runs its own munged with the key the LCC wrote, and a job it submits is accepted
+only if that key is the cluster's. Package installation is skipped (this machine already has the
+client), but the LCC still checks the real `sinfo --version` against the published version.
+
+Needs root and the Debian packages slurm-wlm and munge (CI installs them).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from slurm_conf import render_slurm_conf  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+PUBLISH = REPO / "lifecycle" / "hyperpod" / "publish_slurm_login.sh"
+LCC = REPO / "lifecycle" / "studio" / "slurm_login_node.sh"
+REGION = "us-east-1"
+REQUIRED_BINARIES = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol")
+
+missing = [b for b in REQUIRED_BINARIES if shutil.which(b) is None]
+pytestmark = pytest.mark.skipif(
+    bool(missing),
+    reason=f"real Slurm not installed (missing {', '.join(missing)}): apt-get install slurm-wlm munge",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what: str, check, timeout: float, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def start_munged(key: Path, run_dir: Path, state_dir: Path) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir.chmod(0o755)  # munged insists that every user can reach its socket
+    sock = run_dir / "munge.socket"
+    result = run(["munged", f"--key-file={key}", f"--socket={sock}", f"--pid-file={run_dir / 'munged.pid'}",
+                  f"--log-file={state_dir / 'munged.log'}", f"--seed-file={state_dir / 'munged.seed'}"])
+    assert result.returncode == 0, result.stderr
+    return sock
+
+
+@dataclass
+class Cluster:
+    base: Path
+    conf: Path
+    key: Path
+    munge_socket: Path
+    aws_env: dict[str, str]
+    moto_url: str
+
+    def slurm_env(self, conf: Path | None = None) -> dict[str, str]:
+        return {**os.environ, "SLURM_CONF": str(conf or self.conf)}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    # Not pytest's tmp_path: its parents are mode 0700 and munged wants a socket path everyone can reach,
+    # and a unix socket path must stay under 108 bytes.
+    base = Path(tempfile.mkdtemp(prefix="slurm-e2e-"))
+    base.chmod(0o755)
+    procs: list[subprocess.Popen] = []
+    sock = None
+    try:
+        ctl = base / "ctl"
+        (ctl / "state").mkdir(parents=True)
+        key = ctl / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        sock = start_munged(key, ctl / "munge", ctl)
+
+        conf = ctl / "slurm.conf"
+        conf.write_text(render_slurm_conf(
+            cluster_name="e2e", hostname=socket.gethostname().split(".")[0], state_dir=ctl / "state",
+            munge_socket=sock, slurmctld_port=free_port(), slurmd_port=free_port(),
+            cpus=os.cpu_count() or 1, real_memory_mb=500))
+        for daemon in ("slurmctld", "slurmd"):
+            log = open(ctl / f"{daemon}.stdout", "w")
+            procs.append(subprocess.Popen([daemon, "-D", "-f", str(conf)], stdout=log, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL))
+        env = {**os.environ, "SLURM_CONF": str(conf)}
+
+        def node_idle() -> bool:
+            for p in procs:
+                assert p.poll() is None, f"{p.args[0]} exited; see {ctl}/state/*.log"
+            out = run(["sinfo", "-h", "-o", "%T"], env=env).stdout.split()
+            return out == ["idle"]
+
+        wait_for("the node to be idle", node_idle, timeout=60)
+
+        moto_port = free_port()
+        moto_log = open(base / "moto.log", "w")
+        procs.append(subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)],
+                                      stdout=moto_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        moto_url = f"http://127.0.0.1:{moto_port}"
+
+        def moto_up() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", moto_port)) == 0
+
+        wait_for("moto server", moto_up, timeout=30, interval=0.2)
+        aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        aws_env.update(AWS_ENDPOINT_URL=moto_url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                       AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
+        if shutil.which("aws") is None:  # no AWS CLI here: a boto3 stand-in for the two calls the scripts make
+            shim = base / "bin"
+            shim.mkdir()
+            (shim / "aws").write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'aws_shim.py'} \"$@\"\n")
+            (shim / "aws").chmod(0o755)
+            aws_env["PATH"] = f"{shim}:{aws_env['PATH']}"
+        yield Cluster(base=base, conf=conf, key=key, munge_socket=sock, aws_env=aws_env, moto_url=moto_url)
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if sock is not None:
+            run(["munged", f"--socket={sock}", "--stop"])
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def secrets(cluster: Cluster):
+    return boto3.client("secretsmanager", region_name=REGION, endpoint_url=cluster.moto_url,
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+@pytest.fixture(scope="module")
+def published(cluster: Cluster) -> tuple[str, dict]:
+    """The secret as the CDK stack creates it (no value), then filled by publish_slurm_login.sh."""
+    arn = secrets(cluster).create_secret(Name="hyperpod/slurm-login")["ARN"]
+    env = {**cluster.aws_env, "SLURM_CONF": str(cluster.conf), "MUNGE_KEY": str(cluster.key),
+           "LOG_DIR": str(cluster.base / "provision")}
+    result = run(["bash", str(PUBLISH), arn], env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    key_b64 = base64.b64encode(cluster.key.read_bytes()).decode()
+    assert key_b64 not in result.stdout + result.stderr
+    assert "published" in result.stdout
+
+    # A second run on the same controller changes nothing.
+    again = run(["bash", str(PUBLISH)], env={**env, "SLURM_LOGIN_SECRET_ARN": arn})
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "nothing to publish" in again.stdout
+    versions = secrets(cluster).list_secret_version_ids(SecretId=arn)["Versions"]
+    assert len(versions) == 1
+    return arn, json.loads(secrets(cluster).get_secret_value(SecretId=arn)["SecretString"])
+
+
+@dataclass
+class Ide:
+    """A sandboxed Studio space: own root prefix and state dir, own view of the munge socket directory."""
+    root: Path
+    state: Path
+    holder: subprocess.Popen
+
+    @property
+    def conf(self) -> Path:
+        return self.root / "etc" / "slurm" / "slurm.conf"
+
+    def cmd(self, *argv: str) -> list[str]:
+        return ["nsenter", "-t", str(self.holder.pid), "-m", "--", *argv]
+
+    def lcc_env(self, cluster: Cluster, arn: str) -> dict[str, str]:
+        return {**cluster.aws_env, "SLURM_LOGIN_SECRET_ARN": arn, "SLURM_LOGIN_FOREGROUND": "1",
+                "SLURM_LOGIN_SKIP_INSTALL": "1", "SLURM_LOGIN_ROOT": str(self.root),
+                "SLURM_LOGIN_STATE_DIR": str(self.state), "MUNGE_USER": "root",
+                "SLURM_LOGIN_RETRY_DELAY": "1"}
+
+
+@pytest.fixture(scope="module")
+def ide(cluster: Cluster) -> Iterator[Ide]:
+    root, state = cluster.base / "ide" / "root", cluster.base / "ide" / "home" / ".slurm-login"
+    shadow = cluster.base / "ide" / "munge-run"
+    shadow.mkdir(parents=True)
+    shadow.chmod(0o755)
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "600"],
+                              stdin=subprocess.DEVNULL)
+    ide = Ide(root=root, state=state, holder=holder)
+    try:
+        own_ns = os.readlink("/proc/self/ns/mnt")
+        wait_for("the mount namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != own_ns, timeout=10,
+                 interval=0.05)
+        bind = run(ide.cmd("mount", "--bind", str(shadow), str(cluster.munge_socket.parent)))
+        assert bind.returncode == 0, bind.stderr
+        yield ide
+    finally:
+        run(ide.cmd("munged", f"--socket={cluster.munge_socket}", "--stop"))
+        holder.kill()
+        holder.wait()
+
+
+def test_studio_space_becomes_a_login_node(cluster: Cluster, published: tuple[str, dict], ide: Ide):
+    arn, secret = published
+    assert secret["cluster_name"] == "e2e"
+    assert secret["slurm_conf"] == cluster.conf.read_text()
+    assert base64.b64decode(secret["munge_key_b64"]) == cluster.key.read_bytes()
+    assert secret["slurmctld_port"] == int(next(
+        line.split("=")[1] for line in secret["slurm_conf"].splitlines() if line.startswith("SlurmctldPort=")))
+    assert secret["controller_addr"] == "127.0.0.1"
+    sinfo_version = run(["sinfo", "--version"], env=cluster.slurm_env()).stdout.split()[1]
+    assert secret["slurm_version"] == sinfo_version
+
+    # Before the LCC runs, the IDE has no munged of its own: its view of the socket directory is empty.
+    assert run(ide.cmd("munge", "-n", f"--socket={cluster.munge_socket}")).returncode != 0
+
+    first = run(ide.cmd("bash", str(LCC)), env=ide.lcc_env(cluster, arn))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert secret["munge_key_b64"] not in first.stdout + first.stderr
+    assert "changed: munge key slurm.conf" in first.stdout
+    key = ide.root / "etc" / "munge" / "munge.key"
+    assert key.read_bytes() == cluster.key.read_bytes()
+    assert stat.S_IMODE(key.stat().st_mode) == 0o400
+    assert ide.conf.read_text() == secret["slurm_conf"]
+    log = (ide.state / "setup.log").read_text()
+    assert "ready: sbatch" in log
+
+    sinfo = run(ide.cmd("sinfo", "-h", "-o", "%P %T"), env=cluster.slurm_env(ide.conf))
+    assert sinfo.returncode == 0, sinfo.stderr
+    assert sinfo.stdout.split() == ["debug*", "idle"]
+
+    # A job submitted from the IDE, credentialed by the IDE's munged, writes into a user's partition dir.
+    partition = cluster.base / "fsx" / "studio" / "alice"
+    partition.mkdir(parents=True)
+    partition.chmod(0o700)
+    sbatch = run(ide.cmd("sbatch", "--parsable", f"--chdir={partition}", "--output=/dev/null",
+                         "--wrap", f"echo hello-from-slurm > {partition}/out.txt"), env=cluster.slurm_env(ide.conf))
+    assert sbatch.returncode == 0, sbatch.stderr
+    job_id = sbatch.stdout.strip().split(";")[0]
+
+    def job_state() -> str | None:
+        out = run(ide.cmd("scontrol", "show", "job", job_id), env=cluster.slurm_env(ide.conf)).stdout
+        state = next((f.split("=", 1)[1] for f in out.split() if f.startswith("JobState=")), "")
+        assert state not in {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}, out
+        return state if state == "COMPLETED" else None
+
+    wait_for(f"job {job_id} to complete", job_state, timeout=60)
+    assert (partition / "out.txt").read_text() == "hello-from-slurm\n"
+
+    # Every app start runs the LCC again: a second run changes nothing.
+    second = run(ide.cmd("bash", str(LCC)), env=ide.lcc_env(cluster, arn))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "nothing changed" in second.stdout
+    assert "nothing changed" in (ide.state / "setup.log").read_text()
+
+
+def test_version_mismatch_fails_with_both_versions(cluster: Cluster, published: tuple[str, dict]):
+    _, secret = published
+    arn = secrets(cluster).create_secret(Name="hyperpod/slurm-login-mismatch",
+                                         SecretString=json.dumps({**secret, "slurm_version": "99.1.0"}))["ARN"]
+    root, state = cluster.base / "ide-mismatch" / "root", cluster.base / "ide-mismatch" / "state"
+    env = Ide(root=root, state=state, holder=None).lcc_env(cluster, arn)  # type: ignore[arg-type]
+    result = run(["bash", str(LCC)], env=env)
+    assert result.returncode != 0
+    local = run(["sinfo", "--version"], env=cluster.slurm_env()).stdout.split()[1]
+    assert "Slurm version mismatch: the cluster runs Slurm 99.1.0 (99.1)" in result.stdout
+    assert f"the installed client (sinfo --version) is {local}" in result.stdout
+    assert not (root / "etc" / "munge" / "munge.key").exists()
+    assert not (root / "etc" / "slurm" / "slurm.conf").exists()

@@ -1,0 +1,1 @@
+"""Handler tests for lambda/ (a package so its conftest does not shadow tests/conftest.py as `conftest`)."""

@@ -1,0 +1,190 @@
+"""custom_resource.on_event / is_complete: S3 on moto server, FSx data repository tasks stubbed (not in moto 5.2)."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from botocore.exceptions import ClientError
+
+import custom_resource
+import partitions
+
+FS = "fs-0123456789abcdef0"
+PROPS = {"ServiceToken": "arn:aws:lambda:us-east-1:111122223333:function:provider", "FileSystemId": FS,
+         "FileSystemPath": "/data", "DataBucket": "data-bucket", "S3Prefix": "lustre/",
+         "RelativePath": "studio/shared", "Uid": "0", "Gid": "1001", "Mode": "2775"}
+PHYSICAL_ID = f"{FS}:/data/studio/shared"
+MARKER = "lustre/studio/shared/"
+
+
+def cfn_event(request_type, props=None, old_props=None, physical_id=None):
+    event = {"RequestType": request_type, "RequestId": "req-1", "StackId": "arn:aws:cloudformation:stack",
+             "LogicalResourceId": "SharedPartition", "ResourceType": "Custom::FsxPartition",
+             "ResponseURL": "https://example.invalid", "ResourceProperties": dict(props or PROPS)}
+    if old_props is not None:
+        event["OldResourceProperties"] = dict(old_props)
+    if physical_id is not None:
+        event["PhysicalResourceId"] = physical_id
+    return event
+
+
+def task(task_id="task-0123456789abcdef0", lifecycle="PENDING", **extra):
+    return {"DataRepositoryTask": {"TaskId": task_id, "Lifecycle": lifecycle, "FileSystemId": FS,
+                                   "Type": "IMPORT_METADATA_FROM_REPOSITORY",
+                                   "CreationTime": datetime(2026, 11, 21, tzinfo=timezone.utc), **extra}}
+
+
+def expect_import(stub, uri=f"s3://data-bucket/{MARKER}", task_id="task-0123456789abcdef0"):
+    stub.add_response("create_data_repository_task", task(task_id),
+                      {"Type": "IMPORT_METADATA_FROM_REPOSITORY", "FileSystemId": FS, "Paths": [uri],
+                       "Report": {"Enabled": False}})
+
+
+def expect_status(stub, lifecycle, task_id="task-0123456789abcdef0", **extra):
+    stub.add_response("describe_data_repository_tasks",
+                      {"DataRepositoryTasks": [task(task_id, lifecycle, **extra)["DataRepositoryTask"]]},
+                      {"TaskIds": [task_id]})
+
+
+def provider_is_complete_event(on_event_request, on_event_response):
+    """What the Provider framework hands is_complete: the request merged with on_event's response."""
+    return {**on_event_request, **on_event_response}
+
+
+def test_create_writes_marker_and_starts_import(s3, bucket, fsx, sleeps):
+    client, stub = fsx
+    expect_import(stub)
+    result = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
+    stub.assert_no_pending_responses()
+    assert result == {"PhysicalResourceId": PHYSICAL_ID,
+                      "Data": {"TaskId": "task-0123456789abcdef0", "Path": "/data/studio/shared"}}
+    head = s3.head_object(Bucket=bucket, Key=MARKER)
+    assert head["ContentLength"] == 0
+    assert head["Metadata"] == {"file-owner": "0", "file-group": "1001", "file-permissions": "042775"}
+    assert sleeps == []
+
+
+def test_is_complete_follows_the_task(fsx):
+    client, stub = fsx
+    request = cfn_event("Create")
+    event = provider_is_complete_event(request, {
+        "PhysicalResourceId": PHYSICAL_ID, "Data": {"TaskId": "task-0123456789abcdef0", "Path": "/data/studio/shared"}})
+    expect_status(stub, "PENDING")
+    expect_status(stub, "EXECUTING")
+    expect_status(stub, "SUCCEEDED")
+    # The framework rejects "Data" while IsComplete is false, so not-complete answers carry none.
+    assert custom_resource.is_complete(event, None, fsx=client) == {"IsComplete": False}
+    assert custom_resource.is_complete(event, None, fsx=client) == {"IsComplete": False}
+    assert custom_resource.is_complete(event, None, fsx=client) == {"IsComplete": True}
+    stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize("lifecycle", ["FAILED", "CANCELED"])
+def test_is_complete_raises_with_the_failure_reason(fsx, lifecycle):
+    client, stub = fsx
+    expect_status(stub, lifecycle, FailureDetails={"Message": "Path s3://data-bucket/lustre/x is not linked"})
+    event = provider_is_complete_event(cfn_event("Create"), {
+        "PhysicalResourceId": PHYSICAL_ID, "Data": {"TaskId": "task-0123456789abcdef0", "Path": "/data/studio/shared"}})
+    with pytest.raises(partitions.ImportFailed, match=f"{lifecycle}: Path s3://data-bucket/lustre/x is not linked"):
+        custom_resource.is_complete(event, None, fsx=client)
+
+
+def test_duplicate_create_does_not_rewrite_the_marker(s3, s3_calls, bucket, fsx):
+    client, stub = fsx
+    expect_import(stub, task_id="task-00000000000000001")
+    expect_import(stub, task_id="task-00000000000000002")
+    first = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client)
+    before = s3.head_object(Bucket=bucket, Key=MARKER)
+    s3_calls.calls.clear()
+    second = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client)
+    assert s3_calls.names() == ["HeadObject"]  # no PutObject / CopyObject the second time
+    assert first["PhysicalResourceId"] == second["PhysicalResourceId"] == PHYSICAL_ID
+    after = s3.head_object(Bucket=bucket, Key=MARKER)
+    assert after["Metadata"] == before["Metadata"] and after["LastModified"] == before["LastModified"]
+
+
+def test_update_with_a_new_mode_rewrites_and_reimports(s3, bucket, fsx):
+    client, stub = fsx
+    expect_import(stub, task_id="task-00000000000000001")
+    custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client)
+    expect_import(stub, task_id="task-00000000000000002")
+    new_props = {**PROPS, "Mode": "0770", "Gid": "1002"}
+    result = custom_resource.on_event(cfn_event("Update", new_props, PROPS, PHYSICAL_ID), None, s3=s3, fsx=client)
+    stub.assert_no_pending_responses()
+    assert result["PhysicalResourceId"] == PHYSICAL_ID
+    assert result["Data"]["TaskId"] == "task-00000000000000002"
+    assert s3.head_object(Bucket=bucket, Key=MARKER)["Metadata"] == {
+        "file-owner": "0", "file-group": "1002", "file-permissions": "040770"}
+
+
+def test_update_without_relevant_change_skips_the_import(s3, bucket, fsx):
+    client, stub = fsx
+    expect_import(stub)
+    custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client)
+    result = custom_resource.on_event(cfn_event("Update", PROPS, PROPS, PHYSICAL_ID), None, s3=s3, fsx=client)
+    stub.assert_no_pending_responses()
+    assert result["Data"]["TaskId"] == ""
+    event = provider_is_complete_event(cfn_event("Update", PROPS, PROPS, PHYSICAL_ID), result)
+    assert custom_resource.is_complete(event, None, fsx=client) == {"IsComplete": True}
+
+
+def test_update_to_a_new_path_creates_it_and_the_old_delete_keeps_data(s3, bucket, fsx):
+    client, stub = fsx
+    expect_import(stub, task_id="task-00000000000000001")
+    custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client)
+    s3.put_object(Bucket=bucket, Key=f"{MARKER}results.csv", Body=b"user data")
+    new_props = {**PROPS, "RelativePath": "studio/team"}
+    expect_import(stub, uri="s3://data-bucket/lustre/studio/team/", task_id="task-00000000000000002")
+    result = custom_resource.on_event(cfn_event("Update", new_props, PROPS, PHYSICAL_ID), None, s3=s3, fsx=client)
+    assert result["PhysicalResourceId"] == f"{FS}:/data/studio/team"
+    assert s3.head_object(Bucket=bucket, Key="lustre/studio/team/")["Metadata"]["file-permissions"] == "042775"
+    # CloudFormation then deletes the old physical id:
+    deleted = custom_resource.on_event(cfn_event("Delete", PROPS, physical_id=PHYSICAL_ID), None, s3=s3, fsx=client)
+    assert deleted == {"PhysicalResourceId": PHYSICAL_ID}
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
+    assert {MARKER, f"{MARKER}results.csv", "lustre/studio/team/"} <= keys
+    stub.assert_no_pending_responses()
+
+
+def test_delete_is_non_destructive(s3, s3_calls, bucket, fsx):
+    client, stub = fsx
+    expect_import(stub)
+    custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client)
+    s3_calls.calls.clear()
+    event = cfn_event("Delete", physical_id=PHYSICAL_ID)
+    assert custom_resource.on_event(event, None, s3=s3, fsx=client) == {"PhysicalResourceId": PHYSICAL_ID}
+    assert custom_resource.is_complete({**event, "PhysicalResourceId": PHYSICAL_ID}, None, fsx=client) == {
+        "IsComplete": True}
+    assert s3_calls.names() == []
+    assert s3.head_object(Bucket=bucket, Key=MARKER)["Metadata"]["file-permissions"] == "042775"
+
+
+def test_create_retries_a_throttled_import(s3, bucket, fsx, sleeps):
+    client, stub = fsx
+    stub.add_client_error("create_data_repository_task", service_error_code="ThrottlingException",
+                          http_status_code=400)
+    stub.add_client_error("create_data_repository_task", service_error_code="TooManyRequestsException",
+                          http_status_code=400)
+    expect_import(stub)
+    result = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
+    assert result["Data"]["TaskId"] == "task-0123456789abcdef0"
+    assert len(sleeps) == 2
+    stub.assert_no_pending_responses()
+
+
+def test_create_gives_up_after_bounded_throttling(s3, bucket, fsx, sleeps):
+    client, stub = fsx
+    for _ in range(5):
+        stub.add_client_error("create_data_repository_task", service_error_code="ThrottlingException",
+                              http_status_code=400, service_message="Rate exceeded")
+    with pytest.raises(ClientError, match="Rate exceeded"):
+        custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
+    assert len(sleeps) == 4
+    stub.assert_no_pending_responses()
+
+
+def test_create_rejects_bad_properties_before_touching_anything(s3, bucket, s3_calls, fsx):
+    client, _ = fsx
+    with pytest.raises(ValueError, match="RelativePath"):
+        custom_resource.on_event(cfn_event("Create", {**PROPS, "RelativePath": "../etc"}), None, s3=s3, fsx=client)
+    assert s3_calls.names() == []

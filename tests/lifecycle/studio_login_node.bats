@@ -1,0 +1,185 @@
+#!/usr/bin/env bats
+# lifecycle/studio/slurm_login_node.sh with stubbed commands: version logic, idempotency, failures.
+# tests/e2e/test_studio_slurm_login.py runs the same script against real Slurm daemons.
+
+bats_require_minimum_version 1.5.0
+load studio_helper
+
+key() { echo "$SLURM_LOGIN_ROOT/etc/munge/munge.key"; }
+conf() { echo "$SLURM_LOGIN_ROOT/etc/slurm/slurm.conf"; }
+
+@test "major_minor reads Slurm, Debian and sinfo version strings" {
+  # shellcheck source-path=SCRIPTDIR source=../../lifecycle/studio/slurm_login_node.sh
+  source "$LCC"
+  [ "$(major_minor 23.11.10)" = 23.11 ]
+  [ "$(major_minor 1:23.11.4-1ubuntu2)" = 23.11 ]
+  [ "$(major_minor 22.05.8-4+deb12u3)" = 22.05 ]
+  [ "$(major_minor 'slurm 24.05.1')" = 24.05 ]
+  [ "$(major_minor 'slurm-wlm 22.05.8')" = 22.05 ]
+  [ "$(major_minor 24.11)" = 24.11 ]
+  [ -z "$(major_minor '(none)')" ]
+  [ -z "$(major_minor 23)" ]
+}
+
+@test "same_release compares major.minor only, never a prefix" {
+  # shellcheck source-path=SCRIPTDIR source=../../lifecycle/studio/slurm_login_node.sh
+  source "$LCC"
+  same_release 23.11.10 23.11.4-1ubuntu2
+  same_release 23.11 1:23.11.1
+  run ! same_release 23.11.10 23.1.0
+  run ! same_release 23.11.10 24.11.1
+  run ! same_release 23.11.10 21.08.5-2ubuntu1
+  run ! same_release 23.11.10 ""
+  run ! same_release "" ""
+}
+
+@test "the secret ARN comes from the environment, then the embedded value, then the env file" {
+  # shellcheck source-path=SCRIPTDIR source=../../lifecycle/studio/slurm_login_node.sh
+  source "$LCC"
+  [ "$(secret_arn)" = "$ARN" ]
+  unset SLURM_LOGIN_SECRET_ARN
+  [ -z "$(secret_arn)" ]
+  echo "export SLURM_LOGIN_SECRET_ARN='arn:aws:secretsmanager:us-east-1:1:secret:from-file'" >"$T/env"
+  ENV_FILE="$T/env"
+  [ "$(secret_arn)" = "arn:aws:secretsmanager:us-east-1:1:secret:from-file" ]
+  EMBEDDED_SECRET_ARN="arn:aws:secretsmanager:us-east-1:1:secret:embedded"
+  [ "$(secret_arn)" = "arn:aws:secretsmanager:us-east-1:1:secret:embedded" ]
+}
+
+@test "the script fits Studio's 16384-character LCC limit and carries the ARN placeholder once" {
+  [ "$(wc -c <"$LCC")" -lt 16384 ]
+  [ "$(grep -c '@SLURM_LOGIN_SECRET_ARN@' "$LCC")" -eq 1 ]
+}
+
+@test "first start installs the matching client, writes key and conf, starts munged" {
+  run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"changed: packages munge key slurm.conf munged"* ]]
+  [[ "$(calls apt-get)" == *"install -y -q --no-install-recommends munge slurm-client=23.11.4-1ubuntu2"* ]]
+  cmp "$T/munge.key" "$(key)"
+  [ "$(stat -c %a "$(key)")" = 400 ]
+  [ "$(cat "$(conf)")" = "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["slurm_conf"], end="")' "$STUB_SECRET")" ]
+  [[ "$(calls aws)" == *"get-secret-value --secret-id $ARN --region eu-west-1"* ]]
+  [[ "$(calls munged)" == *"--key-file $(key) --socket $SLURM_LOGIN_ROOT/run/munge/munge.socket.2"* ]]
+  [[ "$output" != *"munge-key-bytes"* && "$output" != *"$(base64 <"$T/munge.key")"* ]]
+  grep -q "ready: sbatch" "$SLURM_LOGIN_STATE_DIR/setup.log"
+}
+
+@test "a second start changes nothing and runs neither apt nor munged" {
+  run bash "$LCC"
+  [ "$status" -eq 0 ]
+  : >"$STUB_LOG"
+  run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"nothing changed"* ]]
+  [ -z "$(calls apt-get)" ]
+  [ -z "$(calls munged)" ]
+}
+
+@test "apt offering another Slurm release fails naming both versions and installs nothing" {
+  STUB_APT_CANDIDATE="21.08.5-2ubuntu1" run bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"Slurm version mismatch: the cluster runs Slurm 23.11.10 (23.11) but apt's slurm-client candidate is 21.08.5-2ubuntu1 (21.08)"* ]]
+  [[ "$output" == *"SLURM_PKG_DIR"* ]]
+  [[ "$(calls apt-get)" != *install* ]]
+  [ ! -e "$(key)" ]
+  [ ! -e "$(conf)" ]
+}
+
+@test "an installed client of another release fails even when installation is skipped" {
+  STUB_SINFO_VERSION=22.05.8 SLURM_LOGIN_SKIP_INSTALL=1 run bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"the cluster runs Slurm 23.11.10 (23.11) but the installed client (sinfo --version) is 22.05.8 (22.05)"* ]]
+  [ -z "$(calls apt-get)" ]
+  [ ! -e "$(key)" ]
+}
+
+@test "SLURM_PKG_DIR installs the packages from that directory without apt-get update" {
+  mkdir -p "$T/debs"
+  touch "$T/debs/slurm-smd-client_23.11.10-1_amd64.deb" "$T/debs/slurm-smd_23.11.10-1_amd64.deb"
+  SLURM_PKG_DIR="$T/debs" run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [[ "$(calls apt-get)" == *"install -y -q --no-install-recommends $T/debs/slurm-smd-client_23.11.10-1_amd64.deb $T/debs/slurm-smd_23.11.10-1_amd64.deb"* ]]
+  [[ "$(calls apt-get)" != *update* ]]
+}
+
+@test "a new munge key in the secret replaces the file and restarts munged" {
+  run bash "$LCC"
+  [ "$status" -eq 0 ]
+  printf 'rotated-key' >"$T/munge.key"
+  write_secret "{}"
+  : >"$STUB_LOG"
+  run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"changed: munge key munged"* ]]
+  cmp "$T/munge.key" "$(key)"
+  [ "$(calls munged | head -1)" = "munged --socket $SLURM_LOGIN_ROOT/run/munge/munge.socket.2 --stop" ]
+  [ "$(calls munged | wc -l)" -eq 2 ]
+}
+
+@test "munged listens where slurm.conf's AuthInfo says" {
+  write_secret '{"slurm_conf": "ClusterName=ml-cluster\nAuthInfo=socket=/custom/munge.sock,ttl=60\n"}'
+  run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [[ "$(calls munged)" == *"--socket /custom/munge.sock "* ]]
+}
+
+@test "an unresolvable controller name gets one hosts entry" {
+  STUB_RESOLVES=0 run bash "$LCC"
+  [ "$status" -eq 0 ]
+  STUB_RESOLVES=0 run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$SLURM_LOGIN_ROOT/etc/hosts")" = "10.1.0.12 ip-10-1-0-12" ]
+}
+
+@test "an unreachable slurmctld fails with the security-group hint" {
+  STUB_SINFO_FAIL=1 run bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"sinfo cannot reach slurmctld at 10.1.0.12"*"TCP 6817"* ]]
+}
+
+@test "a secret without the controller's settings is reported by name" {
+  write_secret '{"munge_key_b64": "", "slurm_conf": ""}'
+  run bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"the secret lacks munge_key_b64, slurm_conf"* ]]
+  [ ! -e "$(key)" ]
+}
+
+@test "no secret ARN anywhere is an error" {
+  unset SLURM_LOGIN_SECRET_ARN
+  run bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"no secret ARN: set SLURM_LOGIN_SECRET_ARN or write it to $SLURM_LOGIN_ROOT/etc/slurm-login.env"* ]]
+}
+
+@test "unreadable secret fails after bounded retries with the IAM hint" {
+  STUB_AWS_GET_ERROR=AccessDeniedException run bash "$LCC"
+  [ "$status" -eq 1 ]
+  [ "$(calls aws | wc -l)" -eq 3 ]
+  [[ "$output" == *"needs secretsmanager:GetSecretValue"* ]]
+}
+
+@test "without the foreground flag it returns at once and finishes in the background" {
+  unset SLURM_LOGIN_FOREGROUND
+  run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"continues in the background"* ]]
+  for _ in $(seq 100); do
+    grep -q "ready: sbatch" "$SLURM_LOGIN_STATE_DIR/setup.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  grep -q "ready: sbatch" "$SLURM_LOGIN_STATE_DIR/setup.log"
+  [ -x "$SLURM_LOGIN_STATE_DIR/slurm_login_node.sh" ]
+}
+
+@test "a run started while another holds the lock leaves it alone" {
+  mkdir -p "$SLURM_LOGIN_STATE_DIR"
+  exec 8>"$SLURM_LOGIN_STATE_DIR/lock"
+  flock 8
+  run bash "$LCC"
+  exec 8>&-
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"another setup run is in progress"* ]]
+  [ -z "$(calls aws)" ]
+}

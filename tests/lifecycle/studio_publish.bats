@@ -1,0 +1,76 @@
+#!/usr/bin/env bats
+# lifecycle/hyperpod/publish_slurm_login.sh (controller side of the Studio login node) with stubs.
+# tests/e2e/test_studio_slurm_login.py runs it against moto server and a real slurm.conf.
+
+load studio_helper
+
+setup_controller() {
+  export SLURM_CONF="$T/slurm.conf" MUNGE_KEY="$T/munge.key" STUB_SINFO_VERSION=23.11.10 RETRY_DELAY=0
+  printf '%s\n' "ClusterName=ml-cluster" "SlurmctldHost=ip-10-1-0-12(10.1.0.12)" "SlurmctldPort=6820-6821" \
+    "AuthType=auth/munge" "NodeName=worker-1 CPUs=4" >"$SLURM_CONF"
+  : >"$STUB_SECRET"
+}
+
+secret_field() {
+  python3 -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print(v, end="")' "$STUB_SECRET" "$1"
+}
+
+@test "publishes the version, controller, port, cluster, key and slurm.conf as one JSON value" {
+  setup_controller
+  STUB_AWS_GET_ERROR=ResourceNotFoundException run bash "$PUBLISH" "$ARN"
+  [ "$status" -eq 0 ]
+  [ "$(secret_field slurm_version)" = 23.11.10 ]
+  [ "$(secret_field controller_host)" = ip-10-1-0-12 ]
+  [ "$(secret_field controller_addr)" = 10.1.0.12 ]
+  [ "$(secret_field slurmctld_port)" = 6820 ]
+  [ "$(secret_field cluster_name)" = ml-cluster ]
+  [ "$(secret_field munge_key_b64)" = "$(base64 -w0 <"$MUNGE_KEY")" ]
+  [ "$(secret_field slurm_conf)" = "$(cat "$SLURM_CONF")" ]
+  [[ "$(calls aws)" == *"put-secret-value --secret-id $ARN --region eu-west-1 --secret-string file://"* ]]
+  [[ "$output" != *"$(base64 -w0 <"$MUNGE_KEY")"* && "$output" != *munge-key-bytes* ]]
+}
+
+@test "an identical current value is not published again" {
+  setup_controller
+  SLURM_LOGIN_SECRET_ARN="$ARN" run bash "$PUBLISH"
+  [ "$status" -eq 0 ]
+  : >"$STUB_LOG"
+  SLURM_LOGIN_SECRET_ARN="$ARN" run bash "$PUBLISH"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"nothing to publish"* ]]
+  ! calls aws | grep -q put-secret-value || false
+}
+
+@test "without an address in SlurmctldHost the host's first address is used" {
+  setup_controller
+  sed -i 's/^SlurmctldHost=.*/SlurmctldHost=ip-10-1-0-12/' "$SLURM_CONF"
+  STUB_IPS="10.1.0.99 172.17.0.1" run bash "$PUBLISH" "$ARN"
+  [ "$status" -eq 0 ]
+  [ "$(secret_field controller_addr)" = 10.1.0.99 ]
+}
+
+@test "a read error other than 'no value yet' stops without publishing" {
+  setup_controller
+  STUB_AWS_GET_ERROR=AccessDeniedException run bash "$PUBLISH" "$ARN"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"cannot read $ARN"*AccessDeniedException* ]]
+  ! calls aws | grep -q put-secret-value || false
+}
+
+@test "include lines are warned about; a missing ClusterName or ARN is an error" {
+  setup_controller
+  echo "Include /opt/slurm/etc/accounting.conf" >>"$SLURM_CONF"
+  run bash "$PUBLISH" "$ARN"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"WARNING: slurm.conf has 'Include /opt/slurm/etc/accounting.conf'"* ]]
+
+  sed -i '/^ClusterName=/d' "$SLURM_CONF"
+  run bash "$PUBLISH" "$ARN"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"has no ClusterName"* ]]
+
+  unset SLURM_LOGIN_SECRET_ARN
+  run bash "$PUBLISH"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"usage:"* ]]
+}
