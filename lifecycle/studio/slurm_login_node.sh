@@ -131,7 +131,7 @@ client_version() {
 
 # install_client WANT CONF : installs munge and the Slurm client for release WANT unless present.
 install_client() {
-  local want=$1 conf=$2 have cand debs
+  local want=$1 conf=$2 have cand debs extra
   have="$(client_version "$conf")"
   if [[ -n "$have" ]] && same_release "$want" "$have" && command -v munged >/dev/null; then
     log "Slurm client $have and munge already installed"
@@ -140,8 +140,12 @@ install_client() {
   if [[ -n "${SLURM_PKG_DIR:-}" ]]; then
     debs=("$SLURM_PKG_DIR"/*.deb)
     [[ -e "${debs[0]}" ]] || die "SLURM_PKG_DIR=$SLURM_PKG_DIR holds no .deb files"
-    log "installing ${#debs[@]} packages from $SLURM_PKG_DIR"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${debs[@]}"
+    # munge from apt unless it is installed or the directory carries it too.
+    extra=()
+    command -v munged >/dev/null || compgen -G "$SLURM_PKG_DIR/munge_*.deb" >/dev/null || extra=(munge)
+    log "installing ${#debs[@]} packages from $SLURM_PKG_DIR ${extra[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      "${extra[@]}" "${debs[@]}"
     CHANGED+=("packages")
     return 0
   fi

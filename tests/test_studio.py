@@ -1,0 +1,165 @@
+"""Studio stack: the domain as the cluster's front door, SharedFSx both ways, partitions, network, IAM, MLflow."""
+import json
+
+from aws_cdk.assertions import Match
+
+
+def _resources(template, type_):
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == type_}
+
+
+def _one(template, type_):
+    (resource,) = _resources(template, type_).values()
+    return resource
+
+
+def test_domain_is_vpc_only_iam_with_key_and_default_lifecycle_configs(synth):
+    s = synth("default")
+    domain = _one(s.templates["studio"], "AWS::SageMaker::Domain")["Properties"]
+    assert domain["AuthMode"] == "IAM" and domain["AppNetworkAccessType"] == "VpcOnly"
+    assert "StudioKey" in json.dumps(domain["KmsKeyId"])
+    assert "Private1Subnet" in json.dumps(domain["SubnetIds"]) and "Vpc" in json.dumps(domain["VpcId"])
+    settings = domain["DefaultUserSettings"]
+    for app, lcc in (("JupyterLabAppSettings", "LifecycleConfigsJupyterLab"),
+                     ("CodeEditorAppSettings", "LifecycleConfigsCodeEditor")):
+        assert lcc in json.dumps(settings[app]["DefaultResourceSpec"]["LifecycleConfigArn"]), app
+        assert lcc in json.dumps(settings[app]["LifecycleConfigArns"]), app
+        idle = settings[app]["AppLifecycleManagement"]["IdleSettings"]
+        assert idle["LifecycleManagement"] == "ENABLED" and idle["IdleTimeoutInMinutes"] == 120
+    configs = _resources(s.templates["studio"], "AWS::SageMaker::StudioLifecycleConfig")
+    assert sorted(c["Properties"]["StudioLifecycleConfigAppType"] for c in configs.values()) == ["CodeEditor", "JupyterLab"]
+
+
+def test_lifecycle_config_carries_the_slurm_login_script_and_secret(synth):
+    configs = _resources(synth("default").templates["studio"], "AWS::SageMaker::StudioLifecycleConfig")
+    content = json.dumps(next(iter(configs.values()))["Properties"]["StudioLifecycleConfigContent"])
+    assert "Fn::Base64" in content and "SLURM_LOGIN_SECRET_ARN" in content and "SlurmLoginSecret" in content
+
+
+def test_shared_fsx_parameter_defaults_to_the_config(synth):
+    for variant, default in (("default", "True"), ("containers", "False")):
+        param = synth(variant).templates["studio"]["Parameters"]["SharedFSx"]
+        assert param["AllowedValues"] == ["True", "False"] and param["Default"] == default, variant
+
+
+def test_shared_mode_mounts_one_shared_partition_for_everyone(synth):
+    t = synth("default").templates["studio"]
+    assert t["Conditions"]["IsSharedFSx"] == {"Fn::Equals": [{"Ref": "SharedFSx"}, "True"]}
+    configs = _one(t, "AWS::SageMaker::Domain")["Properties"]["DefaultUserSettings"]["CustomFileSystemConfigs"]
+    if_true, if_false = configs["Fn::If"][1:]
+    assert configs["Fn::If"][0] == "IsSharedFSx" and if_false == {"Ref": "AWS::NoValue"}
+    assert if_true[0]["FSxLustreFileSystemConfig"]["FileSystemPath"] == "/data/studio/shared"
+    shared = [r for r in _resources(t, "Custom::FsxPartition").values()]
+    assert len(shared) == 1 and shared[0]["Condition"] == "IsSharedFSx"
+    props = shared[0]["Properties"]
+    assert (props["RelativePath"], props["Uid"], props["Gid"], props["Mode"]) == ("studio/shared", "0", "2000", "2775")
+
+
+def test_per_user_mode_gives_each_profile_a_private_partition(synth):
+    s = synth("containers")
+    (nested,) = s.nested.values()
+    assert nested["Conditions"]["IsPerUserFSx"] == {"Fn::Not": [{"Condition": "IsSharedFSx"}]}
+    profiles = {r["Properties"]["UserProfileName"]: r["Properties"]
+                for r in _resources(nested, "AWS::SageMaker::UserProfile").values()}
+    assert sorted(profiles) == ["alice", "bob", "carol", "ta"]
+    alice = profiles["alice"]["UserSettings"]
+    assert alice["CustomPosixUserConfig"]["Uid"] == 10001
+    assert alice["CustomPosixUserConfig"]["Gid"] == {"Fn::If": ["IsSharedFSx", 2000, 10001]}
+    fs_if = alice["CustomFileSystemConfigs"]["Fn::If"]
+    assert fs_if[0] == "IsPerUserFSx" and fs_if[1][0]["FSxLustreFileSystemConfig"]["FileSystemPath"] == "/data/studio/alice"
+    partitions = {r["Properties"]["RelativePath"]: r for r in _resources(nested, "Custom::FsxPartition").values()}
+    assert sorted(partitions) == ["studio/alice", "studio/bob", "studio/carol", "studio/ta"]
+    for partition in partitions.values():
+        assert partition["Condition"] == "IsPerUserFSx" and partition["Properties"]["Mode"] == "0700"
+    assert partitions["studio/bob"]["Properties"]["Uid"] == "10002"
+
+
+def test_nested_user_stacks_receive_the_parent_parameter(synth):
+    t = synth("containers").templates["studio"]
+    (stack,) = _resources(t, "AWS::CloudFormation::Stack").values()
+    assert stack["Properties"]["Parameters"]["SharedFSx"] == {"Ref": "SharedFSx"}
+
+
+def test_profiles_created_outside_the_stack_get_partitions(synth):
+    t = synth("containers").templates["studio"]
+    rule = _one(t, "AWS::Events::Rule")
+    assert rule["Condition"] == "IsPerUserFSx"
+    pattern = rule["Properties"]["EventPattern"]
+    assert pattern["detail"]["eventName"] == ["CreateUserProfile"]
+    assert pattern["detail"]["requestParameters"]["domainId"] == [{"Fn::GetAtt": ["Domain", "DomainId"]}]
+    (target,) = rule["Properties"]["Targets"]
+    assert "ProfileEventsDeadLetters" in json.dumps(target["DeadLetterConfig"])
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 8
+    for permission in _resources(t, "AWS::Lambda::Permission").values():
+        if "OnCreateUserProfile" in json.dumps(permission):
+            assert permission["Condition"] == "IsPerUserFSx"
+    fn = [f for f in _resources(t, "AWS::Lambda::Function").values()
+          if f["Properties"].get("Handler") == "profile_events.handler"][0]
+    assert "ProfileEventsDeadLetters" in json.dumps(fn["Properties"]["DeadLetterConfig"])
+
+
+def test_partition_handlers_reach_only_the_partition_prefix(synth):
+    t = synth("default").templates["studio"]
+    rendered = json.dumps([p for p in _resources(t, "AWS::IAM::Policy").values() if "PartitionMarkers" in json.dumps(p)])
+    assert "/studio/*" in rendered and "ml-cluster-data-" in rendered
+    assert '"s3:DeleteObject' not in rendered  # partitions are never deleted by the stack
+
+
+def test_studio_reaches_lustre_and_slurm_through_declared_rules(synth):
+    t = synth("default").templates["studio"]
+    egress = [r["Properties"] for r in _resources(t, "AWS::EC2::SecurityGroupEgress").values()]
+    ingress = [r["Properties"] for r in _resources(t, "AWS::EC2::SecurityGroupIngress").values()]
+    for low, high in ((988, 988), (1018, 1023), (6817, 6817), (6819, 6819)):
+        assert any(r["FromPort"] == low and r["ToPort"] == high and "DestinationSecurityGroupId" in r
+                   and "EfaSecurityGroup" in json.dumps(r["DestinationSecurityGroupId"]) for r in egress), low
+        assert any(r["FromPort"] == low and r["ToPort"] == high and "EfaSecurityGroup" in json.dumps(r["GroupId"])
+                   and "StudioAppsGroup" in json.dumps(r["SourceSecurityGroupId"]) for r in ingress), low
+    assert any(r["FromPort"] == 2049 and "StudioAppsGroup" in json.dumps(r["SourceSecurityGroupId"]) for r in ingress)
+
+
+def test_studio_role_is_least_privilege(synth):
+    t = synth("multi_az").templates["studio"]
+    roles = {k: v for k, v in _resources(t, "AWS::IAM::Role").items() if k.startswith("ExecutionRole")}
+    (role,) = roles.values()
+    assert "ManagedPolicyArns" not in role["Properties"]
+    policy = [p for p in _resources(t, "AWS::IAM::Policy").values()
+              if "ExecutionRole" in json.dumps(p["Properties"]["Roles"])][0]
+    statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert set(statements) == {"DescribeCluster", "ReadSlurmLoginSecret", "LifecycleConfigLogs", "UseMlflow"}
+    assert "MlflowTrackingServerArn" in json.dumps(statements["UseMlflow"]["Resource"]) or \
+        "Mlflow" in json.dumps(statements["UseMlflow"]["Resource"])
+    rendered = json.dumps(t)
+    assert "FullAccess" not in rendered and '"ssm:*"' not in rendered and '"iam:' not in rendered
+
+
+def test_mlflow_tracking_server_with_encrypted_artifact_bucket(synth):
+    t = synth("multi_az").templates["studio"]
+    server = _one(t, "AWS::SageMaker::MlflowTrackingServer")["Properties"]
+    assert server["TrackingServerSize"] == "Medium" and server["TrackingServerName"] == "llm-pretrain-mlflow"
+    buckets = {k: v for k, v in _resources(t, "AWS::S3::Bucket").items() if k.startswith("MlflowArtifacts")}
+    (bucket,) = buckets.values()
+    sse = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms" and bucket["DeletionPolicy"] == "Retain"
+    assert _resources(synth("default").templates["studio"], "AWS::SageMaker::MlflowTrackingServer") == {}
+
+
+def test_thousand_users_split_into_nested_stacks_within_limits(synth):
+    s = synth("large")
+    assert len(s.nested) == 7  # 1,000 users at 150 per nested stack
+    profiles = sum(len(_resources(n, "AWS::SageMaker::UserProfile")) for n in s.nested.values())
+    assert profiles == 1000
+    for name, template in s.nested.items():
+        assert len(template["Resources"]) < 500, name
+
+
+def test_studio_can_be_turned_off(synth):
+    import aws_cdk as cdk
+
+    from stacks.config import parse_config
+    from stacks.platform import build_platform
+    app = cdk.App()
+    platform = build_platform(app, parse_config({"studio": {"enabled": False}}))
+    assert platform.studio is None
+    assert [c.node.id for c in app.node.children if isinstance(c, cdk.Stack)] == [
+        "ml-cluster-network", "ml-cluster-storage", "ml-cluster-cluster"]
+    assert synth("default").platform.studio is not None
