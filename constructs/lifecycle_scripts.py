@@ -11,6 +11,7 @@ from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge
 
 HYPERPOD_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "hyperpod"
+STUDIO_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "studio"
 ON_CREATE = "on_create.sh"
 
 
@@ -32,14 +33,15 @@ class LifecycleScripts(Construct):
     """The scripts travel as a CDK asset (never fetched from GitHub at deploy time); parameters carry tokens."""
 
     def __init__(self, scope: Construct, id_: str, *, bucket: s3.IBucket, prefix: str,
-                 parameters: dict[str, Any]) -> None:
+                 parameters: dict[str, Any] | None = None, source_dir: Path = HYPERPOD_SCRIPTS_DIR) -> None:
         super().__init__(scope, id_)
         self.bucket = bucket
         self.prefix = prefix.strip("/")
+        sources = [s3deploy.Source.asset(str(source_dir), exclude=["**/__pycache__", "*.md"])]
+        if parameters is not None:
+            sources.append(s3deploy.Source.json_data("provisioning_parameters.json", parameters))
         self.deployment = s3deploy.BucketDeployment(
-            self, "Upload", destination_bucket=bucket, destination_key_prefix=self.prefix + "/",
-            sources=[s3deploy.Source.asset(str(HYPERPOD_SCRIPTS_DIR), exclude=["**/__pycache__", "*.md"]),
-                     s3deploy.Source.json_data("provisioning_parameters.json", parameters)],
+            self, "Upload", destination_bucket=bucket, destination_key_prefix=self.prefix + "/", sources=sources,
             prune=True, retain_on_delete=True)
         self.source_s3_uri = f"s3://{bucket.bucket_name}/{self.prefix}/"
         self._acknowledge_deployment_handler()

@@ -1,34 +1,50 @@
-"""Studio lifecycle configs (JupyterLab and Code Editor) that make a space a Slurm login node."""
+"""Studio lifecycle configs (JupyterLab and Code Editor) that make a space a Slurm login node.
+
+The scripts in lifecycle/studio/ are shipped to the lifecycle bucket as an asset; the lifecycle config itself is
+a short bootstrap that copies them into the space and runs them, so the scripts are not bound by the lifecycle
+config's 16 KB content limit and are reviewed and tested as ordinary files.
+"""
 from __future__ import annotations
 
-from pathlib import Path
-
 import aws_cdk as cdk
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
+from constructs.lifecycle_scripts import STUDIO_SCRIPTS_DIR, LifecycleScripts
 
-STUDIO_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "studio"
-SLURM_LOGIN_SCRIPT = STUDIO_SCRIPTS_DIR / "slurm_login_node.sh"
-MAX_CONTENT_CHARS = 16384  # StudioLifecycleConfigContent limit, after base64
+ENTRY_POINT = "slurm_login_node.sh"
+BOOTSTRAP = """#!/bin/bash
+# Copies this platform's Studio scripts from the lifecycle bucket and runs the Slurm login-node setup.
+set -euo pipefail
+export SLURM_LOGIN_SECRET_ARN='{secret}'
+export AWS_DEFAULT_REGION='{region}'
+scripts="$HOME/.slurm-login/scripts"
+mkdir -p "$scripts"
+aws s3 cp --quiet --recursive '{source}' "$scripts/"
+exec bash "$scripts/{entry}"
+"""
 
 
 class StudioLifecycleConfigs(Construct):
-    def __init__(self, scope: Construct, id_: str, *, name: str, slurm_login_secret_arn: str) -> None:
+    def __init__(self, scope: Construct, id_: str, *, name: str, bucket: s3.IBucket,
+                 slurm_login_secret_arn: str) -> None:
         super().__init__(scope, id_)
-        body = SLURM_LOGIN_SCRIPT.read_text()
-        shebang, _, rest = body.partition("\n")
-        if len(body) * 4 // 3 + 400 > MAX_CONTENT_CHARS:
-            raise ValueError(f"{SLURM_LOGIN_SCRIPT} is too long for a Studio lifecycle config ({MAX_CONTENT_CHARS} "
-                             "base64 characters)")
-        # The secret's ARN and the region are known only at deploy time: prepend them as exports.
-        content = cdk.Fn.base64(cdk.Fn.join("", [
-            f"{shebang}\n", "export SLURM_LOGIN_SECRET_ARN='", slurm_login_secret_arn, "'\n",
-            "export AWS_DEFAULT_REGION='", cdk.Aws.REGION, "'\n", rest]))
+        self.scripts = LifecycleScripts(self, "Scripts", bucket=bucket, prefix=f"studio/{name}",
+                                        source_dir=STUDIO_SCRIPTS_DIR)
+        if not (STUDIO_SCRIPTS_DIR / ENTRY_POINT).exists():
+            raise FileNotFoundError(f"{STUDIO_SCRIPTS_DIR / ENTRY_POINT} is missing")
+        # Fn::Sub fills in deploy-time values; the script's own variables are escaped as ${!name}.
+        bootstrap = BOOTSTRAP.format(secret="${Secret}", region="${AWS::Region}", source="${Source}",
+                                     entry=ENTRY_POINT).replace("$HOME", "${!HOME}").replace('"$scripts', '"${!scripts}')
+        content = cdk.Fn.base64(cdk.Fn.sub(bootstrap, {"Secret": slurm_login_secret_arn,
+                                                       "Source": self.scripts.source_s3_uri}))
         self.jupyter_lab = sagemaker.CfnStudioLifecycleConfig(
             self, "JupyterLab", studio_lifecycle_config_name=f"{name}-slurm-login-jupyterlab",
             studio_lifecycle_config_app_type="JupyterLab", studio_lifecycle_config_content=content)
         self.code_editor = sagemaker.CfnStudioLifecycleConfig(
             self, "CodeEditor", studio_lifecycle_config_name=f"{name}-slurm-login-codeeditor",
             studio_lifecycle_config_app_type="CodeEditor", studio_lifecycle_config_content=content)
+        for config in (self.jupyter_lab, self.code_editor):
+            config.node.add_dependency(self.scripts.deployment)
         self.jupyter_lab_arn = self.jupyter_lab.attr_studio_lifecycle_config_arn
         self.code_editor_arn = self.code_editor.attr_studio_lifecycle_config_arn

@@ -6,10 +6,11 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
-from constructs.lifecycle_scripts import data_bucket_name
+from constructs.lifecycle_scripts import data_bucket_name, lifecycle_bucket_name
 from constructs.nag_acknowledgments import acknowledge
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 from constructs.studio_lifecycle_configs import StudioLifecycleConfigs
@@ -53,8 +54,18 @@ class StudioStack(cdk.Stack):
         self.partitions.partition(self, "SharedPartition", relative_name=SHARED_PARTITION, uid="0",
                                   gid=str(studio.shared_gid), mode="2775", condition=self.is_shared)
 
-        lifecycle = StudioLifecycleConfigs(self, "LifecycleConfigs", name=config.name,
+        lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
+        lifecycle = StudioLifecycleConfigs(self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket,
                                            slurm_login_secret_arn=cluster.slurm_login_secret.secret_arn)
+        self.execution_role.add_to_policy(iam.PolicyStatement(
+            sid="ReadStudioScripts", actions=["s3:GetObject"],
+            resources=[lifecycle_bucket.arn_for_objects(f"{lifecycle.scripts.prefix}/*")]))
+        self.execution_role.add_to_policy(iam.PolicyStatement(
+            sid="ListStudioScripts", actions=["s3:ListBucket"], resources=[lifecycle_bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{lifecycle.scripts.prefix}/*"]}}))
+        acknowledge(self.execution_role, "AwsSolutions-IAM5",
+                    "Studio apps copy this platform's own Studio scripts from their prefix of the lifecycle bucket",
+                    findings=[f"Resource::{lifecycle_bucket.arn_for_objects(f'{lifecycle.scripts.prefix}/*')}"])
         idle = sagemaker.CfnDomain.AppLifecycleManagementProperty(idle_settings=sagemaker.CfnDomain.IdleSettingsProperty(
             lifecycle_management="ENABLED", idle_timeout_in_minutes=studio.idle_timeout_minutes,
             min_idle_timeout_in_minutes=60, max_idle_timeout_in_minutes=max(studio.idle_timeout_minutes, 60) * 4))
@@ -159,7 +170,8 @@ class StudioStack(cdk.Stack):
             self, "Mlflow", tracking_server_name=f"{config.name}-mlflow", role_arn=server_role.role_arn,
             artifact_store_uri=f"s3://{artifacts.bucket_name}/artifacts", tracking_server_size=config.studio.mlflow.size,
             mlflow_version=config.studio.mlflow.mlflow_version, automatic_model_registration=False)
-        server.node.add_dependency(server_role)
+        # The server checks its bucket access at creation: wait for the role's policy, not just the role.
+        server.node.add_dependency(server_role.node.find_child("DefaultPolicy"))
         self.execution_role.add_to_policy(iam.PolicyStatement(
             sid="UseMlflow", actions=["sagemaker-mlflow:*", "sagemaker:DescribeMlflowTrackingServer",
                                       "sagemaker:CreatePresignedMlflowTrackingServerUrl"],

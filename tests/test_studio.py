@@ -30,10 +30,19 @@ def test_domain_is_vpc_only_iam_with_key_and_default_lifecycle_configs(synth):
     assert sorted(c["Properties"]["StudioLifecycleConfigAppType"] for c in configs.values()) == ["CodeEditor", "JupyterLab"]
 
 
-def test_lifecycle_config_carries_the_slurm_login_script_and_secret(synth):
-    configs = _resources(synth("default").templates["studio"], "AWS::SageMaker::StudioLifecycleConfig")
-    content = json.dumps(next(iter(configs.values()))["Properties"]["StudioLifecycleConfigContent"])
-    assert "Fn::Base64" in content and "SLURM_LOGIN_SECRET_ARN" in content and "SlurmLoginSecret" in content
+def test_lifecycle_config_bootstraps_the_shipped_slurm_login_script(synth):
+    s = synth("default")
+    t = s.templates["studio"]
+    configs = _resources(t, "AWS::SageMaker::StudioLifecycleConfig")
+    content = next(iter(configs.values()))["Properties"]["StudioLifecycleConfigContent"]
+    body, variables = content["Fn::Base64"]["Fn::Sub"]
+    assert "export SLURM_LOGIN_SECRET_ARN='${Secret}'" in body and "SlurmLoginSecret" in json.dumps(variables)
+    assert "aws s3 cp --quiet --recursive '${Source}'" in body
+    assert "/studio/ml-cluster/" in json.dumps(variables["Source"])
+    assert 'exec bash "${!scripts}/slurm_login_node.sh"' in body
+    deployment = [r for r in _resources(t, "Custom::CDKBucketDeployment").values()]
+    assert deployment[0]["Properties"]["DestinationBucketKeyPrefix"] == "studio/ml-cluster/"
+    assert sorted(p.name for p in s.out_dir.glob("asset.*/slurm_login_node.sh")) == ["slurm_login_node.sh"]
 
 
 def test_shared_fsx_parameter_defaults_to_the_config(synth):
@@ -125,7 +134,8 @@ def test_studio_role_is_least_privilege(synth):
     policy = [p for p in _resources(t, "AWS::IAM::Policy").values()
               if "ExecutionRole" in json.dumps(p["Properties"]["Roles"])][0]
     statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
-    assert set(statements) == {"DescribeCluster", "ReadSlurmLoginSecret", "LifecycleConfigLogs", "UseMlflow"}
+    assert set(statements) == {"DescribeCluster", "ReadSlurmLoginSecret", "LifecycleConfigLogs", "UseMlflow",
+                               "ReadStudioScripts", "ListStudioScripts"}
     assert "MlflowTrackingServerArn" in json.dumps(statements["UseMlflow"]["Resource"]) or \
         "Mlflow" in json.dumps(statements["UseMlflow"]["Resource"])
     rendered = json.dumps(t)
@@ -157,7 +167,8 @@ def test_studio_can_be_turned_off(synth):
 
     from stacks.config import parse_config
     from stacks.platform import build_platform
-    app = cdk.App()
+    from conftest import cdk_json_context
+    app = cdk.App(context=cdk_json_context())
     platform = build_platform(app, parse_config({"studio": {"enabled": False}}))
     assert platform.studio is None
     assert [c.node.id for c in app.node.children if isinstance(c, cdk.Stack)] == [
