@@ -11,8 +11,9 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 
-# Debian packages the tests need (shellcheck, bats); installed with apt-get when missing.
-APT_PACKAGES := shellcheck bats
+# Debian packages the tests need, as command:package; installed with apt-get when the command is missing.
+# slurm-wlm and munge run real Slurm daemons on loopback for the Studio login-node end-to-end test.
+APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: synth test lint schema bench deps system-deps clean
@@ -30,7 +31,9 @@ node_modules/.installed: package.json package-lock.json
 deps: $(VENV)/.installed node_modules/.installed
 
 system-deps:
-	@missing=""; for pkg in $(APT_PACKAGES); do command -v $$pkg >/dev/null || missing="$$missing $$pkg"; done; \
+	@missing=""; for pair in $(APT_PACKAGES); do \
+	  command -v $${pair%%:*} >/dev/null || PATH="$$PATH:/usr/sbin" command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "Installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \

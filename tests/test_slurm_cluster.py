@@ -121,11 +121,12 @@ def test_provisioning_parameters_follow_config(synth):
 
 
 def _shape(value):
+    """The keys at every level (values may differ, and be null where the fixture leaves a feature off)."""
     if isinstance(value, dict):
         return {k: _shape(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_shape(value[0])] if value else []
-    return type(value).__name__ if value is not None else "null"
+    return "value"
 
 
 def test_outputs_include_a_ready_session_manager_command(synth):

@@ -36,3 +36,9 @@ bash "$HERE/mount_fsx.sh"
 bash "$HERE/create_users.sh"
 bash "$HERE/install_container_runtime.sh"
 bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
+
+# Studio login nodes read the controller's Slurm version, address, slurm.conf and munge key from this secret.
+login_secret="$(param slurm.login_secret_arn)"
+if [[ "$NODE_TYPE" == controller && -n "$login_secret" ]]; then
+  bash "$HERE/publish_slurm_login.sh" "$login_secret"
+fi

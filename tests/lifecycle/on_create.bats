@@ -49,3 +49,16 @@ enable_everything() {
   grep -q "FAILED with exit code" "$LOG_DIR/on_create.log"
   [ -z "$(calls useradd)" ]
 }
+
+@test "the controller publishes the Slurm login secret when the stack gives one; other nodes do not" {
+  cp -r "$SCRIPTS" "$T/scripts"
+  printf '#!/bin/bash\necho "publish $*" >>"%s"\n' "$T/publish.calls" >"$T/scripts/publish_slurm_login.sh"
+  set_param slurm.login_secret_arn '"arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-login-AbCdEf"'
+  run bash "$T/scripts/on_create.sh"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$T/publish.calls")" = "publish arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-login-AbCdEf" ]
+  rm "$T/publish.calls"
+  STUB_IPS="10.1.0.31" run bash "$T/scripts/on_create.sh"
+  [ "$status" -eq 0 ]
+  [ ! -e "$T/publish.calls" ]
+}
