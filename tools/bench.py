@@ -40,13 +40,15 @@ def main() -> int:
     args = parser.parse_args()
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     bench = ROOT / ".bench"
-    configs = args.config or ["config/default.yaml"]
+    bench.mkdir(exist_ok=True)
+    configs = args.config or ["config/default.yaml", users_config(bench, 10), users_config(bench, 1000)]
     times: dict[str, list[float]] = {"trivial one-bucket app": []}
     for _ in range(args.runs):
         times["trivial one-bucket app"].append(synth_seconds(f"{PY} tools/trivial_app.py", bench / "trivial", []))
         for config in configs:
             times.setdefault(config, []).append(synth_seconds(None, bench / "platform", [f"config={config}"]))
     baseline = statistics.median(times["trivial one-bucket app"])
+    medians = {name: statistics.median(samples) for name, samples in times.items()}
     print(f"cdk synth wall time, median of {args.runs} alternating runs (aws-cdk CLI {cli_version()}):")
     for name, samples in times.items():
         median = statistics.median(samples)
@@ -55,7 +57,22 @@ def main() -> int:
         if name != "trivial one-bucket app":
             line += "  (target <= %.1fx: %s)" % (TARGET_RATIO, "met" if ratio <= TARGET_RATIO else "MISSED")
         print(line)
+    ten, thousand = (str(bench / f"users-{n}.yaml") for n in (10, 1000))
+    if ten in medians and thousand in medians:
+        ratio = medians[thousand] / medians[ten]
+        print(f"  1,000 users vs 10 users (per-user FSx partitions): {ratio:4.2f}x  "
+              f"(target <= {TARGET_RATIO:.1f}x: {'met' if ratio <= TARGET_RATIO else 'MISSED'})")
     return 0  # a benchmark reports; it does not gate CI
+
+
+def users_config(bench: Path, count: int) -> str:
+    """The default config with `count` users in per-user mode (each a profile and a partition)."""
+    path = bench / f"users-{count}.yaml"
+    lines = (ROOT / "config" / "default.yaml").read_text().replace("shared_fsx: true", "shared_fsx: false")
+    lines = lines.replace("users: []", "users:\n" + "".join(f"  - {{name: user{i}, uid: {10000 + i}}}\n"
+                                                            for i in range(count)))
+    path.write_text(lines)
+    return str(path)
 
 
 def cli_version() -> str:
