@@ -82,3 +82,17 @@ while IFS=$'\t' read -r name uid gid sudo; do
   ensure_user "$name" "$uid" "$gid"
   ensure_sudo "$name" "$sudo"
 done <<<"$users"
+
+# Studio's shared FSx partition belongs to this group; every user joins it so they can write there from the
+# cluster too (in Studio it is their primary group).
+shared_name="$(param shared_group.name)"
+shared_gid="$(param shared_group.gid)"
+if [[ -n "$shared_name" && -n "$shared_gid" ]]; then
+  ensure_group "$shared_name" "$shared_gid"
+  members=",$(getent_field group "$shared_name" 4),"
+  while IFS=$'\t' read -r name _; do
+    [[ -n "$name" && "$members" != *",$name,"* ]] || continue
+    usermod -aG "$shared_name" "$name"
+    log "added $name to group $shared_name"
+  done <<<"$users"
+fi

@@ -7,7 +7,7 @@ load test_helper
   echo "$T/fsx" >>"$FAKE_ROOT/mounts"
   run bash "$SCRIPTS/create_users.sh"
   [ "$status" -eq 0 ]
-  [ "$(calls groupadd)" = "$(printf 'groupadd --gid 2001 alice\ngroupadd --gid 2002 bob')" ]
+  [ "$(calls groupadd)" = "$(printf 'groupadd --gid 2001 alice\ngroupadd --gid 2002 bob\ngroupadd --gid 2000 studio-shared')" ]
   calls useradd | grep -qxF "useradd --uid 2001 --gid 2001 --create-home --home-dir $T/fsx/home/alice --shell /bin/bash alice"
   calls useradd | grep -qxF "useradd --uid 2002 --gid 2002 --create-home --home-dir $T/fsx/home/bob --shell /bin/bash bob"
   [ -d "$T/fsx/home" ]
@@ -83,4 +83,15 @@ load test_helper
   [ "$status" -ne 0 ]
   [[ "$output" == *"is not a valid user name"* ]]
   [ ! -e "$SUDOERS_DIR" ] || [ -z "$(ls "$SUDOERS_DIR")" ]
+}
+
+@test "every user joins the Studio shared group once" {
+  run bash "$SCRIPTS/create_users.sh"
+  [ "$status" -eq 0 ]
+  grep -q "^studio-shared:x:2000:alice,bob$" "$FAKE_ROOT/group"
+  [ "$(calls usermod | wc -l)" -eq 2 ]
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/create_users.sh"
+  [ "$status" -eq 0 ]
+  [ -z "$(calls usermod)" ]
 }
