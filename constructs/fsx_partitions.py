@@ -56,17 +56,16 @@ class FsxPartitions(Construct):
             waiter_state_machine_log_options=cr.LogOptions(destination=provider_logs, level=sfn.LogLevel.ALL))
         self._acknowledge_provider()
 
-    def partition(self, scope: Construct, id_: str, *, relative_name: str, uid, gid, mode: str,
-                  condition: Optional[cdk.CfnCondition] = None) -> cdk.CustomResource:
-        resource = cdk.CustomResource(scope, id_, service_token=self.provider.service_token,
-                                      resource_type="Custom::FsxPartition",
-                                      properties={"FileSystemId": self.file_system_id,
-                                                  "FileSystemPath": self.file_system_path,
-                                                  "DataBucket": self.data_bucket_name, "S3Prefix": self.s3_prefix,
-                                                  "RelativePath": f"{self.partition_root}/{relative_name}",
-                                                  "Uid": uid, "Gid": gid, "Mode": mode})
+    def partition(self, scope: Construct, id_: str, *, relative_name: str, uid: str, gid: str, mode: str,
+                  condition: Optional[cdk.CfnCondition] = None) -> cdk.CfnResource:
+        # A plain CfnResource: one jsii call per partition, which matters at a thousand users.
+        resource = cdk.CfnResource(scope, id_, type="Custom::FsxPartition", properties={
+            "ServiceToken": self.provider.service_token, "FileSystemId": self.file_system_id,
+            "FileSystemPath": self.file_system_path, "DataBucket": self.data_bucket_name, "S3Prefix": self.s3_prefix,
+            "RelativePath": f"{self.partition_root}/{relative_name}", "Uid": uid, "Gid": gid, "Mode": mode})
+        # Deleting this resource never deletes the directory: the handler's Delete only detaches.
         if condition is not None:
-            resource.node.default_child.cfn_options.condition = condition
+            resource.cfn_options.condition = condition
         return resource
 
     def path_of(self, relative_name: str) -> str:
