@@ -18,7 +18,8 @@ DEFAULT_CONFIG_PATH = "config/default.yaml"
 
 # Top-level keys that `cdk synth -c key=value` may override; `-c config=PATH` picks the file.
 CONTEXT_OVERRIDES = ("orchestrator", "shared_fsx")
-AVAILABLE_ORCHESTRATORS = ("slurm",)  # "eks" is accepted by the schema and arrives with the EKS issue.
+KUBERNETES_VERSIONS = ("1.30", "1.31", "1.32", "1.33", "1.34")  # what HyperPod supports on EKS
+EKS_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
                       2922, 3288, 3653)
@@ -75,6 +76,15 @@ Sha256 = Annotated[str, _pattern(r"[0-9a-f]{64}", "a SHA-256 digest: 64 lowercas
 TrainingPlanArn = Annotated[str, _pattern(r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/[a-zA-Z0-9-]+",
                                           "a SageMaker training plan ARN")]
 AbsolutePath = Annotated[str, _pattern(r"/[a-zA-Z0-9._/-]*", "an absolute path such as /fsx")]
+AddonVersion = Annotated[str, _pattern(r"v\d+\.\d+\.\d+-eksbuild\.\d+", "an EKS add-on version such as v1.20.1-eksbuild.3")]
+# Team and priority-class names become Kubernetes names (hyperpod-ns-<team>, <class>-priority).
+GovernanceName = Annotated[str, _pattern(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?",
+                                         "1-40 lowercase letters, digits and '-', starting and ending alphanumeric")]
+LabelKey = Annotated[str, _pattern(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?",
+                                   "a Kubernetes label key such as team or example.com/pool")]
+LabelValue = Annotated[str, _pattern(r"([a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?)?",
+                                     "a Kubernetes label value: at most 63 letters, digits, '-', '_', '.'")]
+RoleArn = Annotated[str, _pattern(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+", "an IAM role ARN")]
 
 
 def _resource_id(prefix: str):
@@ -106,6 +116,8 @@ class ExistingNetwork(Strict):
     vpc_id: VpcId
     private_subnets: list[ExistingSubnet] = Field(min_length=1)
     security_group_id: SecurityGroupId
+    # EKS only: subnets in at least two AZs for the control plane's network interfaces.
+    control_plane_subnets: list[ExistingSubnet] = []
 
 
 class Network(Strict):
@@ -156,6 +168,12 @@ class Storage(Strict):
 
 
 # ---------------------------------------------------------------------------------------------- cluster
+class Taint(Strict):
+    key: LabelKey
+    value: LabelValue = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
 class InstanceGroup(Strict):
     name: GroupName
     role: Literal["controller", "login", "compute"]
@@ -166,7 +184,9 @@ class InstanceGroup(Strict):
     deep_health_checks: list[Literal[DEEP_HEALTH_CHECKS]] = []  # type: ignore[valid-type]
     training_plan_arn: Optional[TrainingPlanArn] = None
     az_id: Optional[AzId] = None
-    partitions: list[PartitionName] = []
+    partitions: list[PartitionName] = []  # Slurm only
+    kubernetes_labels: dict[LabelKey, LabelValue] = {}  # EKS only
+    kubernetes_taints: list[Taint] = []  # EKS only
 
 
 class Artifact(Strict):
@@ -224,6 +244,97 @@ class Studio(Strict):
     mlflow: Mlflow = Mlflow()
 
 
+# ---------------------------------------------------------------------------------------------- eks
+class ControlPlaneSubnet(Strict):
+    az_id: AzId
+    cidr: Cidr
+
+
+class EksEndpoint(Strict):
+    """The API server is reached privately from the VPC; a public endpoint needs an explicit allow-list."""
+    public: StrictBool = False
+    public_access_cidrs: list[Cidr] = []
+
+
+class EksAddons(Strict):
+    """Pinned EKS add-on versions (`aws eks describe-addon-versions --kubernetes-version 1.33` lists others)."""
+    vpc_cni: AddonVersion = "v1.20.1-eksbuild.3"
+    kube_proxy: AddonVersion = "v1.33.3-eksbuild.4"
+    coredns: AddonVersion = "v1.12.2-eksbuild.4"
+    pod_identity_agent: AddonVersion = "v1.3.8-eksbuild.2"
+    fsx_csi_driver: AddonVersion = "v1.6.0-eksbuild.1"
+    cert_manager: AddonVersion = "v1.18.2-eksbuild.2"
+    training_operator: AddonVersion = "v1.1.0-eksbuild.1"
+    task_governance: AddonVersion = "v1.6.0-eksbuild.1"
+
+
+class HyperPodDependencies(Strict):
+    """The HyperPod dependency Helm chart, fetched at build time by `make hyperpod-chart` (not committed)."""
+    chart_dir: str = "build/hyperpod-helm-chart"
+    health_monitoring_agent: StrictBool = True
+    deep_health_check: StrictBool = True
+    job_auto_restart: StrictBool = True
+    nvidia_device_plugin: StrictBool = True
+    neuron_device_plugin: StrictBool = False
+    efa_device_plugin: StrictBool = True
+    training_operators: StrictBool = True
+    mpi_operator: StrictBool = True
+
+
+class PriorityClass(Strict):
+    name: GovernanceName
+    weight: int = Field(ge=0, le=100)
+
+
+class TeamQuota(Strict):
+    """A team's guaranteed compute, what it lends and borrows, and whether it preempts lower-priority work."""
+    name: GovernanceName
+    instance_type: InstanceType
+    instance_count: Optional[int] = Field(default=None, ge=0)
+    accelerators: Optional[int] = Field(default=None, ge=0)
+    sharing: Literal["LendAndBorrow", "Lend", "DontLend"] = "LendAndBorrow"
+    borrow_limit_percent: int = Field(default=50, ge=0, le=10000)
+    preempt_team_tasks: Literal["LowerPriority", "Never"] = "LowerPriority"
+    fair_share_weight: int = Field(default=0, ge=0, le=100)
+    resource_quota: StrictBool = True
+
+
+def _default_priority_classes() -> list[PriorityClass]:
+    return [PriorityClass(name="inference", weight=90), PriorityClass(name="training", weight=70),
+            PriorityClass(name="experimentation", weight=30)]
+
+
+class TaskGovernance(Strict):
+    enabled: StrictBool = True
+    fair_share: Literal["Enabled", "Disabled"] = "Enabled"
+    priority_classes: list[PriorityClass] = Field(default_factory=_default_priority_classes, max_length=10)
+    teams: list[TeamQuota] = []
+
+
+class Autoscaling(Strict):
+    """HyperPod-managed Karpenter: instance groups scale with pending pods."""
+    enabled: StrictBool = False
+
+
+class Eks(Strict):
+    kubernetes_version: Literal[KUBERNETES_VERSIONS] = "1.33"  # type: ignore[valid-type]
+    authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = "API"
+    endpoint: EksEndpoint = EksEndpoint()
+    # The control plane's ENIs live in small dedicated subnets in at least two AZs (new VPC only).
+    control_plane_subnets: list[ControlPlaneSubnet] = Field(default_factory=lambda: [
+        ControlPlaneSubnet(az_id="usw2-az1", cidr="10.0.1.0/28"),
+        ControlPlaneSubnet(az_id="usw2-az2", cidr="10.0.1.16/28")], max_length=6)
+    log_types: list[Literal[EKS_LOG_TYPES]] = list(EKS_LOG_TYPES)  # type: ignore[valid-type]
+    log_retention_days: Literal[LOG_RETENTION_DAYS] = 90  # type: ignore[valid-type]
+    admin_role_arns: list[RoleArn] = []
+    addons: EksAddons = EksAddons()
+    hyperpod_dependencies: HyperPodDependencies = HyperPodDependencies()
+    node_provisioning_mode: Literal["Continuous"] = "Continuous"
+    autoscaling: Autoscaling = Autoscaling()
+    training_operator: StrictBool = True
+    task_governance: TaskGovernance = TaskGovernance()
+
+
 class Deployment(Strict):
     account: Optional[Annotated[str, _pattern(r"\d{12}", "a 12-digit AWS account ID")]] = None
     region: Optional[Annotated[str, _pattern(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "a region such as us-west-2")]] = "us-west-2"
@@ -240,6 +351,7 @@ class PlatformConfig(Strict):
     storage: Storage = Storage()
     cluster: Cluster = Cluster()
     studio: Studio = Studio()
+    eks: Eks = Eks()
     users: list[User] = []
 
     def group(self, role: str) -> list[InstanceGroup]:
@@ -261,10 +373,6 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
     errors: list[str] = []
     add = errors.append
 
-    if cfg.orchestrator not in AVAILABLE_ORCHESTRATORS:
-        add(f"orchestrator: {cfg.orchestrator!r} is not available yet (the EKS orchestrator arrives in a later "
-            f"release); allowed: {', '.join(AVAILABLE_ORCHESTRATORS)}")
-
     groups = cfg.cluster.instance_groups
     seen: dict[str, int] = {}
     for i, g in enumerate(groups):
@@ -285,12 +393,16 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
             if g.az_id not in azs:
                 add(f"{path}.az_id: {g.az_id!r} has no private subnet; allowed: {', '.join(azs)}")
 
-    controllers = [i for i, g in enumerate(groups) if g.role == "controller"]
-    if len(controllers) != 1:
-        add(f"cluster.instance_groups: {len(controllers)} groups with role 'controller'; exactly one is required")
-    logins = [i for i, g in enumerate(groups) if g.role == "login"]
-    if len(logins) > 1:
-        add(f"cluster.instance_groups: {len(logins)} groups with role 'login' (indexes {logins}); at most one is allowed")
+    if cfg.orchestrator == "slurm":
+        controllers = [i for i, g in enumerate(groups) if g.role == "controller"]
+        if len(controllers) != 1:
+            add(f"cluster.instance_groups: {len(controllers)} groups with role 'controller'; exactly one is required")
+        logins = [i for i, g in enumerate(groups) if g.role == "login"]
+        if len(logins) > 1:
+            add(f"cluster.instance_groups: {len(logins)} groups with role 'login' (indexes {logins}); at most one "
+                "is allowed")
+    else:
+        errors.extend(eks_errors(cfg))
 
     runtime = cfg.cluster.container_runtime
     if runtime.enabled and not runtime.docker_apt_version:
@@ -328,6 +440,125 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
     return errors
 
 
+# Accelerators per instance, for team ResourceQuotas: (extended resource name, count).
+_NVIDIA = "nvidia.com/gpu"
+_NEURON = "aws.amazon.com/neurondevice"
+ACCELERATORS: dict[str, tuple[str, int]] = {
+    **{f"ml.{family}.{size}": (_NVIDIA, 1) for family in ("g5", "g6", "g6e")
+       for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")},
+    **{f"ml.{family}.{size}": (_NVIDIA, 4) for family in ("g5", "g6", "g6e") for size in ("12xlarge", "24xlarge")},
+    **{f"ml.{family}.48xlarge": (_NVIDIA, 8) for family in ("g5", "g6", "g6e", "p5", "p5e", "p5en")},
+    "ml.p4d.24xlarge": (_NVIDIA, 8), "ml.p4de.24xlarge": (_NVIDIA, 8), "ml.p5.4xlarge": (_NVIDIA, 1),
+    "ml.trn1.32xlarge": (_NEURON, 16), "ml.trn1n.32xlarge": (_NEURON, 16), "ml.trn2.48xlarge": (_NEURON, 16),
+}
+
+
+def eks_errors(cfg: PlatformConfig) -> list[str]:
+    """Rules that apply when `orchestrator: eks`; Slurm-only keys (controller/login groups, partitions) are unused."""
+    eks = cfg.eks
+    errors: list[str] = []
+    add = errors.append
+    compute = [g for g in cfg.cluster.instance_groups if g.role == "compute"]
+    if not compute:
+        add("cluster.instance_groups: no group with role 'compute'; an EKS cluster needs at least one")
+
+    minor = eks.kubernetes_version
+    if not eks.addons.kube_proxy.startswith(f"v{minor}."):
+        add(f"eks.addons.kube_proxy: {eks.addons.kube_proxy!r} does not match eks.kubernetes_version {minor!r}; "
+            f"use a v{minor}.x-eksbuild.N version")
+
+    endpoint = eks.endpoint
+    if endpoint.public and not endpoint.public_access_cidrs:
+        add("eks.endpoint.public_access_cidrs: [] with eks.endpoint.public: true; list the CIDR blocks allowed to "
+            "reach the public endpoint")
+    if not endpoint.public and endpoint.public_access_cidrs:
+        add(f"eks.endpoint.public_access_cidrs: {endpoint.public_access_cidrs} with eks.endpoint.public: false; "
+            "remove them or set public: true")
+    for i, cidr in enumerate(endpoint.public_access_cidrs):
+        if ipaddress.ip_network(cidr).prefixlen == 0:
+            add(f"eks.endpoint.public_access_cidrs[{i}]: {cidr!r} opens the API server to the internet; allowed: "
+                "specific CIDR blocks")
+
+    existing = cfg.network.existing
+    if existing:
+        path, azs = "network.existing.control_plane_subnets", [s.az_id for s in existing.control_plane_subnets]
+    else:
+        path, azs = "eks.control_plane_subnets", [s.az_id for s in eks.control_plane_subnets]
+    if len(set(azs)) < 2:
+        add(f"{path}: {len(set(azs))} distinct AZ ID(s) {sorted(set(azs))}; the EKS control plane needs subnets in "
+            "at least two AZs")
+    region = cfg.deployment.region
+    for i, az in enumerate(azs):
+        if region and not az.startswith(_region_prefix(region) + "-"):
+            add(f"{path}[{i}].az_id: {az!r} is not in region {region}; AZ IDs there start with "
+                f"'{_region_prefix(region)}-'")
+    if not existing:
+        for i, subnet in enumerate(eks.control_plane_subnets):
+            if ipaddress.ip_network(subnet.cidr).prefixlen > 28:
+                add(f"eks.control_plane_subnets[{i}].cidr: {subnet.cidr!r}; EKS needs at least a /28 per subnet")
+
+    admins = eks.admin_role_arns
+    if len(set(admins)) != len(admins):
+        add(f"eks.admin_role_arns: {admins} lists a role more than once")
+
+    gov = eks.task_governance
+    if gov.enabled:
+        errors.extend(_governance_errors(gov, compute))
+    elif gov.teams:
+        add(f"eks.task_governance.teams: {len(gov.teams)} team(s) with task governance disabled; enable it or "
+            "remove the teams")
+    return errors
+
+
+def _governance_errors(gov: TaskGovernance, compute: list[InstanceGroup]) -> list[str]:
+    errors: list[str] = []
+    add = errors.append
+    classes = [c.name for c in gov.priority_classes]
+    for i, name in enumerate(classes):
+        if name in classes[:i]:
+            add(f"eks.task_governance.priority_classes[{i}].name: {name!r} is listed twice; names must be unique")
+    capacity: dict[str, int] = {}
+    for g in compute:
+        capacity[g.instance_type] = capacity.get(g.instance_type, 0) + g.instance_count
+    guaranteed: dict[str, int] = {}
+    names: list[str] = []
+    for i, team in enumerate(gov.teams):
+        path = f"eks.task_governance.teams[{i}]"
+        if team.name in names:
+            add(f"{path}.name: {team.name!r} is already used by eks.task_governance.teams[{names.index(team.name)}]; "
+                "team names must be unique")
+        names.append(team.name)
+        if (team.instance_count is None) == (team.accelerators is None):
+            add(f"{path}: instance_count={team.instance_count!r}, accelerators={team.accelerators!r}; give exactly "
+                "one of them")
+        if team.instance_type not in capacity:
+            add(f"{path}.instance_type: {team.instance_type!r} is not the type of any compute group; allowed: "
+                f"{', '.join(sorted(capacity)) or 'none (add a compute group)'}")
+            continue
+        per_instance = ACCELERATORS.get(team.instance_type)
+        count = team.instance_count
+        if count is None and team.accelerators is not None and per_instance:
+            count = -(-team.accelerators // per_instance[1])
+        guaranteed[team.instance_type] = guaranteed.get(team.instance_type, 0) + (count or 0)
+        if team.accelerators is not None and per_instance is None:
+            add(f"{path}.accelerators: {team.accelerators} on {team.instance_type!r}, which has no accelerators this "
+                "platform knows; use instance_count")
+        elif team.accelerators is not None and team.accelerators > per_instance[1] * capacity[team.instance_type]:
+            add(f"{path}.accelerators: {team.accelerators}; the cluster has "
+                f"{per_instance[1] * capacity[team.instance_type]} on {team.instance_type}")
+        if team.resource_quota and per_instance is None:
+            add(f"{path}.resource_quota: true on {team.instance_type!r}, whose accelerators are unknown; set "
+                f"resource_quota: false or use one of {', '.join(sorted(ACCELERATORS))}")
+        if team.sharing != "LendAndBorrow" and team.borrow_limit_percent != 50:
+            add(f"{path}.borrow_limit_percent: {team.borrow_limit_percent} with sharing {team.sharing!r}; a borrow "
+                "limit applies only to LendAndBorrow")
+    for instance_type, count in guaranteed.items():
+        if count > capacity[instance_type]:
+            add(f"eks.task_governance.teams: {count} guaranteed {instance_type} instance(s) across teams; the "
+                f"compute groups have {capacity[instance_type]}")
+    return errors
+
+
 def _az_ids(cfg: PlatformConfig) -> list[str]:
     existing = cfg.network.existing
     return [s.az_id for s in existing.private_subnets] if existing else list(cfg.network.az_ids)
@@ -342,6 +573,8 @@ def _network_errors(cfg: PlatformConfig) -> list[str]:
         if region and not az.startswith(_region_prefix(region) + "-"):
             errors.append(f"{path}: {az!r} is not in region {region}; AZ IDs there start with "
                           f"'{_region_prefix(region)}-'")
+    if net.existing and net.existing.control_plane_subnets and cfg.orchestrator != "eks":
+        errors.append("network.existing.control_plane_subnets: set, but only the EKS orchestrator uses them")
     if len(set(_az_ids(cfg))) != len(_az_ids(cfg)):
         errors.append(f"network.az_ids: {_az_ids(cfg)} repeats an AZ ID; list each at most once")
     if net.existing:
@@ -355,6 +588,8 @@ def _network_errors(cfg: PlatformConfig) -> list[str]:
         errors.append(f"network.vpc_cidr: {net.vpc_cidr!r}; VPC CIDRs must be between /16 and /28")
     subnets = [("network.public_subnet_cidr", net.public_subnet_cidr)] + \
               [(f"network.private_subnet_cidrs[{i}]", c) for i, c in enumerate(net.private_subnet_cidrs)]
+    if cfg.orchestrator == "eks":
+        subnets += [(f"eks.control_plane_subnets[{i}].cidr", s.cidr) for i, s in enumerate(cfg.eks.control_plane_subnets)]
     for path, cidr in subnets:
         if not ipaddress.ip_network(cidr).subnet_of(vpc):
             errors.append(f"{path}: {cidr!r} is not inside network.vpc_cidr {net.vpc_cidr!r}")
@@ -404,9 +639,15 @@ def _allowed_keys(loc: tuple) -> list[str]:
 
 
 def _format_pydantic_error(err: dict[str, Any]) -> str:
+    loc = list(err["loc"])
+    is_key = loc[-1:] == ["[key]"]  # a bad mapping key: report the mapping's path
+    if is_key:
+        loc = loc[:-2]
     path = ""
-    for part in err["loc"]:
+    for part in loc:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    if is_key:
+        path += " key"
     kind, message, value = err["type"], err["msg"], err.get("input")
     if kind == "extra_forbidden":
         return f"{path}: unknown key; allowed here: {', '.join(_allowed_keys(err['loc']))}"

@@ -101,11 +101,10 @@ INVALID = [
      "data_compression, lustre_version, metadata, mount_path, mount_by, data_repository"),
     ("unknown top-level key", with_("orchestrater", "slurm"),
      "orchestrater: unknown key; allowed here: name, orchestrator, shared_fsx, deployment, tags, network, storage, "
-     "cluster, studio, users"),
+     "cluster, studio, eks, users"),
     ("boolean as string", with_("shared_fsx", "yes"), "shared_fsx: 'yes' — must be true or false"),
     ("boolean as number", with_("network.flow_logs", {"enabled": 1}), "network.flow_logs.enabled: 1 — must be true or false"),
-    ("eks not yet", with_("orchestrator", "eks"),
-     "orchestrator: 'eks' is not available yet (the EKS orchestrator arrives in a later release); allowed: slurm"),
+    ("unknown orchestrator", with_("orchestrator", "k8s"), "orchestrator: 'k8s' — Input should be 'slurm' or 'eks'"),
     ("duplicate uid", with_("users", [{"name": "a", "uid": 10001}, {"name": "b", "uid": 10001}]),
      "users[1].uid: 10001 is already used by users[0]; uids must be unique"),
     ("uid below Studio's range", with_("users", [{"name": "a", "uid": 2001}]),
@@ -207,9 +206,10 @@ def test_context_overrides_win_over_the_file(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_config(path, {"shared_fsx": "no"})
     assert info.value.errors == ["shared_fsx: 'no' (from -c shared_fsx=...) — must be true or false"]
+    assert load_config(path, {"orchestrator": "eks"}).orchestrator == "eks"
     with pytest.raises(ConfigError) as info:
-        load_config(path, {"orchestrator": "eks"})
-    assert info.value.errors[0].startswith("orchestrator: 'eks' is not available yet")
+        load_config(path, {"orchestrator": "pbs"})
+    assert info.value.errors == ["orchestrator: 'pbs' — Input should be 'slurm' or 'eks'"]
 
 
 def test_committed_json_schema_is_current():
@@ -224,7 +224,7 @@ def test_schema_rejects_unknown_keys_for_editors():
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["-c", "orchestrator=eks"], "orchestrator: 'eks' is not available yet"),
+    (["-c", "orchestrator=pbs"], "orchestrator: 'pbs' — Input should be 'slurm' or 'eks'"),
     (["-c", "shared_fsx=maybe"], "shared_fsx: 'maybe' (from -c shared_fsx=...) — must be true or false"),
     (["-c", "config=config/missing.yaml"], "config: 'config/missing.yaml' — file not found"),
 ])
@@ -237,3 +237,93 @@ def test_app_reports_bad_input_without_traceback(args, expected):
     assert result.returncode == 1
     assert expected in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------- EKS
+def eks_base(**eks) -> dict:
+    return {"name": "test", "orchestrator": "eks", "eks": eks,
+            "cluster": {"instance_groups": [copy.deepcopy(WORKERS)]}}
+
+
+TEAM = {"name": "research", "instance_type": "ml.g5.8xlarge", "instance_count": 1}
+
+EKS_BAD_INPUT = [
+    ("version too old", eks_base(kubernetes_version="1.29"),
+     "eks.kubernetes_version: '1.29' — Input should be '1.30', '1.31', '1.32', '1.33' or '1.34'"),
+    ("kube-proxy for another version", eks_base(kubernetes_version="1.32"),
+     "eks.addons.kube_proxy: 'v1.33.3-eksbuild.4' does not match eks.kubernetes_version '1.32'; use a "
+     "v1.32.x-eksbuild.N version"),
+    ("addon version format", eks_base(addons={"coredns": "1.11"}),
+     "eks.addons.coredns: '1.11' — must be an EKS add-on version such as v1.20.1-eksbuild.3"),
+    ("public endpoint without allow-list", eks_base(endpoint={"public": True}),
+     "eks.endpoint.public_access_cidrs: [] with eks.endpoint.public: true; list the CIDR blocks allowed to reach "
+     "the public endpoint"),
+    ("public endpoint open to the world", eks_base(endpoint={"public": True, "public_access_cidrs": ["0.0.0.0/0"]}),
+     "eks.endpoint.public_access_cidrs[0]: '0.0.0.0/0' opens the API server to the internet; allowed: specific "
+     "CIDR blocks"),
+    ("allow-list on a private endpoint", eks_base(endpoint={"public_access_cidrs": ["203.0.113.0/24"]}),
+     "eks.endpoint.public_access_cidrs: ['203.0.113.0/24'] with eks.endpoint.public: false; remove them or set "
+     "public: true"),
+    ("control plane in one AZ", eks_base(control_plane_subnets=[{"az_id": "usw2-az1", "cidr": "10.0.1.0/28"},
+                                                                {"az_id": "usw2-az1", "cidr": "10.0.1.16/28"}]),
+     "eks.control_plane_subnets: 1 distinct AZ ID(s) ['usw2-az1']; the EKS control plane needs subnets in at least "
+     "two AZs"),
+    ("control plane subnet too small", eks_base(control_plane_subnets=[{"az_id": "usw2-az1", "cidr": "10.0.1.0/29"},
+                                                                       {"az_id": "usw2-az3", "cidr": "10.0.1.16/28"}]),
+     "eks.control_plane_subnets[0].cidr: '10.0.1.0/29'; EKS needs at least a /28 per subnet"),
+    ("control plane overlaps private subnet", eks_base(control_plane_subnets=[
+        {"az_id": "usw2-az1", "cidr": "10.0.64.0/28"}, {"az_id": "usw2-az3", "cidr": "10.0.1.16/28"}]),
+     "eks.control_plane_subnets[0].cidr: '10.0.64.0/28' overlaps network.private_subnet_cidrs[0] '10.0.64.0/18'"),
+    ("no compute group", {"orchestrator": "eks", "cluster": {"instance_groups": [copy.deepcopy(CONTROLLER)]}},
+     "cluster.instance_groups: no group with role 'compute'; an EKS cluster needs at least one"),
+    ("taint effect", {"orchestrator": "eks", "cluster": {"instance_groups": [
+        {**WORKERS, "kubernetes_taints": [{"key": "gpu", "effect": "Never"}]}]}},
+     "cluster.instance_groups[0].kubernetes_taints[0].effect: 'Never' — Input should be 'NoSchedule', "
+     "'PreferNoSchedule' or 'NoExecute'"),
+    ("label key", {"orchestrator": "eks", "cluster": {"instance_groups": [
+        {**WORKERS, "kubernetes_labels": {"bad key": "x"}}]}},
+     "cluster.instance_groups[0].kubernetes_labels key: 'bad key' — must be a Kubernetes label key such "
+     "as team or example.com/pool"),
+    ("team name", eks_base(task_governance={"teams": [{**TEAM, "name": "Research"}]}),
+     "eks.task_governance.teams[0].name: 'Research' — must be 1-40 lowercase letters, digits and '-', starting and "
+     "ending alphanumeric"),
+    ("duplicate team", eks_base(task_governance={"teams": [TEAM, TEAM]}),
+     "eks.task_governance.teams[1].name: 'research' is already used by eks.task_governance.teams[0]; team names must "
+     "be unique"),
+    ("team without a size", eks_base(task_governance={"teams": [{"name": "a", "instance_type": "ml.g5.8xlarge"}]}),
+     "eks.task_governance.teams[0]: instance_count=None, accelerators=None; give exactly one of them"),
+    ("team on a type the cluster lacks", eks_base(task_governance={"teams": [{**TEAM, "instance_type": "ml.p5.48xlarge"}]}),
+     "eks.task_governance.teams[0].instance_type: 'ml.p5.48xlarge' is not the type of any compute group; allowed: "
+     "ml.g5.8xlarge"),
+    ("teams guaranteed more than exists", eks_base(task_governance={"teams": [
+        {**TEAM, "instance_count": 2}, {**TEAM, "name": "prod", "instance_count": 1}]}),
+     "eks.task_governance.teams: 3 guaranteed ml.g5.8xlarge instance(s) across teams; the compute groups have 2"),
+    ("borrow limit without borrowing", eks_base(task_governance={"teams": [{**TEAM, "sharing": "Lend",
+                                                                          "borrow_limit_percent": 80}]}),
+     "eks.task_governance.teams[0].borrow_limit_percent: 80 with sharing 'Lend'; a borrow limit applies only to "
+     "LendAndBorrow"),
+    ("priority weight", eks_base(task_governance={"priority_classes": [{"name": "urgent", "weight": 101}]}),
+     "eks.task_governance.priority_classes[0].weight: 101 — Input should be less than or equal to 100"),
+    ("duplicate priority class", eks_base(task_governance={"priority_classes": [{"name": "a", "weight": 1},
+                                                                               {"name": "a", "weight": 2}]}),
+     "eks.task_governance.priority_classes[1].name: 'a' is listed twice; names must be unique"),
+    ("teams with governance off", eks_base(task_governance={"enabled": False, "teams": [TEAM]}),
+     "eks.task_governance.teams: 1 team(s) with task governance disabled; enable it or remove the teams"),
+    ("existing VPC without control-plane subnets", {
+        "orchestrator": "eks", "cluster": {"instance_groups": [copy.deepcopy(WORKERS)]},
+        "network": {"existing": {"vpc_id": "vpc-0123456789abcdef0", "security_group_id": "sg-0123456789abcdef0",
+                                 "private_subnets": [{"id": "subnet-0123456789abcdef0", "az_id": "usw2-az2"}]}}},
+     "network.existing.control_plane_subnets: 0 distinct AZ ID(s) []; the EKS control plane needs subnets in at "
+     "least two AZs"),
+]
+
+
+@pytest.mark.parametrize("case, data, expected", EKS_BAD_INPUT, ids=[c[0] for c in EKS_BAD_INPUT])
+def test_eks_bad_input_names_key_value_and_what_is_allowed(case, data, expected):
+    assert expected in errors_of(data)
+
+
+def test_one_switch_turns_the_default_config_into_eks():
+    cfg = load_config(VARIANT_FILES["default"], {"orchestrator": "eks"})
+    assert cfg.orchestrator == "eks"
+    assert [g.role for g in cfg.cluster.instance_groups if g.role == "compute"]
