@@ -16,7 +16,7 @@ export AWS_EC2_METADATA_DISABLED := true
 APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: synth test lint schema bench deps system-deps clean
+.PHONY: synth test lint schema bench deps system-deps hyperpod-chart clean
 .DEFAULT_GOAL := synth
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -46,15 +46,20 @@ synth: deps
 
 ## The whole test suite: shell lint, lifecycle-script tests, then pytest (config, stacks, cfn-lint, nag, limits).
 test: deps system-deps lint
-	bats tests/lifecycle
+	bats tests/lifecycle tests/tools
 	$(PY) -m pytest
 
 lint: system-deps
-	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/studio/*.sh
+	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/studio/*.sh tools/*.sh
 
 ## JSON Schema of the config, for editors (config/schema.json is committed; a test keeps it current).
 schema: $(VENV)/.installed
 	$(PY) tools/export_schema.py > config/schema.json
+
+## The HyperPod dependency Helm chart (EKS) at its pinned commit, remote subcharts vendored, into build/.
+## Needs network access to github.com and the charts' registries; not part of `make test` (CI has neither).
+hyperpod-chart: $(VENV)/.installed
+	tools/fetch_hyperpod_chart.sh
 
 ## Synth time of the default config against a trivial one-bucket app, through the same CLI.
 bench: deps

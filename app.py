@@ -11,9 +11,9 @@ app = cdk.App()
 try:
     config = load_config(app.node.try_get_context("config") or DEFAULT_CONFIG_PATH,
                          {key: app.node.try_get_context(key) for key in CONTEXT_OVERRIDES})
+    build_platform(app, config)  # checks what the config points at on disk (the EKS dependency chart)
 except ConfigError as error:
     print(error, file=sys.stderr)
     sys.exit(1)
-build_platform(app, config)
 add_security_checks(app)
 app.synth()

@@ -7,6 +7,7 @@ would also look up the region's AZs at synth time, which this project never does
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -35,7 +36,8 @@ class PrivateSubnet:
 class HyperPodVpc(Construct):
     def __init__(self, scope: Construct, id_: str, *, cidr: str, az_ids: list[str], public_subnet_cidr: str,
                  private_subnet_cidrs: list[str], restricted_s3_endpoint: bool, interface_endpoints: list[str],
-                 flow_log_retention_days: int | None) -> None:
+                 flow_log_retention_days: int | None,
+                 control_plane_subnets: Sequence[tuple[str, str]] = ()) -> None:
         super().__init__(scope, id_)
         vpc = ec2.CfnVPC(self, "Vpc", cidr_block=cidr, enable_dns_hostnames=True, enable_dns_support=True,
                          tags=[cdk.CfnTag(key="Name", value=f"{cdk.Stack.of(self).stack_name}-vpc")])
@@ -62,6 +64,11 @@ class HyperPodVpc(Construct):
                          destination_cidr_block="0.0.0.0/0", nat_gateway_id=nat.ref)
             self.private_subnets.append(PrivateSubnet(az_id=az_id, subnet_id=subnet_id))
             route_tables.append(route_table_id)
+
+        # EKS control-plane ENIs: small subnets whose route tables hold only the VPC's local route.
+        self.control_plane_subnets = [
+            PrivateSubnet(az_id=az_id, subnet_id=self._subnet(f"ControlPlane{index}", az_id, subnet_cidr)[0])
+            for index, (az_id, subnet_cidr) in enumerate(control_plane_subnets, start=1)]
 
         # An L2 view of the same VPC, for constructs (endpoints, security groups) that want an IVpc.
         self.vpc = ec2.Vpc.from_vpc_attributes(

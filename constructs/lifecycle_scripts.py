@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
@@ -29,17 +29,28 @@ def data_bucket_name(cluster_name: str) -> str:
     return f"{cluster_name.lower()[:22]}-data-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"
 
 
+def assets_bucket_name(stack: cdk.Stack) -> str:
+    """The CDK bootstrap assets bucket, as the default synthesizer names it (for cdk-nag findings)."""
+    qualifier = (stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
+                 or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
+    return (cdk.DefaultStackSynthesizer.DEFAULT_FILE_ASSETS_BUCKET_NAME
+            .replace("${Qualifier}", qualifier).replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
+            .replace("${AWS::Region}", stack.region))
+
+
 class LifecycleScripts(Construct):
     """The scripts travel as a CDK asset (never fetched from GitHub at deploy time); parameters carry tokens."""
 
     def __init__(self, scope: Construct, id_: str, *, bucket: s3.IBucket, prefix: str,
-                 parameters: dict[str, Any] | None = None, source_dir: Path = HYPERPOD_SCRIPTS_DIR) -> None:
+                 parameters: dict[str, Any] | None = None, source_dir: Path = HYPERPOD_SCRIPTS_DIR,
+                 extra_sources: Sequence[s3deploy.ISource] = ()) -> None:
         super().__init__(scope, id_)
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         sources = [s3deploy.Source.asset(str(source_dir), exclude=["**/__pycache__", "*.md"])]
         if parameters is not None:
             sources.append(s3deploy.Source.json_data("provisioning_parameters.json", parameters))
+        sources.extend(extra_sources)
         self.deployment = s3deploy.BucketDeployment(
             self, "Upload", destination_bucket=bucket, destination_key_prefix=self.prefix + "/", sources=sources,
             prune=True, retain_on_delete=True)
@@ -50,11 +61,7 @@ class LifecycleScripts(Construct):
         # The handler is aws-cdk-lib's BucketDeployment singleton; its role and runtime are not ours to shape.
         handler = self.deployment.handler_role.node.scope
         stack = cdk.Stack.of(self)
-        qualifier = (stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
-                     or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
-        assets_bucket = (cdk.DefaultStackSynthesizer.DEFAULT_FILE_ASSETS_BUCKET_NAME
-                         .replace("${Qualifier}", qualifier).replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
-                         .replace("${AWS::Region}", stack.region))
+        assets_bucket = assets_bucket_name(stack)
         acknowledge(handler, "AwsSolutions-IAM4",
                     "BucketDeployment's upload function logs to CloudWatch through the AWS-managed basic execution "
                     "policy that aws-cdk-lib attaches",

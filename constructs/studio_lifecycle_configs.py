@@ -1,4 +1,4 @@
-"""Studio lifecycle configs (JupyterLab and Code Editor) that make a space a Slurm login node.
+"""Studio lifecycle configs (JupyterLab and Code Editor) that make a space a Slurm login node or an EKS client.
 
 The scripts in lifecycle/studio/ are shipped to the lifecycle bucket as an asset; the lifecycle config itself is
 a short bootstrap that copies them into the space and runs them, so the scripts are not bound by the lifecycle
@@ -6,19 +6,22 @@ config's 16 KB content limit and are reviewed and tested as ordinary files.
 """
 from __future__ import annotations
 
+from typing import Mapping, Sequence
+
 import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 from constructs.lifecycle_scripts import STUDIO_SCRIPTS_DIR, LifecycleScripts
 
-ENTRY_POINT = "slurm_login_node.sh"
+SLURM_ENTRY_POINT = "slurm_login_node.sh"
+EKS_ENTRY_POINT = "eks_login_node.sh"
 BOOTSTRAP = """#!/bin/bash
-# Copies this platform's Studio scripts from the lifecycle bucket and runs the Slurm login-node setup.
+# Copies this platform's Studio scripts from the lifecycle bucket and runs {entry}.
 set -euo pipefail
-export SLURM_LOGIN_SECRET_ARN='{secret}'
-export AWS_DEFAULT_REGION='{region}'
-scripts="$HOME/.slurm-login/scripts"
+{exports}export AWS_DEFAULT_REGION='{region}'
+scripts="$HOME/.studio-lifecycle/scripts"
 mkdir -p "$scripts"
 aws s3 cp --quiet --recursive '{source}' "$scripts/"
 exec bash "$scripts/{entry}"
@@ -26,23 +29,25 @@ exec bash "$scripts/{entry}"
 
 
 class StudioLifecycleConfigs(Construct):
-    def __init__(self, scope: Construct, id_: str, *, name: str, bucket: s3.IBucket,
-                 slurm_login_secret_arn: str) -> None:
+    def __init__(self, scope: Construct, id_: str, *, name: str, bucket: s3.IBucket, entry_point: str,
+                 environment: Mapping[str, str], extra_sources: Sequence[s3deploy.ISource] = ()) -> None:
+        """`environment` values may hold deploy-time tokens; `extra_sources` are shipped beside the scripts."""
         super().__init__(scope, id_)
         self.scripts = LifecycleScripts(self, "Scripts", bucket=bucket, prefix=f"studio/{name}",
-                                        source_dir=STUDIO_SCRIPTS_DIR)
-        if not (STUDIO_SCRIPTS_DIR / ENTRY_POINT).exists():
-            raise FileNotFoundError(f"{STUDIO_SCRIPTS_DIR / ENTRY_POINT} is missing")
+                                        source_dir=STUDIO_SCRIPTS_DIR, extra_sources=extra_sources)
+        if not (STUDIO_SCRIPTS_DIR / entry_point).exists():
+            raise FileNotFoundError(f"{STUDIO_SCRIPTS_DIR / entry_point} is missing")
         # Fn::Sub fills in deploy-time values; the script's own variables are escaped as ${!name}.
-        bootstrap = BOOTSTRAP.format(secret="${Secret}", region="${AWS::Region}", source="${Source}",
-                                     entry=ENTRY_POINT).replace("$HOME", "${!HOME}").replace('"$scripts', '"${!scripts}')
-        content = cdk.Fn.base64(cdk.Fn.sub(bootstrap, {"Secret": slurm_login_secret_arn,
-                                                       "Source": self.scripts.source_s3_uri}))
+        exports = "".join(f"export {key}='${{{key}}}'\n" for key in environment)
+        bootstrap = BOOTSTRAP.format(exports=exports, region="${AWS::Region}", source="${Source}", entry=entry_point)
+        bootstrap = bootstrap.replace("$HOME", "${!HOME}").replace('"$scripts', '"${!scripts}')
+        content = cdk.Fn.base64(cdk.Fn.sub(bootstrap, {**environment, "Source": self.scripts.source_s3_uri}))
+        role = entry_point.removesuffix(".sh").replace("_node", "").replace("_", "-")  # slurm-login / eks-login
         self.jupyter_lab = sagemaker.CfnStudioLifecycleConfig(
-            self, "JupyterLab", studio_lifecycle_config_name=f"{name}-slurm-login-jupyterlab",
+            self, "JupyterLab", studio_lifecycle_config_name=f"{name}-{role}-jupyterlab",
             studio_lifecycle_config_app_type="JupyterLab", studio_lifecycle_config_content=content)
         self.code_editor = sagemaker.CfnStudioLifecycleConfig(
-            self, "CodeEditor", studio_lifecycle_config_name=f"{name}-slurm-login-codeeditor",
+            self, "CodeEditor", studio_lifecycle_config_name=f"{name}-{role}-codeeditor",
             studio_lifecycle_config_app_type="CodeEditor", studio_lifecycle_config_content=content)
         for config in (self.jupyter_lab, self.code_editor):
             config.node.add_dependency(self.scripts.deployment)

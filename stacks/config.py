@@ -257,14 +257,15 @@ class EksEndpoint(Strict):
 
 
 class EksAddons(Strict):
-    """Pinned EKS add-on versions (`aws eks describe-addon-versions --kubernetes-version 1.33` lists others)."""
-    vpc_cni: AddonVersion = "v1.20.1-eksbuild.3"
-    kube_proxy: AddonVersion = "v1.33.3-eksbuild.4"
-    coredns: AddonVersion = "v1.12.2-eksbuild.4"
-    pod_identity_agent: AddonVersion = "v1.3.8-eksbuild.2"
-    fsx_csi_driver: AddonVersion = "v1.6.0-eksbuild.1"
-    cert_manager: AddonVersion = "v1.18.2-eksbuild.2"
-    training_operator: AddonVersion = "v1.1.0-eksbuild.1"
+    """Pinned EKS add-on versions for the default Kubernetes version, taken from the EKS and SageMaker user guides;
+    `aws eks describe-addon-versions --kubernetes-version <v> --addon-name <name>` lists what a region offers."""
+    vpc_cni: AddonVersion = "v1.20.4-eksbuild.1"
+    kube_proxy: AddonVersion = "v1.33.10-eksbuild.13"
+    coredns: AddonVersion = "v1.12.4-eksbuild.18"
+    pod_identity_agent: AddonVersion = "v1.3.10-eksbuild.3"
+    fsx_csi_driver: AddonVersion = "v1.7.0-eksbuild.1"
+    cert_manager: AddonVersion = "v1.19.1-eksbuild.1"
+    training_operator: AddonVersion = "v1.0.1-eksbuild.1"
     task_governance: AddonVersion = "v1.6.0-eksbuild.1"
 
 
@@ -279,6 +280,7 @@ class HyperPodDependencies(Strict):
     efa_device_plugin: StrictBool = True
     training_operators: StrictBool = True
     mpi_operator: StrictBool = True
+    hyperpod_patching: StrictBool = True
 
 
 class PriorityClass(Strict):

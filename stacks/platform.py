@@ -11,6 +11,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from cdk_nag import AwsSolutionsChecks
 
 from stacks.config import PlatformConfig
+from stacks.eks_cluster_stack import EksClusterStack, chart_directory
 from stacks.network_stack import NetworkRefs, NetworkStack
 from stacks.slurm_cluster_stack import SlurmClusterStack
 from stacks.storage_stack import StorageStack
@@ -22,7 +23,7 @@ class Platform:
     network: NetworkRefs
     network_stack: Optional[NetworkStack]
     storage: StorageStack
-    cluster: SlurmClusterStack
+    cluster: SlurmClusterStack | EksClusterStack
     studio: Optional[StudioStack]
 
     @property
@@ -31,6 +32,9 @@ class Platform:
 
 
 def build_platform(app: cdk.App, config: PlatformConfig) -> Platform:
+    """Raises ConfigError, before any stack exists, when something the config points at on disk is missing."""
+    if config.orchestrator == "eks":
+        chart_directory(config)
     env = cdk.Environment(account=config.deployment.account, region=config.deployment.region)
     name = config.name
     network_stack = None
@@ -38,13 +42,17 @@ def build_platform(app: cdk.App, config: PlatformConfig) -> Platform:
         network = NetworkRefs.existing(config.network)
     else:
         network_stack = NetworkStack(app, f"{name}-network", network=config.network, env=env,
+                                     control_plane_subnets=config.eks.control_plane_subnets
+                                     if config.orchestrator == "eks" else (),
                                      description=f"HyperPod platform {name}: VPC, EFA security group, endpoints")
         network = network_stack.refs
     storage = StorageStack(app, f"{name}-storage", cluster_name=name, storage=config.storage, network=network, env=env,
                            description=f"HyperPod platform {name}: FSx for Lustre, data and lifecycle buckets "
                                        "(retained on delete)")
-    cluster = SlurmClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage, env=env,
-                                description=f"HyperPod platform {name}: SageMaker HyperPod cluster (Slurm)")
+    cluster_stack = EksClusterStack if config.orchestrator == "eks" else SlurmClusterStack
+    cluster = cluster_stack(app, f"{name}-cluster", config=config, network=network, storage=storage, env=env,
+                            description=f"HyperPod platform {name}: SageMaker HyperPod cluster "
+                                        f"({'EKS' if config.orchestrator == 'eks' else 'Slurm'})")
     studio = None
     if config.studio.enabled:
         studio = StudioStack(app, f"{name}-studio", config=config, network=network, storage=storage, cluster=cluster,

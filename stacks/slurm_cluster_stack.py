@@ -8,7 +8,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
-from constructs.hyperpod_slurm_cluster import GroupSpec, HyperPodSlurmCluster, NativeLustreMount
+from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster, NativeLustreMount, SlurmOrchestrator
 from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, lifecycle_bucket_name
 from constructs.nag_acknowledgments import acknowledge
 
@@ -36,12 +36,13 @@ class SlurmClusterStack(cdk.Stack):
                                           parameters=provisioning_parameters(config, storage,
                                                                              self.slurm_login_secret.secret_arn))
         native = config.storage.lustre.mount_by == "native"
-        self.hyperpod = HyperPodSlurmCluster(
+        self.hyperpod = HyperPodCluster(
             self, "HyperPod", cluster_name=config.name, groups=group_specs(config, network),
+            orchestrator=SlurmOrchestrator(config_strategy=config.cluster.slurm_config_strategy),
             vpc_id=network.vpc_id, subnet_ids=[s.subnet_id for s in network.private_subnets],
             default_subnet_id=network.primary_subnet.subnet_id, security_group_id=network.security_group_id,
             lifecycle_bucket=lifecycle_bucket, lifecycle_prefix=self.lifecycle.prefix, on_create=ON_CREATE,
-            node_recovery=config.cluster.node_recovery, slurm_config_strategy=config.cluster.slurm_config_strategy,
+            node_recovery=config.cluster.node_recovery,
             native_lustre=NativeLustreMount(dns_name=storage.lustre.dns_name, mount_name=storage.lustre.mount_name,
                                             mount_path=storage.mount_path) if native else None,
             artifact_s3_uris=[a.s3_uri for a in config.cluster.container_runtime.artifacts]
@@ -75,7 +76,9 @@ def group_specs(config: PlatformConfig, network: NetworkRefs) -> list[GroupSpec]
                       threads_per_core=g.threads_per_core, ebs_volume_gib=g.ebs_volume_gib,
                       deep_health_checks=tuple(g.deep_health_checks), partitions=tuple(g.partitions),
                       training_plan_arn=g.training_plan_arn,
-                      subnet_id=network.subnet_in(g.az_id) if g.az_id else None)
+                      subnet_id=network.subnet_in(g.az_id) if g.az_id else None,
+                      kubernetes_labels=dict(g.kubernetes_labels) or None,
+                      kubernetes_taints=tuple((t.key, t.value, t.effect) for t in g.kubernetes_taints))
             for g in config.cluster.instance_groups]
 
 

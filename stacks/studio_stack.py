@@ -4,31 +4,37 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
 from constructs.lifecycle_scripts import data_bucket_name, lifecycle_bucket_name
 from constructs.nag_acknowledgments import acknowledge
 from constructs.secure_bucket import access_log_bucket, secure_bucket
-from constructs.studio_lifecycle_configs import StudioLifecycleConfigs
+from constructs.studio_lifecycle_configs import EKS_ENTRY_POINT, SLURM_ENTRY_POINT, StudioLifecycleConfigs
 
+from stacks import kubernetes_objects as k8s
 from stacks.config import PlatformConfig, User
+from stacks.eks_cluster_stack import EksClusterStack
 from stacks.network_stack import NetworkRefs
 from stacks.slurm_cluster_stack import SlurmClusterStack
 from stacks.storage_stack import StorageStack
+from stacks.studio_eks_tools import studio_eks_tools
 
 USERS_PER_NESTED_STACK = 150  # two resources each: a profile and its partition, well under 500 per template
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 SLURM_PORTS = ((6817, 6817), (6819, 6819))  # slurmctld, slurmdbd (sacct)
+EKS_API_PORTS = ((443, 443),)
 SHARED_PARTITION = "shared"
 
 
 class StudioStack(cdk.Stack):
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, network: NetworkRefs,
-                 storage: StorageStack, cluster: SlurmClusterStack, **kwargs) -> None:
+                 storage: StorageStack, cluster: SlurmClusterStack | EksClusterStack, **kwargs) -> None:
         super().__init__(scope, id_, **kwargs)
         studio = config.studio
         self.shared_fsx = cdk.CfnParameter(
@@ -42,7 +48,8 @@ class StudioStack(cdk.Stack):
         self.key = kms.Key(self, "StudioKey", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
                            description="Studio domain home volumes and MLflow artifacts")
 
-        self.security_group = self._studio_security_group(network)
+        on_eks = isinstance(cluster, EksClusterStack)
+        self.security_group = self._studio_security_group(network, on_eks=on_eks)
         self.execution_role = self._execution_role(cluster)
         tracking_server_arn = self._mlflow(config) if studio.mlflow.enabled else None
 
@@ -55,8 +62,17 @@ class StudioStack(cdk.Stack):
                                   gid=str(studio.shared_gid), mode="2775", condition=self.is_shared)
 
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
-        lifecycle = StudioLifecycleConfigs(self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket,
-                                           slurm_login_secret_arn=cluster.slurm_login_secret.secret_arn)
+        if on_eks:
+            tools = studio_eks_tools(config.eks.kubernetes_version)
+            lifecycle = StudioLifecycleConfigs(
+                self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=EKS_ENTRY_POINT,
+                environment={"EKS_CLUSTER_NAME": cluster.eks_cluster_name, **tools.environment},
+                extra_sources=[s3deploy.Source.asset(str(tools.directory))])
+            self._grant_kubernetes_access(config, cluster)
+        else:
+            lifecycle = StudioLifecycleConfigs(
+                self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=SLURM_ENTRY_POINT,
+                environment={"SLURM_LOGIN_SECRET_ARN": cluster.slurm_login_secret.secret_arn})
         self.execution_role.add_to_policy(iam.PolicyStatement(
             sid="ReadStudioScripts", actions=["s3:GetObject"],
             resources=[lifecycle_bucket.arn_for_objects(f"{lifecycle.scripts.prefix}/*")]))
@@ -114,9 +130,9 @@ class StudioStack(cdk.Stack):
         if tracking_server_arn:
             cdk.CfnOutput(self, "MlflowTrackingServerArn", value=tracking_server_arn)
 
-    def _studio_security_group(self, network: NetworkRefs) -> ec2.CfnSecurityGroup:
+    def _studio_security_group(self, network: NetworkRefs, *, on_eks: bool) -> ec2.CfnSecurityGroup:
         """Studio apps: NFS and app traffic within the group (required for VpcOnly), HTTPS out, and the cluster's
-        Lustre and Slurm ports, opened on both sides declaratively."""
+        Lustre and Slurm (or EKS API) ports, opened on both sides declaratively."""
         group = ec2.CfnSecurityGroup(self, "StudioAppsGroup", vpc_id=network.vpc_id,
                                      group_description="SageMaker Studio apps: domain EFS, Lustre, Slurm, HTTPS out")
         group_id = group.attr_group_id
@@ -129,7 +145,7 @@ class StudioStack(cdk.Stack):
                                        description=f"Studio {name.lower()} traffic within the group")
         ec2.CfnSecurityGroupEgress(self, "StudioHttpsOut", group_id=group_id, ip_protocol="tcp", from_port=443,
                                    to_port=443, cidr_ip="0.0.0.0/0", description="HTTPS to AWS APIs and package mirrors")
-        for label, ports in (("Lustre", LUSTRE_PORTS), ("Slurm", SLURM_PORTS)):
+        for label, ports in (("Lustre", LUSTRE_PORTS), ("EksApi", EKS_API_PORTS) if on_eks else ("Slurm", SLURM_PORTS)):
             for low, high in ports:
                 ec2.CfnSecurityGroupEgress(self, f"StudioTo{label}{low}", group_id=group_id, ip_protocol="tcp",
                                            from_port=low, to_port=high,
@@ -141,15 +157,20 @@ class StudioStack(cdk.Stack):
                                             description=f"{label} from Studio apps")
         return group
 
-    def _execution_role(self, cluster: SlurmClusterStack) -> iam.Role:
+    def _execution_role(self, cluster: SlurmClusterStack | EksClusterStack) -> iam.Role:
         role = iam.Role(self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-                        description="Studio apps: read the cluster and its Slurm login secret, use MLflow")
+                        description="Studio apps: read the cluster and reach its scheduler (Slurm or EKS), use MLflow")
         role.add_to_policy(iam.PolicyStatement(
             sid="DescribeCluster", actions=["sagemaker:DescribeCluster", "sagemaker:ListClusterNodes"],
             resources=[cluster.hyperpod.cluster_arn]))
-        role.add_to_policy(iam.PolicyStatement(
-            sid="ReadSlurmLoginSecret", actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-            resources=[cluster.slurm_login_secret.secret_arn]))
+        if isinstance(cluster, EksClusterStack):
+            role.add_to_policy(iam.PolicyStatement(
+                sid="DescribeEksCluster", actions=["eks:DescribeCluster"],
+                resources=[cluster.control_plane.cluster_arn]))
+        else:
+            role.add_to_policy(iam.PolicyStatement(
+                sid="ReadSlurmLoginSecret", actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                resources=[cluster.slurm_login_secret.secret_arn]))
         studio_logs = self.format_arn(service="logs", resource="log-group", resource_name="/aws/sagemaker/studio:*",
                                       arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
         role.add_to_policy(iam.PolicyStatement(
@@ -158,6 +179,21 @@ class StudioStack(cdk.Stack):
                     "Studio writes app and lifecycle-config logs to streams it names per app under the "
                     "/aws/sagemaker/studio log group", findings=[f"Resource::{studio_logs}"])
         return role
+
+    def _grant_kubernetes_access(self, config: PlatformConfig, cluster: EksClusterStack) -> None:
+        """Studio users may read the cluster and run workloads in the team namespaces and `default`, nothing more:
+        no cluster-admin, no cluster-wide writes."""
+        namespaces = ["default"] + [k8s.team_namespace(t.name) for t in config.eks.task_governance.teams]
+        partition = cdk.Aws.PARTITION
+        eks.CfnAccessEntry(self, "StudioAccessEntry", cluster_name=cluster.eks_cluster_name,
+                           principal_arn=self.execution_role.role_arn, type="STANDARD", access_policies=[
+                               eks.CfnAccessEntry.AccessPolicyProperty(
+                                   policy_arn=f"arn:{partition}:eks::aws:cluster-access-policy/AmazonEKSViewPolicy",
+                                   access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster")),
+                               eks.CfnAccessEntry.AccessPolicyProperty(
+                                   policy_arn=f"arn:{partition}:eks::aws:cluster-access-policy/AmazonEKSEditPolicy",
+                                   access_scope=eks.CfnAccessEntry.AccessScopeProperty(
+                                       type="namespace", namespaces=namespaces))])
 
     def _mlflow(self, config: PlatformConfig) -> str:
         logs_bucket = access_log_bucket(self, "MlflowAccessLogs")

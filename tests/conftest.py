@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -26,7 +27,20 @@ VARIANT_FILES = {
     "multi_az": ROOT / "config" / "examples" / "multi-az-training-plan.yaml",
     "existing_vpc": ROOT / "config" / "examples" / "existing-vpc.yaml",
     "containers": ROOT / "config" / "examples" / "containers-per-user.yaml",
+    "eks": ROOT / "config" / "examples" / "eks.yaml",
 }
+# CI cannot reach GitHub, so EKS variants synthesize against a stand-in with the real chart's values keys
+# (tests/fixtures/hyperpod-helm-chart); `make hyperpod-chart` fetches the real one for deployments.
+STAND_IN_CHART = ROOT / "tests" / "fixtures" / "hyperpod-helm-chart"
+
+
+def eks_config(path: Path, eks: dict | None = None, **overrides) -> PlatformConfig:
+    """An EKS example config pointed at the stand-in chart; `eks` keys replace those of its eks section."""
+    data = yaml.safe_load(path.read_text())
+    data["eks"]["hyperpod_dependencies"]["chart_dir"] = str(STAND_IN_CHART)
+    data["eks"].update(eks or {})
+    data.update(overrides)
+    return parse_config(data, str(path))
 
 
 def large_config() -> PlatformConfig:
@@ -71,7 +85,15 @@ def cdk_json_context() -> dict[str, Any]:
 
 @cache
 def _synth(variant: str, out_root: str) -> Synthesized:
-    config = large_config() if variant == "large" else load_config(VARIANT_FILES[variant])
+    if variant == "large":
+        config = large_config()
+    elif variant == "eks":
+        config = eks_config(VARIANT_FILES["eks"])
+    elif variant == "eks_shared":
+        config = eks_config(VARIANT_FILES["eks"], eks={"autoscaling": {"enabled": True}}, shared_fsx=True,
+                            studio={"mlflow": {"enabled": True}})
+    else:
+        config = load_config(VARIANT_FILES[variant])
     out_dir = Path(out_root) / variant
     app = cdk.App(outdir=str(out_dir), context=cdk_json_context())
     platform = build_platform(app, config)
@@ -95,4 +117,4 @@ def synth(synth_root):
     return lambda variant: _synth(variant, synth_root)
 
 
-ALL_VARIANTS = [*VARIANT_FILES, "large"]
+ALL_VARIANTS = [*VARIANT_FILES, "eks_shared", "large"]

@@ -251,7 +251,7 @@ EKS_BAD_INPUT = [
     ("version too old", eks_base(kubernetes_version="1.29"),
      "eks.kubernetes_version: '1.29' — Input should be '1.30', '1.31', '1.32', '1.33' or '1.34'"),
     ("kube-proxy for another version", eks_base(kubernetes_version="1.32"),
-     "eks.addons.kube_proxy: 'v1.33.3-eksbuild.4' does not match eks.kubernetes_version '1.32'; use a "
+     "eks.addons.kube_proxy: 'v1.33.10-eksbuild.13' does not match eks.kubernetes_version '1.32'; use a "
      "v1.32.x-eksbuild.N version"),
     ("addon version format", eks_base(addons={"coredns": "1.11"}),
      "eks.addons.coredns: '1.11' — must be an EKS add-on version such as v1.20.1-eksbuild.3"),

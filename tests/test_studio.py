@@ -36,7 +36,7 @@ def test_lifecycle_config_bootstraps_the_shipped_slurm_login_script(synth):
     configs = _resources(t, "AWS::SageMaker::StudioLifecycleConfig")
     content = next(iter(configs.values()))["Properties"]["StudioLifecycleConfigContent"]
     body, variables = content["Fn::Base64"]["Fn::Sub"]
-    assert "export SLURM_LOGIN_SECRET_ARN='${Secret}'" in body and "SlurmLoginSecret" in json.dumps(variables)
+    assert "export SLURM_LOGIN_SECRET_ARN='${SLURM_LOGIN_SECRET_ARN}'" in body and "SlurmLoginSecret" in json.dumps(variables)
     assert "aws s3 cp --quiet --recursive '${Source}'" in body
     assert "/studio/ml-cluster/" in json.dumps(variables["Source"])
     assert 'exec bash "${!scripts}/slurm_login_node.sh"' in body

@@ -32,6 +32,13 @@ detected="$(params_py node-type "$RESOURCE_CONFIG" "$PARAMS_FILE" "${addresses[@
 NODE_TYPE="${detected%%$'\t'*}"
 log "node type: $NODE_TYPE (instance group ${detected#*$'\t'})"
 
+# On EKS the node joins the cluster by itself; pods mount FSx through the CSI driver and bring their users in
+# their images, so there is no Slurm, mount or user to set up here.
+if [[ "$(param orchestrator)" == eks ]]; then
+  log "orchestrator: eks, nothing else to configure on the node"
+  exit 0
+fi
+
 bash "$HERE/mount_fsx.sh"
 bash "$HERE/create_users.sh"
 bash "$HERE/install_container_runtime.sh"

@@ -8,13 +8,24 @@ So the "IDE" side runs its own munged with the key the LCC wrote, and a job it s
 only if that key is the cluster's. Package installation is skipped (this machine already has the
 client), but the LCC still checks the real `sinfo --version` against the published version.
 
-Needs root and the Debian packages slurm-wlm and munge (CI installs them).
+Jobs are submitted as the Studio users, not as root: in Studio the IDE runs as the profile's POSIX
+identity (CustomPosixUserConfig Uid/Gid), and on the cluster create_users.sh creates the same uid/gid.
+The `studio_users` fixture creates two such users on this machine (alice 10001:10001, bob 10002:10002,
+as in config/examples) and removes them afterwards. Their partition directories are owned by them with
+mode 0700, as lambda/fsx_partitions lays them out. Each user runs sbatch inside the IDE sandbox under
+setpriv, so munge credentials the job with that uid; the test then checks that the job ran as that uid
+(`id -u` in the job, owner of the file it wrote, UserId in slurmctld) and that another user's job can
+neither read nor write the first user's partition.
+
+Needs root, useradd/groupadd, and the Debian packages slurm-wlm and munge (CI installs them).
 """
 from __future__ import annotations
 
 import base64
+import grp
 import json
 import os
+import pwd
 import shutil
 import socket
 import stat
@@ -36,7 +47,10 @@ REPO = Path(__file__).resolve().parents[2]
 PUBLISH = REPO / "lifecycle" / "hyperpod" / "publish_slurm_login.sh"
 LCC = REPO / "lifecycle" / "studio" / "slurm_login_node.sh"
 REGION = "us-east-1"
-REQUIRED_BINARIES = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol")
+REQUIRED_BINARIES = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "setpriv",
+                     "useradd", "userdel", "groupadd", "groupdel")
+TERMINAL_JOB_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
+                       "DEADLINE", "PREEMPTED"}
 
 missing = [b for b in REQUIRED_BINARIES if shutil.which(b) is None]
 pytestmark = pytest.mark.skipif(
@@ -74,6 +88,73 @@ def start_munged(key: Path, run_dir: Path, state_dir: Path) -> Path:
                   f"--log-file={state_dir / 'munged.log'}", f"--seed-file={state_dir / 'munged.seed'}"])
     assert result.returncode == 0, result.stderr
     return sock
+
+
+@dataclass(frozen=True)
+class PosixUser:
+    """A Studio user profile's POSIX identity (CustomPosixUserConfig), also present on the cluster."""
+    name: str
+    uid: int
+    gid: int
+
+
+# Marks the accounts this test creates, so a run that died before its teardown is cleaned up by the next one.
+TEST_USER_COMMENT = "slurm e2e test user (tests/e2e), safe to delete"
+
+
+def ensure_posix_user(user: PosixUser) -> tuple[bool, bool]:
+    """Creates the group and user with fixed ids unless they exist; returns (user is ours, group is ours).
+
+    Like create_users.sh on the cluster, but without a home directory, sudo or shared group.
+    """
+    try:
+        existing = pwd.getpwuid(user.uid)
+    except KeyError:
+        existing = None
+    if existing is not None:  # already there (another test run, or the machine has it): use it as it is
+        if existing.pw_name != user.name or existing.pw_gid != user.gid:
+            pytest.fail(f"uid {user.uid} exists as {existing.pw_name} with gid {existing.pw_gid}, "
+                        f"expected {user.name} with gid {user.gid}")
+        ours = existing.pw_gecos == TEST_USER_COMMENT
+        return ours, ours and any(g.gr_gid == user.gid and g.gr_name == user.name for g in grp.getgrall())
+    group_ours = False
+    try:
+        grp.getgrgid(user.gid)
+    except KeyError:
+        result = run(["groupadd", "--gid", str(user.gid), user.name])
+        assert result.returncode == 0, result.stderr
+        group_ours = True
+    # --system: no /etc/subuid range and no mail spool; no home either (jobs run in their --chdir).
+    result = run(["useradd", "--system", "--uid", str(user.uid), "--gid", str(user.gid), "--no-create-home",
+                  "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "--comment", TEST_USER_COMMENT,
+                  user.name])
+    if result.returncode != 0:
+        if group_ours:
+            run(["groupdel", user.name])
+        pytest.fail(f"useradd {user.name} ({user.uid}:{user.gid}) failed: {result.stderr}")
+    return True, group_ours
+
+
+@pytest.fixture(scope="module")
+def studio_users() -> Iterator[tuple[PosixUser, PosixUser]]:
+    """Two Studio users with their profiles' uid/gid, created on this machine (the "cluster") for the module."""
+    users = (PosixUser("alice", 10001, 10001), PosixUser("bob", 10002, 10002))
+    created: list[tuple[PosixUser, bool, bool]] = []
+    try:
+        for user in users:
+            created.append((user, *ensure_posix_user(user)))
+        yield users
+    finally:
+        errors = []
+        for user, user_ours, group_ours in reversed(created):
+            if user_ours:
+                result = run(["userdel", user.name])
+                errors += [result.stderr] if result.returncode else []
+            # userdel already removes a primary group named after the user when USERGROUPS_ENAB is on.
+            if group_ours and any(g.gr_gid == user.gid for g in grp.getgrall()):
+                result = run(["groupdel", user.name])
+                errors += [result.stderr] if result.returncode else []
+        assert not errors, errors
 
 
 @dataclass
@@ -196,8 +277,32 @@ class Ide:
     def conf(self) -> Path:
         return self.root / "etc" / "slurm" / "slurm.conf"
 
-    def cmd(self, *argv: str) -> list[str]:
-        return ["nsenter", "-t", str(self.holder.pid), "-m", "--", *argv]
+    def cmd(self, *argv: str, user: PosixUser | None = None) -> list[str]:
+        """argv inside the sandbox, as root (the LCC) or, like the IDE's processes, as a Studio user."""
+        as_user = [] if user is None else [
+            "setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups", "--"]
+        return ["nsenter", "-t", str(self.holder.pid), "-m", "--", *as_user, *argv]
+
+    def user_env(self, cluster: Cluster, user: PosixUser) -> dict[str, str]:
+        """The environment of a user's IDE terminal, pointed at the slurm.conf the LCC wrote."""
+        home = pwd.getpwuid(user.uid).pw_dir
+        return {**cluster.slurm_env(self.conf), "USER": user.name, "LOGNAME": user.name, "HOME": home}
+
+    def sbatch(self, cluster: Cluster, user: PosixUser, *args: str) -> str:
+        """Submits a batch job as `user` from the IDE; returns the job id."""
+        result = run(self.cmd("sbatch", "--parsable", *args, user=user), env=self.user_env(cluster, user))
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip().split(";")[0]
+
+    def wait_for_job(self, cluster: Cluster, user: PosixUser, job_id: str) -> dict[str, str]:
+        """Waits, asking slurmctld as `user`, until the job ends; returns its `scontrol show job` fields."""
+        def finished() -> dict[str, str] | None:
+            out = run(self.cmd("scontrol", "show", "job", job_id, user=user), env=self.user_env(cluster, user))
+            assert out.returncode == 0, out.stderr
+            fields = dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
+            return fields if fields.get("JobState") in TERMINAL_JOB_STATES else None
+
+        return wait_for(f"job {job_id} of {user.name} to end", finished, timeout=60)
 
     def lcc_env(self, cluster: Cluster, arn: str) -> dict[str, str]:
         return {**cluster.aws_env, "SLURM_LOGIN_SECRET_ARN": arn, "SLURM_LOGIN_FOREGROUND": "1",
@@ -228,7 +333,9 @@ def ide(cluster: Cluster) -> Iterator[Ide]:
         holder.wait()
 
 
-def test_studio_space_becomes_a_login_node(cluster: Cluster, published: tuple[str, dict], ide: Ide):
+def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixUser], cluster: Cluster,
+                                           published: tuple[str, dict], ide: Ide):
+    alice, bob = studio_users
     arn, secret = published
     assert secret["cluster_name"] == "e2e"
     assert secret["slurm_conf"] == cluster.conf.read_text()
@@ -257,23 +364,46 @@ def test_studio_space_becomes_a_login_node(cluster: Cluster, published: tuple[st
     assert sinfo.returncode == 0, sinfo.stderr
     assert sinfo.stdout.split() == ["debug*", "idle"]
 
-    # A job submitted from the IDE, credentialed by the IDE's munged, writes into a user's partition dir.
-    partition = cluster.base / "fsx" / "studio" / "alice"
-    partition.mkdir(parents=True)
-    partition.chmod(0o700)
-    sbatch = run(ide.cmd("sbatch", "--parsable", f"--chdir={partition}", "--output=/dev/null",
-                         "--wrap", f"echo hello-from-slurm > {partition}/out.txt"), env=cluster.slurm_env(ide.conf))
-    assert sbatch.returncode == 0, sbatch.stderr
-    job_id = sbatch.stdout.strip().split(";")[0]
+    # Each user's partition is theirs alone, as lambda/fsx_partitions creates it: owner uid:gid, mode 0700.
+    studio = cluster.base / "fsx" / "studio"
+    studio.mkdir(parents=True)
+    for d in (studio.parent, studio):
+        d.chmod(0o755)
+    mine, theirs = studio / alice.name, studio / bob.name
+    for user, partition in ((alice, mine), (bob, theirs)):
+        partition.mkdir()
+        os.chown(partition, user.uid, user.gid)
+        partition.chmod(0o700)
 
-    def job_state() -> str | None:
-        out = run(ide.cmd("scontrol", "show", "job", job_id), env=cluster.slurm_env(ide.conf)).stdout
-        state = next((f.split("=", 1)[1] for f in out.split() if f.startswith("JobState=")), "")
-        assert state not in {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}, out
-        return state if state == "COMPLETED" else None
+    # alice submits a job from her IDE, as her uid; the IDE's munged credentials it, slurmd runs it as her.
+    alice_job = ide.sbatch(cluster, alice, f"--chdir={mine}", f"--output={mine}/slurm-%j.out",
+                           "--wrap", f'echo "hello-from-slurm uid=$(id -u) gid=$(id -g)" > {mine}/out.txt')
+    job = ide.wait_for_job(cluster, alice, alice_job)
+    assert job["JobState"] == "COMPLETED", job
+    assert job["UserId"] == f"{alice.name}({alice.uid})" and job["GroupId"] == f"{alice.name}({alice.gid})", job
+    out = mine / "out.txt"
+    assert out.read_text() == f"hello-from-slurm uid={alice.uid} gid={alice.gid}\n"
+    assert (out.stat().st_uid, out.stat().st_gid) == (alice.uid, alice.gid)
+    assert (mine / f"slurm-{alice_job}.out").stat().st_uid == alice.uid
 
-    wait_for(f"job {job_id} to complete", job_state, timeout=60)
-    assert (partition / "out.txt").read_text() == "hello-from-slurm\n"
+    # bob's job runs as bob (it writes his own partition) but can neither read nor write alice's.
+    bob_job = ide.sbatch(cluster, bob, f"--chdir={theirs}", f"--output={theirs}/slurm-%j.out", "--wrap",
+                         f"id -u > {theirs}/id.txt; cat {mine}/out.txt > {theirs}/stolen.txt; "
+                         f"echo intruder > {mine}/intruder.txt")
+    job = ide.wait_for_job(cluster, bob, bob_job)
+    assert job["JobState"] == "FAILED" and job["UserId"] == f"{bob.name}({bob.uid})", job
+    assert (theirs / "id.txt").read_text() == f"{bob.uid}\n"
+    assert (theirs / "id.txt").stat().st_uid == bob.uid
+    assert (theirs / "stolen.txt").read_text() == ""
+    assert not (mine / "intruder.txt").exists()
+    assert "Permission denied" in (theirs / f"slurm-{bob_job}.out").read_text()
+    assert sorted(p.name for p in mine.iterdir()) == sorted(["out.txt", f"slurm-{alice_job}.out"])
+
+    # slurmctld knows whose job is whose: alice's `squeue --me` lists hers, not bob's.
+    squeue = run(ide.cmd("squeue", "--me", "--states=all", "-h", "-o", "%i %u", user=alice),
+                 env=ide.user_env(cluster, alice))
+    assert squeue.returncode == 0, squeue.stderr
+    assert squeue.stdout.splitlines() == [f"{alice_job} {alice.name}"]
 
     # Every app start runs the LCC again: a second run changes nothing.
     second = run(ide.cmd("bash", str(LCC)), env=ide.lcc_env(cluster, arn))

@@ -62,3 +62,23 @@ enable_everything() {
   [ "$status" -eq 0 ]
   [ ! -e "$T/publish.calls" ]
 }
+
+@test "on an EKS node it validates, logs the node and configures nothing else" {
+  cat >"$PARAMS_FILE" <<'JSON'
+{"version": 1, "orchestrator": "eks", "cluster_name": "ml-cluster",
+ "worker_groups": [{"instance_group_name": "controller-machine"}]}
+JSON
+  run bash "$SCRIPTS/on_create.sh"
+  [ "$status" -eq 0 ]
+  [ -z "$(mutating_calls)" ]
+  grep -q "orchestrator: eks, nothing else to configure" "$LOG_DIR/on_create.log"
+  grep -q "\[on_create\] done" "$LOG_DIR/on_create.log"
+}
+
+@test "an unknown orchestrator in the parameters fails before touching the node" {
+  set_param orchestrator '"pbs"'
+  run bash "$SCRIPTS/on_create.sh"
+  [ "$status" -ne 0 ]
+  [ -z "$(mutating_calls)" ]
+  grep -q "orchestrator: expected slurm or eks, got 'pbs'" "$LOG_DIR/on_create.log"
+}

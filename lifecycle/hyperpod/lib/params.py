@@ -50,7 +50,10 @@ def validate(params):
     problems = []
     if params.get("version") != SUPPORTED_VERSION:
         problems.append(f"version: expected {SUPPORTED_VERSION}, got {params.get('version')!r}")
-    if not params.get("controller_group"):
+    orchestrator = params.get("orchestrator", "slurm")
+    if orchestrator not in ("slurm", "eks"):
+        problems.append(f"orchestrator: expected slurm or eks, got {orchestrator!r}")
+    if orchestrator == "slurm" and not params.get("controller_group"):
         problems.append("controller_group: missing")
     for i, group in enumerate(params.get("worker_groups") or []):
         if not group.get("instance_group_name"):

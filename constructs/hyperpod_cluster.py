@@ -1,8 +1,9 @@
-"""`AWS::SageMaker::Cluster` orchestrated by HyperPod's native Slurm support, and its execution role."""
+"""`AWS::SageMaker::Cluster` orchestrated by Slurm (HyperPod's native support) or by an EKS cluster, and the
+execution role its instances use."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -27,6 +28,8 @@ class GroupSpec:
     partitions: Sequence[str] = ()
     training_plan_arn: Optional[str] = None
     subnet_id: Optional[str] = None  # set to place the group outside the cluster's default subnet
+    kubernetes_labels: Optional[dict[str, str]] = None
+    kubernetes_taints: Sequence[tuple[str, str, str]] = ()  # (key, value, effect)
 
 
 @dataclass(frozen=True)
@@ -36,12 +39,24 @@ class NativeLustreMount:
     mount_path: str
 
 
-class HyperPodSlurmCluster(Construct):
+@dataclass(frozen=True)
+class SlurmOrchestrator:
+    config_strategy: str  # Managed | Overwrite | Merge
+
+
+@dataclass(frozen=True)
+class EksOrchestrator:
+    cluster_arn: str
+    node_provisioning_mode: str = "Continuous"
+    karpenter: bool = False  # HyperPod-managed Karpenter autoscaling
+
+
+class HyperPodCluster(Construct):
     def __init__(self, scope: Construct, id_: str, *, cluster_name: str, groups: Sequence[GroupSpec],
+                 orchestrator: Union[SlurmOrchestrator, EksOrchestrator],
                  vpc_id: str, subnet_ids: Sequence[str], default_subnet_id: str, security_group_id: str,
                  lifecycle_bucket: s3.IBucket, lifecycle_prefix: str, on_create: str, node_recovery: str,
-                 slurm_config_strategy: str, native_lustre: Optional[NativeLustreMount] = None,
-                 artifact_s3_uris: Sequence[str] = ()) -> None:
+                 native_lustre: Optional[NativeLustreMount] = None, artifact_s3_uris: Sequence[str] = ()) -> None:
         super().__init__(scope, id_)
         self.execution_role = self._execution_role(vpc_id=vpc_id, subnet_ids=subnet_ids,
                                                    security_group_id=security_group_id,
@@ -72,21 +87,54 @@ class HyperPodSlurmCluster(Construct):
                 training_plan_arn=g.training_plan_arn,
                 override_vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
                     security_group_ids=[security_group_id], subnets=[g.subnet_id]) if g.subnet_id else None,
-                slurm_config=sagemaker.CfnCluster.ClusterSlurmConfigProperty(
-                    node_type=SLURM_NODE_TYPES[g.role], partition_names=list(g.partitions) or None))
+                **self._orchestration_of(g, orchestrator))
             for g in groups
         ]
+        eks = orchestrator if isinstance(orchestrator, EksOrchestrator) else None
+        self.cluster_role = self._karpenter_role() if eks and eks.karpenter else None
         self.cluster = sagemaker.CfnCluster(
             self, "Cluster", cluster_name=cluster_name, instance_groups=instance_groups, node_recovery=node_recovery,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks.cluster_arn))
+            if eks else sagemaker.CfnCluster.OrchestratorProperty(
                 slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
-                    slurm_config_strategy=slurm_config_strategy)),
+                    slurm_config_strategy=orchestrator.config_strategy)),
+            node_provisioning_mode=eks.node_provisioning_mode if eks else None,
+            auto_scaling=sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(
+                mode="Enable", auto_scaler_type="Karpenter") if self.cluster_role else None,
+            cluster_role=self.cluster_role.role_arn if self.cluster_role else None,
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(security_group_ids=[security_group_id],
                                                               subnets=[default_subnet_id]))
         self.cluster_name = cluster_name
         self.cluster_arn = self.cluster.attr_cluster_arn
         # arn:<partition>:sagemaker:<region>:<account>:cluster/<cluster-id>
         self.cluster_id = cdk.Fn.select(1, cdk.Fn.split("/", self.cluster.attr_cluster_arn))
+
+    @staticmethod
+    def _orchestration_of(group: GroupSpec, orchestrator: Union[SlurmOrchestrator, EksOrchestrator]) -> dict:
+        if isinstance(orchestrator, SlurmOrchestrator):
+            return {"slurm_config": sagemaker.CfnCluster.ClusterSlurmConfigProperty(
+                node_type=SLURM_NODE_TYPES[group.role], partition_names=list(group.partitions) or None)}
+        if not (group.kubernetes_labels or group.kubernetes_taints):
+            return {}
+        return {"kubernetes_config": sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
+            labels=group.kubernetes_labels or None,
+            taints=[sagemaker.CfnCluster.ClusterKubernetesTaintProperty(key=k, value=v or None, effect=e)
+                    for k, v, e in group.kubernetes_taints] or None)}
+
+    def _karpenter_role(self) -> iam.Role:
+        """The role HyperPod assumes to add and remove nodes when its managed Karpenter asks for capacity."""
+        role = iam.Role(self, "AutoscalingRole", assumed_by=iam.ServicePrincipal("hyperpod.sagemaker.amazonaws.com"),
+                        description="HyperPod-managed Karpenter: add and remove cluster nodes in this account")
+        clusters = cdk.Stack.of(self).format_arn(service="sagemaker", resource="cluster", resource_name="*")
+        role.add_to_policy(iam.PolicyStatement(
+            sid="ScaleClusterNodes", actions=["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"],
+            resources=[clusters]))
+        acknowledge(role, "AwsSolutions-IAM5",
+                    "the cluster's ARN holds an ID SageMaker assigns at creation, and creating the cluster needs this "
+                    "role first; the wildcard is limited to clusters in this account and region",
+                    findings=[f"Resource::{clusters}"])
+        return role
 
     def _execution_role(self, *, vpc_id: str, subnet_ids: Sequence[str], security_group_id: str,
                         bucket: s3.IBucket, prefix: str) -> iam.Role:

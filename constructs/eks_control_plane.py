@@ -1,0 +1,154 @@
+"""The EKS control plane HyperPod joins: private API endpoint, KMS-encrypted secrets, every control-plane log type
+with retention, pinned add-ons, role-scoped access entries, and a kubectl/helm provider inside the VPC."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk.lambda_layer_kubectl_v31 import KubectlV31Layer
+from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
+from constructs import Construct
+from constructs.hyperpod_vpc import PrivateSubnet
+from constructs.nag_acknowledgments import acknowledge
+
+# kubectl supports one minor version of skew either way; each supported Kubernetes version maps to a pinned layer.
+KUBECTL_LAYERS = {"1.30": KubectlV31Layer, "1.31": KubectlV31Layer, "1.32": KubectlV33Layer,
+                  "1.33": KubectlV33Layer, "1.34": KubectlV33Layer}
+FSX_CSI_SERVICE_ACCOUNTS = ("fsx-csi-controller-sa", "fsx-csi-node-sa")
+
+
+@dataclass(frozen=True)
+class Addon:
+    name: str      # the EKS add-on name, e.g. vpc-cni
+    version: str   # pinned, e.g. v1.20.1-eksbuild.3
+
+
+class EksControlPlane(Construct):
+    def __init__(self, scope: Construct, id_: str, *, cluster_name: str, kubernetes_version: str,
+                 authentication_mode: str, vpc_id: str, control_plane_subnets: Sequence[PrivateSubnet],
+                 private_subnets: Sequence[PrivateSubnet], security_group_id: str,
+                 public_access_cidrs: Sequence[str] = (), log_types: Sequence[str], log_retention_days: int,
+                 addons: Sequence[Addon], admin_role_arns: Sequence[str] = ()) -> None:
+        super().__init__(scope, id_)
+        self.cluster_name = cluster_name
+        cluster_group = ec2.SecurityGroup.from_security_group_id(self, "ClusterGroup", security_group_id,
+                                                                 mutable=False)
+        # aws_eks_v2 wants an IVpc; it reads only the subnets passed explicitly below.
+        vpc = ec2.Vpc.from_vpc_attributes(self, "Vpc", vpc_id=vpc_id,
+                                          availability_zones=[s.az_id for s in private_subnets],
+                                          private_subnet_ids=[s.subnet_id for s in private_subnets])
+        cdk.Annotations.of(vpc).acknowledge_warning(
+            "@aws-cdk/aws-ec2:noSubnetRouteTableId", "the EKS constructs place ENIs in these subnets and never "
+            "read their route tables")
+        node_subnets = [self._subnet(f"Private{i}", s) for i, s in enumerate(private_subnets)]
+        plane_subnets = [self._subnet(f"ControlPlane{i}", s) for i, s in enumerate(control_plane_subnets)]
+
+        self.secrets_key = kms.Key(self, "SecretsKey", enable_key_rotation=True,
+                                   removal_policy=cdk.RemovalPolicy.RETAIN,
+                                   description=f"{cluster_name}: envelope encryption of Kubernetes secrets")
+        # EKS writes to this fixed name; creating it first is how the stack sets its retention.
+        self.log_group = logs.LogGroup(self, "ControlPlaneLogs", log_group_name=f"/aws/eks/{cluster_name}/cluster",
+                                       removal_policy=cdk.RemovalPolicy.RETAIN)
+        self.log_group.node.default_child.retention_in_days = log_retention_days
+
+        # The kubectl/helm handler runs in the private subnets and reaches the private API endpoint on 443.
+        self.kubectl_group = ec2.SecurityGroup(self, "KubectlGroup", vpc=vpc, allow_all_outbound=False,
+                                               description=f"{cluster_name}: kubectl/helm custom-resource handler")
+        self.kubectl_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443),
+                                           "EKS API, STS and S3 (chart assets) over HTTPS")
+        ec2.CfnSecurityGroupIngress(self, "ApiFromKubectl", group_id=security_group_id, ip_protocol="tcp",
+                                    from_port=443, to_port=443,
+                                    source_security_group_id=self.kubectl_group.security_group_id,
+                                    description="EKS API from the kubectl/helm handler")
+
+        endpoint = (eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*public_access_cidrs) if public_access_cidrs
+                    else eks.EndpointAccess.PRIVATE)
+        self.cluster = eks.Cluster(
+            self, "Cluster", cluster_name=cluster_name, version=eks.KubernetesVersion.of(kubernetes_version),
+            vpc=vpc, vpc_subnets=[ec2.SubnetSelection(subnets=plane_subnets)], security_group=cluster_group,
+            endpoint_access=endpoint, secrets_encryption_key=self.secrets_key,
+            cluster_logging=[eks.ClusterLoggingTypes[re.sub(r'(?<!^)(?=[A-Z])', '_', t).upper()] for t in log_types],
+            bootstrap_cluster_creator_admin_permissions=False, default_capacity=0,
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=KUBECTL_LAYERS[kubernetes_version](self, "KubectlLayer"),
+                private_subnets=node_subnets, security_groups=[self.kubectl_group]))
+        cfn_cluster: eks.CfnCluster = self.cluster.node.default_child
+        cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", authentication_mode)
+        cfn_cluster.node.add_dependency(self.log_group)
+        self.cluster_arn = self.cluster.cluster_arn
+
+        for arn in admin_role_arns:
+            self.cluster.grant_access(f"Admin-{arn.rsplit('/', 1)[-1]}", arn, [
+                eks.AccessPolicy.from_access_policy_name("AmazonEKSClusterAdminPolicy",
+                                                         access_scope_type=eks.AccessScopeType.CLUSTER)])
+
+        self.addons: dict[str, eks.Addon] = {}
+        for addon in addons:
+            self.addons[addon.name] = eks.Addon(self, f"Addon-{addon.name}", cluster=self.cluster,
+                                                addon_name=addon.name, addon_version=addon.version,
+                                                preserve_on_delete=False)
+        self._acknowledge_cluster()
+
+    def pod_identity(self, id_: str, *, namespace: str, service_account: str, role: iam.IRole,
+                     after: Optional[eks.Addon] = None) -> eks.CfnPodIdentityAssociation:
+        association = eks.CfnPodIdentityAssociation(self, id_, cluster_name=self.cluster.cluster_name,
+                                                    namespace=namespace, service_account=service_account,
+                                                    role_arn=role.role_arn)
+        if after is not None:
+            association.node.add_dependency(after)
+        return association
+
+    @staticmethod
+    def pod_role(scope: Construct, id_: str, description: str) -> iam.Role:
+        """A role that EKS Pod Identity hands to one service account."""
+        return iam.Role(scope, id_, description=description,
+                        assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags())
+
+    def manifest(self, id_: str, *objects: Mapping, after: Sequence[Construct] = ()) -> eks.KubernetesManifest:
+        resource = eks.KubernetesManifest(self, id_, cluster=self.cluster, manifest=[dict(o) for o in objects],
+                                          overwrite=True)
+        for dependency in after:
+            resource.node.add_dependency(dependency)
+        return resource
+
+    def _subnet(self, id_: str, subnet: PrivateSubnet) -> ec2.ISubnet:
+        imported = ec2.Subnet.from_subnet_attributes(self, id_, subnet_id=subnet.subnet_id,
+                                                     availability_zone=subnet.az_id)
+        cdk.Annotations.of(imported).acknowledge_warning(
+            "@aws-cdk/aws-ec2:noSubnetRouteTableId", "the EKS constructs place ENIs in these subnets and never "
+            "read their route tables")
+        return imported
+
+    def _acknowledge_cluster(self) -> None:
+        cdk.Annotations.of(self.cluster).acknowledge_warning(
+            "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet", "this platform creates no Kubernetes load balancers, "
+            "so subnets need no internal-elb role tag")
+        acknowledge(self.cluster.role, "AwsSolutions-IAM4",
+                    "AmazonEKSClusterPolicy is the policy AWS maintains for the EKS control plane's own role",
+                    findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy"])
+        provider = self.cluster.kubectl_provider
+        basic = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+        vpc_access = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"
+        ecr = "Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"
+        handler = provider.node.find_child("Handler")
+        ecr_public = handler.node.find_child("HasEcrPublic").logical_id
+        acknowledge(provider, "AwsSolutions-IAM4",
+                    "aws-cdk-lib's kubectl provider runs in the VPC and logs through the AWS-managed Lambda basic and "
+                    "VPC-access policies, and reads helm charts from ECR through the ECR read-only policies it "
+                    "attaches; this project does not shape that role",
+                    findings=[basic, vpc_access, ecr,
+                              'Policy::{"Fn::If":["' + ecr_public + '",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},'
+                              '":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}'])
+        acknowledge(provider, "AwsSolutions-L1",
+                    "the kubectl provider's runtime is chosen by aws-cdk-lib together with its kubectl layer")
+        acknowledge(provider, "AwsSolutions-IAM5",
+                    "the Provider framework invokes the kubectl handler by any version ('<arn>:*'), as aws-cdk-lib "
+                    "grants it", findings=[f"Resource::{handler.node.default_child.attr_arn}:*"])

@@ -1,0 +1,278 @@
+"""The HyperPod cluster orchestrated by EKS: control plane, add-ons, the HyperPod dependency chart, FSx for pods,
+elastic training and task governance (priority classes, one compute quota per team)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
+from constructs.eks_control_plane import Addon, EksControlPlane
+from constructs.hyperpod_cluster import EksOrchestrator, HyperPodCluster
+from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, assets_bucket_name, lifecycle_bucket_name
+from constructs.nag_acknowledgments import acknowledge
+from constructs.task_governance_provider import TaskGovernanceProvider
+
+from stacks import kubernetes_objects as k8s
+from stacks.config import ACCELERATORS, ConfigError, PlatformConfig, TeamQuota
+from stacks.network_stack import NetworkRefs
+from stacks.slurm_cluster_stack import group_specs
+from stacks.storage_stack import StorageStack
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAINING_OPERATOR = ("aws-hyperpod", "hp-training-operator-controller-manager")  # namespace, service account
+FSX_CSI_CONTROLLER = ("kube-system", "fsx-csi-controller-sa")
+# Regions whose CloudFormation has the type (cfn-lint 1.58's registry schemas; tests/test_eks_cluster.py keeps this
+# table honest). Elsewhere a custom resource with the same properties calls the SageMaker API instead.
+CFN_REGIONS = {
+    "AWS::SageMaker::ClusterSchedulerConfig": frozenset({
+        "ap-northeast-1", "ap-south-1", "eu-central-1", "eu-north-1", "eu-south-2", "us-east-1", "us-west-1"}),
+    "AWS::SageMaker::ComputeQuota": frozenset({
+        "ap-south-1", "ap-southeast-1", "ap-southeast-2", "ca-central-1", "eu-central-1", "eu-west-1", "eu-west-2",
+        "sa-east-1", "us-east-1", "us-east-2", "us-west-2"}),
+}
+
+
+def governance_resource_type(cfn_type: str, region: Optional[str]) -> str:
+    """The native type where CloudFormation has it in `region`, else the equivalent custom resource."""
+    if region in CFN_REGIONS[cfn_type]:
+        return cfn_type
+    return "Custom::" + cfn_type.rsplit("::", 1)[1]
+
+
+def chart_directory(config: PlatformConfig) -> Path:
+    chart_dir = Path(config.eks.hyperpod_dependencies.chart_dir)
+    chart_dir = chart_dir if chart_dir.is_absolute() else ROOT / chart_dir
+    if not (chart_dir / "Chart.yaml").is_file():
+        raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
+            f"eks.hyperpod_dependencies.chart_dir: {config.eks.hyperpod_dependencies.chart_dir!r} holds no Chart.yaml; "
+            "the HyperPod dependency chart is not committed: run `make hyperpod-chart` to fetch the pinned revision "
+            "(needs network access to github.com), or point chart_dir at a copy of it"])
+    return chart_dir
+
+
+class EksClusterStack(cdk.Stack):
+    def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, network: NetworkRefs,
+                 storage: StorageStack, **kwargs) -> None:
+        super().__init__(scope, id_, **kwargs)
+        self.add_stack_dependency(storage)
+        eks_config = config.eks
+        chart_dir = chart_directory(config)
+        lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
+        self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket,
+                                          prefix=f"hyperpod/{config.name}", parameters=provisioning_parameters(config))
+
+        addons = eks_config.addons
+        self.control_plane = EksControlPlane(
+            self, "Eks", cluster_name=config.name, kubernetes_version=eks_config.kubernetes_version,
+            authentication_mode=eks_config.authentication_mode, vpc_id=network.vpc_id,
+            control_plane_subnets=network.control_plane_subnets, private_subnets=network.private_subnets,
+            security_group_id=network.security_group_id, public_access_cidrs=eks_config.endpoint.public_access_cidrs,
+            log_types=eks_config.log_types, log_retention_days=eks_config.log_retention_days,
+            admin_role_arns=eks_config.admin_role_arns,
+            addons=[Addon("vpc-cni", addons.vpc_cni), Addon("kube-proxy", addons.kube_proxy),
+                    Addon("coredns", addons.coredns), Addon("eks-pod-identity-agent", addons.pod_identity_agent),
+                    Addon("aws-fsx-csi-driver", addons.fsx_csi_driver), Addon("cert-manager", addons.cert_manager)])
+        plane = self.control_plane
+        self.eks_cluster_name = plane.cluster.cluster_name
+        self._fsx_csi_identity(storage)
+
+        dependencies = eks_config.hyperpod_dependencies
+        self.dependency_chart = eks.HelmChart(
+            self, "HyperPodDependencies", cluster=plane.cluster, release="hyperpod-dependencies",
+            namespace="kube-system", chart_asset=s3_assets.Asset(self, "HyperPodDependencyChart", path=str(chart_dir)),
+            values=dependency_chart_values(config, region=self.region), wait=True, timeout=cdk.Duration.minutes(15))
+        # The chart's device plugins and health agents must be in place before the first node joins.
+        for addon in plane.addons.values():
+            self.dependency_chart.node.add_dependency(addon)
+        acknowledge(plane.cluster.kubectl_provider, "AwsSolutions-IAM5",
+                    "the kubectl/helm handler reads the HyperPod dependency chart asset from the CDK assets bucket; "
+                    "aws-cdk-lib grants read on that bucket's objects",
+                    findings=["Action::s3:GetBucket*", "Action::s3:GetObject*", "Action::s3:List*",
+                              f"Resource::arn:{self.partition}:s3:::{assets_bucket_name(self)}/*"])
+
+        groups = [g for g in group_specs(config, network) if g.role == "compute"]
+        self.hyperpod = HyperPodCluster(
+            self, "HyperPod", cluster_name=config.name, groups=groups,
+            orchestrator=EksOrchestrator(cluster_arn=plane.cluster_arn,
+                                         node_provisioning_mode=eks_config.node_provisioning_mode,
+                                         karpenter=eks_config.autoscaling.enabled),
+            vpc_id=network.vpc_id, subnet_ids=[s.subnet_id for s in network.private_subnets],
+            default_subnet_id=network.primary_subnet.subnet_id, security_group_id=network.security_group_id,
+            lifecycle_bucket=lifecycle_bucket, lifecycle_prefix=self.lifecycle.prefix, on_create=ON_CREATE,
+            node_recovery=config.cluster.node_recovery)
+        self.hyperpod.node.add_dependency(self.lifecycle.deployment)
+        self.hyperpod.node.add_dependency(self.dependency_chart)
+        self._allow_eks_nodes(self.hyperpod.execution_role)
+
+        team_namespaces = [k8s.team_namespace(t.name) for t in eks_config.task_governance.teams] \
+            if eks_config.task_governance.enabled else []
+        self.namespaces = plane.manifest("TeamNamespaces", *[k8s.namespace(n, config.name) for n in team_namespaces]) \
+            if team_namespaces else None
+        lustre = storage.lustre
+        plane.manifest("FsxVolumes", *[obj for ns in ["default", *team_namespaces] for obj in k8s.fsx_volume(
+            namespace=ns, file_system_id=lustre.file_system_id, dns_name=lustre.dns_name,
+            mount_name=lustre.mount_name, capacity_gib=config.storage.lustre.storage_capacity_gib,
+            platform=config.name)], after=[plane.addons["aws-fsx-csi-driver"], *([self.namespaces] if self.namespaces else [])])
+
+        if eks_config.training_operator:
+            self._training_operator(eks_config.addons.training_operator)
+        if eks_config.task_governance.enabled:
+            self._task_governance(config)
+
+        cdk.CfnOutput(self, "ClusterName", value=config.name)
+        cdk.CfnOutput(self, "ClusterArn", value=self.hyperpod.cluster_arn)
+        cdk.CfnOutput(self, "EksClusterArn", value=plane.cluster_arn)
+        cdk.CfnOutput(self, "UpdateKubeconfigCommand",
+                      value=f"aws eks update-kubeconfig --region {self.region} --name {config.name}",
+                      description="Adds the EKS cluster to ~/.kube/config (your role needs an access entry)")
+
+    def _fsx_csi_identity(self, storage: StorageStack) -> None:
+        role = EksControlPlane.pod_role(self, "FsxCsiRole", "FSx CSI controller: describe this file system only")
+        role.add_to_policy(iam.PolicyStatement(
+            sid="DescribeThisFileSystem", actions=["fsx:DescribeFileSystems"],
+            resources=[self.format_arn(service="fsx", resource="file-system",
+                                       resource_name=storage.lustre.file_system_id)]))
+        namespace, account = FSX_CSI_CONTROLLER
+        self.control_plane.pod_identity("FsxCsiIdentity", namespace=namespace, service_account=account, role=role,
+                                        after=self.control_plane.addons["aws-fsx-csi-driver"])
+
+    def _allow_eks_nodes(self, role: iam.Role) -> None:
+        """What a HyperPod instance needs as an EKS node beyond the managed instance policy: pull images.
+        HyperPod creates the node's access entry itself (DescribeCluster's EksRoleAccessEntries)."""
+        repositories = self.format_arn(service="ecr", resource="repository", resource_name="*", account="*")
+        role.add_to_policy(iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="PullImages", actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage",
+                                       "ecr:GetDownloadUrlForLayer"], resources=[repositories]))
+        role.add_to_policy(iam.PolicyStatement(sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"],
+                                               resources=[self.control_plane.cluster_arn]))
+        acknowledge(role, "AwsSolutions-IAM5",
+                    "EKS nodes pull add-on and system images from AWS-owned ECR registries in other accounts (which "
+                    "vary by region) as well as the user's; pulls are read-only and limited to this region",
+                    findings=[f"Resource::{repositories}"])
+
+    def _training_operator(self, version: str) -> None:
+        plane = self.control_plane
+        role = EksControlPlane.pod_role(self, "TrainingOperatorRole",
+                                        "HyperPod training operator: read this cluster's nodes")
+        role.add_to_policy(iam.PolicyStatement(
+            sid="DescribeClusterNodes", actions=["sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes"],
+            resources=[self.hyperpod.cluster_arn]))
+        namespace, account = TRAINING_OPERATOR
+        addon = eks.Addon(self, "TrainingOperator", cluster=plane.cluster,
+                          addon_name="amazon-sagemaker-hyperpod-training-operator", addon_version=version,
+                          preserve_on_delete=False)
+        # It runs on HyperPod nodes and needs cert-manager's webhook certificates.
+        addon.node.add_dependency(self.hyperpod, plane.addons["cert-manager"])
+        plane.pod_identity("TrainingOperatorIdentity", namespace=namespace, service_account=account, role=role,
+                           after=plane.addons["eks-pod-identity-agent"])
+
+    def _task_governance(self, config: PlatformConfig) -> None:
+        plane = self.control_plane
+        governance = config.eks.task_governance
+        addon = eks.Addon(self, "TaskGovernance", cluster=plane.cluster,
+                          addon_name="amazon-sagemaker-hyperpod-taskgovernance",
+                          addon_version=config.eks.addons.task_governance, preserve_on_delete=False)
+        addon.node.add_dependency(self.hyperpod)
+        types = {t: governance_resource_type(t, self.region)
+                 for t in ("AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota")}
+        provider = None
+        if any(t.startswith("Custom::") for t in types.values()):
+            provider = TaskGovernanceProvider(self, "GovernanceProvider", cluster_arn=self.hyperpod.cluster_arn)
+
+        def resource(id_: str, cfn_type: str, properties: dict[str, Any]) -> cdk.CfnResource:
+            kind = types[cfn_type]
+            if kind.startswith("Custom::"):
+                properties = {"ServiceToken": provider.service_token, **properties}
+            created = cdk.CfnResource(self, id_, type=kind, properties=properties)
+            created.node.add_dependency(addon)
+            if not kind.startswith("Custom::"):
+                acknowledge(created, "CloudFormation-Validate::F3006", f"{kind} is in this region's CloudFormation registry (cfn-lint's schemas "
+                            "validate it), but aws-cdk-lib's bundled schema predates it")
+            return created
+
+        self.scheduler_config = resource("SchedulerConfig", "AWS::SageMaker::ClusterSchedulerConfig", {
+            "Name": f"{config.name}-policy", "ClusterArn": self.hyperpod.cluster_arn,
+            "SchedulerConfig": {"PriorityClasses": [{"Name": c.name, "Weight": c.weight}
+                                                    for c in governance.priority_classes],
+                                "FairShare": governance.fair_share}})
+        quotas = []
+        for team in governance.teams:
+            quota = resource(f"Quota-{team.name}", "AWS::SageMaker::ComputeQuota", compute_quota_properties(
+                team, cluster_name=config.name, cluster_arn=self.hyperpod.cluster_arn))
+            quota.node.add_dependency(self.scheduler_config)
+            quotas.append(quota)
+        limits = [k8s.resource_quota(namespace=k8s.team_namespace(t.name), resource=ACCELERATORS[t.instance_type][0],
+                                     count=borrowable_accelerators(t), platform=config.name)
+                  for t in governance.teams if t.resource_quota]
+        if limits:
+            plane.manifest("TeamResourceQuotas", *limits, after=[*quotas, self.namespaces])
+
+
+def compute_quota_properties(team: TeamQuota, *, cluster_name: str, cluster_arn: str) -> dict[str, Any]:
+    resource = {"InstanceType": team.instance_type}
+    if team.instance_count is not None:
+        resource["Count"] = team.instance_count
+    else:
+        resource["Accelerators"] = team.accelerators
+    sharing: dict[str, Any] = {"Strategy": team.sharing}
+    if team.sharing == "LendAndBorrow":
+        sharing["BorrowLimit"] = team.borrow_limit_percent
+    return {"Name": f"{cluster_name}-{team.name}"[:63], "ClusterArn": cluster_arn,
+            "ComputeQuotaTarget": {"TeamName": team.name, "FairShareWeight": team.fair_share_weight},
+            "ComputeQuotaConfig": {"ComputeQuotaResources": [resource], "ResourceSharingConfig": sharing,
+                                   "PreemptTeamTasks": team.preempt_team_tasks},
+            "ActivationState": "Enabled"}
+
+
+def borrowable_accelerators(team: TeamQuota) -> int:
+    """Guaranteed accelerators plus what the team may borrow on top (its borrow limit is a percentage)."""
+    per_instance = ACCELERATORS[team.instance_type][1]
+    guaranteed = team.accelerators if team.accelerators is not None else team.instance_count * per_instance
+    if team.sharing != "LendAndBorrow":
+        return guaranteed
+    return guaranteed + guaranteed * team.borrow_limit_percent // 100
+
+
+# Chart conditions with no entry in the chart's values.yaml: Helm installs such a dependency unless told otherwise.
+CONDITIONS_WITHOUT_DEFAULTS = ("namespaced-role-and-bindings.enabled", "hyperpod-ray-endpoint-operator.enabled")
+
+
+def dependency_chart_values(config: PlatformConfig, *, region: str) -> dict[str, Any]:
+    """Values for the HyperPod dependency chart: the region, each training component's toggle from the config,
+    and every other component of the chart set explicitly (off: the platform installs them another way, or they
+    serve inference)."""
+    d = config.eks.hyperpod_dependencies
+    return {
+        "global": {"region": region},
+        "health-monitoring-agent": {"enabled": d.health_monitoring_agent},
+        "deep-health-check": {"enabled": d.deep_health_check},
+        "job-auto-restart": {"enabled": d.job_auto_restart},
+        "nvidia-device-plugin": {"devicePlugin": {"enabled": d.nvidia_device_plugin}},
+        "neuron-device-plugin": {"devicePlugin": {"enabled": d.neuron_device_plugin}},
+        "aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": d.efa_device_plugin}},
+        "trainingOperators": {"enabled": d.training_operators},
+        "mpi-operator": {"enabled": d.mpi_operator},
+        "hyperpod-patching": {"enabled": d.hyperpod_patching},
+        "cert-manager": {"enabled": False},  # the cert-manager EKS add-on provides it
+        "storage": {"enabled": False},  # FSx comes from the aws-fsx-csi-driver add-on and the stack's claims
+        "gpu-operator": {"enabled": False},  # the NVIDIA device plugin above serves training
+        "inferenceOperators": {"enabled": False},
+        "mlflow": {"enabled": False},  # Studio's managed MLflow is the platform's
+        "cluster-role-and-bindings": {"enabled": False},  # access is granted by EKS access entries
+        "team-role-and-bindings": {"enabled": False},
+        "namespaced-role-and-bindings": {"enabled": False},
+        "hyperpod-ray-endpoint-operator": {"enabled": False},
+    }
+
+
+def provisioning_parameters(config: PlatformConfig) -> dict[str, Any]:
+    """The node-side contract read by lifecycle/hyperpod/on_create.sh on EKS nodes (no Slurm, no FSx mount:
+    pods mount FSx through the CSI driver)."""
+    return {"version": 1, "orchestrator": "eks", "cluster_name": config.name,
+            "worker_groups": [{"instance_group_name": g.name} for g in config.group("compute")]}

@@ -1,0 +1,301 @@
+"""Elastic training jobs for the EKS orchestrator: typed inputs -> HyperPodPyTorchJob manifests.
+
+Same layers as stacks/config.py: strict YAML, pydantic shapes and ranges, then `job_errors` for cross-field rules,
+every problem reported at once as `path: value — what is allowed`. The platform's task-governance teams and
+priority classes arrive as plain arguments, so this module does not depend on the platform config model.
+
+Field names follow the HyperPod training operator (see the header of schemas/hyperpodpytorchjob-crd.yaml);
+queue and priority labels follow HyperPod task governance: `hyperpod-ns-<team>-localqueue`, `<priority>-priority`.
+"""
+from __future__ import annotations
+
+import re
+from itertools import pairwise
+from pathlib import Path
+from typing import Annotated, Any, Collection, Literal, Optional, get_args, get_origin
+
+import yaml
+from pydantic import AfterValidator, BaseModel, Field, PositiveInt, ValidationError
+
+from stacks.config import ConfigError, InstanceType, Strict, _format_pydantic_error, _pattern, _StrictYamlLoader
+
+API_VERSION = "sagemaker.amazonaws.com/v1"
+KIND = "HyperPodPyTorchJob"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+FSX_CLAIM = "fsx-claim"
+FSX_MOUNT = "/fsx"
+ACCELERATORS = ("nvidia.com/gpu", "aws.amazon.com/neurondevice")
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# Set by the renderer from typed fields; train_elastic.py reads them.
+RESERVED_ENV = ("CHECKPOINT_DIR", "GLOBAL_BATCH_SIZE", "MICRO_BATCH_SIZE")
+
+
+def namespace(team: str) -> str:
+    return f"hyperpod-ns-{team}"
+
+
+def queue_name(team: str) -> str:
+    return f"hyperpod-ns-{team}-localqueue"
+
+
+def priority_label(priority: str) -> str:
+    return f"{priority}-priority"
+
+
+# ---------------------------------------------------------------------------------------------- field checks
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_IMAGE_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._:/-]*")
+
+
+def _pinned_image(value: str) -> str:
+    name, _, digest = value.partition("@")
+    colon = name.rfind(":")
+    tag = name[colon + 1:] if colon > name.rfind("/") else ""  # a ':' before the last '/' is a registry port
+    pinned = _DIGEST.fullmatch(digest) if digest else tag not in ("", "latest")
+    if not (_IMAGE_NAME.fullmatch(name) and pinned):
+        raise ValueError("must be pinned: an explicit tag other than 'latest' (repo:1.2.3) or a digest "
+                         "(repo@sha256:<64 hex>)")
+    return value
+
+
+# Queue label values are at most 63 characters: "hyperpod-ns-" + team + "-localqueue" leaves 40 for the team.
+KubeName = Annotated[str, _pattern(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
+                                   "a Kubernetes name: 1-63 lowercase letters, digits and '-', starting and ending "
+                                   "with a letter or digit")]
+TeamName = Annotated[str, _pattern(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?",
+                                   "a team name: 1-40 lowercase letters, digits and '-', starting and ending with a "
+                                   "letter or digit")]
+PriorityName = Annotated[str, _pattern(r"[a-z0-9]([-a-z0-9]{0,52}[a-z0-9])?",
+                                       "a priority class name: 1-54 lowercase letters, digits and '-', starting and "
+                                       "ending with a letter or digit")]
+EnvName = Annotated[str, _pattern(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name such as NCCL_DEBUG")]
+Image = Annotated[str, AfterValidator(_pinned_image)]
+CheckpointDir = Annotated[str, _pattern(rf"{FSX_MOUNT}(/(?!\.\.?(/|$))[a-zA-Z0-9._-]+)+",
+                                        f"a directory under {FSX_MOUNT}, where the FSx claim {FSX_CLAIM} is mounted")]
+
+
+# ---------------------------------------------------------------------------------------------- models
+class ElasticPolicy(Strict):
+    """How far the job may scale, in replicas (pods, one per node).
+
+    Set at most one of `replica_increment_step` (sizes min, min + step, ... up to max) and `replica_discrete_values`
+    (exactly those sizes). With neither, every size from min to max is allowed and rendered as
+    `replicaIncrementStep: 1`, so the manifest states the granularity the batch-size check assumed.
+    The ranges below are this platform's guard rails, not the operator's limits.
+    """
+    min_replicas: int = Field(ge=1)
+    max_replicas: int = Field(ge=1, le=512)
+    replica_increment_step: Optional[int] = Field(default=None, ge=1)
+    replica_discrete_values: Optional[list[PositiveInt]] = Field(default=None, min_length=1)
+    # Time the job gets to checkpoint and exit on a scaling event before the operator stops it.
+    graceful_shutdown_timeout_seconds: int = Field(default=600, ge=30, le=7200)
+    # Delay before scaling up, so short-lived free capacity does not cause a restart.
+    scaling_timeout_seconds: int = Field(default=60, ge=0, le=3600)
+    # Wait for failed replicas to recover before scaling down instead.
+    faulty_scale_down_timeout_seconds: int = Field(default=30, ge=0, le=3600)
+
+    def sizes(self) -> list[int]:
+        """Every replica count the job can run at."""
+        if self.replica_discrete_values:
+            return list(self.replica_discrete_values)
+        return list(range(self.min_replicas, self.max_replicas + 1, self.replica_increment_step or 1))
+
+
+class TrainingJob(Strict):
+    name: KubeName
+    team: TeamName
+    priority: PriorityName
+    image: Image
+    command: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
+    args: list[str] = []
+    env: dict[EnvName, str] = {}
+    instance_type: InstanceType
+    accelerator: Literal[ACCELERATORS] = "nvidia.com/gpu"  # type: ignore[valid-type]
+    accelerators_per_pod: int = Field(ge=1, le=16)
+    efa_per_pod: int = Field(default=0, ge=0, le=32)
+    nproc_per_node: int = Field(ge=1, le=128)
+    # Kept constant across world sizes; train_elastic.py derives gradient accumulation from it.
+    global_batch_size: int = Field(ge=1)
+    micro_batch_size: int = Field(default=1, ge=1)
+    checkpoint_dir: CheckpointDir
+    max_retries: int = Field(default=10, ge=0, le=100)
+    elastic_policy: ElasticPolicy
+
+
+class JobFile(Strict):
+    jobs: list[TrainingJob] = Field(min_length=1)
+
+
+# ---------------------------------------------------------------------------------------------- semantic rules
+_NPROC_FLAG = re.compile(r"--nproc[-_]per[-_]node=(\S+)")
+
+
+def job_errors(job: TrainingJob, *, teams: Collection[str], priority_classes: Collection[str],
+               path: str = "") -> list[str]:
+    """Cross-field rules for one job; `path` prefixes every error (e.g. 'jobs[2]')."""
+    errors: list[str] = []
+    add = errors.append
+    p = f"{path}." if path else ""
+
+    if job.team not in teams:
+        add(f"{p}team: {job.team!r} is not a team in the platform's task governance config; "
+            f"allowed: {', '.join(sorted(teams)) or '(none configured)'}")
+    if job.priority not in priority_classes:
+        add(f"{p}priority: {job.priority!r} is not a priority class in the platform's task governance config; "
+            f"allowed: {', '.join(sorted(priority_classes)) or '(none configured)'}")
+
+    family = job.instance_type.split(".")[1]
+    exposed = "aws.amazon.com/neurondevice" if family.startswith(("trn", "inf")) else "nvidia.com/gpu"
+    if job.accelerator != exposed:
+        add(f"{p}accelerator: {job.accelerator!r} on {job.instance_type!r}; this instance type exposes {exposed}")
+
+    for key in sorted(set(job.env) & set(RESERVED_ENV)):
+        add(f"{p}env.{key}: set by the renderer from checkpoint_dir, global_batch_size and micro_batch_size; "
+            "remove it here")
+    for field in ("command", "args"):
+        for i, arg in enumerate(getattr(job, field)):
+            flag = _NPROC_FLAG.fullmatch(arg)
+            if flag and flag.group(1) != str(job.nproc_per_node):
+                add(f"{p}{field}[{i}]: {arg!r} disagrees with nproc_per_node {job.nproc_per_node}; make them equal")
+
+    ep, e = job.elastic_policy, f"{p}elastic_policy"
+    elastic_ok = True
+    if ep.min_replicas > ep.max_replicas:
+        add(f"{e}.min_replicas: {ep.min_replicas} is greater than max_replicas {ep.max_replicas}; "
+            "min_replicas must be at most max_replicas")
+        elastic_ok = False
+    step, values = ep.replica_increment_step, ep.replica_discrete_values
+    if step is not None and values is not None:
+        add(f"{e}: both replica_increment_step and replica_discrete_values are set; set at most one")
+        elastic_ok = False
+    elif step is not None and elastic_ok and (ep.max_replicas - ep.min_replicas) % step:
+        add(f"{e}.replica_increment_step: {step} never reaches max_replicas {ep.max_replicas} from min_replicas "
+            f"{ep.min_replicas}; use a step that divides {ep.max_replicas - ep.min_replicas}")
+        elastic_ok = False
+    if values is not None:
+        if any(b <= a for a, b in pairwise(values)):
+            add(f"{e}.replica_discrete_values: {values} — must be strictly increasing, each size once")
+            elastic_ok = False
+        outside = [v for v in values if not ep.min_replicas <= v <= ep.max_replicas]
+        if outside:
+            add(f"{e}.replica_discrete_values: {outside} outside min_replicas..max_replicas "
+                f"({ep.min_replicas}..{ep.max_replicas})")
+            elastic_ok = False
+
+    if elastic_ok:
+        per_replica = job.nproc_per_node * job.micro_batch_size
+        bad = [n for n in ep.sizes() if job.global_batch_size % (n * per_replica)]
+        if bad:
+            add(f"{p}global_batch_size: {job.global_batch_size} is not divisible by replicas × nproc_per_node × "
+                f"micro_batch_size at {', '.join(map(str, bad))} replica(s) (at {bad[0]}: {bad[0]} × "
+                f"{job.nproc_per_node} × {job.micro_batch_size} = {bad[0] * per_replica}); every size the job can "
+                "scale to must divide it")
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------- rendering
+def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Collection[str]) -> dict[str, Any]:
+    """The HyperPodPyTorchJob manifest for `job`; raises ConfigError if a cross-field rule fails."""
+    errors = job_errors(job, teams=teams, priority_classes=priority_classes)
+    if errors:
+        raise ConfigError(f"job {job.name}", errors)
+    ep = job.elastic_policy
+
+    elastic: dict[str, Any] = {"minReplicas": ep.min_replicas, "maxReplicas": ep.max_replicas}
+    if ep.replica_discrete_values:
+        elastic["replicaDiscreteValues"] = list(ep.replica_discrete_values)
+    else:
+        elastic["replicaIncrementStep"] = ep.replica_increment_step or 1
+    elastic |= {"gracefulShutdownTimeoutInSeconds": ep.graceful_shutdown_timeout_seconds,
+                "scalingTimeoutInSeconds": ep.scaling_timeout_seconds,
+                "faultyScaleDownTimeoutInSeconds": ep.faulty_scale_down_timeout_seconds}
+
+    # Extended resources (accelerators, EFA) must have requests equal to limits.
+    resources = {job.accelerator: job.accelerators_per_pod}
+    if job.efa_per_pod:
+        resources[EFA_RESOURCE] = job.efa_per_pod
+    env = [{"name": "CHECKPOINT_DIR", "value": job.checkpoint_dir},
+           {"name": "GLOBAL_BATCH_SIZE", "value": str(job.global_batch_size)},
+           {"name": "MICRO_BATCH_SIZE", "value": str(job.micro_batch_size)}]
+    env += [{"name": k, "value": v} for k, v in sorted(job.env.items())]
+    container = {"name": "pytorch", "image": job.image, "imagePullPolicy": "IfNotPresent",
+                 "command": list(job.command)} | ({"args": list(job.args)} if job.args else {}) | {
+        "env": env,
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "volumeMounts": [{"name": "fsx", "mountPath": FSX_MOUNT},
+                         {"name": "shm", "mountPath": "/dev/shm"}],
+    }
+    pod_spec = {
+        "nodeSelector": {INSTANCE_TYPE_LABEL: job.instance_type},
+        "containers": [container],
+        "volumes": [{"name": "fsx", "persistentVolumeClaim": {"claimName": FSX_CLAIM}},
+                    # The container runtime's default 64 MiB /dev/shm is too small for NCCL and DataLoader workers.
+                    {"name": "shm", "emptyDir": {"medium": "Memory"}}],
+    }
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": job.name, "namespace": namespace(job.team),
+                     "labels": {QUEUE_LABEL: queue_name(job.team), PRIORITY_LABEL: priority_label(job.priority)}},
+        "spec": {
+            "nprocPerNode": str(job.nproc_per_node),
+            "runPolicy": {"cleanPodPolicy": "None", "jobMaxRetryCount": job.max_retries},
+            "elasticPolicy": elastic,
+            # The job starts at min_replicas; maxReplicas on the replica spec matches the elastic policy's.
+            "replicaSpecs": [{"name": "worker", "replicas": ep.min_replicas, "maxReplicas": ep.max_replicas,
+                              "template": {"spec": pod_spec}}],
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------- loading
+def _model_at(loc: tuple) -> type[BaseModel]:
+    model: type[BaseModel] = JobFile
+    for part in loc[:-1]:
+        if isinstance(part, str):
+            annotation = model.model_fields[part].annotation
+            model = next(t for t in (annotation, *get_args(annotation))
+                         if get_origin(t) is None and isinstance(t, type) and issubclass(t, BaseModel))
+    return model
+
+
+def _format_error(err: dict[str, Any]) -> str:
+    if err["type"] == "extra_forbidden":
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+        return f"{path}: unknown key; allowed here: {', '.join(_model_at(err['loc']).model_fields)}"
+    return _format_pydantic_error(err)
+
+
+def parse_jobs(data: Any, source: str = "<jobs>", *, teams: Collection[str],
+               priority_classes: Collection[str]) -> list[TrainingJob]:
+    if not isinstance(data, dict):
+        raise ConfigError(source, [f"<root>: {type(data).__name__} — a job file is a mapping with a 'jobs' list"])
+    try:
+        jobs = JobFile.model_validate(data).jobs
+    except ValidationError as exc:
+        raise ConfigError(source, [_format_error(e) for e in exc.errors()]) from None
+    errors: list[str] = []
+    seen: dict[str, int] = {}
+    for i, job in enumerate(jobs):
+        errors += job_errors(job, teams=teams, priority_classes=priority_classes, path=f"jobs[{i}]")
+        if job.name in seen:
+            errors.append(f"jobs[{i}].name: {job.name!r} is already used by jobs[{seen[job.name]}]; job names must "
+                          "be unique in a job file (each manifest is written as <name>.yaml)")
+        seen.setdefault(job.name, i)
+    if errors:
+        raise ConfigError(source, errors)
+    return jobs
+
+
+def load_jobs(path: str | Path, *, teams: Collection[str], priority_classes: Collection[str]) -> list[TrainingJob]:
+    """Read a job file strictly (no YAML-1.1 booleans, no duplicate keys) and validate every job."""
+    path = Path(path)
+    try:
+        data = yaml.load(path.read_text(), Loader=_StrictYamlLoader)  # noqa: S506 - strict SafeLoader subclass
+    except FileNotFoundError:
+        raise ConfigError(str(path), [f"jobs: {str(path)!r} — file not found"]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), [f"YAML: {exc}".replace("\n", " ")]) from None
+    return parse_jobs(data, str(path), teams=teams, priority_classes=priority_classes)

@@ -1,0 +1,340 @@
+"""The EKS orchestrator: control plane, add-ons, dependency chart, HyperPod on EKS, FSx for pods, governance, Studio."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import kubernetes_validate
+import pytest
+
+from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
+from stacks.config import ConfigError, load_config
+from stacks.eks_cluster_stack import CFN_REGIONS, CONDITIONS_WITHOUT_DEFAULTS, chart_directory, dependency_chart_values, governance_resource_type
+from stacks.studio_eks_tools import studio_eks_tools
+from tools import layer_binaries
+
+KUBERNETES_VERSION = "1.33"
+
+
+def resources(template: dict, kind: str) -> dict[str, dict]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def only(template: dict, kind: str) -> dict:
+    (found,) = resources(template, kind).values()
+    return found
+
+
+def manifests(template: dict) -> dict[str, list[dict]]:
+    """Kubernetes objects applied by the stack, with deploy-time tokens replaced by a placeholder string."""
+    def render(value) -> str:
+        if isinstance(value, str):
+            return value
+        if "Fn::Join" in value:
+            return "".join(part if isinstance(part, str) else "TOKEN" for part in value["Fn::Join"][1])
+        raise AssertionError(f"unexpected manifest value {value!r}")
+    return {k: json.loads(render(v["Properties"]["Manifest"]))
+            for k, v in resources(template, "Custom::AWSCDK-EKS-KubernetesResource").items()}
+
+
+def all_objects(template: dict) -> list[dict]:
+    return [obj for objs in manifests(template).values() for obj in objs]
+
+
+# ---------------------------------------------------------------------------------------------- control plane
+def test_control_plane_is_private_encrypted_and_logs_everything(synth):
+    t = synth("eks").templates["cluster"]
+    props = only(t, "AWS::EKS::Cluster")["Properties"]
+    assert props["Version"] == KUBERNETES_VERSION
+    assert props["AccessConfig"] == {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False}
+    vpc = props["ResourcesVpcConfig"]
+    assert vpc["EndpointPrivateAccess"] is True and vpc["EndpointPublicAccess"] is False
+    assert len(vpc["SubnetIds"]) == 2
+    assert props["EncryptionConfig"][0]["Resources"] == ["secrets"]
+    assert sorted(entry["Type"] for entry in props["Logging"]["ClusterLogging"]["EnabledTypes"]) == \
+        ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+    log_groups = [g["Properties"] for g in resources(t, "AWS::Logs::LogGroup").values()
+                  if g["Properties"].get("LogGroupName") == "/aws/eks/ml-eks/cluster"]
+    assert [g["RetentionInDays"] for g in log_groups] == [90]
+
+
+def test_control_plane_gets_small_subnets_in_two_azs(synth):
+    network = synth("eks").templates["network"]
+    subnets = [s["Properties"] for s in resources(network, "AWS::EC2::Subnet").values()]
+    control = sorted((s["AvailabilityZoneId"], s["CidrBlock"]) for s in subnets if s["CidrBlock"].endswith("/28"))
+    assert control == [("usw2-az1", "10.0.1.0/28"), ("usw2-az2", "10.0.1.16/28")]
+    slurm_network = synth("default").templates["network"]
+    assert not [s for s in resources(slurm_network, "AWS::EC2::Subnet").values()
+                if s["Properties"]["CidrBlock"].endswith("/28")]
+
+
+def test_public_endpoint_only_with_an_allow_list(tmp_path):
+    cfg = eks_config(VARIANT_FILES["eks"], eks={"endpoint": {"public": True, "public_access_cidrs": ["203.0.113.0/24"]}})
+    assert cfg.eks.endpoint.public_access_cidrs == ["203.0.113.0/24"]
+    with pytest.raises(ConfigError) as info:
+        eks_config(VARIANT_FILES["eks"], eks={"endpoint": {"public": True}})
+    assert any("list the CIDR blocks" in e for e in info.value.errors)
+
+
+def test_addons_are_pinned(synth):
+    s = synth("eks")
+    addons = {a["Properties"]["AddonName"]: a["Properties"]["AddonVersion"]
+              for a in resources(s.templates["cluster"], "AWS::EKS::Addon").values()}
+    pins = s.config.eks.addons
+    assert addons == {
+        "vpc-cni": pins.vpc_cni, "kube-proxy": pins.kube_proxy, "coredns": pins.coredns,
+        "eks-pod-identity-agent": pins.pod_identity_agent, "aws-fsx-csi-driver": pins.fsx_csi_driver,
+        "cert-manager": pins.cert_manager, "amazon-sagemaker-hyperpod-training-operator": pins.training_operator,
+        "amazon-sagemaker-hyperpod-taskgovernance": pins.task_governance}
+    assert all(re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", v) for v in addons.values())
+    assert addons["kube-proxy"].startswith(f"v{KUBERNETES_VERSION}.")
+
+
+def test_pod_identities_are_scoped(synth):
+    t = synth("eks").templates["cluster"]
+    associations = {(a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"])
+                    for a in resources(t, "AWS::EKS::PodIdentityAssociation").values()}
+    assert associations == {("kube-system", "fsx-csi-controller-sa"),
+                            ("aws-hyperpod", "hp-training-operator-controller-manager")}
+    policies = json.dumps([p["Properties"]["PolicyDocument"] for p in resources(t, "AWS::IAM::Policy").values()])
+    assert '"fsx:DescribeFileSystems"' in policies
+    for forbidden in ("FullAccess", '"fsx:*"', '"fsx:CreateFileSystem"', '"fsx:DeleteFileSystem"'):
+        assert forbidden not in policies
+
+
+def test_access_entries_are_scoped_by_role(synth):
+    s = synth("eks")
+    cluster_entries = [e["Properties"] for e in resources(s.templates["cluster"], "AWS::EKS::AccessEntry").values()]
+    admin = [e for e in cluster_entries if e["PrincipalArn"] == "arn:aws:iam::111122223333:role/PlatformAdmin"]
+    assert len(admin) == 1 and "AmazonEKSClusterAdminPolicy" in json.dumps(admin[0]["AccessPolicies"])
+    (studio,) = [e["Properties"] for e in resources(s.templates["studio"], "AWS::EKS::AccessEntry").values()]
+    policies = {json.dumps(p["PolicyArn"]).split("/")[-1].strip('"]}'): p["AccessScope"] for p in studio["AccessPolicies"]}
+    assert "AmazonEKSClusterAdminPolicy" not in json.dumps(studio) and "AmazonEKSAdminPolicy" not in json.dumps(studio)
+    assert policies["AmazonEKSViewPolicy"] == {"Type": "cluster"}
+    assert policies["AmazonEKSEditPolicy"] == {"Type": "namespace", "Namespaces": [
+        "default", "hyperpod-ns-research", "hyperpod-ns-production", "hyperpod-ns-developers"]}
+
+
+# ---------------------------------------------------------------------------------------------- dependency chart
+def test_dependency_chart_is_installed_before_the_hyperpod_cluster(synth):
+    t = synth("eks").templates["cluster"]
+    (chart_id, chart), = resources(t, "Custom::AWSCDK-EKS-HelmChart").items()
+    assert chart["Properties"]["Release"] == "hyperpod-dependencies"
+    assert "ChartAssetURL" in chart["Properties"]
+    values = json.loads(chart["Properties"]["Values"])
+    assert values["global"]["region"] == "us-west-2"
+    (cluster_id, cluster), = resources(t, "AWS::SageMaker::Cluster").items()
+    assert chart_id in cluster["DependsOn"]
+    assert all(addon in chart["DependsOn"] for addon in resources(t, "AWS::EKS::Addon")
+               if "HyperPod" not in addon and "TrainingOperator" not in addon and "TaskGovernance" not in addon)
+
+
+def test_every_chart_toggle_reaches_a_key_the_chart_has():
+    import yaml
+    cfg = eks_config(VARIANT_FILES["eks"])
+    chart_values = yaml.safe_load((STAND_IN_CHART / "values.yaml").read_text())
+    values = dependency_chart_values(cfg, region="eu-west-1")
+    assert values["global"] == {"region": "eu-west-1"}
+
+    def paths(tree, prefix=()):
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                yield from paths(value, prefix + (key,))
+            else:
+                yield prefix + (key,)
+    for path in paths(values):
+        if ".".join(path) in CONDITIONS_WITHOUT_DEFAULTS:
+            assert values_at(values, path) is False  # else Helm would install it
+            continue
+        node = chart_values
+        for key in path[:-1]:
+            assert key in node, f"{'.'.join(path)}: the chart has no {key!r}"
+            node = node[key]
+        assert path[-1] in node, f"{'.'.join(path)} is not a key of the chart's values.yaml"
+
+
+def values_at(tree: dict, path: tuple):
+    for key in path:
+        tree = tree[key]
+    return tree
+
+
+def test_missing_chart_is_a_clear_error(tmp_path):
+    cfg = eks_config(VARIANT_FILES["eks"])
+    cfg = cfg.model_copy(update={"eks": cfg.eks.model_copy(update={
+        "hyperpod_dependencies": cfg.eks.hyperpod_dependencies.model_copy(update={"chart_dir": str(tmp_path)})})})
+    with pytest.raises(ConfigError) as info:
+        chart_directory(cfg)
+    assert info.value.errors == [
+        f"eks.hyperpod_dependencies.chart_dir: {str(tmp_path)!r} holds no Chart.yaml; the HyperPod dependency chart "
+        "is not committed: run `make hyperpod-chart` to fetch the pinned revision (needs network access to "
+        "github.com), or point chart_dir at a copy of it"]
+
+
+def test_app_reports_a_missing_chart_without_traceback(tmp_path):
+    config = tmp_path / "eks.yaml"
+    config.write_text(VARIANT_FILES["eks"].read_text().replace("chart_dir: build/hyperpod-helm-chart",
+                                                               f"chart_dir: {tmp_path / 'no-chart'}"))
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={"PATH": "/usr/bin:/bin", "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), "config": str(config)}),
+                                 "CDK_OUTDIR": str(tmp_path / "out"),
+                                 "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+    assert result.returncode == 1
+    assert "holds no Chart.yaml" in result.stderr and "make hyperpod-chart" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list((tmp_path / "out").glob("*.template.json"))
+
+
+# ---------------------------------------------------------------------------------------------- HyperPod on EKS
+def test_hyperpod_cluster_is_orchestrated_by_eks(synth):
+    t = synth("eks").templates["cluster"]
+    props = only(t, "AWS::SageMaker::Cluster")["Properties"]
+    assert props["Orchestrator"] == {"Eks": {"ClusterArn": {"Fn::GetAtt": [
+        next(iter(resources(t, "AWS::EKS::Cluster"))), "Arn"]}}}
+    assert props["NodeProvisioningMode"] == "Continuous"
+    assert props["NodeRecovery"] == "Automatic"
+    groups = {g["InstanceGroupName"]: g for g in props["InstanceGroups"]}
+    assert list(groups) == ["training-p5", "dev-g5"]
+    assert groups["training-p5"]["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert groups["training-p5"]["KubernetesConfig"] == {"Labels": {"workload": "training"}}
+    assert groups["dev-g5"]["KubernetesConfig"]["Taints"] == [
+        {"Key": "dedicated", "Value": "development", "Effect": "NoSchedule"}]
+    assert all("SlurmConfig" not in g for g in groups.values())
+    assert "AutoScaling" not in props and "ClusterRole" not in props
+
+
+def test_karpenter_autoscaling_uses_a_role_trusted_by_hyperpod(synth):
+    t = synth("eks_shared").templates["cluster"]
+    props = only(t, "AWS::SageMaker::Cluster")["Properties"]
+    assert props["AutoScaling"] == {"Mode": "Enable", "AutoScalerType": "Karpenter"}
+    role_id = props["ClusterRole"]["Fn::GetAtt"][0]
+    trust = t["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
+    assert trust["Principal"] == {"Service": "hyperpod.sagemaker.amazonaws.com"}
+
+
+def test_slurm_only_groups_are_not_created_on_eks(synth):
+    cfg = load_config(VARIANT_FILES["default"], {"orchestrator": "eks"})
+    assert {g.role for g in cfg.cluster.instance_groups} == {"controller", "login", "compute"}
+    # The stack keeps compute groups only; a second platform synth would cost seconds, so check the selection.
+    from stacks.network_stack import NetworkRefs
+    from stacks.slurm_cluster_stack import group_specs
+    from constructs.hyperpod_vpc import PrivateSubnet
+    refs = NetworkRefs(vpc_id="vpc-1", security_group_id="sg-1",
+                       private_subnets=(PrivateSubnet(az_id="usw2-az2", subnet_id="subnet-1"),))
+    assert [g.name for g in group_specs(cfg, refs) if g.role == "compute"] == ["worker-group-1"]
+
+
+def test_eks_nodes_run_the_lifecycle_entry_point_with_eks_parameters(synth):
+    s = synth("eks")
+    deployment = only(s.templates["cluster"], "Custom::CDKBucketDeployment")["Properties"]
+    assert deployment["DestinationBucketKeyPrefix"] == "hyperpod/ml-eks/"
+    params = [json.loads(p.read_text()) for p in s.out_dir.glob("asset.*/provisioning_parameters.json")]
+    assert params == [{"version": 1, "orchestrator": "eks", "cluster_name": "ml-eks",
+                       "worker_groups": [{"instance_group_name": "training-p5"}, {"instance_group_name": "dev-g5"}]}]
+
+
+# ---------------------------------------------------------------------------------------------- Kubernetes objects
+def test_fsx_is_exposed_to_pods_through_static_claims(synth):
+    t = synth("eks").templates["cluster"]
+    objects = all_objects(t)
+    claims = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "PersistentVolumeClaim"}
+    assert claims == {("default", "fsx-claim"), ("hyperpod-ns-research", "fsx-claim"),
+                      ("hyperpod-ns-production", "fsx-claim"), ("hyperpod-ns-developers", "fsx-claim")}
+    volumes = [o for o in objects if o["kind"] == "PersistentVolume"]
+    assert len(volumes) == 4
+    for volume in volumes:
+        spec = volume["spec"]
+        assert spec["csi"]["driver"] == "fsx.csi.aws.com"
+        assert spec["persistentVolumeReclaimPolicy"] == "Retain"  # Delete would delete the file system
+        assert set(spec["csi"]["volumeAttributes"]) == {"dnsname", "mountname"}
+        assert spec["claimRef"]["name"] == "fsx-claim"
+
+
+def test_team_resource_quotas_equal_guaranteed_plus_borrowable(synth):
+    quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in all_objects(synth("eks").templates["cluster"])
+              if o["kind"] == "ResourceQuota"}
+    assert quotas == {
+        "hyperpod-ns-research": {"requests.nvidia.com/gpu": "24"},    # 2 x p5 (16 GPUs) + 50% borrow limit
+        "hyperpod-ns-production": {"requests.nvidia.com/gpu": "16"},  # Lend: no borrowing
+        "hyperpod-ns-developers": {"requests.nvidia.com/gpu": "2"},   # DontLend, 2 accelerators
+    }
+
+
+@pytest.mark.parametrize("variant", ["eks", "eks_shared"])
+def test_every_kubernetes_object_validates_against_kubernetes_schemas(synth, variant):
+    objects = all_objects(synth(variant).templates["cluster"])
+    assert objects
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+# ---------------------------------------------------------------------------------------------- governance
+def test_scheduler_config_and_one_quota_per_team(synth):
+    t = synth("eks").templates["cluster"]
+    # us-west-2's CloudFormation has ComputeQuota but not ClusterSchedulerConfig.
+    scheduler = only(t, "Custom::ClusterSchedulerConfig")["Properties"]
+    assert scheduler["SchedulerConfig"] == {"PriorityClasses": [
+        {"Name": "inference", "Weight": 90}, {"Name": "training", "Weight": 70},
+        {"Name": "experimentation", "Weight": 30}], "FairShare": "Enabled"}
+    quotas = {q["Properties"]["ComputeQuotaTarget"]["TeamName"]: q["Properties"]
+              for q in resources(t, "AWS::SageMaker::ComputeQuota").values()}
+    assert set(quotas) == {"research", "production", "developers"}
+    assert quotas["research"]["ComputeQuotaConfig"] == {
+        "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Count": 2}],
+        "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
+        "PreemptTeamTasks": "LowerPriority"}
+    assert quotas["developers"]["ComputeQuotaConfig"]["ComputeQuotaResources"] == [
+        {"InstanceType": "ml.g5.8xlarge", "Accelerators": 2}]
+    assert quotas["production"]["ComputeQuotaConfig"]["ResourceSharingConfig"] == {"Strategy": "Lend"}
+
+
+@pytest.mark.parametrize("region, scheduler, quota", [
+    ("us-east-1", "AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"),
+    ("us-west-2", "Custom::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"),
+    ("us-west-1", "AWS::SageMaker::ClusterSchedulerConfig", "Custom::ComputeQuota"),
+    (None, "Custom::ClusterSchedulerConfig", "Custom::ComputeQuota"),
+])
+def test_native_governance_types_where_cloudformation_has_them(region, scheduler, quota):
+    assert governance_resource_type("AWS::SageMaker::ClusterSchedulerConfig", region) == scheduler
+    assert governance_resource_type("AWS::SageMaker::ComputeQuota", region) == quota
+
+
+def test_region_table_matches_cfn_lint_registry_schemas():
+    import cfnlint
+    providers = ROOT.joinpath(cfnlint.__file__).parent / "data" / "schemas" / "providers"
+    commercial = [p for p in providers.glob("*.json") if re.fullmatch(r"[a-z]{2}-[a-z]+-\d", p.stem)]
+    for cfn_type, regions in CFN_REGIONS.items():
+        actual = {p.stem for p in commercial if cfn_type in json.loads(p.read_text())}
+        assert actual == set(regions), f"{cfn_type}: update CFN_REGIONS in stacks/eks_cluster_stack.py"
+
+
+# ---------------------------------------------------------------------------------------------- Studio on EKS
+def test_studio_spaces_become_eks_clients_with_checksummed_tools(synth):
+    s = synth("eks")
+    t = s.templates["studio"]
+    configs = resources(t, "AWS::SageMaker::StudioLifecycleConfig")
+    body, variables = next(iter(configs.values()))["Properties"]["StudioLifecycleConfigContent"]["Fn::Base64"]["Fn::Sub"]
+    assert 'exec bash "${!scripts}/eks_login_node.sh"' in body
+    assert "export EKS_CLUSTER_NAME='${EKS_CLUSTER_NAME}'" in body
+    digests = layer_binaries.digests(layer_binaries.layer_zip(layer_binaries.jsii_tarball()))
+    assert variables["KUBECTL_SHA256"] == digests["kubectl"] and variables["HELM_SHA256"] == digests["helm"]
+    assert "SLURM_LOGIN_SECRET_ARN" not in body
+    tools = studio_eks_tools(KUBERNETES_VERSION)
+    assert (tools.directory / "kubectl" / "kubectl").stat().st_mode & 0o111
+
+
+def test_studio_reaches_the_eks_api_not_slurm(synth):
+    t = synth("eks").templates["studio"]
+    ports = sorted((r["Properties"]["FromPort"], r["Properties"]["Description"])
+                   for r in resources(t, "AWS::EC2::SecurityGroupIngress").values()
+                   if "Studio apps" in r["Properties"]["Description"] and "within" not in r["Properties"]["Description"])
+    assert ports == [(443, "EksApi from Studio apps"), (988, "Lustre from Studio apps"),
+                     (1018, "Lustre from Studio apps")]
+    assert "secretsmanager" not in json.dumps(t)
+
+
+@pytest.mark.parametrize("variant, default", [("eks", "False"), ("eks_shared", "True")])
+def test_both_shared_fsx_values_synthesize_on_eks(synth, variant, default):
+    assert synth(variant).templates["studio"]["Parameters"]["SharedFSx"]["Default"] == default

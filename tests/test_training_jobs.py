@@ -1,0 +1,360 @@
+"""Elastic training job examples: typed inputs, the rendered HyperPodPyTorchJob manifests, and train_elastic.py."""
+from __future__ import annotations
+
+import copy
+import importlib.util
+import shutil
+import subprocess
+import sys
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from conftest import ROOT
+from stacks.config import ConfigError
+from stacks.training_jobs import load_jobs, parse_jobs, render_job
+
+TEAMS = ("research", "production")
+PRIORITY_CLASSES = ("inference", "training", "experimentation")
+MANIFESTS = ROOT / "examples" / "manifests"
+CRD = yaml.safe_load((ROOT / "schemas" / "hyperpodpytorchjob-crd.yaml").read_text())
+
+
+def _module(name: str, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+render_examples = _module("render_examples", ROOT / "tools" / "render_examples.py")
+train_elastic = _module("train_elastic", ROOT / "examples" / "train_elastic.py")
+
+
+def _closed(schema: dict, root: bool = True) -> dict:
+    """The schema with every listed object closed to unknown keys (the API server would prune them silently).
+    Root metadata stays open: the API server validates it, and CRDs may only constrain its name."""
+    out = dict(schema)
+    if "properties" in out:
+        out["properties"] = {k: v if root and k == "metadata" else _closed(v, False)
+                             for k, v in out["properties"].items()}
+        out.setdefault("additionalProperties", False)
+    if "items" in out:
+        out["items"] = _closed(out["items"], False)
+    return out
+
+
+CR_VALIDATOR = jsonschema.Draft4Validator(_closed(CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]))
+
+
+def crd_errors(manifest: dict) -> list[str]:
+    return sorted(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in CR_VALIDATOR.iter_errors(manifest))
+
+
+def committed() -> dict[str, dict]:
+    return {p.name: yaml.safe_load(p.read_text()) for p in sorted(MANIFESTS.glob("*.yaml"))}
+
+
+# ---------------------------------------------------------------------------------------------- manifests
+def test_committed_manifests_equal_a_fresh_render():
+    assert {p.name: p.read_text() for p in MANIFESTS.glob("*.yaml")} == render_examples.rendered()
+
+
+def test_check_mode_reports_stale_missing_and_extra_files(tmp_path, capsys):
+    out = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, out)
+    assert render_examples.main(["--check", "--out", str(out)]) == 0
+    (out / "bert-ablation.yaml").write_text("# edited by hand\n")
+    (out / "llama-sft-elastic.yaml").unlink()
+    (out / "old-job.yaml").write_text("{}\n")
+    assert render_examples.main(["--check", "--out", str(out)]) == 1
+    assert capsys.readouterr().err.splitlines()[:3] == [
+        f"{out}/llama-sft-elastic.yaml: missing",
+        f"{out}/old-job.yaml: not produced by any job (stale)",
+        f"{out}/bert-ablation.yaml: differs from a fresh render",
+    ]
+    assert render_examples.main(["--out", str(out)]) == 0
+    assert sorted(p.name for p in out.glob("*.yaml")) == sorted(render_examples.rendered())
+
+
+def test_examples_use_both_scaling_styles():
+    policies = {m["metadata"]["name"]: m["spec"]["elasticPolicy"] for m in committed().values()}
+    assert policies["llama-sft-elastic"]["replicaIncrementStep"] == 2
+    assert policies["gpt-pretrain"]["replicaDiscreteValues"] == [1, 2, 4]
+    assert policies["bert-ablation"]["replicaIncrementStep"] == 1  # neither given: any size, stated explicitly
+
+
+def test_shipped_crd_is_a_valid_custom_resource_definition():
+    kubernetes_validate.validate(CRD, "1.33", strict=True)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in MANIFESTS.glob("*.yaml")))
+def test_manifest_validates_against_the_crd_schema(name):
+    assert crd_errors(committed()[name]) == []
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in MANIFESTS.glob("*.yaml")))
+def test_pod_template_is_a_valid_core_object(name):
+    manifest = committed()[name]
+    for replica in manifest["spec"]["replicaSpecs"]:
+        kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate",
+                                      "metadata": {"name": f"{manifest['metadata']['name']}-{replica['name']}",
+                                                   "namespace": manifest["metadata"]["namespace"]},
+                                      "template": replica["template"]}, "1.33", strict=True)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in MANIFESTS.glob("*.yaml")))
+def test_manifest_follows_task_governance_and_mounts_fsx(name):
+    manifest = committed()[name]
+    meta, spec = manifest["metadata"], manifest["spec"]
+    team = meta["namespace"].removeprefix("hyperpod-ns-")
+    assert team in TEAMS
+    assert meta["labels"]["kueue.x-k8s.io/queue-name"] == f"hyperpod-ns-{team}-localqueue"
+    assert meta["labels"]["kueue.x-k8s.io/priority-class"].removesuffix("-priority") in PRIORITY_CLASSES
+    assert all(len(v) <= 63 for v in meta["labels"].values())
+    (replica,) = spec["replicaSpecs"]
+    assert replica["replicas"] == spec["elasticPolicy"]["minReplicas"]
+    assert replica["maxReplicas"] == spec["elasticPolicy"]["maxReplicas"]
+    pod = replica["template"]["spec"]
+    assert {"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-claim"}} in pod["volumes"]
+    (container,) = pod["containers"]
+    assert {"name": "fsx", "mountPath": "/fsx"} in container["volumeMounts"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["CHECKPOINT_DIR"].startswith("/fsx/")
+    assert container["resources"]["requests"] == container["resources"]["limits"]
+    assert pod["nodeSelector"]["node.kubernetes.io/instance-type"].startswith("ml.")
+
+
+@pytest.mark.parametrize("mutate, error", [
+    (lambda m: m["spec"]["elasticPolicy"].update(minReplica=1),
+     "spec/elasticPolicy: Additional properties are not allowed ('minReplica' was unexpected)"),
+    (lambda m: m["spec"]["elasticPolicy"].update(replicaDiscreteValues=[2, 4]),
+     "spec/elasticPolicy: {'minReplicas': 2, 'maxReplicas': 4, 'replicaIncrementStep': 2, "
+     "'gracefulShutdownTimeoutInSeconds': 900, 'scalingTimeoutInSeconds': 60, 'faultyScaleDownTimeoutInSeconds': 30, "
+     "'replicaDiscreteValues': [2, 4]} should not be valid under {'required': ['replicaIncrementStep', "
+     "'replicaDiscreteValues']}"),
+    (lambda m: m["spec"].update(nprocPerNode=8), "spec/nprocPerNode: 8 is not of type 'string'"),
+    (lambda m: m.update(kind="HyperPodPytorchJob"), "kind: 'HyperPodPytorchJob' is not one of ['HyperPodPyTorchJob']"),
+])
+def test_crd_schema_catches_mistakes(mutate, error):
+    manifest = copy.deepcopy(committed()["llama-sft-elastic.yaml"])
+    mutate(manifest)
+    assert crd_errors(manifest) == [error]
+
+
+# ---------------------------------------------------------------------------------------------- typed inputs
+BASE = {"name": "job-a", "team": "research", "priority": "training", "image": "repo.example/train:1.0",
+        "command": ["hyperpodrun"], "args": ["--nproc-per-node=8", "train.py"], "instance_type": "ml.p5.48xlarge",
+        "accelerators_per_pod": 8, "nproc_per_node": 8, "global_batch_size": 192, "micro_batch_size": 2,
+        "checkpoint_dir": "/fsx/ckpt/job-a", "elastic_policy": {"min_replicas": 1, "max_replicas": 4}}
+DROP = object()
+
+
+def with_(path: str, value) -> dict:
+    """A one-job file with one dotted path of the job set to value (DROP removes the key)."""
+    job = copy.deepcopy(BASE)
+    *parents, last = path.split(".")
+    node = job
+    for part in parents:
+        node = node[part]
+    if value is DROP:
+        del node[last]
+    else:
+        node[last] = value
+    return {"jobs": [job]}
+
+
+def errors_of(data) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_jobs(data, "jobs.yaml", teams=TEAMS, priority_classes=PRIORITY_CLASSES)
+    return info.value.errors
+
+
+KUBE_NAME = ("must be a Kubernetes name: 1-63 lowercase letters, digits and '-', starting and ending with a letter "
+             "or digit")
+UNPINNED = "must be pinned: an explicit tag other than 'latest' (repo:1.2.3) or a digest (repo@sha256:<64 hex>)"
+FSX_DIR = "must be a directory under /fsx, where the FSx claim fsx-claim is mounted"
+INVALID = [
+    ("name uppercase", with_("name", "Job-A"), f"jobs[0].name: 'Job-A' — {KUBE_NAME}"),
+    ("name too long", with_("name", "a" * 64), f"jobs[0].name: '{'a' * 64}' — {KUBE_NAME}"),
+    ("team too long for the queue label", with_("team", "t" * 41),
+     f"jobs[0].team: '{'t' * 41}' — must be a team name: 1-40 lowercase letters, digits and '-', starting and "
+     "ending with a letter or digit"),
+    ("unknown team", with_("team", "vision"),
+     "jobs[0].team: 'vision' is not a team in the platform's task governance config; allowed: production, research"),
+    ("unknown priority", with_("priority", "urgent"),
+     "jobs[0].priority: 'urgent' is not a priority class in the platform's task governance config; allowed: "
+     "experimentation, inference, training"),
+    ("image latest", with_("image", "repo.example/train:latest"),
+     f"jobs[0].image: 'repo.example/train:latest' — {UNPINNED}"),
+    ("image untagged behind a registry port", with_("image", "registry:5000/train"),
+     f"jobs[0].image: 'registry:5000/train' — {UNPINNED}"),
+    ("image short digest", with_("image", "train@sha256:abc123"),
+     f"jobs[0].image: 'train@sha256:abc123' — {UNPINNED}"),
+    ("instance type not ml.*", with_("instance_type", "p5.48xlarge"),
+     "jobs[0].instance_type: 'p5.48xlarge' — must be a SageMaker instance type such as ml.g5.8xlarge"),
+    ("unknown accelerator", with_("accelerator", "amd.com/gpu"),
+     "jobs[0].accelerator: 'amd.com/gpu' — Input should be 'nvidia.com/gpu' or 'aws.amazon.com/neurondevice'"),
+    ("GPU resource on Trainium", with_("instance_type", "ml.trn1.32xlarge"),
+     "jobs[0].accelerator: 'nvidia.com/gpu' on 'ml.trn1.32xlarge'; this instance type exposes "
+     "aws.amazon.com/neurondevice"),
+    ("checkpoint outside FSx", with_("checkpoint_dir", "/tmp/ckpt"),
+     f"jobs[0].checkpoint_dir: '/tmp/ckpt' — {FSX_DIR}"),
+    ("checkpoint escapes FSx", with_("checkpoint_dir", "/fsx/../etc"),
+     f"jobs[0].checkpoint_dir: '/fsx/../etc' — {FSX_DIR}"),
+    ("min replicas zero", with_("elastic_policy.min_replicas", 0),
+     "jobs[0].elastic_policy.min_replicas: 0 — Input should be greater than or equal to 1"),
+    ("min above max", with_("elastic_policy", {"min_replicas": 4, "max_replicas": 2}),
+     "jobs[0].elastic_policy.min_replicas: 4 is greater than max_replicas 2; min_replicas must be at most "
+     "max_replicas"),
+    ("step and discrete values",
+     with_("elastic_policy", {"min_replicas": 1, "max_replicas": 4, "replica_increment_step": 1,
+                              "replica_discrete_values": [2, 4]}),
+     "jobs[0].elastic_policy: both replica_increment_step and replica_discrete_values are set; set at most one"),
+    ("step never reaches max", with_("elastic_policy.replica_increment_step", 2),
+     "jobs[0].elastic_policy.replica_increment_step: 2 never reaches max_replicas 4 from min_replicas 1; use a step "
+     "that divides 3"),
+    ("discrete values not increasing", with_("elastic_policy.replica_discrete_values", [4, 2]),
+     "jobs[0].elastic_policy.replica_discrete_values: [4, 2] — must be strictly increasing, each size once"),
+    ("discrete values repeated", with_("elastic_policy.replica_discrete_values", [2, 2, 4]),
+     "jobs[0].elastic_policy.replica_discrete_values: [2, 2, 4] — must be strictly increasing, each size once"),
+    ("discrete values above max", with_("elastic_policy.replica_discrete_values", [2, 8]),
+     "jobs[0].elastic_policy.replica_discrete_values: [8] outside min_replicas..max_replicas (1..4)"),
+    ("discrete value zero", with_("elastic_policy.replica_discrete_values", [0, 2]),
+     "jobs[0].elastic_policy.replica_discrete_values[0]: 0 — Input should be greater than 0"),
+    ("graceful shutdown too short", with_("elastic_policy.graceful_shutdown_timeout_seconds", 10),
+     "jobs[0].elastic_policy.graceful_shutdown_timeout_seconds: 10 — Input should be greater than or equal to 30"),
+    ("global batch breaks at one size", with_("global_batch_size", 256),
+     "jobs[0].global_batch_size: 256 is not divisible by replicas × nproc_per_node × micro_batch_size at 3 "
+     "replica(s) (at 3: 3 × 8 × 2 = 48); every size the job can scale to must divide it"),
+    ("launcher disagrees on processes", with_("args", ["--nproc-per-node=4", "train.py"]),
+     "jobs[0].args[0]: '--nproc-per-node=4' disagrees with nproc_per_node 8; make them equal"),
+    ("reserved env", with_("env", {"CHECKPOINT_DIR": "/fsx/other"}),
+     "jobs[0].env.CHECKPOINT_DIR: set by the renderer from checkpoint_dir, global_batch_size and micro_batch_size; "
+     "remove it here"),
+    ("env name", with_("env", {"1BAD": "x"}),
+     "jobs[0].env key: '1BAD' — must be an environment variable name such as NCCL_DEBUG"),
+    ("unknown key", with_("elastic_policy.min_replica", 1),
+     "jobs[0].elastic_policy.min_replica: unknown key; allowed here: min_replicas, max_replicas, "
+     "replica_increment_step, replica_discrete_values, graceful_shutdown_timeout_seconds, scaling_timeout_seconds, "
+     "faulty_scale_down_timeout_seconds"),
+    ("missing image", with_("image", DROP), "jobs[0].image: missing; this key is required"),
+    ("empty command", with_("command", []),
+     "jobs[0].command: [] — List should have at least 1 item after validation, not 0"),
+]
+
+
+@pytest.mark.parametrize("data, expected", [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
+def test_invalid_job_reports_the_exact_error(data, expected):
+    assert errors_of(data) == [expected]
+
+
+def test_valid_base_job_renders():
+    (job,) = parse_jobs({"jobs": [BASE]}, teams=TEAMS, priority_classes=PRIORITY_CLASSES)
+    assert crd_errors(render_job(job, teams=TEAMS, priority_classes=PRIORITY_CLASSES)) == []
+
+
+def test_errors_are_collected_together():
+    data = {"jobs": [BASE, {**BASE, "team": "vision", "priority": "urgent"}]}
+    assert errors_of(data) == [
+        "jobs[1].team: 'vision' is not a team in the platform's task governance config; allowed: production, research",
+        "jobs[1].priority: 'urgent' is not a priority class in the platform's task governance config; allowed: "
+        "experimentation, inference, training",
+        "jobs[1].name: 'job-a' is already used by jobs[0]; job names must be unique in a job file (each manifest is "
+        "written as <name>.yaml)",
+    ]
+
+
+def test_root_must_be_a_mapping():
+    assert errors_of([BASE]) == ["<root>: list — a job file is a mapping with a 'jobs' list"]
+
+
+def test_render_job_checks_governance_names_it_is_given():
+    (job,) = parse_jobs({"jobs": [BASE]}, teams=TEAMS, priority_classes=PRIORITY_CLASSES)
+    with pytest.raises(ConfigError) as info:
+        render_job(job, teams=["production"], priority_classes=[])
+    assert info.value.errors == [
+        "team: 'research' is not a team in the platform's task governance config; allowed: production",
+        "priority: 'training' is not a priority class in the platform's task governance config; allowed: "
+        "(none configured)",
+    ]
+
+
+def test_job_files_are_read_strictly(tmp_path):
+    path = tmp_path / "jobs.yaml"
+    path.write_text("jobs: []\njobs: []\n")
+    with pytest.raises(ConfigError) as info:
+        load_jobs(path, teams=TEAMS, priority_classes=PRIORITY_CLASSES)
+    assert info.value.errors == ['YAML: duplicate key \'jobs\'   in "<unicode string>", line 2, column 1:     jobs: []'
+                                 '     ^']
+
+
+# ---------------------------------------------------------------------------------------------- train_elastic.py
+def test_train_elastic_imports_without_torch():
+    code = ("import sys; sys.modules['torch'] = None; sys.path.insert(0, 'examples'); import train_elastic; "
+            "print(train_elastic.accumulation_steps(8, 2, 2))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert (result.returncode, result.stdout.strip()) == (0, "2"), result.stderr
+
+
+@pytest.mark.parametrize("global_batch, world_size, micro_batch, steps", [
+    (768, 16, 4, 12), (768, 48, 4, 4), (768, 64, 4, 3), (1024, 32, 2, 16), (96, 12, 2, 4), (8, 8, 1, 1),
+])
+def test_accumulation_keeps_the_global_batch(global_batch, world_size, micro_batch, steps):
+    assert train_elastic.accumulation_steps(global_batch, world_size, micro_batch) == steps
+    assert steps * world_size * micro_batch == global_batch
+
+
+def test_accumulation_rejects_an_indivisible_world_size():
+    with pytest.raises(ValueError) as info:
+        train_elastic.accumulation_steps(768, 40, 4)
+    assert str(info.value) == "global batch 768 is not divisible by world_size × micro_batch = 40 × 4 = 160"
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4, 6, 12])
+def test_each_step_covers_its_global_batch_once_at_any_world_size(world_size):
+    step, global_batch, micro = 5, 24, 2
+    seen = [i for rank in range(world_size)
+            for r in train_elastic.rank_samples(step, global_batch, world_size, rank, micro) for i in r]
+    assert sorted(seen) == list(range(step * global_batch, (step + 1) * global_batch))
+
+
+def _checkpoint(root, step, complete=True):
+    path = root / train_elastic.checkpoint_name(step)
+    path.mkdir(parents=True)
+    (path / "__0_0.distcp").write_bytes(b"shard")
+    if complete:
+        (path / "meta.json").write_text('{"step": %d}' % step)
+    return path
+
+
+def test_latest_checkpoint_ignores_partial_saves(tmp_path):
+    assert train_elastic.latest_checkpoint(tmp_path / "missing") is None
+    assert train_elastic.latest_checkpoint(tmp_path) is None
+    _checkpoint(tmp_path, 100)
+    newest = _checkpoint(tmp_path, 200)
+    (tmp_path / "step-000000300.tmp").mkdir()               # interrupted save: never renamed
+    _checkpoint(tmp_path, 400, complete=False)                # no meta.json
+    (tmp_path / "step-000000500").write_text("not a dir")
+    (tmp_path / "step-600").mkdir()                           # not our naming scheme
+    assert train_elastic.latest_checkpoint(tmp_path) == newest
+
+
+def test_commit_publishes_atomically_and_prune_keeps_the_newest(tmp_path):
+    tmp = tmp_path / f"{train_elastic.checkpoint_name(300)}.tmp"
+    tmp.mkdir()
+    (tmp / "__0_0.distcp").write_bytes(b"shard")
+    assert train_elastic.latest_checkpoint(tmp_path) is None
+    final = train_elastic.commit_checkpoint(tmp, {"step": 300, "global_batch_size": 768})
+    assert final == tmp_path / "step-000000300" and not tmp.exists()
+    assert train_elastic.latest_checkpoint(tmp_path) == final
+    assert sorted(p.name for p in final.iterdir()) == ["__0_0.distcp", "meta.json"]
+
+    _checkpoint(tmp_path, 100)
+    _checkpoint(tmp_path, 200)
+    assert [p.name for p in train_elastic.prune_checkpoints(tmp_path, keep=2)] == ["step-000000100"]
+    (tmp_path / "step-000000400.tmp").mkdir()
+    assert [p.name for p in train_elastic.remove_partial(tmp_path)] == ["step-000000400.tmp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000000200", "step-000000300"]
