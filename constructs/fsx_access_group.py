@@ -14,7 +14,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
-from constructs.nag_acknowledgments import acknowledge
+from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
 HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "fsx_access_group"
 RESOURCE_TYPE = "Custom::FsxAccessGroup"
@@ -65,9 +65,4 @@ class FsxAccessGroup(Construct):
         acknowledge(self.on_event, "AwsSolutions-IAM4",
                     "the FSx access-group handler logs to its own CloudWatch log group through the basic execution "
                     "policy", findings=[managed_policy])
-        acknowledge(self.provider, "AwsSolutions-IAM4",
-                    "aws-cdk-lib's custom-resource Provider framework function logs through the basic execution policy",
-                    findings=[managed_policy])
-        acknowledge(self.provider, "AwsSolutions-IAM5",
-                    "the Provider framework invokes the FSx access-group handler by any version ('<arn>:*'), as "
-                    "aws-cdk-lib grants it", findings=[f"Resource::{self.on_event.function_arn}:*"])
+        acknowledge_provider(self.provider, [self.on_event])

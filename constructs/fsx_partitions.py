@@ -20,7 +20,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
-from constructs.nag_acknowledgments import acknowledge
+from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
 HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "fsx_partitions"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -54,7 +54,7 @@ class FsxPartitions(Construct):
             query_interval=cdk.Duration.seconds(20), total_timeout=cdk.Duration.minutes(30), log_group=provider_logs,
             disable_waiter_state_machine_logging=False,
             waiter_state_machine_log_options=cr.LogOptions(destination=provider_logs, level=sfn.LogLevel.ALL))
-        self._acknowledge_provider()
+        acknowledge_provider(self.provider, [self.on_event, self.is_complete])
 
     def partition(self, scope: Construct, id_: str, *, relative_name: str, uid: str, gid: str, mode: str,
                   condition: Optional[cdk.CfnCondition] = None) -> cdk.CfnResource:
@@ -139,23 +139,3 @@ class FsxPartitions(Construct):
         acknowledge(role, "AwsSolutions-IAM4",
                     "partition handlers log to their own CloudWatch log group through the basic execution policy",
                     findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"])
-
-    def _acknowledge_provider(self) -> None:
-        acknowledge(self.provider, "AwsSolutions-IAM4",
-                    "aws-cdk-lib's custom-resource Provider framework functions log through the basic execution policy",
-                    findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"])
-        acknowledge(self.provider, "AwsSolutions-L1",
-                    "the Provider framework's runtime is chosen by aws-cdk-lib, not by this project")
-        acknowledge(self.provider, "AwsSolutions-IAM5",
-                    "the Provider framework invokes this construct's two handlers and its own functions, by any "
-                    "version ('<arn>:*'), as aws-cdk-lib grants it",
-                    findings=[f"Resource::{fn.function_arn}:*" for fn in (self.on_event, self.is_complete)] +
-                             [f"Resource::{child.node.default_child.attr_arn}:*"
-                              for child in self.provider.node.children
-                              if isinstance(child, lambda_.Function) and child.node.id != "framework-onEvent"])
-        acknowledge(self.provider.node.find_child("waiter-state-machine"), "AwsSolutions-IAM5",
-                    "Step Functions' CloudWatch Logs delivery actions support no resource-level permissions; this "
-                    "role only delivers the waiter's execution logs", findings=["Resource::*"])
-        acknowledge(self.provider, "AwsSolutions-SF2",
-                    "the Provider's waiter state machine only polls is_complete; its executions are logged (SF1) "
-                    "and X-Ray tracing would add no insight into a single Lambda poll")

@@ -16,8 +16,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
-from constructs.fsx_partitions import FsxPartitions
-from constructs.nag_acknowledgments import acknowledge
+from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
 HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "task_governance"
 NOUNS = ("ClusterSchedulerConfig", "ComputeQuota")
@@ -53,8 +52,7 @@ class TaskGovernanceProvider(Construct):
             disable_waiter_state_machine_logging=False,
             waiter_state_machine_log_options=cr.LogOptions(destination=provider_logs, level=sfn.LogLevel.ALL))
         self.service_token = self.provider.service_token
-        # Same Provider shape (two handlers, waiter state machine) as FsxPartitions, so the same findings.
-        FsxPartitions._acknowledge_provider(self)
+        acknowledge_provider(self.provider, [self.on_event, self.is_complete])
 
     def _grant(self, cluster_arn: str) -> None:
         # Create authorizes against the cluster and the new resource; the rest only against the resource.

@@ -146,6 +146,18 @@ class DataRepository(Strict):
     auto_export: list[Literal["NEW", "CHANGED", "DELETED"]] = ["NEW", "CHANGED", "DELETED"]
 
 
+class ExistingLustre(Strict):
+    """Bring-your-own FSx for Lustre in the cluster's VPC. The platform creates no file system, association or
+    data bucket; Studio's partitions are written through the file system's existing association to `data_bucket`
+    (described by storage.lustre.data_repository), and a security group of the platform's is attached to the file
+    system's network interfaces so the cluster and Studio reach it."""
+    file_system_id: Annotated[str, _pattern(r"fs-[0-9a-f]{8,17}", "a file system ID such as fs-0123456789abcdef0")]
+    dns_name: Annotated[str, _pattern(r"fs-[0-9a-f]{8,17}\.fsx\.[a-z0-9-]+\.amazonaws\.com(\.cn)?",
+                                      "the file system's DNS name, fs-....fsx.<region>.amazonaws.com")]
+    mount_name: Annotated[str, _pattern(r"[a-z0-9]{8}|fsx", "the file system's LustreConfiguration.MountName")]
+    data_bucket: Annotated[str, _pattern(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", "an S3 bucket name")]
+
+
 class Lustre(Strict):
     storage_capacity_gib: int = 1200
     throughput_mib_per_tib: Literal[125, 250, 500, 1000] = 250
@@ -156,6 +168,7 @@ class Lustre(Strict):
     # "lifecycle": on_create.sh mounts it; "native": HyperPod mounts it through InstanceStorageConfigs.
     mount_by: Literal["lifecycle", "native"] = "lifecycle"
     data_repository: DataRepository = DataRepository()
+    existing: Optional[ExistingLustre] = None
 
 
 class DataBucket(Strict):

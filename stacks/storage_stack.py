@@ -1,16 +1,30 @@
-"""Storage: FSx for Lustre linked to the S3 data bucket, plus the lifecycle-script bucket. Everything retained."""
+"""Storage: FSx for Lustre linked to the S3 data bucket (or a file system you bring), plus the lifecycle-script
+bucket. Everything retained."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
+from constructs.fsx_access_group import FsxAccessGroup
 from constructs.lifecycle_scripts import data_bucket_name, lifecycle_bucket_name
 from constructs.lustre_file_system import LustreFileSystem
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 
-from stacks.config import Storage
+from stacks.config import ExistingLustre, Storage
 from stacks.network_stack import NetworkRefs
+
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+
+
+@dataclass(frozen=True)
+class ExistingLustreRefs:
+    file_system_id: str
+    dns_name: str
+    mount_name: str
 
 
 class StorageStack(cdk.Stack):
@@ -20,17 +34,26 @@ class StorageStack(cdk.Stack):
         self.key = kms.Key(self, "DataKey", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
                            description="FSx for Lustre and (optionally) the S3 data bucket")
         self.access_logs = access_log_bucket(self, "AccessLogsBucket")
+        self.lifecycle_bucket = secure_bucket(self, "LifecycleBucket", access_logs=self.access_logs,
+                                              log_prefix="lifecycle/", bucket_name=lifecycle_bucket_name(cluster_name))
+        lustre = storage.lustre
+        repo = lustre.data_repository
+        self.mount_path = lustre.mount_path
+        # Set for a file system the platform does not own: Studio adds its own rules to this group.
+        self.lustre_access_group: ec2.CfnSecurityGroup | None = None
+        if lustre.existing:
+            self._existing_file_system(lustre.existing, network)
+            cdk.CfnOutput(self, "FsxFileSystemId", value=self.lustre.file_system_id)
+            cdk.CfnOutput(self, "LifecycleBucketName", value=self.lifecycle_bucket.bucket_name)
+            return
+
         kms_data = storage.data_bucket.encryption == "kms"
         if kms_data:
             self._allow_fsx_s3_access_role(self.key)
         self.data_bucket = secure_bucket(self, "DataBucket", access_logs=self.access_logs, log_prefix="data/",
                                          encryption_key=self.key if kms_data else None,
                                          bucket_name=data_bucket_name(cluster_name))
-        self.lifecycle_bucket = secure_bucket(self, "LifecycleBucket", access_logs=self.access_logs,
-                                              log_prefix="lifecycle/", bucket_name=lifecycle_bucket_name(cluster_name))
-
-        lustre = storage.lustre
-        repo = lustre.data_repository
+        self.data_bucket_name = data_bucket_name(cluster_name)
         self.lustre = LustreFileSystem(
             self, "Lustre", subnet_id=network.primary_subnet.subnet_id, security_group_id=network.security_group_id,
             key=self.key, storage_capacity_gib=lustre.storage_capacity_gib,
@@ -39,7 +62,6 @@ class StorageStack(cdk.Stack):
             metadata_iops=lustre.metadata.iops, data_bucket=self.data_bucket,
             file_system_path=repo.file_system_path, s3_prefix=repo.s3_prefix,
             auto_import=list(repo.auto_import), auto_export=list(repo.auto_export))
-        self.mount_path = lustre.mount_path
 
         cdk.CfnOutput(self, "FsxFileSystemId", value=self.lustre.file_system_id)
         cdk.CfnOutput(self, "FsxDnsName", value=self.lustre.dns_name)
@@ -47,6 +69,28 @@ class StorageStack(cdk.Stack):
         cdk.CfnOutput(self, "DataBucketName", value=self.data_bucket.bucket_name,
                       description=f"Linked to {lustre.mount_path}{repo.file_system_path} on the cluster")
         cdk.CfnOutput(self, "LifecycleBucketName", value=self.lifecycle_bucket.bucket_name)
+
+    def _existing_file_system(self, existing: ExistingLustre, network: NetworkRefs) -> None:
+        """A file system this stack does not own: a group of ours, attached to its network interfaces by a custom
+        resource (and detached on delete), lets the cluster (and Studio, which adds its rule) reach Lustre."""
+        self.lustre = ExistingLustreRefs(file_system_id=existing.file_system_id, dns_name=existing.dns_name,
+                                         mount_name=existing.mount_name)
+        self.data_bucket_name = existing.data_bucket
+        group = ec2.CfnSecurityGroup(self, "LustreAccessGroup", vpc_id=network.vpc_id,
+                                     group_description="Attached to the ENIs of the existing FSx for Lustre file system: "
+                                                       "Lustre from the cluster and Studio")
+        for low, high in LUSTRE_PORTS:
+            ec2.CfnSecurityGroupIngress(self, f"LustreFromCluster{low}", group_id=group.attr_group_id,
+                                        ip_protocol="tcp", from_port=low, to_port=high,
+                                        source_security_group_id=network.security_group_id,
+                                        description="Lustre from the cluster's nodes")
+            ec2.CfnSecurityGroupEgress(self, f"LustreToCluster{low}", group_id=group.attr_group_id,
+                                       ip_protocol="tcp", from_port=low, to_port=high,
+                                       destination_security_group_id=network.security_group_id,
+                                       description="Lustre servers to the cluster's clients")
+        self.lustre_access_group = group
+        FsxAccessGroup(self, "LustreAccess", file_system_id=existing.file_system_id,
+                       security_group_id=group.attr_group_id, vpc_id=network.vpc_id)
 
     def _allow_fsx_s3_access_role(self, key: kms.Key) -> None:
         """FSx reads and writes the linked bucket as its per-file-system service-linked role, which IAM cannot

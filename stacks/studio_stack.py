@@ -12,7 +12,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
-from constructs.lifecycle_scripts import data_bucket_name, lifecycle_bucket_name
+from constructs.lifecycle_scripts import lifecycle_bucket_name
 from constructs.nag_acknowledgments import acknowledge
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 from constructs.studio_lifecycle_configs import EKS_ENTRY_POINT, SLURM_ENTRY_POINT, StudioLifecycleConfigs
@@ -49,14 +49,15 @@ class StudioStack(cdk.Stack):
                            description="Studio domain home volumes and MLflow artifacts")
 
         on_eks = isinstance(cluster, EksClusterStack)
-        self.security_group = self._studio_security_group(network, on_eks=on_eks)
+        self.security_group = self._studio_security_group(network, on_eks=on_eks,
+                                                          lustre_access_group=storage.lustre_access_group)
         self.execution_role = self._execution_role(cluster)
         tracking_server_arn = self._mlflow(config) if studio.mlflow.enabled else None
 
         repo = config.storage.lustre.data_repository
         self.partitions = FsxPartitions(
             self, "Partitions", file_system_id=storage.lustre.file_system_id,
-            file_system_path=repo.file_system_path, data_bucket_name=data_bucket_name(config.name),
+            file_system_path=repo.file_system_path, data_bucket_name=storage.data_bucket_name,
             s3_prefix=repo.s3_prefix, partition_root=studio.partition_root)
         self.partitions.partition(self, "SharedPartition", relative_name=SHARED_PARTITION, uid="0",
                                   gid=str(studio.shared_gid), mode="2775", condition=self.is_shared)
@@ -130,7 +131,8 @@ class StudioStack(cdk.Stack):
         if tracking_server_arn:
             cdk.CfnOutput(self, "MlflowTrackingServerArn", value=tracking_server_arn)
 
-    def _studio_security_group(self, network: NetworkRefs, *, on_eks: bool) -> ec2.CfnSecurityGroup:
+    def _studio_security_group(self, network: NetworkRefs, *, on_eks: bool,
+                               lustre_access_group: ec2.CfnSecurityGroup | None) -> ec2.CfnSecurityGroup:
         """Studio apps: NFS and app traffic within the group (required for VpcOnly), HTTPS out, and the cluster's
         Lustre and Slurm (or EKS API) ports, opened on both sides declaratively."""
         group = ec2.CfnSecurityGroup(self, "StudioAppsGroup", vpc_id=network.vpc_id,
@@ -145,13 +147,17 @@ class StudioStack(cdk.Stack):
                                        description=f"Studio {name.lower()} traffic within the group")
         ec2.CfnSecurityGroupEgress(self, "StudioHttpsOut", group_id=group_id, ip_protocol="tcp", from_port=443,
                                    to_port=443, cidr_ip="0.0.0.0/0", description="HTTPS to AWS APIs and package mirrors")
-        for label, ports in (("Lustre", LUSTRE_PORTS), ("EksApi", EKS_API_PORTS) if on_eks else ("Slurm", SLURM_PORTS)):
+        # Lustre lives in the cluster's group when the platform owns the file system, else in the access group
+        # the storage stack attached to the file system you brought.
+        lustre_group = lustre_access_group.attr_group_id if lustre_access_group else network.security_group_id
+        scheduler = ("EksApi", EKS_API_PORTS) if on_eks else ("Slurm", SLURM_PORTS)
+        for label, ports, target in (("Lustre", LUSTRE_PORTS, lustre_group),
+                                     (*scheduler, network.security_group_id)):
             for low, high in ports:
                 ec2.CfnSecurityGroupEgress(self, f"StudioTo{label}{low}", group_id=group_id, ip_protocol="tcp",
-                                           from_port=low, to_port=high,
-                                           destination_security_group_id=network.security_group_id,
+                                           from_port=low, to_port=high, destination_security_group_id=target,
                                            description=f"{label} on the cluster from Studio apps")
-                ec2.CfnSecurityGroupIngress(self, f"ClusterFrom{label}{low}", group_id=network.security_group_id,
+                ec2.CfnSecurityGroupIngress(self, f"ClusterFrom{label}{low}", group_id=target,
                                             ip_protocol="tcp", from_port=low, to_port=high,
                                             source_security_group_id=group_id,
                                             description=f"{label} from Studio apps")

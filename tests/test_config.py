@@ -98,7 +98,7 @@ INVALID = [
      "network.private_subnet_cidrs: 1 CIDR(s) for 2 AZ ID(s); give exactly one private subnet CIDR per AZ ID"),
     ("unknown key", with_("storage.lustre.capacity", 1200),
      "storage.lustre.capacity: unknown key; allowed here: storage_capacity_gib, throughput_mib_per_tib, "
-     "data_compression, lustre_version, metadata, mount_path, mount_by, data_repository"),
+     "data_compression, lustre_version, metadata, mount_path, mount_by, data_repository, existing"),
     ("unknown top-level key", with_("orchestrater", "slurm"),
      "orchestrater: unknown key; allowed here: name, orchestrator, shared_fsx, deployment, tags, network, storage, "
      "cluster, studio, eks, users"),
@@ -327,3 +327,14 @@ def test_one_switch_turns_the_default_config_into_eks():
     cfg = load_config(VARIANT_FILES["default"], {"orchestrator": "eks"})
     assert cfg.orchestrator == "eks"
     assert [g.role for g in cfg.cluster.instance_groups if g.role == "compute"]
+
+
+def test_existing_file_system_needs_real_identifiers():
+    errors = errors_of(with_("storage.lustre.existing", {"file_system_id": "fs-1", "dns_name": "fsx.example.com",
+                                                          "mount_name": "ABC", "data_bucket": "Data_Bucket"}))
+    assert errors == [
+        "storage.lustre.existing.file_system_id: 'fs-1' — must be a file system ID such as fs-0123456789abcdef0",
+        "storage.lustre.existing.dns_name: 'fsx.example.com' — must be the file system's DNS name, "
+        "fs-....fsx.<region>.amazonaws.com",
+        "storage.lustre.existing.mount_name: 'ABC' — must be the file system's LustreConfiguration.MountName",
+        "storage.lustre.existing.data_bucket: 'Data_Bucket' — must be an S3 bucket name"]

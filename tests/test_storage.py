@@ -1,4 +1,7 @@
 """Storage stack: FSx for Lustre PERSISTENT_2 + DRA, encrypted retained buckets."""
+import json
+import re
+
 from aws_cdk.assertions import Match
 
 
@@ -94,3 +97,35 @@ def test_storage_outputs(synth):
     outputs = synth("default").templates["storage"]["Outputs"]
     for name in ("FsxFileSystemId", "FsxDnsName", "FsxMountName", "DataBucketName", "LifecycleBucketName"):
         assert name in outputs
+
+
+# ---------------------------------------------------------------------------------------------- bring your own FSx
+def test_existing_file_system_is_used_not_created(synth):
+    s = synth("existing_vpc")
+    t = s.templates["storage"]
+    types = {r["Type"] for r in t["Resources"].values()}
+    assert "AWS::FSx::FileSystem" not in types and "AWS::FSx::DataRepositoryAssociation" not in types
+    (access,) = [r["Properties"] for r in t["Resources"].values() if r["Type"] == "Custom::FsxAccessGroup"]
+    assert access["FileSystemId"] == "fs-0a1b2c3d4e5f60718"
+    groups = {k: r for k, r in t["Resources"].items() if r["Type"] == "AWS::EC2::SecurityGroup"}
+    (group_id,) = groups
+    assert access["SecurityGroupId"] == {"Fn::GetAtt": [group_id, "GroupId"]}
+    ingress = sorted((r["Properties"]["FromPort"], r["Properties"]["SourceSecurityGroupId"])
+                     for r in t["Resources"].values() if r["Type"] == "AWS::EC2::SecurityGroupIngress")
+    assert ingress == [(988, "sg-0a1b2c3d4e5f60718"), (1018, "sg-0a1b2c3d4e5f60718")]
+
+
+def test_existing_file_system_reaches_the_cluster_and_studio(synth):
+    s = synth("existing_vpc")
+    params = [json.loads(re.sub(r"<<marker:[^>]*>>", '"TOKEN"', p.read_text()))
+              for p in s.out_dir.glob("asset.*/provisioning_parameters.json")]
+    assert params[0]["fsx"]["dns_name"] == "fs-0a1b2c3d4e5f60718.fsx.eu-west-1.amazonaws.com"
+    assert params[0]["fsx"]["mount_name"] == "abcdefgh"
+    studio = s.templates["studio"]
+    partitions = [r["Properties"] for r in studio["Resources"].values() if r["Type"] == "Custom::FsxPartition"]
+    assert partitions and all(p["DataBucket"] == "research-datasets-eu-west-1" for p in partitions)
+    lustre_in = [r["Properties"] for r in studio["Resources"].values()
+                 if r["Type"] == "AWS::EC2::SecurityGroupIngress" and r["Properties"]["Description"] == "Lustre from Studio apps"]
+    assert len(lustre_in) == 2
+    # The rules land on the storage stack's access group, not on the cluster's group you brought.
+    assert all(p["GroupId"] != "sg-0a1b2c3d4e5f60718" for p in lustre_in)

@@ -41,7 +41,8 @@ def main() -> int:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     bench = ROOT / ".bench"
     bench.mkdir(exist_ok=True)
-    configs = args.config or ["config/default.yaml", users_config(bench, 10), users_config(bench, 1000)]
+    configs = args.config or ["config/default.yaml", eks_config(bench), users_config(bench, 10),
+                              users_config(bench, 1000)]
     times: dict[str, list[float]] = {"trivial one-bucket app": []}
     for _ in range(args.runs):
         times["trivial one-bucket app"].append(synth_seconds(f"{PY} tools/trivial_app.py", bench / "trivial", []))
@@ -72,6 +73,15 @@ def users_config(bench: Path, count: int) -> str:
     lines = lines.replace("users: []", "users:\n" + "".join(f"  - {{name: user{i}, uid: {10000 + i}}}\n"
                                                             for i in range(count)))
     path.write_text(lines)
+    return str(path)
+
+
+def eks_config(bench: Path) -> str:
+    """config/examples/eks.yaml against the test stand-in chart (`make hyperpod-chart` needs GitHub)."""
+    path = bench / "eks.yaml"
+    stand_in = ROOT / "tests" / "fixtures" / "hyperpod-helm-chart"
+    path.write_text((ROOT / "config" / "examples" / "eks.yaml").read_text()
+                    .replace("chart_dir: build/hyperpod-helm-chart", f"chart_dir: {stand_in}"))
     return str(path)
 
 
