@@ -55,9 +55,13 @@ class HyperPodCluster(Construct):
     def __init__(self, scope: Construct, id_: str, *, cluster_name: str, groups: Sequence[GroupSpec],
                  orchestrator: Union[SlurmOrchestrator, EksOrchestrator],
                  vpc_id: str, subnet_ids: Sequence[str], default_subnet_id: str, security_group_id: str,
-                 lifecycle_bucket: s3.IBucket, lifecycle_prefix: str, on_create: str, node_recovery: str,
+                 lifecycle_bucket: s3.IBucket, lifecycle_prefix: str, node_recovery: str,
+                 on_create: Optional[str] = None, on_init_complete: Optional[str] = None,
                  native_lustre: Optional[NativeLustreMount] = None, artifact_s3_uris: Sequence[str] = ()) -> None:
         super().__init__(scope, id_)
+        if (on_create is None) == (on_init_complete is None):
+            raise ValueError("give exactly one lifecycle entry point: on_create (EKS) or on_init_complete (Slurm); "
+                             "HyperPod treats them as mutually exclusive")
         self.execution_role = self._execution_role(vpc_id=vpc_id, subnet_ids=subnet_ids,
                                                    security_group_id=security_group_id,
                                                    bucket=lifecycle_bucket, prefix=lifecycle_prefix)
@@ -79,7 +83,7 @@ class HyperPodCluster(Construct):
                 instance_group_name=g.name, instance_type=g.instance_type, instance_count=g.instance_count,
                 execution_role=self.execution_role.role_arn, threads_per_core=g.threads_per_core,
                 life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
-                    source_s3_uri=source_s3_uri, on_create=on_create),
+                    source_s3_uri=source_s3_uri, on_create=on_create, on_init_complete=on_init_complete),
                 instance_storage_configs=[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
                     ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
                         volume_size_in_gb=g.ebs_volume_gib))] + storage_extra,

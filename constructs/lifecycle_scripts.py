@@ -1,4 +1,4 @@
-"""Ships `lifecycle/hyperpod/` and the generated provisioning_parameters.json to the lifecycle bucket."""
+"""Ships `lifecycle/hyperpod/` and the generated platform_parameters.json to the lifecycle bucket."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,7 +12,15 @@ from constructs.nag_acknowledgments import acknowledge
 
 HYPERPOD_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "hyperpod"
 STUDIO_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "studio"
-ON_CREATE = "on_create.sh"
+ON_CREATE = "on_create.sh"  # EKS groups: LifeCycleConfig.OnCreate
+ON_INIT_COMPLETE = "on_init_complete.sh"  # Slurm groups: LifeCycleConfig.OnInitComplete, after HyperPod's own set-up
+# The node-side contract the scripts read (lifecycle/hyperpod/README.md).
+PARAMETERS_FILE = "platform_parameters.json"
+# HyperPod's legacy Slurm configuration file. With the API-driven configuration (SlurmConfig on the instance groups)
+# HyperPod refuses a lifecycle prefix holding a file of this name: "The LifeCycleConfig cannot include both a SLURM
+# Orchestrator Config and a provisioning_parameters.json file simultaneously."
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-slurm-api-config-migration.html)
+HYPERPOD_RESERVED_FILE = "provisioning_parameters.json"
 
 
 def lifecycle_bucket_name(cluster_name: str) -> str:
@@ -45,11 +53,15 @@ class LifecycleScripts(Construct):
                  parameters: dict[str, Any] | None = None, source_dir: Path = HYPERPOD_SCRIPTS_DIR,
                  extra_sources: Sequence[s3deploy.ISource] = ()) -> None:
         super().__init__(scope, id_)
+        reserved = sorted(str(p.relative_to(source_dir)) for p in source_dir.rglob(HYPERPOD_RESERVED_FILE))
+        if reserved:
+            raise ValueError(f"{source_dir}: {', '.join(reserved)} would make HyperPod refuse the API-driven Slurm "
+                             "configuration; the platform's own parameters go in " + PARAMETERS_FILE)
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         sources = [s3deploy.Source.asset(str(source_dir), exclude=["**/__pycache__", "*.md"])]
         if parameters is not None:
-            sources.append(s3deploy.Source.json_data("provisioning_parameters.json", parameters))
+            sources.append(s3deploy.Source.json_data(PARAMETERS_FILE, parameters))
         sources.extend(extra_sources)
         self.deployment = s3deploy.BucketDeployment(
             self, "Upload", destination_bucket=bucket, destination_key_prefix=self.prefix + "/", sources=sources,

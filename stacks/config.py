@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError, WithJsonSchema
 
 DEFAULT_CONFIG_PATH = "config/default.yaml"
 
@@ -25,6 +25,8 @@ LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 
                       2922, 3288, 3653)
 INTERFACE_ENDPOINT_SERVICES = ("ssm", "ssmmessages", "ec2messages", "sts", "logs", "ecr.api", "ecr.dkr",
                                "sagemaker.api")
+# The two types AWS documents for Slurm clusters (sagemaker-hyperpod-resiliency-slurm-deep-health-checks); the API
+# enum also has MultiNodeTrainingValidation (tests/test_api_constraints.py keeps this in step with botocore).
 DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
 # Deep health checks exercise accelerators; HyperPod rejects them on CPU-only instance families.
 ACCELERATED_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en", "p6", "g5", "g6", "g6e", "trn1", "trn1n", "trn2", "inf2")
@@ -51,6 +53,19 @@ def _pattern(regex: str, allowed: str):
     return AfterValidator(check)
 
 
+def _api_string(regex: str, max_length: int, allowed: str) -> tuple:
+    """A string the SageMaker API constrains: our message, and the API's pattern and length in the JSON Schema
+    (tests/test_api_constraints.py compares both with botocore's service model)."""
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value) or len(value) > max_length:
+            raise ValueError(f"must be {allowed}")
+        return value
+    return (AfterValidator(check),
+            WithJsonSchema({"type": "string", "pattern": f"^{regex}$", "minLength": 1, "maxLength": max_length}))
+
+
 def _cidr(value: str) -> str:
     try:
         network = ipaddress.ip_network(value, strict=True)
@@ -61,16 +76,20 @@ def _cidr(value: str) -> str:
     return value
 
 
-ClusterName = Annotated[str, _pattern(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}",
-                                      "1-63 letters, digits and hyphens, starting and ending with a letter or digit")]
-GroupName = Annotated[str, _pattern(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}",
-                                    "1-63 letters, digits and hyphens, starting and ending with a letter or digit")]
+# Patterns and lengths of the SageMaker CreateCluster API (botocore's service model: ClusterName,
+# ClusterInstanceGroupName, ClusterPartitionName).
+_HYPHENATED = r"[a-zA-Z0-9](-*[a-zA-Z0-9])*"
+ClusterName = Annotated[str, *_api_string(_HYPHENATED, 63, "1-63 letters, digits and hyphens, starting and ending "
+                                                           "with a letter or digit")]
+GroupName = Annotated[str, *_api_string(_HYPHENATED, 63, "1-63 letters, digits and hyphens, starting and ending "
+                                                         "with a letter or digit")]
 InstanceType = Annotated[str, _pattern(r"ml\.[a-z][a-z0-9-]*\.[a-z0-9]+",
                                        "a SageMaker instance type such as ml.g5.8xlarge")]
 AzId = Annotated[str, _pattern(r"[a-z]{2,}[0-9]+-az[0-9]{1,2}", "an AZ ID such as use1-az4 (not an AZ name)")]
 Cidr = Annotated[str, AfterValidator(_cidr)]
-PartitionName = Annotated[str, _pattern(r"[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}",
-                                        "a Slurm partition name: letters, digits, '-' and '_', at most 64")]
+PartitionName = Annotated[str, *_api_string(_HYPHENATED, 1024, "a partition name HyperPod accepts: letters, digits "
+                                                                "and hyphens, starting and ending with a letter or "
+                                                                "digit (no '_')")]
 PosixName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a POSIX user name: lowercase, at most 32 characters")]
 Sha256 = Annotated[str, _pattern(r"[0-9a-f]{64}", "a SHA-256 digest: 64 lowercase hex characters")]
 TrainingPlanArn = Annotated[str, _pattern(r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/[a-zA-Z0-9-]+",
@@ -165,8 +184,9 @@ class Lustre(Strict):
     lustre_version: Literal["2.15"] = "2.15"
     metadata: LustreMetadata = LustreMetadata()
     mount_path: AbsolutePath = "/fsx"
-    # "lifecycle": on_create.sh mounts it; "native": HyperPod mounts it through InstanceStorageConfigs.
-    mount_by: Literal["lifecycle", "native"] = "lifecycle"
+    # "native": HyperPod mounts it through InstanceStorageConfigs (the API-driven way; the lifecycle script waits for
+    # it); "lifecycle": on_init_complete.sh mounts it and records it in fstab.
+    mount_by: Literal["lifecycle", "native"] = "native"
     data_repository: DataRepository = DataRepository()
     existing: Optional[ExistingLustre] = None
 
@@ -191,13 +211,14 @@ class InstanceGroup(Strict):
     name: GroupName
     role: Literal["controller", "login", "compute"]
     instance_type: InstanceType
-    instance_count: int = Field(ge=0)
+    instance_count: int = Field(ge=0, le=6758)
     threads_per_core: Literal[1, 2] = 1
     ebs_volume_gib: int = Field(default=500, ge=1, le=16384)
-    deep_health_checks: list[Literal[DEEP_HEALTH_CHECKS]] = []  # type: ignore[valid-type]
+    deep_health_checks: list[Literal[DEEP_HEALTH_CHECKS]] = Field(default=[], max_length=3)  # type: ignore[valid-type]
     training_plan_arn: Optional[TrainingPlanArn] = None
     az_id: Optional[AzId] = None
-    partitions: list[PartitionName] = []  # Slurm only
+    # Slurm only: HyperPod's SlurmConfig.PartitionNames, exactly one name for a compute group.
+    partitions: list[PartitionName] = Field(default=[], max_length=1)
     kubernetes_labels: dict[LabelKey, LabelValue] = {}  # EKS only
     kubernetes_taints: list[Taint] = []  # EKS only
 
@@ -211,7 +232,11 @@ class Artifact(Strict):
 
 
 class ContainerRuntime(Strict):
+    """enroot + pyxis from the operator's S3 mirror. The AMI's Docker and NVIDIA container toolkit are reused;
+    docker.io at docker_apt_version is installed only on a node that has no Docker."""
     enabled: StrictBool = False
+    # The Ubuntu release the pinned packages were built for; a node on another release stops with a message.
+    ubuntu_release: Literal["22.04", "24.04"] = "22.04"
     docker_apt_version: str = ""
     artifacts: list[Artifact] = []
 
@@ -401,6 +426,9 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
                 f"run only on accelerated instance families ({', '.join(ACCELERATED_FAMILIES)})")
         if g.role != "compute" and g.partitions:
             add(f"{path}.partitions: {g.partitions} on a {g.role} group; only compute groups belong to partitions")
+        if cfg.orchestrator == "slurm" and g.role == "compute" and not g.partitions:
+            add(f"{path}.partitions: [] on a compute group; HyperPod's API-driven Slurm configuration needs exactly "
+                f"one partition name per compute group, e.g. [{g.name}]")
         if g.role == "controller" and g.instance_count != 1:
             add(f"{path}.instance_count: {g.instance_count} for the controller group; allowed: 1")
         if g.az_id is not None:
@@ -423,6 +451,11 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
     if runtime.enabled and not runtime.docker_apt_version:
         add("cluster.container_runtime.docker_apt_version: '' with the container runtime enabled; pin the docker.io "
             "package version, e.g. '24.0.7-0ubuntu2~22.04.1'")
+    built_for = re.search(r"ubuntu[0-9.]*~(\d\d\.\d\d)", runtime.docker_apt_version)
+    if built_for and built_for.group(1) != runtime.ubuntu_release:
+        add(f"cluster.container_runtime.docker_apt_version: {runtime.docker_apt_version!r} is a build for Ubuntu "
+            f"{built_for.group(1)}, but cluster.container_runtime.ubuntu_release is {runtime.ubuntu_release!r}; pin a "
+            "version built for that release")
 
     lustre = cfg.storage.lustre
     cap = lustre.storage_capacity_gib
@@ -439,6 +472,7 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
         add(f"storage.lustre.mount_path: {lustre.mount_path!r} would hide a system directory; use e.g. /fsx")
 
     errors.extend(_network_errors(cfg))
+    errors.extend(_duplicate_errors(cfg))
 
     names: dict[str, int] = {}
     uids: dict[int, int] = {}
@@ -512,10 +546,6 @@ def eks_errors(cfg: PlatformConfig) -> list[str]:
             if ipaddress.ip_network(subnet.cidr).prefixlen > 28:
                 add(f"eks.control_plane_subnets[{i}].cidr: {subnet.cidr!r}; EKS needs at least a /28 per subnet")
 
-    admins = eks.admin_role_arns
-    if len(set(admins)) != len(admins):
-        add(f"eks.admin_role_arns: {admins} lists a role more than once")
-
     gov = eks.task_governance
     if gov.enabled:
         errors.extend(_governance_errors(gov, compute))
@@ -571,6 +601,49 @@ def _governance_errors(gov: TaskGovernance, compute: list[InstanceGroup]) -> lis
         if count > capacity[instance_type]:
             add(f"eks.task_governance.teams: {count} guaranteed {instance_type} instance(s) across teams; the "
                 f"compute groups have {capacity[instance_type]}")
+    return errors
+
+
+# Lists of records whose identity is a subset of their fields; the API or synth refuses two with the same identity.
+_RECORD_KEYS = {
+    "cluster.container_runtime.artifacts": ("name",),
+    "network.existing.private_subnets": ("id",),
+    "network.existing.control_plane_subnets": ("id",),
+    "cluster.instance_groups[].kubernetes_taints": ("key", "effect"),  # Kubernetes: one taint per key and effect
+}
+# Checked with their own message elsewhere (instance groups, users, teams, priority classes, AZ IDs).
+_DUPLICATES_CHECKED_ELSEWHERE = {"network.az_ids"}
+
+
+def _duplicate_errors(cfg: PlatformConfig) -> list[str]:
+    """No list accepts an entry twice: every list of plain values, and the record lists in _RECORD_KEYS."""
+    errors: list[str] = []
+
+    def walk(node: Any, path: str, shape: str) -> None:
+        if isinstance(node, BaseModel):
+            for name in type(node).model_fields:
+                walk(getattr(node, name), f"{path}.{name}" if path else name,
+                     f"{shape}.{name}" if shape else name)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{path}.{key}", f"{shape}.{key}")
+        elif isinstance(node, list):
+            keys = _RECORD_KEYS.get(shape)
+            if node and not isinstance(node[0], BaseModel) and shape not in _DUPLICATES_CHECKED_ELSEWHERE:
+                keys = ()
+            if keys is not None:
+                first: dict[Any, int] = {}
+                for i, item in enumerate(node):
+                    identity = tuple(getattr(item, k) for k in keys) if keys else item
+                    if identity in first:
+                        shown = (", ".join(f"{k}={getattr(item, k)!r}" for k in keys) if keys else repr(item))
+                        errors.append(f"{path}[{i}]: {shown} repeats {path}[{first[identity]}]; list each at most "
+                                      "once")
+                    first.setdefault(identity, i)
+            for i, item in enumerate(node):
+                walk(item, f"{path}[{i}]", f"{shape}[]")
+
+    walk(cfg, "", "")
     return errors
 
 

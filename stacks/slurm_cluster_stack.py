@@ -9,7 +9,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster, NativeLustreMount, SlurmOrchestrator
-from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, lifecycle_bucket_name
+from constructs.lifecycle_scripts import ON_INIT_COMPLETE, LifecycleScripts, lifecycle_bucket_name
 from constructs.nag_acknowledgments import acknowledge
 
 from stacks.config import PlatformConfig
@@ -41,7 +41,8 @@ class SlurmClusterStack(cdk.Stack):
             orchestrator=SlurmOrchestrator(config_strategy=config.cluster.slurm_config_strategy),
             vpc_id=network.vpc_id, subnet_ids=[s.subnet_id for s in network.private_subnets],
             default_subnet_id=network.primary_subnet.subnet_id, security_group_id=network.security_group_id,
-            lifecycle_bucket=lifecycle_bucket, lifecycle_prefix=self.lifecycle.prefix, on_create=ON_CREATE,
+            # Extended mode: HyperPod configures Slurm (API-driven SlurmConfig) and FSx first, then runs our script.
+            lifecycle_bucket=lifecycle_bucket, lifecycle_prefix=self.lifecycle.prefix, on_init_complete=ON_INIT_COMPLETE,
             node_recovery=config.cluster.node_recovery,
             native_lustre=NativeLustreMount(dns_name=storage.lustre.dns_name, mount_name=storage.lustre.mount_name,
                                             mount_path=storage.mount_path) if native else None,
@@ -84,7 +85,7 @@ def group_specs(config: PlatformConfig, network: NetworkRefs) -> list[GroupSpec]
 
 def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
                             slurm_login_secret_arn: str | None = None) -> dict[str, Any]:
-    """The node-side contract read by lifecycle/hyperpod/on_create.sh (see lifecycle/hyperpod/README.md)."""
+    """The node-side contract read by lifecycle/hyperpod/on_init_complete.sh (see lifecycle/hyperpod/README.md)."""
     logins = config.group("login")
     lustre = config.storage.lustre
     runtime = config.cluster.container_runtime
@@ -100,6 +101,7 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
         "users": [{"name": u.name, "uid": u.uid, "gid": u.group_id, "sudo": u.sudo} for u in config.users],
         "slurm": {"auto_resume": config.cluster.slurm_auto_resume, "login_secret_arn": slurm_login_secret_arn},
         "shared_group": {"name": "studio-shared", "gid": config.studio.shared_gid} if config.studio.enabled else None,
-        "container_runtime": {"enabled": runtime.enabled, "docker_apt_version": runtime.docker_apt_version,
+        "container_runtime": {"enabled": runtime.enabled, "ubuntu_release": runtime.ubuntu_release,
+                              "docker_apt_version": runtime.docker_apt_version,
                               "artifacts": [a.model_dump() for a in runtime.artifacts]},
     }

@@ -124,6 +124,27 @@ INVALID = [
     ("unpinned docker", with_("cluster.container_runtime", {"enabled": True}),
      "cluster.container_runtime.docker_apt_version: '' with the container runtime enabled; pin the docker.io package "
      "version, e.g. '24.0.7-0ubuntu2~22.04.1'"),
+    ("repeated interface endpoint", with_("network.interface_endpoints", ["ssm", "sts", "ssm"]),
+     "network.interface_endpoints[2]: 'ssm' repeats network.interface_endpoints[0]; list each at most once"),
+    ("repeated deep health check", with_("cluster.instance_groups.1.deep_health_checks",
+                                         ["InstanceStress", "InstanceStress"]),
+     "cluster.instance_groups[1].deep_health_checks[1]: 'InstanceStress' repeats "
+     "cluster.instance_groups[1].deep_health_checks[0]; list each at most once"),
+    ("repeated auto-export event", with_("storage.lustre.data_repository", {"auto_export": ["NEW", "NEW"]}),
+     "storage.lustre.data_repository.auto_export[1]: 'NEW' repeats storage.lustre.data_repository.auto_export[0]; "
+     "list each at most once"),
+    ("repeated artifact name", with_("cluster.container_runtime", {
+        "enabled": True, "docker_apt_version": "1",
+        "artifacts": [{"name": "enroot", "s3_uri": "s3://bkt/enroot_3.5.0-1_amd64.deb", "sha256": "a" * 64},
+                      {"name": "enroot", "s3_uri": "s3://bkt/enroot_3.4.0-1_amd64.deb", "sha256": "b" * 64}]}),
+     "cluster.container_runtime.artifacts[1]: name='enroot' repeats cluster.container_runtime.artifacts[0]; list each "
+     "at most once"),
+    ("compute group without partition", with_("cluster.instance_groups.1.partitions", []),
+     "cluster.instance_groups[1].partitions: [] on a compute group; HyperPod's API-driven Slurm configuration needs "
+     "exactly one partition name per compute group, e.g. [workers]"),
+    ("partition with underscore", with_("cluster.instance_groups.1.partitions", ["gpu_a"]),
+     "cluster.instance_groups[1].partitions[0]: 'gpu_a' — must be a partition name HyperPod accepts: letters, digits "
+     "and hyphens, starting and ending with a letter or digit (no '_')"),
     ("flow log retention", with_("network.flow_logs", {"retention_days": 42}),
      "network.flow_logs.retention_days: 42 — Input should be 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, "
      "545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653"),

@@ -31,9 +31,8 @@ def test_default_cluster_groups_and_slurm_node_types(synth):
     worker = groups["worker-group-1"]
     assert worker["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
     assert worker["ThreadsPerCore"] == 1
-    assert worker["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}]
+    assert worker["InstanceStorageConfigs"][0] == {"EbsVolumeConfig": {"VolumeSizeInGB": 500}}
     assert "OnStartDeepHealthChecks" not in groups["controller-machine"]
-    assert worker["LifeCycleConfig"]["OnCreate"] == "on_create.sh"
     assert "hyperpod/ml-cluster/" in json.dumps(worker["LifeCycleConfig"]["SourceS3Uri"])
 
 
@@ -43,7 +42,7 @@ def test_training_plan_threads_and_per_group_az(synth):
     p5 = groups["p5-reserved"]
     assert p5["TrainingPlanArn"] == "arn:aws:sagemaker:us-east-1:111122223333:training-plan/llm-pretrain-q1"
     assert p5["ThreadsPerCore"] == 2
-    assert p5["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 1000}}]
+    assert p5["InstanceStorageConfigs"][0] == {"EbsVolumeConfig": {"VolumeSizeInGB": 1000}}
     assert "Private1Subnet" in json.dumps(p5["OverrideVpcConfig"]["Subnets"])
     assert "Private2Subnet" in json.dumps(groups["g6e-dev"]["OverrideVpcConfig"]["Subnets"])
     assert "OverrideVpcConfig" not in groups["controller-machine"]
@@ -55,7 +54,8 @@ def test_native_lustre_mount_when_configured(synth):
     for group in groups.values():
         lustre = [c["FsxLustreConfig"] for c in group["InstanceStorageConfigs"] if "FsxLustreConfig" in c]
         assert len(lustre) == 1 and lustre[0]["MountPath"] == "/fsx"
-    assert all(len(g["InstanceStorageConfigs"]) == 1 for g in _groups(synth("default")).values())
+    lifecycle_mounted = _groups(synth("multi_az"))
+    assert all(len(g["InstanceStorageConfigs"]) == 1 for g in lifecycle_mounted.values())
 
 
 def _role_statements(s):
@@ -97,13 +97,13 @@ def test_lifecycle_scripts_ship_as_asset_with_generated_parameters(synth):
     t.has_resource_properties("Custom::CDKBucketDeployment", {
         "DestinationBucketKeyPrefix": "hyperpod/ml-cluster/", "Prune": True, "RetainOnDelete": True})
     deployment = next(iter(t.find_resources("Custom::CDKBucketDeployment").values()))["Properties"]
-    assert len(deployment["SourceObjectKeys"]) == 2  # the scripts folder and provisioning_parameters.json
+    assert len(deployment["SourceObjectKeys"]) == 2  # the scripts folder and platform_parameters.json
     markers = json.dumps(deployment.get("SourceMarkers", []))
     assert "FsxDnsName" in markers or "DNSName" in markers  # the FSx DNS name is a deploy-time token
     cluster = next(iter(t.find_resources("AWS::SageMaker::Cluster").values()))
     assert any("LifecycleScripts" in d for d in cluster["DependsOn"])
-    shipped = sorted(p.name for p in s.out_dir.glob("asset.*/on_create.sh"))
-    assert shipped == ["on_create.sh"]
+    shipped = sorted(p.name for p in s.out_dir.glob("asset.*/on_init_complete.sh"))
+    assert shipped == ["on_init_complete.sh"]
 
 
 def test_provisioning_parameters_follow_config(synth):
@@ -112,10 +112,10 @@ def test_provisioning_parameters_follow_config(synth):
     params = provisioning_parameters(s.config, s.platform.storage, s.platform.cluster.slurm_login_secret.secret_arn)
     assert params["controller_group"] == "controller-machine" and params["login_group"] == "login-group"
     assert params["worker_groups"] == [{"instance_group_name": "students", "partition_name": "class"}]
-    assert params["fsx"]["mount"] is False  # native mount: on_create.sh must not mount it again
+    assert params["fsx"]["mount"] is False  # native mount: on_init_complete.sh waits for it, never mounts it again
     assert params["users"][3] == {"name": "ta", "uid": 10100, "gid": 10100, "sudo": True}
     assert params["container_runtime"]["enabled"] is True
-    fixture = json.loads((ROOT / "tests" / "lifecycle" / "fixtures" / "provisioning_parameters.json").read_text())
+    fixture = json.loads((ROOT / "tests" / "lifecycle" / "fixtures" / "platform_parameters.json").read_text())
     assert _shape(fixture) == _shape(json.loads(json.dumps(params, default=str))), \
         "the bats fixture and the generated parameters must have the same keys"
 
@@ -137,3 +137,84 @@ def test_outputs_include_a_ready_session_manager_command(synth):
     assert "--instance-group-name-contains controller-machine" in command
     assert "sagemaker-cluster:" in command and "_controller-machine-$INSTANCE_ID" in command
     assert "Fn::Split" in command  # the cluster id is cut from the cluster ARN at deploy time
+
+
+# ---------------------------------------------------------------------------------------------- HyperPod's contract
+SLURM_VARIANTS = ("default", "multi_az", "existing_vpc", "containers")
+
+
+def _asset_files(s, deployment: dict) -> list[str]:
+    """Every file a BucketDeployment copies: the contents of each source asset in the cloud assembly."""
+    assets = {h: a for m in s.out_dir.glob("*.assets.json") for h, a in json.loads(m.read_text())["files"].items()}
+    files = []
+    for key in deployment["SourceObjectKeys"]:
+        source = assets[key.split(".")[0]]["source"]["path"]
+        root = s.out_dir / source
+        files += [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()] if root.is_dir() else \
+            _zip_names(root)
+    return files
+
+
+def _zip_names(path) -> list[str]:
+    import zipfile
+    with zipfile.ZipFile(path) as archive:
+        return archive.namelist()
+
+
+def test_lifecycle_prefix_never_holds_hyperpods_reserved_file_while_slurm_config_is_set(synth):
+    """HyperPod refuses "a SLURM Orchestrator Config and a provisioning_parameters.json file simultaneously"
+    (sagemaker-hyperpod-slurm-api-config-migration): no deployment into any group's SourceS3Uri may carry one."""
+    from constructs.lifecycle_scripts import HYPERPOD_RESERVED_FILE, PARAMETERS_FILE
+    for variant in SLURM_VARIANTS:
+        s = synth(variant)
+        groups = _cluster(s)["InstanceGroups"]
+        assert all("SlurmConfig" in g for g in groups)
+        prefixes = {json.dumps(g["LifeCycleConfig"]["SourceS3Uri"]) for g in groups}
+        assert len(prefixes) == 1 and "hyperpod/" in prefixes.pop()
+        for template in s.templates.values():
+            for r in template["Resources"].values():
+                if r["Type"] != "Custom::CDKBucketDeployment":
+                    continue
+                names = [n.rsplit("/", 1)[-1] for n in _asset_files(s, r["Properties"])]
+                assert HYPERPOD_RESERVED_FILE not in names, (variant, r["Properties"]["DestinationBucketKeyPrefix"])
+                if r["Properties"]["DestinationBucketKeyPrefix"] == f"hyperpod/{s.config.name}/":
+                    assert PARAMETERS_FILE in names and "on_init_complete.sh" in names
+
+
+def test_the_scripts_folder_cannot_ship_the_reserved_file(tmp_path):
+    import aws_cdk as cdk
+    import pytest
+    from aws_cdk import aws_s3 as s3
+    from constructs.lifecycle_scripts import LifecycleScripts
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "provisioning_parameters.json").write_text("{}")
+    stack = cdk.Stack(cdk.App())
+    with pytest.raises(ValueError, match=r"sub/provisioning_parameters.json would make HyperPod refuse"):
+        LifecycleScripts(stack, "Scripts", bucket=s3.Bucket.from_bucket_name(stack, "B", "sagemaker-b"),
+                         prefix="p", source_dir=tmp_path)
+
+
+def test_slurm_groups_use_the_extended_hook_and_eks_groups_on_create(synth):
+    """OnInitComplete ("runs after HyperPod configures the default software", mutually exclusive with OnCreate) for
+    Slurm: HyperPod has written slurm.conf and started the daemons when our script runs. See lifecycle/hyperpod/README.md."""
+    for variant in SLURM_VARIANTS:
+        for group in _cluster(synth(variant))["InstanceGroups"]:
+            hooks = {k: v for k, v in group["LifeCycleConfig"].items() if k != "SourceS3Uri"}
+            assert hooks == {"OnInitComplete": "on_init_complete.sh"}, (variant, group["InstanceGroupName"])
+    for group in _cluster(synth("eks"))["InstanceGroups"]:
+        hooks = {k: v for k, v in group["LifeCycleConfig"].items() if k != "SourceS3Uri"}
+        assert hooks == {"OnCreate": "on_create.sh"}
+    scripts = ROOT / "lifecycle" / "hyperpod"
+    assert (scripts / "on_init_complete.sh").is_file() and (scripts / "on_create.sh").is_file()
+
+
+def test_the_hook_never_starts_or_rewrites_slurm():
+    """Static half of the contract (the bats tests run it): no lifecycle script starts, stops or restarts a Slurm
+    daemon or writes slurm.conf; scontrol appears only as `scontrol reconfigure`."""
+    import re
+    for script in (ROOT / "lifecycle" / "hyperpod").rglob("*.sh"):
+        code = "\n".join(line for line in script.read_text().splitlines() if not line.lstrip().startswith("#"))
+        assert not re.search(r"systemctl\s+(start|restart|stop|enable|disable|mask)[^\n]*slurm", code), script
+        assert not re.search(r"slurm(ctld|d)\s+-D|--conf-server", code), script
+        assert not re.search(r">>?\s*\S*slurm\.conf", code), script
+        assert all(m == "reconfigure" for m in re.findall(r"\bscontrol\s+(\w+)", code)), script

@@ -118,7 +118,7 @@ def test_existing_file_system_is_used_not_created(synth):
 def test_existing_file_system_reaches_the_cluster_and_studio(synth):
     s = synth("existing_vpc")
     params = [json.loads(re.sub(r"<<marker:[^>]*>>", '"TOKEN"', p.read_text()))
-              for p in s.out_dir.glob("asset.*/provisioning_parameters.json")]
+              for p in s.out_dir.glob("asset.*/platform_parameters.json")]
     assert params[0]["fsx"]["dns_name"] == "fs-0a1b2c3d4e5f60718.fsx.eu-west-1.amazonaws.com"
     assert params[0]["fsx"]["mount_name"] == "abcdefgh"
     studio = s.templates["studio"]

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Slurm settings on top of HyperPod's native Slurm configuration. HyperPod writes slurm.conf
-# (nodes, partitions) and starts the daemons; this script never touches those lines.
+# Slurm settings on top of HyperPod's API-driven Slurm configuration. HyperPod writes slurm.conf (nodes,
+# partitions) and runs the daemons; this script never touches those lines and never starts or restarts a daemon.
 #
-# Auto-resume (`srun --auto-resume=1`) needs nothing here. It is implemented by HyperPod's own
-# SPANK plugin and agents, which ship in the HyperPod AMI and are wired into plugstack.conf by
-# HyperPod; AWS's reference lifecycle scripts (awsome-distributed-training, base-config) have no
-# auto-resume step either. What can break it is a lifecycle script that *rewrites* plugstack.conf
-# (a common way to enable pyxis), which drops HyperPod's entry. So we only ever append to
-# plugstack.conf, and with auto_resume on we check that srun still offers the flag.
+# - pyxis: our own pyxis.conf, whose SPANK entry is `optional`, so a pyxis build that does not match the running
+#   Slurm only loses the container flags instead of failing every srun. The controller's plugstack.conf includes it
+#   by its full path (configless Slurm cannot serve a plugstack.conf.d/* wildcard); every node has the file.
+# - Auto-resume (`srun --auto-resume=1`) is HyperPod's own SPANK plugin, wired into plugstack.conf by HyperPod. We
+#   only ever append to plugstack.conf, so its entry stays; with slurm.auto_resume we check srun still offers it.
+# - Slurm's logs under /var/log/slurm rotate at 50 MB (logrotate; the daemons reopen them on SIGUSR2), as AWS's
+#   reference scripts set up, so a busy controller does not fill its root volume.
+# - The controller waits (bounded) for HyperPod's slurm.conf, and runs `scontrol reconfigure` only if plugstack.conf
+#   changed: that pushes it to the configless slurmd daemons.
 #
 # Usage: configure_slurm.sh controller|login|compute
 set -euo pipefail
@@ -17,6 +20,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 node_type="${1:?usage: configure_slurm.sh controller|login|compute}"
 plugstack="$SLURM_CONF_DIR/plugstack.conf"
+LOGROTATE_CONF="${LOGROTATE_CONF:-/etc/logrotate.d/hyperpod-slurm}"
+SLURM_WAIT_ATTEMPTS="${SLURM_WAIT_ATTEMPTS:-60}"
 changed=false
 
 # Append LINE to FILE unless it is already there.
@@ -29,43 +34,89 @@ ensure_line() {
   log "added to $file: $line"
 }
 
-find_pyxis_conf() {
+# install_if_different SOURCE TARGET MODE : replaces TARGET only when its content differs; returns 1 when unchanged.
+install_if_different() {
+  cmp -s "$1" "$2" && return 1
+  mkdir -p "$(dirname "$2")"
+  install -m "$3" "$1" "$2"
+}
+
+# The shared object the pyxis package installed, from the pyxis.conf it ships ("required /path/spank_pyxis.so").
+find_pyxis_plugin() {
   local candidate
   for candidate in ${PYXIS_CONF:-/usr/local/share/pyxis/pyxis.conf /usr/share/pyxis/pyxis.conf}; do
-    [[ -f "$candidate" ]] && { echo "$candidate"; return 0; }
+    [[ -f "$candidate" ]] || continue
+    awk '$1 == "required" || $1 == "optional" { print $2; exit }' "$candidate"
+    return 0
   done
   return 0
 }
 
 enable_pyxis() {
-  local conf link="$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf"
+  local plugin conf ours="$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf"
   [[ "$(param container_runtime.enabled)" == "true" ]] || return 0
-  conf="$(find_pyxis_conf)"
-  if [[ -z "$conf" ]]; then
+  plugin="$(find_pyxis_plugin)"
+  if [[ -z "$plugin" ]]; then
     log "pyxis is not installed (no pyxis.conf found): plugstack.conf left as is"
     return 0
   fi
-  mkdir -p "$(dirname "$link")"
-  if [[ "$(readlink "$link" || true)" != "$conf" ]]; then
-    ln -sfn "$conf" "$link"
+  conf="$(mktemp)"
+  echo "optional $plugin" >"$conf"
+  if install_if_different "$conf" "$ours" 0644; then
     changed=true
+    log "wrote $ours: optional $plugin"
   fi
-  # An explicit path, not plugstack.conf.d/*: configless Slurm cannot serve a wildcard include.
-  ensure_line "$plugstack" "include $link"
+  rm -f "$conf"
+  # The controller serves plugstack.conf to the configless daemons, which read the included file locally: every node
+  # gets the file, only the controller the include line.
+  [[ "$node_type" == controller ]] && ensure_line "$plugstack" "include $ours"
+  return 0
+}
+
+ensure_log_rotation() {
+  local conf
+  conf="$(mktemp)"
+  cat >"$conf" <<'CONF'
+# Written by the HyperPod platform's configure_slurm.sh.
+/var/log/slurm/*.log {
+    size 50M
+    rotate 4
+    compress
+    delaycompress
+    missingok
+    notifempty
+    sharedscripts
+    postrotate
+        pkill -x --signal SIGUSR2 slurmctld || true
+        pkill -x --signal SIGUSR2 slurmd || true
+        pkill -x --signal SIGUSR2 slurmdbd || true
+    endscript
+}
+CONF
+  if install_if_different "$conf" "$LOGROTATE_CONF" 0644; then
+    log "wrote $LOGROTATE_CONF"
+  fi
+  rm -f "$conf"
 }
 
 check_auto_resume() {
   [[ "$(param slurm.auto_resume)" == "true" ]] || return 0
   if ! command -v srun >/dev/null; then
-    log "srun not on PATH yet: cannot check for --auto-resume (HyperPod provides it)"
+    log "WARNING: srun is not on PATH: cannot check for --auto-resume"
   elif srun --help 2>&1 | grep -q -- '--auto-resume'; then
     log "srun offers --auto-resume"
   else
-    log "WARNING: srun does not list --auto-resume yet; expected if HyperPod starts Slurm after on_create, otherwise check $plugstack"
+    log "WARNING: srun does not list --auto-resume; check HyperPod's entry in $plugstack"
   fi
 }
 
+if [[ "$node_type" == controller ]]; then
+  wait_until "$SLURM_WAIT_ATTEMPTS" "HyperPod's $SLURM_CONF_DIR/slurm.conf" grep -qiE '^\s*SlurmctldHost\s*=' \
+    "$SLURM_CONF_DIR/slurm.conf" || die "HyperPod has not written $SLURM_CONF_DIR/slurm.conf; is the instance group's" \
+    "SlurmConfig set and the AMI from January 2026 or later?"
+fi
 enable_pyxis
+ensure_log_rotation
 check_auto_resume
 
 if [[ "$changed" == true && "$node_type" == controller ]]; then
@@ -73,6 +124,6 @@ if [[ "$changed" == true && "$node_type" == controller ]]; then
     scontrol reconfigure
     log "slurmctld reconfigured"
   else
-    log "slurmctld not running yet: it will read the new settings when it starts"
+    log "slurmctld is not running: it reads the new plugstack.conf when HyperPod starts it"
   fi
 fi

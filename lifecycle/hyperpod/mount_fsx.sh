@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Mounts FSx for Lustre at fsx.mount_path and records it in fstab, unless HyperPod mounts it natively.
+# FSx for Lustre at fsx.mount_path: mounted here and recorded in fstab (fsx.mount true), or, when HyperPod mounts it
+# from InstanceStorageConfigs (fsx.mount false), waited for, so that homes are never placed on the local disk of a
+# node whose shared file system is merely late.
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
@@ -7,9 +9,19 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 # New ENIs can take a minute to route to the file system, so a first failure is not final.
 MOUNT_ATTEMPTS="${MOUNT_ATTEMPTS:-6}"
+# HyperPod's own mount: 30 checks, RETRY_DELAY (10 s) apart, as AWS's fsx_ubuntu.sh waits 6 x 10 s for its own.
+FSX_WAIT_ATTEMPTS="${FSX_WAIT_ATTEMPTS:-30}"
 
 if [[ "$(param fsx.mount)" != "true" ]]; then
-  log "fsx.mount is not true: nothing to mount"
+  path="$(param fsx.mount_path)"
+  if [[ -z "$path" ]]; then
+    log "no FSx file system for this cluster: nothing to mount or wait for"
+    exit 0
+  fi
+  wait_until "$FSX_WAIT_ATTEMPTS" "HyperPod to mount FSx at $path" mountpoint -q "$path" \
+    || die "$path is not mounted; HyperPod mounts it from the instance group's InstanceStorageConfigs, check the" \
+      "group's FsxLustreConfig and that the security group allows Lustre (988, 1018-1023)"
+  log "$path is mounted by HyperPod"
   exit 0
 fi
 

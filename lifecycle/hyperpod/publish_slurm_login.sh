@@ -3,7 +3,10 @@
 # space needs to act as a Slurm login node (lifecycle/studio/slurm_login_node.sh) as one JSON value
 # of the Secrets Manager secret the CDK stack created:
 #   {"slurm_version", "controller_host", "controller_addr", "slurmctld_port", "cluster_name",
-#    "munge_key_b64", "slurm_conf"}
+#    "munge_key_b64", "slurm_conf", "slurm_conf_includes"}
+# slurm_conf_includes maps a file name to the content of every file slurm.conf's `include` lines pull in (HyperPod's
+# slurm.conf includes e.g. accounting.conf); the published slurm.conf names them relative to itself, so a client
+# that writes them next to it reads the same configuration.
 # Usage: publish_slurm_login.sh [SECRET_ARN]   (default: $SLURM_LOGIN_SECRET_ARN)
 # Writes a new secret version only when the value differs from the current one. Never prints the key.
 set -euo pipefail
@@ -13,13 +16,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 SECRET_ARN="${1:-${SLURM_LOGIN_SECRET_ARN:-}}"
 SLURM_CONF="${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}"
 MUNGE_KEY="${MUNGE_KEY:-/etc/munge/munge.key}"
-export PATH="$PATH:/opt/slurm/bin" # HyperPod installs the Slurm commands there
+SLURM_WAIT_ATTEMPTS="${SLURM_WAIT_ATTEMPTS:-60}"
 
 [[ -n "$SECRET_ARN" ]] || die "usage: $0 SECRET_ARN (or set SLURM_LOGIN_SECRET_ARN)"
 REGION="$(cut -d: -f4 <<<"$SECRET_ARN")" # the secret's own region, whatever the instance's
 [[ "$SECRET_ARN" == arn:*:secretsmanager:* && -n "$REGION" ]] || die "not a Secrets Manager ARN: $SECRET_ARN"
-[[ -r "$SLURM_CONF" ]] || die "cannot read $SLURM_CONF"
-[[ -r "$MUNGE_KEY" ]] || die "cannot read $MUNGE_KEY"
+# HyperPod writes slurm.conf after the node boots; publish only once it names the controller.
+wait_until "$SLURM_WAIT_ATTEMPTS" "a complete $SLURM_CONF" grep -qiE '^\s*SlurmctldHost\s*=' "$SLURM_CONF" \
+  || die "cannot read a slurm.conf with SlurmctldHost at $SLURM_CONF"
+wait_until "$SLURM_WAIT_ATTEMPTS" "$MUNGE_KEY" test -r "$MUNGE_KEY" || die "cannot read $MUNGE_KEY"
 
 SLURM_VERSION="$(SLURM_CONF="$SLURM_CONF" sinfo --version | awk '{print $2}')"
 [[ "$SLURM_VERSION" =~ ^[0-9]+\.[0-9]+ ]] || die "unexpected 'sinfo --version' output: '$SLURM_VERSION'"
@@ -72,10 +77,35 @@ if not addr:
 if not addr:
     sys.exit(f"cannot work out the IP address of {host}; set CONTROLLER_ADDR")
 port = (setting("SlurmctldPort") or "6817").split("-")[0]
-for line in conf.splitlines():
-    if re.match(r"\s*include\s", line, re.I):
-        print(f"WARNING: slurm.conf has '{line.strip()}'; included files are not published, "
-              "so Studio clients cannot read them", file=sys.stderr)
+
+# Included files, recursively, each published under its own name; include lines are rewritten to that name.
+includes = {}
+
+
+def inline(text, base):
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"(\s*include)\s+(\S+)\s*$", line, re.I)
+        if not m:
+            out.append(line)
+            continue
+        path = os.path.join(base, m.group(2))
+        name = os.path.basename(path)
+        if any(c in m.group(2) for c in "*?["):
+            sys.exit(f"{conf_path}: '{line.strip()}' is a wildcard include; configless clients cannot resolve it")
+        if not os.path.isfile(path):
+            sys.exit(f"{conf_path}: '{line.strip()}' names {path}, which does not exist yet")
+        if name in includes and includes[name][0] != path:
+            sys.exit(f"{conf_path}: two included files are named {name} ({includes[name][0]}, {path})")
+        if name not in includes:
+            includes[name] = (path, None)
+            with open(path) as f:
+                includes[name] = (path, inline(f.read(), os.path.dirname(path)))
+        out.append(f"{m.group(1)} {name}")
+    return "\n".join(out) + "\n"
+
+
+published_conf = inline(conf, os.path.dirname(os.path.abspath(conf_path)))
 value = {
     "slurm_version": os.environ["SLURM_VERSION"],
     "controller_host": host,
@@ -83,7 +113,8 @@ value = {
     "slurmctld_port": int(port),
     "cluster_name": cluster,
     "munge_key_b64": base64.b64encode(key).decode(),
-    "slurm_conf": conf,
+    "slurm_conf": published_conf,
+    "slurm_conf_includes": {name: text for name, (_, text) in sorted(includes.items())},
 }
 text = json.dumps(value, sort_keys=True)
 if len(text.encode()) > 65536:
@@ -93,12 +124,16 @@ with open(out_path, "w") as f:
 print(f"cluster {cluster}: Slurm {value['slurm_version']}, slurmctld {host} ({addr}) port {port}")
 PY
 
-# The current value, if the secret has one yet (a new secret has no version until the first put).
-if ! aws secretsmanager get-secret-value --secret-id "$SECRET_ARN" --region "$REGION" \
-  --query SecretString --output text >"$WORK/current.json" 2>"$WORK/get.err"; then
-  grep -q ResourceNotFoundException "$WORK/get.err" || die "cannot read $SECRET_ARN: $(cat "$WORK/get.err")"
-  : >"$WORK/current.json"
-fi
+# The current value, if the secret has one yet (a new secret has no version until the first put: that is the one
+# error that means "nothing yet"; anything else, e.g. no route yet on a fresh node, is retried).
+read_current() {
+  aws secretsmanager get-secret-value --secret-id "$SECRET_ARN" --region "$REGION" \
+    --query SecretString --output text >"$WORK/current.json" 2>"$WORK/get.err" && return 0
+  grep -q ResourceNotFoundException "$WORK/get.err" && { : >"$WORK/current.json"; return 0; }
+  cat "$WORK/get.err" >&2
+  return 1
+}
+retry_backoff 5 read_current || die "cannot read $SECRET_ARN: $(cat "$WORK/get.err")"
 if python3 -c 'import json, sys
 try:
     a, b = (json.load(open(p)) for p in sys.argv[1:])
@@ -108,6 +143,6 @@ sys.exit(a != b)' "$WORK/value.json" "$WORK/current.json"; then
   log "secret $SECRET_ARN already holds these settings; nothing to publish"
   exit 0
 fi
-retry 3 aws secretsmanager put-secret-value --secret-id "$SECRET_ARN" --region "$REGION" \
+retry_backoff 5 aws secretsmanager put-secret-value --secret-id "$SECRET_ARN" --region "$REGION" \
   --secret-string "file://$WORK/value.json" >/dev/null
 log "published the Slurm login settings to $SECRET_ARN"

@@ -81,7 +81,8 @@ secret_arn() {
   echo "$arn"
 }
 
-# fetch_secret ARN DIR : writes DIR/secret.json, DIR/munge.key, DIR/slurm.conf; prints S_* shell vars.
+# fetch_secret ARN DIR : writes DIR/secret.json, DIR/munge.key, DIR/slurm.conf and the files it includes; prints
+# S_* shell vars.
 fetch_secret() {
   local arn=$1 dir=$2 region attempt=1
   region="$(cut -d: -f4 <<<"$arn")"
@@ -111,6 +112,12 @@ with open(f"{d}/munge.key", "wb") as f:
     f.write(base64.b64decode(s["munge_key_b64"], validate=True))
 with open(f"{d}/slurm.conf", "w") as f:
     f.write(s["slurm_conf"])
+# Files slurm.conf includes, published by name next to it (publish_slurm_login.sh rewrote the include lines).
+for name, text in (s.get("slurm_conf_includes") or {}).items():
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", name) or name == "slurm.conf":
+        sys.exit(f"the secret's slurm_conf_includes has an unsafe file name {name!r}")
+    with open(f"{d}/{name}", "w") as f:
+        f.write(text)
 sock = ""
 for line in s["slurm_conf"].splitlines():
     m = re.match(r"\s*AuthInfo\s*=\s*(\S+)", line, re.I)
@@ -233,6 +240,11 @@ setup() {
   fi
   conf="$SLURM_CONF_DIR/slurm.conf"
   if put_file "$work/slurm.conf" "$conf" 644 root; then CHANGED+=("slurm.conf"); fi
+  local included
+  for included in "$work"/*; do
+    case "${included##*/}" in secret.json | munge.key | slurm.conf) continue ;; esac
+    if put_file "$included" "$SLURM_CONF_DIR/${included##*/}" 644 root; then CHANGED+=("${included##*/}"); fi
+  done
   if ! getent hosts "$S_controller_host" >/dev/null; then
     if ! awk -v a="$S_controller_addr" -v h="$S_controller_host" \
       '$1 == a { for (i = 2; i <= NF; i++) if ($i == h) f = 1 } END { exit !f }' "$HOSTS_FILE" 2>/dev/null; then

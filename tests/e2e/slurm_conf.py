@@ -1,6 +1,12 @@
-"""Renders a single-node slurm.conf that runs slurmctld and slurmd on loopback, for tests.
+"""Renders a single-node slurm.conf that runs slurmctld and slurmd on loopback, shaped like HyperPod's, for tests.
 
-Pure function, standard library only, so it can move into project code unchanged.
+HyperPod's cluster agent writes /opt/slurm/etc/slurm.conf on the controller with `SlurmctldHost=<name>(<ip>)`,
+`SlurmctldParameters=enable_configless` (login and compute nodes run `slurmd --conf-server <controller>` and keep no
+slurm.conf of their own) and an `include accounting.conf` of a file beside it (AWS's base-config
+setup_mariadb_accounting.sh appends to that file; awslabs/awsome-distributed-ai@95b939cd). `render_slurm_conf` writes
+that shape; `ACCOUNTING_CONF` is the included file.
+
+Pure functions, standard library only.
 """
 from __future__ import annotations
 
@@ -40,6 +46,7 @@ def render_slurm_conf(
     lines = [
         f"ClusterName={cluster_name}",
         f"SlurmctldHost={hostname}({address})",
+        "SlurmctldParameters=enable_configless",
         f"SlurmctldPort={slurmctld_port}",
         f"SlurmdPort={slurmd_port}",
         f"SlurmUser={slurm_user}",
@@ -62,8 +69,7 @@ def render_slurm_conf(
         "SchedulerType=sched/backfill",
         "ReturnToService=2",
         "MpiDefault=none",
-        "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
+        "include accounting.conf",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=30",
         "InactiveLimit=0",
@@ -74,3 +80,8 @@ def render_slurm_conf(
         f"PartitionName={partition} Nodes={hostname} Default=YES MaxTime=INFINITE State=UP",
     ]
     return "\n".join(lines) + "\n"
+
+
+# What HyperPod's slurm.conf includes (empty until accounting is set up; here the "none" settings, so that a client
+# that cannot resolve the include fails loudly instead of silently using defaults).
+ACCOUNTING_CONF = "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"

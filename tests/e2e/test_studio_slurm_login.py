@@ -41,10 +41,15 @@ import boto3
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_conf import render_slurm_conf  # noqa: E402
+from slurm_conf import ACCOUNTING_CONF, render_slurm_conf  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLISH = REPO / "lifecycle" / "hyperpod" / "publish_slurm_login.sh"
+CONFIGURE = REPO / "lifecycle" / "hyperpod" / "configure_slurm.sh"
+PARAMS_FIXTURE = REPO / "tests" / "lifecycle" / "fixtures" / "platform_parameters.json"
+# A pyxis build that does not match the running Slurm, as the package's pyxis.conf names it. configure_slurm.sh makes
+# its SPANK entry optional; were it `required`, every job step would fail to start.
+MISMATCHED_PYXIS = "/nonexistent/slurm-other-release/spank_pyxis.so"
 LCC = REPO / "lifecycle" / "studio" / "slurm_login_node.sh"
 REGION = "us-east-1"
 REQUIRED_BINARIES = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "setpriv",
@@ -83,7 +88,7 @@ def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 120)
 def start_munged(key: Path, run_dir: Path, state_dir: Path) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     run_dir.chmod(0o755)  # munged insists that every user can reach its socket
-    sock = run_dir / "munge.socket"
+    sock = run_dir / "munge.socket.2"  # munge's default name: configless slurmd asks the default socket first
     result = run(["munged", f"--key-file={key}", f"--socket={sock}", f"--pid-file={run_dir / 'munged.pid'}",
                   f"--log-file={state_dir / 'munged.log'}", f"--seed-file={state_dir / 'munged.seed'}"])
     assert result.returncode == 0, result.stderr
@@ -165,6 +170,8 @@ class Cluster:
     munge_socket: Path
     aws_env: dict[str, str]
     moto_url: str
+    spool: Path
+    script_env: dict[str, str]
 
     def slurm_env(self, conf: Path | None = None) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": str(conf or self.conf)}
@@ -186,24 +193,61 @@ def cluster() -> Iterator[Cluster]:
         key.chmod(0o400)
         sock = start_munged(key, ctl / "munge", ctl)
 
-        conf = ctl / "slurm.conf"
+        # HyperPod's layout: /opt/slurm/etc/{slurm.conf, accounting.conf, plugstack.conf} on the controller.
+        etc = ctl / "opt" / "slurm" / "etc"
+        etc.mkdir(parents=True)
+        conf = etc / "slurm.conf"
+        slurmctld_port = free_port()
         conf.write_text(render_slurm_conf(
             cluster_name="e2e", hostname=socket.gethostname().split(".")[0], state_dir=ctl / "state",
-            munge_socket=sock, slurmctld_port=free_port(), slurmd_port=free_port(),
+            munge_socket=sock, slurmctld_port=slurmctld_port, slurmd_port=free_port(),
             cpus=os.cpu_count() or 1, real_memory_mb=500))
-        for daemon in ("slurmctld", "slurmd"):
-            log = open(ctl / f"{daemon}.stdout", "w")
-            procs.append(subprocess.Popen([daemon, "-D", "-f", str(conf)], stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL))
+        (etc / "accounting.conf").write_text(ACCOUNTING_CONF)
+        (etc / "plugstack.conf").write_text("")  # HyperPod's own SPANK entries would be here
+        # As HyperPod starts them: slurmctld on the controller, configless slurmd fetching its config from it. Before
+        # it has a config, slurmd authenticates through munge's default socket, /run/munge/munge.socket.2: in a
+        # private mount namespace that directory is this cluster's munge directory, so the machine's is untouched.
+        Path("/run/munge").mkdir(parents=True, exist_ok=True)
+        slurmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                  'mount --bind "$0" /run/munge && exec slurmd -D --conf-server "$1"',
+                  str(sock.parent), f"127.0.0.1:{slurmctld_port}"]
+        for name, argv in (("slurmctld", ["slurmctld", "-D", "-f", str(conf)]), ("slurmd", slurmd)):
+            log = open(ctl / f"{name}.stdout", "w")
+            procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
         env = {**os.environ, "SLURM_CONF": str(conf)}
 
         def node_idle() -> bool:
             for p in procs:
-                assert p.poll() is None, f"{p.args[0]} exited; see {ctl}/state/*.log"
+                assert p.poll() is None, f"{p.args} exited: {(ctl / 'slurmd.stdout').read_text()[-2000:]}"
             out = run(["sinfo", "-h", "-o", "%T"], env=env).stdout.split()
             return out == ["idle"]
 
         wait_for("the node to be idle", node_idle, timeout=60)
+
+        # The project's OnInitComplete steps for Slurm, on the controller and then on the compute node (the same
+        # machine here), with the container runtime on and a mismatched pyxis build installed.
+        params = json.loads(PARAMS_FIXTURE.read_text())
+        params["container_runtime"]["enabled"] = True
+        params["slurm"]["auto_resume"] = False  # HyperPod's plugin: not in Debian's Slurm
+        (ctl / "platform_parameters.json").write_text(json.dumps(params))
+        pyxis_conf = ctl / "pyxis" / "pyxis.conf"
+        pyxis_conf.parent.mkdir()
+        pyxis_conf.write_text(f"required {MISMATCHED_PYXIS}\n")
+        # slurmctld is a systemd unit on HyperPod; here it is our child process, so `systemctl is-active` says so.
+        shim = base / "systemd-shim"
+        shim.mkdir()
+        (shim / "systemctl").write_text('#!/bin/sh\n[ "$1" = is-active ] && [ "$(basename "$3")" = slurmctld ]\n')
+        (shim / "systemctl").chmod(0o755)
+        script_env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}", "PARAMS_FILE": str(ctl / "platform_parameters.json"), "SLURM_CONF": str(conf),
+                      "SLURM_CONF_DIR": str(etc), "LOG_DIR": str(ctl / "provision"), "PYXIS_CONF": str(pyxis_conf),
+                      "LOGROTATE_CONF": str(ctl / "logrotate.d" / "hyperpod-slurm"), "RETRY_DELAY": "1"}
+        outputs = {}
+        for node_type in ("controller", "compute"):
+            result = run(["bash", str(CONFIGURE), node_type], env=script_env)
+            assert result.returncode == 0, result.stdout + result.stderr
+            outputs[node_type] = result.stdout
+        assert "slurmctld reconfigured" in outputs["controller"]
+        assert "reconfigure" not in outputs["compute"]
 
         moto_port = free_port()
         moto_log = open(base / "moto.log", "w")
@@ -225,7 +269,8 @@ def cluster() -> Iterator[Cluster]:
             (shim / "aws").write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'aws_shim.py'} \"$@\"\n")
             (shim / "aws").chmod(0o755)
             aws_env["PATH"] = f"{shim}:{aws_env['PATH']}"
-        yield Cluster(base=base, conf=conf, key=key, munge_socket=sock, aws_env=aws_env, moto_url=moto_url)
+        yield Cluster(base=base, conf=conf, key=key, munge_socket=sock, aws_env=aws_env, moto_url=moto_url,
+                      spool=ctl / "state" / "spool", script_env=script_env)
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -250,7 +295,7 @@ def published(cluster: Cluster) -> tuple[str, dict]:
     """The secret as the CDK stack creates it (no value), then filled by publish_slurm_login.sh."""
     arn = secrets(cluster).create_secret(Name="hyperpod/slurm-login")["ARN"]
     env = {**cluster.aws_env, "SLURM_CONF": str(cluster.conf), "MUNGE_KEY": str(cluster.key),
-           "LOG_DIR": str(cluster.base / "provision")}
+           "LOG_DIR": str(cluster.base / "provision"), "SLURM_CONF_DIR": str(cluster.conf.parent)}
     result = run(["bash", str(PUBLISH), arn], env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     key_b64 = base64.b64encode(cluster.key.read_bytes()).decode()
@@ -339,6 +384,8 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     arn, secret = published
     assert secret["cluster_name"] == "e2e"
     assert secret["slurm_conf"] == cluster.conf.read_text()
+    assert "include accounting.conf" in secret["slurm_conf"].splitlines()
+    assert secret["slurm_conf_includes"] == {"accounting.conf": ACCOUNTING_CONF}
     assert base64.b64decode(secret["munge_key_b64"]) == cluster.key.read_bytes()
     assert secret["slurmctld_port"] == int(next(
         line.split("=")[1] for line in secret["slurm_conf"].splitlines() if line.startswith("SlurmctldPort=")))
@@ -352,11 +399,12 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     first = run(ide.cmd("bash", str(LCC)), env=ide.lcc_env(cluster, arn))
     assert first.returncode == 0, first.stdout + first.stderr
     assert secret["munge_key_b64"] not in first.stdout + first.stderr
-    assert "changed: munge key slurm.conf" in first.stdout
+    assert "changed: munge key slurm.conf accounting.conf" in first.stdout
     key = ide.root / "etc" / "munge" / "munge.key"
     assert key.read_bytes() == cluster.key.read_bytes()
     assert stat.S_IMODE(key.stat().st_mode) == 0o400
     assert ide.conf.read_text() == secret["slurm_conf"]
+    assert (ide.conf.parent / "accounting.conf").read_text() == ACCOUNTING_CONF
     log = (ide.state / "setup.log").read_text()
     assert "ready: sbatch" in log
 
@@ -410,6 +458,35 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     assert second.returncode == 0, second.stdout + second.stderr
     assert "nothing changed" in second.stdout
     assert "nothing changed" in (ide.state / "setup.log").read_text()
+
+
+def test_hyperpod_shaped_cluster_runs_jobs_after_the_project_scripts(cluster: Cluster):
+    """configure_slurm.sh on the controller added our pyxis.conf to plugstack.conf and reconfigured; the configless
+    slurmd received it; a batch job with an srun step still runs although the pyxis build does not load."""
+    etc = cluster.conf.parent
+    include = f"include {etc / 'plugstack.conf.d' / 'pyxis.conf'}"
+    assert (etc / "plugstack.conf").read_text().splitlines() == [include]
+    assert (etc / "plugstack.conf.d" / "pyxis.conf").read_text() == f"optional {MISMATCHED_PYXIS}\n"
+    cached = cluster.spool / "conf-cache"
+    wait_for("slurmd to cache the reconfigured plugstack.conf",
+             lambda: (cached / "plugstack.conf").exists() and include in (cached / "plugstack.conf").read_text(),
+             timeout=30)
+    assert (cached / "slurm.conf").read_text() == cluster.conf.read_text()
+    out = cluster.base / "step.out"
+    result = run(["sbatch", "--parsable", f"--output={out}", "--wrap", "srun echo step-ran"], env=cluster.slurm_env())
+    assert result.returncode == 0, result.stderr
+    job_id = result.stdout.strip()
+
+    def done():
+        fields = run(["scontrol", "show", "job", job_id], env=cluster.slurm_env()).stdout
+        state = next((f.split("=", 1)[1] for f in fields.split() if f.startswith("JobState=")), "")
+        return state if state in TERMINAL_JOB_STATES else None
+
+    assert wait_for(f"job {job_id}", done, timeout=60) == "COMPLETED", out.read_text() if out.exists() else ""
+    assert "step-ran" in out.read_text()
+    # The scripts left HyperPod's slurm.conf and its include exactly as they were.
+    assert "include accounting.conf" in cluster.conf.read_text().splitlines()
+    assert (etc / "accounting.conf").read_text() == ACCOUNTING_CONF
 
 
 def test_version_mismatch_fails_with_both_versions(cluster: Cluster, published: tuple[str, dict]):

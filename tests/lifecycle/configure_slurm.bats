@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# configure_slurm.sh: only appends to plugstack.conf, never node/partition lines.
+# configure_slurm.sh: only appends to plugstack.conf, never node/partition lines, never (re)starts a daemon.
 
 load test_helper
 
@@ -23,7 +23,8 @@ enable_pyxis() {
   run bash "$SCRIPTS/configure_slurm.sh" controller
   [ "$status" -eq 0 ]
   [ "$(cat "$SLURM_CONF_DIR/plugstack.conf")" = "$(printf 'required /opt/hyperpod/lib/spank_hyperpod.so\ninclude %s' "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" ]
-  [ "$(readlink "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "$PYXIS_CONF" ]
+  # optional: a pyxis built for another Slurm release must not fail every srun
+  [ "$(cat "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "optional /usr/local/lib/slurm/spank_pyxis.so" ]
   [ "$(calls scontrol)" = "scontrol reconfigure" ]
 
   : >"$STUB_LOG"
@@ -33,11 +34,13 @@ enable_pyxis() {
   [ -z "$(calls scontrol)" ]
 }
 
-@test "compute nodes never reconfigure slurmctld" {
+@test "compute nodes get pyxis.conf but neither the include line nor a reconfigure" {
   enable_pyxis
+  cp "$SLURM_CONF_DIR/plugstack.conf" "$T/before"
   run bash "$SCRIPTS/configure_slurm.sh" compute
   [ "$status" -eq 0 ]
-  grep -q pyxis "$SLURM_CONF_DIR/plugstack.conf"
+  [ -s "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" ]
+  cmp "$T/before" "$SLURM_CONF_DIR/plugstack.conf"
   [ -z "$(calls scontrol)" ]
 }
 
@@ -46,7 +49,7 @@ enable_pyxis() {
   STUB_ACTIVE_UNITS="" run bash "$SCRIPTS/configure_slurm.sh" controller
   [ "$status" -eq 0 ]
   [ -z "$(calls scontrol)" ]
-  [[ "$output" == *"slurmctld not running yet"* ]]
+  [[ "$output" == *"slurmctld is not running: it reads the new plugstack.conf when HyperPod starts it"* ]]
 }
 
 @test "a missing --auto-resume flag is reported but does not fail the node" {
@@ -56,10 +59,22 @@ enable_pyxis() {
 }
 
 @test "slurm.conf is never touched" {
-  echo "NodeName=worker-group-1-1 CPUs=4" >"$SLURM_CONF_DIR/slurm.conf"
+  printf 'SlurmctldHost=ip-10-1-0-12(10.1.0.12)\nNodeName=worker-group-1-1 CPUs=4\n' >"$SLURM_CONF_DIR/slurm.conf"
   cp "$SLURM_CONF_DIR/slurm.conf" "$T/slurm.conf.before"
   enable_pyxis
   run bash "$SCRIPTS/configure_slurm.sh" controller
   [ "$status" -eq 0 ]
   cmp "$T/slurm.conf.before" "$SLURM_CONF_DIR/slurm.conf"
+}
+
+@test "Slurm logs rotate, and a second run leaves the logrotate file alone" {
+  run bash "$SCRIPTS/configure_slurm.sh" compute
+  [ "$status" -eq 0 ]
+  grep -q '^/var/log/slurm/\*.log {' "$LOGROTATE_CONF"
+  grep -q 'pkill -x --signal SIGUSR2 slurmd' "$LOGROTATE_CONF"
+  cp "$LOGROTATE_CONF" "$T/before"
+  touch -d '2020-01-01' "$LOGROTATE_CONF"
+  run bash "$SCRIPTS/configure_slurm.sh" compute
+  [ "$(stat -c %Y "$LOGROTATE_CONF")" = "$(date -d 2020-01-01 +%s)" ]
+  [[ "$output" != *"wrote $LOGROTATE_CONF"* ]]
 }

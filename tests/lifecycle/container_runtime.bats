@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# install_container_runtime.sh: pinned docker.io and checksum-verified artifacts from S3.
+# install_container_runtime.sh: the AMI's Docker reused (docker.io pinned only where none is), checksum-verified
+# artifacts from S3, the Ubuntu release checked, enroot.conf on NVMe and FSx.
 
 load test_helper
 
@@ -67,4 +68,47 @@ setup_runtime() {
   run bash "$SCRIPTS/install_container_runtime.sh"
   [ "$status" -ne 0 ]
   [[ "$output" == *"artifact odd: enroot-latest.deb is not named package_version_arch.deb"* ]]
+}
+
+@test "the AMI's Docker and NVIDIA container toolkit are reused, never replaced" {
+  setup_runtime
+  echo "5:27.3.1-1~ubuntu.22.04~jammy" >"$FAKE_ROOT/dpkg/docker-ce"
+  echo "1.17.8-1" >"$FAKE_ROOT/dpkg/nvidia-container-toolkit"
+  run bash "$SCRIPTS/install_container_runtime.sh"
+  [ "$status" -eq 0 ]
+  [ -z "$(calls apt-get | grep docker)" ]
+  [ -z "$(calls apt-mark)" ]
+  [ -z "$(calls systemctl | grep docker)" ]
+  [[ "$output" == *"using the AMI's docker-ce 5:27.3.1-1~ubuntu.22.04~jammy (not replaced)"* ]]
+  [[ "$output" == *"using the AMI's nvidia-container-toolkit 1.17.8-1 (not replaced)"* ]]
+}
+
+@test "pins made for another Ubuntu release stop the node before anything is installed" {
+  setup_runtime
+  printf 'ID=ubuntu\nVERSION_ID="24.04"\n' >"$OS_RELEASE"
+  run bash "$SCRIPTS/install_container_runtime.sh"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"this node runs ubuntu 24.04 but the container runtime pins"*"were made for Ubuntu 22.04"* ]]
+  [ -z "$(mutating_calls)" ]
+}
+
+@test "enroot keeps runtime and data on the NVMe and its layer cache on FSx" {
+  setup_runtime
+  printf '%s\n' "$T/nvme" "$T/fsx" >>"$FAKE_ROOT/mounts"
+  run bash "$SCRIPTS/install_container_runtime.sh"
+  [ "$status" -eq 0 ]
+  grep -qxF "ENROOT_RUNTIME_PATH $T/nvme/enroot/runtime/user-\$(id -u)" "$ENROOT_CONF"
+  grep -qxF "ENROOT_DATA_PATH $T/nvme/enroot/data/user-\$(id -u)" "$ENROOT_CONF"
+  grep -qxF "ENROOT_TEMP_PATH $T/nvme/enroot/tmp" "$ENROOT_CONF"
+  grep -qxF "ENROOT_CACHE_PATH $T/fsx/enroot/cache" "$ENROOT_CONF"
+  [ "$(stat -c %a "$T/nvme/enroot/tmp")" = "1777" ]
+}
+
+@test "without NVMe or FSx, enroot falls back to the EBS volume and keeps its cache there" {
+  setup_runtime
+  echo "$T/opt-sagemaker" >>"$FAKE_ROOT/mounts"
+  run bash "$SCRIPTS/install_container_runtime.sh"
+  [ "$status" -eq 0 ]
+  grep -qxF "ENROOT_CACHE_PATH $T/opt-sagemaker/enroot/cache" "$ENROOT_CONF"
+  grep -qxF "ENROOT_TEMP_PATH $T/opt-sagemaker/enroot/tmp" "$ENROOT_CONF"
 }

@@ -79,7 +79,7 @@ load test_helper
 
 @test "an invalid user name is rejected before anything runs" {
   set_param users '[{"name": "bob ALL=(ALL)", "uid": 2002, "gid": 2002, "sudo": true}]'
-  run bash "$SCRIPTS/on_create.sh"
+  run bash "$SCRIPTS/on_init_complete.sh"
   [ "$status" -ne 0 ]
   [[ "$output" == *"is not a valid user name"* ]]
   [ ! -e "$SUDOERS_DIR" ] || [ -z "$(ls "$SUDOERS_DIR")" ]

@@ -48,11 +48,30 @@ entry() {
   [[ "$output" == *"could not mount fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh at $T/fsx"* ]]
 }
 
-@test "nothing is mounted or written when fsx.mount is false" {
+@test "with HyperPod's own mount (fsx.mount false) it waits for the mount and writes nothing" {
   set_param fsx.mount false
+  echo "$T/fsx" >>"$FAKE_ROOT/mounts"
   run bash "$SCRIPTS/mount_fsx.sh"
   [ "$status" -eq 0 ]
   [ -z "$(calls mount)" ]
   [ ! -s "$FSTAB" ]
-  [[ "$output" == *"nothing to mount"* ]]
+  [[ "$output" == *"$T/fsx is mounted by HyperPod"* ]]
+}
+
+@test "with HyperPod's own mount, a mount that never comes fails the node after a bounded wait" {
+  set_param fsx.mount false
+  FSX_WAIT_ATTEMPTS=4 run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -ne 0 ]
+  [ "$(calls mountpoint | wc -l)" -eq 4 ]
+  [ -z "$(calls mount)" ]
+  [[ "$output" == *"gave up waiting for HyperPod to mount FSx at $T/fsx after 4 checks"* ]]
+  [[ "$output" == *"ERROR: $T/fsx is not mounted; HyperPod mounts it from the instance group's InstanceStorageConfigs"* ]]
+}
+
+@test "no file system at all: nothing to mount or wait for" {
+  set_param fsx null
+  run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -eq 0 ]
+  [ -z "$(calls mountpoint)" ]
+  [[ "$output" == *"no FSx file system for this cluster"* ]]
 }

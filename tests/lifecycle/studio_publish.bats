@@ -57,13 +57,52 @@ secret_field() {
   ! calls aws | grep -q put-secret-value || false
 }
 
-@test "include lines are warned about; a missing ClusterName or ARN is an error" {
+@test "included files are published by name and the include lines point at them" {
   setup_controller
-  echo "Include /opt/slurm/etc/accounting.conf" >>"$SLURM_CONF"
+  mkdir -p "$T/etc"
+  echo "AccountingStorageType=accounting_storage/slurmdbd" >"$T/accounting.conf"
+  printf 'GresTypes=gpu\ninclude %s\n' "$T/etc/nodes.conf" >"$T/gres.conf"
+  echo "NodeName=ip-10-1-0-30 Gres=gpu:1" >"$T/etc/nodes.conf"
+  printf 'include accounting.conf\nInclude %s\n' "$T/gres.conf" >>"$SLURM_CONF"
   run bash "$PUBLISH" "$ARN"
   [ "$status" -eq 0 ]
-  [[ "$output" == *"WARNING: slurm.conf has 'Include /opt/slurm/etc/accounting.conf'"* ]]
+  python3 - "$STUB_SECRET" <<'PY'
+import json, sys
+value = json.load(open(sys.argv[1]))
+lines = value["slurm_conf"].splitlines()
+assert lines[-2:] == ["include accounting.conf", "Include gres.conf"], lines
+assert value["slurm_conf_includes"] == {
+    "accounting.conf": "AccountingStorageType=accounting_storage/slurmdbd\n",
+    "gres.conf": "GresTypes=gpu\ninclude nodes.conf\n",
+    "nodes.conf": "NodeName=ip-10-1-0-30 Gres=gpu:1\n"}, value["slurm_conf_includes"]
+PY
+}
 
+@test "an include that does not exist yet or is a wildcard stops without publishing" {
+  setup_controller
+  echo "include accounting.conf" >>"$SLURM_CONF"
+  run bash "$PUBLISH" "$ARN"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"'include accounting.conf' names $T/accounting.conf, which does not exist yet"* ]]
+  sed -i 's|^include accounting.conf|include plugstack.conf.d/*|' "$SLURM_CONF"
+  run bash "$PUBLISH" "$ARN"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"is a wildcard include"* ]]
+  ! calls aws | grep -q put-secret-value || false
+}
+
+@test "waits, bounded, for HyperPod to write a slurm.conf that names the controller" {
+  setup_controller
+  grep -v SlurmctldHost "$SLURM_CONF" >"$T/partial" && mv "$T/partial" "$SLURM_CONF"
+  SLURM_WAIT_ATTEMPTS=3 run bash "$PUBLISH" "$ARN"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"gave up waiting for a complete $SLURM_CONF after 3 checks"* ]]
+  [[ "$output" == *"cannot read a slurm.conf with SlurmctldHost at $SLURM_CONF"* ]]
+  ! calls aws | grep -q put-secret-value || false
+}
+
+@test "a missing ClusterName or ARN is an error" {
+  setup_controller
   sed -i '/^ClusterName=/d' "$SLURM_CONF"
   run bash "$PUBLISH" "$ARN"
   [ "$status" -eq 1 ]

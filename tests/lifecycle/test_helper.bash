@@ -8,7 +8,7 @@ SCRIPTS="$REPO_ROOT/lifecycle/hyperpod"
 FIXTURES="$BATS_TEST_DIRNAME/fixtures"
 
 STUBBED=(hostname mount umount mountpoint getent groupadd useradd usermod systemctl scontrol
-  apt-get apt-mark dpkg-query aws visudo srun)
+  apt-get apt-mark dpkg-query aws visudo srun ssh-keygen)
 
 setup() {
   T="$BATS_TEST_TMPDIR"
@@ -29,16 +29,22 @@ setup() {
     }
   done
 
-  export PARAMS_FILE="$T/provisioning_parameters.json"
+  export PARAMS_FILE="$T/platform_parameters.json"
   export RESOURCE_CONFIG="$T/resource_config.json"
   export LOG_DIR="$T/log" FSTAB="$T/fstab" SUDOERS_DIR="$T/sudoers.d"
   export SLURM_CONF_DIR="$T/slurm/etc" DEFAULT_HOME_ROOT="$T/home"
   export PYXIS_CONF="$T/pyxis/pyxis.conf" TMPDIR="$T/tmp"
-  export RETRY_DELAY=0 STUB_IPS="10.1.0.12 172.17.0.1" STUB_ACTIVE_UNITS="slurmctld"
+  export SSH_CLIENT_CONF="$T/ssh_config.d/60-hyperpod-cluster.conf" LOGROTATE_CONF="$T/logrotate.d/hyperpod-slurm"
+  export ENROOT_CONF="$T/enroot/enroot.conf" NVME_PATHS="$T/nvme $T/opt-sagemaker" OS_RELEASE="$T/os-release"
   mkdir -p "$TMPDIR" "$SLURM_CONF_DIR"
+  printf 'ID=ubuntu\nVERSION_ID="22.04"\nVERSION_CODENAME=jammy\n' >"$OS_RELEASE"
+  # HyperPod's slurm.conf on the controller, as its cluster agent writes it before OnInitComplete runs.
+  printf 'ClusterName=ml-cluster\nSlurmctldHost=ip-10-1-0-12(10.1.0.12)\ninclude accounting.conf\n' \
+    >"$SLURM_CONF_DIR/slurm.conf"
+  export RETRY_DELAY=0 STUB_IPS="10.1.0.12 172.17.0.1" STUB_ACTIVE_UNITS="slurmctld"
   echo "required /opt/hyperpod/lib/spank_hyperpod.so" >"$SLURM_CONF_DIR/plugstack.conf"
   cp "$FIXTURES/resource_config.json" "$RESOURCE_CONFIG"
-  cp "$FIXTURES/provisioning_parameters.json" "$PARAMS_FILE"
+  cp "$FIXTURES/platform_parameters.json" "$PARAMS_FILE"
   set_param fsx.mount_path "\"$T/fsx\""
 }
 

@@ -5,13 +5,18 @@
 LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 HYPERPOD_DIR="$(dirname "$LIB_DIR")"
 
-export PARAMS_FILE="${PARAMS_FILE:-$HYPERPOD_DIR/provisioning_parameters.json}"
+# Not provisioning_parameters.json: with the API-driven Slurm configuration HyperPod refuses a lifecycle prefix that
+# holds a file of that name, and writes its own under /opt/ml/config/. Ours stays beside the scripts.
+export PARAMS_FILE="${PARAMS_FILE:-$HYPERPOD_DIR/platform_parameters.json}"
 export RESOURCE_CONFIG="${RESOURCE_CONFIG:-/opt/ml/config/resource_config.json}"
 export LOG_DIR="${LOG_DIR:-/var/log/provision}"
 export FSTAB="${FSTAB:-/etc/fstab}"
 export SUDOERS_DIR="${SUDOERS_DIR:-/etc/sudoers.d}"
 export SLURM_CONF_DIR="${SLURM_CONF_DIR:-/opt/slurm/etc}"
 export DEFAULT_HOME_ROOT="${DEFAULT_HOME_ROOT:-/home}"
+export SLURM_BIN_DIR="${SLURM_BIN_DIR:-/opt/slurm/bin}"
+export PATH="$PATH:$SLURM_BIN_DIR" # HyperPod installs the Slurm commands there
+export OS_RELEASE="${OS_RELEASE:-/etc/os-release}"
 export RETRY_DELAY="${RETRY_DELAY:-10}"
 
 log() {
@@ -45,6 +50,60 @@ retry() {
     sleep "$RETRY_DELAY"
     n=$((n + 1))
   done
+}
+
+# retry_backoff ATTEMPTS CMD... : like retry, but the delay doubles (RETRY_DELAY, 2x, 4x, ... capped at 60 s), for
+# calls that fail while the node's network or the service is still coming up (S3, Secrets Manager).
+retry_backoff() {
+  local attempts=$1 n=1 delay=$RETRY_DELAY
+  shift
+  until "$@"; do
+    if ((n >= attempts)); then
+      log "giving up after $attempts attempts: $1 ${2:-}"
+      return 1
+    fi
+    log "attempt $n/$attempts failed, retrying in ${delay}s: $1 ${2:-}"
+    sleep "$delay"
+    n=$((n + 1))
+    delay=$((delay * 2 > 60 ? 60 : delay * 2))
+  done
+}
+
+# wait_until ATTEMPTS WHAT CMD... : polls CMD every RETRY_DELAY seconds; returns 1 (after saying what it waited
+# for) when it never succeeds. Bounded, because HyperPod fails a node whose lifecycle script hangs.
+wait_until() {
+  local attempts=$1 what=$2 n=1
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    if ((n >= attempts)); then
+      log "gave up waiting for $what after $attempts checks, ${RETRY_DELAY}s apart"
+      return 1
+    fi
+    ((n == 1)) && log "waiting for $what"
+    sleep "$RETRY_DELAY"
+    n=$((n + 1))
+  done
+}
+
+# start_log NAME : sends this script's output to LOG_DIR/NAME.log as well, and on exit logs done/FAILED and
+# waits for the log to be complete, so HyperPod reads the exit code after the last line is written.
+start_log() {
+  mkdir -p "$LOG_DIR"
+  exec > >(tee -a "$LOG_DIR/$1.log") 2>&1
+  TEE_PID=$!
+  trap _finish_log EXIT
+}
+
+_finish_log() {
+  local rc=$?
+  if ((rc == 0)); then
+    log "done"
+  else
+    log "FAILED with exit code $rc, see the lines above"
+  fi
+  exec >&- 2>&-
+  wait "$TEE_PID" || true
+  exit "$rc"
 }
 
 # Where home directories go: on FSx when it is mounted, so they are the same on every node.

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Entry point on Slurm clusters: LifeCycleConfig.OnInitComplete. HyperPod runs this once per node, as root, after it
+# has configured its own software on the node. With the API-driven Slurm configuration (SlurmConfig on every
+# instance group) HyperPod writes /opt/slurm/etc/slurm.conf, starts slurmctld on the controller and configless
+# slurmd on login and compute nodes, and mounts FSx when InstanceStorageConfigs names it.
+#
+# So this script adds only what HyperPod does not do: users, their SSH keys, the container runtime's settings, Slurm
+# log rotation, and (controller) the settings Studio login nodes read. It never writes node or partition lines,
+# never starts, stops or restarts a Slurm daemon; after changing plugstack.conf the controller runs
+# `scontrol reconfigure`, which pushes the file to the configless slurmd daemons.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$HERE/lib/common.sh"
+start_log on_init_complete
+
+log "parameters: $PARAMS_FILE, resource config: $RESOURCE_CONFIG"
+params_py validate "$PARAMS_FILE"
+if [[ "$(param orchestrator)" == eks ]]; then
+  die "on_init_complete.sh is the Slurm entry point; EKS groups run on_create.sh (OnCreate)"
+fi
+
+read -ra addresses <<<"$(hostname -I)"
+detected="$(params_py node-type "$RESOURCE_CONFIG" "$PARAMS_FILE" "${addresses[@]}")"
+NODE_TYPE="${detected%%$'\t'*}"
+log "node type: $NODE_TYPE (instance group ${detected#*$'\t'})"
+
+bash "$HERE/mount_fsx.sh"           # lifecycle mount, or wait for HyperPod's own mount
+bash "$HERE/create_users.sh"        # homes on FSx once it is there
+bash "$HERE/setup_ssh_keys.sh"      # passwordless SSH between nodes for cluster users
+bash "$HERE/install_container_runtime.sh"
+bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
+
+# Studio login nodes read the controller's Slurm version, address, slurm.conf and munge key from this secret.
+login_secret="$(param slurm.login_secret_arn)"
+if [[ "$NODE_TYPE" == controller && -n "$login_secret" ]]; then
+  bash "$HERE/publish_slurm_login.sh" "$login_secret"
+fi

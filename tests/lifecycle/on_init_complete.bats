@@ -1,0 +1,150 @@
+#!/usr/bin/env bats
+# on_init_complete.sh, the Slurm clusters' entry point (LifeCycleConfig.OnInitComplete), per node type.
+#
+# The contract (lifecycle/hyperpod/README.md, "Which hook, and who starts Slurm"): HyperPod has written slurm.conf
+# and runs the Slurm daemons before this hook; the script never writes slurm.conf, never starts, stops, enables or
+# restarts a Slurm daemon, and only the controller runs `scontrol reconfigure` (after changing plugstack.conf).
+# resource_config.json is shaped as HyperPod writes it to /opt/ml/config (fixtures/resource_config.json).
+
+load test_helper
+
+CONTROLLER_IP="10.1.0.12 172.17.0.1"
+LOGIN_IP="10.1.0.20"
+COMPUTE_IP="10.1.0.31"
+
+enable_everything() {
+  set_param container_runtime.enabled true
+  set_param container_runtime.docker_apt_version '"24.0.7-0ubuntu2~22.04.1"'
+  set_param container_runtime.artifacts '[]'
+  add_artifact enroot enroot_3.5.0-1_amd64.deb "fake enroot"
+  mkdir -p "$(dirname "$PYXIS_CONF")"
+  echo "required /usr/local/lib/slurm/spank_pyxis.so" >"$PYXIS_CONF"
+}
+
+# slurm_daemon_calls -> any call that starts, stops, enables or restarts a Slurm daemon, or scontrol other than
+# reconfigure
+slurm_daemon_calls() {
+  {
+    grep -E '^systemctl (start|stop|restart|reload|enable|disable|mask) .*slurm' "$STUB_LOG"
+    grep -E '^scontrol ' "$STUB_LOG" | grep -vx 'scontrol reconfigure'
+  } || true
+}
+
+run_as() {
+  STUB_IPS="$1" run bash "$SCRIPTS/on_init_complete.sh"
+}
+
+@test "controller: users, keys, container runtime, pyxis, log rotation, one reconfigure; Slurm left to HyperPod" {
+  enable_everything
+  cp "$SLURM_CONF_DIR/slurm.conf" "$T/slurm.conf.hyperpod"
+  run_as "$CONTROLLER_IP"
+  [ "$status" -eq 0 ]
+  grep -q "node type: controller" "$LOG_DIR/on_init_complete.log"
+  [ "$(calls mount)" = "mount $T/fsx" ]
+  calls useradd | grep -q -- "--uid 2001 --gid 2001 --create-home --home-dir $T/fsx/home/alice "
+  [ -s "$T/fsx/home/alice/.ssh/id_ed25519_cluster" ]
+  grep -qxF "$(cat "$T/fsx/home/alice/.ssh/id_ed25519_cluster.pub")" "$T/fsx/home/alice/.ssh/authorized_keys"
+  [ "$(grep -cxF "include $SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" "$SLURM_CONF_DIR/plugstack.conf")" -eq 1 ]
+  [ "$(cat "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "optional /usr/local/lib/slurm/spank_pyxis.so" ]
+  grep -q '^/var/log/slurm/\*.log {' "$LOGROTATE_CONF"
+  [ "$(calls scontrol)" = "scontrol reconfigure" ]
+  cmp "$T/slurm.conf.hyperpod" "$SLURM_CONF_DIR/slurm.conf"
+  [ -z "$(slurm_daemon_calls)" ]
+  grep -q "\[on_init_complete\] done" "$LOG_DIR/on_init_complete.log"
+}
+
+@test "compute: the same node set-up, no plugstack include, no scontrol, no Slurm daemon touched" {
+  enable_everything
+  rm "$SLURM_CONF_DIR/slurm.conf" # configless: compute nodes hold no slurm.conf of their own
+  cp "$SLURM_CONF_DIR/plugstack.conf" "$T/plugstack.before"
+  run_as "$COMPUTE_IP"
+  [ "$status" -eq 0 ]
+  grep -q "node type: compute (instance group worker-group-1)" "$LOG_DIR/on_init_complete.log"
+  calls useradd | grep -q -- "--uid 2002 "
+  [ "$(cat "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "optional /usr/local/lib/slurm/spank_pyxis.so" ]
+  cmp "$T/plugstack.before" "$SLURM_CONF_DIR/plugstack.conf"
+  [ ! -e "$SLURM_CONF_DIR/slurm.conf" ]
+  [ -z "$(calls scontrol)" ]
+  [ -z "$(slurm_daemon_calls)" ]
+}
+
+@test "login: like compute, and it does not publish the Studio login settings" {
+  cp -r "$SCRIPTS" "$T/scripts"
+  printf '#!/bin/bash\necho "publish $*" >>"%s"\n' "$T/publish.calls" >"$T/scripts/publish_slurm_login.sh"
+  set_param slurm.login_secret_arn '"arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-login-AbCdEf"'
+  STUB_IPS="$LOGIN_IP" run bash "$T/scripts/on_init_complete.sh"
+  [ "$status" -eq 0 ]
+  grep -q "node type: login" "$LOG_DIR/on_init_complete.log"
+  [ -z "$(calls scontrol)" ]
+  [ -z "$(slurm_daemon_calls)" ]
+  [ ! -e "$T/publish.calls" ]
+  STUB_IPS="$CONTROLLER_IP" run bash "$T/scripts/on_init_complete.sh"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$T/publish.calls")" = "publish arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-login-AbCdEf" ]
+}
+
+@test "a second run changes nothing and exits 0" {
+  enable_everything
+  run_as "$CONTROLLER_IP"
+  [ "$status" -eq 0 ]
+  for f in "$FSTAB" "$SLURM_CONF_DIR/plugstack.conf" "$FAKE_ROOT/passwd" "$ENROOT_CONF" "$LOGROTATE_CONF" \
+    "$T/fsx/home/bob/.ssh/id_ed25519_cluster" "$T/fsx/home/bob/.ssh/authorized_keys"; do
+    cp "$f" "$T/$(basename "$f").before"
+  done
+  : >"$STUB_LOG"
+  run_as "$CONTROLLER_IP"
+  [ "$status" -eq 0 ]
+  [ -z "$(mutating_calls)" ]
+  [ -z "$(calls ssh-keygen)" ]
+  for f in "$FSTAB" "$SLURM_CONF_DIR/plugstack.conf" "$FAKE_ROOT/passwd" "$ENROOT_CONF" "$LOGROTATE_CONF" \
+    "$T/fsx/home/bob/.ssh/id_ed25519_cluster" "$T/fsx/home/bob/.ssh/authorized_keys"; do
+    cmp "$T/$(basename "$f").before" "$f"
+  done
+  [ "$(grep -c '\[on_init_complete\] done' "$LOG_DIR/on_init_complete.log")" -eq 2 ]
+}
+
+@test "a second node finds the users' keys on the shared file system and keeps them" {
+  run_as "$CONTROLLER_IP"
+  cp "$T/fsx/home/alice/.ssh/id_ed25519_cluster" "$T/alice.key"
+  : >"$STUB_LOG"
+  run_as "$COMPUTE_IP"
+  [ "$status" -eq 0 ]
+  [ -z "$(calls ssh-keygen)" ]
+  cmp "$T/alice.key" "$T/fsx/home/alice/.ssh/id_ed25519_cluster"
+  [ "$(stat -c '%a %u' "$T/fsx/home/alice/.ssh/id_ed25519_cluster")" = "600 2001" ]
+  [ "$(stat -c '%a %u' "$T/fsx/home/alice/.ssh")" = "700 2001" ]
+}
+
+@test "the controller waits for HyperPod's slurm.conf, bounded, and fails with what to check" {
+  rm "$SLURM_CONF_DIR/slurm.conf"
+  SLURM_WAIT_ATTEMPTS=3 run_as "$CONTROLLER_IP"
+  [ "$status" -ne 0 ]
+  grep -q "gave up waiting for HyperPod's $SLURM_CONF_DIR/slurm.conf after 3 checks" "$LOG_DIR/on_init_complete.log"
+  grep -q "ERROR: HyperPod has not written $SLURM_CONF_DIR/slurm.conf" "$LOG_DIR/on_init_complete.log"
+  grep -q "FAILED with exit code" "$LOG_DIR/on_init_complete.log"
+  [ -z "$(slurm_daemon_calls)" ]
+}
+
+@test "a failing step fails the hook and the log says so" {
+  STUB_MOUNT_FAILURES=99 MOUNT_ATTEMPTS=1 run_as "$CONTROLLER_IP"
+  [ "$status" -ne 0 ]
+  grep -q "ERROR: could not mount" "$LOG_DIR/on_init_complete.log"
+  grep -q "FAILED with exit code" "$LOG_DIR/on_init_complete.log"
+  [ -z "$(calls useradd)" ]
+}
+
+@test "EKS parameters are refused: EKS groups run on_create.sh" {
+  set_param orchestrator '"eks"'
+  run_as "$COMPUTE_IP"
+  [ "$status" -ne 0 ]
+  [ -z "$(mutating_calls)" ]
+  grep -q "on_init_complete.sh is the Slurm entry point; EKS groups run on_create.sh" "$LOG_DIR/on_init_complete.log"
+}
+
+@test "an unknown orchestrator in the parameters fails before touching the node" {
+  set_param orchestrator '"pbs"'
+  run_as "$CONTROLLER_IP"
+  [ "$status" -ne 0 ]
+  [ -z "$(mutating_calls)" ]
+  grep -q "orchestrator: expected slurm or eks, got 'pbs'" "$LOG_DIR/on_init_complete.log"
+}

@@ -1,0 +1,123 @@
+"""Property-based: any edit of an example config ends in a valid config or a clear error, never a traceback.
+
+Mutations are what people do to YAML by hand: delete a key, repeat a list entry, put another value (of any type,
+or one taken from elsewhere in the same file) in a place. `load_config` must either accept the result or raise
+ConfigError whose every line names a config path. A sample of the accepted mutations is then synthesized with
+cdk-nag: it must give templates or a ConfigError (a construct-name clash, a jsii error or a nag finding would be
+a bug: validation let through something synth cannot build).
+"""
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+import yaml
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from conftest import STAND_IN_CHART, VARIANT_FILES, cdk_json_context
+from stacks.config import ConfigError, PlatformConfig, parse_config
+from stacks.platform import add_security_checks, build_platform
+
+EXAMPLES = {name: yaml.safe_load(path.read_text()) for name, path in VARIANT_FILES.items()}
+for data in EXAMPLES.values():
+    if data.get("orchestrator") == "eks":
+        data["eks"]["hyperpod_dependencies"]["chart_dir"] = str(STAND_IN_CHART)
+
+# "path: ..." where path is a config path (name, a.b[2].c, a.b key) or <root>/YAML/config.
+ERROR_LINE = re.compile(r"^(<root>|YAML|config|[a-z_]+(\[\d+\]|\.[A-Za-z0-9_./:-]+)*( key)?): \S")
+ODD_VALUES = ["", "x_y", "-1", "ml.p5.48xlarge", "usw2-az1", "10.0.0.0/8", 0, -1, 1, 3, 10**9, 1.5, True, False,
+              None, [], {}, ["x"], {"x": 1}]
+
+
+def paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+    """Every path into a parsed YAML document (dict keys and list indexes)."""
+    found = [prefix] if prefix else []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += paths(value, prefix + (key,))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found += paths(value, prefix + (i,))
+    return found
+
+
+def get(node: Any, path: tuple) -> Any:
+    for part in path:
+        node = node[part]
+    return node
+
+
+@st.composite
+def mutated_configs(draw) -> dict:
+    name = draw(st.sampled_from(sorted(EXAMPLES)))
+    data = copy.deepcopy(EXAMPLES[name])
+    for _ in range(draw(st.integers(1, 3))):
+        all_paths = paths(data)
+        path = draw(st.sampled_from(all_paths))
+        parent, last = get(data, path[:-1]), path[-1]
+        action = draw(st.sampled_from(["delete", "repeat", "odd", "swap"]))
+        if action == "delete":
+            del parent[last]
+        elif action == "repeat" and isinstance(parent, list):
+            parent.insert(last, copy.deepcopy(parent[last]))
+        elif action == "swap":
+            parent[last] = copy.deepcopy(get(data, draw(st.sampled_from(all_paths))))
+        else:
+            parent[last] = draw(st.sampled_from(ODD_VALUES))
+    return data
+
+
+def outcome(data: dict) -> PlatformConfig | ConfigError:
+    try:
+        return parse_config(copy.deepcopy(data), "mutated.yaml")
+    except ConfigError as error:
+        return error
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_configs())
+def test_every_edit_is_accepted_or_clearly_refused(data):
+    result = outcome(data)
+    if isinstance(result, ConfigError):
+        assert result.errors, "a ConfigError must say what is wrong"
+        for line in result.errors:
+            assert ERROR_LINE.match(line), f"not a 'path: problem' line: {line!r}"
+    else:
+        assert isinstance(result, PlatformConfig)
+
+
+def synthesize(config: PlatformConfig, out_dir: Path) -> list[str]:
+    app = cdk.App(outdir=str(out_dir), context=cdk_json_context())
+    build_platform(app, config)
+    add_security_checks(app)
+    app.synth()
+    return sorted(p.name for p in out_dir.glob("*.template.json"))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_accepted_edits_synthesize(seed, tmp_path):
+    """Accepted mutations (a deterministic sample, one per seed) build templates that pass cdk-nag."""
+    accepted: list[PlatformConfig] = []
+
+    @settings(max_examples=200, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(mutated_configs(), st.integers(0, 10**6))
+    def collect(data, salt):
+        assume(salt % 3 == seed)
+        result = outcome(data)
+        assume(isinstance(result, PlatformConfig) and not accepted)
+        accepted.append(result)
+
+    collect()
+    assert accepted, "no accepted mutation found"
+    try:
+        templates = synthesize(accepted[0], tmp_path)
+    except ConfigError as error:  # e.g. a chart directory that does not exist: a clear error is fine
+        assert all(ERROR_LINE.match(line) for line in error.errors), error
+        return
+    assert any(name.endswith("-cluster.template.json") for name in templates), templates
