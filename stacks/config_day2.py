@@ -25,31 +25,32 @@ SNAPSHOT_METADATA_KEY = "HyperPodPlatformCreateOnly"
 
 
 def snapshot(config: PlatformConfig) -> dict[str, Any]:
-    """JSON-safe values of the create-only inputs (small: no user list, no instance groups)."""
+    """JSON-safe values of the create-only inputs (small: no user list, no instance groups). No nulls: the CDK
+    drops them from template metadata."""
     lustre = config.storage.lustre
     network = config.network
     return {
         "name": config.name,
         "orchestrator": config.orchestrator,
         "region": config.deployment.region,
-        "network": {"existing": network.existing.vpc_id if network.existing else None,
+        "network": {"existing": network.existing.vpc_id if network.existing else "",
                     "vpc_cidr": network.vpc_cidr, "az_ids": list(network.az_ids),
                     "public_subnet_cidr": network.public_subnet_cidr,
                     "private_subnet_cidrs": list(network.private_subnet_cidrs)},
-        "lustre": {"existing": lustre.existing.file_system_id if lustre.existing else None,
+        "lustre": {"existing": lustre.existing.file_system_id if lustre.existing else "",
                    "storage_capacity_gib": lustre.storage_capacity_gib,
                    "throughput_mib_per_tib": lustre.throughput_mib_per_tib,
                    "file_system_path": lustre.data_repository.file_system_path,
                    "s3_prefix": lustre.data_repository.s3_prefix},
-        "eks_version": config.eks.kubernetes_version if config.orchestrator == "eks" else None,
+        "eks_version": config.eks.kubernetes_version if config.orchestrator == "eks" else "",
         "partition_root": config.studio.partition_root,
         "uids": {user.name: user.uid for user in config.users},
     }
 
 
-def check_day2(deployed: dict[str, Any], config: PlatformConfig) -> tuple[list[str], list[str]]:
-    """(errors, warnings) for deploying `config` over a platform whose snapshot is `deployed`."""
-    new = snapshot(config)
+def check_day2(deployed: dict[str, Any], config: PlatformConfig | dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(errors, warnings) for deploying `config` (or its snapshot) over a platform whose snapshot is `deployed`."""
+    new = snapshot(config) if isinstance(config, PlatformConfig) else config
     errors: list[str] = []
     warnings: list[str] = []
 
@@ -67,11 +68,11 @@ def check_day2(deployed: dict[str, Any], config: PlatformConfig) -> tuple[list[s
             "cluster has a fixed name: it would have to be deleted with its nodes")
 
     old_net, new_net = deployed.get("network", {}), new["network"]
-    if old_net.get("existing") != new_net["existing"]:
+    if old_net.get("existing", "") != new_net["existing"]:
         changed("network.existing.vpc_id", old_net.get("existing"), new_net["existing"],
                 "switching between a platform-built and an existing VPC replaces every subnet, the file system "
                 "(SubnetIds is create-only) and the cluster")
-    elif new_net["existing"] is None:
+    elif not new_net["existing"]:
         changed("network.vpc_cidr", old_net.get("vpc_cidr"), new_net["vpc_cidr"],
                 "AWS::EC2::VPC CidrBlock is create-only: a new VPC, and with it new subnets, a new FSx file system "
                 "(the old one retained but orphaned, its data unreachable by the cluster) and a new cluster")
@@ -95,11 +96,11 @@ def check_day2(deployed: dict[str, Any], config: PlatformConfig) -> tuple[list[s
                             "(outbound traffic from the nodes stops for a few minutes)")
 
     old_fs, new_fs = deployed.get("lustre", {}), new["lustre"]
-    if old_fs.get("existing") != new_fs["existing"]:
+    if old_fs.get("existing", "") != new_fs["existing"]:
         changed("storage.lustre.existing", old_fs.get("existing"), new_fs["existing"],
                 "switching between a platform-built and an existing file system deletes one from the stack "
                 "(retained, orphaned) and points the cluster and Studio at the other")
-    elif new_fs["existing"] is None:
+    elif not new_fs["existing"]:
         old_capacity, new_capacity = old_fs.get("storage_capacity_gib"), new_fs["storage_capacity_gib"]
         if old_capacity is not None and new_capacity < old_capacity:
             errors.append(f"storage.lustre.storage_capacity_gib: {old_capacity} -> {new_capacity} cannot be "
