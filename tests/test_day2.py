@@ -27,6 +27,8 @@ from stacks.platform import build_platform
 from tools.template_replacements import compare, load_assembly
 
 Change = Callable[[dict], None]
+# Removed when the test process exits (cloud assemblies hold asset copies).
+_OUT_ROOT = tempfile.TemporaryDirectory(prefix="day2-")
 
 
 def _base(name: str) -> dict:
@@ -156,7 +158,7 @@ def _synth(base: str, change: str | None) -> tuple[PlatformConfig, dict[str, dic
     elif change in NEVER_IN_PLACE:
         NEVER_IN_PLACE[change][1](data)
     config = parse_config(data, f"{base}+{change}")
-    out_dir = Path(tempfile.mkdtemp(prefix=f"day2-{base}-{change}-"))
+    out_dir = Path(tempfile.mkdtemp(prefix=f"{base}-{change}-", dir=_OUT_ROOT.name))
     app = cdk.App(outdir=str(out_dir), context=cdk_json_context())
     if change == "bootstrap_script_content":
         import constructs.studio_lifecycle_configs as lcc
@@ -243,3 +245,16 @@ def test_the_analysis_catches_a_custom_named_replacement():
     (finding,) = [f for f in compare(before, after) if f.logical_id == lid]
     assert finding.custom_name == lcc["Properties"]["StudioLifecycleConfigName"]
     assert "StudioLifecycleConfigContent" in finding.reason
+
+
+def test_stateful_stacks_have_termination_protection_and_the_snapshot():
+    import json
+    _synth("default", None)
+    (out_dir,) = Path(_OUT_ROOT.name).glob("default-None-*")
+    manifest = json.loads((out_dir / "manifest.json").read_text())
+    protection = {name: artifact["properties"].get("terminationProtection", False)
+                  for name, artifact in manifest["artifacts"].items() if artifact["type"] == "aws:cloudformation:stack"}
+    assert protection == {"ml-cluster-network": False, "ml-cluster-storage": True, "ml-cluster-cluster": True,
+                          "ml-cluster-studio": True}
+    config, templates = _synth("default", None)
+    assert templates["ml-cluster-storage.template.json"]["Metadata"]["HyperPodPlatformCreateOnly"] == snapshot(config)

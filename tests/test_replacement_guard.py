@@ -137,12 +137,12 @@ def test_every_template_parameter_is_passed_with_the_config_value(tmp_path):
     assert guard.parameter_arguments(stacks) == ["--parameters", "course-cluster-studio:SharedFSx=False"]
 
 
-def test_deploy_refuses_a_never_in_place_edit_before_any_change_set(monkeypatch, cfn, capsys):
+def test_deploy_refuses_a_never_in_place_edit_before_any_change_set(monkeypatch, cfn, capsys, tmp_path):
     """The whole deploy flow with the CLI recorded: the day-2 rules stop it; nothing is prepared or executed."""
     client, stub = cfn
     config, before = _synth("default", None)
     _, after = _synth("default", "raise_fsx_throughput")
-    out = _write_assembly(after, monkeypatch)
+    out = _write_assembly(after, tmp_path)
     commands = []
     monkeypatch.setattr(guard, "_cdk", lambda *args: commands.append(args))
     monkeypatch.setattr(guard, "_client", lambda region: client)
@@ -153,10 +153,10 @@ def test_deploy_refuses_a_never_in_place_edit_before_any_change_set(monkeypatch,
     assert "storage.lustre.throughput_mib_per_tib: 250 -> 500" in capsys.readouterr().out
 
 
-def test_deploy_stops_on_a_replacement_and_executes_only_when_allowed(monkeypatch, cfn, capsys):
+def test_deploy_stops_on_a_replacement_and_executes_only_when_allowed(monkeypatch, cfn, capsys, tmp_path):
     client, stub = cfn
     _, templates = _synth("default", None)
-    out = _write_assembly(templates, monkeypatch)
+    out = _write_assembly(templates, tmp_path)
     commands = []
     monkeypatch.setattr(guard, "_cdk", lambda *args: commands.append(args))
     monkeypatch.setattr(guard, "_client", lambda region: client)
@@ -188,11 +188,8 @@ def test_deploy_stops_on_a_replacement_and_executes_only_when_allowed(monkeypatc
     stub.assert_no_pending_responses()
 
 
-def _write_assembly(templates, monkeypatch):
+def _write_assembly(templates, out):
     """A cloud assembly directory holding `templates` and a manifest naming the four stacks."""
-    import tempfile
-    from pathlib import Path
-    out = Path(tempfile.mkdtemp(prefix="guard-"))
     artifacts = {}
     for file, template in templates.items():
         (out / file).write_text(json.dumps(template))
