@@ -16,7 +16,7 @@ export AWS_EC2_METADATA_DISABLED := true
 APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: synth test lint schema bench deps system-deps hyperpod-chart clean
+.PHONY: synth test lint schema bench deps system-deps hyperpod-chart clean deploy diff
 .DEFAULT_GOAL := synth
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -43,6 +43,17 @@ system-deps:
 synth: deps
 	$(CDK) synth --quiet --no-notices -c config=$(CONFIG)
 	$(PY) tools/summarize.py cdk.out
+
+## Deploy CONFIG through the replacement guard (tools/replacement_guard.py): day-2 rules against the deployed
+## platform, change sets checked for replaced or deleted stateful resources, every template parameter passed from
+## the config, stack policies set afterwards. ALLOW='LogicalId ...' lets named resources be replaced or deleted.
+ALLOW ?=
+deploy: deps
+	CONFIG=$(CONFIG) $(PY) tools/replacement_guard.py deploy $(foreach id,$(ALLOW),--allow $(id))
+
+## `cdk diff` of CONFIG against the deployed stacks, with the config's value for every template parameter.
+diff: deps
+	CONFIG=$(CONFIG) $(PY) tools/replacement_guard.py diff
 
 ## The whole test suite: shell lint, lifecycle-script tests, then pytest (config, stacks, cfn-lint, nag, limits).
 test: deps system-deps lint

@@ -4,6 +4,10 @@ A partition is a directory under the data repository association's path. The han
 marker carrying FSx POSIX metadata (owner, group, mode) under the DRA's prefix and imports it with an FSx
 data repository task; the custom resource completes only when that task has succeeded, so the directory
 exists with the right owner and mode before CloudFormation moves on (lambda/fsx_partitions/).
+
+At most MAX_IMPORTS_IN_FLIGHT import tasks run on the file system because of us: the handlers wait for a free slot
+(and FSx's DataRepositoryTaskExecuting / ServiceLimitExceeded answers) before starting one, and `chain` lets a
+stack create its partitions in that many lanes instead of all at once.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
 HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "fsx_partitions"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
+MAX_IMPORTS_IN_FLIGHT = 4
 
 
 class FsxPartitions(Construct):
@@ -41,7 +46,8 @@ class FsxPartitions(Construct):
             log_group = logs.LogGroup(self, f"{name}Logs", retention=logs.RetentionDays.THREE_MONTHS,
                                       removal_policy=cdk.RemovalPolicy.DESTROY)
             fn = lambda_.Function(self, name, runtime=RUNTIME, code=code, handler=handler, timeout=timeout,
-                                  memory_size=256, log_group=log_group, **kwargs)
+                                  memory_size=256, log_group=log_group,
+                                  environment={"MAX_IMPORTS_IN_FLIGHT": str(MAX_IMPORTS_IN_FLIGHT)}, **kwargs)
             self._grant(fn.role)
             return fn
 
@@ -67,6 +73,18 @@ class FsxPartitions(Construct):
         if condition is not None:
             resource.cfn_options.condition = condition
         return resource
+
+    @staticmethod
+    def path_attribute(resource: cdk.CfnResource) -> dict:
+        """The partition's directory, known only once its import succeeded: whatever mounts it through this
+        reference (a profile, the domain) is created after the directory exists."""
+        return {"Fn::GetAtt": [resource.logical_id, "Path"]}
+
+    @staticmethod
+    def chain(resources: list[cdk.CfnResource], lanes: int = MAX_IMPORTS_IN_FLIGHT) -> None:
+        """Create partitions `lanes` at a time: each waits for the one `lanes` places before it."""
+        for index in range(lanes, len(resources)):
+            resources[index].add_dependency(resources[index - lanes])
 
     def path_of(self, relative_name: str) -> str:
         return f"{self.file_system_path}/{self.partition_root}/{relative_name}"
@@ -110,7 +128,7 @@ class FsxPartitions(Construct):
             environment={"DOMAIN_ID": domain_id, "FILE_SYSTEM_ID": self.file_system_id,
                          "FILE_SYSTEM_PATH": self.file_system_path, "DATA_BUCKET": self.data_bucket_name,
                          "S3_PREFIX": self.s3_prefix, "PARTITION_ROOT": self.partition_root,
-                         "MAX_WAIT_SECONDS": "780"})
+                         "MAX_WAIT_SECONDS": "780", "MAX_IMPORTS_IN_FLIGHT": str(MAX_IMPORTS_IN_FLIGHT)})
         self._grant(fn.role)
         return fn
 

@@ -6,6 +6,8 @@ config's 16 KB content limit and are reviewed and tested as ordinary files.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Mapping, Sequence
 
 import aws_cdk as cdk
@@ -26,6 +28,16 @@ mkdir -p "$scripts"
 aws s3 cp --quiet --recursive '{source}' "$scripts/"
 exec bash "$scripts/{entry}"
 """
+NAME_LIMIT = 63  # StudioLifecycleConfigName: 1-63 of [a-zA-Z0-9-]
+
+
+def lifecycle_config_name(platform: str, role: str, app: str, content: object) -> str:
+    """A name that changes whenever the content does. Name, content, app type and tags of a Studio lifecycle
+    config are all create-only (its CloudFormation schema), so a new script must be a new resource; with a fixed
+    name CloudFormation could not create the replacement beside the old one and the update would fail."""
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:10]
+    suffix = f"-{role}-{app}-{digest}"
+    return f"{platform[:NAME_LIMIT - len(suffix)].rstrip('-')}{suffix}"
 
 
 class StudioLifecycleConfigs(Construct):
@@ -43,11 +55,15 @@ class StudioLifecycleConfigs(Construct):
         bootstrap = bootstrap.replace("$HOME", "${!HOME}").replace('"$scripts', '"${!scripts}')
         content = cdk.Fn.base64(cdk.Fn.sub(bootstrap, {**environment, "Source": self.scripts.source_s3_uri}))
         role = entry_point.removesuffix(".sh").replace("_node", "").replace("_", "-")  # slurm-login / eks-login
+        # The content as CloudFormation will see it (deploy-time references as their Ref/GetAtt expressions). The
+        # scripts themselves live in S3 and are copied at app start, so editing them changes no lifecycle config;
+        # editing the bootstrap or an exported value (e.g. the kubectl checksum on EKS) makes a new one.
+        resolved = cdk.Stack.of(self).resolve(content)
         self.jupyter_lab = sagemaker.CfnStudioLifecycleConfig(
-            self, "JupyterLab", studio_lifecycle_config_name=f"{name}-{role}-jupyterlab",
+            self, "JupyterLab", studio_lifecycle_config_name=lifecycle_config_name(name, role, "jupyterlab", resolved),
             studio_lifecycle_config_app_type="JupyterLab", studio_lifecycle_config_content=content)
         self.code_editor = sagemaker.CfnStudioLifecycleConfig(
-            self, "CodeEditor", studio_lifecycle_config_name=f"{name}-{role}-codeeditor",
+            self, "CodeEditor", studio_lifecycle_config_name=lifecycle_config_name(name, role, "codeeditor", resolved),
             studio_lifecycle_config_app_type="CodeEditor", studio_lifecycle_config_content=content)
         for config in (self.jupyter_lab, self.code_editor):
             config.node.add_dependency(self.scripts.deployment)

@@ -11,6 +11,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from cdk_nag import AwsSolutionsChecks
 
 from stacks.config import PlatformConfig
+from stacks.config_day2 import SNAPSHOT_METADATA_KEY, snapshot
 from stacks.eks_cluster_stack import EksClusterStack, chart_directory
 from stacks.network_stack import NetworkRefs, NetworkStack
 from stacks.slurm_cluster_stack import SlurmClusterStack
@@ -61,10 +62,21 @@ def build_platform(app: cdk.App, config: PlatformConfig) -> Platform:
     platform = Platform(network=network, network_stack=network_stack, storage=storage, cluster=cluster, studio=studio)
     for stack in platform.stacks:
         cdk.Aspects.of(stack).add(RedundantRoleDependency())
-        cdk.Tags.of(stack).add("hyperpod-platform", name)
+        # Only where tags update in place: a create-only Tags property would turn a new tag into a replacement.
+        cdk.Tags.of(stack).add("hyperpod-platform", name, exclude_resource_types=list(TAGS_CREATE_ONLY))
         for key, value in config.tags.items():
-            cdk.Tags.of(stack).add(key, value)
+            cdk.Tags.of(stack).add(key, value, exclude_resource_types=list(TAGS_CREATE_ONLY))
+    # The deployed storage stack remembers what can never change in place; tools/replacement_guard.py compares.
+    storage.template_options.metadata = {SNAPSHOT_METADATA_KEY: snapshot(config)}
+    for stack in (storage, cluster, studio):
+        if stack is not None:  # hold the file system, buckets, keys, cluster, secret, domain and profiles
+            stack.termination_protection = True
     return platform
+
+
+# Resource types whose CloudFormation schema lists Tags as create-only (tests/test_day2.py re-checks every type
+# the platform emits against cfn-lint's copy of the schemas).
+TAGS_CREATE_ONLY = ("AWS::SageMaker::StudioLifecycleConfig",)
 
 
 @jsii.implements(cdk.IAspect)

@@ -59,8 +59,9 @@ class StudioStack(cdk.Stack):
             self, "Partitions", file_system_id=storage.lustre.file_system_id,
             file_system_path=repo.file_system_path, data_bucket_name=storage.data_bucket_name,
             s3_prefix=repo.s3_prefix, partition_root=studio.partition_root)
-        self.partitions.partition(self, "SharedPartition", relative_name=SHARED_PARTITION, uid="0",
-                                  gid=str(studio.shared_gid), mode="2775", condition=self.is_shared)
+        shared_partition = self.partitions.partition(self, "SharedPartition", relative_name=SHARED_PARTITION,
+                                                     uid="0", gid=str(studio.shared_gid), mode="2775",
+                                                     condition=self.is_shared)
 
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         if on_eks:
@@ -106,8 +107,9 @@ class StudioStack(cdk.Stack):
                             lifecycle_management="ENABLED", idle_timeout_in_minutes=studio.idle_timeout_minutes))),
                 custom_file_system_configs=cdk.Fn.condition_if(
                     self.is_shared.logical_id,
+                    # The attribute, not the literal path: the domain waits until the directory exists.
                     [{"FSxLustreFileSystemConfig": {"FileSystemId": storage.lustre.file_system_id,
-                                                    "FileSystemPath": self.partitions.path_of(SHARED_PARTITION)}}],
+                                                    "FileSystemPath": FsxPartitions.path_attribute(shared_partition)}}],
                     cdk.Aws.NO_VALUE)),
             default_space_settings=sagemaker.CfnDomain.DefaultSpaceSettingsProperty(
                 execution_role=self.execution_role.role_arn, security_groups=[self.security_group.attr_group_id]))
@@ -240,15 +242,22 @@ class StudioUsers(cdk.NestedStack):
         is_shared = cdk.CfnCondition(self, "IsSharedFSx", expression=cdk.Fn.condition_equals(param.value_as_string, "True"))
         is_per_user = cdk.CfnCondition(self, "IsPerUserFSx", expression=cdk.Fn.condition_not(is_shared))
         shared, per_user, no_value = is_shared.logical_id, is_per_user.logical_id, {"Ref": "AWS::NoValue"}
+        created = []
         for user in users:
+            partition = partitions.partition(self, f"Partition-{user.name}", relative_name=user.name,
+                                             uid=str(user.uid), gid=str(user.group_id), mode="0700",
+                                             condition=is_per_user)
+            created.append(partition)
             # Plain CloudFormation properties: a thousand profiles through the typed L1 cost seconds of jsii calls.
             cdk.CfnResource(self, f"Profile-{user.name}", type="AWS::SageMaker::UserProfile", properties={
                 "DomainId": domain_id, "UserProfileName": user.name,
                 "UserSettings": {
                     "CustomPosixUserConfig": {"Uid": user.uid,
                                               "Gid": {"Fn::If": [shared, config.studio.shared_gid, user.group_id]}},
+                    # The partition's attribute: the profile (and its mount) exists only once the directory does.
                     "CustomFileSystemConfigs": {"Fn::If": [per_user, [{"FSxLustreFileSystemConfig": {
-                        "FileSystemId": file_system_id, "FileSystemPath": partitions.path_of(user.name)}}], no_value]},
+                        "FileSystemId": file_system_id, "FileSystemPath": partitions.path_attribute(partition)}}],
+                        no_value]},
                 }})
-            partitions.partition(self, f"Partition-{user.name}", relative_name=user.name, uid=str(user.uid),
-                                 gid=str(user.group_id), mode="0700", condition=is_per_user)
+        # Not 150 imports at once: a few lanes, each partition after the one MAX_IMPORTS_IN_FLIGHT before it.
+        partitions.chain(created)

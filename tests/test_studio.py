@@ -57,7 +57,9 @@ def test_shared_mode_mounts_one_shared_partition_for_everyone(synth):
     configs = _one(t, "AWS::SageMaker::Domain")["Properties"]["DefaultUserSettings"]["CustomFileSystemConfigs"]
     if_true, if_false = configs["Fn::If"][1:]
     assert configs["Fn::If"][0] == "IsSharedFSx" and if_false == {"Ref": "AWS::NoValue"}
-    assert if_true[0]["FSxLustreFileSystemConfig"]["FileSystemPath"] == "/data/studio/shared"
+    # The partition's Path attribute: the domain is created (or updated) only once the directory exists.
+    (shared_id,) = _resources(t, "Custom::FsxPartition")
+    assert if_true[0]["FSxLustreFileSystemConfig"]["FileSystemPath"] == {"Fn::GetAtt": [shared_id, "Path"]}
     shared = [r for r in _resources(t, "Custom::FsxPartition").values()]
     assert len(shared) == 1 and shared[0]["Condition"] == "IsSharedFSx"
     props = shared[0]["Properties"]
@@ -74,13 +76,33 @@ def test_per_user_mode_gives_each_profile_a_private_partition(synth):
     alice = profiles["alice"]["UserSettings"]
     assert alice["CustomPosixUserConfig"]["Uid"] == 10001
     assert alice["CustomPosixUserConfig"]["Gid"] == {"Fn::If": ["IsSharedFSx", 2000, 10001]}
+    partition_ids = {r["Properties"]["RelativePath"]: logical_id
+                     for logical_id, r in _resources(nested, "Custom::FsxPartition").items()}
     fs_if = alice["CustomFileSystemConfigs"]["Fn::If"]
-    assert fs_if[0] == "IsPerUserFSx" and fs_if[1][0]["FSxLustreFileSystemConfig"]["FileSystemPath"] == "/data/studio/alice"
+    # The profile mounts the partition's Path attribute, so it is created only after its directory exists.
+    assert fs_if[0] == "IsPerUserFSx" and fs_if[1][0]["FSxLustreFileSystemConfig"]["FileSystemPath"] == {
+        "Fn::GetAtt": [partition_ids["studio/alice"], "Path"]}
     partitions = {r["Properties"]["RelativePath"]: r for r in _resources(nested, "Custom::FsxPartition").values()}
     assert sorted(partitions) == ["studio/alice", "studio/bob", "studio/carol", "studio/ta"]
     for partition in partitions.values():
         assert partition["Condition"] == "IsPerUserFSx" and partition["Properties"]["Mode"] == "0700"
     assert partitions["studio/bob"]["Properties"]["Uid"] == "10002"
+
+
+def test_partitions_are_created_a_few_at_a_time(synth):
+    from constructs.fsx_partitions import MAX_IMPORTS_IN_FLIGHT
+    s = synth("large")
+    nested = next(t for t in s.nested.values() if len(_resources(t, "Custom::FsxPartition")) == 150)
+    partitions = _resources(nested, "Custom::FsxPartition")
+    # Partitions nothing waits on start at once: exactly MAX_IMPORTS_IN_FLIGHT lanes.
+    heads = [i for i, r in partitions.items()
+             if not [d for d in r.get("DependsOn", []) if d in partitions]]
+    assert len(heads) == MAX_IMPORTS_IN_FLIGHT
+    functions = [f for f in _resources(s.templates["studio"], "AWS::Lambda::Function").values()
+                 if f["Properties"].get("Handler", "").startswith(("custom_resource.", "profile_events."))]
+    assert len(functions) == 3
+    for fn in functions:
+        assert fn["Properties"]["Environment"]["Variables"]["MAX_IMPORTS_IN_FLIGHT"] == str(MAX_IMPORTS_IN_FLIGHT)
 
 
 def test_nested_user_stacks_receive_the_parent_parameter(synth):

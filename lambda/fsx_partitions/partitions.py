@@ -10,6 +10,7 @@ Plain functions taking boto3 clients; stdlib + boto3 only.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import random
 import time
@@ -29,6 +30,12 @@ Sleep = Callable[[float], None]
 THROTTLING_CODES = frozenset(
     {"ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded", "SlowDown"})
 NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
+# CreateDataRepositoryTask's own "come back later" answers (botocore's FSx model lists both for the operation):
+# DataRepositoryTaskExecuting "An existing data repository task is currently executing on the file system. Wait
+# until the existing task has completed, then create the new task." and ServiceLimitExceeded (too many tasks).
+IMPORT_BUSY_CODES = frozenset({"DataRepositoryTaskExecuting", "ServiceLimitExceeded"})
+IN_FLIGHT = ("PENDING", "EXECUTING")
+DEFAULT_MAX_IMPORTS_IN_FLIGHT = 4
 
 S_IFDIR = 0o040000
 # FSx for Lustre POSIX metadata, stored as S3 user metadata (x-amz-meta-<name>); boto3 adds the prefix.
@@ -50,20 +57,22 @@ def error_code(error: ClientError) -> str:
 
 
 def retry(call: Callable[[], T], *, attempts: int = 5, base_delay: float = 0.5, max_delay: float = 8.0,
-          sleep: Sleep = time.sleep, jitter: Callable[[], float] = random.random) -> T:
-    """Run `call`, retrying throttling errors with capped exponential backoff and full jitter.
+          sleep: Sleep = time.sleep, jitter: Callable[[], float] = random.random,
+          codes: frozenset[str] = THROTTLING_CODES) -> T:
+    """Run `call`, retrying errors whose code is in `codes` (throttling by default) with capped exponential
+    backoff and full jitter.
 
-    Any other error, or a throttling error on the last attempt, propagates unchanged."""
+    Any other error, or a retried error on the last attempt, propagates unchanged."""
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
     for attempt in range(1, attempts + 1):
         try:
             return call()
         except ClientError as error:
-            if error_code(error) not in THROTTLING_CODES or attempt == attempts:
+            if error_code(error) not in codes or attempt == attempts:
                 raise
             delay = jitter() * min(max_delay, base_delay * 2 ** (attempt - 1))
-            LOG.warning("throttled (%s), attempt %d/%d, retrying in %.2fs", error_code(error), attempt, attempts,
+            LOG.warning("%s, attempt %d/%d, retrying in %.2fs", error_code(error), attempt, attempts,
                         delay)
             sleep(delay)
     raise AssertionError("unreachable")
@@ -213,13 +222,53 @@ def ensure_marker(s3, bucket: str, key: str, uid: int, gid: int, mode: int, *, s
     return True
 
 
-def start_import(fsx, file_system_id: str, path: str, *, sleep: Sleep = time.sleep) -> str:
-    """Start an IMPORT_METADATA_FROM_REPOSITORY task for one repository path (s3://bucket/prefix/)."""
-    response = retry(lambda: fsx.create_data_repository_task(
-        Type="IMPORT_METADATA_FROM_REPOSITORY", FileSystemId=file_system_id, Paths=[path],
-        Report={"Enabled": False}), sleep=sleep)
+def request_token(*parts: str) -> str:
+    """A ClientRequestToken derived from what identifies one request (e.g. CloudFormation's RequestId or
+    CloudTrail's eventID, and the path): a retried request sends the same token, and FSx answers a repeated token
+    with the task it already started instead of starting a second one (an idempotency token, botocore FSx model,
+    ClientRequestToken: at most 63 characters of [A-Za-z0-9_.-])."""
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:48]
+
+
+def imports_in_flight(fsx, file_system_id: str, *, sleep: Sleep = time.sleep) -> int:
+    """Number of this file system's data repository tasks that are PENDING or EXECUTING."""
+    count, token = 0, None
+    while True:
+        kwargs: dict[str, Any] = {"Filters": [{"Name": "file-system-id", "Values": [file_system_id]},
+                                              {"Name": "task-lifecycle", "Values": list(IN_FLIGHT)}]}
+        if token:
+            kwargs["NextToken"] = token
+        response = retry(lambda: fsx.describe_data_repository_tasks(**kwargs), sleep=sleep)
+        count += sum(1 for task in response.get("DataRepositoryTasks", []) if task.get("Lifecycle") in IN_FLIGHT)
+        token = response.get("NextToken")
+        if not token:
+            return count
+
+
+def start_import(fsx, file_system_id: str, path: str, *, token: str,
+                 max_in_flight: int = DEFAULT_MAX_IMPORTS_IN_FLIGHT, sleep: Sleep = time.sleep) -> str | None:
+    """Start an IMPORT_METADATA_FROM_REPOSITORY task for one repository path (s3://bucket/prefix/).
+
+    Returns the task id, or None when the file system is busy: `max_in_flight` tasks already pending or running,
+    or FSx answered DataRepositoryTaskExecuting / ServiceLimitExceeded after a few backed-off attempts. The caller
+    comes back later with the same `token`, so at most one task is ever started for one request."""
+    running = imports_in_flight(fsx, file_system_id, sleep=sleep)
+    if running >= max_in_flight:
+        LOG.info("%d import tasks in flight on %s (limit %d); %s waits", running, file_system_id, max_in_flight,
+                 path)
+        return None
+    try:
+        response = retry(lambda: fsx.create_data_repository_task(
+            Type="IMPORT_METADATA_FROM_REPOSITORY", FileSystemId=file_system_id, Paths=[path],
+            Report={"Enabled": False}, ClientRequestToken=token), sleep=sleep, attempts=4, base_delay=2.0,
+            codes=THROTTLING_CODES | IMPORT_BUSY_CODES)
+    except ClientError as error:
+        if error_code(error) in IMPORT_BUSY_CODES:
+            LOG.info("%s is busy (%s); %s waits", file_system_id, error_code(error), path)
+            return None
+        raise
     task_id = response["DataRepositoryTask"]["TaskId"]
-    LOG.info("started import task %s on %s for %s", task_id, file_system_id, path)
+    LOG.info("started import task %s on %s for %s (token %s)", task_id, file_system_id, path, token)
     return task_id
 
 

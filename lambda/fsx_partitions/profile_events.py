@@ -24,6 +24,7 @@ LOG = logging.getLogger(__name__)
 LOG.setLevel(logging.INFO)
 
 PRIVATE_MODE = 0o700
+CLOUDFORMATION = "cloudformation.amazonaws.com"
 PROFILE_FAILED_STATES = frozenset({"Failed", "Deleting", "Delete_Failed"})
 
 
@@ -40,6 +41,7 @@ class Settings:
     s3_prefix: str
     max_wait_seconds: float
     partition_root: str = "studio"
+    max_in_flight: int = partitions.DEFAULT_MAX_IMPORTS_IN_FLIGHT
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Settings":
@@ -50,7 +52,22 @@ class Settings:
         return cls(domain_id=env["DOMAIN_ID"], file_system_id=env["FILE_SYSTEM_ID"],
                    file_system_path=env["FILE_SYSTEM_PATH"], data_bucket=env["DATA_BUCKET"],
                    s3_prefix=env.get("S3_PREFIX", ""), max_wait_seconds=float(env.get("MAX_WAIT_SECONDS", "600")),
-                   partition_root=env.get("PARTITION_ROOT", "").strip("/") or "studio")
+                   partition_root=env.get("PARTITION_ROOT", "").strip("/") or "studio",
+                   max_in_flight=int(env.get("MAX_IMPORTS_IN_FLIGHT", partitions.DEFAULT_MAX_IMPORTS_IN_FLIGHT)))
+
+
+def created_by_cloudformation(detail: Mapping[str, Any]) -> bool:
+    """CloudTrail records a call CloudFormation makes for a stack with userIdentity.invokedBy (and sourceIPAddress
+    and userAgent) set to cloudformation.amazonaws.com (CloudTrail userIdentity element: "invokedBy: the name of
+    the AWS service that made the request"), and CloudFormation tags what it creates with aws:cloudformation:*.
+    Such profiles belong to a stack, which creates their partition itself (StudioUsers: a partition resource
+    each, the profile waits for it), so the event must not start a second import for them."""
+    identity = detail.get("userIdentity") or {}
+    if CLOUDFORMATION in (identity.get("invokedBy"), detail.get("sourceIPAddress"), detail.get("userAgent")):
+        return True
+    tags = (detail.get("requestParameters") or {}).get("tags") or []
+    return any(str(tag.get("key", tag.get("Key", ""))).startswith("aws:cloudformation:")
+               for tag in tags if isinstance(tag, Mapping))
 
 
 def handler(event: Mapping[str, Any], _context: Any = None, *, settings: Settings | None = None, s3=None, fsx=None,
@@ -66,6 +83,10 @@ def handler(event: Mapping[str, Any], _context: Any = None, *, settings: Setting
     if detail.get("errorCode"):
         LOG.info("ignoring failed CreateUserProfile for %s/%s: %s", domain_id, profile_name, detail["errorCode"])
         return {"status": "ignored", "reason": "the CreateUserProfile call failed"}
+    if created_by_cloudformation(detail):
+        LOG.info("ignoring profile %s/%s: created by CloudFormation, whose stack owns its partition", domain_id,
+                 profile_name)
+        return {"status": "ignored", "reason": "created by CloudFormation"}
     if domain_id != settings.domain_id:
         LOG.info("ignoring profile %s in domain %s (ours is %s)", profile_name, domain_id, settings.domain_id)
         return {"status": "ignored", "reason": "other domain"}
@@ -90,7 +111,15 @@ def handler(event: Mapping[str, Any], _context: Any = None, *, settings: Setting
     fsx = fsx or partitions.client("fsx")
     partitions.ensure_marker(s3, partition.data_bucket, partition.marker_key, partition.uid, partition.gid,
                              partition.mode, sleep=sleep)
-    task_id = partitions.start_import(fsx, partition.file_system_id, partition.import_uri, sleep=sleep)
+    # EventBridge and Lambda redeliver the same CloudTrail record (same eventID) on retry: same token, same task.
+    token = partitions.request_token("profile", str(detail.get("eventID") or event.get("id") or ""),
+                                     partition.import_uri)
+    remaining = max(1.0, deadline_budget - (time.monotonic() - started))
+    task_id = partitions.wait_for(
+        lambda: partitions.start_import(fsx, partition.file_system_id, partition.import_uri, token=token,
+                                        max_in_flight=settings.max_in_flight, sleep=sleep),
+        what=f"a free import slot on {partition.file_system_id} for {partition.path}", max_wait=remaining / 2,
+        sleep=sleep)
     remaining = max(1.0, deadline_budget - (time.monotonic() - started))
     partitions.wait_for(lambda: partitions.import_status(fsx, task_id, sleep=sleep) == "done",
                         what=f"import task {task_id} for {partition.path}", max_wait=remaining, sleep=sleep)

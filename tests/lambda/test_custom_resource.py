@@ -5,6 +5,7 @@ from datetime import datetime, timezone
 
 import pytest
 from botocore.exceptions import ClientError
+from botocore.stub import ANY
 
 import custom_resource
 import partitions
@@ -34,10 +35,27 @@ def task(task_id="task-0123456789abcdef0", lifecycle="PENDING", **extra):
                                    "CreationTime": datetime(2026, 11, 21, tzinfo=timezone.utc), **extra}}
 
 
-def expect_import(stub, uri=f"s3://data-bucket/{MARKER}", task_id="task-0123456789abcdef0"):
+IN_FLIGHT_FILTERS = [{"Name": "file-system-id", "Values": [FS]},
+                     {"Name": "task-lifecycle", "Values": ["PENDING", "EXECUTING"]}]
+
+
+def expect_in_flight(stub, count=0, next_token=None, after=None):
+    response = {"DataRepositoryTasks": [task(f"task-busy{index:012d}", "EXECUTING")["DataRepositoryTask"]
+                                        for index in range(count)]}
+    if next_token:
+        response["NextToken"] = next_token
+    params = {"Filters": IN_FLIGHT_FILTERS}
+    if after:
+        params["NextToken"] = after
+    stub.add_response("describe_data_repository_tasks", response, params)
+
+
+def expect_import(stub, uri=f"s3://data-bucket/{MARKER}", task_id="task-0123456789abcdef0", token=ANY,
+                  in_flight=0):
+    expect_in_flight(stub, in_flight)
     stub.add_response("create_data_repository_task", task(task_id),
                       {"Type": "IMPORT_METADATA_FROM_REPOSITORY", "FileSystemId": FS, "Paths": [uri],
-                       "Report": {"Enabled": False}})
+                       "Report": {"Enabled": False}, "ClientRequestToken": token})
 
 
 def expect_status(stub, lifecycle, task_id="task-0123456789abcdef0", **extra):
@@ -57,7 +75,8 @@ def test_create_writes_marker_and_starts_import(s3, bucket, fsx, sleeps):
     result = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
     stub.assert_no_pending_responses()
     assert result == {"PhysicalResourceId": PHYSICAL_ID,
-                      "Data": {"TaskId": "task-0123456789abcdef0", "Path": "/data/studio/shared"}}
+                      "Data": {"TaskId": "task-0123456789abcdef0", "Path": "/data/studio/shared",
+                               "ImportPending": ""}}
     head = s3.head_object(Bucket=bucket, Key=MARKER)
     assert head["ContentLength"] == 0
     assert head["Metadata"] == {"file-owner": "0", "file-group": "1001", "file-permissions": "042775"}
@@ -161,11 +180,14 @@ def test_delete_is_non_destructive(s3, s3_calls, bucket, fsx):
 
 def test_create_retries_a_throttled_import(s3, bucket, fsx, sleeps):
     client, stub = fsx
+    expect_in_flight(stub)
     stub.add_client_error("create_data_repository_task", service_error_code="ThrottlingException",
                           http_status_code=400)
     stub.add_client_error("create_data_repository_task", service_error_code="TooManyRequestsException",
                           http_status_code=400)
-    expect_import(stub)
+    stub.add_response("create_data_repository_task", task(), {
+        "Type": "IMPORT_METADATA_FROM_REPOSITORY", "FileSystemId": FS, "Paths": [f"s3://data-bucket/{MARKER}"],
+        "Report": {"Enabled": False}, "ClientRequestToken": ANY})
     result = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
     assert result["Data"]["TaskId"] == "task-0123456789abcdef0"
     assert len(sleeps) == 2
@@ -174,12 +196,13 @@ def test_create_retries_a_throttled_import(s3, bucket, fsx, sleeps):
 
 def test_create_gives_up_after_bounded_throttling(s3, bucket, fsx, sleeps):
     client, stub = fsx
-    for _ in range(5):
+    expect_in_flight(stub)
+    for _ in range(4):
         stub.add_client_error("create_data_repository_task", service_error_code="ThrottlingException",
                               http_status_code=400, service_message="Rate exceeded")
     with pytest.raises(ClientError, match="Rate exceeded"):
         custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
-    assert len(sleeps) == 4
+    assert len(sleeps) == 3
     stub.assert_no_pending_responses()
 
 
@@ -188,3 +211,81 @@ def test_create_rejects_bad_properties_before_touching_anything(s3, bucket, s3_c
     with pytest.raises(ValueError, match="RelativePath"):
         custom_resource.on_event(cfn_event("Create", {**PROPS, "RelativePath": "../etc"}), None, s3=s3, fsx=client)
     assert s3_calls.names() == []
+
+
+# --- busy file systems, bounded imports in flight, one task per request ---------------------------------------------
+
+class Tokens:
+    """Records the ClientRequestToken of every CreateDataRepositoryTask the real client sends."""
+
+    def __init__(self, client):
+        self.seen: list[str] = []
+        client.meta.events.register("provide-client-params.fsx.CreateDataRepositoryTask", self._record)
+
+    def _record(self, params, **_):
+        self.seen.append(params.get("ClientRequestToken"))
+
+
+@pytest.mark.parametrize("code", ["DataRepositoryTaskExecuting", "ServiceLimitExceeded"])
+def test_busy_file_system_is_retried_with_backoff(code, s3, bucket, fsx, sleeps):
+    client, stub = fsx
+    tokens = Tokens(client)
+    expect_in_flight(stub)
+    stub.add_client_error("create_data_repository_task", service_error_code=code, http_status_code=400)
+    stub.add_client_error("create_data_repository_task", service_error_code=code, http_status_code=400)
+    stub.add_response("create_data_repository_task", task(), {
+        "Type": "IMPORT_METADATA_FROM_REPOSITORY", "FileSystemId": FS, "Paths": [f"s3://data-bucket/{MARKER}"],
+        "Report": {"Enabled": False}, "ClientRequestToken": ANY})
+    result = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
+    stub.assert_no_pending_responses()
+    assert result["Data"]["TaskId"] == "task-0123456789abcdef0"
+    assert len(sleeps) == 2 and 0 <= sleeps[0] <= 2.0 and 0 <= sleeps[1] <= 4.0
+    assert len(set(tokens.seen)) == 1 and len(tokens.seen) == 3  # every retry carries the same token
+
+
+def test_still_busy_defers_the_start_to_is_complete_with_the_same_token(s3, bucket, fsx, sleeps):
+    client, stub = fsx
+    tokens = Tokens(client)
+    expect_in_flight(stub)
+    for _ in range(4):
+        stub.add_client_error("create_data_repository_task", service_error_code="DataRepositoryTaskExecuting",
+                              http_status_code=400)
+    request = cfn_event("Create")
+    result = custom_resource.on_event(request, None, s3=s3, fsx=client, sleep=sleeps)
+    assert result["Data"] == {"TaskId": "", "Path": "/data/studio/shared", "ImportPending": "true"}
+    event = provider_is_complete_event(request, result)
+    # Poll 1: the file system is at its limit -> nothing is started.
+    expect_in_flight(stub, count=custom_resource.max_in_flight())
+    assert custom_resource.is_complete(event, None, fsx=client, sleep=sleeps) == {"IsComplete": False}
+    # Poll 2: a slot is free -> the import starts; poll 3: the same token comes back with the same task.
+    expect_import(stub)
+    expect_status(stub, "EXECUTING")
+    assert custom_resource.is_complete(event, None, fsx=client, sleep=sleeps) == {"IsComplete": False}
+    expect_import(stub)
+    expect_status(stub, "SUCCEEDED")
+    assert custom_resource.is_complete(event, None, fsx=client, sleep=sleeps) == {"IsComplete": True}
+    stub.assert_no_pending_responses()
+    assert len(tokens.seen) == 6 and len(set(tokens.seen)) == 1
+
+
+def test_at_the_in_flight_limit_nothing_is_started(s3, bucket, fsx, sleeps, monkeypatch):
+    client, stub = fsx
+    monkeypatch.setenv("MAX_IMPORTS_IN_FLIGHT", "2")
+    expect_in_flight(stub, count=1, next_token="page-2")  # counted across pages
+    expect_in_flight(stub, count=1, after="page-2")
+    result = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
+    stub.assert_no_pending_responses()  # and no create_data_repository_task
+    assert result["Data"]["ImportPending"] == "true" and result["Data"]["TaskId"] == ""
+
+
+def test_token_is_stable_per_request_and_differs_between_requests(s3, bucket, fsx):
+    client, stub = fsx
+    tokens = Tokens(client)
+    for task_id in ("task-00000000000000001", "task-00000000000000001", "task-00000000000000002"):
+        expect_import(stub, task_id=task_id)
+    custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client)
+    custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client)  # the same request, retried
+    custom_resource.on_event({**cfn_event("Create"), "RequestId": "req-2"}, None, s3=s3, fsx=client)
+    first, retried, other = tokens.seen
+    assert first == retried != other
+    assert 1 <= len(first) <= 63 and all(c.isalnum() or c in "_.-" for c in first)

@@ -5,6 +5,7 @@ import os
 from datetime import datetime, timezone
 
 import pytest
+from botocore.stub import ANY
 
 import profile_events
 from profile_events import Settings
@@ -18,10 +19,23 @@ SETTINGS = Settings(domain_id="d-ours0000001", file_system_id=FS, file_system_pa
                     data_bucket="data-bucket", s3_prefix="", max_wait_seconds=60)
 
 
-def cloudtrail_event(domain_id="d-ours0000001", name="alice", **detail):
-    return {"version": "0", "source": "aws.sagemaker", "detail-type": "AWS API Call via CloudTrail",
+USER_CALL = {"userIdentity": {"type": "AssumedRole", "arn": "arn:aws:sts::111122223333:assumed-role/Admin/alice"},
+             "sourceIPAddress": "203.0.113.7", "userAgent": "aws-cli/2.22.0"}
+# What CloudTrail records when CloudFormation calls the API for a stack (userIdentity.invokedBy names the service).
+CFN_CALL = {"userIdentity": {"type": "AssumedRole", "invokedBy": "cloudformation.amazonaws.com",
+                             "arn": "arn:aws:sts::111122223333:assumed-role/cdk-deploy-role/session"},
+            "sourceIPAddress": "cloudformation.amazonaws.com", "userAgent": "cloudformation.amazonaws.com"}
+
+
+def cloudtrail_event(domain_id="d-ours0000001", name="alice", tags=None, event_id="7c0ee8b6-0000-4000-8000-1",
+                     **detail):
+    params = {"domainId": domain_id, "userProfileName": name}
+    if tags is not None:
+        params["tags"] = tags
+    return {"version": "0", "id": "eb-delivery-1", "source": "aws.sagemaker",
+            "detail-type": "AWS API Call via CloudTrail",
             "detail": {"eventSource": "sagemaker.amazonaws.com", "eventName": "CreateUserProfile",
-                       "requestParameters": {"domainId": domain_id, "userProfileName": name}, **detail}}
+                       "eventID": event_id, **USER_CALL, "requestParameters": params, **detail}}
 
 
 def profile(status="InService", posix=POSIX, configs=(EFS_ENTRY,)):
@@ -37,6 +51,21 @@ def task(lifecycle):
 
 
 WHO = {"DomainId": "d-ours0000001", "UserProfileName": "alice"}
+IN_FLIGHT = {"Filters": [{"Name": "file-system-id", "Values": [FS]},
+                         {"Name": "task-lifecycle", "Values": ["PENDING", "EXECUTING"]}]}
+
+
+def expect_in_flight(fsx_stub, count=0):
+    fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [
+        {**task("EXECUTING"), "TaskId": f"task-other{index:011d}"} for index in range(count)]}, IN_FLIGHT)
+
+
+def expect_start(fsx_stub, in_flight=0):
+    expect_in_flight(fsx_stub, in_flight)
+    fsx_stub.add_response("create_data_repository_task", {"DataRepositoryTask": task("PENDING")},
+                          {"Type": "IMPORT_METADATA_FROM_REPOSITORY", "FileSystemId": FS,
+                           "Paths": ["s3://data-bucket/studio/alice/"], "Report": {"Enabled": False},
+                           "ClientRequestToken": ANY})
 
 
 def test_new_profile_gets_a_private_partition_and_keeps_other_mounts(s3, bucket, fsx, sagemaker, sleeps):
@@ -44,9 +73,7 @@ def test_new_profile_gets_a_private_partition_and_keeps_other_mounts(s3, bucket,
     sm_client, sm_stub = sagemaker
     sm_stub.add_response("describe_user_profile", profile("Pending"), WHO)
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
-    fsx_stub.add_response("create_data_repository_task", {"DataRepositoryTask": task("PENDING")},
-                          {"Type": "IMPORT_METADATA_FROM_REPOSITORY", "FileSystemId": FS,
-                           "Paths": ["s3://data-bucket/studio/alice/"], "Report": {"Enabled": False}})
+    expect_start(fsx_stub)
     fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [task("EXECUTING")]},
                           {"TaskIds": [TASK]})
     fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [task("SUCCEEDED")]},
@@ -82,6 +109,10 @@ def test_settings_come_from_the_environment(monkeypatch):
 @pytest.mark.parametrize("event", [
     cloudtrail_event(domain_id="d-someoneelse"),
     cloudtrail_event(errorCode="ValidationException"),
+    # Profiles CloudFormation creates (ours in StudioUsers, each with its own partition resource):
+    cloudtrail_event(**CFN_CALL),
+    cloudtrail_event(userIdentity={"type": "AssumedRole", "invokedBy": "cloudformation.amazonaws.com"}),
+    cloudtrail_event(tags=[{"key": "aws:cloudformation:stack-name", "value": "ml-cluster-studio-Users1ABC"}]),
     {**cloudtrail_event(), "detail": {**cloudtrail_event()["detail"], "eventName": "DeleteUserProfile"}},
 ])
 def test_events_we_do_not_own_are_ignored(event, s3, bucket, s3_calls, fsx, sagemaker, sleeps):
@@ -126,10 +157,67 @@ def test_failed_import_raises_and_leaves_the_profile_alone(s3, bucket, fsx, sage
     fsx_client, fsx_stub = fsx
     sm_client, sm_stub = sagemaker
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
-    fsx_stub.add_response("create_data_repository_task", {"DataRepositoryTask": task("PENDING")})
+    expect_start(fsx_stub)
     fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [
         {**task("FAILED"), "FailureDetails": {"Message": "S3 path not linked to a DRA"}}]})
     with pytest.raises(Exception, match="S3 path not linked to a DRA"):
         profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx_client,
                                sagemaker=sm_client, sleep=sleeps)
     sm_stub.assert_no_pending_responses()  # no update_user_profile was attempted
+
+
+class Tokens:
+    def __init__(self, client):
+        self.seen: list[str] = []
+        client.meta.events.register("provide-client-params.fsx.CreateDataRepositoryTask",
+                                    lambda params, **_: self.seen.append(params.get("ClientRequestToken")))
+
+
+def run_to_done(event, s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps, busy_polls=0):
+    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    for _ in range(busy_polls):
+        expect_in_flight(fsx_stub, SETTINGS.max_in_flight)
+    expect_start(fsx_stub)
+    fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [task("SUCCEEDED")]},
+                          {"TaskIds": [TASK]})
+    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    sm_stub.add_response("update_user_profile", {}, {**WHO, "UserSettings": {
+        "CustomPosixUserConfig": POSIX, "CustomFileSystemConfigs": [EFS_ENTRY, OUR_ENTRY]}})
+    return profile_events.handler(event, None, settings=SETTINGS, s3=s3, fsx=fsx_client, sagemaker=sm_client,
+                                  sleep=sleeps)
+
+
+def test_a_busy_file_system_delays_the_import_until_a_slot_is_free(s3, bucket, fsx, sagemaker, sleeps):
+    fsx_client, fsx_stub = fsx
+    sm_client, sm_stub = sagemaker
+    tokens = Tokens(fsx_client)
+    result = run_to_done(cloudtrail_event(), s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps, busy_polls=2)
+    assert result["status"] == "done"
+    assert tokens.seen and len(tokens.seen) == 1  # nothing was created while the limit was reached
+    assert sleeps[:2] == [2.0, 4.0]  # backed off between the busy checks
+    fsx_stub.assert_no_pending_responses()
+
+
+def test_a_redelivered_event_sends_the_same_token_and_another_call_a_new_one(s3, bucket, fsx, sagemaker, sleeps):
+    fsx_client, fsx_stub = fsx
+    sm_client, sm_stub = sagemaker
+    tokens = Tokens(fsx_client)
+    run_to_done(cloudtrail_event(), s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps)
+    run_to_done({**cloudtrail_event(), "id": "eb-delivery-2"}, s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps)
+    run_to_done(cloudtrail_event(event_id="7c0ee8b6-0000-4000-8000-2"), s3, fsx_client, fsx_stub, sm_client,
+                sm_stub, sleeps)
+    first, redelivered, recreated = tokens.seen
+    assert first == redelivered != recreated
+
+
+def test_the_import_stops_waiting_for_a_slot_within_the_budget(s3, bucket, fsx, sagemaker, sleeps):
+    fsx_client, fsx_stub = fsx
+    sm_client, sm_stub = sagemaker
+    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    for _ in range(5):  # polls at 0, 2, 6, 14 and 30 seconds of the 30-second half budget
+        expect_in_flight(fsx_stub, SETTINGS.max_in_flight)
+    with pytest.raises(TimeoutError, match="free import slot"):
+        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx_client,
+                               sagemaker=sm_client, sleep=sleeps)
+    fsx_stub.assert_no_pending_responses()
+    sm_stub.assert_no_pending_responses()  # the profile never got an entry for a directory that does not exist
