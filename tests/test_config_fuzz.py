@@ -2,7 +2,7 @@
 
 Mutations are what people do to YAML by hand: delete a key, repeat a list entry, put another value (of any type,
 or one taken from elsewhere in the same file) in a place. `load_config` must either accept the result or raise
-ConfigError whose every line names a config path. A sample of the accepted mutations is then synthesized with
+ConfigError whose every line names a config path (the file goes through `load_config`, strict YAML included). A sample of the accepted mutations is then synthesized with
 cdk-nag: it must give templates or a ConfigError (a construct-name clash, a jsii error or a nag finding would be
 a bug: validation let through something synth cannot build).
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import STAND_IN_CHART, VARIANT_FILES, cdk_json_context
-from stacks.config import ConfigError, PlatformConfig, parse_config
+from stacks.config import ConfigError, PlatformConfig, load_config
 from stacks.platform import add_security_checks, build_platform
 
 EXAMPLES = {name: yaml.safe_load(path.read_text()) for name, path in VARIANT_FILES.items()}
@@ -73,10 +74,14 @@ def mutated_configs(draw) -> dict:
 
 
 def outcome(data: dict) -> PlatformConfig | ConfigError:
-    try:
-        return parse_config(copy.deepcopy(data), "mutated.yaml")
-    except ConfigError as error:
-        return error
+    """load_config on the mutated document written back as YAML, as a person's edited file would be read."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as edited:
+        yaml.safe_dump(data, edited)
+        edited.flush()
+        try:
+            return load_config(edited.name)
+        except ConfigError as error:
+            return error
 
 
 @settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

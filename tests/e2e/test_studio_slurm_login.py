@@ -1,7 +1,10 @@
 """End to end: a Studio space becomes a Slurm login node, against REAL Slurm daemons.
 
-On loopback this starts munged, slurmctld and slurmd (the "cluster"), and moto server as Secrets
-Manager. publish_slurm_login.sh publishes the cluster's real munge key and slurm.conf; then the
+On loopback this starts munged, slurmctld and slurmd (the "cluster") as HyperPod starts them: slurmctld with a
+HyperPod-shaped /opt/slurm/etc (enable_configless, `include accounting.conf`) and slurmd configless
+(`--conf-server`). The project's configure_slurm.sh then runs as on the controller and on a compute node (an
+optional pyxis entry, `scontrol reconfigure` pushed to slurmd), and moto server acts as Secrets Manager.
+publish_slurm_login.sh publishes the cluster's real munge key, slurm.conf and its includes; then the
 Studio LCC script runs in a sandbox (its own root prefix and state dir) inside a private mount
 namespace in which the munge socket directory named by slurm.conf is a different, empty directory.
 So the "IDE" side runs its own munged with the key the LCC wrote, and a job it submits is accepted
