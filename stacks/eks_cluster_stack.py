@@ -67,6 +67,8 @@ class EksClusterStack(cdk.Stack):
                                           prefix=f"hyperpod/{config.name}", parameters=provisioning_parameters(config))
 
         addons = eks_config.addons
+        # Only DaemonSet add-ons come before the nodes: a DaemonSet with no nodes is complete, and nodes need the
+        # CNI and kube-proxy to become Ready. Add-ons that run Deployments wait for pods, so they follow HyperPod.
         self.control_plane = EksControlPlane(
             self, "Eks", cluster_name=config.name, kubernetes_version=eks_config.kubernetes_version,
             authentication_mode=eks_config.authentication_mode, vpc_id=network.vpc_id,
@@ -75,18 +77,16 @@ class EksClusterStack(cdk.Stack):
             log_types=eks_config.log_types, log_retention_days=eks_config.log_retention_days,
             admin_role_arns=eks_config.admin_role_arns,
             addons=[Addon("vpc-cni", addons.vpc_cni), Addon("kube-proxy", addons.kube_proxy),
-                    Addon("coredns", addons.coredns), Addon("eks-pod-identity-agent", addons.pod_identity_agent),
-                    Addon("aws-fsx-csi-driver", addons.fsx_csi_driver), Addon("cert-manager", addons.cert_manager)])
+                    Addon("eks-pod-identity-agent", addons.pod_identity_agent)])
         plane = self.control_plane
         self.eks_cluster_name = plane.cluster.cluster_name
-        self._fsx_csi_identity(storage)
 
-        dependencies = eks_config.hyperpod_dependencies
+        # No waiting: before HyperPod nodes exist none of the chart's pods can schedule (AWS's own templates install
+        # this chart without waiting too). Its device plugins and health agent must be there when nodes join.
         self.dependency_chart = eks.HelmChart(
             self, "HyperPodDependencies", cluster=plane.cluster, release="hyperpod-dependencies",
             namespace="kube-system", chart_asset=s3_assets.Asset(self, "HyperPodDependencyChart", path=str(chart_dir)),
-            values=dependency_chart_values(config, region=self.region), wait=True, timeout=cdk.Duration.minutes(15))
-        # The chart's device plugins and health agents must be in place before the first node joins.
+            values=dependency_chart_values(config, region=self.region), wait=False, timeout=cdk.Duration.minutes(15))
         for addon in plane.addons.values():
             self.dependency_chart.node.add_dependency(addon)
         acknowledge(plane.cluster.kubectl_provider, "AwsSolutions-IAM5",
@@ -107,7 +107,12 @@ class EksClusterStack(cdk.Stack):
             node_recovery=config.cluster.node_recovery)
         self.hyperpod.node.add_dependency(self.lifecycle.deployment)
         self.hyperpod.node.add_dependency(self.dependency_chart)
-        self._allow_eks_nodes(self.hyperpod.execution_role)
+        self._allow_eks_nodes(self.hyperpod.execution_role, vpc_id=network.vpc_id)
+
+        for name, version in (("coredns", addons.coredns), ("aws-fsx-csi-driver", addons.fsx_csi_driver),
+                              ("cert-manager", addons.cert_manager)):
+            plane.addon(Addon(name, version), after=[self.hyperpod])
+        self._fsx_csi_identity(storage)
 
         team_namespaces = [k8s.team_namespace(t.name) for t in eks_config.task_governance.teams] \
             if eks_config.task_governance.enabled else []
@@ -117,7 +122,7 @@ class EksClusterStack(cdk.Stack):
         plane.manifest("FsxVolumes", *[obj for ns in ["default", *team_namespaces] for obj in k8s.fsx_volume(
             namespace=ns, file_system_id=lustre.file_system_id, dns_name=lustre.dns_name,
             mount_name=lustre.mount_name, capacity_gib=config.storage.lustre.storage_capacity_gib,
-            platform=config.name)], after=[plane.addons["aws-fsx-csi-driver"], *([self.namespaces] if self.namespaces else [])])
+            platform=config.name)], after=[self.namespaces] if self.namespaces else [])
 
         if eks_config.training_operator:
             self._training_operator(eks_config.addons.training_operator)
@@ -141,9 +146,17 @@ class EksClusterStack(cdk.Stack):
         self.control_plane.pod_identity("FsxCsiIdentity", namespace=namespace, service_account=account, role=role,
                                         after=self.control_plane.addons["aws-fsx-csi-driver"])
 
-    def _allow_eks_nodes(self, role: iam.Role) -> None:
-        """What a HyperPod instance needs as an EKS node beyond the managed instance policy: pull images.
+    def _allow_eks_nodes(self, role: iam.Role, *, vpc_id: str) -> None:
+        """What a HyperPod instance needs as an EKS node beyond the managed instance policy: pull images, and let
+        the VPC CNI give pods secondary IPs on the node's interfaces (the actions AWS's HyperPod-on-EKS reference
+        execution role grants), scoped to this VPC like the role's other ENI actions.
         HyperPod creates the node's access entry itself (DescribeCluster's EksRoleAccessEntries)."""
+        role.add_to_policy(iam.PolicyStatement(
+            sid="VpcCniPodAddresses", actions=["ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
+                                               "ec2:ModifyNetworkInterfaceAttribute"],
+            resources=[self.format_arn(service="ec2", resource="network-interface", resource_name="*")],
+            conditions={"ArnEquals": {"ec2:Vpc": self.format_arn(service="ec2", resource="vpc",
+                                                                  resource_name=vpc_id)}}))
         repositories = self.format_arn(service="ecr", resource="repository", resource_name="*", account="*")
         role.add_to_policy(iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]))
         role.add_to_policy(iam.PolicyStatement(
@@ -164,21 +177,18 @@ class EksClusterStack(cdk.Stack):
             sid="DescribeClusterNodes", actions=["sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes"],
             resources=[self.hyperpod.cluster_arn]))
         namespace, account = TRAINING_OPERATOR
-        addon = eks.Addon(self, "TrainingOperator", cluster=plane.cluster,
-                          addon_name="amazon-sagemaker-hyperpod-training-operator", addon_version=version,
-                          preserve_on_delete=False)
         # It runs on HyperPod nodes and needs cert-manager's webhook certificates.
-        addon.node.add_dependency(self.hyperpod, plane.addons["cert-manager"])
+        plane.addon(Addon("amazon-sagemaker-hyperpod-training-operator", version),
+                    after=[self.hyperpod, plane.addons["cert-manager"]])
         plane.pod_identity("TrainingOperatorIdentity", namespace=namespace, service_account=account, role=role,
                            after=plane.addons["eks-pod-identity-agent"])
 
     def _task_governance(self, config: PlatformConfig) -> None:
         plane = self.control_plane
         governance = config.eks.task_governance
-        addon = eks.Addon(self, "TaskGovernance", cluster=plane.cluster,
-                          addon_name="amazon-sagemaker-hyperpod-taskgovernance",
-                          addon_version=config.eks.addons.task_governance, preserve_on_delete=False)
-        addon.node.add_dependency(self.hyperpod)
+        # Kueue's controller and webhook run on HyperPod nodes; the quotas below need its webhook ready.
+        addon = plane.addon(Addon("amazon-sagemaker-hyperpod-taskgovernance", config.eks.addons.task_governance),
+                            after=[self.hyperpod])
         types = {t: governance_resource_type(t, self.region)
                  for t in ("AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota")}
         provider = None

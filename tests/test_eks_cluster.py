@@ -49,6 +49,8 @@ def test_control_plane_is_private_encrypted_and_logs_everything(synth):
     props = only(t, "AWS::EKS::Cluster")["Properties"]
     assert props["Version"] == KUBERNETES_VERSION
     assert props["AccessConfig"] == {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False}
+    # vpc-cni, kube-proxy and coredns are managed add-ons; EKS must not install its own copies first.
+    assert props["BootstrapSelfManagedAddons"] is False
     vpc = props["ResourcesVpcConfig"]
     assert vpc["EndpointPrivateAccess"] is True and vpc["EndpointPublicAccess"] is False
     assert len(vpc["SubnetIds"]) == 2
@@ -92,6 +94,20 @@ def test_addons_are_pinned(synth):
     assert addons["kube-proxy"].startswith(f"v{KUBERNETES_VERSION}.")
 
 
+def test_hyperpod_nodes_may_give_pods_ips_in_the_cluster_vpc_only(synth):
+    t = synth("eks").templates["cluster"]
+    cluster = only(t, "AWS::SageMaker::Cluster")["Properties"]
+    role = cluster["InstanceGroups"][0]["ExecutionRole"]["Fn::GetAtt"][0]
+    statements = [st for p in resources(t, "AWS::IAM::Policy").values()
+                  if {"Ref": role} in p["Properties"]["Roles"] for st in p["Properties"]["PolicyDocument"]["Statement"]]
+    cni = {"ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses", "ec2:ModifyNetworkInterfaceAttribute"}
+    granting = [st for st in statements if cni & set(st["Action"] if isinstance(st["Action"], list) else [st["Action"]])]
+    assert granting and all(set(st["Action"]) >= cni for st in granting)
+    for st in granting:
+        assert "ec2:Vpc" in st["Condition"]["ArnEquals"]
+        assert "network-interface/*" in json.dumps(st["Resource"])
+
+
 def test_pod_identities_are_scoped(synth):
     t = synth("eks").templates["cluster"]
     associations = {(a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"])
@@ -127,8 +143,10 @@ def test_dependency_chart_is_installed_before_the_hyperpod_cluster(synth):
     assert values["global"]["region"] == "us-west-2"
     (cluster_id, cluster), = resources(t, "AWS::SageMaker::Cluster").items()
     assert chart_id in cluster["DependsOn"]
-    assert all(addon in chart["DependsOn"] for addon in resources(t, "AWS::EKS::Addon")
-               if "HyperPod" not in addon and "TrainingOperator" not in addon and "TaskGovernance" not in addon)
+    assert "Wait" not in chart["Properties"]  # nothing can schedule before the nodes exist
+    early = {r: a["Properties"]["AddonName"] for r, a in resources(t, "AWS::EKS::Addon").items()
+             if a["Properties"]["AddonName"] in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")}
+    assert len(early) == 3 and set(early) <= set(chart["DependsOn"])
 
 
 def test_every_chart_toggle_reaches_a_key_the_chart_has():
