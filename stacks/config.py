@@ -312,6 +312,9 @@ class TeamQuota(Strict):
     preempt_team_tasks: Literal["LowerPriority", "Never"] = "LowerPriority"
     fair_share_weight: int = Field(default=0, ge=0, le=100)
     resource_quota: StrictBool = True
+    # Studio users (names from `users`) whose profiles run as this team's role: they may submit jobs in the
+    # team's namespace only.
+    members: list[str] = []
 
 
 def _default_priority_classes() -> list[PriorityClass]:
@@ -519,6 +522,17 @@ def eks_errors(cfg: PlatformConfig) -> list[str]:
     gov = eks.task_governance
     if gov.enabled:
         errors.extend(_governance_errors(gov, compute))
+        users = {u.name for u in cfg.users}
+        member_of: dict[str, str] = {}
+        for i, team in enumerate(gov.teams):
+            for j, member in enumerate(team.members):
+                path = f"eks.task_governance.teams[{i}].members[{j}]"
+                if member not in users:
+                    add(f"{path}: {member!r} is not a user; allowed: {', '.join(sorted(users)) or '(no users)'}")
+                elif member in member_of:
+                    add(f"{path}: {member!r} is already a member of team {member_of[member]!r}; a Studio profile "
+                        "runs as one team's role")
+                member_of.setdefault(member, team.name)
     elif gov.teams:
         add(f"eks.task_governance.teams: {len(gov.teams)} team(s) with task governance disabled; enable it or "
             "remove the teams")

@@ -118,6 +118,13 @@ class EksClusterStack(cdk.Stack):
             if eks_config.task_governance.enabled else []
         self.namespaces = plane.manifest("TeamNamespaces", *[k8s.namespace(n, config.name) for n in team_namespaces]) \
             if team_namespaces else None
+        if self.namespaces:
+            # Job rights per team: the team's access entry (Studio stack) carries its Kubernetes group.
+            plane.manifest("TeamJobAccess", *[obj for t in eks_config.task_governance.teams for obj in (
+                k8s.job_submitter_role(namespace=k8s.team_namespace(t.name), platform=config.name),
+                k8s.role_binding(namespace=k8s.team_namespace(t.name), group=k8s.team_group(t.name),
+                                 role=k8s.JOB_ROLE, platform=config.name))], after=[self.namespaces])
+        self._guard_default_namespace(config)
         lustre = storage.lustre
         plane.manifest("FsxVolumes", *[obj for ns in ["default", *team_namespaces] for obj in k8s.fsx_volume(
             namespace=ns, file_system_id=lustre.file_system_id, dns_name=lustre.dns_name,
@@ -135,6 +142,15 @@ class EksClusterStack(cdk.Stack):
         cdk.CfnOutput(self, "UpdateKubeconfigCommand",
                       value=f"aws eks update-kubeconfig --region {self.region} --name {config.name}",
                       description="Adds the EKS cluster to ~/.kube/config (your role needs an access entry)")
+
+    def _guard_default_namespace(self, config: PlatformConfig) -> None:
+        """`default` exists before the stack, so it is patched (and restored on delete), not applied: Pod Security
+        `baseline`, and no accelerators, so nothing there takes GPUs outside the team queues."""
+        plane = self.control_plane
+        eks.KubernetesPatch(self, "DefaultPodSecurity", cluster=plane.cluster, resource_name="namespace/default",
+                            apply_patch={"metadata": {"labels": k8s.POD_SECURITY_LABELS}},
+                            restore_patch={"metadata": {"labels": {k: None for k in k8s.POD_SECURITY_LABELS}}})
+        plane.manifest("DefaultNoAccelerators", k8s.zero_accelerator_quota(namespace="default", platform=config.name))
 
     def _fsx_csi_identity(self, storage: StorageStack) -> None:
         role = EksControlPlane.pod_role(self, "FsxCsiRole", "FSx CSI controller: describe this file system only")

@@ -11,8 +11,49 @@ def team_namespace(team: str) -> str:
     return f"hyperpod-ns-{team}"
 
 
+# Pod Security admission (built into Kubernetes since 1.25): `baseline` refuses privileged, hostPath, host
+# namespaces and added capabilities, which would otherwise let any namespace writer become root on a node.
+# `restricted` is only warned about and audited: training images commonly run as root inside the container.
+POD_SECURITY_LABELS = {"pod-security.kubernetes.io/enforce": "baseline",
+                       "pod-security.kubernetes.io/enforce-version": "latest",
+                       "pod-security.kubernetes.io/warn": "restricted",
+                       "pod-security.kubernetes.io/audit": "restricted"}
+JOB_ROLE = "hyperpod-job-submitter"
+
+
+def team_group(team: str) -> str:
+    """The Kubernetes group a team's access entry carries; RoleBindings in its namespace name it."""
+    return f"hyperpod-team-{team}"
+
+
 def namespace(name: str, platform: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {PLATFORM_LABEL: platform}}}
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {PLATFORM_LABEL: platform, **POD_SECURITY_LABELS}}}
+
+
+def job_submitter_role(*, namespace: str, platform: str) -> dict:
+    """What a team member needs to run the documented jobs in the team's namespace, and to see them run: no
+    secrets, no RBAC, no bare pods or deployments (work goes through the job CRDs, so through Kueue)."""
+    read = ["get", "list", "watch"]
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": JOB_ROLE, "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
+            "rules": [
+                {"apiGroups": ["sagemaker.amazonaws.com"], "resources": ["hyperpodpytorchjobs"],
+                 "verbs": [*read, "create", "delete", "patch", "update"]},
+                {"apiGroups": ["sagemaker.amazonaws.com"], "resources": ["hyperpodpytorchjobs/status"], "verbs": read},
+                {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "mpijobs"],
+                 "verbs": [*read, "create", "delete", "patch", "update"]},
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": read},
+                {"apiGroups": [""], "resources": ["pods", "pods/log", "events", "services",
+                                                  "persistentvolumeclaims", "configmaps"], "verbs": read},
+            ]}
+
+
+def role_binding(*, namespace: str, group: str, role: str, platform: str) -> dict:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": f"{role}-{group}"[:63], "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
+            "subjects": [{"kind": "Group", "name": group, "apiGroup": "rbac.authorization.k8s.io"}],
+            "roleRef": {"kind": "Role", "name": role, "apiGroup": "rbac.authorization.k8s.io"}}
 
 
 def fsx_volume(*, namespace: str, file_system_id: str, dns_name: str, mount_name: str, capacity_gib: int,
@@ -43,3 +84,14 @@ def resource_quota(*, namespace: str, resource: str, count: int, platform: str) 
     return {"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": {"name": "accelerators", "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
             "spec": {"hard": {f"requests.{resource}": str(count)}}}
+
+
+ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "aws.amazon.com/neurondevice", "aws.amazon.com/neuroncore",
+                         "vpc.amazonaws.com/efa")
+
+
+def zero_accelerator_quota(*, namespace: str, platform: str) -> dict:
+    """No accelerator (or EFA) requests at all: workloads there cannot take GPUs around the team queues."""
+    return {"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": "no-accelerators", "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
+            "spec": {"hard": {f"requests.{r}": "0" for r in ACCELERATOR_RESOURCES}}}

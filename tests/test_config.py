@@ -307,6 +307,16 @@ EKS_BAD_INPUT = [
     ("duplicate priority class", eks_base(task_governance={"priority_classes": [{"name": "a", "weight": 1},
                                                                                {"name": "a", "weight": 2}]}),
      "eks.task_governance.priority_classes[1].name: 'a' is listed twice; names must be unique"),
+    ("team member who is not a user", {**eks_base(task_governance={"teams": [{**TEAM, "members": ["carol"]}]}),
+                                       "users": [{"name": "alice", "uid": 10001}]},
+     "eks.task_governance.teams[0].members[0]: 'carol' is not a user; allowed: alice"),
+    ("user in two teams", {**eks_base(task_governance={"teams": [
+        {**TEAM, "instance_count": 1, "members": ["alice"]},
+        {**TEAM, "name": "prod", "instance_count": 1, "members": ["alice"]}]}),
+        "cluster": {"instance_groups": [{**copy.deepcopy(WORKERS), "instance_count": 2}]},
+        "users": [{"name": "alice", "uid": 10001}]},
+     "eks.task_governance.teams[1].members[0]: 'alice' is already a member of team 'research'; a Studio profile "
+     "runs as one team's role"),
     ("teams with governance off", eks_base(task_governance={"enabled": False, "teams": [TEAM]}),
      "eks.task_governance.teams: 1 team(s) with task governance disabled; enable it or remove the teams"),
     ("existing VPC without control-plane subnets", {

@@ -125,12 +125,62 @@ def test_access_entries_are_scoped_by_role(synth):
     cluster_entries = [e["Properties"] for e in resources(s.templates["cluster"], "AWS::EKS::AccessEntry").values()]
     admin = [e for e in cluster_entries if e["PrincipalArn"] == "arn:aws:iam::111122223333:role/PlatformAdmin"]
     assert len(admin) == 1 and "AmazonEKSClusterAdminPolicy" in json.dumps(admin[0]["AccessPolicies"])
-    (studio,) = [e["Properties"] for e in resources(s.templates["studio"], "AWS::EKS::AccessEntry").values()]
-    policies = {json.dumps(p["PolicyArn"]).split("/")[-1].strip('"]}'): p["AccessScope"] for p in studio["AccessPolicies"]}
-    assert "AmazonEKSClusterAdminPolicy" not in json.dumps(studio) and "AmazonEKSAdminPolicy" not in json.dumps(studio)
-    assert policies["AmazonEKSViewPolicy"] == {"Type": "cluster"}
-    assert policies["AmazonEKSEditPolicy"] == {"Type": "namespace", "Namespaces": [
-        "default", "hyperpod-ns-research", "hyperpod-ns-production", "hyperpod-ns-developers"]}
+    studio = [e["Properties"] for e in resources(s.templates["studio"], "AWS::EKS::AccessEntry").values()]
+    text = json.dumps(studio)
+    for forbidden in ("AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy", "AmazonEKSEditPolicy", '"cluster"'):
+        assert forbidden not in text
+    scopes = sorted((tuple(e.get("KubernetesGroups", [])), tuple(p["AccessScope"]["Namespaces"]))
+                    for e in studio for p in e["AccessPolicies"])
+    # research has alice, developers has bob; production has no members, so no role.
+    assert scopes == [((), ("default",)), (("hyperpod-team-developers",), ("hyperpod-ns-developers",)),
+                      (("hyperpod-team-research",), ("hyperpod-ns-research",))]
+
+
+def rbac_allows(objects: list[dict], groups: list[str], *, verb: str, group: str, resource: str, namespace: str) -> bool:
+    """Kubernetes RBAC for namespaced requests, evaluated over the objects the stack applies."""
+    roles = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects if o["kind"] == "Role"}
+    for binding in (o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["namespace"] == namespace):
+        if not any(sub["kind"] == "Group" and sub["name"] in groups for sub in binding["subjects"]):
+            continue
+        role = roles.get((namespace, binding["roleRef"]["name"]))
+        for rule in (role or {}).get("rules", []):
+            if group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]:
+                return True
+    return False
+
+
+def test_team_members_submit_jobs_in_their_namespace_only(synth):
+    s = synth("eks")
+    objects = all_objects(s.templates["cluster"])
+    entries = [e["Properties"] for e in resources(s.templates["studio"], "AWS::EKS::AccessEntry").values()]
+    groups = {e["AccessPolicies"][0]["AccessScope"]["Namespaces"][0]: e.get("KubernetesGroups", []) for e in entries}
+    job = dict(group="sagemaker.amazonaws.com", resource="hyperpodpytorchjobs")
+    assert rbac_allows(objects, groups["hyperpod-ns-research"], verb="create", namespace="hyperpod-ns-research", **job)
+    assert rbac_allows(objects, groups["hyperpod-ns-developers"], verb="delete", namespace="hyperpod-ns-developers", **job)
+    for namespace in ("default", "hyperpod-ns-developers", "hyperpod-ns-production"):
+        assert not rbac_allows(objects, groups["hyperpod-ns-research"], verb="create", namespace=namespace, **job)
+    assert not rbac_allows(objects, groups["default"], verb="create", namespace="default", **job)
+    for verb, group, resource in (("get", "", "secrets"), ("create", "", "pods"), ("create", "rbac.authorization.k8s.io", "rolebindings")):
+        assert not rbac_allows(objects, groups["hyperpod-ns-research"], verb=verb, group=group, resource=resource,
+                               namespace="hyperpod-ns-research")
+    profiles = {p["Properties"]["UserProfileName"]: p["Properties"]["UserSettings"]
+                for t in s.nested.values() for p in resources(t, "AWS::SageMaker::UserProfile").values()}
+    assert "ExecutionRole" in profiles["alice"] and "ExecutionRole" in profiles["bob"]
+    assert profiles["alice"]["ExecutionRole"] != profiles["bob"]["ExecutionRole"]
+
+
+def test_writable_namespaces_enforce_pod_security_and_default_gets_no_accelerators(synth):
+    t = synth("eks").templates["cluster"]
+    objects = all_objects(t)
+    for ns in (o for o in objects if o["kind"] == "Namespace"):
+        assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] in ("baseline", "restricted")
+    (patch,) = resources(t, "Custom::AWSCDK-EKS-KubernetesPatch").values()
+    assert patch["Properties"]["ResourceName"] == "namespace/default"
+    assert json.loads(patch["Properties"]["ApplyPatchJson"])["metadata"]["labels"][
+        "pod-security.kubernetes.io/enforce"] == "baseline"
+    (default_quota,) = [o for o in objects if o["kind"] == "ResourceQuota" and o["metadata"]["namespace"] == "default"]
+    assert default_quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
+    assert default_quota["spec"]["hard"]["requests.aws.amazon.com/neurondevice"] == "0"
 
 
 # ---------------------------------------------------------------------------------------------- dependency chart
@@ -272,7 +322,7 @@ def test_fsx_is_exposed_to_pods_through_static_claims(synth):
 
 def test_team_resource_quotas_equal_guaranteed_plus_borrowable(synth):
     quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in all_objects(synth("eks").templates["cluster"])
-              if o["kind"] == "ResourceQuota"}
+              if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"}
     assert quotas == {
         "hyperpod-ns-research": {"requests.nvidia.com/gpu": "24"},    # 2 x p5 (16 GPUs) + 50% borrow limit
         "hyperpod-ns-production": {"requests.nvidia.com/gpu": "16"},  # Lend: no borrowing
