@@ -118,11 +118,17 @@ class EksControlPlane(Construct):
             association.node.add_dependency(after)
         return association
 
-    @staticmethod
-    def pod_role(scope: Construct, id_: str, description: str) -> iam.Role:
-        """A role that EKS Pod Identity hands to one service account."""
-        return iam.Role(scope, id_, description=description,
-                        assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags())
+    def pod_role(self, scope: Construct, id_: str, description: str, *, namespace: str,
+                 service_account: str) -> iam.Role:
+        """A role that EKS Pod Identity hands to one service account of this cluster only: Pod Identity sets the
+        cluster, namespace and service account as session tags, and the trust policy requires them
+        (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html, pod-id-abac.html)."""
+        principal = iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions({
+            "StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account,
+                             "aws:RequestTag/eks-cluster-arn": self.cluster_arn,
+                             "aws:RequestTag/kubernetes-namespace": namespace,
+                             "aws:RequestTag/kubernetes-service-account": service_account}})
+        return iam.Role(scope, id_, description=description, assumed_by=principal.with_session_tags())
 
     def manifest(self, id_: str, *objects: Mapping, after: Sequence[Construct] = ()) -> eks.KubernetesManifest:
         resource = eks.KubernetesManifest(self, id_, cluster=self.cluster, manifest=[dict(o) for o in objects],

@@ -153,12 +153,13 @@ class EksClusterStack(cdk.Stack):
         plane.manifest("DefaultNoAccelerators", k8s.zero_accelerator_quota(namespace="default", platform=config.name))
 
     def _fsx_csi_identity(self, storage: StorageStack) -> None:
-        role = EksControlPlane.pod_role(self, "FsxCsiRole", "FSx CSI controller: describe this file system only")
+        namespace, account = FSX_CSI_CONTROLLER
+        role = self.control_plane.pod_role(self, "FsxCsiRole", "FSx CSI controller: describe this file system only",
+                                           namespace=namespace, service_account=account)
         role.add_to_policy(iam.PolicyStatement(
             sid="DescribeThisFileSystem", actions=["fsx:DescribeFileSystems"],
             resources=[self.format_arn(service="fsx", resource="file-system",
                                        resource_name=storage.lustre.file_system_id)]))
-        namespace, account = FSX_CSI_CONTROLLER
         self.control_plane.pod_identity("FsxCsiIdentity", namespace=namespace, service_account=account, role=role,
                                         after=self.control_plane.addons["aws-fsx-csi-driver"])
 
@@ -187,12 +188,12 @@ class EksClusterStack(cdk.Stack):
 
     def _training_operator(self, version: str) -> None:
         plane = self.control_plane
-        role = EksControlPlane.pod_role(self, "TrainingOperatorRole",
-                                        "HyperPod training operator: read this cluster's nodes")
+        namespace, account = TRAINING_OPERATOR
+        role = plane.pod_role(self, "TrainingOperatorRole", "HyperPod training operator: read this cluster's nodes",
+                              namespace=namespace, service_account=account)
         role.add_to_policy(iam.PolicyStatement(
             sid="DescribeClusterNodes", actions=["sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes"],
             resources=[self.hyperpod.cluster_arn]))
-        namespace, account = TRAINING_OPERATOR
         # It runs on HyperPod nodes and needs cert-manager's webhook certificates.
         plane.addon(Addon("amazon-sagemaker-hyperpod-training-operator", version),
                     after=[self.hyperpod, plane.addons["cert-manager"]])

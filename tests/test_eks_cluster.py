@@ -280,6 +280,23 @@ def test_karpenter_autoscaling_uses_a_role_trusted_by_hyperpod(synth):
     role_id = props["ClusterRole"]["Fn::GetAtt"][0]
     trust = t["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
     assert trust["Principal"] == {"Service": "hyperpod.sagemaker.amazonaws.com"}
+    assert trust["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    assert "cluster/*" in json.dumps(trust["Condition"]["ArnLike"]["aws:SourceArn"])
+
+
+def test_pod_identity_roles_trust_only_their_service_account_on_this_cluster(synth):
+    t = synth("eks").templates["cluster"]
+    roles = {a["Properties"]["ServiceAccount"]: (a["Properties"]["Namespace"], a["Properties"]["RoleArn"]["Fn::GetAtt"][0])
+             for a in resources(t, "AWS::EKS::PodIdentityAssociation").values()}
+    (eks_cluster,) = resources(t, "AWS::EKS::Cluster")
+    for account, (namespace, role) in roles.items():
+        (statement,) = t["Resources"][role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+        assert statement["Condition"]["StringEquals"] == {
+            "aws:SourceAccount": {"Ref": "AWS::AccountId"},
+            "aws:RequestTag/eks-cluster-arn": {"Fn::GetAtt": [eks_cluster, "Arn"]},
+            "aws:RequestTag/kubernetes-namespace": namespace,
+            "aws:RequestTag/kubernetes-service-account": account}
 
 
 def test_slurm_only_groups_are_not_created_on_eks(synth):
