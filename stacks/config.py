@@ -574,6 +574,17 @@ def eks_errors(cfg: PlatformConfig) -> list[str]:
     if len(set(admins)) != len(admins):
         add(f"eks.admin_role_arns: {admins} lists a role more than once")
 
+    if eks.hyperpod_dependencies.neuron_device_plugin:
+        for i, g in enumerate(cfg.cluster.instance_groups):
+            if g.role != "compute" or ACCELERATORS.get(g.instance_type, ("",))[0] != _NEURON:
+                continue
+            for j, taint in enumerate(g.kubernetes_taints):
+                if taint.effect != "PreferNoSchedule" and not any(tolerates(t, taint) for t in NEURON_PLUGIN_TOLERATIONS):
+                    add(f"cluster.instance_groups[{i}].kubernetes_taints[{j}]: {taint.key}={taint.value}:"
+                        f"{taint.effect} on a Neuron group; the chart's Neuron device plugin does not tolerate it "
+                        "(its tolerations are fixed in its template), so the group would advertise no Neuron "
+                        "devices; allowed: taints with key aws.amazon.com/neuron, or effect PreferNoSchedule")
+
     gov = eks.task_governance
     if gov.enabled:
         errors.extend(_governance_errors(gov, compute))
@@ -592,6 +603,26 @@ def eks_errors(cfg: PlatformConfig) -> list[str]:
         add(f"eks.task_governance.teams: {len(gov.teams)} team(s) with task governance disabled; enable it or "
             "remove the teams")
     return errors
+
+
+# The Neuron device plugin's tolerations are written into its template, not values:
+# aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea helm_chart/HyperPodHelmChart/charts/
+# neuron-device-plugin/templates/k8s-neuron-device-plugin.yaml (tests compare with the generated chart facts).
+NEURON_PLUGIN_TOLERATIONS = (
+    {"key": "CriticalAddonsOnly", "operator": "Exists"},
+    {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "sagemaker.amazonaws.com/node-health-status", "operator": "Equal", "value": "Unschedulable",
+     "effect": "NoSchedule"},
+)
+
+
+def tolerates(toleration: dict, taint: Taint) -> bool:
+    """Kubernetes' matching rule: an empty key with Exists matches every key, an empty effect every effect."""
+    if toleration.get("effect") and toleration["effect"] != taint.effect:
+        return False
+    if toleration.get("operator", "Equal") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.key
+    return toleration.get("key") == taint.key and toleration.get("value", "") == taint.value
 
 
 def enabled_addons(eks: Eks) -> list[str]:

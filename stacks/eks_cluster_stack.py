@@ -6,11 +6,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 import aws_cdk as cdk
+import yaml
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
+import constructs.hyperpod_chart_source as chart_source
 from constructs.eks_control_plane import Addon, EksControlPlane
 from constructs.hyperpod_cluster import EksOrchestrator, HyperPodCluster
 from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, assets_bucket_name, lifecycle_bucket_name
@@ -44,24 +46,44 @@ def governance_resource_type(cfn_type: str, region: Optional[str]) -> str:
     return "Custom::" + cfn_type.rsplit("::", 1)[1]
 
 
-def chart_directory(config: PlatformConfig) -> Path:
-    chart_dir = Path(config.eks.hyperpod_dependencies.chart_dir)
-    chart_dir = chart_dir if chart_dir.is_absolute() else ROOT / chart_dir
+def chart_directory(config: PlatformConfig, *, allow_stand_in: bool = False) -> Path:
+    """The dependency chart to deploy. It must be the pinned upstream revision as tools/fetch_hyperpod_chart.sh
+    writes it (constructs/hyperpod_chart_source.py); tests pass allow_stand_in, and the stack then makes its
+    template undeployable."""
+    path = config.eks.hyperpod_dependencies.chart_dir
+    chart_dir = Path(path) if Path(path).is_absolute() else ROOT / path
     if not (chart_dir / "Chart.yaml").is_file():
         raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
-            f"eks.hyperpod_dependencies.chart_dir: {config.eks.hyperpod_dependencies.chart_dir!r} holds no Chart.yaml; "
+            f"eks.hyperpod_dependencies.chart_dir: {path!r} holds no Chart.yaml; "
             "the HyperPod dependency chart is not committed: run `make hyperpod-chart` to fetch the pinned revision "
             "(needs network access to github.com), or point chart_dir at a copy of it"])
+    problems = chart_source.problems(chart_dir)
+    if problems and not allow_stand_in:
+        pin = chart_source.pin()
+        raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
+            f"eks.hyperpod_dependencies.chart_dir: {path!r} is not the pinned HyperPod chart ({pin['repository']} "
+            f"{pin['path']} at {pin['commit']}): {'; '.join(problems)}; run `make hyperpod-chart`"])
     return chart_dir
+
+
+def chart_is_pinned(chart_dir: Path) -> bool:
+    return not chart_source.problems(chart_dir)
 
 
 class EksClusterStack(cdk.Stack):
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, network: NetworkRefs,
-                 storage: StorageStack, **kwargs) -> None:
+                 storage: StorageStack, allow_chart_stand_in: bool = False, **kwargs) -> None:
         super().__init__(scope, id_, **kwargs)
         self.add_stack_dependency(storage)
         eks_config = config.eks
-        chart_dir = chart_directory(config)
+        chart_dir = chart_directory(config, allow_stand_in=allow_chart_stand_in)
+        if not chart_is_pinned(chart_dir):
+            # A template built around a test stand-in chart fails CloudFormation's validation before anything is
+            # created: a stand-in can never be deployed by mistake.
+            cdk.CfnRule(self, "PinnedDependencyChart", assertions=[cdk.CfnRuleAssertion(
+                assert_=cdk.Fn.condition_equals("stand-in", "pinned"),
+                assert_description=f"synthesized with a test stand-in for the HyperPod dependency chart ({chart_dir}); "
+                                   "run `make hyperpod-chart` and synthesize again")])
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket,
                                           prefix=f"hyperpod/{config.name}", parameters=provisioning_parameters(config))
@@ -86,7 +108,8 @@ class EksClusterStack(cdk.Stack):
         self.dependency_chart = eks.HelmChart(
             self, "HyperPodDependencies", cluster=plane.cluster, release="hyperpod-dependencies",
             namespace="kube-system", chart_asset=s3_assets.Asset(self, "HyperPodDependencyChart", path=str(chart_dir)),
-            values=dependency_chart_values(config, region=self.region), wait=False, timeout=cdk.Duration.minutes(15))
+            values=dependency_chart_values(config, region=self.region, chart_values=chart_values(chart_dir)),
+            wait=False, timeout=cdk.Duration.minutes(15))
         for addon in plane.addons.values():
             self.dependency_chart.node.add_dependency(addon)
         acknowledge(plane.cluster.kubectl_provider, "AwsSolutions-IAM5",
@@ -266,23 +289,44 @@ def borrowable_accelerators(team: TeamQuota) -> int:
     return guaranteed + guaranteed * team.borrow_limit_percent // 100
 
 
-# Chart conditions with no entry in the chart's values.yaml: Helm installs such a dependency unless told otherwise.
-CONDITIONS_WITHOUT_DEFAULTS = ("namespaced-role-and-bindings.enabled", "hyperpod-ray-endpoint-operator.enabled")
+def chart_values(chart_dir: Path) -> dict[str, Any]:
+    return yaml.safe_load((chart_dir / "values.yaml").read_text()) or {}
 
 
-def dependency_chart_values(config: PlatformConfig, *, region: str) -> dict[str, Any]:
+def taint_tolerations(config: PlatformConfig) -> list[dict[str, str]]:
+    """One toleration per distinct taint the config puts on a compute group (key, value, effect)."""
+    seen: list[dict[str, str]] = []
+    for group in config.group("compute"):
+        for taint in group.kubernetes_taints:
+            toleration = {"key": taint.key, "operator": "Equal", "value": taint.value or "", "effect": taint.effect}
+            if toleration not in seen:
+                seen.append(toleration)
+    return seen
+
+
+def dependency_chart_values(config: PlatformConfig, *, region: str, chart_values: dict[str, Any]) -> dict[str, Any]:
     """Values for the HyperPod dependency chart: the region, each training component's toggle from the config,
-    and every other component of the chart set explicitly (off: the platform installs them another way, or they
-    serve inference)."""
+    every other component of the chart set explicitly (off: the platform installs them another way, or they
+    serve inference), and device plugins that tolerate every taint the config puts on an instance group.
+    A list value replaces the chart's default, so the plugins get the chart's own tolerations plus the taints'.
+    The health monitoring agent tolerates every NoSchedule/NoExecute taint already (its template); the Neuron
+    plugin's tolerations are fixed in its template, so config validation refuses taints it would not tolerate."""
     d = config.eks.hyperpod_dependencies
+    extra = taint_tolerations(config)
+
+    def tolerations(plugin: str) -> dict[str, Any]:
+        default = (chart_values.get(plugin) or {}).get("tolerations") or []
+        return {"tolerations": [*default, *(t for t in extra if t not in default)]} if extra else {}
     return {
         "global": {"region": region},
         "health-monitoring-agent": {"enabled": d.health_monitoring_agent},
         "deep-health-check": {"enabled": d.deep_health_check},
         "job-auto-restart": {"enabled": d.job_auto_restart},
-        "nvidia-device-plugin": {"devicePlugin": {"enabled": d.nvidia_device_plugin}},
+        "nvidia-device-plugin": {"devicePlugin": {"enabled": d.nvidia_device_plugin},
+                                 **tolerations("nvidia-device-plugin")},
         "neuron-device-plugin": {"devicePlugin": {"enabled": d.neuron_device_plugin}},
-        "aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": d.efa_device_plugin}},
+        "aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": d.efa_device_plugin},
+                                      **tolerations("aws-efa-k8s-device-plugin")},
         "trainingOperators": {"enabled": d.training_operators},
         "mpi-operator": {"enabled": d.mpi_operator},
         "hyperpod-patching": {"enabled": d.hyperpod_patching},
@@ -291,10 +335,10 @@ def dependency_chart_values(config: PlatformConfig, *, region: str) -> dict[str,
         "gpu-operator": {"enabled": False},  # the NVIDIA device plugin above serves training
         "inferenceOperators": {"enabled": False},
         "mlflow": {"enabled": False},  # Studio's managed MLflow is the platform's
-        "cluster-role-and-bindings": {"enabled": False},  # access is granted by EKS access entries
+        # Access comes from EKS access entries and the stack's own per-team Roles and RoleBindings.
+        "cluster-role-and-bindings": {"enabled": False},
         "team-role-and-bindings": {"enabled": False},
         "namespaced-role-and-bindings": {"enabled": False},
-        "hyperpod-ray-endpoint-operator": {"enabled": False},
     }
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
 from stacks.config import ConfigError, load_config
-from stacks.eks_cluster_stack import CFN_REGIONS, CONDITIONS_WITHOUT_DEFAULTS, chart_directory, dependency_chart_values, governance_resource_type
+from stacks.eks_cluster_stack import CFN_REGIONS, chart_directory, governance_resource_type
 from stacks.studio_eks_tools import studio_eks_tools
 from tools import layer_binaries
 
@@ -197,36 +197,6 @@ def test_dependency_chart_is_installed_before_the_hyperpod_cluster(synth):
     early = {r: a["Properties"]["AddonName"] for r, a in resources(t, "AWS::EKS::Addon").items()
              if a["Properties"]["AddonName"] in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")}
     assert len(early) == 3 and set(early) <= set(chart["DependsOn"])
-
-
-def test_every_chart_toggle_reaches_a_key_the_chart_has():
-    import yaml
-    cfg = eks_config(VARIANT_FILES["eks"])
-    chart_values = yaml.safe_load((STAND_IN_CHART / "values.yaml").read_text())
-    values = dependency_chart_values(cfg, region="eu-west-1")
-    assert values["global"] == {"region": "eu-west-1"}
-
-    def paths(tree, prefix=()):
-        for key, value in tree.items():
-            if isinstance(value, dict):
-                yield from paths(value, prefix + (key,))
-            else:
-                yield prefix + (key,)
-    for path in paths(values):
-        if ".".join(path) in CONDITIONS_WITHOUT_DEFAULTS:
-            assert values_at(values, path) is False  # else Helm would install it
-            continue
-        node = chart_values
-        for key in path[:-1]:
-            assert key in node, f"{'.'.join(path)}: the chart has no {key!r}"
-            node = node[key]
-        assert path[-1] in node, f"{'.'.join(path)} is not a key of the chart's values.yaml"
-
-
-def values_at(tree: dict, path: tuple):
-    for key in path:
-        tree = tree[key]
-    return tree
 
 
 def test_missing_chart_is_a_clear_error(tmp_path):
