@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
@@ -365,6 +366,13 @@ class TeamQuota(Strict):
     # Studio users (names from `users`) whose profiles run as this team's role: they may submit jobs in the
     # team's namespace only.
     members: list[str] = []
+    # The POSIX group owning the team's FSx directory; its pods run with it as fsGroup. Default: derived from the
+    # name (stable when teams are reordered), see team_gid.
+    gid: Optional[int] = Field(default=None, ge=1001, le=4000000)
+
+
+def team_gid(team: TeamQuota) -> int:
+    return team.gid if team.gid is not None else 1_000_000 + zlib.crc32(team.name.encode()) % 1_000_000
 
 
 def _default_priority_classes() -> list[PriorityClass]:
@@ -589,6 +597,14 @@ def eks_errors(cfg: PlatformConfig) -> list[str]:
     if gov.enabled:
         errors.extend(_governance_errors(gov, compute))
         users = {u.name for u in cfg.users}
+        taken = {cfg.studio.shared_gid: "studio.shared_gid", **{u.group_id: f"the group of user {u.name!r}"
+                                                                for u in cfg.users}}
+        for i, team in enumerate(gov.teams):
+            gid = team_gid(team)
+            if gid in taken:
+                add(f"eks.task_governance.teams[{i}].gid: {gid} is already {taken[gid]}; give the team a gid of "
+                    "its own (it owns the team's FSx directory)")
+            taken.setdefault(gid, f"the gid of team {team.name!r}")
         member_of: dict[str, str] = {}
         for i, team in enumerate(gov.teams):
             for j, member in enumerate(team.members):

@@ -15,12 +15,13 @@ from constructs import Construct
 import constructs.hyperpod_chart_source as chart_source
 from constructs.eks_control_plane import Addon, EksControlPlane
 from constructs.hyperpod_cluster import EksOrchestrator, HyperPodCluster
+from constructs.fsx_partitions import FsxPartitions
 from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, assets_bucket_name, lifecycle_bucket_name
 from constructs.nag_acknowledgments import acknowledge
 from constructs.task_governance_provider import TaskGovernanceProvider
 
 from stacks import kubernetes_objects as k8s
-from stacks.config import ACCELERATORS, ConfigError, PlatformConfig, TeamQuota
+from stacks.config import ACCELERATORS, ConfigError, PlatformConfig, TeamQuota, team_gid
 from stacks.network_stack import NetworkRefs
 from stacks.slurm_cluster_stack import group_specs
 from stacks.storage_stack import StorageStack
@@ -28,6 +29,8 @@ from stacks.storage_stack import StorageStack
 ROOT = Path(__file__).resolve().parent.parent
 TRAINING_OPERATOR = ("aws-hyperpod", "hp-training-operator-controller-manager")  # namespace, service account
 FSX_CSI_CONTROLLER = ("kube-system", "fsx-csi-controller-sa")
+TEAM_DIRECTORY_ROOT = "eks"        # <data repository path>/eks/teams/<team> and .../eks/datasets on FSx
+DATASETS_DIRECTORY = "datasets"
 # Regions whose CloudFormation has the type (cfn-lint 1.58's registry schemas; tests/test_eks_cluster.py keeps this
 # table honest). Elsewhere a custom resource with the same properties calls the SageMaker API instead.
 CFN_REGIONS = {
@@ -149,11 +152,8 @@ class EksClusterStack(cdk.Stack):
                 k8s.role_binding(namespace=k8s.team_namespace(t.name), group=k8s.team_group(t.name),
                                  role=k8s.JOB_ROLE, platform=config.name))], after=[self.namespaces])
         self._guard_default_namespace(config)
-        lustre = storage.lustre
-        plane.manifest("FsxVolumes", *[obj for ns in ["default", *team_namespaces] for obj in k8s.fsx_volume(
-            namespace=ns, file_system_id=lustre.file_system_id, dns_name=lustre.dns_name,
-            mount_name=lustre.mount_name, capacity_gib=config.storage.lustre.storage_capacity_gib,
-            platform=config.name)], after=[self.namespaces] if self.namespaces else [])
+        if team_namespaces:
+            self._team_volumes(config, storage)
 
         if eks_config.training_operator:
             self._training_operator(eks_config.addons.training_operator)
@@ -166,6 +166,30 @@ class EksClusterStack(cdk.Stack):
         cdk.CfnOutput(self, "UpdateKubeconfigCommand",
                       value=f"aws eks update-kubeconfig --region {self.region} --name {config.name}",
                       description="Adds the EKS cluster to ~/.kube/config (your role needs an access entry)")
+
+    def _team_volumes(self, config: PlatformConfig, storage: StorageStack) -> None:
+        """Each team mounts its own directory read-write and the shared datasets directory read-only, never the
+        whole file system. The directories are created (owner root, group the team's gid, setgid 2770; datasets
+        root 0755) through the data repository, without a shell on any node (constructs/fsx_partitions.py); the
+        claims wait for them. Deleting the stack keeps the directories and their data."""
+        repo, lustre = config.storage.lustre.data_repository, storage.lustre
+        directories = FsxPartitions(self, "TeamDirectories", file_system_id=lustre.file_system_id,
+                                    file_system_path=repo.file_system_path, data_bucket_name=storage.data_bucket_name,
+                                    s3_prefix=repo.s3_prefix, partition_root=TEAM_DIRECTORY_ROOT)
+        created = [directories.partition(self, "DatasetsDirectory", relative_name=DATASETS_DIRECTORY, uid="0",
+                                         gid="0", mode="0755")]
+        objects = []
+        for team in config.eks.task_governance.teams:
+            created.append(directories.partition(self, f"TeamDirectory-{team.name}", relative_name=f"teams/{team.name}",
+                                                 uid="0", gid=str(team_gid(team)), mode="2770"))
+            common = dict(namespace=k8s.team_namespace(team.name), file_system_id=lustre.file_system_id,
+                          dns_name=lustre.dns_name, mount_name=lustre.mount_name, platform=config.name,
+                          capacity_gib=config.storage.lustre.storage_capacity_gib)
+            objects += k8s.fsx_volume(claim=k8s.FSX_CLAIM, directory=directories.path_of(f"teams/{team.name}"),
+                                      **common)
+            objects += k8s.fsx_volume(claim=k8s.DATASETS_CLAIM, directory=directories.path_of(DATASETS_DIRECTORY),
+                                      read_only=True, **common)
+        self.control_plane.manifest("FsxVolumes", *objects, after=[self.namespaces, *created])
 
     def _guard_default_namespace(self, config: PlatformConfig) -> None:
         """`default` exists before the stack, so it is patched (and restored on delete), not applied: Pod Security

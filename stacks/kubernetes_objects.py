@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
-FSX_CLAIM = "fsx-claim"
+FSX_CLAIM = "fsx-claim"          # the team's own directory, read-write
+DATASETS_CLAIM = "fsx-datasets"  # the shared datasets directory, read-only
 PLATFORM_LABEL = "hyperpod-platform"
 
 
@@ -56,24 +57,29 @@ def role_binding(*, namespace: str, group: str, role: str, platform: str) -> dic
             "roleRef": {"kind": "Role", "name": role, "apiGroup": "rbac.authorization.k8s.io"}}
 
 
-def fsx_volume(*, namespace: str, file_system_id: str, dns_name: str, mount_name: str, capacity_gib: int,
-               platform: str) -> list[dict]:
-    """A static PersistentVolume bound to exactly one `fsx-claim` in `namespace` (a PV binds one claim, so each
-    namespace that mounts the file system gets its own PV with the same volume handle)."""
-    volume_name = f"fsx-{namespace}"
+def fsx_volume(*, namespace: str, claim: str, file_system_id: str, dns_name: str, mount_name: str, directory: str,
+               capacity_gib: int, platform: str, read_only: bool = False) -> list[dict]:
+    """A static PersistentVolume of one directory of the file system, bound to exactly one claim.
+
+    The FSx CSI driver mounts `<dnsname>@tcp:/<mountname>` (kubernetes-sigs/aws-fsx-csi-driver v1.6.0,
+    pkg/driver/node.go), so a mountname followed by a path mounts only that subdirectory: a pod sees its team's
+    directory and nothing above it, whatever user it runs as. read_only adds the driver's `ro` mount option."""
+    volume_name = f"fsx-{namespace}-{claim}"[:253]
     labels = {PLATFORM_LABEL: platform}
+    modes = ["ReadOnlyMany"] if read_only else ["ReadWriteMany"]
     return [
         {"apiVersion": "v1", "kind": "PersistentVolume",
          "metadata": {"name": volume_name, "labels": labels},
          "spec": {"capacity": {"storage": f"{capacity_gib}Gi"}, "volumeMode": "Filesystem",
-                  "accessModes": ["ReadWriteMany"], "persistentVolumeReclaimPolicy": "Retain",
+                  "accessModes": modes, "persistentVolumeReclaimPolicy": "Retain",
                   "storageClassName": "", "mountOptions": ["flock"],
-                  "claimRef": {"namespace": namespace, "name": FSX_CLAIM},
-                  "csi": {"driver": FSX_CSI_DRIVER, "volumeHandle": file_system_id,
-                          "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name}}}},
+                  "claimRef": {"namespace": namespace, "name": claim},
+                  "csi": {"driver": FSX_CSI_DRIVER, "volumeHandle": f"{file_system_id}:{directory}",
+                          "readOnly": read_only,
+                          "volumeAttributes": {"dnsname": dns_name, "mountname": f"{mount_name}{directory}"}}}},
         {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-         "metadata": {"name": FSX_CLAIM, "namespace": namespace, "labels": labels},
-         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume_name,
+         "metadata": {"name": claim, "namespace": namespace, "labels": labels},
+         "spec": {"accessModes": modes, "storageClassName": "", "volumeName": volume_name,
                   "resources": {"requests": {"storage": f"{capacity_gib}Gi"}}}},
     ]
 

@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 
 from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
-from stacks.config import ConfigError, load_config
+from stacks.config import ConfigError, load_config, team_gid
 from stacks.eks_cluster_stack import CFN_REGIONS, chart_directory, governance_resource_type
 from stacks.studio_eks_tools import studio_eks_tools
 from tools import layer_binaries
@@ -291,20 +291,34 @@ def test_eks_nodes_run_the_lifecycle_entry_point_with_eks_parameters(synth):
 
 
 # ---------------------------------------------------------------------------------------------- Kubernetes objects
-def test_fsx_is_exposed_to_pods_through_static_claims(synth):
-    t = synth("eks").templates["cluster"]
+def test_each_team_mounts_its_own_directory_and_shared_datasets_read_only(synth):
+    s = synth("eks")
+    t = s.templates["cluster"]
     objects = all_objects(t)
     claims = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "PersistentVolumeClaim"}
-    assert claims == {("default", "fsx-claim"), ("hyperpod-ns-research", "fsx-claim"),
-                      ("hyperpod-ns-production", "fsx-claim"), ("hyperpod-ns-developers", "fsx-claim")}
-    volumes = [o for o in objects if o["kind"] == "PersistentVolume"]
-    assert len(volumes) == 4
-    for volume in volumes:
-        spec = volume["spec"]
-        assert spec["csi"]["driver"] == "fsx.csi.aws.com"
+    teams = ("research", "production", "developers")
+    assert claims == {(f"hyperpod-ns-{team}", claim) for team in teams for claim in ("fsx-claim", "fsx-datasets")}
+    volumes = {o["spec"]["claimRef"]["namespace"] + "/" + o["spec"]["claimRef"]["name"]: o["spec"]
+               for o in objects if o["kind"] == "PersistentVolume"}
+    mount = "TOKEN"  # the file system's mount name, a deploy-time value
+    for team in teams:
+        own, shared = volumes[f"hyperpod-ns-{team}/fsx-claim"], volumes[f"hyperpod-ns-{team}/fsx-datasets"]
+        assert own["csi"]["volumeAttributes"]["mountname"] == f"{mount}/data/eks/teams/{team}"
+        assert own["accessModes"] == ["ReadWriteMany"] and own["csi"]["readOnly"] is False
+        assert shared["csi"]["volumeAttributes"]["mountname"] == f"{mount}/data/eks/datasets"
+        assert shared["accessModes"] == ["ReadOnlyMany"] and shared["csi"]["readOnly"] is True
+    for spec in volumes.values():
         assert spec["persistentVolumeReclaimPolicy"] == "Retain"  # Delete would delete the file system
-        assert set(spec["csi"]["volumeAttributes"]) == {"dnsname", "mountname"}
-        assert spec["claimRef"]["name"] == "fsx-claim"
+        assert spec["csi"]["driver"] == "fsx.csi.aws.com"
+    # kubelet tells CSI volumes apart by driver and handle: two directories must not share one.
+    assert len({spec["csi"]["volumeHandle"] for spec in volumes.values()}) == len(volumes) - len(teams) + 1
+    directories = {r["Properties"]["RelativePath"]: r["Properties"] for r in resources(t, "Custom::FsxPartition").values()}
+    gids = {team.name: team_gid(team) for team in s.config.eks.task_governance.teams}
+    assert {p: (d["Gid"], d["Mode"]) for p, d in directories.items()} == {
+        "eks/datasets": ("0", "0755"), **{f"eks/teams/{n}": (str(g), "2770") for n, g in gids.items()}}
+    assert len(set(gids.values())) == len(gids)
+    (volumes_id,) = [k for k, v in manifests(t).items() if any(o["kind"] == "PersistentVolume" for o in v)]
+    assert set(resources(t, "Custom::FsxPartition")) <= set(t["Resources"][volumes_id]["DependsOn"])
 
 
 def test_team_resource_quotas_equal_guaranteed_plus_borrowable(synth):

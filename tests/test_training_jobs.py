@@ -19,6 +19,7 @@ from stacks.config import ConfigError
 from stacks.training_jobs import load_jobs, parse_jobs, render_job
 
 TEAMS = ("research", "production")
+GIDS = {"research": 3001, "production": 3002}
 PRIORITY_CLASSES = ("inference", "training", "experimentation")
 MANIFESTS = ROOT / "examples" / "manifests"
 CRD_TEXT = (ROOT / "schemas" / "hyperpodpytorchjob-crd.yaml").read_text()
@@ -106,6 +107,21 @@ def test_pod_template_is_a_valid_core_object(name):
                                       "metadata": {"name": f"{manifest['metadata']['name']}-{replica['name']}",
                                                    "namespace": manifest["metadata"]["namespace"]},
                                       "template": replica["template"]}, "1.33", strict=True)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in MANIFESTS.glob("*.yaml")))
+def test_pods_meet_pod_security_restricted_with_the_team_group(name):
+    manifest = committed()[name]
+    team = manifest["metadata"]["namespace"].removeprefix("hyperpod-ns-")
+    (replica,) = manifest["spec"]["replicaSpecs"]
+    pod = replica["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] > 0
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"] == \
+        render_examples.TEAM_GIDS[team]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for container in pod["containers"]:
+        assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert {"name": "datasets", "persistentVolumeClaim": {"claimName": "fsx-datasets", "readOnly": True}} in pod["volumes"]
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in MANIFESTS.glob("*.yaml")))
@@ -276,7 +292,7 @@ def test_invalid_job_reports_the_exact_error(data, expected):
 
 def test_valid_base_job_renders():
     (job,) = parse_jobs({"jobs": [BASE]}, teams=TEAMS, priority_classes=PRIORITY_CLASSES)
-    assert crd_errors(render_job(job, teams=TEAMS, priority_classes=PRIORITY_CLASSES)) == []
+    assert crd_errors(render_job(job, teams=TEAMS, priority_classes=PRIORITY_CLASSES, team_gids=GIDS)) == []
 
 
 def test_errors_are_collected_together():
@@ -297,7 +313,7 @@ def test_root_must_be_a_mapping():
 def test_render_job_checks_governance_names_it_is_given():
     (job,) = parse_jobs({"jobs": [BASE]}, teams=TEAMS, priority_classes=PRIORITY_CLASSES)
     with pytest.raises(ConfigError) as info:
-        render_job(job, teams=["production"], priority_classes=[])
+        render_job(job, teams=["production"], priority_classes=[], team_gids=GIDS)
     assert info.value.errors == [
         "team: 'research' is not a team in the platform's task governance config; allowed: production",
         "priority: 'training' is not a priority class in the platform's task governance config; allowed: "
