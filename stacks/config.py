@@ -369,6 +369,10 @@ class TeamQuota(Strict):
     # The POSIX group owning the team's FSx directory; its pods run with it as fsGroup. Default: derived from the
     # name (stable when teams are reordered), see team_gid.
     gid: Optional[int] = Field(default=None, ge=1001, le=4000000)
+    # CPU and memory the team's namespace may request in total. Required with eks.autoscaling: Karpenter adds
+    # nodes for pending pods, so without a cap a runaway job provisions instances.
+    max_vcpu: Optional[int] = Field(default=None, ge=1)
+    max_memory_gib: Optional[int] = Field(default=None, ge=1)
 
 
 def team_gid(team: TeamQuota) -> int:
@@ -605,6 +609,12 @@ def eks_errors(cfg: PlatformConfig) -> list[str]:
                 add(f"eks.task_governance.teams[{i}].gid: {gid} is already {taken[gid]}; give the team a gid of "
                     "its own (it owns the team's FSx directory)")
             taken.setdefault(gid, f"the gid of team {team.name!r}")
+        if eks.autoscaling.enabled:
+            for i, team in enumerate(gov.teams):
+                for key in ("max_vcpu", "max_memory_gib"):
+                    if getattr(team, key) is None:
+                        add(f"eks.task_governance.teams[{i}].{key}: not set with eks.autoscaling.enabled: true; "
+                            "give the team a CPU and memory cap, or nodes are added for whatever it requests")
         member_of: dict[str, str] = {}
         for i, team in enumerate(gov.teams):
             for j, member in enumerate(team.members):

@@ -283,8 +283,11 @@ class EksClusterStack(cdk.Stack):
             quota.node.add_dependency(self.scheduler_config)
             quotas.append(quota)
         limits = [k8s.resource_quota(namespace=k8s.team_namespace(t.name), resource=ACCELERATORS[t.instance_type][0],
-                                     count=borrowable_accelerators(t), platform=config.name)
+                                     count=borrowable_accelerators(t), platform=config.name, vcpu=t.max_vcpu,
+                                     memory_gib=t.max_memory_gib)
                   for t in governance.teams if t.resource_quota]
+        limits += [k8s.default_requests(namespace=k8s.team_namespace(t.name), platform=config.name)
+                   for t in governance.teams if t.resource_quota and (t.max_vcpu or t.max_memory_gib)]
         if limits:
             plane.manifest("TeamResourceQuotas", *limits, after=[*quotas, self.namespaces])
 

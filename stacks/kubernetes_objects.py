@@ -84,12 +84,20 @@ def fsx_volume(*, namespace: str, claim: str, file_system_id: str, dns_name: str
     ]
 
 
-def resource_quota(*, namespace: str, resource: str, count: int, platform: str) -> dict:
+def resource_quota(*, namespace: str, resource: str, count: int, platform: str, vcpu: int | None = None,
+                   memory_gib: int | None = None) -> dict:
     """Caps a team's accelerator requests at what Kueue could ever admit for it (guaranteed plus borrowable), so
-    it never rejects a pod the scheduler would admit; it only stops pods that bypass the queue."""
+    it never rejects a pod the scheduler would admit; it only stops pods that bypass the queue. CPU and memory
+    caps on requests bound what autoscaling may provision for the team (Karpenter sizes nodes by requests); a
+    compute quota needs every pod to state requests, so default_requests goes with it."""
+    hard = {f"requests.{resource}": str(count)}
+    if vcpu is not None:
+        hard["requests.cpu"] = str(vcpu)
+    if memory_gib is not None:
+        hard["requests.memory"] = f"{memory_gib}Gi"
     return {"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": {"name": "accelerators", "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
-            "spec": {"hard": {f"requests.{resource}": str(count)}}}
+            "spec": {"hard": hard}}
 
 
 ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "aws.amazon.com/neurondevice", "aws.amazon.com/neuroncore",
@@ -101,3 +109,10 @@ def zero_accelerator_quota(*, namespace: str, platform: str) -> dict:
     return {"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": {"name": "no-accelerators", "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
             "spec": {"hard": {f"requests.{r}": "0" for r in ACCELERATOR_RESOURCES}}}
+
+
+def default_requests(*, namespace: str, platform: str) -> dict:
+    """Requests for containers that state none, so a CPU/memory quota does not reject them outright."""
+    return {"apiVersion": "v1", "kind": "LimitRange",
+            "metadata": {"name": "default-requests", "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
+            "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "250m", "memory": "512Mi"}}]}}

@@ -324,11 +324,28 @@ def test_each_team_mounts_its_own_directory_and_shared_datasets_read_only(synth)
 def test_team_resource_quotas_equal_guaranteed_plus_borrowable(synth):
     quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in all_objects(synth("eks").templates["cluster"])
               if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"}
-    assert quotas == {
-        "hyperpod-ns-research": {"requests.nvidia.com/gpu": "24"},    # 2 x p5 (16 GPUs) + 50% borrow limit
-        "hyperpod-ns-production": {"requests.nvidia.com/gpu": "16"},  # Lend: no borrowing
-        "hyperpod-ns-developers": {"requests.nvidia.com/gpu": "2"},   # DontLend, 2 accelerators
+    assert {ns: q["requests.nvidia.com/gpu"] for ns, q in quotas.items()} == {
+        "hyperpod-ns-research": "24",    # 2 x p5 (16 GPUs) + 50% borrow limit
+        "hyperpod-ns-production": "16",  # Lend: no borrowing
+        "hyperpod-ns-developers": "2",   # DontLend, 2 accelerators
     }
+
+
+def test_cpu_and_memory_are_capped_where_autoscaling_could_provision_for_them(synth):
+    objects = all_objects(synth("eks_shared").templates["cluster"])
+    quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in objects
+              if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"}
+    assert quotas["hyperpod-ns-research"] | {} == {"requests.nvidia.com/gpu": "24", "requests.cpu": "576",
+                                                   "requests.memory": "6144Gi"}
+    defaults = {o["metadata"]["namespace"] for o in objects if o["kind"] == "LimitRange"}
+    assert defaults == set(quotas)  # a compute quota rejects pods without requests unless defaults exist
+    with pytest.raises(ConfigError) as info:
+        teams = [{**t.model_dump(exclude_none=True), "max_vcpu": None}
+                 for t in eks_config(VARIANT_FILES["eks"]).eks.task_governance.teams]
+        eks_config(VARIANT_FILES["eks"], eks={"autoscaling": {"enabled": True},
+                                             "task_governance": {"teams": teams}})
+    assert "eks.task_governance.teams[0].max_vcpu: not set with eks.autoscaling.enabled: true; give the team a CPU " \
+           "and memory cap, or nodes are added for whatever it requests" in info.value.errors
 
 
 @pytest.mark.parametrize("variant", ["eks", "eks_shared"])
