@@ -176,8 +176,10 @@ def test_writable_namespaces_enforce_pod_security_and_default_gets_no_accelerato
         assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] in ("baseline", "restricted")
     (patch,) = resources(t, "Custom::AWSCDK-EKS-KubernetesPatch").values()
     assert patch["Properties"]["ResourceName"] == "namespace/default"
-    assert json.loads(patch["Properties"]["ApplyPatchJson"])["metadata"]["labels"][
-        "pod-security.kubernetes.io/enforce"] == "baseline"
+    applied = json.loads(patch["Properties"]["ApplyPatchJson"])
+    assert applied["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    kubernetes_validate.validate({"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": "default", **applied["metadata"]}}, KUBERNETES_VERSION, strict=True)
     (default_quota,) = [o for o in objects if o["kind"] == "ResourceQuota" and o["metadata"]["namespace"] == "default"]
     assert default_quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
     assert default_quota["spec"]["hard"]["requests.aws.amazon.com/neurondevice"] == "0"

@@ -228,3 +228,9 @@ def test_rendered_device_plugins_tolerate_the_development_taint(rendered):
                  "health-monitoring-agent", "health-monitoring-agent-non-nvidia"):
         tolerations = daemonsets[name]["spec"]["template"]["spec"]["tolerations"]
         assert any(tolerates(t, taint) for t in tolerations), name
+
+
+def test_every_rendered_chart_object_validates_against_kubernetes_schemas(rendered):
+    import kubernetes_validate
+    for obj in rendered:
+        kubernetes_validate.validate(obj, "1.33", strict=False)
