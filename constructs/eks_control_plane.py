@@ -11,6 +11,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk.lambda_layer_kubectl_v31 import KubectlV31Layer
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
@@ -76,12 +77,16 @@ class EksControlPlane(Construct):
             endpoint_access=endpoint, secrets_encryption_key=self.secrets_key,
             cluster_logging=[eks.ClusterLoggingTypes[re.sub(r'(?<!^)(?=[A-Z])', '_', t).upper()] for t in log_types],
             bootstrap_cluster_creator_admin_permissions=False, default_capacity=0,
+            # vpc-cni, kube-proxy and coredns come as managed add-ons below; otherwise EKS first installs its own
+            # copies, and creating the add-ons over them can fail with a configuration conflict.
+            bootstrap_self_managed_addons=False,
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             kubectl_provider_options=eks.KubectlProviderOptions(
                 kubectl_layer=KUBECTL_LAYERS[kubernetes_version](self, "KubectlLayer"),
                 private_subnets=node_subnets, security_groups=[self.kubectl_group]))
         cfn_cluster: eks.CfnCluster = self.cluster.node.default_child
         cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", authentication_mode)
+        self._run_kubectl_in(node_subnets)
         cfn_cluster.node.add_dependency(self.log_group)
         self.cluster_arn = self.cluster.cluster_arn
 
@@ -92,10 +97,17 @@ class EksControlPlane(Construct):
 
         self.addons: dict[str, eks.Addon] = {}
         for addon in addons:
-            self.addons[addon.name] = eks.Addon(self, f"Addon-{addon.name}", cluster=self.cluster,
-                                                addon_name=addon.name, addon_version=addon.version,
-                                                preserve_on_delete=False)
+            self.addon(addon)
         self._acknowledge_cluster()
+
+    def addon(self, addon: Addon, *, after: Sequence[Construct] = ()) -> eks.Addon:
+        """A pinned managed add-on. One whose pods must become ready (a Deployment) goes `after` the nodes."""
+        created = eks.Addon(self, f"Addon-{addon.name}", cluster=self.cluster, addon_name=addon.name,
+                            addon_version=addon.version, preserve_on_delete=False)
+        for dependency in after:
+            created.node.add_dependency(dependency)
+        self.addons[addon.name] = created
+        return created
 
     def pod_identity(self, id_: str, *, namespace: str, service_account: str, role: iam.IRole,
                      after: Optional[eks.Addon] = None) -> eks.CfnPodIdentityAssociation:
@@ -106,11 +118,17 @@ class EksControlPlane(Construct):
             association.node.add_dependency(after)
         return association
 
-    @staticmethod
-    def pod_role(scope: Construct, id_: str, description: str) -> iam.Role:
-        """A role that EKS Pod Identity hands to one service account."""
-        return iam.Role(scope, id_, description=description,
-                        assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags())
+    def pod_role(self, scope: Construct, id_: str, description: str, *, namespace: str,
+                 service_account: str) -> iam.Role:
+        """A role that EKS Pod Identity hands to one service account of this cluster only: Pod Identity sets the
+        cluster, namespace and service account as session tags, and the trust policy requires them
+        (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html, pod-id-abac.html)."""
+        principal = iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions({
+            "StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account,
+                             "aws:RequestTag/eks-cluster-arn": self.cluster_arn,
+                             "aws:RequestTag/kubernetes-namespace": namespace,
+                             "aws:RequestTag/kubernetes-service-account": service_account}})
+        return iam.Role(scope, id_, description=description, assumed_by=principal.with_session_tags())
 
     def manifest(self, id_: str, *objects: Mapping, after: Sequence[Construct] = ()) -> eks.KubernetesManifest:
         resource = eks.KubernetesManifest(self, id_, cluster=self.cluster, manifest=[dict(o) for o in objects],
@@ -118,6 +136,17 @@ class EksControlPlane(Construct):
         for dependency in after:
             resource.node.add_dependency(dependency)
         return resource
+
+    def _run_kubectl_in(self, subnets: Sequence[ec2.ISubnet]) -> None:
+        """With a private endpoint, aws_eks_v2 puts the kubectl/helm handler and its provider framework in the
+        cluster's own subnets whatever `private_subnets` says. The control-plane subnets route only inside the VPC,
+        so the handler could reach neither EKS, STS and S3 nor CloudFormation's response URL; the private subnets
+        route through the NAT gateway and the S3 gateway endpoint. The API endpoint's ENIs stay reachable on the
+        VPC's local route."""
+        subnet_ids = [s.subnet_id for s in subnets]
+        for child in self.cluster.kubectl_provider.node.find_all():
+            if isinstance(child, lambda_.CfnFunction):
+                child.add_property_override("VpcConfig.SubnetIds", subnet_ids)
 
     def _subnet(self, id_: str, subnet: PrivateSubnet) -> ec2.ISubnet:
         imported = ec2.Subnet.from_subnet_attributes(self, id_, subnet_id=subnet.subnet_id,

@@ -128,9 +128,14 @@ class HyperPodCluster(Construct):
 
     def _karpenter_role(self) -> iam.Role:
         """The role HyperPod assumes to add and remove nodes when its managed Karpenter asks for capacity."""
-        role = iam.Role(self, "AutoscalingRole", assumed_by=iam.ServicePrincipal("hyperpod.sagemaker.amazonaws.com"),
-                        description="HyperPod-managed Karpenter: add and remove cluster nodes in this account")
         clusters = cdk.Stack.of(self).format_arn(service="sagemaker", resource="cluster", resource_name="*")
+        # The cluster's ARN holds an ID assigned at creation, after this role: trust is bounded to this account's
+        # HyperPod clusters in this region (confused-deputy conditions).
+        principal = iam.ServicePrincipal("hyperpod.sagemaker.amazonaws.com").with_conditions({
+            "StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account},
+            "ArnLike": {"aws:SourceArn": clusters}})
+        role = iam.Role(self, "AutoscalingRole", assumed_by=principal,
+                        description="HyperPod-managed Karpenter: add and remove cluster nodes in this account")
         role.add_to_policy(iam.PolicyStatement(
             sid="ScaleClusterNodes", actions=["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"],
             resources=[clusters]))

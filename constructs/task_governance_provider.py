@@ -60,7 +60,8 @@ class TaskGovernanceProvider(Construct):
             sid="CreateOnCluster", actions=_actions("Create"), resources=[cluster_arn, *self.governance_arns]))
         self.on_event.add_to_role_policy(iam.PolicyStatement(
             sid="ManageGovernance",
-            actions=[*_actions("Describe", "Update", "Delete"), "sagemaker:AddTags", "sagemaker:DeleteTags"],
+            actions=[*_actions("Describe", "Update", "Delete"), "sagemaker:AddTags", "sagemaker:DeleteTags",
+                     "sagemaker:ListTags"],
             resources=self.governance_arns))
         # The List actions support no resource-level permissions.
         self.on_event.add_to_role_policy(iam.PolicyStatement(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
@@ -294,16 +296,65 @@ class EksEndpoint(Strict):
     public_access_cidrs: list[Cidr] = []
 
 
+# Where each pin and its supported Kubernetes versions come from. AWS publishes per-version tables for some
+# add-ons only; the authoritative list for one region is `aws eks describe-addon-versions --addon-name <name>
+# --kubernetes-version <v>` (it needs AWS credentials, so nothing here calls it).
+HYPERPOD_EKS_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html"
+# "SageMaker HyperPod supports Kubernetes versions 1.28, 1.29, 1.30, 1.31, 1.32, and 1.33" (the page above).
+HYPERPOD_KUBERNETES = frozenset({"1.28", "1.29", "1.30", "1.31", "1.32", "1.33"})
+HYPERPOD_CLI = "aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea"
+
+
+@dataclass(frozen=True)
+class AddonSupport:
+    kubernetes: frozenset[str]  # Kubernetes minor versions this add-on version is known to run on
+    source: str
+
+
+# (config key, add-on version) -> what is known about it. A pin that is not listed is refused: add it here with
+# its source. Where AWS publishes no per-version table, the add-on is bounded by HyperPod's own range, and the
+# source says so.
+ADDON_SUPPORT: dict[tuple[str, str], AddonSupport] = {
+    ("coredns", "v1.12.4-eksbuild.1"): AddonSupport(
+        frozenset({"1.33", "1.34"}),
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html (latest version per Kubernetes version)"),
+    ("coredns", "v1.11.4-eksbuild.24"): AddonSupport(
+        frozenset({"1.29", "1.30", "1.31", "1.32"}),
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html (latest version per Kubernetes version)"),
+    ("training_operator", "v1.2.0-eksbuild.1"): AddonSupport(
+        HYPERPOD_KUBERNETES,
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-operator.html (supported Kubernetes "
+        "1.28-1.33); elastic training from v1.2: "
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-elastic-training.html"),
+    ("fsx_csi_driver", "v1.6.0-eksbuild.1"): AddonSupport(
+        HYPERPOD_KUBERNETES, f"the version AWS installs on HyperPod clusters ({HYPERPOD_CLI} helm_chart/"
+        "HyperPodHelmChart/charts/inference-operator/migration/helm_to_addon.sh); bounded by " + HYPERPOD_EKS_DOC),
+    ("cert_manager", "v1.18.2-eksbuild.2"): AddonSupport(
+        HYPERPOD_KUBERNETES, f"the version AWS installs on HyperPod clusters ({HYPERPOD_CLI} helm_chart/"
+        "HyperPodHelmChart/charts/inference-operator/migration/helm_to_addon.sh), cert-manager v1.18.2 as in the "
+        "dependency chart's Chart.yaml; bounded by " + HYPERPOD_EKS_DOC),
+    ("vpc_cni", "v1.20.4-eksbuild.1"): AddonSupport(
+        HYPERPOD_KUBERNETES, "no per-version table published for v1.20; bounded by " + HYPERPOD_EKS_DOC),
+    ("pod_identity_agent", "v1.3.10-eksbuild.3"): AddonSupport(
+        HYPERPOD_KUBERNETES, "no per-version table published; bounded by " + HYPERPOD_EKS_DOC),
+    ("task_governance", "v1.6.0-eksbuild.1"): AddonSupport(
+        HYPERPOD_KUBERNETES, "no per-version table published; bounded by " + HYPERPOD_EKS_DOC),
+}
+# kube-proxy's minor version is the cluster's own (checked in eks_errors), within HyperPod's range.
+ELASTIC_TRAINING_OPERATOR = (1, 2)
+
+
 class EksAddons(Strict):
-    """Pinned EKS add-on versions for the default Kubernetes version, taken from the EKS and SageMaker user guides;
-    `aws eks describe-addon-versions --kubernetes-version <v> --addon-name <name>` lists what a region offers."""
+    """Pinned EKS add-on versions for the default Kubernetes version; ADDON_SUPPORT says where each comes from and
+    which Kubernetes versions it runs on."""
     vpc_cni: AddonVersion = "v1.20.4-eksbuild.1"
     kube_proxy: AddonVersion = "v1.33.10-eksbuild.13"
-    coredns: AddonVersion = "v1.12.4-eksbuild.18"
+    coredns: AddonVersion = "v1.12.4-eksbuild.1"
     pod_identity_agent: AddonVersion = "v1.3.10-eksbuild.3"
-    fsx_csi_driver: AddonVersion = "v1.7.0-eksbuild.1"
-    cert_manager: AddonVersion = "v1.19.1-eksbuild.1"
-    training_operator: AddonVersion = "v1.0.1-eksbuild.1"
+    fsx_csi_driver: AddonVersion = "v1.6.0-eksbuild.1"
+    cert_manager: AddonVersion = "v1.18.2-eksbuild.2"
+    # Elastic training (elasticPolicy in examples/eks/) needs the operator at v1.2 or later.
+    training_operator: AddonVersion = "v1.2.0-eksbuild.1"
     task_governance: AddonVersion = "v1.6.0-eksbuild.1"
 
 
@@ -337,6 +388,20 @@ class TeamQuota(Strict):
     preempt_team_tasks: Literal["LowerPriority", "Never"] = "LowerPriority"
     fair_share_weight: int = Field(default=0, ge=0, le=100)
     resource_quota: StrictBool = True
+    # Studio users (names from `users`) whose profiles run as this team's role: they may submit jobs in the
+    # team's namespace only.
+    members: list[str] = []
+    # The POSIX group owning the team's FSx directory; its pods run with it as fsGroup. Default: derived from the
+    # name (stable when teams are reordered), see team_gid.
+    gid: Optional[int] = Field(default=None, ge=1001, le=4000000)
+    # CPU and memory the team's namespace may request in total. Required with eks.autoscaling: Karpenter adds
+    # nodes for pending pods, so without a cap a runaway job provisions instances.
+    max_vcpu: Optional[int] = Field(default=None, ge=1)
+    max_memory_gib: Optional[int] = Field(default=None, ge=1)
+
+
+def team_gid(team: TeamQuota) -> int:
+    return team.gid if team.gid is not None else 1_000_000 + zlib.crc32(team.name.encode()) % 1_000_000
 
 
 def _default_priority_classes() -> list[PriorityClass]:
@@ -512,9 +577,14 @@ def eks_errors(cfg: PlatformConfig) -> list[str]:
         add("cluster.instance_groups: no group with role 'compute'; an EKS cluster needs at least one")
 
     minor = eks.kubernetes_version
+    if minor not in HYPERPOD_KUBERNETES:
+        add(f"eks.kubernetes_version: {minor!r} is not supported by SageMaker HyperPod on EKS; allowed: "
+            f"{', '.join(sorted(HYPERPOD_KUBERNETES, key=lambda v: tuple(map(int, v.split('.')))))} "
+            f"({HYPERPOD_EKS_DOC})")
     if not eks.addons.kube_proxy.startswith(f"v{minor}."):
         add(f"eks.addons.kube_proxy: {eks.addons.kube_proxy!r} does not match eks.kubernetes_version {minor!r}; "
             f"use a v{minor}.x-eksbuild.N version")
+    errors.extend(_addon_errors(eks))
 
     endpoint = eks.endpoint
     if endpoint.public and not endpoint.public_access_cidrs:
@@ -546,12 +616,99 @@ def eks_errors(cfg: PlatformConfig) -> list[str]:
             if ipaddress.ip_network(subnet.cidr).prefixlen > 28:
                 add(f"eks.control_plane_subnets[{i}].cidr: {subnet.cidr!r}; EKS needs at least a /28 per subnet")
 
+    if eks.hyperpod_dependencies.neuron_device_plugin:
+        for i, g in enumerate(cfg.cluster.instance_groups):
+            if g.role != "compute" or ACCELERATORS.get(g.instance_type, ("",))[0] != _NEURON:
+                continue
+            for j, taint in enumerate(g.kubernetes_taints):
+                if taint.effect != "PreferNoSchedule" and not any(tolerates(t, taint) for t in NEURON_PLUGIN_TOLERATIONS):
+                    add(f"cluster.instance_groups[{i}].kubernetes_taints[{j}]: {taint.key}={taint.value}:"
+                        f"{taint.effect} on a Neuron group; the chart's Neuron device plugin does not tolerate it "
+                        "(its tolerations are fixed in its template), so the group would advertise no Neuron "
+                        "devices; allowed: taints with key aws.amazon.com/neuron, or effect PreferNoSchedule")
+
     gov = eks.task_governance
     if gov.enabled:
         errors.extend(_governance_errors(gov, compute))
+        users = {u.name for u in cfg.users}
+        taken = {cfg.studio.shared_gid: "studio.shared_gid", **{u.group_id: f"the group of user {u.name!r}"
+                                                                for u in cfg.users}}
+        for i, team in enumerate(gov.teams):
+            gid = team_gid(team)
+            if gid in taken:
+                add(f"eks.task_governance.teams[{i}].gid: {gid} is already {taken[gid]}; give the team a gid of "
+                    "its own (it owns the team's FSx directory)")
+            taken.setdefault(gid, f"the gid of team {team.name!r}")
+        if eks.autoscaling.enabled:
+            for i, team in enumerate(gov.teams):
+                for key in ("max_vcpu", "max_memory_gib"):
+                    if getattr(team, key) is None:
+                        add(f"eks.task_governance.teams[{i}].{key}: not set with eks.autoscaling.enabled: true; "
+                            "give the team a CPU and memory cap, or nodes are added for whatever it requests")
+        member_of: dict[str, str] = {}
+        for i, team in enumerate(gov.teams):
+            for j, member in enumerate(team.members):
+                path = f"eks.task_governance.teams[{i}].members[{j}]"
+                if member not in users:
+                    add(f"{path}: {member!r} is not a user; allowed: {', '.join(sorted(users)) or '(no users)'}")
+                elif member in member_of:
+                    add(f"{path}: {member!r} is already a member of team {member_of[member]!r}; a Studio profile "
+                        "runs as one team's role")
+                member_of.setdefault(member, team.name)
     elif gov.teams:
         add(f"eks.task_governance.teams: {len(gov.teams)} team(s) with task governance disabled; enable it or "
             "remove the teams")
+    return errors
+
+
+# The Neuron device plugin's tolerations are written into its template, not values:
+# aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea helm_chart/HyperPodHelmChart/charts/
+# neuron-device-plugin/templates/k8s-neuron-device-plugin.yaml (tests compare with the generated chart facts).
+NEURON_PLUGIN_TOLERATIONS = (
+    {"key": "CriticalAddonsOnly", "operator": "Exists"},
+    {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "sagemaker.amazonaws.com/node-health-status", "operator": "Equal", "value": "Unschedulable",
+     "effect": "NoSchedule"},
+)
+
+
+def tolerates(toleration: dict, taint: Taint) -> bool:
+    """Kubernetes' matching rule: an empty key with Exists matches every key, an empty effect every effect."""
+    if toleration.get("effect") and toleration["effect"] != taint.effect:
+        return False
+    if toleration.get("operator", "Equal") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.key
+    return toleration.get("key") == taint.key and toleration.get("value", "") == taint.value
+
+
+def enabled_addons(eks: Eks) -> list[str]:
+    """Config keys of the add-ons this configuration installs (kube-proxy is checked on its own)."""
+    keys = ["vpc_cni", "coredns", "pod_identity_agent", "fsx_csi_driver", "cert_manager"]
+    keys += ["training_operator"] if eks.training_operator else []
+    keys += ["task_governance"] if eks.task_governance.enabled else []
+    return keys
+
+
+def _addon_errors(eks: Eks) -> list[str]:
+    errors: list[str] = []
+    minor = eks.kubernetes_version
+    for key in enabled_addons(eks):
+        version = getattr(eks.addons, key)
+        fact = ADDON_SUPPORT.get((key, version))
+        if fact is None:
+            known = sorted(v for k, v in ADDON_SUPPORT if k == key)
+            errors.append(f"eks.addons.{key}: {version!r} has no recorded Kubernetes support; known: "
+                          f"{', '.join(known)} (add a version to ADDON_SUPPORT in stacks/config.py with its source)")
+        elif minor not in fact.kubernetes:
+            fits = sorted(v for (k, v), f in ADDON_SUPPORT.items() if k == key and minor in f.kubernetes)
+            errors.append(f"eks.addons.{key}: {version!r} does not support eks.kubernetes_version {minor!r} (it "
+                          f"supports {', '.join(sorted(fact.kubernetes))}; {fact.source}); "
+                          + (f"for {minor} use {', '.join(fits)}" if fits else f"no recorded version supports {minor}"))
+    operator = re.fullmatch(r"v(\d+)\.(\d+)\..*", eks.addons.training_operator)
+    if eks.training_operator and operator and tuple(map(int, operator.groups())) < ELASTIC_TRAINING_OPERATOR:
+        errors.append(f"eks.addons.training_operator: {eks.addons.training_operator!r}; elastic training "
+                      "(elasticPolicy) needs v1.2 or later "
+                      "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-elastic-training.html)")
     return errors
 
 

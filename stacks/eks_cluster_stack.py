@@ -6,19 +6,22 @@ from pathlib import Path
 from typing import Any, Optional
 
 import aws_cdk as cdk
+import yaml
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
+import constructs.hyperpod_chart_source as chart_source
 from constructs.eks_control_plane import Addon, EksControlPlane
 from constructs.hyperpod_cluster import EksOrchestrator, HyperPodCluster
+from constructs.fsx_partitions import FsxPartitions
 from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, assets_bucket_name, lifecycle_bucket_name
 from constructs.nag_acknowledgments import acknowledge
 from constructs.task_governance_provider import TaskGovernanceProvider
 
 from stacks import kubernetes_objects as k8s
-from stacks.config import ACCELERATORS, ConfigError, PlatformConfig, TeamQuota
+from stacks.config import ACCELERATORS, ConfigError, PlatformConfig, TeamQuota, team_gid
 from stacks.network_stack import NetworkRefs
 from stacks.slurm_cluster_stack import group_specs
 from stacks.storage_stack import StorageStack
@@ -26,6 +29,8 @@ from stacks.storage_stack import StorageStack
 ROOT = Path(__file__).resolve().parent.parent
 TRAINING_OPERATOR = ("aws-hyperpod", "hp-training-operator-controller-manager")  # namespace, service account
 FSX_CSI_CONTROLLER = ("kube-system", "fsx-csi-controller-sa")
+TEAM_DIRECTORY_ROOT = "eks"        # <data repository path>/eks/teams/<team> and .../eks/datasets on FSx
+DATASETS_DIRECTORY = "datasets"
 # Regions whose CloudFormation has the type (cfn-lint 1.58's registry schemas; tests/test_eks_cluster.py keeps this
 # table honest). Elsewhere a custom resource with the same properties calls the SageMaker API instead.
 CFN_REGIONS = {
@@ -44,29 +49,52 @@ def governance_resource_type(cfn_type: str, region: Optional[str]) -> str:
     return "Custom::" + cfn_type.rsplit("::", 1)[1]
 
 
-def chart_directory(config: PlatformConfig) -> Path:
-    chart_dir = Path(config.eks.hyperpod_dependencies.chart_dir)
-    chart_dir = chart_dir if chart_dir.is_absolute() else ROOT / chart_dir
+def chart_directory(config: PlatformConfig, *, allow_stand_in: bool = False) -> Path:
+    """The dependency chart to deploy. It must be the pinned upstream revision as tools/fetch_hyperpod_chart.sh
+    writes it (constructs/hyperpod_chart_source.py); tests pass allow_stand_in, and the stack then makes its
+    template undeployable."""
+    path = config.eks.hyperpod_dependencies.chart_dir
+    chart_dir = Path(path) if Path(path).is_absolute() else ROOT / path
     if not (chart_dir / "Chart.yaml").is_file():
         raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
-            f"eks.hyperpod_dependencies.chart_dir: {config.eks.hyperpod_dependencies.chart_dir!r} holds no Chart.yaml; "
+            f"eks.hyperpod_dependencies.chart_dir: {path!r} holds no Chart.yaml; "
             "the HyperPod dependency chart is not committed: run `make hyperpod-chart` to fetch the pinned revision "
             "(needs network access to github.com), or point chart_dir at a copy of it"])
+    problems = chart_source.problems(chart_dir)
+    if problems and not allow_stand_in:
+        pin = chart_source.pin()
+        raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
+            f"eks.hyperpod_dependencies.chart_dir: {path!r} is not the pinned HyperPod chart ({pin['repository']} "
+            f"{pin['path']} at {pin['commit']}): {'; '.join(problems)}; run `make hyperpod-chart`"])
     return chart_dir
+
+
+def chart_is_pinned(chart_dir: Path) -> bool:
+    return not chart_source.problems(chart_dir)
 
 
 class EksClusterStack(cdk.Stack):
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, network: NetworkRefs,
-                 storage: StorageStack, **kwargs) -> None:
+                 storage: StorageStack, allow_chart_stand_in: bool = False, **kwargs) -> None:
         super().__init__(scope, id_, **kwargs)
         self.add_stack_dependency(storage)
         eks_config = config.eks
-        chart_dir = chart_directory(config)
+        chart_dir = chart_directory(config, allow_stand_in=allow_chart_stand_in)
+        if not chart_is_pinned(chart_dir):
+            # A template built around a test stand-in chart fails CloudFormation's validation before anything is
+            # created: a stand-in can never be deployed by mistake.
+            # The assertion holds for no bootstrap version (a number); unlike a constant, cfn-lint cannot fold it.
+            cdk.CfnRule(self, "PinnedDependencyChart", assertions=[cdk.CfnRuleAssertion(
+                assert_=cdk.Fn.condition_contains(["stand-in chart"], cdk.Fn.ref("BootstrapVersion")),
+                assert_description=f"synthesized with a test stand-in for the HyperPod dependency chart ({chart_dir}); "
+                                   "run `make hyperpod-chart` and synthesize again")])
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket,
                                           prefix=f"hyperpod/{config.name}", parameters=provisioning_parameters(config))
 
         addons = eks_config.addons
+        # Only DaemonSet add-ons come before the nodes: a DaemonSet with no nodes is complete, and nodes need the
+        # CNI and kube-proxy to become Ready. Add-ons that run Deployments wait for pods, so they follow HyperPod.
         self.control_plane = EksControlPlane(
             self, "Eks", cluster_name=config.name, kubernetes_version=eks_config.kubernetes_version,
             authentication_mode=eks_config.authentication_mode, vpc_id=network.vpc_id,
@@ -75,18 +103,17 @@ class EksClusterStack(cdk.Stack):
             log_types=eks_config.log_types, log_retention_days=eks_config.log_retention_days,
             admin_role_arns=eks_config.admin_role_arns,
             addons=[Addon("vpc-cni", addons.vpc_cni), Addon("kube-proxy", addons.kube_proxy),
-                    Addon("coredns", addons.coredns), Addon("eks-pod-identity-agent", addons.pod_identity_agent),
-                    Addon("aws-fsx-csi-driver", addons.fsx_csi_driver), Addon("cert-manager", addons.cert_manager)])
+                    Addon("eks-pod-identity-agent", addons.pod_identity_agent)])
         plane = self.control_plane
         self.eks_cluster_name = plane.cluster.cluster_name
-        self._fsx_csi_identity(storage)
 
-        dependencies = eks_config.hyperpod_dependencies
+        # No waiting: before HyperPod nodes exist none of the chart's pods can schedule (AWS's own templates install
+        # this chart without waiting too). Its device plugins and health agent must be there when nodes join.
         self.dependency_chart = eks.HelmChart(
             self, "HyperPodDependencies", cluster=plane.cluster, release="hyperpod-dependencies",
             namespace="kube-system", chart_asset=s3_assets.Asset(self, "HyperPodDependencyChart", path=str(chart_dir)),
-            values=dependency_chart_values(config, region=self.region), wait=True, timeout=cdk.Duration.minutes(15))
-        # The chart's device plugins and health agents must be in place before the first node joins.
+            values=dependency_chart_values(config, region=self.region, chart_values=chart_values(chart_dir)),
+            wait=False, timeout=cdk.Duration.minutes(15))
         for addon in plane.addons.values():
             self.dependency_chart.node.add_dependency(addon)
         acknowledge(plane.cluster.kubectl_provider, "AwsSolutions-IAM5",
@@ -107,17 +134,26 @@ class EksClusterStack(cdk.Stack):
             node_recovery=config.cluster.node_recovery)
         self.hyperpod.node.add_dependency(self.lifecycle.deployment)
         self.hyperpod.node.add_dependency(self.dependency_chart)
-        self._allow_eks_nodes(self.hyperpod.execution_role)
+        self._allow_eks_nodes(self.hyperpod.execution_role, vpc_id=network.vpc_id)
+
+        for name, version in (("coredns", addons.coredns), ("aws-fsx-csi-driver", addons.fsx_csi_driver),
+                              ("cert-manager", addons.cert_manager)):
+            plane.addon(Addon(name, version), after=[self.hyperpod])
+        self._fsx_csi_identity(storage)
 
         team_namespaces = [k8s.team_namespace(t.name) for t in eks_config.task_governance.teams] \
             if eks_config.task_governance.enabled else []
         self.namespaces = plane.manifest("TeamNamespaces", *[k8s.namespace(n, config.name) for n in team_namespaces]) \
             if team_namespaces else None
-        lustre = storage.lustre
-        plane.manifest("FsxVolumes", *[obj for ns in ["default", *team_namespaces] for obj in k8s.fsx_volume(
-            namespace=ns, file_system_id=lustre.file_system_id, dns_name=lustre.dns_name,
-            mount_name=lustre.mount_name, capacity_gib=config.storage.lustre.storage_capacity_gib,
-            platform=config.name)], after=[plane.addons["aws-fsx-csi-driver"], *([self.namespaces] if self.namespaces else [])])
+        if self.namespaces:
+            # Job rights per team: the team's access entry (Studio stack) carries its Kubernetes group.
+            plane.manifest("TeamJobAccess", *[obj for t in eks_config.task_governance.teams for obj in (
+                k8s.job_submitter_role(namespace=k8s.team_namespace(t.name), platform=config.name),
+                k8s.role_binding(namespace=k8s.team_namespace(t.name), group=k8s.team_group(t.name),
+                                 role=k8s.JOB_ROLE, platform=config.name))], after=[self.namespaces])
+        self._guard_default_namespace(config)
+        if team_namespaces:
+            self._team_volumes(config, storage)
 
         if eks_config.training_operator:
             self._training_operator(eks_config.addons.training_operator)
@@ -131,19 +167,61 @@ class EksClusterStack(cdk.Stack):
                       value=f"aws eks update-kubeconfig --region {self.region} --name {config.name}",
                       description="Adds the EKS cluster to ~/.kube/config (your role needs an access entry)")
 
+    def _team_volumes(self, config: PlatformConfig, storage: StorageStack) -> None:
+        """Each team mounts its own directory read-write and the shared datasets directory read-only, never the
+        whole file system. The directories are created (owner root, group the team's gid, setgid 2770; datasets
+        root 0755) through the data repository, without a shell on any node (constructs/fsx_partitions.py); the
+        claims wait for them. Deleting the stack keeps the directories and their data."""
+        repo, lustre = config.storage.lustre.data_repository, storage.lustre
+        directories = FsxPartitions(self, "TeamDirectories", file_system_id=lustre.file_system_id,
+                                    file_system_path=repo.file_system_path, data_bucket_name=storage.data_bucket_name,
+                                    s3_prefix=repo.s3_prefix, partition_root=TEAM_DIRECTORY_ROOT)
+        created = [directories.partition(self, "DatasetsDirectory", relative_name=DATASETS_DIRECTORY, uid="0",
+                                         gid="0", mode="0755")]
+        objects = []
+        for team in config.eks.task_governance.teams:
+            created.append(directories.partition(self, f"TeamDirectory-{team.name}", relative_name=f"teams/{team.name}",
+                                                 uid="0", gid=str(team_gid(team)), mode="2770"))
+            common = dict(namespace=k8s.team_namespace(team.name), file_system_id=lustre.file_system_id,
+                          dns_name=lustre.dns_name, mount_name=lustre.mount_name, platform=config.name,
+                          capacity_gib=config.storage.lustre.storage_capacity_gib)
+            objects += k8s.fsx_volume(claim=k8s.FSX_CLAIM, directory=directories.path_of(f"teams/{team.name}"),
+                                      **common)
+            objects += k8s.fsx_volume(claim=k8s.DATASETS_CLAIM, directory=directories.path_of(DATASETS_DIRECTORY),
+                                      read_only=True, **common)
+        self.control_plane.manifest("FsxVolumes", *objects, after=[self.namespaces, *created])
+
+    def _guard_default_namespace(self, config: PlatformConfig) -> None:
+        """`default` exists before the stack, so it is patched (and restored on delete), not applied: Pod Security
+        `baseline`, and no accelerators, so nothing there takes GPUs outside the team queues."""
+        plane = self.control_plane
+        eks.KubernetesPatch(self, "DefaultPodSecurity", cluster=plane.cluster, resource_name="namespace/default",
+                            apply_patch={"metadata": {"labels": k8s.POD_SECURITY_LABELS}},
+                            restore_patch={"metadata": {"labels": {k: None for k in k8s.POD_SECURITY_LABELS}}})
+        plane.manifest("DefaultNoAccelerators", k8s.zero_accelerator_quota(namespace="default", platform=config.name))
+
     def _fsx_csi_identity(self, storage: StorageStack) -> None:
-        role = EksControlPlane.pod_role(self, "FsxCsiRole", "FSx CSI controller: describe this file system only")
+        namespace, account = FSX_CSI_CONTROLLER
+        role = self.control_plane.pod_role(self, "FsxCsiRole", "FSx CSI controller: describe this file system only",
+                                           namespace=namespace, service_account=account)
         role.add_to_policy(iam.PolicyStatement(
             sid="DescribeThisFileSystem", actions=["fsx:DescribeFileSystems"],
             resources=[self.format_arn(service="fsx", resource="file-system",
                                        resource_name=storage.lustre.file_system_id)]))
-        namespace, account = FSX_CSI_CONTROLLER
         self.control_plane.pod_identity("FsxCsiIdentity", namespace=namespace, service_account=account, role=role,
                                         after=self.control_plane.addons["aws-fsx-csi-driver"])
 
-    def _allow_eks_nodes(self, role: iam.Role) -> None:
-        """What a HyperPod instance needs as an EKS node beyond the managed instance policy: pull images.
+    def _allow_eks_nodes(self, role: iam.Role, *, vpc_id: str) -> None:
+        """What a HyperPod instance needs as an EKS node beyond the managed instance policy: pull images, and let
+        the VPC CNI give pods secondary IPs on the node's interfaces (the actions AWS's HyperPod-on-EKS reference
+        execution role grants), scoped to this VPC like the role's other ENI actions.
         HyperPod creates the node's access entry itself (DescribeCluster's EksRoleAccessEntries)."""
+        role.add_to_policy(iam.PolicyStatement(
+            sid="VpcCniPodAddresses", actions=["ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
+                                               "ec2:ModifyNetworkInterfaceAttribute"],
+            resources=[self.format_arn(service="ec2", resource="network-interface", resource_name="*")],
+            conditions={"ArnEquals": {"ec2:Vpc": self.format_arn(service="ec2", resource="vpc",
+                                                                  resource_name=vpc_id)}}))
         repositories = self.format_arn(service="ecr", resource="repository", resource_name="*", account="*")
         role.add_to_policy(iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]))
         role.add_to_policy(iam.PolicyStatement(
@@ -158,27 +236,24 @@ class EksClusterStack(cdk.Stack):
 
     def _training_operator(self, version: str) -> None:
         plane = self.control_plane
-        role = EksControlPlane.pod_role(self, "TrainingOperatorRole",
-                                        "HyperPod training operator: read this cluster's nodes")
+        namespace, account = TRAINING_OPERATOR
+        role = plane.pod_role(self, "TrainingOperatorRole", "HyperPod training operator: read this cluster's nodes",
+                              namespace=namespace, service_account=account)
         role.add_to_policy(iam.PolicyStatement(
             sid="DescribeClusterNodes", actions=["sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes"],
             resources=[self.hyperpod.cluster_arn]))
-        namespace, account = TRAINING_OPERATOR
-        addon = eks.Addon(self, "TrainingOperator", cluster=plane.cluster,
-                          addon_name="amazon-sagemaker-hyperpod-training-operator", addon_version=version,
-                          preserve_on_delete=False)
         # It runs on HyperPod nodes and needs cert-manager's webhook certificates.
-        addon.node.add_dependency(self.hyperpod, plane.addons["cert-manager"])
+        plane.addon(Addon("amazon-sagemaker-hyperpod-training-operator", version),
+                    after=[self.hyperpod, plane.addons["cert-manager"]])
         plane.pod_identity("TrainingOperatorIdentity", namespace=namespace, service_account=account, role=role,
                            after=plane.addons["eks-pod-identity-agent"])
 
     def _task_governance(self, config: PlatformConfig) -> None:
         plane = self.control_plane
         governance = config.eks.task_governance
-        addon = eks.Addon(self, "TaskGovernance", cluster=plane.cluster,
-                          addon_name="amazon-sagemaker-hyperpod-taskgovernance",
-                          addon_version=config.eks.addons.task_governance, preserve_on_delete=False)
-        addon.node.add_dependency(self.hyperpod)
+        # Kueue's controller and webhook run on HyperPod nodes; the quotas below need its webhook ready.
+        addon = plane.addon(Addon("amazon-sagemaker-hyperpod-taskgovernance", config.eks.addons.task_governance),
+                            after=[self.hyperpod])
         types = {t: governance_resource_type(t, self.region)
                  for t in ("AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota")}
         provider = None
@@ -208,8 +283,11 @@ class EksClusterStack(cdk.Stack):
             quota.node.add_dependency(self.scheduler_config)
             quotas.append(quota)
         limits = [k8s.resource_quota(namespace=k8s.team_namespace(t.name), resource=ACCELERATORS[t.instance_type][0],
-                                     count=borrowable_accelerators(t), platform=config.name)
+                                     count=borrowable_accelerators(t), platform=config.name, vcpu=t.max_vcpu,
+                                     memory_gib=t.max_memory_gib)
                   for t in governance.teams if t.resource_quota]
+        limits += [k8s.default_requests(namespace=k8s.team_namespace(t.name), platform=config.name)
+                   for t in governance.teams if t.resource_quota and (t.max_vcpu or t.max_memory_gib)]
         if limits:
             plane.manifest("TeamResourceQuotas", *limits, after=[*quotas, self.namespaces])
 
@@ -239,23 +317,44 @@ def borrowable_accelerators(team: TeamQuota) -> int:
     return guaranteed + guaranteed * team.borrow_limit_percent // 100
 
 
-# Chart conditions with no entry in the chart's values.yaml: Helm installs such a dependency unless told otherwise.
-CONDITIONS_WITHOUT_DEFAULTS = ("namespaced-role-and-bindings.enabled", "hyperpod-ray-endpoint-operator.enabled")
+def chart_values(chart_dir: Path) -> dict[str, Any]:
+    return yaml.safe_load((chart_dir / "values.yaml").read_text()) or {}
 
 
-def dependency_chart_values(config: PlatformConfig, *, region: str) -> dict[str, Any]:
+def taint_tolerations(config: PlatformConfig) -> list[dict[str, str]]:
+    """One toleration per distinct taint the config puts on a compute group (key, value, effect)."""
+    seen: list[dict[str, str]] = []
+    for group in config.group("compute"):
+        for taint in group.kubernetes_taints:
+            toleration = {"key": taint.key, "operator": "Equal", "value": taint.value or "", "effect": taint.effect}
+            if toleration not in seen:
+                seen.append(toleration)
+    return seen
+
+
+def dependency_chart_values(config: PlatformConfig, *, region: str, chart_values: dict[str, Any]) -> dict[str, Any]:
     """Values for the HyperPod dependency chart: the region, each training component's toggle from the config,
-    and every other component of the chart set explicitly (off: the platform installs them another way, or they
-    serve inference)."""
+    every other component of the chart set explicitly (off: the platform installs them another way, or they
+    serve inference), and device plugins that tolerate every taint the config puts on an instance group.
+    A list value replaces the chart's default, so the plugins get the chart's own tolerations plus the taints'.
+    The health monitoring agent tolerates every NoSchedule/NoExecute taint already (its template); the Neuron
+    plugin's tolerations are fixed in its template, so config validation refuses taints it would not tolerate."""
     d = config.eks.hyperpod_dependencies
+    extra = taint_tolerations(config)
+
+    def tolerations(plugin: str) -> dict[str, Any]:
+        default = (chart_values.get(plugin) or {}).get("tolerations") or []
+        return {"tolerations": [*default, *(t for t in extra if t not in default)]} if extra else {}
     return {
         "global": {"region": region},
         "health-monitoring-agent": {"enabled": d.health_monitoring_agent},
         "deep-health-check": {"enabled": d.deep_health_check},
         "job-auto-restart": {"enabled": d.job_auto_restart},
-        "nvidia-device-plugin": {"devicePlugin": {"enabled": d.nvidia_device_plugin}},
+        "nvidia-device-plugin": {"devicePlugin": {"enabled": d.nvidia_device_plugin},
+                                 **tolerations("nvidia-device-plugin")},
         "neuron-device-plugin": {"devicePlugin": {"enabled": d.neuron_device_plugin}},
-        "aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": d.efa_device_plugin}},
+        "aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": d.efa_device_plugin},
+                                      **tolerations("aws-efa-k8s-device-plugin")},
         "trainingOperators": {"enabled": d.training_operators},
         "mpi-operator": {"enabled": d.mpi_operator},
         "hyperpod-patching": {"enabled": d.hyperpod_patching},
@@ -264,10 +363,10 @@ def dependency_chart_values(config: PlatformConfig, *, region: str) -> dict[str,
         "gpu-operator": {"enabled": False},  # the NVIDIA device plugin above serves training
         "inferenceOperators": {"enabled": False},
         "mlflow": {"enabled": False},  # Studio's managed MLflow is the platform's
-        "cluster-role-and-bindings": {"enabled": False},  # access is granted by EKS access entries
+        # Access comes from EKS access entries and the stack's own per-team Roles and RoleBindings.
+        "cluster-role-and-bindings": {"enabled": False},
         "team-role-and-bindings": {"enabled": False},
         "namespaced-role-and-bindings": {"enabled": False},
-        "hyperpod-ray-endpoint-operator": {"enabled": False},
     }
 
 

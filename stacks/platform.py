@@ -32,10 +32,12 @@ class Platform:
         return [s for s in (self.network_stack, self.storage, self.cluster, self.studio) if s is not None]
 
 
-def build_platform(app: cdk.App, config: PlatformConfig) -> Platform:
-    """Raises ConfigError, before any stack exists, when something the config points at on disk is missing."""
+def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in: bool = False) -> Platform:
+    """Raises ConfigError, before any stack exists, when something the config points at on disk is missing or is
+    not what is pinned. `allow_chart_stand_in` (tests only) accepts a stand-in dependency chart; the cluster
+    stack's template then fails CloudFormation validation."""
     if config.orchestrator == "eks":
-        chart_directory(config)
+        chart_directory(config, allow_stand_in=allow_chart_stand_in)
     env = cdk.Environment(account=config.deployment.account, region=config.deployment.region)
     name = config.name
     network_stack = None
@@ -51,7 +53,9 @@ def build_platform(app: cdk.App, config: PlatformConfig) -> Platform:
                            description=f"HyperPod platform {name}: FSx for Lustre, data and lifecycle buckets "
                                        "(retained on delete)")
     cluster_stack = EksClusterStack if config.orchestrator == "eks" else SlurmClusterStack
+    stand_in = {"allow_chart_stand_in": allow_chart_stand_in} if config.orchestrator == "eks" else {}
     cluster = cluster_stack(app, f"{name}-cluster", config=config, network=network, storage=storage, env=env,
+                            **stand_in,
                             description=f"HyperPod platform {name}: SageMaker HyperPod cluster "
                                         f"({'EKS' if config.orchestrator == 'eks' else 'Slurm'})")
     studio = None

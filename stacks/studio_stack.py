@@ -2,6 +2,8 @@
 cluster's FSx mounted as one shared partition or one private partition per user (`SharedFSx`)."""
 from __future__ import annotations
 
+from typing import Mapping
+
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -52,6 +54,11 @@ class StudioStack(cdk.Stack):
         self.security_group = self._studio_security_group(network, on_eks=on_eks,
                                                           lustre_access_group=storage.lustre_access_group)
         self.execution_role = self._execution_role(cluster)
+        # On EKS each task-governance team's members run as the team's own role (job rights in its namespace only).
+        self.team_roles = {t.name: self._execution_role(cluster, id_=f"TeamRole-{t.name}",
+                                                        description=f"Studio apps of team {t.name}")
+                           for t in config.eks.task_governance.teams if t.members} if on_eks else {}
+        self.app_roles = [self.execution_role, *self.team_roles.values()]
         tracking_server_arn = self._mlflow(config) if studio.mlflow.enabled else None
 
         repo = config.storage.lustre.data_repository
@@ -75,15 +82,16 @@ class StudioStack(cdk.Stack):
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=SLURM_ENTRY_POINT,
                 environment={"SLURM_LOGIN_SECRET_ARN": cluster.slurm_login_secret.secret_arn})
-        self.execution_role.add_to_policy(iam.PolicyStatement(
-            sid="ReadStudioScripts", actions=["s3:GetObject"],
-            resources=[lifecycle_bucket.arn_for_objects(f"{lifecycle.scripts.prefix}/*")]))
-        self.execution_role.add_to_policy(iam.PolicyStatement(
-            sid="ListStudioScripts", actions=["s3:ListBucket"], resources=[lifecycle_bucket.bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [f"{lifecycle.scripts.prefix}/*"]}}))
-        acknowledge(self.execution_role, "AwsSolutions-IAM5",
-                    "Studio apps copy this platform's own Studio scripts from their prefix of the lifecycle bucket",
-                    findings=[f"Resource::{lifecycle_bucket.arn_for_objects(f'{lifecycle.scripts.prefix}/*')}"])
+        for role in self.app_roles:
+            role.add_to_policy(iam.PolicyStatement(
+                sid="ReadStudioScripts", actions=["s3:GetObject"],
+                resources=[lifecycle_bucket.arn_for_objects(f"{lifecycle.scripts.prefix}/*")]))
+            role.add_to_policy(iam.PolicyStatement(
+                sid="ListStudioScripts", actions=["s3:ListBucket"], resources=[lifecycle_bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{lifecycle.scripts.prefix}/*"]}}))
+            acknowledge(role, "AwsSolutions-IAM5",
+                        "Studio apps copy this platform's own Studio scripts from their prefix of the lifecycle bucket",
+                        findings=[f"Resource::{lifecycle_bucket.arn_for_objects(f'{lifecycle.scripts.prefix}/*')}"])
         idle = sagemaker.CfnDomain.AppLifecycleManagementProperty(idle_settings=sagemaker.CfnDomain.IdleSettingsProperty(
             lifecycle_management="ENABLED", idle_timeout_in_minutes=studio.idle_timeout_minutes,
             min_idle_timeout_in_minutes=60, max_idle_timeout_in_minutes=max(studio.idle_timeout_minutes, 60) * 4))
@@ -122,6 +130,8 @@ class StudioStack(cdk.Stack):
 
         self.user_stacks = [
             StudioUsers(self, f"Users{index + 1}", config=config, users=config.users[start:start + USERS_PER_NESTED_STACK],
+                        team_roles={m: self.team_roles[t.name].role_arn for t in config.eks.task_governance.teams
+                                    if t.name in self.team_roles for m in t.members},
                         domain_id=self.domain.attr_domain_id, partitions=self.partitions,
                         file_system_id=storage.lustre.file_system_id, shared_fsx=self.shared_fsx.value_as_string)
             for index, start in enumerate(range(0, len(config.users), USERS_PER_NESTED_STACK))]
@@ -165,9 +175,10 @@ class StudioStack(cdk.Stack):
                                             description=f"{label} from Studio apps")
         return group
 
-    def _execution_role(self, cluster: SlurmClusterStack | EksClusterStack) -> iam.Role:
-        role = iam.Role(self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-                        description="Studio apps: read the cluster and reach its scheduler (Slurm or EKS), use MLflow")
+    def _execution_role(self, cluster: SlurmClusterStack | EksClusterStack, *, id_: str = "ExecutionRole",
+                        description: str = "Studio apps") -> iam.Role:
+        role = iam.Role(self, id_, assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+                        description=f"{description}: read the cluster and reach its scheduler (Slurm or EKS), use MLflow")
         role.add_to_policy(iam.PolicyStatement(
             sid="DescribeCluster", actions=["sagemaker:DescribeCluster", "sagemaker:ListClusterNodes"],
             resources=[cluster.hyperpod.cluster_arn]))
@@ -189,19 +200,20 @@ class StudioStack(cdk.Stack):
         return role
 
     def _grant_kubernetes_access(self, config: PlatformConfig, cluster: EksClusterStack) -> None:
-        """Studio users may read the cluster and run workloads in the team namespaces and `default`, nothing more:
-        no cluster-admin, no cluster-wide writes."""
-        namespaces = ["default"] + [k8s.team_namespace(t.name) for t in config.eks.task_governance.teams]
-        partition = cdk.Aws.PARTITION
-        eks.CfnAccessEntry(self, "StudioAccessEntry", cluster_name=cluster.eks_cluster_name,
-                           principal_arn=self.execution_role.role_arn, type="STANDARD", access_policies=[
-                               eks.CfnAccessEntry.AccessPolicyProperty(
-                                   policy_arn=f"arn:{partition}:eks::aws:cluster-access-policy/AmazonEKSViewPolicy",
-                                   access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster")),
-                               eks.CfnAccessEntry.AccessPolicyProperty(
-                                   policy_arn=f"arn:{partition}:eks::aws:cluster-access-policy/AmazonEKSEditPolicy",
-                                   access_scope=eks.CfnAccessEntry.AccessScopeProperty(
-                                       type="namespace", namespaces=namespaces))])
+        """Nobody from Studio edits anything directly. Users outside a team read `default`; a team's members
+        read their team's namespace and, through the team's Kubernetes group and the RoleBinding the cluster
+        stack creates there, submit and delete jobs in it. No cluster-wide rights, no secrets."""
+        view = f"arn:{cdk.Aws.PARTITION}:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+
+        def entry(id_: str, role: iam.Role, namespace: str, groups: list[str]) -> None:
+            eks.CfnAccessEntry(self, id_, cluster_name=cluster.eks_cluster_name, principal_arn=role.role_arn,
+                               type="STANDARD", kubernetes_groups=groups or None, access_policies=[
+                                   eks.CfnAccessEntry.AccessPolicyProperty(
+                                       policy_arn=view, access_scope=eks.CfnAccessEntry.AccessScopeProperty(
+                                           type="namespace", namespaces=[namespace]))])
+        entry("StudioAccessEntry", self.execution_role, "default", [])
+        for team, role in self.team_roles.items():
+            entry(f"TeamAccessEntry-{team}", role, k8s.team_namespace(team), [k8s.team_group(team)])
 
     def _mlflow(self, config: PlatformConfig) -> str:
         logs_bucket = access_log_bucket(self, "MlflowAccessLogs")
@@ -216,13 +228,14 @@ class StudioStack(cdk.Stack):
             mlflow_version=config.studio.mlflow.mlflow_version, automatic_model_registration=False)
         # The server checks its bucket access at creation: wait for the role's policy, not just the role.
         server.node.add_dependency(server_role.node.find_child("DefaultPolicy"))
-        self.execution_role.add_to_policy(iam.PolicyStatement(
-            sid="UseMlflow", actions=["sagemaker-mlflow:*", "sagemaker:DescribeMlflowTrackingServer",
-                                      "sagemaker:CreatePresignedMlflowTrackingServerUrl"],
-            resources=[server.attr_tracking_server_arn]))
-        acknowledge(self.execution_role, "AwsSolutions-IAM5",
-                    "the MLflow data-plane actions (experiments, runs, metrics, models) are granted on this "
-                    "stack's one tracking server only", findings=["Action::sagemaker-mlflow:*"])
+        for role in self.app_roles:
+            role.add_to_policy(iam.PolicyStatement(
+                sid="UseMlflow", actions=["sagemaker-mlflow:*", "sagemaker:DescribeMlflowTrackingServer",
+                                          "sagemaker:CreatePresignedMlflowTrackingServerUrl"],
+                resources=[server.attr_tracking_server_arn]))
+            acknowledge(role, "AwsSolutions-IAM5",
+                        "the MLflow data-plane actions (experiments, runs, metrics, models) are granted on this "
+                        "stack's one tracking server only", findings=["Action::sagemaker-mlflow:*"])
         acknowledge(server_role, "AwsSolutions-IAM5",
                     "the MLflow server reads and writes run artifacts anywhere in its own artifact bucket",
                     findings=["Action::s3:GetObject*", "Action::s3:GetBucket*", "Action::s3:List*",
@@ -235,7 +248,8 @@ class StudioUsers(cdk.NestedStack):
     """Up to USERS_PER_NESTED_STACK user profiles, each with its POSIX identity and, in per-user mode, its partition."""
 
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, users: list[User], domain_id: str,
-                 partitions: FsxPartitions, file_system_id: str, shared_fsx: str) -> None:
+                 partitions: FsxPartitions, file_system_id: str, shared_fsx: str,
+                 team_roles: Mapping[str, str] = {}) -> None:  # noqa: B006 - read only
         super().__init__(scope, id_, parameters={"SharedFSx": shared_fsx},
                          description=f"Studio user profiles {users[0].name} .. {users[-1].name}")
         param = cdk.CfnParameter(self, "SharedFSx", type="String", allowed_values=["True", "False"])
@@ -258,6 +272,7 @@ class StudioUsers(cdk.NestedStack):
                     "CustomFileSystemConfigs": {"Fn::If": [per_user, [{"FSxLustreFileSystemConfig": {
                         "FileSystemId": file_system_id, "FileSystemPath": partitions.path_attribute(partition)}}],
                         no_value]},
+                    **({"ExecutionRole": team_roles[user.name]} if user.name in team_roles else {}),
                 }})
         # Not 150 imports at once: a few lanes, each partition after the one MAX_IMPORTS_IN_FLIGHT before it.
         partitions.chain(created)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, Any, Collection, Literal, Optional, get_args, get_origin
+from typing import Annotated, Any, Collection, Literal, Mapping, Optional, get_args, get_origin
 
 import yaml
 from pydantic import AfterValidator, BaseModel, Field, PositiveInt, ValidationError
@@ -24,8 +24,10 @@ KIND = "HyperPodPyTorchJob"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-FSX_CLAIM = "fsx-claim"
+FSX_CLAIM = "fsx-claim"          # the team's own FSx directory (stacks/kubernetes_objects.py)
 FSX_MOUNT = "/fsx"
+DATASETS_CLAIM = "fsx-datasets"  # the shared datasets directory, read-only
+DATASETS_MOUNT = "/datasets"
 ACCELERATORS = ("nvidia.com/gpu", "aws.amazon.com/neurondevice")
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # Set by the renderer from typed fields; train_elastic.py reads them.
@@ -121,6 +123,8 @@ class TrainingJob(Strict):
     micro_batch_size: int = Field(default=1, ge=1)
     checkpoint_dir: CheckpointDir
     max_retries: int = Field(default=10, ge=0, le=100)
+    # Pods run as this non-root user, with the team's group as fsGroup (it owns the team's FSx directory).
+    run_as_user: int = Field(default=1000, ge=1, le=4000000)
     elastic_policy: ElasticPolicy
 
 
@@ -196,8 +200,10 @@ def job_errors(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
 
 
 # ---------------------------------------------------------------------------------------------- rendering
-def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Collection[str]) -> dict[str, Any]:
-    """The HyperPodPyTorchJob manifest for `job`; raises ConfigError if a cross-field rule fails."""
+def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Collection[str],
+               team_gids: Mapping[str, int]) -> dict[str, Any]:
+    """The HyperPodPyTorchJob manifest for `job`; raises ConfigError if a cross-field rule fails. `team_gids`
+    maps each team to the group that owns its FSx directory (stacks.config.team_gid)."""
     errors = job_errors(job, teams=teams, priority_classes=priority_classes)
     if errors:
         raise ConfigError(f"job {job.name}", errors)
@@ -224,13 +230,20 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
                  "command": list(job.command)} | ({"args": list(job.args)} if job.args else {}) | {
         "env": env,
         "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [{"name": "fsx", "mountPath": FSX_MOUNT},
+                         {"name": "datasets", "mountPath": DATASETS_MOUNT, "readOnly": True},
                          {"name": "shm", "mountPath": "/dev/shm"}],
     }
+    gid = team_gids[job.team]
     pod_spec = {
         "nodeSelector": {INSTANCE_TYPE_LABEL: job.instance_type},
+        # Pod Security "restricted": non-root, no privilege escalation, no capabilities, the runtime's seccomp.
+        "securityContext": {"runAsNonRoot": True, "runAsUser": job.run_as_user, "runAsGroup": gid, "fsGroup": gid,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": [{"name": "fsx", "persistentVolumeClaim": {"claimName": FSX_CLAIM}},
+                    {"name": "datasets", "persistentVolumeClaim": {"claimName": DATASETS_CLAIM, "readOnly": True}},
                     # The container runtime's default 64 MiB /dev/shm is too small for NCCL and DataLoader workers.
                     {"name": "shm", "emptyDir": {"medium": "Memory"}}],
     }

@@ -88,10 +88,11 @@ def test_compare_reports_a_fixture_toggle_the_chart_lacks_and_a_missing_region(t
 
 def test_an_absent_condition_path_stays_absent_not_false(tmp_path):
     chart = copy_stand_in(tmp_path)
-    add_dependencies(chart, [{"name": "namespaced-role-and-bindings", "version": "0.1.0",
-                              "repository": "file://charts/x", "condition": "namespaced-role-and-bindings.enabled"}])
+    # As an upstream revision listed hyperpod-ray-endpoint-operator with no entry in values.yaml.
+    add_dependencies(chart, [{"name": "hyperpod-ray-endpoint-operator", "version": "0.1.0",
+                              "repository": "file://charts/x", "condition": "hyperpod-ray-endpoint-operator.enabled"}])
     rows = hyperpod_chart.toggles(chart)
-    assert rows == [("namespaced-role-and-bindings", "namespaced-role-and-bindings.enabled", hyperpod_chart.ABSENT)]
+    assert rows == [("hyperpod-ray-endpoint-operator", "hyperpod-ray-endpoint-operator.enabled", hyperpod_chart.ABSENT)]
     assert hyperpod_chart.compare(chart, STAND_IN) == []
 
 

@@ -274,6 +274,27 @@ EKS_BAD_INPUT = [
     ("kube-proxy for another version", eks_base(kubernetes_version="1.32"),
      "eks.addons.kube_proxy: 'v1.33.10-eksbuild.13' does not match eks.kubernetes_version '1.32'; use a "
      "v1.32.x-eksbuild.N version"),
+    ("Kubernetes version HyperPod does not support", eks_base(kubernetes_version="1.34",
+                                                              addons={"kube_proxy": "v1.34.1-eksbuild.2"}),
+     "eks.kubernetes_version: '1.34' is not supported by SageMaker HyperPod on EKS; allowed: 1.28, 1.29, 1.30, "
+     "1.31, 1.32, 1.33 (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html)"),
+    ("1.34 also outruns the training operator", eks_base(kubernetes_version="1.34",
+                                                        addons={"kube_proxy": "v1.34.1-eksbuild.2"}),
+     "eks.addons.training_operator: 'v1.2.0-eksbuild.1' does not support eks.kubernetes_version '1.34' (it supports "
+     "1.28, 1.29, 1.30, 1.31, 1.32, 1.33; https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-operator.html "
+     "(supported Kubernetes 1.28-1.33); elastic training from v1.2: "
+     "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-elastic-training.html); no recorded version "
+     "supports 1.34"),
+    ("coredns pinned for another version", eks_base(kubernetes_version="1.32", addons={"kube_proxy": "v1.32.6-eksbuild.2"}),
+     "eks.addons.coredns: 'v1.12.4-eksbuild.1' does not support eks.kubernetes_version '1.32' (it supports 1.33, "
+     "1.34; https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html (latest version per Kubernetes "
+     "version)); for 1.32 use v1.11.4-eksbuild.24"),
+    ("addon pin without recorded support", eks_base(addons={"fsx_csi_driver": "v1.7.0-eksbuild.1"}),
+     "eks.addons.fsx_csi_driver: 'v1.7.0-eksbuild.1' has no recorded Kubernetes support; known: v1.6.0-eksbuild.1 "
+     "(add a version to ADDON_SUPPORT in stacks/config.py with its source)"),
+    ("training operator too old for elastic jobs", eks_base(addons={"training_operator": "v1.0.1-eksbuild.1"}),
+     "eks.addons.training_operator: 'v1.0.1-eksbuild.1'; elastic training (elasticPolicy) needs v1.2 or later "
+     "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-elastic-training.html)"),
     ("addon version format", eks_base(addons={"coredns": "1.11"}),
      "eks.addons.coredns: '1.11' — must be an EKS add-on version such as v1.20.1-eksbuild.3"),
     ("public endpoint without allow-list", eks_base(endpoint={"public": True}),
@@ -328,6 +349,16 @@ EKS_BAD_INPUT = [
     ("duplicate priority class", eks_base(task_governance={"priority_classes": [{"name": "a", "weight": 1},
                                                                                {"name": "a", "weight": 2}]}),
      "eks.task_governance.priority_classes[1].name: 'a' is listed twice; names must be unique"),
+    ("team member who is not a user", {**eks_base(task_governance={"teams": [{**TEAM, "members": ["carol"]}]}),
+                                       "users": [{"name": "alice", "uid": 10001}]},
+     "eks.task_governance.teams[0].members[0]: 'carol' is not a user; allowed: alice"),
+    ("user in two teams", {**eks_base(task_governance={"teams": [
+        {**TEAM, "instance_count": 1, "members": ["alice"]},
+        {**TEAM, "name": "prod", "instance_count": 1, "members": ["alice"]}]}),
+        "cluster": {"instance_groups": [{**copy.deepcopy(WORKERS), "instance_count": 2}]},
+        "users": [{"name": "alice", "uid": 10001}]},
+     "eks.task_governance.teams[1].members[0]: 'alice' is already a member of team 'research'; a Studio profile "
+     "runs as one team's role"),
     ("teams with governance off", eks_base(task_governance={"enabled": False, "teams": [TEAM]}),
      "eks.task_governance.teams: 1 team(s) with task governance disabled; enable it or remove the teams"),
     ("existing VPC without control-plane subnets", {

@@ -10,8 +10,8 @@ import kubernetes_validate
 import pytest
 
 from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
-from stacks.config import ConfigError, load_config
-from stacks.eks_cluster_stack import CFN_REGIONS, CONDITIONS_WITHOUT_DEFAULTS, chart_directory, dependency_chart_values, governance_resource_type
+from stacks.config import ConfigError, load_config, team_gid
+from stacks.eks_cluster_stack import CFN_REGIONS, chart_directory, governance_resource_type
 from stacks.studio_eks_tools import studio_eks_tools
 from tools import layer_binaries
 
@@ -49,6 +49,8 @@ def test_control_plane_is_private_encrypted_and_logs_everything(synth):
     props = only(t, "AWS::EKS::Cluster")["Properties"]
     assert props["Version"] == KUBERNETES_VERSION
     assert props["AccessConfig"] == {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False}
+    # vpc-cni, kube-proxy and coredns are managed add-ons; EKS must not install its own copies first.
+    assert props["BootstrapSelfManagedAddons"] is False
     vpc = props["ResourcesVpcConfig"]
     assert vpc["EndpointPrivateAccess"] is True and vpc["EndpointPublicAccess"] is False
     assert len(vpc["SubnetIds"]) == 2
@@ -92,6 +94,20 @@ def test_addons_are_pinned(synth):
     assert addons["kube-proxy"].startswith(f"v{KUBERNETES_VERSION}.")
 
 
+def test_hyperpod_nodes_may_give_pods_ips_in_the_cluster_vpc_only(synth):
+    t = synth("eks").templates["cluster"]
+    cluster = only(t, "AWS::SageMaker::Cluster")["Properties"]
+    role = cluster["InstanceGroups"][0]["ExecutionRole"]["Fn::GetAtt"][0]
+    statements = [st for p in resources(t, "AWS::IAM::Policy").values()
+                  if {"Ref": role} in p["Properties"]["Roles"] for st in p["Properties"]["PolicyDocument"]["Statement"]]
+    cni = {"ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses", "ec2:ModifyNetworkInterfaceAttribute"}
+    granting = [st for st in statements if cni & set(st["Action"] if isinstance(st["Action"], list) else [st["Action"]])]
+    assert granting and all(set(st["Action"]) >= cni for st in granting)
+    for st in granting:
+        assert "ec2:Vpc" in st["Condition"]["ArnEquals"]
+        assert "network-interface/*" in json.dumps(st["Resource"])
+
+
 def test_pod_identities_are_scoped(synth):
     t = synth("eks").templates["cluster"]
     associations = {(a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"])
@@ -109,12 +125,64 @@ def test_access_entries_are_scoped_by_role(synth):
     cluster_entries = [e["Properties"] for e in resources(s.templates["cluster"], "AWS::EKS::AccessEntry").values()]
     admin = [e for e in cluster_entries if e["PrincipalArn"] == "arn:aws:iam::111122223333:role/PlatformAdmin"]
     assert len(admin) == 1 and "AmazonEKSClusterAdminPolicy" in json.dumps(admin[0]["AccessPolicies"])
-    (studio,) = [e["Properties"] for e in resources(s.templates["studio"], "AWS::EKS::AccessEntry").values()]
-    policies = {json.dumps(p["PolicyArn"]).split("/")[-1].strip('"]}'): p["AccessScope"] for p in studio["AccessPolicies"]}
-    assert "AmazonEKSClusterAdminPolicy" not in json.dumps(studio) and "AmazonEKSAdminPolicy" not in json.dumps(studio)
-    assert policies["AmazonEKSViewPolicy"] == {"Type": "cluster"}
-    assert policies["AmazonEKSEditPolicy"] == {"Type": "namespace", "Namespaces": [
-        "default", "hyperpod-ns-research", "hyperpod-ns-production", "hyperpod-ns-developers"]}
+    studio = [e["Properties"] for e in resources(s.templates["studio"], "AWS::EKS::AccessEntry").values()]
+    text = json.dumps(studio)
+    for forbidden in ("AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy", "AmazonEKSEditPolicy", '"cluster"'):
+        assert forbidden not in text
+    scopes = sorted((tuple(e.get("KubernetesGroups", [])), tuple(p["AccessScope"]["Namespaces"]))
+                    for e in studio for p in e["AccessPolicies"])
+    # research has alice, developers has bob; production has no members, so no role.
+    assert scopes == [((), ("default",)), (("hyperpod-team-developers",), ("hyperpod-ns-developers",)),
+                      (("hyperpod-team-research",), ("hyperpod-ns-research",))]
+
+
+def rbac_allows(objects: list[dict], groups: list[str], *, verb: str, group: str, resource: str, namespace: str) -> bool:
+    """Kubernetes RBAC for namespaced requests, evaluated over the objects the stack applies."""
+    roles = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects if o["kind"] == "Role"}
+    for binding in (o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["namespace"] == namespace):
+        if not any(sub["kind"] == "Group" and sub["name"] in groups for sub in binding["subjects"]):
+            continue
+        role = roles.get((namespace, binding["roleRef"]["name"]))
+        for rule in (role or {}).get("rules", []):
+            if group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]:
+                return True
+    return False
+
+
+def test_team_members_submit_jobs_in_their_namespace_only(synth):
+    s = synth("eks")
+    objects = all_objects(s.templates["cluster"])
+    entries = [e["Properties"] for e in resources(s.templates["studio"], "AWS::EKS::AccessEntry").values()]
+    groups = {e["AccessPolicies"][0]["AccessScope"]["Namespaces"][0]: e.get("KubernetesGroups", []) for e in entries}
+    job = dict(group="sagemaker.amazonaws.com", resource="hyperpodpytorchjobs")
+    assert rbac_allows(objects, groups["hyperpod-ns-research"], verb="create", namespace="hyperpod-ns-research", **job)
+    assert rbac_allows(objects, groups["hyperpod-ns-developers"], verb="delete", namespace="hyperpod-ns-developers", **job)
+    for namespace in ("default", "hyperpod-ns-developers", "hyperpod-ns-production"):
+        assert not rbac_allows(objects, groups["hyperpod-ns-research"], verb="create", namespace=namespace, **job)
+    assert not rbac_allows(objects, groups["default"], verb="create", namespace="default", **job)
+    for verb, group, resource in (("get", "", "secrets"), ("create", "", "pods"), ("create", "rbac.authorization.k8s.io", "rolebindings")):
+        assert not rbac_allows(objects, groups["hyperpod-ns-research"], verb=verb, group=group, resource=resource,
+                               namespace="hyperpod-ns-research")
+    profiles = {p["Properties"]["UserProfileName"]: p["Properties"]["UserSettings"]
+                for t in s.nested.values() for p in resources(t, "AWS::SageMaker::UserProfile").values()}
+    assert "ExecutionRole" in profiles["alice"] and "ExecutionRole" in profiles["bob"]
+    assert profiles["alice"]["ExecutionRole"] != profiles["bob"]["ExecutionRole"]
+
+
+def test_writable_namespaces_enforce_pod_security_and_default_gets_no_accelerators(synth):
+    t = synth("eks").templates["cluster"]
+    objects = all_objects(t)
+    for ns in (o for o in objects if o["kind"] == "Namespace"):
+        assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] in ("baseline", "restricted")
+    (patch,) = resources(t, "Custom::AWSCDK-EKS-KubernetesPatch").values()
+    assert patch["Properties"]["ResourceName"] == "namespace/default"
+    applied = json.loads(patch["Properties"]["ApplyPatchJson"])
+    assert applied["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    kubernetes_validate.validate({"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": "default", **applied["metadata"]}}, KUBERNETES_VERSION, strict=True)
+    (default_quota,) = [o for o in objects if o["kind"] == "ResourceQuota" and o["metadata"]["namespace"] == "default"]
+    assert default_quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
+    assert default_quota["spec"]["hard"]["requests.aws.amazon.com/neurondevice"] == "0"
 
 
 # ---------------------------------------------------------------------------------------------- dependency chart
@@ -127,38 +195,10 @@ def test_dependency_chart_is_installed_before_the_hyperpod_cluster(synth):
     assert values["global"]["region"] == "us-west-2"
     (cluster_id, cluster), = resources(t, "AWS::SageMaker::Cluster").items()
     assert chart_id in cluster["DependsOn"]
-    assert all(addon in chart["DependsOn"] for addon in resources(t, "AWS::EKS::Addon")
-               if "HyperPod" not in addon and "TrainingOperator" not in addon and "TaskGovernance" not in addon)
-
-
-def test_every_chart_toggle_reaches_a_key_the_chart_has():
-    import yaml
-    cfg = eks_config(VARIANT_FILES["eks"])
-    chart_values = yaml.safe_load((STAND_IN_CHART / "values.yaml").read_text())
-    values = dependency_chart_values(cfg, region="eu-west-1")
-    assert values["global"] == {"region": "eu-west-1"}
-
-    def paths(tree, prefix=()):
-        for key, value in tree.items():
-            if isinstance(value, dict):
-                yield from paths(value, prefix + (key,))
-            else:
-                yield prefix + (key,)
-    for path in paths(values):
-        if ".".join(path) in CONDITIONS_WITHOUT_DEFAULTS:
-            assert values_at(values, path) is False  # else Helm would install it
-            continue
-        node = chart_values
-        for key in path[:-1]:
-            assert key in node, f"{'.'.join(path)}: the chart has no {key!r}"
-            node = node[key]
-        assert path[-1] in node, f"{'.'.join(path)} is not a key of the chart's values.yaml"
-
-
-def values_at(tree: dict, path: tuple):
-    for key in path:
-        tree = tree[key]
-    return tree
+    assert "Wait" not in chart["Properties"]  # nothing can schedule before the nodes exist
+    early = {r: a["Properties"]["AddonName"] for r, a in resources(t, "AWS::EKS::Addon").items()
+             if a["Properties"]["AddonName"] in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")}
+    assert len(early) == 3 and set(early) <= set(chart["DependsOn"])
 
 
 def test_missing_chart_is_a_clear_error(tmp_path):
@@ -212,6 +252,23 @@ def test_karpenter_autoscaling_uses_a_role_trusted_by_hyperpod(synth):
     role_id = props["ClusterRole"]["Fn::GetAtt"][0]
     trust = t["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
     assert trust["Principal"] == {"Service": "hyperpod.sagemaker.amazonaws.com"}
+    assert trust["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    assert "cluster/*" in json.dumps(trust["Condition"]["ArnLike"]["aws:SourceArn"])
+
+
+def test_pod_identity_roles_trust_only_their_service_account_on_this_cluster(synth):
+    t = synth("eks").templates["cluster"]
+    roles = {a["Properties"]["ServiceAccount"]: (a["Properties"]["Namespace"], a["Properties"]["RoleArn"]["Fn::GetAtt"][0])
+             for a in resources(t, "AWS::EKS::PodIdentityAssociation").values()}
+    (eks_cluster,) = resources(t, "AWS::EKS::Cluster")
+    for account, (namespace, role) in roles.items():
+        (statement,) = t["Resources"][role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+        assert statement["Condition"]["StringEquals"] == {
+            "aws:SourceAccount": {"Ref": "AWS::AccountId"},
+            "aws:RequestTag/eks-cluster-arn": {"Fn::GetAtt": [eks_cluster, "Arn"]},
+            "aws:RequestTag/kubernetes-namespace": namespace,
+            "aws:RequestTag/kubernetes-service-account": account}
 
 
 def test_slurm_only_groups_are_not_created_on_eks(synth):
@@ -236,30 +293,61 @@ def test_eks_nodes_run_the_lifecycle_entry_point_with_eks_parameters(synth):
 
 
 # ---------------------------------------------------------------------------------------------- Kubernetes objects
-def test_fsx_is_exposed_to_pods_through_static_claims(synth):
-    t = synth("eks").templates["cluster"]
+def test_each_team_mounts_its_own_directory_and_shared_datasets_read_only(synth):
+    s = synth("eks")
+    t = s.templates["cluster"]
     objects = all_objects(t)
     claims = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "PersistentVolumeClaim"}
-    assert claims == {("default", "fsx-claim"), ("hyperpod-ns-research", "fsx-claim"),
-                      ("hyperpod-ns-production", "fsx-claim"), ("hyperpod-ns-developers", "fsx-claim")}
-    volumes = [o for o in objects if o["kind"] == "PersistentVolume"]
-    assert len(volumes) == 4
-    for volume in volumes:
-        spec = volume["spec"]
-        assert spec["csi"]["driver"] == "fsx.csi.aws.com"
+    teams = ("research", "production", "developers")
+    assert claims == {(f"hyperpod-ns-{team}", claim) for team in teams for claim in ("fsx-claim", "fsx-datasets")}
+    volumes = {o["spec"]["claimRef"]["namespace"] + "/" + o["spec"]["claimRef"]["name"]: o["spec"]
+               for o in objects if o["kind"] == "PersistentVolume"}
+    mount = "TOKEN"  # the file system's mount name, a deploy-time value
+    for team in teams:
+        own, shared = volumes[f"hyperpod-ns-{team}/fsx-claim"], volumes[f"hyperpod-ns-{team}/fsx-datasets"]
+        assert own["csi"]["volumeAttributes"]["mountname"] == f"{mount}/data/eks/teams/{team}"
+        assert own["accessModes"] == ["ReadWriteMany"] and own["csi"]["readOnly"] is False
+        assert shared["csi"]["volumeAttributes"]["mountname"] == f"{mount}/data/eks/datasets"
+        assert shared["accessModes"] == ["ReadOnlyMany"] and shared["csi"]["readOnly"] is True
+    for spec in volumes.values():
         assert spec["persistentVolumeReclaimPolicy"] == "Retain"  # Delete would delete the file system
-        assert set(spec["csi"]["volumeAttributes"]) == {"dnsname", "mountname"}
-        assert spec["claimRef"]["name"] == "fsx-claim"
+        assert spec["csi"]["driver"] == "fsx.csi.aws.com"
+    # kubelet tells CSI volumes apart by driver and handle: two directories must not share one.
+    assert len({spec["csi"]["volumeHandle"] for spec in volumes.values()}) == len(volumes) - len(teams) + 1
+    directories = {r["Properties"]["RelativePath"]: r["Properties"] for r in resources(t, "Custom::FsxPartition").values()}
+    gids = {team.name: team_gid(team) for team in s.config.eks.task_governance.teams}
+    assert {p: (d["Gid"], d["Mode"]) for p, d in directories.items()} == {
+        "eks/datasets": ("0", "0755"), **{f"eks/teams/{n}": (str(g), "2770") for n, g in gids.items()}}
+    assert len(set(gids.values())) == len(gids)
+    (volumes_id,) = [k for k, v in manifests(t).items() if any(o["kind"] == "PersistentVolume" for o in v)]
+    assert set(resources(t, "Custom::FsxPartition")) <= set(t["Resources"][volumes_id]["DependsOn"])
 
 
 def test_team_resource_quotas_equal_guaranteed_plus_borrowable(synth):
     quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in all_objects(synth("eks").templates["cluster"])
-              if o["kind"] == "ResourceQuota"}
-    assert quotas == {
-        "hyperpod-ns-research": {"requests.nvidia.com/gpu": "24"},    # 2 x p5 (16 GPUs) + 50% borrow limit
-        "hyperpod-ns-production": {"requests.nvidia.com/gpu": "16"},  # Lend: no borrowing
-        "hyperpod-ns-developers": {"requests.nvidia.com/gpu": "2"},   # DontLend, 2 accelerators
+              if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"}
+    assert {ns: q["requests.nvidia.com/gpu"] for ns, q in quotas.items()} == {
+        "hyperpod-ns-research": "24",    # 2 x p5 (16 GPUs) + 50% borrow limit
+        "hyperpod-ns-production": "16",  # Lend: no borrowing
+        "hyperpod-ns-developers": "2",   # DontLend, 2 accelerators
     }
+
+
+def test_cpu_and_memory_are_capped_where_autoscaling_could_provision_for_them(synth):
+    objects = all_objects(synth("eks_shared").templates["cluster"])
+    quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in objects
+              if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"}
+    assert quotas["hyperpod-ns-research"] | {} == {"requests.nvidia.com/gpu": "24", "requests.cpu": "576",
+                                                   "requests.memory": "6144Gi"}
+    defaults = {o["metadata"]["namespace"] for o in objects if o["kind"] == "LimitRange"}
+    assert defaults == set(quotas)  # a compute quota rejects pods without requests unless defaults exist
+    with pytest.raises(ConfigError) as info:
+        teams = [{**t.model_dump(exclude_none=True), "max_vcpu": None}
+                 for t in eks_config(VARIANT_FILES["eks"]).eks.task_governance.teams]
+        eks_config(VARIANT_FILES["eks"], eks={"autoscaling": {"enabled": True},
+                                             "task_governance": {"teams": teams}})
+    assert "eks.task_governance.teams[0].max_vcpu: not set with eks.autoscaling.enabled: true; give the team a CPU " \
+           "and memory cap, or nodes are added for whatever it requests" in info.value.errors
 
 
 @pytest.mark.parametrize("variant", ["eks", "eks_shared"])

@@ -78,7 +78,7 @@ def test_on_event_is_scoped_to_the_cluster_and_governance_resources(synthesized)
     manage = statements["ManageGovernance"]
     assert sorted(manage["Action"]) == sorted(
         [f"sagemaker:{verb}{noun}" for verb in ("Describe", "Update", "Delete")
-         for noun in ("ClusterSchedulerConfig", "ComputeQuota")] + ["sagemaker:AddTags", "sagemaker:DeleteTags"])
+         for noun in ("ClusterSchedulerConfig", "ComputeQuota")] + ["sagemaker:AddTags", "sagemaker:DeleteTags", "sagemaker:ListTags"])
     assert manage["Resource"] == GOVERNANCE
     find = statements["FindEarlierAttempts"]
     assert sorted(find["Action"]) == ["sagemaker:ListClusterSchedulerConfigs", "sagemaker:ListComputeQuotas"]

@@ -4,6 +4,8 @@
                                                            # deepest first; "." is CHART_DIR itself
     python tools/hyperpod_chart.py check-pins CHART_DIR    # every remote dependency names one exact version
     python tools/hyperpod_chart.py toggles CHART_DIR       # dependency, condition path, default (or "absent")
+    python tools/hyperpod_chart.py repositories CHART_DIR    # the http(s) chart repositories to `helm repo add`
+    python tools/hyperpod_chart.py content-digest CHART_DIR  # what synth checks against the pin (archives aside)
     python tools/hyperpod_chart.py compare CHART_DIR FIXTURE_DIR
         # the fixture's values.yaml must agree with the chart's on every toggle and on global.region
 
@@ -129,8 +131,19 @@ def compare(chart_dir: Path, fixture_dir: Path) -> list[str]:
     return problems
 
 
+def _chart_source():
+    """constructs/hyperpod_chart_source.py, loaded by path (importing `constructs` would start jsii)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "hyperpod_chart_source", Path(__file__).resolve().parent.parent / "constructs" / "hyperpod_chart_source.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 2 or argv[0] not in {"build-order", "check-pins", "toggles", "compare"} or \
+    if len(argv) < 2 or argv[0] not in {"build-order", "check-pins", "toggles", "compare", "content-digest",
+                                              "repositories"} or \
             (argv[0] == "compare") != (len(argv) == 3):
         print(__doc__, file=sys.stderr)
         return 2
@@ -141,6 +154,15 @@ def main(argv: list[str]) -> int:
     if command == "build-order":
         root = chart.resolve()
         print("\n".join(str(d.relative_to(root)) if d.is_relative_to(root) else str(d) for d in build_order(chart)))
+        return 0
+    if command == "repositories":
+        repos = sorted({str(dep.get("repository")) for d in build_order(chart) for dep in dependencies(d)
+                        if str(dep.get("repository", "")).startswith(("https://", "http://"))})
+        print("\n".join(repos))
+        return 0
+    if command == "content-digest":
+        source = _chart_source()
+        print(source.content_digest(source.directory_files(chart)))
         return 0
     if command == "toggles":
         for name, path, default in toggles(chart):

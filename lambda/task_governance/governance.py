@@ -26,6 +26,9 @@ LOG.setLevel(logging.INFO)
 SETTLED = frozenset({"Created", "Updated"})
 BUSY = frozenset({"Creating", "Updating", "Deleting"})
 MAX_REASON = 1000  # CloudFormation shows the whole failure reason; keep room for the context around it
+# Every resource the handler creates carries the stack and logical id that own it. Only a resource with this tag
+# is adopted (a retried create) or deleted; a same-named resource made by hand or by another stack is left alone.
+OWNER_TAG = "hyperpod-platform:owner"
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,10 @@ class Api:
                     return summary
         return None
 
+    def owner_of(self, arn: str) -> str | None:
+        tags = self.sagemaker.list_tags(ResourceArn=arn).get("Tags", [])
+        return next((tag["Value"] for tag in tags if tag["Key"] == OWNER_TAG), None)
+
     def failure(self, described: Mapping[str, Any]) -> str:
         reason = described.get("FailureReason") or "SageMaker gave no reason"
         if len(reason) > MAX_REASON:
@@ -185,18 +192,27 @@ def _response(arn: str, resource_id: str, expected_version: int | None = None) -
 
 # --- Create / Update / Delete ------------------------------------------------------------------------------------
 
-def create(api: Api, props: Mapping[str, Any], *, replacing: str | None = None) -> dict[str, Any]:
+def owner(event: Mapping[str, Any]) -> str:
+    return f"{event.get('StackId', '')}/{event.get('LogicalResourceId', '')}"[-256:]
+
+
+def create(api: Api, props: Mapping[str, Any], *, owned_by: str, replacing: str | None = None) -> dict[str, Any]:
     params = api.params("Create", props)
+    params["Tags"] = [*params.get("Tags", []), {"Key": OWNER_TAG, "Value": owned_by}]
     name, cluster_arn = params.get("Name", ""), params.get("ClusterArn", "")
     existing = api.find(name, cluster_arn, excluding=replacing)
     if existing:
-        # A retried Create (the first attempt timed out after SageMaker accepted it), or a resource created by hand.
         arn, resource_id = existing[api.kind.key("Arn")], existing[api.kind.key("Id")]
+        if api.owner_of(arn) != owned_by:
+            raise GovernanceError(
+                f"{api.kind.noun} {name!r} already exists on {cluster_arn} ({arn}) and was not created by this "
+                f"stack resource; it is left alone: delete or rename it, or give this one another name")
+        # A retried Create: the first attempt timed out after SageMaker accepted it.
         LOG.info("adopting %s %s (%s) in %s", api.kind.noun, name, existing["Status"], arn)
         expected = None
         if existing["Status"] in SETTLED:
             expected = apply(api, resource_id, props)
-            sync_tags(api, arn, params.get("Tags", []), [])
+            sync_tags(api, arn, params["Tags"], [{"Key": OWNER_TAG, "Value": owned_by}])
         return _response(arn, resource_id, expected)
     try:
         created = api.call("Create", **params)
@@ -207,7 +223,8 @@ def create(api: Api, props: Mapping[str, Any], *, replacing: str | None = None) 
     return _response(created[api.kind.key("Arn")], created[api.kind.key("Id")])
 
 
-def update(api: Api, physical_id: str, props: Mapping[str, Any], old_props: Mapping[str, Any]) -> dict[str, Any]:
+def update(api: Api, physical_id: str, props: Mapping[str, Any], old_props: Mapping[str, Any], *,
+           owned_by: str) -> dict[str, Any]:
     changed = [".".join(path) for path in api.kind.create_only if value_at(props, path) != value_at(old_props, path)]
     if changed:
         same_place = all(value_at(props, (key,)) == value_at(old_props, (key,)) for key in ("Name", "ClusterArn"))
@@ -216,7 +233,7 @@ def update(api: Api, physical_id: str, props: Mapping[str, Any], old_props: Mapp
                 f"{', '.join(changed)} cannot change unless Name (or ClusterArn) changes too: the replacement is "
                 f"created before {physical_id} is deleted, and names are unique within a cluster")
         LOG.info("%s changed: replacing %s", ", ".join(changed), physical_id)
-        return create(api, props, replacing=physical_id)
+        return create(api, props, owned_by=owned_by, replacing=physical_id)
 
     resource_id = api.id_of(physical_id)
     if resource_id is None:
@@ -282,17 +299,27 @@ def on_event(event: Mapping[str, Any], _context: Any = None, *, sagemaker=None) 
     LOG.info("%s %s %s", request, event.get("ResourceType"), event.get("PhysicalResourceId", "(new)"))
     api = _api(event, sagemaker)
     if request == "Create":
-        return create(api, properties(event))
+        return create(api, properties(event), owned_by=owner(event))
     if request == "Update":
         return update(api, event["PhysicalResourceId"], properties(event),
-                      properties(event, "OldResourceProperties"))
+                      properties(event, "OldResourceProperties"), owned_by=owner(event))
     if request == "Delete":
-        resource_id = api.id_of(event["PhysicalResourceId"])
+        physical_id = event["PhysicalResourceId"]
+        resource_id = api.id_of(physical_id)
         if resource_id is None:
-            LOG.info("%s is not a %s ARN; nothing to delete", event["PhysicalResourceId"], api.kind.arn_resource)
-        else:
-            delete(api, resource_id)
-        return {"PhysicalResourceId": event["PhysicalResourceId"]}
+            LOG.info("%s is not a %s ARN; nothing to delete", physical_id, api.kind.arn_resource)
+            return {"PhysicalResourceId": physical_id}
+        try:
+            owned = api.owner_of(physical_id) == owner(event)
+        except ClientError as error:
+            if error_code(error) != "ResourceNotFound":
+                raise
+            owned = True  # already gone: is_complete confirms it
+        if not owned:
+            LOG.warning("%s is not tagged as created by this stack resource; leaving it", physical_id)
+            return {"PhysicalResourceId": physical_id, "NotOwned": True}
+        delete(api, resource_id)
+        return {"PhysicalResourceId": physical_id}
     raise GovernanceError(f"unknown RequestType {request!r}")
 
 
@@ -302,7 +329,7 @@ def is_complete(event: Mapping[str, Any], _context: Any = None, *, sagemaker=Non
     api = _api(event, sagemaker)
     resource_id = api.id_of(event["PhysicalResourceId"])
     if event["RequestType"] == "Delete":
-        return {"IsComplete": resource_id is None or _deleted(api, resource_id)}
+        return {"IsComplete": resource_id is None or bool(event.get("NotOwned")) or _deleted(api, resource_id)}
     if resource_id is None:
         raise GovernanceError(f"physical id {event['PhysicalResourceId']!r} is not a {api.kind.arn_resource} ARN")
     try:

@@ -26,6 +26,7 @@ QUOTA_ARN = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:compute-quota/{QUOTA_ID}"
 NEW_QUOTA_ARN = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:compute-quota/{NEW_ID}"
 CREATED_AT = datetime(2026, 11, 21, tzinfo=timezone.utc)
 TOKEN = "arn:aws:lambda:us-east-1:111122223333:function:provider"
+OWNER_TAG = {"Key": "hyperpod-platform:owner", "Value": "arn:aws:cloudformation:stack/TeamAQuota"}  # cfn_event's
 
 # As CloudFormation delivers them: every scalar a string.
 CONFIG_PROPS = {
@@ -106,7 +107,7 @@ def test_create_scheduler_config_converts_cloudformation_strings(sagemaker):
                                                                {"Name": "training", "Weight": 50}],
                                            "FairShare": "Enabled", "IdleResourceSharing": "Enabled"},
                        "Description": "priorities for the platform",
-                       "Tags": [{"Key": "team", "Value": "platform"}]})
+                       "Tags": [{"Key": "team", "Value": "platform"}, OWNER_TAG]})
     event = cfn_event("Create", CONFIG_PROPS, resource_type="Custom::ClusterSchedulerConfig")
     assert governance.on_event(event, None, sagemaker=client) == {
         "PhysicalResourceId": CONFIG_ARN, "Data": {"Arn": CONFIG_ARN, "Id": CONFIG_ID}}
@@ -118,7 +119,7 @@ def test_create_quota_converts_integers_and_floats(sagemaker):
     stub.add_response("create_compute_quota", {"ComputeQuotaArn": QUOTA_ARN, "ComputeQuotaId": QUOTA_ID},
                       {"Name": "team-a", "ClusterArn": CLUSTER, "ActivationState": "Enabled",
                        "ComputeQuotaConfig": QUOTA_CONFIG,
-                       "ComputeQuotaTarget": {"TeamName": "team-a", "FairShareWeight": 10}})
+                       "ComputeQuotaTarget": {"TeamName": "team-a", "FairShareWeight": 10}, "Tags": [OWNER_TAG]})
     result = governance.on_event(cfn_event("Create", QUOTA_PROPS), None, sagemaker=client)
     assert result == {"PhysicalResourceId": QUOTA_ARN, "Data": {"Arn": QUOTA_ARN, "Id": QUOTA_ID}}
 
@@ -131,6 +132,7 @@ def test_retried_create_adopts_the_quota_the_first_attempt_made(sagemaker):
         {**quota(), "ClusterArn": other_cluster},
         quota("Creating")]},
         {"NameContains": "team-a", "ClusterArn": CLUSTER})
+    stub.add_response("list_tags", {"Tags": [OWNER_TAG]}, {"ResourceArn": QUOTA_ARN})
     # No create_compute_quota is stubbed: calling it would fail the test.
     result = governance.on_event(cfn_event("Create", QUOTA_PROPS), None, sagemaker=client)
     assert result == {"PhysicalResourceId": QUOTA_ARN, "Data": {"Arn": QUOTA_ARN, "Id": QUOTA_ID}}
@@ -140,6 +142,7 @@ def test_adopted_settled_quota_gets_the_declared_properties(sagemaker):
     client, stub = sagemaker
     stub.add_response("list_compute_quotas", {"ComputeQuotaSummaries": [quota("Created", version=2)]},
                       {"NameContains": "team-a", "ClusterArn": CLUSTER})
+    stub.add_response("list_tags", {"Tags": [OWNER_TAG]}, {"ResourceArn": QUOTA_ARN})
     stub.add_response("describe_compute_quota", quota("Created", version=2), {"ComputeQuotaId": QUOTA_ID})
     stub.add_response("update_compute_quota", {"ComputeQuotaArn": QUOTA_ARN, "ComputeQuotaVersion": 3},
                       {"ComputeQuotaId": QUOTA_ID, "TargetVersion": 2, "ActivationState": "Enabled",
@@ -200,7 +203,8 @@ def test_changing_a_create_only_property_creates_a_replacement(sagemaker):
                       {"NameContains": "team-a-v2", "ClusterArn": CLUSTER})
     stub.add_response("create_compute_quota", {"ComputeQuotaArn": NEW_QUOTA_ARN, "ComputeQuotaId": NEW_ID},
                       {"Name": "team-a-v2", "ClusterArn": CLUSTER, "ActivationState": "Enabled",
-                       "ComputeQuotaConfig": QUOTA_CONFIG, "ComputeQuotaTarget": {"TeamName": "team-b"}})
+                       "ComputeQuotaConfig": QUOTA_CONFIG, "ComputeQuotaTarget": {"TeamName": "team-b"},
+                       "Tags": [OWNER_TAG]})
     request = cfn_event("Update", new_props, old_props=QUOTA_PROPS, physical_id=QUOTA_ARN)
     # A new physical id: CloudFormation deletes QUOTA_ARN once the stack update succeeds.
     assert governance.on_event(request, None, sagemaker=client) == {
@@ -217,8 +221,31 @@ def test_team_change_under_the_same_name_is_refused_before_any_call(sagemaker):
 
 # --- Delete -------------------------------------------------------------------------------------------------------
 
+def test_create_refuses_a_same_named_quota_it_did_not_create(sagemaker):
+    client, stub = sagemaker
+    stub.add_response("list_compute_quotas", {"ComputeQuotaSummaries": [quota("Created")]},
+                      {"NameContains": "team-a", "ClusterArn": CLUSTER})
+    stub.add_response("list_tags", {"Tags": [{"Key": "team", "Value": "made-by-hand"}]}, {"ResourceArn": QUOTA_ARN})
+    # Neither update_compute_quota nor create_compute_quota is stubbed: adopting it would fail the test.
+    with pytest.raises(GovernanceError, match=r"already exists on .* and was not created by this stack resource"):
+        governance.on_event(cfn_event("Create", QUOTA_PROPS), None, sagemaker=client)
+
+
+def test_delete_leaves_a_quota_another_owner_tagged(sagemaker):
+    client, stub = sagemaker
+    other = {**OWNER_TAG, "Value": "arn:aws:cloudformation:other-stack/TeamAQuota"}
+    stub.add_response("list_tags", {"Tags": [other]}, {"ResourceArn": QUOTA_ARN})
+    request = cfn_event("Delete", QUOTA_PROPS, physical_id=QUOTA_ARN)
+    response = governance.on_event(request, None, sagemaker=client)  # no delete_compute_quota stubbed
+    assert response == {"PhysicalResourceId": QUOTA_ARN, "NotOwned": True}
+    assert governance.is_complete(provider_is_complete_event(request, response), None, sagemaker=client) == \
+        {"IsComplete": True}
+
+
 def test_delete_tolerates_a_quota_that_is_already_gone(sagemaker):
     client, stub = sagemaker
+    stub.add_client_error("list_tags", service_error_code="ResourceNotFound", http_status_code=404,
+                          expected_params={"ResourceArn": QUOTA_ARN})
     stub.add_client_error("delete_compute_quota", service_error_code="ResourceNotFound", http_status_code=404,
                           service_message="Compute quota not found", expected_params={"ComputeQuotaId": QUOTA_ID})
     request = cfn_event("Delete", QUOTA_PROPS, physical_id=QUOTA_ARN)
@@ -229,6 +256,7 @@ def test_delete_tolerates_a_quota_that_is_already_gone(sagemaker):
 
 def test_delete_waits_until_the_quota_is_gone_and_retries_a_refused_delete(sagemaker):
     client, stub = sagemaker
+    stub.add_response("list_tags", {"Tags": [OWNER_TAG]}, {"ResourceArn": QUOTA_ARN})
     stub.add_client_error("delete_compute_quota", service_error_code="ConflictException", http_status_code=400,
                           service_message="Quota is being created", expected_params={"ComputeQuotaId": QUOTA_ID})
     request = cfn_event("Delete", QUOTA_PROPS, physical_id=QUOTA_ARN)

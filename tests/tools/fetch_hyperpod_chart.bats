@@ -43,7 +43,8 @@ setup() {
   commit_upstream
   export HYPERPOD_CHART_REPO="file://$UP" HYPERPOD_CHART_OUT="$T/out/hyperpod-helm-chart"
   export HYPERPOD_CHART_FIXTURE="$FIXTURE"
-  unset HYPERPOD_CHART_TREE HYPERPOD_CHART_FORCE GIT
+  export HYPERPOD_CHART_TREE="" HYPERPOD_CHART_CONTENT=""
+  unset HYPERPOD_CHART_FORCE GIT
 }
 
 @test "fetches the pinned commit, vendors nested file:// subcharts and records the pin" {
@@ -53,7 +54,7 @@ setup() {
   grep -qx "commit=$COMMIT" "$out/.pin"
   grep -qx "tree=$(git -C "$UP" rev-parse "HEAD:$CHART_PATH")" "$out/.pin"
   grep -qx "path=$CHART_PATH" "$out/.pin"
-  [[ "$output" == *"record HYPERPOD_CHART_TREE=$(git -C "$UP" rev-parse "HEAD:$CHART_PATH")"* ]]
+  [[ "$output" == *"no tree pin set"*"HYPERPOD_CHART_TREE=$(git -C "$UP" rev-parse "HEAD:$CHART_PATH")"* ]]
   # Only the chart directory, no leftovers of the work directory.
   [ ! -e "$out/unrelated" ] && [ ! -e "$out/.git" ]
   [ -z "$(find "$T/out" -maxdepth 1 -name '.hyperpod-chart.*')" ]
@@ -88,6 +89,21 @@ setup() {
   [[ "$output" == *"has tree $tree, but HYPERPOD_CHART_TREE pins $other"* ]]
   # The earlier good output stays in place.
   grep -qx "commit=$COMMIT" "$HYPERPOD_CHART_OUT/.pin"
+}
+
+@test "a chart whose content digest differs from the pin fails and writes nothing" {
+  HYPERPOD_CHART_CONTENT=0000000000000000000000000000000000000000000000000000000000000000 run bash "$FETCH"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"has content digest "*", but the pin says 0000000000000000"* ]]
+  [ ! -e "$HYPERPOD_CHART_OUT" ]
+}
+
+@test "without overrides the pin comes from config/hyperpod-chart-pin.json" {
+  unset HYPERPOD_CHART_COMMIT HYPERPOD_CHART_TREE HYPERPOD_CHART_CONTENT
+  pinned="$("$PYTHON" -c 'import json; print(json.load(open("'"$REPO_ROOT"'/config/hyperpod-chart-pin.json"))["commit"])')"
+  run bash "$FETCH"
+  [ "$status" -eq 1 ]  # the local test repository has no such commit
+  [[ "$output" == *"fetching $pinned from file://$UP"* ]]
 }
 
 @test "a commit the server does not have fails clearly and writes nothing" {
@@ -152,7 +168,7 @@ setup() {
   run bash "$FETCH"
   [ "$status" -eq 1 ]
   [[ "$output" == *"helm: "*"127.0.0.1:9"* ]]
-  [[ "$output" == *"helm dependency build failed in . (network access to the chart repositories?)"* ]]
+  [[ "$output" == *"helm repo add http://127.0.0.1:9/charts failed (network access to the chart repositories?)"* ]]
   [ ! -e "$HYPERPOD_CHART_OUT" ]
 }
 
@@ -163,11 +179,8 @@ setup() {
   [[ "$output" == *'region: "eu-west-1"'* ]]
   [[ "$output" == *'mpi-operator: "false"'* ]]
   [[ "$output" == *'health-monitoring-agent: "true"'* ]]
-  # Condition paths with no boolean in values.yaml leave the dependency enabled.
-  [[ "$output" == *'namespaced-role-and-bindings: "true"'* ]]
-  [[ "$output" == *'hyperpod-ray-endpoint-operator: "true"'* ]]
-  run "$HELM" template hp "$FIXTURE" --set namespaced-role-and-bindings.enabled=false \
-    --set hyperpod-ray-endpoint-operator.enabled=false
   [[ "$output" == *'namespaced-role-and-bindings: "false"'* ]]
-  [[ "$output" == *'hyperpod-ray-endpoint-operator: "false"'* ]]
+  # A condition path with no boolean in the values leaves the dependency enabled.
+  run "$HELM" template hp "$FIXTURE" --set storage=on
+  [[ "$output" == *'storage: "true"'* ]]
 }

@@ -1,0 +1,183 @@
+"""What the synthesized EKS templates make CloudFormation do, modelled from the templates themselves: the order in
+which resources are created, and whether each Lambda in a VPC can reach the services it calls."""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterator
+
+import pytest
+
+# EKS add-ons made only of DaemonSets (and their configuration): complete on a cluster without nodes. Every other
+# add-on runs a Deployment, whose pods must schedule before EKS reports it ACTIVE.
+DAEMONSET_ADDONS = {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"}
+# API groups served through an add-on's admission webhook: objects of these groups need its pods ready.
+WEBHOOK_GROUPS = {"kueue.x-k8s.io": "amazon-sagemaker-hyperpod-taskgovernance",
+                  "cert-manager.io": "cert-manager",
+                  "sagemaker.amazonaws.com": "amazon-sagemaker-hyperpod-training-operator"}
+
+
+def references(value: Any) -> Iterator[str]:
+    """Logical ids a property value refers to (Ref, Fn::GetAtt, Fn::Sub's ${X} and ${X.Attr})."""
+    if isinstance(value, dict):
+        if set(value) == {"Ref"}:
+            yield value["Ref"]
+        elif set(value) == {"Fn::GetAtt"}:
+            target = value["Fn::GetAtt"]
+            yield target[0] if isinstance(target, list) else target.split(".")[0]
+        else:
+            if "Fn::Sub" in value:
+                body = value["Fn::Sub"] if isinstance(value["Fn::Sub"], str) else value["Fn::Sub"][0]
+                yield from (m.split(".")[0] for m in re.findall(r"\$\{([^!}][^}]*)\}", body))
+            for v in value.values():
+                yield from references(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from references(v)
+
+
+def creation_graph(template: dict) -> dict[str, set[str]]:
+    """Logical id -> ids CloudFormation creates before it (DependsOn and references, transitively)."""
+    resources = template["Resources"]
+    direct = {}
+    for rid, res in resources.items():
+        depends = res.get("DependsOn", [])
+        depends = [depends] if isinstance(depends, str) else depends
+        direct[rid] = {d for d in [*depends, *references(res.get("Properties", {}))] if d in resources}
+    before: dict[str, set[str]] = {}
+
+    def visit(rid: str) -> set[str]:
+        if rid not in before:
+            before[rid] = set()
+            for d in direct[rid]:
+                before[rid] |= {d} | visit(d)
+        return before[rid]
+    for rid in resources:
+        visit(rid)
+    return before
+
+
+def manifest_groups(resource: dict) -> set[str]:
+    manifest = resource["Properties"]["Manifest"]
+    text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+    return {group for group in WEBHOOK_GROUPS if f'"apiVersion": "{group}/' in text.replace('\\"', '"')
+            or f'"apiVersion":"{group}/' in text.replace('\\"', '"')}
+
+
+def waits_for_pods(template: dict) -> dict[str, str]:
+    """Resources whose creation completes only once pods are ready, with the reason."""
+    found = {}
+    for rid, res in template["Resources"].items():
+        props = res.get("Properties", {})
+        if res["Type"] == "Custom::AWSCDK-EKS-HelmChart" and props.get("Wait") in (True, "true"):
+            found[rid] = f"helm release {props['Release']} waits for its pods"
+        elif res["Type"] == "AWS::EKS::Addon" and props["AddonName"] not in DAEMONSET_ADDONS:
+            found[rid] = f"add-on {props['AddonName']} runs a Deployment"
+    return found
+
+
+def ordering_problems(template: dict) -> list[str]:
+    before = creation_graph(template)
+    (hyperpod,) = [r for r, v in template["Resources"].items() if v["Type"] == "AWS::SageMaker::Cluster"]
+    problems = [f"{rid}: {why}, but it may be created before the HyperPod cluster {hyperpod} has nodes"
+                for rid, why in waits_for_pods(template).items() if hyperpod not in before[rid]]
+    addons = {v["Properties"]["AddonName"]: r for r, v in template["Resources"].items()
+              if v["Type"] == "AWS::EKS::Addon"}
+    for rid, res in template["Resources"].items():
+        if res["Type"] != "Custom::AWSCDK-EKS-KubernetesResource":
+            continue
+        for group in manifest_groups(res):
+            addon = addons.get(WEBHOOK_GROUPS[group])
+            if addon is None or addon not in before[rid]:
+                problems.append(f"{rid}: applies {group} objects before the {WEBHOOK_GROUPS[group]} add-on that "
+                                "serves their webhook")
+    charts = [r for r, v in template["Resources"].items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"]
+    problems += [f"{c}: the dependency chart (device plugins, health agent) must exist before nodes join"
+                 for c in charts if c not in before[hyperpod]]
+    return problems
+
+
+@pytest.mark.parametrize("variant", ["eks", "eks_shared"])
+def test_nothing_that_waits_for_pods_is_created_before_the_hyperpod_nodes(synth, variant):
+    template = synth(variant).templates["cluster"]
+    assert waits_for_pods(template)  # the model sees the add-ons that need nodes
+    assert ordering_problems(template) == []
+
+
+def test_the_order_model_catches_a_waiting_chart_and_an_early_addon(synth):
+    template = json.loads(json.dumps(synth("eks").templates["cluster"]))
+    resources = template["Resources"]
+    (chart,) = [r for r, v in resources.items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"]
+    resources[chart]["Properties"]["Wait"] = True
+    (coredns,) = [r for r, v in resources.items() if v["Type"] == "AWS::EKS::Addon"
+                  and v["Properties"]["AddonName"] == "coredns"]
+    resources[coredns]["DependsOn"] = []
+    problems = ordering_problems(template)
+    assert any(p.startswith(f"{chart}: helm release") for p in problems)
+    assert any(p.startswith(f"{coredns}: add-on coredns") for p in problems)
+
+
+# ---------------------------------------------------------------------------------------------- Lambdas in a VPC
+def stack_output(templates: dict[str, dict], value: Any) -> Any:
+    """Follows a weak cross-stack reference (Fn::GetStackOutput) to the producing template's output value."""
+    if isinstance(value, dict) and "Fn::GetStackOutput" in value:
+        ref = value["Fn::GetStackOutput"]
+        producer = next(t for name, t in templates.items() if ref["StackName"].endswith(f"-{name}"))
+        return producer["Outputs"][ref["OutputName"]]["Value"], producer
+    return value, None
+
+
+def subnet_routes(network: dict, subnet_id: str) -> tuple[set[str], bool]:
+    """(destinations routed through a NAT gateway, whether the S3 gateway endpoint serves the subnet's table)."""
+    resources = network["Resources"]
+    (table,) = [v["Properties"]["RouteTableId"]["Ref"] for v in resources.values()
+                if v["Type"] == "AWS::EC2::SubnetRouteTableAssociation" and v["Properties"]["SubnetId"] == {"Ref": subnet_id}]
+    nat = {v["Properties"]["DestinationCidrBlock"] for v in resources.values() if v["Type"] == "AWS::EC2::Route"
+           and v["Properties"]["RouteTableId"] == {"Ref": table} and "NatGatewayId" in v["Properties"]}
+    s3 = any(v["Type"] == "AWS::EC2::VPCEndpoint" and v["Properties"].get("VpcEndpointType", "Gateway") == "Gateway"
+             and {"Ref": table} in v["Properties"].get("RouteTableIds", []) for v in resources.values())
+    return nat, s3
+
+
+def vpc_lambda_problems(templates: dict[str, dict]) -> list[str]:
+    """Every Lambda in a VPC calls AWS APIs (EKS, STS, Lambda, SageMaker ...) and answers CloudFormation on a
+    pre-signed S3 URL: each of its subnets needs a default route through NAT and the S3 gateway endpoint."""
+    problems = []
+    for stack, template in templates.items():
+        for rid, res in template["Resources"].items():
+            if res["Type"] != "AWS::Lambda::Function" or "VpcConfig" not in res["Properties"]:
+                continue
+            for subnet in res["Properties"]["VpcConfig"]["SubnetIds"]:
+                value, producer = stack_output(templates, subnet)
+                if producer is None or not isinstance(value, dict) or "Ref" not in value:
+                    problems.append(f"{stack}/{rid}: subnet {subnet} is not one this app creates; cannot check")
+                    continue
+                nat, s3 = subnet_routes(producer, value["Ref"])
+                if "0.0.0.0/0" not in nat:
+                    problems.append(f"{stack}/{rid}: subnet {value['Ref']} has no default route through NAT; "
+                                    "the function cannot call AWS APIs or answer CloudFormation")
+                if not s3:
+                    problems.append(f"{stack}/{rid}: subnet {value['Ref']} has no S3 gateway endpoint route")
+    return problems
+
+
+@pytest.mark.parametrize("variant", ["eks", "eks_shared"])
+def test_every_vpc_lambda_routes_to_what_it_calls(synth, variant):
+    templates = synth(variant).templates
+    vpc_functions = [r for t in templates.values() for r, v in t["Resources"].items()
+                     if v["Type"] == "AWS::Lambda::Function" and "VpcConfig" in v["Properties"]]
+    assert len(vpc_functions) >= 2  # the kubectl/helm handler and its provider framework
+    assert vpc_lambda_problems(templates) == []
+
+
+def test_the_routing_check_rejects_the_control_plane_subnets(synth):
+    templates = json.loads(json.dumps(synth("eks").templates))
+    network = templates["network"]
+    control = [o for o in network["Outputs"] if "ControlPlane" in o]
+    assert control
+    for res in templates["cluster"]["Resources"].values():
+        if res["Type"] == "AWS::Lambda::Function" and "VpcConfig" in res["Properties"]:
+            res["Properties"]["VpcConfig"]["SubnetIds"] = [
+                {"Fn::GetStackOutput": {"StackName": "ml-eks-network", "OutputName": control[0]}}]
+    problems = vpc_lambda_problems(templates)
+    assert problems and all("no default route through NAT" in p or "S3 gateway" in p for p in problems)
