@@ -2,6 +2,7 @@
 with retention, pinned add-ons, role-scoped access entries, and a kubectl/helm provider inside the VPC."""
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
@@ -13,15 +14,23 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from aws_cdk.lambda_layer_kubectl_v31 import KubectlV31Layer
-from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 from constructs.hyperpod_vpc import PrivateSubnet
 from constructs.nag_acknowledgments import acknowledge
 
-# kubectl supports one minor version of skew either way; each supported Kubernetes version maps to a pinned layer.
-KUBECTL_LAYERS = {"1.30": KubectlV31Layer, "1.31": KubectlV31Layer, "1.32": KubectlV33Layer,
-                  "1.33": KubectlV33Layer, "1.34": KubectlV33Layer}
+# kubectl supports one minor version of skew either way; each supported Kubernetes version maps to a pinned layer
+# (module, class). Only the one a config uses is imported: each layer package is a ~35 MB jsii assembly that the
+# jsii kernel loads (unpacks) on import.
+KUBECTL_LAYERS = {"1.30": ("aws_cdk.lambda_layer_kubectl_v31", "KubectlV31Layer"),
+                  "1.31": ("aws_cdk.lambda_layer_kubectl_v31", "KubectlV31Layer"),
+                  "1.32": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer"),
+                  "1.33": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer"),
+                  "1.34": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer")}
+
+
+def kubectl_layer(scope: Construct, id_: str, kubernetes_version: str) -> lambda_.ILayerVersion:
+    module, name = KUBECTL_LAYERS[kubernetes_version]
+    return getattr(importlib.import_module(module), name)(scope, id_)
 FSX_CSI_SERVICE_ACCOUNTS = ("fsx-csi-controller-sa", "fsx-csi-node-sa")
 
 
@@ -82,7 +91,7 @@ class EksControlPlane(Construct):
             bootstrap_self_managed_addons=False,
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=KUBECTL_LAYERS[kubernetes_version](self, "KubectlLayer"),
+                kubectl_layer=kubectl_layer(self, "KubectlLayer", kubernetes_version),
                 private_subnets=node_subnets, security_groups=[self.kubectl_group]))
         cfn_cluster: eks.CfnCluster = self.cluster.node.default_child
         cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", authentication_mode)
@@ -100,9 +109,10 @@ class EksControlPlane(Construct):
             self.addon(addon)
         self._acknowledge_cluster()
 
-    def addon(self, addon: Addon, *, after: Sequence[Construct] = ()) -> eks.Addon:
-        """A pinned managed add-on. One whose pods must become ready (a Deployment) goes `after` the nodes."""
-        created = eks.Addon(self, f"Addon-{addon.name}", cluster=self.cluster, addon_name=addon.name,
+    def addon(self, addon: Addon, *, after: Sequence[Construct] = (), scope: Optional[Construct] = None) -> eks.Addon:
+        """A pinned managed add-on. One whose pods must become ready (a Deployment) goes `after` the nodes, in the
+        `scope` (another stack) that holds them."""
+        created = eks.Addon(scope or self, f"Addon-{addon.name}", cluster=self.cluster, addon_name=addon.name,
                             addon_version=addon.version, preserve_on_delete=False)
         for dependency in after:
             created.node.add_dependency(dependency)
@@ -110,8 +120,9 @@ class EksControlPlane(Construct):
         return created
 
     def pod_identity(self, id_: str, *, namespace: str, service_account: str, role: iam.IRole,
-                     after: Optional[eks.Addon] = None) -> eks.CfnPodIdentityAssociation:
-        association = eks.CfnPodIdentityAssociation(self, id_, cluster_name=self.cluster.cluster_name,
+                     after: Optional[eks.Addon] = None,
+                     scope: Optional[Construct] = None) -> eks.CfnPodIdentityAssociation:
+        association = eks.CfnPodIdentityAssociation(scope or self, id_, cluster_name=self.cluster.cluster_name,
                                                     namespace=namespace, service_account=service_account,
                                                     role_arn=role.role_arn)
         if after is not None:
@@ -130,8 +141,9 @@ class EksControlPlane(Construct):
                              "aws:RequestTag/kubernetes-service-account": service_account}})
         return iam.Role(scope, id_, description=description, assumed_by=principal.with_session_tags())
 
-    def manifest(self, id_: str, *objects: Mapping, after: Sequence[Construct] = ()) -> eks.KubernetesManifest:
-        resource = eks.KubernetesManifest(self, id_, cluster=self.cluster, manifest=[dict(o) for o in objects],
+    def manifest(self, id_: str, *objects: Mapping, after: Sequence[Construct] = (),
+                 scope: Optional[Construct] = None) -> eks.KubernetesManifest:
+        resource = eks.KubernetesManifest(scope or self, id_, cluster=self.cluster, manifest=[dict(o) for o in objects],
                                           overwrite=True)
         for dependency in after:
             resource.node.add_dependency(dependency)

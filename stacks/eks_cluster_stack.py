@@ -1,22 +1,22 @@
-"""The HyperPod cluster orchestrated by EKS: control plane, add-ons, the HyperPod dependency chart, FSx for pods,
-elastic training and task governance (priority classes, one compute quota per team)."""
+"""The HyperPod cluster orchestrated by EKS (the control plane and dependency chart are the EKS stack's,
+stacks/eks_control_plane_stack.py): late add-ons, FSx for pods, elastic training and task governance (priority
+classes, one compute quota per team). Also the dependency chart's checks and values, which both stacks use."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import aws_cdk as cdk
 import yaml
-from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_eks_v2 as eks_v2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 import constructs.hyperpod_chart_source as chart_source
-from constructs.eks_control_plane import Addon, EksControlPlane
+from constructs.eks_control_plane import Addon
 from constructs.hyperpod_cluster import EksOrchestrator, HyperPodCluster
 from constructs.fsx_partitions import FsxPartitions
-from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, assets_bucket_name, lifecycle_bucket_name
+from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, lifecycle_bucket_name
 from constructs.nag_acknowledgments import acknowledge
 from constructs.task_governance_provider import TaskGovernanceProvider
 
@@ -25,6 +25,9 @@ from stacks.config import ACCELERATORS, ConfigError, PlatformConfig, TeamQuota, 
 from stacks.network_stack import NetworkRefs
 from stacks.slurm_cluster_stack import group_specs
 from stacks.storage_stack import StorageStack
+
+if TYPE_CHECKING:
+    from stacks.eks_control_plane_stack import EksControlPlaneStack
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINING_OPERATOR = ("aws-hyperpod", "hp-training-operator-controller-manager")  # namespace, service account
@@ -74,53 +77,22 @@ def chart_is_pinned(chart_dir: Path) -> bool:
 
 
 class EksClusterStack(cdk.Stack):
+    """HyperPod on the EKS control plane of `eks` (its own stack, created while FSx is), and everything that needs
+    the nodes or the file system: the add-ons that run Deployments, FSx for pods, namespaces, governance."""
+
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, network: NetworkRefs,
-                 storage: StorageStack, allow_chart_stand_in: bool = False, **kwargs) -> None:
+                 storage: StorageStack, eks: EksControlPlaneStack, **kwargs) -> None:
         super().__init__(scope, id_, **kwargs)
         self.add_stack_dependency(storage)
+        self.add_stack_dependency(eks)
         eks_config = config.eks
-        chart_dir = chart_directory(config, allow_stand_in=allow_chart_stand_in)
-        if not chart_is_pinned(chart_dir):
-            # A template built around a test stand-in chart fails CloudFormation's validation before anything is
-            # created: a stand-in can never be deployed by mistake.
-            # The assertion holds for no bootstrap version (a number); unlike a constant, cfn-lint cannot fold it.
-            cdk.CfnRule(self, "PinnedDependencyChart", assertions=[cdk.CfnRuleAssertion(
-                assert_=cdk.Fn.condition_contains(["stand-in chart"], cdk.Fn.ref("BootstrapVersion")),
-                assert_description=f"synthesized with a test stand-in for the HyperPod dependency chart ({chart_dir}); "
-                                   "run `make hyperpod-chart` and synthesize again")])
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket,
                                           prefix=f"hyperpod/{config.name}", parameters=provisioning_parameters(config))
-
         addons = eks_config.addons
-        # Only DaemonSet add-ons come before the nodes: a DaemonSet with no nodes is complete, and nodes need the
-        # CNI and kube-proxy to become Ready. Add-ons that run Deployments wait for pods, so they follow HyperPod.
-        self.control_plane = EksControlPlane(
-            self, "Eks", cluster_name=config.name, kubernetes_version=eks_config.kubernetes_version,
-            authentication_mode=eks_config.authentication_mode, vpc_id=network.vpc_id,
-            control_plane_subnets=network.control_plane_subnets, private_subnets=network.private_subnets,
-            security_group_id=network.security_group_id, public_access_cidrs=eks_config.endpoint.public_access_cidrs,
-            log_types=eks_config.log_types, log_retention_days=eks_config.log_retention_days,
-            admin_role_arns=eks_config.admin_role_arns,
-            addons=[Addon("vpc-cni", addons.vpc_cni), Addon("kube-proxy", addons.kube_proxy),
-                    Addon("eks-pod-identity-agent", addons.pod_identity_agent)])
-        plane = self.control_plane
-        self.eks_cluster_name = plane.cluster.cluster_name
-
-        # No waiting: before HyperPod nodes exist none of the chart's pods can schedule (AWS's own templates install
-        # this chart without waiting too). Its device plugins and health agent must be there when nodes join.
-        self.dependency_chart = eks.HelmChart(
-            self, "HyperPodDependencies", cluster=plane.cluster, release="hyperpod-dependencies",
-            namespace="kube-system", chart_asset=s3_assets.Asset(self, "HyperPodDependencyChart", path=str(chart_dir)),
-            values=dependency_chart_values(config, region=self.region, chart_values=chart_values(chart_dir)),
-            wait=False, timeout=cdk.Duration.minutes(15))
-        for addon in plane.addons.values():
-            self.dependency_chart.node.add_dependency(addon)
-        acknowledge(plane.cluster.kubectl_provider, "AwsSolutions-IAM5",
-                    "the kubectl/helm handler reads the HyperPod dependency chart asset from the CDK assets bucket; "
-                    "aws-cdk-lib grants read on that bucket's objects",
-                    findings=["Action::s3:GetBucket*", "Action::s3:GetObject*", "Action::s3:List*",
-                              f"Resource::arn:{self.partition}:s3:::{assets_bucket_name(self)}/*"])
+        self.control_plane = plane = eks.control_plane
+        self.dependency_chart = eks.dependency_chart
+        self.eks_cluster_name = config.name
 
         groups = [g for g in group_specs(config, network) if g.role == "compute"]
         self.hyperpod = HyperPodCluster(
@@ -138,19 +110,20 @@ class EksClusterStack(cdk.Stack):
 
         for name, version in (("coredns", addons.coredns), ("aws-fsx-csi-driver", addons.fsx_csi_driver),
                               ("cert-manager", addons.cert_manager)):
-            plane.addon(Addon(name, version), after=[self.hyperpod])
+            plane.addon(Addon(name, version), after=[self.hyperpod], scope=self)
         self._fsx_csi_identity(storage)
 
         team_namespaces = [k8s.team_namespace(t.name) for t in eks_config.task_governance.teams] \
             if eks_config.task_governance.enabled else []
-        self.namespaces = plane.manifest("TeamNamespaces", *[k8s.namespace(n, config.name) for n in team_namespaces]) \
+        self.namespaces = plane.manifest("TeamNamespaces", *[k8s.namespace(n, config.name) for n in team_namespaces],
+                                         scope=self) \
             if team_namespaces else None
         if self.namespaces:
             # Job rights per team: the team's access entry (Studio stack) carries its Kubernetes group.
             plane.manifest("TeamJobAccess", *[obj for t in eks_config.task_governance.teams for obj in (
                 k8s.job_submitter_role(namespace=k8s.team_namespace(t.name), platform=config.name),
                 k8s.role_binding(namespace=k8s.team_namespace(t.name), group=k8s.team_group(t.name),
-                                 role=k8s.JOB_ROLE, platform=config.name))], after=[self.namespaces])
+                                 role=k8s.JOB_ROLE, platform=config.name))], after=[self.namespaces], scope=self)
         self._guard_default_namespace(config)
         if team_namespaces:
             self._team_volumes(config, storage)
@@ -162,10 +135,6 @@ class EksClusterStack(cdk.Stack):
 
         cdk.CfnOutput(self, "ClusterName", value=config.name)
         cdk.CfnOutput(self, "ClusterArn", value=self.hyperpod.cluster_arn)
-        cdk.CfnOutput(self, "EksClusterArn", value=plane.cluster_arn)
-        cdk.CfnOutput(self, "UpdateKubeconfigCommand",
-                      value=f"aws eks update-kubeconfig --region {self.region} --name {config.name}",
-                      description="Adds the EKS cluster to ~/.kube/config (your role needs an access entry)")
 
     def _team_volumes(self, config: PlatformConfig, storage: StorageStack) -> None:
         """Each team mounts its own directory read-write and the shared datasets directory read-only, never the
@@ -189,16 +158,17 @@ class EksClusterStack(cdk.Stack):
                                       **common)
             objects += k8s.fsx_volume(claim=k8s.DATASETS_CLAIM, directory=directories.path_of(DATASETS_DIRECTORY),
                                       read_only=True, **common)
-        self.control_plane.manifest("FsxVolumes", *objects, after=[self.namespaces, *created])
+        self.control_plane.manifest("FsxVolumes", *objects, after=[self.namespaces, *created], scope=self)
 
     def _guard_default_namespace(self, config: PlatformConfig) -> None:
         """`default` exists before the stack, so it is patched (and restored on delete), not applied: Pod Security
         `baseline`, and no accelerators, so nothing there takes GPUs outside the team queues."""
         plane = self.control_plane
-        eks.KubernetesPatch(self, "DefaultPodSecurity", cluster=plane.cluster, resource_name="namespace/default",
+        eks_v2.KubernetesPatch(self, "DefaultPodSecurity", cluster=plane.cluster, resource_name="namespace/default",
                             apply_patch={"metadata": {"labels": k8s.POD_SECURITY_LABELS}},
                             restore_patch={"metadata": {"labels": {k: None for k in k8s.POD_SECURITY_LABELS}}})
-        plane.manifest("DefaultNoAccelerators", k8s.zero_accelerator_quota(namespace="default", platform=config.name))
+        plane.manifest("DefaultNoAccelerators", k8s.zero_accelerator_quota(namespace="default", platform=config.name),
+                       scope=self)
 
     def _fsx_csi_identity(self, storage: StorageStack) -> None:
         namespace, account = FSX_CSI_CONTROLLER
@@ -209,7 +179,7 @@ class EksClusterStack(cdk.Stack):
             resources=[self.format_arn(service="fsx", resource="file-system",
                                        resource_name=storage.lustre.file_system_id)]))
         self.control_plane.pod_identity("FsxCsiIdentity", namespace=namespace, service_account=account, role=role,
-                                        after=self.control_plane.addons["aws-fsx-csi-driver"])
+                                        after=self.control_plane.addons["aws-fsx-csi-driver"], scope=self)
 
     def _allow_eks_nodes(self, role: iam.Role, *, vpc_id: str) -> None:
         """What a HyperPod instance needs as an EKS node beyond the managed instance policy: pull images, and let
@@ -244,16 +214,16 @@ class EksClusterStack(cdk.Stack):
             resources=[self.hyperpod.cluster_arn]))
         # It runs on HyperPod nodes and needs cert-manager's webhook certificates.
         plane.addon(Addon("amazon-sagemaker-hyperpod-training-operator", version),
-                    after=[self.hyperpod, plane.addons["cert-manager"]])
+                    after=[self.hyperpod, plane.addons["cert-manager"]], scope=self)
         plane.pod_identity("TrainingOperatorIdentity", namespace=namespace, service_account=account, role=role,
-                           after=plane.addons["eks-pod-identity-agent"])
+                           after=plane.addons["eks-pod-identity-agent"], scope=self)
 
     def _task_governance(self, config: PlatformConfig) -> None:
         plane = self.control_plane
         governance = config.eks.task_governance
         # Kueue's controller and webhook run on HyperPod nodes; the quotas below need its webhook ready.
         addon = plane.addon(Addon("amazon-sagemaker-hyperpod-taskgovernance", config.eks.addons.task_governance),
-                            after=[self.hyperpod])
+                            after=[self.hyperpod], scope=self)
         types = {t: governance_resource_type(t, self.region)
                  for t in ("AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota")}
         provider = None
@@ -289,7 +259,7 @@ class EksClusterStack(cdk.Stack):
         limits += [k8s.default_requests(namespace=k8s.team_namespace(t.name), platform=config.name)
                    for t in governance.teams if t.resource_quota and (t.max_vcpu or t.max_memory_gib)]
         if limits:
-            plane.manifest("TeamResourceQuotas", *limits, after=[*quotas, self.namespaces])
+            plane.manifest("TeamResourceQuotas", *limits, after=[*quotas, self.namespaces], scope=self)
 
 
 def compute_quota_properties(team: TeamQuota, *, cluster_name: str, cluster_arn: str) -> dict[str, Any]:

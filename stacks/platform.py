@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 import aws_cdk as cdk
 import jsii
@@ -12,31 +12,46 @@ from cdk_nag import AwsSolutionsChecks
 
 from stacks.config import PlatformConfig
 from stacks.config_day2 import SNAPSHOT_METADATA_KEY, snapshot
-from stacks.eks_cluster_stack import EksClusterStack, chart_directory
 from stacks.network_stack import NetworkRefs, NetworkStack
-from stacks.slurm_cluster_stack import SlurmClusterStack
 from stacks.storage_stack import StorageStack
-from stacks.studio_stack import StudioStack
+from stacks.studio_stack import PLATFORM_TAG, StudioStack
+
+if TYPE_CHECKING:  # the EKS path's modules (and its kubectl layer) are imported only for an EKS config
+    from stacks.eks_access_stack import EksAccessStack
+    from stacks.eks_cluster_stack import EksClusterStack
+    from stacks.eks_control_plane_stack import EksControlPlaneStack
+    from stacks.slurm_cluster_stack import SlurmClusterStack
+    from stacks.slurm_login_stack import SlurmLoginStack
 
 
 @dataclass
 class Platform:
+    """Each stack depends only on what it consumes (tests/test_stack_graph.py reads the assembly):
+    Slurm: network -> storage -> cluster; slurm-login (no inputs) -> cluster, studio; storage -> studio.
+    EKS:   network -> eks (control plane, add-ons, chart) and storage side by side -> cluster;
+           storage -> studio; eks + studio -> eks-access."""
     network: NetworkRefs
     network_stack: Optional[NetworkStack]
     storage: StorageStack
-    cluster: SlurmClusterStack | EksClusterStack
+    cluster: Union[SlurmClusterStack, EksClusterStack]
     studio: Optional[StudioStack]
+    slurm_login: Optional[SlurmLoginStack] = None
+    eks: Optional[EksControlPlaneStack] = None
+    eks_access: Optional[EksAccessStack] = None
 
     @property
     def stacks(self) -> list[cdk.Stack]:
-        return [s for s in (self.network_stack, self.storage, self.cluster, self.studio) if s is not None]
+        return [s for s in (self.network_stack, self.storage, self.slurm_login, self.eks, self.cluster, self.studio,
+                            self.eks_access) if s is not None]
 
 
 def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in: bool = False) -> Platform:
     """Raises ConfigError, before any stack exists, when something the config points at on disk is missing or is
     not what is pinned. `allow_chart_stand_in` (tests only) accepts a stand-in dependency chart; the cluster
     stack's template then fails CloudFormation validation."""
-    if config.orchestrator == "eks":
+    on_eks = config.orchestrator == "eks"
+    if on_eks:
+        from stacks.eks_cluster_stack import chart_directory
         chart_directory(config, allow_stand_in=allow_chart_stand_in)
     env = cdk.Environment(account=config.deployment.account, region=config.deployment.region)
     name = config.name
@@ -52,28 +67,51 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     storage = StorageStack(app, f"{name}-storage", cluster_name=name, storage=config.storage, network=network, env=env,
                            description=f"HyperPod platform {name}: FSx for Lustre, data and lifecycle buckets "
                                        "(retained on delete)")
-    cluster_stack = EksClusterStack if config.orchestrator == "eks" else SlurmClusterStack
-    stand_in = {"allow_chart_stand_in": allow_chart_stand_in} if config.orchestrator == "eks" else {}
-    cluster = cluster_stack(app, f"{name}-cluster", config=config, network=network, storage=storage, env=env,
-                            **stand_in,
-                            description=f"HyperPod platform {name}: SageMaker HyperPod cluster "
-                                        f"({'EKS' if config.orchestrator == 'eks' else 'Slurm'})")
+    slurm_login = eks = eks_access = None
+    kind = "EKS" if on_eks else "Slurm"
+    if on_eks:
+        from stacks.eks_cluster_stack import EksClusterStack
+        from stacks.eks_control_plane_stack import EksControlPlaneStack
+        eks = EksControlPlaneStack(app, f"{name}-eks", config=config, network=network, env=env,
+                                   allow_chart_stand_in=allow_chart_stand_in,
+                                   description=f"HyperPod platform {name}: EKS control plane, node add-ons and the "
+                                               "HyperPod dependency chart")
+        cluster = EksClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage, eks=eks,
+                                  env=env, description=f"HyperPod platform {name}: SageMaker HyperPod cluster ({kind})")
+    else:
+        from stacks.slurm_cluster_stack import SlurmClusterStack
+        from stacks.slurm_login_stack import SlurmLoginStack
+        slurm_login = SlurmLoginStack(app, f"{name}-slurm-login", cluster_name=name, env=env,
+                                      description=f"HyperPod platform {name}: Slurm login secret (written by the "
+                                                  "controller, read by Studio)")
+        cluster = SlurmClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage,
+                                    slurm_login_secret=slurm_login.secret, env=env,
+                                    description=f"HyperPod platform {name}: SageMaker HyperPod cluster ({kind})")
     studio = None
     if config.studio.enabled:
-        studio = StudioStack(app, f"{name}-studio", config=config, network=network, storage=storage, cluster=cluster,
+        studio = StudioStack(app, f"{name}-studio", config=config, network=network, storage=storage,
+                             slurm_login_secret=slurm_login.secret if slurm_login else None,
                              env=env, description=f"HyperPod platform {name}: SageMaker Studio domain as login nodes, "
                                                   "shared or per-user FSx partitions")
-    platform = Platform(network=network, network_stack=network_stack, storage=storage, cluster=cluster, studio=studio)
+        # FSx partitions and the domain's file system configs need the file system.
+        studio.add_stack_dependency(storage)
+        if eks is not None:
+            from stacks.eks_access_stack import EksAccessStack
+            eks_access = EksAccessStack(app, f"{name}-eks-access", eks_cluster_name=eks.control_plane.cluster.cluster_name,
+                                        studio_role=studio.execution_role, team_roles=studio.team_roles, env=env,
+                                        description=f"HyperPod platform {name}: EKS access entries of the Studio roles")
+    platform = Platform(network=network, network_stack=network_stack, storage=storage, cluster=cluster, studio=studio,
+                        slurm_login=slurm_login, eks=eks, eks_access=eks_access)
     for stack in platform.stacks:
         cdk.Aspects.of(stack).add(RedundantRoleDependency())
         # Only where tags update in place: a create-only Tags property would turn a new tag into a replacement.
-        cdk.Tags.of(stack).add("hyperpod-platform", name, exclude_resource_types=list(TAGS_CREATE_ONLY))
+        cdk.Tags.of(stack).add(PLATFORM_TAG, name, exclude_resource_types=list(TAGS_CREATE_ONLY))
         for key, value in config.tags.items():
             cdk.Tags.of(stack).add(key, value, exclude_resource_types=list(TAGS_CREATE_ONLY))
     # The deployed storage stack remembers what can never change in place; tools/replacement_guard.py compares.
     storage.template_options.metadata = {SNAPSHOT_METADATA_KEY: snapshot(config)}
-    for stack in (storage, cluster, studio):
-        if stack is not None:  # hold the file system, buckets, keys, cluster, secret, domain and profiles
+    for stack in (storage, slurm_login, eks, cluster, studio):
+        if stack is not None:  # hold the file system, buckets, keys, secret, EKS and HyperPod clusters, domain, profiles
             stack.termination_protection = True
     return platform
 

@@ -1,37 +1,34 @@
 """The HyperPod cluster orchestrated by Slurm, and the lifecycle scripts its nodes run."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster, NativeLustreMount, SlurmOrchestrator
 from constructs.lifecycle_scripts import ON_INIT_COMPLETE, LifecycleScripts, lifecycle_bucket_name
-from constructs.nag_acknowledgments import acknowledge
 
 from stacks.config import PlatformConfig
 from stacks.network_stack import NetworkRefs
 from stacks.storage_stack import StorageStack
 
+if TYPE_CHECKING:
+    from aws_cdk import aws_secretsmanager as secretsmanager
+
 
 class SlurmClusterStack(cdk.Stack):
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, network: NetworkRefs,
-                 storage: StorageStack, **kwargs) -> None:
+                 storage: StorageStack, slurm_login_secret: secretsmanager.ISecret, **kwargs) -> None:
         super().__init__(scope, id_, **kwargs)
         self.add_stack_dependency(storage)
         # Addressed by its deterministic name: a cross-stack token here would leak into IAM wildcards.
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         prefix = f"hyperpod/{config.name}"
         # The controller's on_create.sh publishes the Slurm version, its address, slurm.conf and the munge key
-        # here; only the cluster (write) and the Studio execution role (read) may use it.
-        self.slurm_login_secret = secretsmanager.Secret(
-            self, "SlurmLoginSecret", description=f"{config.name}: what a Studio login node needs to reach Slurm")
-        acknowledge(self.slurm_login_secret, "AwsSolutions-SMG4",
-                    "the value is the cluster's munge key and slurm.conf, written by the controller at creation; it "
-                    "changes when the cluster is re-created, not on a rotation schedule")
+        # to this secret (stacks/slurm_login_stack.py), which Studio reads.
+        self.slurm_login_secret = slurm_login_secret
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket, prefix=prefix,
                                           parameters=provisioning_parameters(config, storage,
                                                                              self.slurm_login_secret.secret_arn))

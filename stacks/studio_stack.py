@@ -2,16 +2,16 @@
 cluster's FSx mounted as one shared partition or one private partition per user (`SharedFSx`)."""
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
 from constructs.lifecycle_scripts import lifecycle_bucket_name
@@ -19,13 +19,9 @@ from constructs.nag_acknowledgments import acknowledge
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 from constructs.studio_lifecycle_configs import EKS_ENTRY_POINT, SLURM_ENTRY_POINT, StudioLifecycleConfigs
 
-from stacks import kubernetes_objects as k8s
 from stacks.config import PlatformConfig, User
-from stacks.eks_cluster_stack import EksClusterStack
 from stacks.network_stack import NetworkRefs
-from stacks.slurm_cluster_stack import SlurmClusterStack
 from stacks.storage_stack import StorageStack
-from stacks.studio_eks_tools import studio_eks_tools
 
 USERS_PER_NESTED_STACK = 150  # two resources each: a profile and its partition, well under 500 per template
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
@@ -34,11 +30,23 @@ EKS_API_PORTS = ((443, 443),)
 SHARED_PARTITION = "shared"
 
 
+# Every resource of the platform carries this tag (stacks/platform.py); Studio finds its HyperPod cluster by it.
+PLATFORM_TAG = "hyperpod-platform"
+
+
 class StudioStack(cdk.Stack):
+    """Needs the network, storage and (Slurm) the login secret, not the cluster: it is created while the HyperPod
+    cluster is. What it needs from the cluster is known from the config (names, the EKS cluster's ARN) or found
+    by tag (the HyperPod cluster's ARN holds a generated id); EKS access entries for its roles are the EKS access
+    stack's."""
+
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, network: NetworkRefs,
-                 storage: StorageStack, cluster: SlurmClusterStack | EksClusterStack, **kwargs) -> None:
+                 storage: StorageStack, slurm_login_secret: Optional[secretsmanager.ISecret] = None,
+                 **kwargs) -> None:
         super().__init__(scope, id_, **kwargs)
         studio = config.studio
+        self.platform_name = config.name
+        self.slurm_login_secret = slurm_login_secret
         self.shared_fsx = cdk.CfnParameter(
             self, "SharedFSx", type="String", allowed_values=["True", "False"],
             default="True" if config.shared_fsx else "False",
@@ -50,12 +58,12 @@ class StudioStack(cdk.Stack):
         self.key = kms.Key(self, "StudioKey", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
                            description="Studio domain home volumes and MLflow artifacts")
 
-        on_eks = isinstance(cluster, EksClusterStack)
+        on_eks = config.orchestrator == "eks"
         self.security_group = self._studio_security_group(network, on_eks=on_eks,
                                                           lustre_access_group=storage.lustre_access_group)
-        self.execution_role = self._execution_role(cluster)
+        self.execution_role = self._execution_role(on_eks=on_eks)
         # On EKS each task-governance team's members run as the team's own role (job rights in its namespace only).
-        self.team_roles = {t.name: self._execution_role(cluster, id_=f"TeamRole-{t.name}",
+        self.team_roles = {t.name: self._execution_role(on_eks=on_eks, id_=f"TeamRole-{t.name}",
                                                         description=f"Studio apps of team {t.name}")
                            for t in config.eks.task_governance.teams if t.members} if on_eks else {}
         self.app_roles = [self.execution_role, *self.team_roles.values()]
@@ -72,16 +80,16 @@ class StudioStack(cdk.Stack):
 
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         if on_eks:
+            from stacks.studio_eks_tools import studio_eks_tools  # EKS only: kubectl/helm from the layer package
             tools = studio_eks_tools(config.eks.kubernetes_version)
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=EKS_ENTRY_POINT,
-                environment={"EKS_CLUSTER_NAME": cluster.eks_cluster_name, **tools.environment},
+                environment={"EKS_CLUSTER_NAME": config.name, **tools.environment},
                 extra_sources=[s3deploy.Source.asset(str(tools.directory))])
-            self._grant_kubernetes_access(config, cluster)
         else:
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=SLURM_ENTRY_POINT,
-                environment={"SLURM_LOGIN_SECRET_ARN": cluster.slurm_login_secret.secret_arn})
+                environment={"SLURM_LOGIN_SECRET_ARN": slurm_login_secret.secret_arn})
         for role in self.app_roles:
             role.add_to_policy(iam.PolicyStatement(
                 sid="ReadStudioScripts", actions=["s3:GetObject"],
@@ -175,21 +183,29 @@ class StudioStack(cdk.Stack):
                                             description=f"{label} from Studio apps")
         return group
 
-    def _execution_role(self, cluster: SlurmClusterStack | EksClusterStack, *, id_: str = "ExecutionRole",
+    def _execution_role(self, *, on_eks: bool, id_: str = "ExecutionRole",
                         description: str = "Studio apps") -> iam.Role:
         role = iam.Role(self, id_, assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
                         description=f"{description}: read the cluster and reach its scheduler (Slurm or EKS), use MLflow")
+        # A HyperPod cluster's ARN ends in an id SageMaker generates, so it is not known before the cluster exists
+        # (and this stack does not wait for it): the statement names this platform's clusters by their tag. Both
+        # actions accept the cluster resource type with aws:ResourceTag
+        # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonsagemaker.html).
+        clusters = self.format_arn(service="sagemaker", resource="cluster", resource_name="*")
         role.add_to_policy(iam.PolicyStatement(
             sid="DescribeCluster", actions=["sagemaker:DescribeCluster", "sagemaker:ListClusterNodes"],
-            resources=[cluster.hyperpod.cluster_arn]))
-        if isinstance(cluster, EksClusterStack):
+            resources=[clusters], conditions={"StringEquals": {f"aws:ResourceTag/{PLATFORM_TAG}": self.platform_name}}))
+        acknowledge(role, "AwsSolutions-IAM5",
+                    f"read-only on the HyperPod clusters tagged {PLATFORM_TAG}={self.platform_name} (this platform's); "
+                    "the cluster's ARN holds an id generated at creation, after this stack", findings=[f"Resource::{clusters}"])
+        if on_eks:
             role.add_to_policy(iam.PolicyStatement(
                 sid="DescribeEksCluster", actions=["eks:DescribeCluster"],
-                resources=[cluster.control_plane.cluster_arn]))
+                resources=[self.format_arn(service="eks", resource="cluster", resource_name=self.platform_name)]))
         else:
             role.add_to_policy(iam.PolicyStatement(
                 sid="ReadSlurmLoginSecret", actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-                resources=[cluster.slurm_login_secret.secret_arn]))
+                resources=[self.slurm_login_secret.secret_arn]))
         studio_logs = self.format_arn(service="logs", resource="log-group", resource_name="/aws/sagemaker/studio:*",
                                       arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
         role.add_to_policy(iam.PolicyStatement(
@@ -198,22 +214,6 @@ class StudioStack(cdk.Stack):
                     "Studio writes app and lifecycle-config logs to streams it names per app under the "
                     "/aws/sagemaker/studio log group", findings=[f"Resource::{studio_logs}"])
         return role
-
-    def _grant_kubernetes_access(self, config: PlatformConfig, cluster: EksClusterStack) -> None:
-        """Nobody from Studio edits anything directly. Users outside a team read `default`; a team's members
-        read their team's namespace and, through the team's Kubernetes group and the RoleBinding the cluster
-        stack creates there, submit and delete jobs in it. No cluster-wide rights, no secrets."""
-        view = f"arn:{cdk.Aws.PARTITION}:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
-
-        def entry(id_: str, role: iam.Role, namespace: str, groups: list[str]) -> None:
-            eks.CfnAccessEntry(self, id_, cluster_name=cluster.eks_cluster_name, principal_arn=role.role_arn,
-                               type="STANDARD", kubernetes_groups=groups or None, access_policies=[
-                                   eks.CfnAccessEntry.AccessPolicyProperty(
-                                       policy_arn=view, access_scope=eks.CfnAccessEntry.AccessScopeProperty(
-                                           type="namespace", namespaces=[namespace]))])
-        entry("StudioAccessEntry", self.execution_role, "default", [])
-        for team, role in self.team_roles.items():
-            entry(f"TeamAccessEntry-{team}", role, k8s.team_namespace(team), [k8s.team_group(team)])
 
     def _mlflow(self, config: PlatformConfig) -> str:
         logs_bucket = access_log_bucket(self, "MlflowAccessLogs")

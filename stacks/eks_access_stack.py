@@ -1,0 +1,32 @@
+"""EKS access entries for the Studio apps' roles. They need both the EKS cluster (EKS stack) and the roles (Studio
+stack), and nothing waits for them: on their own, neither the control plane nor Studio waits for the other."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from stacks import kubernetes_objects as k8s
+
+
+class EksAccessStack(cdk.Stack):
+    def __init__(self, scope: Construct, id_: str, *, eks_cluster_name: str, studio_role: iam.IRole,
+                 team_roles: Mapping[str, iam.IRole], **kwargs) -> None:
+        """Nobody from Studio edits anything directly. Users outside a team read `default`; a team's members
+        read their team's namespace and, through the team's Kubernetes group and the RoleBinding the cluster
+        stack creates there, submit and delete jobs in it. No cluster-wide rights, no secrets."""
+        super().__init__(scope, id_, **kwargs)
+        view = f"arn:{cdk.Aws.PARTITION}:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+
+        def entry(id_: str, role: iam.IRole, namespace: str, groups: list[str]) -> None:
+            eks.CfnAccessEntry(self, id_, cluster_name=eks_cluster_name, principal_arn=role.role_arn,
+                               type="STANDARD", kubernetes_groups=groups or None, access_policies=[
+                                   eks.CfnAccessEntry.AccessPolicyProperty(
+                                       policy_arn=view, access_scope=eks.CfnAccessEntry.AccessScopeProperty(
+                                           type="namespace", namespaces=[namespace]))])
+        entry("StudioAccessEntry", studio_role, "default", [])
+        for team, role in team_roles.items():
+            entry(f"TeamAccessEntry-{team}", role, k8s.team_namespace(team), [k8s.team_group(team)])

@@ -1,0 +1,68 @@
+"""The EKS control plane HyperPod joins, with what must be there before nodes: the DaemonSet add-ons (VPC CNI,
+kube-proxy, Pod Identity agent) and the HyperPod dependency chart. It needs only the network, so it is created
+while FSx for Lustre is (the storage stack); the HyperPod cluster stack follows both."""
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
+from constructs.eks_control_plane import Addon, EksControlPlane
+from constructs.lifecycle_scripts import assets_bucket_name
+from constructs.nag_acknowledgments import acknowledge
+
+from stacks.config import PlatformConfig
+from stacks.eks_cluster_stack import chart_directory, chart_is_pinned, chart_values, dependency_chart_values
+from stacks.network_stack import NetworkRefs
+
+
+class EksControlPlaneStack(cdk.Stack):
+    def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, network: NetworkRefs,
+                 allow_chart_stand_in: bool = False, **kwargs) -> None:
+        super().__init__(scope, id_, **kwargs)
+        eks_config = config.eks
+        chart_dir = chart_directory(config, allow_stand_in=allow_chart_stand_in)
+        if not chart_is_pinned(chart_dir):
+            # A template built around a test stand-in chart fails CloudFormation's validation before anything is
+            # created: a stand-in can never be deployed by mistake (nor can the cluster stack, which depends on it).
+            # The assertion holds for no bootstrap version (a number); unlike a constant, cfn-lint cannot fold it.
+            cdk.CfnRule(self, "PinnedDependencyChart", assertions=[cdk.CfnRuleAssertion(
+                assert_=cdk.Fn.condition_contains(["stand-in chart"], cdk.Fn.ref("BootstrapVersion")),
+                assert_description=f"synthesized with a test stand-in for the HyperPod dependency chart ({chart_dir}); "
+                                   "run `make hyperpod-chart` and synthesize again")])
+
+        addons = eks_config.addons
+        # Only DaemonSet add-ons come before the nodes: a DaemonSet with no nodes is complete, and nodes need the
+        # CNI and kube-proxy to become Ready. Add-ons that run Deployments wait for pods, so they follow HyperPod
+        # (in the cluster stack).
+        self.control_plane = EksControlPlane(
+            self, "Eks", cluster_name=config.name, kubernetes_version=eks_config.kubernetes_version,
+            authentication_mode=eks_config.authentication_mode, vpc_id=network.vpc_id,
+            control_plane_subnets=network.control_plane_subnets, private_subnets=network.private_subnets,
+            security_group_id=network.security_group_id, public_access_cidrs=eks_config.endpoint.public_access_cidrs,
+            log_types=eks_config.log_types, log_retention_days=eks_config.log_retention_days,
+            admin_role_arns=eks_config.admin_role_arns,
+            addons=[Addon("vpc-cni", addons.vpc_cni), Addon("kube-proxy", addons.kube_proxy),
+                    Addon("eks-pod-identity-agent", addons.pod_identity_agent)])
+        plane = self.control_plane
+
+        # No waiting: before HyperPod nodes exist none of the chart's pods can schedule (AWS's own templates install
+        # this chart without waiting too). Its device plugins and health agent must be there when nodes join.
+        self.dependency_chart = eks.HelmChart(
+            self, "HyperPodDependencies", cluster=plane.cluster, release="hyperpod-dependencies",
+            namespace="kube-system", chart_asset=s3_assets.Asset(self, "HyperPodDependencyChart", path=str(chart_dir)),
+            values=dependency_chart_values(config, region=self.region, chart_values=chart_values(chart_dir)),
+            wait=False, timeout=cdk.Duration.minutes(15))
+        for addon in plane.addons.values():
+            self.dependency_chart.node.add_dependency(addon)
+        acknowledge(plane.cluster.kubectl_provider, "AwsSolutions-IAM5",
+                    "the kubectl/helm handler reads the HyperPod dependency chart asset from the CDK assets bucket; "
+                    "aws-cdk-lib grants read on that bucket's objects",
+                    findings=["Action::s3:GetBucket*", "Action::s3:GetObject*", "Action::s3:List*",
+                              f"Resource::arn:{self.partition}:s3:::{assets_bucket_name(self)}/*"])
+
+        cdk.CfnOutput(self, "EksClusterName", value=config.name)
+        cdk.CfnOutput(self, "EksClusterArn", value=plane.cluster_arn)
+        cdk.CfnOutput(self, "UpdateKubeconfigCommand",
+                      value=f"aws eks update-kubeconfig --region {self.region} --name {config.name}",
+                      description="Adds the EKS cluster to ~/.kube/config (your role needs an access entry)")
