@@ -62,12 +62,15 @@ def large_config() -> PlatformConfig:
     }, "large")
 
 
+STACK_ROLES = ("network", "storage", "slurm-login", "eks", "cluster", "studio", "eks-access")
+
+
 @dataclass
 class Synthesized:
     config: PlatformConfig
     platform: Platform
     out_dir: Path
-    templates: dict[str, dict[str, Any]]  # by stack role: network / storage / cluster / studio
+    templates: dict[str, dict[str, Any]]  # by stack role: network / storage / slurm-login / eks / cluster / studio / eks-access
     nested: dict[str, dict[str, Any]]     # nested stack templates by file name
 
     def template(self, role: str) -> Template:
@@ -101,7 +104,7 @@ def _synth(variant: str, out_root: str) -> Synthesized:
     add_security_checks(app)
     app.synth()  # raises on any unacknowledged cdk-nag finding
     templates = {role: json.loads((out_dir / f"{config.name}-{role}.template.json").read_text())
-                 for role in ("network", "storage", "cluster", "studio")
+                 for role in STACK_ROLES
                  if (out_dir / f"{config.name}-{role}.template.json").exists()}
     nested = {p.name: json.loads(p.read_text()) for p in sorted(out_dir.glob("*.nested.template.json"))}
     return Synthesized(config=config, platform=platform, out_dir=out_dir, templates=templates, nested=nested)

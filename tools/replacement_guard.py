@@ -8,7 +8,8 @@ deploy:
  1. synthesizes (CONFIG from the environment, default config/default.yaml, as `-c config=`);
  2. compares the config's create-only inputs with the deployed storage stack's snapshot (template metadata,
     stacks/config_day2.py) and refuses edits that can never be in place, naming the config key;
- 3. on a first deployment, deploys and protects (step 6);
+ 3. on a first deployment, deploys and protects (step 6); every `cdk deploy` runs with `--concurrency` set to the
+    most stacks the assembly's dependency graph lets deploy side by side (tools/stack_graph.py);
  4. otherwise creates change sets for every stack (`cdk deploy --method=prepare-change-set`, nested stacks
     included) and reads them (DescribeChangeSet): any stateful resource that would be replaced (Replacement True
     or Conditional) or removed stops the deployment, naming the stack, resource, type, physical id and the
@@ -38,6 +39,7 @@ from typing import Any, Iterable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from stacks.config_day2 import SNAPSHOT_METADATA_KEY, check_day2  # noqa: E402
+from tools.stack_graph import concurrency, stack_dependencies  # noqa: E402
 from tools.template_replacements import STATEFUL_TYPES  # noqa: E402
 
 CHANGE_SET = "hyperpod-replacement-guard"
@@ -249,7 +251,9 @@ def run(argv: list[str] | None = None) -> int:
     storage = next(s for s in stacks if SNAPSHOT_METADATA_KEY in s.template.get("Metadata", {}))
     cfn = _client(storage.region)
     previous = deployed_snapshot(cfn, storage.name)
-    deploy = ["deploy", "--all", "--no-notices", "--require-approval", "never", *context, *params, *args.cdk_args]
+    # As many stacks at once as the assembly's dependency graph lets run side by side (tools/stack_graph.py).
+    deploy = ["deploy", "--all", "--no-notices", "--require-approval", "never",
+              "--concurrency", str(concurrency(stack_dependencies(out_dir))), *context, *params, *args.cdk_args]
     if previous is None:
         print(f"{storage.name} does not exist yet: first deployment")
         _cdk(*deploy)
