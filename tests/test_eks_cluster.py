@@ -14,6 +14,7 @@ from stacks.config import ConfigError, load_config, team_gid
 from stacks.eks_cluster_stack import CFN_REGIONS, chart_directory, governance_resource_type
 from stacks.studio_eks_tools import studio_eks_tools
 from tools import layer_binaries
+from tools.stack_graph import stack_dependencies
 
 KUBERNETES_VERSION = "1.33"
 
@@ -45,7 +46,7 @@ def all_objects(template: dict) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- control plane
 def test_control_plane_is_private_encrypted_and_logs_everything(synth):
-    t = synth("eks").templates["cluster"]
+    t = synth("eks").templates["eks"]
     props = only(t, "AWS::EKS::Cluster")["Properties"]
     assert props["Version"] == KUBERNETES_VERSION
     assert props["AccessConfig"] == {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False}
@@ -83,7 +84,10 @@ def test_public_endpoint_only_with_an_allow_list(tmp_path):
 def test_addons_are_pinned(synth):
     s = synth("eks")
     addons = {a["Properties"]["AddonName"]: a["Properties"]["AddonVersion"]
-              for a in resources(s.templates["cluster"], "AWS::EKS::Addon").values()}
+              for stack in ("eks", "cluster") for a in resources(s.templates[stack], "AWS::EKS::Addon").values()}
+    # DaemonSets before the nodes, with the control plane; Deployments after them, with HyperPod
+    assert {a["Properties"]["AddonName"] for a in resources(s.templates["eks"], "AWS::EKS::Addon").values()} == \
+        {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"}
     pins = s.config.eks.addons
     assert addons == {
         "vpc-cni": pins.vpc_cni, "kube-proxy": pins.kube_proxy, "coredns": pins.coredns,
@@ -122,10 +126,11 @@ def test_pod_identities_are_scoped(synth):
 
 def test_access_entries_are_scoped_by_role(synth):
     s = synth("eks")
-    cluster_entries = [e["Properties"] for e in resources(s.templates["cluster"], "AWS::EKS::AccessEntry").values()]
+    cluster_entries = [e["Properties"] for e in resources(s.templates["eks"], "AWS::EKS::AccessEntry").values()]
     admin = [e for e in cluster_entries if e["PrincipalArn"] == "arn:aws:iam::111122223333:role/PlatformAdmin"]
     assert len(admin) == 1 and "AmazonEKSClusterAdminPolicy" in json.dumps(admin[0]["AccessPolicies"])
-    studio = [e["Properties"] for e in resources(s.templates["studio"], "AWS::EKS::AccessEntry").values()]
+    assert not resources(s.templates["studio"], "AWS::EKS::AccessEntry")  # Studio does not wait for EKS
+    studio = [e["Properties"] for e in resources(s.templates["eks-access"], "AWS::EKS::AccessEntry").values()]
     text = json.dumps(studio)
     for forbidden in ("AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy", "AmazonEKSEditPolicy", '"cluster"'):
         assert forbidden not in text
@@ -152,7 +157,7 @@ def rbac_allows(objects: list[dict], groups: list[str], *, verb: str, group: str
 def test_team_members_submit_jobs_in_their_namespace_only(synth):
     s = synth("eks")
     objects = all_objects(s.templates["cluster"])
-    entries = [e["Properties"] for e in resources(s.templates["studio"], "AWS::EKS::AccessEntry").values()]
+    entries = [e["Properties"] for e in resources(s.templates["eks-access"], "AWS::EKS::AccessEntry").values()]
     groups = {e["AccessPolicies"][0]["AccessScope"]["Namespaces"][0]: e.get("KubernetesGroups", []) for e in entries}
     job = dict(group="sagemaker.amazonaws.com", resource="hyperpodpytorchjobs")
     assert rbac_allows(objects, groups["hyperpod-ns-research"], verb="create", namespace="hyperpod-ns-research", **job)
@@ -187,14 +192,16 @@ def test_writable_namespaces_enforce_pod_security_and_default_gets_no_accelerato
 
 # ---------------------------------------------------------------------------------------------- dependency chart
 def test_dependency_chart_is_installed_before_the_hyperpod_cluster(synth):
-    t = synth("eks").templates["cluster"]
+    s = synth("eks")
+    t = s.templates["eks"]
     (chart_id, chart), = resources(t, "Custom::AWSCDK-EKS-HelmChart").items()
     assert chart["Properties"]["Release"] == "hyperpod-dependencies"
     assert "ChartAssetURL" in chart["Properties"]
     values = json.loads(chart["Properties"]["Values"])
     assert values["global"]["region"] == "us-west-2"
-    (cluster_id, cluster), = resources(t, "AWS::SageMaker::Cluster").items()
-    assert chart_id in cluster["DependsOn"]
+    # HyperPod is in the cluster stack, which CloudFormation creates only once the EKS stack (chart included) is
+    assert resources(s.templates["cluster"], "AWS::SageMaker::Cluster")
+    assert "ml-eks-eks" in stack_dependencies(s.out_dir)["ml-eks-cluster"]
     assert "Wait" not in chart["Properties"]  # nothing can schedule before the nodes exist
     early = {r: a["Properties"]["AddonName"] for r, a in resources(t, "AWS::EKS::Addon").items()
              if a["Properties"]["AddonName"] in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")}
@@ -229,10 +236,13 @@ def test_app_reports_a_missing_chart_without_traceback(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- HyperPod on EKS
 def test_hyperpod_cluster_is_orchestrated_by_eks(synth):
-    t = synth("eks").templates["cluster"]
+    s = synth("eks")
+    t = s.templates["cluster"]
     props = only(t, "AWS::SageMaker::Cluster")["Properties"]
-    assert props["Orchestrator"] == {"Eks": {"ClusterArn": {"Fn::GetAtt": [
-        next(iter(resources(t, "AWS::EKS::Cluster"))), "Arn"]}}}
+    arn = props["Orchestrator"]["Eks"]["ClusterArn"]["Fn::GetStackOutput"]
+    assert arn["StackName"] == "ml-eks-eks"
+    assert s.templates["eks"]["Outputs"][arn["OutputName"]]["Value"] == {"Fn::GetAtt": [
+        next(iter(resources(s.templates["eks"], "AWS::EKS::Cluster"))), "Arn"]}
     assert props["NodeProvisioningMode"] == "Continuous"
     assert props["NodeRecovery"] == "Automatic"
     groups = {g["InstanceGroupName"]: g for g in props["InstanceGroups"]}
@@ -257,16 +267,22 @@ def test_karpenter_autoscaling_uses_a_role_trusted_by_hyperpod(synth):
 
 
 def test_pod_identity_roles_trust_only_their_service_account_on_this_cluster(synth):
-    t = synth("eks").templates["cluster"]
+    s = synth("eks")
+    t = s.templates["cluster"]
     roles = {a["Properties"]["ServiceAccount"]: (a["Properties"]["Namespace"], a["Properties"]["RoleArn"]["Fn::GetAtt"][0])
              for a in resources(t, "AWS::EKS::PodIdentityAssociation").values()}
-    (eks_cluster,) = resources(t, "AWS::EKS::Cluster")
+    (eks_cluster,) = resources(s.templates["eks"], "AWS::EKS::Cluster")
+    eks_outputs = s.templates["eks"]["Outputs"]
     for account, (namespace, role) in roles.items():
         (statement,) = t["Resources"][role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
         assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+        # the cluster's ARN comes from the EKS stack, by a weak cross-stack reference to its output
+        arn = statement["Condition"]["StringEquals"]["aws:RequestTag/eks-cluster-arn"]["Fn::GetStackOutput"]
+        assert arn["StackName"] == "ml-eks-eks"
+        assert eks_outputs[arn["OutputName"]]["Value"] == {"Fn::GetAtt": [eks_cluster, "Arn"]}
         assert statement["Condition"]["StringEquals"] == {
             "aws:SourceAccount": {"Ref": "AWS::AccountId"},
-            "aws:RequestTag/eks-cluster-arn": {"Fn::GetAtt": [eks_cluster, "Arn"]},
+            "aws:RequestTag/eks-cluster-arn": {"Fn::GetStackOutput": arn},
             "aws:RequestTag/kubernetes-namespace": namespace,
             "aws:RequestTag/kubernetes-service-account": account}
 

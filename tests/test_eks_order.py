@@ -8,6 +8,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from tools.stack_graph import ancestors, stack_dependencies
+
 # EKS add-ons made only of DaemonSets (and their configuration): complete on a cluster without nodes. Every other
 # add-on runs a Deployment, whose pods must schedule before EKS reports it ACTIVE.
 DAEMONSET_ADDONS = {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"}
@@ -76,8 +78,27 @@ def waits_for_pods(template: dict) -> dict[str, str]:
     return found
 
 
-def ordering_problems(template: dict) -> list[str]:
-    before = creation_graph(template)
+def platform_order(templates: dict[str, dict], deps: dict[str, set[str]]) -> tuple[dict, dict[str, set[str]]]:
+    """Every stack's resources as one template (ids prefixed `<stack>/`) and the creation graph across stacks: a
+    resource comes after its own stack's predecessors and after every resource of each stack its stack waits for
+    (the assembly's stack dependencies, which `cdk deploy` follows)."""
+    resources, before = {}, {}
+    for stack, template in templates.items():
+        local = creation_graph(template)
+        earlier = {f"{o}/{r}" for o in ancestors(deps, stack) if o in templates for r in templates[o]["Resources"]}
+        for rid, res in template["Resources"].items():
+            resources[f"{stack}/{rid}"] = res
+            before[f"{stack}/{rid}"] = {f"{stack}/{d}" for d in local[rid]} | earlier
+    return {"Resources": resources}, before
+
+
+def synthesized_order(s) -> tuple[dict, dict[str, set[str]]]:
+    return platform_order({f"{s.config.name}-{role}": t for role, t in s.templates.items()},
+                          stack_dependencies(s.out_dir))
+
+
+def ordering_problems(template: dict, before: dict[str, set[str]] | None = None) -> list[str]:
+    before = before if before is not None else creation_graph(template)
     (hyperpod,) = [r for r, v in template["Resources"].items() if v["Type"] == "AWS::SageMaker::Cluster"]
     problems = [f"{rid}: {why}, but it may be created before the HyperPod cluster {hyperpod} has nodes"
                 for rid, why in waits_for_pods(template).items() if hyperpod not in before[rid]]
@@ -99,20 +120,24 @@ def ordering_problems(template: dict) -> list[str]:
 
 @pytest.mark.parametrize("variant", ["eks", "eks_shared"])
 def test_nothing_that_waits_for_pods_is_created_before_the_hyperpod_nodes(synth, variant):
-    template = synth(variant).templates["cluster"]
+    template, before = synthesized_order(synth(variant))
     assert waits_for_pods(template)  # the model sees the add-ons that need nodes
-    assert ordering_problems(template) == []
+    # and the chart (EKS stack) and the HyperPod cluster (cluster stack), across the stack boundary
+    assert [r for r, v in template["Resources"].items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"]
+    assert ordering_problems(template, before) == []
 
 
 def test_the_order_model_catches_a_waiting_chart_and_an_early_addon(synth):
-    template = json.loads(json.dumps(synth("eks").templates["cluster"]))
-    resources = template["Resources"]
-    (chart,) = [r for r, v in resources.items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"]
-    resources[chart]["Properties"]["Wait"] = True
-    (coredns,) = [r for r, v in resources.items() if v["Type"] == "AWS::EKS::Addon"
+    s = synth("eks")
+    templates = json.loads(json.dumps(s.templates))
+    (chart,) = [r for r, v in templates["eks"]["Resources"].items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"]
+    templates["eks"]["Resources"][chart]["Properties"]["Wait"] = True
+    (coredns,) = [r for r, v in templates["cluster"]["Resources"].items() if v["Type"] == "AWS::EKS::Addon"
                   and v["Properties"]["AddonName"] == "coredns"]
-    resources[coredns]["DependsOn"] = []
-    problems = ordering_problems(template)
+    templates["cluster"]["Resources"][coredns]["DependsOn"] = []
+    chart, coredns = f"ml-eks-eks/{chart}", f"ml-eks-cluster/{coredns}"
+    problems = ordering_problems(*platform_order({f"ml-eks-{r}": t for r, t in templates.items()},
+                                                 stack_dependencies(s.out_dir)))
     assert any(p.startswith(f"{chart}: helm release") for p in problems)
     assert any(p.startswith(f"{coredns}: add-on coredns") for p in problems)
 
@@ -175,7 +200,7 @@ def test_the_routing_check_rejects_the_control_plane_subnets(synth):
     network = templates["network"]
     control = [o for o in network["Outputs"] if "ControlPlane" in o]
     assert control
-    for res in templates["cluster"]["Resources"].values():
+    for res in templates["eks"]["Resources"].values():  # the kubectl/helm handler lives with the control plane
         if res["Type"] == "AWS::Lambda::Function" and "VpcConfig" in res["Properties"]:
             res["Properties"]["VpcConfig"]["SubnetIds"] = [
                 {"Fn::GetStackOutput": {"StackName": "ml-eks-network", "OutputName": control[0]}}]

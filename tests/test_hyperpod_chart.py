@@ -171,7 +171,7 @@ def test_synth_accepts_the_pinned_chart_and_refuses_any_change_to_it(tmp_path):
 
 
 def test_a_template_built_on_the_stand_in_cannot_deploy(synth):
-    rules = synth("eks").templates["cluster"]["Rules"]
+    rules = synth("eks").templates["eks"]["Rules"]
     (rule,) = [r for k, r in rules.items() if k.startswith("PinnedDependencyChart")]
     (assertion,) = rule["Assertions"]
     assert assertion["Assert"] == {"Fn::Contains": [["stand-in chart"], {"Ref": "BootstrapVersion"}]}
