@@ -16,7 +16,7 @@ export AWS_EC2_METADATA_DISABLED := true
 APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: synth test lint schema bench deps system-deps hyperpod-chart clean deploy diff
+.PHONY: synth test lint schema bench deps system-deps hyperpod-chart clean deploy diff graph
 .DEFAULT_GOAL := synth
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -44,9 +44,15 @@ synth: deps
 	$(CDK) synth --quiet --no-notices -c config=$(CONFIG)
 	$(PY) tools/summarize.py cdk.out
 
+## The stack graph of CONFIG from the synthesized assembly: which stacks deploy side by side, as steps and Mermaid.
+graph: synth
+	$(PY) tools/stack_graph.py cdk.out
+	$(PY) tools/stack_graph.py cdk.out --mermaid
+
 ## Deploy CONFIG through the replacement guard (tools/replacement_guard.py): day-2 rules against the deployed
 ## platform, change sets checked for replaced or deleted stateful resources, every template parameter passed from
-## the config, stack policies set afterwards. ALLOW='LogicalId ...' lets named resources be replaced or deleted.
+## the config, stack policies set afterwards; independent stacks deploy side by side (--concurrency from the
+## graph). ALLOW='LogicalId ...' lets named resources be replaced or deleted.
 ALLOW ?=
 deploy: deps
 	CONFIG=$(CONFIG) $(PY) tools/replacement_guard.py deploy $(foreach id,$(ALLOW),--allow $(id))

@@ -60,7 +60,11 @@ def _studio(data: dict) -> dict:
 
 
 def _remove_last_user(data: dict) -> None:
-    data["users"].pop()
+    """As an operator does it: the user leaves the users list and any task-governance team they were in."""
+    removed = data["users"].pop()["name"]
+    for team in data.get("eks", {}).get("task_governance", {}).get("teams", []):
+        if removed in team.get("members", []):
+            team["members"].remove(removed)
 
 
 def _revoke_sudo(data: dict) -> None:
@@ -165,11 +169,11 @@ def _synth(base: str, change: str | None) -> tuple[PlatformConfig, dict[str, dic
         original = lcc.BOOTSTRAP
         lcc.BOOTSTRAP = original.replace("set -euo pipefail", "set -euo pipefail\numask 022")
         try:
-            build_platform(app, config)
+            build_platform(app, config, allow_chart_stand_in=True)
         finally:
             lcc.BOOTSTRAP = original
     else:
-        build_platform(app, config)
+        build_platform(app, config, allow_chart_stand_in=True)  # the EKS base uses the test stand-in chart
     app.synth()
     return config, load_assembly(out_dir)
 
@@ -254,7 +258,7 @@ def test_stateful_stacks_have_termination_protection_and_the_snapshot():
     manifest = json.loads((out_dir / "manifest.json").read_text())
     protection = {name: artifact["properties"].get("terminationProtection", False)
                   for name, artifact in manifest["artifacts"].items() if artifact["type"] == "aws:cloudformation:stack"}
-    assert protection == {"ml-cluster-network": False, "ml-cluster-storage": True, "ml-cluster-cluster": True,
-                          "ml-cluster-studio": True}
+    assert protection == {"ml-cluster-network": False, "ml-cluster-storage": True, "ml-cluster-slurm-login": True,
+                          "ml-cluster-cluster": True, "ml-cluster-studio": True}
     config, templates = _synth("default", None)
     assert templates["ml-cluster-storage.template.json"]["Metadata"]["HyperPodPlatformCreateOnly"] == snapshot(config)

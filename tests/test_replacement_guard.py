@@ -171,12 +171,14 @@ def test_deploy_stops_on_a_replacement_and_executes_only_when_allowed(monkeypatc
             stub.add_response("describe_change_set", change_set(name, [bucket] if name == STACK else []),
                               {"ChangeSetName": guard.CHANGE_SET, "StackName": name})
         if allowed:  # relaxed for the allowed bucket during the deployment, then restored
-            for _ in range(8):
+            for _ in range(2 * len(guard.assembly_stacks(out))):
                 stub.add_response("set_stack_policy", {})
 
     expect_deploy(allowed=False)
     assert guard.run(["deploy", "--out", str(out)]) == 1
     assert [c[0] for c in commands] == ["synth", "deploy"] and "--method=prepare-change-set" in commands[1]
+    # no dependencies in this hand-written manifest: every stack may deploy at once
+    assert commands[1][commands[1].index("--concurrency") + 1] == str(len(guard.assembly_stacks(out)))
     assert "DataBucketE3889A50 (AWS::S3::Bucket b) would be replaced because of Properties BucketName" in \
         capsys.readouterr().out
     stub.assert_no_pending_responses()  # and no stack policy was touched: the stub holds none
