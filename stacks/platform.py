@@ -14,7 +14,7 @@ from stacks.config import PlatformConfig
 from stacks.config_day2 import SNAPSHOT_METADATA_KEY, snapshot
 from stacks.network_stack import NetworkRefs, NetworkStack
 from stacks.storage_stack import StorageStack
-from stacks.studio_stack import PLATFORM_TAG, StudioStack
+from stacks.studio_stack import PLATFORM_TAG, StudioStack, StudioUsers
 
 if TYPE_CHECKING:  # the EKS path's modules (and its kubectl layer) are imported only for an EKS config
     from stacks.eks_access_stack import EksAccessStack
@@ -103,7 +103,11 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     platform = Platform(network=network, network_stack=network_stack, storage=storage, cluster=cluster, studio=studio,
                         slurm_login=slurm_login, eks=eks, eks_access=eks_access)
     for stack in platform.stacks:
-        cdk.Aspects.of(stack).add(RedundantRoleDependency())
+        # Every node an aspect visits is a call from the jsii kernel back into Python; the user nested stacks hold
+        # only profiles and partitions (a thousand users are thousands of nodes), so they are left out.
+        for child in stack.node.children:
+            if not isinstance(child, StudioUsers):
+                cdk.Aspects.of(child).add(RedundantRoleDependency())
         # Only where tags update in place: a create-only Tags property would turn a new tag into a replacement.
         cdk.Tags.of(stack).add(PLATFORM_TAG, name, exclude_resource_types=list(TAGS_CREATE_ONLY))
         for key, value in config.tags.items():

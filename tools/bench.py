@@ -1,5 +1,8 @@
 """`make bench`: wall time of `cdk synth` for a config against a trivial one-bucket app, and their ratio.
 
+Targets: the default config <= 1.5x the trivial app, the EKS example <= 1.8x, and 1,000 users <= 1.5x 10 users
+(per-user mode: each user a profile and a partition).
+
 Both go through the same pinned CLI and Python, so the ratio measures this project's own synthesis cost
 (stacks, nag, asset hashing) over the fixed cost of starting CDK. Runs alternate; the median of each is used.
 """
@@ -17,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
 PY = str(ROOT / ".venv" / "bin" / "python")
-TARGET_RATIO = 1.5
+TARGET_RATIO = 1.5          # default config over the trivial app; 1,000 users over 10 users
+EKS_TARGET_RATIO = 1.8      # the EKS example over the trivial app
 
 
 def synth_seconds(app: str | None, out: Path, context: list[str]) -> float:
@@ -57,8 +61,9 @@ def main() -> int:
         median = statistics.median(samples)
         ratio = median / baseline
         line = f"  {name:<40} {median:6.2f} s   ratio {ratio:4.2f}x"
-        if name != "trivial one-bucket app":
-            line += "  (target <= %.1fx: %s)" % (TARGET_RATIO, "met" if ratio <= TARGET_RATIO else "MISSED")
+        target = EKS_TARGET_RATIO if name.endswith("/eks.yaml") else None if "/users-" in name else TARGET_RATIO
+        if name != "trivial one-bucket app" and target is not None:
+            line += "  (target <= %.1fx: %s)" % (target, "met" if ratio <= target else "MISSED")
         print(line)
     ten, thousand = (str(bench / f"users-{n}.yaml") for n in (10, 1000))
     if ten in medians and thousand in medians:
