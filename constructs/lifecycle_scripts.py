@@ -26,7 +26,9 @@ HYPERPOD_RESERVED_FILE = "provisioning_parameters.json"
 def lifecycle_bucket_name(cluster_name: str) -> str:
     """Deterministic, so the cluster stack can address the bucket without a cross-stack reference.
 
-    The `sagemaker-` prefix is the convention HyperPod's managed instance policy recognises; the name is
+    The `sagemaker-` prefix is the convention HyperPod's managed instance policy recognised; the execution role
+    no longer uses that policy (it reads this prefix by an inline statement), but renaming would replace the
+    retained bucket. The name is
     at most 61 characters (20 of the cluster name, a 12-digit account, the longest region name).
     """
     return f"sagemaker-lc-{cluster_name.lower()[:20]}-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"

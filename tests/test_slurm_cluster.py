@@ -71,17 +71,43 @@ def test_execution_role_is_least_privilege(synth):
     t.has_resource_properties("AWS::IAM::Role", {
         "AssumeRolePolicyDocument": Match.object_like({"Statement": [Match.object_like(
             {"Principal": {"Service": "sagemaker.amazonaws.com"}})]}),
-        "ManagedPolicyArns": [{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"},
-                                                 ":iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"]]}]})
+        "ManagedPolicyArns": Match.absent()})
     statements = _role_statements(s)
     assert set(statements) == {"DescribeNetwork", "CreateInterfacesInClusterSubnets", "ManageInterfacesInClusterVpc",
                                "TagNewInterfaces", "ReadOwnLifecycleScripts", "ListOwnLifecycleScripts",
-                               "PublishSlurmLoginSecret"}
+                               "CreateClusterLogGroup", "PublishClusterLogStreams", "PublishClusterMetrics",
+                               "SessionManagerChannels", "PublishSlurmLoginSecret"}
     assert all(a.startswith("ec2:Describe") for a in statements["DescribeNetwork"]["Action"])
     assert statements["ManageInterfacesInClusterVpc"]["Condition"]["ArnEquals"]["ec2:Vpc"]
     assert "hyperpod/ml-cluster/*" in json.dumps(statements["ReadOwnLifecycleScripts"]["Resource"])
     rendered = json.dumps(s.templates["cluster"])
     assert "FullAccess" not in rendered and '"ssm:*"' not in rendered and '"s3:*"' not in rendered
+    assert "AmazonSageMakerClusterInstanceRolePolicy" not in rendered  # it reads every sagemaker-* bucket
+    s3_sids = {sid for sid, st in statements.items()
+               if any(a.startswith("s3:") for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"]))}
+    assert s3_sids == {"ReadOwnLifecycleScripts", "ListOwnLifecycleScripts"}  # no read on other sagemaker-* buckets
+
+
+def _joined(value) -> str:
+    """An ARN built with Fn::Join, as text with pseudo parameters kept as <Ref>."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return f"<{value['Ref']}>"
+    sep, parts = value["Fn::Join"]
+    return sep.join(_joined(p) for p in parts)
+
+
+def test_execution_role_logs_and_metrics_only_for_this_cluster(synth):
+    statements = _role_statements(synth("default"))
+    group = "arn:aws:logs:us-west-2:<AWS::AccountId>:log-group:/aws/sagemaker/Clusters/ml-cluster/*"
+    assert _joined(statements["CreateClusterLogGroup"]["Resource"]) == group
+    assert statements["CreateClusterLogGroup"]["Action"] == "logs:CreateLogGroup"
+    assert _joined(statements["PublishClusterLogStreams"]["Resource"]) == group + ":log-stream:*"
+    metrics = statements["PublishClusterMetrics"]
+    assert metrics["Action"] == "cloudwatch:PutMetricData"
+    assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Clusters"}}
+    assert all(a.startswith("ssmmessages:") for a in statements["SessionManagerChannels"]["Action"])
 
 
 def test_execution_role_reads_exactly_the_container_artifacts(synth):
