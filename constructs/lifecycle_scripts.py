@@ -39,6 +39,16 @@ def data_bucket_name(cluster_name: str) -> str:
     return f"{cluster_name.lower()[:22]}-data-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"
 
 
+def upload_role_name(cluster_name: str, stack_kind: str) -> str:
+    """The fixed name of the role that uploads lifecycle scripts from `stack_kind` (cluster | studio).
+
+    The storage stack's bucket policy lets only these roles and CDK's deploy roles write the lifecycle bucket; a
+    name CloudFormation generates ("<stack>-<logical id>-<random>", each part truncated to fit 64 characters)
+    cannot be named in advance. IAM role names are account-wide, hence the region; at most 53 characters.
+    """
+    return f"{cluster_name.lower()[:20]}-{stack_kind}-lc-upload-{cdk.Aws.REGION}"
+
+
 def assets_bucket_name(stack: cdk.Stack) -> str:
     """The CDK bootstrap assets bucket, as the default synthesizer names it (for cdk-nag findings)."""
     qualifier = (stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
@@ -51,7 +61,7 @@ def assets_bucket_name(stack: cdk.Stack) -> str:
 class LifecycleScripts(Construct):
     """The scripts travel as a CDK asset (never fetched from GitHub at deploy time); parameters carry tokens."""
 
-    def __init__(self, scope: Construct, id_: str, *, bucket: s3.IBucket, prefix: str,
+    def __init__(self, scope: Construct, id_: str, *, bucket: s3.IBucket, prefix: str, upload_role_name: str,
                  parameters: dict[str, Any] | None = None, source_dir: Path = HYPERPOD_SCRIPTS_DIR,
                  extra_sources: Sequence[s3deploy.ISource] = ()) -> None:
         super().__init__(scope, id_)
@@ -69,6 +79,10 @@ class LifecycleScripts(Construct):
             self, "Upload", destination_bucket=bucket, destination_key_prefix=self.prefix + "/", sources=sources,
             prune=True, retain_on_delete=True)
         self.source_s3_uri = f"s3://{bucket.bucket_name}/{self.prefix}/"
+        # aws-cdk-lib's singleton upload function (one per stack) gets a name the lifecycle bucket policy allows.
+        role = self.deployment.handler_role.node.default_child
+        role.add_property_override("RoleName", upload_role_name)
+        self.upload_role_name = upload_role_name
         self._acknowledge_deployment_handler()
 
     def _acknowledge_deployment_handler(self) -> None:

@@ -42,11 +42,12 @@ def lifecycle_config_name(platform: str, role: str, app: str, content: object) -
 
 class StudioLifecycleConfigs(Construct):
     def __init__(self, scope: Construct, id_: str, *, name: str, bucket: s3.IBucket, entry_point: str,
+                 upload_role_name: str,
                  environment: Mapping[str, str], extra_sources: Sequence[s3deploy.ISource] = ()) -> None:
         """`environment` values may hold deploy-time tokens; `extra_sources` are shipped beside the scripts."""
         super().__init__(scope, id_)
         self.scripts = LifecycleScripts(self, "Scripts", bucket=bucket, prefix=f"studio/{name}",
-                                        source_dir=STUDIO_SCRIPTS_DIR, extra_sources=extra_sources)
+                                        upload_role_name=upload_role_name, source_dir=STUDIO_SCRIPTS_DIR, extra_sources=extra_sources)
         if not (STUDIO_SCRIPTS_DIR / entry_point).exists():
             raise FileNotFoundError(f"{STUDIO_SCRIPTS_DIR / entry_point} is missing")
         # Fn::Sub fills in deploy-time values; the script's own variables are escaped as ${!name}.

@@ -9,7 +9,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster, NativeLustreMount, SlurmOrchestrator
-from constructs.lifecycle_scripts import ON_INIT_COMPLETE, LifecycleScripts, lifecycle_bucket_name
+from constructs.lifecycle_scripts import ON_INIT_COMPLETE, LifecycleScripts, lifecycle_bucket_name, upload_role_name
 from constructs.nag_acknowledgments import acknowledge
 
 from stacks.config import PlatformConfig
@@ -33,6 +33,7 @@ class SlurmClusterStack(cdk.Stack):
                     "the value is the cluster's munge key and slurm.conf, written by the controller at creation; it "
                     "changes when the cluster is re-created, not on a rotation schedule")
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket, prefix=prefix,
+                                          upload_role_name=upload_role_name(config.name, "cluster"),
                                           parameters=provisioning_parameters(config, storage,
                                                                              self.slurm_login_secret.secret_arn))
         native = config.storage.lustre.mount_by == "native"

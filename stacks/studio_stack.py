@@ -12,7 +12,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
-from constructs.lifecycle_scripts import lifecycle_bucket_name
+from constructs.lifecycle_scripts import lifecycle_bucket_name, upload_role_name
 from constructs.nag_acknowledgments import acknowledge
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 from constructs.studio_lifecycle_configs import EKS_ENTRY_POINT, SLURM_ENTRY_POINT, StudioLifecycleConfigs
@@ -68,12 +68,14 @@ class StudioStack(cdk.Stack):
             tools = studio_eks_tools(config.eks.kubernetes_version)
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=EKS_ENTRY_POINT,
+                upload_role_name=upload_role_name(config.name, "studio"),
                 environment={"EKS_CLUSTER_NAME": cluster.eks_cluster_name, **tools.environment},
                 extra_sources=[s3deploy.Source.asset(str(tools.directory))])
             self._grant_kubernetes_access(config, cluster)
         else:
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=SLURM_ENTRY_POINT,
+                upload_role_name=upload_role_name(config.name, "studio"),
                 environment={"SLURM_LOGIN_SECRET_ARN": cluster.slurm_login_secret.secret_arn})
         self.execution_role.add_to_policy(iam.PolicyStatement(
             sid="ReadStudioScripts", actions=["s3:GetObject"],
