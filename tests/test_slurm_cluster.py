@@ -217,7 +217,7 @@ def test_the_scripts_folder_cannot_ship_the_reserved_file(tmp_path):
     stack = cdk.Stack(cdk.App())
     with pytest.raises(ValueError, match=r"sub/provisioning_parameters.json would make HyperPod refuse"):
         LifecycleScripts(stack, "Scripts", bucket=s3.Bucket.from_bucket_name(stack, "B", "sagemaker-b"),
-                         prefix="p", source_dir=tmp_path)
+                         prefix="p", upload_role_name="test-upload", source_dir=tmp_path)
 
 
 def test_slurm_groups_use_the_extended_hook_and_eks_groups_on_create(synth):
