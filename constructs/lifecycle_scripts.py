@@ -71,6 +71,7 @@ class LifecycleScripts(Construct):
                              "configuration; the platform's own parameters go in " + PARAMETERS_FILE)
         self.bucket = bucket
         self.prefix = prefix.strip("/")
+        # constructs/studio_lifecycle_configs.py digests exactly what this ships: keep the exclusions in step.
         sources = [s3deploy.Source.asset(str(source_dir), exclude=["**/__pycache__", "*.md"])]
         if parameters is not None:
             sources.append(s3deploy.Source.json_data(PARAMETERS_FILE, parameters))

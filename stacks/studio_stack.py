@@ -8,7 +8,6 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
@@ -70,7 +69,7 @@ class StudioStack(cdk.Stack):
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=EKS_ENTRY_POINT,
                 upload_role_name=upload_role_name(config.name, "studio"),
                 environment={"EKS_CLUSTER_NAME": cluster.eks_cluster_name, **tools.environment},
-                extra_sources=[s3deploy.Source.asset(str(tools.directory))])
+                extra_dirs=[tools.directory])
             self._grant_kubernetes_access(config, cluster)
         else:
             lifecycle = StudioLifecycleConfigs(
