@@ -39,16 +39,6 @@ def data_bucket_name(cluster_name: str) -> str:
     return f"{cluster_name.lower()[:22]}-data-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"
 
 
-def upload_role_name(cluster_name: str, stack_kind: str) -> str:
-    """The fixed name of the role that uploads lifecycle scripts from `stack_kind` (cluster | studio).
-
-    The storage stack's bucket policy lets only these roles and CDK's deploy roles write the lifecycle bucket; a
-    name CloudFormation generates ("<stack>-<logical id>-<random>", each part truncated to fit 64 characters)
-    cannot be named in advance. IAM role names are account-wide, hence the region; at most 53 characters.
-    """
-    return f"{cluster_name.lower()[:20]}-{stack_kind}-lc-upload-{cdk.Aws.REGION}"
-
-
 def assets_bucket_name(stack: cdk.Stack) -> str:
     """The CDK bootstrap assets bucket, as the default synthesizer names it (for cdk-nag findings)."""
     qualifier = (stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier")

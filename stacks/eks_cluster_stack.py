@@ -13,8 +13,8 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 from constructs.eks_control_plane import Addon, EksControlPlane
 from constructs.hyperpod_cluster import EksOrchestrator, HyperPodCluster
-from constructs.lifecycle_scripts import (ON_CREATE, LifecycleScripts, assets_bucket_name, lifecycle_bucket_name,
-                                         upload_role_name)
+from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, assets_bucket_name, lifecycle_bucket_name
+from constructs.platform_role_names import upload_role_name
 from constructs.nag_acknowledgments import acknowledge
 from constructs.task_governance_provider import TaskGovernanceProvider
 

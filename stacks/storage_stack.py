@@ -11,7 +11,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 from constructs.fsx_access_group import FsxAccessGroup
-from constructs.lifecycle_scripts import data_bucket_name, lifecycle_bucket_name, upload_role_name
+from constructs.lifecycle_scripts import data_bucket_name, lifecycle_bucket_name
+from constructs.platform_role_names import upload_role_name
 from constructs.lustre_file_system import LustreFileSystem
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 
@@ -96,7 +97,7 @@ class StorageStack(cdk.Stack):
 
     def _only_deployments_write(self, bucket: s3.Bucket, cluster_name: str) -> None:
         """Every node runs what this bucket holds as root: only CDK's deploy roles and the platform's own upload
-        functions (fixed names, constructs/lifecycle_scripts.py) may change it, whatever else IAM grants."""
+        functions (fixed names, constructs/platform_role_names.py) may change it, whatever else IAM grants."""
         qualifier = (self.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
                      or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
         role = f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"

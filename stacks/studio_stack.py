@@ -11,7 +11,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
-from constructs.lifecycle_scripts import lifecycle_bucket_name, upload_role_name
+from constructs.lifecycle_scripts import lifecycle_bucket_name
+from constructs.platform_role_names import studio_execution_role_name, upload_role_name
 from constructs.nag_acknowledgments import acknowledge
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 from constructs.studio_lifecycle_configs import EKS_ENTRY_POINT, SLURM_ENTRY_POINT, StudioLifecycleConfigs
@@ -50,7 +51,7 @@ class StudioStack(cdk.Stack):
         on_eks = isinstance(cluster, EksClusterStack)
         self.security_group = self._studio_security_group(network, on_eks=on_eks,
                                                           lustre_access_group=storage.lustre_access_group)
-        self.execution_role = self._execution_role(cluster)
+        self.execution_role = self._execution_role(config.name, cluster)
         tracking_server_arn = self._mlflow(config) if studio.mlflow.enabled else None
 
         repo = config.storage.lustre.data_repository
@@ -166,8 +167,9 @@ class StudioStack(cdk.Stack):
                                             description=f"{label} from Studio apps")
         return group
 
-    def _execution_role(self, cluster: SlurmClusterStack | EksClusterStack) -> iam.Role:
+    def _execution_role(self, name: str, cluster: SlurmClusterStack | EksClusterStack) -> iam.Role:
         role = iam.Role(self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+                        role_name=studio_execution_role_name(name),  # named by the Slurm login secret's policies
                         description="Studio apps: read the cluster and reach its scheduler (Slurm or EKS), use MLflow")
         role.add_to_policy(iam.PolicyStatement(
             sid="DescribeCluster", actions=["sagemaker:DescribeCluster", "sagemaker:ListClusterNodes"],

@@ -244,3 +244,36 @@ def test_the_hook_never_starts_or_rewrites_slurm():
         assert not re.search(r"slurm(ctld|d)\s+-D|--conf-server", code), script
         assert not re.search(r">>?\s*\S*slurm\.conf", code), script
         assert all(m == "reconfigure" for m in re.findall(r"\bscontrol\s+(\w+)", code)), script
+
+
+def test_slurm_login_secret_uses_its_own_rotating_key_and_names_its_readers_and_writer(synth):
+    t = synth("default").templates["cluster"]
+    res = t["Resources"]
+    (key_id,) = [k for k, r in res.items() if r["Type"] == "AWS::KMS::Key"]
+    (secret_id,) = [k for k, r in res.items() if r["Type"] == "AWS::SecretsManager::Secret"]
+    (role_id,) = [k for k in res if k.startswith("HyperPodExecutionRole") and res[k]["Type"] == "AWS::IAM::Role"]
+    assert res[key_id]["Properties"]["EnableKeyRotation"] is True
+    assert res[secret_id]["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    cluster_role = {"Fn::GetAtt": [role_id, "Arn"]}
+    studio_role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/ml-cluster-studio-execution-<AWS::Region>"
+
+    (policy,) = [r["Properties"] for r in res.values() if r["Type"] == "AWS::SecretsManager::ResourcePolicy"]
+    deny = {s["Sid"]: s for s in policy["ResourcePolicy"]["Statement"]}
+    assert all(s["Effect"] == "Deny" and s["Principal"] == {"AWS": "*"} for s in deny.values())
+    writers = deny["OnlyTheClusterWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    assert writers[0] == cluster_role and "cfn-exec-role" in _joined(writers[1]) and len(writers) == 2
+    assert "secretsmanager:PutSecretValue" in deny["OnlyTheClusterWrites"]["Action"]
+    readers = deny["OnlyTheClusterAndStudioRead"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    assert readers[0] == cluster_role and [_joined(r) for r in readers[1:]] == [studio_role]
+
+    key_statements = {s.get("Sid"): s for s in res[key_id]["Properties"]["KeyPolicy"]["Statement"]}
+    cluster = key_statements["ClusterEncryptsAndDecryptsTheLoginSecret"]
+    assert cluster["Principal"] == {"AWS": cluster_role}
+    assert "secretsmanager." in _joined(cluster["Condition"]["StringEquals"]["kms:ViaService"])
+    studio = key_statements["StudioDecryptsTheLoginSecret"]
+    assert studio["Action"] == "kms:Decrypt"
+    assert _joined(studio["Condition"]["ArnEquals"]["aws:PrincipalArn"]) == studio_role
+    # The Studio stack's execution role really has that name.
+    studio_roles = [r["Properties"].get("RoleName") for lid, r in synth("default").templates["studio"]["Resources"].items()
+                    if lid.startswith("ExecutionRole") and r["Type"] == "AWS::IAM::Role"]
+    assert [_joined(n) for n in studio_roles] == ["ml-cluster-studio-execution-<AWS::Region>"]
