@@ -5,11 +5,13 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster, NativeLustreMount, SlurmOrchestrator
 from constructs.lifecycle_scripts import ON_INIT_COMPLETE, LifecycleScripts, lifecycle_bucket_name
+from constructs.platform_role_names import studio_execution_role_name, upload_role_name
 from constructs.nag_acknowledgments import acknowledge
 
 from stacks.config import PlatformConfig
@@ -25,14 +27,19 @@ class SlurmClusterStack(cdk.Stack):
         # Addressed by its deterministic name: a cross-stack token here would leak into IAM wildcards.
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         prefix = f"hyperpod/{config.name}"
-        # The controller's on_create.sh publishes the Slurm version, its address, slurm.conf and the munge key
-        # here; only the cluster (write) and the Studio execution role (read) may use it.
+        # The controller's OnInitComplete hook publishes the Slurm version, its address, slurm.conf and the munge key
+        # here (lifecycle/hyperpod/publish_slurm_login.sh); the key and resource policies below name who may use it.
+        self.slurm_login_key = kms.Key(
+            self, "SlurmLoginKey", enable_key_rotation=True,
+            description=f"{config.name}: encrypts the Slurm login secret (munge key, slurm.conf)")
         self.slurm_login_secret = secretsmanager.Secret(
-            self, "SlurmLoginSecret", description=f"{config.name}: what a Studio login node needs to reach Slurm")
+            self, "SlurmLoginSecret", description=f"{config.name}: what a Studio login node needs to reach Slurm",
+            encryption_key=self.slurm_login_key)
         acknowledge(self.slurm_login_secret, "AwsSolutions-SMG4",
                     "the value is the cluster's munge key and slurm.conf, written by the controller at creation; it "
                     "changes when the cluster is re-created, not on a rotation schedule")
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket, prefix=prefix,
+                                          upload_role_name=upload_role_name(config.name, "cluster"),
                                           parameters=provisioning_parameters(config, storage,
                                                                              self.slurm_login_secret.secret_arn))
         native = config.storage.lustre.mount_by == "native"
@@ -52,8 +59,9 @@ class SlurmClusterStack(cdk.Stack):
             sid="PublishSlurmLoginSecret",
             actions=["secretsmanager:PutSecretValue", "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
             resources=[self.slurm_login_secret.secret_arn]))
+        self._restrict_slurm_login_secret(config)
         # Nodes run on_create.sh from the bucket at creation: the scripts must be there first.
-        self.hyperpod.node.add_dependency(self.lifecycle.deployment)
+        self.hyperpod.cluster.node.add_dependency(self.lifecycle.deployment)
 
         controller = config.group("controller")[0].name
         cdk.CfnOutput(self, "ClusterName", value=config.name)
@@ -62,6 +70,44 @@ class SlurmClusterStack(cdk.Stack):
         cdk.CfnOutput(self, "ControllerShellCommand", value=controller_shell_command(
             cluster_name=config.name, cluster_id=self.hyperpod.cluster_id, group=controller),
             description="Opens a Session Manager shell on the Slurm controller (needs the session-manager-plugin)")
+
+
+    def _restrict_slurm_login_secret(self, config: PlatformConfig) -> None:
+        """Writers: the cluster's execution role (every instance group shares it; only the controller's hook
+        writes). Readers: that role and the Studio execution role. Resource policies deny everyone else, whatever
+        their IAM policies say; key administration stays with the account (the key's default statement)."""
+        cluster_role = self.hyperpod.execution_role.role_arn
+        studio_role = (f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
+                       f"{studio_execution_role_name(config.name)}")
+        readers = [cluster_role] + ([studio_role] if config.studio.enabled else [])
+        secret = self.slurm_login_secret
+        secret.add_to_resource_policy(iam.PolicyStatement(
+            sid="OnlyTheClusterWrites", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"], resources=["*"],
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": [cluster_role, *self._deploy_roles()]}}))
+        secret.add_to_resource_policy(iam.PolicyStatement(
+            sid="OnlyTheClusterAndStudioRead", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=["secretsmanager:GetSecretValue"], resources=["*"],
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": readers}}))
+        via_secrets_manager = {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com",
+                               "kms:CallerAccount": cdk.Aws.ACCOUNT_ID}
+        # In a key policy "*" means this key. Named by ARN: the roles are not in this key's account-wide grant path.
+        self.slurm_login_key.add_to_resource_policy(iam.PolicyStatement(
+            sid="ClusterEncryptsAndDecryptsTheLoginSecret", principals=[iam.ArnPrincipal(cluster_role)],
+            actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"], resources=["*"],
+            conditions={"StringEquals": via_secrets_manager}))
+        if config.studio.enabled:
+            self.slurm_login_key.add_to_resource_policy(iam.PolicyStatement(
+                sid="StudioDecryptsTheLoginSecret", principals=[iam.AnyPrincipal()],
+                actions=["kms:Decrypt"], resources=["*"],
+                conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": studio_role}}))
+
+    def _deploy_roles(self) -> list[str]:
+        """CloudFormation updates the secret's description through CDK's deploy roles."""
+        qualifier = (self.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
+                     or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
+        return [f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/cdk-{qualifier}-cfn-exec-role-"
+                f"{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"]
 
 
 def controller_shell_command(*, cluster_name: str, cluster_id: str, group: str) -> str:
