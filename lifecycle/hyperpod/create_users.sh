@@ -151,8 +151,9 @@ for file in "$SUDOERS_DIR"/90-hyperpod-*; do
 done
 
 while read -r name; do
-  [[ -n "$name" ]] && ! is_current "$name" || continue
-  lock_removed "$name"
+  if [[ -n "$name" ]] && ! is_current "$name"; then
+    lock_removed "$name"
+  fi
 done <"$CREATED"
 
 # Studio's shared FSx partition belongs to this group; every user joins it so they can write there from the
