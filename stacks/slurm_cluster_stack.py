@@ -10,7 +10,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster, NativeLustreMount, SlurmOrchestrator
-from constructs.lifecycle_scripts import ON_INIT_COMPLETE, LifecycleScripts, lifecycle_bucket_name
+from constructs.lifecycle_scripts import ON_INIT_COMPLETE, PARAMETERS_FILE, LifecycleScripts, lifecycle_bucket_name
 from constructs.platform_role_names import studio_execution_role_name, upload_role_name
 from constructs.nag_acknowledgments import acknowledge
 
@@ -38,10 +38,13 @@ class SlurmClusterStack(cdk.Stack):
         acknowledge(self.slurm_login_secret, "AwsSolutions-SMG4",
                     "the value is the cluster's munge key and slurm.conf, written by the controller at creation; it "
                     "changes when the cluster is re-created, not on a rotation schedule")
+        # Every node's users sync (lifecycle/hyperpod/sync_users.sh) polls this object for later user changes.
+        parameters_s3_uri = f"s3://{lifecycle_bucket.bucket_name}/{prefix}/{PARAMETERS_FILE}"
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket, prefix=prefix,
                                           upload_role_name=upload_role_name(config.name, "cluster"),
                                           parameters=provisioning_parameters(config, storage,
-                                                                             self.slurm_login_secret.secret_arn))
+                                                                             self.slurm_login_secret.secret_arn,
+                                                                             parameters_s3_uri=parameters_s3_uri))
         native = config.storage.lustre.mount_by == "native"
         self.hyperpod = HyperPodCluster(
             self, "HyperPod", cluster_name=config.name, groups=group_specs(config, network),
@@ -130,7 +133,8 @@ def group_specs(config: PlatformConfig, network: NetworkRefs) -> list[GroupSpec]
 
 
 def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
-                            slurm_login_secret_arn: str | None = None) -> dict[str, Any]:
+                            slurm_login_secret_arn: str | None = None, *,
+                            parameters_s3_uri: str | None = None) -> dict[str, Any]:
     """The node-side contract read by lifecycle/hyperpod/on_init_complete.sh (see lifecycle/hyperpod/README.md)."""
     logins = config.group("login")
     lustre = config.storage.lustre
@@ -146,6 +150,7 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
                 "mount_name": storage.lustre.mount_name, "mount_path": lustre.mount_path},
         "users": [{"name": u.name, "uid": u.uid, "gid": u.group_id, "sudo": u.sudo} for u in config.users],
         "slurm": {"auto_resume": config.cluster.slurm_auto_resume, "login_secret_arn": slurm_login_secret_arn},
+        "users_sync": {"parameters_s3_uri": parameters_s3_uri},
         "shared_group": {"name": "studio-shared", "gid": config.studio.shared_gid} if config.studio.enabled else None,
         "container_runtime": {"enabled": runtime.enabled, "ubuntu_release": runtime.ubuntu_release,
                               "docker_apt_version": runtime.docker_apt_version,

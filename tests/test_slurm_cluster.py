@@ -146,6 +146,39 @@ def test_provisioning_parameters_follow_config(synth):
         "the bats fixture and the generated parameters must have the same keys"
 
 
+def _render(value) -> str:
+    """A CloudFormation string expression as text, pseudo parameters by name (Ref AWS::Region -> 'AWS::Region')."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return value["Ref"]
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(_render(p) for p in parts)
+    return "<other>"  # e.g. the FSx DNS name, read from the storage stack's outputs
+
+
+def test_the_users_sync_polls_the_uploaded_parameters_which_the_nodes_may_read(synth):
+    """sync_users.sh on every node downloads users_sync.parameters_s3_uri: it must name the object this stack uploads,
+    inside the prefix the node role may read; otherwise user changes would never reach a running node."""
+    import fnmatch
+    import re
+    from constructs.lifecycle_scripts import PARAMETERS_FILE
+    s = synth("default")
+    deployment = next(r for r in s.templates["cluster"]["Resources"].values()
+                      if r["Type"] == "Custom::CDKBucketDeployment")["Properties"]
+    markers = {k: v for source in deployment.get("SourceMarkers", []) for k, v in source.items()}
+    (raw,) = [p.read_text() for p in s.out_dir.glob("asset.*/platform_parameters.json")]
+    params = json.loads(re.sub(r"<<marker:[^>]*>>", lambda m: _render(markers[m.group(0)]), raw))
+    uri = params["users_sync"]["parameters_s3_uri"]
+    bucket = "sagemaker-lc-ml-cluster-AWS::AccountId-AWS::Region"
+    assert uri == f"s3://{bucket}/{deployment['DestinationBucketKeyPrefix']}{PARAMETERS_FILE}"
+    assert _render(deployment["DestinationBucketName"]) == bucket
+    readable = _render(_role_statements(s)["ReadOwnLifecycleScripts"]["Resource"])
+    assert readable.startswith("arn:") and ":s3:::" in readable, readable
+    assert fnmatch.fnmatchcase(uri.removeprefix("s3://"), readable.split(":s3:::", 1)[1]), readable
+
+
 def _shape(value):
     """The keys at every level (values may differ, and be null where the fixture leaves a feature off)."""
     if isinstance(value, dict):
