@@ -42,7 +42,7 @@ system-deps:
 ## Offline synthesis of $(CONFIG) into cdk.out/ with a summary. No AWS credentials needed.
 synth: deps
 	$(CDK) synth --quiet --no-notices -c config=$(CONFIG)
-	$(PY) tools/summarize.py cdk.out
+	$(PY) tools/summarize.py cdk.out --config $(CONFIG)
 
 ## Deploy CONFIG through the replacement guard (tools/replacement_guard.py): day-2 rules against the deployed
 ## platform, change sets checked for replaced or deleted stateful resources, every template parameter passed from
