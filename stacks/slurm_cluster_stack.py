@@ -12,7 +12,7 @@ from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster, NativeLustre
 from constructs.lifecycle_scripts import ON_INIT_COMPLETE, LifecycleScripts, lifecycle_bucket_name
 from constructs.nag_acknowledgments import acknowledge
 
-from stacks.config import PlatformConfig
+from stacks.config import PlatformConfig, checkpoint_dir
 from stacks.network_stack import NetworkRefs
 from stacks.storage_stack import StorageStack
 
@@ -98,7 +98,7 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
                           for g in config.group("compute")],
         "fsx": {"mount": lustre.mount_by == "lifecycle", "dns_name": storage.lustre.dns_name,
                 "mount_name": storage.lustre.mount_name, "mount_path": lustre.mount_path,
-                "checkpoint_dir": config.storage.checkpoint_dir},
+                "checkpoint_dir": checkpoint_dir(config.storage)},
         "users": [{"name": u.name, "uid": u.uid, "gid": u.group_id, "sudo": u.sudo} for u in config.users],
         "slurm": {"auto_resume": config.cluster.slurm_auto_resume, "login_secret_arn": slurm_login_secret_arn},
         "shared_group": {"name": "studio-shared", "gid": config.studio.shared_gid} if config.studio.enabled else None,

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from stacks.config import PlatformConfig
+from stacks.config import PlatformConfig, checkpoint_dir
 
 EXAMPLES = ROOT / "examples" / "slurm"
 
@@ -41,7 +41,7 @@ def test_training_resumes_and_checkpoints_under_the_s3_linked_path():
     text = (EXAMPLES / "train-auto-resume.sbatch").read_text()
     assert re.search(r"^srun --auto-resume=1 ", text, re.M)
     cfg = PlatformConfig()
-    default = f"{cfg.storage.lustre.mount_path}{cfg.storage.checkpoint_dir}"
+    default = f"{cfg.storage.lustre.mount_path}{checkpoint_dir(cfg.storage)}"
     assert f'CHECKPOINT_ROOT="${{CHECKPOINT_ROOT:-{default}}}"' in text
     linked = f"{cfg.storage.lustre.mount_path}{cfg.storage.lustre.data_repository.file_system_path}/"
     assert default.startswith(linked)

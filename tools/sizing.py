@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stacks.config import ACCELERATORS, PlatformConfig  # noqa: E402
+from stacks.config import ACCELERATORS, PlatformConfig, checkpoint_dir  # noqa: E402
 
 # Baseline MB/s per TiB of storage, by throughput tier (PERSISTENT_2 SSD; sources in the module docstring).
 DISK_BASELINE_MBPS_PER_TIB = {125: 125, 250: 250, 500: 500, 1000: 1000}
@@ -116,7 +116,7 @@ def render(s: Sizing, cfg: PlatformConfig) -> list[str]:
     lines.append(f"  FSx for Lustre: {lustre.storage_capacity_gib} GiB at {lustre.throughput_mib_per_tib} MB/s/TiB: "
                  f"{s.disk_mbps:,.0f} MB/s disk baseline, {s.network_mbps:,.0f} MB/s network baseline; {s.metadata}")
     mount = lustre.mount_path.rstrip("/")
-    lines.append(f"  checkpoints: {mount}{cfg.storage.checkpoint_dir} (exported to S3 through the data repository "
+    lines.append(f"  checkpoints: {mount}{checkpoint_dir(cfg.storage)} (exported to S3 through the data repository "
                  f"association at {mount}{lustre.data_repository.file_system_path})")
     if s.checkpoint_gib:
         lines.append(f"  one {s.checkpoint_gib} GiB checkpoint: write {_duration(s.write_seconds)}, read "
