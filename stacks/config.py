@@ -200,6 +200,14 @@ class DataBucket(Strict):
 class Storage(Strict):
     lustre: Lustre = Lustre()
     data_bucket: DataBucket = DataBucket()
+    # Where jobs write checkpoints, relative to lustre.mount_path; default <data_repository.file_system_path>/checkpoints.
+    # It must lie inside lustre.data_repository.file_system_path so the association exports checkpoints to S3 (FSx
+    # cannot back up a file system linked to S3, so the export is what makes them durable). Nodes create it 1777.
+    checkpoint_dir: Optional[AbsolutePath] = None
+    # Size of one checkpoint of the models you train, for the synth summary's write and read time (optional).
+    checkpoint_gib: Optional[int] = Field(default=None, ge=1, le=1_000_000)
+    # The summary warns when writing one checkpoint at the file system's baseline throughput takes longer.
+    checkpoint_budget_minutes: int = Field(default=10, ge=1, le=1440)
 
 
 # ---------------------------------------------------------------------------------------------- cluster
@@ -535,6 +543,7 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
         add(f"storage.lustre.metadata.iops: {md.iops} with mode AUTOMATIC; remove it or set mode: USER_PROVISIONED")
     if lustre.mount_path in ("/", "/home", "/opt", "/var", "/tmp", "/usr", "/etc"):
         add(f"storage.lustre.mount_path: {lustre.mount_path!r} would hide a system directory; use e.g. /fsx")
+    errors.extend(_checkpoint_errors(cfg.storage))
 
     errors.extend(_network_errors(cfg))
     errors.extend(_duplicate_errors(cfg))
@@ -552,6 +561,25 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
             add(f"users[{i}].name: {u.name!r} cannot be a Studio user profile name; with studio.enabled use "
                 "letters, digits and hyphens only")
     return errors
+
+
+def checkpoint_dir(storage: Storage) -> str:
+    """storage.checkpoint_dir, or its default inside the S3-linked path."""
+    return storage.checkpoint_dir or storage.lustre.data_repository.file_system_path.rstrip("/") + "/checkpoints"
+
+
+def _checkpoint_errors(storage: Storage) -> list[str]:
+    repo = storage.lustre.data_repository
+    linked = repo.file_system_path.rstrip("/")
+    ckpt = checkpoint_dir(storage).rstrip("/")
+    if ".." in ckpt.split("/") or ckpt == linked or not ckpt.startswith(linked + "/"):
+        return [f"storage.checkpoint_dir: {storage.checkpoint_dir!r} is not inside "
+                f"storage.lustre.data_repository.file_system_path {repo.file_system_path!r}; nothing would export its "
+                f"checkpoints to S3. Allowed: a subdirectory of it, e.g. {linked}/checkpoints"]
+    if not {"NEW", "CHANGED"} <= set(repo.auto_export):
+        return [f"storage.lustre.data_repository.auto_export: {list(repo.auto_export)} with storage.checkpoint_dir "
+                f"{checkpoint_dir(storage)!r}; checkpoints reach S3 only when NEW and CHANGED are exported"]
+    return []
 
 
 # Accelerators per instance, for team ResourceQuotas: (extended resource name, count).

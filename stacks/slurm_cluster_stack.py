@@ -14,7 +14,7 @@ from constructs.lifecycle_scripts import ON_INIT_COMPLETE, PARAMETERS_FILE, Life
 from constructs.platform_role_names import studio_execution_role_name, upload_role_name
 from constructs.nag_acknowledgments import acknowledge
 
-from stacks.config import PlatformConfig
+from stacks.config import PlatformConfig, checkpoint_dir
 from stacks.network_stack import NetworkRefs
 from stacks.storage_stack import StorageStack
 
@@ -147,7 +147,8 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
         "worker_groups": [{"instance_group_name": g.name, "partition_name": (g.partitions or [g.name])[0]}
                           for g in config.group("compute")],
         "fsx": {"mount": lustre.mount_by == "lifecycle", "dns_name": storage.lustre.dns_name,
-                "mount_name": storage.lustre.mount_name, "mount_path": lustre.mount_path},
+                "mount_name": storage.lustre.mount_name, "mount_path": lustre.mount_path,
+                "checkpoint_dir": checkpoint_dir(config.storage)},
         "users": [{"name": u.name, "uid": u.uid, "gid": u.group_id, "sudo": u.sudo} for u in config.users],
         "slurm": {"auto_resume": config.cluster.slurm_auto_resume, "login_secret_arn": slurm_login_secret_arn},
         "users_sync": {"parameters_s3_uri": parameters_s3_uri},

@@ -145,6 +145,29 @@ INVALID = [
     ("partition with underscore", with_("cluster.instance_groups.1.partitions", ["gpu_a"]),
      "cluster.instance_groups[1].partitions[0]: 'gpu_a' — must be a partition name HyperPod accepts: letters, digits "
      "and hyphens, starting and ending with a letter or digit (no '_')"),
+    ("checkpoints outside the S3-linked path", with_("storage.checkpoint_dir", "/checkpoints"),
+     "storage.checkpoint_dir: '/checkpoints' is not inside storage.lustre.data_repository.file_system_path '/data'; "
+     "nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints"),
+    ("checkpoints at the linked path itself", with_("storage.checkpoint_dir", "/data"),
+     "storage.checkpoint_dir: '/data' is not inside storage.lustre.data_repository.file_system_path '/data'; "
+     "nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints"),
+    ("checkpoints on a sibling with the same prefix", with_("storage.checkpoint_dir", "/database/ckpt"),
+     "storage.checkpoint_dir: '/database/ckpt' is not inside storage.lustre.data_repository.file_system_path "
+     "'/data'; nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints"),
+    ("checkpoints escaping with ..", with_("storage.checkpoint_dir", "/data/../ckpt"),
+     "storage.checkpoint_dir: '/data/../ckpt' is not inside storage.lustre.data_repository.file_system_path "
+     "'/data'; nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints"),
+    ("checkpoints not exported", with_("storage.lustre", {"data_repository": {"auto_export": ["DELETED"]}}),
+     "storage.lustre.data_repository.auto_export: ['DELETED'] with storage.checkpoint_dir '/data/checkpoints'; "
+     "checkpoints reach S3 only when NEW and CHANGED are exported"),
+    ("default checkpoints follow the linked path, explicit ones must stay inside",
+     with_("storage", {"lustre": {"data_repository": {"file_system_path": "/datasets"}}, "checkpoint_dir": "/data/c"}),
+     "storage.checkpoint_dir: '/data/c' is not inside storage.lustre.data_repository.file_system_path '/datasets'; "
+     "nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /datasets/checkpoints"),
+    ("checkpoint size zero", with_("storage.checkpoint_gib", 0),
+     "storage.checkpoint_gib: 0 — Input should be greater than or equal to 1"),
+    ("checkpoint budget zero", with_("storage.checkpoint_budget_minutes", 0),
+     "storage.checkpoint_budget_minutes: 0 — Input should be greater than or equal to 1"),
     ("flow log retention", with_("network.flow_logs", {"retention_days": 42}),
      "network.flow_logs.retention_days: 42 — Input should be 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, "
      "545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653"),
@@ -177,6 +200,13 @@ def test_error_message_names_source_and_every_problem():
     with pytest.raises(ConfigError) as info:
         parse_config(with_("name", "_"), "config/mine.yaml")
     assert str(info.value).startswith("1 configuration error(s) in config/mine.yaml:\n  - name: '_'")
+
+
+def test_default_checkpoint_dir_is_inside_whatever_path_is_linked():
+    from stacks.config import checkpoint_dir
+    assert checkpoint_dir(PlatformConfig().storage) == "/data/checkpoints"
+    cfg = parse_config(with_("storage.lustre", {"data_repository": {"file_system_path": "/datasets/"}}))
+    assert checkpoint_dir(cfg.storage) == "/datasets/checkpoints"
 
 
 def test_defaults_are_a_small_real_cluster():

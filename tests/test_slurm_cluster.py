@@ -139,6 +139,7 @@ def test_provisioning_parameters_follow_config(synth):
     assert params["controller_group"] == "controller-machine" and params["login_group"] == "login-group"
     assert params["worker_groups"] == [{"instance_group_name": "students", "partition_name": "class"}]
     assert params["fsx"]["mount"] is False  # native mount: on_init_complete.sh waits for it, never mounts it again
+    assert params["fsx"]["checkpoint_dir"] == "/data/checkpoints"  # inside the S3-linked /data
     assert params["users"][3] == {"name": "ta", "uid": 10100, "gid": 10100, "sudo": True}
     assert params["container_runtime"]["enabled"] is True
     fixture = json.loads((ROOT / "tests" / "lifecycle" / "fixtures" / "platform_parameters.json").read_text())

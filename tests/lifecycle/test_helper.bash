@@ -8,7 +8,7 @@ SCRIPTS="$REPO_ROOT/lifecycle/hyperpod"
 FIXTURES="$BATS_TEST_DIRNAME/fixtures"
 
 STUBBED=(hostname mount umount mountpoint getent groupadd useradd usermod userdel systemctl scontrol
-  apt-get apt-mark dpkg-query aws visudo srun ssh-keygen)
+  apt-get apt-mark dpkg-query aws visudo srun ssh-keygen lctl nproc)
 
 setup() {
   T="$BATS_TEST_TMPDIR"
@@ -36,6 +36,8 @@ setup() {
   export PYXIS_CONF="$T/pyxis/pyxis.conf" TMPDIR="$T/tmp"
   export SSH_CLIENT_CONF="$T/ssh_config.d/60-hyperpod-cluster.conf" LOGROTATE_CONF="$T/logrotate.d/hyperpod-slurm"
   export STATE_DIR="$T/state" PLATFORM_DIR="$T/platform" SYSTEMD_DIR="$T/systemd"
+  export MEMINFO="$T/meminfo"
+  printf 'MemTotal:        7836724 kB\nMemFree:         1000000 kB\n' >"$MEMINFO"
   export ENROOT_CONF="$T/enroot/enroot.conf" NVME_PATHS="$T/nvme $T/opt-sagemaker" OS_RELEASE="$T/os-release"
   mkdir -p "$TMPDIR" "$SLURM_CONF_DIR"
   printf 'ID=ubuntu\nVERSION_ID="22.04"\nVERSION_CODENAME=jammy\n' >"$OS_RELEASE"
