@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> None:
         cfg = load_config(args.config)
         print()
         print("\n".join(render(size(cfg), cfg)))
-    print("Review with `npx cdk diff`, deploy with `npx cdk deploy --all` (see README: Deploy).")
+    print("Review with `make diff CONFIG=...`, deploy with `make deploy CONFIG=...`: it refuses to replace or delete "
+          "stateful resources (see README: Deploy, Day-2 changes).")
 
 
 if __name__ == "__main__":
