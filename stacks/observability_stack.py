@@ -40,7 +40,7 @@ class ObservabilityStack(cdk.Stack):
         owned = lustre.existing is None
         self.observability = PlatformObservability(
             self, "Observability", name=config.name, cluster_name=config.name,
-            cluster_id=cluster.hyperpod.cluster_id,
+            cluster_id=self._cluster_id(cluster),
             lustre=LustreTargets(file_system_id=storage.lustre.file_system_id,
                                  capacity_gib=lustre.storage_capacity_gib if owned else None,
                                  throughput_mb_per_tib=lustre.throughput_mib_per_tib if owned else None),
@@ -54,3 +54,13 @@ class ObservabilityStack(cdk.Stack):
         cdk.CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)
         cdk.CfnOutput(self, "DashboardName", value=f"{config.name}-platform")
         cdk.CfnOutput(self, "ClusterLogGroup", value=self.observability.cluster_log_group)
+
+    def _cluster_id(self, cluster: SlurmClusterStack | EksClusterStack) -> str:
+        """The cluster's ID as an output of the cluster stack, read here with Fn::GetStackOutput. A plain
+        cross-stack reference would carry the cluster ARN and split it here, an Fn::Split over Fn::GetStackOutput
+        that cfn-lint (E1022) cannot type; the value and the deploy order are the same."""
+        output = cdk.CfnOutput(cluster, "ClusterIdForObservability", value=cluster.hyperpod.cluster_id,
+                               description="Read by the observability stack (HyperPod's log group name)")
+        self.add_stack_dependency(cluster)
+        return cdk.Token.as_string(cdk.Intrinsic({"Fn::GetStackOutput": {
+            "StackName": cluster.stack_name, "Region": cluster.region, "OutputName": output.logical_id}}))

@@ -148,7 +148,11 @@ def test_log_retention_handler_may_touch_only_the_cluster_log_group(default, obs
     assert flatten(resource["Properties"]["LogGroupName"]) == "/aws/sagemaker/Clusters/ml-cluster/TOKEN"
     assert resource["Properties"]["RetentionInDays"] == default.config.observability.log_retention_days
     # The cluster ID comes from the cluster stack: the resource runs once the cluster (and its log group) exists.
-    assert "ml-cluster-cluster" in json.dumps(resource["Properties"]["LogGroupName"])
+    assert {"StackName": "ml-cluster-cluster", "Region": "us-west-2", "OutputName": "ClusterIdForObservability"} \
+        in [part.get("Fn::GetStackOutput") for part in resource["Properties"]["LogGroupName"]["Fn::Join"][1]
+            if isinstance(part, dict)]
+    assert "ClusterIdForObservability" in default.templates["cluster"]["Outputs"]
+    assert default.platform.cluster in default.platform.observability.dependencies  # deployed after the cluster
 
 
 def test_every_log_group_outside_the_network_stack_has_the_configured_retention(default):
