@@ -448,6 +448,35 @@ class Eks(Strict):
     task_governance: TaskGovernance = TaskGovernance()
 
 
+# ---------------------------------------------------------------------------------------------- observability
+# What an SNS subscription endpoint must look like for each protocol the platform offers.
+SUBSCRIPTION_ENDPOINTS = {
+    "email": (r"[^@\s]+@[^@\s]+\.[^@\s]+", "an e-mail address such as ops@example.com"),
+    "https": (r"https://[^\s/]+(/\S*)?", "an https:// URL"),
+    "sms": (r"\+[1-9]\d{7,14}", "a phone number in E.164 form such as +14155550100"),
+    "sqs": (r"arn:aws[a-z-]*:sqs:[a-z0-9-]+:\d{12}:[\w-]{1,80}(\.fifo)?", "an SQS queue ARN"),
+    "lambda": (r"arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[\w-]{1,64}(:[\w$-]+)?", "a Lambda function ARN"),
+}
+
+
+class AlarmSubscription(Strict):
+    protocol: Literal[tuple(SUBSCRIPTION_ENDPOINTS)]  # type: ignore[valid-type]
+    endpoint: Annotated[str, Field(min_length=1, max_length=2048)]
+
+
+class Observability(Strict):
+    """Always on: one encrypted SNS topic for alarms and HyperPod events, a dashboard, log retention."""
+    subscriptions: list[AlarmSubscription] = []
+    # Every log group the platform creates (Lambda handlers, providers) and HyperPod's own cluster log group;
+    # network.flow_logs.retention_days and eks.log_retention_days keep governing theirs.
+    log_retention_days: Literal[LOG_RETENTION_DAYS] = 90  # type: ignore[valid-type]
+    fsx_free_capacity_percent: int = Field(default=10, ge=1, le=90)  # alarm below this share of free space
+    fsx_throughput_percent: int = Field(default=80, ge=10, le=100)  # of the file system's baseline throughput
+    fsx_throughput_minutes: int = Field(default=30, ge=5, le=1440)  # ... sustained this long
+    # Alarm when the oldest change waiting for automatic export to S3 is older than this.
+    export_backlog_minutes: int = Field(default=60, ge=5, le=1440)
+
+
 class Deployment(Strict):
     account: Optional[Annotated[str, _pattern(r"\d{12}", "a 12-digit AWS account ID")]] = None
     region: Optional[Annotated[str, _pattern(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "a region such as us-west-2")]] = "us-west-2"
@@ -466,6 +495,7 @@ class PlatformConfig(Strict):
     studio: Studio = Studio()
     eks: Eks = Eks()
     users: list[User] = []
+    observability: Observability = Observability()
 
     def group(self, role: str) -> list[InstanceGroup]:
         return [g for g in self.cluster.instance_groups if g.role == role]
@@ -547,6 +577,7 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
 
     errors.extend(_network_errors(cfg))
     errors.extend(_duplicate_errors(cfg))
+    errors.extend(_observability_errors(cfg.observability))
 
     names: dict[str, int] = {}
     uids: dict[int, int] = {}
@@ -560,6 +591,16 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
         if cfg.studio.enabled and not STUDIO_PROFILE_NAME.fullmatch(u.name):
             add(f"users[{i}].name: {u.name!r} cannot be a Studio user profile name; with studio.enabled use "
                 "letters, digits and hyphens only")
+    return errors
+
+
+def _observability_errors(obs: Observability) -> list[str]:
+    errors = []
+    for i, sub in enumerate(obs.subscriptions):
+        regex, allowed = SUBSCRIPTION_ENDPOINTS[sub.protocol]
+        if not re.fullmatch(regex, sub.endpoint):
+            errors.append(f"observability.subscriptions[{i}].endpoint: {sub.endpoint!r} — with protocol "
+                          f"{sub.protocol!r} it must be {allowed}")
     return errors
 
 
@@ -795,6 +836,7 @@ _RECORD_KEYS = {
     "network.existing.private_subnets": ("id",),
     "network.existing.control_plane_subnets": ("id",),
     "cluster.instance_groups[].kubernetes_taints": ("key", "effect"),  # Kubernetes: one taint per key and effect
+    "observability.subscriptions": ("protocol", "endpoint"),
 }
 # Checked with their own message elsewhere (instance groups, users, teams, priority classes, AZ IDs).
 _DUPLICATES_CHECKED_ELSEWHERE = {"network.az_ids"}

@@ -9,11 +9,13 @@ import jsii
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from cdk_nag import AwsSolutionsChecks
+from constructs.log_retention import LogRetention
 
 from stacks.config import PlatformConfig
 from stacks.config_day2 import SNAPSHOT_METADATA_KEY, snapshot
 from stacks.eks_cluster_stack import EksClusterStack, chart_directory
 from stacks.network_stack import NetworkRefs, NetworkStack
+from stacks.observability_stack import ObservabilityStack
 from stacks.slurm_cluster_stack import SlurmClusterStack
 from stacks.storage_stack import StorageStack
 from stacks.studio_stack import StudioStack
@@ -26,10 +28,12 @@ class Platform:
     storage: StorageStack
     cluster: SlurmClusterStack | EksClusterStack
     studio: Optional[StudioStack]
+    observability: Optional[ObservabilityStack] = None
 
     @property
     def stacks(self) -> list[cdk.Stack]:
-        return [s for s in (self.network_stack, self.storage, self.cluster, self.studio) if s is not None]
+        return [s for s in (self.network_stack, self.storage, self.cluster, self.studio, self.observability)
+                if s is not None]
 
 
 def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in: bool = False) -> Platform:
@@ -63,9 +67,17 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
         studio = StudioStack(app, f"{name}-studio", config=config, network=network, storage=storage, cluster=cluster,
                              env=env, description=f"HyperPod platform {name}: SageMaker Studio domain as login nodes, "
                                                   "shared or per-user FSx partitions")
-    platform = Platform(network=network, network_stack=network_stack, storage=storage, cluster=cluster, studio=studio)
+    observability = ObservabilityStack(app, f"{name}-observability", config=config, storage=storage, cluster=cluster,
+                                       studio=studio, env=env,
+                                       description=f"HyperPod platform {name}: alarms, HyperPod events, dashboard")
+    platform = Platform(network=network, network_stack=network_stack, storage=storage, cluster=cluster, studio=studio,
+                        observability=observability)
+    # Flow logs and the EKS control plane keep the retention of their own keys.
+    own_retention = [cluster.control_plane.log_group.node.default_child] if isinstance(cluster, EksClusterStack) else []
     for stack in platform.stacks:
         cdk.Aspects.of(stack).add(RedundantRoleDependency())
+        if stack is not network_stack:
+            cdk.Aspects.of(stack).add(LogRetention(config.observability.log_retention_days, keep=own_retention))
         # Only where tags update in place: a create-only Tags property would turn a new tag into a replacement.
         cdk.Tags.of(stack).add("hyperpod-platform", name, exclude_resource_types=list(TAGS_CREATE_ONLY))
         for key, value in config.tags.items():

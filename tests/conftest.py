@@ -101,7 +101,7 @@ def _synth(variant: str, out_root: str) -> Synthesized:
     add_security_checks(app)
     app.synth()  # raises on any unacknowledged cdk-nag finding
     templates = {role: json.loads((out_dir / f"{config.name}-{role}.template.json").read_text())
-                 for role in ("network", "storage", "cluster", "studio")
+                 for role in ("network", "storage", "cluster", "studio", "observability")
                  if (out_dir / f"{config.name}-{role}.template.json").exists()}
     nested = {p.name: json.loads(p.read_text()) for p in sorted(out_dir.glob("*.nested.template.json"))}
     return Synthesized(config=config, platform=platform, out_dir=out_dir, templates=templates, nested=nested)

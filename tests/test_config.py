@@ -101,7 +101,7 @@ INVALID = [
      "data_compression, lustre_version, metadata, mount_path, mount_by, data_repository, existing"),
     ("unknown top-level key", with_("orchestrater", "slurm"),
      "orchestrater: unknown key; allowed here: name, orchestrator, shared_fsx, deployment, tags, network, storage, "
-     "cluster, studio, eks, users"),
+     "cluster, studio, eks, users, observability"),
     ("boolean as string", with_("shared_fsx", "yes"), "shared_fsx: 'yes' — must be true or false"),
     ("boolean as number", with_("network.flow_logs", {"enabled": 1}), "network.flow_logs.enabled: 1 — must be true or false"),
     ("unknown orchestrator", with_("orchestrator", "k8s"), "orchestrator: 'k8s' — Input should be 'slurm' or 'eks'"),
@@ -171,6 +171,30 @@ INVALID = [
     ("flow log retention", with_("network.flow_logs", {"retention_days": 42}),
      "network.flow_logs.retention_days: 42 — Input should be 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, "
      "545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653"),
+    ("subscription e-mail", with_("observability.subscriptions", [{"protocol": "email", "endpoint": "ops"}]),
+     "observability.subscriptions[0].endpoint: 'ops' — with protocol 'email' it must be an e-mail address such as "
+     "ops@example.com"),
+    ("subscription https", with_("observability.subscriptions", [{"protocol": "https", "endpoint": "http://x.io"}]),
+     "observability.subscriptions[0].endpoint: 'http://x.io' — with protocol 'https' it must be an https:// URL"),
+    ("subscription sqs wants a queue ARN",
+     with_("observability.subscriptions", [{"protocol": "sqs", "endpoint": "https://sqs.us-west-2.amazonaws.com/1/q"}]),
+     "observability.subscriptions[0].endpoint: 'https://sqs.us-west-2.amazonaws.com/1/q' — with protocol 'sqs' it "
+     "must be an SQS queue ARN"),
+    ("subscription protocol", with_("observability.subscriptions", [{"protocol": "slack", "endpoint": "#ops"}]),
+     "observability.subscriptions[0].protocol: 'slack' — Input should be 'email', 'https', 'sms', 'sqs' or 'lambda'"),
+    ("subscription twice", with_("observability.subscriptions", [{"protocol": "email", "endpoint": "a@b.io"}] * 2),
+     "observability.subscriptions[1]: protocol='email', endpoint='a@b.io' repeats observability.subscriptions[0]; "
+     "list each at most once"),
+    ("log retention", with_("observability.log_retention_days", 100),
+     "observability.log_retention_days: 100 — Input should be 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, "
+     "545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653"),
+    ("free capacity threshold", with_("observability.fsx_free_capacity_percent", 0),
+     "observability.fsx_free_capacity_percent: 0 — Input should be greater than or equal to 1"),
+    ("throughput window", with_("observability.fsx_throughput_minutes", 2),
+     "observability.fsx_throughput_minutes: 2 — Input should be greater than or equal to 5"),
+    ("unknown observability key", with_("observability.email", "ops@example.com"),
+     "observability.email: unknown key; allowed here: subscriptions, log_retention_days, fsx_free_capacity_percent, "
+     "fsx_throughput_percent, fsx_throughput_minutes, export_backlog_minutes"),
 ]
 
 
@@ -194,6 +218,15 @@ def test_all_errors_are_reported_together():
     data = with_("storage.lustre.storage_capacity_gib", 1000)
     data["network"] = {"az_ids": ["use1-az1"]}
     assert len(errors_of(data)) == 2
+
+
+def test_valid_subscriptions_for_every_protocol():
+    subs = [{"protocol": "email", "endpoint": "ops@example.com"}, {"protocol": "https", "endpoint": "https://h.io/x"},
+            {"protocol": "sms", "endpoint": "+14155550100"},
+            {"protocol": "sqs", "endpoint": "arn:aws:sqs:us-west-2:123456789012:alerts"},
+            {"protocol": "lambda", "endpoint": "arn:aws:lambda:us-west-2:123456789012:function:page-oncall"}]
+    cfg = parse_config(with_("observability.subscriptions", subs))
+    assert [s.protocol for s in cfg.observability.subscriptions] == ["email", "https", "sms", "sqs", "lambda"]
 
 
 def test_error_message_names_source_and_every_problem():

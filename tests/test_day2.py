@@ -258,6 +258,6 @@ def test_stateful_stacks_have_termination_protection_and_the_snapshot():
     protection = {name: artifact["properties"].get("terminationProtection", False)
                   for name, artifact in manifest["artifacts"].items() if artifact["type"] == "aws:cloudformation:stack"}
     assert protection == {"ml-cluster-network": False, "ml-cluster-storage": True, "ml-cluster-cluster": True,
-                          "ml-cluster-studio": True}
+                          "ml-cluster-studio": True, "ml-cluster-observability": False}
     config, templates = _synth("default", None)
     assert templates["ml-cluster-storage.template.json"]["Metadata"]["HyperPodPlatformCreateOnly"] == snapshot(config)

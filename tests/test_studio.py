@@ -196,7 +196,7 @@ def test_studio_can_be_turned_off(synth):
     platform = build_platform(app, parse_config({"studio": {"enabled": False}}))
     assert platform.studio is None
     assert [c.node.id for c in app.node.children if isinstance(c, cdk.Stack)] == [
-        "ml-cluster-network", "ml-cluster-storage", "ml-cluster-cluster"]
+        "ml-cluster-network", "ml-cluster-storage", "ml-cluster-cluster", "ml-cluster-observability"]
     assert synth("default").platform.studio is not None
 
 
