@@ -16,7 +16,7 @@ export AWS_EC2_METADATA_DISABLED := true
 APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: synth test lint schema bench deps system-deps hyperpod-chart clean deploy diff graph
+.PHONY: synth test lint schema bench deps system-deps hyperpod-chart clean deploy diff graph preflight connect
 .DEFAULT_GOAL := synth
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -42,7 +42,7 @@ system-deps:
 ## Offline synthesis of $(CONFIG) into cdk.out/ with a summary. No AWS credentials needed.
 synth: deps
 	$(CDK) synth --quiet --no-notices -c config=$(CONFIG)
-	$(PY) tools/summarize.py cdk.out
+	$(PY) tools/summarize.py cdk.out --config $(CONFIG)
 
 ## The stack graph of CONFIG from the synthesized assembly: which stacks deploy side by side, as steps and Mermaid.
 graph: synth
@@ -56,6 +56,16 @@ graph: synth
 ALLOW ?=
 deploy: deps
 	CONFIG=$(CONFIG) $(PY) tools/replacement_guard.py deploy $(foreach id,$(ALLOW),--allow $(id))
+
+## Online pre-flight checks of CONFIG with your AWS credentials, read-only (tools/preflight.py). ARGS=--json for CI.
+ARGS ?=
+preflight: deps
+	$(PY) tools/preflight.py --config $(CONFIG) $(if $(wildcard cdk.out/manifest.json),--templates cdk.out) $(ARGS)
+
+## A shell on a cluster node through SSM: NODE=controller|login|<group>[:index]. ARGS=--print or --ssh-config.
+NODE ?= controller
+connect: deps
+	$(PY) tools/connect.py --config $(CONFIG) $(NODE) $(ARGS)
 
 ## `cdk diff` of CONFIG against the deployed stacks, with the config's value for every template parameter.
 diff: deps

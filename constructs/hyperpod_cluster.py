@@ -57,14 +57,16 @@ class HyperPodCluster(Construct):
                  vpc_id: str, subnet_ids: Sequence[str], default_subnet_id: str, security_group_id: str,
                  lifecycle_bucket: s3.IBucket, lifecycle_prefix: str, node_recovery: str,
                  on_create: Optional[str] = None, on_init_complete: Optional[str] = None,
-                 native_lustre: Optional[NativeLustreMount] = None, artifact_s3_uris: Sequence[str] = ()) -> None:
+                 native_lustre: Optional[NativeLustreMount] = None, artifact_s3_uris: Sequence[str] = (),
+                 execution_role_name: Optional[str] = None) -> None:
         super().__init__(scope, id_)
         if (on_create is None) == (on_init_complete is None):
             raise ValueError("give exactly one lifecycle entry point: on_create (EKS) or on_init_complete (Slurm); "
                              "HyperPod treats them as mutually exclusive")
-        self.execution_role = self._execution_role(vpc_id=vpc_id, subnet_ids=subnet_ids,
+        self.execution_role = self._execution_role(cluster_name=cluster_name, vpc_id=vpc_id, subnet_ids=subnet_ids,
                                                    security_group_id=security_group_id,
-                                                   bucket=lifecycle_bucket, prefix=lifecycle_prefix)
+                                                   bucket=lifecycle_bucket, prefix=lifecycle_prefix,
+                                                   role_name=execution_role_name)
         if artifact_s3_uris:
             # Exact objects (no wildcard): the container-runtime packages on_create.sh downloads and verifies.
             self.execution_role.add_to_policy(iam.PolicyStatement(
@@ -145,18 +147,40 @@ class HyperPodCluster(Construct):
                     findings=[f"Resource::{clusters}"])
         return role
 
-    def _execution_role(self, *, vpc_id: str, subnet_ids: Sequence[str], security_group_id: str,
-                        bucket: s3.IBucket, prefix: str) -> iam.Role:
+    def _execution_role(self, *, cluster_name: str, vpc_id: str, subnet_ids: Sequence[str], security_group_id: str,
+                        bucket: s3.IBucket, prefix: str, role_name: Optional[str]) -> iam.Role:
         stack = cdk.Stack.of(self)
 
         def ec2_arn(resource: str) -> str:
             return stack.format_arn(service="ec2", resource=resource)
 
         role = iam.Role(
-            self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-            description="HyperPod cluster instances: CloudWatch, ENIs in the cluster subnets, lifecycle scripts",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerClusterInstanceRolePolicy")])
+            self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"), role_name=role_name,
+            description="HyperPod cluster instances: CloudWatch, ENIs in the cluster subnets, lifecycle scripts")
         vpc_arn = ec2_arn(f"vpc/{vpc_id}")
+        # What AmazonSageMakerClusterInstanceRolePolicy grants, narrowed, without its read on every sagemaker-*
+        # bucket in the account (the lifecycle prefix is read below):
+        # https://docs.aws.amazon.com/sagemaker/latest/dg/security-iam-awsmanpol-AmazonSageMakerClusterInstanceRolePolicy.html
+        # HyperPod writes node logs to /aws/sagemaker/Clusters/<cluster-name>/<cluster-id>; the ID is assigned at
+        # creation, so the name is the narrowest prefix (the trailing "/" keeps out "<cluster-name>-other").
+        log_group = stack.format_arn(service="logs", resource="log-group",
+                                     resource_name=f"/aws/sagemaker/Clusters/{cluster_name}/*",
+                                     arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
+        role.add_to_policy(iam.PolicyStatement(
+            sid="CreateClusterLogGroup", actions=["logs:CreateLogGroup"], resources=[log_group]))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="PublishClusterLogStreams",
+            actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+            resources=[f"{log_group}:log-stream:*"]))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="PublishClusterMetrics",  # PutMetricData has no resource type; the namespace is its only scope
+            actions=["cloudwatch:PutMetricData"], resources=["*"],
+            conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Clusters"}}))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="SessionManagerChannels",  # ssmmessages actions support no resource-level permissions
+            actions=["ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel",
+                     "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel"],
+            resources=["*"]))
         role.add_to_policy(iam.PolicyStatement(
             sid="DescribeNetwork",  # these Describe calls support no resource-level permissions
             actions=["ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions",
@@ -181,14 +205,13 @@ class HyperPodCluster(Construct):
             sid="ListOwnLifecycleScripts", actions=["s3:ListBucket"], resources=[bucket.bucket_arn],
             conditions={"StringLike": {"s3:prefix": [f"{prefix}/*", prefix]}}))
 
-        acknowledge(role, "AwsSolutions-IAM4",
-                    "AmazonSageMakerClusterInstanceRolePolicy is the policy AWS maintains for HyperPod instances "
-                    "(cluster logs and metrics under /aws/sagemaker/Clusters); it grants no data access",
-                    findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"])
         acknowledge(role, "AwsSolutions-IAM5",
-                    "ec2:Describe* supports no resource-level permissions; network interface IDs do not exist until "
-                    "HyperPod creates them, so ENI actions are bounded by the cluster VPC and subnets instead; the "
-                    "object wildcard is this cluster's own lifecycle-script prefix",
+                    "ec2:Describe*, cloudwatch:PutMetricData (bounded by its namespace condition) and the Session "
+                    "Manager ssmmessages channels support no resource-level permissions; network interface IDs do "
+                    "not exist until HyperPod creates them, so ENI actions are bounded by the cluster VPC and subnets "
+                    "instead; log groups and streams are this cluster's (its ID is assigned at creation); the object "
+                    "wildcard is this cluster's own lifecycle-script prefix",
                     findings=["Resource::*", f"Resource::{ec2_arn('network-interface/*')}",
-                              f"Resource::{bucket.arn_for_objects(f'{prefix}/*')}"])
+                              f"Resource::{bucket.arn_for_objects(f'{prefix}/*')}",
+                              f"Resource::{log_group}", f"Resource::{log_group}:log-stream:*"])
         return role

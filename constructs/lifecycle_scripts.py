@@ -26,7 +26,9 @@ HYPERPOD_RESERVED_FILE = "provisioning_parameters.json"
 def lifecycle_bucket_name(cluster_name: str) -> str:
     """Deterministic, so the cluster stack can address the bucket without a cross-stack reference.
 
-    The `sagemaker-` prefix is the convention HyperPod's managed instance policy recognises; the name is
+    The `sagemaker-` prefix is the convention HyperPod's managed instance policy recognised; the execution role
+    no longer uses that policy (it reads this prefix by an inline statement), but renaming would replace the
+    retained bucket. The name is
     at most 61 characters (20 of the cluster name, a 12-digit account, the longest region name).
     """
     return f"sagemaker-lc-{cluster_name.lower()[:20]}-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"
@@ -49,7 +51,7 @@ def assets_bucket_name(stack: cdk.Stack) -> str:
 class LifecycleScripts(Construct):
     """The scripts travel as a CDK asset (never fetched from GitHub at deploy time); parameters carry tokens."""
 
-    def __init__(self, scope: Construct, id_: str, *, bucket: s3.IBucket, prefix: str,
+    def __init__(self, scope: Construct, id_: str, *, bucket: s3.IBucket, prefix: str, upload_role_name: str,
                  parameters: dict[str, Any] | None = None, source_dir: Path = HYPERPOD_SCRIPTS_DIR,
                  extra_sources: Sequence[s3deploy.ISource] = ()) -> None:
         super().__init__(scope, id_)
@@ -59,6 +61,7 @@ class LifecycleScripts(Construct):
                              "configuration; the platform's own parameters go in " + PARAMETERS_FILE)
         self.bucket = bucket
         self.prefix = prefix.strip("/")
+        # constructs/studio_lifecycle_configs.py digests exactly what this ships: keep the exclusions in step.
         sources = [s3deploy.Source.asset(str(source_dir), exclude=["**/__pycache__", "*.md"])]
         if parameters is not None:
             sources.append(s3deploy.Source.json_data(PARAMETERS_FILE, parameters))
@@ -67,6 +70,10 @@ class LifecycleScripts(Construct):
             self, "Upload", destination_bucket=bucket, destination_key_prefix=self.prefix + "/", sources=sources,
             prune=True, retain_on_delete=True)
         self.source_s3_uri = f"s3://{bucket.bucket_name}/{self.prefix}/"
+        # aws-cdk-lib's singleton upload function (one per stack) gets a name the lifecycle bucket policy allows.
+        role = self.deployment.handler_role.node.default_child
+        role.add_property_override("RoleName", upload_role_name)
+        self.upload_role_name = upload_role_name
         self._acknowledge_deployment_handler()
 
     def _acknowledge_deployment_handler(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import aws_cdk as cdk
@@ -20,14 +21,49 @@ from constructs.lifecycle_scripts import STUDIO_SCRIPTS_DIR, LifecycleScripts
 SLURM_ENTRY_POINT = "slurm_login_node.sh"
 EKS_ENTRY_POINT = "eks_login_node.sh"
 BOOTSTRAP = """#!/bin/bash
-# Copies this platform's Studio scripts from the lifecycle bucket and runs {entry}.
+# Copies this platform's Studio scripts from the lifecycle bucket, checks every one against the SHA-256 fixed in
+# this lifecycle config at synth time, and only then runs {entry}. A mismatch runs nothing.
 set -euo pipefail
 {exports}export AWS_DEFAULT_REGION='{region}'
 scripts="$HOME/.studio-lifecycle/scripts"
+fetched="$(mktemp -d)"
+trap 'rm -rf "$fetched"' EXIT
+aws s3 cp --quiet --recursive '{source}' "$fetched/"
+if ! (cd "$fetched" && sha256sum --check --strict --quiet) <<'DIGESTS'
+{digests}DIGESTS
+then
+  echo "studio-lifecycle: a script under {source} does not match its SHA-256 in this lifecycle config; ran nothing" >&2
+  exit 1
+fi
+rm -rf "$scripts"
 mkdir -p "$scripts"
-aws s3 cp --quiet --recursive '{source}' "$scripts/"
+while read -r _ file; do
+  mkdir -p "$(dirname "$scripts/$file")"
+  cp "$fetched/$file" "$scripts/$file"
+done <<'DIGESTS'
+{digests}DIGESTS
+rm -rf "$fetched"
+trap - EXIT
 exec bash "$scripts/{entry}"
 """
+ASSET_EXCLUDE = ["**/__pycache__", "*.md"]
+
+
+def shipped_digests(directories: Sequence[Path]) -> dict[str, str]:
+    """SHA-256 of every file the Studio scripts asset ships (the asset's exclusions applied), by relative path."""
+    digests = {}
+    for directory in directories:
+        for path in sorted(directory.rglob("*")):
+            relative = path.relative_to(directory)
+            if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".md":
+                digests[relative.as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def render_bootstrap(*, exports: str, region: str, source: str, entry: str, digests: Mapping[str, str]) -> str:
+    """The bootstrap as bash will run it; `sha256sum --check` reads the "<digest>  <path>" lines."""
+    lines = "".join(f"{digest}  {path}\n" for path, digest in sorted(digests.items()))
+    return BOOTSTRAP.format(exports=exports, region=region, source=source, entry=entry, digests=lines)
 NAME_LIMIT = 63  # StudioLifecycleConfigName: 1-63 of [a-zA-Z0-9-]
 
 
@@ -42,22 +78,28 @@ def lifecycle_config_name(platform: str, role: str, app: str, content: object) -
 
 class StudioLifecycleConfigs(Construct):
     def __init__(self, scope: Construct, id_: str, *, name: str, bucket: s3.IBucket, entry_point: str,
-                 environment: Mapping[str, str], extra_sources: Sequence[s3deploy.ISource] = ()) -> None:
-        """`environment` values may hold deploy-time tokens; `extra_sources` are shipped beside the scripts."""
+                 upload_role_name: str,
+                 environment: Mapping[str, str], extra_dirs: Sequence[Path] = ()) -> None:
+        """`environment` values may hold deploy-time tokens; the files in `extra_dirs` are shipped beside the
+        scripts and checked like them."""
         super().__init__(scope, id_)
-        self.scripts = LifecycleScripts(self, "Scripts", bucket=bucket, prefix=f"studio/{name}",
-                                        source_dir=STUDIO_SCRIPTS_DIR, extra_sources=extra_sources)
+        self.scripts = LifecycleScripts(
+            self, "Scripts", bucket=bucket, prefix=f"studio/{name}", upload_role_name=upload_role_name,
+            source_dir=STUDIO_SCRIPTS_DIR,
+            extra_sources=[s3deploy.Source.asset(str(d), exclude=ASSET_EXCLUDE) for d in extra_dirs])
         if not (STUDIO_SCRIPTS_DIR / entry_point).exists():
             raise FileNotFoundError(f"{STUDIO_SCRIPTS_DIR / entry_point} is missing")
+        self.digests = shipped_digests([STUDIO_SCRIPTS_DIR, *extra_dirs])
         # Fn::Sub fills in deploy-time values; the script's own variables are escaped as ${!name}.
         exports = "".join(f"export {key}='${{{key}}}'\n" for key in environment)
-        bootstrap = BOOTSTRAP.format(exports=exports, region="${AWS::Region}", source="${Source}", entry=entry_point)
+        bootstrap = render_bootstrap(exports=exports, region="${AWS::Region}", source="${Source}", entry=entry_point,
+                                     digests=self.digests)
         bootstrap = bootstrap.replace("$HOME", "${!HOME}").replace('"$scripts', '"${!scripts}')
         content = cdk.Fn.base64(cdk.Fn.sub(bootstrap, {**environment, "Source": self.scripts.source_s3_uri}))
         role = entry_point.removesuffix(".sh").replace("_node", "").replace("_", "-")  # slurm-login / eks-login
         # The content as CloudFormation will see it (deploy-time references as their Ref/GetAtt expressions). The
-        # scripts themselves live in S3 and are copied at app start, so editing them changes no lifecycle config;
-        # editing the bootstrap or an exported value (e.g. the kubectl checksum on EKS) makes a new one.
+        # scripts live in S3 and are copied at app start; their digests are in the bootstrap, so editing a script,
+        # the bootstrap or an exported value (e.g. the kubectl checksum on EKS) makes a new lifecycle config.
         resolved = cdk.Stack.of(self).resolve(content)
         self.jupyter_lab = sagemaker.CfnStudioLifecycleConfig(
             self, "JupyterLab", studio_lifecycle_config_name=lifecycle_config_name(name, role, "jupyterlab", resolved),

@@ -200,6 +200,14 @@ class DataBucket(Strict):
 class Storage(Strict):
     lustre: Lustre = Lustre()
     data_bucket: DataBucket = DataBucket()
+    # Where jobs write checkpoints, relative to lustre.mount_path; default <data_repository.file_system_path>/checkpoints.
+    # It must lie inside lustre.data_repository.file_system_path so the association exports checkpoints to S3 (FSx
+    # cannot back up a file system linked to S3, so the export is what makes them durable). Nodes create it 1777.
+    checkpoint_dir: Optional[AbsolutePath] = None
+    # Size of one checkpoint of the models you train, for the synth summary's write and read time (optional).
+    checkpoint_gib: Optional[int] = Field(default=None, ge=1, le=1_000_000)
+    # The summary warns when writing one checkpoint at the file system's baseline throughput takes longer.
+    checkpoint_budget_minutes: int = Field(default=10, ge=1, le=1440)
 
 
 # ---------------------------------------------------------------------------------------------- cluster
@@ -440,6 +448,35 @@ class Eks(Strict):
     task_governance: TaskGovernance = TaskGovernance()
 
 
+# ---------------------------------------------------------------------------------------------- observability
+# What an SNS subscription endpoint must look like for each protocol the platform offers.
+SUBSCRIPTION_ENDPOINTS = {
+    "email": (r"[^@\s]+@[^@\s]+\.[^@\s]+", "an e-mail address such as ops@example.com"),
+    "https": (r"https://[^\s/]+(/\S*)?", "an https:// URL"),
+    "sms": (r"\+[1-9]\d{7,14}", "a phone number in E.164 form such as +14155550100"),
+    "sqs": (r"arn:aws[a-z-]*:sqs:[a-z0-9-]+:\d{12}:[\w-]{1,80}(\.fifo)?", "an SQS queue ARN"),
+    "lambda": (r"arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[\w-]{1,64}(:[\w$-]+)?", "a Lambda function ARN"),
+}
+
+
+class AlarmSubscription(Strict):
+    protocol: Literal[tuple(SUBSCRIPTION_ENDPOINTS)]  # type: ignore[valid-type]
+    endpoint: Annotated[str, Field(min_length=1, max_length=2048)]
+
+
+class Observability(Strict):
+    """Always on: one encrypted SNS topic for alarms and HyperPod events, a dashboard, log retention."""
+    subscriptions: list[AlarmSubscription] = []
+    # Every log group the platform creates (Lambda handlers, providers) and HyperPod's own cluster log group;
+    # network.flow_logs.retention_days and eks.log_retention_days keep governing theirs.
+    log_retention_days: Literal[LOG_RETENTION_DAYS] = 90  # type: ignore[valid-type]
+    fsx_free_capacity_percent: int = Field(default=10, ge=1, le=90)  # alarm below this share of free space
+    fsx_throughput_percent: int = Field(default=80, ge=10, le=100)  # of the file system's baseline throughput
+    fsx_throughput_minutes: int = Field(default=30, ge=5, le=1440)  # ... sustained this long
+    # Alarm when the oldest change waiting for automatic export to S3 is older than this.
+    export_backlog_minutes: int = Field(default=60, ge=5, le=1440)
+
+
 class Deployment(Strict):
     account: Optional[Annotated[str, _pattern(r"\d{12}", "a 12-digit AWS account ID")]] = None
     region: Optional[Annotated[str, _pattern(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "a region such as us-west-2")]] = "us-west-2"
@@ -458,6 +495,7 @@ class PlatformConfig(Strict):
     studio: Studio = Studio()
     eks: Eks = Eks()
     users: list[User] = []
+    observability: Observability = Observability()
 
     def group(self, role: str) -> list[InstanceGroup]:
         return [g for g in self.cluster.instance_groups if g.role == role]
@@ -535,9 +573,11 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
         add(f"storage.lustre.metadata.iops: {md.iops} with mode AUTOMATIC; remove it or set mode: USER_PROVISIONED")
     if lustre.mount_path in ("/", "/home", "/opt", "/var", "/tmp", "/usr", "/etc"):
         add(f"storage.lustre.mount_path: {lustre.mount_path!r} would hide a system directory; use e.g. /fsx")
+    errors.extend(_checkpoint_errors(cfg.storage))
 
     errors.extend(_network_errors(cfg))
     errors.extend(_duplicate_errors(cfg))
+    errors.extend(_observability_errors(cfg.observability))
 
     names: dict[str, int] = {}
     uids: dict[int, int] = {}
@@ -552,6 +592,35 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
             add(f"users[{i}].name: {u.name!r} cannot be a Studio user profile name; with studio.enabled use "
                 "letters, digits and hyphens only")
     return errors
+
+
+def _observability_errors(obs: Observability) -> list[str]:
+    errors = []
+    for i, sub in enumerate(obs.subscriptions):
+        regex, allowed = SUBSCRIPTION_ENDPOINTS[sub.protocol]
+        if not re.fullmatch(regex, sub.endpoint):
+            errors.append(f"observability.subscriptions[{i}].endpoint: {sub.endpoint!r} — with protocol "
+                          f"{sub.protocol!r} it must be {allowed}")
+    return errors
+
+
+def checkpoint_dir(storage: Storage) -> str:
+    """storage.checkpoint_dir, or its default inside the S3-linked path."""
+    return storage.checkpoint_dir or storage.lustre.data_repository.file_system_path.rstrip("/") + "/checkpoints"
+
+
+def _checkpoint_errors(storage: Storage) -> list[str]:
+    repo = storage.lustre.data_repository
+    linked = repo.file_system_path.rstrip("/")
+    ckpt = checkpoint_dir(storage).rstrip("/")
+    if ".." in ckpt.split("/") or ckpt == linked or not ckpt.startswith(linked + "/"):
+        return [f"storage.checkpoint_dir: {storage.checkpoint_dir!r} is not inside "
+                f"storage.lustre.data_repository.file_system_path {repo.file_system_path!r}; nothing would export its "
+                f"checkpoints to S3. Allowed: a subdirectory of it, e.g. {linked}/checkpoints"]
+    if not {"NEW", "CHANGED"} <= set(repo.auto_export):
+        return [f"storage.lustre.data_repository.auto_export: {list(repo.auto_export)} with storage.checkpoint_dir "
+                f"{checkpoint_dir(storage)!r}; checkpoints reach S3 only when NEW and CHANGED are exported"]
+    return []
 
 
 # Accelerators per instance, for team ResourceQuotas: (extended resource name, count).
@@ -767,6 +836,7 @@ _RECORD_KEYS = {
     "network.existing.private_subnets": ("id",),
     "network.existing.control_plane_subnets": ("id",),
     "cluster.instance_groups[].kubernetes_taints": ("key", "effect"),  # Kubernetes: one taint per key and effect
+    "observability.subscriptions": ("protocol", "endpoint"),
 }
 # Checked with their own message elsewhere (instance groups, users, teams, priority classes, AZ IDs).
 _DUPLICATES_CHECKED_ELSEWHERE = {"network.az_ids"}

@@ -17,6 +17,7 @@ from constructs.eks_control_plane import Addon
 from constructs.hyperpod_cluster import EksOrchestrator, HyperPodCluster
 from constructs.fsx_partitions import FsxPartitions
 from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, lifecycle_bucket_name
+from constructs.platform_role_names import upload_role_name
 from constructs.nag_acknowledgments import acknowledge
 from constructs.task_governance_provider import TaskGovernanceProvider
 
@@ -88,6 +89,7 @@ class EksClusterStack(cdk.Stack):
         eks_config = config.eks
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket,
+                                          upload_role_name=upload_role_name(config.name, "cluster"),
                                           prefix=f"hyperpod/{config.name}", parameters=provisioning_parameters(config))
         addons = eks_config.addons
         self.control_plane = plane = eks.control_plane

@@ -9,10 +9,12 @@ import jsii
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from cdk_nag import AwsSolutionsChecks
+from constructs.log_retention import LogRetention
 
 from stacks.config import PlatformConfig
 from stacks.config_day2 import SNAPSHOT_METADATA_KEY, snapshot
 from stacks.network_stack import NetworkRefs, NetworkStack
+from stacks.observability_stack import ObservabilityStack
 from stacks.storage_stack import StorageStack
 from stacks.studio_stack import PLATFORM_TAG, StudioStack, StudioUsers
 
@@ -29,7 +31,8 @@ class Platform:
     """Each stack depends only on what it consumes (tests/test_stack_graph.py reads the assembly):
     Slurm: network -> storage -> cluster; slurm-login (no inputs) -> cluster, studio; storage -> studio.
     EKS:   network -> eks (control plane, add-ons, chart) and storage side by side -> cluster;
-           storage -> studio; eks + studio -> eks-access."""
+           storage -> studio; eks + studio -> eks-access.
+    Both:  every stack with functions to alarm on (storage, eks, cluster, studio) -> observability."""
     network: NetworkRefs
     network_stack: Optional[NetworkStack]
     storage: StorageStack
@@ -38,11 +41,12 @@ class Platform:
     slurm_login: Optional[SlurmLoginStack] = None
     eks: Optional[EksControlPlaneStack] = None
     eks_access: Optional[EksAccessStack] = None
+    observability: Optional[ObservabilityStack] = None
 
     @property
     def stacks(self) -> list[cdk.Stack]:
         return [s for s in (self.network_stack, self.storage, self.slurm_login, self.eks, self.cluster, self.studio,
-                            self.eks_access) if s is not None]
+                            self.eks_access, self.observability) if s is not None]
 
 
 def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in: bool = False) -> Platform:
@@ -81,7 +85,8 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     else:
         from stacks.slurm_cluster_stack import SlurmClusterStack
         from stacks.slurm_login_stack import SlurmLoginStack
-        slurm_login = SlurmLoginStack(app, f"{name}-slurm-login", cluster_name=name, env=env,
+        slurm_login = SlurmLoginStack(app, f"{name}-slurm-login", cluster_name=name,
+                                      studio_reads=config.studio.enabled, env=env,
                                       description=f"HyperPod platform {name}: Slurm login secret (written by the "
                                                   "controller, read by Studio)")
         cluster = SlurmClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage,
@@ -100,14 +105,24 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
             eks_access = EksAccessStack(app, f"{name}-eks-access", eks_cluster_name=eks.control_plane.cluster.cluster_name,
                                         studio_role=studio.execution_role, team_roles=studio.team_roles, env=env,
                                         description=f"HyperPod platform {name}: EKS access entries of the Studio roles")
+    observability = ObservabilityStack(app, f"{name}-observability", config=config, storage=storage, cluster=cluster,
+                                       studio=studio, other_stacks=[eks] if eks is not None else [],
+                                       env=env,
+                                       description=f"HyperPod platform {name}: alarms, HyperPod events, dashboard")
     platform = Platform(network=network, network_stack=network_stack, storage=storage, cluster=cluster, studio=studio,
-                        slurm_login=slurm_login, eks=eks, eks_access=eks_access)
+                        slurm_login=slurm_login, eks=eks, eks_access=eks_access, observability=observability)
+    # Flow logs and the EKS control plane keep the retention of their own keys.
+    own_retention = [eks.control_plane.log_group.node.default_child] if eks is not None else []
     for stack in platform.stacks:
         # Every node an aspect visits is a call from the jsii kernel back into Python; the user nested stacks hold
-        # only profiles and partitions (a thousand users are thousands of nodes), so they are left out.
+        # only profiles and partitions (a thousand users are thousands of nodes, and no log group), so they are left
+        # out.
         for child in stack.node.children:
             if not isinstance(child, StudioUsers):
                 cdk.Aspects.of(child).add(RedundantRoleDependency())
+                if stack is not network_stack:
+                    cdk.Aspects.of(child).add(LogRetention(config.observability.log_retention_days,
+                                                           keep=own_retention))
         # Only where tags update in place: a create-only Tags property would turn a new tag into a replacement.
         cdk.Tags.of(stack).add(PLATFORM_TAG, name, exclude_resource_types=list(TAGS_CREATE_ONLY))
         for key, value in config.tags.items():

@@ -8,9 +8,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster, NativeLustreMount, SlurmOrchestrator
-from constructs.lifecycle_scripts import ON_INIT_COMPLETE, LifecycleScripts, lifecycle_bucket_name
+from constructs.lifecycle_scripts import ON_INIT_COMPLETE, PARAMETERS_FILE, LifecycleScripts, lifecycle_bucket_name
+from constructs.platform_role_names import cluster_execution_role_name, upload_role_name
 
-from stacks.config import PlatformConfig
+from stacks.config import PlatformConfig, checkpoint_dir
 from stacks.network_stack import NetworkRefs
 from stacks.storage_stack import StorageStack
 
@@ -26,12 +27,17 @@ class SlurmClusterStack(cdk.Stack):
         # Addressed by its deterministic name: a cross-stack token here would leak into IAM wildcards.
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         prefix = f"hyperpod/{config.name}"
-        # The controller's on_create.sh publishes the Slurm version, its address, slurm.conf and the munge key
-        # to this secret (stacks/slurm_login_stack.py), which Studio reads.
+        # The controller's OnInitComplete hook (lifecycle/hyperpod/publish_slurm_login.sh) publishes the Slurm
+        # version, its address, slurm.conf and the munge key to this secret (stacks/slurm_login_stack.py, whose key
+        # and resource policies name this cluster's execution role by its fixed name), which Studio reads.
         self.slurm_login_secret = slurm_login_secret
+        # Every node's users sync (lifecycle/hyperpod/sync_users.sh) polls this object for later user changes.
+        parameters_s3_uri = f"s3://{lifecycle_bucket.bucket_name}/{prefix}/{PARAMETERS_FILE}"
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket, prefix=prefix,
+                                          upload_role_name=upload_role_name(config.name, "cluster"),
                                           parameters=provisioning_parameters(config, storage,
-                                                                             self.slurm_login_secret.secret_arn))
+                                                                             self.slurm_login_secret.secret_arn,
+                                                                             parameters_s3_uri=parameters_s3_uri))
         native = config.storage.lustre.mount_by == "native"
         self.hyperpod = HyperPodCluster(
             self, "HyperPod", cluster_name=config.name, groups=group_specs(config, network),
@@ -44,13 +50,14 @@ class SlurmClusterStack(cdk.Stack):
             native_lustre=NativeLustreMount(dns_name=storage.lustre.dns_name, mount_name=storage.lustre.mount_name,
                                             mount_path=storage.mount_path) if native else None,
             artifact_s3_uris=[a.s3_uri for a in config.cluster.container_runtime.artifacts]
-            if config.cluster.container_runtime.enabled else ())
+            if config.cluster.container_runtime.enabled else (),
+            execution_role_name=cluster_execution_role_name(config.name))
         self.hyperpod.execution_role.add_to_policy(iam.PolicyStatement(
             sid="PublishSlurmLoginSecret",
             actions=["secretsmanager:PutSecretValue", "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
             resources=[self.slurm_login_secret.secret_arn]))
         # Nodes run on_create.sh from the bucket at creation: the scripts must be there first.
-        self.hyperpod.node.add_dependency(self.lifecycle.deployment)
+        self.hyperpod.cluster.node.add_dependency(self.lifecycle.deployment)
 
         controller = config.group("controller")[0].name
         cdk.CfnOutput(self, "ClusterName", value=config.name)
@@ -81,7 +88,8 @@ def group_specs(config: PlatformConfig, network: NetworkRefs) -> list[GroupSpec]
 
 
 def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
-                            slurm_login_secret_arn: str | None = None) -> dict[str, Any]:
+                            slurm_login_secret_arn: str | None = None, *,
+                            parameters_s3_uri: str | None = None) -> dict[str, Any]:
     """The node-side contract read by lifecycle/hyperpod/on_init_complete.sh (see lifecycle/hyperpod/README.md)."""
     logins = config.group("login")
     lustre = config.storage.lustre
@@ -94,9 +102,11 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
         "worker_groups": [{"instance_group_name": g.name, "partition_name": (g.partitions or [g.name])[0]}
                           for g in config.group("compute")],
         "fsx": {"mount": lustre.mount_by == "lifecycle", "dns_name": storage.lustre.dns_name,
-                "mount_name": storage.lustre.mount_name, "mount_path": lustre.mount_path},
+                "mount_name": storage.lustre.mount_name, "mount_path": lustre.mount_path,
+                "checkpoint_dir": checkpoint_dir(config.storage)},
         "users": [{"name": u.name, "uid": u.uid, "gid": u.group_id, "sudo": u.sudo} for u in config.users],
         "slurm": {"auto_resume": config.cluster.slurm_auto_resume, "login_secret_arn": slurm_login_secret_arn},
+        "users_sync": {"parameters_s3_uri": parameters_s3_uri},
         "shared_group": {"name": "studio-shared", "gid": config.studio.shared_gid} if config.studio.enabled else None,
         "container_runtime": {"enabled": runtime.enabled, "ubuntu_release": runtime.ubuntu_release,
                               "docker_apt_version": runtime.docker_apt_version,

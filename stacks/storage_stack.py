@@ -8,9 +8,11 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 from constructs.fsx_access_group import FsxAccessGroup
 from constructs.lifecycle_scripts import data_bucket_name, lifecycle_bucket_name
+from constructs.platform_role_names import upload_role_name
 from constructs.lustre_file_system import LustreFileSystem
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 
@@ -36,6 +38,7 @@ class StorageStack(cdk.Stack):
         self.access_logs = access_log_bucket(self, "AccessLogsBucket")
         self.lifecycle_bucket = secure_bucket(self, "LifecycleBucket", access_logs=self.access_logs,
                                               log_prefix="lifecycle/", bucket_name=lifecycle_bucket_name(cluster_name))
+        self._only_deployments_write(self.lifecycle_bucket, cluster_name)
         lustre = storage.lustre
         repo = lustre.data_repository
         self.mount_path = lustre.mount_path
@@ -91,6 +94,20 @@ class StorageStack(cdk.Stack):
         self.lustre_access_group = group
         FsxAccessGroup(self, "LustreAccess", file_system_id=existing.file_system_id,
                        security_group_id=group.attr_group_id, vpc_id=network.vpc_id)
+
+    def _only_deployments_write(self, bucket: s3.Bucket, cluster_name: str) -> None:
+        """Every node runs what this bucket holds as root: only CDK's deploy roles and the platform's own upload
+        functions (fixed names, constructs/platform_role_names.py) may change it, whatever else IAM grants."""
+        qualifier = (self.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
+                     or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
+        role = f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
+        writers = [f"{role}cdk-{qualifier}-*-role-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"] + [
+            role + upload_role_name(cluster_name, kind) for kind in ("cluster", "studio")]
+        bucket.add_to_resource_policy(iam.PolicyStatement(
+            sid="OnlyDeploymentsWriteLifecycleScripts", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"],
+            resources=[bucket.arn_for_objects("*")],
+            conditions={"ArnNotLike": {"aws:PrincipalArn": writers}}))
 
     def _allow_fsx_s3_access_role(self, key: kms.Key) -> None:
         """FSx reads and writes the linked bucket as its per-file-system service-linked role, which IAM cannot

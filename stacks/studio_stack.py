@@ -9,12 +9,12 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
 from constructs.lifecycle_scripts import lifecycle_bucket_name
+from constructs.platform_role_names import studio_execution_role_name, upload_role_name
 from constructs.nag_acknowledgments import acknowledge
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 from constructs.studio_lifecycle_configs import EKS_ENTRY_POINT, SLURM_ENTRY_POINT, StudioLifecycleConfigs
@@ -61,7 +61,8 @@ class StudioStack(cdk.Stack):
         on_eks = config.orchestrator == "eks"
         self.security_group = self._studio_security_group(network, on_eks=on_eks,
                                                           lustre_access_group=storage.lustre_access_group)
-        self.execution_role = self._execution_role(on_eks=on_eks)
+        # Named: the Slurm login secret's key and resource policies name it before it exists.
+        self.execution_role = self._execution_role(on_eks=on_eks, role_name=studio_execution_role_name(config.name))
         # On EKS each task-governance team's members run as the team's own role (job rights in its namespace only).
         self.team_roles = {t.name: self._execution_role(on_eks=on_eks, id_=f"TeamRole-{t.name}",
                                                         description=f"Studio apps of team {t.name}")
@@ -84,11 +85,13 @@ class StudioStack(cdk.Stack):
             tools = studio_eks_tools(config.eks.kubernetes_version)
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=EKS_ENTRY_POINT,
+                upload_role_name=upload_role_name(config.name, "studio"),
                 environment={"EKS_CLUSTER_NAME": config.name, **tools.environment},
-                extra_sources=[s3deploy.Source.asset(str(tools.directory))])
+                extra_dirs=[tools.directory])
         else:
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=SLURM_ENTRY_POINT,
+                upload_role_name=upload_role_name(config.name, "studio"),
                 environment={"SLURM_LOGIN_SECRET_ARN": slurm_login_secret.secret_arn})
         for role in self.app_roles:
             role.add_to_policy(iam.PolicyStatement(
@@ -183,9 +186,9 @@ class StudioStack(cdk.Stack):
                                             description=f"{label} from Studio apps")
         return group
 
-    def _execution_role(self, *, on_eks: bool, id_: str = "ExecutionRole",
-                        description: str = "Studio apps") -> iam.Role:
-        role = iam.Role(self, id_, assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+    def _execution_role(self, *, on_eks: bool, id_: str = "ExecutionRole", description: str = "Studio apps",
+                        role_name: str | None = None) -> iam.Role:
+        role = iam.Role(self, id_, assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"), role_name=role_name,
                         description=f"{description}: read the cluster and reach its scheduler (Slurm or EKS), use MLflow")
         # A HyperPod cluster's ARN ends in an id SageMaker generates, so it is not known before the cluster exists
         # (and this stack does not wait for it): the statement names this platform's clusters by their tag. Both

@@ -62,7 +62,7 @@ def large_config() -> PlatformConfig:
     }, "large")
 
 
-STACK_ROLES = ("network", "storage", "slurm-login", "eks", "cluster", "studio", "eks-access")
+STACK_ROLES = ("network", "storage", "slurm-login", "eks", "cluster", "studio", "eks-access", "observability")
 
 
 @dataclass

@@ -101,7 +101,7 @@ INVALID = [
      "data_compression, lustre_version, metadata, mount_path, mount_by, data_repository, existing"),
     ("unknown top-level key", with_("orchestrater", "slurm"),
      "orchestrater: unknown key; allowed here: name, orchestrator, shared_fsx, deployment, tags, network, storage, "
-     "cluster, studio, eks, users"),
+     "cluster, studio, eks, users, observability"),
     ("boolean as string", with_("shared_fsx", "yes"), "shared_fsx: 'yes' — must be true or false"),
     ("boolean as number", with_("network.flow_logs", {"enabled": 1}), "network.flow_logs.enabled: 1 — must be true or false"),
     ("unknown orchestrator", with_("orchestrator", "k8s"), "orchestrator: 'k8s' — Input should be 'slurm' or 'eks'"),
@@ -145,9 +145,56 @@ INVALID = [
     ("partition with underscore", with_("cluster.instance_groups.1.partitions", ["gpu_a"]),
      "cluster.instance_groups[1].partitions[0]: 'gpu_a' — must be a partition name HyperPod accepts: letters, digits "
      "and hyphens, starting and ending with a letter or digit (no '_')"),
+    ("checkpoints outside the S3-linked path", with_("storage.checkpoint_dir", "/checkpoints"),
+     "storage.checkpoint_dir: '/checkpoints' is not inside storage.lustre.data_repository.file_system_path '/data'; "
+     "nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints"),
+    ("checkpoints at the linked path itself", with_("storage.checkpoint_dir", "/data"),
+     "storage.checkpoint_dir: '/data' is not inside storage.lustre.data_repository.file_system_path '/data'; "
+     "nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints"),
+    ("checkpoints on a sibling with the same prefix", with_("storage.checkpoint_dir", "/database/ckpt"),
+     "storage.checkpoint_dir: '/database/ckpt' is not inside storage.lustre.data_repository.file_system_path "
+     "'/data'; nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints"),
+    ("checkpoints escaping with ..", with_("storage.checkpoint_dir", "/data/../ckpt"),
+     "storage.checkpoint_dir: '/data/../ckpt' is not inside storage.lustre.data_repository.file_system_path "
+     "'/data'; nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints"),
+    ("checkpoints not exported", with_("storage.lustre", {"data_repository": {"auto_export": ["DELETED"]}}),
+     "storage.lustre.data_repository.auto_export: ['DELETED'] with storage.checkpoint_dir '/data/checkpoints'; "
+     "checkpoints reach S3 only when NEW and CHANGED are exported"),
+    ("default checkpoints follow the linked path, explicit ones must stay inside",
+     with_("storage", {"lustre": {"data_repository": {"file_system_path": "/datasets"}}, "checkpoint_dir": "/data/c"}),
+     "storage.checkpoint_dir: '/data/c' is not inside storage.lustre.data_repository.file_system_path '/datasets'; "
+     "nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /datasets/checkpoints"),
+    ("checkpoint size zero", with_("storage.checkpoint_gib", 0),
+     "storage.checkpoint_gib: 0 — Input should be greater than or equal to 1"),
+    ("checkpoint budget zero", with_("storage.checkpoint_budget_minutes", 0),
+     "storage.checkpoint_budget_minutes: 0 — Input should be greater than or equal to 1"),
     ("flow log retention", with_("network.flow_logs", {"retention_days": 42}),
      "network.flow_logs.retention_days: 42 — Input should be 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, "
      "545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653"),
+    ("subscription e-mail", with_("observability.subscriptions", [{"protocol": "email", "endpoint": "ops"}]),
+     "observability.subscriptions[0].endpoint: 'ops' — with protocol 'email' it must be an e-mail address such as "
+     "ops@example.com"),
+    ("subscription https", with_("observability.subscriptions", [{"protocol": "https", "endpoint": "http://x.io"}]),
+     "observability.subscriptions[0].endpoint: 'http://x.io' — with protocol 'https' it must be an https:// URL"),
+    ("subscription sqs wants a queue ARN",
+     with_("observability.subscriptions", [{"protocol": "sqs", "endpoint": "https://sqs.us-west-2.amazonaws.com/1/q"}]),
+     "observability.subscriptions[0].endpoint: 'https://sqs.us-west-2.amazonaws.com/1/q' — with protocol 'sqs' it "
+     "must be an SQS queue ARN"),
+    ("subscription protocol", with_("observability.subscriptions", [{"protocol": "slack", "endpoint": "#ops"}]),
+     "observability.subscriptions[0].protocol: 'slack' — Input should be 'email', 'https', 'sms', 'sqs' or 'lambda'"),
+    ("subscription twice", with_("observability.subscriptions", [{"protocol": "email", "endpoint": "a@b.io"}] * 2),
+     "observability.subscriptions[1]: protocol='email', endpoint='a@b.io' repeats observability.subscriptions[0]; "
+     "list each at most once"),
+    ("log retention", with_("observability.log_retention_days", 100),
+     "observability.log_retention_days: 100 — Input should be 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, "
+     "545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653"),
+    ("free capacity threshold", with_("observability.fsx_free_capacity_percent", 0),
+     "observability.fsx_free_capacity_percent: 0 — Input should be greater than or equal to 1"),
+    ("throughput window", with_("observability.fsx_throughput_minutes", 2),
+     "observability.fsx_throughput_minutes: 2 — Input should be greater than or equal to 5"),
+    ("unknown observability key", with_("observability.email", "ops@example.com"),
+     "observability.email: unknown key; allowed here: subscriptions, log_retention_days, fsx_free_capacity_percent, "
+     "fsx_throughput_percent, fsx_throughput_minutes, export_backlog_minutes"),
 ]
 
 
@@ -173,10 +220,26 @@ def test_all_errors_are_reported_together():
     assert len(errors_of(data)) == 2
 
 
+def test_valid_subscriptions_for_every_protocol():
+    subs = [{"protocol": "email", "endpoint": "ops@example.com"}, {"protocol": "https", "endpoint": "https://h.io/x"},
+            {"protocol": "sms", "endpoint": "+14155550100"},
+            {"protocol": "sqs", "endpoint": "arn:aws:sqs:us-west-2:123456789012:alerts"},
+            {"protocol": "lambda", "endpoint": "arn:aws:lambda:us-west-2:123456789012:function:page-oncall"}]
+    cfg = parse_config(with_("observability.subscriptions", subs))
+    assert [s.protocol for s in cfg.observability.subscriptions] == ["email", "https", "sms", "sqs", "lambda"]
+
+
 def test_error_message_names_source_and_every_problem():
     with pytest.raises(ConfigError) as info:
         parse_config(with_("name", "_"), "config/mine.yaml")
     assert str(info.value).startswith("1 configuration error(s) in config/mine.yaml:\n  - name: '_'")
+
+
+def test_default_checkpoint_dir_is_inside_whatever_path_is_linked():
+    from stacks.config import checkpoint_dir
+    assert checkpoint_dir(PlatformConfig().storage) == "/data/checkpoints"
+    cfg = parse_config(with_("storage.lustre", {"data_repository": {"file_system_path": "/datasets/"}}))
+    assert checkpoint_dir(cfg.storage) == "/datasets/checkpoints"
 
 
 def test_defaults_are_a_small_real_cluster():

@@ -60,11 +60,10 @@ def _studio(data: dict) -> dict:
 
 
 def _remove_last_user(data: dict) -> None:
-    """As an operator does it: the user leaves the users list and any task-governance team they were in."""
+    """As an operator does it: the user leaves the users list and every EKS team they were a member of."""
     removed = data["users"].pop()["name"]
     for team in data.get("eks", {}).get("task_governance", {}).get("teams", []):
-        if removed in team.get("members", []):
-            team["members"].remove(removed)
+        team["members"] = [m for m in team.get("members", []) if m != removed]
 
 
 def _revoke_sudo(data: dict) -> None:
@@ -259,6 +258,6 @@ def test_stateful_stacks_have_termination_protection_and_the_snapshot():
     protection = {name: artifact["properties"].get("terminationProtection", False)
                   for name, artifact in manifest["artifacts"].items() if artifact["type"] == "aws:cloudformation:stack"}
     assert protection == {"ml-cluster-network": False, "ml-cluster-storage": True, "ml-cluster-slurm-login": True,
-                          "ml-cluster-cluster": True, "ml-cluster-studio": True}
+                          "ml-cluster-cluster": True, "ml-cluster-studio": True, "ml-cluster-observability": False}
     config, templates = _synth("default", None)
     assert templates["ml-cluster-storage.template.json"]["Metadata"]["HyperPodPlatformCreateOnly"] == snapshot(config)

@@ -170,7 +170,7 @@ def test_deploy_stops_on_a_replacement_and_executes_only_when_allowed(monkeypatc
         for name in [s.name for s in guard.assembly_stacks(out)]:
             stub.add_response("describe_change_set", change_set(name, [bucket] if name == STACK else []),
                               {"ChangeSetName": guard.CHANGE_SET, "StackName": name})
-        if allowed:  # relaxed for the allowed bucket during the deployment, then restored
+        if allowed:  # relaxed for the allowed bucket during the deployment, then restored, on every stack
             for _ in range(2 * len(guard.assembly_stacks(out))):
                 stub.add_response("set_stack_policy", {})
 

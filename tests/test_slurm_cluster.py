@@ -71,17 +71,43 @@ def test_execution_role_is_least_privilege(synth):
     t.has_resource_properties("AWS::IAM::Role", {
         "AssumeRolePolicyDocument": Match.object_like({"Statement": [Match.object_like(
             {"Principal": {"Service": "sagemaker.amazonaws.com"}})]}),
-        "ManagedPolicyArns": [{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"},
-                                                 ":iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"]]}]})
+        "ManagedPolicyArns": Match.absent()})
     statements = _role_statements(s)
     assert set(statements) == {"DescribeNetwork", "CreateInterfacesInClusterSubnets", "ManageInterfacesInClusterVpc",
                                "TagNewInterfaces", "ReadOwnLifecycleScripts", "ListOwnLifecycleScripts",
-                               "PublishSlurmLoginSecret"}
+                               "CreateClusterLogGroup", "PublishClusterLogStreams", "PublishClusterMetrics",
+                               "SessionManagerChannels", "PublishSlurmLoginSecret"}
     assert all(a.startswith("ec2:Describe") for a in statements["DescribeNetwork"]["Action"])
     assert statements["ManageInterfacesInClusterVpc"]["Condition"]["ArnEquals"]["ec2:Vpc"]
     assert "hyperpod/ml-cluster/*" in json.dumps(statements["ReadOwnLifecycleScripts"]["Resource"])
     rendered = json.dumps(s.templates["cluster"])
     assert "FullAccess" not in rendered and '"ssm:*"' not in rendered and '"s3:*"' not in rendered
+    assert "AmazonSageMakerClusterInstanceRolePolicy" not in rendered  # it reads every sagemaker-* bucket
+    s3_sids = {sid for sid, st in statements.items()
+               if any(a.startswith("s3:") for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"]))}
+    assert s3_sids == {"ReadOwnLifecycleScripts", "ListOwnLifecycleScripts"}  # no read on other sagemaker-* buckets
+
+
+def _joined(value) -> str:
+    """An ARN built with Fn::Join, as text with pseudo parameters kept as <Ref>."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return f"<{value['Ref']}>"
+    sep, parts = value["Fn::Join"]
+    return sep.join(_joined(p) for p in parts)
+
+
+def test_execution_role_logs_and_metrics_only_for_this_cluster(synth):
+    statements = _role_statements(synth("default"))
+    group = "arn:aws:logs:us-west-2:<AWS::AccountId>:log-group:/aws/sagemaker/Clusters/ml-cluster/*"
+    assert _joined(statements["CreateClusterLogGroup"]["Resource"]) == group
+    assert statements["CreateClusterLogGroup"]["Action"] == "logs:CreateLogGroup"
+    assert _joined(statements["PublishClusterLogStreams"]["Resource"]) == group + ":log-stream:*"
+    metrics = statements["PublishClusterMetrics"]
+    assert metrics["Action"] == "cloudwatch:PutMetricData"
+    assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Clusters"}}
+    assert all(a.startswith("ssmmessages:") for a in statements["SessionManagerChannels"]["Action"])
 
 
 def test_execution_role_reads_exactly_the_container_artifacts(synth):
@@ -113,11 +139,45 @@ def test_provisioning_parameters_follow_config(synth):
     assert params["controller_group"] == "controller-machine" and params["login_group"] == "login-group"
     assert params["worker_groups"] == [{"instance_group_name": "students", "partition_name": "class"}]
     assert params["fsx"]["mount"] is False  # native mount: on_init_complete.sh waits for it, never mounts it again
+    assert params["fsx"]["checkpoint_dir"] == "/data/checkpoints"  # inside the S3-linked /data
     assert params["users"][3] == {"name": "ta", "uid": 10100, "gid": 10100, "sudo": True}
     assert params["container_runtime"]["enabled"] is True
     fixture = json.loads((ROOT / "tests" / "lifecycle" / "fixtures" / "platform_parameters.json").read_text())
     assert _shape(fixture) == _shape(json.loads(json.dumps(params, default=str))), \
         "the bats fixture and the generated parameters must have the same keys"
+
+
+def _render(value) -> str:
+    """A CloudFormation string expression as text, pseudo parameters by name (Ref AWS::Region -> 'AWS::Region')."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return value["Ref"]
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(_render(p) for p in parts)
+    return "<other>"  # e.g. the FSx DNS name, read from the storage stack's outputs
+
+
+def test_the_users_sync_polls_the_uploaded_parameters_which_the_nodes_may_read(synth):
+    """sync_users.sh on every node downloads users_sync.parameters_s3_uri: it must name the object this stack uploads,
+    inside the prefix the node role may read; otherwise user changes would never reach a running node."""
+    import fnmatch
+    import re
+    from constructs.lifecycle_scripts import PARAMETERS_FILE
+    s = synth("default")
+    deployment = next(r for r in s.templates["cluster"]["Resources"].values()
+                      if r["Type"] == "Custom::CDKBucketDeployment")["Properties"]
+    markers = {k: v for source in deployment.get("SourceMarkers", []) for k, v in source.items()}
+    (raw,) = [p.read_text() for p in s.out_dir.glob("asset.*/platform_parameters.json")]
+    params = json.loads(re.sub(r"<<marker:[^>]*>>", lambda m: _render(markers[m.group(0)]), raw))
+    uri = params["users_sync"]["parameters_s3_uri"]
+    bucket = "sagemaker-lc-ml-cluster-AWS::AccountId-AWS::Region"
+    assert uri == f"s3://{bucket}/{deployment['DestinationBucketKeyPrefix']}{PARAMETERS_FILE}"
+    assert _render(deployment["DestinationBucketName"]) == bucket
+    readable = _render(_role_statements(s)["ReadOwnLifecycleScripts"]["Resource"])
+    assert readable.startswith("arn:") and ":s3:::" in readable, readable
+    assert fnmatch.fnmatchcase(uri.removeprefix("s3://"), readable.split(":s3:::", 1)[1]), readable
 
 
 def _shape(value):
@@ -191,7 +251,7 @@ def test_the_scripts_folder_cannot_ship_the_reserved_file(tmp_path):
     stack = cdk.Stack(cdk.App())
     with pytest.raises(ValueError, match=r"sub/provisioning_parameters.json would make HyperPod refuse"):
         LifecycleScripts(stack, "Scripts", bucket=s3.Bucket.from_bucket_name(stack, "B", "sagemaker-b"),
-                         prefix="p", source_dir=tmp_path)
+                         prefix="p", upload_role_name="test-upload", source_dir=tmp_path)
 
 
 def test_slurm_groups_use_the_extended_hook_and_eks_groups_on_create(synth):
@@ -218,3 +278,42 @@ def test_the_hook_never_starts_or_rewrites_slurm():
         assert not re.search(r"slurm(ctld|d)\s+-D|--conf-server", code), script
         assert not re.search(r">>?\s*\S*slurm\.conf", code), script
         assert all(m == "reconfigure" for m in re.findall(r"\bscontrol\s+(\w+)", code)), script
+
+
+def test_slurm_login_secret_uses_its_own_rotating_key_and_names_its_readers_and_writer(synth):
+    """The secret and its key live in the slurm-login stack, deployed before the cluster and Studio: they name both
+    roles by their fixed names (a reference to the cluster's role would make the stack wait for the cluster)."""
+    s = synth("default")
+    res = s.templates["slurm-login"]["Resources"]
+    (key_id,) = [k for k, r in res.items() if r["Type"] == "AWS::KMS::Key"]
+    (secret_id,) = [k for k, r in res.items() if r["Type"] == "AWS::SecretsManager::Secret"]
+    assert res[key_id]["Properties"]["EnableKeyRotation"] is True
+    assert res[secret_id]["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    cluster_role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/ml-cluster-cluster-execution-<AWS::Region>"
+    studio_role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/ml-cluster-studio-execution-<AWS::Region>"
+
+    (policy,) = [r["Properties"] for r in res.values() if r["Type"] == "AWS::SecretsManager::ResourcePolicy"]
+    deny = {s["Sid"]: s for s in policy["ResourcePolicy"]["Statement"]}
+    assert all(s["Effect"] == "Deny" and s["Principal"] == {"AWS": "*"} for s in deny.values())
+    writers = deny["OnlyTheClusterWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    assert _joined(writers[0]) == cluster_role and "cfn-exec-role" in _joined(writers[1]) and len(writers) == 2
+    assert "secretsmanager:PutSecretValue" in deny["OnlyTheClusterWrites"]["Action"]
+    readers = deny["OnlyTheClusterAndStudioRead"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    assert [_joined(r) for r in readers] == [cluster_role, studio_role]
+
+    key_statements = {s.get("Sid"): s for s in res[key_id]["Properties"]["KeyPolicy"]["Statement"]}
+    cluster = key_statements["ClusterEncryptsAndDecryptsTheLoginSecret"]
+    assert cluster["Principal"] == {"AWS": "*"}
+    assert _joined(cluster["Condition"]["ArnEquals"]["aws:PrincipalArn"]) == cluster_role
+    assert "secretsmanager." in _joined(cluster["Condition"]["StringEquals"]["kms:ViaService"])
+    studio = key_statements["StudioDecryptsTheLoginSecret"]
+    assert studio["Action"] == "kms:Decrypt"
+    assert _joined(studio["Condition"]["ArnEquals"]["aws:PrincipalArn"]) == studio_role
+    # The cluster's execution role and the Studio stack's execution role really have those names.
+    cluster_res = s.templates["cluster"]["Resources"]
+    (cluster_role_props,) = [r["Properties"] for k, r in cluster_res.items()
+                             if k.startswith("HyperPodExecutionRole") and r["Type"] == "AWS::IAM::Role"]
+    assert _joined(cluster_role_props["RoleName"]) == "ml-cluster-cluster-execution-<AWS::Region>"
+    studio_roles = [r["Properties"].get("RoleName") for lid, r in s.templates["studio"]["Resources"].items()
+                    if lid.startswith("ExecutionRole") and r["Type"] == "AWS::IAM::Role"]
+    assert [_joined(n) for n in studio_roles] == ["ml-cluster-studio-execution-<AWS::Region>"]

@@ -40,6 +40,9 @@ def test_each_stack_waits_only_for_what_it_consumes(synth, variant):
         assert deps[f"{name}-slurm-login"] == set()
         assert f"{name}-slurm-login" in deps[f"{name}-cluster"] & deps[f"{name}-studio"]
     assert f"{name}-cluster" not in ancestors(deps, f"{name}-studio")
+    # Observability alarms on every stack's functions and reads the cluster's ID: it comes last, after each of them.
+    watched = {f"{name}-{r}" for r in ("storage", "cluster", "studio", "eks")} & set(deps)
+    assert deps[f"{name}-observability"] >= watched and f"{name}-observability" in waves(deps)[-1]
     assert concurrency(deps) == 2  # HyperPod beside Studio (and, on EKS, the control plane beside FSx)
 
 
@@ -57,7 +60,8 @@ def test_the_check_fails_when_studio_waits_for_the_cluster(synth, tmp_path):
     deps = _with_dependency(s.out_dir, tmp_path, "ml-cluster-studio", "ml-cluster-cluster")
     assert graph_problems(deps) == ["ml-cluster-studio waits for ml-cluster-cluster: Studio needs nothing the "
                                     "HyperPod cluster creates"]
-    assert waves(deps)[-1] == ["ml-cluster-studio"]  # Studio would start only after HyperPod is in service
+    # Studio would start only after HyperPod is in service (observability, after both, stays last)
+    assert waves(deps)[-2:] == [["ml-cluster-studio"], ["ml-cluster-observability"]]
 
 
 def test_the_check_fails_when_the_control_plane_waits_for_storage(synth, tmp_path):
@@ -74,7 +78,8 @@ def test_the_mermaid_graph_draws_direct_edges_only(synth):
     assert edges == {("ml-eks-network", "ml-eks-eks"), ("ml-eks-network", "ml-eks-storage"),
                      ("ml-eks-eks", "ml-eks-cluster"), ("ml-eks-storage", "ml-eks-cluster"),
                      ("ml-eks-storage", "ml-eks-studio"), ("ml-eks-eks", "ml-eks-eks-access"),
-                     ("ml-eks-studio", "ml-eks-eks-access")}
+                     ("ml-eks-studio", "ml-eks-eks-access"), ("ml-eks-cluster", "ml-eks-observability"),
+                     ("ml-eks-studio", "ml-eks-observability")}
 
 
 def test_a_slurm_config_imports_nothing_of_the_eks_path():

@@ -2,6 +2,8 @@
 import json
 import re
 
+import pytest
+
 from aws_cdk.assertions import Match
 
 
@@ -91,6 +93,48 @@ def test_lifecycle_bucket_has_a_deterministic_sagemaker_name(synth):
     lifecycle = [b for k, b in _buckets(t).items() if k.startswith("LifecycleBucket")][0]
     assert lifecycle["Properties"]["BucketName"] == {"Fn::Join": ["", [
         "sagemaker-lc-ml-cluster-", {"Ref": "AWS::AccountId"}, "-", {"Ref": "AWS::Region"}]]}
+
+
+def _text(value) -> str:
+    """A CloudFormation string (literal, Ref or Fn::Join) as text, pseudo parameters kept as <Ref>."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return f"<{value['Ref']}>"
+    if "Fn::GetAtt" in value:
+        return "<{}.{}>".format(*value["Fn::GetAtt"])
+    sep, parts = value["Fn::Join"]
+    return sep.join(_text(p) for p in parts)
+
+
+def _lifecycle_write_guard(t) -> dict:
+    (policy,) = [p for p in t.find_resources("AWS::S3::BucketPolicy").values()
+                 if p["Properties"]["Bucket"]["Ref"].startswith("LifecycleBucket")]
+    (deny,) = [st for st in policy["Properties"]["PolicyDocument"]["Statement"]
+               if st.get("Sid") == "OnlyDeploymentsWriteLifecycleScripts"]
+    return deny
+
+
+def _upload_role_names(template: dict) -> set[str]:
+    return {_text(r["Properties"]["RoleName"]) for lid, r in template["Resources"].items()
+            if r["Type"] == "AWS::IAM::Role" and lid.startswith("CustomCDKBucketDeployment")}
+
+
+@pytest.mark.parametrize("variant", ["default", "eks"])
+def test_only_deploy_roles_and_platform_upload_roles_write_lifecycle_scripts(synth, variant):
+    s = synth(variant)
+    deny = _lifecycle_write_guard(s.template("storage"))
+    assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"}
+    assert set(deny["Action"]) == {"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"}
+    assert _text(deny["Resource"]).endswith("/*")
+    writers = {_text(a) for a in deny["Condition"]["ArnNotLike"]["aws:PrincipalArn"]}
+    role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/"
+    assert f"{role}cdk-hnb659fds-*-role-<AWS::AccountId>-<AWS::Region>" in writers
+    # The roles that really upload (cluster and Studio stacks) carry exactly the names the policy allows.
+    uploaders = _upload_role_names(s.templates["cluster"]) | _upload_role_names(s.templates["studio"])
+    assert len(uploaders) == 2
+    assert writers == {f"{role}cdk-hnb659fds-*-role-<AWS::AccountId>-<AWS::Region>"} | {role + n for n in uploaders}
+    assert all(len(n.replace("<AWS::Region>", "ap-southeast-5")) <= 64 for n in uploaders)
 
 
 def test_storage_outputs(synth):

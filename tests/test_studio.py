@@ -1,6 +1,8 @@
 """Studio stack: the domain as the cluster's front door, SharedFSx both ways, partitions, network, IAM, MLflow."""
 import json
 
+import pytest
+
 from aws_cdk.assertions import Match
 
 
@@ -194,5 +196,27 @@ def test_studio_can_be_turned_off(synth):
     platform = build_platform(app, parse_config({"studio": {"enabled": False}}))
     assert platform.studio is None
     assert [c.node.id for c in app.node.children if isinstance(c, cdk.Stack)] == [
-        "ml-cluster-network", "ml-cluster-storage", "ml-cluster-slurm-login", "ml-cluster-cluster"]
+        "ml-cluster-network", "ml-cluster-storage", "ml-cluster-slurm-login", "ml-cluster-cluster",
+        "ml-cluster-observability"]
     assert synth("default").platform.studio is not None
+
+
+@pytest.mark.parametrize("variant", ["default", "eks"])
+def test_bootstrap_pins_the_digest_of_every_file_it_fetches(synth, variant):
+    """The bootstrap lists one SHA-256 per file the Studio BucketDeployment ships, computed from the staged asset."""
+    import hashlib
+    import re
+    s = synth(variant)
+    t = s.templates["studio"]
+    (config, *_) = _resources(t, "AWS::SageMaker::StudioLifecycleConfig").values()
+    body = config["Properties"]["StudioLifecycleConfigContent"]["Fn::Base64"]["Fn::Sub"][0]
+    pinned = dict((path, digest) for digest, path in re.findall(r"^([0-9a-f]{64})  (\S+)$", body, re.M))
+    assets = {h: a for m in s.out_dir.glob("*.assets.json") for h, a in json.loads(m.read_text())["files"].items()}
+    (deployment,) = _resources(t, "Custom::CDKBucketDeployment").values()
+    shipped = {}
+    for key in deployment["Properties"]["SourceObjectKeys"]:
+        root = s.out_dir / assets[key.split(".")[0]]["source"]["path"]
+        shipped.update({str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+                        for p in root.rglob("*") if p.is_file()})
+    assert pinned == shipped
+    assert body.index("sha256sum --check --strict") < body.index("exec bash")

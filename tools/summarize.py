@@ -1,12 +1,23 @@
-"""Prints what `cdk synth` wrote: each stack, its resource count and template path."""
+"""Prints what `cdk synth` wrote (each stack, its resource count and template path) and, with --config, what the
+configuration buys (tools/sizing.py)."""
+import argparse
 import json
 import sys
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-def main(out_dir: str) -> None:
-    out = Path(out_dir)
+from stacks.config import load_config  # noqa: E402
+from tools.sizing import render, size  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("out_dir", nargs="?", default="cdk.out")
+    parser.add_argument("--config", help="the config file that was synthesized")
+    args = parser.parse_args(argv)
+    out = Path(args.out_dir)
     manifest = json.loads((out / "manifest.json").read_text())
     stacks = {name: a for name, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"}
     print(f"\nSynthesized {len(stacks)} stack(s) into {out}/ (no AWS calls were made):")
@@ -16,8 +27,13 @@ def main(out_dir: str) -> None:
         top = ", ".join(f"{t.split('::', 1)[1]} x{n}" for t, n in Counter(r["Type"] for r in resources.values())
                         .most_common(4))
         print(f"  {name:<28} {len(resources):>4} resources  {path}  ({top}, ...)")
-    print("Review with `npx cdk diff`, deploy with `npx cdk deploy --all` (see README: Deploy).")
+    if args.config:
+        cfg = load_config(args.config)
+        print()
+        print("\n".join(render(size(cfg), cfg)))
+    print("Review with `make diff CONFIG=...`, deploy with `make deploy CONFIG=...`: it refuses to replace or delete "
+          "stateful resources (see README: Deploy, Day-2 changes).")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "cdk.out")
+    main()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # FSx for Lustre at fsx.mount_path: mounted here and recorded in fstab (fsx.mount true), or, when HyperPod mounts it
 # from InstanceStorageConfigs (fsx.mount false), waited for, so that homes are never placed on the local disk of a
-# node whose shared file system is merely late.
+# node whose shared file system is merely late. Once it is mounted, in both modes: the Lustre client tuning AWS
+# recommends for large instances, and the checkpoint directory inside the S3-linked path.
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
@@ -11,9 +12,51 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 MOUNT_ATTEMPTS="${MOUNT_ATTEMPTS:-6}"
 # HyperPod's own mount: 30 checks, RETRY_DELAY (10 s) apart, as AWS's fsx_ubuntu.sh waits 6 x 10 s for its own.
 FSX_WAIT_ATTEMPTS="${FSX_WAIT_ATTEMPTS:-30}"
+MEMINFO="${MEMINFO:-/proc/meminfo}"
 
+# Client tuning from "Performance tips", https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance-tips.html:
+# - more than 64 GiB of memory: ldlm.namespaces.*.lru_max_age=600000 and lru_size=<100 * number_of_CPUs>;
+# - more than 64 vCPUs, after the client is mounted: osc.*OST*.max_rpcs_in_flight=32, mdc.*.max_rpcs_in_flight=64,
+#   mdc.*.max_mod_rpcs_in_flight=50.
+# The same page's module options for >64 vCPUs (ptlrpc ptlrpcd_per_cpt_max, ksocklnd credits) take effect only after
+# the Lustre modules reload (a reboot), so they are not applied here. lctl settings do not survive a reboot; a
+# replaced or rebooted node runs this script again.
+tune_lustre() {
+  local cpus mem_kib
+  cpus="$(nproc)"
+  mem_kib="$(awk '$1 == "MemTotal:" { print $2 }' "$MEMINFO")"
+  local settings=()
+  if ((mem_kib > 64 * 1024 * 1024)); then
+    settings+=("ldlm.namespaces.*.lru_max_age=600000" "ldlm.namespaces.*.lru_size=$((100 * cpus))")
+  fi
+  if ((cpus > 64)); then
+    settings+=("osc.*OST*.max_rpcs_in_flight=32" "mdc.*.max_rpcs_in_flight=64" "mdc.*.max_mod_rpcs_in_flight=50")
+  fi
+  if ((${#settings[@]} == 0)); then
+    log "Lustre client defaults kept: $cpus vCPUs and $((mem_kib / 1024 / 1024)) GiB are within AWS's thresholds"
+    return 0
+  fi
+  local setting
+  for setting in "${settings[@]}"; do
+    # A missed tuning costs speed, not correctness: the node carries on.
+    lctl set_param "$setting" >/dev/null || log "WARNING: lctl set_param $setting failed; the client keeps its default"
+  done
+  log "Lustre client tuned for $cpus vCPUs, $((mem_kib / 1024 / 1024)) GiB: ${settings[*]}"
+}
+
+# The checkpoint directory lies inside the data repository association's path (stacks/config.py checks), so FSx
+# exports what jobs write there to S3. Every user may create their own subdirectory; only owners delete (sticky).
+checkpoint_dir() {
+  local dir
+  dir="$(param fsx.checkpoint_dir)"
+  [[ -n "$dir" ]] || return 0
+  mkdir -p "$1$dir"
+  chmod 1777 "$1$dir"
+  log "checkpoint directory $1$dir (exported to S3)"
+}
+
+path="$(param fsx.mount_path)"
 if [[ "$(param fsx.mount)" != "true" ]]; then
-  path="$(param fsx.mount_path)"
   if [[ -z "$path" ]]; then
     log "no FSx file system for this cluster: nothing to mount or wait for"
     exit 0
@@ -22,12 +65,13 @@ if [[ "$(param fsx.mount)" != "true" ]]; then
     || die "$path is not mounted; HyperPod mounts it from the instance group's InstanceStorageConfigs, check the" \
       "group's FsxLustreConfig and that the security group allows Lustre (988, 1018-1023)"
   log "$path is mounted by HyperPod"
+  tune_lustre
+  checkpoint_dir "$path"
   exit 0
 fi
 
 dns="$(param fsx.dns_name)"
 mount_name="$(param fsx.mount_name)"
-path="$(param fsx.mount_path)"
 entry="$dns@tcp:/$mount_name $path lustre defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target 0 0"
 
 touch "$FSTAB"
@@ -47,9 +91,10 @@ fi
 mkdir -p "$path"
 if mountpoint -q "$path"; then
   log "$path is already mounted"
-  exit 0
+else
+  retry "$MOUNT_ATTEMPTS" mount "$path" || die "could not mount $dns@tcp:/$mount_name at $path"
+  mountpoint -q "$path" || die "mount reported success but $path is not a mount point"
+  log "mounted $dns@tcp:/$mount_name at $path"
 fi
-
-retry "$MOUNT_ATTEMPTS" mount "$path" || die "could not mount $dns@tcp:/$mount_name at $path"
-mountpoint -q "$path" || die "mount reported success but $path is not a mount point"
-log "mounted $dns@tcp:/$mount_name at $path"
+tune_lustre
+checkpoint_dir "$path"

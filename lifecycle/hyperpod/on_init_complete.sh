@@ -4,7 +4,8 @@
 # instance group) HyperPod writes /opt/slurm/etc/slurm.conf, starts slurmctld on the controller and configless
 # slurmd on login and compute nodes, and mounts FSx when InstanceStorageConfigs names it.
 #
-# So this script adds only what HyperPod does not do: users, their SSH keys, the container runtime's settings, Slurm
+# So this script adds only what HyperPod does not do: users, their SSH keys (kept in step with later changes to
+# the users list by a timer, install_users_sync.sh), the container runtime's settings, Slurm
 # log rotation, and (controller) the settings Studio login nodes read. It never writes node or partition lines,
 # never starts, stops or restarts a Slurm daemon; after changing plugstack.conf the controller runs
 # `scontrol reconfigure`, which pushes the file to the configless slurmd daemons.
@@ -29,6 +30,7 @@ log "node type: $NODE_TYPE (instance group ${detected#*$'\t'})"
 bash "$HERE/mount_fsx.sh"           # lifecycle mount, or wait for HyperPod's own mount
 bash "$HERE/create_users.sh"        # homes on FSx once it is there
 bash "$HERE/setup_ssh_keys.sh"      # passwordless SSH between nodes for cluster users
+bash "$HERE/install_users_sync.sh"  # later user changes reach this node through a systemd timer
 bash "$HERE/install_container_runtime.sh"
 bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
 

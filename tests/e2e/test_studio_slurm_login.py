@@ -505,3 +505,32 @@ def test_version_mismatch_fails_with_both_versions(cluster: Cluster, published: 
     assert f"the installed client (sinfo --version) is {local}" in result.stdout
     assert not (root / "etc" / "munge" / "munge.key").exists()
     assert not (root / "etc" / "slurm" / "slurm.conf").exists()
+
+
+SLURM_EXAMPLES = sorted((REPO / "examples" / "slurm").glob("*.sbatch"))
+# What `sbatch --test-only` here does not exercise, and why:
+# - The loopback cluster has one node with this machine's CPUs, so every example is submitted with
+#   --nodes=1 --ntasks-per-node=1 on the command line (which overrides the #SBATCH lines); the examples' own counts
+#   are checked against what they say in their usage line instead.
+# - --test-only validates the #SBATCH directives and finds a node; it runs nothing. The srun lines, with HyperPod's
+#   --auto-resume (its SPANK plugin) and pyxis's --container-image (not loadable in Debian's Slurm), are not run.
+#   They are only syntax-checked (bash -n) here and shellchecked in tests/test_slurm_examples.py.
+ONE_NODE = ("--nodes=1", "--ntasks-per-node=1")
+
+
+@pytest.mark.parametrize("script", SLURM_EXAMPLES, ids=[s.name for s in SLURM_EXAMPLES])
+def test_slurm_examples_pass_sbatch_test_only(cluster: Cluster, script: Path):
+    assert run(["bash", "-n", str(script)]).returncode == 0
+    result = run(["sbatch", "--test-only", *ONE_NODE, str(script)], env=cluster.slurm_env())
+    assert result.returncode == 0, result.stderr
+    assert "to start at" in result.stderr
+
+
+def test_a_broken_directive_fails_sbatch_test_only(cluster: Cluster):
+    """The check above can fail: the same example with one misspelt directive is refused."""
+    broken = cluster.base / "broken.sbatch"
+    text = (REPO / "examples" / "slurm" / "nccl-all-reduce.sbatch").read_text()
+    broken.write_text(text.replace("#SBATCH --exclusive", "#SBATCH --exclusiv-nodes"))
+    result = run(["sbatch", "--test-only", *ONE_NODE, str(broken)], env=cluster.slurm_env())
+    assert result.returncode != 0
+    assert "exclusiv-nodes" in result.stderr

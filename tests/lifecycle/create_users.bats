@@ -95,3 +95,68 @@ load test_helper
   [ "$status" -eq 0 ]
   [ -z "$(calls usermod)" ]
 }
+
+# --------------------------------------------------------------------------- removal (the users sync re-runs this)
+
+@test "a removed user this script created is locked, keeps the home and loses sudo; others are untouched" {
+  bash "$SCRIPTS/create_users.sh"
+  mkdir -p "$T/home/bob" && echo "checkpoint" >"$T/home/bob/model.pt"
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2001, "sudo": false}]'
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/create_users.sh"
+  [ "$status" -eq 0 ]
+  [ "$(calls usermod | grep -v -- ' -aG ')" = "usermod --lock --expiredate 1 bob" ]
+  [ "$(cat "$FAKE_ROOT/expired")" = "bob:1" ]
+  grep -q '^bob:x:2002:' "$FAKE_ROOT/passwd" # the account stays: files on FSx keep their owner's name
+  [ "$(cat "$T/home/bob/model.pt")" = "checkpoint" ]
+  [ ! -e "$SUDOERS_DIR/90-hyperpod-bob" ]
+  [ -z "$(calls userdel)" ]
+  [[ "$output" == *"locked user bob (2002): no longer in the users list; home $T/home/bob kept"* ]]
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/create_users.sh"
+  [ "$status" -eq 0 ]
+  [ -z "$(mutating_calls)" ]
+}
+
+@test "users it did not create are never locked, even when a tampered state file names them" {
+  echo "carol:x:3000:3000::/home/carol:/bin/bash" >>"$FAKE_ROOT/passwd"
+  echo "alice:x:2001:2001::/home/alice:/bin/bash" >>"$FAKE_ROOT/passwd" # on the node before the platform
+  bash "$SCRIPTS/create_users.sh"
+  [ "$(cat "$STATE_DIR/users")" = "bob" ]
+  set_param users '[]'
+  printf 'root\n' >>"$STATE_DIR/users"
+  run bash "$SCRIPTS/create_users.sh"
+  [ "$status" -eq 0 ]
+  [ "$(calls usermod | grep -v -- ' -aG ')" = "usermod --lock --expiredate 1 bob" ]
+  [[ "$output" == *"root has uid 0, not a user this script creates; leaving it alone"* ]]
+}
+
+@test "sudo goes when a user leaves the list, also for an account the script did not create" {
+  echo "alice:x:2001:2001::/home/alice:/bin/bash" >>"$FAKE_ROOT/passwd"
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2001, "sudo": true}]'
+  bash "$SCRIPTS/create_users.sh"
+  [ -e "$SUDOERS_DIR/90-hyperpod-alice" ]
+  echo "ops ALL=(ALL) ALL" >"$SUDOERS_DIR/50-ops" # not ours
+  set_param users '[]'
+  run bash "$SCRIPTS/create_users.sh"
+  [ "$status" -eq 0 ]
+  [ ! -e "$SUDOERS_DIR/90-hyperpod-alice" ]
+  [ -e "$SUDOERS_DIR/50-ops" ]
+  [ -z "$(calls usermod | grep -v -- ' -aG ')" ]
+}
+
+@test "a user listed again is unlocked: the same account, no second useradd" {
+  cp "$PARAMS_FILE" "$T/params.both"
+  bash "$SCRIPTS/create_users.sh"
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2001, "sudo": false}]'
+  bash "$SCRIPTS/create_users.sh"
+  cp "$T/params.both" "$PARAMS_FILE"
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/create_users.sh"
+  [ "$status" -eq 0 ]
+  [ "$(calls usermod | grep -v -- ' -aG ')" = "usermod --unlock --expiredate  bob" ]
+  [ -z "$(calls useradd)" ]
+  [ ! -s "$FAKE_ROOT/expired" ]
+  [ -e "$SUDOERS_DIR/90-hyperpod-bob" ]
+  [ -z "$(cat "$STATE_DIR/users_locked")" ]
+}

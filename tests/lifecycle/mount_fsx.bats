@@ -75,3 +75,75 @@ entry() {
   [ -z "$(calls mountpoint)" ]
   [[ "$output" == *"no FSx file system for this cluster"* ]]
 }
+
+# A p5.48xlarge-sized node: 192 vCPUs, 2 TiB of memory.
+big_node() {
+  export STUB_NPROC=192
+  printf 'MemTotal:       2113500000 kB\n' >"$MEMINFO"
+}
+
+@test "large instance: AWS's LRU and RPC-in-flight settings are applied after the mount" {
+  big_node
+  run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -eq 0 ]
+  [ "$(calls lctl)" = "lctl set_param ldlm.namespaces.*.lru_max_age=600000
+lctl set_param ldlm.namespaces.*.lru_size=19200
+lctl set_param osc.*OST*.max_rpcs_in_flight=32
+lctl set_param mdc.*.max_rpcs_in_flight=64
+lctl set_param mdc.*.max_mod_rpcs_in_flight=50" ]
+  # The mount comes first: lctl settings apply to a mounted client's devices.
+  [ "$(grep -nE '^(mount|lctl) ' "$STUB_LOG" | head -1 | cut -d: -f2-)" = "mount $T/fsx" ]
+}
+
+@test "more than 64 GiB but at most 64 vCPUs: LRU settings only" {
+  export STUB_NPROC=64
+  printf 'MemTotal:       198000000 kB\n' >"$MEMINFO"
+  run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -eq 0 ]
+  [ "$(calls lctl)" = "lctl set_param ldlm.namespaces.*.lru_max_age=600000
+lctl set_param ldlm.namespaces.*.lru_size=6400" ]
+}
+
+@test "small instance: no tuning, and the log says why" {
+  run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -eq 0 ]
+  [ -z "$(calls lctl)" ]
+  [[ "$output" == *"Lustre client defaults kept: 4 vCPUs and 7 GiB are within AWS's thresholds"* ]]
+}
+
+@test "with HyperPod's own mount the tuning is applied once the mount is there" {
+  big_node
+  set_param fsx.mount false
+  echo "$T/fsx" >>"$FAKE_ROOT/mounts"
+  run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -eq 0 ]
+  [ "$(calls lctl | wc -l)" -eq 5 ]
+  [ -z "$(calls mount)" ]
+}
+
+@test "no tuning when HyperPod's mount never comes" {
+  big_node
+  set_param fsx.mount false
+  FSX_WAIT_ATTEMPTS=2 run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -ne 0 ]
+  [ -z "$(calls lctl)" ]
+}
+
+@test "a failing lctl is a warning, not a failed node" {
+  big_node
+  STUB_LCTL_FAIL=1 run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"WARNING: lctl set_param osc.*OST*.max_rpcs_in_flight=32 failed"* ]]
+}
+
+@test "the checkpoint directory inside the S3-linked path is created world-writable and sticky, in both modes" {
+  run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -eq 0 ]
+  [ "$(stat -c %a "$T/fsx/data/checkpoints")" = 1777 ]
+  rm -rf "$T/fsx/data"
+  set_param fsx.mount false
+  run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -eq 0 ]
+  [ "$(stat -c %a "$T/fsx/data/checkpoints")" = 1777 ]
+  [[ "$output" == *"checkpoint directory $T/fsx/data/checkpoints (exported to S3)"* ]]
+}

@@ -7,8 +7,8 @@ REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 SCRIPTS="$REPO_ROOT/lifecycle/hyperpod"
 FIXTURES="$BATS_TEST_DIRNAME/fixtures"
 
-STUBBED=(hostname mount umount mountpoint getent groupadd useradd usermod systemctl scontrol
-  apt-get apt-mark dpkg-query aws visudo srun ssh-keygen)
+STUBBED=(hostname mount umount mountpoint getent groupadd useradd usermod userdel systemctl scontrol
+  apt-get apt-mark dpkg-query aws visudo srun ssh-keygen lctl nproc)
 
 setup() {
   T="$BATS_TEST_TMPDIR"
@@ -35,6 +35,9 @@ setup() {
   export SLURM_CONF_DIR="$T/slurm/etc" DEFAULT_HOME_ROOT="$T/home"
   export PYXIS_CONF="$T/pyxis/pyxis.conf" TMPDIR="$T/tmp"
   export SSH_CLIENT_CONF="$T/ssh_config.d/60-hyperpod-cluster.conf" LOGROTATE_CONF="$T/logrotate.d/hyperpod-slurm"
+  export STATE_DIR="$T/state" PLATFORM_DIR="$T/platform" SYSTEMD_DIR="$T/systemd"
+  export MEMINFO="$T/meminfo"
+  printf 'MemTotal:        7836724 kB\nMemFree:         1000000 kB\n' >"$MEMINFO"
   export ENROOT_CONF="$T/enroot/enroot.conf" NVME_PATHS="$T/nvme $T/opt-sagemaker" OS_RELEASE="$T/os-release"
   mkdir -p "$TMPDIR" "$SLURM_CONF_DIR"
   printf 'ID=ubuntu\nVERSION_ID="22.04"\nVERSION_CODENAME=jammy\n' >"$OS_RELEASE"
@@ -72,7 +75,7 @@ calls() {
 
 # mutating_calls -> every recorded call that changes the node
 mutating_calls() {
-  grep -E '^(mount|umount|groupadd|useradd|usermod|scontrol|apt-get|apt-mark|aws) |^systemctl (daemon-reload|enable|restart|reload)' "$STUB_LOG" || true
+  grep -E '^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-mark|aws) |^systemctl (daemon-reload|enable|restart|reload)' "$STUB_LOG" || true
 }
 
 # add_artifact NAME FILE CONTENT [SHA] : puts a fake .deb in the fake S3 and lists it in the params

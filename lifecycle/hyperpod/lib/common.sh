@@ -18,6 +18,11 @@ export SLURM_BIN_DIR="${SLURM_BIN_DIR:-/opt/slurm/bin}"
 export PATH="$PATH:$SLURM_BIN_DIR" # HyperPod installs the Slurm commands there
 export OS_RELEASE="${OS_RELEASE:-/etc/os-release}"
 export RETRY_DELAY="${RETRY_DELAY:-10}"
+# What create_users.sh created on this node (so it removes only those), and the digest of the applied parameters.
+export STATE_DIR="${STATE_DIR:-/var/lib/hyperpod-platform}"
+# The node's own copy of the user scripts and the parameters the users sync runs (HyperPod's download may not last).
+export PLATFORM_DIR="${PLATFORM_DIR:-/opt/hyperpod-platform}"
+export SYSTEMD_DIR="${SYSTEMD_DIR:-/etc/systemd/system}"
 
 log() {
   printf '%s [%s] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(basename "$0" .sh)" "$*"

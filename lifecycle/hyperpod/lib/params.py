@@ -55,6 +55,10 @@ def validate(params):
         problems.append(f"orchestrator: expected slurm or eks, got {orchestrator!r}")
     if orchestrator == "slurm" and not params.get("controller_group"):
         problems.append("controller_group: missing")
+    if orchestrator == "slurm":
+        uri = str((params.get("users_sync") or {}).get("parameters_s3_uri") or "")
+        if not uri.startswith("s3://"):
+            problems.append(f"users_sync.parameters_s3_uri: must be an s3:// URI, got {uri!r}")
     for i, group in enumerate(params.get("worker_groups") or []):
         if not group.get("instance_group_name"):
             problems.append(f"worker_groups[{i}].instance_group_name: missing")

@@ -1,0 +1,24 @@
+"""One retention for every log group the platform creates, whoever wrote the construct (aws-cdk-lib's asset
+uploads default to two years, our handlers to three months)."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import jsii
+import aws_cdk as cdk
+from aws_cdk import aws_logs as logs
+from constructs import IConstruct
+
+
+@jsii.implements(cdk.IAspect)
+class LogRetention:
+    """Sets RetentionInDays on every AWS::Logs::LogGroup under the scope it is added to, except `keep` (groups
+    whose retention another config key owns, e.g. the EKS control plane's)."""
+
+    def __init__(self, days: int, keep: Iterable[logs.CfnLogGroup] = ()) -> None:
+        self.days = days
+        self._keep_paths = {group.node.path for group in keep}
+
+    def visit(self, node: IConstruct) -> None:
+        if isinstance(node, logs.CfnLogGroup) and node.node.path not in self._keep_paths:
+            node.retention_in_days = self.days

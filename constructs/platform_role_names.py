@@ -1,0 +1,27 @@
+"""Fixed names for the roles another stack's resource policy must name before the role exists.
+
+A name CloudFormation generates when none is given (a unique physical ID,
+https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-name.html) cannot be named in
+advance, and a cross-stack reference would run the wrong way (the storage and slurm-login stacks deploy first).
+IAM role names are account-wide, hence the region; each name is at most 56 characters.
+"""
+from __future__ import annotations
+
+import aws_cdk as cdk
+
+
+def upload_role_name(cluster_name: str, stack_kind: str) -> str:
+    """The role of the function that uploads lifecycle scripts from `stack_kind` (cluster | studio): the lifecycle
+    bucket's policy lets only these and CDK's deploy roles write."""
+    return f"{cluster_name.lower()[:20]}-{stack_kind}-lc-upload-{cdk.Aws.REGION}"
+
+
+def studio_execution_role_name(cluster_name: str) -> str:
+    """The Studio domain's execution role: the Slurm login secret and its key name it as their only reader."""
+    return f"{cluster_name.lower()[:20]}-studio-execution-{cdk.Aws.REGION}"
+
+
+def cluster_execution_role_name(cluster_name: str) -> str:
+    """The Slurm HyperPod cluster's execution role: the login secret and its key (their own stack, deployed before
+    the cluster) name it as their only writer."""
+    return f"{cluster_name.lower()[:20]}-cluster-execution-{cdk.Aws.REGION}"

@@ -1,0 +1,48 @@
+"""custom_resources.Provider handler: retention on the log group HyperPod creates for a cluster.
+
+HyperPod writes node and lifecycle-script logs to /aws/sagemaker/Clusters/<cluster-name>/<cluster-id>, a group it
+creates itself without retention; its name holds the cluster ID, known only once the cluster exists. This resource
+runs after the cluster: it creates the group if HyperPod has not yet (HyperPod tolerates an existing group, as the
+CloudWatch agent does) and sets the retention. Delete leaves the group and its logs alone.
+
+ResourceProperties: LogGroupName, RetentionInDays. Environment: AWS_REGION (set by Lambda), optionally
+AWS_ENDPOINT_URL (tests).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Mapping
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+LOG = logging.getLogger(__name__)
+LOG.setLevel(logging.INFO)
+
+
+def client(service: str):
+    config = Config(retries={"mode": "standard", "total_max_attempts": 8})
+    return boto3.client(service, region_name=os.environ.get("AWS_REGION"), config=config)
+
+
+def apply(logs, name: str, days: int) -> None:
+    """Idempotent: a second run with the same input changes nothing."""
+    try:
+        logs.create_log_group(logGroupName=name)
+        LOG.info("created %s", name)
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "ResourceAlreadyExistsException":
+            raise
+    logs.put_retention_policy(logGroupName=name, retentionInDays=days)
+    LOG.info("retention of %s: %d days", name, days)
+
+
+def on_event(event: Mapping[str, Any], _context: Any = None) -> dict:
+    props = event["ResourceProperties"]
+    name = props["LogGroupName"]
+    if event["RequestType"] == "Delete":
+        return {"PhysicalResourceId": event["PhysicalResourceId"]}  # the logs stay, with their retention
+    apply(client("logs"), name, int(props["RetentionInDays"]))
+    return {"PhysicalResourceId": name}

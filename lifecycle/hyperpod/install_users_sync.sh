@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Installs the users sync on this node (see sync_users.sh): a copy of the user scripts and of the parameters just
+# applied in PLATFORM_DIR, the digest of those parameters, and a systemd timer that runs the sync every two minutes.
+# Every file is written only when its content differs; systemd is reloaded and the timer restarted only then.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$HERE/lib/common.sh"
+
+SERVICE=hyperpod-users-sync.service
+TIMER=hyperpod-users-sync.timer
+
+# put SOURCE DEST MODE : installs SOURCE as DEST when they differ, and then sets WROTE=1.
+WROTE=0
+put() {
+  cmp -s "$1" "$2" && return 0
+  mkdir -p "$(dirname "$2")"
+  install -m "$3" "$1" "$2"
+  WROTE=1
+  log "wrote $2"
+}
+
+uri="$(param users_sync.parameters_s3_uri)"
+[[ -n "$uri" ]] || die "$PARAMS_FILE names no users_sync.parameters_s3_uri: the users sync needs it"
+
+for f in sync_users.sh create_users.sh setup_ssh_keys.sh lib/common.sh lib/params.py; do
+  put "$HERE/$f" "$PLATFORM_DIR/$f" 0755
+done
+put "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json" 0644
+mkdir -p "$STATE_DIR"
+digest="$(sha256sum "$PARAMS_FILE" | cut -d' ' -f1)"
+if [[ "$digest" != "$(cat "$STATE_DIR/applied_parameters.sha256" 2>/dev/null || true)" ]]; then
+  echo "$digest" >"$STATE_DIR/applied_parameters.sha256"
+fi
+
+units="$(mktemp -d)"
+trap 'rm -rf "$units"' EXIT
+cat >"$units/$SERVICE" <<UNIT
+# Written by the HyperPod platform's install_users_sync.sh.
+[Unit]
+Description=Apply user changes from $uri
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Type=oneshot
+ExecStart=/bin/bash $PLATFORM_DIR/sync_users.sh
+UNIT
+# OnActiveSec counts from the timer's start, so the first run comes two minutes after installation (or boot);
+# the random delay spreads the S3 reads of a large cluster.
+cat >"$units/$TIMER" <<UNIT
+# Written by the HyperPod platform's install_users_sync.sh.
+[Unit]
+Description=Apply user changes from the cluster's parameters every two minutes
+
+[Timer]
+OnActiveSec=2min
+OnUnitActiveSec=2min
+RandomizedDelaySec=30s
+
+[Install]
+WantedBy=timers.target
+UNIT
+
+WROTE=0
+put "$units/$SERVICE" "$SYSTEMD_DIR/$SERVICE" 0644
+put "$units/$TIMER" "$SYSTEMD_DIR/$TIMER" 0644
+if ((WROTE)) || ! systemctl is-enabled --quiet "$TIMER"; then
+  systemctl daemon-reload
+  systemctl enable "$TIMER"
+  systemctl restart "$TIMER"
+  log "users sync timer active: $uri, every 2 minutes"
+fi

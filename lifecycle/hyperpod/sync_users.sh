@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Brings user changes to a running node. HyperPod runs the lifecycle scripts once, when a node is created; a cluster
+# stack update only replaces platform_parameters.json in the lifecycle prefix. A systemd timer (install_users_sync.sh)
+# runs this every two minutes: it fetches that file, and when its digest differs from the one applied last, runs
+# create_users.sh (adds, locks removed users, grants and revokes sudo) and setup_ssh_keys.sh against it.
+#
+# Only the parameters travel: the scripts are the node's copy from its creation. A failed download, invalid
+# parameters or a failed step keep the node as it is and the last applied digest, so the next run tries again.
+set -euo pipefail
+
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+mkdir -p "$LOG_DIR" "$STATE_DIR"
+# Quiet when nothing changed: only downloads that fail and changes that are applied are logged.
+exec >>"$LOG_DIR/users_sync.log" 2>&1
+
+exec 8>"$STATE_DIR/users_sync.lock"
+if ! flock -n 8; then
+  log "another sync is still running; skipping this one"
+  exit 0
+fi
+
+APPLIED="$STATE_DIR/applied_parameters.sha256"
+uri="$(param users_sync.parameters_s3_uri)"
+[[ -n "$uri" ]] || die "$PARAMS_FILE names no users_sync.parameters_s3_uri"
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+new="$work/platform_parameters.json"
+
+if ! aws s3 cp --only-show-errors "$uri" "$new"; then
+  die "could not download $uri; users stay as they are, next try at the next timer run"
+fi
+digest="$(sha256sum "$new" | cut -d' ' -f1)"
+if [[ "$digest" == "$(cat "$APPLIED" 2>/dev/null || true)" ]]; then
+  exit 0
+fi
+
+log "$uri changed (sha256 $digest); applying the users list"
+if ! params_py validate "$new"; then
+  die "the new parameters are invalid; users stay as they are"
+fi
+here="$(dirname "${BASH_SOURCE[0]}")"
+PARAMS_FILE="$new" bash "$here/create_users.sh" || die "create_users.sh failed; the next run tries again"
+PARAMS_FILE="$new" bash "$here/setup_ssh_keys.sh" || die "setup_ssh_keys.sh failed; the next run tries again"
+
+install -m 0644 "$new" "$PARAMS_FILE"
+echo "$digest" >"$APPLIED.new"
+mv "$APPLIED.new" "$APPLIED"
+log "applied parameters sha256 $digest"

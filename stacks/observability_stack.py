@@ -1,0 +1,74 @@
+"""Observability: alarms, HyperPod events and a dashboard for the whole platform, on one encrypted SNS topic.
+Deployed last; it only reads the other stacks."""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Optional, Sequence, Union
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+from constructs.platform_observability import LustreTargets, PlatformObservability, Subscription
+
+from stacks.config import PlatformConfig
+from stacks.storage_stack import StorageStack
+from stacks.studio_stack import StudioStack
+
+if TYPE_CHECKING:  # annotations only: a Slurm config imports nothing of the EKS path (tests/test_stack_graph.py)
+    from stacks.eks_cluster_stack import EksClusterStack
+    from stacks.slurm_cluster_stack import SlurmClusterStack
+
+
+def platform_functions(stacks: Sequence[cdk.Stack]) -> list[tuple[str, lambda_.Function]]:
+    """The Lambda functions the platform's stacks deploy (custom-resource handlers, event handlers, asset uploads),
+    without aws-cdk-lib's Provider framework functions (they only relay what a handler returns)."""
+    found = []
+    for stack in stacks:
+        for node in stack.node.find_all():
+            if (isinstance(node, lambda_.Function) and not isinstance(node.node.scope, cr.Provider)
+                    and cdk.Stack.of(node) is stack):
+                label = re.sub(r"[^A-Za-z0-9-]", "", "-".join(node.node.path.split("/")[1:]))[:60]
+                found.append((f"{stack.node.id.rsplit('-', 1)[-1]}-{label}", node))
+    return found
+
+
+class ObservabilityStack(cdk.Stack):
+    def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, storage: StorageStack,
+                 cluster: Union[SlurmClusterStack, EksClusterStack], studio: Optional[StudioStack],
+                 other_stacks: Sequence[cdk.Stack] = (), **kwargs) -> None:
+        """`other_stacks`: the platform's further stacks with Lambda functions to alarm on (the EKS stack's kubectl
+        and add-on handlers); this stack is deployed after each of them."""
+        super().__init__(scope, id_, **kwargs)
+        watched = [s for s in (storage, cluster, studio, *other_stacks) if s is not None]
+        for stack in watched:  # explicit: the order holds even where no value crosses the stacks
+            self.add_stack_dependency(stack)
+        obs = config.observability
+        lustre = config.storage.lustre
+        owned = lustre.existing is None
+        self.observability = PlatformObservability(
+            self, "Observability", name=config.name, cluster_name=config.name,
+            cluster_id=self._cluster_id(cluster),
+            lustre=LustreTargets(file_system_id=storage.lustre.file_system_id,
+                                 capacity_gib=lustre.storage_capacity_gib if owned else None,
+                                 throughput_mb_per_tib=lustre.throughput_mib_per_tib if owned else None),
+            functions=platform_functions(watched),
+            dead_letter_queue=studio.partitions.dead_letters if studio is not None else None,
+            instance_groups=[(g.name, g.role) for g in config.cluster.instance_groups],
+            subscriptions_=[Subscription(s.protocol, s.endpoint) for s in obs.subscriptions],
+            log_retention_days=obs.log_retention_days, free_capacity_percent=obs.fsx_free_capacity_percent,
+            throughput_percent=obs.fsx_throughput_percent, throughput_minutes=obs.fsx_throughput_minutes,
+            export_backlog_minutes=obs.export_backlog_minutes)
+        cdk.CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)
+        cdk.CfnOutput(self, "DashboardName", value=f"{config.name}-platform")
+        cdk.CfnOutput(self, "ClusterLogGroup", value=self.observability.cluster_log_group)
+
+    def _cluster_id(self, cluster: Union[SlurmClusterStack, EksClusterStack]) -> str:
+        """The cluster's ID as an output of the cluster stack, read here with Fn::GetStackOutput. A plain
+        cross-stack reference would carry the cluster ARN and split it here, an Fn::Split over Fn::GetStackOutput
+        that cfn-lint (E1022) cannot type; the value and the deploy order are the same."""
+        output = cdk.CfnOutput(cluster, "ClusterIdForObservability", value=cluster.hyperpod.cluster_id,
+                               description="Read by the observability stack (HyperPod's log group name)")
+        self.add_stack_dependency(cluster)
+        return cdk.Token.as_string(cdk.Intrinsic({"Fn::GetStackOutput": {
+            "StackName": cluster.stack_name, "Region": cluster.region, "OutputName": output.logical_id}}))

@@ -1,0 +1,61 @@
+"""log_retention: the real CloudWatch Logs API of moto server."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from .conftest import ROOT, Recorder
+
+sys.path.insert(0, str(ROOT / "lambda" / "cluster_log_retention"))
+
+import log_retention  # noqa: E402
+
+GROUP = "/aws/sagemaker/Clusters/ml-cluster/abc123def456"
+
+
+@pytest.fixture
+def logs():
+    return log_retention.client("logs")
+
+
+def event(request_type: str, days="90", **extra) -> dict:
+    return {"RequestType": request_type, "ResourceProperties": {"LogGroupName": GROUP, "RetentionInDays": days},
+            **extra}
+
+
+def retention(logs) -> int | None:
+    (group,) = [g for g in logs.describe_log_groups(logGroupNamePrefix=GROUP)["logGroups"]
+                if g["logGroupName"] == GROUP]
+    return group.get("retentionInDays")
+
+
+def test_sets_retention_on_the_group_hyperpod_created(logs):
+    logs.create_log_group(logGroupName=GROUP)
+    assert retention(logs) is None
+    assert log_retention.on_event(event("Create")) == {"PhysicalResourceId": GROUP}
+    assert retention(logs) == 90
+
+
+def test_creates_the_group_when_hyperpod_has_not_yet(logs):
+    log_retention.on_event(event("Create", days="30"))
+    assert retention(logs) == 30
+
+
+def test_update_changes_retention_and_a_second_run_changes_nothing(logs):
+    log_retention.on_event(event("Create"))
+    log_retention.on_event(event("Update", days="365", PhysicalResourceId=GROUP))
+    assert retention(logs) == 365
+    log_retention.on_event(event("Update", days="365", PhysicalResourceId=GROUP))
+    assert retention(logs) == 365
+    assert len(logs.describe_log_groups(logGroupNamePrefix="/aws/sagemaker/Clusters/")["logGroups"]) == 1
+
+
+def test_delete_keeps_the_group_and_calls_nothing(logs, monkeypatch):
+    log_retention.on_event(event("Create"))
+    recorder = Recorder(logs)
+    monkeypatch.setattr(log_retention, "client", lambda _service: logs)
+    assert log_retention.on_event(event("Delete", PhysicalResourceId=GROUP)) == {"PhysicalResourceId": GROUP}
+    assert recorder.names() == []
+    assert retention(logs) == 90
+

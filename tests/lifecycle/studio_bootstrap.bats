@@ -1,0 +1,77 @@
+#!/usr/bin/env bats
+# shellcheck disable=SC2016  # the scripts written below expand $HOME when they run, not here
+# The Studio lifecycle-config bootstrap (constructs/studio_lifecycle_configs.py): it runs the fetched scripts only
+# when every one matches the SHA-256 rendered into it. `aws s3 cp` is a stub copying from a local "bucket".
+
+bats_require_minimum_version 1.5.0
+
+REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
+
+setup_file() {
+  export SHIPPED="$BATS_FILE_TMPDIR/shipped"
+  mkdir -p "$SHIPPED/tools"
+  # The entry point records that it ran and what it saw; a helper in a subfolder proves nested paths work.
+  cat >"$SHIPPED/entry.sh" <<'SH'
+echo "ran with $STUDIO_TEST_VALUE" >"$HOME/ran"
+bash "$(dirname "$0")/tools/helper.sh"
+SH
+  echo 'echo helper >>"$HOME/ran"' >"$SHIPPED/tools/helper.sh"
+  JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 "$REPO_ROOT/.venv/bin/python" "$BATS_TEST_DIRNAME/render_studio_bootstrap.py" "$SHIPPED" \
+    "s3://lifecycle-bucket/studio/ml-cluster/" entry.sh >"$BATS_FILE_TMPDIR/bootstrap.sh"
+}
+
+setup() {
+  T="$BATS_TEST_TMPDIR"
+  export HOME="$T/home" BUCKET="$T/bucket" TMPDIR="$T/tmp" AWS_LOG="$T/aws.log"
+  mkdir -p "$HOME" "$TMPDIR" "$T/bin"
+  cp -R "$SHIPPED" "$BUCKET"
+  cat >"$T/bin/aws" <<'SH'
+#!/bin/bash
+echo "aws $*" >>"$AWS_LOG"
+[[ "$1 $2" == "s3 cp" && "$*" == *--recursive* ]] || exit 3
+cp -R "$BUCKET/." "${@: -1}"
+SH
+  chmod +x "$T/bin/aws"
+  export PATH="$T/bin:$PATH"
+}
+
+@test "scripts that match their digests are installed and the entry point runs" {
+  run bash "$BATS_FILE_TMPDIR/bootstrap.sh"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$HOME/ran")" = "$(printf 'ran with from-bootstrap\nhelper')" ]
+  cmp "$SHIPPED/tools/helper.sh" "$HOME/.studio-lifecycle/scripts/tools/helper.sh"
+  grep -q "s3://lifecycle-bucket/studio/ml-cluster/" "$AWS_LOG"
+}
+
+@test "a tampered script is refused and nothing runs" {
+  echo 'echo tampered >"$HOME/tampered"' >>"$BUCKET/tools/helper.sh"
+  run bash "$BATS_FILE_TMPDIR/bootstrap.sh"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"does not match its SHA-256"* ]]
+  [ ! -e "$HOME/ran" ] && [ ! -e "$HOME/tampered" ]
+  [ ! -e "$HOME/.studio-lifecycle/scripts" ]
+}
+
+@test "a tampered entry point is refused even when earlier scripts were installed" {
+  run bash "$BATS_FILE_TMPDIR/bootstrap.sh"
+  [ "$status" -eq 0 ] && rm "$HOME/ran"
+  echo 'echo tampered >"$HOME/tampered"' >"$BUCKET/entry.sh"
+  run bash "$BATS_FILE_TMPDIR/bootstrap.sh"
+  [ "$status" -eq 1 ]
+  [ ! -e "$HOME/ran" ] && [ ! -e "$HOME/tampered" ]
+  cmp "$SHIPPED/entry.sh" "$HOME/.studio-lifecycle/scripts/entry.sh"  # the verified copy is untouched
+}
+
+@test "a missing script is refused and nothing runs" {
+  rm "$BUCKET/tools/helper.sh"
+  run bash "$BATS_FILE_TMPDIR/bootstrap.sh"
+  [ "$status" -eq 1 ]
+  [ ! -e "$HOME/ran" ]
+}
+
+@test "a file the digests do not list is never installed" {
+  echo 'echo extra' >"$BUCKET/extra.sh"
+  run bash "$BATS_FILE_TMPDIR/bootstrap.sh"
+  [ "$status" -eq 0 ]
+  [ ! -e "$HOME/.studio-lifecycle/scripts/extra.sh" ]
+}

@@ -1,0 +1,195 @@
+#!/usr/bin/env bats
+# The users sync: install_users_sync.sh (node copy, digest, systemd timer) and sync_users.sh (what the timer runs).
+# The fake S3 (stubs/stub `aws`) serves $STUB_S3_DIR/platform_parameters.json for the parameters' S3 URI.
+
+load test_helper
+
+SERVICE=hyperpod-users-sync.service
+TIMER=hyperpod-users-sync.timer
+
+# A node as on_init_complete.sh leaves it: users created, the sync installed; S3 holds the same parameters.
+node_created() {
+  bash "$SCRIPTS/create_users.sh"
+  bash "$SCRIPTS/install_users_sync.sh"
+  cp "$PARAMS_FILE" "$STUB_S3_DIR/platform_parameters.json"
+  : >"$STUB_LOG"
+}
+
+# publish KEY JSON : a stack update: the parameters in S3 change (the node's copy does not)
+publish() {
+  set_param "$1" "$2"
+  cp "$PARAMS_FILE" "$STUB_S3_DIR/platform_parameters.json"
+}
+
+# sync : runs the node's copy as the systemd unit does, with no PARAMS_FILE in its environment
+sync() {
+  run env -u PARAMS_FILE bash "$PLATFORM_DIR/sync_users.sh"
+}
+
+sync_log() {
+  cat "$LOG_DIR/users_sync.log" 2>/dev/null || true
+}
+
+@test "install: the node keeps a copy of the user scripts and parameters and the applied digest" {
+  bash "$SCRIPTS/install_users_sync.sh"
+  for f in sync_users.sh create_users.sh setup_ssh_keys.sh lib/common.sh lib/params.py; do
+    cmp "$SCRIPTS/$f" "$PLATFORM_DIR/$f"
+  done
+  cmp "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json"
+  [ "$(cat "$STATE_DIR/applied_parameters.sha256")" = "$(sha256sum "$PARAMS_FILE" | cut -d' ' -f1)" ]
+}
+
+@test "install: service and timer are written, enabled and started once; a second install changes nothing" {
+  run bash "$SCRIPTS/install_users_sync.sh"
+  [ "$status" -eq 0 ]
+  grep -qxF "ExecStart=/bin/bash $PLATFORM_DIR/sync_users.sh" "$SYSTEMD_DIR/$SERVICE"
+  grep -qxF "Type=oneshot" "$SYSTEMD_DIR/$SERVICE"
+  grep -qxF "OnUnitActiveSec=2min" "$SYSTEMD_DIR/$TIMER"
+  grep -qxF "RandomizedDelaySec=30s" "$SYSTEMD_DIR/$TIMER"
+  grep -qxF "WantedBy=timers.target" "$SYSTEMD_DIR/$TIMER"
+  [ "$(calls systemctl | grep -v is-enabled)" = "$(printf 'systemctl daemon-reload\nsystemctl enable %s\nsystemctl restart %s' "$TIMER" "$TIMER")" ]
+  cp -p "$SYSTEMD_DIR/$TIMER" "$T/timer.before"
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/install_users_sync.sh"
+  [ "$status" -eq 0 ]
+  [ -z "$(mutating_calls)" ]
+  [ "$(stat -c %Y "$SYSTEMD_DIR/$TIMER")" = "$(stat -c %Y "$T/timer.before")" ]
+}
+
+@test "install: a unit that differs on disk is rewritten and the timer restarted" {
+  bash "$SCRIPTS/install_users_sync.sh"
+  sed -i 's/OnUnitActiveSec=2min/OnUnitActiveSec=1h/' "$SYSTEMD_DIR/$TIMER"
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/install_users_sync.sh"
+  [ "$status" -eq 0 ]
+  grep -qxF "OnUnitActiveSec=2min" "$SYSTEMD_DIR/$TIMER"
+  calls systemctl | grep -qxF "systemctl daemon-reload"
+  calls systemctl | grep -qxF "systemctl restart $TIMER"
+}
+
+@test "install: the units pass systemd-analyze verify" {
+  command -v systemd-analyze >/dev/null || skip "systemd-analyze not installed"
+  bash "$SCRIPTS/install_users_sync.sh"
+  # verify resolves ExecStart: point it at real files
+  run env SYSTEMD_LOG_LEVEL=err systemd-analyze verify --man=no "$SYSTEMD_DIR/$SERVICE" "$SYSTEMD_DIR/$TIMER"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ -z "$output" ]
+}
+
+@test "parameters without the sync's S3 URI are refused before the node is touched" {
+  set_param users_sync null
+  STUB_IPS="10.1.0.31" run bash "$SCRIPTS/on_init_complete.sh"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"users_sync.parameters_s3_uri: must be an s3:// URI, got ''"* ]]
+  [ -z "$(mutating_calls)" ]
+  [ ! -e "$SYSTEMD_DIR/$TIMER" ]
+}
+
+@test "unchanged digest: one download, nothing else runs, nothing is logged" {
+  node_created
+  sync
+  [ "$status" -eq 0 ]
+  [[ "$(cat "$STUB_LOG")" == "aws s3 cp --only-show-errors s3://sagemaker-lc-ml-cluster-111122223333-us-east-1/hyperpod/ml-cluster/platform_parameters.json "* ]]
+  [ "$(wc -l <"$STUB_LOG")" -eq 1 ]
+  [ -z "$(sync_log)" ]
+}
+
+@test "changed digest: create_users runs; a removed user is locked on the next sync, home kept" {
+  node_created
+  mkdir -p "$T/home/alice" && echo "data" >"$T/home/alice/notes"
+  publish users '[{"name": "bob", "uid": 2002, "gid": 2002, "sudo": true}]'
+  sync
+  [ "$status" -eq 0 ]
+  [ "$(calls usermod | grep -v -- ' -aG ')" = "usermod --lock --expiredate 1 alice" ]
+  [ "$(cat "$T/home/alice/notes")" = "data" ]
+  [ -z "$(calls userdel)" ]
+  grep -q "platform_parameters.json changed (sha256 " "$LOG_DIR/users_sync.log"
+  grep -q "locked user alice (2001)" "$LOG_DIR/users_sync.log"
+  [ "$(cat "$STATE_DIR/applied_parameters.sha256")" = "$(sha256sum "$PARAMS_FILE" | cut -d' ' -f1)" ]
+  cmp "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json"
+  : >"$STUB_LOG"
+  sync
+  [ "$status" -eq 0 ]
+  [ "$(wc -l <"$STUB_LOG")" -eq 1 ] # the download; create_users did not run again
+}
+
+@test "sudo revoked in the parameters is gone after the next sync" {
+  node_created
+  [ -e "$SUDOERS_DIR/90-hyperpod-bob" ]
+  publish users '[{"name": "alice", "uid": 2001, "gid": 2001, "sudo": false}, {"name": "bob", "uid": 2002, "gid": 2002, "sudo": false}]'
+  sync
+  [ "$status" -eq 0 ]
+  [ ! -e "$SUDOERS_DIR/90-hyperpod-bob" ]
+  grep -q "removed sudo for bob" "$LOG_DIR/users_sync.log"
+  [ -z "$(calls usermod | grep -v -- ' -aG ')" ]
+}
+
+@test "a new user appears on the next sync with the fixed ids and an SSH key on FSx" {
+  echo "$T/fsx" >>"$FAKE_ROOT/mounts"
+  node_created
+  publish users '[{"name": "alice", "uid": 2001, "gid": 2001, "sudo": false}, {"name": "bob", "uid": 2002, "gid": 2002, "sudo": true}, {"name": "carol", "uid": 2003, "gid": 2003, "sudo": false}]'
+  sync
+  [ "$status" -eq 0 ]
+  [ "$(calls useradd)" = "useradd --uid 2003 --gid 2003 --create-home --home-dir $T/fsx/home/carol --shell /bin/bash carol" ]
+  [ -s "$T/fsx/home/carol/.ssh/id_ed25519_cluster" ]
+}
+
+@test "a failed download keeps the users and the applied digest, and says so in the log" {
+  node_created
+  cp "$STATE_DIR/applied_parameters.sha256" "$T/digest.before"
+  rm "$STUB_S3_DIR/platform_parameters.json"
+  sync
+  [ "$status" -ne 0 ]
+  grep -q "ERROR: could not download s3://.*/platform_parameters.json; users stay as they are" "$LOG_DIR/users_sync.log"
+  cmp "$T/digest.before" "$STATE_DIR/applied_parameters.sha256"
+  [ -e "$SUDOERS_DIR/90-hyperpod-bob" ]
+  [ -z "$(mutating_calls | grep -v '^aws ')" ]
+}
+
+@test "invalid new parameters are not applied" {
+  node_created
+  publish users '[{"name": "bob", "uid": 5, "gid": 2002, "sudo": false}]'
+  sync
+  [ "$status" -ne 0 ]
+  grep -q "users\[0\].uid: 5 must be an integer >= 1000" "$LOG_DIR/users_sync.log"
+  grep -q "ERROR: the new parameters are invalid; users stay as they are" "$LOG_DIR/users_sync.log"
+  [ -e "$SUDOERS_DIR/90-hyperpod-bob" ]
+  [ -z "$(mutating_calls | grep -v '^aws ')" ]
+}
+
+@test "a failing create_users keeps the old digest, so the next run tries again" {
+  node_created
+  echo "dave:x:2004:2004::/home/dave:/bin/bash" >>"$FAKE_ROOT/passwd"
+  publish users '[{"name": "carol", "uid": 2004, "gid": 2004, "sudo": false}]'
+  cp "$STATE_DIR/applied_parameters.sha256" "$T/digest.before"
+  sync
+  [ "$status" -ne 0 ]
+  grep -q "uid 2004 for user carol is already used by user dave" "$LOG_DIR/users_sync.log"
+  grep -q "ERROR: create_users.sh failed; the next run tries again" "$LOG_DIR/users_sync.log"
+  cmp "$T/digest.before" "$STATE_DIR/applied_parameters.sha256"
+  publish users '[{"name": "carol", "uid": 2005, "gid": 2004, "sudo": false}]' # group carol (2004) was made
+  sync
+  [ "$status" -eq 0 ]
+  calls useradd | grep -q -- "--uid 2005 "
+}
+
+@test "runs never overlap: a sync that finds the lock taken leaves at once" {
+  node_created
+  publish users '[]'
+  mkdir -p "$STATE_DIR"
+  exec 7>"$STATE_DIR/users_sync.lock"
+  flock 7
+  sync
+  exec 7>&-
+  [ "$status" -eq 0 ]
+  grep -q "another sync is still running; skipping this one" "$LOG_DIR/users_sync.log"
+  [ -z "$(cat "$STUB_LOG")" ]
+}
+
+@test "on_init_complete.sh installs the sync on every node type" {
+  STUB_IPS="10.1.0.31" run bash "$SCRIPTS/on_init_complete.sh"
+  [ "$status" -eq 0 ]
+  [ -f "$SYSTEMD_DIR/$TIMER" ] && [ -f "$PLATFORM_DIR/sync_users.sh" ]
+  calls systemctl | grep -qxF "systemctl enable $TIMER"
+}

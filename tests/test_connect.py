@@ -1,0 +1,90 @@
+"""tools/connect.py against a moto server holding a HyperPod cluster (CreateCluster/ListClusterNodes over HTTP)."""
+from __future__ import annotations
+
+import urllib.request
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.stub import Stubber
+
+from moto_server import moto_server
+from tools import connect
+
+REGION = "us-west-2"
+
+
+@pytest.fixture(scope="module")
+def sagemaker():
+    with moto_server() as url:
+        urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).close()
+        client = boto3.client("sagemaker", region_name=REGION, endpoint_url=url, aws_access_key_id="t",
+                              aws_secret_access_key="t", config=Config(retries={"total_max_attempts": 1}))
+        groups = [("controller-machine", "ml.m5.xlarge", 1), ("login-group", "ml.m5.xlarge", 1),
+                  ("worker-group-1", "ml.g5.8xlarge", 3), ("worker-group-10", "ml.g5.8xlarge", 1)]
+        client.create_cluster(ClusterName="ml-cluster", InstanceGroups=[{
+            "InstanceGroupName": g, "InstanceType": t, "InstanceCount": n, "ThreadsPerCore": 1,
+            "ExecutionRole": "arn:aws:iam::123456789012:role/r",
+            "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/p", "OnInitComplete": "on_init_complete.sh"}}
+            for g, t, n in groups], VpcConfig={"SecurityGroupIds": ["sg-12345678"], "Subnets": ["subnet-12345678"]})
+        yield client
+
+
+def nodes(client, group):
+    found = [n for n in client.list_cluster_nodes(ClusterName="ml-cluster")["ClusterNodeSummaries"]
+             if n["InstanceGroupName"] == group]
+    return sorted(found, key=lambda n: (n["LaunchTime"], n["InstanceId"]))
+
+
+def cluster_id(client):
+    return client.describe_cluster(ClusterName="ml-cluster")["ClusterArn"].rsplit("/", 1)[1]
+
+
+def test_print_builds_the_ssm_target_from_list_cluster_nodes(sagemaker, capsys):
+    assert connect.main(["controller", "--print"], sagemaker=sagemaker) == 0
+    node = nodes(sagemaker, "controller-machine")[0]["InstanceId"]
+    assert capsys.readouterr().out == (f"aws ssm start-session --target sagemaker-cluster:{cluster_id(sagemaker)}_"
+                                       f"controller-machine-{node} --region us-west-2\n")
+
+
+def test_group_and_index_pick_that_node_not_a_similarly_named_group(sagemaker, capsys):
+    assert connect.main(["worker-group-1:2", "--print", "--profile", "ml"], sagemaker=sagemaker) == 0
+    third = nodes(sagemaker, "worker-group-1")[2]["InstanceId"]
+    out = capsys.readouterr().out
+    assert f"_worker-group-1-{third} --region us-west-2 --profile ml\n" in out
+    # worker-group-10 matches InstanceGroupNameContains=worker-group-1 but is another group.
+    assert connect.main(["worker-group-1:3", "--print"], sagemaker=sagemaker) == 2
+    assert "worker-group-1:3: the group has 3 node(s) (indexes 0-2)" in capsys.readouterr().err
+
+
+def test_unknown_node_names_what_is_allowed(sagemaker, capsys):
+    assert connect.main(["gpu", "--print"], sagemaker=sagemaker) == 2
+    assert ("NODE=gpu: no instance group 'gpu'; allowed: controller, login, controller-machine, login-group, "
+            "worker-group-1 (optionally :<index>)") in capsys.readouterr().err
+
+
+def test_ssh_config_entry_goes_through_ssm(sagemaker, capsys):
+    assert connect.main(["login", "--ssh-config"], sagemaker=sagemaker) == 0
+    node = nodes(sagemaker, "login-group")[0]["InstanceId"]
+    assert capsys.readouterr().out == (
+        "Host ml-cluster-login-group-0\n"
+        f"  HostName sagemaker-cluster:{cluster_id(sagemaker)}_login-group-{node}\n"
+        "  User ubuntu\n"
+        "  ProxyCommand aws ssm start-session --target %h --document-name AWS-StartSSHSession --parameters "
+        "portNumber=%p --region us-west-2\n")
+
+
+def test_missing_session_manager_plugin_is_said_clearly(sagemaker, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert connect.main(["login"], sagemaker=sagemaker) == 2
+    err = capsys.readouterr().err
+    assert "aws and session-manager-plugin not found on PATH" in err and "or run with --print" in err
+
+
+def test_access_denied_names_the_permissions():
+    client = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    with Stubber(client) as stub:
+        stub.add_client_error("describe_cluster", "AccessDeniedException", "no", 400)
+        with pytest.raises(connect.ConnectError, match="needs sagemaker:DescribeCluster and sagemaker:ListClusterNodes"):
+            from stacks.config import PlatformConfig
+            connect.resolve(client, PlatformConfig(), "login-group", 0)

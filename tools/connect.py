@@ -1,0 +1,127 @@
+"""Open a shell on a HyperPod node through SSM, or print the command / an SSH config entry.
+
+    make connect NODE=controller            # or login, <group>, <group>:<index>
+    .venv/bin/python tools/connect.py --config ... login --print
+    .venv/bin/python tools/connect.py --config ... worker-group-1:3 --ssh-config >> ~/.ssh/config
+
+HyperPod nodes are SSM managed instances addressed as `sagemaker-cluster:<cluster-id>_<group>-<instance-id>`
+(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-run-jobs-slurm-access-nodes.html). The instance
+comes from ListClusterNodes; <index> counts the group's nodes in launch order from 0. SSH (VS Code Remote-SSH) goes
+through the AWS-StartSSHSession document, so nodes need no inbound port.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from stacks.config import ConfigError, PlatformConfig, load_config  # noqa: E402
+
+PLUGIN = "session-manager-plugin"
+PLUGIN_DOC = "https://docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-working-with-install-plugin.html"
+
+
+class ConnectError(Exception):
+    pass
+
+
+def parse_node(cfg: PlatformConfig, node: str) -> tuple[str, int]:
+    name, _, index = node.partition(":")
+    if name in ("controller", "login"):
+        groups = cfg.group(name)
+        if not groups:
+            raise ConnectError(f"NODE={node}: this config has no {name} group")
+        name = groups[0].name
+    names = [g.name for g in cfg.cluster.instance_groups]
+    if name not in names:
+        raise ConnectError(f"NODE={node}: no instance group {name!r}; allowed: controller, login, "
+                           f"{', '.join(names)} (optionally :<index>)")
+    if index and not index.isdigit():
+        raise ConnectError(f"NODE={node}: the index after ':' must be a number such as {name}:0")
+    return name, int(index or 0)
+
+
+def resolve(sagemaker, cfg: PlatformConfig, group: str, index: int) -> str:
+    """The SSM target of the index-th node (launch order) of group."""
+    from botocore.exceptions import ClientError
+    try:
+        arn = sagemaker.describe_cluster(ClusterName=cfg.name)["ClusterArn"]
+        nodes = []
+        for page in sagemaker.get_paginator("list_cluster_nodes").paginate(ClusterName=cfg.name,
+                                                                          InstanceGroupNameContains=group):
+            nodes += [n for n in page["ClusterNodeSummaries"] if n["InstanceGroupName"] == group]
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in ("AccessDenied", "AccessDeniedException"):
+            raise ConnectError(f"{code} on {exc.operation_name}: the caller needs sagemaker:DescribeCluster and "
+                               f"sagemaker:ListClusterNodes on cluster {cfg.name}, and ssm:StartSession on it") from None
+        if code == "ResourceNotFound" or "not found" in str(exc).lower():
+            raise ConnectError(f"cluster {cfg.name!r} does not exist in {sagemaker.meta.region_name}; deploy it "
+                               "first (make deploy)") from None
+        raise
+    nodes.sort(key=lambda n: (n["LaunchTime"], n["InstanceId"]))
+    if index >= len(nodes):
+        raise ConnectError(f"{group}:{index}: the group has {len(nodes)} node(s) (indexes 0-{len(nodes) - 1})"
+                           if nodes else f"{group}: the group has no nodes yet")
+    cluster_id = arn.rsplit("/", 1)[1]
+    return f"sagemaker-cluster:{cluster_id}_{group}-{nodes[index]['InstanceId']}"
+
+
+def session_command(target: str, region: str, profile: str | None) -> list[str]:
+    cmd = ["aws", "ssm", "start-session", "--target", target, "--region", region]
+    return cmd + (["--profile", profile] if profile else [])
+
+
+def ssh_config(cfg: PlatformConfig, group: str, index: int, target: str, region: str, user: str,
+               profile: str | None) -> str:
+    proxy = ["aws", "ssm", "start-session", "--target", "%h", "--document-name", "AWS-StartSSHSession",
+             "--parameters", "portNumber=%p", "--region", region] + (["--profile", profile] if profile else [])
+    return (f"Host {cfg.name}-{group}-{index}\n"
+            f"  HostName {target}\n"
+            f"  User {user}\n"
+            f"  ProxyCommand {' '.join(proxy)}\n")
+
+
+def main(argv: list[str] | None = None, sagemaker=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("node", help="controller, login, <group> or <group>:<index>")
+    parser.add_argument("--config", default="config/default.yaml")
+    parser.add_argument("--profile")
+    parser.add_argument("--print", action="store_true", help="print the command instead of starting the session")
+    parser.add_argument("--ssh-config", action="store_true", help="print an ~/.ssh/config entry through SSM")
+    parser.add_argument("--user", default="ubuntu", help="SSH user for --ssh-config")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+        group, index = parse_node(cfg, args.node)
+        region = cfg.deployment.region
+        if sagemaker is None:
+            import boto3
+            sagemaker = boto3.Session(profile_name=args.profile, region_name=region).client("sagemaker")
+        target = resolve(sagemaker, cfg, group, index)
+    except (ConfigError, ConnectError) as exc:
+        print(f"connect: {exc}", file=sys.stderr)
+        return 2
+    if args.ssh_config:
+        print(ssh_config(cfg, group, index, target, region, args.user, args.profile), end="")
+        return 0
+    command = session_command(target, region, args.profile)
+    if args.print:
+        print(shlex.join(command))
+        return 0
+    missing = [c for c in ("aws", PLUGIN) if shutil.which(c) is None]
+    if missing:
+        print(f"connect: {' and '.join(missing)} not found on PATH; install the AWS CLI and the Session Manager "
+              f"plugin ({PLUGIN_DOC}), or run with --print", file=sys.stderr)
+        return 2
+    os.execvp(command[0], command)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

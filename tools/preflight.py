@@ -1,0 +1,391 @@
+"""Pre-flight: the online checks `cdk synth` cannot make, read-only, with the caller's credentials.
+
+    make preflight CONFIG=config/default.yaml            # one line per check
+    .venv/bin/python tools/preflight.py --config ... --json
+
+Each check ends ok, warning, failed (with what to do) or cannot-check (AccessDenied, throttling, an API the region
+does not offer): a check that could not run is never reported as a pass. Exit status: 1 when any check failed
+(also, with --strict, when any could not run), else 0.
+"""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from stacks.config import ConfigError, PlatformConfig, load_config  # noqa: E402
+
+OK, WARNING, FAILED, UNKNOWN = "ok", "warning", "failed", "cannot-check"
+ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException"}
+THROTTLED = {"Throttling", "ThrottlingException", "TooManyRequestsException", "RequestLimitExceeded"}
+
+# Service-linked roles. HyperPod: "SageMaker HyperPod creates and uses a service-linked role named
+# AWSServiceRoleForSageMakerHyperPod" (https://docs.aws.amazon.com/sagemaker/latest/dg/
+# security-iam-awsmanpol-AmazonSageMakerHyperPodServiceRolePolicy.html). FSx: AWSServiceRoleForAmazonFSx
+# (https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-service-linked-roles.html). Both are created on first
+# use when the deploying principal may call iam:CreateServiceLinkedRole.
+SERVICE_LINKED_ROLES = {"AWSServiceRoleForSageMakerHyperPod": "sagemaker.amazonaws.com",
+                        "AWSServiceRoleForAmazonFSx": "fsx.amazonaws.com"}
+# HyperPod instance quotas are per instance type, named "<type> for cluster usage" in Service Quotas
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites.html#sagemaker-hyperpod-prerequisites-quotas).
+CLUSTER_QUOTA = "{} for cluster usage"
+# What the platform always creates; with --templates, the types come from the synthesized templates instead.
+CORE_TYPES = ("AWS::SageMaker::Cluster", "AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation",
+              "AWS::SageMaker::Domain", "AWS::SageMaker::UserProfile", "AWS::SageMaker::StudioLifecycleConfig")
+# An IPv4 subnet loses five addresses to AWS (https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html).
+AWS_RESERVED_IPS = 5
+
+
+@dataclass(frozen=True)
+class Result:
+    check: str
+    status: str
+    detail: str
+
+
+class CannotCheck(Exception):
+    pass
+
+
+class Preflight:
+    def __init__(self, cfg: PlatformConfig, client: Callable[[str, str], object], templates: Path | None = None):
+        """`client(service, purpose)` returns a boto3 client; purpose only lets tests stub one API of a service."""
+        self.cfg = cfg
+        self.client = client
+        self.templates = templates
+        self.results: list[Result] = []
+
+    def add(self, check: str, status: str, detail: str) -> None:
+        self.results.append(Result(check, status, detail))
+
+    def guarded(self, check: str, fn: Callable[[], None]) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+        try:
+            fn()
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            op = exc.operation_name
+            if code in ACCESS_DENIED:
+                self.add(check, UNKNOWN, f"cannot check: {code} on {op}; allow that read-only action to the caller")
+            elif code in THROTTLED:
+                self.add(check, UNKNOWN, f"cannot check: {op} was throttled ({code}) after retries; run again later")
+            else:
+                self.add(check, UNKNOWN, f"cannot check: {op} failed with {code}: "
+                                         f"{exc.response.get('Error', {}).get('Message', '')}")
+        except CannotCheck as exc:
+            self.add(check, UNKNOWN, f"cannot check: {exc}")
+        except BotoCoreError as exc:
+            self.add(check, UNKNOWN, f"cannot check: {exc}")
+
+    def run(self) -> list[Result]:
+        net = self.cfg.network
+        self.guarded("region-resource-types", self.resource_types)
+        self.guarded("availability-zones", self.availability_zones)
+        self.guarded("instance-quotas", self.instance_quotas)
+        self.guarded("subnet-addresses", self.subnet_addresses)
+        if net.existing:
+            self.guarded("existing-network", self.existing_network)
+        lustre = self.cfg.storage.lustre
+        if lustre.existing:
+            self.guarded("existing-fsx", self.existing_fsx)
+        else:
+            self.guarded("fsx-quota", self.fsx_quota)
+        self.guarded("service-linked-roles", self.service_linked_roles)
+        if any(g.training_plan_arn for g in self.cfg.cluster.instance_groups):
+            self.guarded("training-plans", self.training_plans)
+        return self.results
+
+    # ------------------------------------------------------------------------------------------ checks
+    def resource_types(self) -> None:
+        types = set(CORE_TYPES)
+        if self.templates and self.templates.is_dir():
+            types = {r["Type"] for t in self.templates.glob("*.template.json")
+                     for r in json.loads(t.read_text()).get("Resources", {}).values()
+                     if not r["Type"].startswith("Custom::") and r["Type"] != "AWS::CDK::Metadata"}
+        cfn = self.client("cloudformation", "types")
+        missing = []
+        for name in sorted(types):
+            try:
+                cfn.describe_type(Type="RESOURCE", TypeName=name)
+            except Exception as exc:  # noqa: BLE001 - TypeNotFound is modelled per client
+                if getattr(exc, "response", {}).get("Error", {}).get("Code") == "TypeNotFoundException":
+                    missing.append(name)
+                else:
+                    raise
+        region = self.cfg.deployment.region
+        if missing:
+            self.add("region-resource-types", FAILED, f"{region} does not offer {', '.join(missing)}; deploy to a "
+                                                      "region that does (deployment.region)")
+        else:
+            self.add("region-resource-types", OK, f"{region} offers all {len(types)} resource types used")
+
+    def availability_zones(self) -> None:
+        wanted = sorted({*self._az_ids(), *(g.az_id for g in self.cfg.cluster.instance_groups if g.az_id)})
+        zones = self.client("ec2", "zones").describe_availability_zones(
+            Filters=[{"Name": "zone-id", "Values": wanted}])["AvailabilityZones"]
+        found = {z["ZoneId"]: z for z in zones}
+        missing = [z for z in wanted if z not in found]
+        down = [z for z in wanted if z in found and found[z].get("State") != "available"]
+        if missing:
+            self.add("availability-zones", FAILED, f"{', '.join(missing)} not in {self.cfg.deployment.region}; "
+                                                   "list them with `aws ec2 describe-availability-zones`")
+        elif down:
+            self.add("availability-zones", FAILED, f"{', '.join(down)} not available")
+        else:
+            self.add("availability-zones", OK, ", ".join(f"{z} ({found[z]['ZoneName']})" for z in wanted))
+
+    def instance_quotas(self) -> None:
+        wanted = Counter()
+        for g in self.cfg.cluster.instance_groups:
+            wanted[g.instance_type] += g.instance_count
+        quotas = {}
+        sq = self.client("service-quotas", "sagemaker")
+        for page in sq.get_paginator("list_service_quotas").paginate(ServiceCode="sagemaker"):
+            quotas.update({q["QuotaName"]: q["Value"] for q in page["Quotas"]})
+        used = self._cluster_usage()
+        for instance_type, count in sorted(wanted.items()):
+            name = CLUSTER_QUOTA.format(instance_type)
+            check = f"quota {instance_type}"
+            if name not in quotas:
+                self.add(check, UNKNOWN, f"cannot check: no quota named {name!r} in Service Quotas for sagemaker")
+                continue
+            limit, in_use = int(quotas[name]), used.get(instance_type, 0)
+            if count + in_use > limit:
+                self.add(check, FAILED, f"needs {count}, other clusters use {in_use}, quota {name!r} is {limit}; "
+                                        "request an increase in Service Quotas (SageMaker) or lower instance_count")
+            else:
+                self.add(check, OK, f"needs {count}, other clusters use {in_use}, quota {limit}")
+
+    def _cluster_usage(self) -> Counter:
+        sm = self.client("sagemaker", "clusters")
+        used: Counter = Counter()
+        for page in sm.get_paginator("list_clusters").paginate():
+            for summary in page["ClusterSummaries"]:
+                if summary["ClusterName"] == self.cfg.name:
+                    continue  # an update of this cluster reuses its own nodes
+                for nodes in sm.get_paginator("list_cluster_nodes").paginate(ClusterName=summary["ClusterName"]):
+                    used.update(n["InstanceType"] for n in nodes["ClusterNodeSummaries"])
+        return used
+
+    def subnet_addresses(self) -> None:
+        """Each instance takes one address, plus one per EFA interface (EC2's MaximumEfaInterfaces)."""
+        types = sorted({g.instance_type for g in self.cfg.cluster.instance_groups})
+        ec2 = self.client("ec2", "instance-types")
+        efa = {}
+        for t in types:
+            info = ec2.describe_instance_types(InstanceTypes=[t.removeprefix("ml.")])["InstanceTypes"]
+            efa[t] = info[0].get("NetworkInfo", {}).get("EfaInfo", {}).get("MaximumEfaInterfaces", 0) if info else 0
+        need: Counter = Counter()
+        floating = 0
+        for g in self.cfg.cluster.instance_groups:
+            ips = g.instance_count * (1 + efa[g.instance_type])
+            if g.az_id:
+                need[g.az_id] += ips
+            else:
+                floating += ips
+        free = self._free_addresses()
+        problems = [f"{az}: needs {n}, {free.get(az, 0)} free" for az, n in sorted(need.items())
+                    if n > free.get(az, 0)]
+        total_need, total_free = sum(need.values()) + floating, sum(free.values())
+        if total_need > total_free:
+            problems.append(f"all subnets: need {total_need}, {total_free} free")
+        efa_note = ", ".join(f"{t}: {n} EFA" for t, n in efa.items() if n)
+        detail = f"{total_need} addresses needed ({efa_note or 'no EFA'}), {total_free} free"
+        if problems:
+            self.add("subnet-addresses", FAILED, "; ".join(problems) + " — use larger private subnets")
+        else:
+            self.add("subnet-addresses", OK, detail)
+
+    def _free_addresses(self) -> dict[str, int]:
+        net = self.cfg.network
+        if not net.existing:  # subnets are created from the config's CIDRs
+            return {az: ipaddress.ip_network(c).num_addresses - AWS_RESERVED_IPS
+                    for az, c in zip(net.az_ids, net.private_subnet_cidrs)}
+        subnets = self.client("ec2", "subnets").describe_subnets(
+            SubnetIds=[s.id for s in net.existing.private_subnets])["Subnets"]
+        return {s["AvailabilityZoneId"]: s["AvailableIpAddressCount"] for s in subnets}
+
+    def existing_network(self) -> None:
+        existing = self.cfg.network.existing
+        ec2 = self.client("ec2", "network")
+        problems = []
+        subnets = {s["SubnetId"]: s for s in ec2.describe_subnets(
+            Filters=[{"Name": "vpc-id", "Values": [existing.vpc_id]}])["Subnets"]}
+        for i, s in enumerate(existing.private_subnets):
+            found = subnets.get(s.id)
+            if not found:
+                problems.append(f"network.existing.private_subnets[{i}]: {s.id} is not in {existing.vpc_id}")
+            elif found["AvailabilityZoneId"] != s.az_id:
+                problems.append(f"network.existing.private_subnets[{i}].az_id: {s.az_id!r}, the subnet is in "
+                                f"{found['AvailabilityZoneId']}")
+        groups = ec2.describe_security_groups(
+            Filters=[{"Name": "group-id", "Values": [existing.security_group_id]}])["SecurityGroups"]
+        if not groups or groups[0]["VpcId"] != existing.vpc_id:
+            problems.append(f"network.existing.security_group_id: {existing.security_group_id} is not in "
+                            f"{existing.vpc_id}")
+        elif not _allows_self(groups[0]):
+            problems.append(f"network.existing.security_group_id: {existing.security_group_id} does not allow all "
+                            "traffic from itself (EFA and Lustre need it), in and out")
+        if problems:
+            self.add("existing-network", FAILED, "; ".join(problems))
+        else:
+            self.add("existing-network", OK, f"{existing.vpc_id}: {len(existing.private_subnets)} subnet(s) and "
+                                             f"{existing.security_group_id} as configured")
+
+    def existing_fsx(self) -> None:
+        existing = self.cfg.storage.lustre.existing
+        fs = self.client("fsx", "file-systems").describe_file_systems(
+            FileSystemIds=[existing.file_system_id])["FileSystems"][0]
+        problems = []
+        if fs["FileSystemType"] != "LUSTRE":
+            problems.append(f"is {fs['FileSystemType']}, not LUSTRE")
+        if fs.get("Lifecycle") != "AVAILABLE":
+            problems.append(f"lifecycle {fs.get('Lifecycle')}")
+        if fs.get("DNSName") != existing.dns_name:
+            problems.append(f"dns_name is {fs.get('DNSName')!r}")
+        mount_name = fs.get("LustreConfiguration", {}).get("MountName")
+        if mount_name != existing.mount_name:
+            problems.append(f"mount_name is {mount_name!r}")
+        if self.cfg.network.existing and fs.get("VpcId") != self.cfg.network.existing.vpc_id:
+            problems.append(f"is in {fs.get('VpcId')}, not network.existing.vpc_id")
+        if problems:
+            self.add("existing-fsx", FAILED, f"storage.lustre.existing {existing.file_system_id}: " +
+                     "; ".join(problems))
+        else:
+            self.add("existing-fsx", OK, f"{existing.file_system_id} available, {fs.get('StorageCapacity')} GiB")
+
+    def fsx_quota(self) -> None:
+        quotas = {}
+        sq = self.client("service-quotas", "fsx")
+        for page in sq.get_paginator("list_service_quotas").paginate(ServiceCode="fsx"):
+            quotas.update({q["QuotaName"]: q["Value"] for q in page["Quotas"]})
+        names = [n for n in quotas if "lustre" in n.lower() and "storage capacity" in n.lower()
+                 and "backup" not in n.lower()]
+        if not names:
+            raise CannotCheck("no Lustre storage-capacity quota listed in Service Quotas for fsx")
+        used = 0
+        for page in self.client("fsx", "file-systems").get_paginator("describe_file_systems").paginate():
+            used += sum(f["StorageCapacity"] for f in page["FileSystems"] if f["FileSystemType"] == "LUSTRE")
+        want = self.cfg.storage.lustre.storage_capacity_gib
+        for name in sorted(names):
+            limit = int(quotas[name])
+            if used + want > limit:
+                self.add("fsx-quota", FAILED, f"{want} GiB new + {used} GiB in use > {name!r} {limit} GiB; request an "
+                                              "increase in Service Quotas (Amazon FSx)")
+                return
+        self.add("fsx-quota", OK, f"{want} GiB new + {used} GiB in use within {', '.join(names)}")
+
+    def service_linked_roles(self) -> None:
+        iam = self.client("iam", "roles")
+        missing = []
+        for role, service in SERVICE_LINKED_ROLES.items():
+            try:
+                iam.get_role(RoleName=role)
+            except iam.exceptions.NoSuchEntityException:
+                missing.append((role, service))
+        if missing:
+            self.add("service-linked-roles", WARNING, "; ".join(
+                f"{r} missing: created on first use if the deployer may iam:CreateServiceLinkedRole, else run `aws iam "
+                f"create-service-linked-role --aws-service-name {s}`" for r, s in missing))
+        else:
+            self.add("service-linked-roles", OK, ", ".join(SERVICE_LINKED_ROLES))
+
+    def training_plans(self) -> None:
+        sm = self.client("sagemaker", "training-plans")
+        by_plan: dict[str, list] = {}
+        for g in self.cfg.cluster.instance_groups:
+            if g.training_plan_arn:
+                by_plan.setdefault(g.training_plan_arn, []).append(g)
+        for arn, groups in by_plan.items():
+            name = arn.rsplit("/", 1)[1]
+            plan = sm.describe_training_plan(TrainingPlanName=name)
+            check = f"training-plan {name}"
+            status = plan["Status"]
+            types = {c["InstanceType"] for c in plan.get("ReservedCapacitySummaries", [])}
+            need = sum(g.instance_count for g in groups)
+            available = plan.get("AvailableInstanceCount", 0)
+            problems = []
+            if status not in ("Active", "Scheduled"):
+                problems.append(f"status {status}; a cluster can use an Active or Scheduled plan")
+            wrong = [g.name for g in groups if types and g.instance_type not in types]
+            if wrong:
+                problems.append(f"reserves {', '.join(sorted(types))}, not the type of {', '.join(wrong)}")
+            if need > available:
+                problems.append(f"{available} instance(s) available, the groups need {need}")
+            if problems:
+                self.add(check, FAILED, "; ".join(problems))
+            elif status == "Scheduled":
+                self.add(check, WARNING, f"Scheduled (starts {plan.get('StartTime')}); nodes come when it starts")
+            else:
+                self.add(check, OK, f"Active, {available} of {plan.get('TotalInstanceCount')} instance(s) available, "
+                                    f"ends {plan.get('EndTime')}")
+
+    def _az_ids(self) -> list[str]:
+        existing = self.cfg.network.existing
+        return [s.az_id for s in existing.private_subnets] if existing else list(self.cfg.network.az_ids)
+
+
+def _allows_self(group: dict) -> bool:
+    def has(perms: Iterable[dict]) -> bool:
+        return any(p.get("IpProtocol") == "-1" and any(pair.get("GroupId") == group["GroupId"]
+                                                        for pair in p.get("UserIdGroupPairs", []))
+                   for p in perms)
+    return has(group.get("IpPermissions", [])) and has(group.get("IpPermissionsEgress", []))
+
+
+def exit_code(results: list[Result], strict: bool = False) -> int:
+    bad = {FAILED, UNKNOWN} if strict else {FAILED}
+    return 1 if any(r.status in bad for r in results) else 0
+
+
+def render(results: list[Result]) -> str:
+    label = {OK: "ok", WARNING: "WARNING", FAILED: "FAILED", UNKNOWN: "CANNOT CHECK"}
+    return "\n".join(f"{label[r.status]:<13} {r.check}: {r.detail}" for r in results)
+
+
+def boto3_clients(region: str, profile: str | None = None) -> Callable[[str, str], object]:
+    import boto3
+    from botocore.config import Config
+    session = boto3.Session(profile_name=profile, region_name=region)
+    config = Config(retries={"mode": "standard", "max_attempts": 5})
+    cache: dict[str, object] = {}
+
+    def client(service: str, _purpose: str) -> object:
+        if service not in cache:
+            cache[service] = session.client(service, config=config)
+        return cache[service]
+    return client
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="config/default.yaml")
+    parser.add_argument("--profile")
+    parser.add_argument("--templates", type=Path, help="cdk.out: check every resource type it uses")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--strict", action="store_true", help="a check that cannot run fails too")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    results = Preflight(cfg, boto3_clients(cfg.deployment.region, args.profile), args.templates).run()
+    code = exit_code(results, args.strict)
+    if args.json:
+        print(json.dumps({"config": args.config, "region": cfg.deployment.region, "exit_code": code,
+                          "results": [asdict(r) for r in results]}, indent=2))
+    else:
+        print(render(results))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""What a configuration buys: accelerators per group, FSx for Lustre throughput and metadata IOPS, and how long one
+checkpoint of `storage.checkpoint_gib` takes to write and read. Pure arithmetic on the config; no AWS calls.
+
+Per-unit figures are AWS's published ones for PERSISTENT_2 SSD file systems ("File system performance for SSD
+storage options", https://docs.aws.amazon.com/fsx/latest/LustreGuide/ssd-storage.html, also the "Aggregate file
+system performance" table of https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance.html): disk throughput
+baseline equals the throughput tier (125/250/500/1000 MB/s per TiB); network throughput baseline 320/640/1300/2600
+MB/s per TiB. "Throughput capacity = storage capacity (TiB) x throughput per unit of storage"
+(https://repost.aws/knowledge-center/fsx-for-lustre-performance). Writing a checkpoint is bound by the disk
+baseline; reading one that is not in the servers' cache is bound by the lower of disk and network, i.e. disk too.
+Burst credits and LZ4 compression can make both faster; the estimate ignores them on purpose (a lower bound on
+speed is what a budget needs).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from stacks.config import ACCELERATORS, PlatformConfig, checkpoint_dir  # noqa: E402
+
+# Baseline MB/s per TiB of storage, by throughput tier (PERSISTENT_2 SSD; sources in the module docstring).
+DISK_BASELINE_MBPS_PER_TIB = {125: 125, 250: 250, 500: 500, 1000: 1000}
+NETWORK_BASELINE_MBPS_PER_TIB = {125: 320, 250: 640, 500: 1300, 1000: 2600}
+METADATA_DOC = "https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-metadata-performance.html"
+MB_PER_GIB = 1024 ** 3 / 1e6  # 1 GiB = 1073.74 MB (AWS quotes throughput in decimal MB/s)
+
+
+@dataclass(frozen=True)
+class GroupSizing:
+    name: str
+    instance_type: str
+    count: int
+    accelerator: str | None  # extended resource name, None when the type has no accelerators we know
+    per_instance: int
+
+    @property
+    def total(self) -> int:
+        return self.count * self.per_instance
+
+
+@dataclass(frozen=True)
+class Sizing:
+    groups: list[GroupSizing]
+    capacity_tib: float
+    disk_mbps: float
+    network_mbps: float
+    metadata: str
+    checkpoint_gib: int | None
+    write_seconds: float | None
+    read_seconds: float | None
+    budget_minutes: int
+    warnings: list[str]
+
+
+def accelerators(instance_type: str) -> tuple[str | None, int]:
+    known = ACCELERATORS.get(instance_type)
+    return (known[0], known[1]) if known else (None, 0)
+
+
+def size(cfg: PlatformConfig) -> Sizing:
+    groups = []
+    for g in cfg.cluster.instance_groups:
+        kind, per = accelerators(g.instance_type)
+        groups.append(GroupSizing(g.name, g.instance_type, g.instance_count, kind, per))
+    lustre = cfg.storage.lustre
+    tib = lustre.storage_capacity_gib / 1024
+    disk = tib * DISK_BASELINE_MBPS_PER_TIB[lustre.throughput_mib_per_tib]
+    network = tib * NETWORK_BASELINE_MBPS_PER_TIB[lustre.throughput_mib_per_tib]
+    if lustre.metadata.mode == "USER_PROVISIONED":
+        metadata = f"{lustre.metadata.iops} metadata IOPS (USER_PROVISIONED)"
+    else:
+        metadata = f"metadata IOPS scaled by FSx with capacity (AUTOMATIC; {METADATA_DOC})"
+    ckpt = cfg.storage.checkpoint_gib
+    write = read = None
+    warnings: list[str] = []
+    budget = cfg.storage.checkpoint_budget_minutes
+    if ckpt:
+        write = ckpt * MB_PER_GIB / disk
+        read = ckpt * MB_PER_GIB / min(disk, network)
+        if write > budget * 60:
+            needed = ckpt * MB_PER_GIB / (budget * 60)
+            warnings.append(
+                f"writing one {ckpt} GiB checkpoint takes {_duration(write)} at the file system's baseline "
+                f"{disk:,.0f} MB/s, over storage.checkpoint_budget_minutes ({budget} min); it needs about "
+                f"{needed:,.0f} MB/s: raise storage.lustre.throughput_mib_per_tib or storage_capacity_gib")
+    return Sizing(groups, tib, disk, network, metadata, ckpt, write, read, budget, warnings)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def render(s: Sizing, cfg: PlatformConfig) -> list[str]:
+    lines = ["What this configuration buys:"]
+    for g in s.groups:
+        what = (f"{g.total} x {g.accelerator} ({g.per_instance} per instance)" if g.accelerator
+                else "no accelerators")
+        lines.append(f"  {g.name:<24} {g.count:>4} x {g.instance_type:<18} {what}")
+    by_kind: dict[str, int] = {}
+    for g in s.groups:
+        if g.accelerator:
+            by_kind[g.accelerator] = by_kind.get(g.accelerator, 0) + g.total
+    if by_kind:
+        lines.append("  total: " + ", ".join(f"{n} x {k}" for k, n in sorted(by_kind.items())))
+    lustre = cfg.storage.lustre
+    if lustre.existing:
+        lines.append(f"  FSx for Lustre: existing {lustre.existing.file_system_id}; sizing from storage.lustre "
+                     "assumes it matches")
+    lines.append(f"  FSx for Lustre: {lustre.storage_capacity_gib} GiB at {lustre.throughput_mib_per_tib} MB/s/TiB: "
+                 f"{s.disk_mbps:,.0f} MB/s disk baseline, {s.network_mbps:,.0f} MB/s network baseline; {s.metadata}")
+    mount = lustre.mount_path.rstrip("/")
+    lines.append(f"  checkpoints: {mount}{checkpoint_dir(cfg.storage)} (exported to S3 through the data repository "
+                 f"association at {mount}{lustre.data_repository.file_system_path})")
+    if s.checkpoint_gib:
+        lines.append(f"  one {s.checkpoint_gib} GiB checkpoint: write {_duration(s.write_seconds)}, read "
+                     f"{_duration(s.read_seconds)} at baseline (budget {s.budget_minutes} min)")
+    else:
+        lines.append("  checkpoint time: set storage.checkpoint_gib to see write and read time")
+    lines += [f"  WARNING: {w}" for w in s.warnings]
+    return lines
