@@ -89,7 +89,9 @@ class StudioStack(cdk.Stack):
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=SLURM_ENTRY_POINT,
                 upload_role_name=upload_role_name(config.name, "studio"),
-                environment={"SLURM_LOGIN_SECRET_ARN": cluster.slurm_login_secret.secret_arn})
+                environment={"SLURM_LOGIN_SECRET_ARN": cluster.slurm_login_secret.secret_arn,
+                             **({"SLURM_TOKEN_SECRET_PREFIX": slurm_token_secret_prefix(config.name)}
+                                if cluster.slurm_auth == "jwt" else {})})
         for role in self.app_roles:
             role.add_to_policy(iam.PolicyStatement(
                 sid="ReadStudioScripts", actions=["s3:GetObject"],

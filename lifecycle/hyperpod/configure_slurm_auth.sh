@@ -174,7 +174,7 @@ if [[ "$mode" == jwt ]]; then
     log "slurmctld accepts auth/jwt tokens; root jobs are disabled"
   else
     log "WARNING: slurmctld does not accept auth/jwt tokens yet. Slurm releases before 23.11 load a new" \
-      "authentication plugin only when slurmctld restarts: restart it once (systemctl restart slurmctld)." \
+      "authentication plugin only when slurmctld starts: restart the slurmctld service once." \
       "Until then Studio users cannot reach Slurm (their spaces hold no munge key)."
   fi
   publish_key

@@ -355,3 +355,45 @@ def test_root_jobs_are_refused_on_the_cluster(jwt_cluster: JwtCluster):
     result = run(["sbatch", "--parsable", "--wrap", "true"], env=jwt_cluster.env())
     assert result.returncode != 0 and "Invalid user id" in result.stderr, result
     assert log.read_text().count("for user root disabled") == before + 1
+
+
+LCC = REPO / "lifecycle" / "studio" / "slurm_login_node.sh"
+
+
+def test_studio_script_in_per_user_mode_gives_the_user_their_token_and_no_munge(jwt_cluster: JwtCluster, studio_users,
+                                                                               tokens, partitions):
+    """The Studio LCC (per-user mode) in alice's space: writes her token (0600, hers) and client wrappers, no munge
+    key, no munged; her `sbatch` through the wrapper runs as her."""
+    c = jwt_cluster
+    alice, _ = studio_users
+    root, state = c.base / "space" / "root", c.base / "space" / "home" / ".slurm-login"
+    token_file = c.base / "space" / "home" / ".slurm" / "token"
+    env = {**c.aws_env, "SLURM_LOGIN_SECRET_ARN": c.login_secret, "SLURM_LOGIN_FOREGROUND": "1",
+           "SLURM_LOGIN_SKIP_INSTALL": "1", "SLURM_LOGIN_ROOT": str(root), "SLURM_LOGIN_STATE_DIR": str(state),
+           "SLURM_LOGIN_RETRY_DELAY": "1", "SLURM_TOKEN_SECRET_PREFIX": TOKEN_PREFIX,
+           "SLURM_STUDIO_PROFILE": alice.name, "SLURM_TOKEN_FILE": str(token_file), "SLURM_TOKEN_OWNER": alice.name,
+           "SLURM_TOKEN_REFRESH_SECONDS": "0", "MUNGE_USER": "root"}
+    first = run(c.space("bash", str(LCC)), env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "per-user mode: no munge key" in first.stdout and "ready: sbatch" in first.stdout
+    assert tokens[alice.name] not in first.stdout + first.stderr
+    assert token_file.read_text() == tokens[alice.name] + "\n"
+    assert (token_file.stat().st_uid, oct(token_file.stat().st_mode & 0o777)) == (alice.uid, "0o600")
+    assert not (root / "etc" / "munge" / "munge.key").exists()
+    assert run(c.space("munge", "-n", f"--socket={c.munge_socket}")).returncode != 0  # still no munged there
+    conf = root / "etc" / "slurm" / "slurm.conf"
+    assert conf.read_text() == c.login["slurm_conf"]
+
+    mine = partitions[alice.name]
+    wrapper = root / "usr" / "local" / "bin" / "sbatch"
+    user_env = {k: v for k, v in c.env().items()}
+    user_env.update(SLURM_CONF=str(conf), SLURM_TOKEN_FILE=str(token_file))
+    result = run(c.space(str(wrapper), "--parsable", f"--chdir={mine}", f"--output={mine}/lcc-%j.out", "--wrap",
+                         f"id -u > {mine}/lcc.txt", uid=alice.uid, gid=alice.gid), env=user_env)
+    assert result.returncode == 0, result.stderr
+    job = job_fields(c, result.stdout.strip())
+    assert job["JobState"] == "COMPLETED" and job["UserId"] == f"{alice.name}({alice.uid})", job
+    assert (mine / "lcc.txt").read_text() == f"{alice.uid}\n"
+
+    again = run(c.space("bash", str(LCC)), env=env)
+    assert again.returncode == 0 and "nothing changed" in again.stdout, again.stdout + again.stderr
