@@ -167,11 +167,9 @@ client_version() {
   { SLURM_CONF="$1" sinfo --version 2>/dev/null || true; } | awk '{print $2}'
 }
 
-# jwt_plugin : true when the installed Slurm client has the auth/jwt plugin.
 jwt_plugin() { compgen -G "/usr/lib/*/slurm-wlm/auth_jwt.so" >/dev/null || compgen -G "/usr/lib*/slurm/auth_jwt.so" >/dev/null; }
 
-# install_client WANT CONF AUTH : installs the Slurm client for release WANT and munge (munge) or the jwt plugin (jwt)
-# unless present.
+# install_client WANT CONF AUTH : the Slurm client of release WANT, and munge or the jwt plugin, unless present.
 install_client() {
   local want=$1 conf=$2 auth=$3 have cand debs extra pkgs
   have="$(client_version "$conf")"
@@ -310,7 +308,9 @@ setup() {
     fi
   fi
 
-  until SLURM_CONF="$conf" SLURM_JWT="$( ((token_ok == 0)) && [[ "$S_auth" == jwt ]] && cat "$TOKEN_FILE")" sinfo; do
+  local jwt=() # an empty SLURM_JWT still selects auth/jwt
+  [[ "$S_auth" == munge ]] || jwt=("SLURM_JWT=$(cat "$TOKEN_FILE")")
+  until env SLURM_CONF="$conf" "${jwt[@]}" sinfo; do
     if ((attempt >= VERIFY_ATTEMPTS)); then
       die "sinfo cannot reach slurmctld at $S_controller_addr: the cluster's security group must allow" \
         "TCP 6817 from the Studio security group (see README.md)"
