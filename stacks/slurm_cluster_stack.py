@@ -11,7 +11,8 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster, NativeLustreMount, SlurmOrchestrator
 from constructs.lifecycle_scripts import ON_INIT_COMPLETE, PARAMETERS_FILE, LifecycleScripts, lifecycle_bucket_name
-from constructs.platform_role_names import studio_execution_role_name, upload_role_name
+from constructs.platform_role_names import (slurm_token_issuer_role_name, studio_execution_role_name,
+                                           studio_user_role_path, upload_role_name)
 from constructs.nag_acknowledgments import acknowledge
 
 from stacks.config import PlatformConfig, checkpoint_dir
@@ -38,13 +39,27 @@ class SlurmClusterStack(cdk.Stack):
         acknowledge(self.slurm_login_secret, "AwsSolutions-SMG4",
                     "the value is the cluster's munge key and slurm.conf, written by the controller at creation; it "
                     "changes when the cluster is re-created, not on a rotation schedule")
+        # Per-user mode: Studio users authenticate with their own auth/jwt token; the controller writes the signing key
+        # here and only the Studio stack's token issuer may read it (configure_slurm_auth.sh, lambda/slurm_tokens).
+        self.slurm_auth = slurm_auth(config)
+        self.jwt_key = self.jwt_key_secret = None
+        if self.slurm_auth == "jwt":
+            self.jwt_key = kms.Key(self, "SlurmJwtKeyKey", enable_key_rotation=True,
+                                   description=f"{config.name}: encrypts the Slurm auth/jwt signing key secret")
+            self.jwt_key_secret = secretsmanager.Secret(
+                self, "SlurmJwtKeySecret", encryption_key=self.jwt_key,
+                description=f"{config.name}: Slurm auth/jwt HS256 key (controller writes, token issuer reads)")
+            acknowledge(self.jwt_key_secret, "AwsSolutions-SMG4",
+                        "the value is the controller's auth/jwt signing key, made on the controller at creation; "
+                        "Secrets Manager rotation cannot change the key slurmctld holds")
         # Every node's users sync (lifecycle/hyperpod/sync_users.sh) polls this object for later user changes.
         parameters_s3_uri = f"s3://{lifecycle_bucket.bucket_name}/{prefix}/{PARAMETERS_FILE}"
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket, prefix=prefix,
                                           upload_role_name=upload_role_name(config.name, "cluster"),
-                                          parameters=provisioning_parameters(config, storage,
-                                                                             self.slurm_login_secret.secret_arn,
-                                                                             parameters_s3_uri=parameters_s3_uri))
+                                          parameters=provisioning_parameters(
+                                              config, storage, self.slurm_login_secret.secret_arn,
+                                              self.jwt_key_secret.secret_arn if self.jwt_key_secret else None,
+                                              parameters_s3_uri=parameters_s3_uri))
         native = config.storage.lustre.mount_by == "native"
         self.hyperpod = HyperPodCluster(
             self, "HyperPod", cluster_name=config.name, groups=group_specs(config, network),
@@ -63,6 +78,11 @@ class SlurmClusterStack(cdk.Stack):
             actions=["secretsmanager:PutSecretValue", "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
             resources=[self.slurm_login_secret.secret_arn]))
         self._restrict_slurm_login_secret(config)
+        if self.jwt_key_secret is not None:
+            self.hyperpod.execution_role.add_to_policy(iam.PolicyStatement(
+                sid="WriteSlurmJwtKey", actions=["secretsmanager:PutSecretValue"],
+                resources=[self.jwt_key_secret.secret_arn]))
+            self._restrict_jwt_key_secret(config)
         # Nodes run on_create.sh from the bucket at creation: the scripts must be there first.
         self.hyperpod.cluster.node.add_dependency(self.lifecycle.deployment)
 
@@ -83,6 +103,9 @@ class SlurmClusterStack(cdk.Stack):
         studio_role = (f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
                        f"{studio_execution_role_name(config.name)}")
         readers = [cluster_role] + ([studio_role] if config.studio.enabled else [])
+        if self.slurm_auth == "jwt":  # each profile's own role (created later, under a fixed path)
+            readers.append(f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role"
+                           f"{studio_user_role_path(config.name)}*")
         secret = self.slurm_login_secret
         secret.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyTheClusterWrites", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
@@ -91,7 +114,7 @@ class SlurmClusterStack(cdk.Stack):
         secret.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyTheClusterAndStudioRead", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["secretsmanager:GetSecretValue"], resources=["*"],
-            conditions={"ArnNotEquals": {"aws:PrincipalArn": readers}}))
+            conditions={"ArnNotLike": {"aws:PrincipalArn": readers}}))
         via_secrets_manager = {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com",
                                "kms:CallerAccount": cdk.Aws.ACCOUNT_ID}
         # In a key policy "*" means this key. Named by ARN: the roles are not in this key's account-wide grant path.
@@ -103,7 +126,34 @@ class SlurmClusterStack(cdk.Stack):
             self.slurm_login_key.add_to_resource_policy(iam.PolicyStatement(
                 sid="StudioDecryptsTheLoginSecret", principals=[iam.AnyPrincipal()],
                 actions=["kms:Decrypt"], resources=["*"],
-                conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": studio_role}}))
+                conditions={"StringEquals": via_secrets_manager, "ArnLike": {"aws:PrincipalArn": readers[1:]}}))
+
+    def _restrict_jwt_key_secret(self, config: PlatformConfig) -> None:
+        """The signing key lets its holder act as any cluster user through slurmctld: the cluster's role may only
+        write it (the controller's hook does), the token issuer only read it; nobody else either, whatever their IAM
+        policies say. Key administration stays with the account (the key's default statement)."""
+        cluster_role = self.hyperpod.execution_role.role_arn
+        issuer_role = (f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
+                       f"{slurm_token_issuer_role_name(config.name)}")
+        secret = self.jwt_key_secret
+        secret.add_to_resource_policy(iam.PolicyStatement(
+            sid="OnlyTheControllerWrites", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"], resources=["*"],
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": [cluster_role, *self._deploy_roles()]}}))
+        secret.add_to_resource_policy(iam.PolicyStatement(
+            sid="OnlyTheTokenIssuerReads", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=["secretsmanager:GetSecretValue"], resources=["*"],
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": issuer_role}}))
+        via_secrets_manager = {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com",
+                               "kms:CallerAccount": cdk.Aws.ACCOUNT_ID}
+        self.jwt_key.add_to_resource_policy(iam.PolicyStatement(
+            sid="ClusterEncryptsTheJwtKey", principals=[iam.ArnPrincipal(cluster_role)],
+            actions=["kms:Encrypt", "kms:GenerateDataKey"], resources=["*"],
+            conditions={"StringEquals": via_secrets_manager}))
+        self.jwt_key.add_to_resource_policy(iam.PolicyStatement(
+            sid="TokenIssuerDecryptsTheJwtKey", principals=[iam.AnyPrincipal()], actions=["kms:Decrypt"],
+            resources=["*"],
+            conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": issuer_role}}))
 
     def _deploy_roles(self) -> list[str]:
         """CloudFormation updates the secret's description through CDK's deploy roles."""
@@ -132,8 +182,16 @@ def group_specs(config: PlatformConfig, network: NetworkRefs) -> list[GroupSpec]
             for g in config.cluster.instance_groups]
 
 
+def slurm_auth(config: PlatformConfig) -> str:
+    """How Studio users authenticate to slurmctld, fixed at synth from the config: `jwt` (their own token, no munge
+    key in Studio) when Studio partitions are per user (`shared_fsx: false`), else `munge` (the cluster's key).
+    The Studio stack's SharedFSx parameter only switches partitions; it does not change this (README, Security)."""
+    return "jwt" if config.orchestrator == "slurm" and config.studio.enabled and not config.shared_fsx else "munge"
+
+
 def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
-                            slurm_login_secret_arn: str | None = None, *,
+                            slurm_login_secret_arn: str | None = None,
+                            jwt_key_secret_arn: str | None = None, *,
                             parameters_s3_uri: str | None = None) -> dict[str, Any]:
     """The node-side contract read by lifecycle/hyperpod/on_init_complete.sh (see lifecycle/hyperpod/README.md)."""
     logins = config.group("login")
@@ -150,7 +208,8 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
                 "mount_name": storage.lustre.mount_name, "mount_path": lustre.mount_path,
                 "checkpoint_dir": checkpoint_dir(config.storage)},
         "users": [{"name": u.name, "uid": u.uid, "gid": u.group_id, "sudo": u.sudo} for u in config.users],
-        "slurm": {"auto_resume": config.cluster.slurm_auto_resume, "login_secret_arn": slurm_login_secret_arn},
+        "slurm": {"auto_resume": config.cluster.slurm_auto_resume, "login_secret_arn": slurm_login_secret_arn,
+                  "auth": slurm_auth(config), "jwt_key_secret_arn": jwt_key_secret_arn},
         "users_sync": {"parameters_s3_uri": parameters_s3_uri},
         "shared_group": {"name": "studio-shared", "gid": config.studio.shared_gid} if config.studio.enabled else None,
         "container_runtime": {"enabled": runtime.enabled, "ubuntu_release": runtime.ubuntu_release,

@@ -297,7 +297,7 @@ def test_slurm_login_secret_uses_its_own_rotating_key_and_names_its_readers_and_
     writers = deny["OnlyTheClusterWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
     assert writers[0] == cluster_role and "cfn-exec-role" in _joined(writers[1]) and len(writers) == 2
     assert "secretsmanager:PutSecretValue" in deny["OnlyTheClusterWrites"]["Action"]
-    readers = deny["OnlyTheClusterAndStudioRead"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    readers = deny["OnlyTheClusterAndStudioRead"]["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
     assert readers[0] == cluster_role and [_joined(r) for r in readers[1:]] == [studio_role]
 
     key_statements = {s.get("Sid"): s for s in res[key_id]["Properties"]["KeyPolicy"]["Statement"]}
@@ -306,7 +306,7 @@ def test_slurm_login_secret_uses_its_own_rotating_key_and_names_its_readers_and_
     assert "secretsmanager." in _joined(cluster["Condition"]["StringEquals"]["kms:ViaService"])
     studio = key_statements["StudioDecryptsTheLoginSecret"]
     assert studio["Action"] == "kms:Decrypt"
-    assert _joined(studio["Condition"]["ArnEquals"]["aws:PrincipalArn"]) == studio_role
+    assert [_joined(r) for r in studio["Condition"]["ArnLike"]["aws:PrincipalArn"]] == [studio_role]
     # The Studio stack's execution role really has that name.
     studio_roles = [r["Properties"].get("RoleName") for lid, r in synth("default").templates["studio"]["Resources"].items()
                     if lid.startswith("ExecutionRole") and r["Type"] == "AWS::IAM::Role"]
