@@ -12,8 +12,9 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 
 # Debian packages the tests need, as command:package; installed with apt-get when the command is missing.
-# slurm-wlm and munge run real Slurm daemons on loopback for the Studio login-node end-to-end test.
-APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge
+# slurm-wlm and munge run real Slurm daemons on loopback for the end-to-end tests; slurmdbd and mariadb-server add
+# Slurm accounting (tests/e2e/test_slurm_accounting.py).
+APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge slurmdbd:slurmdbd mariadbd:mariadb-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: synth test lint schema bench deps system-deps hyperpod-chart clean deploy diff preflight connect

@@ -33,6 +33,7 @@ bash "$HERE/setup_ssh_keys.sh"      # passwordless SSH between nodes for cluster
 bash "$HERE/install_users_sync.sh"  # later user changes reach this node through a systemd timer
 bash "$HERE/install_container_runtime.sh"
 bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
+[[ "$NODE_TYPE" == controller && "$(param accounting.enabled)" == true ]] && bash "$HERE/apply_accounting.sh"
 
 # Studio login nodes read the controller's Slurm version, address, slurm.conf and munge key from this secret.
 login_secret="$(param slurm.login_secret_arn)"

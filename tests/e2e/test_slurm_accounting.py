@@ -35,7 +35,7 @@ APPLY = REPO / "lifecycle" / "hyperpod" / "apply_accounting.sh"
 EXAMPLE = REPO / "config" / "examples" / "research-institution.yaml"
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"}
 
-missing = [b for b in REQUIRED_BINARIES if shutil.which(b) is None and shutil.which(b, path="/usr/sbin") is None]
+missing = [b for b in REQUIRED_BINARIES if shutil.which(b) is None]
 pytestmark = pytest.mark.skipif(
     bool(missing) or os.geteuid() != 0,
     reason=f"needs root and real Slurm accounting (missing {', '.join(missing) or 'nothing'}): "
