@@ -186,7 +186,7 @@ def test_a_job_over_max_wall_is_held_with_the_qos_reason(env: Env, applied):
     # The example's short QoS allows 240 minutes.
     rc, job_id, err = env.sbatch("ada", "--account=physics", "--qos=short", "--time=300", "--wrap", "true")
     assert rc == 0, err
-    job = env.wait_job(job_id, lambda j: j.get("Reason") not in (None, "None"), "a reason")
+    job = env.wait_job(job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL, "a reason")
     run(["scancel", job_id], env=env.cluster.env())
     assert (job["JobState"], job["Reason"]) == ("PENDING", "QOSMaxWallDurationPerJobLimit"), job
 
@@ -212,7 +212,7 @@ def test_a_changed_limit_is_applied_and_a_job_over_max_tres_per_user_waits(env: 
     rc, job_id, err = env.sbatch("ada", "--account=physics", "--qos=short", "--cpus-per-task=2", "--time=10",
                                  "--wrap", "true")
     assert rc == 0, err
-    job = env.wait_job(job_id, lambda j: j.get("Reason") not in (None, "None"), "a reason")
+    job = env.wait_job(job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL, "a reason")
     run(["scancel", job_id], env=env.cluster.env())
     assert (job["JobState"], job["Reason"]) == ("PENDING", "QOSMaxCpuPerUserLimit"), job
     restored = env.apply(example())
