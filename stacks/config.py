@@ -255,6 +255,9 @@ class ContainerRuntime(Strict):
 # Slurm lowercases account and QoS names (sacctmgr(1)); keep them plain so they are the same in every tool.
 SlurmName = Annotated[str, _pattern(r"[a-z][a-z0-9_-]{0,29}", "1-30 lowercase letters, digits, '_' and '-', "
                                                               "starting with a letter")]
+# Passed to sacctmgr as one argument (Description=...): no commas, quotes or '=' that it could split on.
+SlurmDescription = Annotated[str, _pattern(r"[A-Za-z0-9 .:()/_-]{0,100}", "at most 100 letters, digits, spaces and "
+                                                                          ".:()/_-")]
 # Slurm creates QoS `normal` itself and gives it to every association that names no other.
 SLURM_DEFAULT_QOS = "normal"
 
@@ -273,8 +276,7 @@ class Tres(Strict):
 class Qos(Strict):
     """A Slurm QoS: what one user may hold at once, what all its jobs together may hold, and its priority."""
     name: SlurmName
-    description: Annotated[str, _pattern(r"[A-Za-z0-9 .,:()/_-]{0,100}", "at most 100 letters, digits, spaces and "
-                                                                         ".,:()/_-")] = ""
+    description: SlurmDescription = ""
     priority: int = Field(default=0, ge=0, le=1_000_000)
     max_tres_per_user: Tres = Tres()
     grp_tres: Tres = Tres()
@@ -285,8 +287,7 @@ class Qos(Strict):
 class Department(Strict):
     """A Slurm account: its users' associations, who coordinates it, its fair share and the QoS it may use."""
     name: SlurmName
-    description: Annotated[str, _pattern(r"[A-Za-z0-9 .,:()/_-]{0,100}", "at most 100 letters, digits, spaces and "
-                                                                         ".,:()/_-")] = ""
+    description: SlurmDescription = ""
     # Relative share of the cluster (sacctmgr Fairshare): 30 and 10 give a 3:1 split when both are busy.
     fairshare: int = Field(default=1, ge=1, le=1_000_000)
     # QoS the department's users may ask for (`--qos`); default: the department's default_qos only.

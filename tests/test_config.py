@@ -485,6 +485,9 @@ ACCOUNTING_INVALID = [
      "starting with a letter"),
     ("unknown tres", accounting(qos=[{"name": "short", "max_tres_per_user": {"gpus": 1}}]),
      "cluster.accounting.qos[0].max_tres_per_user.gpus: unknown key; allowed here: cpu, node, gpu"),
+    ("description sacctmgr would split", accounting(departments=physics(description="Physics, Astronomy")),
+     "cluster.accounting.departments[0].description: 'Physics, Astronomy' — must be at most 100 letters, digits, "
+     "spaces and .:()/_-"),
     ("zero fairshare", accounting(departments=physics(fairshare=0)),
      "cluster.accounting.departments[0].fairshare: 0 — Input should be greater than or equal to 1"),
 ]
