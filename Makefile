@@ -13,9 +13,11 @@ export AWS_EC2_METADATA_DISABLED := true
 
 # Debian packages the tests need, as command:package; installed with apt-get when the command is missing (a package
 # without a command is written -:package and checked with dpkg-query).
-# slurm-wlm and munge run real Slurm daemons on loopback for the Studio login-node end-to-end tests;
-# slurm-wlm-jwt-plugin is Slurm's auth/jwt, which per-user mode (shared_fsx: false) uses for Studio users.
-APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin
+# slurm-wlm and munge run real Slurm daemons on loopback for the end-to-end tests; slurm-wlm-jwt-plugin is Slurm's
+# auth/jwt, which per-user mode (shared_fsx: false) uses for Studio users; slurmdbd and mariadb-server add Slurm
+# accounting (tests/e2e/test_slurm_accounting.py).
+APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin \
+  slurmdbd:slurmdbd mariadbd:mariadb-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: synth test lint schema bench deps system-deps hyperpod-chart clean deploy diff preflight connect

@@ -17,6 +17,7 @@ from constructs.nag_acknowledgments import acknowledge
 
 from stacks.config import PlatformConfig, checkpoint_dir
 from stacks.network_stack import NetworkRefs
+from stacks.slurm_accounting import accounting_parameters
 from stacks.storage_stack import StorageStack
 
 
@@ -215,4 +216,5 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
         "container_runtime": {"enabled": runtime.enabled, "ubuntu_release": runtime.ubuntu_release,
                               "docker_apt_version": runtime.docker_apt_version,
                               "artifacts": [a.model_dump() for a in runtime.artifacts]},
+        "accounting": accounting_parameters(config),
     }

@@ -33,6 +33,7 @@ bash "$HERE/setup_ssh_keys.sh"      # passwordless SSH between nodes for cluster
 bash "$HERE/install_users_sync.sh"  # later user changes reach this node through a systemd timer
 bash "$HERE/install_container_runtime.sh"
 bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
+[[ "$NODE_TYPE" == controller && "$(param accounting.enabled)" == true ]] && bash "$HERE/apply_accounting.sh"
 
 # Per-user mode (slurm.auth jwt): auth/jwt for Studio users and DisableRootJobs, in slurm.conf's included file.
 [[ "$NODE_TYPE" == controller ]] && bash "$HERE/configure_slurm_auth.sh"
