@@ -11,9 +11,13 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 
-# Debian packages the tests need, as command:package; installed with apt-get when the command is missing.
-# slurm-wlm and munge run real Slurm daemons on loopback for the Studio login-node end-to-end test.
-APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge
+# Debian packages the tests need, as command:package; installed with apt-get when the command is missing (a package
+# without a command is written -:package and checked with dpkg-query).
+# slurm-wlm and munge run real Slurm daemons on loopback for the end-to-end tests; slurm-wlm-jwt-plugin is Slurm's
+# auth/jwt, which per-user mode (shared_fsx: false) uses for Studio users; slurmdbd and mariadb-server add Slurm
+# accounting (tests/e2e/test_slurm_accounting.py).
+APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin \
+  slurmdbd:slurmdbd mariadbd:mariadb-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: synth test lint schema bench deps system-deps hyperpod-chart clean deploy diff graph preflight connect
@@ -32,7 +36,9 @@ deps: $(VENV)/.installed node_modules/.installed
 
 system-deps:
 	@missing=""; for pair in $(APT_PACKAGES); do \
-	  command -v $${pair%%:*} >/dev/null || PATH="$$PATH:/usr/sbin" command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; \
+	  if [ "$${pair%%:*}" = - ]; then dpkg-query -W -f='$${Status}' $${pair#*:} 2>/dev/null | grep -q 'ok installed' && continue; \
+	  else command -v $${pair%%:*} >/dev/null || PATH="$$PATH:/usr/sbin" command -v $${pair%%:*} >/dev/null && continue; fi; \
+	  missing="$$missing $${pair#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "Installing Debian packages:$$missing"; \

@@ -25,3 +25,26 @@ def cluster_execution_role_name(cluster_name: str) -> str:
     """The Slurm HyperPod cluster's execution role: the login secret and its key (their own stack, deployed before
     the cluster) name it as their only writer."""
     return f"{cluster_name.lower()[:20]}-cluster-execution-{cdk.Aws.REGION}"
+
+
+def slurm_token_issuer_role_name(cluster_name: str) -> str:
+    """The Slurm token issuer (per-user mode): the only reader of the cluster's auth/jwt signing key."""
+    return f"{cluster_name.lower()[:20]}-slurm-tokens-{cdk.Aws.REGION}"
+
+
+def studio_user_role_path(cluster_name: str) -> str:
+    """Per-user mode gives each Studio user profile its own execution role under this IAM path; the Slurm login
+    secret and its key name the path (aws:PrincipalArn of a role carries its path), since the roles are created
+    after the cluster stack."""
+    return f"/hyperpod/{cluster_name.lower()[:20]}-{cdk.Aws.REGION}/studio-users/"
+
+
+def slurm_token_secret_prefix(cluster_name: str) -> str:
+    """User U's current Slurm token lives in the secret named PREFIX + U (per-user mode)."""
+    return f"{cluster_name}/slurm-token/"
+
+
+def slurm_jwt_key_secret_name(cluster_name: str) -> str:
+    """The cluster stack's auth/jwt signing key secret (per-user mode). Named, so the Studio stack's token issuer
+    addresses it without a reference to the cluster stack (Studio is created while the cluster is)."""
+    return f"{cluster_name}/slurm-jwt-key"

@@ -251,11 +251,81 @@ class ContainerRuntime(Strict):
     artifacts: list[Artifact] = []
 
 
+# ---------------------------------------------------------------------------------------------- slurm accounting
+# Slurm lowercases account and QoS names (sacctmgr(1)); keep them plain so they are the same in every tool.
+SlurmName = Annotated[str, _pattern(r"[a-z][a-z0-9_-]{0,29}", "1-30 lowercase letters, digits, '_' and '-', "
+                                                              "starting with a letter")]
+# Passed to sacctmgr as one argument (Description=...): no commas, quotes or '=' that it could split on.
+SlurmDescription = Annotated[str, _pattern(r"[A-Za-z0-9 .:()/_-]{0,100}", "at most 100 letters, digits, spaces and "
+                                                                          ".:()/_-")]
+# Slurm creates QoS `normal` itself and gives it to every association that names no other.
+SLURM_DEFAULT_QOS = "normal"
+
+
+class Tres(Strict):
+    """Trackable resources of a limit (sacctmgr TRES strings: cpu=N,node=N,gres/gpu=N). Unset means no limit."""
+    cpu: Optional[int] = Field(default=None, ge=1)
+    node: Optional[int] = Field(default=None, ge=1)
+    gpu: Optional[int] = Field(default=None, ge=1)
+
+    def sacctmgr(self) -> str:
+        parts = [("cpu", self.cpu), ("node", self.node), ("gres/gpu", self.gpu)]
+        return ",".join(f"{k}={v}" for k, v in parts if v is not None)
+
+
+class Qos(Strict):
+    """A Slurm QoS: what one user may hold at once, what all its jobs together may hold, and its priority."""
+    name: SlurmName
+    description: SlurmDescription = ""
+    priority: int = Field(default=0, ge=0, le=1_000_000)
+    max_tres_per_user: Tres = Tres()
+    grp_tres: Tres = Tres()
+    max_wall_minutes: Optional[int] = Field(default=None, ge=1, le=525600)
+    max_jobs_per_user: Optional[int] = Field(default=None, ge=1, le=100000)
+
+
+class Department(Strict):
+    """A Slurm account: its users' associations, who coordinates it, its fair share and the QoS it may use."""
+    name: SlurmName
+    description: SlurmDescription = ""
+    # Relative share of the cluster (sacctmgr Fairshare): 30 and 10 give a 3:1 split when both are busy.
+    fairshare: int = Field(default=1, ge=1, le=1_000_000)
+    # QoS the department's users may ask for (`--qos`); default: the department's default_qos only.
+    qos: list[SlurmName] = []
+    default_qos: SlurmName = SLURM_DEFAULT_QOS
+    # Names from `users`. The first department listing a user is that user's default account.
+    users: list[PosixName] = []
+    # Users of this department who may manage its associations and limits (sacctmgr coordinators).
+    coordinators: list[PosixName] = []
+
+    @property
+    def allowed_qos(self) -> list[str]:
+        return list(self.qos) or [self.default_qos]
+
+
+class PriorityWeights(Strict):
+    """priority/multifactor weights (slurm.conf PriorityWeight*); HyperPod owns slurm.conf, see the README."""
+    fairshare: int = Field(default=10000, ge=0, le=4294967295)
+    qos: int = Field(default=1000, ge=0, le=4294967295)
+    age: int = Field(default=1000, ge=0, le=4294967295)
+    job_size: int = Field(default=0, ge=0, le=4294967295)
+
+
+class Accounting(Strict):
+    """Slurm accounting on HyperPod's own slurmdbd (MariaDB on the controller): departments become accounts, with
+    users' associations, coordinators, QoS and fair share, applied by lifecycle/hyperpod/apply_accounting.sh."""
+    enabled: StrictBool = False
+    qos: list[Qos] = []
+    departments: list[Department] = []
+    priority_weights: PriorityWeights = PriorityWeights()
+
+
 class Cluster(Strict):
     node_recovery: Literal["Automatic", "None"] = "Automatic"
     slurm_config_strategy: Literal["Managed", "Overwrite", "Merge"] = "Managed"
     slurm_auto_resume: StrictBool = True
     container_runtime: ContainerRuntime = ContainerRuntime()
+    accounting: Accounting = Accounting()
     instance_groups: list[InstanceGroup] = Field(default_factory=lambda: [
         InstanceGroup(name="controller-machine", role="controller", instance_type="ml.m5.xlarge", instance_count=1),
         InstanceGroup(name="login-group", role="login", instance_type="ml.m5.xlarge", instance_count=1),
@@ -578,6 +648,7 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
     errors.extend(_network_errors(cfg))
     errors.extend(_duplicate_errors(cfg))
     errors.extend(_observability_errors(cfg.observability))
+    errors.extend(_accounting_errors(cfg))
 
     names: dict[str, int] = {}
     uids: dict[int, int] = {}
@@ -601,6 +672,76 @@ def _observability_errors(obs: Observability) -> list[str]:
         if not re.fullmatch(regex, sub.endpoint):
             errors.append(f"observability.subscriptions[{i}].endpoint: {sub.endpoint!r} — with protocol "
                           f"{sub.protocol!r} it must be {allowed}")
+    return errors
+
+
+def _accounting_errors(cfg: PlatformConfig) -> list[str]:
+    acct = cfg.cluster.accounting
+    errors: list[str] = []
+    add = errors.append
+    path = "cluster.accounting"
+    if not acct.enabled:
+        if acct.departments or acct.qos:
+            add(f"{path}.enabled: false with {len(acct.departments)} department(s) and {len(acct.qos)} QoS; enable "
+                "accounting or remove them")
+        return errors
+    if cfg.orchestrator != "slurm":
+        add(f"{path}.enabled: true with orchestrator {cfg.orchestrator!r}; Slurm accounting needs orchestrator slurm")
+
+    qos_names: dict[str, int] = {}
+    for i, q in enumerate(acct.qos):
+        if q.name in qos_names:
+            add(f"{path}.qos[{i}].name: {q.name!r} is already used by {path}.qos[{qos_names[q.name]}]; QoS names must "
+                "be unique")
+        qos_names.setdefault(q.name, i)
+    compute = [g for g in cfg.cluster.instance_groups if g.role == "compute"]
+    nodes = sum(g.instance_count for g in compute)
+    gpus = sum(ACCELERATORS[g.instance_type][1] * g.instance_count for g in compute
+               if ACCELERATORS.get(g.instance_type, ("",))[0] == _NVIDIA)
+    for i, q in enumerate(acct.qos):
+        for key in ("max_tres_per_user", "grp_tres"):
+            tres = getattr(q, key)
+            if tres.node is not None and tres.node > nodes:
+                add(f"{path}.qos[{i}].{key}.node: {tres.node}; the compute groups have {nodes} node(s) in total, so "
+                    "the limit could never bind; allowed: at most " + str(nodes))
+            if tres.gpu is not None and tres.gpu > gpus:
+                add(f"{path}.qos[{i}].{key}.gpu: {tres.gpu}; the compute groups have {gpus} NVIDIA GPU(s) in total "
+                    f"(ACCELERATORS in stacks/config.py), so the limit could never bind; allowed: at most {gpus}")
+        per_user, group = q.max_tres_per_user, q.grp_tres
+        for res in ("cpu", "node", "gpu"):
+            mine, theirs = getattr(per_user, res), getattr(group, res)
+            if mine is not None and theirs is not None and mine > theirs:
+                add(f"{path}.qos[{i}].max_tres_per_user.{res}: {mine} is more than grp_tres.{res} {theirs}, the "
+                    "QoS's total; allowed: at most " + str(theirs))
+
+    known_qos = set(qos_names) | {SLURM_DEFAULT_QOS}
+    users = {u.name for u in cfg.users}
+    departments: dict[str, int] = {}
+    for i, d in enumerate(acct.departments):
+        dpath = f"{path}.departments[{i}]"
+        if d.name in departments:
+            add(f"{dpath}.name: {d.name!r} is already used by {path}.departments[{departments[d.name]}]; each "
+                "department is one Slurm account, names must be unique")
+        elif d.name == "root":
+            add(f"{dpath}.name: 'root' is Slurm's own top account; choose another name")
+        departments.setdefault(d.name, i)
+        for j, q in enumerate(d.qos):
+            if q not in known_qos:
+                add(f"{dpath}.qos[{j}]: {q!r} is not a QoS; allowed: {', '.join(sorted(known_qos))} (define it under "
+                    f"{path}.qos)")
+        if d.default_qos not in known_qos:
+            add(f"{dpath}.default_qos: {d.default_qos!r} is not a QoS; allowed: {', '.join(sorted(known_qos))} "
+                f"(define it under {path}.qos)")
+        elif d.qos and d.default_qos not in d.qos:
+            add(f"{dpath}.default_qos: {d.default_qos!r} is not in the department's qos {list(d.qos)}; add it there")
+        for j, u in enumerate(d.users):
+            if u not in users:
+                add(f"{dpath}.users[{j}]: {u!r} is not a user; allowed: {', '.join(sorted(users)) or '(no users)'} "
+                    "(Slurm runs jobs as the user's POSIX account, which `users` creates on every node)")
+        for j, c in enumerate(d.coordinators):
+            if c not in d.users:
+                add(f"{dpath}.coordinators[{j}]: {c!r} is not one of the department's users "
+                    f"{list(d.users)}; list them in users first")
     return errors
 
 

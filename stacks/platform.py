@@ -83,10 +83,11 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
         cluster = EksClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage, eks=eks,
                                   env=env, description=f"HyperPod platform {name}: SageMaker HyperPod cluster ({kind})")
     else:
-        from stacks.slurm_cluster_stack import SlurmClusterStack
+        from stacks.slurm_cluster_stack import SlurmClusterStack, slurm_auth
         from stacks.slurm_login_stack import SlurmLoginStack
         slurm_login = SlurmLoginStack(app, f"{name}-slurm-login", cluster_name=name,
-                                      studio_reads=config.studio.enabled, env=env,
+                                      studio_reads=config.studio.enabled,
+                                      per_user_roles_read=slurm_auth(config) == "jwt", env=env,
                                       description=f"HyperPod platform {name}: Slurm login secret (written by the "
                                                   "controller, read by Studio)")
         cluster = SlurmClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage,

@@ -1,23 +1,24 @@
 """The HyperPod cluster orchestrated by Slurm, and the lifecycle scripts its nodes run."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster, NativeLustreMount, SlurmOrchestrator
 from constructs.lifecycle_scripts import ON_INIT_COMPLETE, PARAMETERS_FILE, LifecycleScripts, lifecycle_bucket_name
-from constructs.platform_role_names import cluster_execution_role_name, upload_role_name
+from constructs.nag_acknowledgments import acknowledge
+from constructs.platform_role_names import (cluster_execution_role_name, slurm_jwt_key_secret_name,
+                                           slurm_token_issuer_role_name, upload_role_name)
 
 from stacks.config import PlatformConfig, checkpoint_dir
 from stacks.network_stack import NetworkRefs
+from stacks.slurm_accounting import accounting_parameters
 from stacks.storage_stack import StorageStack
-
-if TYPE_CHECKING:
-    from aws_cdk import aws_secretsmanager as secretsmanager
-
 
 class SlurmClusterStack(cdk.Stack):
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, network: NetworkRefs,
@@ -31,13 +32,29 @@ class SlurmClusterStack(cdk.Stack):
         # version, its address, slurm.conf and the munge key to this secret (stacks/slurm_login_stack.py, whose key
         # and resource policies name this cluster's execution role by its fixed name), which Studio reads.
         self.slurm_login_secret = slurm_login_secret
+        # Per-user mode: Studio users authenticate with their own auth/jwt token; the controller writes the signing key
+        # here and only the Studio stack's token issuer may read it (configure_slurm_auth.sh, lambda/slurm_tokens).
+        self.slurm_auth = slurm_auth(config)
+        self.jwt_key = self.jwt_key_secret = None
+        if self.slurm_auth == "jwt":
+            self.jwt_key = kms.Key(self, "SlurmJwtKeyKey", enable_key_rotation=True,
+                                   description=f"{config.name}: encrypts the Slurm auth/jwt signing key secret")
+            self.jwt_key_secret = secretsmanager.Secret(
+                self, "SlurmJwtKeySecret", encryption_key=self.jwt_key,
+                # Named: the Studio stack's token issuer addresses it by name, not by a reference to this stack.
+                secret_name=slurm_jwt_key_secret_name(config.name),
+                description=f"{config.name}: Slurm auth/jwt HS256 key (controller writes, token issuer reads)")
+            acknowledge(self.jwt_key_secret, "AwsSolutions-SMG4",
+                        "the value is the controller's auth/jwt signing key, made on the controller at creation; "
+                        "Secrets Manager rotation cannot change the key slurmctld holds")
         # Every node's users sync (lifecycle/hyperpod/sync_users.sh) polls this object for later user changes.
         parameters_s3_uri = f"s3://{lifecycle_bucket.bucket_name}/{prefix}/{PARAMETERS_FILE}"
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket, prefix=prefix,
                                           upload_role_name=upload_role_name(config.name, "cluster"),
-                                          parameters=provisioning_parameters(config, storage,
-                                                                             self.slurm_login_secret.secret_arn,
-                                                                             parameters_s3_uri=parameters_s3_uri))
+                                          parameters=provisioning_parameters(
+                                              config, storage, self.slurm_login_secret.secret_arn,
+                                              self.jwt_key_secret.secret_arn if self.jwt_key_secret else None,
+                                              parameters_s3_uri=parameters_s3_uri))
         native = config.storage.lustre.mount_by == "native"
         self.hyperpod = HyperPodCluster(
             self, "HyperPod", cluster_name=config.name, groups=group_specs(config, network),
@@ -56,6 +73,11 @@ class SlurmClusterStack(cdk.Stack):
             sid="PublishSlurmLoginSecret",
             actions=["secretsmanager:PutSecretValue", "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
             resources=[self.slurm_login_secret.secret_arn]))
+        if self.jwt_key_secret is not None:
+            self.hyperpod.execution_role.add_to_policy(iam.PolicyStatement(
+                sid="WriteSlurmJwtKey", actions=["secretsmanager:PutSecretValue"],
+                resources=[self.jwt_key_secret.secret_arn]))
+            self._restrict_jwt_key_secret(config)
         # Nodes run on_create.sh from the bucket at creation: the scripts must be there first.
         self.hyperpod.cluster.node.add_dependency(self.lifecycle.deployment)
 
@@ -66,6 +88,40 @@ class SlurmClusterStack(cdk.Stack):
         cdk.CfnOutput(self, "ControllerShellCommand", value=controller_shell_command(
             cluster_name=config.name, cluster_id=self.hyperpod.cluster_id, group=controller),
             description="Opens a Session Manager shell on the Slurm controller (needs the session-manager-plugin)")
+
+    def _restrict_jwt_key_secret(self, config: PlatformConfig) -> None:
+        """The signing key lets its holder act as any cluster user through slurmctld: the cluster's role may only
+        write it (the controller's hook does), the token issuer only read it; nobody else either, whatever their IAM
+        policies say. Key administration stays with the account (the key's default statement)."""
+        cluster_role = self.hyperpod.execution_role.role_arn
+        issuer_role = (f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
+                       f"{slurm_token_issuer_role_name(config.name)}")
+        secret = self.jwt_key_secret
+        secret.add_to_resource_policy(iam.PolicyStatement(
+            sid="OnlyTheControllerWrites", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"], resources=["*"],
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": [cluster_role, *self._deploy_roles()]}}))
+        secret.add_to_resource_policy(iam.PolicyStatement(
+            sid="OnlyTheTokenIssuerReads", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=["secretsmanager:GetSecretValue"], resources=["*"],
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": issuer_role}}))
+        via_secrets_manager = {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com",
+                               "kms:CallerAccount": cdk.Aws.ACCOUNT_ID}
+        self.jwt_key.add_to_resource_policy(iam.PolicyStatement(
+            sid="ClusterEncryptsTheJwtKey", principals=[iam.ArnPrincipal(cluster_role)],
+            actions=["kms:Encrypt", "kms:GenerateDataKey"], resources=["*"],
+            conditions={"StringEquals": via_secrets_manager}))
+        self.jwt_key.add_to_resource_policy(iam.PolicyStatement(
+            sid="TokenIssuerDecryptsTheJwtKey", principals=[iam.AnyPrincipal()], actions=["kms:Decrypt"],
+            resources=["*"],
+            conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": issuer_role}}))
+
+    def _deploy_roles(self) -> list[str]:
+        """CloudFormation updates the secret's description through CDK's deploy roles."""
+        qualifier = (self.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
+                     or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
+        return [f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/cdk-{qualifier}-cfn-exec-role-"
+                f"{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"]
 
 
 def controller_shell_command(*, cluster_name: str, cluster_id: str, group: str) -> str:
@@ -87,8 +143,16 @@ def group_specs(config: PlatformConfig, network: NetworkRefs) -> list[GroupSpec]
             for g in config.cluster.instance_groups]
 
 
+def slurm_auth(config: PlatformConfig) -> str:
+    """How Studio users authenticate to slurmctld, fixed at synth from the config: `jwt` (their own token, no munge
+    key in Studio) when Studio partitions are per user (`shared_fsx: false`), else `munge` (the cluster's key).
+    The Studio stack's SharedFSx parameter only switches partitions; it does not change this (README, Security)."""
+    return "jwt" if config.orchestrator == "slurm" and config.studio.enabled and not config.shared_fsx else "munge"
+
+
 def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
-                            slurm_login_secret_arn: str | None = None, *,
+                            slurm_login_secret_arn: str | None = None,
+                            jwt_key_secret_arn: str | None = None, *,
                             parameters_s3_uri: str | None = None) -> dict[str, Any]:
     """The node-side contract read by lifecycle/hyperpod/on_init_complete.sh (see lifecycle/hyperpod/README.md)."""
     logins = config.group("login")
@@ -105,10 +169,12 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
                 "mount_name": storage.lustre.mount_name, "mount_path": lustre.mount_path,
                 "checkpoint_dir": checkpoint_dir(config.storage)},
         "users": [{"name": u.name, "uid": u.uid, "gid": u.group_id, "sudo": u.sudo} for u in config.users],
-        "slurm": {"auto_resume": config.cluster.slurm_auto_resume, "login_secret_arn": slurm_login_secret_arn},
+        "slurm": {"auto_resume": config.cluster.slurm_auto_resume, "login_secret_arn": slurm_login_secret_arn,
+                  "auth": slurm_auth(config), "jwt_key_secret_arn": jwt_key_secret_arn},
         "users_sync": {"parameters_s3_uri": parameters_s3_uri},
         "shared_group": {"name": "studio-shared", "gid": config.studio.shared_gid} if config.studio.enabled else None,
         "container_runtime": {"enabled": runtime.enabled, "ubuntu_release": runtime.ubuntu_release,
                               "docker_apt_version": runtime.docker_apt_version,
                               "artifacts": [a.model_dump() for a in runtime.artifacts]},
+        "accounting": accounting_parameters(config),
     }

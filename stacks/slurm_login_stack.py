@@ -11,11 +11,13 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge
-from constructs.platform_role_names import cluster_execution_role_name, studio_execution_role_name
+from constructs.platform_role_names import (cluster_execution_role_name, studio_execution_role_name,
+                                           studio_user_role_path)
 
 
 class SlurmLoginStack(cdk.Stack):
-    def __init__(self, scope: Construct, id_: str, *, cluster_name: str, studio_reads: bool, **kwargs) -> None:
+    def __init__(self, scope: Construct, id_: str, *, cluster_name: str, studio_reads: bool,
+                 per_user_roles_read: bool = False, **kwargs) -> None:
         super().__init__(scope, id_, **kwargs)
         # The controller's OnInitComplete hook publishes the Slurm version, its address, slurm.conf and the munge key
         # here; the key and resource policies below name who may use it.
@@ -27,19 +29,22 @@ class SlurmLoginStack(cdk.Stack):
         acknowledge(self.secret, "AwsSolutions-SMG4",
                     "the value is the cluster's munge key and slurm.conf, written by the controller at creation; it "
                     "changes when the cluster is re-created, not on a rotation schedule")
-        self._restrict(cluster_name=cluster_name, studio_reads=studio_reads)
+        self._restrict(cluster_name=cluster_name, studio_reads=studio_reads, per_user_roles_read=per_user_roles_read)
         cdk.CfnOutput(self, "SlurmLoginSecretArn", value=self.secret.secret_arn,
                       description="Written by the Slurm controller at creation, read by Studio's login nodes")
 
-    def _restrict(self, *, cluster_name: str, studio_reads: bool) -> None:
+    def _restrict(self, *, cluster_name: str, studio_reads: bool, per_user_roles_read: bool) -> None:
         """Writers: the cluster's execution role (every instance group shares it; only the controller's hook
-        writes). Readers: that role and the Studio execution role. Resource policies deny everyone else, whatever
+        writes). Readers: that role, the Studio execution role and, in per-user mode (auth/jwt), every Studio
+        profile's own role under its fixed IAM path (stacks/studio_stack.py creates them in nested stacks). Resource policies deny everyone else, whatever
         their IAM policies say; key administration stays with the account (the key's default statement). Both
         roles are created after this stack, so every statement names them in a condition on aws:PrincipalArn:
         KMS refuses a key policy whose principal does not exist yet."""
         cluster_role = role_arn(cluster_execution_role_name(cluster_name))
         studio_role = role_arn(studio_execution_role_name(cluster_name))
         readers = [cluster_role] + ([studio_role] if studio_reads else [])
+        if studio_reads and per_user_roles_read:  # aws:PrincipalArn of a role carries its path
+            readers.append(role_arn(f"{studio_user_role_path(cluster_name).lstrip('/')}*"))
         self.secret.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyTheClusterWrites", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"], resources=["*"],
@@ -47,7 +52,7 @@ class SlurmLoginStack(cdk.Stack):
         self.secret.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyTheClusterAndStudioRead", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["secretsmanager:GetSecretValue"], resources=["*"],
-            conditions={"ArnNotEquals": {"aws:PrincipalArn": readers}}))
+            conditions={"ArnNotLike": {"aws:PrincipalArn": readers}}))
         via_secrets_manager = {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com",
                                "kms:CallerAccount": cdk.Aws.ACCOUNT_ID}
         # In a key policy "*" means this key.
@@ -59,7 +64,7 @@ class SlurmLoginStack(cdk.Stack):
             self.key.add_to_resource_policy(iam.PolicyStatement(
                 sid="StudioDecryptsTheLoginSecret", principals=[iam.AnyPrincipal()],
                 actions=["kms:Decrypt"], resources=["*"],
-                conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": studio_role}}))
+                conditions={"StringEquals": via_secrets_manager, "ArnLike": {"aws:PrincipalArn": readers[1:]}}))
 
     def _deploy_roles(self) -> list[str]:
         """CloudFormation updates the secret's description through CDK's deploy roles."""

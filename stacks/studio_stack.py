@@ -14,7 +14,10 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
 from constructs.lifecycle_scripts import lifecycle_bucket_name
-from constructs.platform_role_names import studio_execution_role_name, upload_role_name
+from constructs.platform_role_names import (slurm_jwt_key_secret_name, slurm_token_issuer_role_name,
+                                           slurm_token_secret_prefix, studio_execution_role_name,
+                                           studio_user_role_path, upload_role_name)
+from constructs.slurm_token_issuer import SlurmTokenIssuer
 from constructs.nag_acknowledgments import acknowledge
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 from constructs.studio_lifecycle_configs import EKS_ENTRY_POINT, SLURM_ENTRY_POINT, StudioLifecycleConfigs
@@ -24,6 +27,8 @@ from stacks.network_stack import NetworkRefs
 from stacks.storage_stack import StorageStack
 
 USERS_PER_NESTED_STACK = 150  # two resources each: a profile and its partition, well under 500 per template
+# Per-user mode on Slurm adds a token secret, its resource policy and an execution role per user: five resources.
+USERS_PER_NESTED_STACK_WITH_TOKENS = 90
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 SLURM_PORTS = ((6817, 6817), (6819, 6819))  # slurmctld, slurmdbd (sacct)
 EKS_API_PORTS = ((443, 443),)
@@ -47,6 +52,7 @@ class StudioStack(cdk.Stack):
         studio = config.studio
         self.platform_name = config.name
         self.slurm_login_secret = slurm_login_secret
+        self._mlflow_enabled = studio.mlflow.enabled
         self.shared_fsx = cdk.CfnParameter(
             self, "SharedFSx", type="String", allowed_values=["True", "False"],
             default="True" if config.shared_fsx else "False",
@@ -59,6 +65,10 @@ class StudioStack(cdk.Stack):
                            description="Studio domain home volumes and MLflow artifacts")
 
         on_eks = config.orchestrator == "eks"
+        auth = None  # how Studio users authenticate to Slurm; the cluster stack decides it from the same config
+        if not on_eks:
+            from stacks.slurm_cluster_stack import slurm_auth  # no reference to the cluster stack: a pure function
+            auth = slurm_auth(config)
         self.security_group = self._studio_security_group(network, on_eks=on_eks,
                                                           lustre_access_group=storage.lustre_access_group)
         # Named: the Slurm login secret's key and resource policies name it before it exists.
@@ -92,7 +102,9 @@ class StudioStack(cdk.Stack):
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=SLURM_ENTRY_POINT,
                 upload_role_name=upload_role_name(config.name, "studio"),
-                environment={"SLURM_LOGIN_SECRET_ARN": slurm_login_secret.secret_arn})
+                environment={"SLURM_LOGIN_SECRET_ARN": slurm_login_secret.secret_arn,
+                             **({"SLURM_TOKEN_SECRET_PREFIX": slurm_token_secret_prefix(config.name)}
+                                if auth == "jwt" else {})})
         for role in self.app_roles:
             role.add_to_policy(iam.PolicyStatement(
                 sid="ReadStudioScripts", actions=["s3:GetObject"],
@@ -139,13 +151,19 @@ class StudioStack(cdk.Stack):
         self.partitions.watch_profiles(domain_id=self.domain.attr_domain_id, domain_arn_prefix=domain_arn_prefix,
                                        condition=self.is_per_user)
 
+        # Per-user mode on Slurm: each profile runs as its own role and gets its own Slurm token; no munge key.
+        self.token_issuer = self.user_policy = None
+        if auth == "jwt":
+            self.token_issuer, self.user_policy = self._per_user_identities(config)
+        per_stack = USERS_PER_NESTED_STACK_WITH_TOKENS if self.token_issuer else USERS_PER_NESTED_STACK
         self.user_stacks = [
-            StudioUsers(self, f"Users{index + 1}", config=config, users=config.users[start:start + USERS_PER_NESTED_STACK],
+            StudioUsers(self, f"Users{index + 1}", config=config, users=config.users[start:start + per_stack],
                         team_roles={m: self.team_roles[t.name].role_arn for t in config.eks.task_governance.teams
                                     if t.name in self.team_roles for m in t.members},
                         domain_id=self.domain.attr_domain_id, partitions=self.partitions,
-                        file_system_id=storage.lustre.file_system_id, shared_fsx=self.shared_fsx.value_as_string)
-            for index, start in enumerate(range(0, len(config.users), USERS_PER_NESTED_STACK))]
+                        file_system_id=storage.lustre.file_system_id, shared_fsx=self.shared_fsx.value_as_string,
+                        token_issuer=self.token_issuer, user_policy=self.user_policy)
+            for index, start in enumerate(range(0, len(config.users), per_stack))]
 
         cdk.CfnOutput(self, "DomainId", value=self.domain.attr_domain_id)
         cdk.CfnOutput(self, "DomainUrl", value=self.domain.attr_url)
@@ -153,6 +171,35 @@ class StudioStack(cdk.Stack):
         cdk.CfnOutput(self, "SharedFSxMode", value=self.shared_fsx.value_as_string)
         if tracking_server_arn:
             cdk.CfnOutput(self, "MlflowTrackingServerArn", value=tracking_server_arn)
+
+    def _per_user_identities(self, config: PlatformConfig) -> tuple[SlurmTokenIssuer, iam.ManagedPolicy]:
+        """The token issuer, and the managed policy every per-user execution role gets: exactly the shared execution
+        role's statements (cluster, login secret, scripts, logs, MLflow), the same document."""
+        issuer = SlurmTokenIssuer(self, "SlurmTokenIssuer", role_name=slurm_token_issuer_role_name(config.name),
+                                  key_secret_name=slurm_jwt_key_secret_name(config.name),
+                                  secret_prefix=slurm_token_secret_prefix(config.name))
+        shared = self.execution_role.node.find_child("DefaultPolicy")
+        policy = iam.ManagedPolicy(self, "StudioUserPolicy", document=shared.document,
+                                   description="Studio apps in per-user mode: what the shared execution role may do")
+        findings = [f for f in self._execution_role_findings() if f]
+        acknowledge(policy, "AwsSolutions-IAM5",
+                    "the shared Studio app permissions, for each user's own role: Studio log streams under "
+                    "/aws/sagemaker/studio, this platform's Studio scripts, read-only on the HyperPod clusters tagged "
+                    "as this platform's, and this stack's MLflow server",
+                    findings=findings)
+        return issuer, policy
+
+    def _execution_role_findings(self) -> list[str]:
+        """The wildcard findings cdk-nag reports on the shared execution role's statements (acknowledged there)."""
+        lifecycle_prefix = next(c for c in self.node.find_child("LifecycleConfigs").node.children
+                                if c.node.id == "Scripts").prefix
+        bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucketRef", lifecycle_bucket_name(self.platform_name))
+        studio_logs = self.format_arn(service="logs", resource="log-group", resource_name="/aws/sagemaker/studio:*",
+                                      arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
+        mlflow = ["Action::sagemaker-mlflow:*"] if self._mlflow_enabled else []
+        clusters = self.format_arn(service="sagemaker", resource="cluster", resource_name="*")  # tag-conditioned
+        return [f"Resource::{studio_logs}", f"Resource::{bucket.arn_for_objects(f'{lifecycle_prefix}/*')}",
+                f"Resource::{clusters}", *mlflow]
 
     def _studio_security_group(self, network: NetworkRefs, *, on_eks: bool,
                                lustre_access_group: ec2.CfnSecurityGroup | None) -> ec2.CfnSecurityGroup:
@@ -252,7 +299,8 @@ class StudioUsers(cdk.NestedStack):
 
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, users: list[User], domain_id: str,
                  partitions: FsxPartitions, file_system_id: str, shared_fsx: str,
-                 team_roles: Mapping[str, str] = {}) -> None:  # noqa: B006 - read only
+                 team_roles: Mapping[str, str] = {},  # noqa: B006 - read only
+                 token_issuer: SlurmTokenIssuer | None = None, user_policy: iam.ManagedPolicy | None = None) -> None:
         super().__init__(scope, id_, parameters={"SharedFSx": shared_fsx},
                          description=f"Studio user profiles {users[0].name} .. {users[-1].name}")
         param = cdk.CfnParameter(self, "SharedFSx", type="String", allowed_values=["True", "False"])
@@ -260,6 +308,11 @@ class StudioUsers(cdk.NestedStack):
         is_per_user = cdk.CfnCondition(self, "IsPerUserFSx", expression=cdk.Fn.condition_not(is_shared))
         shared, per_user, no_value = is_shared.logical_id, is_per_user.logical_id, {"Ref": "AWS::NoValue"}
         created = []
+        user_roles: Mapping[str, object] = {}
+        if token_issuer is not None:
+            user_roles = token_issuer.users(
+                self, users=[u.name for u in users], role_path=studio_user_role_path(config.name),
+                policy_arn=user_policy.managed_policy_arn, deploy_role_arn=deploy_role_arn(self))
         for user in users:
             partition = partitions.partition(self, f"Partition-{user.name}", relative_name=user.name,
                                              uid=str(user.uid), gid=str(user.group_id), mode="0700",
@@ -276,6 +329,15 @@ class StudioUsers(cdk.NestedStack):
                         "FileSystemId": file_system_id, "FileSystemPath": partitions.path_attribute(partition)}}],
                         no_value]},
                     **({"ExecutionRole": team_roles[user.name]} if user.name in team_roles else {}),
+                    **({"ExecutionRole": user_roles[user.name]} if user.name in user_roles else {}),
                 }})
         # Not 150 imports at once: a few lanes, each partition after the one MAX_IMPORTS_IN_FLIGHT before it.
         partitions.chain(created)
+
+
+def deploy_role_arn(scope: Construct) -> str:
+    """CDK's CloudFormation execution role, which creates and updates the token secrets."""
+    qualifier = (scope.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
+                 or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
+    return (f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/cdk-{qualifier}-cfn-exec-role-"
+            f"{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}")

@@ -453,3 +453,101 @@ def test_existing_file_system_needs_real_identifiers():
         "fs-....fsx.<region>.amazonaws.com",
         "storage.lustre.existing.mount_name: 'ABC' — must be the file system's LustreConfiguration.MountName",
         "storage.lustre.existing.data_bucket: 'Data_Bucket' — must be an S3 bucket name"]
+
+
+# ---------------------------------------------------------------------------------------------- slurm accounting
+def accounting(**changes) -> dict:
+    """base() (2 x ml.g5.8xlarge: 2 nodes, 2 GPUs) with two users, one QoS and one department."""
+    data = base()
+    data["users"] = [{"name": "ada", "uid": 20001}, {"name": "bob", "uid": 20002}]
+    data["cluster"]["accounting"] = {
+        "enabled": True,
+        "qos": [{"name": "short", "max_wall_minutes": 60, "max_tres_per_user": {"gpu": 1}}],
+        "departments": [{"name": "physics", "qos": ["normal", "short"], "default_qos": "normal",
+                         "users": ["ada", "bob"], "coordinators": ["ada"]}],
+    }
+    data["cluster"]["accounting"].update(changes)
+    return data
+
+
+def physics(**changes) -> list[dict]:
+    return [{"name": "physics", "qos": ["normal", "short"], "users": ["ada", "bob"], **changes}]
+
+
+ACCOUNTING_INVALID = [
+    ("unknown department qos", accounting(departments=physics(qos=["normal", "long"])),
+     "cluster.accounting.departments[0].qos[1]: 'long' is not a QoS; allowed: normal, short (define it under "
+     "cluster.accounting.qos)"),
+    ("unknown default qos", accounting(departments=physics(qos=[], default_qos="gold")),
+     "cluster.accounting.departments[0].default_qos: 'gold' is not a QoS; allowed: normal, short (define it under "
+     "cluster.accounting.qos)"),
+    ("default qos not allowed", accounting(departments=physics(qos=["short"], default_qos="normal")),
+     "cluster.accounting.departments[0].default_qos: 'normal' is not in the department's qos ['short']; add it "
+     "there"),
+    ("duplicate account", accounting(departments=physics() + physics(users=[])),
+     "cluster.accounting.departments[1].name: 'physics' is already used by cluster.accounting.departments[0]; each "
+     "department is one Slurm account, names must be unique"),
+    ("root account", accounting(departments=physics(name="root")),
+     "cluster.accounting.departments[0].name: 'root' is Slurm's own top account; choose another name"),
+    ("duplicate qos", accounting(qos=[{"name": "short"}, {"name": "short"}]),
+     "cluster.accounting.qos[1].name: 'short' is already used by cluster.accounting.qos[0]; QoS names must be "
+     "unique"),
+    ("unknown user", accounting(departments=physics(users=["ada", "zed"])),
+     "cluster.accounting.departments[0].users[1]: 'zed' is not a user; allowed: ada, bob (Slurm runs jobs as the "
+     "user's POSIX account, which `users` creates on every node)"),
+    ("user listed twice", accounting(departments=physics(users=["ada", "ada"])),
+     "cluster.accounting.departments[0].users[1]: 'ada' repeats cluster.accounting.departments[0].users[0]; list "
+     "each at most once"),
+    ("coordinator not a member", accounting(departments=physics(users=["bob"], coordinators=["ada"])),
+     "cluster.accounting.departments[0].coordinators[0]: 'ada' is not one of the department's users ['bob']; list "
+     "them in users first"),
+    ("gpus over the cluster", accounting(qos=[{"name": "short", "max_tres_per_user": {"gpu": 8}}]),
+     "cluster.accounting.qos[0].max_tres_per_user.gpu: 8; the compute groups have 2 NVIDIA GPU(s) in total "
+     "(ACCELERATORS in stacks/config.py), so the limit could never bind; allowed: at most 2"),
+    ("nodes over the cluster", accounting(qos=[{"name": "short", "grp_tres": {"node": 3}}]),
+     "cluster.accounting.qos[0].grp_tres.node: 3; the compute groups have 2 node(s) in total, so the limit could "
+     "never bind; allowed: at most 2"),
+    ("per user over the group", accounting(qos=[{"name": "short", "max_tres_per_user": {"cpu": 64},
+                                                 "grp_tres": {"cpu": 32}}]),
+     "cluster.accounting.qos[0].max_tres_per_user.cpu: 64 is more than grp_tres.cpu 32, the QoS's total; allowed: "
+     "at most 32"),
+    ("departments while disabled", accounting(enabled=False),
+     "cluster.accounting.enabled: false with 1 department(s) and 1 QoS; enable accounting or remove them"),
+    ("account name", accounting(departments=physics(name="Physics")),
+     "cluster.accounting.departments[0].name: 'Physics' — must be 1-30 lowercase letters, digits, '_' and '-', "
+     "starting with a letter"),
+    ("unknown tres", accounting(qos=[{"name": "short", "max_tres_per_user": {"gpus": 1}}]),
+     "cluster.accounting.qos[0].max_tres_per_user.gpus: unknown key; allowed here: cpu, node, gpu"),
+    ("description sacctmgr would split", accounting(departments=physics(description="Physics, Astronomy")),
+     "cluster.accounting.departments[0].description: 'Physics, Astronomy' — must be at most 100 letters, digits, "
+     "spaces and .:()/_-"),
+    ("zero fairshare", accounting(departments=physics(fairshare=0)),
+     "cluster.accounting.departments[0].fairshare: 0 — Input should be greater than or equal to 1"),
+]
+
+
+@pytest.mark.parametrize("data, message", [c[1:] for c in ACCOUNTING_INVALID], ids=[c[0] for c in ACCOUNTING_INVALID])
+def test_accounting_bad_input_gets_an_exact_error(data, message):
+    assert errors_of(data) == [message]
+
+
+def test_accounting_on_eks_is_refused():
+    data = accounting()
+    data["orchestrator"] = "eks"
+    assert ("cluster.accounting.enabled: true with orchestrator 'eks'; Slurm accounting needs orchestrator slurm"
+            in errors_of(data))
+
+
+def test_accounting_valid_config_and_its_parameters():
+    from stacks.slurm_accounting import accounting_parameters
+    cfg = parse_config(accounting(departments=physics(coordinators=["ada"], fairshare=30)))
+    params = accounting_parameters(cfg)
+    assert params["qos"] == [{"name": "short", "description": "", "priority": 0, "max_tres_per_user": "gres/gpu=1",
+                              "grp_tres": "", "max_wall_minutes": 60, "max_jobs_per_user": None}]
+    assert params["departments"] == [{"name": "physics", "description": "", "fairshare": 30,
+                                      "qos": ["normal", "short"], "default_qos": "normal", "users": ["ada", "bob"],
+                                      "coordinators": ["ada"]}]
+    # A department without a qos list may use its default QoS only.
+    cfg = parse_config(accounting(departments=physics(qos=[], default_qos="short")))
+    assert accounting_parameters(cfg)["departments"][0]["qos"] == ["short"]
+    assert accounting_parameters(PlatformConfig())["enabled"] is False

@@ -94,7 +94,9 @@ def test_per_user_mode_gives_each_profile_a_private_partition(synth):
 def test_partitions_are_created_a_few_at_a_time(synth):
     from constructs.fsx_partitions import MAX_IMPORTS_IN_FLIGHT
     s = synth("large")
-    nested = next(t for t in s.nested.values() if len(_resources(t, "Custom::FsxPartition")) == 150)
+    from stacks.studio_stack import USERS_PER_NESTED_STACK_WITH_TOKENS
+    nested = next(t for t in s.nested.values()
+                  if len(_resources(t, "Custom::FsxPartition")) == USERS_PER_NESTED_STACK_WITH_TOKENS)
     partitions = _resources(nested, "Custom::FsxPartition")
     # Partitions nothing waits on start at once: exactly MAX_IMPORTS_IN_FLIGHT lanes.
     heads = [i for i, r in partitions.items()
@@ -179,7 +181,7 @@ def test_mlflow_tracking_server_with_encrypted_artifact_bucket(synth):
 
 def test_thousand_users_split_into_nested_stacks_within_limits(synth):
     s = synth("large")
-    assert len(s.nested) == 7  # 1,000 users at 150 per nested stack
+    assert len(s.nested) == 12  # 1,000 users at 90 per nested stack (per-user mode: a token secret and role each)
     profiles = sum(len(_resources(n, "AWS::SageMaker::UserProfile")) for n in s.nested.values())
     assert profiles == 1000
     for name, template in s.nested.items():

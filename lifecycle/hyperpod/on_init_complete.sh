@@ -33,9 +33,13 @@ bash "$HERE/setup_ssh_keys.sh"      # passwordless SSH between nodes for cluster
 bash "$HERE/install_users_sync.sh"  # later user changes reach this node through a systemd timer
 bash "$HERE/install_container_runtime.sh"
 bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
+[[ "$NODE_TYPE" == controller && "$(param accounting.enabled)" == true ]] && bash "$HERE/apply_accounting.sh"
 
-# Studio login nodes read the controller's Slurm version, address, slurm.conf and munge key from this secret.
+# Per-user mode (slurm.auth jwt): auth/jwt for Studio users and DisableRootJobs, in slurm.conf's included file.
+[[ "$NODE_TYPE" == controller ]] && bash "$HERE/configure_slurm_auth.sh"
+# Studio login nodes read the controller's Slurm version, address, slurm.conf (and, in shared mode only, the munge
+# key) from this secret.
 login_secret="$(param slurm.login_secret_arn)"
 if [[ "$NODE_TYPE" == controller && -n "$login_secret" ]]; then
-  bash "$HERE/publish_slurm_login.sh" "$login_secret"
+  SLURM_AUTH="$(param slurm.auth)" bash "$HERE/publish_slurm_login.sh" "$login_secret"
 fi

@@ -3,7 +3,9 @@
 # space needs to act as a Slurm login node (lifecycle/studio/slurm_login_node.sh) as one JSON value
 # of the Secrets Manager secret the CDK stack created:
 #   {"slurm_version", "controller_host", "controller_addr", "slurmctld_port", "cluster_name",
-#    "munge_key_b64", "slurm_conf", "slurm_conf_includes"}
+#    "auth", "munge_key_b64" (munge only), "slurm_conf", "slurm_conf_includes"}
+# SLURM_AUTH=jwt (per-user mode): the value carries no munge key, and the key file is never read; Studio users then
+# authenticate with their own auth/jwt token (configure_slurm_auth.sh, lambda/slurm_tokens).
 # slurm_conf_includes maps a file name to the content of every file slurm.conf's `include` lines pull in (HyperPod's
 # slurm.conf includes e.g. accounting.conf); the published slurm.conf names them relative to itself, so a client
 # that writes them next to it reads the same configuration.
@@ -17,6 +19,8 @@ SECRET_ARN="${1:-${SLURM_LOGIN_SECRET_ARN:-}}"
 SLURM_CONF="${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}"
 MUNGE_KEY="${MUNGE_KEY:-/etc/munge/munge.key}"
 SLURM_WAIT_ATTEMPTS="${SLURM_WAIT_ATTEMPTS:-60}"
+SLURM_AUTH="${SLURM_AUTH:-munge}"
+[[ "$SLURM_AUTH" == munge || "$SLURM_AUTH" == jwt ]] || die "SLURM_AUTH must be munge or jwt, got '$SLURM_AUTH'"
 
 [[ -n "$SECRET_ARN" ]] || die "usage: $0 SECRET_ARN (or set SLURM_LOGIN_SECRET_ARN)"
 REGION="$(cut -d: -f4 <<<"$SECRET_ARN")" # the secret's own region, whatever the instance's
@@ -24,7 +28,9 @@ REGION="$(cut -d: -f4 <<<"$SECRET_ARN")" # the secret's own region, whatever the
 # HyperPod writes slurm.conf after the node boots; publish only once it names the controller.
 wait_until "$SLURM_WAIT_ATTEMPTS" "a complete $SLURM_CONF" grep -qiE '^\s*SlurmctldHost\s*=' "$SLURM_CONF" \
   || die "cannot read a slurm.conf with SlurmctldHost at $SLURM_CONF"
-wait_until "$SLURM_WAIT_ATTEMPTS" "$MUNGE_KEY" test -r "$MUNGE_KEY" || die "cannot read $MUNGE_KEY"
+if [[ "$SLURM_AUTH" == munge ]]; then
+  wait_until "$SLURM_WAIT_ATTEMPTS" "$MUNGE_KEY" test -r "$MUNGE_KEY" || die "cannot read $MUNGE_KEY"
+fi
 
 SLURM_VERSION="$(SLURM_CONF="$SLURM_CONF" sinfo --version | awk '{print $2}')"
 [[ "$SLURM_VERSION" =~ ^[0-9]+\.[0-9]+ ]] || die "unexpected 'sinfo --version' output: '$SLURM_VERSION'"
@@ -34,14 +40,17 @@ chmod 700 "$WORK"
 trap 'rm -rf "$WORK"' EXIT
 
 # Builds the value from the files directly, so the key never appears in argv or the environment.
-SLURM_VERSION="$SLURM_VERSION" python3 - "$SLURM_CONF" "$MUNGE_KEY" "$WORK/value.json" <<'PY'
+SLURM_VERSION="$SLURM_VERSION" SLURM_AUTH="$SLURM_AUTH" python3 - "$SLURM_CONF" "$MUNGE_KEY" "$WORK/value.json" <<'PY'
 import base64, json, os, re, socket, subprocess, sys
 
 conf_path, key_path, out_path = sys.argv[1:]
 with open(conf_path) as f:
     conf = f.read()
-with open(key_path, "rb") as f:
-    key = f.read()
+auth = os.environ["SLURM_AUTH"]
+key = None
+if auth == "munge":
+    with open(key_path, "rb") as f:
+        key = f.read()
 
 
 def setting(name):
@@ -112,16 +121,18 @@ value = {
     "controller_addr": addr,
     "slurmctld_port": int(port),
     "cluster_name": cluster,
-    "munge_key_b64": base64.b64encode(key).decode(),
+    "auth": auth,
     "slurm_conf": published_conf,
     "slurm_conf_includes": {name: text for name, (_, text) in sorted(includes.items())},
 }
+if key is not None:
+    value["munge_key_b64"] = base64.b64encode(key).decode()
 text = json.dumps(value, sort_keys=True)
 if len(text.encode()) > 65536:
     sys.exit(f"the value is {len(text)} bytes; Secrets Manager allows 65536")
 with open(out_path, "w") as f:
     f.write(text)
-print(f"cluster {cluster}: Slurm {value['slurm_version']}, slurmctld {host} ({addr}) port {port}")
+print(f"cluster {cluster}: Slurm {value['slurm_version']}, slurmctld {host} ({addr}) port {port}, auth {auth}")
 PY
 
 # The current value, if the secret has one yet (a new secret has no version until the first put: that is the one

@@ -3,7 +3,8 @@
 # node for the HyperPod cluster whose controller published its settings with
 # lifecycle/hyperpod/publish_slurm_login.sh. Studio allows an LCC 5 minutes, so this returns at once
 # and does the work in the background; read $HOME/.slurm-login/setup.log. See README.md here.
-# Every run is idempotent. The munge key is never printed.
+# Every run is idempotent. The munge key is never printed. In per-user mode (the secret's "auth" is "jwt") the space
+# gets no munge key and no munged: its user authenticates with their own Slurm token (slurm_token.sh).
 
 # The CDK stack replaces this placeholder with the secret's ARN when it builds the LCC content.
 EMBEDDED_SECRET_ARN='@SLURM_LOGIN_SECRET_ARN@'
@@ -21,6 +22,9 @@ MUNGE_SEED_FILE="${MUNGE_SEED_FILE:-$R/var/lib/munge/munged.seed}"
 HOSTS_FILE="${HOSTS_FILE:-$R/etc/hosts}"
 RETRY_DELAY="${SLURM_LOGIN_RETRY_DELAY:-5}"
 VERIFY_ATTEMPTS="${SLURM_LOGIN_VERIFY_ATTEMPTS:-6}"
+
+# shellcheck source-path=SCRIPTDIR source=slurm_token.sh
+source "$(dirname "${BASH_SOURCE[0]}")/slurm_token.sh"
 
 log() { printf '%s [slurm-login] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
 die() {
@@ -98,18 +102,44 @@ fetch_secret() {
     attempt=$((attempt + 1))
   done
   python3 - "$dir" <<'PY'
-import base64, json, re, shlex, sys
+import base64, ipaddress, json, re, shlex, sys
 d = sys.argv[1]
 try:
     s = json.load(open(f"{d}/secret.json"))
 except ValueError as e:
     sys.exit(f"the secret value is not JSON: {e}")
-need = ("slurm_version", "controller_host", "controller_addr", "cluster_name", "munge_key_b64", "slurm_conf")
+auth = s.get("auth", "munge")
+if auth not in ("munge", "jwt"):
+    sys.exit(f"the secret's auth is {auth!r}; expected munge or jwt")
+need = ("slurm_version", "controller_host", "controller_addr", "cluster_name",
+        *(("munge_key_b64",) if auth == "munge" else ()), "slurm_conf")
 missing = [k for k in need if not s.get(k)]
 if missing:
     sys.exit("the secret lacks " + ", ".join(missing) + " (was publish_slurm_login.sh run on the controller?)")
-with open(f"{d}/munge.key", "wb") as f:
-    f.write(base64.b64decode(s["munge_key_b64"], validate=True))
+# Whoever can write the secret must not redirect this space or make it run their code.
+try:
+    ipaddress.IPv4Address(s["controller_addr"])
+except ValueError:
+    sys.exit(f"the secret's controller_addr {s['controller_addr']!r} is not an IPv4 address")
+if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9-]{1,63})*", s["controller_host"]):
+    sys.exit(f"the secret's controller_host {s['controller_host']!r} is not a host name")
+# Settings that make a client load or run a file: only from Slurm's and the system's own directories.
+CODE = ("PluginDir", "PlugStackConfig", "SrunProlog", "SrunEpilog", "TaskProlog", "TaskEpilog", "Prolog", "Epilog",
+        "PrologSlurmctld", "EpilogSlurmctld", "HealthCheckProgram", "MailProg", "JobCompLoc", "ResvProlog",
+        "ResvEpilog", "RebootProgram", "ResumeProgram", "SuspendProgram", "UnkillableStepProgram", "BurstBufferType")
+SAFE = ("/opt/slurm/", "/usr/lib/", "/usr/lib64/", "/usr/local/lib/", "/usr/bin/", "/usr/sbin/", "/bin/", "/sbin/",
+        "/etc/slurm/", "/opt/aws/", "/opt/sagemaker/", "/usr/share/")
+for name, text in [("slurm.conf", s["slurm_conf"]), *(s.get("slurm_conf_includes") or {}).items()]:
+    for line in text.splitlines():
+        m = re.match(r"\s*(\w+)\s*=\s*(\S+)", line.split("#", 1)[0])
+        if m and m.group(1).lower() in (c.lower() for c in CODE):
+            paths = m.group(2).split(":" if m.group(1).lower() == "plugindir" else ",")
+            bad = [p for p in paths if p.startswith("/") and (".." in p or not p.startswith(SAFE))]
+            if bad:
+                sys.exit(f"the secret's {name} sets {m.group(1)}={m.group(2)}, outside Slurm's and system dirs")
+if auth == "munge":
+    with open(f"{d}/munge.key", "wb") as f:
+        f.write(base64.b64decode(s["munge_key_b64"], validate=True))
 with open(f"{d}/slurm.conf", "w") as f:
     f.write(s["slurm_conf"])
 # Files slurm.conf includes, published by name next to it (publish_slurm_login.sh rewrote the include lines).
@@ -126,6 +156,7 @@ for line in s["slurm_conf"].splitlines():
             sock = opt[len("socket="):]
 for k in ("slurm_version", "controller_host", "controller_addr", "cluster_name"):
     print(f"S_{k}={shlex.quote(str(s[k]))}")
+print(f"S_auth={auth}")
 print(f"S_auth_socket={shlex.quote(sock)}")
 PY
 }
@@ -136,12 +167,15 @@ client_version() {
   { SLURM_CONF="$1" sinfo --version 2>/dev/null || true; } | awk '{print $2}'
 }
 
-# install_client WANT CONF : installs munge and the Slurm client for release WANT unless present.
+jwt_plugin() { compgen -G "/usr/lib/*/slurm-wlm/auth_jwt.so" >/dev/null || compgen -G "/usr/lib*/slurm/auth_jwt.so" >/dev/null; }
+
+# install_client WANT CONF AUTH : the Slurm client of release WANT, and munge or the jwt plugin, unless present.
 install_client() {
-  local want=$1 conf=$2 have cand debs extra
+  local want=$1 conf=$2 auth=$3 have cand debs extra pkgs
   have="$(client_version "$conf")"
-  if [[ -n "$have" ]] && same_release "$want" "$have" && command -v munged >/dev/null; then
-    log "Slurm client $have and munge already installed"
+  if [[ -n "$have" ]] && same_release "$want" "$have" &&
+    { [[ "$auth" == munge ]] && command -v munged >/dev/null || [[ "$auth" == jwt ]] && jwt_plugin; }; then
+    log "Slurm client $have and its $auth authentication already installed"
     return 0
   fi
   if [[ -n "${SLURM_PKG_DIR:-}" ]]; then
@@ -149,7 +183,8 @@ install_client() {
     [[ -e "${debs[0]}" ]] || die "SLURM_PKG_DIR=$SLURM_PKG_DIR holds no .deb files"
     # munge from apt unless it is installed or the directory carries it too.
     extra=()
-    command -v munged >/dev/null || compgen -G "$SLURM_PKG_DIR/munge_*.deb" >/dev/null || extra=(munge)
+    [[ "$auth" == jwt ]] || command -v munged >/dev/null || compgen -G "$SLURM_PKG_DIR/munge_*.deb" >/dev/null ||
+      extra=(munge)
     log "installing ${#debs[@]} packages from $SLURM_PKG_DIR ${extra[*]}"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       "${extra[@]}" "${debs[@]}"
@@ -162,9 +197,10 @@ install_client() {
     die "apt has no slurm-client package for Slurm $want; set SLURM_PKG_DIR to a directory of .deb files"
   fi
   same_release "$want" "$cand" || die "$(mismatch_message "$want" "apt's slurm-client candidate" "$cand")"
-  log "installing munge and slurm-client=$cand"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-    munge "slurm-client=$cand"
+  pkgs=(munge "slurm-client=$cand")
+  [[ "$auth" == munge ]] || pkgs=("slurm-client=$cand" "slurm-wlm-jwt-plugin=$cand")
+  log "installing ${pkgs[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}"
   CHANGED+=("packages")
 }
 
@@ -217,7 +253,7 @@ setup() {
   chmod 700 "$work"
   # shellcheck disable=SC2064 # expand now: the trap must remove this run's directory
   trap "rm -rf '$work'" EXIT
-  local vars S_slurm_version="" S_controller_host="" S_controller_addr="" S_cluster_name="" S_auth_socket=""
+  local vars S_slurm_version="" S_controller_host="" S_controller_addr="" S_cluster_name="" S_auth_socket="" S_auth=""
   vars="$(fetch_secret "$arn" "$work")" || exit 1
   eval "$vars"
   [[ -n "$(major_minor "$S_slurm_version")" ]] || die "secret has a bad slurm_version '$S_slurm_version'"
@@ -226,17 +262,20 @@ setup() {
   if [[ "${SLURM_LOGIN_SKIP_INSTALL:-0}" == 1 ]]; then
     log "SLURM_LOGIN_SKIP_INSTALL=1: not installing packages"
   else
-    install_client "$S_slurm_version" "$work/slurm.conf"
+    install_client "$S_slurm_version" "$work/slurm.conf" "$S_auth"
   fi
   have="$(client_version "$work/slurm.conf")"
   [[ -n "$have" ]] || die "no working sinfo on PATH after the install step"
   same_release "$S_slurm_version" "$have" ||
     die "$(mismatch_message "$S_slurm_version" "the installed client (sinfo --version)" "$have")"
-  command -v munged >/dev/null || die "munged is not installed"
-
-  if put_file "$work/munge.key" "$MUNGE_KEY" 400 "$MUNGE_USER"; then
-    key_changed=1
-    CHANGED+=("munge key")
+  if [[ "$S_auth" == munge ]]; then
+    command -v munged >/dev/null || die "munged is not installed"
+    if put_file "$work/munge.key" "$MUNGE_KEY" 400 "$MUNGE_USER"; then
+      key_changed=1
+      CHANGED+=("munge key")
+    fi
+  else
+    log "per-user mode: no munge key; $(id -un) authenticates with their own Slurm token"
   fi
   conf="$SLURM_CONF_DIR/slurm.conf"
   if put_file "$work/slurm.conf" "$conf" 644 root; then CHANGED+=("slurm.conf"); fi
@@ -252,10 +291,26 @@ setup() {
       CHANGED+=("hosts entry")
     fi
   fi
-  sock="${S_auth_socket:-${MUNGE_SOCKET:-$R/run/munge/munge.socket.2}}"
-  start_munged "$sock" "$key_changed"
+  local region token_ok=0
+  if [[ "$S_auth" == munge ]]; then
+    sock="${S_auth_socket:-${MUNGE_SOCKET:-$R/run/munge/munge.socket.2}}"
+    start_munged "$sock" "$key_changed"
+  else
+    region="$(cut -d: -f4 <<<"$arn")"
+    token_secret_id >/dev/null
+    if install_wrappers; then CHANGED+=("client wrappers"); fi
+    fetch_token "$region" || token_ok=$?
+    ((token_ok != 1)) || die "cannot read this profile's Slurm token"
+    start_refresher "$region"
+    if ((token_ok == 2)); then
+      log "ready once the token arrives: the background refresher installs it"
+      return 0
+    fi
+  fi
 
-  until SLURM_CONF="$conf" sinfo; do
+  local jwt=() # an empty SLURM_JWT still selects auth/jwt
+  [[ "$S_auth" == munge ]] || jwt=("SLURM_JWT=$(cat "$TOKEN_FILE")")
+  until env SLURM_CONF="$conf" "${jwt[@]}" sinfo; do
     if ((attempt >= VERIFY_ATTEMPTS)); then
       die "sinfo cannot reach slurmctld at $S_controller_addr: the cluster's security group must allow" \
         "TCP 6817 from the Studio security group (see README.md)"
@@ -264,7 +319,7 @@ setup() {
     attempt=$((attempt + 1))
   done
   if ((${#CHANGED[@]} == 0)); then
-    log "nothing changed: Slurm client $have, munge key, slurm.conf and munged already match the cluster"
+    log "nothing changed: Slurm client $have, slurm.conf and the $S_auth authentication already match the cluster"
   else
     log "changed: ${CHANGED[*]}"
   fi
@@ -294,6 +349,7 @@ main() {
   mkdir -p "$STATE_DIR" "$(dirname "$LOG_FILE")"
   copy="$STATE_DIR/slurm_login_node.sh"
   install -m 0700 "${BASH_SOURCE[0]}" "$copy"
+  install -m 0700 "$(dirname "${BASH_SOURCE[0]}")/slurm_token.sh" "$STATE_DIR/slurm_token.sh"
   SLURM_LOGIN_CHILD=1 nohup setsid bash "$copy" >>"$LOG_FILE" 2>&1 </dev/null &
   log "Slurm login setup continues in the background (pid $!); log: $LOG_FILE"
 }

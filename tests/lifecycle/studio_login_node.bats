@@ -183,3 +183,30 @@ conf() { echo "$SLURM_LOGIN_ROOT/etc/slurm/slurm.conf"; }
   [[ "$output" == *"another setup run is in progress"* ]]
   [ -z "$(calls aws)" ]
 }
+
+@test "values that would redirect the space or make it run foreign code are refused before anything is written" {
+  for override in '{"controller_addr": "evil.example.com"}' '{"controller_host": "ip-10-1-0-12;rm -rf /"}' \
+    '{"slurm_conf": "ClusterName=ml-cluster\nPlugStackConfig=/home/sagemaker-user/plugstack.conf\n"}' \
+    '{"slurm_conf": "ClusterName=ml-cluster\nPluginDir=/usr/lib/slurm:/fsx/plugins\n"}' \
+    '{"slurm_conf": "ClusterName=ml-cluster\nSrunProlog=/opt/slurm/../../tmp/x.sh\n"}' \
+    '{"slurm_conf_includes": {"accounting.conf": "TaskProlog=/tmp/prolog.sh\n"}}' '{"auth": "none"}'; do
+    write_secret "$override"
+    run bash "$LCC"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"the secret's"* ]]
+    [ ! -e "$(key)" ] && [ ! -e "$(conf)" ]
+  done
+  write_secret '{"slurm_conf": "ClusterName=ml-cluster\nPlugStackConfig=/opt/slurm/etc/plugstack.conf\n"}'
+  run bash "$LCC"
+  [ "$status" -eq 0 ]
+}
+
+@test "per-user mode (auth jwt) needs no munge key and never installs or starts munge" {
+  write_secret '{"auth": "jwt", "munge_key_b64": ""}'
+  SLURM_TOKEN_SECRET_PREFIX="" run bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"per-user mode needs SLURM_TOKEN_SECRET_PREFIX"* ]]
+  [[ "$(calls apt-get)" != *munge* ]]
+  [ -z "$(calls munged)" ]
+  [ ! -e "$(key)" ]
+}

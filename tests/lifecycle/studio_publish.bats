@@ -113,3 +113,21 @@ PY
   [ "$status" -eq 1 ]
   [[ "$output" == *"usage:"* ]]
 }
+
+@test "per-user mode (SLURM_AUTH=jwt) publishes no munge key and never reads the key file" {
+  setup_controller
+  rm -f "$MUNGE_KEY"
+  SLURM_AUTH=jwt STUB_AWS_GET_ERROR=ResourceNotFoundException run bash "$PUBLISH" "$ARN"
+  [ "$status" -eq 0 ]
+  [ "$(secret_field auth)" = jwt ]
+  python3 -c 'import json, sys; sys.exit("munge_key_b64" in json.load(open(sys.argv[1])))' "$STUB_SECRET"
+  [ "$(secret_field slurm_conf)" = "$(cat "$SLURM_CONF")" ]
+}
+
+@test "SLURM_AUTH other than munge or jwt is refused" {
+  setup_controller
+  SLURM_AUTH=none run bash "$PUBLISH" "$ARN"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"SLURM_AUTH must be munge or jwt, got 'none'"* ]]
+  [ -z "$(calls aws)" ]
+}

@@ -32,7 +32,8 @@ sync_log() {
 
 @test "install: the node keeps a copy of the user scripts and parameters and the applied digest" {
   bash "$SCRIPTS/install_users_sync.sh"
-  for f in sync_users.sh create_users.sh setup_ssh_keys.sh lib/common.sh lib/params.py; do
+  for f in sync_users.sh create_users.sh setup_ssh_keys.sh apply_accounting.sh lib/common.sh lib/params.py \
+    lib/accounting.py; do
     cmp "$SCRIPTS/$f" "$PLATFORM_DIR/$f"
   done
   cmp "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json"
@@ -192,4 +193,31 @@ sync_log() {
   [ "$status" -eq 0 ]
   [ -f "$SYSTEMD_DIR/$TIMER" ] && [ -f "$PLATFORM_DIR/sync_users.sh" ]
   calls systemctl | grep -qxF "systemctl enable $TIMER"
+}
+
+@test "accounting changes reach slurmdbd through the controller's sync only" {
+  set_param accounting.enabled true
+  node_created
+  printf '#!/bin/bash\necho "apply $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\\"accounting\\"][\\"departments\\"])" "$PARAMS_FILE")" >>"%s"\n' \
+    "$T/apply.calls" >"$PLATFORM_DIR/apply_accounting.sh"
+  publish accounting.departments '[{"name": "physics"}]'
+  STUB_IPS="10.1.0.31" sync # a compute node
+  [ "$status" -eq 0 ]
+  [ ! -e "$T/apply.calls" ]
+  rm "$STATE_DIR/applied_parameters.sha256"
+  STUB_IPS="10.1.0.12 172.17.0.1" sync # the controller
+  [ "$status" -eq 0 ]
+  [ "$(cat "$T/apply.calls")" = "apply [{'name': 'physics'}]" ]
+}
+
+@test "a failing accounting apply on the controller keeps the old digest, so the next run tries again" {
+  set_param accounting.enabled true
+  node_created
+  printf '#!/bin/bash\nexit 1\n' >"$PLATFORM_DIR/apply_accounting.sh"
+  before="$(cat "$STATE_DIR/applied_parameters.sha256")"
+  publish accounting.departments '[{"name": "physics"}]'
+  STUB_IPS="10.1.0.12 172.17.0.1" sync
+  [ "$status" -ne 0 ]
+  grep -q "apply_accounting.sh failed; the next run tries again" "$LOG_DIR/users_sync.log"
+  [ "$(cat "$STATE_DIR/applied_parameters.sha256")" = "$before" ]
 }

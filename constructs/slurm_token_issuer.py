@@ -1,0 +1,123 @@
+"""Per-user mode on Slurm: the function that mints each Studio user's Slurm auth/jwt token (lambda/slurm_tokens) and,
+per batch of users, the schedule that invokes it and the users' token secrets and execution roles.
+
+Who can read what (README, Security):
+- the signing key secret (cluster stack, addressed by its fixed name): written by the cluster's role, read only by
+  this function's role;
+- user U's token secret `<name>/slurm-token/U`: written only by this function, read only by U's execution role;
+- U's execution role: the shared Studio app permissions (a managed policy) plus read on U's token secret only.
+A Studio user profile's spaces run as the profile's `UserSettings.ExecutionRole`
+(https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UserSettings.html), so IAM binds a token to one profile.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+from constructs.nag_acknowledgments import acknowledge
+
+HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "slurm_tokens"
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+TOKEN_LIFETIME_SECONDS = 3600
+SCHEDULE = "rate(15 minutes)"  # a token always has at least 45 minutes left while the issuer runs
+
+
+class SlurmTokenIssuer(Construct):
+    def __init__(self, scope: Construct, id_: str, *, role_name: str, key_secret_name: str,
+                 secret_prefix: str) -> None:
+        super().__init__(scope, id_)
+        stack = cdk.Stack.of(self)
+        self.secret_prefix = secret_prefix
+        self.role = iam.Role(self, "Role", role_name=role_name,
+                             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                             description="Mints Studio users' Slurm auth/jwt tokens into their own secrets")
+        log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.THREE_MONTHS,
+                                  removal_policy=cdk.RemovalPolicy.DESTROY)
+        self.function = lambda_.Function(
+            self, "Function", runtime=RUNTIME, handler="issuer.handler", timeout=cdk.Duration.minutes(5),
+            memory_size=256, role=self.role, log_group=log_group, retry_attempts=0,
+            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            environment={"KEY_SECRET_ID": key_secret_name, "TOKEN_SECRET_PREFIX": secret_prefix,
+                         "TOKEN_LIFETIME": str(TOKEN_LIFETIME_SECONDS)})
+        self.token_secrets_arn = stack.format_arn(service="secretsmanager", resource="secret",
+                                                  resource_name=f"{secret_prefix}*",
+                                                  arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
+        # The key secret and its KMS key live in the cluster stack, created alongside this one: named by pattern, not
+        # referenced. A secret's ARN is its name and six random characters; Secrets Manager encrypts a secret under
+        # the encryption context {"SecretARN": <its ARN>}
+        # (https://docs.aws.amazon.com/secretsmanager/latest/userguide/security-encryption.html), which pins the
+        # decrypt to this secret whatever key the cluster stack made. The key's own policy names this role too.
+        key_secret_arn = stack.format_arn(service="secretsmanager", resource="secret",
+                                          resource_name=f"{key_secret_name}-??????",
+                                          arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
+        keys = stack.format_arn(service="kms", resource="key", resource_name="*")
+        self.role.add_to_policy(iam.PolicyStatement(
+            sid="ReadSigningKey", actions=["secretsmanager:GetSecretValue"], resources=[key_secret_arn]))
+        self.role.add_to_policy(iam.PolicyStatement(
+            sid="DecryptSigningKey", actions=["kms:Decrypt"], resources=[keys],
+            conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com"},
+                        "StringLike": {"kms:EncryptionContext:SecretARN": key_secret_arn}}))
+        self.role.add_to_policy(iam.PolicyStatement(
+            sid="WriteUserTokens", actions=["secretsmanager:PutSecretValue"], resources=[self.token_secrets_arn]))
+        self.role.add_to_policy(iam.PolicyStatement(
+            sid="Logs", actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+            resources=[log_group.log_group_arn, f"{log_group.log_group_arn}:log-stream:*"]))
+        acknowledge(self.role, "AwsSolutions-IAM5",
+                    "the issuer writes tokens only to secrets named with this platform's token prefix (one per user, "
+                    "created by the nested user stacks), logs to streams of its own log group, and decrypts through "
+                    "Secrets Manager only with the signing key secret's ARN as encryption context (the key is the "
+                    "cluster stack's, not referenced so Studio does not wait for the cluster)",
+                    findings=[f"Resource::{self.token_secrets_arn}", f"Resource::{keys}", f"Resource::<{stack.get_logical_id(log_group.node.default_child)}.Arn>:log-stream:*"])
+
+    def users(self, scope: Construct, *, users: Sequence[str], role_path: str, policy_arn: str,
+              deploy_role_arn: str) -> dict[str, dict]:
+        """In `scope` (a nested user stack): for each user a token secret, its resource policy and an execution role;
+        one schedule for the batch. Plain CloudFormation resources (a thousand users through typed L1s cost seconds
+        of jsii calls). Returns {user: {"Fn::GetAtt": [role, "Arn"]}}."""
+        roles = {}
+        for user in users:
+            secret, policy, role = f"SlurmToken-{user}", f"SlurmTokenPolicy-{user}", f"ExecutionRole-{user}"
+            secret_resource = cdk.CfnResource(scope, secret, type="AWS::SecretsManager::Secret", properties={
+                "Name": f"{self.secret_prefix}{user}",
+                "Description": f"Slurm auth/jwt token of Studio user {user} (renewed every 15 minutes)",
+                "SecretString": json.dumps({"user": user})})
+            role_resource = cdk.CfnResource(scope, role, type="AWS::IAM::Role", properties={
+                "Path": role_path,
+                "Description": f"Studio apps of user {user}: the shared app permissions and {user}'s Slurm token",
+                "AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": [{
+                    "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"},
+                    "Action": "sts:AssumeRole"}]},
+                "ManagedPolicyArns": [policy_arn],
+                "Policies": [{"PolicyName": "OwnSlurmToken", "PolicyDocument": {"Version": "2012-10-17", "Statement": [{
+                    "Sid": "ReadOwnSlurmToken", "Effect": "Allow",
+                    "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                    "Resource": {"Ref": secret_resource.logical_id}}]}}]})
+            role_arn = {"Fn::GetAtt": [role_resource.logical_id, "Arn"]}
+            cdk.CfnResource(scope, policy, type="AWS::SecretsManager::ResourcePolicy", properties={
+                "SecretId": {"Ref": secret_resource.logical_id}, "BlockPublicPolicy": True,
+                "ResourcePolicy": {"Version": "2012-10-17", "Statement": [
+                    {"Sid": "OnlyTheUserReads", "Effect": "Deny", "Principal": "*",
+                     "Action": "secretsmanager:GetSecretValue", "Resource": "*",
+                     "Condition": {"ArnNotEquals": {"aws:PrincipalArn": role_arn}}},
+                    {"Sid": "OnlyTheIssuerWrites", "Effect": "Deny", "Principal": "*",
+                     "Action": ["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"], "Resource": "*",
+                     "Condition": {"ArnNotEquals": {"aws:PrincipalArn": [self.role.role_arn, deploy_role_arn]}}}]}})
+            roles[user] = role_arn
+        rule = cdk.CfnResource(scope, "SlurmTokenSchedule", type="AWS::Events::Rule", properties={
+            "Description": f"Renews the Slurm tokens of {users[0]} .. {users[-1]}",
+            "ScheduleExpression": SCHEDULE, "State": "ENABLED",
+            "Targets": [{"Id": "SlurmTokenIssuer", "Arn": self.function.function_arn,
+                         "Input": json.dumps({"users": list(users)}, separators=(",", ":"))}]})
+        cdk.CfnResource(scope, "SlurmTokenScheduleInvokes", type="AWS::Lambda::Permission", properties={
+            "Action": "lambda:InvokeFunction", "FunctionName": self.function.function_arn,
+            "Principal": "events.amazonaws.com", "SourceArn": {"Fn::GetAtt": [rule.logical_id, "Arn"]}})
+        acknowledge(scope, "AwsSolutions-SMG4",
+                    "a user's Slurm token secret is rewritten every 15 minutes by the token issuer with a token valid "
+                    "for one hour; Secrets Manager rotation would add nothing")
+        return roles

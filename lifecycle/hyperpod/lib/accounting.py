@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Plans the sacctmgr commands that make Slurm's accounting database match platform_parameters.json's `accounting`.
+
+Standard library only (it runs on the controller before anything is installed). It never calls Slurm itself:
+apply_accounting.sh dumps the current state with `sacctmgr -n -P show ...` into a directory, this prints the
+commands that are needed (one per line, arguments separated by tabs, without `-i`), and the script runs them. An
+empty plan means nothing to change, so a second apply issues no command at all.
+
+    accounting.py plan PARAMS CLUSTER STATE_DIR   -> commands
+    accounting.py check-config PARAMS SCONTROL_SHOW_CONFIG_FILE -> one warning per line (slurm.conf is HyperPod's)
+
+State files in STATE_DIR (the `format=` lists in apply_accounting.sh):
+    qos.txt       name|description|priority|maxwall|maxtrespu|grptres|maxjobspu
+    assoc.txt     account|user|fairshare|qos|defaultqos          (associations of CLUSTER)
+    accounts.txt  account|description|organization|coordinators
+    users.txt     user|defaultaccount
+
+What it manages: the QoS and departments listed, and the accounts it created (Organization=hyperpod-platform). A
+user no longer listed in a department loses that association (`sacctmgr remove user ... account=...`), which never
+deletes the user's jobs from the database: `sacct` keeps showing them. A department removed from the config keeps
+its account (and its history); only its users' associations and coordinators go. QoS removed from the config stay.
+"""
+import json
+import re
+import sys
+
+ORGANIZATION = "hyperpod-platform"
+TIME = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")
+
+
+class AccountingError(Exception):
+    pass
+
+
+def rows(path, fields):
+    """`sacctmgr -n -P` output as dicts; sacctmgr indents nothing with -P, but strip anyway."""
+    out = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.rstrip("\n") for line in f if line.strip()]
+    except FileNotFoundError:
+        raise AccountingError(f"{path} not found")
+    for line in lines:
+        values = line.split("|")
+        if len(values) < len(fields):
+            raise AccountingError(f"{path}: {line!r} has {len(values)} fields, expected {len(fields)}")
+        out.append(dict(zip(fields, (v.strip() for v in values))))
+    return out
+
+
+def minutes(value):
+    """sacctmgr's MaxWall ('04:00:00', '2-00:00:00', '' for none) in minutes, or None."""
+    if not value:
+        return None
+    m = TIME.match(value)
+    if not m:
+        raise AccountingError(f"unexpected time {value!r} from sacctmgr")
+    days, hours, mins, _secs = (int(g) if g else 0 for g in m.groups())
+    if m.group(2) is None:  # MM:SS
+        hours, mins = 0, int(m.group(3))
+    return (days * 24 + hours) * 60 + mins
+
+
+def tres(value):
+    """'cpu=2,gres/gpu=4' -> {'cpu': '2', 'gres/gpu': '4'}."""
+    return dict(item.split("=", 1) for item in value.split(",") if "=" in item) if value else {}
+
+
+def tres_change(current, desired):
+    """The TRES string that turns `current` into `desired`; -1 clears a limit (sacctmgr(1))."""
+    now, want = tres(current), tres(desired)
+    if now == want:
+        return None
+    changes = dict(want)
+    changes.update({k: "-1" for k in now if k not in want})
+    return ",".join(f"{k}={v}" for k, v in sorted(changes.items()))
+
+
+def qos_commands(desired, current):
+    commands = []
+    have = {q["name"]: q for q in current}
+    for q in desired:
+        now = have.get(q["name"])
+        if now is None:
+            commands.append(["add", "qos", q["name"]])
+            now = {"description": "", "priority": "0", "maxwall": "", "maxtrespu": "", "grptres": "",
+                   "maxjobspu": ""}
+        sets = []
+        # A new QoS gets its name as description; set ours whenever it differs.
+        if (q.get("description") or q["name"]) != now["description"]:
+            sets.append(f"Description={q.get('description') or q['name']}")
+        if str(q.get("priority") or 0) != (now["priority"] or "0"):
+            sets.append(f"Priority={q.get('priority') or 0}")
+        if q.get("max_wall_minutes") != minutes(now["maxwall"]):
+            sets.append(f"MaxWall={q.get('max_wall_minutes') or -1}")
+        for key, field, option in (("max_tres_per_user", "maxtrespu", "MaxTRESPerUser"),
+                                   ("grp_tres", "grptres", "GrpTRES")):
+            change = tres_change(now[field], q.get(key) or "")
+            if change:
+                sets.append(f"{option}={change}")
+        if str(q.get("max_jobs_per_user") or "") != now["maxjobspu"]:
+            sets.append(f"MaxJobsPerUser={q.get('max_jobs_per_user') or -1}")
+        if sets:
+            commands.append(["modify", "qos", "where", f"name={q['name']}", "set", *sets])
+    return commands
+
+
+def split(value):
+    return sorted(v for v in value.split(",") if v) if value else []
+
+
+def plan(params, cluster, state):
+    acct = params.get("accounting") or {}
+    if not acct.get("enabled"):
+        return []
+    clusters = [r["cluster"] for r in rows(f"{state}/clusters.txt", ["cluster"])]
+    qos = rows(f"{state}/qos.txt", ["name", "description", "priority", "maxwall", "maxtrespu", "grptres", "maxjobspu"])
+    assoc = rows(f"{state}/assoc.txt", ["account", "user", "fairshare", "qos", "defaultqos"])
+    accounts = {a["account"]: a for a in rows(f"{state}/accounts.txt",
+                                              ["account", "description", "organization", "coordinators"])}
+    users = {u["user"]: u for u in rows(f"{state}/users.txt", ["user", "defaultaccount"])}
+
+    commands = [] if cluster in clusters else [["add", "cluster", cluster]]
+    commands += qos_commands(acct.get("qos") or [], qos)
+
+    departments = acct.get("departments") or []
+    account_assoc = {a["account"]: a for a in assoc if not a["user"]}
+    user_assoc = {(a["account"], a["user"]): a for a in assoc if a["user"]}
+    for d in departments:
+        name, qos_list = d["name"], ",".join(d["qos"])
+        description = d.get("description") or name
+        now = account_assoc.get(name)
+        if now is None:
+            commands.append(["add", "account", name, f"Cluster={cluster}", f"Description={description}",
+                             f"Organization={ORGANIZATION}", f"Fairshare={d['fairshare']}", f"QOS={qos_list}",
+                             f"DefaultQOS={d['default_qos']}"])
+            continue
+        sets = []
+        if now["fairshare"] != str(d["fairshare"]):
+            sets.append(f"Fairshare={d['fairshare']}")
+        if split(now["qos"]) != sorted(d["qos"]):
+            sets.append(f"QOS={qos_list}")
+        if now["defaultqos"] != d["default_qos"]:
+            sets.append(f"DefaultQOS={d['default_qos']}")
+        if sets:
+            commands.append(["modify", "account", "where", f"name={name}", f"cluster={cluster}", "set", *sets])
+        existing = accounts.get(name, {})
+        # sacctmgr stores account descriptions in lower case.
+        if existing.get("description", "").lower() != description.lower():
+            commands.append(["modify", "account", "where", f"name={name}", "set", f"Description={description}"])
+
+    # Users: every (department, user) association, the user's default account (the first department listing them).
+    wanted, default_account = {}, {}
+    for d in departments:
+        for user in d["users"]:
+            wanted[(d["name"], user)] = d
+            default_account.setdefault(user, d["name"])
+    additions = {}  # one `add user a,b,c ...` per account and settings: each sacctmgr call commits on its own
+    for (account, user), d in wanted.items():
+        now = user_assoc.get((account, user))
+        if now is None:
+            extra = () if user in users else (f"DefaultAccount={default_account[user]}",)
+            settings = (f"Account={account}", f"Cluster={cluster}", *extra, f"QOS={','.join(d['qos'])}",
+                        f"DefaultQOS={d['default_qos']}")
+            additions.setdefault(settings, []).append(user)
+        elif split(now["qos"]) != sorted(d["qos"]) or now["defaultqos"] != d["default_qos"]:
+            commands.append(["modify", "user", "where", f"name={user}", f"account={account}", f"cluster={cluster}",
+                             "set", f"QOS={','.join(d['qos'])}", f"DefaultQOS={d['default_qos']}"])
+    commands += [["add", "user", ",".join(names), *settings] for settings, names in additions.items()]
+    for user, account in default_account.items():
+        if user in users and users[user]["defaultaccount"] != account:
+            commands.append(["modify", "user", "where", f"name={user}", "set", f"DefaultAccount={account}"])
+
+    managed = [d["name"] for d in departments]
+    managed += sorted(a for a, row in accounts.items() if row["organization"] == ORGANIZATION and a not in managed)
+    coordinators = {d["name"]: set(d.get("coordinators") or []) for d in departments}
+    for account in managed:
+        now = set(split(accounts.get(account, {}).get("coordinators", "")))
+        want = coordinators.get(account, set())
+        for user in sorted(now - want):
+            commands.append(["remove", "coordinator", f"account={account}", f"names={user}"])
+        if want - now:
+            commands.append(["add", "coordinator", f"account={account}", f"names={','.join(sorted(want - now))}"])
+    for account in managed:
+        for (assoc_account, user) in sorted(user_assoc):
+            if assoc_account == account and (account, user) not in wanted:
+                commands.append(["remove", "user", "where", f"name={user}", f"account={account}",
+                                 f"cluster={cluster}"])
+    return commands
+
+
+# scontrol show config spells these keys this way (Slurm 22.05).
+WEIGHT_KEYS = {"PriorityWeightFairshare": "PriorityWeightFairShare", "PriorityWeightQOS": "PriorityWeightQOS",
+               "PriorityWeightAge": "PriorityWeightAge", "PriorityWeightJobSize": "PriorityWeightJobSize"}
+ENFORCE = ("associations", "limits", "qos")
+
+
+def check_config(params, config_text):
+    """What the running slurmctld does not do that the config asks for: slurm.conf is HyperPod's, so warn only."""
+    acct = params.get("accounting") or {}
+    if not acct.get("enabled"):
+        return []
+    config = {}
+    for line in config_text.splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            config[key.strip()] = value.strip()
+    warnings = []
+    enforce = config.get("AccountingStorageEnforce", "none").split(",")
+    missing = [e for e in ENFORCE if e not in enforce]
+    if missing:
+        warnings.append(f"AccountingStorageEnforce is {config.get('AccountingStorageEnforce', 'unset')!r}, without "
+                        f"{','.join(missing)}: departments' associations and QoS limits are recorded but not enforced")
+    if config.get("PriorityType") != "priority/multifactor":
+        warnings.append(f"PriorityType is {config.get('PriorityType', 'unset')!r}, not priority/multifactor: fair "
+                        "share and QoS priority do not order the queue")
+    for ours, theirs in WEIGHT_KEYS.items():
+        want = (acct.get("priority_weights") or {}).get(ours)
+        if want is not None and config.get(theirs) != str(want):
+            warnings.append(f"{theirs} is {config.get(theirs, 'unset')!r}, cluster.accounting.priority_weights "
+                            f"asks for {want}")
+    return warnings
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise AccountingError(f"cannot read {path}: {e}")
+
+
+def main(argv):
+    command, args = argv[1], argv[2:]
+    if command == "plan":
+        for cmd in plan(load(args[0]), args[1], args[2]):
+            print("\t".join(cmd))
+    elif command == "check-config":
+        with open(args[1], encoding="utf-8") as f:
+            for warning in check_config(load(args[0]), f.read()):
+                print(warning)
+    elif command == "uses-gpu":
+        acct = load(args[0]).get("accounting") or {}
+        print("true" if any("gres/gpu" in (q.get(k) or "") for q in acct.get("qos") or []
+                            for k in ("max_tres_per_user", "grp_tres")) else "false")
+    else:
+        raise AccountingError(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv)
+    except AccountingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

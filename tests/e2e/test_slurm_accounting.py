@@ -1,0 +1,243 @@
+"""End to end: departments, users' associations, coordinators, QoS and fair share from config/examples/
+research-institution.yaml, applied by lifecycle/hyperpod/apply_accounting.sh to REAL slurmdbd + MariaDB.
+
+The cluster (tests/e2e/slurm_accounting_cluster.py) runs MariaDB, slurmdbd, slurmctld and slurmd on loopback, with
+AccountingStorageEnforce=associations,limits,qos and priority/multifactor. The example's users exist on this machine
+with their uids (removed afterwards), and submit jobs as themselves (setpriv), so Slurm checks their associations.
+The parameters come from the example through the same function the cluster stack uses (accounting_parameters).
+
+Needs root and the Debian packages slurm-wlm, slurmdbd, munge and mariadb-server (CI installs them).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(REPO))
+from slurm_accounting_cluster import REQUIRED_BINARIES, AccountingCluster, run  # noqa: E402
+
+from stacks.config import PlatformConfig, parse_config  # noqa: E402
+from stacks.slurm_accounting import accounting_parameters  # noqa: E402
+
+APPLY = REPO / "lifecycle" / "hyperpod" / "apply_accounting.sh"
+EXAMPLE = REPO / "config" / "examples" / "research-institution.yaml"
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"}
+
+missing = [b for b in REQUIRED_BINARIES if shutil.which(b) is None]
+pytestmark = pytest.mark.skipif(
+    bool(missing) or os.geteuid() != 0,
+    reason=f"needs root and real Slurm accounting (missing {', '.join(missing) or 'nothing'}): "
+           "apt-get install slurm-wlm slurmdbd munge mariadb-server")
+
+
+def example() -> dict:
+    return yaml.safe_load(EXAMPLE.read_text())
+
+
+def department(data: dict, name: str) -> dict:
+    return next(d for d in data["cluster"]["accounting"]["departments"] if d["name"] == name)
+
+
+class Env:
+    def __init__(self, cluster: AccountingCluster):
+        self.cluster = cluster
+        self.params = cluster.base / "platform_parameters.json"
+
+    def apply(self, data: dict) -> str:
+        """Writes the parameters the stack would upload for `data` and runs the project's script as on the controller."""
+        config: PlatformConfig = parse_config(data, str(EXAMPLE))
+        self.params.write_text(json.dumps({"version": 1, "accounting": accounting_parameters(config)}))
+        env = {**self.cluster.env(), "PARAMS_FILE": str(self.params), "RETRY_DELAY": "1", "SLURM_WAIT_ATTEMPTS": "5"}
+        result = run(["bash", str(APPLY)], env=env, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+    def sacctmgr(self, *args: str) -> list[list[str]]:
+        result = run(["sacctmgr", "-n", "-P", *args], env=self.cluster.env())
+        assert result.returncode == 0, result.stderr
+        return [line.split("|") for line in result.stdout.splitlines()]
+
+    def sbatch(self, user: str, *args: str) -> tuple[int, str, str]:
+        uid = os.popen(f"id -u {user}").read().strip()
+        gid = os.popen(f"id -g {user}").read().strip()
+        result = run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "sbatch", "--parsable",
+                      "--chdir=/tmp", "--output=/dev/null", *args], env=self.cluster.env())
+        return result.returncode, result.stdout.strip(), result.stderr
+
+    def job(self, job_id: str) -> dict[str, str]:
+        out = run(["scontrol", "show", "job", job_id], env=self.cluster.env()).stdout
+        return dict(f.split("=", 1) for f in out.split() if "=" in f)
+
+    def wait_job(self, job_id: str, until, what: str, timeout: float = 30) -> dict[str, str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            fields = self.job(job_id)
+            if until(fields):
+                return fields
+            assert time.monotonic() < deadline, f"job {job_id}: timed out waiting for {what}: {fields}"
+            time.sleep(0.3)
+
+    def sacct(self, job_id: str, expected: list[str], timeout: float = 30) -> list[str]:
+        """The job's record in the accounting database. slurmctld sends it to slurmdbd asynchronously, in several
+        messages (a record written from the end message alone has no QoS yet), so wait for the expected one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "account,user,qos,state"],
+                      env=self.cluster.env()).stdout.split()
+            record = out[0].split("|") if out else []
+            if record == expected or time.monotonic() > deadline:
+                return record
+            time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[Env]:
+    from test_studio_slurm_login import PosixUser, ensure_posix_user, start_munged
+
+    data = example()
+    base = Path(tempfile.mkdtemp(prefix="slurm-acct-"))
+    base.chmod(0o755)  # munged's socket and slurm.conf must be reachable by the test users
+    weights = accounting_parameters(parse_config(data))["priority_weights"]
+    cluster = AccountingCluster(base=base, cluster_name="research", priority_weights=weights)
+    created: list[tuple[str, bool, bool]] = []
+    try:
+        for user in data["users"]:
+            created.append((user["name"], *ensure_posix_user(PosixUser(user["name"], user["uid"], user["uid"]))))
+        cluster.start(start_munged)
+        yield Env(cluster)
+    finally:
+        cluster.stop()
+        for name, user_ours, group_ours in reversed(created):
+            if user_ours:
+                run(["userdel", name])
+            if group_ours and run(["getent", "group", name]).returncode == 0:
+                run(["groupdel", name])
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def applied(env: Env) -> tuple[str, str]:
+    """The example applied once, then again."""
+    first = env.apply(example())
+    second = env.apply(example())
+    return first, second
+
+
+def test_departments_users_coordinators_and_qos_are_in_slurmdbd(env: Env, applied: tuple[str, str]):
+    first, _ = applied
+    assert "accounting applied:" in first
+    assocs = {(a, u): (share, sorted(qos.split(",")), dqos)
+              for a, u, share, qos, dqos in env.sacctmgr("show", "assoc", "where", "cluster=research",
+                                                          "format=account,user,fairshare,qos,defaultqos")}
+    data = example()
+    for d in data["cluster"]["accounting"]["departments"]:
+        assert assocs[(d["name"], "")] == (str(d["fairshare"]), sorted(d["qos"]), d["default_qos"])
+        for user in d["users"]:
+            assert assocs[(d["name"], user)][1:] == (sorted(d["qos"]), d["default_qos"]), (d["name"], user)
+    managed = {(a, u) for a, u in assocs if a != "root"}
+    assert managed == {(d["name"], u) for d in data["cluster"]["accounting"]["departments"] for u in [""] + d["users"]}
+    coordinators = {a: c for a, c in env.sacctmgr("show", "account", "withcoord", "format=account,coordinators")}
+    assert (coordinators["physics"], coordinators["biology"], coordinators["teaching"]) == ("ada", "rosalind", "enrico")
+    # enrico is in physics and teaching; physics lists him first, so it is his default account.
+    defaults = dict(env.sacctmgr("show", "user", "format=user,defaultaccount"))
+    assert (defaults["enrico"], defaults["student1"]) == ("physics", "teaching")
+    qos = {row[0]: row[1:] for row in env.sacctmgr("show", "qos", "format=name,priority,maxwall,maxtrespu,grptres,"
+                                                                   "maxjobspu")}
+    assert qos["short"] == ["50", "04:00:00", "gres/gpu=4", "", ""]
+    assert qos["long"] == ["0", "7-00:00:00", "gres/gpu=8", "gres/gpu=12", "2"]
+    assert qos["teaching"] == ["5", "02:00:00", "gres/gpu=1,node=1", "", "2"]
+
+
+def test_a_second_apply_changes_nothing(applied: tuple[str, str]):
+    first, second = applied
+    assert "sacctmgr -i" in first
+    assert "nothing changed" in second
+    assert "sacctmgr -i" not in second
+
+
+def test_fair_share_appears_in_sshare(env: Env, applied):
+    out = run(["sshare", "-a", "-n", "-P", "-o", "account,user,rawshares"], env=env.cluster.env()).stdout
+    shares = {(a.strip(), u): s for a, u, s in (line.split("|") for line in out.splitlines())}
+    assert (shares[("physics", "")], shares[("biology", "")], shares[("teaching", "")]) == ("40", "40", "20")
+    assert ("physics", "ada") in shares and ("teaching", "student1") in shares
+
+
+def test_a_job_within_limits_runs_and_is_accounted_to_its_department(env: Env, applied):
+    rc, job_id, err = env.sbatch("ada", "--account=physics", "--qos=short", "--time=10", "--wrap", "true")
+    assert rc == 0, err
+    assert env.wait_job(job_id, lambda j: j.get("JobState") in TERMINAL, "the end")["JobState"] == "COMPLETED"
+    record = ["physics", "ada", "short", "COMPLETED"]
+    assert env.sacct(job_id, record) == record
+
+
+def test_a_job_over_max_wall_is_held_with_the_qos_reason(env: Env, applied):
+    # The example's short QoS allows 240 minutes.
+    rc, job_id, err = env.sbatch("ada", "--account=physics", "--qos=short", "--time=300", "--wrap", "true")
+    assert rc == 0, err
+    job = env.wait_job(job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL, "a reason")
+    run(["scancel", job_id], env=env.cluster.env())
+    assert (job["JobState"], job["Reason"]) == ("PENDING", "QOSMaxWallDurationPerJobLimit"), job
+
+
+def test_a_user_cannot_submit_to_another_departments_account(env: Env, applied):
+    rc, _, err = env.sbatch("rosalind", "--account=physics", "--time=10", "--wrap", "true")
+    assert rc != 0
+    assert "Invalid account or account/partition combination specified" in err
+    # ...nor ask for a QoS the department does not have: biology may use normal and short, not long.
+    rc, _, err = env.sbatch("rosalind", "--account=biology", "--qos=long", "--time=10", "--wrap", "true")
+    assert rc != 0
+    assert "Invalid qos specification" in err
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs a node with 2 CPUs")
+def test_a_changed_limit_is_applied_and_a_job_over_max_tres_per_user_waits(env: Env, applied):
+    data = example()
+    short = next(q for q in data["cluster"]["accounting"]["qos"] if q["name"] == "short")
+    short["max_tres_per_user"] = {"cpu": 1}
+    out = env.apply(data)
+    assert "modify qos where name=short set MaxTRESPerUser=cpu=1,gres/gpu=-1" in out
+    assert "accounting applied: 1 sacctmgr command(s)" in out
+    rc, job_id, err = env.sbatch("ada", "--account=physics", "--qos=short", "--cpus-per-task=2", "--time=10",
+                                 "--wrap", "true")
+    assert rc == 0, err
+    job = env.wait_job(job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL, "a reason")
+    run(["scancel", job_id], env=env.cluster.env())
+    assert (job["JobState"], job["Reason"]) == ("PENDING", "QOSMaxCpuPerUserLimit"), job
+    restored = env.apply(example())
+    assert "modify qos where name=short set MaxTRESPerUser=cpu=-1,gres/gpu=4" in restored
+
+
+def test_removing_a_user_removes_the_association_and_keeps_history(env: Env, applied):
+    rc, job_id, err = env.sbatch("gregor", "--account=biology", "--time=10", "--wrap", "true")
+    assert rc == 0, err
+    env.wait_job(job_id, lambda j: j.get("JobState") in TERMINAL, "the end")
+    record = ["biology", "gregor", "normal", "COMPLETED"]
+    assert env.sacct(job_id, record) == record
+
+    data = copy.deepcopy(example())
+    department(data, "biology")["users"].remove("gregor")
+    data["users"] = [u for u in data["users"] if u["name"] != "gregor"]
+    out = env.apply(data)
+    assert "remove user where name=gregor account=biology cluster=research" in out
+    assocs = env.sacctmgr("show", "assoc", "where", "cluster=research", "format=account,user")
+    assert ["biology", "gregor"] not in assocs and ["biology", "rosalind"] in assocs
+    # His job is still in the database, and he can no longer submit.
+    assert env.sacct(job_id, record) == record
+    rc, _, err = env.sbatch("gregor", "--account=biology", "--time=10", "--wrap", "true")
+    assert rc != 0 and "Invalid account" in err
+    # Listed again, he is back with the same settings; the history was never gone.
+    back = env.apply(example())
+    assert "add user gregor Account=biology" in back
+    assert env.sacct(job_id, record) == record

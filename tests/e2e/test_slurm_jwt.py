@@ -1,0 +1,399 @@
+"""End to end, per-user mode (`shared_fsx: false`): Studio users reach REAL slurmctld with their own auth/jwt token,
+never with the munge key.
+
+The "cluster" is munged, slurmctld and configless slurmd on loopback (as in test_studio_slurm_login.py), with the
+HyperPod-shaped slurm.conf (`include accounting.conf`). Then, as on the controller:
+- the project's configure_slurm_auth.sh (slurm.auth jwt) makes the HS256 key, writes its block into accounting.conf,
+  reconfigures, and writes the key to a Secrets Manager secret (moto server);
+- publish_slurm_login.sh with SLURM_AUTH=jwt publishes the login settings without a munge key;
+- the project's token issuer (lambda/slurm_tokens/issuer.py, called directly against moto) mints each user's token
+  into that user's secret.
+The Studio side is a private mount namespace in which the munge socket directory is empty: there is no munge key and
+no munged, so the only credential a Studio process has is the token it read. Jobs are submitted as the users' uids
+(alice 10001, bob 10002), as a Studio IDE runs them. Needs root and Debian's slurm-wlm, slurm-wlm-jwt-plugin, munge.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from slurm_conf import ACCOUNTING_CONF, render_slurm_conf  # noqa: E402
+from test_studio_slurm_login import (  # noqa: E402,F401 - studio_users is a fixture used below
+    PARAMS_FIXTURE, REGION, TERMINAL_JOB_STATES, PosixUser, free_port, run, start_munged, studio_users, wait_for)
+
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO / "lambda" / "slurm_tokens"))
+import issuer  # noqa: E402
+
+CONFIGURE_AUTH = REPO / "lifecycle" / "hyperpod" / "configure_slurm_auth.sh"
+PUBLISH = REPO / "lifecycle" / "hyperpod" / "publish_slurm_login.sh"
+JWT_PLUGIN_DIRS = (Path("/usr/lib/x86_64-linux-gnu/slurm-wlm"), Path("/usr/lib/aarch64-linux-gnu/slurm-wlm"),
+                   Path("/usr/lib64/slurm"), Path("/usr/lib/slurm"))
+TOKEN_PREFIX = "e2e/slurm-token/"
+
+pytestmark = pytest.mark.skipif(
+    not any((d / "auth_jwt.so").exists() for d in JWT_PLUGIN_DIRS) or not Path("/usr/sbin/slurmctld").exists(),
+    reason="Slurm's auth/jwt plugin is not installed: apt-get install slurm-wlm slurm-wlm-jwt-plugin munge")
+
+
+@dataclass
+class JwtCluster:
+    base: Path
+    conf: Path
+    munge_socket: Path
+    accounting: Path
+    jwt_key: Path
+    key_secret: str
+    login_secret: str
+    login: dict
+    moto_url: str
+    aws_env: dict[str, str]
+    script_env: dict[str, str]
+    outputs: list[str]
+    holder: subprocess.Popen  # a process in the "Studio space" mount namespace
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "SLURM_JWT"}
+        return {**env, "SLURM_CONF": str(self.conf), **extra}
+
+    def space(self, *argv: str, uid: int | None = None, gid: int | None = None) -> list[str]:
+        """argv inside the Studio space's namespace (no munge there), as root or as a user's uid/gid."""
+        as_user = [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+        return ["nsenter", "-t", str(self.holder.pid), "-m", "--", *as_user, *argv]
+
+
+def secrets(url: str):
+    return boto3.client("secretsmanager", region_name=REGION, endpoint_url=url, aws_access_key_id="testing",
+                        aws_secret_access_key="testing")
+
+
+@pytest.fixture(scope="module")
+def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
+    base = Path(tempfile.mkdtemp(prefix="slurm-jwt-"))
+    base.chmod(0o755)
+    procs: dict[str, subprocess.Popen] = {}
+    sock = holder = None
+    try:
+        ctl = base / "ctl"
+        (ctl / "state").mkdir(parents=True)
+        munge_key = ctl / "munge.key"
+        munge_key.write_bytes(os.urandom(1024))
+        munge_key.chmod(0o400)
+        sock = start_munged(munge_key, ctl / "munge", ctl)
+        etc = ctl / "opt" / "slurm" / "etc"
+        etc.mkdir(parents=True)
+        conf = etc / "slurm.conf"
+        port = free_port()
+        conf.write_text(render_slurm_conf(
+            cluster_name="jwt", hostname=socket.gethostname().split(".")[0], state_dir=ctl / "state",
+            munge_socket=sock, slurmctld_port=port, slurmd_port=free_port(), cpus=os.cpu_count() or 1,
+            real_memory_mb=500))
+        (etc / "accounting.conf").write_text(ACCOUNTING_CONF)
+        Path("/run/munge").mkdir(parents=True, exist_ok=True)
+
+        def start_slurmctld() -> None:
+            log = open(ctl / "slurmctld.stdout", "a")
+            procs["slurmctld"] = subprocess.Popen(["slurmctld", "-D", "-f", str(conf)], stdout=log,
+                                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+        start_slurmctld()
+        slurmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                  'mount --bind "$0" /run/munge && exec slurmd -D --conf-server "$1"', str(sock.parent),
+                  f"127.0.0.1:{port}"]
+        procs["slurmd"] = subprocess.Popen(slurmd, stdout=open(ctl / "slurmd.stdout", "w"), stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL)
+        env = {**os.environ, "SLURM_CONF": str(conf)}
+
+        def node_idle() -> bool:
+            for name, p in procs.items():
+                assert p.poll() is None, f"{name} exited"
+            return run(["sinfo", "-h", "-o", "%T"], env=env).stdout.split() == ["idle"]
+
+        wait_for("the node to be idle", node_idle, timeout=60)
+
+        moto_port = free_port()
+        procs["moto"] = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)],
+                                         stdout=open(base / "moto.log", "w"), stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+        moto_url = f"http://127.0.0.1:{moto_port}"
+
+        def moto_up() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", moto_port)) == 0
+
+        wait_for("moto server", moto_up, timeout=30, interval=0.2)
+        sm = secrets(moto_url)
+        key_secret = sm.create_secret(Name="e2e/slurm-jwt-key")["ARN"]
+        login_secret = sm.create_secret(Name="e2e/slurm-login")["ARN"]
+        for user in studio_users:
+            sm.create_secret(Name=TOKEN_PREFIX + user.name)
+        aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        aws_env.update(AWS_ENDPOINT_URL=moto_url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                       AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
+        if not any((Path(d) / "aws").exists() for d in aws_env["PATH"].split(":")):
+            shim = base / "bin"
+            shim.mkdir()
+            (shim / "aws").write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'aws_shim.py'} \"$@\"\n")
+            (shim / "aws").chmod(0o755)
+            aws_env["PATH"] = f"{shim}:{aws_env['PATH']}"
+
+        params = json.loads(PARAMS_FIXTURE.read_text())
+        params["slurm"].update(auth="jwt", jwt_key_secret_arn=key_secret)
+        (ctl / "platform_parameters.json").write_text(json.dumps(params))
+        jwt_key = ctl / "spool" / "jwt_hs256.key"
+        script_env = {**aws_env, "PARAMS_FILE": str(ctl / "platform_parameters.json"), "SLURM_CONF": str(conf),
+                      "SLURM_CONF_DIR": str(etc), "LOG_DIR": str(ctl / "provision"), "JWT_KEY_FILE": str(jwt_key),
+                      "RETRY_DELAY": "1"}
+        outputs = []
+        first = run(["bash", str(CONFIGURE_AUTH)], env=script_env)
+        assert first.returncode == 0, first.stdout + first.stderr
+        outputs.append(first.stdout)
+        # Slurm 22.05 (Debian) loads a new auth plugin only at start; the script said so. Restart as an admin would.
+        if "does not accept auth/jwt tokens yet" in first.stdout:
+            procs["slurmctld"].terminate()
+            procs["slurmctld"].wait(timeout=30)
+            start_slurmctld()
+            wait_for("slurmctld after the restart", node_idle, timeout=60)
+        again = run(["bash", str(CONFIGURE_AUTH)], env=script_env)
+        assert again.returncode == 0, again.stdout + again.stderr
+        outputs.append(again.stdout)
+
+        publish = run(["bash", str(PUBLISH), login_secret],
+                      env={**aws_env, "SLURM_CONF": str(conf), "SLURM_AUTH": "jwt", "MUNGE_KEY": str(munge_key),
+                           "LOG_DIR": str(ctl / "provision"), "SLURM_CONF_DIR": str(etc)})
+        assert publish.returncode == 0, publish.stdout + publish.stderr
+        login = json.loads(sm.get_secret_value(SecretId=login_secret)["SecretString"])
+
+        # The Studio space: its own mount namespace whose munge socket directory is empty.
+        empty = base / "space-munge"
+        empty.mkdir()
+        empty.chmod(0o755)
+        holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "900"],
+                                  stdin=subprocess.DEVNULL)
+        own_ns = os.readlink("/proc/self/ns/mnt")
+        wait_for("the mount namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != own_ns, timeout=10,
+                 interval=0.05)
+        bind = run(["nsenter", "-t", str(holder.pid), "-m", "--", "mount", "--bind", str(empty), str(sock.parent)])
+        assert bind.returncode == 0, bind.stderr
+        yield JwtCluster(base=base, conf=conf, munge_socket=sock, accounting=etc / "accounting.conf", jwt_key=jwt_key,
+                         key_secret=key_secret, login_secret=login_secret, login=login, moto_url=moto_url,
+                         aws_env=aws_env, script_env=script_env, outputs=outputs, holder=holder)
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+        for p in reversed(list(procs.values())):
+            p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if sock is not None:
+            run(["munged", f"--socket={sock}", "--stop"])
+        import shutil
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def tokens(jwt_cluster: JwtCluster, studio_users) -> dict[str, str]:
+    """The issuer's tokens, read back from each user's own secret."""
+    sm = secrets(jwt_cluster.moto_url)
+    issued = issuer.issue(sm, key_secret_id=jwt_cluster.key_secret, prefix=TOKEN_PREFIX,
+                          users=[u.name for u in studio_users], lifetime=3600)
+    assert sorted(issued) == sorted(u.name for u in studio_users)
+    out = {}
+    for user in studio_users:
+        value = json.loads(sm.get_secret_value(SecretId=TOKEN_PREFIX + user.name)["SecretString"])
+        assert value["user"] == user.name and value["expires"] == issued[user.name]
+        out[user.name] = value["token"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def partitions(jwt_cluster: JwtCluster, studio_users) -> dict[str, Path]:
+    """Each user's 0700 partition directory, as lambda/fsx_partitions lays it out."""
+    studio = jwt_cluster.base / "fsx" / "studio"
+    studio.mkdir(parents=True)
+    for d in (studio.parent, studio):
+        d.chmod(0o755)
+    out = {}
+    for user in studio_users:
+        d = studio / user.name
+        d.mkdir()
+        os.chown(d, user.uid, user.gid)
+        d.chmod(0o700)
+        out[user.name] = d
+    return out
+
+
+def sbatch(c: JwtCluster, user: PosixUser | None, token: str | None, *args: str) -> subprocess.CompletedProcess:
+    """sbatch from the Studio space as `user`'s uid (root when None), with SLURM_JWT=token when given."""
+    env = c.env(**({"SLURM_JWT": token} if token else {}))
+    argv = c.space("sbatch", "--parsable", *args, **({"uid": user.uid, "gid": user.gid} if user else {}))
+    return run(argv, env=env)
+
+
+def job_fields(c: JwtCluster, job_id: str) -> dict[str, str]:
+    def finished() -> dict[str, str] | None:
+        out = run(["scontrol", "show", "job", job_id], env=c.env())
+        assert out.returncode == 0, out.stderr
+        fields = dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
+        return fields if fields.get("JobState") in TERMINAL_JOB_STATES else None
+
+    return wait_for(f"job {job_id} to end", finished, timeout=60)
+
+
+def test_controller_settings_in_the_included_file_only(jwt_cluster: JwtCluster):
+    c = jwt_cluster
+    text = c.accounting.read_text()
+    assert text.startswith(ACCOUNTING_CONF), "HyperPod's (the customer's) lines are kept, in order"
+    block = text[len(ACCOUNTING_CONF):].splitlines()
+    assert block[0].startswith("# BEGIN hyperpod-platform auth") and block[-1] == "# END hyperpod-platform auth"
+    assert block[1:-1] == ["AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={c.jwt_key}", "DisableRootJobs=YES"]
+    assert "include accounting.conf" in c.conf.read_text().splitlines()
+    assert "AuthAlt" not in c.conf.read_text(), "slurm.conf itself is HyperPod's and untouched"
+    assert oct(c.jwt_key.stat().st_mode & 0o777) == "0o600" and c.jwt_key.stat().st_uid == 0  # SlurmUser=root here
+    assert len(c.jwt_key.read_bytes()) == 32
+    show = run(["scontrol", "show", "config"], env=c.env()).stdout
+    assert any(line.split() == ["AuthAltTypes", "=", "auth/jwt"] for line in show.splitlines()), show
+    # The second run: slurmctld accepts tokens, nothing rewritten, the key not written again.
+    second = c.outputs[1]
+    assert "slurmctld accepts auth/jwt tokens" in second
+    assert "already has the jwt settings" in second and "reconfigured" not in second
+    assert "the token issuer already has this key" in second
+    value = json.loads(secrets(c.moto_url).get_secret_value(SecretId=c.key_secret)["SecretString"])
+    assert base64.b64decode(value["jwt_hs256_key_b64"]) == c.jwt_key.read_bytes()
+    assert len(secrets(c.moto_url).list_secret_version_ids(SecretId=c.key_secret)["Versions"]) == 1
+    for out in c.outputs:
+        assert value["jwt_hs256_key_b64"] not in out
+
+
+def test_login_secret_carries_no_munge_key_and_the_space_has_none(jwt_cluster: JwtCluster):
+    c = jwt_cluster
+    assert c.login["auth"] == "jwt"
+    assert "munge_key_b64" not in c.login
+    assert c.login["slurm_conf_includes"]["accounting.conf"] == c.accounting.read_text()
+    # No munged answers in the space, and without a token the client commands cannot authenticate.
+    assert run(c.space("munge", "-n", f"--socket={c.munge_socket}")).returncode != 0
+    no_token = run(c.space("sinfo"), env=c.env())
+    assert no_token.returncode != 0
+
+
+def test_a_user_acts_only_as_themselves(jwt_cluster: JwtCluster, studio_users, tokens, partitions):
+    c = jwt_cluster
+    alice, bob = studio_users
+    mine, theirs = partitions[alice.name], partitions[bob.name]
+
+    # alice's job, with her token, from her uid: runs as alice and writes her partition.
+    result = sbatch(c, alice, tokens[alice.name], f"--chdir={mine}", f"--output={mine}/slurm-%j.out", "--wrap",
+                    f'echo "uid=$(id -u)" > {mine}/out.txt')
+    assert result.returncode == 0, result.stderr
+    job = job_fields(c, result.stdout.strip())
+    assert job["JobState"] == "COMPLETED" and job["UserId"] == f"{alice.name}({alice.uid})", job
+    assert (mine / "out.txt").read_text() == f"uid={alice.uid}\n"
+    assert (mine / "out.txt").stat().st_uid == alice.uid
+
+    # alice's token in a process running as bob's uid, or as root in the space: slurmctld takes the user from the
+    # token (alice) and refuses a job description that names another uid. Nothing runs, nothing reaches bob's dir.
+    for runner in (bob, None):
+        result = sbatch(c, runner, tokens[alice.name], f"--chdir={mine}", f"--output={mine}/slurm-%j.out",
+                        "--wrap", f"echo x > {theirs}/intruder.txt")
+        assert result.returncode != 0 and "Invalid user id" in result.stderr, (runner, result)
+    assert not (theirs / "intruder.txt").exists()
+
+    # Asking for bob explicitly with alice's token is refused (only root and SlurmUser may submit for others).
+    refused = sbatch(c, alice, tokens[alice.name], "--uid", bob.name, "--wrap", "true")
+    assert refused.returncode != 0
+
+    # bob's token is bob: his job writes his partition and cannot read alice's.
+    result = sbatch(c, bob, tokens[bob.name], f"--chdir={theirs}", f"--output={theirs}/slurm-%j.out", "--wrap",
+                    f"id -u > {theirs}/id.txt; cat {mine}/out.txt")
+    assert result.returncode == 0, result.stderr
+    job = job_fields(c, result.stdout.strip())
+    assert job["UserId"] == f"{bob.name}({bob.uid})" and job["JobState"] == "FAILED", job
+    assert (theirs / "id.txt").read_text() == f"{bob.uid}\n"
+    assert "Permission denied" in (theirs / f"slurm-{result.stdout.strip()}.out").read_text()
+
+
+def test_expired_forged_and_privileged_tokens_are_refused(jwt_cluster: JwtCluster, studio_users):
+    c = jwt_cluster
+    alice, _ = studio_users
+    key = c.jwt_key.read_bytes()
+    expired = issuer.mint(key, alice.name, now=int(time.time()) - 7200, lifetime=3600)
+    forged = issuer.mint(os.urandom(32), alice.name, now=int(time.time()), lifetime=3600)
+    for token in (expired, forged):
+        result = sbatch(c, alice, token, "--wrap", "true")
+        assert result.returncode != 0, result.stdout
+    log = (c.base / "ctl" / "state" / "slurmctld.log").read_text()
+    assert "token expired" in log and "jwt_decode failure" in log
+    # The issuer never mints for root or SlurmUser: such a token could name any other user.
+    for name in ("root", "slurm"):
+        with pytest.raises(ValueError, match="refusing to mint"):
+            issuer.mint(key, name, now=int(time.time()), lifetime=3600)
+
+
+def test_root_jobs_are_refused_on_the_cluster(jwt_cluster: JwtCluster):
+    """DisableRootJobs=YES: even root on a node, with the cluster's munge, cannot run a job as uid 0."""
+    log = jwt_cluster.base / "ctl" / "state" / "slurmctld.log"
+    before = log.read_text().count("for user root disabled")
+    result = run(["sbatch", "--parsable", "--wrap", "true"], env=jwt_cluster.env())
+    assert result.returncode != 0 and "Invalid user id" in result.stderr, result
+    assert log.read_text().count("for user root disabled") == before + 1
+
+
+LCC = REPO / "lifecycle" / "studio" / "slurm_login_node.sh"
+
+
+def test_studio_script_in_per_user_mode_gives_the_user_their_token_and_no_munge(jwt_cluster: JwtCluster, studio_users,
+                                                                               tokens, partitions):
+    """The Studio LCC (per-user mode) in alice's space: writes her token (0600, hers) and client wrappers, no munge
+    key, no munged; her `sbatch` through the wrapper runs as her."""
+    c = jwt_cluster
+    alice, _ = studio_users
+    root, state = c.base / "space" / "root", c.base / "space" / "home" / ".slurm-login"
+    token_file = c.base / "space" / "home" / ".slurm" / "token"
+    env = {**c.aws_env, "SLURM_LOGIN_SECRET_ARN": c.login_secret, "SLURM_LOGIN_FOREGROUND": "1",
+           "SLURM_LOGIN_SKIP_INSTALL": "1", "SLURM_LOGIN_ROOT": str(root), "SLURM_LOGIN_STATE_DIR": str(state),
+           "SLURM_LOGIN_RETRY_DELAY": "1", "SLURM_TOKEN_SECRET_PREFIX": TOKEN_PREFIX,
+           "SLURM_STUDIO_PROFILE": alice.name, "SLURM_TOKEN_FILE": str(token_file), "SLURM_TOKEN_OWNER": alice.name,
+           "SLURM_TOKEN_REFRESH_SECONDS": "0", "MUNGE_USER": "root"}
+    first = run(c.space("bash", str(LCC)), env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "per-user mode: no munge key" in first.stdout and "ready: sbatch" in first.stdout
+    assert tokens[alice.name] not in first.stdout + first.stderr
+    assert token_file.read_text() == tokens[alice.name] + "\n"
+    assert (token_file.stat().st_uid, oct(token_file.stat().st_mode & 0o777)) == (alice.uid, "0o600")
+    assert not (root / "etc" / "munge" / "munge.key").exists()
+    assert run(c.space("munge", "-n", f"--socket={c.munge_socket}")).returncode != 0  # still no munged there
+    conf = root / "etc" / "slurm" / "slurm.conf"
+    assert conf.read_text() == c.login["slurm_conf"]
+
+    mine = partitions[alice.name]
+    wrapper = root / "usr" / "local" / "bin" / "sbatch"
+    user_env = {k: v for k, v in c.env().items()}
+    user_env.update(SLURM_CONF=str(conf), SLURM_TOKEN_FILE=str(token_file))
+    result = run(c.space(str(wrapper), "--parsable", f"--chdir={mine}", f"--output={mine}/lcc-%j.out", "--wrap",
+                         f"id -u > {mine}/lcc.txt", uid=alice.uid, gid=alice.gid), env=user_env)
+    assert result.returncode == 0, result.stderr
+    job = job_fields(c, result.stdout.strip())
+    assert job["JobState"] == "COMPLETED" and job["UserId"] == f"{alice.name}({alice.uid})", job
+    assert (mine / "lcc.txt").read_text() == f"{alice.uid}\n"
+
+    again = run(c.space("bash", str(LCC)), env=env)
+    assert again.returncode == 0 and "nothing changed" in again.stdout, again.stdout + again.stderr

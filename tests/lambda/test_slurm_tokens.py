@@ -1,0 +1,95 @@
+"""The Slurm token issuer against Secrets Manager on moto server. That slurmctld accepts its tokens, refuses expired
+and foreign-key ones, and runs the job as the token's user: tests/e2e/test_slurm_jwt.py, with real Slurm."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import sys
+
+import boto3
+import pytest
+
+from .conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "lambda" / "slurm_tokens"))
+
+import issuer  # noqa: E402
+
+PREFIX = "ml/slurm-token/"
+KEY = os.urandom(32)
+
+
+def b64url_decode(part: str) -> bytes:
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+@pytest.fixture
+def sm():
+    return boto3.client("secretsmanager")
+
+
+@pytest.fixture
+def key_secret(sm):
+    return sm.create_secret(Name="ml/slurm-jwt-key",
+                            SecretString=json.dumps({"jwt_hs256_key_b64": base64.b64encode(KEY).decode()}))["ARN"]
+
+
+def token_of(sm, user: str) -> dict:
+    return json.loads(sm.get_secret_value(SecretId=PREFIX + user)["SecretString"])
+
+
+def test_handler_writes_each_user_a_token_naming_only_them(sm, key_secret, monkeypatch):
+    for user in ("alice", "bob"):
+        sm.create_secret(Name=PREFIX + user)
+    monkeypatch.setenv("KEY_SECRET_ID", key_secret)
+    monkeypatch.setenv("TOKEN_SECRET_PREFIX", PREFIX)
+    monkeypatch.setenv("TOKEN_LIFETIME", "3600")
+    assert issuer.handler({"users": ["alice", "bob"]}, None) == {"tokens_issued": 2}
+    for user in ("alice", "bob"):
+        value = token_of(sm, user)
+        header, claims, signature = value["token"].split(".")
+        assert json.loads(b64url_decode(header)) == {"alg": "HS256", "typ": "JWT"}
+        body = json.loads(b64url_decode(claims))
+        assert body["sun"] == user and body["exp"] - body["iat"] == 3600 and value["expires"] == body["exp"]
+        expected = hmac.new(KEY, f"{header}.{claims}".encode(), hashlib.sha256).digest()
+        assert b64url_decode(signature) == expected
+
+
+def test_a_second_run_replaces_the_token(sm, key_secret):
+    sm.create_secret(Name=PREFIX + "alice")
+    issuer.issue(sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice"], lifetime=3600, now=1_000)
+    issuer.issue(sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice"], lifetime=3600, now=2_000)
+    assert token_of(sm, "alice")["expires"] == 5_600
+
+
+def test_one_missing_secret_does_not_stop_the_others_but_fails_the_run(sm, key_secret):
+    sm.create_secret(Name=PREFIX + "bob")
+    with pytest.raises(RuntimeError, match=r'no new token for 1 user\(s\).*"alice": "ResourceNotFoundException'):
+        issuer.issue(sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice", "bob"], lifetime=3600)
+    assert token_of(sm, "bob")["user"] == "bob"
+
+
+@pytest.mark.parametrize("user", ["root", "slurm", "Alice", "a/b", "", "x" * 33])
+def test_never_mints_for_privileged_or_malformed_names(user):
+    with pytest.raises(ValueError, match="refusing to mint"):
+        issuer.mint(KEY, user, now=0, lifetime=3600)
+
+
+@pytest.mark.parametrize("lifetime", [0, 299, 86401])
+def test_lifetime_bounds(lifetime):
+    with pytest.raises(ValueError, match="lifetime"):
+        issuer.mint(KEY, "alice", now=0, lifetime=lifetime)
+
+
+def test_short_keys_are_refused():
+    with pytest.raises(ValueError, match="at least 32"):
+        issuer.mint(b"short", "alice", now=0, lifetime=3600)
+
+
+@pytest.mark.parametrize("event", [{}, {"users": "alice"}, {"users": [1]}, None])
+def test_handler_rejects_events_without_a_user_list(event):
+    with pytest.raises(ValueError, match="expected an event"):
+        issuer.handler(event, None)

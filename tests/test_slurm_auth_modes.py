@@ -1,0 +1,162 @@
+"""Who can obtain what, per mode, read from the synthesized templates.
+
+Per-user mode (`shared_fsx: false`, config/examples/containers-per-user.yaml): the controller writes an auth/jwt signing
+key that only the token issuer may read; each Studio profile runs as its own role, which can read only its own token
+secret, and each token secret denies every other principal. The login secret carries no munge key (the controller is
+told `slurm.auth: jwt`; tests/e2e/test_slurm_jwt.py shows what that value does on real Slurm).
+Shared mode (default.yaml): today's trust model, unchanged: one Studio role, munge key in the login secret.
+"""
+from __future__ import annotations
+
+import json
+
+from test_slurm_cluster import _joined
+
+PER_USER, SHARED = "containers", "default"  # cluster names course-cluster and ml-cluster
+
+
+def _of_type(template: dict, type_: str) -> dict[str, dict]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == type_}
+
+
+def _user_stacks(s) -> list[dict]:
+    return [t for t in s.nested.values() if _of_type(t, "AWS::SageMaker::UserProfile")]
+
+
+def test_per_user_mode_tells_the_controller_jwt_and_names_the_key_secret(synth):
+    from stacks.slurm_cluster_stack import provisioning_parameters
+    s = synth(PER_USER)
+    cluster = s.platform.cluster
+    assert cluster.slurm_auth == "jwt"
+    params = provisioning_parameters(s.config, s.platform.storage, cluster.slurm_login_secret.secret_arn,
+                                     cluster.jwt_key_secret.secret_arn)
+    assert params["slurm"]["auth"] == "jwt" and params["slurm"]["jwt_key_secret_arn"] is not None
+    shared = synth(SHARED)
+    assert shared.platform.cluster.slurm_auth == "munge" and shared.platform.cluster.jwt_key_secret is None
+    assert provisioning_parameters(shared.config, shared.platform.storage)["slurm"]["auth"] == "munge"
+
+
+def test_the_signing_key_is_written_by_the_cluster_and_read_only_by_the_issuer(synth):
+    t = synth(PER_USER).templates["cluster"]
+    res = t["Resources"]
+    (secret_id,) = [k for k in _of_type(t, "AWS::SecretsManager::Secret") if k.startswith("SlurmJwtKeySecret")]
+    (key_id,) = [k for k in _of_type(t, "AWS::KMS::Key") if k.startswith("SlurmJwtKeyKey")]
+    (role_id,) = [k for k in _of_type(t, "AWS::IAM::Role") if k.startswith("HyperPodExecutionRole")]
+    assert res[secret_id]["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    (policy,) = [r["Properties"]["ResourcePolicy"] for r in _of_type(t, "AWS::SecretsManager::ResourcePolicy").values()
+                 if r["Properties"]["SecretId"] == {"Ref": secret_id}]
+    deny = {s["Sid"]: s for s in policy["Statement"]}
+    issuer = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/course-cluster-slurm-tokens-<AWS::Region>"
+    assert _joined(deny["OnlyTheTokenIssuerReads"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]) == issuer
+    assert deny["OnlyTheTokenIssuerReads"]["Action"] == "secretsmanager:GetSecretValue"
+    writers = deny["OnlyTheControllerWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    assert writers[0] == {"Fn::GetAtt": [role_id, "Arn"]} and "cfn-exec-role" in _joined(writers[1])
+    # The cluster's own role may write the key but never read it back.
+    statements = [st for p in _of_type(t, "AWS::IAM::Policy").values()
+                  for st in p["Properties"]["PolicyDocument"]["Statement"]]
+    on_key = [st for st in statements if st["Resource"] == {"Ref": secret_id}]
+    assert [st["Action"] for st in on_key] == ["secretsmanager:PutSecretValue"]
+    key_policy = {s.get("Sid"): s for s in res[key_id]["Properties"]["KeyPolicy"]["Statement"]}
+    assert key_policy["TokenIssuerDecryptsTheJwtKey"]["Action"] == "kms:Decrypt"
+    assert _joined(key_policy["TokenIssuerDecryptsTheJwtKey"]["Condition"]["ArnEquals"]["aws:PrincipalArn"]) == issuer
+    assert "kms:Decrypt" not in key_policy["ClusterEncryptsTheJwtKey"]["Action"]
+    # And the issuer's role in the Studio stack really has that name.
+    studio = synth(PER_USER).templates["studio"]
+    names = [_joined(r["Properties"].get("RoleName", "")) for r in _of_type(studio, "AWS::IAM::Role").values()]
+    assert issuer.split("role/")[1] in names
+    # The issuer names the key secret by its fixed name, not by a reference to the cluster stack (which Studio does
+    # not wait for): reading it and decrypting through Secrets Manager only under that secret's ARN.
+    assert res[secret_id]["Properties"]["Name"] == "course-cluster/slurm-jwt-key"
+    issuer_statements = {st["Sid"]: st for p in _of_type(studio, "AWS::IAM::Policy").values()
+                         for st in p["Properties"]["PolicyDocument"]["Statement"] if st.get("Sid")}
+    pattern = "arn:aws:secretsmanager:us-west-2:<AWS::AccountId>:secret:course-cluster/slurm-jwt-key-??????"
+    assert _joined(issuer_statements["ReadSigningKey"]["Resource"]) == pattern
+    decrypt = issuer_statements["DecryptSigningKey"]
+    assert _joined(decrypt["Condition"]["StringLike"]["kms:EncryptionContext:SecretARN"]) == pattern
+    assert "course-cluster-cluster:" not in json.dumps(studio)  # imports none of the cluster stack's exports
+
+
+def test_login_secret_readers_include_the_per_user_role_path(synth):
+    t = synth(PER_USER).templates["slurm-login"]
+    (policy,) = [r["Properties"]["ResourcePolicy"] for r in _of_type(t, "AWS::SecretsManager::ResourcePolicy").values()
+                 if "OnlyTheClusterAndStudioRead" in json.dumps(r)]
+    deny = {s["Sid"]: s for s in policy["Statement"]}
+    readers = [_joined(r) for r in deny["OnlyTheClusterAndStudioRead"]["Condition"]["ArnNotLike"]["aws:PrincipalArn"][1:]]
+    assert readers == ["arn:<AWS::Partition>:iam::<AWS::AccountId>:role/course-cluster-studio-execution-<AWS::Region>",
+                       "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/hyperpod/course-cluster-<AWS::Region>/studio-users/*"]
+
+
+def test_each_profile_runs_as_its_own_role_that_reads_only_its_own_token(synth):
+    s = synth(PER_USER)
+    names = {u.name for u in s.config.users}
+    seen = set()
+    for t in _user_stacks(s):
+        secrets = _of_type(t, "AWS::SecretsManager::Secret")
+        roles = _of_type(t, "AWS::IAM::Role")
+        policies = _of_type(t, "AWS::SecretsManager::ResourcePolicy")
+        profiles = _of_type(t, "AWS::SageMaker::UserProfile")
+        secret_of = {r["Properties"]["Name"].rsplit("/", 1)[1]: lid for lid, r in secrets.items()}
+        for profile in profiles.values():
+            user = profile["Properties"]["UserProfileName"]
+            seen.add(user)
+            assert secrets[secret_of[user]]["Properties"]["Name"] == f"course-cluster/slurm-token/{user}"
+            role_ref = profile["Properties"]["UserSettings"]["ExecutionRole"]
+            role_id = role_ref["Fn::GetAtt"][0]
+            role = roles[role_id]["Properties"]
+            assert _joined(role["Path"]) == "/hyperpod/course-cluster-<AWS::Region>/studio-users/"
+            # Identity side: the only statement naming a secret is on this user's own secret.
+            (inline,) = role["Policies"]
+            (statement,) = inline["PolicyDocument"]["Statement"]
+            assert statement["Resource"] == {"Ref": secret_of[user]}
+            assert "secretsmanager:GetSecretValue" in statement["Action"]
+            # Resource side: every other principal is denied reading it, whatever its IAM policies say.
+            (policy,) = [p["Properties"] for p in policies.values()
+                         if p["Properties"]["SecretId"] == {"Ref": secret_of[user]}]
+            deny = {st["Sid"]: st for st in policy["ResourcePolicy"]["Statement"]}
+            assert deny["OnlyTheUserReads"]["Effect"] == "Deny" and deny["OnlyTheUserReads"]["Principal"] == "*"
+            assert deny["OnlyTheUserReads"]["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": role_ref}}
+            writers = deny["OnlyTheIssuerWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+            assert len(writers) == 2 and "cfn-exec-role" in json.dumps(writers[1])
+        # One schedule per nested stack, carrying exactly its users.
+        (rule,) = _of_type(t, "AWS::Events::Rule").values()
+        (target,) = rule["Properties"]["Targets"]
+        assert sorted(json.loads(target["Input"])["users"]) == sorted(p["Properties"]["UserProfileName"]
+                                                                     for p in profiles.values())
+        assert rule["Properties"]["ScheduleExpression"] == "rate(15 minutes)"
+    assert seen == names
+
+
+def test_per_user_roles_share_exactly_the_shared_roles_app_permissions(synth):
+    t = synth(PER_USER).templates["studio"]
+    (managed,) = _of_type(t, "AWS::IAM::ManagedPolicy").values()
+    shared = [p for p in _of_type(t, "AWS::IAM::Policy").values()
+              if any(r["Ref"].startswith("ExecutionRole") for r in p["Properties"]["Roles"])]
+    (shared,) = shared
+    assert managed["Properties"]["PolicyDocument"] == shared["Properties"]["PolicyDocument"]
+    assert "secretsmanager:PutSecretValue" not in json.dumps(managed)
+
+
+def test_issuer_function_and_lcc_environment(synth):
+    t = synth(PER_USER).templates["studio"]
+    (fn,) = [f for f in _of_type(t, "AWS::Lambda::Function").values()
+             if f["Properties"].get("Handler") == "issuer.handler"]
+    env = fn["Properties"]["Environment"]["Variables"]
+    assert env["TOKEN_SECRET_PREFIX"] == "course-cluster/slurm-token/" and env["TOKEN_LIFETIME"] == "3600"
+    lcc = json.dumps(_of_type(t, "AWS::SageMaker::StudioLifecycleConfig"))
+    assert "SLURM_TOKEN_SECRET_PREFIX" in lcc and "course-cluster/slurm-token/" in lcc
+
+
+def test_shared_mode_keeps_one_role_and_no_tokens(synth):
+    s = synth(SHARED)
+    studio = s.templates["studio"]
+    assert not [f for f in _of_type(studio, "AWS::Lambda::Function").values()
+                if f["Properties"].get("Handler") == "issuer.handler"]
+    assert not _of_type(studio, "AWS::IAM::ManagedPolicy")
+    for t in _user_stacks(s):
+        assert not _of_type(t, "AWS::SecretsManager::Secret") and not _of_type(t, "AWS::IAM::Role")
+        for profile in _of_type(t, "AWS::SageMaker::UserProfile").values():
+            assert "ExecutionRole" not in profile["Properties"]["UserSettings"]
+    assert "SLURM_TOKEN_SECRET_PREFIX" not in json.dumps(_of_type(studio, "AWS::SageMaker::StudioLifecycleConfig"))
+    # No signing key secret in the cluster stack; the login secret is the slurm-login stack's only resource secret.
+    assert not _of_type(s.templates["cluster"], "AWS::SecretsManager::Secret")
+    assert len(_of_type(s.templates["slurm-login"], "AWS::SecretsManager::Secret")) == 1
