@@ -33,8 +33,12 @@ MAX_IMPORTS_IN_FLIGHT = 4
 
 class FsxPartitions(Construct):
     def __init__(self, scope: Construct, id_: str, *, file_system_id: str, file_system_path: str,
-                 data_bucket_name: str, s3_prefix: str, partition_root: str) -> None:
+                 data_bucket_name: str, s3_prefix: str, partition_root: str,
+                 role_names: Optional[dict[str, str]] = None) -> None:
+        """role_names: fixed IAM role names per handler ("OnEvent", "IsComplete", "ProfileEvents") for a bucket
+        policy that names them before they exist; generated names when None."""
         super().__init__(scope, id_)
+        self.role_names = role_names or {}
         self.file_system_id = file_system_id
         self.file_system_path = file_system_path.rstrip("/")
         self.data_bucket_name = data_bucket_name
@@ -46,7 +50,7 @@ class FsxPartitions(Construct):
             log_group = logs.LogGroup(self, f"{name}Logs", retention=logs.RetentionDays.THREE_MONTHS,
                                       removal_policy=cdk.RemovalPolicy.DESTROY)
             fn = lambda_.Function(self, name, runtime=RUNTIME, code=code, handler=handler, timeout=timeout,
-                                  memory_size=256, log_group=log_group,
+                                  memory_size=256, log_group=log_group, role=self._role(name),
                                   environment={"MAX_IMPORTS_IN_FLIGHT": str(MAX_IMPORTS_IN_FLIGHT)}, **kwargs)
             self._grant(fn.role)
             return fn
@@ -111,7 +115,7 @@ class FsxPartitions(Construct):
             for resource in (*rule.node.find_all(), *self.dead_letters.node.find_all()):
                 if isinstance(resource, (lambda_.CfnPermission, sqs.CfnQueuePolicy, events.CfnRule)):
                     resource.cfn_options.condition = condition
-        acknowledge(self.profile_events, "AwsSolutions-IAM5",
+        acknowledge(self.profile_events.role, "AwsSolutions-IAM5",
                     "new profiles in this domain are only known by name once created; the handler may describe "
                     "and update profiles of this one domain",
                     findings=[f"Resource::{domain_arn_prefix}/*"])
@@ -124,6 +128,7 @@ class FsxPartitions(Construct):
         fn = lambda_.Function(
             self, "ProfileEvents", runtime=RUNTIME, handler="profile_events.handler", timeout=cdk.Duration.minutes(15),
             memory_size=256, log_group=log_group, retry_attempts=2, dead_letter_queue=self.dead_letters,
+            role=self._role("ProfileEvents"),
             code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
             environment={"DOMAIN_ID": domain_id, "FILE_SYSTEM_ID": self.file_system_id,
                          "FILE_SYSTEM_PATH": self.file_system_path, "DATA_BUCKET": self.data_bucket_name,
@@ -131,6 +136,16 @@ class FsxPartitions(Construct):
                          "MAX_WAIT_SECONDS": "780", "MAX_IMPORTS_IN_FLIGHT": str(MAX_IMPORTS_IN_FLIGHT)})
         self._grant(fn.role)
         return fn
+
+    def _role(self, handler: str) -> Optional[iam.Role]:
+        """A fixed-name role when one was asked for (else the function makes its own, as before)."""
+        if handler not in self.role_names:
+            return None
+        role = iam.Role(self, f"{handler}Role", role_name=self.role_names[handler],
+                        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(
+                            "service-role/AWSLambdaBasicExecutionRole")])
+        return role
 
     def _grant(self, role: iam.IRole) -> None:
         stack = cdk.Stack.of(self)
