@@ -138,7 +138,8 @@ class StudioStack(cdk.Stack):
         domain_arn_prefix = self.format_arn(service="sagemaker", resource="user-profile",
                                             resource_name=self.domain.attr_domain_id)
         self.partitions.watch_profiles(domain_id=self.domain.attr_domain_id, domain_arn_prefix=domain_arn_prefix,
-                                       condition=self.is_per_user)
+                                       condition=self.is_per_user,
+                                       reserved_uids={u.uid: u.name for u in config.users})
 
         # Per-user mode on Slurm: each profile runs as its own role and gets its own Slurm token; no munge key.
         self.token_issuer = self.user_policy = None
