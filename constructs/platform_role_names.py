@@ -36,3 +36,13 @@ def studio_user_role_path(cluster_name: str) -> str:
 def slurm_token_secret_prefix(cluster_name: str) -> str:
     """User U's current Slurm token lives in the secret named PREFIX + U (per-user mode)."""
     return f"{cluster_name}/slurm-token/"
+
+
+PARTITION_HANDLERS = ("OnEvent", "IsComplete", "ProfileEvents")
+
+
+def partition_handler_role_name(cluster_name: str, handler: str) -> str:
+    """The Studio partition handlers (`handler` in PARTITION_HANDLERS): with FSx itself, the only principals the data
+    bucket lets read or write objects under the Studio partitions' prefix (stacks/storage_stack.py)."""
+    short = {"OnEvent": "event", "IsComplete": "done", "ProfileEvents": "profile"}[handler]
+    return f"{cluster_name.lower()[:20]}-fsx-part-{short}-{cdk.Aws.REGION}"
