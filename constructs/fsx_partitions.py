@@ -11,8 +11,11 @@ stack create its partitions in that many lanes instead of all at once.
 """
 from __future__ import annotations
 
+import json
+import shutil
+import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
@@ -29,12 +32,17 @@ from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "fsx_partitions"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 MAX_IMPORTS_IN_FLIGHT = 4
+RESERVED_UIDS_FILE = "/var/task/reserved_uids.json"  # Lambda unpacks the code in /var/task
 
 
 class FsxPartitions(Construct):
     def __init__(self, scope: Construct, id_: str, *, file_system_id: str, file_system_path: str,
-                 data_bucket_name: str, s3_prefix: str, partition_root: str) -> None:
+                 data_bucket_name: str, s3_prefix: str, partition_root: str,
+                 role_names: Optional[dict[str, str]] = None) -> None:
+        """role_names: fixed IAM role names per handler ("OnEvent", "IsComplete", "ProfileEvents") for a bucket
+        policy that names them before they exist; generated names when None."""
         super().__init__(scope, id_)
+        self.role_names = role_names or {}
         self.file_system_id = file_system_id
         self.file_system_path = file_system_path.rstrip("/")
         self.data_bucket_name = data_bucket_name
@@ -46,7 +54,7 @@ class FsxPartitions(Construct):
             log_group = logs.LogGroup(self, f"{name}Logs", retention=logs.RetentionDays.THREE_MONTHS,
                                       removal_policy=cdk.RemovalPolicy.DESTROY)
             fn = lambda_.Function(self, name, runtime=RUNTIME, code=code, handler=handler, timeout=timeout,
-                                  memory_size=256, log_group=log_group,
+                                  memory_size=256, log_group=log_group, role=self._role(name),
                                   environment={"MAX_IMPORTS_IN_FLIGHT": str(MAX_IMPORTS_IN_FLIGHT)}, **kwargs)
             self._grant(fn.role)
             return fn
@@ -90,15 +98,19 @@ class FsxPartitions(Construct):
         return f"{self.file_system_path}/{self.partition_root}/{relative_name}"
 
     def watch_profiles(self, *, domain_id: str, domain_arn_prefix: str,
-                       condition: Optional[cdk.CfnCondition]) -> None:
-        """Profiles created outside the stack (console, CLI) get a private partition too."""
+                       condition: Optional[cdk.CfnCondition], reserved_uids: Mapping[int, str]) -> None:
+        """Profiles created outside the stack (console, CLI) get a private partition too, unless their uid is
+        another profile's or a config user's (`reserved_uids`: uid -> user name), see profile_events.py."""
         self.dead_letters = sqs.Queue(self, "ProfileEventsDeadLetters", enforce_ssl=True,
                                       encryption=sqs.QueueEncryption.SQS_MANAGED,
                                       retention_period=cdk.Duration.days(14))
-        self.profile_events = self._function_for_events(domain_id)
+        self.profile_events = self._function_for_events(domain_id, reserved_uids)
         self.profile_events.add_to_role_policy(iam.PolicyStatement(
             sid="MergeProfileFileSystems", actions=["sagemaker:DescribeUserProfile", "sagemaker:UpdateUserProfile"],
             resources=[f"{domain_arn_prefix}/*"]))
+        # Whose uid is whose: the handler lists the domain's profiles (filtered by DomainIdEquals).
+        self.profile_events.add_to_role_policy(iam.PolicyStatement(
+            sid="ListProfilesForUids", actions=["sagemaker:ListUserProfiles"], resources=["*"]))
         rule = events.Rule(self, "OnCreateUserProfile", description="Private FSx partition for new Studio profiles",
                            event_pattern=events.EventPattern(
                                source=["aws.sagemaker"], detail_type=["AWS API Call via CloudTrail"],
@@ -111,26 +123,50 @@ class FsxPartitions(Construct):
             for resource in (*rule.node.find_all(), *self.dead_letters.node.find_all()):
                 if isinstance(resource, (lambda_.CfnPermission, sqs.CfnQueuePolicy, events.CfnRule)):
                     resource.cfn_options.condition = condition
-        acknowledge(self.profile_events, "AwsSolutions-IAM5",
+        acknowledge(self.profile_events.role, "AwsSolutions-IAM5",
                     "new profiles in this domain are only known by name once created; the handler may describe "
-                    "and update profiles of this one domain",
-                    findings=[f"Resource::{domain_arn_prefix}/*"])
+                    "and update profiles of this one domain, and list profiles (ListUserProfiles takes no resource "
+                    "ARN) to refuse a uid another profile holds",
+                    findings=[f"Resource::{domain_arn_prefix}/*", "Resource::*"])
         acknowledge(self.dead_letters, "AwsSolutions-SQS3",
                     "this queue is the dead-letter queue of the profile-events function and its EventBridge target")
 
-    def _function_for_events(self, domain_id: str) -> lambda_.Function:
+    def _function_for_events(self, domain_id: str, reserved_uids: Mapping[int, str]) -> lambda_.Function:
         log_group = logs.LogGroup(self, "ProfileEventsLogs", retention=logs.RetentionDays.THREE_MONTHS,
                                   removal_policy=cdk.RemovalPolicy.DESTROY)
         fn = lambda_.Function(
             self, "ProfileEvents", runtime=RUNTIME, handler="profile_events.handler", timeout=cdk.Duration.minutes(15),
             memory_size=256, log_group=log_group, retry_attempts=2, dead_letter_queue=self.dead_letters,
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
-            environment={"DOMAIN_ID": domain_id, "FILE_SYSTEM_ID": self.file_system_id,
+            role=self._role("ProfileEvents"),
+            code=lambda_.Code.from_asset(self._code_with_reserved_uids(reserved_uids),
+                                         exclude=["__pycache__", "*.pyc"]),
+            environment={"RESERVED_UIDS_FILE": RESERVED_UIDS_FILE, "DOMAIN_ID": domain_id, "FILE_SYSTEM_ID": self.file_system_id,
                          "FILE_SYSTEM_PATH": self.file_system_path, "DATA_BUCKET": self.data_bucket_name,
                          "S3_PREFIX": self.s3_prefix, "PARTITION_ROOT": self.partition_root,
                          "MAX_WAIT_SECONDS": "780", "MAX_IMPORTS_IN_FLIGHT": str(MAX_IMPORTS_IN_FLIGHT)})
         self._grant(fn.role)
         return fn
+
+    @staticmethod
+    def _code_with_reserved_uids(reserved_uids: Mapping[int, str]) -> str:
+        """The handler code plus reserved_uids.json: a thousand users do not fit Lambda's 4 KB of environment. The
+        asset hash follows the content, so the folder's temporary name does not matter."""
+        folder = Path(tempfile.mkdtemp(prefix="fsx-profile-events-"))
+        for source in HANDLER_DIR.glob("*.py"):
+            shutil.copyfile(source, folder / source.name)
+        (folder / Path(RESERVED_UIDS_FILE).name).write_text(
+            json.dumps({str(uid): name for uid, name in sorted(reserved_uids.items())}, indent=0, sort_keys=True))
+        return str(folder)
+
+    def _role(self, handler: str) -> Optional[iam.Role]:
+        """A fixed-name role when one was asked for (else the function makes its own, as before)."""
+        if handler not in self.role_names:
+            return None
+        role = iam.Role(self, f"{handler}Role", role_name=self.role_names[handler],
+                        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(
+                            "service-role/AWSLambdaBasicExecutionRole")])
+        return role
 
     def _grant(self, role: iam.IRole) -> None:
         stack = cdk.Stack.of(self)

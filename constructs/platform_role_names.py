@@ -48,3 +48,13 @@ def slurm_jwt_key_secret_name(cluster_name: str) -> str:
     """The cluster stack's auth/jwt signing key secret (per-user mode). Named, so the Studio stack's token issuer
     addresses it without a reference to the cluster stack (Studio is created while the cluster is)."""
     return f"{cluster_name}/slurm-jwt-key"
+
+
+PARTITION_HANDLERS = ("OnEvent", "IsComplete", "ProfileEvents")
+
+
+def partition_handler_role_name(cluster_name: str, handler: str) -> str:
+    """The Studio partition handlers (`handler` in PARTITION_HANDLERS): with FSx itself, the only principals the data
+    bucket lets read or write objects under the Studio partitions' prefix (stacks/storage_stack.py)."""
+    short = {"OnEvent": "event", "IsComplete": "done", "ProfileEvents": "profile"}[handler]
+    return f"{cluster_name.lower()[:20]}-fsx-part-{short}-{cdk.Aws.REGION}"

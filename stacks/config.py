@@ -29,6 +29,9 @@ INTERFACE_ENDPOINT_SERVICES = ("ssm", "ssmmessages", "ec2messages", "sts", "logs
                                "sagemaker.api")
 # The two types AWS documents for Slurm clusters (sagemaker-hyperpod-resiliency-slurm-deep-health-checks); the API
 # enum also has MultiNodeTrainingValidation (tests/test_api_constraints.py keeps this in step with botocore).
+# The EKS stack's team directories live under this directory of the data repository (stacks/eks_cluster_stack.py);
+# Studio's partition root must differ: the data bucket closes Studio's prefix to everyone but its own handlers.
+EKS_TEAM_DIRECTORY_ROOT = "eks"
 DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
 # Deep health checks exercise accelerators; HyperPod rejects them on CPU-only instance families.
 ACCELERATED_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en", "p6", "g5", "g6", "g6e", "trn1", "trn1n", "trn2", "inf2")
@@ -840,6 +843,9 @@ def eks_errors(cfg: PlatformConfig) -> list[str]:
     gov = eks.task_governance
     if gov.enabled:
         errors.extend(_governance_errors(gov, compute))
+        if cfg.studio.enabled and cfg.studio.partition_root == EKS_TEAM_DIRECTORY_ROOT:
+            add(f"studio.partition_root: {cfg.studio.partition_root!r} is where the EKS team directories live; "
+                f"allowed: any other directory name (the default is 'studio')")
         users = {u.name for u in cfg.users}
         taken = {cfg.studio.shared_gid: "studio.shared_gid", **{u.group_id: f"the group of user {u.name!r}"
                                                                 for u in cfg.users}}

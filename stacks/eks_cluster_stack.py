@@ -22,7 +22,8 @@ from constructs.nag_acknowledgments import acknowledge
 from constructs.task_governance_provider import TaskGovernanceProvider
 
 from stacks import kubernetes_objects as k8s
-from stacks.config import ACCELERATORS, ConfigError, PlatformConfig, TeamQuota, team_gid
+from stacks.config import (ACCELERATORS, EKS_TEAM_DIRECTORY_ROOT, ConfigError, PlatformConfig, TeamQuota,
+                           team_gid)
 from stacks.network_stack import NetworkRefs
 from stacks.slurm_cluster_stack import group_specs
 from stacks.storage_stack import StorageStack
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 TRAINING_OPERATOR = ("aws-hyperpod", "hp-training-operator-controller-manager")  # namespace, service account
 FSX_CSI_CONTROLLER = ("kube-system", "fsx-csi-controller-sa")
-TEAM_DIRECTORY_ROOT = "eks"        # <data repository path>/eks/teams/<team> and .../eks/datasets on FSx
+TEAM_DIRECTORY_ROOT = EKS_TEAM_DIRECTORY_ROOT  # <data repository path>/eks/teams/<team> and .../eks/datasets on FSx
 DATASETS_DIRECTORY = "datasets"
 # Regions whose CloudFormation has the type (cfn-lint 1.58's registry schemas; tests/test_eks_cluster.py keeps this
 # table honest). Elsewhere a custom resource with the same properties calls the SageMaker API instead.

@@ -12,7 +12,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 from constructs.fsx_access_group import FsxAccessGroup
 from constructs.lifecycle_scripts import data_bucket_name, lifecycle_bucket_name
-from constructs.platform_role_names import upload_role_name
+from constructs.platform_role_names import PARTITION_HANDLERS, partition_handler_role_name, upload_role_name
 from constructs.lustre_file_system import LustreFileSystem
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 
@@ -31,7 +31,9 @@ class ExistingLustreRefs:
 
 class StorageStack(cdk.Stack):
     def __init__(self, scope: Construct, id_: str, *, cluster_name: str, storage: Storage, network: NetworkRefs,
-                 **kwargs) -> None:
+                 studio_partition_root: str | None = None, **kwargs) -> None:
+        """studio_partition_root: Studio's `studio.partition_root` when Studio is enabled; its prefix in the data
+        bucket is then closed to everyone but FSx and the partition handlers."""
         super().__init__(scope, id_, **kwargs)
         self.key = kms.Key(self, "DataKey", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
                            description="FSx for Lustre and (optionally) the S3 data bucket")
@@ -65,6 +67,8 @@ class StorageStack(cdk.Stack):
             metadata_iops=lustre.metadata.iops, data_bucket=self.data_bucket,
             file_system_path=repo.file_system_path, s3_prefix=repo.s3_prefix,
             auto_import=list(repo.auto_import), auto_export=list(repo.auto_export))
+        if studio_partition_root is not None:
+            self._only_fsx_and_handlers_touch_partitions(cluster_name, f"{repo.s3_prefix}{studio_partition_root}/")
 
         cdk.CfnOutput(self, "FsxFileSystemId", value=self.lustre.file_system_id)
         cdk.CfnOutput(self, "FsxDnsName", value=self.lustre.dns_name)
@@ -108,6 +112,25 @@ class StorageStack(cdk.Stack):
             actions=["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"],
             resources=[bucket.arn_for_objects("*")],
             conditions={"ArnNotLike": {"aws:PrincipalArn": writers}}))
+
+    def _only_fsx_and_handlers_touch_partitions(self, cluster_name: str, prefix: str) -> None:
+        """The objects behind the Studio partitions (the DRA's prefix + partition root, constructs/fsx_partitions.py)
+        carry FSx POSIX metadata (owner, mode): whoever writes them there decides who owns a directory on import, and
+        whoever reads them reads users' exported files. Only FSx and the partition handlers may, whatever else IAM
+        grants. FSx reads and writes a linked bucket as the file system's service-linked role
+        `aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_<file-system-id>`
+        (https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-service-linked-roles.html; path as in
+        https://docs.aws.amazon.com/aws-managed-policy/latest/reference/FSxDeleteServiceLinkedRoleAccess.html).
+        The handlers live in the Studio stack: fixed role names (constructs/platform_role_names.py)."""
+        role = f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
+        allowed = [f"{role}aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
+                   f"AWSServiceRoleForFSxS3Access_{self.lustre.file_system_id}"] + [
+            role + partition_handler_role_name(cluster_name, handler) for handler in PARTITION_HANDLERS]
+        self.data_bucket.add_to_resource_policy(iam.PolicyStatement(
+            sid="OnlyFsxAndPartitionHandlersTouchStudioPartitions", effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()], actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            resources=[self.data_bucket.arn_for_objects(f"{prefix}*")],
+            conditions={"ArnNotLike": {"aws:PrincipalArn": allowed}}))
 
     def _allow_fsx_s3_access_role(self, key: kms.Key) -> None:
         """FSx reads and writes the linked bucket as its per-file-system service-linked role, which IAM cannot

@@ -14,7 +14,8 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
 from constructs.lifecycle_scripts import lifecycle_bucket_name
-from constructs.platform_role_names import (slurm_jwt_key_secret_name, slurm_token_issuer_role_name,
+from constructs.platform_role_names import (PARTITION_HANDLERS, partition_handler_role_name,
+                                           slurm_jwt_key_secret_name, slurm_token_issuer_role_name,
                                            slurm_token_secret_prefix, studio_execution_role_name,
                                            studio_user_role_path, upload_role_name)
 from constructs.slurm_token_issuer import SlurmTokenIssuer
@@ -84,7 +85,8 @@ class StudioStack(cdk.Stack):
         self.partitions = FsxPartitions(
             self, "Partitions", file_system_id=storage.lustre.file_system_id,
             file_system_path=repo.file_system_path, data_bucket_name=storage.data_bucket_name,
-            s3_prefix=repo.s3_prefix, partition_root=studio.partition_root)
+            s3_prefix=repo.s3_prefix, partition_root=studio.partition_root,
+            role_names={h: partition_handler_role_name(config.name, h) for h in PARTITION_HANDLERS})
         shared_partition = self.partitions.partition(self, "SharedPartition", relative_name=SHARED_PARTITION,
                                                      uid="0", gid=str(studio.shared_gid), mode="2775",
                                                      condition=self.is_shared)
@@ -149,7 +151,8 @@ class StudioStack(cdk.Stack):
         domain_arn_prefix = self.format_arn(service="sagemaker", resource="user-profile",
                                             resource_name=self.domain.attr_domain_id)
         self.partitions.watch_profiles(domain_id=self.domain.attr_domain_id, domain_arn_prefix=domain_arn_prefix,
-                                       condition=self.is_per_user)
+                                       condition=self.is_per_user,
+                                       reserved_uids={u.uid: u.name for u in config.users})
 
         # Per-user mode on Slurm: each profile runs as its own role and gets its own Slurm token; no munge key.
         self.token_issuer = self.user_policy = None

@@ -389,6 +389,10 @@ EKS_BAD_INPUT = [
         {**WORKERS, "kubernetes_labels": {"bad key": "x"}}]}},
      "cluster.instance_groups[0].kubernetes_labels key: 'bad key' — must be a Kubernetes label key such "
      "as team or example.com/pool"),
+    ("studio partitions in the team directories", {**eks_base(task_governance={"teams": [TEAM]}),
+                                                   "studio": {"partition_root": "eks"}},
+     "studio.partition_root: 'eks' is where the EKS team directories live; allowed: any other directory name "
+     "(the default is 'studio')"),
     ("team name", eks_base(task_governance={"teams": [{**TEAM, "name": "Research"}]}),
      "eks.task_governance.teams[0].name: 'Research' — must be 1-40 lowercase letters, digits and '-', starting and "
      "ending alphanumeric"),

@@ -173,3 +173,34 @@ def test_existing_file_system_reaches_the_cluster_and_studio(synth):
     assert len(lustre_in) == 2
     # The rules land on the storage stack's access group, not on the cluster's group you brought.
     assert all(p["GroupId"] != "sg-0a1b2c3d4e5f60718" for p in lustre_in)
+
+
+def _partition_guard(t) -> list[dict]:
+    (policy,) = [p for p in t.find_resources("AWS::S3::BucketPolicy").values()
+                 if p["Properties"]["Bucket"]["Ref"].startswith("DataBucket")]
+    return [st for st in policy["Properties"]["PolicyDocument"]["Statement"]
+            if st.get("Sid") == "OnlyFsxAndPartitionHandlersTouchStudioPartitions"]
+
+
+@pytest.mark.parametrize("variant", ["default", "eks"])
+def test_only_fsx_and_the_partition_handlers_touch_the_studio_partitions_prefix(synth, variant):
+    s = synth(variant)
+    (deny,) = _partition_guard(s.template("storage"))
+    assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"}
+    assert set(deny["Action"]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
+    # <s3_prefix><partition_root>/ exactly as the handlers write markers (constructs/fsx_partitions.py): default
+    # config has s3_prefix "" and partition_root "studio".
+    assert _text(deny["Resource"]) == "<DataBucketE3889A50.Arn>/studio/*"
+    allowed = {_text(a) for a in deny["Condition"]["ArnNotLike"]["aws:PrincipalArn"]}
+    role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/"
+    fs = next(iter(s.template("storage").find_resources("AWS::FSx::FileSystem")))
+    slr = f"{role}aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_<{fs}>"
+    # Every role a partition handler really runs as (Studio stack) carries a name the policy allows, and only those.
+    studio = s.templates["studio"]["Resources"]
+    handler_roles = {_text(studio[fn["Properties"]["Role"]["Fn::GetAtt"][0]]["Properties"].get("RoleName", "<none>"))
+                     for lid, fn in studio.items()
+                     if fn["Type"] == "AWS::Lambda::Function" and lid.startswith("Partitions")
+                     and fn["Properties"]["Handler"].startswith(("custom_resource.", "profile_events."))}
+    assert "<none>" not in handler_roles and len(handler_roles) == 3
+    assert allowed == {slr} | {role + n for n in handler_roles}
+    assert all(len(n.replace("<AWS::Region>", "ap-southeast-5")) <= 64 for n in handler_roles)

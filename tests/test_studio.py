@@ -133,6 +133,25 @@ def test_profiles_created_outside_the_stack_get_partitions(synth):
     assert "ProfileEventsDeadLetters" in json.dumps(fn["Properties"]["DeadLetterConfig"])
 
 
+def test_profile_events_know_the_config_users_uids_and_may_list_profiles(synth):
+    """The handler refuses a uid a config user or another profile holds: its code asset carries every config
+    user's uid, and its role may list the domain's profiles."""
+    s = synth("containers")
+    t = s.templates["studio"]
+    (logical, fn), = [(k, f) for k, f in _resources(t, "AWS::Lambda::Function").items()
+                      if f["Properties"].get("Handler") == "profile_events.handler"]
+    path = fn["Properties"]["Environment"]["Variables"]["RESERVED_UIDS_FILE"]
+    assert path == "/var/task/reserved_uids.json"
+    asset = s.out_dir / f"asset.{fn['Properties']['Code']['S3Key'].removesuffix('.zip')}"
+    reserved = json.loads((asset / "reserved_uids.json").read_text())
+    assert reserved == {str(u.uid): u.name for u in s.config.users} and reserved
+    assert (asset / "profile_events.py").is_file() and (asset / "partitions.py").is_file()
+    statements = [st for p in _resources(t, "AWS::IAM::Policy").values()
+                  for st in p["Properties"]["PolicyDocument"]["Statement"]]
+    (listing,) = [st for st in statements if st.get("Sid") == "ListProfilesForUids"]
+    assert listing["Action"] == "sagemaker:ListUserProfiles" and listing["Resource"] == "*"
+
+
 def test_partition_handlers_reach_only_the_partition_prefix(synth):
     t = synth("default").templates["studio"]
     rendered = json.dumps([p for p in _resources(t, "AWS::IAM::Policy").values() if "PartitionMarkers" in json.dumps(p)])

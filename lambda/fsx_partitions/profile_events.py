@@ -6,16 +6,27 @@ For a profile in our domain: wait until it is InService, read its POSIX identity
 step is idempotent, so the asynchronous invocation retries (and then the dead-letter queue) can take over on any
 failure.
 
+Before anything is written, a profile is refused (UidConflict: logged, raised, nothing written or mounted) when its uid
+is a config user's (RESERVED_UIDS) other than a profile of that user's name, or is another profile's in
+the domain; and when its partition already exists with another owner (a profile deleted and created again with a
+new uid) unless the CreateUserProfile call carried the tag hyperpod:force-uid-change=true, which re-owns the
+partition's top directory (files below it keep their owner).
+
 Environment: DOMAIN_ID, FILE_SYSTEM_ID, FILE_SYSTEM_PATH, DATA_BUCKET, S3_PREFIX, MAX_WAIT_SECONDS (budget shared by
-both waits; keep it below the function timeout) and optionally PARTITION_ROOT (default "studio").
+both waits; keep it below the function timeout) and optionally PARTITION_ROOT (default "studio") and RESERVED_UIDS_FILE
+(a JSON object uid -> config user name, shipped with the code: a thousand users do not fit Lambda's 4 KB of
+environment variables).
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from botocore.exceptions import ClientError
 
 import partitions
 from partitions import Partition
@@ -26,10 +37,15 @@ LOG.setLevel(logging.INFO)
 PRIVATE_MODE = 0o700
 CLOUDFORMATION = "cloudformation.amazonaws.com"
 PROFILE_FAILED_STATES = frozenset({"Failed", "Deleting", "Delete_Failed"})
+FORCE_UID_CHANGE_TAG = "hyperpod:force-uid-change"
 
 
 class ProfileNotReady(RuntimeError):
     pass
+
+
+class UidConflict(ValueError):
+    """The profile's uid would give it another identity's files: nothing is written or mounted."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +58,7 @@ class Settings:
     max_wait_seconds: float
     partition_root: str = "studio"
     max_in_flight: int = partitions.DEFAULT_MAX_IMPORTS_IN_FLIGHT
+    reserved_uids: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Settings":
@@ -53,7 +70,15 @@ class Settings:
                    file_system_path=env["FILE_SYSTEM_PATH"], data_bucket=env["DATA_BUCKET"],
                    s3_prefix=env.get("S3_PREFIX", ""), max_wait_seconds=float(env.get("MAX_WAIT_SECONDS", "600")),
                    partition_root=env.get("PARTITION_ROOT", "").strip("/") or "studio",
-                   max_in_flight=int(env.get("MAX_IMPORTS_IN_FLIGHT", partitions.DEFAULT_MAX_IMPORTS_IN_FLIGHT)))
+                   max_in_flight=int(env.get("MAX_IMPORTS_IN_FLIGHT", partitions.DEFAULT_MAX_IMPORTS_IN_FLIGHT)),
+                   reserved_uids=read_reserved_uids(env.get("RESERVED_UIDS_FILE", "")))
+
+
+def read_reserved_uids(path: str) -> dict[int, str]:
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return {int(uid): name for uid, name in json.load(f).items()}
 
 
 def created_by_cloudformation(detail: Mapping[str, Any]) -> bool:
@@ -65,9 +90,51 @@ def created_by_cloudformation(detail: Mapping[str, Any]) -> bool:
     identity = detail.get("userIdentity") or {}
     if CLOUDFORMATION in (identity.get("invokedBy"), detail.get("sourceIPAddress"), detail.get("userAgent")):
         return True
+    return any(key.startswith("aws:cloudformation:") for key in request_tags(detail))
+
+
+def request_tags(detail: Mapping[str, Any]) -> dict[str, str]:
+    """The tags of the CreateUserProfile call, as CloudTrail records requestParameters.tags."""
     tags = (detail.get("requestParameters") or {}).get("tags") or []
-    return any(str(tag.get("key", tag.get("Key", ""))).startswith("aws:cloudformation:")
-               for tag in tags if isinstance(tag, Mapping))
+    return {str(tag.get("key", tag.get("Key", ""))): str(tag.get("value", tag.get("Value", "")))
+            for tag in tags if isinstance(tag, Mapping)}
+
+
+def uid_owner(sagemaker, domain_id: str, profile_name: str, uid: int, reserved: Mapping[int, str], *,
+              sleep=time.sleep) -> str | None:
+    """Who else holds `uid`: a config user of another name, or another profile of the domain (every profile is
+    described: ListUserProfiles returns no settings). None when nobody does. (Root cannot occur: the SageMaker API
+    takes CustomPosixUserConfig.Uid from 10000 up.)"""
+    if uid in reserved and reserved[uid] != profile_name:
+        return f"config user {reserved[uid]!r}"
+    token = None
+    while True:
+        page = partitions.retry(lambda: sagemaker.list_user_profiles(
+            DomainIdEquals=domain_id, **({"NextToken": token} if token else {})), sleep=sleep)
+        for summary in page.get("UserProfiles", []):
+            other = summary["UserProfileName"]
+            if other == profile_name:
+                continue
+            described = partitions.retry(lambda: sagemaker.describe_user_profile(
+                DomainId=domain_id, UserProfileName=other), sleep=sleep)
+            posix = (described.get("UserSettings") or {}).get("CustomPosixUserConfig") or {}
+            if posix.get("Uid") == uid:
+                return f"user profile {other!r}"
+        token = page.get("NextToken")
+        if not token:
+            return None
+
+
+def partition_owner(s3, bucket: str, key: str, *, sleep=time.sleep) -> int | None:
+    """The uid the partition's marker gives its directory, None when there is no partition yet."""
+    try:
+        head = partitions.retry(lambda: s3.head_object(Bucket=bucket, Key=key), sleep=sleep)
+    except ClientError as error:
+        if partitions.error_code(error) in partitions.NOT_FOUND_CODES:
+            return None
+        raise
+    owner = {name.lower(): value for name, value in head.get("Metadata", {}).items()}.get(partitions.META_OWNER)
+    return int(owner) if owner is not None and owner.isdigit() else None
 
 
 def handler(event: Mapping[str, Any], _context: Any = None, *, settings: Settings | None = None, s3=None, fsx=None,
@@ -108,6 +175,18 @@ def handler(event: Mapping[str, Any], _context: Any = None, *, settings: Setting
         relative_path=f"{settings.partition_root}/{profile_name}",
         uid=posix["Uid"], gid=posix["Gid"], mode=PRIVATE_MODE)
     s3 = s3 or partitions.client("s3")
+    holder = uid_owner(sagemaker, domain_id, profile_name, partition.uid, settings.reserved_uids, sleep=sleep)
+    if holder:
+        raise refuse(f"user profile {domain_id}/{profile_name}: uid {partition.uid} is already {holder}'s; "
+                     f"nothing was mounted. Give the profile a uid of its own (UserSettings.CustomPosixUserConfig)")
+    owner = partition_owner(s3, partition.data_bucket, partition.marker_key, sleep=sleep)
+    if owner is not None and owner != partition.uid:
+        if request_tags(detail).get(FORCE_UID_CHANGE_TAG, "").lower() != "true":
+            raise refuse(f"user profile {domain_id}/{profile_name}: its partition {partition.path} belongs to uid "
+                         f"{owner}, the profile has uid {partition.uid}; nothing was mounted. Create the profile "
+                         f"with the tag {FORCE_UID_CHANGE_TAG}=true to hand the partition to the new uid")
+        LOG.warning("user profile %s/%s: partition %s goes from uid %s to %s (%s=true)", domain_id, profile_name,
+                    partition.path, owner, partition.uid, FORCE_UID_CHANGE_TAG)
     fsx = fsx or partitions.client("fsx")
     partitions.ensure_marker(s3, partition.data_bucket, partition.marker_key, partition.uid, partition.gid,
                              partition.mode, sleep=sleep)
@@ -126,6 +205,11 @@ def handler(event: Mapping[str, Any], _context: Any = None, *, settings: Setting
     partitions.merge_file_system_config(sagemaker, domain_id, profile_name, partition.file_system_id,
                                         partition.path, sleep=sleep)
     return {"status": "done", "profile": profile_name, "path": partition.path, "taskId": task_id}
+
+
+def refuse(message: str) -> UidConflict:
+    LOG.error("refused: %s", message)
+    return UidConflict(message)
 
 
 def wait_in_service(sagemaker, domain_id: str, profile_name: str, *, max_wait: float,

@@ -4,7 +4,7 @@
 # instance group) HyperPod writes /opt/slurm/etc/slurm.conf, starts slurmctld on the controller and configless
 # slurmd on login and compute nodes, and mounts FSx when InstanceStorageConfigs names it.
 #
-# So this script adds only what HyperPod does not do: users, their SSH keys (kept in step with later changes to
+# So this script adds only what HyperPod does not do: instance metadata for root only (block_imds.sh), users, their SSH keys (kept in step with later changes to
 # the users list by a timer, install_users_sync.sh), the container runtime's settings, Slurm
 # log rotation, and (controller) the settings Studio login nodes read. It never writes node or partition lines,
 # never starts, stops or restarts a Slurm daemon; after changing plugstack.conf the controller runs
@@ -27,6 +27,7 @@ detected="$(params_py node-type "$RESOURCE_CONFIG" "$PARAMS_FILE" "${addresses[@
 NODE_TYPE="${detected%%$'\t'*}"
 log "node type: $NODE_TYPE (instance group ${detected#*$'\t'})"
 
+bash "$HERE/block_imds.sh"          # before any user exists: instance credentials for root only
 bash "$HERE/mount_fsx.sh"           # lifecycle mount, or wait for HyperPod's own mount
 bash "$HERE/create_users.sh"        # homes on FSx once it is there
 bash "$HERE/setup_ssh_keys.sh"      # passwordless SSH between nodes for cluster users

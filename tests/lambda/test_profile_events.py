@@ -68,11 +68,30 @@ def expect_start(fsx_stub, in_flight=0):
                            "ClientRequestToken": ANY})
 
 
+def expect_uid_check(sm_stub, others=(), pages=1):
+    """ListUserProfiles (split over `pages`) lists alice and `others` ({name: uid}); each other is described."""
+    names = ["alice", *others]
+    chunks = [names[i::pages] for i in range(pages)]
+    for index, chunk in enumerate(chunks):
+        page = {"UserProfiles": [{"DomainId": "d-ours0000001", "UserProfileName": n} for n in chunk]}
+        if index + 1 < pages:
+            page["NextToken"] = f"page-{index + 1}"
+        sm_stub.add_response("list_user_profiles", page, {"DomainIdEquals": "d-ours0000001",
+                                                          **({"NextToken": f"page-{index}"} if index else {})})
+        for name in chunk:
+            if name != "alice":
+                sm_stub.add_response("describe_user_profile", {
+                    "DomainId": "d-ours0000001", "UserProfileName": name, "Status": "InService",
+                    "UserSettings": {"CustomPosixUserConfig": {"Uid": others[name], "Gid": 1001}}},
+                    {"DomainId": "d-ours0000001", "UserProfileName": name})
+
+
 def test_new_profile_gets_a_private_partition_and_keeps_other_mounts(s3, bucket, fsx, sagemaker, sleeps):
     fsx_client, fsx_stub = fsx
     sm_client, sm_stub = sagemaker
     sm_stub.add_response("describe_user_profile", profile("Pending"), WHO)
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    expect_uid_check(sm_stub, {"bob": 20002, "carol": 20003}, pages=2)
     expect_start(fsx_stub)
     fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [task("EXECUTING")]},
                           {"TaskIds": [TASK]})
@@ -157,6 +176,7 @@ def test_failed_import_raises_and_leaves_the_profile_alone(s3, bucket, fsx, sage
     fsx_client, fsx_stub = fsx
     sm_client, sm_stub = sagemaker
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    expect_uid_check(sm_stub)
     expect_start(fsx_stub)
     fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [
         {**task("FAILED"), "FailureDetails": {"Message": "S3 path not linked to a DRA"}}]})
@@ -173,16 +193,17 @@ class Tokens:
                                     lambda params, **_: self.seen.append(params.get("ClientRequestToken")))
 
 
-def run_to_done(event, s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps, busy_polls=0):
-    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+def run_to_done(event, s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps, busy_polls=0, posix=POSIX):
+    sm_stub.add_response("describe_user_profile", profile("InService", posix=posix), WHO)
+    expect_uid_check(sm_stub)
     for _ in range(busy_polls):
         expect_in_flight(fsx_stub, SETTINGS.max_in_flight)
     expect_start(fsx_stub)
     fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [task("SUCCEEDED")]},
                           {"TaskIds": [TASK]})
-    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    sm_stub.add_response("describe_user_profile", profile("InService", posix=posix), WHO)
     sm_stub.add_response("update_user_profile", {}, {**WHO, "UserSettings": {
-        "CustomPosixUserConfig": POSIX, "CustomFileSystemConfigs": [EFS_ENTRY, OUR_ENTRY]}})
+        "CustomPosixUserConfig": posix, "CustomFileSystemConfigs": [EFS_ENTRY, OUR_ENTRY]}})
     return profile_events.handler(event, None, settings=SETTINGS, s3=s3, fsx=fsx_client, sagemaker=sm_client,
                                   sleep=sleeps)
 
@@ -214,6 +235,7 @@ def test_the_import_stops_waiting_for_a_slot_within_the_budget(s3, bucket, fsx, 
     fsx_client, fsx_stub = fsx
     sm_client, sm_stub = sagemaker
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    expect_uid_check(sm_stub)
     for _ in range(5):  # polls at 0, 2, 6, 14 and 30 seconds of the 30-second half budget
         expect_in_flight(fsx_stub, SETTINGS.max_in_flight)
     with pytest.raises(TimeoutError, match="free import slot"):
@@ -221,3 +243,76 @@ def test_the_import_stops_waiting_for_a_slot_within_the_budget(s3, bucket, fsx, 
                                sagemaker=sm_client, sleep=sleeps)
     fsx_stub.assert_no_pending_responses()
     sm_stub.assert_no_pending_responses()  # the profile never got an entry for a directory that does not exist
+
+
+RESERVED = Settings(domain_id="d-ours0000001", file_system_id=FS, file_system_path="/data", data_bucket="data-bucket",
+                    s3_prefix="", max_wait_seconds=60, reserved_uids={20001: "dave", 20050: "alice"})
+
+
+@pytest.mark.parametrize("settings, others, posix, holder", [
+    (SETTINGS, {"bob": 20002, "mallory": 20001}, POSIX, "user profile 'mallory'"),
+    (RESERVED, {}, POSIX, "config user 'dave'"),
+])
+def test_a_uid_someone_else_holds_is_refused_and_nothing_is_written(settings, others, posix, holder, s3, bucket,
+                                                                      s3_calls, fsx, sagemaker, sleeps):
+    sm_client, sm_stub = sagemaker
+    sm_stub.add_response("describe_user_profile", profile("InService", posix=posix), WHO)
+    if holder.startswith("user profile"):
+        expect_uid_check(sm_stub, others)
+    with pytest.raises(profile_events.UidConflict, match=f"uid {posix['Uid']} is already {holder}'s"):
+        profile_events.handler(cloudtrail_event(), None, settings=settings, s3=s3, fsx=fsx[0],
+                               sagemaker=sm_client, sleep=sleeps)
+    sm_stub.assert_no_pending_responses()  # no update_user_profile: nothing mounted
+    assert s3_calls.names() == []
+
+
+def test_a_config_user_may_have_the_profile_of_its_own_name(s3, bucket, fsx, sagemaker, sleeps):
+    fsx_client, fsx_stub = fsx
+    sm_client, sm_stub = sagemaker
+    result = run_to_done(cloudtrail_event(), s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps,
+                         posix={"Uid": 20050, "Gid": 1001})
+    assert result["status"] == "done"
+
+
+def put_partition(s3, bucket, owner):
+    s3.put_object(Bucket=bucket, Key="studio/alice/", Body=b"",
+                  Metadata={"file-owner": str(owner), "file-group": "1001", "file-permissions": "040700"})
+
+
+def test_an_existing_partition_of_another_uid_is_refused(s3, bucket, s3_calls, fsx, sagemaker, sleeps):
+    sm_client, sm_stub = sagemaker
+    put_partition(s3, bucket, 20009)
+    s3_calls.calls.clear()
+    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    expect_uid_check(sm_stub)
+    with pytest.raises(profile_events.UidConflict, match="belongs to uid 20009, the profile has uid 20001"):
+        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0],
+                               sagemaker=sm_client, sleep=sleeps)
+    sm_stub.assert_no_pending_responses()
+    assert s3_calls.names() == ["HeadObject"]  # looked, changed nothing
+    assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20009"
+
+
+def test_the_force_tag_hands_an_existing_partition_to_the_new_uid(s3, bucket, fsx, sagemaker, sleeps):
+    fsx_client, fsx_stub = fsx
+    sm_client, sm_stub = sagemaker
+    put_partition(s3, bucket, 20009)
+    event = cloudtrail_event(tags=[{"key": "hyperpod:force-uid-change", "value": "true"}])
+    result = run_to_done(event, s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps)
+    assert result["status"] == "done"
+    assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20001"
+
+
+def test_an_existing_partition_of_the_same_uid_is_reused(s3, bucket, fsx, sagemaker, sleeps):
+    fsx_client, fsx_stub = fsx
+    sm_client, sm_stub = sagemaker
+    put_partition(s3, bucket, 20001)
+    assert run_to_done(cloudtrail_event(), s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps)["status"] == "done"
+
+
+def test_reserved_uids_come_from_the_file_the_environment_names(monkeypatch, tmp_path):
+    (tmp_path / "reserved.json").write_text('{"20001": "alice"}')
+    for name, value in {"DOMAIN_ID": "d-x", "FILE_SYSTEM_ID": FS, "FILE_SYSTEM_PATH": "/data",
+                        "DATA_BUCKET": "b", "RESERVED_UIDS_FILE": str(tmp_path / "reserved.json")}.items():
+        monkeypatch.setenv(name, value)
+    assert Settings.from_env(os.environ).reserved_uids == {20001: "alice"}

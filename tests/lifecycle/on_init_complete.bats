@@ -40,6 +40,7 @@ run_as() {
   run_as "$CONTROLLER_IP"
   [ "$status" -eq 0 ]
   grep -q "node type: controller" "$LOG_DIR/on_init_complete.log"
+  grep -qxF "OUTPUT -d 169.254.169.254 -m owner ! --uid-owner 0 -j REJECT" "$FAKE_ROOT/iptables.rules"
   [ "$(calls mount)" = "mount $T/fsx" ]
   calls useradd | grep -q -- "--uid 2001 --gid 2001 --create-home --home-dir $T/fsx/home/alice "
   [ -s "$T/fsx/home/alice/.ssh/id_ed25519_cluster" ]

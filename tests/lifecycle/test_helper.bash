@@ -8,7 +8,7 @@ SCRIPTS="$REPO_ROOT/lifecycle/hyperpod"
 FIXTURES="$BATS_TEST_DIRNAME/fixtures"
 
 STUBBED=(hostname mount umount mountpoint getent groupadd useradd usermod userdel systemctl scontrol
-  apt-get apt-mark dpkg-query aws visudo srun ssh-keygen lctl nproc)
+  apt-get apt-mark dpkg-query aws visudo srun ssh-keygen lctl nproc iptables ip6tables)
 
 setup() {
   T="$BATS_TEST_TMPDIR"
@@ -75,7 +75,7 @@ calls() {
 
 # mutating_calls -> every recorded call that changes the node
 mutating_calls() {
-  grep -E '^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-mark|aws) |^systemctl (daemon-reload|enable|restart|reload)' "$STUB_LOG" || true
+  grep -E '^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-mark|aws) |^ip6?tables -w -A |^systemctl (daemon-reload|enable|restart|reload)' "$STUB_LOG" || true
 }
 
 # add_artifact NAME FILE CONTENT [SHA] : puts a fake .deb in the fake S3 and lists it in the params
