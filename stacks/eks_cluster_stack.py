@@ -43,11 +43,10 @@ HYPERPOD_OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
 HYPERPOD_OBSERVABILITY = ("hyperpod-observability", "hyperpod-observability-operator-otel-collector")
 
 
-def observability_addon_values(workspace: MetricsWorkspace) -> str:
+def observability_addon_values(workspace: MetricsWorkspace) -> dict:
     """The add-on's configurationValues: where to remote-write. No amgWorkspace: the platform provisions its own
     Grafana dashboards (observability/grafana/) in the observability stack, which deploys after this one."""
-    return cdk.Stack.of(workspace).to_json_string({
-        "ampWorkspace": {"prometheusEndpoint": workspace.prometheus_endpoint, "arn": workspace.workspace_arn}})
+    return {"ampWorkspace": {"prometheusEndpoint": workspace.prometheus_endpoint, "arn": workspace.workspace_arn}}
 FSX_CSI_CONTROLLER = ("kube-system", "fsx-csi-controller-sa")
 TEAM_DIRECTORY_ROOT = EKS_TEAM_DIRECTORY_ROOT  # <data repository path>/eks/teams/<team> and .../eks/datasets on FSx
 DATASETS_DIRECTORY = "datasets"
