@@ -210,3 +210,27 @@ def test_config_errors_name_the_key(observability, message):
     with pytest.raises(ConfigError) as error:
         parse_config({"observability": observability}, "test")
     assert any(e.startswith(message) for e in error.value.errors), error.value.errors
+
+
+def test_saml_workspace_maps_admin_roles_from_the_assertion():
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Match, Template
+
+    from constructs.grafana_workspace import GrafanaWorkspace, SamlSettings
+    from constructs.metrics_workspace import MetricsWorkspace
+    stack = cdk.Stack(cdk.App(), "Saml", env=cdk.Environment(account="111122223333", region="us-west-2"))
+    metrics = MetricsWorkspace(stack, "Metrics", alias="saml-node-metrics", retention_days=30)
+    GrafanaWorkspace(stack, "Grafana", name="saml", metrics=metrics, file_system_id="fs-0123456789abcdef0",
+                     authentication_provider="SAML",
+                     saml=SamlSettings("https://idp.example.com/metadata", "groups", ("grafana-admins",)))
+    template = Template.from_stack(stack)
+    template.has_resource_properties("AWS::Grafana::Workspace", {
+        "AuthenticationProviders": ["SAML"],
+        "SamlConfiguration": {"IdpMetadata": {"Url": "https://idp.example.com/metadata"},
+                              "AssertionAttributes": {"Role": "groups"}, "RoleValues": {"Admin": ["grafana-admins"]}}})
+    # no Identity Center groups: the provisioner may not change permissions
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        assert "grafana:UpdatePermissions" not in json.dumps(policy)
+    template.has_resource_properties("Custom::GrafanaProvisioning", {"ViewerGroupIds": [], "AdminGroupIds": [],
+                                                                     "FileSystemId": "fs-0123456789abcdef0",
+                                                                     "Dashboards": Match.any_value()})

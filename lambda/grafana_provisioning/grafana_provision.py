@@ -29,11 +29,11 @@ def on_event(event, _context):
     if event["RequestType"] == "Delete":
         return {"PhysicalResourceId": event.get("PhysicalResourceId", physical_id)}
     grafana = boto3.client("grafana", region_name=props["Region"])
-    provision(grafana, props)
+    provision(grafana, props, event.get("OldResourceProperties") if event["RequestType"] == "Update" else None)
     return {"PhysicalResourceId": physical_id}
 
 
-def provision(grafana, props: dict) -> None:
+def provision(grafana, props: dict, old: dict | None = None) -> None:
     workspace_id = props["WorkspaceId"]
     account_id = service_account(grafana, workspace_id)
     token = grafana.create_workspace_service_account_token(
@@ -48,7 +48,7 @@ def provision(grafana, props: dict) -> None:
     finally:
         grafana.delete_workspace_service_account_token(workspaceId=workspace_id, serviceAccountId=account_id,
                                                        tokenId=token["id"])
-    grant_roles(grafana, workspace_id, props)
+    grant_roles(grafana, workspace_id, props, old or {})
 
 
 def service_account(grafana, workspace_id: str) -> str:
@@ -60,10 +60,15 @@ def service_account(grafana, workspace_id: str) -> str:
                                                     grafanaRole="ADMIN")["id"]
 
 
-def grant_roles(grafana, workspace_id: str, props: dict) -> None:
-    batch = [{"action": "ADD", "role": role, "users": [{"id": group, "type": "SSO_GROUP"} for group in groups]}
-             for role, groups in (("VIEWER", props.get("ViewerGroupIds", [])), ("ADMIN", props.get("AdminGroupIds", [])))
-             if groups]
+def grant_roles(grafana, workspace_id: str, props: dict, old: dict) -> None:
+    """Groups in the config get their role; groups an update removed from the config lose it."""
+    batch = []
+    for role, key in (("VIEWER", "ViewerGroupIds"), ("ADMIN", "AdminGroupIds")):
+        wanted, before = props.get(key, []), old.get(key, [])
+        for action, groups in (("ADD", wanted), ("REVOKE", [g for g in before if g not in wanted])):
+            if groups:
+                batch.append({"action": action, "role": role,
+                              "users": [{"id": group, "type": "SSO_GROUP"} for group in groups]})
     if batch:
         errors = grafana.update_permissions(workspaceId=workspace_id, updateInstructionBatch=batch)["errors"]
         if errors:

@@ -163,6 +163,19 @@ def test_token_is_deleted_when_grafana_refuses(grafana_http):
     assert state["sources"] == {} and state["dashboards"] == {}
 
 
+def test_an_update_revokes_groups_removed_from_the_config(grafana_http):
+    endpoint, _ = grafana_http
+    client, stub = stubbed(existing_account=True)
+    stub.add_response("update_permissions", {"errors": []}, {"workspaceId": WORKSPACE, "updateInstructionBatch": [
+        {"action": "ADD", "role": "VIEWER", "users": [{"id": "viewers-1", "type": "SSO_GROUP"}]},
+        {"action": "REVOKE", "role": "VIEWER", "users": [{"id": "old-viewers", "type": "SSO_GROUP"}]},
+        {"action": "REVOKE", "role": "ADMIN", "users": [{"id": "old-admins", "type": "SSO_GROUP"}]}]})
+    with stub:
+        grafana_provision.provision(client, props(endpoint), {"ViewerGroupIds": ["viewers-1", "old-viewers"],
+                                                              "AdminGroupIds": ["old-admins"]})
+        stub.assert_no_pending_responses()
+
+
 def test_permission_errors_fail_the_resource(grafana_http):
     endpoint, _ = grafana_http
     client, stub = stubbed(existing_account=True)
