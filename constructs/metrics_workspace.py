@@ -25,6 +25,8 @@ class MetricsWorkspace(Construct):
         # encryption-at-rest-Amazon-Service-Prometheus.html).
         self.key = kms.Key(self, "Key", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
                            description=f"{alias}: encrypts the node metrics in Amazon Managed Service for Prometheus")
+        # No LoggingConfiguration: AMP's workspace logs report rule-evaluation and alert-manager errors
+        # (docs.aws.amazon.com/prometheus/latest/userguide/AMP-CW-logs.html) and this workspace has neither.
         self.workspace = aps.CfnWorkspace(
             self, "Workspace", alias=alias, kms_key_arn=self.key.key_arn,
             workspace_configuration=aps.CfnWorkspace.WorkspaceConfigurationProperty(
