@@ -577,8 +577,6 @@ class Grafana(Strict):
 
 class Observability(Strict):
     """Always on: one encrypted SNS topic for alarms and HyperPod events, a dashboard, log retention."""
-    node_metrics: NodeMetrics = NodeMetrics()
-    grafana: Grafana = Grafana()
     subscriptions: list[AlarmSubscription] = []
     # Every log group the platform creates (Lambda handlers, providers) and HyperPod's own cluster log group;
     # network.flow_logs.retention_days and eks.log_retention_days keep governing theirs.
@@ -588,6 +586,8 @@ class Observability(Strict):
     fsx_throughput_minutes: int = Field(default=30, ge=5, le=1440)  # ... sustained this long
     # Alarm when the oldest change waiting for automatic export to S3 is older than this.
     export_backlog_minutes: int = Field(default=60, ge=5, le=1440)
+    node_metrics: NodeMetrics = NodeMetrics()  # opt-in
+    grafana: Grafana = Grafana()  # opt-in
 
 
 class Deployment(Strict):
