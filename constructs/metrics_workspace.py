@@ -11,9 +11,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-# Fn::GetAtt PrometheusEndpoint is the workspace's Prometheus-compatible base URL ending in '/'
-# (docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-aps-workspace.html, return values);
-# remote write is its api/v1/remote_write path (docs.aws.amazon.com/prometheus/latest/userguide/AMP-onboard-ingest-metrics-remote-write.html).
+# The workspace's base URL is built from its id rather than read from Fn::GetAtt PrometheusEndpoint: AWS's API
+# reference gives that attribute's example with and without a trailing `api/v1/` (DescribeWorkspace's
+# prometheusEndpoint: ".../workspaces/ws-.../api/v1/"), so appending to it could double the path. Remote write is
+# <base>api/v1/remote_write (docs.aws.amazon.com/prometheus/latest/userguide/AMP-onboard-ingest-metrics-remote-write.html).
 REMOTE_WRITE_PATH = "api/v1/remote_write"
 
 
@@ -34,7 +35,8 @@ class MetricsWorkspace(Construct):
         self.workspace.apply_removal_policy(cdk.RemovalPolicy.RETAIN)  # metric history is user data
         self.workspace_arn = self.workspace.attr_arn
         self.workspace_id = self.workspace.attr_workspace_id
-        self.prometheus_endpoint = self.workspace.attr_prometheus_endpoint
+        self.prometheus_endpoint = cdk.Fn.join("", [
+            "https://aps-workspaces.", cdk.Aws.REGION, ".", cdk.Aws.URL_SUFFIX, "/workspaces/", self.workspace_id, "/"])
         self.remote_write_url = f"{self.prometheus_endpoint}{REMOTE_WRITE_PATH}"
 
     def remote_write_statement(self, sid: str = "RemoteWriteNodeMetrics") -> iam.PolicyStatement:

@@ -72,8 +72,9 @@ def test_the_storage_stack_keeps_an_encrypted_workspace(metrics):
     assert resources(storage, "AWS::KMS::Key")[props["KmsKeyArn"]["Fn::GetAtt"][0]]["Properties"]["EnableKeyRotation"]
     assert props["WorkspaceConfiguration"] == {"RetentionPeriodInDays": 150}
     url = storage["Outputs"]["NodeMetricsRemoteWriteUrl"]["Value"]["Fn::Join"][1]
-    assert url == [{"Fn::GetAtt": [next(iter(resources(storage, "AWS::APS::Workspace"))), "PrometheusEndpoint"]},
-                   "api/v1/remote_write"]
+    workspace_id = next(iter(resources(storage, "AWS::APS::Workspace")))
+    assert url == ["https://aps-workspaces.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"},
+                   "/workspaces/", {"Fn::GetAtt": [workspace_id, "WorkspaceId"]}, "/api/v1/remote_write"]
 
 
 def test_slurm_nodes_may_only_remote_write_to_that_workspace(metrics):
@@ -96,9 +97,10 @@ def test_eks_collector_gets_remote_write_through_pod_identity(eks_metrics):
                 if r["Properties"]["AddonName"] == "amazon-sagemaker-hyperpod-observability"]
     assert addon["Properties"]["AddonVersion"] == eks_metrics.config.observability.node_metrics.eks_addon_version
     values = addon["Properties"]["ConfigurationValues"]["Fn::Join"][1]
-    assert values[0] == '{"ampWorkspace":{"prometheusEndpoint":"' and values[2] == '","arn":"'
-    assert "PrometheusEndpoint" in values[1]["Fn::GetStackOutput"]["OutputName"]
-    assert is_workspace_arn(values[3])
+    assert values[0] == '{"ampWorkspace":{"prometheusEndpoint":"https://aps-workspaces.'
+    assert values[1] == {"Ref": "AWS::Region"} and values[3] == {"Ref": "AWS::URLSuffix"}
+    assert values[4] == "/workspaces/" and "WorkspaceId" in values[5]["Fn::GetStackOutput"]["OutputName"]
+    assert values[6] == '/","arn":"' and is_workspace_arn(values[7])
     (association_id, association), = [(k, r) for k, r in resources(cluster, "AWS::EKS::PodIdentityAssociation").items()
                                       if r["Properties"]["Namespace"] == "hyperpod-observability"]
     assert association["Properties"]["ServiceAccount"] == "hyperpod-observability-operator-otel-collector"
