@@ -537,6 +537,44 @@ class AlarmSubscription(Strict):
     endpoint: Annotated[str, Field(min_length=1, max_length=2048)]
 
 
+class NodeMetrics(Strict):
+    """Opt-in metrics from the nodes, remote-written to an Amazon Managed Service for Prometheus workspace the storage
+    stack creates (constructs/metrics_workspace.py): Slurm nodes run the lifecycle exporters, EKS clusters the
+    HyperPod observability add-on."""
+    enabled: StrictBool = False
+    # Days AMP keeps samples (AWS::APS::Workspace WorkspaceConfiguration.RetentionPeriodInDays; AMP's default is 150).
+    retention_days: int = Field(default=150, ge=1, le=1095)
+    # The EKS add-on amazon-sagemaker-hyperpod-observability; v1.0.5-eksbuild.1 is the version AWS names as adding the
+    # restricted-instance-group toleration (docs.aws.amazon.com/sagemaker/latest/dg/
+    # hyperpod-observability-addon-troubleshooting.html). Check `aws eks describe-addon-versions` before raising it.
+    eks_addon_version: AddonVersion = "v1.0.5-eksbuild.1"
+
+
+SsoGroupId = Annotated[str, _pattern(r"([0-9a-f]{10}-)?[A-Fa-f0-9]{8}-[A-Fa-f0-9]{4}-[A-Fa-f0-9]{4}-[A-Fa-f0-9]{4}-"
+                                     r"[A-Fa-f0-9]{12}", "an IAM Identity Center group ID such as "
+                                     "9067c5ed5d-0b3a8c3e-7f39-4b2e-9b2f-0123456789ab")]
+
+
+class GrafanaSaml(Strict):
+    idp_metadata_url: Annotated[str, _pattern(r"https://\S{1,2040}", "an https:// URL of the IdP's SAML metadata")]
+    role_attribute: Annotated[str, Field(min_length=1, max_length=256)] = "role"
+    admin_role_values: list[Annotated[str, Field(min_length=1, max_length=256)]] = []
+
+
+class Grafana(Strict):
+    """Opt-in Amazon Managed Grafana workspace with the platform's data sources and dashboards
+    (observability/grafana/*.json, provisioned by lambda/grafana_provisioning)."""
+    enabled: StrictBool = False
+    authentication_provider: Literal["AWS_SSO", "SAML"] = "AWS_SSO"
+    # CUSTOMER_MANAGED only: the platform's own role may read exactly its AMP workspace (and CloudWatch); a
+    # SERVICE_MANAGED workspace gets the AWS-managed data-source policies instead.
+    permission_type: Literal["CUSTOMER_MANAGED"] = "CUSTOMER_MANAGED"
+    # IAM Identity Center groups given Grafana's Viewer role (the Studio users) and Admin role (AWS_SSO only).
+    viewer_group_ids: list[SsoGroupId] = []
+    admin_group_ids: list[SsoGroupId] = []
+    saml: Optional[GrafanaSaml] = None
+
+
 class Observability(Strict):
     """Always on: one encrypted SNS topic for alarms and HyperPod events, a dashboard, log retention."""
     subscriptions: list[AlarmSubscription] = []
@@ -548,6 +586,8 @@ class Observability(Strict):
     fsx_throughput_minutes: int = Field(default=30, ge=5, le=1440)  # ... sustained this long
     # Alarm when the oldest change waiting for automatic export to S3 is older than this.
     export_backlog_minutes: int = Field(default=60, ge=5, le=1440)
+    node_metrics: NodeMetrics = NodeMetrics()  # opt-in
+    grafana: Grafana = Grafana()  # opt-in
 
 
 class Deployment(Strict):
@@ -670,6 +710,21 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
 
 def _observability_errors(obs: Observability) -> list[str]:
     errors = []
+    grafana = obs.grafana
+    if grafana.enabled and not obs.node_metrics.enabled:
+        errors.append("observability.grafana.enabled: true with observability.node_metrics.enabled: false; the "
+                      "Grafana dashboards read the node metrics workspace, enable node_metrics too")
+    if grafana.authentication_provider == "SAML":
+        if grafana.enabled and grafana.saml is None:
+            errors.append("observability.grafana.saml: missing with authentication_provider SAML; set "
+                          "saml.idp_metadata_url (and admin_role_values)")
+        for key in ("viewer_group_ids", "admin_group_ids"):
+            if getattr(grafana, key):
+                errors.append(f"observability.grafana.{key}: {getattr(grafana, key)} with authentication_provider "
+                              "SAML; IAM Identity Center groups apply to AWS_SSO only (SAML users get Viewer unless "
+                              "their role attribute is in saml.admin_role_values)")
+    elif grafana.saml is not None:
+        errors.append("observability.grafana.saml: set with authentication_provider AWS_SSO; remove it or use SAML")
     for i, sub in enumerate(obs.subscriptions):
         regex, allowed = SUBSCRIPTION_ENDPOINTS[sub.protocol]
         if not re.fullmatch(regex, sub.endpoint):

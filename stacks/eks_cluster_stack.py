@@ -16,6 +16,7 @@ import constructs.hyperpod_chart_source as chart_source
 from constructs.eks_control_plane import Addon
 from constructs.hyperpod_cluster import EksOrchestrator, HyperPodCluster
 from constructs.fsx_partitions import FsxPartitions
+from constructs.metrics_workspace import MetricsWorkspace
 from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, lifecycle_bucket_name
 from constructs.platform_role_names import upload_role_name
 from constructs.nag_acknowledgments import acknowledge
@@ -33,6 +34,19 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINING_OPERATOR = ("aws-hyperpod", "hp-training-operator-controller-manager")  # namespace, service account
+# The HyperPod observability add-on's collector (namespace, service account) and its configuration schema
+# (ampWorkspace.prometheusEndpoint/arn) as AWS documents and its own Terraform module passes them:
+# docs.aws.amazon.com/sagemaker/latest/dg/hyperpod-observability-addon-troubleshooting.html and
+# aws-samples/awsome-distributed-training@9a3f50891c5c4eac68cc865d986ec4bc0d9439a2
+# 1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/modules/observability/main.tf.
+HYPERPOD_OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
+HYPERPOD_OBSERVABILITY = ("hyperpod-observability", "hyperpod-observability-operator-otel-collector")
+
+
+def observability_addon_values(workspace: MetricsWorkspace) -> dict:
+    """The add-on's configurationValues: where to remote-write. No amgWorkspace: the platform provisions its own
+    Grafana dashboards (observability/grafana/) in the observability stack, which deploys after this one."""
+    return {"ampWorkspace": {"prometheusEndpoint": workspace.prometheus_endpoint, "arn": workspace.workspace_arn}}
 FSX_CSI_CONTROLLER = ("kube-system", "fsx-csi-controller-sa")
 TEAM_DIRECTORY_ROOT = EKS_TEAM_DIRECTORY_ROOT  # <data repository path>/eks/teams/<team> and .../eks/datasets on FSx
 DATASETS_DIRECTORY = "datasets"
@@ -133,6 +147,8 @@ class EksClusterStack(cdk.Stack):
 
         if eks_config.training_operator:
             self._training_operator(eks_config.addons.training_operator)
+        if storage.metrics_workspace is not None:
+            self._observability_addon(config, storage.metrics_workspace)
         if eks_config.task_governance.enabled:
             self._task_governance(config)
 
@@ -220,6 +236,44 @@ class EksClusterStack(cdk.Stack):
                     after=[self.hyperpod, plane.addons["cert-manager"]], scope=self)
         plane.pod_identity("TrainingOperatorIdentity", namespace=namespace, service_account=account, role=role,
                            after=plane.addons["eks-pod-identity-agent"], scope=self)
+
+    def _observability_addon(self, config: PlatformConfig, workspace: MetricsWorkspace) -> None:
+        """The HyperPod observability add-on (node, DCGM, EFA and kube-state exporters and an OpenTelemetry collector)
+        remote-writing to the platform's Prometheus workspace. Its collector's service account and the rights it needs
+        (aps:RemoteWrite on the workspace, CloudWatch Logs on the cluster's log groups) are the ones AWS documents in
+        docs.aws.amazon.com/sagemaker/latest/dg/hyperpod-observability-addon-troubleshooting.html; here the logs are
+        narrowed from /aws/sagemaker/Clusters/* to this cluster's."""
+        plane = self.control_plane
+        namespace, account = HYPERPOD_OBSERVABILITY
+        role = plane.pod_role(self, "ObservabilityCollectorRole", "HyperPod observability collector: remote-write "
+                              "to this platform's Prometheus workspace", namespace=namespace, service_account=account)
+        role.add_to_policy(workspace.remote_write_statement())
+        log_group = self.format_arn(service="logs", resource="log-group",
+                                    resource_name=f"/aws/sagemaker/Clusters/{config.name}/*",
+                                    arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
+        role.add_to_policy(iam.PolicyStatement(
+            sid="ClusterLogs", resources=[log_group, f"{log_group}:log-stream:*"],
+            actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents",
+                     "logs:GetLogEvents", "logs:FilterLogEvents", "logs:StartQuery", "logs:StopQuery",
+                     "logs:GetQueryResults", "logs:GetLogRecord"]))
+        # DescribeLogGroups authorizes only against '*' (service authorization reference, CloudWatch Logs).
+        role.add_to_policy(iam.PolicyStatement(sid="FindClusterLogGroup", actions=["logs:DescribeLogGroups"],
+                                               resources=["*"]))
+        acknowledge(role, "AwsSolutions-IAM5",
+                    "the collector writes and queries the HyperPod cluster's log groups, named by HyperPod after the "
+                    "cluster ID it assigns (/aws/sagemaker/Clusters/<name>/<id>); logs:DescribeLogGroups has no "
+                    "resource-level permission", findings=["Resource::*", f"Resource::{log_group}",
+                                                           f"Resource::{log_group}:log-stream:*"])
+        association = plane.pod_identity("ObservabilityCollectorIdentity", namespace=namespace,
+                                         service_account=account, role=role,
+                                         after=plane.addons["eks-pod-identity-agent"], scope=self)
+        # Its collectors run on HyperPod nodes and need the pod identity before they first write.
+        addon = eks_v2.Addon(self, f"Addon-{HYPERPOD_OBSERVABILITY_ADDON}", cluster=plane.cluster,
+                          addon_name=HYPERPOD_OBSERVABILITY_ADDON,
+                          addon_version=config.observability.node_metrics.eks_addon_version,
+                          configuration_values=observability_addon_values(workspace), preserve_on_delete=False)
+        addon.node.add_dependency(self.hyperpod, association, plane.addons["cert-manager"])
+        plane.addons[HYPERPOD_OBSERVABILITY_ADDON] = addon
 
     def _task_governance(self, config: PlatformConfig) -> None:
         plane = self.control_plane

@@ -9,6 +9,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+from constructs.grafana_workspace import GrafanaWorkspace, SamlSettings
 from constructs.platform_observability import LustreTargets, PlatformObservability, Subscription
 
 from stacks.config import PlatformConfig
@@ -59,6 +60,16 @@ class ObservabilityStack(cdk.Stack):
             log_retention_days=obs.log_retention_days, free_capacity_percent=obs.fsx_free_capacity_percent,
             throughput_percent=obs.fsx_throughput_percent, throughput_minutes=obs.fsx_throughput_minutes,
             export_backlog_minutes=obs.export_backlog_minutes)
+        self.grafana: GrafanaWorkspace | None = None
+        if obs.grafana.enabled and storage.metrics_workspace is not None:
+            g = obs.grafana
+            self.grafana = GrafanaWorkspace(
+                self, "Grafana", name=config.name, metrics=storage.metrics_workspace,
+                file_system_id=storage.lustre.file_system_id, authentication_provider=g.authentication_provider,
+                viewer_group_ids=g.viewer_group_ids, admin_group_ids=g.admin_group_ids,
+                saml=SamlSettings(g.saml.idp_metadata_url, g.saml.role_attribute, tuple(g.saml.admin_role_values))
+                if g.saml is not None else None)
+            cdk.CfnOutput(self, "GrafanaUrl", value=f"https://{self.grafana.endpoint}")
         cdk.CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)
         cdk.CfnOutput(self, "DashboardName", value=f"{config.name}-platform")
         cdk.CfnOutput(self, "ClusterLogGroup", value=self.observability.cluster_log_group)

@@ -70,6 +70,7 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
         network = network_stack.refs
     storage = StorageStack(app, f"{name}-storage", cluster_name=name, storage=config.storage, network=network, env=env,
                            studio_partition_root=config.studio.partition_root if config.studio.enabled else None,
+                           node_metrics=config.observability.node_metrics,
                            description=f"HyperPod platform {name}: FSx for Lustre, data and lifecycle buckets "
                                        "(retained on delete)")
     slurm_login = eks = eks_access = None

@@ -78,6 +78,11 @@ class SlurmClusterStack(cdk.Stack):
                 sid="WriteSlurmJwtKey", actions=["secretsmanager:PutSecretValue"],
                 resources=[self.jwt_key_secret.secret_arn]))
             self._restrict_jwt_key_secret(config)
+        # observability.node_metrics: every node's collector remote-writes to the storage stack's workspace.
+        self.node_metrics_remote_write_url: str | None = None
+        if storage.metrics_workspace is not None:
+            self.node_metrics_remote_write_url = storage.metrics_workspace.remote_write_url
+            self.hyperpod.execution_role.add_to_policy(storage.metrics_workspace.remote_write_statement())
         # Nodes run on_create.sh from the bucket at creation: the scripts must be there first.
         self.hyperpod.cluster.node.add_dependency(self.lifecycle.deployment)
 

@@ -14,9 +14,10 @@ from constructs.fsx_access_group import FsxAccessGroup
 from constructs.lifecycle_scripts import data_bucket_name, lifecycle_bucket_name
 from constructs.platform_role_names import PARTITION_HANDLERS, partition_handler_role_name, upload_role_name
 from constructs.lustre_file_system import LustreFileSystem
+from constructs.metrics_workspace import MetricsWorkspace
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 
-from stacks.config import ExistingLustre, Storage
+from stacks.config import ExistingLustre, NodeMetrics, Storage
 from stacks.network_stack import NetworkRefs
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
@@ -31,10 +32,17 @@ class ExistingLustreRefs:
 
 class StorageStack(cdk.Stack):
     def __init__(self, scope: Construct, id_: str, *, cluster_name: str, storage: Storage, network: NetworkRefs,
-                 studio_partition_root: str | None = None, **kwargs) -> None:
+                 studio_partition_root: str | None = None, node_metrics: NodeMetrics | None = None,
+                 **kwargs) -> None:
         """studio_partition_root: Studio's `studio.partition_root` when Studio is enabled; its prefix in the data
-        bucket is then closed to everyone but FSx and the partition handlers."""
+        bucket is then closed to everyone but FSx and the partition handlers. node_metrics: when enabled, the
+        Prometheus workspace the nodes write to (constructs/metrics_workspace.py says why it lives here)."""
         super().__init__(scope, id_, **kwargs)
+        self.metrics_workspace: MetricsWorkspace | None = None
+        if node_metrics is not None and node_metrics.enabled:
+            self.metrics_workspace = MetricsWorkspace(self, "NodeMetrics", alias=f"{cluster_name}-node-metrics",
+                                                      retention_days=node_metrics.retention_days)
+            cdk.CfnOutput(self, "NodeMetricsRemoteWriteUrl", value=self.metrics_workspace.remote_write_url)
         self.key = kms.Key(self, "DataKey", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
                            description="FSx for Lustre and (optionally) the S3 data bucket")
         self.access_logs = access_log_bucket(self, "AccessLogsBucket")

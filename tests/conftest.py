@@ -63,6 +63,16 @@ def large_config() -> PlatformConfig:
     }, "large")
 
 
+GRAFANA_VIEWERS = "9067c5ed5d-0b3a8c3e-7f39-4b2e-9b2f-0123456789ab"
+
+
+def metrics_config(data: dict, source: str) -> PlatformConfig:
+    data.setdefault("observability", {}).update({
+        "node_metrics": {"enabled": True},
+        "grafana": {"enabled": True, "viewer_group_ids": [GRAFANA_VIEWERS]}})
+    return parse_config(data, source)
+
+
 STACK_ROLES = ("network", "storage", "slurm-login", "eks", "cluster", "studio", "eks-access", "observability")
 
 
@@ -97,6 +107,12 @@ def _synth(variant: str, out_root: str) -> Synthesized:
     elif variant == "eks_shared":
         config = eks_config(VARIANT_FILES["eks"], eks={"autoscaling": {"enabled": True}}, shared_fsx=True,
                             studio={"mlflow": {"enabled": True}})
+    elif variant == "metrics":  # Slurm with node metrics, Grafana (Identity Center groups) and Studio
+        config = metrics_config(yaml.safe_load(VARIANT_FILES["default"].read_text()), str(VARIANT_FILES["default"]))
+    elif variant == "eks_metrics":
+        data = yaml.safe_load(VARIANT_FILES["eks"].read_text())
+        data["eks"]["hyperpod_dependencies"]["chart_dir"] = str(STAND_IN_CHART)
+        config = metrics_config(data, str(VARIANT_FILES["eks"]))
     else:
         config = load_config(VARIANT_FILES[variant])
     out_dir = Path(out_root) / variant
@@ -122,4 +138,4 @@ def synth(synth_root):
     return lambda variant: _synth(variant, synth_root)
 
 
-ALL_VARIANTS = [*VARIANT_FILES, "eks_shared", "large"]
+ALL_VARIANTS = [*VARIANT_FILES, "eks_shared", "large", "metrics", "eks_metrics"]

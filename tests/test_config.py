@@ -194,7 +194,7 @@ INVALID = [
      "observability.fsx_throughput_minutes: 2 — Input should be greater than or equal to 5"),
     ("unknown observability key", with_("observability.email", "ops@example.com"),
      "observability.email: unknown key; allowed here: subscriptions, log_retention_days, fsx_free_capacity_percent, "
-     "fsx_throughput_percent, fsx_throughput_minutes, export_backlog_minutes"),
+     "fsx_throughput_percent, fsx_throughput_minutes, export_backlog_minutes, node_metrics, grafana"),
 ]
 
 
