@@ -793,6 +793,20 @@ def _accounting_errors(cfg: PlatformConfig) -> list[str]:
     return errors
 
 
+def department_tags(cfg: PlatformConfig) -> dict[str, tuple[str, str]]:
+    """user -> (tag key, department) for the cost allocation tag on what is theirs (their Studio profile, whose tags
+    the domain propagates to their spaces and apps): the first department listing them, their default account.
+    Empty without cluster.budget."""
+    if cfg.cluster.budget is None:
+        return {}
+    key = cfg.cluster.budget.department_tag_key
+    tags: dict[str, tuple[str, str]] = {}
+    for d in cfg.cluster.accounting.departments:
+        for user in d.users:
+            tags.setdefault(user, (key, d.name))
+    return tags
+
+
 def login_load_balancer(cfg: PlatformConfig) -> bool:
     """An SSH load balancer in front of the login group: Slurm, a login group with instances, and not turned off."""
     logins = cfg.group("login") if cfg.orchestrator == "slurm" else []
