@@ -30,6 +30,8 @@ class BudgetSpec:
     tag_value: str
     monthly_usd: int
     emails: tuple[str, ...]
+    # The budget's own tags (ResourceTags; the Tags aspect does not reach this property).
+    resource_tags: tuple[tuple[str, str], ...] = ()
 
 
 class PlatformBudgets(Construct):
@@ -63,4 +65,5 @@ class PlatformBudgets(Construct):
                 notification=budgets.CfnBudget.NotificationProperty(
                     notification_type="ACTUAL", comparison_operator="GREATER_THAN", threshold=t,
                     threshold_type="PERCENTAGE"),
-                subscribers=subscribers) for t in thresholds])
+                subscribers=subscribers) for t in thresholds],
+            resource_tags=[budgets.CfnBudget.ResourceTagProperty(key=k, value=v) for k, v in spec.resource_tags] or None)

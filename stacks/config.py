@@ -854,8 +854,6 @@ def _budget_errors(cfg: PlatformConfig) -> list[str]:
     for i, t in enumerate(budget.thresholds_percent):
         if not 1 <= t <= 1000:
             add(f"{path}.thresholds_percent[{i}]: {t}; allowed: 1-1000 (percent of the monthly limit)")
-    if len(set(budget.thresholds_percent)) != len(budget.thresholds_percent):
-        add(f"{path}.thresholds_percent: {budget.thresholds_percent} repeats a threshold; each must be unique")
     if not budget.notify_topic and not budget.emails:
         add(f"{path}: notify_topic: false and no emails; a budget alert needs a recipient: set notify_topic: true "
             "(the platform's alarm topic) or list emails")

@@ -88,12 +88,15 @@ def budget_specs(config: PlatformConfig) -> list[BudgetSpec]:
     budget = config.cluster.budget
     if budget is None:
         return []
+    common = ((PLATFORM_TAG, config.name), *config.tags.items())
     specs = [BudgetSpec(id="Cluster", name=f"{config.name}-cluster", tag_key=PLATFORM_TAG, tag_value=config.name,
-                        monthly_usd=budget.monthly_limit_usd, emails=tuple(budget.emails))]
+                        monthly_usd=budget.monthly_limit_usd, emails=tuple(budget.emails),
+                        resource_tags=common)]
     for d in config.cluster.accounting.departments:
         if d.monthly_budget_usd is not None:
             specs.append(BudgetSpec(id=f"Department-{d.name}", name=f"{config.name}-department-{d.name}",
                                     tag_key=budget.department_tag_key, tag_value=d.name,
                                     monthly_usd=d.monthly_budget_usd,
-                                    emails=tuple(dict.fromkeys([*budget.emails, *d.budget_emails]))))
+                                    emails=tuple(dict.fromkeys([*budget.emails, *d.budget_emails])),
+                                    resource_tags=(*common, (budget.department_tag_key, d.name))))
     return specs
