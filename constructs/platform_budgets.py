@@ -11,6 +11,8 @@ the key lets it encrypt (https://docs.aws.amazon.com/cost-management/latest/user
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -25,7 +27,7 @@ from constructs import Construct
 @dataclass(frozen=True)
 class BudgetSpec:
     id: str           # construct id
-    name: str         # BudgetName, unique in the account
+    name: str         # BudgetName prefix, unique in the account
     tag_key: str
     tag_value: str
     monthly_usd: int
@@ -55,10 +57,14 @@ class PlatformBudgets(Construct):
         subscribers = [budgets.CfnBudget.SubscriberProperty(subscription_type="EMAIL", address=a) for a in spec.emails]
         if topic is not None:
             subscribers.append(budgets.CfnBudget.SubscriberProperty(subscription_type="SNS", address=topic.topic_arn))
+        # BudgetName and NotificationsWithSubscribers are create-only (the resource schema): a change of thresholds
+        # or recipients replaces the budget, and CloudFormation creates the new one before deleting the old, so the
+        # name carries a digest of what would force that.
+        digest = hashlib.sha256(json.dumps([list(thresholds), list(spec.emails), topic is not None]).encode())
         return budgets.CfnBudget(
             self, spec.id,
             budget=budgets.CfnBudget.BudgetDataProperty(
-                budget_name=spec.name, budget_type="COST", time_unit="MONTHLY",
+                budget_name=f"{spec.name}-{digest.hexdigest()[:8]}", budget_type="COST", time_unit="MONTHLY",
                 budget_limit=budgets.CfnBudget.SpendProperty(amount=spec.monthly_usd, unit="USD"),
                 cost_filters={"TagKeyValue": [f"user:{spec.tag_key}${spec.tag_value}"]}),
             notifications_with_subscribers=[budgets.CfnBudget.NotificationWithSubscribersProperty(

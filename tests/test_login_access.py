@@ -108,7 +108,7 @@ def test_session_document_runs_sessions_as_the_tagged_user_never_ssm_user(synth)
 def test_budgets_per_cluster_and_department_alert_the_topic_and_mail(synth):
     s = synth("research")
     obs = s.templates["observability"]
-    budgets = {v["Properties"]["Budget"]["BudgetName"]: v["Properties"]
+    budgets = {v["Properties"]["Budget"]["BudgetName"].rsplit("-", 1)[0]: v["Properties"]
                for v in of_type(obs, "AWS::Budgets::Budget").values()}
     # teaching has no monthly_budget_usd
     assert set(budgets) == {"research-cluster-cluster", "research-cluster-department-physics",
@@ -150,3 +150,22 @@ def test_studio_profiles_carry_their_department_and_the_domain_propagates_it(syn
     assert domain["Properties"]["TagPropagation"] == "ENABLED"
     _, plain = one(synth("default").templates["studio"], "AWS::SageMaker::Domain")
     assert "TagPropagation" not in plain["Properties"]
+
+
+def test_a_budget_whose_notifications_change_gets_a_new_name():
+    """NotificationsWithSubscribers is create-only: the replacement must not collide with the old budget's name."""
+    import aws_cdk as cdk
+
+    from constructs.platform_budgets import BudgetSpec, PlatformBudgets
+
+    def name(thresholds, emails):
+        stack = cdk.Stack(cdk.App(), "Probe")
+        spec = BudgetSpec(id="B", name="c-cluster", tag_key="k", tag_value="v", monthly_usd=1, emails=emails)
+        built = PlatformBudgets(stack, "Budgets", specs=[spec], thresholds_percent=thresholds, topic=None,
+                                topic_key=None)
+        return stack.resolve(built.budgets[0].budget)["budgetName"]
+
+    first = name([80, 100], ("a@example.edu",))
+    assert first.startswith("c-cluster-") and first == name([80, 100], ("a@example.edu",))
+    assert name([50, 100], ("a@example.edu",)) != first
+    assert name([80, 100], ("b@example.edu",)) != first
