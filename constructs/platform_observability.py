@@ -138,6 +138,7 @@ class PlatformObservability(Construct):
                                                       iam.ServicePrincipal("events.amazonaws.com")],
             actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=["*"],
             conditions={"StringEquals": {"aws:SourceAccount": stack.account}}))
+        self.topic_key = key
         topic = sns.Topic(self, "Topic", display_name=f"{name} platform alarms", master_key=key, enforce_ssl=True)
         topic.add_to_resource_policy(iam.PolicyStatement(
             sid="AlarmsPublish", principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],

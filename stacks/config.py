@@ -255,6 +255,7 @@ class ContainerRuntime(Strict):
 
 
 # ---------------------------------------------------------------------------------------------- slurm accounting
+Email = Annotated[str, _pattern(r"[^@\s]+@[^@\s]+\.[^@\s]+", "an e-mail address such as hpc-admins@example.edu")]
 # Slurm lowercases account and QoS names (sacctmgr(1)); keep them plain so they are the same in every tool.
 SlurmName = Annotated[str, _pattern(r"[a-z][a-z0-9_-]{0,29}", "1-30 lowercase letters, digits, '_' and '-', "
                                                               "starting with a letter")]
@@ -300,6 +301,10 @@ class Department(Strict):
     users: list[PosixName] = []
     # Users of this department who may manage its associations and limits (sacctmgr coordinators).
     coordinators: list[PosixName] = []
+    # AWS Budgets: a monthly cost budget over what carries the tag `<cluster.budget.department_tag_key>=<name>`
+    # (stacks/config.py department_tags); thresholds and recipients from cluster.budget, plus budget_emails.
+    monthly_budget_usd: Optional[int] = Field(default=None, ge=1, le=100_000_000)
+    budget_emails: list[Email] = Field(default=[], max_length=10)
 
     @property
     def allowed_qos(self) -> list[str]:
@@ -323,12 +328,50 @@ class Accounting(Strict):
     priority_weights: PriorityWeights = PriorityWeights()
 
 
+# Cost allocation tag keys: letters, digits, spaces and _.:/=+-@, at most 128 characters, not starting with aws:
+# (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html).
+TagKey = Annotated[str, _pattern(r"(?!aws:)[\w .:/=+@-]{1,128}", "a tag key: at most 128 letters, digits, spaces and "
+                                                                 "_.:/=+-@, not starting with aws:")]
+# Budgets allows up to 5 notifications per budget (https://docs.aws.amazon.com/cost-management/latest/userguide/
+# budgets-managing-costs.html, "You can set up to five notifications for each budget") and 10 e-mail subscribers each.
+MAX_BUDGET_NOTIFICATIONS = 5
+
+
+class ClusterBudget(Strict):
+    """AWS Budgets for the cluster (everything tagged hyperpod-platform=<name>) and, through departments'
+    monthly_budget_usd, per department. Alerts at thresholds (percent of the limit, actual spend) go to the
+    platform's alarm topic (observability.subscriptions) and to `emails`."""
+    monthly_limit_usd: int = Field(ge=1, le=100_000_000)
+    thresholds_percent: list[int] = Field(default=[80, 100], min_length=1, max_length=MAX_BUDGET_NOTIFICATIONS)
+    emails: list[Email] = Field(default=[], max_length=10)
+    notify_topic: StrictBool = True
+    # The cost allocation tag that names a department on department-owned resources (department budgets filter on it).
+    department_tag_key: TagKey = "department"
+
+
+class LoginAccess(Strict):
+    """How people reach the login group: an internal Network Load Balancer for SSH whose targets follow HyperPod's
+    login nodes (constructs/login_load_balancer.py), and a Session Manager document that runs sessions as the
+    person's own POSIX user (SSMSessionRunAs principal tag) instead of ssm-user."""
+    # Only with a login group of at least one instance; ignored otherwise.
+    load_balancer: StrictBool = True
+    # Who may reach port 22 of the load balancer; default: the VPC's CIDR (network.vpc_cidr). Required with
+    # network.existing (the platform cannot know that VPC's CIDR without calling AWS).
+    ssh_allowed_cidrs: list[Cidr] = Field(default=[], max_length=50)
+    run_as: StrictBool = True
+    # The user of a session whose IAM principal has no SSMSessionRunAs tag. `nobody` has no login shell, so such a
+    # session fails to start: only tagged people get in, each as themselves.
+    run_as_default_user: PosixName = "nobody"
+
+
 class Cluster(Strict):
     node_recovery: Literal["Automatic", "None"] = "Automatic"
     slurm_config_strategy: Literal["Managed", "Overwrite", "Merge"] = "Managed"
     slurm_auto_resume: StrictBool = True
     container_runtime: ContainerRuntime = ContainerRuntime()
     accounting: Accounting = Accounting()
+    login_access: LoginAccess = LoginAccess()
+    budget: Optional[ClusterBudget] = None
     instance_groups: list[InstanceGroup] = Field(default_factory=lambda: [
         InstanceGroup(name="controller-machine", role="controller", instance_type="ml.m5.xlarge", instance_count=1),
         InstanceGroup(name="login-group", role="login", instance_type="ml.m5.xlarge", instance_count=1),
@@ -692,6 +735,8 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
     errors.extend(_duplicate_errors(cfg))
     errors.extend(_observability_errors(cfg.observability))
     errors.extend(_accounting_errors(cfg))
+    errors.extend(_login_access_errors(cfg))
+    errors.extend(_budget_errors(cfg))
 
     names: dict[str, int] = {}
     uids: dict[int, int] = {}
@@ -800,6 +845,81 @@ def _accounting_errors(cfg: PlatformConfig) -> list[str]:
             if c not in d.users:
                 add(f"{dpath}.coordinators[{j}]: {c!r} is not one of the department's users "
                     f"{list(d.users)}; list them in users first")
+    return errors
+
+
+def department_tags(cfg: PlatformConfig) -> dict[str, tuple[str, str]]:
+    """user -> (tag key, department) for the cost allocation tag on what is theirs (their Studio profile, whose tags
+    the domain propagates to their spaces and apps): the first department listing them, their default account.
+    Empty without cluster.budget."""
+    if cfg.cluster.budget is None:
+        return {}
+    key = cfg.cluster.budget.department_tag_key
+    tags: dict[str, tuple[str, str]] = {}
+    for d in cfg.cluster.accounting.departments:
+        for user in d.users:
+            tags.setdefault(user, (key, d.name))
+    return tags
+
+
+def login_load_balancer(cfg: PlatformConfig) -> bool:
+    """An SSH load balancer in front of the login group: Slurm, a login group with instances, and not turned off."""
+    logins = cfg.group("login") if cfg.orchestrator == "slurm" else []
+    return bool(logins) and logins[0].instance_count >= 1 and cfg.cluster.login_access.load_balancer
+
+
+def session_run_as(cfg: PlatformConfig) -> bool:
+    return cfg.orchestrator == "slurm" and cfg.cluster.login_access.run_as
+
+
+def _login_access_errors(cfg: PlatformConfig) -> list[str]:
+    access = cfg.cluster.login_access
+    errors: list[str] = []
+    path = "cluster.login_access"
+    for i, cidr in enumerate(access.ssh_allowed_cidrs):
+        if ipaddress.ip_network(cidr).prefixlen == 0:
+            errors.append(f"{path}.ssh_allowed_cidrs[{i}]: {cidr!r} would let every address that routes into the VPC "
+                          "reach the login nodes' SSH; list the networks people connect from, e.g. 10.0.0.0/16")
+    if login_load_balancer(cfg) and cfg.network.existing is not None and not access.ssh_allowed_cidrs:
+        errors.append(f"{path}.ssh_allowed_cidrs: [] with network.existing; the default is the VPC's CIDR, which the "
+                      "platform cannot know for an existing VPC: list the networks people connect from, or set "
+                      f"{path}.load_balancer: false")
+    if session_run_as(cfg):
+        users = sorted(u.name for u in cfg.users)
+        if access.run_as_default_user not in ["nobody", *users]:
+            errors.append(f"{path}.run_as_default_user: {access.run_as_default_user!r}; Session Manager starts a "
+                          "session only as a user that exists on the node: allowed: nobody (untagged principals are "
+                          f"refused) or one of users ({', '.join(users) or 'none defined'}); never ssm-user or root")
+    return errors
+
+
+def _budget_errors(cfg: PlatformConfig) -> list[str]:
+    budget = cfg.cluster.budget
+    errors: list[str] = []
+    add = errors.append
+    departments = cfg.cluster.accounting.departments
+    if budget is None:
+        for i, d in enumerate(departments):
+            if d.monthly_budget_usd is not None:
+                add(f"cluster.accounting.departments[{i}].monthly_budget_usd: {d.monthly_budget_usd} without "
+                    "cluster.budget; department budgets take their thresholds and recipients from cluster.budget: "
+                    "add it (monthly_limit_usd, thresholds_percent, emails)")
+        return errors
+    path = "cluster.budget"
+    for i, t in enumerate(budget.thresholds_percent):
+        if not 1 <= t <= 1000:
+            add(f"{path}.thresholds_percent[{i}]: {t}; allowed: 1-1000 (percent of the monthly limit)")
+    if not budget.notify_topic and not budget.emails:
+        add(f"{path}: notify_topic: false and no emails; a budget alert needs a recipient: set notify_topic: true "
+            "(the platform's alarm topic) or list emails")
+    for i, d in enumerate(departments):
+        if d.budget_emails and d.monthly_budget_usd is None:
+            add(f"cluster.accounting.departments[{i}].budget_emails: {list(d.budget_emails)} without "
+                "monthly_budget_usd; set the department's monthly budget or remove its budget_emails")
+        recipients = len(set(budget.emails) | set(d.budget_emails))
+        if d.monthly_budget_usd is not None and recipients > 10:
+            add(f"cluster.accounting.departments[{i}].budget_emails: with cluster.budget.emails that is {recipients} "
+                "addresses; AWS Budgets allows at most 10 e-mail subscribers per notification")
     return errors
 
 

@@ -10,11 +10,12 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 from constructs.grafana_workspace import GrafanaWorkspace, SamlSettings
+from constructs.platform_budgets import BudgetSpec, PlatformBudgets
 from constructs.platform_observability import LustreTargets, PlatformObservability, Subscription
 
 from stacks.config import PlatformConfig
 from stacks.storage_stack import StorageStack
-from stacks.studio_stack import StudioStack
+from stacks.studio_stack import PLATFORM_TAG, StudioStack
 
 if TYPE_CHECKING:  # annotations only: a Slurm config imports nothing of the EKS path (tests/test_stack_graph.py)
     from stacks.eks_cluster_stack import EksClusterStack
@@ -70,6 +71,13 @@ class ObservabilityStack(cdk.Stack):
                 saml=SamlSettings(g.saml.idp_metadata_url, g.saml.role_attribute, tuple(g.saml.admin_role_values))
                 if g.saml is not None else None)
             cdk.CfnOutput(self, "GrafanaUrl", value=f"https://{self.grafana.endpoint}")
+        self.budgets = None
+        budget = config.cluster.budget
+        if budget is not None:
+            self.budgets = PlatformBudgets(
+                self, "Budgets", specs=budget_specs(config), thresholds_percent=budget.thresholds_percent,
+                topic=self.observability.topic if budget.notify_topic else None,
+                topic_key=self.observability.topic_key if budget.notify_topic else None)
         cdk.CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)
         cdk.CfnOutput(self, "DashboardName", value=f"{config.name}-platform")
         cdk.CfnOutput(self, "ClusterLogGroup", value=self.observability.cluster_log_group)
@@ -83,3 +91,23 @@ class ObservabilityStack(cdk.Stack):
         self.add_stack_dependency(cluster)
         return cdk.Token.as_string(cdk.Intrinsic({"Fn::GetStackOutput": {
             "StackName": cluster.stack_name, "Region": cluster.region, "OutputName": output.logical_id}}))
+
+
+def budget_specs(config: PlatformConfig) -> list[BudgetSpec]:
+    """The cluster's budget over everything tagged hyperpod-platform=<name> (stacks/platform.py tags every stack),
+    and one per department with monthly_budget_usd over what carries <department_tag_key>=<department>."""
+    budget = config.cluster.budget
+    if budget is None:
+        return []
+    common = ((PLATFORM_TAG, config.name), *config.tags.items())
+    specs = [BudgetSpec(id="Cluster", name=f"{config.name}-cluster", tag_key=PLATFORM_TAG, tag_value=config.name,
+                        monthly_usd=budget.monthly_limit_usd, emails=tuple(budget.emails),
+                        resource_tags=common)]
+    for d in config.cluster.accounting.departments:
+        if d.monthly_budget_usd is not None:
+            specs.append(BudgetSpec(id=f"Department-{d.name}", name=f"{config.name}-department-{d.name}",
+                                    tag_key=budget.department_tag_key, tag_value=d.name,
+                                    monthly_usd=d.monthly_budget_usd,
+                                    emails=tuple(dict.fromkeys([*budget.emails, *d.budget_emails])),
+                                    resource_tags=(*common, (budget.department_tag_key, d.name))))
+    return specs

@@ -11,11 +11,13 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster, NativeLustreMount, SlurmOrchestrator
 from constructs.lifecycle_scripts import ON_INIT_COMPLETE, PARAMETERS_FILE, LifecycleScripts, lifecycle_bucket_name
+from constructs.login_load_balancer import LoginLoadBalancer
 from constructs.nag_acknowledgments import acknowledge
+from constructs.session_run_as import SessionRunAsDocument
 from constructs.platform_role_names import (cluster_execution_role_name, slurm_jwt_key_secret_name,
                                            slurm_token_issuer_role_name, upload_role_name)
 
-from stacks.config import PlatformConfig, checkpoint_dir
+from stacks.config import PlatformConfig, checkpoint_dir, login_load_balancer, session_run_as
 from stacks.network_stack import NetworkRefs
 from stacks.slurm_accounting import accounting_parameters
 from stacks.storage_stack import StorageStack
@@ -93,6 +95,29 @@ class SlurmClusterStack(cdk.Stack):
         cdk.CfnOutput(self, "ControllerShellCommand", value=controller_shell_command(
             cluster_name=config.name, cluster_id=self.hyperpod.cluster_id, group=controller),
             description="Opens a Session Manager shell on the Slurm controller (needs the session-manager-plugin)")
+        self._login_access(config, network)
+
+    def _login_access(self, config: PlatformConfig, network: NetworkRefs) -> None:
+        """SSH through an internal load balancer that follows the login nodes, and Session Manager as oneself."""
+        access = config.cluster.login_access
+        self.login_load_balancer = self.session_document = None
+        if login_load_balancer(config):
+            login = config.group("login")[0]
+            by_az = {s.az_id: s.subnet_id for s in reversed(network.private_subnets)}  # one subnet per AZ, the first
+            self.login_load_balancer = LoginLoadBalancer(
+                self, "LoginLoadBalancer", cluster_name=config.name, cluster=self.hyperpod.cluster,
+                cluster_arn=self.hyperpod.cluster_arn, login_group=login.name, login_count=login.instance_count,
+                vpc_id=network.vpc_id, subnet_ids=list(dict.fromkeys(by_az[s.az_id] for s in network.private_subnets)),
+                cluster_security_group_id=network.security_group_id,
+                allowed_cidrs=list(access.ssh_allowed_cidrs) or [config.network.vpc_cidr])
+            cdk.CfnOutput(self, "LoginSshEndpoint", value=self.login_load_balancer.dns_name,
+                          description="ssh <user>@<this name>: the login nodes behind an internal load balancer")
+        if session_run_as(config):
+            self.session_document = SessionRunAsDocument(self, "SessionRunAs", cluster_name=config.name,
+                                                         default_user=access.run_as_default_user)
+            cdk.CfnOutput(self, "SessionDocumentName", value=self.session_document.name,
+                          description="aws ssm start-session --document-name <this> ...: a shell as the user in "
+                                      "your IAM principal's SSMSessionRunAs tag")
 
     def _restrict_jwt_key_secret(self, config: PlatformConfig) -> None:
         """The signing key lets its holder act as any cluster user through slurmctld: the cluster's role may only

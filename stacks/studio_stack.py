@@ -23,7 +23,7 @@ from constructs.nag_acknowledgments import acknowledge
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 from constructs.studio_lifecycle_configs import EKS_ENTRY_POINT, SLURM_ENTRY_POINT, StudioLifecycleConfigs
 
-from stacks.config import PlatformConfig, User
+from stacks.config import PlatformConfig, User, department_tags
 from stacks.network_stack import NetworkRefs
 from stacks.storage_stack import StorageStack
 
@@ -145,7 +145,11 @@ class StudioStack(cdk.Stack):
                                                     "FileSystemPath": FsxPartitions.path_attribute(shared_partition)}}],
                     cdk.Aws.NO_VALUE)),
             default_space_settings=sagemaker.CfnDomain.DefaultSpaceSettingsProperty(
-                execution_role=self.execution_role.role_arn, security_groups=[self.security_group.attr_group_id]))
+                execution_role=self.execution_role.role_arn, security_groups=[self.security_group.attr_group_id]),
+            # With budgets, profiles carry their department's tag; propagation passes it (and the platform's) on to
+            # the spaces and apps they create (the resource schema: "tags added to Domain, User Profile and Space
+            # entity is propagated to all SageMaker resources").
+            tag_propagation="ENABLED" if config.cluster.budget is not None else None)
         # Deleting the domain keeps its home EFS volume: DeleteDomain's RetentionPolicy defaults to Retain, and
         # CloudFormation exposes no way to ask otherwise.
         domain_arn_prefix = self.format_arn(service="sagemaker", resource="user-profile",
@@ -311,6 +315,7 @@ class StudioUsers(cdk.NestedStack):
         is_per_user = cdk.CfnCondition(self, "IsPerUserFSx", expression=cdk.Fn.condition_not(is_shared))
         shared, per_user, no_value = is_shared.logical_id, is_per_user.logical_id, {"Ref": "AWS::NoValue"}
         created = []
+        departments = department_tags(config)
         user_roles: Mapping[str, object] = {}
         if token_issuer is not None:
             user_roles = token_issuer.users(
@@ -333,7 +338,11 @@ class StudioUsers(cdk.NestedStack):
                         no_value]},
                     **({"ExecutionRole": team_roles[user.name]} if user.name in team_roles else {}),
                     **({"ExecutionRole": user_roles[user.name]} if user.name in user_roles else {}),
-                }})
+                },
+                # The department's cost allocation tag (cluster.budget.department_tag_key): the domain propagates it
+                # to the user's spaces and apps, which the department's budget counts.
+                **({"Tags": [{"Key": departments[user.name][0], "Value": departments[user.name][1]}]}
+                   if user.name in departments else {})})
         # Not 150 imports at once: a few lanes, each partition after the one MAX_IMPORTS_IN_FLIGHT before it.
         partitions.chain(created)
 

@@ -555,3 +555,98 @@ def test_accounting_valid_config_and_its_parameters():
     cfg = parse_config(accounting(departments=physics(qos=[], default_qos="short")))
     assert accounting_parameters(cfg)["departments"][0]["qos"] == ["short"]
     assert accounting_parameters(PlatformConfig())["enabled"] is False
+
+
+# ---------------------------------------------------------------------------------------------- login access, budgets
+LOGIN = {"name": "login", "role": "login", "instance_type": "ml.m5.xlarge", "instance_count": 2}
+
+
+def with_login(**access) -> dict:
+    data = base()
+    data["cluster"]["instance_groups"].append(dict(LOGIN))
+    data["users"] = [{"name": "ada", "uid": 20001}]
+    data["cluster"]["login_access"] = access
+    return data
+
+
+def budgeted(budget: dict | None = None, **department) -> dict:
+    data = accounting(departments=physics(**department))
+    if budget is not None:
+        data["cluster"]["budget"] = budget
+    return data
+
+
+LOGIN_AND_BUDGET_INVALID = [
+    ("ssh open to everything", with_login(ssh_allowed_cidrs=["10.0.0.0/16", "0.0.0.0/0"]),
+     "cluster.login_access.ssh_allowed_cidrs[1]: '0.0.0.0/0' would let every address that routes into the VPC reach "
+     "the login nodes' SSH; list the networks people connect from, e.g. 10.0.0.0/16"),
+    ("run as ssm-user", with_login(run_as_default_user="ssm-user"),
+     "cluster.login_access.run_as_default_user: 'ssm-user'; Session Manager starts a session only as a user that "
+     "exists on the node: allowed: nobody (untagged principals are refused) or one of users (ada); never ssm-user or "
+     "root"),
+    ("run as root", with_login(run_as_default_user="root"),
+     "cluster.login_access.run_as_default_user: 'root'; Session Manager starts a session only as a user that exists "
+     "on the node: allowed: nobody (untagged principals are refused) or one of users (ada); never ssm-user or root"),
+    ("budget without a recipient", budgeted({"monthly_limit_usd": 1000, "notify_topic": False}),
+     "cluster.budget: notify_topic: false and no emails; a budget alert needs a recipient: set notify_topic: true "
+     "(the platform's alarm topic) or list emails"),
+    ("department budget without the cluster's", budgeted(monthly_budget_usd=500),
+     "cluster.accounting.departments[0].monthly_budget_usd: 500 without cluster.budget; department budgets take "
+     "their thresholds and recipients from cluster.budget: add it (monthly_limit_usd, thresholds_percent, emails)"),
+    ("department recipients without a budget", budgeted({"monthly_limit_usd": 1000},
+                                                        budget_emails=["it@example.edu"]),
+     "cluster.accounting.departments[0].budget_emails: ['it@example.edu'] without monthly_budget_usd; set the "
+     "department's monthly budget or remove its budget_emails"),
+    ("repeated threshold", budgeted({"monthly_limit_usd": 1000, "thresholds_percent": [80, 80]}),
+     "cluster.budget.thresholds_percent[1]: 80 repeats cluster.budget.thresholds_percent[0]; list each at most "
+     "once"),
+    ("threshold out of range", budgeted({"monthly_limit_usd": 1000, "thresholds_percent": [0]}),
+     "cluster.budget.thresholds_percent[0]: 0; allowed: 1-1000 (percent of the monthly limit)"),
+    ("too many notifications", budgeted({"monthly_limit_usd": 1000, "thresholds_percent": [10, 20, 30, 40, 50, 60]}),
+     "cluster.budget.thresholds_percent: [10, 20, 30, 40, 50, 60] — List should have at most 5 items after "
+     "validation, not 6"),
+    ("bad e-mail", budgeted({"monthly_limit_usd": 1000, "emails": ["admins"]}),
+     "cluster.budget.emails[0]: 'admins' — must be an e-mail address such as hpc-admins@example.edu"),
+    ("zero limit", budgeted({"monthly_limit_usd": 0}),
+     "cluster.budget.monthly_limit_usd: 0 — Input should be greater than or equal to 1"),
+    ("aws: tag key", budgeted({"monthly_limit_usd": 1000, "department_tag_key": "aws:department"}),
+     "cluster.budget.department_tag_key: 'aws:department' — must be a tag key: at most 128 letters, digits, spaces "
+     "and _.:/=+-@, not starting with aws:"),
+]
+
+
+@pytest.mark.parametrize("data, message", [c[1:] for c in LOGIN_AND_BUDGET_INVALID],
+                         ids=[c[0] for c in LOGIN_AND_BUDGET_INVALID])
+def test_login_access_and_budget_bad_input_gets_an_exact_error(data, message):
+    assert errors_of(data) == [message]
+
+
+def test_an_existing_vpc_needs_the_ssh_networks_spelled_out():
+    data = with_login()
+    data["network"] = {"existing": {"vpc_id": "vpc-0123456789abcdef0", "security_group_id": "sg-0123456789abcdef0",
+                                    "private_subnets": [{"id": "subnet-0123456789abcdef0", "az_id": "usw2-az2"}]}}
+    assert errors_of(data) == [
+        "cluster.login_access.ssh_allowed_cidrs: [] with network.existing; the default is the VPC's CIDR, which the "
+        "platform cannot know for an existing VPC: list the networks people connect from, or set "
+        "cluster.login_access.load_balancer: false"]
+    data["cluster"]["login_access"] = {"ssh_allowed_cidrs": ["10.1.0.0/16"]}
+    parse_config(data)
+    data["cluster"]["login_access"] = {"load_balancer": False}
+    parse_config(data)
+
+
+def test_which_configs_get_a_load_balancer_and_department_tags():
+    from stacks.config import department_tags, login_load_balancer, session_run_as
+    assert login_load_balancer(parse_config(with_login())) and session_run_as(parse_config(with_login()))
+    assert not login_load_balancer(parse_config(with_login(load_balancer=False)))
+    no_login = parse_config(base())
+    assert not login_load_balancer(no_login)
+    empty = with_login()
+    empty["cluster"]["instance_groups"][-1]["instance_count"] = 0
+    assert not login_load_balancer(parse_config(empty))
+    assert parse_config(with_login(run_as_default_user="ada")).cluster.login_access.run_as_default_user == "ada"
+    # department tags only with budgets; a user's tag is their first (default) department's
+    assert department_tags(parse_config(budgeted())) == {}
+    two = budgeted({"monthly_limit_usd": 1000, "department_tag_key": "cost-center"})
+    two["cluster"]["accounting"]["departments"].append({"name": "biology", "users": ["bob", "ada"]})
+    assert department_tags(parse_config(two)) == {"ada": ("cost-center", "physics"), "bob": ("cost-center", "physics")}

@@ -88,3 +88,14 @@ def test_access_denied_names_the_permissions():
         with pytest.raises(connect.ConnectError, match="needs sagemaker:DescribeCluster and sagemaker:ListClusterNodes"):
             from stacks.config import PlatformConfig
             connect.resolve(client, PlatformConfig(), "login-group", 0)
+
+
+def test_run_as_starts_the_session_with_the_clusters_run_as_document(sagemaker, capsys, tmp_path):
+    assert connect.main(["login", "--print", "--run-as"], sagemaker=sagemaker) == 0
+    node = nodes(sagemaker, "login-group")[0]["InstanceId"]
+    assert capsys.readouterr().out == (f"aws ssm start-session --target sagemaker-cluster:{cluster_id(sagemaker)}_"
+                                       f"login-group-{node} --region us-west-2 --document-name ml-cluster-RunAsShell\n")
+    off = tmp_path / "c.yaml"
+    off.write_text("cluster: {login_access: {run_as: false}}\n")
+    assert connect.main(["login", "--print", "--run-as", "--config", str(off)], sagemaker=sagemaker) == 2
+    assert "no run-as Session document" in capsys.readouterr().err

@@ -3,6 +3,7 @@
     make connect NODE=controller            # or login, <group>, <group>:<index>
     .venv/bin/python tools/connect.py --config ... login --print
     .venv/bin/python tools/connect.py --config ... worker-group-1:3 --ssh-config >> ~/.ssh/config
+    .venv/bin/python tools/connect.py --config ... login --run-as   # as your own user (SSMSessionRunAs tag)
 
 HyperPod nodes are SSM managed instances addressed as `sagemaker-cluster:<cluster-id>_<group>-<instance-id>`
 (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-run-jobs-slurm-access-nodes.html). The instance
@@ -20,7 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stacks.config import ConfigError, PlatformConfig, load_config  # noqa: E402
+from constructs.session_run_as import session_document_name  # noqa: E402
+from stacks.config import ConfigError, PlatformConfig, load_config, session_run_as  # noqa: E402
 
 PLUGIN = "session-manager-plugin"
 PLUGIN_DOC = "https://docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-working-with-install-plugin.html"
@@ -72,8 +74,9 @@ def resolve(sagemaker, cfg: PlatformConfig, group: str, index: int) -> str:
     return f"sagemaker-cluster:{cluster_id}_{group}-{nodes[index]['InstanceId']}"
 
 
-def session_command(target: str, region: str, profile: str | None) -> list[str]:
+def session_command(target: str, region: str, profile: str | None, document: str | None = None) -> list[str]:
     cmd = ["aws", "ssm", "start-session", "--target", target, "--region", region]
+    cmd += ["--document-name", document] if document else []
     return cmd + (["--profile", profile] if profile else [])
 
 
@@ -95,9 +98,15 @@ def main(argv: list[str] | None = None, sagemaker=None) -> int:
     parser.add_argument("--print", action="store_true", help="print the command instead of starting the session")
     parser.add_argument("--ssh-config", action="store_true", help="print an ~/.ssh/config entry through SSM")
     parser.add_argument("--user", default="ubuntu", help="SSH user for --ssh-config")
+    parser.add_argument("--run-as", action="store_true",
+                        help="use the cluster's run-as Session document: a shell as the user in your IAM principal's "
+                             "SSMSessionRunAs tag (cluster.login_access.run_as)")
     args = parser.parse_args(argv)
     try:
         cfg = load_config(args.config)
+        if args.run_as and not session_run_as(cfg):
+            raise ConnectError("--run-as: this config has no run-as Session document (Slurm with "
+                               "cluster.login_access.run_as: true)")
         group, index = parse_node(cfg, args.node)
         region = cfg.deployment.region
         if sagemaker is None:
@@ -110,7 +119,8 @@ def main(argv: list[str] | None = None, sagemaker=None) -> int:
     if args.ssh_config:
         print(ssh_config(cfg, group, index, target, region, args.user, args.profile), end="")
         return 0
-    command = session_command(target, region, args.profile)
+    command = session_command(target, region, args.profile,
+                              session_document_name(cfg.name) if args.run_as else None)
     if args.print:
         print(shlex.join(command))
         return 0
