@@ -329,6 +329,9 @@ class Cluster(Strict):
     slurm_auto_resume: StrictBool = True
     container_runtime: ContainerRuntime = ContainerRuntime()
     accounting: Accounting = Accounting()
+    # Slurm only: compute nodes admit SSH only from users with a job on the node (pam_slurm_adopt, which adopts the
+    # session into that job) and from `users` with `sudo: true`; the controller adds PrologFlags=Contain.
+    pam_slurm_adopt: StrictBool = False
     instance_groups: list[InstanceGroup] = Field(default_factory=lambda: [
         InstanceGroup(name="controller-machine", role="controller", instance_type="ml.m5.xlarge", instance_count=1),
         InstanceGroup(name="login-group", role="login", instance_type="ml.m5.xlarge", instance_count=1),
@@ -652,6 +655,9 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
     errors.extend(_duplicate_errors(cfg))
     errors.extend(_observability_errors(cfg.observability))
     errors.extend(_accounting_errors(cfg))
+    if cfg.cluster.pam_slurm_adopt and cfg.orchestrator != "slurm":
+        add(f"cluster.pam_slurm_adopt: true with orchestrator {cfg.orchestrator!r}; it is a Slurm PAM module, "
+            "allowed only with orchestrator slurm")
 
     names: dict[str, int] = {}
     uids: dict[int, int] = {}
@@ -699,8 +705,7 @@ def _accounting_errors(cfg: PlatformConfig) -> list[str]:
         qos_names.setdefault(q.name, i)
     compute = [g for g in cfg.cluster.instance_groups if g.role == "compute"]
     nodes = sum(g.instance_count for g in compute)
-    gpus = sum(ACCELERATORS[g.instance_type][1] * g.instance_count for g in compute
-               if ACCELERATORS.get(g.instance_type, ("",))[0] == _NVIDIA)
+    gpus = sum(nvidia_gpus(g.instance_type) * g.instance_count for g in compute)
     for i, q in enumerate(acct.qos):
         for key in ("max_tres_per_user", "grp_tres"):
             tres = getattr(q, key)
@@ -767,7 +772,11 @@ def _checkpoint_errors(storage: Storage) -> list[str]:
     return []
 
 
-# Accelerators per instance, for team ResourceQuotas: (extended resource name, count).
+# Accelerators per instance (extended resource name, count): team ResourceQuotas on EKS, the GPUs a Slurm compute node
+# has as GRES (lifecycle/hyperpod/check_gres.sh compares HyperPod's Gres=gpu:N with this), QoS gpu limits. Counts from
+# AWS's GPU table, https://docs.aws.amazon.com/batch/latest/userguide/gpu-jobs.html (g5.*, g6.* rows checked); the
+# other families from the EC2 accelerated-computing specifications (not retrievable from this machine; recheck there).
+# An ml.* type has the accelerators of the EC2 type of the same name. A type not listed counts as no accelerator.
 _NVIDIA = "nvidia.com/gpu"
 _NEURON = "aws.amazon.com/neurondevice"
 ACCELERATORS: dict[str, tuple[str, int]] = {
@@ -778,6 +787,12 @@ ACCELERATORS: dict[str, tuple[str, int]] = {
     "ml.p4d.24xlarge": (_NVIDIA, 8), "ml.p4de.24xlarge": (_NVIDIA, 8), "ml.p5.4xlarge": (_NVIDIA, 1),
     "ml.trn1.32xlarge": (_NEURON, 16), "ml.trn1n.32xlarge": (_NEURON, 16), "ml.trn2.48xlarge": (_NEURON, 16),
 }
+
+
+def nvidia_gpus(instance_type: str) -> int:
+    """NVIDIA GPUs per instance (0 for other accelerators and unknown types): the GRES count Slurm should show."""
+    kind, count = ACCELERATORS.get(instance_type, ("", 0))
+    return count if kind == _NVIDIA else 0
 
 
 def eks_errors(cfg: PlatformConfig) -> list[str]:
