@@ -712,7 +712,12 @@ def _accounting_errors(cfg: PlatformConfig) -> list[str]:
             if tres.node is not None and tres.node > nodes:
                 add(f"{path}.qos[{i}].{key}.node: {tres.node}; the compute groups have {nodes} node(s) in total, so "
                     "the limit could never bind; allowed: at most " + str(nodes))
-            if tres.gpu is not None and tres.gpu > gpus:
+            if tres.gpu is not None and gpus == 0:
+                types = sorted({g.instance_type for g in compute})
+                add(f"{path}.qos[{i}].{key}.gpu: {tres.gpu}; no compute group has NVIDIA GPUs (instance types "
+                    f"{', '.join(types) or 'none'}; GPU types and counts in ACCELERATORS, stacks/config.py), so Slurm "
+                    "has no gpu GRES to limit; remove the gpu limit or add a GPU instance group")
+            elif tres.gpu is not None and tres.gpu > gpus:
                 add(f"{path}.qos[{i}].{key}.gpu: {tres.gpu}; the compute groups have {gpus} NVIDIA GPU(s) in total "
                     f"(ACCELERATORS in stacks/config.py), so the limit could never bind; allowed: at most {gpus}")
         per_user, group = q.max_tres_per_user, q.grp_tres

@@ -6,7 +6,8 @@
 #
 # The platform cannot add GRES itself within its contract: GresTypes "requires a restart of slurmctld and the slurmd
 # daemons" (slurm.conf(5), Slurm 22.05), and a node's Gres= is part of its NodeName line, which only slurm.conf
-# (HyperPod's) defines. So this script checks and reports, it changes nothing: for each compute group whose instance
+# (HyperPod's) defines: a second NodeName line for the same node in an included file stops slurmctld ("fatal:
+# Duplicated NodeHostName ... in config file", checked with slurmctld 22.05.8). So this script checks and reports, it changes nothing: for each compute group whose instance
 # type has NVIDIA GPUs (provisioning parameters worker_groups[].gpus, from stacks/config.py ACCELERATORS), every node
 # of its partition must show that many `gpu` GRES in slurmctld. A mismatch is logged as a WARNING (a QoS gpu limit or
 # `--gres=gpu:N` then would not mean what the config says); the script exits 0 so a node is never failed for it.
@@ -31,10 +32,20 @@ gpu_count() {
   echo "$total"
 }
 
+gpu_groups="$(python3 -c '
+import json, sys
+for g in json.load(open(sys.argv[1])).get("worker_groups") or []:
+    if int(g.get("gpus") or 0) > 0:
+        print(g["instance_group_name"], g.get("partition_name") or g["instance_group_name"], int(g["gpus"]), sep="\t")
+' "$PARAMS_FILE")"
+if [[ -z "$gpu_groups" ]]; then
+  log "no compute group has NVIDIA GPUs: no GRES to check"
+  exit 0
+fi
+
 warnings=0
 gres_types="$(scontrol show config | sed -n 's/^GresTypes[[:space:]]*=[[:space:]]*//p')"
 while IFS=$'\t' read -r group partition want; do
-  [[ "$want" -gt 0 ]] || continue
   if [[ ",$gres_types," != *,gpu,* ]]; then
     log "WARNING: $group has $want GPU(s) per node but slurmctld's GresTypes is '${gres_types:-(none)}': HyperPod" \
       "has not configured GPUs as GRES, so --gres=gpu:N and QoS gpu limits cannot be used"
@@ -52,11 +63,7 @@ while IFS=$'\t' read -r group partition want; do
     fi
   done < <(sinfo -h -N -p "$partition" -o '%N %G')
   log "$group (partition $partition): $nodes node(s) checked for gpu:$want"
-done < <(python3 -c '
-import json, sys
-for g in json.load(open(sys.argv[1])).get("worker_groups") or []:
-    print(g["instance_group_name"], g.get("partition_name") or g["instance_group_name"], int(g.get("gpus") or 0),
-          sep="\t")' "$PARAMS_FILE")
+done <<<"$gpu_groups"
 
 if [[ "$warnings" -eq 0 ]]; then
   log "GPU GRES match the instance types"
