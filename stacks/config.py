@@ -372,6 +372,9 @@ class Cluster(Strict):
     accounting: Accounting = Accounting()
     login_access: LoginAccess = LoginAccess()
     budget: Optional[ClusterBudget] = None
+    # Slurm only: compute nodes admit SSH only from users with a job on the node (pam_slurm_adopt, which adopts the
+    # session into that job) and from `users` with `sudo: true`; the controller adds PrologFlags=Contain.
+    pam_slurm_adopt: StrictBool = False
     instance_groups: list[InstanceGroup] = Field(default_factory=lambda: [
         InstanceGroup(name="controller-machine", role="controller", instance_type="ml.m5.xlarge", instance_count=1),
         InstanceGroup(name="login-group", role="login", instance_type="ml.m5.xlarge", instance_count=1),
@@ -737,6 +740,9 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
     errors.extend(_accounting_errors(cfg))
     errors.extend(_login_access_errors(cfg))
     errors.extend(_budget_errors(cfg))
+    if cfg.cluster.pam_slurm_adopt and cfg.orchestrator != "slurm":
+        add(f"cluster.pam_slurm_adopt: true with orchestrator {cfg.orchestrator!r}; it is a Slurm PAM module, "
+            "allowed only with orchestrator slurm")
 
     names: dict[str, int] = {}
     uids: dict[int, int] = {}
@@ -799,15 +805,19 @@ def _accounting_errors(cfg: PlatformConfig) -> list[str]:
         qos_names.setdefault(q.name, i)
     compute = [g for g in cfg.cluster.instance_groups if g.role == "compute"]
     nodes = sum(g.instance_count for g in compute)
-    gpus = sum(ACCELERATORS[g.instance_type][1] * g.instance_count for g in compute
-               if ACCELERATORS.get(g.instance_type, ("",))[0] == _NVIDIA)
+    gpus = sum(nvidia_gpus(g.instance_type) * g.instance_count for g in compute)
     for i, q in enumerate(acct.qos):
         for key in ("max_tres_per_user", "grp_tres"):
             tres = getattr(q, key)
             if tres.node is not None and tres.node > nodes:
                 add(f"{path}.qos[{i}].{key}.node: {tres.node}; the compute groups have {nodes} node(s) in total, so "
                     "the limit could never bind; allowed: at most " + str(nodes))
-            if tres.gpu is not None and tres.gpu > gpus:
+            if tres.gpu is not None and gpus == 0:
+                types = sorted({g.instance_type for g in compute})
+                add(f"{path}.qos[{i}].{key}.gpu: {tres.gpu}; no compute group has NVIDIA GPUs (instance types "
+                    f"{', '.join(types) or 'none'}; GPU types and counts in ACCELERATORS, stacks/config.py), so Slurm "
+                    "has no gpu GRES to limit; remove the gpu limit or add a GPU instance group")
+            elif tres.gpu is not None and tres.gpu > gpus:
                 add(f"{path}.qos[{i}].{key}.gpu: {tres.gpu}; the compute groups have {gpus} NVIDIA GPU(s) in total "
                     f"(ACCELERATORS in stacks/config.py), so the limit could never bind; allowed: at most {gpus}")
         per_user, group = q.max_tres_per_user, q.grp_tres
@@ -942,7 +952,11 @@ def _checkpoint_errors(storage: Storage) -> list[str]:
     return []
 
 
-# Accelerators per instance, for team ResourceQuotas: (extended resource name, count).
+# Accelerators per instance (extended resource name, count): team ResourceQuotas on EKS, the GPUs a Slurm compute node
+# has as GRES (lifecycle/hyperpod/check_gres.sh compares HyperPod's Gres=gpu:N with this), QoS gpu limits. Counts from
+# AWS's GPU table, https://docs.aws.amazon.com/batch/latest/userguide/gpu-jobs.html (g5.*, g6.* rows checked); the
+# other families from the EC2 accelerated-computing specifications (not retrievable from this machine; recheck there).
+# An ml.* type has the accelerators of the EC2 type of the same name. A type not listed counts as no accelerator.
 _NVIDIA = "nvidia.com/gpu"
 _NEURON = "aws.amazon.com/neurondevice"
 ACCELERATORS: dict[str, tuple[str, int]] = {
@@ -953,6 +967,12 @@ ACCELERATORS: dict[str, tuple[str, int]] = {
     "ml.p4d.24xlarge": (_NVIDIA, 8), "ml.p4de.24xlarge": (_NVIDIA, 8), "ml.p5.4xlarge": (_NVIDIA, 1),
     "ml.trn1.32xlarge": (_NEURON, 16), "ml.trn1n.32xlarge": (_NEURON, 16), "ml.trn2.48xlarge": (_NEURON, 16),
 }
+
+
+def nvidia_gpus(instance_type: str) -> int:
+    """NVIDIA GPUs per instance (0 for other accelerators and unknown types): the GRES count Slurm should show."""
+    kind, count = ACCELERATORS.get(instance_type, ("", 0))
+    return count if kind == _NVIDIA else 0
 
 
 def eks_errors(cfg: PlatformConfig) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stacks.config import PlatformConfig
+from stacks.config import PlatformConfig, nvidia_gpus
 
 
 def accounting_parameters(config: PlatformConfig) -> dict[str, Any]:
@@ -23,3 +23,10 @@ def accounting_parameters(config: PlatformConfig) -> dict[str, Any]:
         "priority_weights": {"PriorityWeightFairshare": weights.fairshare, "PriorityWeightQOS": weights.qos,
                              "PriorityWeightAge": weights.age, "PriorityWeightJobSize": weights.job_size},
     }
+
+
+def worker_groups(config: PlatformConfig) -> list[dict[str, Any]]:
+    """platform_parameters.json `worker_groups`: each compute group's partition and the NVIDIA GPUs per node that
+    lifecycle/hyperpod/check_gres.sh expects Slurm to show as GRES."""
+    return [{"instance_group_name": g.name, "partition_name": (g.partitions or [g.name])[0],
+             "gpus": nvidia_gpus(g.instance_type)} for g in config.group("compute")]

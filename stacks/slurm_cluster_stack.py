@@ -19,7 +19,7 @@ from constructs.platform_role_names import (cluster_execution_role_name, slurm_j
 
 from stacks.config import PlatformConfig, checkpoint_dir, login_load_balancer, session_run_as
 from stacks.network_stack import NetworkRefs
-from stacks.slurm_accounting import accounting_parameters
+from stacks.slurm_accounting import accounting_parameters, worker_groups
 from stacks.storage_stack import StorageStack
 
 class SlurmClusterStack(cdk.Stack):
@@ -193,14 +193,14 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
         "cluster_name": config.name,
         "controller_group": config.group("controller")[0].name,
         "login_group": logins[0].name if logins else None,
-        "worker_groups": [{"instance_group_name": g.name, "partition_name": (g.partitions or [g.name])[0]}
-                          for g in config.group("compute")],
+        "worker_groups": worker_groups(config),
         "fsx": {"mount": lustre.mount_by == "lifecycle", "dns_name": storage.lustre.dns_name,
                 "mount_name": storage.lustre.mount_name, "mount_path": lustre.mount_path,
                 "checkpoint_dir": checkpoint_dir(config.storage)},
         "users": [{"name": u.name, "uid": u.uid, "gid": u.group_id, "sudo": u.sudo} for u in config.users],
         "slurm": {"auto_resume": config.cluster.slurm_auto_resume, "login_secret_arn": slurm_login_secret_arn,
-                  "auth": slurm_auth(config), "jwt_key_secret_arn": jwt_key_secret_arn},
+                  "auth": slurm_auth(config), "jwt_key_secret_arn": jwt_key_secret_arn,
+                  "pam_slurm_adopt": config.cluster.pam_slurm_adopt},
         "users_sync": {"parameters_s3_uri": parameters_s3_uri},
         "shared_group": {"name": "studio-shared", "gid": config.studio.shared_gid} if config.studio.enabled else None,
         "container_runtime": {"enabled": runtime.enabled, "ubuntu_release": runtime.ubuntu_release,

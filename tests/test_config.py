@@ -478,6 +478,13 @@ def physics(**changes) -> list[dict]:
     return [{"name": "physics", "qos": ["normal", "short"], "users": ["ada", "bob"], **changes}]
 
 
+def cpu_workers(data: dict) -> dict:
+    for group in data["cluster"]["instance_groups"]:
+        if group["role"] == "compute":
+            group["instance_type"] = "ml.c5.9xlarge"
+    return data
+
+
 ACCOUNTING_INVALID = [
     ("unknown department qos", accounting(departments=physics(qos=["normal", "long"])),
      "cluster.accounting.departments[0].qos[1]: 'long' is not a QoS; allowed: normal, short (define it under "
@@ -508,6 +515,10 @@ ACCOUNTING_INVALID = [
     ("gpus over the cluster", accounting(qos=[{"name": "short", "max_tres_per_user": {"gpu": 8}}]),
      "cluster.accounting.qos[0].max_tres_per_user.gpu: 8; the compute groups have 2 NVIDIA GPU(s) in total "
      "(ACCELERATORS in stacks/config.py), so the limit could never bind; allowed: at most 2"),
+    ("gpu limit without gpus", cpu_workers(accounting(qos=[{"name": "short", "grp_tres": {"gpu": 1}}])),
+     "cluster.accounting.qos[0].grp_tres.gpu: 1; no compute group has NVIDIA GPUs (instance types ml.c5.9xlarge; GPU "
+     "types and counts in ACCELERATORS, stacks/config.py), so Slurm has no gpu GRES to limit; remove the gpu limit or "
+     "add a GPU instance group"),
     ("nodes over the cluster", accounting(qos=[{"name": "short", "grp_tres": {"node": 3}}]),
      "cluster.accounting.qos[0].grp_tres.node: 3; the compute groups have 2 node(s) in total, so the limit could "
      "never bind; allowed: at most 2"),
@@ -650,3 +661,19 @@ def test_which_configs_get_a_load_balancer_and_department_tags():
     two = budgeted({"monthly_limit_usd": 1000, "department_tag_key": "cost-center"})
     two["cluster"]["accounting"]["departments"].append({"name": "biology", "users": ["bob", "ada"]})
     assert department_tags(parse_config(two)) == {"ada": ("cost-center", "physics"), "bob": ("cost-center", "physics")}
+# ---------------------------------------------------------------------------------------------- GPUs and PAM
+@pytest.mark.parametrize("instance_type, gpus", [("ml.g5.2xlarge", 1), ("ml.g5.12xlarge", 4), ("ml.g5.48xlarge", 8),
+                                                 ("ml.p5.48xlarge", 8), ("ml.trn1.32xlarge", 0),
+                                                 ("ml.c5.9xlarge", 0)])
+def test_nvidia_gpus_per_instance_type_are_the_gres_slurm_should_show(instance_type, gpus):
+    from stacks.config import nvidia_gpus
+    assert nvidia_gpus(instance_type) == gpus  # Trainium has Neuron devices, not GPU GRES
+
+
+def test_pam_slurm_adopt_is_a_slurm_setting():
+    data = base()
+    data["cluster"]["pam_slurm_adopt"] = True
+    assert parse_config(data, "test.yaml").cluster.pam_slurm_adopt is True
+    data["orchestrator"] = "eks"
+    assert ("cluster.pam_slurm_adopt: true with orchestrator 'eks'; it is a Slurm PAM module, allowed only with "
+            "orchestrator slurm") in errors_of(data)

@@ -38,6 +38,10 @@ bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
 
 # Per-user mode (slurm.auth jwt): auth/jwt for Studio users and DisableRootJobs, in slurm.conf's included file.
 [[ "$NODE_TYPE" == controller ]] && bash "$HERE/configure_slurm_auth.sh"
+# pam_slurm_adopt: PrologFlags=Contain on the controller, the PAM stack on compute nodes (cluster.pam_slurm_adopt).
+bash "$HERE/configure_pam_adopt.sh" "$NODE_TYPE"
+# GPUs are GRES in HyperPod's slurm.conf; report nodes whose count differs from their instance type's.
+[[ "$NODE_TYPE" == controller ]] && bash "$HERE/check_gres.sh"
 # Studio login nodes read the controller's Slurm version, address, slurm.conf (and, in shared mode only, the munge
 # key) from this secret.
 login_secret="$(param slurm.login_secret_arn)"

@@ -53,6 +53,11 @@ class AccountingCluster:
     procs: list[subprocess.Popen] = field(default_factory=list)
     conf: Path = Path()
     munge_socket: Path | None = None
+    partition: str = "debug"
+    # GPUs as HyperPod configures them (Gres=gpu:<type>:N on the node, a gres.conf beside slurm.conf), each backed by
+    # an empty file standing in for /dev/nvidiaN, since this machine has no GPU.
+    gpus: int = 0
+    gpu_type: str = "a10g"
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
@@ -114,7 +119,15 @@ class AccountingCluster:
         self.conf.write_text(render_slurm_conf(
             cluster_name=self.cluster_name, hostname=socket.gethostname().split(".")[0], state_dir=ctl / "state",
             munge_socket=self.munge_socket, slurmctld_port=slurmctld_port, slurmd_port=free_port(),
-            cpus=os.cpu_count() or 1, real_memory_mb=500))
+            cpus=os.cpu_count() or 1, real_memory_mb=500, partition=self.partition,
+            gres=f"gpu:{self.gpu_type}:{self.gpus}" if self.gpus else ""))
+        if self.gpus:
+            devices = ctl / "dev"
+            devices.mkdir()
+            for i in range(self.gpus):
+                (devices / f"nvidia{i}").touch()
+            (etc / "gres.conf").write_text(
+                f"Name=gpu Type={self.gpu_type} File={devices}/nvidia[0-{self.gpus - 1}]\n")
         (etc / "accounting.conf").write_text(accounting_conf(dbd_port=dbd_port, munge_socket=self.munge_socket,
                                                              priority_weights=self.priority_weights))
         env = self.env()

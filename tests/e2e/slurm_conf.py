@@ -26,6 +26,7 @@ def render_slurm_conf(
     partition: str = "debug",
     address: str = "127.0.0.1",
     slurm_user: str = "root",
+    gres: str = "",
 ) -> str:
     """Returns slurm.conf text for one controller and one compute node on the same host.
 
@@ -43,6 +44,8 @@ def render_slurm_conf(
     if cpus < 1 or real_memory_mb < 1:
         raise ValueError("cpus and real_memory_mb must be >= 1")
     state = Path(state_dir)
+    # A GPU node as HyperPod writes it: GresTypes and the node's Gres=gpu:<type>:<count> in slurm.conf itself.
+    gres_types = sorted({g.split(":")[0] for g in gres.split(",")}) if gres else []
     lines = [
         f"ClusterName={cluster_name}",
         f"SlurmctldHost={hostname}({address})",
@@ -76,7 +79,9 @@ def render_slurm_conf(
         "MinJobAge=300",
         "KillWait=5",
         "Waittime=0",
-        f"NodeName={hostname} NodeAddr={address} CPUs={cpus} RealMemory={real_memory_mb} State=UNKNOWN",
+        *([f"GresTypes={','.join(gres_types)}"] if gres_types else []),
+        f"NodeName={hostname} NodeAddr={address} CPUs={cpus} RealMemory={real_memory_mb}"
+        + (f" Gres={gres}" if gres else "") + " State=UNKNOWN",
         f"PartitionName={partition} Nodes={hostname} Default=YES MaxTime=INFINITE State=UP",
     ]
     return "\n".join(lines) + "\n"

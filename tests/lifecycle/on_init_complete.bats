@@ -22,11 +22,11 @@ enable_everything() {
 }
 
 # slurm_daemon_calls -> any call that starts, stops, enables or restarts a Slurm daemon, or scontrol other than
-# reconfigure
+# reconfigure and the read-only `show config` (check_gres.sh)
 slurm_daemon_calls() {
   {
     grep -E '^systemctl (start|stop|restart|reload|enable|disable|mask) .*slurm' "$STUB_LOG"
-    grep -E '^scontrol ' "$STUB_LOG" | grep -vx 'scontrol reconfigure'
+    grep -E '^scontrol ' "$STUB_LOG" | grep -vx -e 'scontrol reconfigure' -e 'scontrol show config'
   } || true
 }
 
@@ -48,7 +48,9 @@ run_as() {
   [ "$(grep -cxF "include $SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" "$SLURM_CONF_DIR/plugstack.conf")" -eq 1 ]
   [ "$(cat "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "optional /usr/local/lib/slurm/spank_pyxis.so" ]
   grep -q '^/var/log/slurm/\*.log {' "$LOGROTATE_CONF"
-  [ "$(calls scontrol)" = "scontrol reconfigure" ]
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol reconfigure" "scontrol show config")" ]
+  grep -q "\[check_gres\] WARNING: worker-group-1 has 1 GPU(s) per node but slurmctld's GresTypes is '(none)'" \
+    "$LOG_DIR/on_init_complete.log"
   cmp "$T/slurm.conf.hyperpod" "$SLURM_CONF_DIR/slurm.conf"
   [ -z "$(slurm_daemon_calls)" ]
   grep -q "\[on_init_complete\] done" "$LOG_DIR/on_init_complete.log"

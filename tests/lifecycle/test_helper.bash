@@ -8,7 +8,7 @@ SCRIPTS="$REPO_ROOT/lifecycle/hyperpod"
 FIXTURES="$BATS_TEST_DIRNAME/fixtures"
 
 STUBBED=(hostname mount umount mountpoint getent groupadd useradd usermod userdel systemctl scontrol
-  apt-get apt-mark dpkg-query aws visudo srun ssh-keygen lctl nproc iptables ip6tables)
+  apt-get apt-mark dpkg-query aws visudo srun ssh-keygen lctl nproc iptables ip6tables sinfo)
 
 setup() {
   T="$BATS_TEST_TMPDIR"
@@ -36,7 +36,8 @@ setup() {
   export PYXIS_CONF="$T/pyxis/pyxis.conf" TMPDIR="$T/tmp"
   export SSH_CLIENT_CONF="$T/ssh_config.d/60-hyperpod-cluster.conf" LOGROTATE_CONF="$T/logrotate.d/hyperpod-slurm"
   export STATE_DIR="$T/state" PLATFORM_DIR="$T/platform" SYSTEMD_DIR="$T/systemd"
-  export MEMINFO="$T/meminfo"
+  export MEMINFO="$T/meminfo" PAM_SSHD="$T/pam.d/sshd" ACCESS_FILE="$T/security/hyperpod-slurm-admins.conf"
+  export SSHD_CONFIG="$T/ssh/sshd_config" PAM_SLURM_ADOPT_CANDIDATES="$T/security/pam_slurm_adopt.so"
   printf 'MemTotal:        7836724 kB\nMemFree:         1000000 kB\n' >"$MEMINFO"
   export ENROOT_CONF="$T/enroot/enroot.conf" NVME_PATHS="$T/nvme $T/opt-sagemaker" OS_RELEASE="$T/os-release"
   mkdir -p "$TMPDIR" "$SLURM_CONF_DIR"
@@ -73,9 +74,10 @@ calls() {
   grep "^$1 " "$STUB_LOG" || true
 }
 
-# mutating_calls -> every recorded call that changes the node
+# mutating_calls -> every recorded call that changes the node (`scontrol show ...` only reads)
 mutating_calls() {
-  grep -E '^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-mark|aws) |^ip6?tables -w -A |^systemctl (daemon-reload|enable|restart|reload)' "$STUB_LOG" || true
+  grep -E '^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-mark|aws) |^ip6?tables -w -A |^systemctl (daemon-reload|enable|restart|reload)' "$STUB_LOG" |
+    grep -v '^scontrol show ' || true
 }
 
 # add_artifact NAME FILE CONTENT [SHA] : puts a fake .deb in the fake S3 and lists it in the params

@@ -1,0 +1,227 @@
+"""End to end on REAL Slurm: GPUs as GRES (check_gres.sh, --gres=gpu:N, QoS gpu limits) and pam_slurm_adopt
+(configure_pam_adopt.sh) on the loopback accounting cluster of tests/e2e/slurm_accounting_cluster.py.
+
+The node is a GPU node as HyperPod writes it (GresTypes=gpu, Gres=gpu:a10g:4 on its NodeName line, a gres.conf
+beside slurm.conf), with empty files standing in for the GPU devices. The departments, users and QoS are the
+research-institution example's, applied by apply_accounting.sh; the GPU count the controller expects comes from
+the example's instance type through the same function the cluster stack uses (worker_groups).
+
+pam_slurm_adopt is Debian's libpam-slurm-adopt, built for the same Slurm (22.05) as the daemons; the PAM stack is
+a real one under /etc/pam.d (a service of its own, removed afterwards), exercised with pamtester's acct_mgmt, the
+account phase sshd runs after authentication.
+
+Needs root and the Debian packages slurm-wlm, slurmdbd, munge, mariadb-server, libpam-slurm-adopt and pamtester.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(REPO))
+from slurm_accounting_cluster import REQUIRED_BINARIES, AccountingCluster, run  # noqa: E402
+from test_slurm_accounting import TERMINAL, Env, example  # noqa: E402
+
+from stacks.config import parse_config  # noqa: E402
+from stacks.slurm_accounting import accounting_parameters, worker_groups  # noqa: E402
+
+HYPERPOD = REPO / "lifecycle" / "hyperpod"
+PAM_MODULE = Path("/lib/security/pam_slurm_adopt.so")  # where Debian's libpam-slurm-adopt installs it
+PAM_SERVICE = f"hyperpod-e2e-sshd-{os.getpid()}"
+
+missing = [b for b in (*REQUIRED_BINARIES, "pamtester") if shutil.which(b) is None]
+pytestmark = pytest.mark.skipif(
+    bool(missing) or os.geteuid() != 0 or not PAM_MODULE.exists(),
+    reason=f"needs root, real Slurm accounting and pam_slurm_adopt (missing {', '.join(missing) or 'nothing'}): "
+           "apt-get install slurm-wlm slurmdbd munge mariadb-server libpam-slurm-adopt pamtester")
+
+ADMIN = "ada"  # sudo: true in the parameters this test writes
+
+
+class GresEnv(Env):
+    def __init__(self, cluster: AccountingCluster, data: dict):
+        super().__init__(cluster)
+        self.data = data
+        config = parse_config(data)
+        self.platform = cluster.base / "platform_parameters.full.json"
+        users = [{"name": u["name"], "uid": u["uid"], "gid": u["uid"], "sudo": u["name"] == ADMIN}
+                 for u in data["users"]]
+        self.write_params(worker_groups=worker_groups(config), users=users)
+
+    def write_params(self, **changes) -> None:
+        params = {"version": 1, "slurm": {"pam_slurm_adopt": True}, **changes}
+        if self.platform.exists():
+            params = {**json.loads(self.platform.read_text()), **changes}
+        self.platform.write_text(json.dumps(params))
+
+    def script(self, name: str, *args: str, **env: str) -> str:
+        etc = self.cluster.conf.parent
+        full = {**self.cluster.env(), "PARAMS_FILE": str(self.platform), "SLURM_CONF_DIR": str(etc),
+                "LOG_DIR": str(self.cluster.base / "log"), "SLURM_WAIT_ATTEMPTS": "5", **env}
+        result = run(["bash", str(HYPERPOD / name), *args], env=full, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout + result.stderr
+
+    def pamtester(self, user: str) -> tuple[int, str]:
+        result = run(["pamtester", "-v", PAM_SERVICE, user, "acct_mgmt"], env=self.cluster.env())
+        return result.returncode, result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[GresEnv]:
+    from test_studio_slurm_login import PosixUser, ensure_posix_user, start_munged
+
+    data = example()
+    config = parse_config(data)
+    group = next(g for g in config.cluster.instance_groups if g.role == "compute")
+    base = Path(tempfile.mkdtemp(prefix="slurm-gres-"))
+    base.chmod(0o755)
+    weights = accounting_parameters(config)["priority_weights"]
+    cluster = AccountingCluster(base=base, cluster_name="research", priority_weights=weights,
+                                partition=group.partitions[0], gpus=4)
+    created: list[tuple[str, bool, bool]] = []
+    pam_file = Path("/etc/pam.d") / PAM_SERVICE
+    try:
+        for user in data["users"]:
+            created.append((user["name"], *ensure_posix_user(PosixUser(user["name"], user["uid"], user["uid"]))))
+        cluster.start(start_munged)
+        gres_env = GresEnv(cluster, data)
+        gres_env.params = base / "platform_parameters.json"
+        gres_env.apply(data)
+        yield gres_env
+    finally:
+        pam_file.unlink(missing_ok=True)
+        cluster.stop()
+        for name, user_ours, group_ours in reversed(created):
+            if user_ours:
+                run(["userdel", name])
+            if group_ours and run(["getent", "group", name]).returncode == 0:
+                run(["groupdel", name])
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def pending_reason(env: GresEnv, job_id: str) -> tuple[str, str]:
+    job = env.wait_job(job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL,
+                       "a reason")
+    run(["scancel", job_id], env=env.cluster.env())
+    return job["JobState"], job["Reason"]
+
+
+# ------------------------------------------------------------------------------------------------------------ GRES
+def test_the_node_s_gpus_match_its_instance_type(env: GresEnv):
+    out = env.script("check_gres.sh")
+    # research-gpus is ml.g5.12xlarge: 4 GPUs, and the node shows gpu:a10g:4.
+    assert "research-gpus (partition gpu): 1 node(s) checked for gpu:4" in out
+    assert "GPU GRES match the instance types" in out
+    assert "WARNING" not in out
+
+
+def test_a_node_with_other_gpus_than_its_instance_type_is_reported(env: GresEnv):
+    config = parse_config(example())
+    groups = copy.deepcopy(worker_groups(config))
+    groups[0]["gpus"] = 8  # as if the group were ml.g5.48xlarge
+    env.write_params(worker_groups=groups)
+    try:
+        out = env.script("check_gres.sh")
+    finally:
+        env.write_params(worker_groups=worker_groups(config))
+    assert "WARNING: node" in out and "of research-gpus (partition gpu) has 4 GPU GRES" in out
+    assert "its instance type has 8" in out
+    assert "1 GPU GRES warning(s)" in out
+
+
+def test_a_job_asking_for_one_gpu_runs_with_it(env: GresEnv):
+    rc, job_id, err = env.sbatch("ada", "--account=physics", "--partition=gpu", "--gres=gpu:1", "--time=10",
+                                 "--wrap", "true")
+    assert rc == 0, err
+    job = env.wait_job(job_id, lambda j: j.get("JobState") in TERMINAL, "the end")
+    assert job["JobState"] == "COMPLETED", job
+    out = run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "alloctres"], env=env.cluster.env()).stdout
+    assert "gres/gpu=1" in out, out
+
+
+def test_a_job_asking_for_more_gpus_than_a_node_has_is_refused(env: GresEnv):
+    rc, _, err = env.sbatch("ada", "--account=physics", "--partition=gpu", "--gres=gpu:99", "--time=10",
+                            "--wrap", "true")
+    assert rc != 0
+    assert "Requested node configuration is not available" in err
+
+
+def test_a_job_over_the_qos_gpu_limit_waits_with_the_qos_reason(env: GresEnv):
+    # The example's teaching QoS allows each user 1 GPU; enrico is in teaching.
+    rc, job_id, err = env.sbatch("enrico", "--account=teaching", "--qos=teaching", "--partition=gpu",
+                                 "--gres=gpu:2", "--time=10", "--wrap", "true")
+    assert rc == 0, err
+    assert pending_reason(env, job_id) == ("PENDING", "QOSMaxGRESPerUser")
+
+
+# ------------------------------------------------------------------------------------------------- pam_slurm_adopt
+@pytest.fixture(scope="module")
+def adopt(env: GresEnv) -> tuple[str, str]:
+    """The controller step (PrologFlags=Contain, reconfigure), then the compute step on a PAM service of its own."""
+    controller = env.script("configure_pam_adopt.sh", "controller",
+                            INCLUDED_CONF=str(env.cluster.conf.parent / "accounting.conf"))
+    pam_file = Path("/etc/pam.d") / PAM_SERVICE
+    pam_file.write_text("account required pam_unix.so\n")  # sshd's common-account, in short
+    compute_env = {"PAM_SSHD": str(pam_file), "ACCESS_FILE": str(env.cluster.base / "admins.conf"),
+                   "PAM_SLURM_ADOPT_CANDIDATES": str(PAM_MODULE)}
+    env.compute_env = compute_env
+    compute = env.script("configure_pam_adopt.sh", "compute", **compute_env)
+    return controller, compute
+
+
+def test_the_controller_adds_prolog_flags_contain_and_slurmctld_uses_it(env: GresEnv, adopt):
+    controller, _ = adopt
+    assert "wrote the pam_slurm_adopt settings (PrologFlags=Contain)" in controller
+    out = run(["scontrol", "show", "config"], env=env.cluster.env()).stdout
+    assert any(line.split("=")[0].strip() == "PrologFlags" and "Contain" in line for line in out.splitlines()), out
+    again = env.script("configure_pam_adopt.sh", "controller",
+                       INCLUDED_CONF=str(env.cluster.conf.parent / "accounting.conf"))
+    assert "already has the pam_slurm_adopt settings" in again
+
+
+def test_a_user_without_a_job_on_the_node_is_denied(env: GresEnv, adopt):
+    rc, out = env.pamtester("gregor")
+    assert rc != 0, out
+    assert "no active jobs on this node" in out or "Permission denied" in out, out
+
+
+def test_a_user_with_a_running_job_is_allowed_and_an_admin_always(env: GresEnv, adopt):
+    rc, job_id, err = env.sbatch("rosalind", "--account=biology", "--partition=gpu", "--time=10",
+                                 "--wrap", "sleep 120")
+    assert rc == 0, err
+    try:
+        env.wait_job(job_id, lambda j: j.get("JobState") == "RUNNING", "RUNNING")
+        rc, out = env.pamtester("rosalind")
+        assert rc == 0, out
+        # Someone else still has no job here.
+        assert env.pamtester("gregor")[0] != 0
+    finally:
+        run(["scancel", job_id], env=env.cluster.env())
+    rc, out = env.pamtester(ADMIN)
+    assert rc == 0, out
+    # Her job over, rosalind is refused again.
+    env.wait_job(job_id, lambda j: j.get("JobState") in TERMINAL, "the end")
+    assert env.pamtester("rosalind")[0] != 0
+
+
+def test_turning_it_off_restores_the_pam_stack(env: GresEnv, adopt):
+    pam_file = Path("/etc/pam.d") / PAM_SERVICE
+    env.write_params(slurm={"pam_slurm_adopt": False})
+    try:
+        out = env.script("configure_pam_adopt.sh", "compute", **env.compute_env)
+        assert "removed pam_slurm_adopt" in out
+        assert pam_file.read_text() == "account required pam_unix.so\n"
+        assert env.pamtester("gregor")[0] == 0
+    finally:
+        env.write_params(slurm={"pam_slurm_adopt": True})
+        env.script("configure_pam_adopt.sh", "compute", **env.compute_env)

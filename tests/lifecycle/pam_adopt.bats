@@ -1,0 +1,138 @@
+#!/usr/bin/env bats
+# lifecycle/hyperpod/configure_pam_adopt.sh with stubs: what it writes on each node type, that a second run changes
+# nothing, and what it refuses. The PAM stack itself (a user without a job denied, with one allowed, an admin always)
+# runs against real slurmd and pam_slurm_adopt in tests/e2e/test_slurm_gres_adopt.py.
+
+load test_helper
+
+BEGIN="# BEGIN hyperpod-platform pam_slurm_adopt (configure_pam_adopt.sh manages this block; edits are overwritten)"
+END="# END hyperpod-platform pam_slurm_adopt"
+SSHD_PAM_LINES=("@include common-auth" "account    required     pam_nologin.so" "@include common-account"
+  "session    required     pam_limits.so")
+
+setup_pam() {
+  mkdir -p "$(dirname "$PAM_SSHD")" "$(dirname "$PAM_SLURM_ADOPT_CANDIDATES")"
+  printf '%s\n' "${SSHD_PAM_LINES[@]}" >"$PAM_SSHD"
+  touch "$PAM_SLURM_ADOPT_CANDIDATES"
+  set_param slurm.pam_slurm_adopt true
+}
+
+@test "compute: the admins (sudo users) and pam_slurm_adopt are appended to sshd's PAM stack; a second run changes nothing" {
+  setup_pam
+  run bash "$SCRIPTS/configure_pam_adopt.sh" compute
+  [ "$status" -eq 0 ]
+  expected=("${SSHD_PAM_LINES[@]}" "$BEGIN" "account sufficient pam_access.so accessfile=$ACCESS_FILE"
+    "account required $PAM_SLURM_ADOPT_CANDIDATES service=sshd" "$END")
+  [ "$(cat "$PAM_SSHD")" = "$(printf '%s\n' "${expected[@]}")" ]
+  # bob has sudo: true in the fixture, alice does not.
+  [ "$(cat "$ACCESS_FILE")" = "$(printf '%s\n' "$BEGIN" "+:root bob:ALL" "-:ALL:ALL" "$END")" ]
+  cp "$PAM_SSHD" "$T/pam.first"
+  cp "$ACCESS_FILE" "$T/access.first"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" compute
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"already has pam_slurm_adopt"* ]]
+  cmp "$T/pam.first" "$PAM_SSHD"
+  cmp "$T/access.first" "$ACCESS_FILE"
+  [ -z "$(mutating_calls)" ]
+}
+
+@test "compute: a changed admin list replaces the block instead of adding another" {
+  setup_pam
+  bash "$SCRIPTS/configure_pam_adopt.sh" compute
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2001, "sudo": true}, {"name": "bob", "uid": 2002, "gid": 2002, "sudo": true}]'
+  run bash "$SCRIPTS/configure_pam_adopt.sh" compute
+  [ "$status" -eq 0 ]
+  [ "$(grep -c "^+:" "$ACCESS_FILE")" -eq 1 ]
+  grep -qxF "+:root alice bob:ALL" "$ACCESS_FILE"
+  [ "$(grep -cxF "$BEGIN" "$PAM_SSHD")" -eq 1 ]
+}
+
+@test "compute: without the module built for this Slurm it stops and leaves PAM alone" {
+  setup_pam
+  rm "$PAM_SLURM_ADOPT_CANDIDATES"
+  cp "$PAM_SSHD" "$T/before"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" compute
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"pam_slurm_adopt.so is not on this node"* ]]
+  cmp "$T/before" "$PAM_SSHD"
+  [ ! -e "$ACCESS_FILE" ]
+}
+
+@test "compute: turned off, the blocks an earlier run wrote are removed and nothing else" {
+  setup_pam
+  bash "$SCRIPTS/configure_pam_adopt.sh" compute
+  set_param slurm.pam_slurm_adopt false
+  run bash "$SCRIPTS/configure_pam_adopt.sh" compute
+  [ "$status" -eq 0 ]
+  [ "$(cat "$PAM_SSHD")" = "$(printf '%s\n' "${SSHD_PAM_LINES[@]}")" ]
+  [ ! -s "$ACCESS_FILE" ]
+}
+
+@test "login and controller nodes never get pam_slurm_adopt in their PAM stack" {
+  setup_pam
+  cp "$PAM_SSHD" "$T/before"
+  for node in login controller; do
+    run bash "$SCRIPTS/configure_pam_adopt.sh" "$node"
+    [ "$status" -eq 0 ]
+    cmp "$T/before" "$PAM_SSHD"
+  done
+  [ ! -e "$ACCESS_FILE" ]
+}
+
+@test "controller: PrologFlags=Contain in the included accounting.conf, one reconfigure, slurm.conf untouched; then idempotent" {
+  setup_pam
+  printf 'AccountingStorageType=accounting_storage/slurmdbd\n' >"$SLURM_CONF_DIR/accounting.conf"
+  cp "$SLURM_CONF_DIR/slurm.conf" "$T/slurm.conf.before"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" controller
+  [ "$status" -eq 0 ]
+  [ "$(cat "$SLURM_CONF_DIR/accounting.conf")" = "$(printf '%s\n' "AccountingStorageType=accounting_storage/slurmdbd" \
+    "$BEGIN" "PrologFlags=Contain" "$END")" ]
+  [ "$(calls scontrol)" = "scontrol reconfigure" ]
+  cmp "$T/slurm.conf.before" "$SLURM_CONF_DIR/slurm.conf"
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" controller
+  [ "$status" -eq 0 ]
+  [ -z "$(mutating_calls)" ]
+  # Turned off: the block goes, with one reconfigure.
+  set_param slurm.pam_slurm_adopt false
+  run bash "$SCRIPTS/configure_pam_adopt.sh" controller
+  [ "$status" -eq 0 ]
+  [ "$(cat "$SLURM_CONF_DIR/accounting.conf")" = "AccountingStorageType=accounting_storage/slurmdbd" ]
+  [ "$(calls scontrol)" = "scontrol reconfigure" ]
+}
+
+@test "controller: warns when ProctrackType is not proctrack/cgroup (sessions not contained)" {
+  setup_pam
+  printf 'ProctrackType=proctrack/linuxproc\n' >>"$SLURM_CONF_DIR/slurm.conf"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" controller
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"WARNING: ProctrackType is 'proctrack/linuxproc', not proctrack/cgroup"* ]]
+}
+
+@test "controller: refuses a slurm.conf whose PrologFlags lack Contain, and one that does not include accounting.conf" {
+  setup_pam
+  printf 'PrologFlags=Alloc\n' >>"$SLURM_CONF_DIR/slurm.conf"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" controller
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"sets PrologFlags=Alloc without Contain"* ]]
+  [ ! -e "$SLURM_CONF_DIR/accounting.conf" ]
+  printf 'ClusterName=ml-cluster\nSlurmctldHost=ip-10-1-0-12(10.1.0.12)\n' >"$SLURM_CONF_DIR/slurm.conf"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" controller
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"does not include accounting.conf"* ]]
+  [ -z "$(mutating_calls)" ]
+}
+
+@test "controller: PrologFlags with Contain already in slurm.conf needs nothing from the platform" {
+  setup_pam
+  printf 'PrologFlags=Alloc,Contain\n' >>"$SLURM_CONF_DIR/slurm.conf"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" controller
+  [ "$status" -eq 0 ]
+  [ -z "$(mutating_calls)" ]
+}
+
+@test "an unknown node type is an error" {
+  run bash "$SCRIPTS/configure_pam_adopt.sh" worker
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"usage: configure_pam_adopt.sh controller|login|compute (got 'worker')"* ]]
+}
