@@ -15,9 +15,10 @@ export AWS_EC2_METADATA_DISABLED := true
 # without a command is written -:package and checked with dpkg-query).
 # slurm-wlm and munge run real Slurm daemons on loopback for the end-to-end tests; slurm-wlm-jwt-plugin is Slurm's
 # auth/jwt, which per-user mode (shared_fsx: false) uses for Studio users; slurmdbd and mariadb-server add Slurm
-# accounting (tests/e2e/test_slurm_accounting.py).
+# accounting (tests/e2e/test_slurm_accounting.py); prometheus and prometheus-node-exporter run the real-metrics test
+# (tests/e2e/test_node_metrics.py).
 APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin \
-  slurmdbd:slurmdbd mariadbd:mariadb-server
+  slurmdbd:slurmdbd mariadbd:mariadb-server prometheus:prometheus prometheus-node-exporter:prometheus-node-exporter
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: synth test lint schema bench deps system-deps hyperpod-chart clean deploy diff graph preflight connect
