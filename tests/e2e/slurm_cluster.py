@@ -145,7 +145,8 @@ class SlurmCluster:
         self._wait("MariaDB", lambda: run(["mariadb", f"--socket={sock}", "-u", "root", "-e", grant]).returncode == 0)
         return port, password
 
-    def _start_slurmdbd(self) -> str:
+    def _start_slurmdbd(self) -> None:
+        """MariaDB, slurmdbd.conf and the accounting.conf slurm.conf includes (sacctmgr reads it), then slurmdbd."""
         db_port, password = self._start_database()
         dbd_port = free_port()
         dbd_conf = self.etc / "slurmdbd.conf"
@@ -156,11 +157,11 @@ class SlurmCluster:
             f"StoragePort={db_port}", "StorageUser=slurm", f"StoragePass={password}", "StorageLoc=slurm_acct_db",
         ]) + "\n")
         dbd_conf.chmod(0o600)
+        (self.etc / "accounting.conf").write_text(accounting_conf(
+            dbd_port=dbd_port, munge_socket=self.munge_socket, priority_weights=self.priority_weights))
         # slurmdbd reads the slurmdbd.conf beside the slurm.conf that SLURM_CONF names.
         self._spawn("slurmdbd", ["env", f"SLURM_CONF={self.conf}", "slurmdbd", "-D"])
         self._wait("slurmdbd", lambda: run(["sacctmgr", "-n", "-P", "show", "cluster"], env=self.env()).returncode == 0)
-        return accounting_conf(dbd_port=dbd_port, munge_socket=self.munge_socket,
-                               priority_weights=self.priority_weights)
 
     def start(self) -> None:
         """munged, (MariaDB and slurmdbd), slurmctld and slurmd; returns when the node is idle."""
@@ -175,7 +176,10 @@ class SlurmCluster:
             munge_socket=self.munge_socket, slurmctld_port=self.slurmctld_port, slurmd_port=free_port(),
             cpus=os.cpu_count() or 1, real_memory_mb=500))
         (self.etc / "plugstack.conf").write_text("")  # HyperPod's own SPANK entries would be here
-        (self.etc / "accounting.conf").write_text(self._start_slurmdbd() if self.accounting else ACCOUNTING_CONF)
+        if self.accounting:
+            self._start_slurmdbd()
+        else:
+            (self.etc / "accounting.conf").write_text(ACCOUNTING_CONF)
         Path("/run/munge").mkdir(parents=True, exist_ok=True)
         self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
         self._spawn("slurmd", ["unshare", "--mount", "--propagation", "private", "sh", "-c",
