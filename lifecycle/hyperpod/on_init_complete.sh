@@ -6,7 +6,8 @@
 #
 # So this script adds only what HyperPod does not do: instance metadata for root only (block_imds.sh), users, their SSH keys (kept in step with later changes to
 # the users list by a timer, install_users_sync.sh), the container runtime's settings, Slurm
-# log rotation, the node metrics collectors (when enabled), and (controller) the settings Studio login nodes read. It never writes node or partition lines,
+# log rotation, the node metrics collectors (when enabled, install_node_metrics.sh),
+# and (controller) the settings Studio login nodes read. It never writes node or partition lines,
 # never starts, stops or restarts a Slurm daemon; after changing plugstack.conf the controller runs
 # `scontrol reconfigure`, which pushes the file to the configless slurmd daemons.
 set -euo pipefail

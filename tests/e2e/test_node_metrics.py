@@ -61,6 +61,11 @@ def api(port: int, path: str, **query: str) -> dict:
     return body["data"]
 
 
+def version(binary: str) -> str:
+    result = run([binary, "--version"])
+    return (result.stdout or result.stderr).splitlines()[0]
+
+
 def up(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2) as response:
@@ -159,8 +164,7 @@ def test_the_nodes_collectors_reach_the_receiver_through_the_generated_agent_con
     if os.environ.get("WRITE_NODE_METRICS_FACTS") == "1":
         FACTS.write_text(json.dumps({
             "generated_by": "WRITE_NODE_METRICS_FACTS=1 pytest tests/e2e/test_node_metrics.py",
-            "node_exporter": run([NODE_EXPORTER, "--version"]).stderr.splitlines()[0],
-            "prometheus": run([PROMETHEUS, "--version"]).stdout.splitlines()[0],
+            "node_exporter": version(NODE_EXPORTER), "prometheus": version(PROMETHEUS),
             "metric_names": sorted(seen)}, indent=1) + "\n")
 
 
