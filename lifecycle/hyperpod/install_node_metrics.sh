@@ -116,7 +116,9 @@ put_file 0644 "$NODE_EXPORTER_DEFAULTS" prometheus-node-exporter <<CONF
 ARGS="--web.listen-address=127.0.0.1:9100 --collector.textfile.directory=$TEXTFILE_DIR"
 CONF
 
-# --- Prometheus agent
+# --- Prometheus agent (its write-ahead log under METRICS_STATE_DIR, the one path its sandbox may write)
+mkdir -p "$METRICS_STATE_DIR"
+chmod 0700 "$METRICS_STATE_DIR"
 retire_unit prometheus # the package's full server (TSDB, port 9090) would run beside the agent
 agent_conf="$(python3 "$LIB_DIR/node_metrics.py" agent-config "$PARAMS_FILE" "$NODE_TYPE" "$INSTANCE_GROUP" "$gpu")"
 put_file 0644 "$METRICS_CONF_DIR/agent.yml" hyperpod-metrics-agent.service <<<"$agent_conf"

@@ -85,6 +85,8 @@ assert conf["scrape_configs"][0]["static_configs"][0]["targets"] == ["127.0.0.1:
 assert conf["scrape_configs"][0]["static_configs"][0]["labels"]["node_type"] == "controller"
 assert conf["global"]["scrape_interval"] == "30s"
 PY
+  grep -qxF "ReadWritePaths=$METRICS_STATE_DIR" "$SYSTEMD_DIR/hyperpod-metrics-agent.service"
+  [ "$(stat -c %a "$METRICS_STATE_DIR")" = 700 ] # ProtectSystem=strict: the path must exist for the unit to start
   [ -f "$SYSTEMD_DIR/hyperpod-slurm-metrics.timer" ]
   cmp "$SCRIPTS/collectors/slurm_metrics.sh" "$PLATFORM_DIR/collectors/slurm_metrics.sh"
   [ ! -e "$SYSTEMD_DIR/hyperpod-dcgm-exporter.service" ]
