@@ -16,9 +16,11 @@ export AWS_EC2_METADATA_DISABLED := true
 # slurm-wlm and munge run real Slurm daemons on loopback for the end-to-end tests; slurm-wlm-jwt-plugin is Slurm's
 # auth/jwt, which per-user mode (shared_fsx: false) uses for Studio users; slurmdbd and mariadb-server add Slurm
 # accounting (tests/e2e/test_slurm_accounting.py); libpam-slurm-adopt (a PAM module, no command) and pamtester run the
-# pam_slurm_adopt test (tests/e2e/test_slurm_gres_adopt.py).
+# pam_slurm_adopt test (tests/e2e/test_slurm_gres_adopt.py); prometheus and prometheus-node-exporter run the
+# real-metrics test (tests/e2e/test_node_metrics.py).
 APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin \
-  slurmdbd:slurmdbd mariadbd:mariadb-server -:libpam-slurm-adopt pamtester:pamtester
+  slurmdbd:slurmdbd mariadbd:mariadb-server -:libpam-slurm-adopt pamtester:pamtester prometheus:prometheus \
+  prometheus-node-exporter:prometheus-node-exporter
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: synth test lint schema bench deps system-deps hyperpod-chart clean deploy diff graph preflight connect
@@ -84,7 +86,7 @@ test: deps system-deps lint
 	$(PY) -m pytest
 
 lint: system-deps
-	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/studio/*.sh tools/*.sh
+	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/hyperpod/collectors/*.sh lifecycle/studio/*.sh tools/*.sh
 
 ## JSON Schema of the config, for editors (config/schema.json is committed; a test keeps it current).
 schema: $(VENV)/.installed

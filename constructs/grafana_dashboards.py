@@ -87,15 +87,17 @@ def efa_dashboard() -> dict:
 
 
 def slurm_dashboard() -> dict:
-    states = ("alloc", "mix", "idle", "drain", "down")
+    # collectors/slurm_metrics.sh: slurm_nodes and slurm_jobs by partition and state (sinfo %T, squeue %T, lowercase).
+    states = ("allocated", "mixed", "idle", "drained", "down")
     return _dashboard("hyperpod-slurm", "HyperPod: Slurm", [
-        _panel("Nodes by state", [_prom(f"slurm_nodes_{state}{{}}", state, ref=chr(65 + i))
+        _panel("Nodes by state", [_prom(f'sum(slurm_nodes{{state="{state}"}})', state, ref=chr(65 + i))
                                   for i, state in enumerate(states)], unit="short", width=12),
-        _panel("Jobs pending and running", [_prom("slurm_queue_pending{}", "pending", "A"),
-                                            _prom("slurm_queue_running{}", "running", "B")], unit="short"),
-        _panel("Nodes down or draining", [_prom("slurm_nodes_down{} + slurm_nodes_drain{}", "down + drain")],
+        _panel("Jobs pending and running", [_prom('sum(slurm_jobs{state="pending"})', "pending", "A"),
+                                            _prom('sum(slurm_jobs{state="running"})', "running", "B")], unit="short"),
+        _panel("Nodes down or draining", [_prom('sum(slurm_nodes{state=~"down|drained|draining"})', "down + drain")],
                unit="short", kind="stat", width=6),
-        _panel("Jobs pending", [_prom("slurm_queue_pending{}", "pending")], unit="short", kind="stat", width=6),
+        _panel("Jobs pending", [_prom('sum(slurm_jobs{state="pending"})', "pending")], unit="short", kind="stat",
+               width=6),
         _panel("Node CPU busy", [_prom('100 * (1 - avg by (instance) (rate(node_cpu_seconds_total{mode="idle"}[5m])))',
                                        "{{instance}}")], unit="percent", width=12),
         _panel("Node memory available", [_prom("100 * node_memory_MemAvailable_bytes{} / node_memory_MemTotal_bytes{}",

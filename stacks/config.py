@@ -583,15 +583,28 @@ class AlarmSubscription(Strict):
     endpoint: Annotated[str, Field(min_length=1, max_length=2048)]
 
 
+# What lifecycle/hyperpod/install_node_metrics.sh installs from observability.node_metrics.artifacts, by artifact name,
+# and on which nodes. Prometheus runs in agent mode (`--enable-feature=agent`), which Prometheus 2.32.0 introduced
+# (https://prometheus.io/blog/2021/11/16/agent/); Ubuntu 22.04's own `prometheus` (2.31.2) predates it.
+NODE_METRICS_ARTIFACTS = {"prometheus-node-exporter": "every node", "prometheus": "every node",
+                          "dcgm-exporter": "compute nodes with an NVIDIA GPU"}
+NODE_METRICS_REQUIRED = ("prometheus-node-exporter", "prometheus")
+PROMETHEUS_AGENT_MIN_VERSION = (2, 32)
+
+
 class NodeMetrics(Strict):
     """Opt-in metrics from the nodes, remote-written to an Amazon Managed Service for Prometheus workspace the storage
-    stack creates (constructs/metrics_workspace.py): Slurm nodes run the lifecycle exporters, EKS clusters the
-    HyperPod observability add-on."""
+    stack creates (constructs/metrics_workspace.py). Slurm nodes run the lifecycle exporters and a Prometheus agent
+    (SigV4) installed from the operator's S3 mirror, checksum-verified; EKS clusters run the HyperPod observability
+    add-on."""
     enabled: StrictBool = False
     # Days AMP keeps samples (AWS::APS::Workspace WorkspaceConfiguration.RetentionPeriodInDays; AMP's default is 150).
     retention_days: int = Field(default=150, ge=1, le=1095)
-    # The EKS add-on amazon-sagemaker-hyperpod-observability; v1.0.5-eksbuild.1 is the version AWS names as adding the
-    # restricted-instance-group toleration (docs.aws.amazon.com/sagemaker/latest/dg/
+    # Slurm only.
+    scrape_interval_seconds: int = Field(default=30, ge=10, le=300)
+    artifacts: list[Artifact] = []
+    # EKS only: the add-on amazon-sagemaker-hyperpod-observability; v1.0.5-eksbuild.1 is the version AWS names as
+    # adding the restricted-instance-group toleration (docs.aws.amazon.com/sagemaker/latest/dg/
     # hyperpod-observability-addon-troubleshooting.html). Check `aws eks describe-addon-versions` before raising it.
     eks_addon_version: AddonVersion = "v1.0.5-eksbuild.1"
 
@@ -737,6 +750,7 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
     errors.extend(_network_errors(cfg))
     errors.extend(_duplicate_errors(cfg))
     errors.extend(_observability_errors(cfg.observability))
+    errors.extend(_node_metrics_errors(cfg))
     errors.extend(_accounting_errors(cfg))
     errors.extend(_login_access_errors(cfg))
     errors.extend(_budget_errors(cfg))
@@ -781,6 +795,40 @@ def _observability_errors(obs: Observability) -> list[str]:
         if not re.fullmatch(regex, sub.endpoint):
             errors.append(f"observability.subscriptions[{i}].endpoint: {sub.endpoint!r} — with protocol "
                           f"{sub.protocol!r} it must be {allowed}")
+    return errors
+
+
+def _node_metrics_errors(cfg: PlatformConfig) -> list[str]:
+    metrics = cfg.observability.node_metrics
+    path = "observability.node_metrics"
+    errors: list[str] = []
+    for i, artifact in enumerate(metrics.artifacts):
+        if artifact.name not in NODE_METRICS_ARTIFACTS:
+            errors.append(f"{path}.artifacts[{i}].name: {artifact.name!r}; allowed: "
+                          + ", ".join(f"{n} ({where})" for n, where in NODE_METRICS_ARTIFACTS.items()))
+        package, version = artifact.s3_uri.rsplit("/", 1)[-1].split("_")[:2]
+        if artifact.name in NODE_METRICS_ARTIFACTS and package != artifact.name:
+            errors.append(f"{path}.artifacts[{i}].s3_uri: {artifact.s3_uri!r} holds package {package!r}, but the "
+                          f"artifact is named {artifact.name!r}; name it after the package it installs")
+        if package == "prometheus":
+            found = re.match(r"(?:\d+:)?(\d+)\.(\d+)", version)
+            if not found or tuple(map(int, found.groups())) < PROMETHEUS_AGENT_MIN_VERSION:
+                errors.append(f"{path}.artifacts[{i}].s3_uri: prometheus {version!r} has no agent mode; pin a "
+                              "build of Prometheus 2.32 or later (e.g. Ubuntu 24.04's 2.45.3 or Debian 12's 2.42.0)")
+    if not metrics.enabled:
+        return errors
+    if cfg.orchestrator != "slurm":
+        if metrics.artifacts:  # EKS nodes get the HyperPod observability add-on, not the lifecycle collectors
+            errors.append(f"{path}.artifacts: {len(metrics.artifacts)} artifact(s) with orchestrator "
+                          f"{cfg.orchestrator!r}; the lifecycle collectors are for Slurm nodes (EKS clusters get the "
+                          "HyperPod observability add-on, eks_addon_version): remove artifacts")
+        return errors
+    names = {a.name for a in metrics.artifacts}
+    for required in NODE_METRICS_REQUIRED:
+        if required not in names:
+            errors.append(f"{path}.artifacts: no {required!r} artifact with node metrics enabled; list the Debian "
+                          f"package mirrored to your S3 bucket as {{name: {required}, s3_uri: "
+                          f"s3://<bucket>/<path>/{required}_<version>_<arch>.deb, sha256: <64 hex>}}")
     return errors
 
 
@@ -1179,6 +1227,7 @@ _RECORD_KEYS = {
     "network.existing.control_plane_subnets": ("id",),
     "cluster.instance_groups[].kubernetes_taints": ("key", "effect"),  # Kubernetes: one taint per key and effect
     "observability.subscriptions": ("protocol", "endpoint"),
+    "observability.node_metrics.artifacts": ("name",),
 }
 # Checked with their own message elsewhere (instance groups, users, teams, priority classes, AZ IDs).
 _DUPLICATES_CHECKED_ELSEWHERE = {"network.az_ids"}

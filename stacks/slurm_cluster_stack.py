@@ -49,6 +49,10 @@ class SlurmClusterStack(cdk.Stack):
             acknowledge(self.jwt_key_secret, "AwsSolutions-SMG4",
                         "the value is the controller's auth/jwt signing key, made on the controller at creation; "
                         "Secrets Manager rotation cannot change the key slurmctld holds")
+        # observability.node_metrics: every node's collector remote-writes to the storage stack's workspace
+        # (https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>/api/v1/remote_write).
+        self.node_metrics_remote_write_url: str | None = (
+            storage.metrics_workspace.remote_write_url if storage.metrics_workspace is not None else None)
         # Every node's users sync (lifecycle/hyperpod/sync_users.sh) polls this object for later user changes.
         parameters_s3_uri = f"s3://{lifecycle_bucket.bucket_name}/{prefix}/{PARAMETERS_FILE}"
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket, prefix=prefix,
@@ -56,7 +60,8 @@ class SlurmClusterStack(cdk.Stack):
                                           parameters=provisioning_parameters(
                                               config, storage, self.slurm_login_secret.secret_arn,
                                               self.jwt_key_secret.secret_arn if self.jwt_key_secret else None,
-                                              parameters_s3_uri=parameters_s3_uri))
+                                              parameters_s3_uri=parameters_s3_uri,
+                                              node_metrics_remote_write_url=self.node_metrics_remote_write_url))
         native = config.storage.lustre.mount_by == "native"
         self.hyperpod = HyperPodCluster(
             self, "HyperPod", cluster_name=config.name, groups=group_specs(config, network),
@@ -68,8 +73,7 @@ class SlurmClusterStack(cdk.Stack):
             node_recovery=config.cluster.node_recovery,
             native_lustre=NativeLustreMount(dns_name=storage.lustre.dns_name, mount_name=storage.lustre.mount_name,
                                             mount_path=storage.mount_path) if native else None,
-            artifact_s3_uris=[a.s3_uri for a in config.cluster.container_runtime.artifacts]
-            if config.cluster.container_runtime.enabled else (),
+            artifact_s3_uris=artifact_s3_uris(config),
             execution_role_name=cluster_execution_role_name(config.name))
         self.hyperpod.execution_role.add_to_policy(iam.PolicyStatement(
             sid="PublishSlurmLoginSecret",
@@ -80,10 +84,7 @@ class SlurmClusterStack(cdk.Stack):
                 sid="WriteSlurmJwtKey", actions=["secretsmanager:PutSecretValue"],
                 resources=[self.jwt_key_secret.secret_arn]))
             self._restrict_jwt_key_secret(config)
-        # observability.node_metrics: every node's collector remote-writes to the storage stack's workspace.
-        self.node_metrics_remote_write_url: str | None = None
         if storage.metrics_workspace is not None:
-            self.node_metrics_remote_write_url = storage.metrics_workspace.remote_write_url
             self.hyperpod.execution_role.add_to_policy(storage.metrics_workspace.remote_write_statement())
         # Nodes run on_create.sh from the bucket at creation: the scripts must be there first.
         self.hyperpod.cluster.node.add_dependency(self.lifecycle.deployment)
@@ -173,6 +174,26 @@ def group_specs(config: PlatformConfig, network: NetworkRefs) -> list[GroupSpec]
             for g in config.cluster.instance_groups]
 
 
+def artifact_s3_uris(config: PlatformConfig) -> list[str]:
+    """Every package a node downloads from the operator's mirror (the node role reads exactly these objects)."""
+    runtime, metrics = config.cluster.container_runtime, config.observability.node_metrics
+    return ([a.s3_uri for a in runtime.artifacts] if runtime.enabled else []) + \
+        ([a.s3_uri for a in metrics.artifacts] if metrics.enabled else [])
+
+
+def node_metrics_parameters(config: PlatformConfig, remote_write_url: str | None) -> dict[str, Any] | None:
+    """What lifecycle/hyperpod/install_node_metrics.sh reads; None (nothing installed) when node metrics are off."""
+    metrics = config.observability.node_metrics
+    if not metrics.enabled:
+        return None
+    if not remote_write_url:
+        raise ValueError("observability.node_metrics.enabled is true but the Slurm cluster stack got no "
+                         "node_metrics_remote_write_url (the Amazon Managed Service for Prometheus workspace)")
+    return {"remote_write_url": remote_write_url, "region": cdk.Aws.REGION,
+            "scrape_interval_seconds": metrics.scrape_interval_seconds,
+            "artifacts": [a.model_dump() for a in metrics.artifacts]}
+
+
 def slurm_auth(config: PlatformConfig) -> str:
     """How Studio users authenticate to slurmctld, fixed at synth from the config: `jwt` (their own token, no munge
     key in Studio) when Studio partitions are per user (`shared_fsx: false`), else `munge` (the cluster's key).
@@ -183,7 +204,8 @@ def slurm_auth(config: PlatformConfig) -> str:
 def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
                             slurm_login_secret_arn: str | None = None,
                             jwt_key_secret_arn: str | None = None, *,
-                            parameters_s3_uri: str | None = None) -> dict[str, Any]:
+                            parameters_s3_uri: str | None = None,
+                            node_metrics_remote_write_url: str | None = None) -> dict[str, Any]:
     """The node-side contract read by lifecycle/hyperpod/on_init_complete.sh (see lifecycle/hyperpod/README.md)."""
     logins = config.group("login")
     lustre = config.storage.lustre
@@ -207,4 +229,5 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
                               "docker_apt_version": runtime.docker_apt_version,
                               "artifacts": [a.model_dump() for a in runtime.artifacts]},
         "accounting": accounting_parameters(config),
+        "node_metrics": node_metrics_parameters(config, node_metrics_remote_write_url),
     }

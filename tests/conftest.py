@@ -66,9 +66,17 @@ def large_config() -> PlatformConfig:
 GRAFANA_VIEWERS = "9067c5ed5d-0b3a8c3e-7f39-4b2e-9b2f-0123456789ab"
 
 
+# Slurm nodes install the collectors from the operator's mirror (names as observability.node_metrics requires).
+METRICS_ARTIFACTS = [
+    {"name": "prometheus-node-exporter", "s3_uri": "s3://mirror/debian/prometheus-node-exporter_1.5.0-1+b6_amd64.deb",
+     "sha256": "1" * 64},
+    {"name": "prometheus", "s3_uri": "s3://mirror/debian/prometheus_2.42.0+ds-5+deb12u1_amd64.deb", "sha256": "2" * 64}]
+
+
 def metrics_config(data: dict, source: str) -> PlatformConfig:
+    slurm = data.get("orchestrator", "slurm") == "slurm"
     data.setdefault("observability", {}).update({
-        "node_metrics": {"enabled": True},
+        "node_metrics": {"enabled": True, **({"artifacts": METRICS_ARTIFACTS} if slurm else {})},
         "grafana": {"enabled": True, "viewer_group_ids": [GRAFANA_VIEWERS]}})
     return parse_config(data, source)
 

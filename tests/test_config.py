@@ -195,6 +195,26 @@ INVALID = [
     ("unknown observability key", with_("observability.email", "ops@example.com"),
      "observability.email: unknown key; allowed here: subscriptions, log_retention_days, fsx_free_capacity_percent, "
      "fsx_throughput_percent, fsx_throughput_minutes, export_backlog_minutes, node_metrics, grafana"),
+    ("node metrics without the collector", with_("observability.node_metrics", {"enabled": True, "artifacts": [
+        {"name": "prometheus-node-exporter", "s3_uri": "s3://bkt/prometheus-node-exporter_1.7.0-1_amd64.deb",
+         "sha256": "a" * 64}]}),
+     "observability.node_metrics.artifacts: no 'prometheus' artifact with node metrics enabled; list the Debian "
+     "package mirrored to your S3 bucket as {name: prometheus, s3_uri: s3://<bucket>/<path>/prometheus_<version>_"
+     "<arch>.deb, sha256: <64 hex>}"),
+    ("node metrics prometheus without agent mode", with_("observability.node_metrics.artifacts", [
+        {"name": "prometheus", "s3_uri": "s3://bkt/prometheus_2.31.2+ds1-1ubuntu1_amd64.deb", "sha256": "a" * 64}]),
+     "observability.node_metrics.artifacts[0].s3_uri: prometheus '2.31.2+ds1-1ubuntu1' has no agent mode; pin a "
+     "build of Prometheus 2.32 or later (e.g. Ubuntu 24.04's 2.45.3 or Debian 12's 2.42.0)"),
+    ("node metrics artifact of another package", with_("observability.node_metrics.artifacts", [
+        {"name": "dcgm-exporter", "s3_uri": "s3://bkt/prometheus_2.45.3+ds-2_amd64.deb", "sha256": "a" * 64}]),
+     "observability.node_metrics.artifacts[0].s3_uri: 's3://bkt/prometheus_2.45.3+ds-2_amd64.deb' holds package "
+     "'prometheus', but the artifact is named 'dcgm-exporter'; name it after the package it installs"),
+    ("node metrics unknown artifact", with_("observability.node_metrics.artifacts", [
+        {"name": "grafana-agent", "s3_uri": "s3://bkt/grafana-agent_0.40.0-1_amd64.deb", "sha256": "a" * 64}]),
+     "observability.node_metrics.artifacts[0].name: 'grafana-agent'; allowed: prometheus-node-exporter (every "
+     "node), prometheus (every node), dcgm-exporter (compute nodes with an NVIDIA GPU)"),
+    ("node metrics scrape interval", with_("observability.node_metrics.scrape_interval_seconds", 1),
+     "observability.node_metrics.scrape_interval_seconds: 1 — Input should be greater than or equal to 10"),
 ]
 
 

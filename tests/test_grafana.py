@@ -193,7 +193,7 @@ def test_dashboards_cover_gpu_efa_slurm_and_fsx():
     named = {name: prometheus_metrics_named(body) for name, body in dashboards().items()}
     assert {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"} <= named["gpu"]
     assert {"efa_rx_bytes_total", "efa_tx_bytes_total", "efa_rx_drops_total"} <= named["efa"]
-    assert {"slurm_queue_pending", "slurm_nodes_idle", "slurm_nodes_down"} <= named["slurm"]
+    assert {"slurm_jobs", "slurm_nodes"} <= named["slurm"]
     assert ("AWS/FSx", "FreeDataStorageCapacity") in cloudwatch_metrics_named(dashboards()["fsx"])
 
 

@@ -13,9 +13,9 @@ set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/artifacts.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/artifacts.sh"
 
-APT_ATTEMPTS="${APT_ATTEMPTS:-3}"
-APT_OPTS=(-y -q -o DPkg::Lock::Timeout=300)
 ENROOT_CONF="${ENROOT_CONF:-/etc/enroot/enroot.conf}"
 NVME_PATHS="${NVME_PATHS:-/opt/dlami/nvme /opt/sagemaker}"
 
@@ -33,19 +33,6 @@ check_ubuntu_release() {
     "(container_runtime.docker_apt_version and artifacts) were made for Ubuntu $want; pin packages built for" \
     "this release and set container_runtime.ubuntu_release"
   log "Ubuntu $want, as the container runtime pins expect"
-}
-
-installed_version() {
-  dpkg-query -W -f='${Version}' "$1" 2>/dev/null || true
-}
-
-apt_updated=false
-apt_install() {
-  if [[ "$apt_updated" == false ]]; then
-    retry "$APT_ATTEMPTS" apt-get "${APT_OPTS[@]}" update
-    apt_updated=true
-  fi
-  retry "$APT_ATTEMPTS" apt-get "${APT_OPTS[@]}" install "$@"
 }
 
 ensure_docker() {
@@ -76,27 +63,6 @@ report_nvidia_toolkit() {
   else
     log "no nvidia-container-toolkit on this node (expected on CPU instances)"
   fi
-}
-
-# fetch_artifact NAME S3_URI SHA256 : downloads into $download_dir and verifies it, unless the same version is
-# installed. The file name must follow Debian's package_version_arch.deb.
-fetch_artifact() {
-  local name=$1 uri=$2 sha=$3 file package version
-  file="$(basename "$uri")"
-  [[ "$file" =~ ^([^_]+)_([^_]+)_([^_]+)\.deb$ ]] \
-    || die "artifact $name: $file is not named package_version_arch.deb"
-  package="${BASH_REMATCH[1]}"
-  version="${BASH_REMATCH[2]}"
-  if [[ "$(installed_version "$package")" == "$version" ]]; then
-    log "artifact $name: $package $version already installed"
-    return 0
-  fi
-  retry_backoff 5 aws s3 cp --only-show-errors "$uri" "$download_dir/$file" \
-    || die "artifact $name: could not download $uri"
-  echo "$sha  $file" >"$download_dir/$file.sha256"
-  (cd "$download_dir" && sha256sum --check --quiet "$file.sha256") \
-    || die "artifact $name: checksum mismatch for $uri (expected sha256 $sha); nothing installed"
-  verified+=("$download_dir/$file")
 }
 
 # first_mounted PATH... -> the first of PATHs that is a mount point ("" when none is)

@@ -6,7 +6,8 @@
 #
 # So this script adds only what HyperPod does not do: instance metadata for root only (block_imds.sh), users, their SSH keys (kept in step with later changes to
 # the users list by a timer, install_users_sync.sh), the container runtime's settings, Slurm
-# log rotation, and (controller) the settings Studio login nodes read. It never writes node or partition lines,
+# log rotation, the node metrics collectors (when enabled, install_node_metrics.sh),
+# and (controller) the settings Studio login nodes read. It never writes node or partition lines,
 # never starts, stops or restarts a Slurm daemon; after changing plugstack.conf the controller runs
 # `scontrol reconfigure`, which pushes the file to the configless slurmd daemons.
 set -euo pipefail
@@ -34,6 +35,8 @@ bash "$HERE/setup_ssh_keys.sh"      # passwordless SSH between nodes for cluster
 bash "$HERE/install_users_sync.sh"  # later user changes reach this node through a systemd timer
 bash "$HERE/install_container_runtime.sh"
 bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
+# observability.node_metrics: exporters and the Prometheus agent (only when the parameters carry node_metrics).
+[[ -n "$(param node_metrics.remote_write_url)" ]] && bash "$HERE/install_node_metrics.sh" "$NODE_TYPE" "${detected#*$'\t'}"
 [[ "$NODE_TYPE" == controller && "$(param accounting.enabled)" == true ]] && bash "$HERE/apply_accounting.sh"
 
 # Per-user mode (slurm.auth jwt): auth/jwt for Studio users and DisableRootJobs, in slurm.conf's included file.

@@ -1,7 +1,7 @@
 """End to end: departments, users' associations, coordinators, QoS and fair share from config/examples/
 research-institution.yaml, applied by lifecycle/hyperpod/apply_accounting.sh to REAL slurmdbd + MariaDB.
 
-The cluster (tests/e2e/slurm_accounting_cluster.py) runs MariaDB, slurmdbd, slurmctld and slurmd on loopback, with
+The cluster (tests/e2e/slurm_cluster.py, accounting=True) runs MariaDB, slurmdbd, slurmctld and slurmd on loopback, with
 AccountingStorageEnforce=associations,limits,qos and priority/multifactor. The example's users exist on this machine
 with their uids (removed afterwards), and submit jobs as themselves (setpriv), so Slurm checks their associations.
 The parameters come from the example through the same function the cluster stack uses (accounting_parameters).
@@ -26,7 +26,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
-from slurm_accounting_cluster import REQUIRED_BINARIES, AccountingCluster, run  # noqa: E402
+from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, run  # noqa: E402
 
 from stacks.config import PlatformConfig, parse_config  # noqa: E402
 from stacks.slurm_accounting import accounting_parameters  # noqa: E402
@@ -35,7 +35,7 @@ APPLY = REPO / "lifecycle" / "hyperpod" / "apply_accounting.sh"
 EXAMPLE = REPO / "config" / "examples" / "research-institution.yaml"
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"}
 
-missing = [b for b in REQUIRED_BINARIES if shutil.which(b) is None]
+missing = [b for b in (*SLURM_BINARIES, *ACCOUNTING_BINARIES, "setpriv") if shutil.which(b) is None]
 pytestmark = pytest.mark.skipif(
     bool(missing) or os.geteuid() != 0,
     reason=f"needs root and real Slurm accounting (missing {', '.join(missing) or 'nothing'}): "
@@ -51,7 +51,7 @@ def department(data: dict, name: str) -> dict:
 
 
 class Env:
-    def __init__(self, cluster: AccountingCluster):
+    def __init__(self, cluster: SlurmCluster):
         self.cluster = cluster
         self.params = cluster.base / "platform_parameters.json"
 
@@ -104,18 +104,18 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[Env]:
-    from test_studio_slurm_login import PosixUser, ensure_posix_user, start_munged
+    from test_studio_slurm_login import PosixUser, ensure_posix_user
 
     data = example()
     base = Path(tempfile.mkdtemp(prefix="slurm-acct-"))
     base.chmod(0o755)  # munged's socket and slurm.conf must be reachable by the test users
     weights = accounting_parameters(parse_config(data))["priority_weights"]
-    cluster = AccountingCluster(base=base, cluster_name="research", priority_weights=weights)
+    cluster = SlurmCluster(base=base, cluster_name="research", accounting=True, priority_weights=weights)
     created: list[tuple[str, bool, bool]] = []
     try:
         for user in data["users"]:
             created.append((user["name"], *ensure_posix_user(PosixUser(user["name"], user["uid"], user["uid"]))))
-        cluster.start(start_munged)
+        cluster.start()
         yield Env(cluster)
     finally:
         cluster.stop()

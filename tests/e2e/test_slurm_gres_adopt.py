@@ -1,5 +1,5 @@
 """End to end on REAL Slurm: GPUs as GRES (check_gres.sh, --gres=gpu:N, QoS gpu limits) and pam_slurm_adopt
-(configure_pam_adopt.sh) on the loopback accounting cluster of tests/e2e/slurm_accounting_cluster.py.
+(configure_pam_adopt.sh) on the loopback accounting cluster of tests/e2e/slurm_cluster.py.
 
 The node is a GPU node as HyperPod writes it (GresTypes=gpu, Gres=gpu:a10g:4 on its NodeName line, a gres.conf
 beside slurm.conf), with empty files standing in for the GPU devices. The departments, users and QoS are the
@@ -28,7 +28,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
-from slurm_accounting_cluster import REQUIRED_BINARIES, AccountingCluster, run  # noqa: E402
+from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, run  # noqa: E402
 from test_slurm_accounting import TERMINAL, Env, example  # noqa: E402
 
 from stacks.config import parse_config  # noqa: E402
@@ -38,7 +38,7 @@ HYPERPOD = REPO / "lifecycle" / "hyperpod"
 PAM_MODULE = Path("/lib/security/pam_slurm_adopt.so")  # where Debian's libpam-slurm-adopt installs it
 PAM_SERVICE = f"hyperpod-e2e-sshd-{os.getpid()}"
 
-missing = [b for b in (*REQUIRED_BINARIES, "pamtester") if shutil.which(b) is None]
+missing = [b for b in (*SLURM_BINARIES, *ACCOUNTING_BINARIES, "setpriv", "pamtester") if shutil.which(b) is None]
 pytestmark = pytest.mark.skipif(
     bool(missing) or os.geteuid() != 0 or not PAM_MODULE.exists(),
     reason=f"needs root, real Slurm accounting and pam_slurm_adopt (missing {', '.join(missing) or 'nothing'}): "
@@ -48,7 +48,7 @@ ADMIN = "ada"  # sudo: true in the parameters this test writes
 
 
 class GresEnv(Env):
-    def __init__(self, cluster: AccountingCluster, data: dict):
+    def __init__(self, cluster: SlurmCluster, data: dict):
         super().__init__(cluster)
         self.data = data
         config = parse_config(data)
@@ -78,7 +78,7 @@ class GresEnv(Env):
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[GresEnv]:
-    from test_studio_slurm_login import PosixUser, ensure_posix_user, start_munged
+    from test_studio_slurm_login import PosixUser, ensure_posix_user
 
     data = example()
     config = parse_config(data)
@@ -86,14 +86,14 @@ def env() -> Iterator[GresEnv]:
     base = Path(tempfile.mkdtemp(prefix="slurm-gres-"))
     base.chmod(0o755)
     weights = accounting_parameters(config)["priority_weights"]
-    cluster = AccountingCluster(base=base, cluster_name="research", priority_weights=weights,
-                                partition=group.partitions[0], gpus=4)
+    cluster = SlurmCluster(base=base, cluster_name="research", accounting=True, priority_weights=weights,
+                           partition=group.partitions[0], gpus=4)
     created: list[tuple[str, bool, bool]] = []
     pam_file = Path("/etc/pam.d") / PAM_SERVICE
     try:
         for user in data["users"]:
             created.append((user["name"], *ensure_posix_user(PosixUser(user["name"], user["uid"], user["uid"]))))
-        cluster.start(start_munged)
+        cluster.start()
         gres_env = GresEnv(cluster, data)
         gres_env.params = base / "platform_parameters.json"
         gres_env.apply(data)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -31,9 +32,10 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from slurm_conf import ACCOUNTING_CONF, render_slurm_conf  # noqa: E402
+from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
+from slurm_conf import ACCOUNTING_CONF  # noqa: E402
 from test_studio_slurm_login import (  # noqa: E402,F401 - studio_users is a fixture used below
-    PARAMS_FIXTURE, REGION, TERMINAL_JOB_STATES, PosixUser, free_port, run, start_munged, studio_users, wait_for)
+    PARAMS_FIXTURE, REGION, TERMINAL_JOB_STATES, PosixUser, studio_users)
 
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "lambda" / "slurm_tokens"))
@@ -85,50 +87,14 @@ def secrets(url: str):
 def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
     base = Path(tempfile.mkdtemp(prefix="slurm-jwt-"))
     base.chmod(0o755)
-    procs: dict[str, subprocess.Popen] = {}
-    sock = holder = None
+    slurm = SlurmCluster(base=base, cluster_name="jwt")
+    holder = None
     try:
-        ctl = base / "ctl"
-        (ctl / "state").mkdir(parents=True)
-        munge_key = ctl / "munge.key"
-        munge_key.write_bytes(os.urandom(1024))
-        munge_key.chmod(0o400)
-        sock = start_munged(munge_key, ctl / "munge", ctl)
-        etc = ctl / "opt" / "slurm" / "etc"
-        etc.mkdir(parents=True)
-        conf = etc / "slurm.conf"
-        port = free_port()
-        conf.write_text(render_slurm_conf(
-            cluster_name="jwt", hostname=socket.gethostname().split(".")[0], state_dir=ctl / "state",
-            munge_socket=sock, slurmctld_port=port, slurmd_port=free_port(), cpus=os.cpu_count() or 1,
-            real_memory_mb=500))
-        (etc / "accounting.conf").write_text(ACCOUNTING_CONF)
-        Path("/run/munge").mkdir(parents=True, exist_ok=True)
-
-        def start_slurmctld() -> None:
-            log = open(ctl / "slurmctld.stdout", "a")
-            procs["slurmctld"] = subprocess.Popen(["slurmctld", "-D", "-f", str(conf)], stdout=log,
-                                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-        start_slurmctld()
-        slurmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                  'mount --bind "$0" /run/munge && exec slurmd -D --conf-server "$1"', str(sock.parent),
-                  f"127.0.0.1:{port}"]
-        procs["slurmd"] = subprocess.Popen(slurmd, stdout=open(ctl / "slurmd.stdout", "w"), stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL)
-        env = {**os.environ, "SLURM_CONF": str(conf)}
-
-        def node_idle() -> bool:
-            for name, p in procs.items():
-                assert p.poll() is None, f"{name} exited"
-            return run(["sinfo", "-h", "-o", "%T"], env=env).stdout.split() == ["idle"]
-
-        wait_for("the node to be idle", node_idle, timeout=60)
+        slurm.start()
+        ctl, etc, conf, munge_key, sock = slurm.ctl, slurm.etc, slurm.conf, slurm.munge_key, slurm.munge_socket
 
         moto_port = free_port()
-        procs["moto"] = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)],
-                                         stdout=open(base / "moto.log", "w"), stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
+        slurm.spawn("moto", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)])
         moto_url = f"http://127.0.0.1:{moto_port}"
 
         def moto_up() -> bool:
@@ -164,10 +130,7 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
         outputs.append(first.stdout)
         # Slurm 22.05 (Debian) loads a new auth plugin only at start; the script said so. Restart as an admin would.
         if "does not accept auth/jwt tokens yet" in first.stdout:
-            procs["slurmctld"].terminate()
-            procs["slurmctld"].wait(timeout=30)
-            start_slurmctld()
-            wait_for("slurmctld after the restart", node_idle, timeout=60)
+            slurm.restart_slurmctld()
         again = run(["bash", str(CONFIGURE_AUTH)], env=script_env)
         assert again.returncode == 0, again.stdout + again.stderr
         outputs.append(again.stdout)
@@ -196,17 +159,7 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
         if holder is not None:
             holder.kill()
             holder.wait()
-        for p in reversed(list(procs.values())):
-            p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        if sock is not None:
-            run(["munged", f"--socket={sock}", "--stop"])
-        import shutil
+        slurm.stop()
         shutil.rmtree(base, ignore_errors=True)
 
 

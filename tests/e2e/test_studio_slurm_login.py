@@ -35,7 +35,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +43,8 @@ import boto3
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_conf import ACCOUNTING_CONF, render_slurm_conf  # noqa: E402
+from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
+from slurm_conf import ACCOUNTING_CONF  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLISH = REPO / "lifecycle" / "hyperpod" / "publish_slurm_login.sh"
@@ -65,37 +65,6 @@ pytestmark = pytest.mark.skipif(
     bool(missing),
     reason=f"real Slurm not installed (missing {', '.join(missing)}): apt-get install slurm-wlm munge",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what: str, check, timeout: float, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-
-
-def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def start_munged(key: Path, run_dir: Path, state_dir: Path) -> Path:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    run_dir.chmod(0o755)  # munged insists that every user can reach its socket
-    sock = run_dir / "munge.socket.2"  # munge's default name: configless slurmd asks the default socket first
-    result = run(["munged", f"--key-file={key}", f"--socket={sock}", f"--pid-file={run_dir / 'munged.pid'}",
-                  f"--log-file={state_dir / 'munged.log'}", f"--seed-file={state_dir / 'munged.seed'}"])
-    assert result.returncode == 0, result.stderr
-    return sock
 
 
 @dataclass(frozen=True)
@@ -186,46 +155,10 @@ def cluster() -> Iterator[Cluster]:
     # and a unix socket path must stay under 108 bytes.
     base = Path(tempfile.mkdtemp(prefix="slurm-e2e-"))
     base.chmod(0o755)
-    procs: list[subprocess.Popen] = []
-    sock = None
+    slurm = SlurmCluster(base=base, cluster_name="e2e")
     try:
-        ctl = base / "ctl"
-        (ctl / "state").mkdir(parents=True)
-        key = ctl / "munge.key"
-        key.write_bytes(os.urandom(1024))
-        key.chmod(0o400)
-        sock = start_munged(key, ctl / "munge", ctl)
-
-        # HyperPod's layout: /opt/slurm/etc/{slurm.conf, accounting.conf, plugstack.conf} on the controller.
-        etc = ctl / "opt" / "slurm" / "etc"
-        etc.mkdir(parents=True)
-        conf = etc / "slurm.conf"
-        slurmctld_port = free_port()
-        conf.write_text(render_slurm_conf(
-            cluster_name="e2e", hostname=socket.gethostname().split(".")[0], state_dir=ctl / "state",
-            munge_socket=sock, slurmctld_port=slurmctld_port, slurmd_port=free_port(),
-            cpus=os.cpu_count() or 1, real_memory_mb=500))
-        (etc / "accounting.conf").write_text(ACCOUNTING_CONF)
-        (etc / "plugstack.conf").write_text("")  # HyperPod's own SPANK entries would be here
-        # As HyperPod starts them: slurmctld on the controller, configless slurmd fetching its config from it. Before
-        # it has a config, slurmd authenticates through munge's default socket, /run/munge/munge.socket.2: in a
-        # private mount namespace that directory is this cluster's munge directory, so the machine's is untouched.
-        Path("/run/munge").mkdir(parents=True, exist_ok=True)
-        slurmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                  'mount --bind "$0" /run/munge && exec slurmd -D --conf-server "$1"',
-                  str(sock.parent), f"127.0.0.1:{slurmctld_port}"]
-        for name, argv in (("slurmctld", ["slurmctld", "-D", "-f", str(conf)]), ("slurmd", slurmd)):
-            log = open(ctl / f"{name}.stdout", "w")
-            procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
-        env = {**os.environ, "SLURM_CONF": str(conf)}
-
-        def node_idle() -> bool:
-            for p in procs:
-                assert p.poll() is None, f"{p.args} exited: {(ctl / 'slurmd.stdout').read_text()[-2000:]}"
-            out = run(["sinfo", "-h", "-o", "%T"], env=env).stdout.split()
-            return out == ["idle"]
-
-        wait_for("the node to be idle", node_idle, timeout=60)
+        slurm.start()
+        ctl, etc, conf, key, sock = slurm.ctl, slurm.etc, slurm.conf, slurm.munge_key, slurm.munge_socket
 
         # The project's OnInitComplete steps for Slurm, on the controller and then on the compute node (the same
         # machine here), with the container runtime on and a mismatched pyxis build installed.
@@ -254,8 +187,9 @@ def cluster() -> Iterator[Cluster]:
 
         moto_port = free_port()
         moto_log = open(base / "moto.log", "w")
-        procs.append(subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)],
-                                      stdout=moto_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        slurm.procs["moto"] = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)], stdout=moto_log,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         moto_url = f"http://127.0.0.1:{moto_port}"
 
         def moto_up() -> bool:
@@ -273,18 +207,9 @@ def cluster() -> Iterator[Cluster]:
             (shim / "aws").chmod(0o755)
             aws_env["PATH"] = f"{shim}:{aws_env['PATH']}"
         yield Cluster(base=base, conf=conf, key=key, munge_socket=sock, aws_env=aws_env, moto_url=moto_url,
-                      spool=ctl / "state" / "spool", script_env=script_env)
+                      spool=slurm.state / "spool", script_env=script_env)
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        if sock is not None:
-            run(["munged", f"--socket={sock}", "--stop"])
+        slurm.stop()
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -80,6 +80,21 @@ def validate(params):
             problems.append(f"container_runtime.artifacts[{i}].s3_uri: must be an s3:// URI")
         if not SHA256.match(str(artifact.get("sha256", ""))):
             problems.append(f"container_runtime.artifacts[{i}].sha256: must be 64 lowercase hex digits")
+    metrics = params.get("node_metrics")
+    if metrics:
+        url = str(metrics.get("remote_write_url") or "")
+        if not url.startswith("https://"):
+            problems.append(f"node_metrics.remote_write_url: must be an https:// URL, got {url!r}")
+        if not metrics.get("region"):
+            problems.append("node_metrics.region: missing")
+        interval = metrics.get("scrape_interval_seconds")
+        if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
+            problems.append(f"node_metrics.scrape_interval_seconds: {interval!r} must be a positive integer")
+    for i, artifact in enumerate((metrics or {}).get("artifacts") or []):
+        if not str(artifact.get("s3_uri", "")).startswith("s3://"):
+            problems.append(f"node_metrics.artifacts[{i}].s3_uri: must be an s3:// URI")
+        if not SHA256.match(str(artifact.get("sha256", ""))):
+            problems.append(f"node_metrics.artifacts[{i}].sha256: must be 64 lowercase hex digits")
     if problems:
         raise ParamsError("invalid provisioning parameters: " + "; ".join(problems))
 
@@ -118,9 +133,9 @@ def main(argv):
     elif command == "users":
         for u in load(args[0]).get("users") or []:
             print(f"{u['name']}\t{u['uid']}\t{u['gid']}\t{scalar(bool(u.get('sudo')))}")
-    elif command == "artifacts":
-        runtime = load(args[0]).get("container_runtime") or {}
-        for a in runtime.get("artifacts") or []:
+    elif command == "artifacts":  # artifacts PARAMS [SECTION]: container_runtime (default) or node_metrics
+        section = load(args[0]).get(args[1] if len(args) > 1 else "container_runtime") or {}
+        for a in section.get("artifacts") or []:
             print(f"{a['name']}\t{a['s3_uri']}\t{a['sha256']}")
     else:
         raise ParamsError(f"unknown command {command!r}")
