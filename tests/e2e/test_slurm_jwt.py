@@ -31,6 +31,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm  # noqa: E402
 from slurm_conf import ACCOUNTING_CONF, render_slurm_conf  # noqa: E402
 from test_studio_slurm_login import (  # noqa: E402,F401 - studio_users is a fixture used below
     PARAMS_FIXTURE, REGION, TERMINAL_JOB_STATES, PosixUser, free_port, run, start_munged, studio_users, wait_for)
@@ -137,6 +138,8 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
 
         wait_for("moto server", moto_up, timeout=30, interval=0.2)
         sm = secrets(moto_url)
+        boto3.client("s3", region_name=REGION, endpoint_url=moto_url, aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket=BUNDLE_BUCKET)
         key_secret = sm.create_secret(Name="e2e/slurm-jwt-key")["ARN"]
         login_secret = sm.create_secret(Name="e2e/slurm-login")["ARN"]
         for user in studio_users:
@@ -174,7 +177,8 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
 
         publish = run(["bash", str(PUBLISH), login_secret],
                       env={**aws_env, "SLURM_CONF": str(conf), "SLURM_AUTH": "jwt", "MUNGE_KEY": str(munge_key),
-                           "LOG_DIR": str(ctl / "provision"), "SLURM_CONF_DIR": str(etc)})
+                           "LOG_DIR": str(ctl / "provision"), "SLURM_CONF_DIR": str(etc),
+                           "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX}, timeout=600)
         assert publish.returncode == 0, publish.stdout + publish.stderr
         login = json.loads(sm.get_secret_value(SecretId=login_secret)["SecretString"])
 
@@ -189,6 +193,8 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
                  interval=0.05)
         bind = run(["nsenter", "-t", str(holder.pid), "-m", "--", "mount", "--bind", str(empty), str(sock.parent)])
         assert bind.returncode == 0, bind.stderr
+        # ... and no Slurm client or munge of its own: a stock Studio image. The LCC installs the controller's bundle.
+        hide_system_slurm(["nsenter", "-t", str(holder.pid), "-m", "--"], base / "space-empty")
         yield JwtCluster(base=base, conf=conf, munge_socket=sock, accounting=etc / "accounting.conf", jwt_key=jwt_key,
                          key_secret=key_secret, login_secret=login_secret, login=login, moto_url=moto_url,
                          aws_env=aws_env, script_env=script_env, outputs=outputs, holder=holder)
@@ -369,7 +375,7 @@ def test_studio_script_in_per_user_mode_gives_the_user_their_token_and_no_munge(
     root, state = c.base / "space" / "root", c.base / "space" / "home" / ".slurm-login"
     token_file = c.base / "space" / "home" / ".slurm" / "token"
     env = {**c.aws_env, "SLURM_LOGIN_SECRET_ARN": c.login_secret, "SLURM_LOGIN_FOREGROUND": "1",
-           "SLURM_LOGIN_SKIP_INSTALL": "1", "SLURM_LOGIN_ROOT": str(root), "SLURM_LOGIN_STATE_DIR": str(state),
+           "SLURM_LOGIN_ROOT": str(root), "SLURM_LOGIN_STATE_DIR": str(state),
            "SLURM_LOGIN_RETRY_DELAY": "1", "SLURM_TOKEN_SECRET_PREFIX": TOKEN_PREFIX,
            "SLURM_STUDIO_PROFILE": alice.name, "SLURM_TOKEN_FILE": str(token_file), "SLURM_TOKEN_OWNER": alice.name,
            "SLURM_TOKEN_REFRESH_SECONDS": "0", "MUNGE_USER": "root"}
@@ -382,7 +388,9 @@ def test_studio_script_in_per_user_mode_gives_the_user_their_token_and_no_munge(
     assert not (root / "etc" / "munge" / "munge.key").exists()
     assert run(c.space("munge", "-n", f"--socket={c.munge_socket}")).returncode != 0  # still no munged there
     conf = root / "etc" / "slurm" / "slurm.conf"
-    assert conf.read_text() == c.login["slurm_conf"]
+    client = root / "opt" / "hyperpod-slurm-client"
+    assert conf.read_text() == c.login["slurm_conf"] + f"PluginDir={client / 'lib' / 'slurm'}\n"
+    assert (client / "lib" / "slurm" / "auth_jwt.so").is_file()
 
     mine = partitions[alice.name]
     wrapper = root / "usr" / "local" / "bin" / "sbatch"

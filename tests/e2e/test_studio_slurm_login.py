@@ -563,7 +563,7 @@ def test_version_mismatch_fails_with_both_versions(cluster: Cluster, published: 
     result = run(sandbox.cmd("bash", str(LCC)), env=sandbox.lcc_env(cluster, arn))
     assert result.returncode != 0
     assert "Slurm version mismatch: the cluster runs Slurm 99.1.0 (99.1)" in result.stdout
-    assert f"the client bundle is {secret['slurm_version']}" in result.stdout
+    assert f"the client bundle is {secret['slurm_version']}" in result.stdout, result.stdout
     _nothing_installed(sandbox.root)
 
 
