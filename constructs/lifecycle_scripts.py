@@ -21,6 +21,9 @@ PARAMETERS_FILE = "platform_parameters.json"
 # Orchestrator Config and a provisioning_parameters.json file simultaneously."
 # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-slurm-api-config-migration.html)
 HYPERPOD_RESERVED_FILE = "provisioning_parameters.json"
+# The lifecycle bucket's prefix where the Slurm controller uploads its client bundle for Studio
+# (lifecycle/hyperpod/build_slurm_client_bundle.sh): the only place in that bucket the cluster's own role may write.
+SLURM_CLIENT_PREFIX = "slurm-client"
 
 
 def lifecycle_bucket_name(cluster_name: str) -> str:

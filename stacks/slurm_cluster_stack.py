@@ -10,7 +10,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster, NativeLustreMount, SlurmOrchestrator
-from constructs.lifecycle_scripts import ON_INIT_COMPLETE, PARAMETERS_FILE, LifecycleScripts, lifecycle_bucket_name
+from constructs.lifecycle_scripts import (ON_INIT_COMPLETE, PARAMETERS_FILE, SLURM_CLIENT_PREFIX, LifecycleScripts,
+                                         lifecycle_bucket_name)
 from constructs.login_load_balancer import LoginLoadBalancer
 from constructs.nag_acknowledgments import acknowledge
 from constructs.session_run_as import SessionRunAsDocument
@@ -79,6 +80,15 @@ class SlurmClusterStack(cdk.Stack):
             sid="PublishSlurmLoginSecret",
             actions=["secretsmanager:PutSecretValue", "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
             resources=[self.slurm_login_secret.secret_arn]))
+        # Its own Slurm client, for Studio (publish_slurm_login.sh): the one prefix of the lifecycle bucket the cluster
+        # may write (the bucket policy, stacks/storage_stack.py, refuses it everything else).
+        bundles = lifecycle_bucket.arn_for_objects(f"{SLURM_CLIENT_PREFIX}/*")
+        self.hyperpod.execution_role.add_to_policy(iam.PolicyStatement(
+            sid="PublishSlurmClientBundle", actions=["s3:PutObject"], resources=[bundles]))
+        acknowledge(self.hyperpod.execution_role, "AwsSolutions-IAM5",
+                    "the controller uploads its Slurm client bundle under a name that carries the build's sha256, "
+                    f"unknown at synth; the wildcard is the lifecycle bucket's {SLURM_CLIENT_PREFIX}/ prefix only",
+                    findings=[f"Resource::{bundles}"])
         if self.jwt_key_secret is not None:
             self.hyperpod.execution_role.add_to_policy(iam.PolicyStatement(
                 sid="WriteSlurmJwtKey", actions=["secretsmanager:PutSecretValue"],
@@ -222,7 +232,10 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
         "users": [{"name": u.name, "uid": u.uid, "gid": u.group_id, "sudo": u.sudo} for u in config.users],
         "slurm": {"auto_resume": config.cluster.slurm_auto_resume, "login_secret_arn": slurm_login_secret_arn,
                   "auth": slurm_auth(config), "jwt_key_secret_arn": jwt_key_secret_arn,
-                  "pam_slurm_adopt": config.cluster.pam_slurm_adopt},
+                  "pam_slurm_adopt": config.cluster.pam_slurm_adopt,
+                  # The controller uploads its Slurm client bundle here for Studio (publish_slurm_login.sh).
+                  "client_bundle_s3_prefix": f"s3://{lifecycle_bucket_name(config.name)}/{SLURM_CLIENT_PREFIX}/"
+                  if slurm_login_secret_arn else None},
         "users_sync": {"parameters_s3_uri": parameters_s3_uri},
         "shared_group": {"name": "studio-shared", "gid": config.studio.shared_gid} if config.studio.enabled else None,
         "container_runtime": {"enabled": runtime.enabled, "ubuntu_release": runtime.ubuntu_release,

@@ -11,8 +11,9 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 from constructs.fsx_access_group import FsxAccessGroup
-from constructs.lifecycle_scripts import data_bucket_name, lifecycle_bucket_name
-from constructs.platform_role_names import PARTITION_HANDLERS, partition_handler_role_name, upload_role_name
+from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, data_bucket_name, lifecycle_bucket_name
+from constructs.platform_role_names import (PARTITION_HANDLERS, cluster_execution_role_name,
+                                           partition_handler_role_name, upload_role_name)
 from constructs.lustre_file_system import LustreFileSystem
 from constructs.metrics_workspace import MetricsWorkspace
 from constructs.secure_bucket import access_log_bucket, secure_bucket
@@ -109,17 +110,26 @@ class StorageStack(cdk.Stack):
 
     def _only_deployments_write(self, bucket: s3.Bucket, cluster_name: str) -> None:
         """Every node runs what this bucket holds as root: only CDK's deploy roles and the platform's own upload
-        functions (fixed names, constructs/platform_role_names.py) may change it, whatever else IAM grants."""
+        functions (fixed names, constructs/platform_role_names.py) may change it, whatever else IAM grants. One
+        prefix is the exception: the Slurm controller uploads its client bundle under slurm-client/, which only the
+        cluster's execution role may write; nothing there runs unless its sha256 matches the one the cluster wrote
+        to the Slurm login secret (lifecycle/studio/slurm_login_node.sh checks before unpacking)."""
         qualifier = (self.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
                      or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
         role = f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
         writers = [f"{role}cdk-{qualifier}-*-role-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"] + [
             role + upload_role_name(cluster_name, kind) for kind in ("cluster", "studio")]
+        writes = ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"]
+        bundles = bucket.arn_for_objects(f"{SLURM_CLIENT_PREFIX}/*")
         bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyDeploymentsWriteLifecycleScripts", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
-            actions=["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"],
-            resources=[bucket.arn_for_objects("*")],
+            actions=writes, not_resources=[bundles],
             conditions={"ArnNotLike": {"aws:PrincipalArn": writers}}))
+        bucket.add_to_resource_policy(iam.PolicyStatement(
+            sid="OnlyTheClusterWritesSlurmClientBundles", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=writes, resources=[bundles],
+            conditions={"ArnNotLike": {"aws:PrincipalArn": [
+                writers[0], role + cluster_execution_role_name(cluster_name)]}}))
 
     def _only_fsx_and_handlers_touch_partitions(self, cluster_name: str, prefix: str) -> None:
         """The objects behind the Studio partitions (the DRA's prefix + partition root, constructs/fsx_partitions.py)

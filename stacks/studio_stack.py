@@ -13,7 +13,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
-from constructs.lifecycle_scripts import lifecycle_bucket_name
+from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, lifecycle_bucket_name
 from constructs.platform_role_names import (PARTITION_HANDLERS, partition_handler_role_name,
                                            slurm_jwt_key_secret_name, slurm_token_issuer_role_name,
                                            slurm_token_secret_prefix, studio_execution_role_name,
@@ -117,6 +117,17 @@ class StudioStack(cdk.Stack):
             acknowledge(role, "AwsSolutions-IAM5",
                         "Studio apps copy this platform's own Studio scripts from their prefix of the lifecycle bucket",
                         findings=[f"Resource::{lifecycle_bucket.arn_for_objects(f'{lifecycle.scripts.prefix}/*')}"])
+        if not on_eks:
+            # The controller's own Slurm client (lifecycle/hyperpod/build_slurm_client_bundle.sh), whose sha256 the
+            # login secret carries: its name holds that sha256, unknown at synth, so the prefix is the narrowest ARN.
+            bundles = lifecycle_bucket.arn_for_objects(f"{SLURM_CLIENT_PREFIX}/*")
+            for role in self.app_roles:
+                role.add_to_policy(iam.PolicyStatement(
+                    sid="ReadSlurmClientBundle", actions=["s3:GetObject"], resources=[bundles]))
+                acknowledge(role, "AwsSolutions-IAM5",
+                            "Studio login nodes download the Slurm controller's client bundle, named by its sha256 "
+                            f"(unknown at synth), from the lifecycle bucket's {SLURM_CLIENT_PREFIX}/ prefix only",
+                            findings=[f"Resource::{bundles}"])
         idle = sagemaker.CfnDomain.AppLifecycleManagementProperty(idle_settings=sagemaker.CfnDomain.IdleSettingsProperty(
             lifecycle_management="ENABLED", idle_timeout_in_minutes=studio.idle_timeout_minutes,
             min_idle_timeout_in_minutes=60, max_idle_timeout_in_minutes=max(studio.idle_timeout_minutes, 60) * 4))
@@ -205,8 +216,9 @@ class StudioStack(cdk.Stack):
                                       arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
         mlflow = ["Action::sagemaker-mlflow:*"] if self._mlflow_enabled else []
         clusters = self.format_arn(service="sagemaker", resource="cluster", resource_name="*")  # tag-conditioned
+        bundles = [f"Resource::{bucket.arn_for_objects(f'{SLURM_CLIENT_PREFIX}/*')}"] if self.slurm_login_secret else []
         return [f"Resource::{studio_logs}", f"Resource::{bucket.arn_for_objects(f'{lifecycle_prefix}/*')}",
-                f"Resource::{clusters}", *mlflow]
+                f"Resource::{clusters}", *mlflow, *bundles]
 
     def _studio_security_group(self, network: NetworkRefs, *, on_eks: bool,
                                lustre_access_group: ec2.CfnSecurityGroup | None) -> ec2.CfnSecurityGroup:

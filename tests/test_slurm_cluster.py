@@ -76,7 +76,7 @@ def test_execution_role_is_least_privilege(synth):
     assert set(statements) == {"DescribeNetwork", "CreateInterfacesInClusterSubnets", "ManageInterfacesInClusterVpc",
                                "TagNewInterfaces", "ReadOwnLifecycleScripts", "ListOwnLifecycleScripts",
                                "CreateClusterLogGroup", "PublishClusterLogStreams", "PublishClusterMetrics",
-                               "SessionManagerChannels", "PublishSlurmLoginSecret"}
+                               "SessionManagerChannels", "PublishSlurmLoginSecret", "PublishSlurmClientBundle"}
     assert all(a.startswith("ec2:Describe") for a in statements["DescribeNetwork"]["Action"])
     assert statements["ManageInterfacesInClusterVpc"]["Condition"]["ArnEquals"]["ec2:Vpc"]
     assert "hyperpod/ml-cluster/*" in json.dumps(statements["ReadOwnLifecycleScripts"]["Resource"])
@@ -85,7 +85,22 @@ def test_execution_role_is_least_privilege(synth):
     assert "AmazonSageMakerClusterInstanceRolePolicy" not in rendered  # it reads every sagemaker-* bucket
     s3_sids = {sid for sid, st in statements.items()
                if any(a.startswith("s3:") for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"]))}
-    assert s3_sids == {"ReadOwnLifecycleScripts", "ListOwnLifecycleScripts"}  # no read on other sagemaker-* buckets
+    assert s3_sids == {"ReadOwnLifecycleScripts", "ListOwnLifecycleScripts",  # no read on other sagemaker-* buckets
+                       "PublishSlurmClientBundle"}
+    # The one write into the lifecycle bucket: PutObject on its slurm-client/ prefix, nothing else.
+    bundle = statements["PublishSlurmClientBundle"]
+    assert bundle["Action"] == "s3:PutObject"
+    assert _joined(bundle["Resource"]) == \
+        "arn:aws:s3:::sagemaker-lc-ml-cluster-<AWS::AccountId>-<AWS::Region>/slurm-client/*"
+
+
+def test_the_controller_learns_where_to_upload_its_client_bundle(synth):
+    s = synth("default")
+    from stacks.slurm_cluster_stack import provisioning_parameters
+    params = provisioning_parameters(s.config, s.platform.storage, s.platform.cluster.slurm_login_secret.secret_arn)
+    assert _joined(s.platform.cluster.resolve(params["slurm"]["client_bundle_s3_prefix"])) == \
+        "s3://sagemaker-lc-ml-cluster-<AWS::AccountId>-<AWS::Region>/slurm-client/"
+    assert provisioning_parameters(s.config, s.platform.storage, None)["slurm"]["client_bundle_s3_prefix"] is None
 
 
 def _joined(value) -> str:

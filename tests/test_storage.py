@@ -126,7 +126,7 @@ def test_only_deploy_roles_and_platform_upload_roles_write_lifecycle_scripts(syn
     deny = _lifecycle_write_guard(s.template("storage"))
     assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"}
     assert set(deny["Action"]) == {"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"}
-    assert _text(deny["Resource"]).endswith("/*")
+    assert "Resource" not in deny and _text(deny["NotResource"]).endswith("/slurm-client/*")
     writers = {_text(a) for a in deny["Condition"]["ArnNotLike"]["aws:PrincipalArn"]}
     role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/"
     assert f"{role}cdk-hnb659fds-*-role-<AWS::AccountId>-<AWS::Region>" in writers
@@ -135,6 +135,35 @@ def test_only_deploy_roles_and_platform_upload_roles_write_lifecycle_scripts(syn
     assert len(uploaders) == 2
     assert writers == {f"{role}cdk-hnb659fds-*-role-<AWS::AccountId>-<AWS::Region>"} | {role + n for n in uploaders}
     assert all(len(n.replace("<AWS::Region>", "ap-southeast-5")) <= 64 for n in uploaders)
+
+
+def _bucket_statement(t, sid: str) -> dict:
+    (policy,) = [p for p in t.find_resources("AWS::S3::BucketPolicy").values()
+                 if p["Properties"]["Bucket"]["Ref"].startswith("LifecycleBucket")]
+    (statement,) = [st for st in policy["Properties"]["PolicyDocument"]["Statement"] if st.get("Sid") == sid]
+    return statement
+
+
+def test_only_the_cluster_writes_slurm_client_bundles_and_nothing_else_in_the_lifecycle_bucket(synth):
+    """The controller uploads its Slurm client bundle under slurm-client/: the cluster's execution role (by its fixed
+    name) may write there and only there; the scripts' guard above excludes exactly that prefix."""
+    s = synth("default")
+    t = s.template("storage")
+    guard = _bucket_statement(t, "OnlyDeploymentsWriteLifecycleScripts")
+    bundles = _bucket_statement(t, "OnlyTheClusterWritesSlurmClientBundles")
+    assert bundles["Effect"] == "Deny" and bundles["Principal"] == {"AWS": "*"}
+    assert set(bundles["Action"]) == set(guard["Action"]) == {"s3:PutObject", "s3:DeleteObject",
+                                                               "s3:DeleteObjectVersion"}
+    assert _text(bundles["Resource"]) == _text(guard["NotResource"])
+    assert _text(bundles["Resource"]) == "<LifecycleBucket0668F9AE.Arn>/slurm-client/*"
+    role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/"
+    allowed = {_text(a) for a in bundles["Condition"]["ArnNotLike"]["aws:PrincipalArn"]}
+    cluster_role = _text(s.templates["cluster"]["Resources"][next(
+        k for k, r in s.templates["cluster"]["Resources"].items()
+        if r["Type"] == "AWS::IAM::Role" and k.startswith("HyperPodExecutionRole"))]["Properties"]["RoleName"])
+    assert allowed == {f"{role}cdk-hnb659fds-*-role-<AWS::AccountId>-<AWS::Region>", role + cluster_role}
+    # ... and the cluster's role is none of the scripts' writers.
+    assert role + cluster_role not in {_text(a) for a in guard["Condition"]["ArnNotLike"]["aws:PrincipalArn"]}
 
 
 def test_storage_outputs(synth):

@@ -180,7 +180,11 @@ def test_studio_role_is_least_privilege(synth):
               if "ExecutionRole" in json.dumps(p["Properties"]["Roles"])][0]
     statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
     assert set(statements) == {"DescribeCluster", "ReadSlurmLoginSecret", "LifecycleConfigLogs", "UseMlflow",
-                               "ReadStudioScripts", "ListStudioScripts"}
+                               "ReadStudioScripts", "ListStudioScripts", "ReadSlurmClientBundle"}
+    # The controller's client bundle: GetObject on the lifecycle bucket's slurm-client/ prefix, nothing more.
+    bundle = statements["ReadSlurmClientBundle"]
+    assert bundle["Action"] == "s3:GetObject"
+    assert "/slurm-client/*" in json.dumps(bundle["Resource"]) and "Condition" not in bundle
     assert "MlflowTrackingServerArn" in json.dumps(statements["UseMlflow"]["Resource"]) or \
         "Mlflow" in json.dumps(statements["UseMlflow"]["Resource"])
     rendered = json.dumps(t)

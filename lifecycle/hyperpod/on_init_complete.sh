@@ -46,8 +46,9 @@ bash "$HERE/configure_pam_adopt.sh" "$NODE_TYPE"
 # GPUs are GRES in HyperPod's slurm.conf; report nodes whose count differs from their instance type's.
 [[ "$NODE_TYPE" == controller ]] && bash "$HERE/check_gres.sh"
 # Studio login nodes read the controller's Slurm version, address, slurm.conf (and, in shared mode only, the munge
-# key) from this secret.
+# key) from this secret, and install the controller's own Slurm client from the bundle it names (sha256 included).
 login_secret="$(param slurm.login_secret_arn)"
 if [[ "$NODE_TYPE" == controller && -n "$login_secret" ]]; then
-  SLURM_AUTH="$(param slurm.auth)" bash "$HERE/publish_slurm_login.sh" "$login_secret"
+  SLURM_AUTH="$(param slurm.auth)" SLURM_CLIENT_BUNDLE_S3_PREFIX="$(param slurm.client_bundle_s3_prefix)" \
+    bash "$HERE/publish_slurm_login.sh" "$login_secret"
 fi

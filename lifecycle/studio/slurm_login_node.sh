@@ -5,6 +5,9 @@
 # and does the work in the background; read $HOME/.slurm-login/setup.log. See README.md here.
 # Every run is idempotent. The munge key is never printed. In per-user mode (the secret's "auth" is "jwt") the space
 # gets no munge key and no munged: its user authenticates with their own Slurm token (slurm_token.sh).
+# The Slurm client is the controller's own build: the bundle the secret names (client_bundle, built by
+# lifecycle/hyperpod/build_slurm_client_bundle.sh), downloaded from the lifecycle bucket, installed only if its sha256
+# is the one in the secret and its Slurm release the controller's. No apt, no internet, no other source.
 
 # The CDK stack replaces this placeholder with the secret's ARN when it builds the LCC content.
 EMBEDDED_SECRET_ARN='@SLURM_LOGIN_SECRET_ARN@'
@@ -22,6 +25,8 @@ MUNGE_SEED_FILE="${MUNGE_SEED_FILE:-$R/var/lib/munge/munged.seed}"
 HOSTS_FILE="${HOSTS_FILE:-$R/etc/hosts}"
 RETRY_DELAY="${SLURM_LOGIN_RETRY_DELAY:-5}"
 VERIFY_ATTEMPTS="${SLURM_LOGIN_VERIFY_ATTEMPTS:-6}"
+CLIENT_DIR="${SLURM_CLIENT_DIR:-$R/opt/hyperpod-slurm-client}"
+PROFILE_SNIPPET="${SLURM_CLIENT_PROFILE:-$R/etc/profile.d/hyperpod-slurm-client.sh}"
 
 # shellcheck source-path=SCRIPTDIR source=slurm_token.sh
 source "$(dirname "${BASH_SOURCE[0]}")/slurm_token.sh"
@@ -68,8 +73,8 @@ same_release() {
 mismatch_message() {
   echo "Slurm version mismatch: the cluster runs Slurm $1 ($(major_minor "$1")) but $2 is $3" \
     "($(major_minor "$3")). Slurm client commands must match the controller's major.minor release," \
-    "so nothing was installed. Put Slurm $(major_minor "$1") client .deb packages (and munge) in a" \
-    "directory and set SLURM_PKG_DIR to it."
+    "so nothing was installed. The controller publishes its own client bundle with its version: run" \
+    "publish_slurm_login.sh on the controller again."
 }
 
 # secret_arn -> the ARN from the environment, the embedded value, or ENV_FILE (KEY=VALUE lines).
@@ -85,8 +90,8 @@ secret_arn() {
   echo "$arn"
 }
 
-# fetch_secret ARN DIR : writes DIR/secret.json, DIR/munge.key, DIR/slurm.conf and the files it includes; prints
-# S_* shell vars.
+# fetch_secret ARN DIR : writes DIR/secret.json, DIR/munge.key, DIR/slurm.conf (PluginDir set to the installed
+# bundle's) and the files it includes; prints S_* shell vars.
 fetch_secret() {
   local arn=$1 dir=$2 region attempt=1
   region="$(cut -d: -f4 <<<"$arn")"
@@ -101,8 +106,8 @@ fetch_secret() {
     sleep "$RETRY_DELAY"
     attempt=$((attempt + 1))
   done
-  python3 - "$dir" <<'PY'
-import base64, ipaddress, json, re, shlex, sys
+  PLUGIN_DIR="$CLIENT_DIR/lib/slurm" python3 - "$dir" <<'PY'
+import base64, ipaddress, os, json, re, shlex, sys
 d = sys.argv[1]
 try:
     s = json.load(open(f"{d}/secret.json"))
@@ -116,6 +121,15 @@ need = ("slurm_version", "controller_host", "controller_addr", "cluster_name",
 missing = [k for k in need if not s.get(k)]
 if missing:
     sys.exit("the secret lacks " + ", ".join(missing) + " (was publish_slurm_login.sh run on the controller?)")
+bundle = s.get("client_bundle") or {}
+if not bundle:
+    sys.exit("the secret names no client_bundle: the controller publishes its Slurm client with its settings when "
+             "slurm.client_bundle_s3_prefix is set; run publish_slurm_login.sh on the controller again")
+if not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/([A-Za-z0-9._-]+/)+slurm-client-[A-Za-z0-9._-]+\.tar\.gz",
+                    str(bundle.get("s3_uri", ""))):
+    sys.exit(f"the secret's client_bundle.s3_uri {bundle.get('s3_uri')!r} is not a bundle's s3:// URI")
+if not re.fullmatch(r"[0-9a-f]{64}", str(bundle.get("sha256", ""))):
+    sys.exit(f"the secret's client_bundle.sha256 {bundle.get('sha256')!r} is not a sha256")
 # Whoever can write the secret must not redirect this space or make it run their code.
 try:
     ipaddress.IPv4Address(s["controller_addr"])
@@ -140,8 +154,12 @@ for name, text in [("slurm.conf", s["slurm_conf"]), *(s.get("slurm_conf_includes
 if auth == "munge":
     with open(f"{d}/munge.key", "wb") as f:
         f.write(base64.b64decode(s["munge_key_b64"], validate=True))
+# The bundle's plugins, wherever the controller keeps its own (its PluginDir or its build's default).
+plugin_dir = os.environ["PLUGIN_DIR"]
+conf_lines = [f"#{line}  # slurm_login_node.sh: the client bundle's plugins instead"
+              if re.match(r"\s*PluginDir\s*=", line, re.I) else line for line in s["slurm_conf"].splitlines()]
 with open(f"{d}/slurm.conf", "w") as f:
-    f.write(s["slurm_conf"])
+    f.write("\n".join(conf_lines + [f"PluginDir={plugin_dir}"]) + "\n")
 # Files slurm.conf includes, published by name next to it (publish_slurm_login.sh rewrote the include lines).
 for name, text in (s.get("slurm_conf_includes") or {}).items():
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", name) or name == "slurm.conf":
@@ -157,6 +175,8 @@ for line in s["slurm_conf"].splitlines():
 for k in ("slurm_version", "controller_host", "controller_addr", "cluster_name"):
     print(f"S_{k}={shlex.quote(str(s[k]))}")
 print(f"S_auth={auth}")
+print(f"S_bundle_uri={shlex.quote(bundle['s3_uri'])}")
+print(f"S_bundle_sha={bundle['sha256']}")
 print(f"S_auth_socket={shlex.quote(sock)}")
 PY
 }
@@ -167,41 +187,100 @@ client_version() {
   { SLURM_CONF="$1" sinfo --version 2>/dev/null || true; } | awk '{print $2}'
 }
 
-jwt_plugin() { compgen -G "/usr/lib/*/slurm-wlm/auth_jwt.so" >/dev/null || compgen -G "/usr/lib*/slurm/auth_jwt.so" >/dev/null; }
+# bundle_wrapper CMD INTERPRETER : a wrapper that runs the bundle's CMD with the bundle's libraries. They are given
+# to the dynamic loader on its command line, not in LD_LIBRARY_PATH, so nothing the command starts (and no job
+# sbatch submits with the caller's environment) inherits them. SLURM_CONF defaults to the slurm.conf this script
+# writes, since the controller's build looks for its own default path.
+bundle_wrapper() {
+  local cmd=$1 interp=$2 argv0=()
+  "$interp" --help 2>/dev/null | grep -q -- --argv0 && argv0=(--argv0 "$cmd") # glibc >= 2.33: keep argv[0]
+  printf '%s\n' '#!/bin/sh' "# slurm_login_node.sh: the Slurm controller's own $cmd (client bundle, $CLIENT_DIR)" \
+    "[ -n \"\${SLURM_CONF:-}\" ] || { SLURM_CONF=$SLURM_CONF_DIR/slurm.conf; export SLURM_CONF; }" \
+    "exec $interp --library-path $CLIENT_DIR/lib:$CLIENT_DIR/lib/slurm ${argv0[*]} $CLIENT_DIR/libexec/$cmd \"\$@\""
+}
 
-# install_client WANT CONF AUTH : the Slurm client of release WANT, and munge or the jwt plugin, unless present.
-install_client() {
-  local want=$1 conf=$2 auth=$3 have cand debs extra pkgs
-  have="$(client_version "$conf")"
-  if [[ -n "$have" ]] && same_release "$want" "$have" &&
-    { [[ "$auth" == munge ]] && command -v munged >/dev/null || [[ "$auth" == jwt ]] && jwt_plugin; }; then
-    log "Slurm client $have and its $auth authentication already installed"
+# install_bundle WANT URI SHA256 AUTH WORK : the controller's client bundle into CLIENT_DIR, unless that exact bundle
+# is there already. Refuses a download whose sha256 is not the secret's and a bundle of another Slurm release.
+install_bundle() {
+  local want=$1 uri=$2 sha=$3 auth=$4 work=$5 attempt=1 got version interp cmd new
+  if [[ "$(cat "$CLIENT_DIR/.sha256" 2>/dev/null)" == "$sha" && -x "$CLIENT_DIR/bin/sinfo" ]]; then
+    log "Slurm client bundle $sha already installed in $CLIENT_DIR"
     return 0
   fi
-  if [[ -n "${SLURM_PKG_DIR:-}" ]]; then
-    debs=("$SLURM_PKG_DIR"/*.deb)
-    [[ -e "${debs[0]}" ]] || die "SLURM_PKG_DIR=$SLURM_PKG_DIR holds no .deb files"
-    # munge from apt unless it is installed or the directory carries it too.
-    extra=()
-    [[ "$auth" == jwt ]] || command -v munged >/dev/null || compgen -G "$SLURM_PKG_DIR/munge_*.deb" >/dev/null ||
-      extra=(munge)
-    log "installing ${#debs[@]} packages from $SLURM_PKG_DIR ${extra[*]}"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      "${extra[@]}" "${debs[@]}"
-    CHANGED+=("packages")
-    return 0
+  until aws s3 cp --only-show-errors "$uri" "$work/bundle.tar.gz"; do
+    if ((attempt >= 3)); then
+      die "cannot download the Slurm client bundle $uri: the Studio execution role needs s3:GetObject on it," \
+        "and the space's VPC needs a route to S3"
+    fi
+    log "downloading the client bundle failed (attempt $attempt/3), retrying in ${RETRY_DELAY}s" >&2
+    sleep "$RETRY_DELAY"
+    attempt=$((attempt + 1))
+  done
+  got="$(sha256sum "$work/bundle.tar.gz" | awk '{print $1}')"
+  [[ "$got" == "$sha" ]] || die "the Slurm client bundle $uri has sha256 $got, but the cluster published $sha:" \
+    "refusing to install it (nothing was installed)"
+  mkdir "$work/bundle"
+  tar -xzf "$work/bundle.tar.gz" -C "$work/bundle" --no-same-owner --no-same-permissions
+  version="$(cat "$work/bundle/slurm-client/VERSION" 2>/dev/null)"
+  interp="$(cat "$work/bundle/slurm-client/INTERPRETER" 2>/dev/null)"
+  # The exact build, not just the release: the controller published its own. sinfo --version checks again below.
+  [[ "$version" == "$want" ]] || die "$(mismatch_message "$want" "the client bundle" "${version:-unknown}")"
+  [[ "$interp" == /* && -x "$interp" ]] ||
+    die "the bundle's binaries need the program interpreter '$interp', which this image lacks"
+  if [[ "$auth" == jwt && ! -f "$work/bundle/slurm-client/lib/slurm/auth_jwt.so" ]]; then
+    die "per-user mode needs auth_jwt.so, which the controller's client bundle lacks"
   fi
-  as_root apt-get update -q || log "apt-get update failed; using the package lists already there"
-  cand="$(apt-cache policy slurm-client 2>/dev/null | awk '/Candidate:/ {print $2}')"
-  if [[ -z "$cand" || "$cand" == "(none)" ]]; then
-    die "apt has no slurm-client package for Slurm $want; set SLURM_PKG_DIR to a directory of .deb files"
+  new="$CLIENT_DIR.new"
+  as_root rm -rf "$new"
+  as_root install -d -m 0755 "$(dirname "$CLIENT_DIR")"
+  as_root cp -R "$work/bundle/slurm-client" "$new"
+  as_root install -d -m 0755 "$new/bin"
+  while read -r cmd; do
+    [[ "$cmd" =~ ^[a-z]+$ ]] || die "the client bundle lists an unexpected command name '$cmd'"
+    bundle_wrapper "$cmd" "$interp" >"$work/wrapper"
+    as_root install -m 0755 "$work/wrapper" "$new/bin/$cmd"
+  done <"$work/bundle/slurm-client/COMMANDS"
+  echo "$sha" >"$work/sha256"
+  as_root install -m 0644 "$work/sha256" "$new/.sha256"
+  as_root chown -R root:root "$new" 2>/dev/null || true
+  as_root rm -rf "$CLIENT_DIR.old"
+  [[ ! -e "$CLIENT_DIR" ]] || as_root mv "$CLIENT_DIR" "$CLIENT_DIR.old"
+  as_root mv "$new" "$CLIENT_DIR"
+  as_root rm -rf "$CLIENT_DIR.old"
+  log "installed the Slurm $version client bundle in $CLIENT_DIR"
+  CHANGED+=("client bundle")
+}
+
+# link_commands AUTH : the bundle's commands on every user's PATH (WRAPPER_DIR, /usr/local/bin), and a profile
+# snippet for login shells. In per-user mode slurm_token.sh's wrappers take the commands it wraps.
+link_commands() {
+  local auth=$1 cmd changed=1
+  as_root install -d -m 0755 "$WRAPPER_DIR" "$(dirname "$PROFILE_SNIPPET")"
+  for cmd in "$CLIENT_DIR"/bin/*; do
+    cmd="${cmd##*/}"
+    [[ "$auth" == jwt && " ${WRAPPED[*]} " == *" $cmd "* ]] && continue
+    printf '%s\n' '#!/bin/sh' "exec $CLIENT_DIR/bin/$cmd \"\$@\"" >"$STATE_DIR/link.tmp"
+    if ! cmp -s "$STATE_DIR/link.tmp" "$WRAPPER_DIR/$cmd" 2>/dev/null; then
+      as_root install -m 0755 "$STATE_DIR/link.tmp" "$WRAPPER_DIR/$cmd"
+      changed=0
+    fi
+  done
+  printf '%s\n' "# slurm_login_node.sh: the HyperPod cluster's Slurm client" \
+    "case \":\$PATH:\" in *\":$CLIENT_DIR/bin:\"*) ;; *) PATH=\"$CLIENT_DIR/bin:\$PATH\" ;; esac" \
+    "export SLURM_CONF=\"\${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}\"" >"$STATE_DIR/link.tmp"
+  if ! cmp -s "$STATE_DIR/link.tmp" "$PROFILE_SNIPPET" 2>/dev/null; then
+    as_root install -m 0644 "$STATE_DIR/link.tmp" "$PROFILE_SNIPPET"
+    changed=0
   fi
-  same_release "$want" "$cand" || die "$(mismatch_message "$want" "apt's slurm-client candidate" "$cand")"
-  pkgs=(munge "slurm-client=$cand")
-  [[ "$auth" == munge ]] || pkgs=("slurm-client=$cand" "slurm-wlm-jwt-plugin=$cand")
-  log "installing ${pkgs[*]}"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}"
-  CHANGED+=("packages")
+  rm -f "$STATE_DIR/link.tmp"
+  return "$changed"
+}
+
+# ensure_munge_user : munged runs as MUNGE_USER; a stock image without the munge package has no such user.
+ensure_munge_user() {
+  id -u "$MUNGE_USER" >/dev/null 2>&1 && return 0
+  as_root useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$MUNGE_USER"
+  CHANGED+=("user $MUNGE_USER")
 }
 
 # put_file SRC DEST MODE OWNER : installs SRC as DEST unless content, mode and owner already match.
@@ -216,7 +295,8 @@ put_file() {
   as_root install -m "$mode" -o "$owner" -g "$group" "$src" "$dest"
 }
 
-munge_ok() { munge -n -S "$1" </dev/null 2>/dev/null | unmunge -S "$1" >/dev/null 2>&1; }
+# munge's commands from the bundle by full path: sudo resets PATH.
+munge_ok() { "$CLIENT_DIR/bin/munge" -n -S "$1" </dev/null 2>/dev/null | "$CLIENT_DIR/bin/unmunge" -S "$1" >/dev/null 2>&1; }
 
 # start_munged SOCKET KEY_CHANGED
 start_munged() {
@@ -224,7 +304,7 @@ start_munged() {
   if munge_ok "$sock"; then
     [[ "$key_changed" == 1 ]] || return 0
     log "munge key changed: restarting munged"
-    as_root munged --socket "$sock" --stop || true
+    as_root "$CLIENT_DIR/bin/munged" --socket "$sock" --stop || true
   fi
   group="$(id -gn "$MUNGE_USER")"
   for d in "$(dirname "$sock")" "$(dirname "$MUNGE_PID_FILE")" "$(dirname "$MUNGE_LOG_FILE")" \
@@ -233,7 +313,7 @@ start_munged() {
   done
   log "starting munged on $sock"
   # 9>&-: the daemon must not inherit (and so hold forever) this run's lock.
-  as_munge munged --key-file "$MUNGE_KEY" --socket "$sock" --pid-file "$MUNGE_PID_FILE" \
+  as_munge "$CLIENT_DIR/bin/munged" --key-file "$MUNGE_KEY" --socket "$sock" --pid-file "$MUNGE_PID_FILE" \
     --log-file "$MUNGE_LOG_FILE" --seed-file "$MUNGE_SEED_FILE" 9>&-
   munge_ok "$sock" || die "munged started but $sock does not answer; see $MUNGE_LOG_FILE"
   CHANGED+=("munged")
@@ -247,29 +327,31 @@ setup() {
   arn="$(secret_arn)"
   [[ -n "$arn" ]] || die "no secret ARN: set SLURM_LOGIN_SECRET_ARN or write it to $ENV_FILE"
   if ((EUID != 0)) && ! sudo -n true 2>/dev/null; then
-    die "user $(id -un) needs passwordless sudo to install packages and start munged"
+    die "user $(id -un) needs passwordless sudo to install the Slurm client and start munged"
   fi
   work="$(mktemp -d)"
   chmod 700 "$work"
   # shellcheck disable=SC2064 # expand now: the trap must remove this run's directory
   trap "rm -rf '$work'" EXIT
   local vars S_slurm_version="" S_controller_host="" S_controller_addr="" S_cluster_name="" S_auth_socket="" S_auth=""
+  local S_bundle_uri="" S_bundle_sha=""
   vars="$(fetch_secret "$arn" "$work")" || exit 1
   eval "$vars"
   [[ -n "$(major_minor "$S_slurm_version")" ]] || die "secret has a bad slurm_version '$S_slurm_version'"
   log "cluster $S_cluster_name: Slurm $S_slurm_version, slurmctld on $S_controller_host ($S_controller_addr)"
 
-  if [[ "${SLURM_LOGIN_SKIP_INSTALL:-0}" == 1 ]]; then
-    log "SLURM_LOGIN_SKIP_INSTALL=1: not installing packages"
-  else
-    install_client "$S_slurm_version" "$work/slurm.conf" "$S_auth"
-  fi
+  mkdir "$work/.bundle" # a dot: the loop below installs every other file in $work as a slurm.conf include
+  install_bundle "$S_slurm_version" "$S_bundle_uri" "$S_bundle_sha" "$S_auth" "$work/.bundle"
+  # The bundle's commands, ahead of anything the image ships (an older Slurm client, or munge) for this run.
+  export PATH="$CLIENT_DIR/bin:$PATH"
   have="$(client_version "$work/slurm.conf")"
-  [[ -n "$have" ]] || die "no working sinfo on PATH after the install step"
-  same_release "$S_slurm_version" "$have" ||
+  [[ -n "$have" ]] || die "the installed client bundle's sinfo does not run (see the lines above)"
+  [[ "$have" == "$S_slurm_version" ]] ||
     die "$(mismatch_message "$S_slurm_version" "the installed client (sinfo --version)" "$have")"
+  if link_commands "$S_auth"; then CHANGED+=("commands on PATH"); fi
   if [[ "$S_auth" == munge ]]; then
-    command -v munged >/dev/null || die "munged is not installed"
+    [[ -x "$CLIENT_DIR/bin/munged" ]] || die "the controller's client bundle has no munged"
+    ensure_munge_user
     if put_file "$work/munge.key" "$MUNGE_KEY" 400 "$MUNGE_USER"; then
       key_changed=1
       CHANGED+=("munge key")

@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
 from slurm_conf import ACCOUNTING_CONF  # noqa: E402
+from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm  # noqa: E402
 from test_studio_slurm_login import (  # noqa: E402,F401 - studio_users is a fixture used below
     PARAMS_FIXTURE, REGION, TERMINAL_JOB_STATES, PosixUser, studio_users)
 
@@ -103,6 +104,8 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
 
         wait_for("moto server", moto_up, timeout=30, interval=0.2)
         sm = secrets(moto_url)
+        boto3.client("s3", region_name=REGION, endpoint_url=moto_url, aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket=BUNDLE_BUCKET)
         key_secret = sm.create_secret(Name="e2e/slurm-jwt-key")["ARN"]
         login_secret = sm.create_secret(Name="e2e/slurm-login")["ARN"]
         for user in studio_users:
@@ -137,7 +140,8 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
 
         publish = run(["bash", str(PUBLISH), login_secret],
                       env={**aws_env, "SLURM_CONF": str(conf), "SLURM_AUTH": "jwt", "MUNGE_KEY": str(munge_key),
-                           "LOG_DIR": str(ctl / "provision"), "SLURM_CONF_DIR": str(etc)})
+                           "LOG_DIR": str(ctl / "provision"), "SLURM_CONF_DIR": str(etc),
+                           "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX}, timeout=600)
         assert publish.returncode == 0, publish.stdout + publish.stderr
         login = json.loads(sm.get_secret_value(SecretId=login_secret)["SecretString"])
 
@@ -315,38 +319,60 @@ LCC = REPO / "lifecycle" / "studio" / "slurm_login_node.sh"
 
 def test_studio_script_in_per_user_mode_gives_the_user_their_token_and_no_munge(jwt_cluster: JwtCluster, studio_users,
                                                                                tokens, partitions):
-    """The Studio LCC (per-user mode) in alice's space: writes her token (0600, hers) and client wrappers, no munge
-    key, no munged; her `sbatch` through the wrapper runs as her."""
+    """The Studio LCC (per-user mode) in alice's space: installs the controller's client bundle, writes her token (0600,
+    hers) and client wrappers, no munge key, no munged; her `sbatch` through the wrapper runs as her. The space is a
+    stock image: a namespace of its own (inside the cluster's space one) hides the system's Slurm client and munge."""
     c = jwt_cluster
+    holder = subprocess.Popen(["nsenter", "-t", str(c.holder.pid), "-m", "--", "unshare", "--mount", "--propagation",
+                               "private", "sleep", "900"], stdin=subprocess.DEVNULL)
+    try:
+        # nsenter execs unshare, which execs sleep: one process, in a namespace of its own once unshare has run.
+        space_ns = os.readlink(f"/proc/{c.holder.pid}/ns/mnt")
+        wait_for("the stock-image namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != space_ns,
+                 timeout=10, interval=0.05)
+        hide_system_slurm(["nsenter", "-t", str(holder.pid), "-m", "--"], c.base / "space-empty")
+        _lcc_in_a_stock_space(c, studio_users, tokens, partitions, holder.pid)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _lcc_in_a_stock_space(c: JwtCluster, studio_users, tokens, partitions, pid: int) -> None:
+    def space(*argv: str, uid: int | None = None, gid: int | None = None) -> list[str]:
+        as_user = [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+        return ["nsenter", "-t", str(pid), "-m", "--", *as_user, *argv]
+
     alice, _ = studio_users
     root, state = c.base / "space" / "root", c.base / "space" / "home" / ".slurm-login"
     token_file = c.base / "space" / "home" / ".slurm" / "token"
     env = {**c.aws_env, "SLURM_LOGIN_SECRET_ARN": c.login_secret, "SLURM_LOGIN_FOREGROUND": "1",
-           "SLURM_LOGIN_SKIP_INSTALL": "1", "SLURM_LOGIN_ROOT": str(root), "SLURM_LOGIN_STATE_DIR": str(state),
+           "SLURM_LOGIN_ROOT": str(root), "SLURM_LOGIN_STATE_DIR": str(state),
            "SLURM_LOGIN_RETRY_DELAY": "1", "SLURM_TOKEN_SECRET_PREFIX": TOKEN_PREFIX,
            "SLURM_STUDIO_PROFILE": alice.name, "SLURM_TOKEN_FILE": str(token_file), "SLURM_TOKEN_OWNER": alice.name,
            "SLURM_TOKEN_REFRESH_SECONDS": "0", "MUNGE_USER": "root"}
-    first = run(c.space("bash", str(LCC)), env=env)
+    first = run(space("bash", str(LCC)), env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "per-user mode: no munge key" in first.stdout and "ready: sbatch" in first.stdout
     assert tokens[alice.name] not in first.stdout + first.stderr
     assert token_file.read_text() == tokens[alice.name] + "\n"
     assert (token_file.stat().st_uid, oct(token_file.stat().st_mode & 0o777)) == (alice.uid, "0o600")
     assert not (root / "etc" / "munge" / "munge.key").exists()
-    assert run(c.space("munge", "-n", f"--socket={c.munge_socket}")).returncode != 0  # still no munged there
+    assert run(space("munge", "-n", f"--socket={c.munge_socket}")).returncode != 0  # still no munged there
     conf = root / "etc" / "slurm" / "slurm.conf"
-    assert conf.read_text() == c.login["slurm_conf"]
+    client = root / "opt" / "hyperpod-slurm-client"
+    assert conf.read_text() == c.login["slurm_conf"] + f"PluginDir={client / 'lib' / 'slurm'}\n"
+    assert (client / "lib" / "slurm" / "auth_jwt.so").is_file()
 
     mine = partitions[alice.name]
     wrapper = root / "usr" / "local" / "bin" / "sbatch"
     user_env = {k: v for k, v in c.env().items()}
     user_env.update(SLURM_CONF=str(conf), SLURM_TOKEN_FILE=str(token_file))
-    result = run(c.space(str(wrapper), "--parsable", f"--chdir={mine}", f"--output={mine}/lcc-%j.out", "--wrap",
+    result = run(space(str(wrapper), "--parsable", f"--chdir={mine}", f"--output={mine}/lcc-%j.out", "--wrap",
                          f"id -u > {mine}/lcc.txt", uid=alice.uid, gid=alice.gid), env=user_env)
     assert result.returncode == 0, result.stderr
     job = job_fields(c, result.stdout.strip())
     assert job["JobState"] == "COMPLETED" and job["UserId"] == f"{alice.name}({alice.uid})", job
     assert (mine / "lcc.txt").read_text() == f"{alice.uid}\n"
 
-    again = run(c.space("bash", str(LCC)), env=env)
+    again = run(space("bash", str(LCC)), env=env)
     assert again.returncode == 0 and "nothing changed" in again.stdout, again.stdout + again.stderr

@@ -8,8 +8,10 @@ publish_slurm_login.sh publishes the cluster's real munge key, slurm.conf and it
 Studio LCC script runs in a sandbox (its own root prefix and state dir) inside a private mount
 namespace in which the munge socket directory named by slurm.conf is a different, empty directory.
 So the "IDE" side runs its own munged with the key the LCC wrote, and a job it submits is accepted
-only if that key is the cluster's. Package installation is skipped (this machine already has the
-client), but the LCC still checks the real `sinfo --version` against the published version.
+only if that key is the cluster's. The controller side also builds its client bundle from this machine's Debian Slurm
+(build_slurm_client_bundle.sh) and uploads it to moto's S3; in the IDE namespace the system's Slurm client, munge and
+their libraries are hidden (bind mounts, tests/e2e/slurm_bundle.py), so sinfo, sbatch, squeue, scontrol, sacct and
+munged there run from the installed bundle alone.
 
 Jobs are submitted as the Studio users, not as root: in Studio the IDE runs as the profile's POSIX
 identity (CustomPosixUserConfig Uid/Gid), and on the cluster create_users.sh creates the same uid/gid.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import grp
+import hashlib
 import json
 import os
 import pwd
@@ -45,6 +48,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
 from slurm_conf import ACCOUNTING_CONF  # noqa: E402
+from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLISH = REPO / "lifecycle" / "hyperpod" / "publish_slurm_login.sh"
@@ -197,6 +201,7 @@ def cluster() -> Iterator[Cluster]:
                 return s.connect_ex(("127.0.0.1", moto_port)) == 0
 
         wait_for("moto server", moto_up, timeout=30, interval=0.2)
+        s3_client(moto_url).create_bucket(Bucket=BUNDLE_BUCKET)
         aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         aws_env.update(AWS_ENDPOINT_URL=moto_url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
                        AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
@@ -213,6 +218,11 @@ def cluster() -> Iterator[Cluster]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def s3_client(url: str):
+    return boto3.client("s3", region_name=REGION, endpoint_url=url, aws_access_key_id="testing",
+                        aws_secret_access_key="testing")
+
+
 def secrets(cluster: Cluster):
     return boto3.client("secretsmanager", region_name=REGION, endpoint_url=cluster.moto_url,
                         aws_access_key_id="testing", aws_secret_access_key="testing")
@@ -223,17 +233,22 @@ def published(cluster: Cluster) -> tuple[str, dict]:
     """The secret as the CDK stack creates it (no value), then filled by publish_slurm_login.sh."""
     arn = secrets(cluster).create_secret(Name="hyperpod/slurm-login")["ARN"]
     env = {**cluster.aws_env, "SLURM_CONF": str(cluster.conf), "MUNGE_KEY": str(cluster.key),
-           "LOG_DIR": str(cluster.base / "provision"), "SLURM_CONF_DIR": str(cluster.conf.parent)}
-    result = run(["bash", str(PUBLISH), arn], env=env)
+           "LOG_DIR": str(cluster.base / "provision"), "SLURM_CONF_DIR": str(cluster.conf.parent),
+           "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX, "RETRY_DELAY": "1"}
+    result = run(["bash", str(PUBLISH), arn], env=env, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     key_b64 = base64.b64encode(cluster.key.read_bytes()).decode()
     assert key_b64 not in result.stdout + result.stderr
-    assert "published" in result.stdout
+    assert "published" in result.stdout and "uploaded the Slurm client bundle" in result.stdout
+    objects = s3_client(cluster.moto_url).list_objects_v2(Bucket=BUNDLE_BUCKET)["Contents"]
+    assert len(objects) == 1 and objects[0]["Key"].startswith("slurm-client/slurm-client-")
 
-    # A second run on the same controller changes nothing.
-    again = run(["bash", str(PUBLISH)], env={**env, "SLURM_LOGIN_SECRET_ARN": arn})
+    # A second run on the same controller changes nothing: same build, same sha256, no upload, no new version.
+    again = run(["bash", str(PUBLISH)], env={**env, "SLURM_LOGIN_SECRET_ARN": arn}, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "nothing to publish" in again.stdout
+    assert "nothing to publish" in again.stdout and "is already published" in again.stdout
+    assert "uploaded" not in again.stdout
+    assert s3_client(cluster.moto_url).list_objects_v2(Bucket=BUNDLE_BUCKET)["Contents"] == objects
     versions = secrets(cluster).list_secret_version_ids(SecretId=arn)["Versions"]
     assert len(versions) == 1
     return arn, json.loads(secrets(cluster).get_secret_value(SecretId=arn)["SecretString"])
@@ -250,10 +265,18 @@ class Ide:
     def conf(self) -> Path:
         return self.root / "etc" / "slurm" / "slurm.conf"
 
+    @property
+    def bin(self) -> Path:
+        """Where the LCC puts the bundle's commands on users' PATH (WRAPPER_DIR: <root>/usr/local/bin)."""
+        return self.root / "usr" / "local" / "bin"
+
     def cmd(self, *argv: str, user: PosixUser | None = None) -> list[str]:
-        """argv inside the sandbox, as root (the LCC) or, like the IDE's processes, as a Studio user."""
+        """argv inside the sandbox, as root (the LCC) or, like the IDE's processes, as a Studio user. A Slurm command
+        name runs from the installed bundle (the system's are hidden there)."""
         as_user = [] if user is None else [
             "setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups", "--"]
+        if argv and (self.bin / argv[0]).exists():
+            argv = (str(self.bin / argv[0]), *argv[1:])
         return ["nsenter", "-t", str(self.holder.pid), "-m", "--", *as_user, *argv]
 
     def user_env(self, cluster: Cluster, user: PosixUser) -> dict[str, str]:
@@ -279,7 +302,7 @@ class Ide:
 
     def lcc_env(self, cluster: Cluster, arn: str) -> dict[str, str]:
         return {**cluster.aws_env, "SLURM_LOGIN_SECRET_ARN": arn, "SLURM_LOGIN_FOREGROUND": "1",
-                "SLURM_LOGIN_SKIP_INSTALL": "1", "SLURM_LOGIN_ROOT": str(self.root),
+                "SLURM_LOGIN_ROOT": str(self.root),
                 "SLURM_LOGIN_STATE_DIR": str(self.state), "MUNGE_USER": "root",
                 "SLURM_LOGIN_RETRY_DELAY": "1"}
 
@@ -299,9 +322,11 @@ def ide(cluster: Cluster) -> Iterator[Ide]:
                  interval=0.05)
         bind = run(ide.cmd("mount", "--bind", str(shadow), str(cluster.munge_socket.parent)))
         assert bind.returncode == 0, bind.stderr
+        hide_system_slurm(ide.cmd(), cluster.base / "ide" / "empty")
         yield ide
     finally:
-        run(ide.cmd("munged", f"--socket={cluster.munge_socket}", "--stop"))
+        run(ide.cmd(str(root / "opt" / "hyperpod-slurm-client" / "bin" / "munged"), f"--socket={cluster.munge_socket}",
+                    "--stop"))
         holder.kill()
         holder.wait()
 
@@ -321,17 +346,28 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     sinfo_version = run(["sinfo", "--version"], env=cluster.slurm_env()).stdout.split()[1]
     assert secret["slurm_version"] == sinfo_version
 
-    # Before the LCC runs, the IDE has no munged of its own: its view of the socket directory is empty.
+    # Before the LCC runs, the IDE has no munged of its own: its view of the socket directory is empty. Nor has it
+    # a Slurm client or munge: the system's are hidden there, as on a stock Studio image.
     assert run(ide.cmd("munge", "-n", f"--socket={cluster.munge_socket}")).returncode != 0
+    for hidden in ("sinfo", "sbatch", "squeue", "sacct", "munged"):
+        probe = run(ide.cmd("sh", "-c", f'command -v {hidden} >/dev/null || exit 0; exec {hidden} --version'))
+        assert probe.returncode != 0 or probe.stdout == "", (hidden, probe.stdout)
+    bundle = secret["client_bundle"]
+    assert bundle["s3_uri"].startswith(BUNDLE_PREFIX) and bundle["sha256"] in bundle["s3_uri"]
 
     first = run(ide.cmd("bash", str(LCC)), env=ide.lcc_env(cluster, arn))
     assert first.returncode == 0, first.stdout + first.stderr
     assert secret["munge_key_b64"] not in first.stdout + first.stderr
-    assert "changed: munge key slurm.conf accounting.conf" in first.stdout
+    assert "changed: client bundle commands on PATH munge key slurm.conf accounting.conf munged" in first.stdout, \
+        first.stdout
+    client = ide.root / "opt" / "hyperpod-slurm-client"
+    assert (client / ".sha256").read_text() == bundle["sha256"] + "\n"
+    assert (client / "VERSION").read_text().strip() == secret["slurm_version"]
     key = ide.root / "etc" / "munge" / "munge.key"
     assert key.read_bytes() == cluster.key.read_bytes()
     assert stat.S_IMODE(key.stat().st_mode) == 0o400
-    assert ide.conf.read_text() == secret["slurm_conf"]
+    # The published slurm.conf, with the bundle's plugin directory.
+    assert ide.conf.read_text() == secret["slurm_conf"] + f"PluginDir={client / 'lib' / 'slurm'}\n"
     assert (ide.conf.parent / "accounting.conf").read_text() == ACCOUNTING_CONF
     log = (ide.state / "setup.log").read_text()
     assert "ready: sbatch" in log
@@ -339,6 +375,17 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     sinfo = run(ide.cmd("sinfo", "-h", "-o", "%P %T"), env=cluster.slurm_env(ide.conf))
     assert sinfo.returncode == 0, sinfo.stderr
     assert sinfo.stdout.split() == ["debug*", "idle"]
+    version = run(ide.cmd("sinfo", "--version"), env=cluster.slurm_env(ide.conf))
+    assert version.stdout.split()[1] == secret["slurm_version"], version  # Debian's says "slurm-wlm 22.05.8"
+    # The bundle's commands load the bundle's libraries only: nothing from the hidden system directories.
+    maps = run(ide.cmd("sh", "-c", f'{ide.bin}/squeue -h -i 1 & sleep 0.5; cat /proc/$!/maps; kill $!'),
+               env=cluster.slurm_env(ide.conf))
+    loaded = {line.split()[-1] for line in maps.stdout.splitlines() if ".so" in line}
+    assert any(p.startswith(f"{client}/lib/slurm/libslurmfull") for p in loaded), maps.stdout[-2000:]
+    assert not any("slurm-wlm" in p or "libmunge" in p and not p.startswith(str(client)) for p in loaded), loaded
+    # sacct loads the cluster's accounting plugin from the bundle; this cluster keeps no accounting (storage none).
+    sacct = run(ide.cmd("sacct", "-n", "-X"), env=cluster.slurm_env(ide.conf))
+    assert "accounting storage is disabled" in sacct.stderr.lower() or sacct.returncode == 0, sacct
 
     # Each user's partition is theirs alone, as lambda/fsx_partitions creates it: owner uid:gid, mode 0700.
     studio = cluster.base / "fsx" / "studio"
@@ -353,7 +400,8 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
 
     # alice submits a job from her IDE, as her uid; the IDE's munged credentials it, slurmd runs it as her.
     alice_job = ide.sbatch(cluster, alice, f"--chdir={mine}", f"--output={mine}/slurm-%j.out",
-                           "--wrap", f'echo "hello-from-slurm uid=$(id -u) gid=$(id -g)" > {mine}/out.txt')
+                           "--wrap", f'echo "hello-from-slurm uid=$(id -u) gid=$(id -g)" > {mine}/out.txt; '
+                           f'echo "LD_LIBRARY_PATH=${{LD_LIBRARY_PATH:-}}" > {mine}/env.txt')
     job = ide.wait_for_job(cluster, alice, alice_job)
     assert job["JobState"] == "COMPLETED", job
     assert job["UserId"] == f"{alice.name}({alice.uid})" and job["GroupId"] == f"{alice.name}({alice.gid})", job
@@ -373,7 +421,9 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     assert (theirs / "stolen.txt").read_text() == ""
     assert not (mine / "intruder.txt").exists()
     assert "Permission denied" in (theirs / f"slurm-{bob_job}.out").read_text()
-    assert sorted(p.name for p in mine.iterdir()) == sorted(["out.txt", f"slurm-{alice_job}.out"])
+    assert sorted(p.name for p in mine.iterdir()) == sorted(["out.txt", "env.txt", f"slurm-{alice_job}.out"])
+    # The wrappers hand the bundle's libraries to the loader, not to the job's environment.
+    assert (mine / "env.txt").read_text() == "LD_LIBRARY_PATH=\n"
 
     # slurmctld knows whose job is whose: alice's `squeue --me` lists hers, not bob's.
     squeue = run(ide.cmd("squeue", "--me", "--states=all", "-h", "-o", "%i %u", user=alice),
@@ -417,19 +467,70 @@ def test_hyperpod_shaped_cluster_runs_jobs_after_the_project_scripts(cluster: Cl
     assert (etc / "accounting.conf").read_text() == ACCOUNTING_CONF
 
 
-def test_version_mismatch_fails_with_both_versions(cluster: Cluster, published: tuple[str, dict]):
-    _, secret = published
-    arn = secrets(cluster).create_secret(Name="hyperpod/slurm-login-mismatch",
-                                         SecretString=json.dumps({**secret, "slurm_version": "99.1.0"}))["ARN"]
-    root, state = cluster.base / "ide-mismatch" / "root", cluster.base / "ide-mismatch" / "state"
-    env = Ide(root=root, state=state, holder=None).lcc_env(cluster, arn)  # type: ignore[arg-type]
-    result = run(["bash", str(LCC)], env=env)
-    assert result.returncode != 0
-    local = run(["sinfo", "--version"], env=cluster.slurm_env()).stdout.split()[1]
-    assert "Slurm version mismatch: the cluster runs Slurm 99.1.0 (99.1)" in result.stdout
-    assert f"the installed client (sinfo --version) is {local}" in result.stdout
+def _bad_secret(cluster: Cluster, secret: dict, name: str, **changes) -> str:
+    return secrets(cluster).create_secret(Name=f"hyperpod/slurm-login-{name}",
+                                          SecretString=json.dumps({**secret, **changes}))["ARN"]
+
+
+def _nothing_installed(root: Path) -> None:
     assert not (root / "etc" / "munge" / "munge.key").exists()
     assert not (root / "etc" / "slurm" / "slurm.conf").exists()
+    assert not (root / "opt" / "hyperpod-slurm-client").exists()
+    assert not (root / "usr" / "local" / "bin").exists()
+
+
+def test_version_mismatch_fails_with_both_versions(cluster: Cluster, published: tuple[str, dict], ide: Ide):
+    """The secret says another Slurm than the bundle it names: nothing is installed."""
+    _, secret = published
+    arn = _bad_secret(cluster, secret, "mismatch", slurm_version="99.1.0")
+    sandbox = Ide(root=cluster.base / "ide-mismatch" / "root", state=cluster.base / "ide-mismatch" / "state",
+                  holder=ide.holder)
+    result = run(sandbox.cmd("bash", str(LCC)), env=sandbox.lcc_env(cluster, arn))
+    assert result.returncode != 0
+    assert "Slurm version mismatch: the cluster runs Slurm 99.1.0 (99.1)" in result.stdout
+    assert f"the client bundle is {secret['slurm_version']}" in result.stdout, result.stdout
+    _nothing_installed(sandbox.root)
+
+
+def test_a_bundle_whose_sinfo_reports_another_version_is_refused(cluster: Cluster, published: tuple[str, dict],
+                                                                   ide: Ide):
+    """A bundle whose VERSION file claims the cluster's version but whose sinfo is another build (re-packed, with a
+    matching sha256): the real `sinfo --version` check refuses it."""
+    _, secret = published
+    s3 = s3_client(cluster.moto_url)
+    key = secret["client_bundle"]["s3_uri"].removeprefix(f"s3://{BUNDLE_BUCKET}/")
+    work = cluster.base / "repack"
+    work.mkdir()
+    (work / "in.tar.gz").write_bytes(s3.get_object(Bucket=BUNDLE_BUCKET, Key=key)["Body"].read())
+    assert run(["tar", "-xzf", str(work / "in.tar.gz"), "-C", str(work)]).returncode == 0
+    (work / "slurm-client" / "VERSION").write_text("99.1.0\n")
+    assert run(["tar", "-czf", str(work / "out.tar.gz"), "-C", str(work), "slurm-client"]).returncode == 0
+    data = (work / "out.tar.gz").read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    s3.put_object(Bucket=BUNDLE_BUCKET, Key=f"slurm-client/slurm-client-99.1.0-{sha}.tar.gz", Body=data)
+    arn = _bad_secret(cluster, secret, "relabelled", slurm_version="99.1.0", client_bundle={
+        "s3_uri": f"s3://{BUNDLE_BUCKET}/slurm-client/slurm-client-99.1.0-{sha}.tar.gz", "sha256": sha})
+    sandbox = Ide(root=cluster.base / "ide-relabelled" / "root", state=cluster.base / "ide-relabelled" / "state",
+                  holder=ide.holder)
+    result = run(sandbox.cmd("bash", str(LCC)), env=sandbox.lcc_env(cluster, arn))
+    assert result.returncode != 0
+    assert ("Slurm version mismatch: the cluster runs Slurm 99.1.0 (99.1) but the installed client "
+            f"(sinfo --version) is {secret['slurm_version']}") in result.stdout, result.stdout
+    assert not (sandbox.root / "etc" / "munge" / "munge.key").exists()
+
+
+def test_a_bundle_with_another_checksum_is_refused(cluster: Cluster, published: tuple[str, dict], ide: Ide):
+    """The object in S3 is not the one the cluster published (its sha256 differs from the secret's): refused
+    before anything is unpacked."""
+    _, secret = published
+    arn = _bad_secret(cluster, secret, "checksum", client_bundle={**secret["client_bundle"], "sha256": "0" * 64})
+    sandbox = Ide(root=cluster.base / "ide-checksum" / "root", state=cluster.base / "ide-checksum" / "state",
+                  holder=ide.holder)
+    result = run(sandbox.cmd("bash", str(LCC)), env=sandbox.lcc_env(cluster, arn))
+    assert result.returncode != 0
+    assert (f"has sha256 {secret['client_bundle']['sha256']}, but the cluster published {'0' * 64}: refusing to "
+            "install it") in result.stdout, result.stdout
+    _nothing_installed(sandbox.root)
 
 
 SLURM_EXAMPLES = sorted((REPO / "examples" / "slurm").glob("*.sbatch"))

@@ -46,61 +46,110 @@ conf() { echo "$SLURM_LOGIN_ROOT/etc/slurm/slurm.conf"; }
   [ "$(secret_arn)" = "arn:aws:secretsmanager:us-east-1:1:secret:embedded" ]
 }
 
-@test "the script fits Studio's 16384-character LCC limit and carries the ARN placeholder once" {
-  [ "$(wc -c <"$LCC")" -lt 16384 ]
+@test "the script carries the ARN placeholder once (the lifecycle config's bootstrap fetches it, no size limit)" {
   [ "$(grep -c '@SLURM_LOGIN_SECRET_ARN@' "$LCC")" -eq 1 ]
 }
 
-@test "first start installs the matching client, writes key and conf, starts munged" {
+client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
+
+@test "first start installs the controller's client bundle, writes key and conf, starts munged from the bundle" {
   run bash "$LCC"
   [ "$status" -eq 0 ]
-  [[ "$output" == *"changed: packages munge key slurm.conf munged"* ]]
-  [[ "$(calls apt-get)" == *"install -y -q --no-install-recommends munge slurm-client=23.11.4-1ubuntu2"* ]]
+  [[ "$output" == *"changed: client bundle commands on PATH munge key slurm.conf munged"* ]]
+  [[ "$(calls aws)" == *"s3 cp --only-show-errors $BUNDLE_URI "* ]]
+  [ "$(cat "$(client)/.sha256")" = "$BUNDLE_SHA" ]
+  # Wrappers hand the bundle's libraries to the loader on its command line; no LD_LIBRARY_PATH.
+  [ "$(tail -n1 "$(client)/bin/sinfo")" = "exec $T/fake-ld --library-path $(client)/lib:$(client)/lib/slurm --argv0 sinfo $(client)/libexec/sinfo \"\$@\"" ]
+  ! grep -rq LD_LIBRARY_PATH "$(client)/bin" "$SLURM_LOGIN_ROOT/usr/local/bin" || false
+  [ "$(tail -n1 "$SLURM_LOGIN_ROOT/usr/local/bin/sbatch")" = "exec $(client)/bin/sbatch \"\$@\"" ]
+  grep -q "PATH=\"$(client)/bin:" "$SLURM_LOGIN_ROOT/etc/profile.d/hyperpod-slurm-client.sh"
+  [[ "$(calls fake-ld)" == *"--argv0 sinfo $(client)/libexec/sinfo --version"* ]]
   cmp "$T/munge.key" "$(key)"
   [ "$(stat -c %a "$(key)")" = 400 ]
-  [ "$(cat "$(conf)")" = "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["slurm_conf"], end="")' "$STUB_SECRET")" ]
+  # The published slurm.conf, with the bundle's plugin directory.
+  [ "$(cat "$(conf)")" = "$(printf 'ClusterName=ml-cluster\nSlurmctldHost=ip-10-1-0-12\nAuthType=auth/munge\nPluginDir=%s' "$(client)/lib/slurm")" ]
   [[ "$(calls aws)" == *"get-secret-value --secret-id $ARN --region eu-west-1"* ]]
   [[ "$(calls munged)" == *"--key-file $(key) --socket $SLURM_LOGIN_ROOT/run/munge/munge.socket.2"* ]]
   [[ "$output" != *"munge-key-bytes"* && "$output" != *"$(base64 <"$T/munge.key")"* ]]
   grep -q "ready: sbatch" "$SLURM_LOGIN_STATE_DIR/setup.log"
 }
 
-@test "a second start changes nothing and runs neither apt nor munged" {
+@test "the controller's PluginDir is replaced by the bundle's" {
+  write_secret '{"slurm_conf": "ClusterName=ml-cluster\nPluginDir=/opt/slurm/lib/slurm\n"}'
+  run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '^PluginDir=' "$(conf)")" -eq 1 ]
+  grep -qx "PluginDir=$(client)/lib/slurm" "$(conf)"
+  grep -q '^#PluginDir=/opt/slurm/lib/slurm' "$(conf)"
+}
+
+@test "a second start changes nothing: no download, no munged" {
   run bash "$LCC"
   [ "$status" -eq 0 ]
   : >"$STUB_LOG"
   run bash "$LCC"
   [ "$status" -eq 0 ]
   [[ "$output" == *"nothing changed"* ]]
-  [ -z "$(calls apt-get)" ]
+  [[ "$(calls aws)" != *"s3 cp"* ]]
   [ -z "$(calls munged)" ]
 }
 
-@test "apt offering another Slurm release fails naming both versions and installs nothing" {
-  STUB_APT_CANDIDATE="21.08.5-2ubuntu1" run bash "$LCC"
-  [ "$status" -eq 1 ]
-  [[ "$output" == *"Slurm version mismatch: the cluster runs Slurm 23.11.10 (23.11) but apt's slurm-client candidate is 21.08.5-2ubuntu1 (21.08)"* ]]
-  [[ "$output" == *"SLURM_PKG_DIR"* ]]
-  [[ "$(calls apt-get)" != *install* ]]
-  [ ! -e "$(key)" ]
-  [ ! -e "$(conf)" ]
+@test "a new bundle in the secret replaces the installed one" {
+  run bash "$LCC"
+  [ "$status" -eq 0 ]
+  old="$BUNDLE_SHA"
+  make_bundle 23.11.10 auth_jwt
+  write_secret "{}"
+  run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"changed: client bundle"* ]]
+  [ "$(cat "$(client)/.sha256")" = "$BUNDLE_SHA" ] && [ "$BUNDLE_SHA" != "$old" ]
+  [ -f "$(client)/lib/slurm/auth_jwt.so" ]
+  [ ! -e "$(client).new" ] && [ ! -e "$(client).old" ]
 }
 
-@test "an installed client of another release fails even when installation is skipped" {
-  STUB_SINFO_VERSION=22.05.8 SLURM_LOGIN_SKIP_INSTALL=1 run bash "$LCC"
+@test "a download whose sha256 is not the secret's is refused and nothing is installed" {
+  echo tampered >>"$STUB_S3_DIR/${BUNDLE_URI##*/}"
+  run bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"has sha256 $(sha256sum "$STUB_S3_DIR/${BUNDLE_URI##*/}" | awk '{print $1}'), but the cluster published $BUNDLE_SHA: refusing to install it"* ]]
+  [ ! -e "$(client)" ] && [ ! -e "$(key)" ] && [ ! -e "$(conf)" ]
+  [ -z "$(calls fake-ld)" ]
+}
+
+@test "a bundle of another Slurm than the secret's is refused, naming both versions" {
+  make_bundle 23.11.9
+  write_secret '{"slurm_version": "23.11.10"}'
+  run bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"Slurm version mismatch: the cluster runs Slurm 23.11.10 (23.11) but the client bundle is 23.11.9 (23.11)"* ]]
+  [ ! -e "$(client)" ] && [ ! -e "$(key)" ]
+}
+
+@test "a bundle whose sinfo reports another version fails naming both" {
+  STUB_BUNDLE_SINFO_VERSION=22.05.8 run bash "$LCC"
   [ "$status" -eq 1 ]
   [[ "$output" == *"the cluster runs Slurm 23.11.10 (23.11) but the installed client (sinfo --version) is 22.05.8 (22.05)"* ]]
-  [ -z "$(calls apt-get)" ]
   [ ! -e "$(key)" ]
 }
 
-@test "SLURM_PKG_DIR installs the packages from that directory without apt-get update" {
-  mkdir -p "$T/debs"
-  touch "$T/debs/slurm-smd-client_23.11.10-1_amd64.deb" "$T/debs/slurm-smd_23.11.10-1_amd64.deb"
-  SLURM_PKG_DIR="$T/debs" run bash "$LCC"
-  [ "$status" -eq 0 ]
-  [[ "$(calls apt-get)" == *"install -y -q --no-install-recommends $T/debs/slurm-smd-client_23.11.10-1_amd64.deb $T/debs/slurm-smd_23.11.10-1_amd64.deb"* ]]
-  [[ "$(calls apt-get)" != *update* ]]
+@test "no bundle in the secret, or a malformed one, is an error naming the field; apt is never used" {
+  for override in '{"client_bundle": null}' '{"client_bundle": {"s3_uri": "https://example.com/x.tar.gz", "sha256": "'"$BUNDLE_SHA"'"}}' \
+    '{"client_bundle": {"s3_uri": "'"$BUNDLE_URI"'", "sha256": "abc"}}'; do
+    write_secret "$override"
+    run bash "$LCC"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"client_bundle"* ]]
+    [ ! -e "$(client)" ] && [ ! -e "$(conf)" ]
+  done
+  ! grep -qE 'apt-get|apt-cache|dpkg' "$LCC" || false
+}
+
+@test "an unreadable bundle fails after bounded retries with the IAM hint" {
+  STUB_S3_FAIL="An error occurred (403) when calling the HeadObject operation: Forbidden" run bash "$LCC"
+  [ "$status" -eq 1 ]
+  [ "$(calls aws | grep -c 's3 cp')" -eq 3 ]
+  [[ "$output" == *"needs s3:GetObject on it"* ]]
 }
 
 @test "a new munge key in the secret replaces the file and restarts munged" {
@@ -201,12 +250,20 @@ conf() { echo "$SLURM_LOGIN_ROOT/etc/slurm/slurm.conf"; }
   [ "$status" -eq 0 ]
 }
 
+@test "per-user mode needs the bundle's auth_jwt.so" {
+  write_secret '{"auth": "jwt", "munge_key_b64": ""}'
+  SLURM_TOKEN_SECRET_PREFIX=p/ run bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"per-user mode needs auth_jwt.so, which the controller's client bundle lacks"* ]]
+  [ ! -e "$(client)" ]
+}
+
 @test "per-user mode (auth jwt) needs no munge key and never installs or starts munge" {
+  make_bundle 23.11.10 auth_jwt
   write_secret '{"auth": "jwt", "munge_key_b64": ""}'
   SLURM_TOKEN_SECRET_PREFIX="" run bash "$LCC"
   [ "$status" -eq 1 ]
   [[ "$output" == *"per-user mode needs SLURM_TOKEN_SECRET_PREFIX"* ]]
-  [[ "$(calls apt-get)" != *munge* ]]
   [ -z "$(calls munged)" ]
   [ ! -e "$(key)" ]
 }

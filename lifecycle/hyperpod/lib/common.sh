@@ -43,34 +43,27 @@ params_py() {
 }
 
 # retry ATTEMPTS CMD... : runs CMD until it succeeds, sleeping RETRY_DELAY seconds between tries.
-retry() {
-  local attempts=$1 n=1
-  shift
-  until "$@"; do
-    if ((n >= attempts)); then
-      log "giving up after $attempts attempts: $*"
-      return 1
-    fi
-    log "attempt $n/$attempts failed, retrying in ${RETRY_DELAY}s: $*"
-    sleep "$RETRY_DELAY"
-    n=$((n + 1))
-  done
-}
+retry() { _retry_loop constant "$@"; }
 
 # retry_backoff ATTEMPTS CMD... : like retry, but the delay doubles (RETRY_DELAY, 2x, 4x, ... capped at 60 s), for
-# calls that fail while the node's network or the service is still coming up (S3, Secrets Manager).
-retry_backoff() {
-  local attempts=$1 n=1 delay=$RETRY_DELAY
-  shift
+# calls that fail while the node's network or the service is still coming up (S3, Secrets Manager). Its log lines
+# name only the command and its first argument (`aws s3`), never the rest of the argv.
+retry_backoff() { _retry_loop double "$@"; }
+
+# _retry_loop GROWTH ATTEMPTS CMD... : the loop behind retry (GROWTH constant) and retry_backoff (GROWTH double).
+_retry_loop() {
+  local growth=$1 attempts=$2 n=1 delay=$RETRY_DELAY what
+  shift 2
+  if [[ "$growth" == constant ]]; then what="$*"; else what="$1 ${2:-}"; fi
   until "$@"; do
     if ((n >= attempts)); then
-      log "giving up after $attempts attempts: $1 ${2:-}"
+      log "giving up after $attempts attempts: $what"
       return 1
     fi
-    log "attempt $n/$attempts failed, retrying in ${delay}s: $1 ${2:-}"
+    log "attempt $n/$attempts failed, retrying in ${delay}s: $what"
     sleep "$delay"
     n=$((n + 1))
-    delay=$((delay * 2 > 60 ? 60 : delay * 2))
+    [[ "$growth" == constant ]] || delay=$((delay * 2 > 60 ? 60 : delay * 2))
   done
 }
 

@@ -1,0 +1,38 @@
+"""Helpers for the e2e tests of the Slurm client bundle (lifecycle/hyperpod/build_slurm_client_bundle.sh).
+
+`hide_system_slurm` makes a "stock Studio image" out of this machine inside a mount namespace: every Slurm client
+command, munge's commands, Slurm's plugin directory (with libslurmfull.so) and libmunge are covered by bind mounts
+(/dev/null over files, an empty directory over directories), so whatever runs there can only be the bundle's.
+"""
+from __future__ import annotations
+
+import glob
+import subprocess
+from pathlib import Path
+
+BUNDLE_BUCKET = "e2e-lifecycle"
+BUNDLE_PREFIX = f"s3://{BUNDLE_BUCKET}/slurm-client/"
+CLIENT_COMMANDS = ("sinfo", "sbatch", "squeue", "scancel", "sacct", "scontrol", "srun", "salloc", "sacctmgr",
+                   "sattach", "sbcast", "sdiag", "sprio", "sreport", "sshare", "sstat", "strigger")
+
+
+def system_slurm_paths() -> list[Path]:
+    """What Debian's slurm-client, slurm-wlm-basic-plugins, munge and libmunge2 install that a client would load."""
+    paths = [Path("/usr/bin") / c for c in CLIENT_COMMANDS]
+    paths += [Path("/usr/bin/munge"), Path("/usr/bin/unmunge"), Path("/usr/sbin/munged")]
+    paths += [Path(p) for p in glob.glob("/usr/lib/*-linux-gnu/slurm-wlm")]
+    paths += [Path(p) for p in glob.glob("/usr/lib/*-linux-gnu/libmunge.so*")]
+    paths += [Path(p) for p in glob.glob("/usr/lib/*-linux-gnu/libslurm*.so*")]
+    return [p for p in paths if p.exists() and not p.is_symlink()]
+
+
+def hide_system_slurm(nsenter: list[str], empty_dir: Path) -> list[Path]:
+    """Covers system_slurm_paths() inside the namespace `nsenter` enters; returns what it hid."""
+    empty_dir.mkdir(parents=True, exist_ok=True)
+    hidden = system_slurm_paths()
+    for path in hidden:
+        source = str(empty_dir) if path.is_dir() else "/dev/null"
+        result = subprocess.run([*nsenter, "mount", "--bind", source, str(path)], capture_output=True, text=True)
+        assert result.returncode == 0, f"cannot hide {path}: {result.stderr}"
+    assert any(p.name == "sinfo" for p in hidden), "this machine has no system sinfo to hide"
+    return hidden
