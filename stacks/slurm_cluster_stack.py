@@ -68,13 +68,15 @@ class SlurmClusterStack(cdk.Stack):
                                             mount_path=storage.mount_path) if native else None,
             artifact_s3_uris=[a.s3_uri for a in config.cluster.container_runtime.artifacts]
             if config.cluster.container_runtime.enabled else (),
-            execution_role_name=cluster_execution_role_name(config.name))
-        self.hyperpod.execution_role.add_to_policy(iam.PolicyStatement(
+            # Only the controller writes what Studio trusts: it runs as its own role (the fixed name the login secret
+            # and its key name as writer); login and compute groups run as a worker role that has no secret access.
+            execution_role_name=cluster_execution_role_name(config.name), separate_controller_role=True)
+        self.hyperpod.controller_role.add_to_policy(iam.PolicyStatement(
             sid="PublishSlurmLoginSecret",
             actions=["secretsmanager:PutSecretValue", "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
             resources=[self.slurm_login_secret.secret_arn]))
         if self.jwt_key_secret is not None:
-            self.hyperpod.execution_role.add_to_policy(iam.PolicyStatement(
+            self.hyperpod.controller_role.add_to_policy(iam.PolicyStatement(
                 sid="WriteSlurmJwtKey", actions=["secretsmanager:PutSecretValue"],
                 resources=[self.jwt_key_secret.secret_arn]))
             self._restrict_jwt_key_secret(config)
@@ -91,9 +93,10 @@ class SlurmClusterStack(cdk.Stack):
 
     def _restrict_jwt_key_secret(self, config: PlatformConfig) -> None:
         """The signing key lets its holder act as any cluster user through slurmctld: the cluster's role may only
-        write it (the controller's hook does), the token issuer only read it; nobody else either, whatever their IAM
-        policies say. Key administration stays with the account (the key's default statement)."""
-        cluster_role = self.hyperpod.execution_role.role_arn
+        write it (the controller's hook does; login and compute nodes run as the worker role), the token issuer only
+        read it; nobody else either, whatever their IAM policies say. Key administration stays with the account (the
+        key's default statement)."""
+        cluster_role = self.hyperpod.controller_role.role_arn
         issuer_role = (f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
                        f"{slurm_token_issuer_role_name(config.name)}")
         secret = self.jwt_key_secret
