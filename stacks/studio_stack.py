@@ -234,6 +234,17 @@ class StudioStack(cdk.Stack):
                                             ip_protocol="tcp", from_port=low, to_port=high,
                                             source_security_group_id=group_id,
                                             description=f"{label} from Studio apps")
+        # Lustre servers also open connections to their clients: FSx asks that clients allow inbound from the file
+        # system's group on 988 and 1018-1023, and that the file system's group may reach them
+        # (https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html). The same rules
+        # for the platform's file system (cluster group) and one you bring (access group).
+        for low, high in LUSTRE_PORTS:
+            ec2.CfnSecurityGroupIngress(self, f"StudioFromLustre{low}", group_id=group_id, ip_protocol="tcp",
+                                        from_port=low, to_port=high, source_security_group_id=lustre_group,
+                                        description="Lustre from the file system's servers to Studio apps")
+            ec2.CfnSecurityGroupEgress(self, f"LustreToStudio{low}", group_id=lustre_group, ip_protocol="tcp",
+                                       from_port=low, to_port=high, destination_security_group_id=group_id,
+                                       description="Lustre servers to Studio apps")
         return group
 
     def _execution_role(self, *, on_eks: bool, id_: str = "ExecutionRole", description: str = "Studio apps",
