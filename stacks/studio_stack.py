@@ -123,7 +123,8 @@ class StudioStack(cdk.Stack):
         self.domain = sagemaker.CfnDomain(
             self, "Domain", domain_name=f"{config.name}-studio", auth_mode="IAM",
             app_network_access_type="VpcOnly", vpc_id=network.vpc_id,
-            subnet_ids=[network.primary_subnet.subnet_id], kms_key_id=self.key.key_arn,
+            # Its own subnet (network.studio_subnet_cidr): the cluster's subnets keep root on FSx, Studio's do not.
+            subnet_ids=[network.studio_subnet_id], kms_key_id=self.key.key_arn,
             default_user_settings=sagemaker.CfnDomain.UserSettingsProperty(
                 execution_role=self.execution_role.role_arn, security_groups=[self.security_group.attr_group_id],
                 studio_web_portal="ENABLED",

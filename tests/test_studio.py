@@ -20,7 +20,9 @@ def test_domain_is_vpc_only_iam_with_key_and_default_lifecycle_configs(synth):
     domain = _one(s.templates["studio"], "AWS::SageMaker::Domain")["Properties"]
     assert domain["AuthMode"] == "IAM" and domain["AppNetworkAccessType"] == "VpcOnly"
     assert "StudioKey" in json.dumps(domain["KmsKeyId"])
-    assert "Private1Subnet" in json.dumps(domain["SubnetIds"]) and "Vpc" in json.dumps(domain["VpcId"])
+    # Studio's own subnet: the cluster's subnets keep root on FSx (root squash exemption), Studio's addresses do not.
+    assert "VpcStudioSubnet" in json.dumps(domain["SubnetIds"]) and "Vpc" in json.dumps(domain["VpcId"])
+    assert "Private" not in json.dumps(domain["SubnetIds"])
     settings = domain["DefaultUserSettings"]
     for app, lcc in (("JupyterLabAppSettings", "LifecycleConfigsJupyterLab"),
                      ("CodeEditorAppSettings", "LifecycleConfigsCodeEditor")):
