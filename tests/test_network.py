@@ -32,7 +32,8 @@ def test_studio_gets_a_subnet_of_its_own_beside_fsx(synth):
     t = synth("multi_az").template("network")
     (studio,) = [r["Properties"] for k, r in t.find_resources("AWS::EC2::Subnet").items() if k.startswith("VpcStudio")]
     assert studio["CidrBlock"] == "10.1.4.0/22" and studio["AvailabilityZoneId"] == "use1-az4"
-    (s3,) = t.find_resources("AWS::EC2::VPCEndpoint").values()
+    (s3,) = [e for e in t.find_resources("AWS::EC2::VPCEndpoint").values()
+             if e["Properties"]["VpcEndpointType"] == "Gateway"]
     assert any("VpcStudioRouteTable" in json.dumps(r) for r in s3["Properties"]["RouteTableIds"])
 
 
