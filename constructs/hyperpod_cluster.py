@@ -1,5 +1,6 @@
 """`AWS::SageMaker::Cluster` orchestrated by Slurm (HyperPod's native support) or by an EKS cluster, and the
-execution role its instances use."""
+execution roles its instances use (`ExecutionRole` is a property of each instance group:
+https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-sagemaker-cluster-clusterinstancegroup.html)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,7 +59,11 @@ class HyperPodCluster(Construct):
                  lifecycle_bucket: s3.IBucket, lifecycle_prefix: str, node_recovery: str,
                  on_create: Optional[str] = None, on_init_complete: Optional[str] = None,
                  native_lustre: Optional[NativeLustreMount] = None, artifact_s3_uris: Sequence[str] = (),
-                 execution_role_name: Optional[str] = None) -> None:
+                 execution_role_name: Optional[str] = None, separate_controller_role: bool = False) -> None:
+        """separate_controller_role (Slurm): the controller group runs as `execution_role` (named
+        `execution_role_name`), every other group as `worker_role`, which has the same node permissions and nothing
+        the stack adds to the controller's (what Studio trusts: the login secret, the auth/jwt signing key). Without
+        it every group runs as `execution_role` (EKS)."""
         super().__init__(scope, id_)
         if (on_create is None) == (on_init_complete is None):
             raise ValueError("give exactly one lifecycle entry point: on_create (EKS) or on_init_complete (Slurm); "
@@ -67,9 +72,17 @@ class HyperPodCluster(Construct):
                                                    security_group_id=security_group_id,
                                                    bucket=lifecycle_bucket, prefix=lifecycle_prefix,
                                                    role_name=execution_role_name)
-        if artifact_s3_uris:
+        # A generated name: nothing outside this stack names the workers' role.
+        self.worker_role = self._execution_role(
+            cluster_name=cluster_name, vpc_id=vpc_id, subnet_ids=subnet_ids, security_group_id=security_group_id,
+            bucket=lifecycle_bucket, prefix=lifecycle_prefix, role_name=None, id_="WorkerRole",
+            description="HyperPod login and compute instances: CloudWatch, ENIs in the cluster subnets, lifecycle "
+                        "scripts; nothing Studio trusts") if separate_controller_role else self.execution_role
+        self.controller_role = self.execution_role
+        self.node_roles = [self.execution_role] + ([self.worker_role] if separate_controller_role else [])
+        for role in self.node_roles if artifact_s3_uris else ():
             # Exact objects (no wildcard): the container-runtime packages on_create.sh downloads and verifies.
-            self.execution_role.add_to_policy(iam.PolicyStatement(
+            role.add_to_policy(iam.PolicyStatement(
                 sid="ReadContainerRuntimeArtifacts", actions=["s3:GetObject"],
                 resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{uri.removeprefix('s3://')}" for uri in artifact_s3_uris]))
         source_s3_uri = f"s3://{lifecycle_bucket.bucket_name}/{lifecycle_prefix}/"
@@ -83,7 +96,8 @@ class HyperPodCluster(Construct):
         instance_groups = [
             sagemaker.CfnCluster.ClusterInstanceGroupProperty(
                 instance_group_name=g.name, instance_type=g.instance_type, instance_count=g.instance_count,
-                execution_role=self.execution_role.role_arn, threads_per_core=g.threads_per_core,
+                execution_role=(self.controller_role if g.role == "controller" else self.worker_role).role_arn,
+                threads_per_core=g.threads_per_core,
                 life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
                     source_s3_uri=source_s3_uri, on_create=on_create, on_init_complete=on_init_complete),
                 instance_storage_configs=[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
@@ -148,15 +162,16 @@ class HyperPodCluster(Construct):
         return role
 
     def _execution_role(self, *, cluster_name: str, vpc_id: str, subnet_ids: Sequence[str], security_group_id: str,
-                        bucket: s3.IBucket, prefix: str, role_name: Optional[str]) -> iam.Role:
+                        bucket: s3.IBucket, prefix: str, role_name: Optional[str], id_: str = "ExecutionRole",
+                        description: str = "HyperPod cluster instances: CloudWatch, ENIs in the cluster subnets, "
+                                           "lifecycle scripts") -> iam.Role:
         stack = cdk.Stack.of(self)
 
         def ec2_arn(resource: str) -> str:
             return stack.format_arn(service="ec2", resource=resource)
 
-        role = iam.Role(
-            self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"), role_name=role_name,
-            description="HyperPod cluster instances: CloudWatch, ENIs in the cluster subnets, lifecycle scripts")
+        role = iam.Role(self, id_, assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"), role_name=role_name,
+                        description=description)
         vpc_arn = ec2_arn(f"vpc/{vpc_id}")
         # What AmazonSageMakerClusterInstanceRolePolicy grants, narrowed, without its read on every sagemaker-*
         # bucket in the account (the lifecycle prefix is read below):

@@ -37,7 +37,8 @@ class HyperPodVpc(Construct):
     def __init__(self, scope: Construct, id_: str, *, cidr: str, az_ids: list[str], public_subnet_cidr: str,
                  private_subnet_cidrs: list[str], restricted_s3_endpoint: bool, interface_endpoints: list[str],
                  flow_log_retention_days: int | None,
-                 control_plane_subnets: Sequence[tuple[str, str]] = ()) -> None:
+                 control_plane_subnets: Sequence[tuple[str, str]] = (),
+                 studio_subnet_cidr: str | None = None) -> None:
         super().__init__(scope, id_)
         vpc = ec2.CfnVPC(self, "Vpc", cidr_block=cidr, enable_dns_hostnames=True, enable_dns_support=True,
                          tags=[cdk.CfnTag(key="Name", value=f"{cdk.Stack.of(self).stack_name}-vpc")])
@@ -65,6 +66,18 @@ class HyperPodVpc(Construct):
             self.private_subnets.append(PrivateSubnet(az_id=az_id, subnet_id=subnet_id))
             route_tables.append(route_table_id)
 
+        # Studio apps: a subnet of their own beside FSx (first AZ), so the cluster's subnets' addresses are only ever
+        # cluster nodes' (FSx root squash exempts those addresses). Out through the NAT gateway, like the cluster.
+        self.studio_subnet: PrivateSubnet | None = None
+        if studio_subnet_cidr:
+            subnet_id, route_table_id = self._subnet("Studio", az_ids[0], studio_subnet_cidr)
+            ec2.CfnRoute(self, "StudioDefaultRoute", route_table_id=route_table_id,
+                         destination_cidr_block="0.0.0.0/0", nat_gateway_id=nat.ref)
+            self.studio_subnet = PrivateSubnet(az_id=az_ids[0], subnet_id=subnet_id)
+            route_tables_for_s3 = [route_table_id]
+        else:
+            route_tables_for_s3 = []
+
         # EKS control-plane ENIs: small subnets whose route tables hold only the VPC's local route.
         self.control_plane_subnets = [
             PrivateSubnet(az_id=az_id, subnet_id=self._subnet(f"ControlPlane{index}", az_id, subnet_cidr)[0])
@@ -78,6 +91,8 @@ class HyperPodVpc(Construct):
         self.s3_endpoint = ec2.GatewayVpcEndpoint(
             self, "S3Endpoint", vpc=self.vpc, service=ec2.GatewayVpcEndpointAwsService.S3,
             subnets=[ec2.SubnetSelection(subnets=self.vpc.private_subnets)])
+        if route_tables_for_s3:  # Studio's subnet is not in the L2 view (interface endpoints stay in the cluster's)
+            self.s3_endpoint.node.default_child.route_table_ids = route_tables + route_tables_for_s3
         if restricted_s3_endpoint:
             for statement in restricted_s3_statements():
                 self.s3_endpoint.add_to_policy(statement)

@@ -22,8 +22,10 @@ def studio_execution_role_name(cluster_name: str) -> str:
 
 
 def cluster_execution_role_name(cluster_name: str) -> str:
-    """The Slurm HyperPod cluster's execution role: the login secret and its key (their own stack, deployed before
-    the cluster) name it as their only writer."""
+    """The Slurm controller group's execution role (the name predates the split: keeping it keeps the role, so an
+    upgrade replaces nothing): the login secret and its key (their own stack, deployed before the cluster) name it as
+    their only writer. Login and compute groups run as a separate role with a generated name and no secret access
+    (constructs/hyperpod_cluster.py `worker_role`)."""
     return f"{cluster_name.lower()[:20]}-cluster-execution-{cdk.Aws.REGION}"
 
 

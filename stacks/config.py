@@ -142,6 +142,9 @@ class ExistingNetwork(Strict):
     security_group_id: SecurityGroupId
     # EKS only: subnets in at least two AZs for the control plane's network interfaces.
     control_plane_subnets: list[ExistingSubnet] = []
+    # Studio's own subnet (VpcOnly domain). Required with root squash on a Slurm platform that owns its file system:
+    # the cluster's subnets keep root on FSx, so Studio must not share them.
+    studio_subnet: Optional[ExistingSubnet] = None
 
 
 class Network(Strict):
@@ -149,6 +152,10 @@ class Network(Strict):
     az_ids: list[AzId] = Field(default=["usw2-az2"], min_length=1, max_length=6)
     public_subnet_cidr: Cidr = "10.0.0.0/24"
     private_subnet_cidrs: list[Cidr] = Field(default=["10.0.64.0/18"], min_length=1, max_length=6)
+    # A subnet of Studio's own (in the first AZ, beside FSx), so its addresses are not the cluster's: the cluster's
+    # subnets keep root on FSx (storage.lustre.root_squash). null: Studio shares the first private subnet (refused
+    # while root squash exempts the cluster's subnets).
+    studio_subnet_cidr: Optional[Cidr] = "10.0.4.0/22"
     s3_endpoint_policy: Literal["open", "restricted"] = "open"
     interface_endpoints: list[Literal[INTERFACE_ENDPOINT_SERVICES]] = []  # type: ignore[valid-type]
     flow_logs: FlowLogs = FlowLogs()
@@ -182,6 +189,22 @@ class ExistingLustre(Strict):
     data_bucket: Annotated[str, _pattern(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", "an S3 bucket name")]
 
 
+def _squash_id(value: str) -> str:
+    parts = value.split(":")
+    if len(parts) != 2 or not all(p.isdigit() and 1 <= int(p) <= 4294967294 for p in parts):
+        raise ValueError("must be 'UID:GID', each from 1 to 4294967294 (0 would be root), e.g. '65534:65534' "
+                         "(nobody:nogroup); to turn root squash off set enabled: false")
+    return value
+
+
+class RootSquash(Strict):
+    """FSx root squash on the platform's own file system (set by a custom resource, constructs/fsx_root_squash.py):
+    root on a client acts as `squash_to` on the file system, except on the Slurm cluster's own subnets, whose nodes'
+    lifecycle scripts create homes and directories as root. Studio and EKS pods are never exempt."""
+    enabled: StrictBool = True
+    squash_to: Annotated[str, AfterValidator(_squash_id)] = "65534:65534"
+
+
 class Lustre(Strict):
     storage_capacity_gib: int = 1200
     throughput_mib_per_tib: Literal[125, 250, 500, 1000] = 250
@@ -194,6 +217,7 @@ class Lustre(Strict):
     mount_by: Literal["lifecycle", "native"] = "native"
     data_repository: DataRepository = DataRepository()
     existing: Optional[ExistingLustre] = None
+    root_squash: RootSquash = RootSquash()
 
 
 class DataBucket(Strict):
@@ -1270,6 +1294,14 @@ def _az_ids(cfg: PlatformConfig) -> list[str]:
     return [s.az_id for s in existing.private_subnets] if existing else list(cfg.network.az_ids)
 
 
+def root_squash_exempts_cluster_subnets(cfg: PlatformConfig) -> bool:
+    """Root squash is set on the platform's own file system only, and on Slurm its nodes' subnets keep root (the
+    lifecycle scripts create homes as root). EKS exempts nothing: a pod reaches FSx through its node's Lustre client,
+    so exempting nodes would exempt every pod."""
+    lustre = cfg.storage.lustre
+    return lustre.root_squash.enabled and lustre.existing is None and cfg.orchestrator == "slurm"
+
+
 def _network_errors(cfg: PlatformConfig) -> list[str]:
     net = cfg.network
     errors: list[str] = []
@@ -1283,6 +1315,20 @@ def _network_errors(cfg: PlatformConfig) -> list[str]:
         errors.append("network.existing.control_plane_subnets: set, but only the EKS orchestrator uses them")
     if len(set(_az_ids(cfg))) != len(_az_ids(cfg)):
         errors.append(f"network.az_ids: {_az_ids(cfg)} repeats an AZ ID; list each at most once")
+    if root_squash_exempts_cluster_subnets(cfg) and cfg.studio.enabled:
+        key = "network.existing.studio_subnet" if net.existing else "network.studio_subnet_cidr"
+        if (net.existing.studio_subnet if net.existing else net.studio_subnet_cidr) is None:
+            errors.append(f"{key}: not set, but storage.lustre.root_squash exempts the cluster's subnets (their nodes "
+                          "keep root on FSx) and Studio would share the first of them; give Studio a subnet of its "
+                          "own (e.g. network.studio_subnet_cidr: 10.0.4.0/22) or set "
+                          "storage.lustre.root_squash.enabled: false")
+    if net.existing and net.existing.studio_subnet:
+        studio = net.existing.studio_subnet
+        if studio.id in {s.id for s in net.existing.private_subnets}:
+            errors.append(f"network.existing.studio_subnet.id: {studio.id!r} is also in network.existing."
+                          "private_subnets; Studio needs a subnet the cluster does not use")
+        if region and not studio.az_id.startswith(_region_prefix(region) + "-"):
+            errors.append(f"network.existing.studio_subnet.az_id: {studio.az_id!r} is not in region {region}")
     if net.existing:
         return errors
 
@@ -1296,6 +1342,8 @@ def _network_errors(cfg: PlatformConfig) -> list[str]:
               [(f"network.private_subnet_cidrs[{i}]", c) for i, c in enumerate(net.private_subnet_cidrs)]
     if cfg.orchestrator == "eks":
         subnets += [(f"eks.control_plane_subnets[{i}].cidr", s.cidr) for i, s in enumerate(cfg.eks.control_plane_subnets)]
+    if net.studio_subnet_cidr:
+        subnets.append(("network.studio_subnet_cidr", net.studio_subnet_cidr))
     for path, cidr in subnets:
         if not ipaddress.ip_network(cidr).subnet_of(vpc):
             errors.append(f"{path}: {cidr!r} is not inside network.vpc_cidr {net.vpc_cidr!r}")

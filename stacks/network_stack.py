@@ -19,6 +19,11 @@ class NetworkRefs:
     private_subnets: tuple[PrivateSubnet, ...]
     security_group_id: str
     control_plane_subnets: tuple[PrivateSubnet, ...] = ()  # EKS only
+    studio_subnet: PrivateSubnet | None = None  # Studio's own; None: Studio uses the primary subnet
+
+    @property
+    def studio_subnet_id(self) -> str:
+        return (self.studio_subnet or self.primary_subnet).subnet_id
 
     @property
     def primary_subnet(self) -> PrivateSubnet:
@@ -34,7 +39,9 @@ class NetworkRefs:
         return cls(vpc_id=ex.vpc_id, security_group_id=ex.security_group_id,
                    private_subnets=tuple(PrivateSubnet(az_id=s.az_id, subnet_id=s.id) for s in ex.private_subnets),
                    control_plane_subnets=tuple(PrivateSubnet(az_id=s.az_id, subnet_id=s.id)
-                                               for s in ex.control_plane_subnets))
+                                               for s in ex.control_plane_subnets),
+                   studio_subnet=PrivateSubnet(az_id=ex.studio_subnet.az_id, subnet_id=ex.studio_subnet.id)
+                   if ex.studio_subnet else None)
 
 
 class NetworkStack(cdk.Stack):
@@ -47,12 +54,14 @@ class NetworkStack(cdk.Stack):
             restricted_s3_endpoint=network.s3_endpoint_policy == "restricted",
             interface_endpoints=list(network.interface_endpoints),
             flow_log_retention_days=network.flow_logs.retention_days if network.flow_logs.enabled else None,
-            control_plane_subnets=[(s.az_id, s.cidr) for s in control_plane_subnets])
+            control_plane_subnets=[(s.az_id, s.cidr) for s in control_plane_subnets],
+            studio_subnet_cidr=network.studio_subnet_cidr)
         self.efa = EfaSecurityGroup(self, "EfaSecurityGroup", vpc=self.vpc.vpc,
                                     allow_http_egress=network.allow_http_egress)
         self.refs = NetworkRefs(vpc_id=self.vpc.vpc_id, private_subnets=tuple(self.vpc.private_subnets),
                                 security_group_id=self.efa.security_group.security_group_id,
-                                control_plane_subnets=tuple(self.vpc.control_plane_subnets))
+                                control_plane_subnets=tuple(self.vpc.control_plane_subnets),
+                                studio_subnet=self.vpc.studio_subnet)
 
         cdk.CfnOutput(self, "VpcId", value=self.refs.vpc_id)
         cdk.CfnOutput(self, "PrivateSubnetIds", value=cdk.Fn.join(",", [s.subnet_id for s in self.refs.private_subnets]))

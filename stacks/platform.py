@@ -11,7 +11,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from cdk_nag import AwsSolutionsChecks
 from constructs.log_retention import LogRetention
 
-from stacks.config import PlatformConfig
+from stacks.config import PlatformConfig, root_squash_exempts_cluster_subnets
 from stacks.config_day2 import SNAPSHOT_METADATA_KEY, snapshot
 from stacks.network_stack import NetworkRefs, NetworkStack
 from stacks.observability_stack import ObservabilityStack
@@ -71,6 +71,8 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     storage = StorageStack(app, f"{name}-storage", cluster_name=name, storage=config.storage, network=network, env=env,
                            studio_partition_root=config.studio.partition_root if config.studio.enabled else None,
                            node_metrics=config.observability.node_metrics,
+                           root_squash_exempt_subnet_ids=[s.subnet_id for s in network.private_subnets]
+                           if root_squash_exempts_cluster_subnets(config) else [],
                            description=f"HyperPod platform {name}: FSx for Lustre, data and lifecycle buckets "
                                        "(retained on delete)")
     slurm_login = eks = eks_access = None

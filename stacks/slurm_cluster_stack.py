@@ -75,27 +75,30 @@ class SlurmClusterStack(cdk.Stack):
             native_lustre=NativeLustreMount(dns_name=storage.lustre.dns_name, mount_name=storage.lustre.mount_name,
                                             mount_path=storage.mount_path) if native else None,
             artifact_s3_uris=artifact_s3_uris(config),
-            execution_role_name=cluster_execution_role_name(config.name))
-        self.hyperpod.execution_role.add_to_policy(iam.PolicyStatement(
+            # Only the controller writes what Studio trusts: it runs as its own role (the fixed name the login secret
+            # and its key name as writer); login and compute groups run as a worker role that has no secret access.
+            execution_role_name=cluster_execution_role_name(config.name), separate_controller_role=True)
+        self.hyperpod.controller_role.add_to_policy(iam.PolicyStatement(
             sid="PublishSlurmLoginSecret",
             actions=["secretsmanager:PutSecretValue", "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
             resources=[self.slurm_login_secret.secret_arn]))
         # Its own Slurm client, for Studio (publish_slurm_login.sh): the one prefix of the lifecycle bucket the cluster
         # may write (the bucket policy, stacks/storage_stack.py, refuses it everything else).
         bundles = lifecycle_bucket.arn_for_objects(f"{SLURM_CLIENT_PREFIX}/*")
-        self.hyperpod.execution_role.add_to_policy(iam.PolicyStatement(
+        self.hyperpod.controller_role.add_to_policy(iam.PolicyStatement(
             sid="PublishSlurmClientBundle", actions=["s3:PutObject"], resources=[bundles]))
-        acknowledge(self.hyperpod.execution_role, "AwsSolutions-IAM5",
+        acknowledge(self.hyperpod.controller_role, "AwsSolutions-IAM5",
                     "the controller uploads its Slurm client bundle under a name that carries the build's sha256, "
                     f"unknown at synth; the wildcard is the lifecycle bucket's {SLURM_CLIENT_PREFIX}/ prefix only",
                     findings=[f"Resource::{bundles}"])
         if self.jwt_key_secret is not None:
-            self.hyperpod.execution_role.add_to_policy(iam.PolicyStatement(
+            self.hyperpod.controller_role.add_to_policy(iam.PolicyStatement(
                 sid="WriteSlurmJwtKey", actions=["secretsmanager:PutSecretValue"],
                 resources=[self.jwt_key_secret.secret_arn]))
             self._restrict_jwt_key_secret(config)
         if storage.metrics_workspace is not None:
-            self.hyperpod.execution_role.add_to_policy(storage.metrics_workspace.remote_write_statement())
+            for role in self.hyperpod.node_roles:  # every node's agent writes its own metrics
+                role.add_to_policy(storage.metrics_workspace.remote_write_statement())
         # Nodes run on_create.sh from the bucket at creation: the scripts must be there first.
         self.hyperpod.cluster.node.add_dependency(self.lifecycle.deployment)
 
@@ -132,9 +135,10 @@ class SlurmClusterStack(cdk.Stack):
 
     def _restrict_jwt_key_secret(self, config: PlatformConfig) -> None:
         """The signing key lets its holder act as any cluster user through slurmctld: the cluster's role may only
-        write it (the controller's hook does), the token issuer only read it; nobody else either, whatever their IAM
-        policies say. Key administration stays with the account (the key's default statement)."""
-        cluster_role = self.hyperpod.execution_role.role_arn
+        write it (the controller's hook does; login and compute nodes run as the worker role), the token issuer only
+        read it; nobody else either, whatever their IAM policies say. Key administration stays with the account (the
+        key's default statement)."""
+        cluster_role = self.hyperpod.controller_role.role_arn
         issuer_role = (f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
                        f"{slurm_token_issuer_role_name(config.name)}")
         secret = self.jwt_key_secret

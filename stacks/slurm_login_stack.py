@@ -34,8 +34,8 @@ class SlurmLoginStack(cdk.Stack):
                       description="Written by the Slurm controller at creation, read by Studio's login nodes")
 
     def _restrict(self, *, cluster_name: str, studio_reads: bool, per_user_roles_read: bool) -> None:
-        """Writers: the cluster's execution role (every instance group shares it; only the controller's hook
-        writes). Readers: that role, the Studio execution role and, in per-user mode (auth/jwt), every Studio
+        """Writers: the controller group's execution role (login and compute groups run as another role that is
+        named nowhere here). Readers: that role, the Studio execution role and, in per-user mode (auth/jwt), every Studio
         profile's own role under its fixed IAM path (stacks/studio_stack.py creates them in nested stacks). Resource policies deny everyone else, whatever
         their IAM policies say; key administration stays with the account (the key's default statement). Both
         roles are created after this stack, so every statement names them in a condition on aws:PrincipalArn:

@@ -3,6 +3,7 @@ bucket. Everything retained."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -11,6 +12,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 from constructs.fsx_access_group import FsxAccessGroup
+from constructs.fsx_root_squash import FsxRootSquash
 from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, data_bucket_name, lifecycle_bucket_name
 from constructs.platform_role_names import (PARTITION_HANDLERS, cluster_execution_role_name,
                                            partition_handler_role_name, upload_role_name)
@@ -34,10 +36,12 @@ class ExistingLustreRefs:
 class StorageStack(cdk.Stack):
     def __init__(self, scope: Construct, id_: str, *, cluster_name: str, storage: Storage, network: NetworkRefs,
                  studio_partition_root: str | None = None, node_metrics: NodeMetrics | None = None,
-                 **kwargs) -> None:
+                 root_squash_exempt_subnet_ids: Sequence[str] = (), **kwargs) -> None:
         """studio_partition_root: Studio's `studio.partition_root` when Studio is enabled; its prefix in the data
         bucket is then closed to everyone but FSx and the partition handlers. node_metrics: when enabled, the
-        Prometheus workspace the nodes write to (constructs/metrics_workspace.py says why it lives here)."""
+        Prometheus workspace the nodes write to (constructs/metrics_workspace.py says why it lives here).
+        root_squash_exempt_subnet_ids: the subnets whose clients keep root on the platform's file system
+        (storage.lustre.root_squash)."""
         super().__init__(scope, id_, **kwargs)
         self.metrics_workspace: MetricsWorkspace | None = None
         if node_metrics is not None and node_metrics.enabled:
@@ -76,6 +80,11 @@ class StorageStack(cdk.Stack):
             metadata_iops=lustre.metadata.iops, data_bucket=self.data_bucket,
             file_system_path=repo.file_system_path, s3_prefix=repo.s3_prefix,
             auto_import=list(repo.auto_import), auto_export=list(repo.auto_export))
+        squash = lustre.root_squash
+        self.root_squash = FsxRootSquash(self, "LustreRootSquash", file_system_id=self.lustre.file_system_id,
+                                         squash_to=squash.squash_to if squash.enabled else "0:0",
+                                         no_squash_subnet_ids=list(root_squash_exempt_subnet_ids)
+                                         if squash.enabled else [])
         if studio_partition_root is not None:
             self._only_fsx_and_handlers_touch_partitions(cluster_name, f"{repo.s3_prefix}{studio_partition_root}/")
 

@@ -134,7 +134,8 @@ class StudioStack(cdk.Stack):
         self.domain = sagemaker.CfnDomain(
             self, "Domain", domain_name=f"{config.name}-studio", auth_mode="IAM",
             app_network_access_type="VpcOnly", vpc_id=network.vpc_id,
-            subnet_ids=[network.primary_subnet.subnet_id], kms_key_id=self.key.key_arn,
+            # Its own subnet (network.studio_subnet_cidr): the cluster's subnets keep root on FSx, Studio's do not.
+            subnet_ids=[network.studio_subnet_id], kms_key_id=self.key.key_arn,
             default_user_settings=sagemaker.CfnDomain.UserSettingsProperty(
                 execution_role=self.execution_role.role_arn, security_groups=[self.security_group.attr_group_id],
                 studio_web_portal="ENABLED",
@@ -250,6 +251,17 @@ class StudioStack(cdk.Stack):
                                             ip_protocol="tcp", from_port=low, to_port=high,
                                             source_security_group_id=group_id,
                                             description=f"{label} from Studio apps")
+        # Lustre servers also open connections to their clients: FSx asks that clients allow inbound from the file
+        # system's group on 988 and 1018-1023, and that the file system's group may reach them
+        # (https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html). The same rules
+        # for the platform's file system (cluster group) and one you bring (access group).
+        for low, high in LUSTRE_PORTS:
+            ec2.CfnSecurityGroupIngress(self, f"StudioFromLustre{low}", group_id=group_id, ip_protocol="tcp",
+                                        from_port=low, to_port=high, source_security_group_id=lustre_group,
+                                        description="Lustre from the file system's servers to Studio apps")
+            ec2.CfnSecurityGroupEgress(self, f"LustreToStudio{low}", group_id=lustre_group, ip_protocol="tcp",
+                                       from_port=low, to_port=high, destination_security_group_id=group_id,
+                                       description="Lustre servers to Studio apps")
         return group
 
     def _execution_role(self, *, on_eks: bool, id_: str = "ExecutionRole", description: str = "Studio apps",

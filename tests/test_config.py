@@ -98,7 +98,7 @@ INVALID = [
      "network.private_subnet_cidrs: 1 CIDR(s) for 2 AZ ID(s); give exactly one private subnet CIDR per AZ ID"),
     ("unknown key", with_("storage.lustre.capacity", 1200),
      "storage.lustre.capacity: unknown key; allowed here: storage_capacity_gib, throughput_mib_per_tib, "
-     "data_compression, lustre_version, metadata, mount_path, mount_by, data_repository, existing"),
+     "data_compression, lustre_version, metadata, mount_path, mount_by, data_repository, existing, root_squash"),
     ("unknown top-level key", with_("orchestrater", "slurm"),
      "orchestrater: unknown key; allowed here: name, orchestrator, shared_fsx, deployment, tags, network, storage, "
      "cluster, studio, eks, users, observability"),
@@ -192,6 +192,20 @@ INVALID = [
      "observability.fsx_free_capacity_percent: 0 — Input should be greater than or equal to 1"),
     ("throughput window", with_("observability.fsx_throughput_minutes", 2),
      "observability.fsx_throughput_minutes: 2 — Input should be greater than or equal to 5"),
+    ("root squash to root", with_("storage.lustre.root_squash", {"squash_to": "0:0"}),
+     "storage.lustre.root_squash.squash_to: '0:0' — must be 'UID:GID', each from 1 to 4294967294 (0 would be root), "
+     "e.g. '65534:65534' (nobody:nogroup); to turn root squash off set enabled: false"),
+    ("root squash not uid:gid", with_("storage.lustre.root_squash", {"squash_to": "nobody"}),
+     "storage.lustre.root_squash.squash_to: 'nobody' — must be 'UID:GID', each from 1 to 4294967294 (0 would be "
+     "root), e.g. '65534:65534' (nobody:nogroup); to turn root squash off set enabled: false"),
+    ("studio shares the exempt subnet", with_("network.studio_subnet_cidr", None),
+     "network.studio_subnet_cidr: not set, but storage.lustre.root_squash exempts the cluster's subnets (their nodes "
+     "keep root on FSx) and Studio would share the first of them; give Studio a subnet of its own (e.g. "
+     "network.studio_subnet_cidr: 10.0.4.0/22) or set storage.lustre.root_squash.enabled: false"),
+    ("studio subnet overlaps the cluster's", with_("network.studio_subnet_cidr", "10.0.96.0/22"),
+     "network.studio_subnet_cidr: '10.0.96.0/22' overlaps network.private_subnet_cidrs[0] '10.0.64.0/18'"),
+    ("studio subnet outside the vpc", with_("network.vpc_cidr", "10.1.0.0/16"),
+     "network.studio_subnet_cidr: '10.0.4.0/22' is not inside network.vpc_cidr '10.1.0.0/16'"),
     ("unknown observability key", with_("observability.email", "ops@example.com"),
      "observability.email: unknown key; allowed here: subscriptions, log_retention_days, fsx_free_capacity_percent, "
      "fsx_throughput_percent, fsx_throughput_minutes, export_backlog_minutes, node_metrics, grafana"),
@@ -655,7 +669,8 @@ def test_login_access_and_budget_bad_input_gets_an_exact_error(data, message):
 def test_an_existing_vpc_needs_the_ssh_networks_spelled_out():
     data = with_login()
     data["network"] = {"existing": {"vpc_id": "vpc-0123456789abcdef0", "security_group_id": "sg-0123456789abcdef0",
-                                    "private_subnets": [{"id": "subnet-0123456789abcdef0", "az_id": "usw2-az2"}]}}
+                                    "private_subnets": [{"id": "subnet-0123456789abcdef0", "az_id": "usw2-az2"}],
+                                    "studio_subnet": {"id": "subnet-0123456789abcdef1", "az_id": "usw2-az2"}}}
     assert errors_of(data) == [
         "cluster.login_access.ssh_allowed_cidrs: [] with network.existing; the default is the VPC's CIDR, which the "
         "platform cannot know for an existing VPC: list the networks people connect from, or set "
@@ -697,3 +712,18 @@ def test_pam_slurm_adopt_is_a_slurm_setting():
     data["orchestrator"] = "eks"
     assert ("cluster.pam_slurm_adopt: true with orchestrator 'eks'; it is a Slurm PAM module, allowed only with "
             "orchestrator slurm") in errors_of(data)
+def test_existing_network_needs_studio_its_own_subnet_while_the_cluster_keeps_root():
+    net = {"existing": {"vpc_id": "vpc-0a1b2c3d4e5f60718", "security_group_id": "sg-0a1b2c3d4e5f60718",
+                        "private_subnets": [{"id": "subnet-0a1b2c3d4e5f60718", "az_id": "usw2-az2"}]}}
+    data = with_("network", copy.deepcopy(net))
+    assert ("network.existing.studio_subnet: not set, but storage.lustre.root_squash exempts the cluster's subnets"
+            in " ".join(errors_of(data)))
+    data["network"]["existing"]["studio_subnet"] = {"id": "subnet-0a1b2c3d4e5f60718", "az_id": "usw2-az2"}
+    assert ("network.existing.studio_subnet.id: 'subnet-0a1b2c3d4e5f60718' is also in "
+            "network.existing.private_subnets; Studio needs a subnet the cluster does not use") in errors_of(data)
+    data["network"]["existing"]["studio_subnet"]["id"] = "subnet-0fedcba9876543210"
+    assert parse_config(data, "test.yaml").network.existing.studio_subnet.id == "subnet-0fedcba9876543210"
+    # Nothing is exempt on EKS, and a file system you bring is not changed: no Studio subnet needed then.
+    off = with_("network", copy.deepcopy(net))
+    off["storage"] = {"lustre": {"root_squash": {"enabled": False}}}
+    assert parse_config(off, "test.yaml").network.existing.studio_subnet is None

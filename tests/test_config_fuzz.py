@@ -69,7 +69,7 @@ def mutated_configs(draw) -> dict:
         elif action == "swap":
             parent[last] = copy.deepcopy(get(data, draw(st.sampled_from(all_paths))))
         else:
-            parent[last] = draw(st.sampled_from(ODD_VALUES))
+            parent[last] = copy.deepcopy(draw(st.sampled_from(ODD_VALUES)))  # ODD_VALUES holds mutable [] and {}
     return data
 
 

@@ -433,7 +433,7 @@ def test_studio_reaches_the_eks_api_not_slurm(synth):
     t = synth("eks").templates["studio"]
     ports = sorted((r["Properties"]["FromPort"], r["Properties"]["Description"])
                    for r in resources(t, "AWS::EC2::SecurityGroupIngress").values()
-                   if "Studio apps" in r["Properties"]["Description"] and "within" not in r["Properties"]["Description"])
+                   if r["Properties"]["Description"].endswith("from Studio apps"))
     assert ports == [(443, "EksApi from Studio apps"), (988, "Lustre from Studio apps"),
                      (1018, "Lustre from Studio apps")]
     assert "secretsmanager" not in json.dumps(t)

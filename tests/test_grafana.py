@@ -79,15 +79,18 @@ def test_the_storage_stack_keeps_an_encrypted_workspace(metrics):
 
 def test_slurm_nodes_may_only_remote_write_to_that_workspace(metrics):
     cluster = metrics.templates["cluster"]
-    (statement,) = aps_statements(cluster)
-    assert statement["Action"] == "aps:RemoteWrite" and statement["Effect"] == "Allow"
-    assert "Condition" not in statement
-    assert is_workspace_arn(statement["Resource"])
-    # the statement is on the cluster's execution role, nowhere else
-    (policy,) = [r for r in resources(cluster, "AWS::IAM::Policy").values()
-                 if statement in r["Properties"]["PolicyDocument"]["Statement"]]
-    assert policy["Properties"]["Roles"] == [{"Ref": next(k for k, r in resources(cluster, "AWS::IAM::Role").items()
-                                                           if k.startswith("HyperPodExecutionRole"))}]
+    statements = aps_statements(cluster)
+    for statement in statements:
+        assert statement["Action"] == "aps:RemoteWrite" and statement["Effect"] == "Allow"
+        assert "Condition" not in statement
+        assert is_workspace_arn(statement["Resource"])
+    # on the node roles (the controller's and the login/compute groups' worker role), nowhere else
+    roles = sorted(role["Ref"] for r in resources(cluster, "AWS::IAM::Policy").values()
+                   if any(st in r["Properties"]["PolicyDocument"]["Statement"] for st in statements)
+                   for role in r["Properties"]["Roles"])
+    node_roles = sorted(k for k in resources(cluster, "AWS::IAM::Role")
+                        if k.startswith(("HyperPodExecutionRole", "HyperPodWorkerRole")))
+    assert len(node_roles) == 2 and roles == node_roles
     assert metrics.platform.cluster.node_metrics_remote_write_url is not None
 
 

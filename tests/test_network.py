@@ -1,4 +1,6 @@
 """Network stack: VPC pinned to AZ IDs, NAT, S3 endpoint, flow logs, interface endpoints, EFA security group."""
+import json
+
 from aws_cdk.assertions import Match
 
 
@@ -15,14 +17,24 @@ def test_private_subnets_use_az_ids_and_route_through_nat(synth):
     for az, cidr in [("use1-az4", "10.1.64.0/18"), ("use1-az6", "10.1.128.0/18")]:
         t.has_resource_properties("AWS::EC2::Subnet", {"AvailabilityZoneId": az, "CidrBlock": cidr,
                                                        "MapPublicIpOnLaunch": False})
-    t.resource_count_is("AWS::EC2::Subnet", 3)  # one public (NAT only) + two private
+    t.resource_count_is("AWS::EC2::Subnet", 4)  # one public (NAT only) + two private + Studio's
     subnets = t.find_resources("AWS::EC2::Subnet")
     assert all("AvailabilityZone" not in r["Properties"] for r in subnets.values())
     t.resource_count_is("AWS::EC2::NatGateway", 1)
     t.has_resource_properties("AWS::EC2::Route", {"DestinationCidrBlock": "0.0.0.0/0",
                                                   "NatGatewayId": {"Ref": Match.string_like_regexp("NatGateway")}})
     routes = t.find_resources("AWS::EC2::Route", {"Properties": {"NatGatewayId": Match.any_value()}})
-    assert len(routes) == 2
+    assert len(routes) == 3
+
+
+def test_studio_gets_a_subnet_of_its_own_beside_fsx(synth):
+    """Studio's addresses must not be the cluster's: FSx root squash exempts the cluster's subnets."""
+    t = synth("multi_az").template("network")
+    (studio,) = [r["Properties"] for k, r in t.find_resources("AWS::EC2::Subnet").items() if k.startswith("VpcStudio")]
+    assert studio["CidrBlock"] == "10.1.4.0/22" and studio["AvailabilityZoneId"] == "use1-az4"
+    (s3,) = [e for e in t.find_resources("AWS::EC2::VPCEndpoint").values()
+             if e["Properties"]["VpcEndpointType"] == "Gateway"]
+    assert any("VpcStudioRouteTable" in json.dumps(r) for r in s3["Properties"]["RouteTableIds"])
 
 
 def test_s3_gateway_endpoint_is_open_by_default(synth):

@@ -92,7 +92,9 @@ def test_every_platform_function_has_an_error_alarm(default, obs):
     studio = default.templates["studio"]
     handlers = [k for k, r in resources(studio, "AWS::Lambda::Function").items() if "Providerframework" not in k]
     assert len(handlers) == 4  # OnEvent, IsComplete, ProfileEvents, the script upload
-    assert len(alarmed) == len(handlers) + len(
+    storage = [k for k in resources(default.templates["storage"], "AWS::Lambda::Function") if "Providerframework" not in k]
+    assert sum("LustreRootSquash" in k for k in storage) == 2  # its OnEvent and IsComplete are alarmed too
+    assert len(alarmed) == len(handlers) + len(storage) + len(
         [k for k in resources(default.templates["cluster"], "AWS::Lambda::Function") if "Providerframework" not in k])
 
 

@@ -217,7 +217,9 @@ def existing_network(account, self_rule=True):
         pair = [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": sg}]}]
         ec2.authorize_security_group_ingress(GroupId=sg, IpPermissions=pair)
         ec2.authorize_security_group_egress(GroupId=sg, IpPermissions=pair)
-    return {"vpc_id": vpc, "private_subnets": [{"id": subnet, "az_id": "usw2-az1"}], "security_group_id": sg}
+    studio = ec2.create_subnet(VpcId=vpc, CidrBlock="10.1.16.0/22", AvailabilityZoneId="usw2-az1")["Subnet"]["SubnetId"]
+    return {"vpc_id": vpc, "private_subnets": [{"id": subnet, "az_id": "usw2-az1"}], "security_group_id": sg,
+            "studio_subnet": {"id": studio, "az_id": "usw2-az1"}}
 
 
 def test_existing_network_as_configured(account):

@@ -160,3 +160,74 @@ def test_shared_mode_keeps_one_role_and_no_tokens(synth):
     # No signing key secret in the cluster stack; the login secret is the slurm-login stack's only resource secret.
     assert not _of_type(s.templates["cluster"], "AWS::SecretsManager::Secret")
     assert len(_of_type(s.templates["slurm-login"], "AWS::SecretsManager::Secret")) == 1
+
+
+def _statements_of(template: dict, role_id: str) -> list[dict]:
+    return [st for p in _of_type(template, "AWS::IAM::Policy").values()
+            if {"Ref": role_id} in p["Properties"]["Roles"] for st in p["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def _actions(statement: dict) -> list[str]:
+    return [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+
+
+def test_only_the_controller_group_runs_as_the_role_that_writes_what_studio_trusts(synth):
+    """Both modes: the controller group runs as the fixed-name role the login secret (and, per-user, the signing
+    key) name as writer; login and compute groups run as another role with no Secrets Manager or KMS action at all."""
+    for variant, name in ((SHARED, "ml-cluster"), (PER_USER, "course-cluster")):
+        s = synth(variant)
+        t = s.templates["cluster"]
+        roles = _of_type(t, "AWS::IAM::Role")
+        (controller_id,) = [k for k in roles if k.startswith("HyperPodExecutionRole")]
+        (worker_id,) = [k for k in roles if k.startswith("HyperPodWorkerRole")]
+        assert _joined(roles[controller_id]["Properties"]["RoleName"]) == f"{name}-cluster-execution-<AWS::Region>"
+        assert "RoleName" not in roles[worker_id]["Properties"]
+        (cluster,) = _of_type(t, "AWS::SageMaker::Cluster").values()
+        by_type = {}
+        for group in cluster["Properties"]["InstanceGroups"]:
+            by_type.setdefault(group["SlurmConfig"]["NodeType"], set()).add(group["ExecutionRole"]["Fn::GetAtt"][0])
+        assert by_type.pop("Controller") == {controller_id}, variant
+        assert by_type and all(ids == {worker_id} for ids in by_type.values()), (variant, by_type)
+
+        login_secret = s.platform.slurm_login.secret
+        login_arn = s.platform.cluster.resolve(login_secret.secret_arn)
+        worker = _statements_of(t, worker_id)
+        assert worker and not [st for st in worker if any(a.startswith(("secretsmanager:", "kms:")) for a in _actions(st))]
+        assert login_arn not in [st["Resource"] for st in worker]
+        controller = _statements_of(t, controller_id)
+        (publish,) = [st for st in controller if st["Resource"] == login_arn]
+        assert "secretsmanager:PutSecretValue" in _actions(publish)
+        jwt = [st for st in controller if "secretsmanager:PutSecretValue" in _actions(st) and st is not publish]
+        assert len(jwt) == (1 if variant == PER_USER else 0), variant
+
+
+def test_secret_and_key_policies_name_only_the_controller_role_as_writer(synth):
+    """The slurm-login stack names the writer by the controller role's fixed name (and CloudFormation's role);
+    per-user mode's signing key names the controller role by reference. Nothing names the worker role."""
+    for variant, name in ((SHARED, "ml-cluster"), (PER_USER, "course-cluster")):
+        s = synth(variant)
+        login = s.templates["slurm-login"]
+        controller = f"arn:<AWS::Partition>:iam::<AWS::AccountId>:role/{name}-cluster-execution-<AWS::Region>"
+        (policy,) = [r["Properties"]["ResourcePolicy"] for r in _of_type(login, "AWS::SecretsManager::ResourcePolicy").values()]
+        deny = {st["Sid"]: st for st in policy["Statement"]}
+        writers = [_joined(w) for w in deny["OnlyTheClusterWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]]
+        assert writers[0] == controller and len(writers) == 2 and "cfn-exec-role" in writers[1]
+        (key,) = _of_type(login, "AWS::KMS::Key").values()
+        encrypting = [st for st in key["Properties"]["KeyPolicy"]["Statement"]
+                      if "kms:Encrypt" in _actions(st) or "kms:GenerateDataKey" in _actions(st)]
+        assert [_joined(st["Condition"]["ArnEquals"]["aws:PrincipalArn"]) for st in encrypting
+                if "ArnEquals" in st.get("Condition", {})] == [controller]
+        t = s.templates["cluster"]
+        (worker_id,) = [k for k in _of_type(t, "AWS::IAM::Role") if k.startswith("HyperPodWorkerRole")]
+        assert worker_id not in json.dumps([r for r in t["Resources"].values()
+                                            if r["Type"] in ("AWS::SecretsManager::ResourcePolicy", "AWS::KMS::Key")])
+        if variant == PER_USER:
+            (jwt_policy,) = [r["Properties"]["ResourcePolicy"] for r in _of_type(t, "AWS::SecretsManager::ResourcePolicy").values()]
+            jwt_deny = {st["Sid"]: st for st in jwt_policy["Statement"]}
+            jwt_writers = jwt_deny["OnlyTheControllerWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+            (controller_id,) = [k for k in _of_type(t, "AWS::IAM::Role") if k.startswith("HyperPodExecutionRole")]
+            assert jwt_writers[0] == {"Fn::GetAtt": [controller_id, "Arn"]} and len(jwt_writers) == 2
+            (jwt_key,) = [r for k, r in _of_type(t, "AWS::KMS::Key").items() if k.startswith("SlurmJwtKeyKey")]
+            (encrypt,) = [st for st in jwt_key["Properties"]["KeyPolicy"]["Statement"]
+                          if st.get("Sid") == "ClusterEncryptsTheJwtKey"]
+            assert encrypt["Principal"] == {"AWS": {"Fn::GetAtt": [controller_id, "Arn"]}}

@@ -233,3 +233,46 @@ def test_only_fsx_and_the_partition_handlers_touch_the_studio_partitions_prefix(
     assert "<none>" not in handler_roles and len(handler_roles) == 3
     assert allowed == {slr} | {role + n for n in handler_roles}
     assert all(len(n.replace("<AWS::Region>", "ap-southeast-5")) <= 64 for n in handler_roles)
+
+
+# ---------------------------------------------------------------------------------------------- root squash
+def _root_squash(t) -> list[dict]:
+    return [r["Properties"] for r in t["Resources"].values() if r["Type"] == "Custom::FsxRootSquash"]
+
+
+def test_root_squash_exempts_exactly_the_slurm_cluster_subnets(synth):
+    """Slurm: the cluster's private subnets keep root (lifecycle scripts create homes); Studio's own subnet does not."""
+    s = synth("multi_az")
+    (squash,) = _root_squash(s.templates["storage"])
+    assert squash["RootSquash"] == "65534:65534"
+    exempt = json.dumps(squash["NoSquashSubnetIds"])
+    assert len(squash["NoSquashSubnetIds"]) == 2 and "Private1Subnet" in exempt and "Private2Subnet" in exempt
+    assert "Studio" not in exempt
+    fs = next(iter(s.template("storage").find_resources("AWS::FSx::FileSystem")))
+    assert squash["FileSystemId"] == {"Ref": fs}
+    # The handler may change only this file system.
+    statements = [st for r in s.templates["storage"]["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
+                  for st in r["Properties"]["PolicyDocument"]["Statement"] if st.get("Sid") == "SetRootSquash"]
+    assert len(statements) == 1 and statements[0]["Action"] == "fsx:UpdateFileSystem"
+    assert f'"Ref": "{fs}"' in json.dumps(statements[0]["Resource"])
+
+
+def test_root_squash_exempts_nothing_on_eks_and_skips_a_brought_file_system(synth):
+    """EKS pods reach FSx through their node's client: exempting nodes would exempt pods, so nothing is exempt."""
+    (squash,) = _root_squash(synth("eks").templates["storage"])
+    assert squash["RootSquash"] == "65534:65534" and squash["NoSquashSubnetIds"] == []
+    assert _root_squash(synth("existing_vpc").templates["storage"]) == []
+
+
+def test_root_squash_off_is_0_0_without_exemptions():
+    import aws_cdk as cdk
+
+    from conftest import cdk_json_context
+    from stacks.config import parse_config
+    from stacks.platform import build_platform
+    app = cdk.App(context=cdk_json_context())
+    platform = build_platform(app, parse_config({"storage": {"lustre": {"root_squash": {"enabled": False}}},
+                                                 "studio": {"enabled": False}}))
+    from aws_cdk.assertions import Template
+    (squash,) = _root_squash(Template.from_stack(platform.storage).to_json())
+    assert squash["RootSquash"] == "0:0" and squash["NoSquashSubnetIds"] == []

@@ -20,7 +20,9 @@ def test_domain_is_vpc_only_iam_with_key_and_default_lifecycle_configs(synth):
     domain = _one(s.templates["studio"], "AWS::SageMaker::Domain")["Properties"]
     assert domain["AuthMode"] == "IAM" and domain["AppNetworkAccessType"] == "VpcOnly"
     assert "StudioKey" in json.dumps(domain["KmsKeyId"])
-    assert "Private1Subnet" in json.dumps(domain["SubnetIds"]) and "Vpc" in json.dumps(domain["VpcId"])
+    # Studio's own subnet: the cluster's subnets keep root on FSx (root squash exemption), Studio's addresses do not.
+    assert "VpcStudioSubnet" in json.dumps(domain["SubnetIds"]) and "Vpc" in json.dumps(domain["VpcId"])
+    assert "Private" not in json.dumps(domain["SubnetIds"])
     settings = domain["DefaultUserSettings"]
     for app, lcc in (("JupyterLabAppSettings", "LifecycleConfigsJupyterLab"),
                      ("CodeEditorAppSettings", "LifecycleConfigsCodeEditor")):
@@ -245,3 +247,25 @@ def test_bootstrap_pins_the_digest_of_every_file_it_fetches(synth, variant):
                         for p in root.rglob("*") if p.is_file()})
     assert pinned == shipped
     assert body.index("sha256sum --check --strict") < body.index("exec bash")
+
+
+@pytest.mark.parametrize("variant,fs_group", [("default", "EfaSecurityGroup"), ("existing_vpc", "LustreAccessGroup")])
+def test_lustre_flows_both_ways_between_studio_and_the_file_system(synth, variant, fs_group):
+    """FSx asks clients to accept 988 and 1018-1023 from the file system's group and that group to reach them: the
+    platform's own file system (in the cluster's group) and one you bring (the storage stack's access group) get the
+    same four rules per port range."""
+    t = synth(variant).templates["studio"]
+    rules = [(r["Type"], r["Properties"]) for r in t["Resources"].values()
+             if r["Type"] in ("AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress")]
+
+    def has(type_, owner, peer_key, peer, low, high):
+        return any(ty == type_ and p["FromPort"] == low and p["ToPort"] == high and p["IpProtocol"] == "tcp"
+                   and owner in json.dumps(p["GroupId"]) and peer in json.dumps(p.get(peer_key, ""))
+                   for ty, p in rules)
+
+    ingress, egress = "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress"
+    for low, high in ((988, 988), (1018, 1023)):
+        assert has(egress, "StudioAppsGroup", "DestinationSecurityGroupId", fs_group, low, high), ("studio out", low)
+        assert has(ingress, fs_group, "SourceSecurityGroupId", "StudioAppsGroup", low, high), ("fs in", low)
+        assert has(ingress, "StudioAppsGroup", "SourceSecurityGroupId", fs_group, low, high), ("studio in", low)
+        assert has(egress, fs_group, "DestinationSecurityGroupId", "StudioAppsGroup", low, high), ("fs out", low)
