@@ -10,7 +10,8 @@ is used.
 The targets are judged on CPU time: user + system seconds of the CLI and everything it waits for (the Python app
 and the jsii Node kernel), from `getrusage(RUSAGE_CHILDREN)`. On a machine whose cores are shared with other work,
 wall time measures the neighbours as much as the synth (the same trivial app took 5.7 s and, an hour later,
-10.6 s), while CPU time moves by a few tenths of a second. Wall time is printed alongside.
+10.6 s), while CPU time is steadier (on a quiet machine runs agree within ~0.5 s; under heavy load it grows
+too, but for both sides of a ratio alike). Wall time is printed alongside.
 """
 from __future__ import annotations
 
