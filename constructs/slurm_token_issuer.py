@@ -80,13 +80,15 @@ class SlurmTokenIssuer(Construct):
         """In `scope` (a nested user stack): for each user a token secret, its resource policy and an execution role;
         one schedule for the batch. Plain CloudFormation resources (a thousand users through typed L1s cost seconds
         of jsii calls). Returns {user: {"Fn::GetAtt": [role, "Arn"]}}."""
-        roles = {}
+        # Read once, outside the loop: every jsii property read is a round trip to the kernel.
+        roles, issuer_role_arn = {}, self.role.role_arn
         for user in users:
             secret, policy, role = f"SlurmToken-{user}", f"SlurmTokenPolicy-{user}", f"ExecutionRole-{user}"
             secret_resource = cdk.CfnResource(scope, secret, type="AWS::SecretsManager::Secret", properties={
                 "Name": f"{self.secret_prefix}{user}",
                 "Description": f"Slurm auth/jwt token of Studio user {user} (renewed every 15 minutes)",
                 "SecretString": json.dumps({"user": user})})
+            secret_id = secret_resource.logical_id
             role_resource = cdk.CfnResource(scope, role, type="AWS::IAM::Role", properties={
                 "Path": role_path,
                 "Description": f"Studio apps of user {user}: the shared app permissions and {user}'s Slurm token",
@@ -97,17 +99,17 @@ class SlurmTokenIssuer(Construct):
                 "Policies": [{"PolicyName": "OwnSlurmToken", "PolicyDocument": {"Version": "2012-10-17", "Statement": [{
                     "Sid": "ReadOwnSlurmToken", "Effect": "Allow",
                     "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-                    "Resource": {"Ref": secret_resource.logical_id}}]}}]})
+                    "Resource": {"Ref": secret_id}}]}}]})
             role_arn = {"Fn::GetAtt": [role_resource.logical_id, "Arn"]}
             cdk.CfnResource(scope, policy, type="AWS::SecretsManager::ResourcePolicy", properties={
-                "SecretId": {"Ref": secret_resource.logical_id}, "BlockPublicPolicy": True,
+                "SecretId": {"Ref": secret_id}, "BlockPublicPolicy": True,
                 "ResourcePolicy": {"Version": "2012-10-17", "Statement": [
                     {"Sid": "OnlyTheUserReads", "Effect": "Deny", "Principal": "*",
                      "Action": "secretsmanager:GetSecretValue", "Resource": "*",
                      "Condition": {"ArnNotEquals": {"aws:PrincipalArn": role_arn}}},
                     {"Sid": "OnlyTheIssuerWrites", "Effect": "Deny", "Principal": "*",
                      "Action": ["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"], "Resource": "*",
-                     "Condition": {"ArnNotEquals": {"aws:PrincipalArn": [self.role.role_arn, deploy_role_arn]}}}]}})
+                     "Condition": {"ArnNotEquals": {"aws:PrincipalArn": [issuer_role_arn, deploy_role_arn]}}}]}})
             roles[user] = role_arn
         rule = cdk.CfnResource(scope, "SlurmTokenSchedule", type="AWS::Events::Rule", properties={
             "Description": f"Renews the Slurm tokens of {users[0]} .. {users[-1]}",
