@@ -176,3 +176,11 @@ def test_refused_with_eks_and_unknown_value():
 def test_default_stays_on_hyperpods_database():
     config = parse_config(yaml.safe_load(VARIANT_FILES["default"].read_text()), "default")
     assert config.cluster.accounting.database == "hyperpod" and config.cluster.node_provisioning_mode is None
+
+
+def test_default_template_has_no_database_and_no_provisioning_mode(synth):
+    t = synth("default").template("cluster")
+    t.resource_count_is("AWS::RDS::DBInstance", 0)
+    hp = next(iter(t.find_resources("AWS::SageMaker::Cluster").values()))["Properties"]
+    assert "NodeProvisioningMode" not in hp and "AccountingDatabase" not in hp["Orchestrator"]["Slurm"]
+    assert all("OverrideVpcConfig" not in g for g in hp["InstanceGroups"])
