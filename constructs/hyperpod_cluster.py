@@ -41,8 +41,22 @@ class NativeLustreMount:
 
 
 @dataclass(frozen=True)
+class ExternalAccountingDatabase:
+    """Orchestrator.Slurm.AccountingDatabase: where slurmdbd stores accounting instead of the controller's MariaDB."""
+    endpoint: str
+    secret_arn: str
+    name: str
+    port: int
+
+
+@dataclass(frozen=True)
 class SlurmOrchestrator:
     config_strategy: str  # Managed | Overwrite | Merge
+    node_provisioning_mode: Optional[str] = None  # Continuous, or HyperPod's default when None
+    accounting_database: Optional[ExternalAccountingDatabase] = None
+    # Security groups the controller group gets besides the cluster's (OverrideVpcConfig of that group only).
+    controller_security_group_ids: Sequence[str] = ()
+    controller_subnet_id: Optional[str] = None  # the controller's subnet when it has no subnet_id of its own
 
 
 @dataclass(frozen=True)
@@ -105,12 +119,13 @@ class HyperPodCluster(Construct):
                         volume_size_in_gb=g.ebs_volume_gib))] + storage_extra,
                 on_start_deep_health_checks=list(g.deep_health_checks) or None,
                 training_plan_arn=g.training_plan_arn,
-                override_vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
-                    security_group_ids=[security_group_id], subnets=[g.subnet_id]) if g.subnet_id else None,
+                override_vpc_config=self._override_vpc_config(g, orchestrator, security_group_id),
                 **self._orchestration_of(g, orchestrator))
             for g in groups
         ]
         eks = orchestrator if isinstance(orchestrator, EksOrchestrator) else None
+        slurm = orchestrator if isinstance(orchestrator, SlurmOrchestrator) else None
+        external_db = slurm.accounting_database if slurm else None
         self.cluster_role = self._karpenter_role() if eks and eks.karpenter else None
         self.cluster = sagemaker.CfnCluster(
             self, "Cluster", cluster_name=cluster_name, instance_groups=instance_groups, node_recovery=node_recovery,
@@ -118,8 +133,11 @@ class HyperPodCluster(Construct):
                 eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks.cluster_arn))
             if eks else sagemaker.CfnCluster.OrchestratorProperty(
                 slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
-                    slurm_config_strategy=orchestrator.config_strategy)),
-            node_provisioning_mode=eks.node_provisioning_mode if eks else None,
+                    slurm_config_strategy=orchestrator.config_strategy,
+                    accounting_database=sagemaker.CfnCluster.ClusterAccountingDatabaseProperty(
+                        endpoint=external_db.endpoint, secret_arn=external_db.secret_arn, name=external_db.name,
+                        port=external_db.port) if external_db else None)),
+            node_provisioning_mode=(eks or slurm).node_provisioning_mode,
             auto_scaling=sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(
                 mode="Enable", auto_scaler_type="Karpenter") if self.cluster_role else None,
             cluster_role=self.cluster_role.role_arn if self.cluster_role else None,
@@ -129,6 +147,18 @@ class HyperPodCluster(Construct):
         self.cluster_arn = self.cluster.attr_cluster_arn
         # arn:<partition>:sagemaker:<region>:<account>:cluster/<cluster-id>
         self.cluster_id = cdk.Fn.select(1, cdk.Fn.split("/", self.cluster.attr_cluster_arn))
+
+    @staticmethod
+    def _override_vpc_config(group: GroupSpec, orchestrator: Union[SlurmOrchestrator, EksOrchestrator],
+                             security_group_id: str) -> Optional[sagemaker.CfnCluster.VpcConfigProperty]:
+        extra = (list(orchestrator.controller_security_group_ids)
+                 if isinstance(orchestrator, SlurmOrchestrator) and group.role == "controller" else [])
+        subnet = group.subnet_id or (orchestrator.controller_subnet_id if extra else None)
+        if extra and subnet is None:
+            raise ValueError("controller_security_group_ids needs controller_subnet_id: OverrideVpcConfig names both")
+        if subnet is None:
+            return None
+        return sagemaker.CfnCluster.VpcConfigProperty(security_group_ids=[security_group_id, *extra], subnets=[subnet])
 
     @staticmethod
     def _orchestration_of(group: GroupSpec, orchestrator: Union[SlurmOrchestrator, EksOrchestrator]) -> dict:

@@ -343,10 +343,31 @@ class PriorityWeights(Strict):
     job_size: int = Field(default=0, ge=0, le=4294967295)
 
 
+# Where slurmdbd stores accounting (lifecycle/hyperpod/README.md, "Slurm accounting"): `hyperpod`, HyperPod's own MariaDB
+# on the controller; `managed`, an RDS for MySQL instance the cluster stack creates (constructs/accounting_database.py)
+# and attaches through Orchestrator.Slurm.AccountingDatabase.
+ACCOUNTING_DATABASES = ("hyperpod", "managed")
+# Burstable Graviton classes RDS for MySQL offers; slurmdbd's load is a few writes per job.
+DbInstanceClass = Annotated[str, _pattern(r"db\.(t4g|m7g|r7g|m6g|r6g)\.(micro|small|medium|large|xlarge|2xlarge)",
+                                          "an RDS Graviton instance class such as db.t4g.small (db.t4g, m6g, m7g, "
+                                          "r6g or r7g, micro to 2xlarge)")]
+
+
+class ManagedAccountingDatabase(Strict):
+    """The RDS for MySQL instance of `database: managed`."""
+    instance_class: DbInstanceClass = "db.t4g.small"
+    allocated_storage_gib: int = Field(default=20, ge=20, le=1000)
+    # A standby in a second AZ: RDS fails over on a host or AZ failure (about a minute) instead of replacing the host.
+    multi_az: StrictBool = False
+    backup_retention_days: int = Field(default=7, ge=1, le=35)
+
+
 class Accounting(Strict):
-    """Slurm accounting on HyperPod's own slurmdbd (MariaDB on the controller): departments become accounts, with
-    users' associations, coordinators, QoS and fair share, applied by lifecycle/hyperpod/apply_accounting.sh."""
+    """Slurm accounting on HyperPod's slurmdbd: departments become accounts, with users' associations, coordinators,
+    QoS and fair share, applied by lifecycle/hyperpod/apply_accounting.sh. `database` picks where slurmdbd stores it."""
     enabled: StrictBool = False
+    database: Literal[ACCOUNTING_DATABASES] = "hyperpod"  # type: ignore[valid-type]
+    managed_database: ManagedAccountingDatabase = ManagedAccountingDatabase()
     qos: list[Qos] = []
     departments: list[Department] = []
     priority_weights: PriorityWeights = PriorityWeights()
@@ -399,6 +420,9 @@ class Cluster(Strict):
     # Slurm only: compute nodes admit SSH only from users with a job on the node (pam_slurm_adopt, which adopts the
     # session into that job) and from `users` with `sudo: true`; the controller adds PrologFlags=Contain.
     pam_slurm_adopt: StrictBool = False
+    # Slurm only (EKS has eks.node_provisioning_mode): unset keeps HyperPod's default provisioning; `Continuous` is
+    # what an external accounting database (accounting.database: managed) requires.
+    node_provisioning_mode: Optional[Literal["Continuous"]] = None
     instance_groups: list[InstanceGroup] = Field(default_factory=lambda: [
         InstanceGroup(name="controller-machine", role="controller", instance_type="ml.m5.xlarge", instance_count=1),
         InstanceGroup(name="login-group", role="login", instance_type="ml.m5.xlarge", instance_count=1),
@@ -856,6 +880,32 @@ def _node_metrics_errors(cfg: PlatformConfig) -> list[str]:
     return errors
 
 
+def _managed_database_errors(cfg: PlatformConfig) -> list[str]:
+    """What `cluster.accounting.database: managed` needs (https://docs.aws.amazon.com/sagemaker/latest/dg/
+    sagemaker-hyperpod-external-accounting-db-slurm.html: continuous provisioning; an RDS subnet group needs subnets
+    in at least two AZs)."""
+    path = "cluster.accounting.database"
+    if cfg.cluster.accounting.database != "managed":
+        return []
+    errors: list[str] = []
+    if cfg.orchestrator != "slurm":
+        errors.append(f"{path}: 'managed' with orchestrator {cfg.orchestrator!r}; allowed only with orchestrator slurm "
+                      "(it is Slurm's accounting database)")
+    if not cfg.cluster.accounting.enabled:
+        errors.append(f"{path}: 'managed' with cluster.accounting.enabled: false; allowed only with accounting "
+                      "enabled (or use database: hyperpod)")
+    if cfg.cluster.node_provisioning_mode != "Continuous":
+        errors.append(f"cluster.node_provisioning_mode: {cfg.cluster.node_provisioning_mode!r} with {path}: managed; "
+                      "allowed: 'Continuous' (HyperPod attaches an external accounting database only to clusters in "
+                      "continuous provisioning mode)")
+    azs = set(_az_ids(cfg))
+    if len(azs) < 2:
+        where = "network.existing.private_subnets" if cfg.network.existing else "network.az_ids"
+        errors.append(f"{where}: {sorted(azs)} with {path}: managed; allowed: private subnets in at least 2 AZs "
+                      "(an RDS DB subnet group must cover two Availability Zones)")
+    return errors
+
+
 def _accounting_errors(cfg: PlatformConfig) -> list[str]:
     acct = cfg.cluster.accounting
     errors: list[str] = []
@@ -865,9 +915,11 @@ def _accounting_errors(cfg: PlatformConfig) -> list[str]:
         if acct.departments or acct.qos:
             add(f"{path}.enabled: false with {len(acct.departments)} department(s) and {len(acct.qos)} QoS; enable "
                 "accounting or remove them")
+        errors.extend(_managed_database_errors(cfg))
         return errors
     if cfg.orchestrator != "slurm":
         add(f"{path}.enabled: true with orchestrator {cfg.orchestrator!r}; Slurm accounting needs orchestrator slurm")
+    errors.extend(_managed_database_errors(cfg))
 
     qos_names: dict[str, int] = {}
     for i, q in enumerate(acct.qos):

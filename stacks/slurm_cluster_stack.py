@@ -4,12 +4,15 @@ from __future__ import annotations
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
-from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster, NativeLustreMount, SlurmOrchestrator
+from constructs.accounting_database import AccountingDatabase
+from constructs.hyperpod_cluster import (ExternalAccountingDatabase, GroupSpec, HyperPodCluster, NativeLustreMount,
+                                         SlurmOrchestrator)
 from constructs.lifecycle_scripts import (ON_INIT_COMPLETE, PARAMETERS_FILE, SLURM_CLIENT_PREFIX, LifecycleScripts,
                                          lifecycle_bucket_name)
 from constructs.login_load_balancer import LoginLoadBalancer
@@ -64,9 +67,19 @@ class SlurmClusterStack(cdk.Stack):
                                               parameters_s3_uri=parameters_s3_uri,
                                               node_metrics_remote_write_url=self.node_metrics_remote_write_url))
         native = config.storage.lustre.mount_by == "native"
+        self._accounting_database(config, network)
         self.hyperpod = HyperPodCluster(
             self, "HyperPod", cluster_name=config.name, groups=group_specs(config, network),
-            orchestrator=SlurmOrchestrator(config_strategy=config.cluster.slurm_config_strategy),
+            orchestrator=SlurmOrchestrator(
+                config_strategy=config.cluster.slurm_config_strategy,
+                node_provisioning_mode=config.cluster.node_provisioning_mode,
+                accounting_database=ExternalAccountingDatabase(
+                    endpoint=self.accounting_database.endpoint, secret_arn=self.accounting_database.secret_arn,
+                    name=self.accounting_database.schema, port=self.accounting_database.port)
+                if self.accounting_database else None,
+                controller_security_group_ids=[self.controller_security_group.security_group_id]
+                if self.controller_security_group else (),
+                controller_subnet_id=network.primary_subnet.subnet_id),
             vpc_id=network.vpc_id, subnet_ids=[s.subnet_id for s in network.private_subnets],
             default_subnet_id=network.primary_subnet.subnet_id, security_group_id=network.security_group_id,
             # Extended mode: HyperPod configures Slurm (API-driven SlurmConfig) and FSx first, then runs our script.
@@ -91,6 +104,14 @@ class SlurmClusterStack(cdk.Stack):
                     "the controller uploads its Slurm client bundle under a name that carries the build's sha256, "
                     f"unknown at synth; the wildcard is the lifecycle bucket's {SLURM_CLIENT_PREFIX}/ prefix only",
                     findings=[f"Resource::{bundles}"])
+        if self.accounting_database is not None:
+            self.accounting_database.grant_read_secret(self.hyperpod.controller_role)
+            # The controller's network interface carries its own security group too (CreateInterfacesInClusterSubnets
+            # names the cluster's group only).
+            self.hyperpod.controller_role.add_to_policy(iam.PolicyStatement(
+                sid="CreateControllerInterfaceWithItsGroup", actions=["ec2:CreateNetworkInterface"],
+                resources=[self.format_arn(service="ec2", resource="security-group",
+                                           resource_name=self.controller_security_group.security_group_id)]))
         if self.jwt_key_secret is not None:
             self.hyperpod.controller_role.add_to_policy(iam.PolicyStatement(
                 sid="WriteSlurmJwtKey", actions=["secretsmanager:PutSecretValue"],
@@ -110,6 +131,26 @@ class SlurmClusterStack(cdk.Stack):
             cluster_name=config.name, cluster_id=self.hyperpod.cluster_id, group=controller),
             description="Opens a Session Manager shell on the Slurm controller (needs the session-manager-plugin)")
         self._login_access(config, network)
+
+    def _accounting_database(self, config: PlatformConfig, network: NetworkRefs) -> None:
+        """`cluster.accounting.database: managed`: the controller gets a security group of its own (OverrideVpcConfig
+        of its group), the only source the database admits."""
+        self.accounting_database = self.controller_security_group = None
+        if config.cluster.accounting.database != "managed":
+            return
+        db = config.cluster.accounting.managed_database
+        vpc = ec2.Vpc.from_vpc_attributes(self, "ControllerVpc", vpc_id=network.vpc_id, availability_zones=["unused"])
+        self.controller_security_group = ec2.SecurityGroup(
+            self, "ControllerSecurityGroup", vpc=vpc, allow_all_outbound=False,
+            description=f"{config.name} Slurm controller: the one source the accounting database admits")
+        self.accounting_database = AccountingDatabase(
+            self, "AccountingDatabase", cluster_name=config.name, vpc_id=network.vpc_id,
+            subnet_ids=[s.subnet_id for s in network.private_subnets],
+            controller_security_group=self.controller_security_group, instance_class=db.instance_class,
+            allocated_storage_gib=db.allocated_storage_gib, multi_az=db.multi_az,
+            backup_retention_days=db.backup_retention_days)
+        cdk.CfnOutput(self, "AccountingDatabaseEndpoint", value=self.accounting_database.endpoint,
+                      description="The RDS for MySQL instance slurmdbd stores Slurm accounting in")
 
     def _login_access(self, config: PlatformConfig, network: NetworkRefs) -> None:
         """SSH through an internal load balancer that follows the login nodes, and Session Manager as oneself."""

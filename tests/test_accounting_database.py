@@ -1,0 +1,186 @@
+"""`cluster.accounting.database: managed`: an RDS for MySQL instance for slurmdbd, attached to the Slurm cluster through
+Orchestrator.Slurm.AccountingDatabase, reachable only from the controller's own security group."""
+from __future__ import annotations
+
+import json
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+import yaml
+from aws_cdk.assertions import Match, Template
+
+from conftest import ROOT, VARIANT_FILES, cdk_json_context
+from stacks.config import ConfigError, parse_config
+from stacks.platform import add_security_checks, build_platform
+
+
+def managed_data(**cluster) -> dict:
+    data = yaml.safe_load(VARIANT_FILES["research"].read_text())
+    data["network"] = {**data.get("network", {}), "az_ids": ["usw2-az1", "usw2-az2"],
+                       "private_subnet_cidrs": ["10.0.64.0/18", "10.0.128.0/18"]}
+    data["cluster"]["node_provisioning_mode"] = "Continuous"
+    data["cluster"]["accounting"]["database"] = "managed"
+    data["cluster"].update(cluster)
+    return data
+
+
+@cache
+def synthesized(out_root: str):
+    config = parse_config(managed_data(), "managed-accounting")
+    out = Path(out_root) / "managed_accounting"
+    app = cdk.App(outdir=str(out), context=cdk_json_context())
+    build_platform(app, config)
+    add_security_checks(app)
+    app.synth()  # raises on an unacknowledged cdk-nag finding
+    path = out / f"{config.name}-cluster.template.json"
+    return path, json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    return synthesized(str(tmp_path_factory.mktemp("acctdb")))
+
+
+def only(template: Template, type_: str) -> tuple[str, dict]:
+    found = template.find_resources(type_)
+    assert len(found) == 1, found.keys()
+    return next(iter(found.items()))
+
+
+def test_database_is_private_encrypted_with_its_key_and_kept_on_delete(cluster):
+    _, raw = cluster
+    t = Template.from_json(raw)
+    key_id, key = only(t, "AWS::KMS::Key")
+    assert key["DeletionPolicy"] == "Retain" and key["Properties"]["EnableKeyRotation"] is True
+    db_id, db = only(t, "AWS::RDS::DBInstance")
+    props = db["Properties"]
+    assert db["DeletionPolicy"] == "Snapshot" and db["UpdateReplacePolicy"] == "Snapshot"
+    assert props["DeletionProtection"] is True and props["PubliclyAccessible"] is False
+    assert props["StorageEncrypted"] is True and props["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    assert props["Engine"] == "mysql" and props["Port"] == "3306"
+    # RDS generates the password into Secrets Manager under our key and rotates it; none is in the template.
+    assert props["ManageMasterUserPassword"] is True and "MasterUserPassword" not in props
+    assert props["MasterUserSecret"] == {"KmsKeyId": {"Fn::GetAtt": [key_id, "Arn"]}}
+    assert not t.find_resources("AWS::SecretsManager::Secret", {"Properties": {"Description": Match.string_like_regexp(
+        "(?i)accounting")}})
+    _, subnets = only(t, "AWS::RDS::DBSubnetGroup")
+    private = {json.dumps(s, sort_keys=True) for s in subnets["Properties"]["SubnetIds"]}
+    assert len(private) == 2
+    # the subnets are the network stack's private ones (imported by the cluster stack), the same the cluster uses
+    cluster_subnets = {json.dumps(s, sort_keys=True) for s in
+                       next(iter(t.find_resources("AWS::SageMaker::Cluster").values()))["Properties"]
+                       ["VpcConfig"]["Subnets"]}
+    assert cluster_subnets <= private
+
+
+def test_only_the_controller_group_reaches_3306(cluster):
+    _, raw = cluster
+    t = Template.from_json(raw)
+    groups = t.find_resources("AWS::EC2::SecurityGroup")
+    db_sg = next(k for k, v in groups.items() if "MySQL from the controller only" in v["Properties"]["GroupDescription"])
+    ctl_sg = next(k for k, v in groups.items() if "Slurm controller: the one source" in v["Properties"]["GroupDescription"])
+    ingress = [r for r in t.find_resources("AWS::EC2::SecurityGroupIngress").values()
+               if r["Properties"]["GroupId"] == {"Fn::GetAtt": [db_sg, "GroupId"]}]
+    ingress += [{"Properties": r} for r in groups[db_sg]["Properties"].get("SecurityGroupIngress", [])]
+    assert [(r["Properties"]["FromPort"], r["Properties"]["ToPort"], r["Properties"].get("SourceSecurityGroupId"))
+            for r in ingress] == [(3306, 3306, {"Fn::GetAtt": [ctl_sg, "GroupId"]})]
+    _, db = only(t, "AWS::RDS::DBInstance")
+    assert db["Properties"]["VPCSecurityGroups"] == [{"Fn::GetAtt": [db_sg, "GroupId"]}]
+    # The controller group, and only it, carries that group besides the cluster's.
+    hp = next(iter(t.find_resources("AWS::SageMaker::Cluster").values()))["Properties"]
+    carrying = {g["InstanceGroupName"] for g in hp["InstanceGroups"]
+                if {"Fn::GetAtt": [ctl_sg, "GroupId"]} in g.get("OverrideVpcConfig", {}).get("SecurityGroupIds", [])}
+    assert carrying == {"controller-machine"}
+
+
+def test_cluster_attaches_the_database_in_continuous_mode(cluster):
+    _, raw = cluster
+    t = Template.from_json(raw)
+    db_id, _ = only(t, "AWS::RDS::DBInstance")
+    hp = next(iter(t.find_resources("AWS::SageMaker::Cluster").values()))["Properties"]
+    assert hp["NodeProvisioningMode"] == "Continuous"
+    assert hp["Orchestrator"]["Slurm"]["AccountingDatabase"] == {
+        "Endpoint": {"Fn::GetAtt": [db_id, "Endpoint.Address"]},
+        "SecretArn": {"Fn::GetAtt": [db_id, "MasterUserSecret.SecretArn"]},
+        "Name": "slurm_acct_db", "Port": 3306}
+
+
+def test_controller_role_reads_exactly_that_secret_with_that_key(cluster):
+    _, raw = cluster
+    t = Template.from_json(raw)
+    db_id, _ = only(t, "AWS::RDS::DBInstance")
+    key_id, _ = only(t, "AWS::KMS::Key")
+    statements = [s for p in t.find_resources("AWS::IAM::Policy").values()
+                  for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    reads = [s for s in statements if "secretsmanager:GetSecretValue" in json.dumps(s.get("Action"))
+             and "MasterUserSecret" in json.dumps(s["Resource"])]
+    assert len(reads) == 1 and reads[0]["Action"] == "secretsmanager:GetSecretValue"
+    assert reads[0]["Resource"] == {"Fn::GetAtt": [db_id, "MasterUserSecret.SecretArn"]}
+    decrypts = [s for s in statements if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}]
+    assert len(decrypts) == 1 and decrypts[0]["Action"] == "kms:Decrypt"
+    # ... and that policy belongs to the controller's role only (the worker role's has neither).
+    owners = [p["Properties"]["Roles"] for p in t.find_resources("AWS::IAM::Policy").values()
+              if reads[0] in p["Properties"]["PolicyDocument"]["Statement"]]
+    controller = [k for k, r in t.find_resources("AWS::IAM::Role").items()
+                  if r["Properties"].get("RoleName") == "ml-research-cluster-cluster-exec"
+                  or k.startswith("HyperPodExecutionRole")]
+    assert owners == [[{"Ref": controller[0]}]]
+
+
+def test_cfn_lint_is_clean(cluster):
+    path, _ = cluster
+    cfn_lint = str(ROOT / ".venv" / "bin" / "cfn-lint")
+    result = subprocess.run([cfn_lint, "--format", "parseable", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"node_provisioning_mode": None}, "cluster.node_provisioning_mode: None with cluster.accounting.database: "
+                                       "managed; allowed: 'Continuous'"),
+    ({"accounting": {"enabled": False, "database": "managed"}},
+     "cluster.accounting.database: 'managed' with cluster.accounting.enabled: false"),
+])
+def test_refused_without_what_hyperpod_requires(change, message):
+    data = managed_data()
+    data["cluster"].update(change)
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, "x")
+    assert any(e.startswith(message) for e in err.value.errors), err.value.errors
+
+
+def test_refused_with_one_az():
+    data = managed_data()
+    data["network"].update(az_ids=["usw2-az2"], private_subnet_cidrs=["10.0.64.0/18"])
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, "x")
+    assert any(e.startswith("network.az_ids: ['usw2-az2'] with cluster.accounting.database: managed; allowed: "
+                            "private subnets in at least 2 AZs") for e in err.value.errors), err.value.errors
+
+
+def test_refused_with_eks_and_unknown_value():
+    data = yaml.safe_load(VARIANT_FILES["eks"].read_text())
+    data["cluster"] = {**data.get("cluster", {}), "accounting": {"database": "managed"}}
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, "x")
+    assert any(e.startswith("cluster.accounting.database: 'managed' with orchestrator 'eks'")
+               for e in err.value.errors), err.value.errors
+    data = managed_data(accounting={"enabled": True, "database": "aurora"})
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, "x")
+    assert any("cluster.accounting.database" in e and "hyperpod" in e and "managed" in e for e in err.value.errors)
+
+
+def test_default_stays_on_hyperpods_database():
+    config = parse_config(yaml.safe_load(VARIANT_FILES["default"].read_text()), "default")
+    assert config.cluster.accounting.database == "hyperpod" and config.cluster.node_provisioning_mode is None
+
+
+def test_default_template_has_no_database_and_no_provisioning_mode(synth):
+    t = synth("default").template("cluster")
+    t.resource_count_is("AWS::RDS::DBInstance", 0)
+    hp = next(iter(t.find_resources("AWS::SageMaker::Cluster").values()))["Properties"]
+    assert "NodeProvisioningMode" not in hp and "AccountingDatabase" not in hp["Orchestrator"]["Slurm"]
+    assert all("OverrideVpcConfig" not in g for g in hp["InstanceGroups"])
