@@ -191,6 +191,8 @@ client_version() {
 # to the dynamic loader on its command line, not in LD_LIBRARY_PATH, so nothing the command starts (and no job
 # sbatch submits with the caller's environment) inherits them. SLURM_CONF defaults to the slurm.conf this script
 # writes, since the controller's build looks for its own default path.
+# Jobs sbatch submits do not keep this path: slurmd sets every job's SLURM_CONF to its own slurm.conf (observed
+# with Slurm 22.05, configless and not; tests/e2e/test_studio_slurm_login.py checks a job's srun step).
 bundle_wrapper() {
   local cmd=$1 interp=$2 argv0=()
   "$interp" --help 2>/dev/null | grep -q -- --argv0 && argv0=(--argv0 "$cmd") # glibc >= 2.33: keep argv[0]

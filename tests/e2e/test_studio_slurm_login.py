@@ -431,6 +431,27 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     assert squeue.returncode == 0, squeue.stderr
     assert squeue.stdout.splitlines() == [f"{alice_job} {alice.name}"]
 
+    # sbatch copies the IDE's environment into the job (--export=ALL), SLURM_CONF too, whose path exists only in the
+    # space. Here it is one only the IDE's mount namespace sees. The batch script and its srun step still read the
+    # cluster's config: slurmd puts its own slurm.conf (configless: its conf-cache) in every job's SLURM_CONF.
+    studio_only = cluster.base / "ide" / "studio-only-etc"
+    studio_only.mkdir()
+    bind = run(ide.cmd("mount", "--bind", str(ide.conf.parent), str(studio_only)))
+    assert bind.returncode == 0, bind.stderr
+    studio_conf = studio_only / "slurm.conf"
+    assert not studio_conf.exists() and run(ide.cmd("test", "-f", str(studio_conf))).returncode == 0
+    submit = run(ide.cmd("sbatch", "--parsable", f"--chdir={mine}", f"--output={mine}/slurm-%j.out", "--wrap",
+                         f'echo "batch $SLURM_CONF" > {mine}/conf.txt; '
+                         f"srun --ntasks=1 sh -c 'echo \"step $SLURM_CONF\"; test -f \"$SLURM_CONF\" && echo found' "
+                         f">> {mine}/conf.txt", user=alice),
+                 env={**ide.user_env(cluster, alice), "SLURM_CONF": str(studio_conf)})
+    assert submit.returncode == 0, submit.stderr
+    conf_job = submit.stdout.strip().split(";")[0]
+    job = ide.wait_for_job(cluster, alice, conf_job)
+    cached = cluster.spool / "conf-cache" / "slurm.conf"
+    assert job["JobState"] == "COMPLETED", (job, (mine / f"slurm-{conf_job}.out").read_text())
+    assert (mine / "conf.txt").read_text().splitlines() == [f"batch {cached}", f"step {cached}", "found"]
+
     # Every app start runs the LCC again: a second run changes nothing.
     second = run(ide.cmd("bash", str(LCC)), env=ide.lcc_env(cluster, arn))
     assert second.returncode == 0, second.stdout + second.stderr
