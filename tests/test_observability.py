@@ -15,6 +15,7 @@ from constructs.log_retention import LogRetention
 from constructs.observability_dashboard import DOCUMENTED_METRICS, DashboardInputs, dashboard_body, metrics_named
 from constructs.platform_observability import (CLUSTER_EVENT, NODE_HEALTH, STATE_CHANGE, LustreTargets,
                                                PlatformObservability, Subscription)
+from tools.render_dashboard import flatten
 
 WIDGET_TYPES = {"metric", "text", "alarm", "log"}
 
@@ -26,16 +27,6 @@ def resources(template: dict, type_: str) -> dict[str, dict]:
 def alarm_by_id(template: dict, fragment: str) -> dict:
     (found,) = [r["Properties"] for k, r in resources(template, "AWS::CloudWatch::Alarm").items() if fragment in k]
     return found
-
-
-def flatten(value) -> str:
-    """An intrinsic-laden string with every token replaced by TOKEN (tokens inside JSON strings stay valid JSON)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return separator.join(flatten(p) for p in parts)
-    return "TOKEN"
 
 
 @pytest.fixture(scope="module")

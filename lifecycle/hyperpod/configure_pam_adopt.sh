@@ -45,29 +45,7 @@ set_block() {
   local file=$1 new
   shift
   new="$(mktemp)"
-  python3 - "$file" "$BEGIN_MARK" "$END_MARK" "$@" >"$new" <<'PY'
-import sys
-path, begin, end, *ours = sys.argv[1:]
-try:
-    text = open(path).read()
-except FileNotFoundError:
-    text = ""
-kept, inside = [], False
-for line in text.splitlines():
-    if line == begin:
-        inside = True
-    elif line == end and inside:
-        inside = False
-    elif not inside:
-        kept.append(line)
-if inside:
-    sys.exit(f"{path}: '{begin}' has no matching '{end}'; fix the file by hand")
-while kept and not kept[-1].strip():
-    kept.pop()
-if ours:
-    kept += [begin, *ours, end]
-sys.stdout.write("\n".join(kept) + ("\n" if kept else ""))
-PY
+  python3 "$LIB_DIR/marked_block.py" "$file" "$BEGIN_MARK" "$END_MARK" "" "$@" >"$new"
   if [[ -f "$file" ]] && cmp -s "$new" "$file" || [[ ! -f "$file" && ! -s "$new" ]]; then
     rm -f "$new"
     return 1
@@ -77,22 +55,15 @@ PY
   mv -f "$new" "$file"
 }
 
-# slurm_setting NAME -> the last NAME=value in slurm.conf ("" when absent; Slurm keys are case-insensitive).
-slurm_setting() {
-  sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*\([^[:space:]#]*\).*/\1/Ip" "$SLURM_CONF" | tail -n1
-}
-
 configure_controller() {
-  local included_name prolog_flags proctrack lines=()
+  local prolog_flags proctrack lines=()
   if [[ "$enabled" == false ]] && ! grep -qxF "$BEGIN_MARK" "$INCLUDED_CONF" 2>/dev/null; then
     log "pam_slurm_adopt is off: nothing to change"
     return 0
   fi
   wait_until "$SLURM_WAIT_ATTEMPTS" "a complete $SLURM_CONF" grep -qiE '^\s*SlurmctldHost\s*=' "$SLURM_CONF" ||
     die "cannot read a slurm.conf with SlurmctldHost at $SLURM_CONF"
-  included_name="$(basename "$INCLUDED_CONF")"
-  grep -qiE "^[[:space:]]*include[[:space:]]+(\S*/)?${included_name//./\\.}[[:space:]]*$" "$SLURM_CONF" ||
-    die "$SLURM_CONF does not include $included_name; the platform only edits a file HyperPod's slurm.conf includes"
+  require_included_conf
   if [[ "$enabled" == true ]]; then
     prolog_flags="$(slurm_setting PrologFlags)"
     if [[ -n "$prolog_flags" && ",${prolog_flags,,}," != *,contain,* ]]; then

@@ -39,49 +39,17 @@ fi
 wait_until "$SLURM_WAIT_ATTEMPTS" "a complete $SLURM_CONF" grep -qiE '^\s*SlurmctldHost\s*=' "$SLURM_CONF" ||
   die "cannot read a slurm.conf with SlurmctldHost at $SLURM_CONF"
 
-# slurm_setting NAME -> the last NAME=value in slurm.conf ("" when absent; Slurm keys are case-insensitive).
-slurm_setting() {
-  sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*\([^[:space:]#]*\).*/\1/Ip" "$SLURM_CONF" | tail -n1
-}
-
 # render_block FILE MODE > NEW : FILE with our block replaced (jwt) or removed (munge); everything else kept.
 render_block() {
-  python3 - "$1" "$2" "$BEGIN_MARK" "$END_MARK" "$JWT_KEY_FILE" <<'PY'
-import re, sys
-path, mode, begin, end, key_file = sys.argv[1:]
-try:
-    text = open(path).read()
-except FileNotFoundError:
-    text = ""
-lines, kept, inside = text.splitlines(), [], False
-for line in lines:
-    if line == begin:
-        inside = True
-    elif line == end and inside:
-        inside = False
-    elif not inside:
-        kept.append(line)
-if inside:
-    sys.exit(f"{path}: '{begin}' has no matching '{end}'; fix the file by hand")
-ours = ("AuthAltTypes", "AuthAltParameters", "DisableRootJobs")
-for line in kept:
-    m = re.match(r"\s*(\w+)\s*=", line)
-    if mode == "jwt" and m and m.group(1).lower() in (o.lower() for o in ours):
-        sys.exit(f"{path} already sets {m.group(1)} outside the platform's block; remove it, the platform sets "
-                 f"{', '.join(ours)}")
-while kept and not kept[-1].strip():
-    kept.pop()
-if mode == "jwt":
-    kept += [begin, "AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={key_file}", "DisableRootJobs=YES", end]
-sys.stdout.write("\n".join(kept) + ("\n" if kept else ""))
-PY
+  if [[ "$2" == jwt ]]; then
+    python3 "$LIB_DIR/marked_block.py" "$1" "$BEGIN_MARK" "$END_MARK" AuthAltTypes,AuthAltParameters,DisableRootJobs \
+      AuthAltTypes=auth/jwt "AuthAltParameters=jwt_key=$JWT_KEY_FILE" DisableRootJobs=YES
+  else
+    python3 "$LIB_DIR/marked_block.py" "$1" "$BEGIN_MARK" "$END_MARK" ""
+  fi
 }
 
-# The included file is ours to edit only because slurm.conf includes it: check, never add the include ourselves.
-included_name="$(basename "$INCLUDED_CONF")"
-if ! grep -qiE "^[[:space:]]*include[[:space:]]+(\S*/)?${included_name//./\\.}[[:space:]]*$" "$SLURM_CONF"; then
-  die "$SLURM_CONF does not include $included_name; the platform only edits a file HyperPod's slurm.conf includes"
-fi
+require_included_conf
 for setting in AuthAltTypes AuthAltParameters DisableRootJobs; do
   if [[ "$mode" == jwt && -n "$(slurm_setting "$setting")" ]]; then
     die "$SLURM_CONF sets $setting itself; the platform's per-user mode needs it from $INCLUDED_CONF"

@@ -114,3 +114,17 @@ home_root() {
     echo "$DEFAULT_HOME_ROOT"
   fi
 }
+
+# slurm_setting NAME -> the last NAME=value in $SLURM_CONF ("" when absent; Slurm keys are case-insensitive).
+slurm_setting() {
+  sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*\([^[:space:]#]*\).*/\1/Ip" "${SLURM_CONF:?}" | tail -n1
+}
+
+# require_included_conf: $INCLUDED_CONF is ours to edit only because $SLURM_CONF includes it: check, never add the
+# include ourselves.
+require_included_conf() {
+  local name
+  name="$(basename "${INCLUDED_CONF:?}")"
+  grep -qiE "^[[:space:]]*include[[:space:]]+(\S*/)?${name//./\\.}[[:space:]]*$" "${SLURM_CONF:?}" ||
+    die "$SLURM_CONF does not include $name; the platform only edits a file HyperPod's slurm.conf includes"
+}
