@@ -7,6 +7,7 @@ Every problem is reported at once as `path: value — what is allowed`. Nothing 
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 import zlib
 from dataclasses import dataclass
@@ -939,11 +940,11 @@ def _accounting_errors(cfg: PlatformConfig) -> list[str]:
             if tres.gpu is not None and gpus == 0:
                 types = sorted({g.instance_type for g in compute})
                 add(f"{path}.qos[{i}].{key}.gpu: {tres.gpu}; no compute group has NVIDIA GPUs (instance types "
-                    f"{', '.join(types) or 'none'}; GPU types and counts in ACCELERATORS, stacks/config.py), so Slurm "
-                    "has no gpu GRES to limit; remove the gpu limit or add a GPU instance group")
+                    f"{', '.join(types) or 'none'}; GPU types and counts in config/facts/accelerators.json), so "
+                    "Slurm has no gpu GRES to limit; remove the gpu limit or add a GPU instance group")
             elif tres.gpu is not None and tres.gpu > gpus:
                 add(f"{path}.qos[{i}].{key}.gpu: {tres.gpu}; the compute groups have {gpus} NVIDIA GPU(s) in total "
-                    f"(ACCELERATORS in stacks/config.py), so the limit could never bind; allowed: at most {gpus}")
+                    f"(counts in config/facts/accelerators.json), so the limit could never bind; allowed: at most {gpus}")
         per_user, group = q.max_tres_per_user, q.grp_tres
         for res in ("cpu", "node", "gpu"):
             mine, theirs = getattr(per_user, res), getattr(group, res)
@@ -1077,20 +1078,25 @@ def _checkpoint_errors(storage: Storage) -> list[str]:
 
 
 # Accelerators per instance (extended resource name, count): team ResourceQuotas on EKS, the GPUs a Slurm compute node
-# has as GRES (lifecycle/hyperpod/check_gres.sh compares HyperPod's Gres=gpu:N with this), QoS gpu limits. Counts from
-# AWS's GPU table, https://docs.aws.amazon.com/batch/latest/userguide/gpu-jobs.html (g5.*, g6.* rows checked); the
-# other families from the EC2 accelerated-computing specifications (not retrievable from this machine; recheck there).
-# An ml.* type has the accelerators of the EC2 type of the same name. A type not listed counts as no accelerator.
+# has as GRES (lifecycle/hyperpod/check_gres.sh compares HyperPod's Gres=gpu:N with this), QoS gpu limits. The counts
+# are aws/sagemaker-hyperpod-cli's INSTANCE_RESOURCES at a pinned commit, written to ACCELERATOR_FACTS by
+# tools/accelerator_counts.py (repository, commit and path are in the file; Trainium counts are Neuron devices),
+# restricted to ACCELERATED_FAMILIES. A type not listed counts as no accelerator.
+ACCELERATOR_FACTS = Path(__file__).resolve().parent.parent / "config" / "facts" / "accelerators.json"
 _NVIDIA = "nvidia.com/gpu"
 _NEURON = "aws.amazon.com/neurondevice"
-ACCELERATORS: dict[str, tuple[str, int]] = {
-    **{f"ml.{family}.{size}": (_NVIDIA, 1) for family in ("g5", "g6", "g6e")
-       for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")},
-    **{f"ml.{family}.{size}": (_NVIDIA, 4) for family in ("g5", "g6", "g6e") for size in ("12xlarge", "24xlarge")},
-    **{f"ml.{family}.48xlarge": (_NVIDIA, 8) for family in ("g5", "g6", "g6e", "p5", "p5e", "p5en")},
-    "ml.p4d.24xlarge": (_NVIDIA, 8), "ml.p4de.24xlarge": (_NVIDIA, 8), "ml.p5.4xlarge": (_NVIDIA, 1),
-    "ml.trn1.32xlarge": (_NEURON, 16), "ml.trn1n.32xlarge": (_NEURON, 16), "ml.trn2.48xlarge": (_NEURON, 16),
-}
+
+
+def _accelerators_from_facts(path: Path = ACCELERATOR_FACTS) -> dict[str, tuple[str, int]]:
+    rows = json.loads(path.read_text())["accelerators"]
+    unknown = {row["resource"] for row in rows.values()} - {_NVIDIA, _NEURON}
+    if unknown:  # nvidia_gpus and the Neuron taint check would silently ignore them
+        raise ValueError(f"{path}: extended resources {sorted(unknown)}; this platform knows {_NVIDIA}, {_NEURON}")
+    return {instance_type: (row["resource"], row["count"]) for instance_type, row in sorted(rows.items())
+            if instance_type.split(".")[1] in ACCELERATED_FAMILIES}
+
+
+ACCELERATORS: dict[str, tuple[str, int]] = _accelerators_from_facts()
 
 
 def nvidia_gpus(instance_type: str) -> int:

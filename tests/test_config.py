@@ -548,11 +548,11 @@ ACCOUNTING_INVALID = [
      "them in users first"),
     ("gpus over the cluster", accounting(qos=[{"name": "short", "max_tres_per_user": {"gpu": 8}}]),
      "cluster.accounting.qos[0].max_tres_per_user.gpu: 8; the compute groups have 2 NVIDIA GPU(s) in total "
-     "(ACCELERATORS in stacks/config.py), so the limit could never bind; allowed: at most 2"),
+     "(counts in config/facts/accelerators.json), so the limit could never bind; allowed: at most 2"),
     ("gpu limit without gpus", cpu_workers(accounting(qos=[{"name": "short", "grp_tres": {"gpu": 1}}])),
      "cluster.accounting.qos[0].grp_tres.gpu: 1; no compute group has NVIDIA GPUs (instance types ml.c5.9xlarge; GPU "
-     "types and counts in ACCELERATORS, stacks/config.py), so Slurm has no gpu GRES to limit; remove the gpu limit or "
-     "add a GPU instance group"),
+     "types and counts in config/facts/accelerators.json), so Slurm has no gpu GRES to limit; remove the gpu limit "
+     "or add a GPU instance group"),
     ("nodes over the cluster", accounting(qos=[{"name": "short", "grp_tres": {"node": 3}}]),
      "cluster.accounting.qos[0].grp_tres.node: 3; the compute groups have 2 node(s) in total, so the limit could "
      "never bind; allowed: at most 2"),
