@@ -8,7 +8,7 @@
 # daemons" (slurm.conf(5), Slurm 22.05), and a node's Gres= is part of its NodeName line, which only slurm.conf
 # (HyperPod's) defines: a second NodeName line for the same node in an included file stops slurmctld ("fatal:
 # Duplicated NodeHostName ... in config file", checked with slurmctld 22.05.8). So this script checks and reports, it changes nothing: for each compute group whose instance
-# type has NVIDIA GPUs (provisioning parameters worker_groups[].gpus, from stacks/config.py ACCELERATORS), every node
+# type has NVIDIA GPUs (provisioning parameters worker_groups[].gpus, from config/facts/accelerators.json), every node
 # of its partition must show that many `gpu` GRES in slurmctld. A mismatch is logged as a WARNING (a QoS gpu limit or
 # `--gres=gpu:N` then would not mean what the config says); the script exits 0 so a node is never failed for it.
 #
