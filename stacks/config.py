@@ -34,8 +34,6 @@ INTERFACE_ENDPOINT_SERVICES = ("ssm", "ssmmessages", "ec2messages", "sts", "logs
 # Studio's partition root must differ: the data bucket closes Studio's prefix to everyone but its own handlers.
 EKS_TEAM_DIRECTORY_ROOT = "eks"
 DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
-# Deep health checks exercise accelerators; HyperPod rejects them on CPU-only instance families.
-ACCELERATED_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en", "p6", "g5", "g6", "g6e", "trn1", "trn1n", "trn2", "inf2")
 
 
 class ConfigError(Exception):
@@ -745,9 +743,11 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
             add(f"{path}.name: {g.name!r} is already used by cluster.instance_groups[{seen[g.name.lower()]}]; "
                 "instance group names must be unique (case-insensitive)")
         seen.setdefault(g.name.lower(), i)
-        if g.deep_health_checks and g.instance_type.split(".")[1] not in ACCELERATED_FAMILIES:
+        if g.deep_health_checks and g.instance_type not in ACCELERATORS:
+            # AWS lists each deep health check as for GPU or Trainium instances
+            # (sagemaker-hyperpod-eks-resiliency-deep-health-checks); HyperPod rejects them on CPU-only types.
             add(f"{path}.deep_health_checks: {g.deep_health_checks} on {g.instance_type!r}; deep health checks "
-                f"run only on accelerated instance families ({', '.join(ACCELERATED_FAMILIES)})")
+                "run only on instance types with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json)")
         if g.role != "compute" and g.partitions:
             add(f"{path}.partitions: {g.partitions} on a {g.role} group; only compute groups belong to partitions")
         if cfg.orchestrator == "slurm" and g.role == "compute" and not g.partitions:
@@ -1080,8 +1080,8 @@ def _checkpoint_errors(storage: Storage) -> list[str]:
 # Accelerators per instance (extended resource name, count): team ResourceQuotas on EKS, the GPUs a Slurm compute node
 # has as GRES (lifecycle/hyperpod/check_gres.sh compares HyperPod's Gres=gpu:N with this), QoS gpu limits. The counts
 # are aws/sagemaker-hyperpod-cli's INSTANCE_RESOURCES at a pinned commit, written to ACCELERATOR_FACTS by
-# tools/accelerator_counts.py (repository, commit and path are in the file; Trainium counts are Neuron devices),
-# restricted to ACCELERATED_FAMILIES. A type not listed counts as no accelerator.
+# tools/accelerator_counts.py (repository, commit and path are in the file; Trainium counts are Neuron devices).
+# A type not listed counts as no accelerator.
 ACCELERATOR_FACTS = Path(__file__).resolve().parent.parent / "config" / "facts" / "accelerators.json"
 _NVIDIA = "nvidia.com/gpu"
 _NEURON = "aws.amazon.com/neurondevice"
@@ -1092,8 +1092,7 @@ def _accelerators_from_facts(path: Path = ACCELERATOR_FACTS) -> dict[str, tuple[
     unknown = {row["resource"] for row in rows.values()} - {_NVIDIA, _NEURON}
     if unknown:  # nvidia_gpus and the Neuron taint check would silently ignore them
         raise ValueError(f"{path}: extended resources {sorted(unknown)}; this platform knows {_NVIDIA}, {_NEURON}")
-    return {instance_type: (row["resource"], row["count"]) for instance_type, row in sorted(rows.items())
-            if instance_type.split(".")[1] in ACCELERATED_FAMILIES}
+    return {instance_type: (row["resource"], row["count"]) for instance_type, row in sorted(rows.items())}
 
 
 ACCELERATORS: dict[str, tuple[str, int]] = _accelerators_from_facts()

@@ -72,7 +72,7 @@ INVALID = [
      "cluster.instance_groups[1].instance_type: 'p5.48xlarge' — must be a SageMaker instance type such as ml.g5.8xlarge"),
     ("deep health checks on CPU", with_("cluster.instance_groups.0.deep_health_checks", ["InstanceStress"]),
      "cluster.instance_groups[0].deep_health_checks: ['InstanceStress'] on 'ml.m5.xlarge'; deep health checks run "
-     "only on accelerated instance families (p4d, p4de, p5, p5e, p5en, p6, g5, g6, g6e, trn1, trn1n, trn2, inf2)"),
+     "only on instance types with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json)"),
     ("controller partitions", with_("cluster.instance_groups.0.partitions", ["x"]),
      "cluster.instance_groups[0].partitions: ['x'] on a controller group; only compute groups belong to partitions"),
     ("group az without subnet", with_("cluster.instance_groups.1.az_id", "usw2-az3"),
@@ -727,3 +727,11 @@ def test_existing_network_needs_studio_its_own_subnet_while_the_cluster_keeps_ro
     off = with_("network", copy.deepcopy(net))
     off["storage"] = {"lustre": {"root_squash": {"enabled": False}}}
     assert parse_config(off, "test.yaml").network.existing.studio_subnet is None
+
+
+@pytest.mark.parametrize("instance_type", ["ml.p6-b200.48xlarge", "ml.p5.4xlarge", "ml.trn2.3xlarge"])
+def test_deep_health_checks_are_accepted_on_every_accelerated_type(instance_type):
+    # The p6 types are hyphenated (ml.p6-b200.48xlarge): a family list keyed on "p6" refused them.
+    data = with_("cluster.instance_groups.1.instance_type", instance_type)
+    data["cluster"]["instance_groups"][1]["deep_health_checks"] = ["InstanceStress", "InstanceConnectivity"]
+    parse_config(data, "test.yaml")
