@@ -9,8 +9,6 @@ import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import custom_resources as cr
 from constructs import Construct
-from constructs.grafana_workspace import GrafanaWorkspace, SamlSettings
-from constructs.platform_budgets import BudgetSpec, PlatformBudgets
 from constructs.platform_observability import LustreTargets, PlatformObservability, Subscription
 
 from stacks.config import PlatformConfig
@@ -20,6 +18,9 @@ from stacks.studio_stack import PLATFORM_TAG, StudioStack
 if TYPE_CHECKING:  # annotations only: a Slurm config imports nothing of the EKS path (tests/test_stack_graph.py)
     from stacks.eks_cluster_stack import EksClusterStack
     from stacks.slurm_cluster_stack import SlurmClusterStack
+    # Opt-in features: their modules (and aws_grafana, aws_budgets) load only when the config turns them on.
+    from constructs.grafana_workspace import GrafanaWorkspace
+    from constructs.platform_budgets import BudgetSpec
 
 
 def platform_functions(stacks: Sequence[cdk.Stack]) -> list[tuple[str, lambda_.Function]]:
@@ -63,6 +64,7 @@ class ObservabilityStack(cdk.Stack):
             export_backlog_minutes=obs.export_backlog_minutes)
         self.grafana: GrafanaWorkspace | None = None
         if obs.grafana.enabled and storage.metrics_workspace is not None:
+            from constructs.grafana_workspace import GrafanaWorkspace, SamlSettings
             g = obs.grafana
             self.grafana = GrafanaWorkspace(
                 self, "Grafana", name=config.name, metrics=storage.metrics_workspace,
@@ -74,6 +76,7 @@ class ObservabilityStack(cdk.Stack):
         self.budgets = None
         budget = config.cluster.budget
         if budget is not None:
+            from constructs.platform_budgets import PlatformBudgets
             self.budgets = PlatformBudgets(
                 self, "Budgets", specs=budget_specs(config), thresholds_percent=budget.thresholds_percent,
                 topic=self.observability.topic if budget.notify_topic else None,
@@ -96,6 +99,7 @@ class ObservabilityStack(cdk.Stack):
 def budget_specs(config: PlatformConfig) -> list[BudgetSpec]:
     """The cluster's budget over everything tagged hyperpod-platform=<name> (stacks/platform.py tags every stack),
     and one per department with monthly_budget_usd over what carries <department_tag_key>=<department>."""
+    from constructs.platform_budgets import BudgetSpec
     budget = config.cluster.budget
     if budget is None:
         return []

@@ -10,7 +10,6 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
-from constructs.accounting_database import AccountingDatabase
 from constructs.hyperpod_cluster import (ExternalAccountingDatabase, GroupSpec, HyperPodCluster, NativeLustreMount,
                                          SlurmOrchestrator)
 from constructs.lifecycle_scripts import (ON_INIT_COMPLETE, PARAMETERS_FILE, SLURM_CLIENT_PREFIX, LifecycleScripts,
@@ -143,6 +142,7 @@ class SlurmClusterStack(cdk.Stack):
         self.controller_security_group = ec2.SecurityGroup(
             self, "ControllerSecurityGroup", vpc=vpc, allow_all_outbound=False,
             description=f"{config.name} Slurm controller: the one source the accounting database admits")
+        from constructs.accounting_database import AccountingDatabase  # opt-in: aws_rds loads only when used
         self.accounting_database = AccountingDatabase(
             self, "AccountingDatabase", cluster_name=config.name, vpc_id=network.vpc_id,
             subnet_ids=[s.subnet_id for s in network.private_subnets],

@@ -3,7 +3,7 @@ bucket. Everything retained."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -17,11 +17,13 @@ from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, data_bucket_name, 
 from constructs.platform_role_names import (PARTITION_HANDLERS, cluster_execution_role_name,
                                            partition_handler_role_name, upload_role_name)
 from constructs.lustre_file_system import LustreFileSystem
-from constructs.metrics_workspace import MetricsWorkspace
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 
 from stacks.config import ExistingLustre, NodeMetrics, Storage
 from stacks.network_stack import NetworkRefs
+
+if TYPE_CHECKING:  # opt-in: constructs/metrics_workspace.py (and aws_aps) loads only when node metrics are on
+    from constructs.metrics_workspace import MetricsWorkspace
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 
@@ -45,6 +47,7 @@ class StorageStack(cdk.Stack):
         super().__init__(scope, id_, **kwargs)
         self.metrics_workspace: MetricsWorkspace | None = None
         if node_metrics is not None and node_metrics.enabled:
+            from constructs.metrics_workspace import MetricsWorkspace
             self.metrics_workspace = MetricsWorkspace(self, "NodeMetrics", alias=f"{cluster_name}-node-metrics",
                                                       retention_days=node_metrics.retention_days)
             cdk.CfnOutput(self, "NodeMetricsRemoteWriteUrl", value=self.metrics_workspace.remote_write_url)
