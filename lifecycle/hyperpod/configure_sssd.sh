@@ -118,13 +118,16 @@ umask 022
 # --- NSS, PAM, sudo
 python3 "$LIB_DIR/sssd.py" nsswitch "$NSSWITCH" | put "$NSSWITCH" 0644
 command -v pam-auth-update >/dev/null || die "pam-auth-update is not on this node (Debian/Ubuntu's libpam-runtime)"
-pam_before="$(cat "${PAM_DIR:-/etc/pam.d}"/common-* 2>/dev/null | sha256sum)"
-# pam_sss (auth, account: the access groups, session) and a home on first login for directory users.
-DEBIAN_FRONTEND=noninteractive pam-auth-update --enable sss mkhomedir
-[[ "$(cat "${PAM_DIR:-/etc/pam.d}"/common-* 2>/dev/null | sha256sum)" == "$pam_before" ]] || log "pam_sss and pam_mkhomedir enabled"
+PAM_DIR="${PAM_DIR:-/etc/pam.d}"
+# pam_sss (auth, account: the access groups, session) and a home on first login for directory users. pam-auth-update
+# rewrites the common-* files even when nothing changes, so it runs only when a module is missing.
+if ! grep -qs pam_sss.so "$PAM_DIR/common-account" || ! grep -qs pam_mkhomedir.so "$PAM_DIR/common-session"; then
+  DEBIAN_FRONTEND=noninteractive pam-auth-update --enable sss mkhomedir
+  log "pam_sss and pam_mkhomedir enabled in $PAM_DIR/common-*"
+fi
 # pam-auth-update leaves hand-edited common-* files alone: then pam_sss is missing and directory logins would fail.
-grep -qs pam_sss.so "${PAM_DIR:-/etc/pam.d}/common-auth" ||
-  die "${PAM_DIR:-/etc/pam.d}/common-auth has no pam_sss after pam-auth-update (edited by hand?); add it or reset" \
+grep -qs pam_sss.so "$PAM_DIR/common-auth" ||
+  die "$PAM_DIR/common-auth has no pam_sss after pam-auth-update (edited by hand?); add it or reset" \
     "the file with pam-auth-update --force"
 sudoers="$(python3 "$LIB_DIR/sssd.py" sudoers "$PARAMS_FILE")"
 if [[ -n "$sudoers" ]]; then
