@@ -247,14 +247,15 @@ class Directory:
                                 "STATE_DIR": str(base / "state"), "RETRY_DELAY": "1",
                                 "SYSTEMCTL_LOG": str(base / "systemctl.log")})
 
-    def write_params(self, users=(), **directory) -> None:
+    def write_params(self, users=(), shared_group=None, **directory) -> None:
         ca = (self.scripts / "directory" / "ca.pem").read_bytes()
         section = {"uris": [self.slapd.uri], "start_tls": False, "search_base": SUFFIX, "bind_dn": BIND_DN,
                    "bind_password_secret_arn": self.secret_arn, "region": "us-east-1", "ldap_schema": "rfc2307",
                    "access_groups": ["hpc-users"], "admin_groups": ["hpc-admins"],
                    "ca_certificate": {"file": "directory/ca.pem", "sha256": hashlib.sha256(ca).hexdigest()},
                    "artifacts": [], **directory}
-        self.params.write_text(json.dumps({"version": 1, "users": list(users), "directory": section}))
+        self.params.write_text(json.dumps({"version": 1, "users": list(users), "shared_group": shared_group,
+                                           "directory": section}))
 
     def script(self, name: str, **env: str) -> subprocess.CompletedProcess:
         return self.node.run("bash", str(self.scripts / name), env={"DIRECTORY_WAIT_ATTEMPTS": "20", **env})
@@ -372,7 +373,7 @@ def test_a_config_user_with_another_uid_than_the_directory_is_reported(node: Dir
     users = [{"name": "alice", "uid": 20001, "gid": 20001, "sudo": False},
              {"name": "carol", "uid": 20099, "gid": 20099, "sudo": False},
              {"name": "localonly", "uid": 20500, "gid": 20500, "sudo": False}]
-    node.write_params(users=users)
+    node.write_params(users=users, shared_group={"name": "studio-shared", "gid": 2000})
     try:
         out = node.script("create_users.sh", DEFAULT_HOME_ROOT=str(node.base / "home"))
     finally:
@@ -385,6 +386,9 @@ def test_a_config_user_with_another_uid_than_the_directory_is_reported(node: Dir
     for name in ("alice", "carol"):
         assert node.node.run("getent", "-s", "files", "passwd", name).returncode != 0
     assert node.node.run("getent", "-s", "files", "passwd", "localonly").returncode == 0
+    # Studio's shared group (local) gets the directory user too, though usermod cannot edit her.
+    members = node.node.run("getent", "group", "studio-shared").stdout.strip().split(":")[3].split(",")
+    assert {"alice", "localonly"} <= set(members), members
 
 
 def test_a_server_certificate_from_another_ca_is_refused(world):
