@@ -31,6 +31,7 @@ source "$HERE/lib/common.sh"
 source "$HERE/lib/artifacts.sh"
 
 SSSD_CONF_DIR="${SSSD_CONF_DIR:-/etc/sssd}"
+SSSD_COMMAND="${SSSD_COMMAND:-/usr/sbin/sssd}"
 NSSWITCH="${NSSWITCH:-/etc/nsswitch.conf}"
 SSSD_LDAP_PROVIDERS="${SSSD_LDAP_PROVIDERS:-/usr/lib/x86_64-linux-gnu/sssd/libsss_ldap.so \
 /usr/lib/aarch64-linux-gnu/sssd/libsss_ldap.so /usr/lib64/sssd/libsss_ldap.so}"
@@ -53,7 +54,7 @@ done < <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]
 # --- packages
 has_sssd() {
   local provider
-  PATH="$PATH:/usr/sbin" command -v sssd >/dev/null || return 1
+  [[ -x "$SSSD_COMMAND" ]] || return 1
   for provider in $SSSD_LDAP_PROVIDERS; do [[ -f "$provider" ]] && return 0; done
   return 1
 }
@@ -68,7 +69,7 @@ if ! has_sssd; then
     apt_install "${verified[@]}"
     log "installed: ${verified[*]##*/}"
   fi
-  has_sssd || die "sssd with its LDAP provider is not on this node (looked for the sssd command and" \
+  has_sssd || die "sssd with its LDAP provider is not on this node (looked for $SSSD_COMMAND and" \
     "$SSSD_LDAP_PROVIDERS). Mirror the Debian packages sssd-common, sssd-ldap, libnss-sss and libpam-sss built" \
     "for the node's Ubuntu release to S3 and list them in cluster.directory.artifacts, or use an AMI that has them"
 fi
