@@ -101,7 +101,7 @@ def directory_ldif() -> str:
     for name, uid in UIDS.items():
         entries.append(f"dn: uid={name},ou=people,{SUFFIX}\nobjectClass: inetOrgPerson\nobjectClass: posixAccount\n"
                        f"uid: {name}\ncn: {name}\nsn: {name}\nuidNumber: {uid}\ngidNumber: {uid}\n"
-                       f"homeDirectory: /home/{name}\nloginShell: /bin/bash\nuserPassword: {ssha(PASSWORDS[name])}\n")
+                       f"homeDirectory: /users/{name}\nloginShell: /bin/bash\nuserPassword: {ssha(PASSWORDS[name])}\n")
         entries.append(f"dn: cn={name},ou=groups,{SUFFIX}\nobjectClass: posixGroup\ncn: {name}\ngidNumber: {uid}\n")
     for group, (gid, members) in GROUPS.items():
         entries.append(f"dn: cn={group},ou=groups,{SUFFIX}\nobjectClass: posixGroup\ncn: {group}\ngidNumber: {gid}\n"
@@ -321,6 +321,8 @@ def test_the_script_configures_sssd_and_the_directory_answers(node: Directory):
 def test_getent_returns_the_directory_uid_and_id_its_groups(node: Directory):
     passwd = node.node.run("getent", "passwd", "alice").stdout.strip()
     assert passwd.split(":")[2:4] == ["20001", "20001"], passwd
+    # The platform's home root (here /home: no FSx), not the directory's /users.
+    assert passwd.split(":")[5] == "/home/alice", passwd
     groups = node.node.run("id", "-Gn", "bob").stdout.split()
     assert {"bob", "hpc-users", "hpc-admins"} <= set(groups), groups
     # The host itself knows nothing of it.

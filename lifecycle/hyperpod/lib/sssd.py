@@ -74,7 +74,9 @@ def conf(section, home_root, ca_path, password):
         "cache_credentials = true",
         "enumerate = false",
         "use_fully_qualified_names = false",
-        "fallback_homedir = " + home_root.rstrip("/") + "/%u",
+        # The platform's homes (on FSx when mounted), whatever homeDirectory the directory has: the same place
+        # create_users.sh and setup_ssh_keys.sh use for `users`, shared by every node (AWS's reference overrides too).
+        "override_homedir = " + home_root.rstrip("/") + "/%u",
         "default_shell = /bin/bash",
     ]
     return "\n".join(lines) + "\n"
