@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import hashlib
+
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.hyperpod_cluster import (ExternalAccountingDatabase, GroupSpec, HyperPodCluster, NativeLustreMount,
@@ -20,7 +23,7 @@ from constructs.session_run_as import SessionRunAsDocument
 from constructs.platform_role_names import (cluster_execution_role_name, slurm_jwt_key_secret_name,
                                            slurm_token_issuer_role_name, upload_role_name)
 
-from stacks.config import PlatformConfig, checkpoint_dir, login_load_balancer, session_run_as
+from stacks.config import PlatformConfig, ca_certificate_bytes, checkpoint_dir, login_load_balancer, session_run_as
 from stacks.network_stack import NetworkRefs
 from stacks.slurm_accounting import accounting_parameters, worker_groups
 from stacks.storage_stack import StorageStack
@@ -64,7 +67,8 @@ class SlurmClusterStack(cdk.Stack):
                                               config, storage, self.slurm_login_secret.secret_arn,
                                               self.jwt_key_secret.secret_arn if self.jwt_key_secret else None,
                                               parameters_s3_uri=parameters_s3_uri,
-                                              node_metrics_remote_write_url=self.node_metrics_remote_write_url))
+                                              node_metrics_remote_write_url=self.node_metrics_remote_write_url),
+                                          extra_sources=directory_sources(config))
         native = config.storage.lustre.mount_by == "native"
         self._accounting_database(config, network)
         self.hyperpod = HyperPodCluster(
@@ -116,6 +120,7 @@ class SlurmClusterStack(cdk.Stack):
                 sid="WriteSlurmJwtKey", actions=["secretsmanager:PutSecretValue"],
                 resources=[self.jwt_key_secret.secret_arn]))
             self._restrict_jwt_key_secret(config)
+        self._grant_directory_bind_password(config)
         if storage.metrics_workspace is not None:
             for role in self.hyperpod.node_roles:  # every node's agent writes its own metrics
                 role.add_to_policy(storage.metrics_workspace.remote_write_statement())
@@ -202,6 +207,25 @@ class SlurmClusterStack(cdk.Stack):
             resources=["*"],
             conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": issuer_role}}))
 
+    def _grant_directory_bind_password(self, config: PlatformConfig) -> None:
+        """cluster.directory: sssd binds with this password on every node, so every node role (the worker role has no
+        other secret access) may read exactly that one secret, and decrypt with its key only through Secrets
+        Manager."""
+        directory = config.cluster.directory
+        if not directory.enabled:
+            return
+        for role in self.hyperpod.node_roles:
+            role.add_to_policy(iam.PolicyStatement(
+                sid="ReadDirectoryBindPassword", actions=["secretsmanager:GetSecretValue"],
+                resources=[directory.bind_password_secret_arn]))
+            if directory.bind_password_kms_key_arn:
+                role.add_to_policy(iam.PolicyStatement(
+                    sid="DecryptDirectoryBindPassword", actions=["kms:Decrypt"],
+                    resources=[directory.bind_password_kms_key_arn],
+                    conditions={"StringEquals": {
+                        "kms:ViaService": f"secretsmanager.{directory.bind_password_kms_key_arn.split(':')[3]}"
+                                          ".amazonaws.com"}}))
+
     def _deploy_roles(self) -> list[str]:
         """CloudFormation updates the secret's description through CDK's deploy roles."""
         qualifier = (self.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
@@ -232,8 +256,36 @@ def group_specs(config: PlatformConfig, network: NetworkRefs) -> list[GroupSpec]
 def artifact_s3_uris(config: PlatformConfig) -> list[str]:
     """Every package a node downloads from the operator's mirror (the node role reads exactly these objects)."""
     runtime, metrics = config.cluster.container_runtime, config.observability.node_metrics
+    directory = config.cluster.directory
     return ([a.s3_uri for a in runtime.artifacts] if runtime.enabled else []) + \
-        ([a.s3_uri for a in metrics.artifacts] if metrics.enabled else [])
+        ([a.s3_uri for a in metrics.artifacts] if metrics.enabled else []) + \
+        ([a.s3_uri for a in directory.artifacts] if directory.enabled else [])
+
+
+# Beside the scripts in the lifecycle prefix (HyperPod copies the prefix to every node); configure_sssd.sh checks its
+# sha256 against the parameters before sssd trusts it.
+DIRECTORY_CA_FILE = "directory/ca.pem"
+
+
+def directory_sources(config: PlatformConfig) -> list[s3deploy.ISource]:
+    if not config.cluster.directory.enabled:
+        return []
+    return [s3deploy.Source.data(DIRECTORY_CA_FILE, ca_certificate_bytes(config).decode())]
+
+
+def directory_parameters(config: PlatformConfig) -> dict[str, Any] | None:
+    """What lifecycle/hyperpod/configure_sssd.sh reads; None when the directory is off. Never the password: nodes read
+    it from the secret at start."""
+    directory = config.cluster.directory
+    if not directory.enabled:
+        return None
+    return {"uris": list(directory.uris), "start_tls": directory.start_tls, "search_base": directory.search_base,
+            "bind_dn": directory.bind_dn, "bind_password_secret_arn": directory.bind_password_secret_arn,
+            "region": directory.bind_password_secret_arn.split(":")[3], "ldap_schema": directory.ldap_schema,
+            "access_groups": list(directory.access_groups), "admin_groups": list(directory.admin_groups),
+            "ca_certificate": {"file": DIRECTORY_CA_FILE,
+                               "sha256": hashlib.sha256(ca_certificate_bytes(config)).hexdigest()},
+            "artifacts": [a.model_dump() for a in directory.artifacts]}
 
 
 def node_metrics_parameters(config: PlatformConfig, remote_write_url: str | None) -> dict[str, Any] | None:
@@ -288,4 +340,5 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
                               "artifacts": [a.model_dump() for a in runtime.artifacts]},
         "accounting": accounting_parameters(config),
         "node_metrics": node_metrics_parameters(config, node_metrics_remote_write_url),
+        "directory": directory_parameters(config),
     }

@@ -73,6 +73,22 @@ METRICS_ARTIFACTS = [
     {"name": "prometheus", "s3_uri": "s3://mirror/debian/prometheus_2.42.0+ds-5+deb12u1_amd64.deb", "sha256": "2" * 64}]
 
 
+# cluster.directory on the default config: an LDAP directory whose bind password secret has a customer managed key.
+DIRECTORY_SECRET_ARN = "arn:aws:secretsmanager:us-west-2:111122223333:secret:hpc/directory-bind-AbCdEf"
+DIRECTORY_KEY_ARN = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+DIRECTORY = {"enabled": True, "uris": ["ldaps://ldap1.example.org", "ldaps://ldap2.example.org:636"],
+             "search_base": "dc=example,dc=org", "bind_dn": "cn=sssd-bind,ou=services,dc=example,dc=org",
+             "bind_password_secret_arn": DIRECTORY_SECRET_ARN, "bind_password_kms_key_arn": DIRECTORY_KEY_ARN,
+             "ca_certificate": "tests/fixtures/directory-ca.pem", "ldap_schema": "rfc2307bis",
+             "access_groups": ["hpc-users"], "admin_groups": ["hpc admins"]}
+
+
+def directory_config() -> PlatformConfig:
+    data = yaml.safe_load(VARIANT_FILES["default"].read_text())
+    data["cluster"]["directory"] = DIRECTORY
+    return parse_config(data, "directory")
+
+
 def metrics_config(data: dict, source: str) -> PlatformConfig:
     slurm = data.get("orchestrator", "slurm") == "slurm"
     data.setdefault("observability", {}).update({
@@ -117,6 +133,8 @@ def _synth(variant: str, out_root: str) -> Synthesized:
                             studio={"mlflow": {"enabled": True}})
     elif variant == "metrics":  # Slurm with node metrics, Grafana (Identity Center groups) and Studio
         config = metrics_config(yaml.safe_load(VARIANT_FILES["default"].read_text()), str(VARIANT_FILES["default"]))
+    elif variant == "directory":
+        config = directory_config()
     elif variant == "eks_metrics":
         data = yaml.safe_load(VARIANT_FILES["eks"].read_text())
         data["eks"]["hyperpod_dependencies"]["chart_dir"] = str(STAND_IN_CHART)
@@ -146,4 +164,4 @@ def synth(synth_root):
     return lambda variant: _synth(variant, synth_root)
 
 
-ALL_VARIANTS = [*VARIANT_FILES, "eks_shared", "large", "metrics", "eks_metrics"]
+ALL_VARIANTS = [*VARIANT_FILES, "eks_shared", "large", "metrics", "eks_metrics", "directory"]

@@ -125,13 +125,39 @@ lock_removed() {
   log "locked user $name ($uid): no longer in the users list; home $(getent_field passwd "$name" 6) kept, running jobs and sessions are not stopped"
 }
 
+# cluster.directory (configure_sssd.sh ran first): a user the directory has is the directory's, never a local account
+# that would shadow it. Its uid and gid must be the config's, which Studio's POSIX identity, per-user partition and
+# Slurm token use; a mismatch is reported for every such user and fails this script once the others are done.
+DIRECTORY="$(param directory.search_base)"
+mismatches=()
+from_directory() {
+  local name=$1 uid=$2 gid=$3 entry duid dgid
+  [[ -n "$DIRECTORY" ]] || return 1
+  entry="$(getent -s sss passwd "$name" || true)"
+  [[ -n "$entry" ]] || return 1
+  IFS=: read -r _ _ duid dgid _ <<<"$entry"
+  if [[ "$duid:$dgid" != "$uid:$gid" ]]; then
+    mismatches+=("$name has uid:gid $duid:$dgid in the directory but $uid:$gid in users[]")
+  elif [[ -n "$(getent -s files passwd "$name" || true)" ]]; then
+    log "WARNING: $name is in the directory and also a local account of this node, which shadows it"
+  else
+    log "user $name ($uid:$gid) comes from the directory: no local account"
+  fi
+  return 0
+}
+
 users="$(params_py users "$PARAMS_FILE")"
 names=()
+directory_users=()
 while IFS=$'\t' read -r name uid gid sudo; do
   [[ -n "$name" ]] || continue
   names+=("$name")
-  ensure_group "$name" "$gid"
-  ensure_user "$name" "$uid" "$gid"
+  if from_directory "$name" "$uid" "$gid"; then
+    directory_users+=("$name")
+  else
+    ensure_group "$name" "$gid"
+    ensure_user "$name" "$uid" "$gid"
+  fi
   ensure_sudo "$name" "$sudo"
 done <<<"$users"
 
@@ -165,7 +191,17 @@ if [[ -n "$shared_name" && -n "$shared_gid" ]]; then
   members=",$(getent_field group "$shared_name" 4),"
   while IFS=$'\t' read -r name _; do
     [[ -n "$name" && "$members" != *",$name,"* ]] || continue
-    usermod -aG "$shared_name" "$name"
+    if [[ " ${directory_users[*]} " == *" $name "* ]]; then
+      gpasswd --add "$name" "$shared_name" >/dev/null # usermod edits only local accounts
+    else
+      usermod -aG "$shared_name" "$name"
+    fi
     log "added $name to group $shared_name"
   done <<<"$users"
+fi
+
+if ((${#mismatches[@]})); then
+  for m in "${mismatches[@]}"; do log "ERROR: $m" >&2; done
+  die "${#mismatches[@]} user(s) of the config differ from the directory: set users[].uid (and gid) to the" \
+    "directory's uidNumber/gidNumber, or take them out of users; Studio and Slurm tokens use the config's ids"
 fi

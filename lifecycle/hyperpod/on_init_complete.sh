@@ -30,6 +30,8 @@ log "node type: $NODE_TYPE (instance group ${detected#*$'\t'})"
 
 bash "$HERE/block_imds.sh"          # before any user exists: instance credentials for root only
 bash "$HERE/mount_fsx.sh"           # lifecycle mount, or wait for HyperPod's own mount
+# cluster.directory: SSSD before the users, so create_users.sh makes no local account the directory already has.
+bash "$HERE/configure_sssd.sh"
 bash "$HERE/create_users.sh"        # homes on FSx once it is there
 bash "$HERE/setup_ssh_keys.sh"      # passwordless SSH between nodes for cluster users
 bash "$HERE/install_users_sync.sh"  # later user changes reach this node through a systemd timer

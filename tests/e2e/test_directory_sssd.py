@@ -1,0 +1,405 @@
+"""End to end on a REAL directory: lifecycle/hyperpod/configure_sssd.sh against Debian's OpenLDAP server (slapd) on
+loopback over ldaps://, with real sssd, NSS, PAM (pamtester) and sudo.
+
+The host is left alone: the script and sssd run in a mount namespace of their own (unshare), where /etc (so
+/etc/sssd, /etc/nsswitch.conf, /etc/pam.d, /etc/sudoers.d, /etc/passwd), /var/lib/pam, /var/lib/sss, /var/log/sssd
+and /run are private copies.
+Secrets Manager is a moto server reached through tests/e2e/aws_shim.py; `systemctl` is a stand-in that starts sssd
+in that namespace (there is no systemd here). The scripts run from a copy of lifecycle/hyperpod with the CA beside
+them, as HyperPod lays out the lifecycle prefix on a node.
+
+Needs root and the Debian packages slapd, ldap-utils, sssd, sssd-ldap, libnss-sss, libpam-sss, pamtester and sudo.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(REPO / "tests"))
+HYPERPOD = REPO / "lifecycle" / "hyperpod"
+SSS_PROVIDER = Path("/usr/lib/x86_64-linux-gnu/sssd/libsss_ldap.so")
+COMMANDS = ("slapd", "slapadd", "slappasswd", "sssd", "pamtester", "sudo", "unshare", "nsenter", "openssl",
+            "pam-auth-update")
+
+missing = [c for c in COMMANDS if shutil.which(c, path=os.environ.get("PATH", "") + ":/usr/sbin") is None]
+pytestmark = pytest.mark.skipif(
+    bool(missing) or os.geteuid() != 0 or not SSS_PROVIDER.exists(),
+    reason=f"needs root, slapd and sssd (missing {', '.join(missing) or 'nothing'}): apt-get install slapd ldap-utils "
+           "sssd sssd-ldap libnss-sss libpam-sss pamtester sudo")
+
+SUFFIX = "dc=example,dc=org"
+BIND_DN = f"cn=sssd-bind,ou=services,{SUFFIX}"
+BIND_PASSWORD = "bind-pw-Very-Secret-7"
+PASSWORDS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "mallory": "mallory-pw-3", "carol": "carol-pw-4"}
+UIDS = {"alice": 20001, "bob": 20002, "mallory": 20003, "carol": 20004}
+GROUPS = {"hpc-users": (30000, ["alice", "bob", "carol"]), "hpc-admins": (30001, ["bob"])}
+PAM_SERVICE = "hyperpod-e2e-login"
+# The files configure_sssd.sh may write; a second run must leave each byte and mtime as it was.
+WRITTEN = ("/etc/sssd/sssd.conf", "/etc/sssd/hyperpod-directory-ca.pem", "/etc/nsswitch.conf",
+           "/etc/pam.d/common-auth", "/etc/pam.d/common-account", "/etc/pam.d/common-session",
+           "/etc/sudoers.d/91-hyperpod-directory")
+
+
+def run(cmd, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=kw.pop("timeout", 120), **kw)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ------------------------------------------------------------------------------------------ certificates and slapd
+def make_ca(base: Path, name: str) -> tuple[Path, Path]:
+    key, cert = base / f"{name}.key", base / f"{name}.pem"
+    out = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+               "-days", "2", "-subj", f"/CN={name}", "-addext", "basicConstraints=critical,CA:TRUE",
+               "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+    assert out.returncode == 0, out.stderr
+    return key, cert
+
+
+def make_server_cert(base: Path, name: str, ca_key: Path, ca_cert: Path) -> tuple[Path, Path]:
+    key, csr, cert, ext = (base / f"{name}.key", base / f"{name}.csr", base / f"{name}.pem", base / f"{name}.ext")
+    out = run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+               "-subj", "/CN=127.0.0.1"])
+    assert out.returncode == 0, out.stderr
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    out = run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_cert), "-CAkey", str(ca_key),
+               "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext)])
+    assert out.returncode == 0, out.stderr
+    return key, cert
+
+
+def ssha(password: str) -> str:
+    out = run(["slappasswd", "-s", password], env={"PATH": "/usr/sbin:/usr/bin"})
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def directory_ldif() -> str:
+    entries = [f"dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n"]
+    for ou in ("people", "groups", "services"):
+        entries.append(f"dn: ou={ou},{SUFFIX}\nobjectClass: organizationalUnit\nou: {ou}\n")
+    entries.append(f"dn: {BIND_DN}\nobjectClass: organizationalRole\nobjectClass: simpleSecurityObject\n"
+                   f"cn: sssd-bind\nuserPassword: {ssha(BIND_PASSWORD)}\n")
+    for name, uid in UIDS.items():
+        entries.append(f"dn: uid={name},ou=people,{SUFFIX}\nobjectClass: inetOrgPerson\nobjectClass: posixAccount\n"
+                       f"uid: {name}\ncn: {name}\nsn: {name}\nuidNumber: {uid}\ngidNumber: {uid}\n"
+                       f"homeDirectory: /users/{name}\nloginShell: /bin/bash\nuserPassword: {ssha(PASSWORDS[name])}\n")
+        entries.append(f"dn: cn={name},ou=groups,{SUFFIX}\nobjectClass: posixGroup\ncn: {name}\ngidNumber: {uid}\n")
+    for group, (gid, members) in GROUPS.items():
+        entries.append(f"dn: cn={group},ou=groups,{SUFFIX}\nobjectClass: posixGroup\ncn: {group}\ngidNumber: {gid}\n"
+                       + "".join(f"memberUid: {m}\n" for m in members))
+    return "\n".join(entries)
+
+
+class Slapd:
+    """One slapd serving ldaps://127.0.0.1:PORT with the given certificate."""
+
+    def __init__(self, base: Path, key: Path, cert: Path):
+        self.base, self.port = base, free_port()
+        (base / "db").mkdir(parents=True)
+        self.conf = base / "slapd.conf"
+        self.conf.write_text(f"""include /etc/ldap/schema/core.schema
+include /etc/ldap/schema/cosine.schema
+include /etc/ldap/schema/nis.schema
+include /etc/ldap/schema/inetorgperson.schema
+pidfile {base}/slapd.pid
+modulepath /usr/lib/ldap
+moduleload back_mdb
+TLSCertificateFile {cert}
+TLSCertificateKeyFile {key}
+database mdb
+suffix "{SUFFIX}"
+rootdn "cn=admin,{SUFFIX}"
+directory {base}/db
+access to attrs=userPassword by anonymous auth by * none
+access to * by users read by * none
+""")
+        ldif = base / "data.ldif"
+        ldif.write_text(directory_ldif())
+        out = run(["slapadd", "-f", str(self.conf), "-l", str(ldif)], env={"PATH": "/usr/sbin:/usr/bin"})
+        assert out.returncode == 0, out.stderr
+        self.uri = f"ldaps://127.0.0.1:{self.port}"
+        self.log = open(base / "slapd.log", "w")
+        self.proc = subprocess.Popen(["slapd", "-f", str(self.conf), "-h", self.uri + "/", "-d", "0"],
+                                     stdout=self.log, stderr=subprocess.STDOUT, env={"PATH": "/usr/sbin:/usr/bin"})
+        deadline = time.monotonic() + 20
+        while True:
+            assert self.proc.poll() is None, (base / "slapd.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "slapd did not listen"
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=20)
+        self.log.close()
+
+
+# ------------------------------------------------------------------------------------------ the node's namespace
+SYSTEMCTL = """#!/bin/bash
+# Stand-in for systemd in the test's mount namespace: runs the real sssd there.
+running() { [[ -s /run/sssd.pid ]] && kill -0 "$(cat /run/sssd.pid)" 2>/dev/null; }
+case "$1" in
+  is-active) running ;;
+  enable) exit 0 ;;
+  restart)
+    if running; then pid="$(cat /run/sssd.pid)"; kill "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done; fi
+    rm -f /var/lib/sss/mc/* /run/sssd.pid
+    echo restart >>"$SYSTEMCTL_LOG"
+    /usr/sbin/sssd -D ;;
+  *) echo "systemctl stand-in: $*" >&2; exit 1 ;;
+esac
+"""
+
+
+class Node:
+    """A mount namespace with private copies of the system files the script and sssd touch."""
+
+    # All of /etc (4 MB here): useradd and pam-auth-update replace files by rename, which a bind-mounted file refuses.
+    PRIVATE = ("/etc", "/var/lib/pam", "/var/lib/sss", "/var/log/sssd")
+
+    def __init__(self, base: Path, env: dict[str, str]):
+        self.base, self.env = base, env
+        root = base / "root"
+        lines = ["set -e"]
+        for path in self.PRIVATE:
+            copy = root / path.lstrip("/")
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            assert run(["cp", "-a", path, str(copy)]).returncode == 0
+            lines.append(f"mount --bind {copy} {path}")
+        for private in ("/var/lib/sss/db", "/var/lib/sss/mc", "/var/lib/sss/pipes", "/var/log/sssd"):
+            for f in (root / private.lstrip("/")).rglob("*"):
+                if f.is_file() or f.is_socket():
+                    f.unlink()
+        shutil.rmtree(root / "etc/sssd/conf.d", ignore_errors=True)
+        (root / "etc/sssd/conf.d").mkdir()
+        (root / "etc/sssd/sssd.conf").unlink(missing_ok=True)
+        # The node before the script: no sss in NSS, no pam_sss (the packages' own postinst added them on this host).
+        nss = root / "etc/nsswitch.conf"
+        nss.write_text("\n".join(line.replace(" sss", "") for line in nss.read_text().splitlines()
+                                 if not line.startswith("automount:")) + "\n")
+        (root / "etc/pam.d" / PAM_SERVICE).write_text("@include common-auth\n@include common-account\n")
+        lines += ["mount -t tmpfs tmpfs /run", "pam-auth-update --disable sss mkhomedir", "exec sleep infinity"]
+        self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "bash", "-c",
+                                      "\n".join(lines)], env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+                                                             "DEBIAN_FRONTEND": "noninteractive"})
+        deadline = time.monotonic() + 20
+        while "pam_sss" in self.read("/etc/pam.d/common-auth") or not self._mounted():
+            assert self.proc.poll() is None, "the namespace setup failed"
+            assert time.monotonic() < deadline, "the namespace was not ready"
+            time.sleep(0.2)
+
+    def _mounted(self) -> bool:
+        return "tmpfs /run " in self.run("cat", "/proc/self/mounts").stdout
+
+    def run(self, *cmd: str, input: str | None = None, env: dict[str, str] | None = None,
+            timeout: int = 180) -> subprocess.CompletedProcess:
+        return run(["nsenter", f"--target={self.proc.pid}", "--mount", "--", *cmd], input=input,
+                   env={**self.env, **(env or {})}, timeout=timeout)
+
+    def read(self, path: str) -> str:
+        result = self.run("cat", path)
+        return result.stdout if result.returncode == 0 else ""
+
+    def stop(self) -> None:
+        pid = self.read("/run/sssd.pid").strip()
+        if pid:
+            os.kill(int(pid), signal.SIGTERM)
+            for _ in range(100):
+                if not Path(f"/proc/{pid}").exists():
+                    break
+                time.sleep(0.1)
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+class Directory:
+    def __init__(self, base: Path, slapd: Slapd, ca: Path, secret_arn: str, env: dict[str, str]):
+        self.base, self.slapd, self.secret_arn = base, slapd, secret_arn
+        self.scripts = base / "hyperpod"
+        shutil.copytree(HYPERPOD, self.scripts, ignore=shutil.ignore_patterns("__pycache__"))
+        (self.scripts / "directory").mkdir()
+        shutil.copy(ca, self.scripts / "directory" / "ca.pem")
+        self.params = base / "platform_parameters.json"
+        self.write_params()
+        self.node = Node(base, {**env, "PARAMS_FILE": str(self.params), "LOG_DIR": str(base / "log"),
+                                "STATE_DIR": str(base / "state"), "RETRY_DELAY": "1",
+                                "SYSTEMCTL_LOG": str(base / "systemctl.log")})
+
+    def write_params(self, users=(), shared_group=None, **directory) -> None:
+        ca = (self.scripts / "directory" / "ca.pem").read_bytes()
+        section = {"uris": [self.slapd.uri], "start_tls": False, "search_base": SUFFIX, "bind_dn": BIND_DN,
+                   "bind_password_secret_arn": self.secret_arn, "region": "us-east-1", "ldap_schema": "rfc2307",
+                   "access_groups": ["hpc-users"], "admin_groups": ["hpc-admins"],
+                   "ca_certificate": {"file": "directory/ca.pem", "sha256": hashlib.sha256(ca).hexdigest()},
+                   "artifacts": [], **directory}
+        self.params.write_text(json.dumps({"version": 1, "users": list(users), "shared_group": shared_group,
+                                           "directory": section}))
+
+    def script(self, name: str, **env: str) -> subprocess.CompletedProcess:
+        return self.node.run("bash", str(self.scripts / name), env={"DIRECTORY_WAIT_ATTEMPTS": "20", **env})
+
+    def restarts(self) -> int:
+        log = self.base / "systemctl.log"
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[dict]:
+    from moto_server import moto_server
+    import boto3
+
+    base = Path(tempfile.mkdtemp(prefix="sssd-e2e-"))
+    base.chmod(0o755)
+    ca_key, ca = make_ca(base, "directory-ca")
+    rogue_key, rogue_ca = make_ca(base, "rogue-ca")
+    good = Slapd(base / "slapd-good", *make_server_cert(base, "server", ca_key, ca))
+    rogue = Slapd(base / "slapd-rogue", *make_server_cert(base, "rogue-server", rogue_key, rogue_ca))
+    shim = base / "bin"
+    shim.mkdir()
+    (shim / "systemctl").write_text(SYSTEMCTL)
+    (shim / "systemctl").chmod(0o755)
+    (shim / "aws").write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'aws_shim.py'} \"$@\"\n")
+    (shim / "aws").chmod(0o755)
+    try:
+        with moto_server() as url:
+            env = {"PATH": f"{shim}:/usr/sbin:/usr/bin:/sbin:/bin", "AWS_ENDPOINT_URL": url,
+                   "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                   "AWS_DEFAULT_REGION": "us-east-1"}
+            client = boto3.client("secretsmanager", region_name="us-east-1", endpoint_url=url,
+                                  aws_access_key_id="testing", aws_secret_access_key="testing")
+            arn = client.create_secret(Name="directory-bind", SecretString=BIND_PASSWORD)["ARN"]
+            yield {"base": base, "good": good, "rogue": rogue, "ca": ca, "rogue_ca": rogue_ca, "arn": arn,
+                   "env": env}
+    finally:
+        good.stop()
+        rogue.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def node(world) -> Iterator[Directory]:
+    directory = Directory(world["base"] / "node", world["good"], world["ca"], world["arn"], world["env"])
+    try:
+        directory.first = directory.script("configure_sssd.sh")
+        yield directory
+    finally:
+        directory.node.stop()
+
+
+def test_the_script_configures_sssd_and_the_directory_answers(node: Directory):
+    out = node.first.stdout + node.first.stderr
+    assert node.first.returncode == 0, out
+    assert "directory reachable: group 'hpc-users' is hpc-users:30000" in out
+    assert BIND_PASSWORD not in out  # never logged
+    conf = node.node.run("stat", "-c", "%a %U", "/etc/sssd/sssd.conf").stdout.split()
+    assert conf == ["600", "root"]
+    assert "ldap_tls_reqcert = demand" in node.node.read("/etc/sssd/sssd.conf")
+
+
+def test_getent_returns_the_directory_uid_and_id_its_groups(node: Directory):
+    passwd = node.node.run("getent", "passwd", "alice").stdout.strip()
+    assert passwd.split(":")[2:4] == ["20001", "20001"], passwd
+    # The platform's home root (here /home: no FSx), not the directory's /users.
+    assert passwd.split(":")[5] == "/home/alice", passwd
+    groups = node.node.run("id", "-Gn", "bob").stdout.split()
+    assert {"bob", "hpc-users", "hpc-admins"} <= set(groups), groups
+    # The host itself knows nothing of it.
+    assert run(["getent", "-s", "files", "passwd", "alice"]).returncode != 0
+
+
+def pamtester(node: Directory, user: str, *operations: str, password: str = "") -> subprocess.CompletedProcess:
+    return node.node.run("pamtester", "-v", PAM_SERVICE, user, *operations, input=password + "\n")
+
+
+def test_a_directory_user_authenticates_with_the_right_password_only(node: Directory):
+    ok = pamtester(node, "alice", "authenticate", password=PASSWORDS["alice"])
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    wrong = pamtester(node, "alice", "authenticate", password="not-her-password")
+    assert wrong.returncode != 0, wrong.stdout + wrong.stderr
+    assert "Authentication failure" in wrong.stdout + wrong.stderr
+
+
+def test_a_user_outside_the_access_groups_is_denied_at_the_account_stage(node: Directory):
+    allowed = pamtester(node, "alice", "acct_mgmt")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    # mallory's password is right, but she is in no access group.
+    auth = pamtester(node, "mallory", "authenticate", password=PASSWORDS["mallory"])
+    assert auth.returncode == 0, auth.stdout + auth.stderr
+    denied = pamtester(node, "mallory", "acct_mgmt")
+    assert denied.returncode != 0, denied.stdout + denied.stderr
+    assert "Permission denied" in denied.stdout + denied.stderr
+
+
+def test_an_admin_group_member_gets_sudo_and_others_do_not(node: Directory):
+    assert node.node.read("/etc/sudoers.d/91-hyperpod-directory") == "%hpc-admins ALL=(ALL) NOPASSWD:ALL\n"
+    bob = node.node.run("sudo", "-l", "-U", "bob")
+    assert "(ALL) NOPASSWD: ALL" in bob.stdout, bob.stdout + bob.stderr
+    alice = node.node.run("sudo", "-l", "-U", "alice")
+    assert "NOPASSWD" not in alice.stdout and "not allowed to run sudo" in alice.stdout, alice.stdout
+
+
+def test_a_second_run_changes_no_file_and_restarts_nothing(node: Directory):
+    def snapshot():
+        return {p: node.node.run("stat", "-c", "%Y.%y %a %s", p).stdout + node.node.read(p) for p in WRITTEN}
+    before, restarts = snapshot(), node.restarts()
+    again = node.script("configure_sssd.sh")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "no change: sssd keeps running" in again.stdout
+    assert snapshot() == before
+    assert node.restarts() == restarts
+
+
+def test_a_config_user_with_another_uid_than_the_directory_is_reported(node: Directory):
+    users = [{"name": "alice", "uid": 20001, "gid": 20001, "sudo": False},
+             {"name": "carol", "uid": 20099, "gid": 20099, "sudo": False},
+             {"name": "localonly", "uid": 20500, "gid": 20500, "sudo": False}]
+    node.write_params(users=users, shared_group={"name": "studio-shared", "gid": 2000})
+    try:
+        out = node.script("create_users.sh", DEFAULT_HOME_ROOT=str(node.base / "home"))
+    finally:
+        node.write_params()
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, text
+    assert "carol has uid:gid 20004:20004 in the directory but 20099:20099 in users[]" in text
+    assert "user alice (20001:20001) comes from the directory: no local account" in text
+    # No local account shadows the directory's alice or carol; a user the directory lacks is still created.
+    for name in ("alice", "carol"):
+        assert node.node.run("getent", "-s", "files", "passwd", name).returncode != 0
+    assert node.node.run("getent", "-s", "files", "passwd", "localonly").returncode == 0
+    # Studio's shared group (local) gets the directory user too, though usermod cannot edit her.
+    members = node.node.run("getent", "group", "studio-shared").stdout.strip().split(":")[3].split(",")
+    assert {"alice", "localonly"} <= set(members), members
+
+
+def test_a_server_certificate_from_another_ca_is_refused(world):
+    directory = Directory(world["base"] / "rogue-node", world["rogue"], world["ca"], world["arn"], world["env"])
+    try:
+        out = directory.script("configure_sssd.sh", DIRECTORY_WAIT_ATTEMPTS="8")
+        text = out.stdout + out.stderr
+        assert out.returncode != 0, text
+        assert "sssd cannot resolve the access group 'hpc-users'" in text
+        assert directory.node.run("getent", "passwd", "alice").returncode != 0
+    finally:
+        directory.node.stop()
