@@ -864,6 +864,12 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
     if cfg.cluster.pam_slurm_adopt and cfg.orchestrator != "slurm":
         add(f"cluster.pam_slurm_adopt: true with orchestrator {cfg.orchestrator!r}; it is a Slurm PAM module, "
             "allowed only with orchestrator slurm")
+    if cfg.cluster.pam_slurm_adopt and cfg.cluster.directory.enabled:
+        for i, group in enumerate(cfg.cluster.directory.admin_groups):
+            if " " in group:  # pam_access(8) lists users and (groups) separated by spaces
+                add(f"cluster.directory.admin_groups[{i}]: {group!r} with cluster.pam_slurm_adopt: true; compute "
+                    "nodes let admin groups past pam_slurm_adopt through pam_access, whose lists cannot hold a "
+                    "space. Allowed: a group name without spaces")
 
     names: dict[str, int] = {}
     uids: dict[int, int] = {}

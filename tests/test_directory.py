@@ -91,6 +91,20 @@ def test_a_directory_group_named_like_a_config_user_is_refused():
     assert any("cluster.directory: group 'ada' is also users[0].name" in e for e in errors), errors
 
 
+def test_an_admin_group_with_a_space_is_refused_only_with_pam_slurm_adopt():
+    # pam_access(8), which lets admin groups past pam_slurm_adopt, separates its list entries by spaces.
+    data = yaml.safe_load(VARIANT_FILES["default"].read_text())
+    data["cluster"]["directory"] = _with(admin_groups=["hpc admins", "ops"])
+    parse_config(copy.deepcopy(data))  # without pam_slurm_adopt a space is fine (sudoers escapes it)
+    data["cluster"]["pam_slurm_adopt"] = True
+    with pytest.raises(ConfigError) as e:
+        parse_config(data)
+    assert e.value.errors == [
+        "cluster.directory.admin_groups[0]: 'hpc admins' with cluster.pam_slurm_adopt: true; compute nodes let admin "
+        "groups past pam_slurm_adopt through pam_access, whose lists cannot hold a space. Allowed: a group name "
+        "without spaces"]
+
+
 # ---------------------------------------------------------------------------------------------- synth
 def _parameters(s) -> dict:
     (raw,) = [p.read_text() for p in s.out_dir.glob("asset.*/platform_parameters.json")]

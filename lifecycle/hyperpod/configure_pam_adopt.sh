@@ -2,7 +2,8 @@
 # pam_slurm_adopt (platform_parameters.json `slurm.pam_slurm_adopt`, from cluster.pam_slurm_adopt): on compute nodes an
 # SSH login is allowed only to a user with a job on that node, and the session joins that job, so Slurm ends it with
 # the job (https://slurm.schedmd.com/pam_slurm_adopt.html). Root always passes (the module's own rule); `users` with
-# `sudo: true` pass through pam_access before it. Login nodes and the controller keep ordinary SSH.
+# `sudo: true` and members of cluster.directory.admin_groups pass through pam_access before it. Login nodes and the
+# controller keep ordinary SSH.
 #
 # compute:    a delimited block at the end of $PAM_SSHD (/etc/pam.d/sshd), so after the account stack's common-account:
 #               account sufficient pam_access.so accessfile=$ACCESS_FILE   (the admins, then -:ALL:ALL)
@@ -96,7 +97,7 @@ find_module() {
 }
 
 configure_compute() {
-  local module admins=() name sudo
+  local module admins=() name sudo group
   if [[ "$enabled" == false ]]; then
     if set_block "$PAM_SSHD"; then
       log "removed pam_slurm_adopt from $PAM_SSHD"
@@ -113,8 +114,12 @@ configure_compute() {
   while IFS=$'\t' read -r name _ _ sudo; do
     [[ "$sudo" == true ]] && admins+=("$name")
   done < <(params_py users "$PARAMS_FILE")
-  # pam_access(8) file: root and the config's sudo users may log in without a job; everyone else goes on to
-  # pam_slurm_adopt (a failing `sufficient` module is ignored).
+  # pam_access(8) writes a group as (name); the config refuses admin group names with spaces here (a list field).
+  while IFS= read -r group; do
+    [[ -n "$group" ]] && admins+=("($group)")
+  done < <(params_py admin-groups "$PARAMS_FILE")
+  # pam_access(8) file: root, the config's sudo users and the directory's admin groups may log in without a job;
+  # everyone else goes on to pam_slurm_adopt (a failing `sufficient` module is ignored).
   if set_block "$ACCESS_FILE" "+:root${admins[*]:+ ${admins[*]}}:ALL" "-:ALL:ALL"; then
     log "wrote $ACCESS_FILE (admins: ${admins[*]:-none})"
   fi

@@ -214,6 +214,25 @@ def test_a_user_with_a_running_job_is_allowed_and_an_admin_always(env: GresEnv, 
     assert env.pamtester("rosalind")[0] != 0
 
 
+def test_a_member_of_a_directory_admin_group_is_allowed_without_a_job(env: GresEnv, adopt):
+    # A local group stands in for the directory's: pam_access asks NSS for membership either way (sss or files).
+    group = f"e2e-admins-{os.getpid()}"
+    assert run(["groupadd", group]).returncode == 0
+    try:
+        assert run(["gpasswd", "-a", "enrico", group]).returncode == 0
+        assert env.pamtester("enrico")[0] != 0  # no job, not yet an admin
+        env.write_params(directory={"admin_groups": [group]})
+        env.script("configure_pam_adopt.sh", "compute", **env.compute_env)
+        rc, out = env.pamtester("enrico")
+        assert rc == 0, out
+        assert env.pamtester("gregor")[0] != 0  # not in the group: still refused
+    finally:
+        env.write_params(directory=None)
+        env.script("configure_pam_adopt.sh", "compute", **env.compute_env)
+        run(["groupdel", group])
+    assert env.pamtester("enrico")[0] != 0
+
+
 def test_turning_it_off_restores_the_pam_stack(env: GresEnv, adopt):
     pam_file = Path("/etc/pam.d") / PAM_SERVICE
     env.write_params(slurm={"pam_slurm_adopt": False})

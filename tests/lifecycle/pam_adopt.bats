@@ -47,6 +47,18 @@ setup_pam() {
   [ "$(grep -cxF "$BEGIN" "$PAM_SSHD")" -eq 1 ]
 }
 
+@test "compute: the directory's admin groups pass pam_access as (group) entries" {
+  setup_pam
+  set_param directory '{"admin_groups": ["hpc-admins", "ops"]}'
+  run bash "$SCRIPTS/configure_pam_adopt.sh" compute
+  [ "$status" -eq 0 ]
+  grep -qxF "+:root bob (hpc-admins) (ops):ALL" "$ACCESS_FILE"
+  set_param directory null
+  run bash "$SCRIPTS/configure_pam_adopt.sh" compute
+  [ "$status" -eq 0 ]
+  grep -qxF "+:root bob:ALL" "$ACCESS_FILE"
+}
+
 @test "compute: without the module built for this Slurm it stops and leaves PAM alone" {
   setup_pam
   rm "$PAM_SLURM_ADOPT_CANDIDATES"

@@ -133,6 +133,9 @@ def main(argv):
     elif command == "users":
         for u in load(args[0]).get("users") or []:
             print(f"{u['name']}\t{u['uid']}\t{u['gid']}\t{scalar(bool(u.get('sudo')))}")
+    elif command == "admin-groups":  # directory.admin_groups, one a line (none without a directory)
+        for group in (load(args[0]).get("directory") or {}).get("admin_groups") or []:
+            print(group)
     elif command == "artifacts":  # artifacts PARAMS [SECTION]: container_runtime (default) or node_metrics
         section = load(args[0]).get(args[1] if len(args) > 1 else "container_runtime") or {}
         for a in section.get("artifacts") or []:
