@@ -28,6 +28,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
+from constructs.nested_inputs import NestedInputs
 
 HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "fsx_partitions"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -74,12 +75,17 @@ class FsxPartitions(Construct):
         self._condition_ids: dict[cdk.CfnCondition, str] = {}
 
     def partition(self, scope: Construct, id_: str, *, relative_name: str, uid: str, gid: str, mode: str,
-                  condition: Optional[cdk.CfnCondition] = None) -> cdk.CfnResource:
+                  condition: Optional[cdk.CfnCondition] = None,
+                  inputs: Optional[NestedInputs] = None) -> cdk.CfnResource:
+        """inputs: when `scope` is a nested stack of many partitions, its shared values (service token, file system,
+        bucket) handed in once (constructs/nested_inputs.py) instead of as token strings per partition."""
+        shared = inputs.value if inputs is not None else (lambda value: value)
         # A plain CfnResource: one jsii call per partition, which matters at a thousand users.
         resource = cdk.CfnResource(scope, id_, type="Custom::FsxPartition", properties={
-            "ServiceToken": self._service_token, "FileSystemId": self.file_system_id,
-            "FileSystemPath": self.file_system_path, "DataBucket": self.data_bucket_name, "S3Prefix": self.s3_prefix,
-            "RelativePath": f"{self.partition_root}/{relative_name}", "Uid": uid, "Gid": gid, "Mode": mode})
+            "ServiceToken": shared(self._service_token), "FileSystemId": shared(self.file_system_id),
+            "FileSystemPath": self.file_system_path, "DataBucket": shared(self.data_bucket_name),
+            "S3Prefix": self.s3_prefix, "RelativePath": f"{self.partition_root}/{relative_name}", "Uid": uid,
+            "Gid": gid, "Mode": mode})
         # Deleting this resource never deletes the directory: the handler's Delete only detaches.
         if condition is not None:
             # What `cfn_options.condition = condition` renders, in one kernel call instead of three.
@@ -98,7 +104,7 @@ class FsxPartitions(Construct):
     def chain(resources: list[cdk.CfnResource], lanes: int = MAX_IMPORTS_IN_FLIGHT) -> None:
         """Create partitions `lanes` at a time: each waits for the one `lanes` places before it."""
         for index in range(lanes, len(resources)):
-            resources[index].add_dependency(resources[index - lanes])
+            resources[index].add_resource_dependency(resources[index - lanes])
 
     def path_of(self, relative_name: str) -> str:
         return f"{self.file_system_path}/{self.partition_root}/{relative_name}"

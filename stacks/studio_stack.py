@@ -14,6 +14,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
 from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, lifecycle_bucket_name
+from constructs.nested_inputs import NestedInputs
 from constructs.platform_role_names import (PARTITION_HANDLERS, partition_handler_role_name,
                                            slurm_jwt_key_secret_name, slurm_token_issuer_role_name,
                                            slurm_token_secret_prefix, studio_execution_role_name,
@@ -338,29 +339,34 @@ class StudioUsers(cdk.NestedStack):
         is_shared = cdk.CfnCondition(self, "IsSharedFSx", expression=cdk.Fn.condition_equals(param.value_as_string, "True"))
         is_per_user = cdk.CfnCondition(self, "IsPerUserFSx", expression=cdk.Fn.condition_not(is_shared))
         shared, per_user, no_value = is_shared.logical_id, is_per_user.logical_id, {"Ref": "AWS::NoValue"}
+        # Values every user's resources share, handed in once: the parameters CDK would create, same names, and in
+        # the order CDK met them (inputs.value on first use), so the template reads exactly as before.
+        inputs = NestedInputs(self)
         created = []
         departments = department_tags(config)
         user_roles: Mapping[str, object] = {}
         if token_issuer is not None:
             user_roles = token_issuer.users(
                 self, users=[u.name for u in users], role_path=studio_user_role_path(config.name),
-                policy_arn=user_policy.managed_policy_arn, deploy_role_arn=deploy_role_arn(self))
+                policy_arn=user_policy.managed_policy_arn, deploy_role_arn=deploy_role_arn(self), inputs=inputs)
         for user in users:
-            partition = partitions.partition(self, f"Partition-{user.name}", relative_name=user.name,
-                                             uid=str(user.uid), gid=str(user.group_id), mode="0700",
-                                             condition=is_per_user)
+            partition_id = f"Partition-{user.name}"
+            partition = partitions.partition(self, partition_id, relative_name=user.name, uid=str(user.uid),
+                                             gid=str(user.group_id), mode="0700", condition=is_per_user,
+                                             inputs=inputs)
             created.append(partition)
             # Plain CloudFormation properties: a thousand profiles through the typed L1 cost seconds of jsii calls.
             cdk.CfnResource(self, f"Profile-{user.name}", type="AWS::SageMaker::UserProfile", properties={
-                "DomainId": domain_id, "UserProfileName": user.name,
+                "DomainId": inputs.value(domain_id), "UserProfileName": user.name,
                 "UserSettings": {
                     "CustomPosixUserConfig": {"Uid": user.uid,
                                               "Gid": {"Fn::If": [shared, config.studio.shared_gid, user.group_id]}},
                     # The partition's attribute: the profile (and its mount) exists only once the directory does.
                     "CustomFileSystemConfigs": {"Fn::If": [per_user, [{"FSxLustreFileSystemConfig": {
-                        "FileSystemId": file_system_id, "FileSystemPath": partitions.path_attribute(partition)}}],
+                        "FileSystemId": inputs.value(file_system_id),
+                        "FileSystemPath": {"Fn::GetAtt": [inputs.logical_id(partition, partition_id), "Path"]}}}],
                         no_value]},
-                    **({"ExecutionRole": team_roles[user.name]} if user.name in team_roles else {}),
+                    **({"ExecutionRole": inputs.value(team_roles[user.name])} if user.name in team_roles else {}),
                     **({"ExecutionRole": user_roles[user.name]} if user.name in user_roles else {}),
                 },
                 # The department's cost allocation tag (cluster.budget.department_tag_key): the domain propagates it
