@@ -336,8 +336,8 @@ class StudioUsers(cdk.NestedStack):
         super().__init__(scope, id_, parameters={"SharedFSx": shared_fsx},
                          description=f"Studio user profiles {users[0].name} .. {users[-1].name}")
         # One template for all of them, included in one call (constructs/nested_template.py): through jsii, a thousand
-        # users' resources cost seconds of kernel round trips. Shared values become parameters on first use, in the
-        # order CDK met them when these were CfnResources, so the template reads exactly as before.
+        # users' resources cost seconds of kernel round trips. Same logical ids and properties as when they were
+        # CfnResources; shared values become parameters on first use, in the order CDK met them then.
         template = NestedTemplate(self)
         resources: dict[str, dict] = {}
         departments = department_tags(config)
@@ -354,11 +354,11 @@ class StudioUsers(cdk.NestedStack):
                 template, relative_name=user.name, uid=str(user.uid), gid=str(user.group_id), mode="0700",
                 condition="IsPerUserFSx")
             partition_ids.append(partition_id)
-            resources[top_level_logical_id(f"Profile-{user.name}")] = {"Type": "AWS::SageMaker::UserProfile", "Properties": {
+            profile = {"Type": "AWS::SageMaker::UserProfile", "Properties": {
                 "DomainId": template.value(domain_id), "UserProfileName": user.name,
                 "UserSettings": {
-                    "CustomPosixUserConfig": {"Uid": user.uid,
-                                              "Gid": {"Fn::If": ["IsSharedFSx", config.studio.shared_gid, user.group_id]}},
+                    "CustomPosixUserConfig": {
+                        "Uid": user.uid, "Gid": {"Fn::If": ["IsSharedFSx", config.studio.shared_gid, user.group_id]}},
                     # The partition's attribute: the profile (and its mount) exists only once the directory does.
                     "CustomFileSystemConfigs": {"Fn::If": ["IsPerUserFSx", [{"FSxLustreFileSystemConfig": {
                         "FileSystemId": template.value(file_system_id),
@@ -370,6 +370,7 @@ class StudioUsers(cdk.NestedStack):
                 # to the user's spaces and apps, which the department's budget counts.
                 **({"Tags": [{"Key": departments[user.name][0], "Value": departments[user.name][1]}]}
                    if user.name in departments else {})}}
+            resources[top_level_logical_id(f"Profile-{user.name}")] = profile
         # Not 150 imports at once: a few lanes, each partition after the one MAX_IMPORTS_IN_FLIGHT before it.
         partitions.chain_template(resources, partition_ids)
         template.include({
@@ -377,6 +378,7 @@ class StudioUsers(cdk.NestedStack):
             "Conditions": {"IsSharedFSx": {"Fn::Equals": [{"Ref": "SharedFSx"}, "True"]},
                            "IsPerUserFSx": {"Fn::Not": [{"Condition": "IsSharedFSx"}]}},
             "Resources": resources}, dehydrated=[i for i in resources if i not in partition_ids])
+
 
 def deploy_role_arn(scope: Construct) -> str:
     """CDK's CloudFormation execution role, which creates and updates the token secrets."""

@@ -146,7 +146,8 @@ USERS_STACK_PARAMETERS = {
 def test_per_user_resources_keep_their_logical_ids_and_parameters(synth):
     s = synth("containers")
     (nested,) = s.nested.values()
-    expected = {f"{prefix}{user.name}": type_ for user in s.config.users for prefix, type_ in PER_USER_RESOURCES.items()}
+    expected = {f"{prefix}{user.name}": type_
+                for user in s.config.users for prefix, type_ in PER_USER_RESOURCES.items()}
     expected |= {"SlurmTokenSchedule": "AWS::Events::Rule", "SlurmTokenScheduleInvokes": "AWS::Lambda::Permission"}
     assert {logical_id: r["Type"] for logical_id, r in nested["Resources"].items()} == expected
     (stack,) = _resources(s.templates["studio"], "AWS::CloudFormation::Stack").values()
@@ -179,7 +180,8 @@ def test_per_user_resources_keep_their_logical_ids_and_parameters(synth):
     file_system = by_name["referencetocourseclusterstorageLustreFileSystem81795A70Ref".removeprefix(
         "referencetocourseclusterstudio")]
     assert partition["FileSystemId"] == file_system
-    assert settings["CustomFileSystemConfigs"]["Fn::If"][1][0]["FSxLustreFileSystemConfig"]["FileSystemId"] == file_system
+    mount = settings["CustomFileSystemConfigs"]["Fn::If"][1][0]["FSxLustreFileSystemConfig"]
+    assert mount["FileSystemId"] == file_system
     # Partitions exist only in per-user mode and start MAX_IMPORTS_IN_FLIGHT at a time.
     partitions = [logical_id for logical_id in resources if logical_id.startswith("Partition")]
     assert all(resources[p]["Condition"] == "IsPerUserFSx" for p in partitions)
