@@ -28,6 +28,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
+from constructs.nested_template import NestedTemplate
 
 HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "fsx_partitions"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -76,10 +77,8 @@ class FsxPartitions(Construct):
     def partition(self, scope: Construct, id_: str, *, relative_name: str, uid: str, gid: str, mode: str,
                   condition: Optional[cdk.CfnCondition] = None) -> cdk.CfnResource:
         # A plain CfnResource: one jsii call per partition, which matters at a thousand users.
-        resource = cdk.CfnResource(scope, id_, type="Custom::FsxPartition", properties={
-            "ServiceToken": self._service_token, "FileSystemId": self.file_system_id,
-            "FileSystemPath": self.file_system_path, "DataBucket": self.data_bucket_name, "S3Prefix": self.s3_prefix,
-            "RelativePath": f"{self.partition_root}/{relative_name}", "Uid": uid, "Gid": gid, "Mode": mode})
+        resource = cdk.CfnResource(scope, id_, type="Custom::FsxPartition", properties=self._properties(
+            relative_name=relative_name, uid=uid, gid=gid, mode=mode))
         # Deleting this resource never deletes the directory: the handler's Delete only detaches.
         if condition is not None:
             # What `cfn_options.condition = condition` renders, in one kernel call instead of three.
@@ -87,6 +86,21 @@ class FsxPartitions(Construct):
                 self._condition_ids[condition] = condition.logical_id
             resource.add_override("Condition", self._condition_ids[condition])
         return resource
+
+    def partition_template(self, template: NestedTemplate, *, relative_name: str, uid: str, gid: str, mode: str,
+                           condition: Optional[str] = None) -> dict:
+        """The same partition as a resource of a nested stack's template (constructs/nested_template.py), for stacks
+        of many: the shared values (service token, file system, bucket) become parameters once per stack."""
+        return {"Type": "Custom::FsxPartition",
+                "Properties": self._properties(relative_name=relative_name, uid=uid, gid=gid, mode=mode,
+                                               shared=template.value),
+                **({"Condition": condition} if condition else {})}
+
+    def _properties(self, *, relative_name: str, uid: str, gid: str, mode: str, shared=lambda value: value) -> dict:
+        return {"ServiceToken": shared(self._service_token), "FileSystemId": shared(self.file_system_id),
+                "FileSystemPath": self.file_system_path, "DataBucket": shared(self.data_bucket_name),
+                "S3Prefix": self.s3_prefix, "RelativePath": f"{self.partition_root}/{relative_name}", "Uid": uid,
+                "Gid": gid, "Mode": mode}
 
     @staticmethod
     def path_attribute(resource: cdk.CfnResource) -> dict:
@@ -98,7 +112,13 @@ class FsxPartitions(Construct):
     def chain(resources: list[cdk.CfnResource], lanes: int = MAX_IMPORTS_IN_FLIGHT) -> None:
         """Create partitions `lanes` at a time: each waits for the one `lanes` places before it."""
         for index in range(lanes, len(resources)):
-            resources[index].add_dependency(resources[index - lanes])
+            resources[index].add_resource_dependency(resources[index - lanes])
+
+    @staticmethod
+    def chain_template(resources: dict[str, dict], logical_ids: list[str], lanes: int = MAX_IMPORTS_IN_FLIGHT) -> None:
+        """`chain` for partitions in a template (`partition_template`), by logical id."""
+        for index in range(lanes, len(logical_ids)):
+            resources[logical_ids[index]]["DependsOn"] = [logical_ids[index - lanes]]
 
     def path_of(self, relative_name: str) -> str:
         return f"{self.file_system_path}/{self.partition_root}/{relative_name}"

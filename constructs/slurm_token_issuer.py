@@ -21,6 +21,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge
+from constructs.nested_template import NestedTemplate, top_level_logical_id
 
 HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "slurm_tokens"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -75,21 +76,24 @@ class SlurmTokenIssuer(Construct):
                     "cluster stack's, not referenced so Studio does not wait for the cluster)",
                     findings=[f"Resource::{self.token_secrets_arn}", f"Resource::{keys}", f"Resource::<{stack.get_logical_id(log_group.node.default_child)}.Arn>:log-stream:*"])
 
-    def users(self, scope: Construct, *, users: Sequence[str], role_path: str, policy_arn: str,
-              deploy_role_arn: str) -> dict[str, dict]:
-        """In `scope` (a nested user stack): for each user a token secret, its resource policy and an execution role;
-        one schedule for the batch. Plain CloudFormation resources (a thousand users through typed L1s cost seconds
-        of jsii calls). Returns {user: {"Fn::GetAtt": [role, "Arn"]}}."""
-        # Read once, outside the loop: every jsii property read is a round trip to the kernel.
-        roles, issuer_role_arn = {}, self.role.role_arn
+    def users(self, scope: Construct, template: NestedTemplate, *, users: Sequence[str], role_path: str,
+              policy_arn: str, deploy_role_arn: str) -> tuple[dict[str, dict], dict[str, dict]]:
+        """For `scope`, a nested user stack whose template `template` builds: for each user a token secret, its
+        resource policy and an execution role; one schedule for the batch. Returns (resources by logical id,
+        {user: {"Fn::GetAtt": [role, "Arn"]}})."""
+        role_path, policy_arn = template.value(role_path), template.value(policy_arn)
+        issuer_role_arn, deploy_role_arn = template.value(self.role.role_arn), template.value(deploy_role_arn)
+        function_arn = template.value(self.function.function_arn)
+        resources, roles = {}, {}
         for user in users:
-            secret, policy, role = f"SlurmToken-{user}", f"SlurmTokenPolicy-{user}", f"ExecutionRole-{user}"
-            secret_resource = cdk.CfnResource(scope, secret, type="AWS::SecretsManager::Secret", properties={
+            secret_id, policy_id, role_id = (top_level_logical_id(f"{kind}-{user}")
+                                             for kind in ("SlurmToken", "SlurmTokenPolicy", "ExecutionRole"))
+            role_arn = {"Fn::GetAtt": [role_id, "Arn"]}
+            resources[secret_id] = {"Type": "AWS::SecretsManager::Secret", "Properties": {
                 "Name": f"{self.secret_prefix}{user}",
                 "Description": f"Slurm auth/jwt token of Studio user {user} (renewed every 15 minutes)",
-                "SecretString": json.dumps({"user": user})})
-            secret_id = secret_resource.logical_id
-            role_resource = cdk.CfnResource(scope, role, type="AWS::IAM::Role", properties={
+                "SecretString": json.dumps({"user": user})}}
+            resources[role_id] = {"Type": "AWS::IAM::Role", "Properties": {
                 "Path": role_path,
                 "Description": f"Studio apps of user {user}: the shared app permissions and {user}'s Slurm token",
                 "AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": [{
@@ -99,9 +103,8 @@ class SlurmTokenIssuer(Construct):
                 "Policies": [{"PolicyName": "OwnSlurmToken", "PolicyDocument": {"Version": "2012-10-17", "Statement": [{
                     "Sid": "ReadOwnSlurmToken", "Effect": "Allow",
                     "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-                    "Resource": {"Ref": secret_id}}]}}]})
-            role_arn = {"Fn::GetAtt": [role_resource.logical_id, "Arn"]}
-            cdk.CfnResource(scope, policy, type="AWS::SecretsManager::ResourcePolicy", properties={
+                    "Resource": {"Ref": secret_id}}]}}]}}
+            resources[policy_id] = {"Type": "AWS::SecretsManager::ResourcePolicy", "Properties": {
                 "SecretId": {"Ref": secret_id}, "BlockPublicPolicy": True,
                 "ResourcePolicy": {"Version": "2012-10-17", "Statement": [
                     {"Sid": "OnlyTheUserReads", "Effect": "Deny", "Principal": "*",
@@ -109,17 +112,17 @@ class SlurmTokenIssuer(Construct):
                      "Condition": {"ArnNotEquals": {"aws:PrincipalArn": role_arn}}},
                     {"Sid": "OnlyTheIssuerWrites", "Effect": "Deny", "Principal": "*",
                      "Action": ["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"], "Resource": "*",
-                     "Condition": {"ArnNotEquals": {"aws:PrincipalArn": [issuer_role_arn, deploy_role_arn]}}}]}})
+                     "Condition": {"ArnNotEquals": {"aws:PrincipalArn": [issuer_role_arn, deploy_role_arn]}}}]}}}
             roles[user] = role_arn
-        rule = cdk.CfnResource(scope, "SlurmTokenSchedule", type="AWS::Events::Rule", properties={
+        resources["SlurmTokenSchedule"] = {"Type": "AWS::Events::Rule", "Properties": {
             "Description": f"Renews the Slurm tokens of {users[0]} .. {users[-1]}",
             "ScheduleExpression": SCHEDULE, "State": "ENABLED",
-            "Targets": [{"Id": "SlurmTokenIssuer", "Arn": self.function.function_arn,
-                         "Input": json.dumps({"users": list(users)}, separators=(",", ":"))}]})
-        cdk.CfnResource(scope, "SlurmTokenScheduleInvokes", type="AWS::Lambda::Permission", properties={
-            "Action": "lambda:InvokeFunction", "FunctionName": self.function.function_arn,
-            "Principal": "events.amazonaws.com", "SourceArn": {"Fn::GetAtt": [rule.logical_id, "Arn"]}})
+            "Targets": [{"Id": "SlurmTokenIssuer", "Arn": function_arn,
+                         "Input": json.dumps({"users": list(users)}, separators=(",", ":"))}]}}
+        resources["SlurmTokenScheduleInvokes"] = {"Type": "AWS::Lambda::Permission", "Properties": {
+            "Action": "lambda:InvokeFunction", "FunctionName": function_arn,
+            "Principal": "events.amazonaws.com", "SourceArn": {"Fn::GetAtt": ["SlurmTokenSchedule", "Arn"]}}}
         acknowledge(scope, "AwsSolutions-SMG4",
                     "a user's Slurm token secret is rewritten every 15 minutes by the token issuer with a token valid "
                     "for one hour; Secrets Manager rotation would add nothing")
-        return roles
+        return resources, roles

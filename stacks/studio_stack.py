@@ -14,6 +14,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
 from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, lifecycle_bucket_name
+from constructs.nested_template import NestedTemplate, top_level_logical_id
 from constructs.platform_role_names import (PARTITION_HANDLERS, partition_handler_role_name,
                                            slurm_jwt_key_secret_name, slurm_token_issuer_role_name,
                                            slurm_token_secret_prefix, studio_execution_role_name,
@@ -334,41 +335,49 @@ class StudioUsers(cdk.NestedStack):
                  token_issuer: SlurmTokenIssuer | None = None, user_policy: iam.ManagedPolicy | None = None) -> None:
         super().__init__(scope, id_, parameters={"SharedFSx": shared_fsx},
                          description=f"Studio user profiles {users[0].name} .. {users[-1].name}")
-        param = cdk.CfnParameter(self, "SharedFSx", type="String", allowed_values=["True", "False"])
-        is_shared = cdk.CfnCondition(self, "IsSharedFSx", expression=cdk.Fn.condition_equals(param.value_as_string, "True"))
-        is_per_user = cdk.CfnCondition(self, "IsPerUserFSx", expression=cdk.Fn.condition_not(is_shared))
-        shared, per_user, no_value = is_shared.logical_id, is_per_user.logical_id, {"Ref": "AWS::NoValue"}
-        created = []
+        # One template for all of them, included in one call (constructs/nested_template.py): through jsii, a thousand
+        # users' resources cost seconds of kernel round trips. Same logical ids and properties as when they were
+        # CfnResources; shared values become parameters on first use, in the order CDK met them then.
+        template = NestedTemplate(self)
+        resources: dict[str, dict] = {}
         departments = department_tags(config)
         user_roles: Mapping[str, object] = {}
         if token_issuer is not None:
-            user_roles = token_issuer.users(
-                self, users=[u.name for u in users], role_path=studio_user_role_path(config.name),
+            token_resources, user_roles = token_issuer.users(
+                self, template, users=[u.name for u in users], role_path=studio_user_role_path(config.name),
                 policy_arn=user_policy.managed_policy_arn, deploy_role_arn=deploy_role_arn(self))
+            resources.update(token_resources)
+        partition_ids = []
         for user in users:
-            partition = partitions.partition(self, f"Partition-{user.name}", relative_name=user.name,
-                                             uid=str(user.uid), gid=str(user.group_id), mode="0700",
-                                             condition=is_per_user)
-            created.append(partition)
-            # Plain CloudFormation properties: a thousand profiles through the typed L1 cost seconds of jsii calls.
-            cdk.CfnResource(self, f"Profile-{user.name}", type="AWS::SageMaker::UserProfile", properties={
-                "DomainId": domain_id, "UserProfileName": user.name,
+            partition_id = top_level_logical_id(f"Partition-{user.name}")
+            resources[partition_id] = partitions.partition_template(
+                template, relative_name=user.name, uid=str(user.uid), gid=str(user.group_id), mode="0700",
+                condition="IsPerUserFSx")
+            partition_ids.append(partition_id)
+            profile = {"Type": "AWS::SageMaker::UserProfile", "Properties": {
+                "DomainId": template.value(domain_id), "UserProfileName": user.name,
                 "UserSettings": {
-                    "CustomPosixUserConfig": {"Uid": user.uid,
-                                              "Gid": {"Fn::If": [shared, config.studio.shared_gid, user.group_id]}},
+                    "CustomPosixUserConfig": {
+                        "Uid": user.uid, "Gid": {"Fn::If": ["IsSharedFSx", config.studio.shared_gid, user.group_id]}},
                     # The partition's attribute: the profile (and its mount) exists only once the directory does.
-                    "CustomFileSystemConfigs": {"Fn::If": [per_user, [{"FSxLustreFileSystemConfig": {
-                        "FileSystemId": file_system_id, "FileSystemPath": partitions.path_attribute(partition)}}],
-                        no_value]},
-                    **({"ExecutionRole": team_roles[user.name]} if user.name in team_roles else {}),
+                    "CustomFileSystemConfigs": {"Fn::If": ["IsPerUserFSx", [{"FSxLustreFileSystemConfig": {
+                        "FileSystemId": template.value(file_system_id),
+                        "FileSystemPath": {"Fn::GetAtt": [partition_id, "Path"]}}}], {"Ref": "AWS::NoValue"}]},
+                    **({"ExecutionRole": template.value(team_roles[user.name])} if user.name in team_roles else {}),
                     **({"ExecutionRole": user_roles[user.name]} if user.name in user_roles else {}),
                 },
                 # The department's cost allocation tag (cluster.budget.department_tag_key): the domain propagates it
                 # to the user's spaces and apps, which the department's budget counts.
                 **({"Tags": [{"Key": departments[user.name][0], "Value": departments[user.name][1]}]}
-                   if user.name in departments else {})})
+                   if user.name in departments else {})}}
+            resources[top_level_logical_id(f"Profile-{user.name}")] = profile
         # Not 150 imports at once: a few lanes, each partition after the one MAX_IMPORTS_IN_FLIGHT before it.
-        partitions.chain(created)
+        partitions.chain_template(resources, partition_ids)
+        template.include({
+            "Parameters": {"SharedFSx": {"Type": "String", "AllowedValues": ["True", "False"]}},
+            "Conditions": {"IsSharedFSx": {"Fn::Equals": [{"Ref": "SharedFSx"}, "True"]},
+                           "IsPerUserFSx": {"Fn::Not": [{"Condition": "IsSharedFSx"}]}},
+            "Resources": resources}, dehydrated=[i for i in resources if i not in partition_ids])
 
 
 def deploy_role_arn(scope: Construct) -> str:
