@@ -104,7 +104,7 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[Env]:
-    from test_studio_slurm_login import PosixUser, ensure_posix_user
+    from test_studio_slurm_login import PosixUser, ensure_posix_user, remove_posix_users
 
     data = example()
     base = Path(tempfile.mkdtemp(prefix="slurm-acct-"))
@@ -119,11 +119,7 @@ def env() -> Iterator[Env]:
         yield Env(cluster)
     finally:
         cluster.stop()
-        for name, user_ours, group_ours in reversed(created):
-            if user_ours:
-                run(["userdel", name])
-            if group_ours and run(["getent", "group", name]).returncode == 0:
-                run(["groupdel", name])
+        remove_posix_users(created)
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -78,7 +78,7 @@ class GresEnv(Env):
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[GresEnv]:
-    from test_studio_slurm_login import PosixUser, ensure_posix_user
+    from test_studio_slurm_login import PosixUser, ensure_posix_user, remove_posix_users
 
     data = example()
     config = parse_config(data)
@@ -101,11 +101,7 @@ def env() -> Iterator[GresEnv]:
     finally:
         pam_file.unlink(missing_ok=True)
         cluster.stop()
-        for name, user_ours, group_ours in reversed(created):
-            if user_ours:
-                run(["userdel", name])
-            if group_ours and run(["getent", "group", name]).returncode == 0:
-                run(["groupdel", name])
+        remove_posix_users(created)
         shutil.rmtree(base, ignore_errors=True)
 
 

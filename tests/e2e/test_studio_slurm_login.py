@@ -116,25 +116,31 @@ def ensure_posix_user(user: PosixUser) -> tuple[bool, bool]:
     return True, group_ours
 
 
+def remove_posix_users(created: list[tuple[str, bool, bool]]) -> list[str]:
+    """Undoes ensure_posix_user for (name, user is ours, group is ours), newest first; returns the errors."""
+    errors = []
+    for name, user_ours, group_ours in reversed(created):
+        if user_ours:
+            result = run(["userdel", name])
+            errors += [result.stderr] if result.returncode else []
+        # userdel already removes a primary group named after the user when USERGROUPS_ENAB is on.
+        if group_ours and run(["getent", "group", name]).returncode == 0:
+            result = run(["groupdel", name])
+            errors += [result.stderr] if result.returncode else []
+    return errors
+
+
 @pytest.fixture(scope="module")
 def studio_users() -> Iterator[tuple[PosixUser, PosixUser]]:
     """Two Studio users with their profiles' uid/gid, created on this machine (the "cluster") for the module."""
     users = (PosixUser("alice", 10001, 10001), PosixUser("bob", 10002, 10002))
-    created: list[tuple[PosixUser, bool, bool]] = []
+    created: list[tuple[str, bool, bool]] = []
     try:
         for user in users:
-            created.append((user, *ensure_posix_user(user)))
+            created.append((user.name, *ensure_posix_user(user)))
         yield users
     finally:
-        errors = []
-        for user, user_ours, group_ours in reversed(created):
-            if user_ours:
-                result = run(["userdel", user.name])
-                errors += [result.stderr] if result.returncode else []
-            # userdel already removes a primary group named after the user when USERGROUPS_ENAB is on.
-            if group_ours and any(g.gr_gid == user.gid for g in grp.getgrall()):
-                result = run(["groupdel", user.name])
-                errors += [result.stderr] if result.returncode else []
+        errors = remove_posix_users(created)
         assert not errors, errors
 
 
