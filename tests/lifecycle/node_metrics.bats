@@ -17,18 +17,7 @@ setup_metrics() {
 }
 
 # add_metrics_artifact NAME FILE CONTENT [SHA]
-add_metrics_artifact() {
-  local name=$1 file=$2 content=$3 sha=${4:-}
-  printf '%s' "$content" >"$STUB_S3_DIR/$file"
-  [[ -n "$sha" ]] || sha="$(sha256sum "$STUB_S3_DIR/$file" | cut -d' ' -f1)"
-  python3 - "$PARAMS_FILE" "$name" "s3://mirror-bucket/metrics/$file" "$sha" <<'PY'
-import json, sys
-path, name, uri, sha = sys.argv[1:]
-params = json.load(open(path))
-params["node_metrics"]["artifacts"].append({"name": name, "s3_uri": uri, "sha256": sha})
-json.dump(params, open(path, "w"), indent=2)
-PY
-}
+add_metrics_artifact() { add_section_artifact node_metrics metrics "$@"; }
 
 with_gpu() { mkdir -p "$NVIDIA_GPU_DIR/0000:00:1e.0"; }
 

@@ -80,18 +80,22 @@ mutating_calls() {
     grep -v '^scontrol show ' || true
 }
 
-# add_artifact NAME FILE CONTENT [SHA] : puts a fake .deb in the fake S3 and lists it in the params
-add_artifact() {
-  local name=$1 file=$2 content=$3 sha=${4:-}
+# add_section_artifact SECTION PREFIX NAME FILE CONTENT [SHA] : puts a fake .deb in the fake S3 under PREFIX and
+# lists it in the params' SECTION.artifacts (its sha256 unless SHA is given)
+add_section_artifact() {
+  local section=$1 prefix=$2 name=$3 file=$4 content=$5 sha=${6:-}
   printf '%s' "$content" >"$STUB_S3_DIR/$file"
   [[ -n "$sha" ]] || sha="$(sha256sum "$STUB_S3_DIR/$file" | cut -d' ' -f1)"
-  python3 - "$PARAMS_FILE" "$name" "s3://mirror-bucket/artifacts/$file" "$sha" <<'EOF'
+  python3 - "$PARAMS_FILE" "$section" "$name" "s3://mirror-bucket/$prefix/$file" "$sha" <<'EOF'
 import json, sys
-path, name, uri, sha = sys.argv[1:]
+path, section, name, uri, sha = sys.argv[1:]
 with open(path) as f:
     params = json.load(f)
-params["container_runtime"]["artifacts"].append({"name": name, "s3_uri": uri, "sha256": sha})
+params[section]["artifacts"].append({"name": name, "s3_uri": uri, "sha256": sha})
 with open(path, "w") as f:
     json.dump(params, f, indent=2)
 EOF
 }
+
+# add_artifact NAME FILE CONTENT [SHA] : a container runtime artifact
+add_artifact() { add_section_artifact container_runtime artifacts "$@"; }
