@@ -6,8 +6,8 @@ data repository task; the custom resource completes only when that task has succ
 exists with the right owner and mode before CloudFormation moves on (lambda/fsx_partitions/).
 
 At most MAX_IMPORTS_IN_FLIGHT import tasks run on the file system because of us: the handlers wait for a free slot
-(and FSx's DataRepositoryTaskExecuting / ServiceLimitExceeded answers) before starting one, and `chain` lets a
-stack create its partitions in that many lanes instead of all at once.
+(and FSx's DataRepositoryTaskExecuting / ServiceLimitExceeded answers) before starting one, and `chain_template`
+lets a stack create its partitions in that many lanes instead of all at once.
 """
 from __future__ import annotations
 
@@ -72,19 +72,14 @@ class FsxPartitions(Construct):
         acknowledge_provider(self.provider, [self.on_event, self.is_complete])
         # Read once: every read of a jsii property is a round trip to the kernel, and partition() runs per user.
         self._service_token = self.provider.service_token
-        self._condition_ids: dict[cdk.CfnCondition, str] = {}
 
     def partition(self, scope: Construct, id_: str, *, relative_name: str, uid: str, gid: str, mode: str,
                   condition: Optional[cdk.CfnCondition] = None) -> cdk.CfnResource:
-        # A plain CfnResource: one jsii call per partition, which matters at a thousand users.
         resource = cdk.CfnResource(scope, id_, type="Custom::FsxPartition", properties=self._properties(
             relative_name=relative_name, uid=uid, gid=gid, mode=mode))
         # Deleting this resource never deletes the directory: the handler's Delete only detaches.
         if condition is not None:
-            # What `cfn_options.condition = condition` renders, in one kernel call instead of three.
-            if condition not in self._condition_ids:  # keyed by the object: its logical id is read once
-                self._condition_ids[condition] = condition.logical_id
-            resource.add_override("Condition", self._condition_ids[condition])
+            resource.cfn_options.condition = condition
         return resource
 
     def partition_template(self, template: NestedTemplate, *, relative_name: str, uid: str, gid: str, mode: str,
@@ -109,14 +104,9 @@ class FsxPartitions(Construct):
         return {"Fn::GetAtt": [resource.logical_id, "Path"]}
 
     @staticmethod
-    def chain(resources: list[cdk.CfnResource], lanes: int = MAX_IMPORTS_IN_FLIGHT) -> None:
-        """Create partitions `lanes` at a time: each waits for the one `lanes` places before it."""
-        for index in range(lanes, len(resources)):
-            resources[index].add_resource_dependency(resources[index - lanes])
-
-    @staticmethod
     def chain_template(resources: dict[str, dict], logical_ids: list[str], lanes: int = MAX_IMPORTS_IN_FLIGHT) -> None:
-        """`chain` for partitions in a template (`partition_template`), by logical id."""
+        """Create the partitions of a template (`partition_template`) `lanes` at a time: each waits for the one
+        `lanes` places before it."""
         for index in range(lanes, len(logical_ids)):
             resources[logical_ids[index]]["DependsOn"] = [logical_ids[index - lanes]]
 
