@@ -99,10 +99,10 @@ class ObservabilityStack(cdk.Stack):
 def budget_specs(config: PlatformConfig) -> list[BudgetSpec]:
     """The cluster's budget over everything tagged hyperpod-platform=<name> (stacks/platform.py tags every stack),
     and one per department with monthly_budget_usd over what carries <department_tag_key>=<department>."""
-    from constructs.platform_budgets import BudgetSpec
     budget = config.cluster.budget
     if budget is None:
         return []
+    from constructs.platform_budgets import BudgetSpec
     common = ((PLATFORM_TAG, config.name), *config.tags.items())
     specs = [BudgetSpec(id="Cluster", name=f"{config.name}-cluster", tag_key=PLATFORM_TAG, tag_value=config.name,
                         monthly_usd=budget.monthly_limit_usd, emails=tuple(budget.emails),
