@@ -103,7 +103,8 @@ schema: $(VENV)/.installed
 hyperpod-chart: $(VENV)/.installed
 	tools/fetch_hyperpod_chart.sh
 
-## Synth time of the default config against a trivial one-bucket app, through the same CLI.
+## Synth CPU time of the default, EKS and per-user configs and of the floor (the network stack alone) against a
+## trivial one-bucket app, through the same CLI, each split into CDK's template validation and the rest.
 bench: deps
 	$(PY) tools/bench.py
 

@@ -1,4 +1,9 @@
 """`make bench` judges its targets on CPU time (wall time on a shared machine measures the neighbours)."""
+import json
+import os
+import subprocess
+import sys
+
 from tools import bench
 
 TEN, THOUSAND = ".bench/users-10.yaml", ".bench/users-1000.yaml"
@@ -35,3 +40,34 @@ def test_medians_of_alternating_runs():
     assert "CPU   9.30 s (1.50x)" in line_of(lines, "config/default.yaml")
     assert line_of(lines, "config/default.yaml").endswith("met)")
     assert not any(line.lstrip().startswith("1,000 users") for line in lines)
+
+
+def test_validation_split_over_the_trivial_app():
+    runs = {bench.TRIVIAL: run(cpu=6.0, wall=4.0), bench.FLOOR: run(cpu=7.5, wall=5.0),
+            "config/default.yaml": run(cpu=11.0, wall=8.0), ".bench/eks.yaml": run(cpu=13.0, wall=9.0)}
+    unvalidated = {bench.TRIVIAL: run(cpu=2.0, wall=1.5), bench.FLOOR: run(cpu=2.5, wall=2.0),
+                   "config/default.yaml": run(cpu=4.5, wall=3.0), ".bench/eks.yaml": run(cpu=5.5, wall=4.0)}
+    lines = bench.validation_report(runs, unvalidated)
+    assert line_of(lines, bench.TRIVIAL).endswith("validation  4.00 s, the rest  2.00 s")
+    assert line_of(lines, bench.FLOOR).endswith(
+        "validation  5.00 s, the rest  2.50 s  (+1.00 s and +0.50 s over the trivial app's)")
+    assert line_of(lines, "config/default.yaml").endswith(
+        "validation  6.50 s, the rest  4.50 s  (+2.50 s and +2.50 s over the trivial app's; target allows +3.00 s in all)")
+    assert line_of(lines, ".bench/eks.yaml").endswith("(+3.50 s and +3.50 s over the trivial app's; "
+                                                      "target allows +4.80 s in all)")
+
+
+def test_the_floor_has_no_target():
+    lines = bench.report({bench.TRIVIAL: run(cpu=6.0, wall=4.0), bench.FLOOR: run(cpu=9.5, wall=5.0)}, TEN, THOUSAND)
+    assert "target" not in line_of(lines, bench.FLOOR)
+
+
+def test_the_floor_is_the_default_configs_network_stack(tmp_path):
+    context = json.loads((bench.ROOT / "cdk.json").read_text())["context"]
+    subprocess.run([sys.executable, "tools/floor_app.py"], cwd=bench.ROOT, check=True, timeout=300,
+                   env={**os.environ, "CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": str(tmp_path),
+                        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+    assert sorted(p.name for p in tmp_path.glob("*.template.json")) == ["ml-cluster-network.template.json"]
+    resources = json.loads((tmp_path / "ml-cluster-network.template.json").read_text())["Resources"].values()
+    assert [r["Properties"]["CidrBlock"] for r in resources if r["Type"] == "AWS::EC2::VPC"] == ["10.0.0.0/16"]
+    assert sum(r["Type"] == "AWS::EC2::FlowLog" for r in resources) == 1

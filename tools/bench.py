@@ -7,6 +7,10 @@ Both go through the same pinned CLI and Python, so the ratio measures this proje
 (stacks, nag, validation, asset hashing) over the fixed cost of starting CDK. Runs alternate; the median of each
 is used.
 
+Two more rows explain the ratios: the floor (tools/floor_app.py, the default config's network stack alone), and, for
+the trivial app, the floor, the default config and the EKS example, the same synth with `--no-validation`, which
+splits each time into CDK's built-in CloudFormation template validation and everything else.
+
 The targets are judged on CPU time: user + system seconds of the CLI and everything it waits for (the Python app
 and the jsii Node kernel), from `getrusage(RUSAGE_CHILDREN)`. On a machine whose cores are shared with other work,
 wall time measures the neighbours as much as the synth (the same trivial app took 5.7 s and, an hour later,
@@ -31,6 +35,7 @@ PY = str(ROOT / ".venv" / "bin" / "python")
 TARGET_RATIO = 1.5          # default config over the trivial app; 1,000 users over 10 users
 EKS_TARGET_RATIO = 1.8      # the EKS example over the trivial app
 TRIVIAL = "trivial one-bucket app"
+FLOOR = "floor: network stack alone"
 
 
 def children_cpu_seconds() -> float:
@@ -38,10 +43,11 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def synth_seconds(app: str | None, out: Path, context: list[str]) -> tuple[float, float]:
-    """(wall, CPU) seconds of one `cdk synth`."""
+def synth_seconds(app: str | None, out: Path, context: list[str], *, validation: bool = True) -> tuple[float, float]:
+    """(wall, CPU) seconds of one `cdk synth`; `validation=False` skips CDK's built-in template validation."""
     shutil.rmtree(out, ignore_errors=True)
     cmd = [CDK, "synth", "--quiet", "--no-notices", "-o", str(out)] + (["-a", app] if app else [])
+    cmd += [] if validation else ["--no-validation"]
     for item in context:
         cmd += ["-c", item]
     cpu_start, start = children_cpu_seconds(), time.perf_counter()
@@ -63,16 +69,24 @@ def main() -> int:
     bench.mkdir(exist_ok=True)
     configs = args.config or ["config/default.yaml", eks_config(bench), users_config(bench, 10),
                               users_config(bench, 1000)]
-    runs: dict[str, list[tuple[float, float]]] = {TRIVIAL: []}
+    apps = {TRIVIAL: (f"{PY} tools/trivial_app.py", []), FLOOR: (f"{PY} tools/floor_app.py", [])}
+    for config in configs:
+        # The EKS example synthesizes against the test stand-in chart (its template then cannot deploy).
+        apps[config] = (None, [f"config={config}", *(["allow_chart_stand_in=true"] if config.endswith("/eks.yaml")
+                                                      else [])])
+    split = [name for name in apps if "/users-" not in name]
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in apps}
+    unvalidated: dict[str, list[tuple[float, float]]] = {name: [] for name in split}
     for _ in range(args.runs):
-        runs[TRIVIAL].append(synth_seconds(f"{PY} tools/trivial_app.py", bench / "trivial", []))
-        for config in configs:
-            # The EKS example synthesizes against the test stand-in chart (its template then cannot deploy).
-            runs.setdefault(config, []).append(synth_seconds(None, bench / "platform", [
-                f"config={config}", *(["allow_chart_stand_in=true"] if config.endswith("/eks.yaml") else [])]))
+        for name, (app, context) in apps.items():
+            runs[name].append(synth_seconds(app, bench / "out", context))
+            if name in unvalidated:
+                unvalidated[name].append(synth_seconds(app, bench / "out", context, validation=False))
     print(f"cdk synth, median of {args.runs} alternating runs (aws-cdk CLI {cli_version()}); "
           "targets judged on CPU time:")
     for line in report(runs, str(bench / "users-10.yaml"), str(bench / "users-1000.yaml")):
+        print(line)
+    for line in validation_report(runs, unvalidated):
         print(line)
     return 0  # a benchmark reports; it does not gate CI
 
@@ -85,8 +99,8 @@ def report(runs: dict[str, list[tuple[float, float]]], ten: str, thousand: str) 
     for name in runs:
         line = (f"  {name:<40} CPU {cpu[name]:6.2f} s ({cpu[name] / cpu[TRIVIAL]:4.2f}x)   "
                 f"wall {wall[name]:6.2f} s ({wall[name] / wall[TRIVIAL]:4.2f}x)")
-        target = EKS_TARGET_RATIO if name.endswith("/eks.yaml") else None if "/users-" in name else TARGET_RATIO
-        if name != TRIVIAL and target is not None:
+        target = target_of(name)
+        if target is not None:
             line += f"  (target <= {target:.1f}x: {verdict(cpu[name] / cpu[TRIVIAL], target)})"
         lines.append(line)
     if ten in cpu and thousand in cpu:
@@ -94,6 +108,31 @@ def report(runs: dict[str, list[tuple[float, float]]], ten: str, thousand: str) 
                      f"wall {wall[thousand] / wall[ten]:4.2f}x  "
                      f"(target <= {TARGET_RATIO:.1f}x: {verdict(cpu[thousand] / cpu[ten], TARGET_RATIO)})")
     return lines
+
+
+def validation_report(runs: dict[str, list[tuple[float, float]]],
+                      unvalidated: dict[str, list[tuple[float, float]]]) -> list[str]:
+    """Each app's CPU median split into CDK's built-in template validation (with minus without) and the rest, both
+    as extra seconds over the trivial app's, against the extra seconds its target allows."""
+    cpu = {name: statistics.median(c for _, c in samples) for name, samples in runs.items()}
+    rest = {name: statistics.median(c for _, c in samples) for name, samples in unvalidated.items()}
+    lines = ["CPU over the trivial app's, split with `cdk synth --no-validation`:"]
+    for name in unvalidated:
+        validation = cpu[name] - rest[name]
+        line = f"  {name:<40} validation {validation:5.2f} s, the rest {rest[name]:5.2f} s"
+        if name != TRIVIAL:
+            line += (f"  (+{validation - (cpu[TRIVIAL] - rest[TRIVIAL]):.2f} s and +{rest[name] - rest[TRIVIAL]:.2f} s"
+                     " over the trivial app's")
+            target = target_of(name)
+            line += f"; target allows +{(target - 1) * cpu[TRIVIAL]:.2f} s in all)" if target else ")"
+        lines.append(line)
+    return lines
+
+
+def target_of(name: str) -> float | None:
+    if name.endswith("/eks.yaml"):
+        return EKS_TARGET_RATIO
+    return None if name in (TRIVIAL, FLOOR) or "/users-" in name else TARGET_RATIO
 
 
 def verdict(ratio: float, target: float) -> str:
