@@ -104,7 +104,8 @@ hyperpod-chart: $(VENV)/.installed
 	tools/fetch_hyperpod_chart.sh
 
 ## Synth CPU time of the default, EKS and per-user configs and of the floor (the network stack alone) against a
-## trivial one-bucket app, through the same CLI, each split into CDK's template validation and the rest.
+## trivial one-bucket app, through the same CLI; the floor, default and EKS also split into CDK's template
+## validation and the rest.
 bench: deps
 	$(PY) tools/bench.py
 
