@@ -84,7 +84,9 @@ def main() -> int:
                 unvalidated[name].append(synth_seconds(app, bench / "out", context, validation=False))
     print(f"cdk synth, median of {args.runs} alternating runs (aws-cdk CLI {cli_version()}); "
           "targets judged on CPU time:")
-    for line in report(runs, str(bench / "users-10.yaml"), str(bench / "users-1000.yaml")):
+    ten, thousand = (next((c for c in configs if (ROOT / c).resolve() == bench / name), "")
+                     for name in ("users-10.yaml", "users-1000.yaml"))
+    for line in report(runs, ten, thousand):
         print(line)
     for line in validation_report(runs, unvalidated):
         print(line)
