@@ -51,10 +51,13 @@ def test_validation_split_over_the_trivial_app():
     assert line_of(lines, bench.TRIVIAL).endswith("validation  4.00 s, the rest  2.00 s")
     assert line_of(lines, bench.FLOOR).endswith(
         "validation  5.00 s, the rest  2.50 s  (+1.00 s and +0.50 s over the trivial app's)")
-    assert line_of(lines, "config/default.yaml").endswith(
-        "validation  6.50 s, the rest  4.50 s  (+2.50 s and +2.50 s over the trivial app's; target allows +3.00 s in all)")
+    assert line_of(lines, "config/default.yaml").endswith("validation  6.50 s, the rest  4.50 s  (+2.50 s and +2.50 s "
+                                                          "over the trivial app's; target allows +3.00 s in all)")
     assert line_of(lines, ".bench/eks.yaml").endswith("(+3.50 s and +3.50 s over the trivial app's; "
                                                       "target allows +4.80 s in all)")
+    faster = bench.validation_report({**runs, bench.FLOOR: run(cpu=5.5, wall=4.0)},
+                                     {**unvalidated, bench.FLOOR: run(cpu=2.0, wall=1.5)})
+    assert line_of(faster, bench.FLOOR).endswith("(-0.50 s and +0.00 s over the trivial app's)")
 
 
 def test_the_floor_has_no_target():

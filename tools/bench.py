@@ -74,9 +74,8 @@ def main() -> int:
         # The EKS example synthesizes against the test stand-in chart (its template then cannot deploy).
         apps[config] = (None, [f"config={config}", *(["allow_chart_stand_in=true"] if config.endswith("/eks.yaml")
                                                       else [])])
-    split = [name for name in apps if "/users-" not in name]
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name in apps}
-    unvalidated: dict[str, list[tuple[float, float]]] = {name: [] for name in split}
+    unvalidated: dict[str, list[tuple[float, float]]] = {name: [] for name in apps if "/users-" not in name}
     for _ in range(args.runs):
         for name, (app, context) in apps.items():
             runs[name].append(synth_seconds(app, bench / "out", context))
@@ -123,7 +122,7 @@ def validation_report(runs: dict[str, list[tuple[float, float]]],
         validation = cpu[name] - rest[name]
         line = f"  {name:<40} validation {validation:5.2f} s, the rest {rest[name]:5.2f} s"
         if name != TRIVIAL:
-            line += (f"  (+{validation - (cpu[TRIVIAL] - rest[TRIVIAL]):.2f} s and +{rest[name] - rest[TRIVIAL]:.2f} s"
+            line += (f"  ({validation - (cpu[TRIVIAL] - rest[TRIVIAL]):+.2f} s and {rest[name] - rest[TRIVIAL]:+.2f} s"
                      " over the trivial app's")
             target = target_of(name)
             line += f"; target allows +{(target - 1) * cpu[TRIVIAL]:.2f} s in all)" if target else ")"
