@@ -52,7 +52,6 @@ def _pseudo_only(value: Any) -> bool:
 class NestedTemplate:
     def __init__(self, stack: cdk.NestedStack) -> None:
         self._stack = stack
-        self._parent_path = stack.nested_stack_parent.node.path
         self._converted: dict[str, Any] = {}
         self._passed: dict[str, str] = {}  # nested stack parameter -> the parent's value
 

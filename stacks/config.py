@@ -1214,7 +1214,7 @@ def _checkpoint_errors(storage: Storage) -> list[str]:
 # are aws/sagemaker-hyperpod-cli's INSTANCE_RESOURCES at a pinned commit, written to ACCELERATOR_FACTS by
 # tools/accelerator_counts.py (repository, commit and path are in the file; Trainium counts are Neuron devices).
 # A type not listed counts as no accelerator.
-ACCELERATOR_FACTS = Path(__file__).resolve().parent.parent / "config" / "facts" / "accelerators.json"
+ACCELERATOR_FACTS = REPO_ROOT / "config" / "facts" / "accelerators.json"
 _NVIDIA = "nvidia.com/gpu"
 _NEURON = "aws.amazon.com/neurondevice"
 
@@ -1553,14 +1553,6 @@ class _FastStrictYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     do not quote the offending line, so a file it refuses is read again by `_StrictYamlLoader` for the message."""
 
 
-for _loader in (_StrictYamlLoader, _FastStrictYamlLoader):
-    _loader.yaml_implicit_resolvers = {
-        k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
-        for k, v in yaml.SafeLoader.yaml_implicit_resolvers.copy().items()
-    }
-    _loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|false)$"), list("tf"))
-
-
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
     keys = set()
     for key_node, _ in node.value:
@@ -1571,8 +1563,13 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
     return loader.construct_mapping(node)
 
 
-_StrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_FastStrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+for _loader in (_StrictYamlLoader, _FastStrictYamlLoader):
+    _loader.yaml_implicit_resolvers = {
+        k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+        for k, v in yaml.SafeLoader.yaml_implicit_resolvers.copy().items()
+    }
+    _loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|false)$"), list("tf"))
+    _loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def _allowed_keys(loc: tuple) -> list[str]:

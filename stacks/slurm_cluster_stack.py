@@ -1,9 +1,8 @@
 """The HyperPod cluster orchestrated by Slurm, and the lifecycle scripts its nodes run."""
 from __future__ import annotations
 
-from typing import Any
-
 import hashlib
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
