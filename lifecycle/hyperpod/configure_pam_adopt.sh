@@ -117,7 +117,7 @@ configure_compute() {
   # pam_access(8) writes a group as (name); the config refuses admin group names with spaces here (a list field).
   while IFS= read -r group; do
     [[ -n "$group" ]] && admins+=("($group)")
-  done < <(params_py admin-groups "$PARAMS_FILE")
+  done < <(params_py list "$PARAMS_FILE" directory.admin_groups)
   # pam_access(8) file: root, the config's sudo users and the directory's admin groups may log in without a job;
   # everyone else goes on to pam_slurm_adopt (a failing `sufficient` module is ignored).
   if set_block "$ACCESS_FILE" "+:root${admins[*]:+ ${admins[*]}}:ALL" "-:ALL:ALL"; then

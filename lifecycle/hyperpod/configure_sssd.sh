@@ -50,7 +50,7 @@ start_tls="$(param directory.start_tls)"
 while read -r uri; do
   [[ "$uri" == ldaps://* || ("$uri" == ldap://* && "$start_tls" == true) ]] ||
     die "directory.uris: refusing '$uri': only ldaps:// URIs, or ldap:// with start_tls, keep the passwords encrypted"
-done < <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["directory"]["uris"]))' "$PARAMS_FILE")
+done < <(params_py list "$PARAMS_FILE" directory.uris)
 
 # --- packages
 has_sssd() {
@@ -155,7 +155,8 @@ if ((${#changed[@]})) || ! systemctl is-active --quiet sssd; then
 else
   log "no change: sssd keeps running"
 fi
-group="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["directory"]["access_groups"][0])' "$PARAMS_FILE")"
+mapfile -t access_groups < <(params_py list "$PARAMS_FILE" directory.access_groups)
+group="${access_groups[0]}"
 wait_until "$DIRECTORY_WAIT_ATTEMPTS" "directory group '$group' through sssd" getent -s sss group "$group" ||
   die "sssd cannot resolve the access group '$group': check directory.uris, bind_dn, the bind password secret and" \
     "that the servers' certificates are signed by directory.ca_certificate (journalctl -u sssd, /var/log/sssd/)"

@@ -133,9 +133,12 @@ def main(argv):
     elif command == "users":
         for u in load(args[0]).get("users") or []:
             print(f"{u['name']}\t{u['uid']}\t{u['gid']}\t{scalar(bool(u.get('sudo')))}")
-    elif command == "admin-groups":  # directory.admin_groups, one a line (none without a directory)
-        for group in (load(args[0]).get("directory") or {}).get("admin_groups") or []:
-            print(group)
+    elif command == "list":  # list PARAMS KEY: KEY's list of scalars, one a line (nothing when KEY is absent)
+        items = lookup(load(args[0]), args[1])
+        if not isinstance(items, (list, type(None))):
+            raise ParamsError(f"{args[1]} is not a list")
+        for item in items or []:
+            print(scalar(item))
     elif command == "artifacts":  # artifacts PARAMS [SECTION]: container_runtime (default) or node_metrics
         section = load(args[0]).get(args[1] if len(args) > 1 else "container_runtime") or {}
         for a in section.get("artifacts") or []:
