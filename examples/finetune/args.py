@@ -83,7 +83,7 @@ class Evaluation:
 class Mlflow:
     tracking_arn: str = ""                    # the platform's SageMaker MLflow tracking server; empty: no logging
     experiment: str = "finetune"
-    system_metrics_interval_seconds: int = 10
+    system_metrics_interval_seconds: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -191,8 +191,8 @@ def semantic_errors(a: Args) -> list[str]:
           "an integer >= 1")
     check(not a.mlflow.tracking_arn or bool(_MLFLOW_ARN.fullmatch(a.mlflow.tracking_arn)), "mlflow.tracking_arn",
           a.mlflow.tracking_arn, "empty, or arn:aws:sagemaker:<region>:<account>:mlflow-tracking-server/<name>")
-    check(a.mlflow.system_metrics_interval_seconds >= 1, "mlflow.system_metrics_interval_seconds",
-          a.mlflow.system_metrics_interval_seconds, "an integer >= 1")
+    check(a.mlflow.system_metrics_interval_seconds >= 0.1, "mlflow.system_metrics_interval_seconds",
+          a.mlflow.system_metrics_interval_seconds, "a number of seconds >= 0.1")
 
     s = a.slurm
     check(s.nodes >= 1, "slurm.nodes", s.nodes, "an integer >= 1")

@@ -246,8 +246,9 @@ def train(a: Args, layout: Layout) -> int:
         model_state, optim_state = get_state_dict(model, optimizer, options=options)
         state = {"model": model_state, "optimizer": optim_state}
         dcp.load(state, checkpoint_id=str(latest))  # resharded to this world size
+        # Not strict: the state holds only the trainable weights; dcp.load above fails if any of them is missing.
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"],
-                       options=options)
+                       options=StateDictOptions(ignore_frozen_params=True, strict=False))
         step, run_id = meta["step"], meta.get("mlflow_run_id")
 
     tracker = Tracker(a, rank=rank, local_rank=local_rank, run_id=run_id)
