@@ -5,8 +5,8 @@ Usage: python tools/lock_finetune_requirements.py cpu|image
 Resolution is pip's own (`pip install --dry-run --ignore-installed --report`), so the lock is exactly what pip would
 install. `cpu` resolves for this machine (CPython 3.11, Linux x86_64) with pip's configuration, which on this
 project's machines finds the CPU build of torch on disk. `image` resolves for the training image (CPython 3.10,
-manylinux_2_28 x86_64, wheels only) against PyPI alone (`--isolated`), from metadata only: torch's CUDA wheels are
-not downloaded. Packages that PyPI ships only as a source archive (hyperpod-elastic-agent) are downloaded (a few
+manylinux x86_64 up to glibc 2.35, wheels only) against PyPI alone (`--isolated`), from metadata only: torch's CUDA wheels are
+not downloaded. Packages that PyPI ships only as a source archive (hyperpod-elastic-agent, rouge-score) are downloaded (a few
 hundred KB) and hashed. Needs network access to PyPI; nothing at test or synth time runs this.
 """
 from __future__ import annotations
@@ -22,9 +22,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FINETUNE = ROOT / "examples" / "finetune"
-IMAGE_TARGET = ["--platform", "manylinux_2_28_x86_64", "--python-version", "3.10", "--implementation", "cp",
-                "--abi", "cp310"]
-SDIST_ONLY = {"hyperpod-elastic-agent"}
+# The image is Ubuntu 22.04 (glibc 2.35): every manylinux tag up to 2.35 runs there. pip takes --platform literally,
+# so each tag is listed.
+_GLIBC = [f"manylinux_2_{minor}_x86_64" for minor in range(35, 4, -1)]
+IMAGE_TARGET = [*(arg for tag in [*_GLIBC, "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
+                  for arg in ("--platform", tag)),
+                "--python-version", "3.10", "--implementation", "cp", "--abi", "cp310"]
+SDIST_ONLY = {"hyperpod-elastic-agent", "rouge-score"}
 
 
 def _canonical(name: str) -> str:
@@ -56,7 +60,7 @@ def _sdist_hash(requirement: str) -> tuple[str, str, str]:
 def lock(kind: str) -> str:
     source = FINETUNE / f"requirements-{kind}.in"
     requirements = _requirements(source)
-    sdists = [r for r in requirements if _canonical(r.split("==")[0]) in SDIST_ONLY]
+    sdists = [r for r in requirements if kind == "image" and _canonical(r.split("==")[0]) in SDIST_ONLY]
     wheels = [r for r in requirements if r not in sdists]
     extra = ["--isolated", "--only-binary=:all:", "--target", "/nonexistent", *IMAGE_TARGET] if kind == "image" else []
     pinned = {}

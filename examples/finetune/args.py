@@ -218,6 +218,8 @@ def semantic_errors(a: Args) -> list[str]:
 
 
 def _check_divisible(errors: list[str], where: str, t: Training, world_sizes: list[int]) -> None:
+    if t.micro_batch_size < 1 or t.global_batch_size < 1:
+        return  # already reported
     bad = [w for w in world_sizes if w >= 1 and t.global_batch_size % (w * t.micro_batch_size)]
     if bad:
         errors.append(f"training.global_batch_size: {t.global_batch_size} is not divisible by world size × "
