@@ -105,7 +105,8 @@ test: deps system-deps lint train-venv
 	$(PY) -m pytest
 
 lint: system-deps
-	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/hyperpod/collectors/*.sh lifecycle/studio/*.sh tools/*.sh
+	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/hyperpod/collectors/*.sh lifecycle/studio/*.sh tools/*.sh \
+	  examples/finetune/*.sbatch
 
 ## JSON Schema of the config, for editors (config/schema.json is committed; a test keeps it current).
 schema: $(VENV)/.installed

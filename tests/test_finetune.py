@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -27,9 +26,6 @@ TRAIN_VENV = ROOT / ".venv-train"
 PYTHON = TRAIN_VENV / "bin" / "python"
 FIXTURE = ROOT / "tests" / "fixtures" / "finetune" / "instructions.jsonl"
 GLOBAL_BATCH, STEPS = 12, 12
-
-sys.path.insert(0, str(FINETUNE))
-import args as ft_args  # noqa: E402  (plain Python + PyYAML: importable in the main venv)
 
 
 def _venv() -> Path:
