@@ -281,10 +281,12 @@ def train(a: Args, layout: Layout) -> int:
         micro = rank_samples(step, t.global_batch_size, world, rank, t.micro_batch_size)
         used = [order(s) for samples in micro for s in samples]
         batches = [collate([rows[order(s)] for s in samples], pad_id) for samples in micro]
-        counts = torch.tensor([float(sum(int((b[2][:, 1:] != -100).sum()) for b in batches)), float(len(used))])
-        dist.all_reduce(counts)  # tokens scored and samples trained in this step, over all ranks
+        # Tokens scored and samples trained in this step, over all ranks (on the device: NCCL reduces GPU tensors).
+        counts = torch.tensor([float(sum(int((b[2][:, 1:] != -100).sum()) for b in batches)), float(len(used))],
+                              device=device)
+        dist.all_reduce(counts)
         step_tokens = counts[0].item()
-        loss_sum = torch.zeros((), dtype=torch.float32)
+        loss_sum = torch.zeros((), dtype=torch.float32, device=device)
         for k, (ids, mask, labels) in enumerate(batches):
             model.set_requires_gradient_sync(k == accum - 1)  # reduce-scatter once per step
             logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
@@ -293,7 +295,7 @@ def train(a: Args, layout: Layout) -> int:
                 reduction="sum")
             # FSDP averages gradients over ranks; × world turns that into the sum over all tokens of the step.
             (token_loss * world / step_tokens).backward()
-            loss_sum += token_loss.detach().float().cpu()
+            loss_sum += token_loss.detach().float()
         grad_norm = torch.nn.utils.clip_grad_norm_(trainable, t.max_grad_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
