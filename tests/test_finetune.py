@@ -1,0 +1,272 @@
+"""examples/finetune run for real on the CPU: data preparation, the elastic training loop through two resizes, and
+the ROUGE evaluation, in the training venv (.venv-train, built by `make train-venv` from the hashed CPU lock; the
+main venv stays free of torch). No network: a committed fixture dataset and a tiny random model from a config.
+
+The elastic run: 2 processes train and take hyperpod-elastic-agent's elastic event (SIGUSR1 to one rank, agreed by
+its elastic_event_detected() with HYPERPOD_SIGNAL_COORDINATION=distributed), checkpoint and exit; 3 processes
+resume from that checkpoint and take a second event; 2 processes resume again and finish. A reference run of 1
+process trains the same steps without interruption. Same global batch, same records at every step, same loss.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+FINETUNE = ROOT / "examples" / "finetune"
+TRAIN_VENV = ROOT / ".venv-train"
+PYTHON = TRAIN_VENV / "bin" / "python"
+FIXTURE = ROOT / "tests" / "fixtures" / "finetune" / "instructions.jsonl"
+GLOBAL_BATCH, STEPS = 12, 12
+
+
+def _venv() -> Path:
+    if not (TRAIN_VENV / ".installed").is_file():
+        pytest.fail("the training venv is missing: run `make train-venv` (make test builds it)")
+    return PYTHON
+
+
+def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
+    env = os.environ | {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"} | \
+        kwargs.pop("env", {})
+    result = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, timeout=300, **kwargs)
+    assert result.returncode == 0, f"{cmd}\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    return result
+
+
+def tiny_args(tmp: Path) -> Path:
+    data = yaml.safe_load((FINETUNE / "args.yaml").read_text())
+    data["name"] = "tiny-test"
+    data["dataset"] = {"id": str(FIXTURE), "eval_samples": 8, "instruction_field": "instruction",
+                       "context_field": "context", "response_field": "response"}
+    data["training"].update(max_seq_len=64, global_batch_size=GLOBAL_BATCH, micro_batch_size=1, max_steps=STEPS,
+                            learning_rate=0.01, warmup_steps=2, checkpoint_every=100, quantization="none",
+                            lora={"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": "all-linear"})
+    data["evaluation"] = {"samples": 8, "max_new_tokens": 16}
+    # MLflow publishes system metrics only for sampling intervals that end before the run does: a phase here
+    # trains for about a second.
+    data["mlflow"]["system_metrics_interval_seconds"] = 0.2
+    data["slurm"].update(nodes=1, gpus_per_node=2)
+    data["eks"].update(gpus_per_pod=1, elastic={"min_replicas": 1, "max_replicas": 3, "replica_increment_step": 1})
+    path = tmp / "args.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def _rank_of(pid: int) -> int | None:
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except (FileNotFoundError, PermissionError):
+        return None
+    ranks = [int(e.split(b"=", 1)[1]) for e in env if e.startswith(b"RANK=")]
+    return ranks[0] if ranks else None
+
+
+def _steps(progress: Path) -> list[dict]:
+    return [json.loads(line) for line in progress.read_text().splitlines()] if progress.exists() else []
+
+
+def torchrun(nproc: int, args: Path, work: Path, ckpt: Path, env: dict, *, signal_rank: int | None = None,
+             after_steps: int = 2) -> str:
+    """One torchrun of train.py; with signal_rank, SIGUSR1 goes to that rank's worker once the run has trained
+    `after_steps` steps of its own, as the HyperPod elastic agent does on a resize."""
+    cmd = [TRAIN_VENV / "bin" / "torchrun", "--standalone", f"--nproc-per-node={nproc}", FINETUNE / "train.py",
+           "--args", args, "--work-dir", work, "--checkpoint-dir", ckpt]
+    full_env = os.environ | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"} | env
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=full_env)
+    if signal_rank is not None:
+        before, deadline = len(_steps(ckpt / "progress.jsonl")), time.monotonic() + 240
+        while len(_steps(ckpt / "progress.jsonl")) < before + after_steps:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-4000:]
+            time.sleep(0.02)
+        workers = {_rank_of(p): p for p in _children(proc.pid)}
+        os.kill(workers[signal_rank], signal.SIGUSR1)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-6000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def workflow(tmp_path_factory):
+    python = _venv()
+    tmp = tmp_path_factory.mktemp("finetune")
+    args = tiny_args(tmp)
+    work, ckpt, reference = tmp / "work", tmp / "checkpoints", tmp / "reference"
+    mlruns = tmp / "mlruns"
+    run([python, ROOT / "tests" / "finetune" / "tiny_model.py", FIXTURE, work / "model"])
+    prepared = run([python, FINETUNE / "prepare_data.py", "--args", args, "--work-dir", work])
+    # A local file store stands in for the tracking server (MLflow 3.17 wants the opt-in for it).
+    env = {"MLFLOW_TRACKING_URI": mlruns.as_uri(), "MLFLOW_ALLOW_FILE_STORE": "true"}
+    phases = [torchrun(2, args, work, ckpt, env, signal_rank=1),
+              torchrun(3, args, work, ckpt, env, signal_rank=2),
+              torchrun(2, args, work, ckpt, env)]
+    torchrun(1, args, work, reference, {})
+    evaluated = run([python, FINETUNE / "evaluate.py", "--args", args, "--work-dir", work, "--checkpoint-dir", ckpt],
+                    env=env)
+    mlflow = run([python, ROOT / "tests" / "finetune" / "read_mlflow.py", mlruns.as_uri()], env=env)
+    return {"tmp": tmp, "work": work, "ckpt": ckpt, "reference": reference, "prepared": prepared.stdout,
+            "phases": phases, "evaluated": evaluated.stdout, "mlflow": json.loads(mlflow.stdout)}
+
+
+def _starts(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith('{"event": "start"')]
+
+
+# ---------------------------------------------------------------------------------------------- data preparation
+def test_preparation_holds_out_eval_records_and_masks_prompts(workflow):
+    data = workflow["work"] / "data"
+    manifest = json.loads((data / "manifest.json").read_text())
+    train = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
+    held = [json.loads(line) for line in (data / "eval.jsonl").read_text().splitlines()]
+    records = FIXTURE.read_text().splitlines()
+    kept = {r["id"] for r in train} | {r["id"] for r in held}
+    dropped = set(range(len(records))) - kept
+    assert manifest["records"] == len(records) == len(train) + len(held) + manifest["dropped_prompt_too_long"]
+    assert len(dropped) == manifest["dropped_prompt_too_long"] > 0  # max_seq_len 64: the longest prompts go
+    assert all(json.loads(records[i])["context"] for i in dropped)
+    assert len(held) == 8 and not {r["id"] for r in train} & {r["id"] for r in held}
+    for row in train + held:
+        source = json.loads(records[row["id"]])
+        assert row["response"] == source["response"]
+        assert row["prompt"].startswith(f"### Instruction:\n{source['instruction']}\n\n")
+        assert ("### Context:\n" in row["prompt"]) == bool(source["context"])
+        assert row["prompt"].endswith("### Response:\n") and 0 < row["prompt_tokens"] < len(row["input_ids"]) <= 64
+
+
+def test_preparation_is_deterministic(workflow, tmp_path):
+    first = (workflow["work"] / "data" / "train.jsonl").read_bytes()
+    again = tmp_path / "work"
+    again.mkdir()
+    (again / "model").symlink_to(workflow["work"] / "model")
+    run([PYTHON, FINETUNE / "prepare_data.py", "--args", workflow["tmp"] / "args.yaml", "--work-dir", again])
+    assert (again / "data" / "train.jsonl").read_bytes() == first
+
+
+# ---------------------------------------------------------------------------------------------- elastic training
+def test_each_phase_resumes_from_the_last_checkpoint_at_its_world_size(workflow):
+    starts = [_starts(out)[0] for out in workflow["phases"]]
+    assert [s["world_size"] for s in starts] == [2, 3, 2]
+    assert [s["accumulation"] for s in starts] == [6, 4, 6]  # 12 / (world × micro batch 1)
+    assert starts[0]["resumed_from"] is None and starts[0]["step"] == 0
+    assert all(s["elastic_events"] == "hyperpod-elastic-agent (distributed)" for s in starts)
+    assert all(s["fsdp_layer_groups"] == 2 for s in starts)
+    progress = _steps(workflow["ckpt"] / "progress.jsonl")
+    events = [p["step"] for p in progress if p["elastic_event"]]
+    assert len(events) == 2 and events[0] < events[1] < STEPS
+    assert starts[1]["resumed_from"] == f"step-{events[0]:09d}" and starts[1]["step"] == events[0]
+    assert starts[2]["resumed_from"] == f"step-{events[1]:09d}" and starts[2]["step"] == events[1]
+
+
+def test_global_batch_and_data_position_continue_across_resizes(workflow):
+    progress = _steps(workflow["ckpt"] / "progress.jsonl")
+    reference = _steps(workflow["reference"] / "progress.jsonl")
+    assert [p["step"] for p in progress] == list(range(1, STEPS + 1))  # every step once, none lost or repeated
+    first, second = [p["step"] for p in progress if p["elastic_event"]]
+    assert [p["world_size"] for p in progress] == [2] * first + [3] * (second - first) + [2] * (STEPS - second)
+    assert all(p["samples"] == GLOBAL_BATCH and p["samples_seen"] == p["step"] * GLOBAL_BATCH for p in progress)
+    assert all(p["accumulation"] * p["world_size"] == GLOBAL_BATCH for p in progress)
+    assert [r["world_size"] for r in reference] == [1] * STEPS
+    # The records each step trained on, over all ranks, are the ones the uninterrupted run trained on.
+    assert [p["rows_sha256"] for p in progress] == [r["rows_sha256"] for r in reference]
+    assert [p["tokens"] for p in progress] == [r["tokens"] for r in reference]
+
+
+def test_loss_curve_continues_where_it_was(workflow):
+    progress = _steps(workflow["ckpt"] / "progress.jsonl")
+    reference = _steps(workflow["reference"] / "progress.jsonl")
+    for mine, theirs in zip(progress, reference, strict=True):
+        assert mine["loss"] == pytest.approx(theirs["loss"], rel=1e-4, abs=1e-5), mine["step"]
+        assert mine["grad_norm"] == pytest.approx(theirs["grad_norm"], rel=1e-3, abs=1e-6), mine["step"]
+        assert mine["learning_rate"] == pytest.approx(theirs["learning_rate"], rel=1e-12)
+    assert progress[-1]["loss"] < progress[0]["loss"]
+
+
+def test_checkpoints_are_sharded_per_world_size_and_the_adapter_is_exported(workflow):
+    ckpt = workflow["ckpt"]
+    final = ckpt / f"step-{STEPS:09d}"
+    meta = json.loads((final / "meta.json").read_text())
+    assert meta | {"mlflow_run_id": None} == {"step": STEPS, "global_batch_size": GLOBAL_BATCH, "world_size": 2,
+                                              "samples_seen": STEPS * GLOBAL_BATCH, "finished": True,
+                                              "mlflow_run_id": None}
+    assert sorted(p.name for p in final.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    assert not list(ckpt.glob("*.tmp"))
+    assert len([p for p in ckpt.glob("step-*")]) <= 2  # keep_checkpoints
+    adapter = json.loads((ckpt / "adapter" / "adapter_config.json").read_text())
+    assert adapter["r"] == 4 and adapter["lora_alpha"] == 8 and (ckpt / "adapter" / "adapter_model.safetensors").stat().st_size
+    assert (ckpt / "DONE").is_file()
+
+
+# ---------------------------------------------------------------------------------------------- MLflow
+def test_one_mlflow_run_holds_params_every_step_system_metrics_and_rouge(workflow):
+    (run,) = workflow["mlflow"]["runs"]
+    progress = _steps(workflow["ckpt"] / "progress.jsonl")
+    assert run["name"] == "tiny-test" and run["status"] == "FINISHED"
+    assert run["params"]["training.global_batch_size"] == str(GLOBAL_BATCH)
+    assert run["params"]["model.id"] == "Qwen/Qwen2.5-0.5B"
+    loss = run["history"]["loss"]
+    assert [step for step, _ in loss] == list(range(1, STEPS + 1))
+    assert [value for _, value in loss] == pytest.approx([p["loss"] for p in progress])
+    assert [v for _, v in run["history"]["world_size"]] == [p["world_size"] for p in progress]
+    node = os.uname().nodename
+    assert {f"system/{node}/cpu_utilization_percentage", f"system/{node}/system_memory_usage_megabytes"} <= \
+        set(run["metrics"])
+    rouge = json.loads((workflow["work"] / "eval" / "rouge.json").read_text())
+    assert run["metrics"]["eval_finetuned_rougeLsum"] == pytest.approx(rouge["finetuned"]["rougeLsum"])
+    assert run["metrics"]["eval_base_rouge1"] == pytest.approx(rouge["base"]["rouge1"])
+
+
+# ---------------------------------------------------------------------------------------------- evaluation
+def test_evaluation_scores_base_and_finetuned_answers(workflow):
+    rouge = json.loads((workflow["work"] / "eval" / "rouge.json").read_text())
+    predictions = [json.loads(line) for line in (workflow["work"] / "eval" / "predictions.jsonl").read_text().splitlines()]
+    assert rouge["samples"] == len(predictions) == 8
+    for model in ("base", "finetuned"):
+        assert set(rouge[model]) == {"rouge1", "rouge2", "rougeL", "rougeLsum"}
+        assert all(0.0 <= v <= 1.0 for v in rouge[model].values())
+    check = run([PYTHON, "-c", "import json, sys; sys.path.insert(0, sys.argv[1]); import evaluate; "
+                 "rows = [json.loads(l) for l in open(sys.argv[2])]; "
+                 "print(json.dumps(evaluate.rouge([r['finetuned'] for r in rows], [r['reference'] for r in rows])))",
+                 FINETUNE, workflow["work"] / "eval" / "predictions.jsonl"])
+    assert json.loads(check.stdout) == pytest.approx(rouge["finetuned"])
+
+
+ROUGE_CASES = [
+    # (prediction, reference, expected F1 by the definitions: unigram, bigram and longest-common-subsequence overlap)
+    ("the cat sat", "the cat sat", {"rouge1": 1.0, "rouge2": 1.0, "rougeL": 1.0, "rougeLsum": 1.0}),
+    ("dogs bark loudly", "the cat sat", {"rouge1": 0.0, "rouge2": 0.0, "rougeL": 0.0, "rougeLsum": 0.0}),
+    # 2 of 3 unigrams, 1 of 2 bigrams, LCS 2
+    ("the cat ran", "the cat sat", {"rouge1": 2 / 3, "rouge2": 1 / 2, "rougeL": 2 / 3, "rougeLsum": 2 / 3}),
+    # order reversed: unigrams all match, no bigram, LCS 1; Lsum matches each line to the best sentence: also 1/3
+    ("c b a", "a b c", {"rouge1": 1.0, "rouge2": 0.0, "rougeL": 1 / 3, "rougeLsum": 1 / 3}),
+    # two sentences swapped: L sees one LCS of 2 in 4; Lsum scores per reference line: all 4 tokens found
+    ("c d\na b", "a b\nc d", {"rouge1": 1.0, "rouge2": 2 / 3, "rougeL": 1 / 2, "rougeLsum": 1.0}),
+]
+
+
+def test_rouge_matches_its_definitions():
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import evaluate; "
+            "cases = json.loads(sys.argv[2]); "
+            "print(json.dumps([evaluate.rouge([p], [r]) for p, r in cases]))")
+    out = run([_venv(), "-c", code, FINETUNE, json.dumps([[p, r] for p, r, _ in ROUGE_CASES])])
+    for (prediction, reference, expected), got in zip(ROUGE_CASES, json.loads(out.stdout)):
+        assert got == pytest.approx(expected), (prediction, reference)
+    averaged = run([_venv(), "-c", "import sys; sys.path.insert(0, sys.argv[1]); import evaluate, json; "
+                    "print(json.dumps(evaluate.rouge(['the cat sat', 'dogs bark loudly'], ['the cat sat', 'the cat sat'])))",
+                    FINETUNE])
+    assert json.loads(averaged.stdout)["rouge1"] == pytest.approx(0.5)
