@@ -37,14 +37,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 # The fine-tuning example's CPU venv (examples/finetune): torch and transformers apart from the main venv, installed
-# from the hashed lock with --no-deps. On this project's machines pip takes torch 2.13.0's CPU build from the local
+# from the hashed lock with --no-deps (tools/build_train_venv.sh). On this project's machines pip takes torch 2.13.0's CPU build from the local
 # disk (192 MB wheel, 1.3 GB venv, about 90 s on 2 cores); tests/test_finetune.py runs the workflow in it.
 TRAIN_VENV := .venv-train
-$(TRAIN_VENV)/.installed: examples/finetune/requirements-cpu.txt
-	rm -rf $(TRAIN_VENV)
-	$(PYTHON) -m venv $(TRAIN_VENV)
-	$(TRAIN_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
-	  -r examples/finetune/requirements-cpu.txt
+$(TRAIN_VENV)/.installed: examples/finetune/requirements-cpu.txt tools/build_train_venv.sh
+	PYTHON=$(PYTHON) tools/build_train_venv.sh $(TRAIN_VENV)
 	touch $@
 
 train-venv: $(TRAIN_VENV)/.installed
