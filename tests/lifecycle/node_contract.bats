@@ -82,3 +82,56 @@ enable_pam_adopt() {
     [ -z "$(calls scontrol)" ]
   done
 }
+
+@test "pyxis set up by HyperPod: plugstack.conf and pyxis.conf untouched, no reconfigure" {
+  set_param container_runtime.enabled true
+  [ -L "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" ]
+  before="$(tree "$SLURM_CONF_DIR"; tree "$(dirname "$PYXIS_CONF")")"
+  for type in controller compute; do
+    [ "$type" = controller ] || ami_node compute --absent fsx-mounted
+    run bash "$SCRIPTS/configure_slurm.sh" "$type"
+    [ "$status" -eq 0 ]
+    [ "$type" = compute ] || [ "$before" = "$(tree "$SLURM_CONF_DIR"; tree "$(dirname "$PYXIS_CONF")")" ]
+    [ -L "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" ]
+    [ -z "$(calls scontrol)" ]
+    [[ "$output" == *"$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf is HyperPod's (a link to $PYXIS_CONF): kept"* ]]
+    [ "$type" = compute ] || [[ "$output" == *"$SLURM_CONF_DIR/plugstack.conf already loads pyxis: no line added"* ]]
+  done
+  [ ! -e "$STATE_DIR/contract_warnings" ]
+}
+
+@test "HyperPod rotates Slurm's logs: no second logrotate entry, and logrotate accepts the result" {
+  command -v logrotate >/dev/null || PATH="$PATH:/usr/sbin"
+  command -v logrotate >/dev/null || skip "logrotate is not installed (Debian package logrotate)"
+  theirs="$LOGROTATE_DIR/sagemaker-hyperpod-slurm"
+  [ -s "$theirs" ]
+  # An earlier platform version wrote its own entry: it goes, HyperPod's stays as it was.
+  printf '/var/log/slurm/*.log {\n    size 50M\n}\n' >"$LOGROTATE_CONF"
+  cp "$theirs" "$T/theirs.before"
+  run bash "$SCRIPTS/configure_slurm.sh" compute
+  [ "$status" -eq 0 ]
+  [ ! -e "$LOGROTATE_CONF" ]
+  cmp "$T/theirs.before" "$theirs"
+  [[ "$output" == *"removed $LOGROTATE_CONF: $theirs rotates Slurm's logs already"* ]]
+  run bash "$SCRIPTS/configure_slurm.sh" compute
+  [[ "$output" == *"Slurm's logs are rotated by $theirs (HyperPod's): no entry of the platform's"* ]]
+  # What logrotate makes of the directory, with Slurm's log directory moved into the test: one entry is fine, and two
+  # (HyperPod's and one of the platform's) are refused, which is what the platform avoids.
+  mkdir -p "$T/varlog/slurm" "$T/lr"
+  echo log >"$T/varlog/slurm/slurmd.log"
+  lr_check() { sed "s|/var/log/|$T/varlog/|g" "$@" >"$T/lr/all.conf"; logrotate --debug --state "$T/lr/state" "$T/lr/all.conf" 2>&1; }
+  run lr_check "$LOGROTATE_DIR"/*
+  [ "$status" -eq 0 ]
+  [[ "$output" != *"duplicate log entry"* ]]
+  printf '/var/log/slurm/*.log {\n    size 50M\n}\n' >"$T/platform-entry"
+  run lr_check "$LOGROTATE_DIR"/* "$T/platform-entry"
+  [[ "$output" == *"duplicate log entry"* ]]
+}
+
+@test "no log rotation from HyperPod: the platform's entry, with a contract warning" {
+  ami_node compute --absent fsx-mounted --absent slurm-log-rotation
+  run bash "$SCRIPTS/configure_slurm.sh" compute
+  [ "$status" -eq 0 ]
+  grep -q '^/var/log/slurm/\*.log {' "$LOGROTATE_CONF"
+  grep -q "^slurm-log-rotation	configure_slurm	" "$STATE_DIR/contract_warnings"
+}
