@@ -287,6 +287,8 @@ SlurmDescription = Annotated[str, _pattern(r"[A-Za-z0-9 .:()/_-]{0,100}", "at mo
                                                                           ".:()/_-")]
 # Slurm creates QoS `normal` itself and gives it to every association that names no other.
 SLURM_DEFAULT_QOS = "normal"
+# The account lifecycle/hyperpod/lib/accounting.py gives every user no department lists (USERS_ACCOUNT there).
+PLATFORM_USERS_ACCOUNT = "hyperpod-users"
 
 
 class Tres(Strict):
@@ -1094,6 +1096,9 @@ def _accounting_errors(cfg: PlatformConfig) -> list[str]:
                 "department is one Slurm account, names must be unique")
         elif d.name == "root":
             add(f"{dpath}.name: 'root' is Slurm's own top account; choose another name")
+        elif d.name == PLATFORM_USERS_ACCOUNT:
+            add(f"{dpath}.name: {PLATFORM_USERS_ACCOUNT!r} is the platform's account for users no department lists; "
+                "choose another name")
         departments.setdefault(d.name, i)
         for j, q in enumerate(d.qos):
             if q not in known_qos:

@@ -52,7 +52,8 @@ run_as() {
   [ -L "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" ]
   [ ! -e "$LOGROTATE_CONF" ]
   [ -s "$(dirname "$ENROOT_CONF")/enroot.conf.d/50-hyperpod-platform.conf" ]
-  [ "$(calls scontrol)" = "scontrol show config" ]
+  # Read-only: apply_accounting.sh (users' associations) and check_gres.sh.
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol show config" "scontrol show config")" ]
   grep -q "\[check_gres\] WARNING: worker-group-1 has 1 GPU(s) per node but slurmctld's GresTypes is '(none)'" \
     "$LOG_DIR/on_init_complete.log"
   cmp "$T/slurm.conf.hyperpod" "$SLURM_CONF_DIR/slurm.conf"
@@ -68,7 +69,7 @@ run_as() {
   [ "$(grep -cxF "include $SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" "$SLURM_CONF_DIR/plugstack.conf")" -eq 1 ]
   [ "$(cat "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "optional /usr/local/lib/slurm/spank_pyxis.so" ]
   grep -q '^/var/log/slurm/\*.log {' "$LOGROTATE_CONF"
-  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol reconfigure" "scontrol show config")" ]
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol reconfigure" "scontrol show config" "scontrol show config")" ]
   [ "$(cut -f1 "$STATE_DIR/contract_warnings" | sort | paste -sd' ')" = "enroot-conf pyxis slurm-log-rotation" ]
 }
 

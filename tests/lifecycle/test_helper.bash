@@ -43,6 +43,8 @@ setup() {
   export LOGROTATE_DIR="$T/logrotate.d"
   mkdir -p "$TMPDIR" "$SLURM_CONF_DIR"
   export RETRY_DELAY=0 STUB_IPS="10.1.0.12 172.17.0.1" STUB_ACTIVE_UNITS="slurmctld"
+  # slurmctld's `scontrol show config` (stubs/stub): the cluster's name only, so no accounting database to talk to.
+  export STUB_SCONTROL_CONFIG="ClusterName = ml-cluster"
   # The node as lifecycle/node_contract.json says HyperPod leaves a controller before OnInitComplete
   # (tests/lifecycle/ami_model.py): its slurm.conf, plugstack.conf, resource_config.json, enroot, pyxis, Docker,
   # Slurm's log rotation, the NVMe and EBS mounts. FSx is left out: these parameters (fsx.mount: true) have the
