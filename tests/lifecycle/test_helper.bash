@@ -45,6 +45,8 @@ setup() {
   export RETRY_DELAY=0 STUB_IPS="10.1.0.12 172.17.0.1" STUB_ACTIVE_UNITS="slurmctld"
   # slurmctld's `scontrol show config` (stubs/stub): the cluster's name only, so no accounting database to talk to.
   export STUB_SCONTROL_CONFIG="ClusterName = ml-cluster"
+  # block_imds.sh's connection test as nobody needs a metadata service: tests/e2e/test_imds_block.py has a real one.
+  export IMDS_PROBE=0
   # The node as lifecycle/node_contract.json says HyperPod leaves a controller before OnInitComplete
   # (tests/lifecycle/ami_model.py): its slurm.conf, plugstack.conf, resource_config.json, enroot, pyxis, Docker,
   # Slurm's log rotation, the NVMe and EBS mounts. FSx is left out: these parameters (fsx.mount: true) have the
