@@ -142,7 +142,8 @@ check_auto_resume() {
   elif srun --help 2>&1 | grep -q -- '--auto-resume'; then
     log "srun offers --auto-resume"
   else
-    log "WARNING: srun does not list --auto-resume; check HyperPod's entry in $plugstack"
+    contract_warn plugstack-hyperpod "srun does not list --auto-resume: HyperPod's SPANK entry in $plugstack is" \
+      "missing or does not load (jobs cannot ask for auto-resume)"
   fi
 }
 

@@ -61,7 +61,7 @@ enable_pyxis() {
 @test "a missing --auto-resume flag is reported but does not fail the node" {
   STUB_SRUN_AUTO_RESUME=0 run bash "$SCRIPTS/configure_slurm.sh" login
   [ "$status" -eq 0 ]
-  [[ "$output" == *"WARNING: srun does not list --auto-resume"* ]]
+  [[ "$output" == *"WARNING: [contract:plugstack-hyperpod] srun does not list --auto-resume"* ]]
 }
 
 @test "slurm.conf is never touched" {
