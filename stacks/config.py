@@ -268,10 +268,10 @@ class Artifact(Strict):
 
 
 class ContainerRuntime(Strict):
-    """enroot + pyxis from the operator's S3 mirror. The AMI's Docker and NVIDIA container toolkit are reused;
-    docker.io at docker_apt_version is installed only on a node that has no Docker."""
+    """Docker, enroot and pyxis for Slurm jobs. HyperPod sets them up in OnInitComplete mode and the platform keeps
+    them; docker.io at docker_apt_version and the artifacts are installed only on a node that lacks them."""
     enabled: StrictBool = False
-    # The Ubuntu release the pinned packages were built for; a node on another release stops with a message.
+    # The Ubuntu release the pinned packages were built for; a node on another release installs none of them.
     ubuntu_release: Literal["22.04", "24.04"] = "22.04"
     docker_apt_version: str = ""
     artifacts: list[Artifact] = []
