@@ -57,10 +57,10 @@ enable_pam_adopt() {
   before="$(tree "$SLURM_CONF_DIR")"
   run bash "$SCRIPTS/configure_pam_adopt.sh" controller
   [ "$status" -eq 0 ]
-  [[ "$output" == *"WARNING: [contract:slurm-conf-includes-accounting-conf] $SLURM_CONF_DIR/slurm.conf does not include accounting.conf (it includes: nothing)"*"PrologFlags=Contain"*"is not applied"* ]]
-  [ "$(cut -f1,2 "$STATE_DIR/contract_warnings")" = "$(printf 'slurm-conf-includes-accounting-conf\tconfigure_pam_adopt')" ]
   [ "$before" = "$(tree "$SLURM_CONF_DIR")" ]
   [ -z "$(mutating_calls)" ]
+  [[ "$output" == *"WARNING: [contract:slurm-conf-includes-accounting-conf] $SLURM_CONF_DIR/slurm.conf does not include accounting.conf (it includes: nothing)"*"PrologFlags=Contain"*"is not applied"* ]]
+  [ "$(cut -f1,2 "$STATE_DIR/contract_warnings")" = "$(printf 'slurm-conf-includes-accounting-conf\tconfigure_pam_adopt')" ]
 }
 
 @test "configless compute and login nodes: no script creates slurm.conf or calls scontrol" {
