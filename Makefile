@@ -22,7 +22,7 @@ export AWS_EC2_METADATA_DISABLED := true
 APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin \
   slurmdbd:slurmdbd mariadbd:mariadb-server -:libpam-slurm-adopt pamtester:pamtester prometheus:prometheus \
   prometheus-node-exporter:prometheus-node-exporter slapd:slapd ldapsearch:ldap-utils sssd:sssd -:sssd-ldap \
-  -:libnss-sss -:libpam-sss sudo:sudo
+  -:libnss-sss -:libpam-sss sudo:sudo logrotate:logrotate iptables:iptables
 # slapd's package would otherwise create and start a directory of its own (suffix from the host name); the test runs
 # its own slapd. sssd's unit starts only once /etc/sssd/sssd.conf exists, which only the test's namespace has.
 DEBCONF_PRESEED := slapd slapd/no_configuration boolean true

@@ -37,6 +37,9 @@ DOCUMENTED_METRICS: dict[tuple[str, str], str] = {
     ("AWS/SQS", "ApproximateNumberOfMessagesVisible"): SQS_METRICS_DOC,
 }
 PERIOD = 300
+# lifecycle/hyperpod/lib/common.sh contract_warn: `WARNING: [contract:<fact>] <message>`.
+CONTRACT_WARNING_MARK = "[contract:"
+NODE_CONTRACT_TITLE = "Node contract warnings: where nodes differ from what HyperPod promises (lifecycle/CONTRACT.md)"
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,14 @@ def dashboard_body(i: DashboardInputs) -> dict:
              {"stat": "Maximum"}]], y_label="messages", region=region))
     widgets.append({"type": "alarm", "width": 24, "height": 4,
                     "properties": {"title": "Platform alarms", "alarms": list(i.alarm_arns)}})
+    # Where a node differs from what lifecycle/CONTRACT.md expects of HyperPod, the lifecycle scripts adapt and print
+    # CONTRACT_WARNING_MARK lines (lib/common.sh contract_warn), which HyperPod ships to the LifecycleConfig streams.
+    widgets.append({"type": "log", "width": 24, "height": 6, "properties": {
+        "title": NODE_CONTRACT_TITLE, "region": region, "view": "table",
+        "query": (f"SOURCE '{i.cluster_log_group}' | fields @timestamp, @logStream, @message "
+                  f"| filter @logStream like 'LifecycleConfig/' and @message like '{CONTRACT_WARNING_MARK}' "
+                  f"| parse @message '{CONTRACT_WARNING_MARK}*] *' as fact, warning "
+                  "| sort @timestamp desc | limit 200")}})
     for name, role in i.instance_groups:
         widgets.append({"type": "log", "width": 12, "height": 6, "properties": {
             "title": f"{name} ({role}): lifecycle and node logs", "region": region, "view": "table",

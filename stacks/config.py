@@ -268,10 +268,10 @@ class Artifact(Strict):
 
 
 class ContainerRuntime(Strict):
-    """enroot + pyxis from the operator's S3 mirror. The AMI's Docker and NVIDIA container toolkit are reused;
-    docker.io at docker_apt_version is installed only on a node that has no Docker."""
+    """Docker, enroot and pyxis for Slurm jobs. HyperPod sets them up in OnInitComplete mode and the platform keeps
+    them; docker.io at docker_apt_version and the artifacts are installed only on a node that lacks them."""
     enabled: StrictBool = False
-    # The Ubuntu release the pinned packages were built for; a node on another release stops with a message.
+    # The Ubuntu release the pinned packages were built for; a node on another release installs none of them.
     ubuntu_release: Literal["22.04", "24.04"] = "22.04"
     docker_apt_version: str = ""
     artifacts: list[Artifact] = []
@@ -287,6 +287,8 @@ SlurmDescription = Annotated[str, _pattern(r"[A-Za-z0-9 .:()/_-]{0,100}", "at mo
                                                                           ".:()/_-")]
 # Slurm creates QoS `normal` itself and gives it to every association that names no other.
 SLURM_DEFAULT_QOS = "normal"
+# The account lifecycle/hyperpod/lib/accounting.py gives every user no department lists (USERS_ACCOUNT there).
+PLATFORM_USERS_ACCOUNT = "hyperpod-users"
 
 
 class Tres(Strict):
@@ -1094,6 +1096,9 @@ def _accounting_errors(cfg: PlatformConfig) -> list[str]:
                 "department is one Slurm account, names must be unique")
         elif d.name == "root":
             add(f"{dpath}.name: 'root' is Slurm's own top account; choose another name")
+        elif d.name == PLATFORM_USERS_ACCOUNT:
+            add(f"{dpath}.name: {PLATFORM_USERS_ACCOUNT!r} is the platform's account for users no department lists; "
+                "choose another name")
         departments.setdefault(d.name, i)
         for j, q in enumerate(d.qos):
             if q not in known_qos:

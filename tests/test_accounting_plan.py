@@ -106,8 +106,8 @@ def test_qos_limits_are_modified_and_cleared(tmp_path):
          "GrpTRES=gres/gpu=-1", "MaxJobsPerUser=-1"]]
 
 
-def test_disabled_plans_nothing_without_reading_state(tmp_path):
-    assert accounting.plan({"accounting": {"enabled": False}}, CLUSTER, str(tmp_path / "absent")) == []
+def test_disabled_without_users_plans_nothing(tmp_path):
+    assert accounting.plan({"accounting": {"enabled": False}, "users": []}, CLUSTER, state(tmp_path)) == []
 
 
 def test_unexpected_sacctmgr_output_is_an_error(tmp_path):
@@ -115,3 +115,64 @@ def test_unexpected_sacctmgr_output_is_an_error(tmp_path):
     (tmp_path / "qos.txt").write_text("normal|x\n")
     with pytest.raises(accounting.AccountingError, match="has 2 fields, expected 7"):
         accounting.plan(params(), CLUSTER, path)
+
+
+def test_users_without_a_department_go_to_the_platforms_account(tmp_path):
+    p = params()
+    p["users"] = [{"name": "ada"}, {"name": "enrico"}, {"name": "grace"}]
+    assert accounting.plan(p, CLUSTER, state(tmp_path, **APPLIED)) == [
+        ["add", "account", accounting.USERS_ACCOUNT, f"Cluster={CLUSTER}",
+         f"Description={accounting.USERS_ACCOUNT_DESCRIPTION}", f"Organization={accounting.ORGANIZATION}"],
+        ["add", "user", "grace", f"Account={accounting.USERS_ACCOUNT}", f"Cluster={CLUSTER}",
+         f"DefaultAccount={accounting.USERS_ACCOUNT}"],
+    ]
+
+
+def test_accounting_off_registers_every_user_and_touches_no_department(tmp_path):
+    p = params()
+    p["accounting"]["enabled"] = False
+    p["users"] = [{"name": "ada"}, {"name": "enrico"}]
+    # ada and enrico keep their physics associations and default account from when accounting was on.
+    assert accounting.plan(p, CLUSTER, state(tmp_path, **APPLIED)) == [
+        ["add", "account", accounting.USERS_ACCOUNT, f"Cluster={CLUSTER}",
+         f"Description={accounting.USERS_ACCOUNT_DESCRIPTION}", f"Organization={accounting.ORGANIZATION}"],
+        ["add", "user", "ada,enrico", f"Account={accounting.USERS_ACCOUNT}", f"Cluster={CLUSTER}"],
+    ]
+
+
+def test_a_user_who_joins_a_department_leaves_the_platforms_account(tmp_path):
+    p = params()
+    p["users"] = [{"name": "ada"}, {"name": "enrico"}]
+    applied = dict(APPLIED, users="ada|physics\nenrico|hyperpod-users",
+                   accounts=APPLIED["accounts"] + "\nhyperpod-users|cluster users without a department|"
+                                                  "hyperpod-platform|")
+    applied["assoc"] += "\nhyperpod-users||1|normal|\nhyperpod-users|enrico|1|normal|"
+    assert accounting.plan(p, CLUSTER, state(tmp_path, **applied)) == [
+        ["modify", "user", "where", "name=enrico", "set", "DefaultAccount=physics"],
+        ["remove", "user", "where", "name=enrico", "account=hyperpod-users", f"cluster={CLUSTER}"],
+    ]
+
+
+def test_limits_on_untracked_tres_are_left_out_and_reported(tmp_path):
+    qos = [{"name": "short", "description": "short", "priority": 0, "max_tres_per_user": "cpu=8,gres/gpu=4",
+            "grp_tres": "gres/gpu=16", "max_wall_minutes": None, "max_jobs_per_user": None}]
+    st = state(tmp_path, qos="normal|Normal QOS default|0||||\nshort|short|0||||", **{
+        k: v for k, v in APPLIED.items() if k != "qos"})
+    (tmp_path / "tres.txt").write_text("cpu|\nmem|\nnode|\nbilling|\n")
+    p = params(qos=qos)
+    assert accounting.plan(p, CLUSTER, st) == [
+        ["modify", "qos", "where", "name=short", "set", "MaxTRESPerUser=cpu=8"]]
+    assert accounting.untracked_limits(p, accounting.tracked_tres(st)) == [
+        "QoS short: max_tres_per_user gres/gpu=4 not applied, slurmdbd does not track gres/gpu "
+        "(AccountingStorageTRES in slurm.conf)",
+        "QoS short: grp_tres gres/gpu=16 not applied, slurmdbd does not track gres/gpu "
+        "(AccountingStorageTRES in slurm.conf)"]
+    (tmp_path / "tres.txt").write_text("cpu|\nmem|\nnode|\nbilling|\ngres|gpu\n")
+    assert accounting.plan(p, CLUSTER, st) == [
+        ["modify", "qos", "where", "name=short", "set", "MaxTRESPerUser=cpu=8,gres/gpu=4", "GrpTRES=gres/gpu=16"]]
+
+
+def test_the_config_refuses_a_department_named_like_the_platforms_account():
+    from stacks.config import PLATFORM_USERS_ACCOUNT
+
+    assert PLATFORM_USERS_ACCOUNT == accounting.USERS_ACCOUNT

@@ -544,6 +544,9 @@ ACCOUNTING_INVALID = [
      "department is one Slurm account, names must be unique"),
     ("root account", accounting(departments=physics(name="root")),
      "cluster.accounting.departments[0].name: 'root' is Slurm's own top account; choose another name"),
+    ("platform users account", accounting(departments=physics(name="hyperpod-users")),
+     "cluster.accounting.departments[0].name: 'hyperpod-users' is the platform's account for users no department "
+     "lists; choose another name"),
     ("duplicate qos", accounting(qos=[{"name": "short"}, {"name": "short"}]),
      "cluster.accounting.qos[1].name: 'short' is already used by cluster.accounting.qos[0]; QoS names must be "
      "unique"),

@@ -12,7 +12,8 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Match, Template
 
 from constructs.log_retention import LogRetention
-from constructs.observability_dashboard import DOCUMENTED_METRICS, DashboardInputs, dashboard_body, metrics_named
+from constructs.observability_dashboard import (CONTRACT_WARNING_MARK, DOCUMENTED_METRICS, NODE_CONTRACT_TITLE,
+                                                DashboardInputs, dashboard_body, metrics_named)
 from constructs.platform_observability import (CLUSTER_EVENT, NODE_HEALTH, STATE_CHANGE, LustreTargets,
                                                PlatformObservability, Subscription)
 from tools.render_dashboard import flatten
@@ -220,7 +221,8 @@ def test_alarm_metrics_are_documented_too(obs):
 
 def test_one_log_widget_per_instance_group(default, obs):
     body = dashboard_of(obs)
-    logs_widgets = [w["properties"] for w in body["widgets"] if w["type"] == "log"]
+    logs_widgets = [w["properties"] for w in body["widgets"] if w["type"] == "log"
+                    and w["properties"]["title"] != NODE_CONTRACT_TITLE]
     groups = default.config.cluster.instance_groups
     assert [w["title"].split(" ")[0] for w in logs_widgets] == [g.name for g in groups]
     for widget, group in zip(logs_widgets, groups):
@@ -275,3 +277,24 @@ def test_a_file_system_of_unknown_size_gets_no_capacity_or_throughput_alarm():
     owned = " ".join(resources(bare(lustre=LustreTargets("fs-0123456789abcdef0", 2400, 500)), "AWS::CloudWatch::Alarm"))
     assert "FsxFreeCapacity" in owned and "FsxThroughputHigh" in owned
     check_structure(dashboard_of(template))
+
+
+def test_dashboard_lists_node_contract_warnings(tmp_path):
+    """The widget finds the lines the lifecycle scripts' contract_warn prints (lifecycle/CONTRACT.md, rule 4)."""
+    import subprocess
+    from pathlib import Path
+
+    common = Path(__file__).resolve().parents[1] / "lifecycle" / "hyperpod" / "lib" / "common.sh"
+    line = subprocess.run(["bash", "-c", f'source "{common}"; contract_warn pyxis "wrote pyxis.conf"'],
+                          capture_output=True, text=True, env={"STATE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
+                          check=True).stdout.strip()
+    inputs = DashboardInputs(region="us-west-2", file_system_id="fs-1", capacity_bytes=None,
+                             baseline_bytes_per_second=None, functions=[("f", "fn")], dead_letter_queue=None,
+                             alarm_arns=["arn"], cluster_log_group="/aws/sagemaker/Clusters/c/id",
+                             instance_groups=[("a", "compute")], free_capacity_percent=10, throughput_percent=80)
+    widget = next(w["properties"] for w in dashboard_body(inputs)["widgets"]
+                  if w["type"] == "log" and w["properties"]["title"] == NODE_CONTRACT_TITLE)
+    assert widget["query"].startswith("SOURCE '/aws/sagemaker/Clusters/c/id' ")
+    assert f"@message like '{CONTRACT_WARNING_MARK}'" in widget["query"]
+    assert CONTRACT_WARNING_MARK in line and line.endswith("WARNING: [contract:pyxis] wrote pyxis.conf")
+    assert (tmp_path / "contract_warnings").read_text() == "pyxis\tbash\twrote pyxis.conf\n"

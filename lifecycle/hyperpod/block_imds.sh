@@ -4,9 +4,21 @@
 # a user's job cannot take the node role's credentials (which can read the login secret, and, in shared mode, the
 # munge key in it). Root (HyperPod's agents, slurmd, this platform's own timers) keeps access.
 #
+# HyperPod's sagemaker-role-proxy-agent serves the execution role's credentials on the node; how is not published
+# (lifecycle/node_contract.json, role-proxy-imds and hyperpod-agents-run-as-root, both unverified). So:
+#   - each address is rejected twice, by destination and by conntrack's original destination: a proxy that answers
+#     on 169.254.169.254 itself is caught by the first rule, one reached through a nat OUTPUT DNAT of that address by
+#     the second (the filter table sees a redirected packet's new destination, never 169.254.169.254;
+#     iptables-extensions(8), conntrack --ctorigdst). `--ctdir ORIGINAL` keeps the second rule off REJECT's own
+#     answer, which carries the same connection: without it the caller waits for a timeout instead of being refused
+#     (tests/e2e/test_imds_block.py shows both). The DNAT rules the node has for the address are logged.
+#   - a HyperPod unit (sagemaker-*.service) that runs as a user other than root keeps access: an ACCEPT for its uid
+#     ahead of the rejects, and a contract warning naming the unit.
+#   - then, as `nobody`, a connection to 169.254.169.254:80 must be refused; one that succeeds fails the node.
+#
 # A security control, so it fails the node rather than skip: no iptables, no node.
-# Idempotent: each rule is checked with `-C` before `-A`. A systemd oneshot unit re-applies the rules at every boot
-# (netfilter rules do not survive a reboot); the unit file is written, and systemd reloaded, only when it differs.
+# Idempotent: each rule is checked with `-C` before it is added. A systemd oneshot unit re-applies the rules at every
+# boot (netfilter rules do not survive a reboot); the unit file is written, and systemd reloaded, only when it differs.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -16,24 +28,75 @@ source "$HERE/lib/common.sh"
 SERVICE=hyperpod-block-imds.service
 IMDS_V4=169.254.169.254
 IMDS_V6=fd00:ec2::254
+IMDS_PROBE="${IMDS_PROBE:-1}"
 
-# ensure_rule TOOL ADDRESS : appends the reject rule to TOOL's OUTPUT chain unless it is there already.
-ensure_rule() {
-  local tool=$1 rule=(OUTPUT -d "$2" -m owner ! --uid-owner 0 -j REJECT)
-  if "$tool" -w -C "${rule[@]}" 2>/dev/null; then
-    return 0
+# ensure TOOL OP RULE... : RULE in TOOL's filter table (OP -A appends, -I inserts at the top) unless it is there.
+ensure() {
+  local tool=$1 op=$2
+  shift 2
+  "$tool" -w -C "$@" 2>/dev/null && return 0
+  if [[ "$op" == -I ]]; then
+    "$tool" -w -I "$1" 1 "${@:2}" || die "$tool could not add: $*"
+  else
+    "$tool" -w -A "$@" || die "$tool could not add: $*"
   fi
-  "$tool" -w -A "${rule[@]}" || die "$tool could not add: ${rule[*]}"
-  log "$tool: OUTPUT to $2 rejected for every uid but 0"
+  log "$tool: $*"
+}
+
+# exempt_uids -> "uid unit" for every HyperPod unit that runs as a user other than root (contract warning each)
+exempt_uids() {
+  local unit user uid
+  while read -r unit _; do
+    [[ "$unit" == sagemaker-*.service ]] || continue
+    user="$(systemctl show -p User --value "$unit" 2>/dev/null || true)"
+    [[ -z "$user" || "$user" == root || "$user" == 0 ]] && continue
+    uid="$(id -u "$user" 2>/dev/null)" || { log "WARNING: $unit runs as $user, which does not exist"; continue; }
+    echo "$uid $unit"
+  done < <(systemctl list-units --type=service --all --no-legend --plain 'sagemaker-*' 2>/dev/null || true)
+}
+
+# block TOOL ADDRESS : TOOL's rules for ADDRESS, exemptions first.
+block() {
+  local tool=$1 address=$2 uid unit
+  while read -r uid unit; do
+    [[ -n "$uid" ]] || continue
+    ensure "$tool" -I OUTPUT -d "$address" -m owner --uid-owner "$uid" -j ACCEPT
+    ensure "$tool" -I OUTPUT -m conntrack --ctorigdst "$address" --ctdir ORIGINAL -m owner --uid-owner "$uid" -j ACCEPT
+  done <<<"$EXEMPT"
+  ensure "$tool" -A OUTPUT -d "$address" -m owner ! --uid-owner 0 -j REJECT
+  ensure "$tool" -A OUTPUT -m conntrack --ctorigdst "$address" --ctdir ORIGINAL -m owner ! --uid-owner 0 -j REJECT
+  "$tool" -w -t nat -S OUTPUT 2>/dev/null | grep -F -- "$address" | while read -r rule; do
+    log "$tool: this node redirects metadata traffic ($rule); the block matches it by its original destination"
+  done || true
+}
+
+# probe : a connection to the metadata service as `nobody` must be refused (REJECT answers at once).
+probe() {
+  local result
+  [[ "$IMDS_PROBE" == 1 ]] || return 0
+  result="$(timeout 5 setpriv --reuid=65534 --regid=65534 --clear-groups \
+    bash -c "exec 3<>/dev/tcp/$IMDS_V4/80 && echo connected" 2>&1 || true)"
+  case "$result" in
+    *connected*) die "a process running as nobody still reached $IMDS_V4:80: the metadata block is not effective" ;;
+    *"Connection refused"*) log "as nobody, $IMDS_V4:80 refuses the connection: the block holds" ;;
+    *) log "as nobody, $IMDS_V4:80 gave no answer within 5 s (${result:-timed out}); the rules are in place" ;;
+  esac
 }
 
 command -v iptables >/dev/null || die "iptables is not installed: it is needed to keep instance credentials from non-root processes"
-ensure_rule iptables "$IMDS_V4"
+EXEMPT="$(exempt_uids)"
+while read -r uid unit; do
+  [[ -n "$uid" ]] || continue
+  contract_warn hyperpod-agents-run-as-root "$unit runs as uid $uid, not root: that uid keeps instance metadata" \
+    "access (an ACCEPT ahead of the block); any other process of that uid has it too"
+done <<<"$EXEMPT"
+block iptables "$IMDS_V4"
 if command -v ip6tables >/dev/null; then
-  ensure_rule ip6tables "$IMDS_V6"
+  block ip6tables "$IMDS_V6"
 else
   log "ip6tables is not installed: the IPv6 metadata endpoint $IMDS_V6 is left as the node has it"
 fi
+probe
 
 # At boot the unit runs this node's own copy, with BLOCK_IMDS_RULES_ONLY=1: rules only, no unit rewriting.
 [[ "${BLOCK_IMDS_RULES_ONLY:-0}" == 1 ]] && exit 0

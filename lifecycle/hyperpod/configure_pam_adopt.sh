@@ -17,7 +17,9 @@
 #             HyperPod notes add PrologFlags and apply it with `scontrol reconfigure` (awsome-distributed-ai@95b939cd,
 #             5.sagemaker-hyperpod/health_check/README.md), so HyperPod does not set it. slurm.conf(5) wants
 #             ProctrackType=proctrack/cgroup for pam_slurm_adopt; that needs a daemon restart, which the platform never
-#             does: it warns when slurm.conf has another ProctrackType.
+#             does: it warns when slurm.conf has another ProctrackType. A slurm.conf that includes no
+#             accounting.conf (lifecycle/node_contract.json, slurm-conf-includes-accounting-conf, unverified for the
+#             API-driven configuration) gets nothing: a contract warning, and the node continues.
 # Disabled: removes the blocks an earlier run wrote. Idempotent: a second run changes nothing.
 #
 # Usage: configure_pam_adopt.sh controller|login|compute
@@ -64,7 +66,6 @@ configure_controller() {
   fi
   wait_until "$SLURM_WAIT_ATTEMPTS" "a complete $SLURM_CONF" grep -qiE '^\s*SlurmctldHost\s*=' "$SLURM_CONF" ||
     die "cannot read a slurm.conf with SlurmctldHost at $SLURM_CONF"
-  require_included_conf
   if [[ "$enabled" == true ]]; then
     prolog_flags="$(slurm_setting PrologFlags)"
     if [[ -n "$prolog_flags" && ",${prolog_flags,,}," != *,contain,* ]]; then
@@ -78,6 +79,11 @@ configure_controller() {
         "still refused, but adopted SSH sessions are not contained and may outlive the job (changing ProctrackType" \
         "needs a restart of every Slurm daemon, which the platform never does)"
     fi
+  fi
+  # Only a setting to write needs the included file; removing our own block from it does not.
+  if ((${#lines[@]})) && ! included_conf "pam_slurm_adopt's PrologFlags=Contain (SSH to compute nodes stays limited to" \
+    "users with a job there, but sessions are not adopted into the job)"; then
+    return 0
   fi
   if set_block "$INCLUDED_CONF" "${lines[@]}"; then
     log "wrote the pam_slurm_adopt settings (${lines[*]:-none}) to $INCLUDED_CONF"

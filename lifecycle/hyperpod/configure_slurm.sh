@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Slurm settings on top of HyperPod's API-driven Slurm configuration. HyperPod writes slurm.conf (nodes,
 # partitions) and runs the daemons; this script never touches those lines and never starts or restarts a daemon.
+# In OnInitComplete mode HyperPod also sets up pyxis and Slurm's log rotation (lifecycle/node_contract.json: pyxis,
+# slurm-log-rotation); what it set up is kept, and the platform fills in only what is missing, with a contract warning.
 #
-# - pyxis: our own pyxis.conf, whose SPANK entry is `optional`, so a pyxis build that does not match the running
-#   Slurm only loses the container flags instead of failing every srun. The controller's plugstack.conf includes it
-#   by its full path (configless Slurm cannot serve a plugstack.conf.d/* wildcard); every node has the file.
+# - pyxis: a plugstack.conf.d/pyxis.conf already on the node (HyperPod's, often a link to pyxis's own pyxis.conf) is
+#   never replaced, and a plugstack.conf that already loads pyxis gets no second line. Where pyxis is installed but not
+#   loaded, the platform writes its own pyxis.conf, whose SPANK entry is `optional` (a build that does not match the
+#   running Slurm then only loses the container flags instead of failing every srun), and the controller's
+#   plugstack.conf includes it by its full path (configless Slurm cannot serve a plugstack.conf.d/* wildcard).
 # - Auto-resume (`srun --auto-resume=1`) is HyperPod's own SPANK plugin, wired into plugstack.conf by HyperPod. We
 #   only ever append to plugstack.conf, so its entry stays; with slurm.auto_resume we check srun still offers it.
-# - Slurm's logs under /var/log/slurm rotate at 50 MB (logrotate; the daemons reopen them on SIGUSR2), as AWS's
-#   reference scripts set up, so a busy controller does not fill its root volume.
+# - Slurm's logs under /var/log/slurm: when a logrotate file of HyperPod's names them, the platform writes none (a
+#   second entry for the same log is an error to logrotate) and removes its own from an earlier run; otherwise they
+#   rotate at 50 MB (the daemons reopen them on SIGUSR2), so a busy controller does not fill its root volume.
 # - The controller waits (bounded) for HyperPod's slurm.conf, and runs `scontrol reconfigure` only if plugstack.conf
 #   changed: that pushes it to the configless slurmd daemons.
 #
@@ -21,6 +26,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 node_type="${1:?usage: configure_slurm.sh controller|login|compute}"
 plugstack="$SLURM_CONF_DIR/plugstack.conf"
 LOGROTATE_CONF="${LOGROTATE_CONF:-/etc/logrotate.d/hyperpod-slurm}"
+LOGROTATE_DIR="${LOGROTATE_DIR:-$(dirname "$LOGROTATE_CONF")}"
 SLURM_WAIT_ATTEMPTS="${SLURM_WAIT_ATTEMPTS:-60}"
 changed=false
 
@@ -52,6 +58,12 @@ find_pyxis_plugin() {
   return 0
 }
 
+# plugstack_loads_pyxis : the controller's plugstack.conf already loads pyxis (an include of a pyxis.conf or of
+# plugstack.conf.d, or a spank_pyxis.so entry of its own).
+plugstack_loads_pyxis() {
+  [[ -f "$plugstack" ]] && grep -qE '^[[:space:]]*(include[[:space:]]+\S*(pyxis|plugstack\.conf\.d)|(required|optional)[[:space:]]+\S*spank_pyxis\.so)' "$plugstack"
+}
+
 enable_pyxis() {
   local plugin conf ours="$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf"
   [[ "$(param container_runtime.enabled)" == "true" ]] || return 0
@@ -62,19 +74,43 @@ enable_pyxis() {
   fi
   conf="$(mktemp)"
   echo "optional $plugin" >"$conf"
-  if install_if_different "$conf" "$ours" 0644; then
+  if [[ -L "$ours" ]] || { [[ -e "$ours" ]] && ! cmp -s "$conf" "$ours"; }; then
+    log "$ours is HyperPod's ($( [[ -L "$ours" ]] && echo "a link to $(readlink "$ours")" || echo "its own file")): kept"
+  elif install_if_different "$conf" "$ours" 0644; then
     changed=true
-    log "wrote $ours: optional $plugin"
+    contract_warn pyxis "pyxis is installed but $ours was missing: wrote it (optional $plugin)"
   fi
   rm -f "$conf"
   # The controller serves plugstack.conf to the configless daemons, which read the included file locally: every node
   # gets the file, only the controller the include line.
-  [[ "$node_type" == controller ]] && ensure_line "$plugstack" "include $ours"
+  if [[ "$node_type" == controller ]]; then
+    if plugstack_loads_pyxis; then
+      log "$plugstack already loads pyxis: no line added"
+    else
+      ensure_line "$plugstack" "include $ours"
+    fi
+  fi
   return 0
 }
 
+# Logrotate files other than the platform's that name Slurm's log directory (HyperPod's).
+slurm_rotation_elsewhere() {
+  [[ -d "$LOGROTATE_DIR" ]] || return 0
+  grep -lsE '/var/log/slurm(/|[[:space:]"]|$)' "$LOGROTATE_DIR"/* | grep -vxF "$LOGROTATE_CONF" || true
+}
+
 ensure_log_rotation() {
-  local conf
+  local conf theirs
+  theirs="$(slurm_rotation_elsewhere | paste -sd' ' -)"
+  if [[ -n "$theirs" ]]; then
+    if [[ -e "$LOGROTATE_CONF" ]]; then
+      rm -f "$LOGROTATE_CONF"
+      log "removed $LOGROTATE_CONF: $theirs rotates Slurm's logs already (logrotate refuses a second entry)"
+    else
+      log "Slurm's logs are rotated by $theirs (HyperPod's): no entry of the platform's"
+    fi
+    return 0
+  fi
   conf="$(mktemp)"
   cat >"$conf" <<'CONF'
 # Written by the HyperPod platform's configure_slurm.sh.
@@ -94,7 +130,7 @@ ensure_log_rotation() {
 }
 CONF
   if install_if_different "$conf" "$LOGROTATE_CONF" 0644; then
-    log "wrote $LOGROTATE_CONF"
+    contract_warn slurm-log-rotation "no logrotate file in $LOGROTATE_DIR names /var/log/slurm: wrote $LOGROTATE_CONF"
   fi
   rm -f "$conf"
 }
@@ -106,7 +142,8 @@ check_auto_resume() {
   elif srun --help 2>&1 | grep -q -- '--auto-resume'; then
     log "srun offers --auto-resume"
   else
-    log "WARNING: srun does not list --auto-resume; check HyperPod's entry in $plugstack"
+    contract_warn plugstack-hyperpod "srun does not list --auto-resume: HyperPod's SPANK entry in $plugstack is" \
+      "missing or does not load (jobs cannot ask for auto-resume)"
   fi
 }
 

@@ -49,7 +49,12 @@ render_block() {
   fi
 }
 
-require_included_conf
+# No included file (node_contract.json, slurm-conf-includes-accounting-conf): per-user mode stays off, closed to Studio
+# users (no token is accepted, and per-user mode never publishes the munge key); a contract warning, the node continues.
+if [[ "$mode" == jwt ]] && ! included_conf "per-user mode (auth/jwt for Studio users, DisableRootJobs): Studio users" \
+  "cannot reach Slurm until it is"; then
+  exit 0
+fi
 for setting in AuthAltTypes AuthAltParameters DisableRootJobs; do
   if [[ "$mode" == jwt && -n "$(slurm_setting "$setting")" ]]; then
     die "$SLURM_CONF sets $setting itself; the platform's per-user mode needs it from $INCLUDED_CONF"

@@ -39,7 +39,8 @@ bash "$HERE/install_container_runtime.sh"
 bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
 # observability.node_metrics: exporters and the Prometheus agent (only when the parameters carry node_metrics).
 [[ -n "$(param node_metrics.remote_write_url)" ]] && bash "$HERE/install_node_metrics.sh" "$NODE_TYPE" "${detected#*$'\t'}"
-[[ "$NODE_TYPE" == controller && "$(param accounting.enabled)" == true ]] && bash "$HERE/apply_accounting.sh"
+# Every user gets a Slurm association (slurm.conf may enforce them); departments, QoS and fair share when enabled.
+[[ "$NODE_TYPE" == controller ]] && bash "$HERE/apply_accounting.sh"
 
 # Per-user mode (slurm.auth jwt): auth/jwt for Studio users and DisableRootJobs, in slurm.conf's included file.
 [[ "$NODE_TYPE" == controller ]] && bash "$HERE/configure_slurm_auth.sh"

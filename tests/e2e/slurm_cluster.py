@@ -90,6 +90,8 @@ class SlurmCluster:
     gpu_type: str = "a10g"
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     munge_socket: Path | None = None
+    # False: HyperPod's slurm.conf without the include line (node_contract.json, slurm-conf-includes-accounting-conf)
+    include_accounting_conf: bool = True
 
     @property
     def ctl(self) -> Path:
@@ -181,7 +183,8 @@ class SlurmCluster:
             cluster_name=self.cluster_name, hostname=socket.gethostname().split(".")[0], state_dir=self.state,
             munge_socket=self.munge_socket, slurmctld_port=self.slurmctld_port, slurmd_port=free_port(),
             cpus=os.cpu_count() or 1, real_memory_mb=500, partition=self.partition,
-            gres=f"gpu:{self.gpu_type}:{self.gpus}" if self.gpus else ""))
+            gres=f"gpu:{self.gpu_type}:{self.gpus}" if self.gpus else "",
+            include_accounting_conf=self.include_accounting_conf))
         if self.gpus:
             devices = self.ctl / "dev"
             devices.mkdir()

@@ -2,15 +2,27 @@
 
 HyperPod's cluster agent writes /opt/slurm/etc/slurm.conf on the controller with `SlurmctldHost=<name>(<ip>)`,
 `SlurmctldParameters=enable_configless` (login and compute nodes run `slurmd --conf-server <controller>` and keep no
-slurm.conf of their own) and an `include accounting.conf` of a file beside it (AWS's base-config
-setup_mariadb_accounting.sh appends to that file; awslabs/awsome-distributed-ai@95b939cd). `render_slurm_conf` writes
-that shape; `ACCOUNTING_CONF` is the included file.
+slurm.conf of their own). Whether it also includes `accounting.conf`, a file beside it, is unverified
+(lifecycle/node_contract.json, slurm-conf-includes-accounting-conf): the include lines come from that fact's fixture,
+and `include_accounting_conf=False` is the variant without them. `ACCOUNTING_CONF` is the included file.
 
 Pure functions, standard library only.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+CONTRACT = Path(__file__).resolve().parents[2] / "lifecycle" / "node_contract.json"
+
+
+def contract_lines(fact_id: str, node_path: str) -> list[str]:
+    """The lines lifecycle/node_contract.json's fact `fact_id` puts in `node_path` (its fixture)."""
+    facts = {f["id"]: f for f in json.loads(CONTRACT.read_text())["facts"]}
+    return [line for f in facts[fact_id]["fixture"].get("files", []) if f["path"] == node_path for line in f["lines"]]
+
+
+INCLUDE_LINES = contract_lines("slurm-conf-includes-accounting-conf", "/opt/slurm/etc/slurm.conf")
 
 
 def render_slurm_conf(
@@ -27,6 +39,7 @@ def render_slurm_conf(
     address: str = "127.0.0.1",
     slurm_user: str = "root",
     gres: str = "",
+    include_accounting_conf: bool = True,
 ) -> str:
     """Returns slurm.conf text for one controller and one compute node on the same host.
 
@@ -72,7 +85,7 @@ def render_slurm_conf(
         "SchedulerType=sched/backfill",
         "ReturnToService=2",
         "MpiDefault=none",
-        "include accounting.conf",
+        *(INCLUDE_LINES if include_accounting_conf else []),
         "SlurmctldTimeout=30",
         "SlurmdTimeout=30",
         "InactiveLimit=0",

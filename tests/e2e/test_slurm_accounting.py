@@ -58,7 +58,8 @@ class Env:
     def apply(self, data: dict) -> str:
         """Writes the parameters the stack would upload for `data` and runs the project's script as on the controller."""
         config: PlatformConfig = parse_config(data, str(EXAMPLE))
-        self.params.write_text(json.dumps({"version": 1, "accounting": accounting_parameters(config)}))
+        users = [{"name": u.name, "uid": u.uid, "gid": u.group_id, "sudo": u.sudo} for u in config.users]
+        self.params.write_text(json.dumps({"version": 1, "users": users, "accounting": accounting_parameters(config)}))
         env = {**self.cluster.env(), "PARAMS_FILE": str(self.params), "RETRY_DELAY": "1", "SLURM_WAIT_ATTEMPTS": "5"}
         result = run(["bash", str(APPLY)], env=env, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
@@ -237,3 +238,43 @@ def test_removing_a_user_removes_the_association_and_keeps_history(env: Env, app
     back = env.apply(example())
     assert "add user gregor Account=biology" in back
     assert env.sacct(job_id, record) == record
+
+
+def test_users_without_a_department_are_registered_whether_or_not_accounting_is_on(env: Env, applied):
+    """lifecycle/node_contract.json, accounting-enforces-associations: with associations enforced, a user Slurm has no
+    association for cannot submit; the platform registers every configured user (hyperpod-users), and a user removed
+    from the config loses that association again."""
+    from test_studio_slurm_login import PosixUser, ensure_posix_user, remove_posix_users
+
+    created = [("newcomer", *ensure_posix_user(PosixUser("newcomer", 64201, 64201)))]
+    try:
+        rc, _, err = env.sbatch("newcomer", "--time=10", "--wrap", "true")
+        assert rc != 0 and "Invalid account" in err, err  # enforced, and no association yet
+        data = example()
+        data["users"].append({"name": "newcomer", "uid": 64201})
+        out = env.apply(data)
+        assert "add user newcomer Account=hyperpod-users Cluster=research DefaultAccount=hyperpod-users" in out
+        rc, job_id, err = env.sbatch("newcomer", "--time=10", "--wrap", "true")
+        assert rc == 0, err
+        env.wait_job(job_id, lambda j: j.get("JobState") in TERMINAL, "the end")
+        assert env.sacct(job_id, ["hyperpod-users", "newcomer", "normal", "COMPLETED"])[:2] == ["hyperpod-users",
+                                                                                                 "newcomer"]
+        # Accounting off (no departments or QoS in the config then): every user is registered in hyperpod-users,
+        # and what the departments made earlier stays as it is.
+        data["cluster"]["accounting"] = {"enabled": False}
+        off = env.apply(data)
+        assert "add user ada,enrico,rosalind,gregor,student1,student2 Account=hyperpod-users" in off.replace(
+            "\t", " ")
+        assocs = env.sacctmgr("show", "assoc", "where", "cluster=research", "format=account,user")
+        assert ["physics", "ada"] in assocs and ["hyperpod-users", "ada"] in assocs
+        assert "nothing changed" in env.apply(data)
+        # Back to the example (accounting on, no newcomer): his association goes, and the others' extra ones.
+        back = env.apply(example())
+        assert "remove user where name=newcomer account=hyperpod-users cluster=research" in back
+        assocs = env.sacctmgr("show", "assoc", "where", "cluster=research", "format=account,user")
+        assert not [a for a in assocs if a[0] == "hyperpod-users" and a[1]], assocs
+        rc, _, err = env.sbatch("newcomer", "--time=10", "--wrap", "true")
+        assert rc != 0 and "Invalid account" in err
+        assert "nothing changed" in env.apply(example())
+    finally:
+        remove_posix_users(created)

@@ -36,6 +36,7 @@ EOF
   chmod +x "$T/bin/scontrol"
   cat >"$SACCT/config.txt" <<'EOF'
 AccountingStorageEnforce = associations,limits,qos,safe
+AccountingStorageType   = accounting_storage/slurmdbd
 ClusterName             = ml-cluster
 PriorityType            = priority/multifactor
 PriorityWeightAge       = 1000
@@ -65,8 +66,10 @@ write_applied_state() {
   echo "ml-cluster" >"$dir/cluster.txt"
   printf 'normal|Normal QOS default|0||||\nshort|quick|50|04:00:00|gres/gpu=4||\n' >"$dir/qos.txt"
   printf 'root|||1|normal|\nroot|root|1|normal|\nphysics||40|normal,short|normal\nphysics|alice|1|normal,short|normal\n' >"$dir/assoc.txt"
+  printf 'hyperpod-users||1|normal|\nhyperpod-users|bob|1|normal|\n' >>"$dir/assoc.txt"
   printf 'physics|physics|hyperpod-platform|alice\nroot|default root account|root|\n' >"$dir/account.txt"
-  printf 'alice|physics\nroot|root\n' >"$dir/user.txt"
+  printf 'hyperpod-users|cluster users without a department|hyperpod-platform|\n' >>"$dir/account.txt"
+  printf 'alice|physics\nbob|hyperpod-users\nroot|root\n' >"$dir/user.txt"
   printf 'cpu|\nmem|\nnode|\nbilling|\ngres|gpu\n' >"$dir/tres.txt"
 }
 
@@ -74,13 +77,70 @@ changes() {
   grep '^sacctmgr -i ' "$STUB_LOG" || true
 }
 
-@test "disabled: nothing is asked of Slurm" {
+@test "accounting disabled: every user is registered in hyperpod-users, idempotently" {
   setup_accounting
   set_param accounting.enabled false
+  mkdir -p "$SACCT/after"
+  cp "$SACCT/state/"* "$SACCT/after/"
+  printf 'hyperpod-users||1|normal|\nhyperpod-users|alice|1|normal|\nhyperpod-users|bob|1|normal|\n' >>"$SACCT/after/assoc.txt"
+  printf 'hyperpod-users|cluster users without a department|hyperpod-platform|\n' >>"$SACCT/after/account.txt"
+  printf 'alice|hyperpod-users\nbob|hyperpod-users\n' >>"$SACCT/after/user.txt"
   run bash "$SCRIPTS/apply_accounting.sh"
   [ "$status" -eq 0 ]
-  [[ "$output" == *"cluster.accounting.enabled is false: nothing to apply"* ]]
-  [ ! -s "$STUB_LOG" ]
+  [ "$(changes)" = "sacctmgr -i add account hyperpod-users Cluster=ml-cluster Description=cluster users without a department Organization=hyperpod-platform
+sacctmgr -i add user alice,bob Account=hyperpod-users Cluster=ml-cluster DefaultAccount=hyperpod-users" ]
+  # No QoS and no department with accounting off.
+  [[ "$output" != *"add qos"* && "$output" != *physics* ]]
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/apply_accounting.sh"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"accounting is up to date: nothing changed"* ]]
+  [ -z "$(changes)" ]
+}
+
+@test "a user removed from the config loses the platform's association, and only that" {
+  setup_accounting
+  set_param accounting.enabled false
+  printf 'hyperpod-users||1|normal|\nhyperpod-users|alice|1|normal|\nhyperpod-users|bob|1|normal|\n' >>"$SACCT/state/assoc.txt"
+  printf 'hyperpod-users|carol|1|normal|\nlab|carol|1|normal|\n' >>"$SACCT/state/assoc.txt"
+  printf 'hyperpod-users|cluster users without a department|hyperpod-platform|\n' >>"$SACCT/state/account.txt"
+  printf 'alice|hyperpod-users\nbob|hyperpod-users\ncarol|lab\n' >>"$SACCT/state/user.txt"
+  run bash "$SCRIPTS/apply_accounting.sh"
+  [ "$(changes)" = "sacctmgr -i remove user where name=carol account=hyperpod-users cluster=ml-cluster" ]
+}
+
+@test "accounting disabled, no slurmdbd in slurm.conf: nothing to register, nothing asked of sacctmgr" {
+  setup_accounting
+  set_param accounting.enabled false
+  sed -i 's|accounting_storage/slurmdbd|accounting_storage/none|' "$SACCT/config.txt"
+  run bash "$SCRIPTS/apply_accounting.sh"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"Slurm keeps no accounting database on this cluster: users need no association"* ]]
+  [ -z "$(calls sacctmgr)" ]
+  set_param accounting.enabled true
+  run bash "$SCRIPTS/apply_accounting.sh"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"cluster.accounting is enabled, but slurm.conf's AccountingStorageType is 'accounting_storage/none'"* ]]
+}
+
+@test "associations not enforced and slurmdbd down: reported, the node continues" {
+  setup_accounting
+  set_param accounting.enabled false
+  sed -i 's/= associations,limits,qos,safe/= none/' "$SACCT/config.txt"
+  touch "$SACCT/down"
+  SLURM_WAIT_ATTEMPTS=2 run bash "$SCRIPTS/apply_accounting.sh"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"WARNING: [contract:slurmdbd-on-controller] slurmdbd did not answer: the users are not registered"* ]]
+  [ -z "$(changes)" ]
+}
+
+@test "associations enforced and slurmdbd down: the node fails, users could not run jobs" {
+  setup_accounting
+  set_param accounting.enabled false
+  touch "$SACCT/down"
+  SLURM_WAIT_ATTEMPTS=2 run bash "$SCRIPTS/apply_accounting.sh"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"slurmdbd did not answer, and slurm.conf enforces associations: the users could not run jobs"* ]]
 }
 
 @test "an empty database: QoS, the account, the user and the coordinator are added, then checked" {
@@ -91,9 +151,11 @@ changes() {
   [ "$(changes)" = "sacctmgr -i add qos short
 sacctmgr -i modify qos where name=short set Description=quick Priority=50 MaxWall=240 MaxTRESPerUser=gres/gpu=4
 sacctmgr -i add account physics Cluster=ml-cluster Description=Physics Organization=hyperpod-platform Fairshare=40 QOS=normal,short DefaultQOS=normal
+sacctmgr -i add account hyperpod-users Cluster=ml-cluster Description=cluster users without a department Organization=hyperpod-platform
 sacctmgr -i add user alice Account=physics Cluster=ml-cluster DefaultAccount=physics QOS=normal,short DefaultQOS=normal
+sacctmgr -i add user bob Account=hyperpod-users Cluster=ml-cluster DefaultAccount=hyperpod-users
 sacctmgr -i add coordinator account=physics names=alice" ]
-  [[ "$output" == *"accounting applied: 5 sacctmgr command(s)"* ]]
+  [[ "$output" == *"accounting applied: 7 sacctmgr command(s)"* ]]
   # The state was read again after the changes (the second round of show calls).
   [ "$(grep -c '^sacctmgr -n -P show assoc where cluster=ml-cluster' "$STUB_LOG")" -eq 2 ]
   [[ "$output" != *WARNING* ]]
@@ -113,7 +175,7 @@ sacctmgr -i add coordinator account=physics names=alice" ]
   setup_accounting
   run bash "$SCRIPTS/apply_accounting.sh" # no "after" state: the stub database never changes
   [ "$status" -ne 0 ]
-  [[ "$output" == *"after 5 sacctmgr command(s) the database still differs; left to do: add qos short"* ]]
+  [[ "$output" == *"after 7 sacctmgr command(s) the database still differs; left to do: add qos short"* ]]
 }
 
 @test "a failing sacctmgr command stops the run and names the command" {
@@ -135,13 +197,19 @@ sacctmgr -i add coordinator account=physics names=alice" ]
   [ -z "$(changes)" ]
 }
 
-@test "gpu limits without gres/gpu tracked by slurmdbd fail before any change" {
+@test "gpu limits without gres/gpu tracked: the other limits are applied and the gpu limit is reported" {
   setup_accounting
   printf 'cpu|\nmem|\nnode|\n' >"$SACCT/state/tres.txt"
+  set_param accounting.qos '[{"name": "short", "description": "quick", "priority": 50,
+    "max_tres_per_user": "cpu=8,gres/gpu=4", "grp_tres": "", "max_wall_minutes": 240, "max_jobs_per_user": null}]'
+  write_applied_state "$SACCT/after"
+  printf 'cpu|\nmem|\nnode|\n' >"$SACCT/after/tres.txt"
+  sed -i 's/|gres\/gpu=4||$/|cpu=8||/' "$SACCT/after/qos.txt"
   run bash "$SCRIPTS/apply_accounting.sh"
-  [ "$status" -ne 0 ]
-  [[ "$output" == *"a QoS limits gpu, but slurmdbd does not track gres/gpu"* ]]
-  [ -z "$(changes)" ]
+  [ "$status" -eq 0 ]
+  changes | grep -qx "sacctmgr -i modify qos where name=short set Description=quick Priority=50 MaxWall=240 MaxTRESPerUser=cpu=8"
+  [ -z "$(changes | grep gres/gpu)" ]
+  [[ "$output" == *"WARNING: [contract:accounting-tracks-gres-gpu] QoS short: max_tres_per_user gres/gpu=4 not applied, slurmdbd does not track gres/gpu"* ]]
 }
 
 @test "limits not enforced and other priority weights are reported (slurm.conf is HyperPod's)" {
@@ -157,19 +225,13 @@ sacctmgr -i add coordinator account=physics names=alice" ]
   [ -z "$(changes)" ]
 }
 
-@test "on_init_complete.sh applies accounting on the controller only, and only when enabled" {
+@test "on_init_complete.sh applies accounting on the controller only, whether or not it is enabled" {
   cp -r "$SCRIPTS" "$T/scripts"
   printf '#!/bin/bash\necho applied >>"%s"\n' "$T/apply.calls" >"$T/scripts/apply_accounting.sh"
   STUB_IPS="10.1.0.31" run bash "$T/scripts/on_init_complete.sh" # compute
   [ "$status" -eq 0 ]
   [ ! -e "$T/apply.calls" ]
   STUB_IPS="10.1.0.12 172.17.0.1" run bash "$T/scripts/on_init_complete.sh" # controller, accounting not enabled
-  [ "$status" -eq 0 ]
-  [ ! -e "$T/apply.calls" ]
-  set_param accounting '{"enabled": true}'
-  STUB_IPS="10.1.0.31" run bash "$T/scripts/on_init_complete.sh"
-  [ ! -e "$T/apply.calls" ]
-  STUB_IPS="10.1.0.12 172.17.0.1" run bash "$T/scripts/on_init_complete.sh"
   [ "$status" -eq 0 ]
   [ "$(cat "$T/apply.calls")" = applied ]
 }

@@ -3,8 +3,11 @@
 
 load test_helper
 
-V4_RULE="OUTPUT -d 169.254.169.254 -m owner ! --uid-owner 0 -j REJECT"
-V6_RULE="OUTPUT -d fd00:ec2::254 -m owner ! --uid-owner 0 -j REJECT"
+# By destination, and by conntrack's original destination (traffic a nat rule redirects to a local credential proxy).
+V4_RULE="OUTPUT -d 169.254.169.254 -m owner ! --uid-owner 0 -j REJECT
+OUTPUT -m conntrack --ctorigdst 169.254.169.254 --ctdir ORIGINAL -m owner ! --uid-owner 0 -j REJECT"
+V6_RULE="OUTPUT -d fd00:ec2::254 -m owner ! --uid-owner 0 -j REJECT
+OUTPUT -m conntrack --ctorigdst fd00:ec2::254 --ctdir ORIGINAL -m owner ! --uid-owner 0 -j REJECT"
 UNIT_NAME=hyperpod-block-imds.service
 
 # path_without CMD... -> $PATH minus every directory that holds one of CMD (the stubs' directory included)
@@ -38,10 +41,10 @@ path_without() {
   : >"$STUB_LOG"
   run bash "$SCRIPTS/block_imds.sh"
   [ "$status" -eq 0 ]
-  [ "$(wc -l <"$FAKE_ROOT/iptables.rules")" -eq 1 ]
-  [ "$(wc -l <"$FAKE_ROOT/ip6tables.rules")" -eq 1 ]
-  [ "$(calls iptables)" = "iptables -w -C $V4_RULE" ]
-  [ "$(calls ip6tables)" = "ip6tables -w -C $V6_RULE" ]
+  [ "$(cat "$FAKE_ROOT/iptables.rules")" = "$V4_RULE" ]
+  [ "$(cat "$FAKE_ROOT/ip6tables.rules")" = "$V6_RULE" ]
+  [ "$(calls iptables | grep -v -- ' -t nat -S OUTPUT$')" = "$(sed 's/^/iptables -w -C /' <<<"$V4_RULE")" ]
+  [ "$(calls ip6tables | grep -v -- ' -t nat -S OUTPUT$')" = "$(sed 's/^/ip6tables -w -C /' <<<"$V6_RULE")" ]
   [ -z "$(mutating_calls)" ]
   [ "$(stat -c %Y.%i "$SYSTEMD_DIR/$UNIT_NAME")" = "$before" ]
 }
@@ -61,7 +64,7 @@ path_without() {
   [ "$status" -eq 0 ]
   [ "$(cat "$FAKE_ROOT/iptables.rules")" = "$V4_RULE" ]
   [ ! -e "$SYSTEMD_DIR/$UNIT_NAME" ]
-  [ -z "$(calls systemctl)" ]
+  [ -z "$(calls systemctl | grep -vE '^systemctl (list-units|show) ')" ]
 }
 
 @test "no iptables: the node fails, naming the missing control" {
@@ -84,4 +87,43 @@ path_without() {
   STUB_IPTABLES_FAIL=1 run bash "$SCRIPTS/block_imds.sh"
   [ "$status" -ne 0 ]
   [[ "$output" == *"iptables could not add"* ]]
+}
+
+@test "HyperPod units as root: no exception" {
+  export STUB_UNITS="sagemaker-role-proxy-agent.service -
+sagemaker-cluster-agent.service root"
+  run bash "$SCRIPTS/block_imds.sh"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$FAKE_ROOT/iptables.rules")" = "$V4_RULE" ]
+  [ ! -e "$STATE_DIR/contract_warnings" ]
+}
+
+@test "a HyperPod unit under another uid keeps metadata access, with a contract warning" {
+  printf 'sagemaker:x:998:998::/nonexistent:/usr/sbin/nologin\n' >>"$FAKE_ROOT/passwd"
+  export STUB_UNITS="sagemaker-role-proxy-agent.service -
+sagemaker-host-agent.service sagemaker
+hyperpod-users-sync.service nobody"
+  id() { [[ "$1" == -u && "$2" == sagemaker ]] && echo 998 || command id "$@"; }
+  export -f id
+  run bash "$SCRIPTS/block_imds.sh"
+  [ "$status" -eq 0 ]
+  # The exceptions come first, so the rejects never see uid 998's traffic to the metadata service.
+  [ "$(cat "$FAKE_ROOT/iptables.rules")" = "OUTPUT -m conntrack --ctorigdst 169.254.169.254 --ctdir ORIGINAL -m owner --uid-owner 998 -j ACCEPT
+OUTPUT -d 169.254.169.254 -m owner --uid-owner 998 -j ACCEPT
+$V4_RULE" ]
+  [[ "$output" == *"WARNING: [contract:hyperpod-agents-run-as-root] sagemaker-host-agent.service runs as uid 998, not root"* ]]
+  # The platform's own units (hyperpod-*) are not HyperPod's: no exception for them.
+  [ "$(grep -c ACCEPT "$FAKE_ROOT/iptables.rules")" -eq 2 ]
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/block_imds.sh"
+  [ "$(grep -c ACCEPT "$FAKE_ROOT/iptables.rules")" -eq 2 ]
+  [ -z "$(mutating_calls)" ]
+}
+
+@test "a DNAT of the metadata address on the node is reported and covered by the original-destination rule" {
+  export STUB_NAT_RULES="-A OUTPUT -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination 127.0.0.1:8181"
+  run bash "$SCRIPTS/block_imds.sh"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"this node redirects metadata traffic (-A OUTPUT -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination 127.0.0.1:8181)"* ]]
+  grep -qxF "OUTPUT -m conntrack --ctorigdst 169.254.169.254 --ctdir ORIGINAL -m owner ! --uid-owner 0 -j REJECT" "$FAKE_ROOT/iptables.rules"
 }

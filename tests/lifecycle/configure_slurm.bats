@@ -1,9 +1,13 @@
 #!/usr/bin/env bats
-# configure_slurm.sh: only appends to plugstack.conf, never node/partition lines, never (re)starts a daemon.
+# configure_slurm.sh: only appends to plugstack.conf, never node/partition lines, never (re)starts a daemon. What it does
+# where HyperPod set pyxis and log rotation up is in node_contract.bats; here the node lacks them (the AMI model's
+# variants without `pyxis` and `slurm-log-rotation`), which is where the platform fills in.
 
 load test_helper
 
+# pyxis installed from a package that did not load it: HyperPod did not set it up (node_contract.json, pyxis)
 enable_pyxis() {
+  ami_node controller --absent fsx-mounted --absent pyxis --absent slurm-log-rotation
   set_param container_runtime.enabled true
   mkdir -p "$(dirname "$PYXIS_CONF")"
   echo "required /usr/local/lib/slurm/spank_pyxis.so" >"$PYXIS_CONF"
@@ -36,11 +40,13 @@ enable_pyxis() {
 
 @test "compute nodes get pyxis.conf but neither the include line nor a reconfigure" {
   enable_pyxis
-  cp "$SLURM_CONF_DIR/plugstack.conf" "$T/before"
+  ami_node compute --absent fsx-mounted --absent pyxis
+  mkdir -p "$(dirname "$PYXIS_CONF")"
+  echo "required /usr/local/lib/slurm/spank_pyxis.so" >"$PYXIS_CONF"
   run bash "$SCRIPTS/configure_slurm.sh" compute
   [ "$status" -eq 0 ]
   [ -s "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" ]
-  cmp "$T/before" "$SLURM_CONF_DIR/plugstack.conf"
+  [ ! -e "$SLURM_CONF_DIR/plugstack.conf" ]
   [ -z "$(calls scontrol)" ]
 }
 
@@ -55,20 +61,22 @@ enable_pyxis() {
 @test "a missing --auto-resume flag is reported but does not fail the node" {
   STUB_SRUN_AUTO_RESUME=0 run bash "$SCRIPTS/configure_slurm.sh" login
   [ "$status" -eq 0 ]
-  [[ "$output" == *"WARNING: srun does not list --auto-resume"* ]]
+  [[ "$output" == *"WARNING: [contract:plugstack-hyperpod] srun does not list --auto-resume"* ]]
 }
 
 @test "slurm.conf is never touched" {
+  enable_pyxis
   printf 'SlurmctldHost=ip-10-1-0-12(10.1.0.12)\nNodeName=worker-group-1-1 CPUs=4\n' >"$SLURM_CONF_DIR/slurm.conf"
   cp "$SLURM_CONF_DIR/slurm.conf" "$T/slurm.conf.before"
-  enable_pyxis
   run bash "$SCRIPTS/configure_slurm.sh" controller
   [ "$status" -eq 0 ]
   cmp "$T/slurm.conf.before" "$SLURM_CONF_DIR/slurm.conf"
 }
 
 @test "Slurm logs rotate, and a second run leaves the logrotate file alone" {
+  ami_node compute --absent fsx-mounted --absent slurm-log-rotation
   run bash "$SCRIPTS/configure_slurm.sh" compute
+  [[ "$output" == *"WARNING: [contract:slurm-log-rotation] no logrotate file in $LOGROTATE_DIR names /var/log/slurm: wrote $LOGROTATE_CONF"* ]]
   [ "$status" -eq 0 ]
   grep -q '^/var/log/slurm/\*.log {' "$LOGROTATE_CONF"
   grep -q 'pkill -x --signal SIGUSR2 slurmd' "$LOGROTATE_CONF"

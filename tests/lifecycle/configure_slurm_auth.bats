@@ -29,15 +29,18 @@ BEGIN="# BEGIN hyperpod-platform auth (configure_slurm_auth.sh manages this bloc
   [ -z "$(mutating_calls)" ]
 }
 
-@test "per-user mode refuses a slurm.conf that does not include accounting.conf, and never edits slurm.conf" {
+@test "per-user mode without an included accounting.conf: nothing written, a contract warning, slurm.conf untouched" {
   set_param slurm.auth '"jwt"'
   printf 'ClusterName=ml-cluster\nSlurmctldHost=ip-10-1-0-12(10.1.0.12)\n' >"$SLURM_CONF_DIR/slurm.conf"
+  rm "$SLURM_CONF_DIR/accounting.conf"
   cp "$SLURM_CONF_DIR/slurm.conf" "$T/before"
   JWT_KEY_FILE="$T/spool/jwt_hs256.key" run bash "$SCRIPTS/configure_slurm_auth.sh"
-  [ "$status" -ne 0 ]
-  [[ "$output" == *"does not include accounting.conf"* ]]
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"WARNING: [contract:slurm-conf-includes-accounting-conf]"*"does not include accounting.conf"*"per-user mode"* ]]
+  grep -q "^slurm-conf-includes-accounting-conf	configure_slurm_auth	" "$STATE_DIR/contract_warnings"
   cmp "$T/before" "$SLURM_CONF_DIR/slurm.conf"
   [ ! -e "$SLURM_CONF_DIR/accounting.conf" ]
+  [ ! -e "$T/spool/jwt_hs256.key" ]
   [ -z "$(mutating_calls)" ]
 }
 

@@ -159,7 +159,8 @@ PY
   [ "$status" -ne 0 ]
   [[ "$output" == *"artifact prometheus: checksum mismatch for s3://mirror-bucket/metrics/prometheus_2.45.3+ds-2ubuntu0.1_amd64.deb"* ]]
   [ -z "$(calls apt-get | grep install)" ]
-  [ -z "$(ls "$FAKE_ROOT/dpkg")" ]
+  # The AMI's own packages (tests/lifecycle/ami_model.py) are there; none of the metrics packages is.
+  [ -z "$(ls "$FAKE_ROOT/dpkg" | grep -E '^(prometheus|prometheus-node-exporter|dcgm-exporter)$')" ]
   [ -z "$(calls systemctl)" ]
   [ ! -e "$SYSTEMD_DIR" ] || [ -z "$(ls "$SYSTEMD_DIR")" ]
   [ ! -e "$NODE_EXPORTER_DEFAULTS" ]

@@ -1,10 +1,10 @@
 #!/usr/bin/env bats
 # on_init_complete.sh, the Slurm clusters' entry point (LifeCycleConfig.OnInitComplete), per node type.
 #
-# The contract (lifecycle/hyperpod/README.md, "Which hook, and who starts Slurm"): HyperPod has written slurm.conf
-# and runs the Slurm daemons before this hook; the script never writes slurm.conf, never starts, stops, enables or
-# restarts a Slurm daemon, and only the controller runs `scontrol reconfigure` (after changing plugstack.conf).
-# resource_config.json is shaped as HyperPod writes it to /opt/ml/config (fixtures/resource_config.json).
+# The contract (lifecycle/CONTRACT.md): HyperPod has written slurm.conf, runs the Slurm daemons and has set up Docker,
+# enroot, pyxis and log rotation before this hook; the script never writes slurm.conf, never starts, stops, enables or
+# restarts a Slurm daemon, and only the controller runs `scontrol reconfigure` (after changing plugstack.conf). Each
+# test's node is laid out from lifecycle/node_contract.json (test_helper, ami_node).
 
 load test_helper
 
@@ -34,9 +34,10 @@ run_as() {
   STUB_IPS="$1" run bash "$SCRIPTS/on_init_complete.sh"
 }
 
-@test "controller: users, keys, container runtime, pyxis, log rotation, one reconfigure; Slurm left to HyperPod" {
+@test "controller on the AMI model: users, keys, HyperPod's runtime and log rotation kept; Slurm left to HyperPod" {
   enable_everything
   cp "$SLURM_CONF_DIR/slurm.conf" "$T/slurm.conf.hyperpod"
+  cp "$SLURM_CONF_DIR/plugstack.conf" "$T/plugstack.conf.hyperpod"
   run_as "$CONTROLLER_IP"
   [ "$status" -eq 0 ]
   grep -q "node type: controller" "$LOG_DIR/on_init_complete.log"
@@ -45,10 +46,14 @@ run_as() {
   calls useradd | grep -q -- "--uid 2001 --gid 2001 --create-home --home-dir $T/fsx/home/alice "
   [ -s "$T/fsx/home/alice/.ssh/id_ed25519_cluster" ]
   grep -qxF "$(cat "$T/fsx/home/alice/.ssh/id_ed25519_cluster.pub")" "$T/fsx/home/alice/.ssh/authorized_keys"
-  [ "$(grep -cxF "include $SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" "$SLURM_CONF_DIR/plugstack.conf")" -eq 1 ]
-  [ "$(cat "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "optional /usr/local/lib/slurm/spank_pyxis.so" ]
-  grep -q '^/var/log/slurm/\*.log {' "$LOGROTATE_CONF"
-  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol reconfigure" "scontrol show config")" ]
+  # HyperPod's pyxis, enroot and log rotation are kept: no package, no second entry, plugstack.conf as it was.
+  [ -z "$(calls apt-get)" ]
+  cmp "$T/plugstack.conf.hyperpod" "$SLURM_CONF_DIR/plugstack.conf"
+  [ -L "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" ]
+  [ ! -e "$LOGROTATE_CONF" ]
+  [ -s "$(dirname "$ENROOT_CONF")/enroot.conf.d/50-hyperpod-platform.conf" ]
+  # Read-only: apply_accounting.sh (users' associations) and check_gres.sh.
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol show config" "scontrol show config")" ]
   grep -q "\[check_gres\] WARNING: worker-group-1 has 1 GPU(s) per node but slurmctld's GresTypes is '(none)'" \
     "$LOG_DIR/on_init_complete.log"
   cmp "$T/slurm.conf.hyperpod" "$SLURM_CONF_DIR/slurm.conf"
@@ -56,16 +61,27 @@ run_as() {
   grep -q "\[on_init_complete\] done" "$LOG_DIR/on_init_complete.log"
 }
 
+@test "controller where HyperPod left pyxis and log rotation out: the platform's, with one reconfigure" {
+  ami_node controller --absent fsx-mounted --absent pyxis --absent slurm-log-rotation
+  enable_everything
+  run_as "$CONTROLLER_IP"
+  [ "$status" -eq 0 ]
+  [ "$(grep -cxF "include $SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" "$SLURM_CONF_DIR/plugstack.conf")" -eq 1 ]
+  [ "$(cat "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "optional /usr/local/lib/slurm/spank_pyxis.so" ]
+  grep -q '^/var/log/slurm/\*.log {' "$LOGROTATE_CONF"
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol reconfigure" "scontrol show config" "scontrol show config")" ]
+  [ "$(cut -f1 "$STATE_DIR/contract_warnings" | sort | paste -sd' ')" = "enroot-conf pyxis slurm-log-rotation" ]
+}
+
 @test "compute: the same node set-up, no plugstack include, no scontrol, no Slurm daemon touched" {
   enable_everything
-  rm "$SLURM_CONF_DIR/slurm.conf" # configless: compute nodes hold no slurm.conf of their own
-  cp "$SLURM_CONF_DIR/plugstack.conf" "$T/plugstack.before"
+  ami_node compute --absent fsx-mounted
   run_as "$COMPUTE_IP"
   [ "$status" -eq 0 ]
   grep -q "node type: compute (instance group worker-group-1)" "$LOG_DIR/on_init_complete.log"
   calls useradd | grep -q -- "--uid 2002 "
-  [ "$(cat "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "optional /usr/local/lib/slurm/spank_pyxis.so" ]
-  cmp "$T/plugstack.before" "$SLURM_CONF_DIR/plugstack.conf"
+  [ -L "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" ]
+  [ ! -e "$SLURM_CONF_DIR/plugstack.conf" ]
   [ ! -e "$SLURM_CONF_DIR/slurm.conf" ]
   [ -z "$(calls scontrol)" ]
   [ -z "$(slurm_daemon_calls)" ]
@@ -90,8 +106,10 @@ run_as() {
   enable_everything
   run_as "$CONTROLLER_IP"
   [ "$status" -eq 0 ]
-  for f in "$FSTAB" "$SLURM_CONF_DIR/plugstack.conf" "$FAKE_ROOT/passwd" "$ENROOT_CONF" "$LOGROTATE_CONF" \
-    "$T/fsx/home/bob/.ssh/id_ed25519_cluster" "$T/fsx/home/bob/.ssh/authorized_keys"; do
+  DROP_IN="$(dirname "$ENROOT_CONF")/enroot.conf.d/50-hyperpod-platform.conf"
+  for f in "$FSTAB" "$SLURM_CONF_DIR/plugstack.conf" "$FAKE_ROOT/passwd" "$ENROOT_CONF" "$DROP_IN" \
+    "$LOGROTATE_DIR/sagemaker-hyperpod-slurm" "$T/fsx/home/bob/.ssh/id_ed25519_cluster" \
+    "$T/fsx/home/bob/.ssh/authorized_keys"; do
     cp "$f" "$T/$(basename "$f").before"
   done
   : >"$STUB_LOG"
@@ -99,8 +117,9 @@ run_as() {
   [ "$status" -eq 0 ]
   [ -z "$(mutating_calls)" ]
   [ -z "$(calls ssh-keygen)" ]
-  for f in "$FSTAB" "$SLURM_CONF_DIR/plugstack.conf" "$FAKE_ROOT/passwd" "$ENROOT_CONF" "$LOGROTATE_CONF" \
-    "$T/fsx/home/bob/.ssh/id_ed25519_cluster" "$T/fsx/home/bob/.ssh/authorized_keys"; do
+  for f in "$FSTAB" "$SLURM_CONF_DIR/plugstack.conf" "$FAKE_ROOT/passwd" "$ENROOT_CONF" "$DROP_IN" \
+    "$LOGROTATE_DIR/sagemaker-hyperpod-slurm" "$T/fsx/home/bob/.ssh/id_ed25519_cluster" \
+    "$T/fsx/home/bob/.ssh/authorized_keys"; do
     cmp "$T/$(basename "$f").before" "$f"
   done
   [ "$(grep -c '\[on_init_complete\] done' "$LOG_DIR/on_init_complete.log")" -eq 2 ]

@@ -32,7 +32,7 @@ setup() {
   export PARAMS_FILE="$T/platform_parameters.json"
   export RESOURCE_CONFIG="$T/resource_config.json"
   export LOG_DIR="$T/log" FSTAB="$T/fstab" SUDOERS_DIR="$T/sudoers.d"
-  export SLURM_CONF_DIR="$T/slurm/etc" DEFAULT_HOME_ROOT="$T/home"
+  export SLURM_CONF_DIR="$T/slurm/etc" DEFAULT_HOME_ROOT="$T/home" SLURMD_CONF_CACHE="$T/conf-cache"
   export PYXIS_CONF="$T/pyxis/pyxis.conf" TMPDIR="$T/tmp"
   export SSH_CLIENT_CONF="$T/ssh_config.d/60-hyperpod-cluster.conf" LOGROTATE_CONF="$T/logrotate.d/hyperpod-slurm"
   export STATE_DIR="$T/state" PLATFORM_DIR="$T/platform" SYSTEMD_DIR="$T/systemd"
@@ -40,16 +40,34 @@ setup() {
   export SSHD_CONFIG="$T/ssh/sshd_config" PAM_SLURM_ADOPT_CANDIDATES="$T/security/pam_slurm_adopt.so"
   printf 'MemTotal:        7836724 kB\nMemFree:         1000000 kB\n' >"$MEMINFO"
   export ENROOT_CONF="$T/enroot/enroot.conf" NVME_PATHS="$T/nvme $T/opt-sagemaker" OS_RELEASE="$T/os-release"
+  export LOGROTATE_DIR="$T/logrotate.d"
   mkdir -p "$TMPDIR" "$SLURM_CONF_DIR"
-  printf 'ID=ubuntu\nVERSION_ID="22.04"\nVERSION_CODENAME=jammy\n' >"$OS_RELEASE"
-  # HyperPod's slurm.conf on the controller, as its cluster agent writes it before OnInitComplete runs.
-  printf 'ClusterName=ml-cluster\nSlurmctldHost=ip-10-1-0-12(10.1.0.12)\ninclude accounting.conf\n' \
-    >"$SLURM_CONF_DIR/slurm.conf"
   export RETRY_DELAY=0 STUB_IPS="10.1.0.12 172.17.0.1" STUB_ACTIVE_UNITS="slurmctld"
-  echo "required /opt/hyperpod/lib/spank_hyperpod.so" >"$SLURM_CONF_DIR/plugstack.conf"
-  cp "$FIXTURES/resource_config.json" "$RESOURCE_CONFIG"
+  # slurmctld's `scontrol show config` (stubs/stub): the cluster's name only, so no accounting database to talk to.
+  export STUB_SCONTROL_CONFIG="ClusterName = ml-cluster"
+  # block_imds.sh's connection test as nobody needs a metadata service: tests/e2e/test_imds_block.py has a real one.
+  export IMDS_PROBE=0
+  # The node as lifecycle/node_contract.json says HyperPod leaves a controller before OnInitComplete
+  # (tests/lifecycle/ami_model.py): its slurm.conf, plugstack.conf, resource_config.json, enroot, pyxis, Docker,
+  # Slurm's log rotation, the NVMe and EBS mounts. FSx is left out: these parameters (fsx.mount: true) have the
+  # lifecycle script mount it, which is what they are for when HyperPod does not.
+  ami_node controller --absent fsx-mounted
   cp "$FIXTURES/platform_parameters.json" "$PARAMS_FILE"
   set_param fsx.mount_path "\"$T/fsx\""
+}
+
+# ami_node TYPE [--absent FACT]... : lays this test's node out again, as HyperPod leaves a TYPE node according to
+# lifecycle/node_contract.json, without the facts named (a test of how a script adapts when an unverified fact does not hold).
+ami_node() {
+  local type=$1
+  shift
+  python3 "$BATS_TEST_DIRNAME/ami_model.py" --clean --manifest "$T/ami.manifest"
+  python3 "$BATS_TEST_DIRNAME/ami_model.py" --node-type "$type" --root "$T/node" --fake-root "$FAKE_ROOT" \
+    --manifest "$T/ami.manifest" --map "/opt/slurm/etc=$SLURM_CONF_DIR" --map "/opt/ml/config/resource_config.json=$RESOURCE_CONFIG" \
+    --map "/etc/enroot/enroot.conf=$ENROOT_CONF" --map "/etc/logrotate.d=$LOGROTATE_DIR" \
+    --map "/usr/local/share/pyxis/pyxis.conf=$PYXIS_CONF" --map "/var/spool/slurmd/conf-cache=$SLURMD_CONF_CACHE" \
+    --map "/fsx=$T/fsx" --map "/opt/dlami/nvme=$T/nvme" --map "/opt/sagemaker=$T/opt-sagemaker" \
+    --map "/etc/os-release=$OS_RELEASE" "$@"
 }
 
 # set_param KEY.PATH JSON_VALUE : edits the test's copy of the parameters file

@@ -195,8 +195,8 @@ sync_log() {
   calls systemctl | grep -qxF "systemctl enable $TIMER"
 }
 
-@test "accounting changes reach slurmdbd through the controller's sync only" {
-  set_param accounting.enabled true
+@test "accounting changes reach slurmdbd through the controller's sync only, whether or not accounting is on" {
+  set_param accounting.enabled false
   node_created
   printf '#!/bin/bash\necho "apply $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\\"accounting\\"][\\"departments\\"])" "$PARAMS_FILE")" >>"%s"\n' \
     "$T/apply.calls" >"$PLATFORM_DIR/apply_accounting.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plans the sacctmgr commands that make Slurm's accounting database match platform_parameters.json's `accounting`.
+"""Plans the sacctmgr commands that make Slurm's accounting database match platform_parameters.json.
 
 Standard library only (it runs on the controller before anything is installed). It never calls Slurm itself:
 apply_accounting.sh dumps the current state with `sacctmgr -n -P show ...` into a directory, this prints the
@@ -7,6 +7,7 @@ commands that are needed (one per line, arguments separated by tabs, without `-i
 empty plan means nothing to change, so a second apply issues no command at all.
 
     accounting.py plan PARAMS CLUSTER STATE_DIR   -> commands
+    accounting.py untracked PARAMS STATE_DIR      -> one line per QoS limit on a TRES slurmdbd does not track
     accounting.py check-config PARAMS SCONTROL_SHOW_CONFIG_FILE -> one warning per line (slurm.conf is HyperPod's)
 
 State files in STATE_DIR (the `format=` lists in apply_accounting.sh):
@@ -14,17 +15,28 @@ State files in STATE_DIR (the `format=` lists in apply_accounting.sh):
     assoc.txt     account|user|fairshare|qos|defaultqos          (associations of CLUSTER)
     accounts.txt  account|description|organization|coordinators
     users.txt     user|defaultaccount
+    tres.txt      type|name                                       (optional: without it every TRES counts as tracked)
 
-What it manages: the QoS and departments listed, and the accounts it created (Organization=hyperpod-platform). A
-user no longer listed in a department loses that association (`sacctmgr remove user ... account=...`), which never
-deletes the user's jobs from the database: `sacct` keeps showing them. A department removed from the config keeps
-its account (and its history); only its users' associations and coordinators go. QoS removed from the config stay.
+Every configured user gets an association, whether or not cluster.accounting is enabled, because slurm.conf may enforce
+associations (lifecycle/node_contract.json, accounting-enforces-associations): in each department listing them, and a
+user no department lists (or every user, with accounting off) in the platform's account USERS_ACCOUNT. With accounting
+off, only USERS_ACCOUNT is managed: departments, QoS and default accounts made earlier are left as they are.
+
+What it manages with accounting on: the QoS and departments listed, and the accounts it created
+(Organization=hyperpod-platform, USERS_ACCOUNT included). A user no longer listed in a department (or no longer
+configured) loses that association (`sacctmgr remove user ... account=...`), which never deletes the user's jobs from
+the database: `sacct` keeps showing them. A department removed from the config keeps its account (and its history);
+only its users' associations and coordinators go. QoS removed from the config stay. A QoS limit on a TRES slurmdbd does
+not track (AccountingStorageTRES, node_contract.json accounting-tracks-gres-gpu) is left out and reported.
 """
 import json
 import re
 import sys
 
 ORGANIZATION = "hyperpod-platform"
+# The account of users no department lists; stacks/config.py refuses a department of this name.
+USERS_ACCOUNT = "hyperpod-users"
+USERS_ACCOUNT_DESCRIPTION = "cluster users without a department"
 TIME = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")
 
 
@@ -66,6 +78,38 @@ def tres(value):
     return dict(item.split("=", 1) for item in value.split(",") if "=" in item) if value else {}
 
 
+def tracked_tres(state):
+    """TRES slurmdbd tracks ('cpu', 'gres/gpu', ...) from tres.txt; None when the state has no tres.txt."""
+    try:
+        return {f"{r['type']}/{r['name']}" if r["name"] else r["type"] for r in rows(f"{state}/tres.txt",
+                                                                                      ["type", "name"])}
+    except AccountingError:
+        return None
+
+
+def split_untracked(value, tracked):
+    """(the limits on tracked TRES as a TRES string, the limits left out) for a desired TRES string."""
+    if tracked is None:
+        return value or "", []
+    limits = tres(value)
+    kept = {k: v for k, v in limits.items() if k in tracked}
+    return ",".join(f"{k}={v}" for k, v in kept.items()), [f"{k}={v}" for k, v in limits.items() if k not in tracked]
+
+
+def untracked_limits(params, tracked):
+    acct = params.get("accounting") or {}
+    if not acct.get("enabled"):
+        return []
+    lines = []
+    for q in acct.get("qos") or []:
+        for key in ("max_tres_per_user", "grp_tres"):
+            _, left_out = split_untracked(q.get(key) or "", tracked)
+            if left_out:
+                lines.append(f"QoS {q['name']}: {key} {','.join(left_out)} not applied, slurmdbd does not track "
+                             f"{','.join(k.split('=')[0] for k in left_out)} (AccountingStorageTRES in slurm.conf)")
+    return lines
+
+
 def tres_change(current, desired):
     """The TRES string that turns `current` into `desired`; -1 clears a limit (sacctmgr(1))."""
     now, want = tres(current), tres(desired)
@@ -76,7 +120,7 @@ def tres_change(current, desired):
     return ",".join(f"{k}={v}" for k, v in sorted(changes.items()))
 
 
-def qos_commands(desired, current):
+def qos_commands(desired, current, tracked=None):
     commands = []
     have = {q["name"]: q for q in current}
     for q in desired:
@@ -95,7 +139,7 @@ def qos_commands(desired, current):
             sets.append(f"MaxWall={q.get('max_wall_minutes') or -1}")
         for key, field, option in (("max_tres_per_user", "maxtrespu", "MaxTRESPerUser"),
                                    ("grp_tres", "grptres", "GrpTRES")):
-            change = tres_change(now[field], q.get(key) or "")
+            change = tres_change(now[field], split_untracked(q.get(key) or "", tracked)[0])
             if change:
                 sets.append(f"{option}={change}")
         if str(q.get("max_jobs_per_user") or "") != now["maxjobspu"]:
@@ -111,8 +155,8 @@ def split(value):
 
 def plan(params, cluster, state):
     acct = params.get("accounting") or {}
-    if not acct.get("enabled"):
-        return []
+    enabled = bool(acct.get("enabled"))
+    configured_users = [u["name"] for u in params.get("users") or []]
     clusters = [r["cluster"] for r in rows(f"{state}/clusters.txt", ["cluster"])]
     qos = rows(f"{state}/qos.txt", ["name", "description", "priority", "maxwall", "maxtrespu", "grptres", "maxjobspu"])
     assoc = rows(f"{state}/assoc.txt", ["account", "user", "fairshare", "qos", "defaultqos"])
@@ -121,9 +165,10 @@ def plan(params, cluster, state):
     users = {u["user"]: u for u in rows(f"{state}/users.txt", ["user", "defaultaccount"])}
 
     commands = [] if cluster in clusters else [["add", "cluster", cluster]]
-    commands += qos_commands(acct.get("qos") or [], qos)
+    if enabled:
+        commands += qos_commands(acct.get("qos") or [], qos, tracked_tres(state))
 
-    departments = acct.get("departments") or []
+    departments = (acct.get("departments") or []) if enabled else []
     account_assoc = {a["account"]: a for a in assoc if not a["user"]}
     user_assoc = {(a["account"], a["user"]): a for a in assoc if a["user"]}
     for d in departments:
@@ -149,30 +194,42 @@ def plan(params, cluster, state):
         if existing.get("description", "").lower() != description.lower():
             commands.append(["modify", "account", "where", f"name={name}", "set", f"Description={description}"])
 
-    # Users: every (department, user) association, the user's default account (the first department listing them).
+    # Users: every (department, user) association, the user's default account (the first department listing them);
+    # a configured user no department lists goes to USERS_ACCOUNT.
     wanted, default_account = {}, {}
     for d in departments:
         for user in d["users"]:
             wanted[(d["name"], user)] = d
             default_account.setdefault(user, d["name"])
+    without_department = [u for u in configured_users if u not in default_account]
+    for user in without_department:
+        wanted[(USERS_ACCOUNT, user)] = None
+        default_account[user] = USERS_ACCOUNT
+    if without_department and USERS_ACCOUNT not in account_assoc:
+        commands.append(["add", "account", USERS_ACCOUNT, f"Cluster={cluster}",
+                         f"Description={USERS_ACCOUNT_DESCRIPTION}", f"Organization={ORGANIZATION}"])
     additions = {}  # one `add user a,b,c ...` per account and settings: each sacctmgr call commits on its own
     for (account, user), d in wanted.items():
         now = user_assoc.get((account, user))
         if now is None:
             extra = () if user in users else (f"DefaultAccount={default_account[user]}",)
-            settings = (f"Account={account}", f"Cluster={cluster}", *extra, f"QOS={','.join(d['qos'])}",
-                        f"DefaultQOS={d['default_qos']}")
+            qos_settings = (f"QOS={','.join(d['qos'])}", f"DefaultQOS={d['default_qos']}") if d else ()
+            settings = (f"Account={account}", f"Cluster={cluster}", *extra, *qos_settings)
             additions.setdefault(settings, []).append(user)
-        elif split(now["qos"]) != sorted(d["qos"]) or now["defaultqos"] != d["default_qos"]:
+        elif d and (split(now["qos"]) != sorted(d["qos"]) or now["defaultqos"] != d["default_qos"]):
             commands.append(["modify", "user", "where", f"name={user}", f"account={account}", f"cluster={cluster}",
                              "set", f"QOS={','.join(d['qos'])}", f"DefaultQOS={d['default_qos']}"])
     commands += [["add", "user", ",".join(names), *settings] for settings, names in additions.items()]
-    for user, account in default_account.items():
-        if user in users and users[user]["defaultaccount"] != account:
-            commands.append(["modify", "user", "where", f"name={user}", "set", f"DefaultAccount={account}"])
+    if enabled:  # with accounting off, a default account made earlier stays
+        for user, account in default_account.items():
+            if user in users and users[user]["defaultaccount"] != account:
+                commands.append(["modify", "user", "where", f"name={user}", "set", f"DefaultAccount={account}"])
 
-    managed = [d["name"] for d in departments]
-    managed += sorted(a for a, row in accounts.items() if row["organization"] == ORGANIZATION and a not in managed)
+    if enabled:
+        managed = [d["name"] for d in departments]
+        managed += sorted(a for a, row in accounts.items() if row["organization"] == ORGANIZATION and a not in managed)
+    else:
+        managed = [USERS_ACCOUNT] if USERS_ACCOUNT in accounts else []
     coordinators = {d["name"]: set(d.get("coordinators") or []) for d in departments}
     for account in managed:
         now = set(split(accounts.get(account, {}).get("coordinators", "")))
@@ -235,14 +292,13 @@ def main(argv):
     if command == "plan":
         for cmd in plan(load(args[0]), args[1], args[2]):
             print("\t".join(cmd))
+    elif command == "untracked":
+        for line in untracked_limits(load(args[0]), tracked_tres(args[1])):
+            print(line)
     elif command == "check-config":
         with open(args[1], encoding="utf-8") as f:
             for warning in check_config(load(args[0]), f.read()):
                 print(warning)
-    elif command == "uses-gpu":
-        acct = load(args[0]).get("accounting") or {}
-        print("true" if any("gres/gpu" in (q.get(k) or "") for q in acct.get("qos") or []
-                            for k in ("max_tres_per_user", "grp_tres")) else "false")
     else:
         raise AccountingError(f"unknown command {command!r}")
 

@@ -120,11 +120,30 @@ slurm_setting() {
   sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*\([^[:space:]#]*\).*/\1/Ip" "${SLURM_CONF:?}" | tail -n1
 }
 
-# require_included_conf: $INCLUDED_CONF is ours to edit only because $SLURM_CONF includes it: check, never add the
-# include ourselves.
-require_included_conf() {
-  local name
+# contract_warn FACT MESSAGE... : this node is not what lifecycle/node_contract.json's fact FACT expects of HyperPod,
+# and the script took another path. The operator sees it in three places: the line `WARNING: [contract:FACT] ...` in
+# the script's output, so in the node's log under LOG_DIR and (during the lifecycle hook) in HyperPod's CloudWatch
+# stream LifecycleConfig/<group>/<instance-id>, which the platform dashboard's "Node contract warnings" widget lists;
+# and one record FACT<TAB>SCRIPT<TAB>MESSAGE in $STATE_DIR/contract_warnings (each distinct record once).
+contract_warn() {
+  local fact=$1 record
+  shift
+  log "WARNING: [contract:$fact] $*"
+  record="$fact"$'\t'"$(basename "$0" .sh)"$'\t'"$*"
+  mkdir -p "$STATE_DIR"
+  grep -qxF -- "$record" "$STATE_DIR/contract_warnings" 2>/dev/null || printf '%s\n' "$record" >>"$STATE_DIR/contract_warnings"
+}
+
+# included_conf FEATURE : returns 0 when $SLURM_CONF includes $INCLUDED_CONF, the only Slurm file the platform edits.
+# Otherwise a contract warning that FEATURE is not applied, and 1. The platform never adds the include itself: slurm.conf
+# is HyperPod's, and an edit there may be overwritten at its next reconfiguration (node_contract.json,
+# slurm-conf-includes-accounting-conf).
+included_conf() {
+  local name others
   name="$(basename "${INCLUDED_CONF:?}")"
-  grep -qiE "^[[:space:]]*include[[:space:]]+(\S*/)?${name//./\\.}[[:space:]]*$" "${SLURM_CONF:?}" ||
-    die "$SLURM_CONF does not include $name; the platform only edits a file HyperPod's slurm.conf includes"
+  grep -qiE "^[[:space:]]*include[[:space:]]+(\S*/)?${name//./\\.}[[:space:]]*$" "${SLURM_CONF:?}" && return 0
+  others="$(sed -n 's/^[[:space:]]*include[[:space:]]\+\([^[:space:]]*\).*/\1/Ip' "$SLURM_CONF" | paste -sd' ' -)"
+  contract_warn slurm-conf-includes-accounting-conf "$SLURM_CONF does not include $name (it includes:" \
+    "${others:-nothing}), and the platform never edits HyperPod's slurm.conf: $1 is not applied"
+  return 1
 }

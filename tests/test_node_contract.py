@@ -1,0 +1,114 @@
+"""lifecycle/node_contract.json, the node contract: its shape, its sources, that every test it names exists, that the
+scripts' contract warnings name its facts, that CONTRACT.md is rendered from it, and that the AMI model
+(tests/lifecycle/ami_model.py) lays out every fact and every variant."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTRACT = json.loads((ROOT / "lifecycle" / "node_contract.json").read_text())
+FACTS = {f["id"]: f for f in CONTRACT["facts"]}
+SCRIPTS = ROOT / "lifecycle" / "hyperpod"
+
+_spec = importlib.util.spec_from_file_location("ami_model", ROOT / "tests" / "lifecycle" / "ami_model.py")
+ami_model = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ami_model)
+
+
+def test_every_fact_is_complete_and_its_sources_are_named():
+    assert len(FACTS) == len(CONTRACT["facts"]), "fact ids must be unique"
+    for fact in CONTRACT["facts"]:
+        assert set(fact) >= {"id", "what", "node_types", "status", "sources", "used_by", "when_absent", "behaviour",
+                             "tests", "fixture"}, fact["id"]
+        assert fact["status"] in CONTRACT["statuses"], fact["id"]
+        assert fact["when_absent"] in CONTRACT["behaviours"], fact["id"]
+        assert set(fact["node_types"]) <= {"controller", "login", "compute"} and fact["node_types"], fact["id"]
+        assert fact["sources"] and all(s["ref"] in CONTRACT["sources"] and s["says"] for s in fact["sources"]), \
+            fact["id"]
+        assert fact["behaviour"].strip(), fact["id"]
+
+
+def test_an_unverified_fact_is_never_relied_on_and_has_a_test_per_variant():
+    for fact in (f for f in CONTRACT["facts"] if f["status"] == "unverified"):
+        assert fact["when_absent"] != "rely", f"{fact['id']}: an unverified fact is detected, not relied on"
+        assert len(fact["tests"]) >= 2 or fact["when_absent"] == "fail", \
+            f"{fact['id']}: one test with the fact present and one without"
+
+
+def test_every_named_test_exists():
+    for fact in CONTRACT["facts"]:
+        for ref in fact["tests"]:
+            path, _, name = ref.partition("::")
+            text = (ROOT / path).read_text()
+            if not name:
+                continue
+            pattern = f'@test "{name}"' if path.endswith(".bats") else f"def {name}("
+            assert pattern in text, f"{fact['id']}: {ref} is not in {path}"
+
+
+def test_every_contract_warning_in_the_scripts_names_a_fact_and_every_adapting_fact_is_handled():
+    scripts = {p.relative_to(SCRIPTS).as_posix(): p.read_text() for p in SCRIPTS.rglob("*") if p.is_file()}
+    named = set()
+    for text in scripts.values():
+        named |= set(re.findall(r"contract_warn ([a-z0-9-]+)", text))
+    assert named, "no contract_warn call found"
+    assert named <= set(FACTS), f"contract warnings for facts the contract lacks: {sorted(named - set(FACTS))}"
+    for fact in CONTRACT["facts"]:
+        for script in fact["used_by"]:
+            assert script in scripts, f"{fact['id']}: used_by {script} is not a file in lifecycle/hyperpod"
+        if fact["when_absent"] == "adapt" and fact["used_by"]:
+            assert any(fact["id"] in scripts[s] for s in fact["used_by"]), \
+                f"{fact['id']}: no script it names (used_by) mentions it"
+
+
+def test_contract_md_is_rendered_from_the_json():
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "render_node_contract.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    text = (ROOT / "lifecycle" / "CONTRACT.md").read_text()
+    for fact in FACTS:
+        assert f"#### `{fact}`" in text
+
+
+def layout(tmp_path: Path, node_type: str, absent: set[str]) -> dict[str, str]:
+    root, fake = tmp_path / f"{node_type}-{'-'.join(sorted(absent)) or 'all'}", tmp_path / "fake"
+    fake.mkdir(exist_ok=True)
+    (fake / "mounts").write_text("")
+    for f in (fake / "dpkg").glob("*") if (fake / "dpkg").exists() else []:
+        f.unlink()
+    ami_model.lay_out(CONTRACT, ami_model.Layout(root, {}, fake), node_type, absent)
+    files = {str(p.relative_to(root)): (p.read_text() if p.is_file() and not p.is_symlink() else str(p.readlink())
+                                        if p.is_symlink() else "dir") for p in root.rglob("*")}
+    files.update({f"dpkg:{p.name}": p.read_text() for p in (fake / "dpkg").glob("*")} if (fake / "dpkg").exists()
+                 else {})
+    files.update({f"mount:{m}": "" for m in (fake / "mounts").read_text().split()})
+    return files
+
+
+@pytest.mark.parametrize("node_type", ["controller", "login", "compute"])
+def test_the_ami_model_lays_out_each_fact_and_leaves_out_each_absent_one(tmp_path, node_type):
+    full = layout(tmp_path, node_type, set())
+    if node_type == "controller":
+        assert "include accounting.conf" in full["opt/slurm/etc/slurm.conf"].splitlines()
+        rc = json.loads(full["opt/ml/config/resource_config.json"])
+        assert rc["SlurmConfig"] == {"PrimaryControllerIp": "10.1.0.12", "SecondaryControllerIps": []}
+    else:
+        assert "opt/slurm/etc/slurm.conf" not in full  # configless: slurmd's ExecStartPre deletes it
+        assert "enable_configless" in full["var/spool/slurmd/conf-cache/slurm.conf"]
+    assert full["opt/slurm/etc/plugstack.conf.d/pyxis.conf"].endswith("usr/local/share/pyxis/pyxis.conf")
+    for fact in CONTRACT["facts"]:
+        if node_type not in fact["node_types"] or not fact["fixture"]:
+            continue
+        assert layout(tmp_path, node_type, {fact["id"]}) != full, f"{fact['id']}: leaving it out changes nothing"
+
+
+def test_the_ami_model_refuses_an_unknown_fact(tmp_path):
+    with pytest.raises(ami_model.ModelError, match="no-such-fact"):
+        ami_model.lay_out(CONTRACT, ami_model.Layout(tmp_path, {}, None), "controller", {"no-such-fact"})
