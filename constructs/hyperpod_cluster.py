@@ -51,7 +51,10 @@ class ExternalAccountingDatabase:
 
 @dataclass(frozen=True)
 class SlurmOrchestrator:
-    config_strategy: str  # Managed | Overwrite | Merge
+    # Managed | Overwrite | Merge; None sends no SlurmConfigStrategy, the only choice in Continuous mode ("continuous
+    # provisioning clusters support only the Merge behavior and reject requests that set SlurmConfigStrategy",
+    # https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-slurm-api-config-migration.html).
+    config_strategy: Optional[str]
     node_provisioning_mode: Optional[str] = None  # Continuous, or HyperPod's default when None
     accounting_database: Optional[ExternalAccountingDatabase] = None
     # Security groups the controller group gets besides the cluster's (OverrideVpcConfig of that group only).
@@ -79,6 +82,10 @@ class HyperPodCluster(Construct):
         the stack adds to the controller's (what Studio trusts: the login secret, the auth/jwt signing key). Without
         it every group runs as `execution_role` (EKS)."""
         super().__init__(scope, id_)
+        if isinstance(orchestrator, SlurmOrchestrator) and orchestrator.node_provisioning_mode == "Continuous" \
+                and orchestrator.config_strategy is not None:
+            raise ValueError(f"SlurmConfigStrategy {orchestrator.config_strategy!r} with NodeProvisioningMode "
+                             "Continuous: HyperPod rejects a strategy on continuous clusters (Merge is the only one)")
         if (on_create is None) == (on_init_complete is None):
             raise ValueError("give exactly one lifecycle entry point: on_create (EKS) or on_init_complete (Slurm); "
                              "HyperPod treats them as mutually exclusive")
