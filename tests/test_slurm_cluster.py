@@ -76,7 +76,8 @@ def test_execution_role_is_least_privilege(synth):
     assert set(statements) == {"DescribeNetwork", "CreateInterfacesInClusterSubnets", "ManageInterfacesInClusterVpc",
                                "TagNewInterfaces", "ReadOwnLifecycleScripts", "ListOwnLifecycleScripts",
                                "CreateClusterLogGroup", "PublishClusterLogStreams", "PublishClusterMetrics",
-                               "SessionManagerChannels", "PublishSlurmLoginSecret", "PublishSlurmClientBundle"}
+                               "SessionManagerChannels", "PublishSlurmLoginSecret", "PublishSlurmClientBundle",
+                               "DescribeFileSystems"}
     assert all(a.startswith("ec2:Describe") for a in statements["DescribeNetwork"]["Action"])
     assert statements["ManageInterfacesInClusterVpc"]["Condition"]["ArnEquals"]["ec2:Vpc"]
     assert "hyperpod/ml-cluster/*" in json.dumps(statements["ReadOwnLifecycleScripts"]["Resource"])
