@@ -48,7 +48,9 @@ PARAMS_FILE="$new" bash "$here/setup_ssh_keys.sh" || die "setup_ssh_keys.sh fail
 if [[ "$(PARAMS_FILE="$new" param accounting.enabled)" == true ]]; then
   read -ra addresses <<<"$(hostname -I)"
   node="$(params_py node-type "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" || die "cannot tell this node's type"
-  if [[ "${node%%$'\t'*}" == controller ]]; then
+  # The one accounting database is written from the primary controller only (on_init_complete.sh).
+  if [[ "${node%%$'\t'*}" == controller &&
+    "$(params_py controller-role "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" == primary$'\t'* ]]; then
     PARAMS_FILE="$new" bash "$here/apply_accounting.sh" || die "apply_accounting.sh failed; the next run tries again"
   fi
 fi
