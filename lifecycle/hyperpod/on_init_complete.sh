@@ -50,7 +50,8 @@ bash "$HERE/install_users_sync.sh"  # later user changes reach this node through
 bash "$HERE/install_container_runtime.sh"
 bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
 # observability.node_metrics: exporters and the Prometheus agent (only when the parameters carry node_metrics).
-[[ -n "$(param node_metrics.remote_write_url)" ]] && bash "$HERE/install_node_metrics.sh" "$NODE_TYPE" "${detected#*$'\t'}"
+[[ -n "$(param node_metrics.remote_write_url)" ]] &&
+  CONTROLLER_ROLE="$CONTROLLER_ROLE" bash "$HERE/install_node_metrics.sh" "$NODE_TYPE" "${detected#*$'\t'}"
 [[ "$CONTROLLER_ROLE" == primary && "$(param accounting.enabled)" == true ]] && bash "$HERE/apply_accounting.sh"
 
 # Per-user mode (slurm.auth jwt): auth/jwt for Studio users and DisableRootJobs, in slurm.conf's included file.
