@@ -18,11 +18,12 @@ export AWS_EC2_METADATA_DISABLED := true
 # accounting (tests/e2e/test_slurm_accounting.py); libpam-slurm-adopt (a PAM module, no command) and pamtester run the
 # pam_slurm_adopt test (tests/e2e/test_slurm_gres_adopt.py); prometheus and prometheus-node-exporter run the
 # real-metrics test (tests/e2e/test_node_metrics.py); slapd, ldap-utils (slapadd, slappasswd), sssd, sssd-ldap,
-# libnss-sss, libpam-sss and sudo run the directory test (tests/e2e/test_directory_sssd.py).
+# libnss-sss, libpam-sss and sudo run the directory test (tests/e2e/test_directory_sssd.py); iproute2 (ip) joins the
+# backup slurmctld's network namespace to the host in the multi-head test (tests/e2e/test_slurm_multihead.py).
 APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin \
   slurmdbd:slurmdbd mariadbd:mariadb-server -:libpam-slurm-adopt pamtester:pamtester prometheus:prometheus \
   prometheus-node-exporter:prometheus-node-exporter slapd:slapd ldapsearch:ldap-utils sssd:sssd -:sssd-ldap \
-  -:libnss-sss -:libpam-sss sudo:sudo logrotate:logrotate iptables:iptables
+  -:libnss-sss -:libpam-sss sudo:sudo logrotate:logrotate iptables:iptables ip:iproute2
 # slapd's package would otherwise create and start a directory of its own (suffix from the host name); the test runs
 # its own slapd. sssd's unit starts only once /etc/sssd/sssd.conf exists, which only the test's namespace has.
 DEBCONF_PRESEED := slapd slapd/no_configuration boolean true

@@ -15,6 +15,14 @@ from constructs.nag_acknowledgments import acknowledge
 
 SLURM_NODE_TYPES = {"controller": "Controller", "login": "Login", "compute": "Compute"}
 
+# Actions AWS grants HyperPod instances (the managed policy AmazonSageMakerClusterInstanceRolePolicy, or AWS's reference
+# execution roles: config/facts/) that the node roles here leave out on purpose, and why.
+NOT_GRANTED: dict[str, str] = {
+    "sns:Publish": "AWS's multi-head template lets controllers publish fail-over notices to an SNS topic of its own "
+                   "(headnode_notification.sh); here HyperPod's own cluster events and the platform's alarms reach "
+                   "the observability stack's topic, and no node publishes to SNS",
+}
+
 
 @dataclass(frozen=True)
 class GroupSpec:
@@ -51,7 +59,10 @@ class ExternalAccountingDatabase:
 
 @dataclass(frozen=True)
 class SlurmOrchestrator:
-    config_strategy: str  # Managed | Overwrite | Merge
+    # Managed | Overwrite | Merge; None sends no SlurmConfigStrategy, the only choice in Continuous mode ("continuous
+    # provisioning clusters support only the Merge behavior and reject requests that set SlurmConfigStrategy",
+    # https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-slurm-api-config-migration.html).
+    config_strategy: Optional[str]
     node_provisioning_mode: Optional[str] = None  # Continuous, or HyperPod's default when None
     accounting_database: Optional[ExternalAccountingDatabase] = None
     # Security groups the controller group gets besides the cluster's (OverrideVpcConfig of that group only).
@@ -79,6 +90,10 @@ class HyperPodCluster(Construct):
         the stack adds to the controller's (what Studio trusts: the login secret, the auth/jwt signing key). Without
         it every group runs as `execution_role` (EKS)."""
         super().__init__(scope, id_)
+        if isinstance(orchestrator, SlurmOrchestrator) and orchestrator.node_provisioning_mode == "Continuous" \
+                and orchestrator.config_strategy is not None:
+            raise ValueError(f"SlurmConfigStrategy {orchestrator.config_strategy!r} with NodeProvisioningMode "
+                             "Continuous: HyperPod rejects a strategy on continuous clusters (Merge is the only one)")
         if (on_create is None) == (on_init_complete is None):
             raise ValueError("give exactly one lifecycle entry point: on_create (EKS) or on_init_complete (Slurm); "
                              "HyperPod treats them as mutually exclusive")
@@ -204,8 +219,10 @@ class HyperPodCluster(Construct):
                         description=description)
         vpc_arn = ec2_arn(f"vpc/{vpc_id}")
         # What AmazonSageMakerClusterInstanceRolePolicy grants, narrowed, without its read on every sagemaker-*
-        # bucket in the account (the lifecycle prefix is read below):
-        # https://docs.aws.amazon.com/sagemaker/latest/dg/security-iam-awsmanpol-AmazonSageMakerClusterInstanceRolePolicy.html
+        # bucket in the account (the lifecycle prefix is read below), and what AWS's reference execution roles add.
+        # Both are committed facts (config/facts/cluster_instance_role_policy.json, hyperpod_reference_roles.json,
+        # tools/instance_role_facts.py); tests/test_instance_role_policy.py compares these roles with them action by
+        # action, and NOT_GRANTED says why an action is left out.
         # HyperPod writes node logs to /aws/sagemaker/Clusters/<cluster-name>/<cluster-id>; the ID is assigned at
         # creation, so the name is the narrowest prefix (the trailing "/" keeps out "<cluster-name>-other").
         log_group = stack.format_arn(service="logs", resource="log-group",
@@ -232,6 +249,11 @@ class HyperPodCluster(Construct):
                      "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"],
             resources=["*"]))
         role.add_to_policy(iam.PolicyStatement(
+            # AWS's reference execution roles add it ("FSxDescribeForEfaVerification",
+            # config/facts/hyperpod_reference_roles.json); FSx DescribeFileSystems supports no resource-level
+            # permissions (Service Authorization Reference, Amazon FSx).
+            sid="DescribeFileSystems", actions=["fsx:DescribeFileSystems"], resources=["*"]))
+        role.add_to_policy(iam.PolicyStatement(
             sid="CreateInterfacesInClusterSubnets",
             actions=["ec2:CreateNetworkInterface"],
             resources=[ec2_arn(f"subnet/{s}") for s in subnet_ids] + [ec2_arn(f"security-group/{security_group_id}"),
@@ -251,8 +273,9 @@ class HyperPodCluster(Construct):
             conditions={"StringLike": {"s3:prefix": [f"{prefix}/*", prefix]}}))
 
         acknowledge(role, "AwsSolutions-IAM5",
-                    "ec2:Describe*, cloudwatch:PutMetricData (bounded by its namespace condition) and the Session "
-                    "Manager ssmmessages channels support no resource-level permissions; network interface IDs do "
+                    "ec2:Describe*, fsx:DescribeFileSystems, cloudwatch:PutMetricData (bounded by its namespace "
+                    "condition) and the Session Manager ssmmessages channels support no resource-level permissions; "
+                    "network interface IDs do "
                     "not exist until HyperPod creates them, so ENI actions are bounded by the cluster VPC and subnets "
                     "instead; log groups and streams are this cluster's (its ID is assigned at creation); the object "
                     "wildcard is this cluster's own lifecycle-script prefix",

@@ -348,6 +348,12 @@ class PriorityWeights(Strict):
 # on the controller; `managed`, an RDS for MySQL instance the cluster stack creates (constructs/accounting_database.py)
 # and attaches through Orchestrator.Slurm.AccountingDatabase.
 ACCOUNTING_DATABASES = ("hyperpod", "managed")
+# HyperPod developer guide pages the Slurm rules below rest on.
+SLURM_MIGRATION_PAGE = ("https://docs.aws.amazon.com/sagemaker/latest/dg/"
+                        "sagemaker-hyperpod-slurm-api-config-migration.html")
+EXTERNAL_ACCOUNTING_PAGE = ("https://docs.aws.amazon.com/sagemaker/latest/dg/"
+                            "sagemaker-hyperpod-external-accounting-db-slurm.html")
+MULTIHEAD_PAGE = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-multihead.html"
 # Burstable Graviton classes RDS for MySQL offers; slurmdbd's load is a few writes per job.
 DbInstanceClass = Annotated[str, _pattern(r"db\.(t4g|m7g|r7g|m6g|r6g)\.(micro|small|medium|large|xlarge|2xlarge)",
                                           "an RDS Graviton instance class such as db.t4g.small (db.t4g, m6g, m7g, "
@@ -467,7 +473,10 @@ class Directory(Strict):
 
 class Cluster(Strict):
     node_recovery: Literal["Automatic", "None"] = "Automatic"
-    slurm_config_strategy: Literal["Managed", "Overwrite", "Merge"] = "Managed"
+    # Slurm only: Orchestrator.Slurm.SlurmConfigStrategy. Unset sends Managed, except with node_provisioning_mode
+    # Continuous, where nothing is sent: continuous clusters "support only the Merge behavior and reject requests that set
+    # SlurmConfigStrategy" (SLURM_MIGRATION_PAGE), so setting it there is refused.
+    slurm_config_strategy: Optional[Literal["Managed", "Overwrite", "Merge"]] = None
     slurm_auto_resume: StrictBool = True
     container_runtime: ContainerRuntime = ContainerRuntime()
     accounting: Accounting = Accounting()
@@ -487,6 +496,13 @@ class Cluster(Strict):
         InstanceGroup(name="worker-group-1", role="compute", instance_type="ml.g5.8xlarge", instance_count=1,
                       deep_health_checks=["InstanceStress", "InstanceConnectivity"], partitions=["gpu"]),
     ], min_length=1)
+
+    def slurm_config_strategy_sent(self) -> Optional[str]:
+        """What Orchestrator.Slurm.SlurmConfigStrategy carries: nothing on a continuous cluster, else the setting
+        (Managed when unset)."""
+        if self.node_provisioning_mode == "Continuous":
+            return None
+        return self.slurm_config_strategy or "Managed"
 
 
 class User(Strict):
@@ -812,8 +828,8 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
         if cfg.orchestrator == "slurm" and g.role == "compute" and not g.partitions:
             add(f"{path}.partitions: [] on a compute group; HyperPod's API-driven Slurm configuration needs exactly "
                 f"one partition name per compute group, e.g. [{g.name}]")
-        if g.role == "controller" and g.instance_count != 1:
-            add(f"{path}.instance_count: {g.instance_count} for the controller group; allowed: 1")
+        if g.role == "controller":
+            errors.extend(_controller_count_errors(cfg, path, g.instance_count))
         if g.az_id is not None:
             azs = _az_ids(cfg)
             if g.az_id not in azs:
@@ -829,6 +845,12 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
                 "is allowed")
     else:
         errors.extend(eks_errors(cfg))
+
+    strategy = cfg.cluster.slurm_config_strategy
+    if cfg.orchestrator == "slurm" and cfg.cluster.node_provisioning_mode == "Continuous" and strategy is not None:
+        add(f"cluster.slurm_config_strategy: {strategy!r} with cluster.node_provisioning_mode: Continuous; allowed: "
+            "unset (continuous provisioning clusters support only the Merge behavior and reject requests that set "
+            f"SlurmConfigStrategy: {SLURM_MIGRATION_PAGE})")
 
     runtime = cfg.cluster.container_runtime
     if runtime.enabled and not runtime.docker_apt_version:
@@ -886,6 +908,24 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
             add(f"users[{i}].name: {u.name!r} cannot be a Studio user profile name; with studio.enabled use "
                 "letters, digits and hyphens only")
     return errors
+
+
+def _controller_count_errors(cfg: PlatformConfig, path: str, count: int) -> list[str]:
+    """One controller, or several (HyperPod multi-head: a primary slurmctld and backups that take over, MULTIHEAD_PAGE)
+    with what that needs: Slurm accounting outside the controllers (HyperPod's own MariaDB lives on one controller;
+    the external accounting database keeps accounting through a controller's failure, EXTERNAL_ACCOUNTING_PAGE), which
+    in turn needs continuous provisioning (_managed_database_errors)."""
+    if count == 1 or cfg.orchestrator != "slurm":
+        return []
+    allowed = "1, or 2 or more with cluster.accounting.database: managed (HyperPod multi-head controllers)"
+    if count < 1:
+        return [f"{path}.instance_count: {count} for the controller group; allowed: {allowed}"]
+    if cfg.cluster.accounting.database != "managed":
+        return [f"{path}.instance_count: {count} for the controller group with cluster.accounting.database: "
+                f"{cfg.cluster.accounting.database!r}; allowed: {allowed}. Backup controllers take over from the "
+                "primary, so Slurm accounting must live outside the controllers (an external database, which HyperPod "
+                f"attaches to continuous clusters only: {EXTERNAL_ACCOUNTING_PAGE}; {MULTIHEAD_PAGE})"]
+    return []
 
 
 def _observability_errors(obs: Observability) -> list[str]:

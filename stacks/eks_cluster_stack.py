@@ -218,10 +218,30 @@ class EksClusterStack(cdk.Stack):
                                        "ecr:GetDownloadUrlForLayer"], resources=[repositories]))
         role.add_to_policy(iam.PolicyStatement(sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"],
                                                resources=[self.control_plane.cluster_arn]))
+        # The VPC CNI on the node (it runs with the node's role) finds the instance, its type's interface limits and
+        # tags, and attaches interfaces to it: the actions AWS's HyperPod-on-EKS reference role adds for the CNI
+        # (config/facts/hyperpod_reference_roles.json, awsome-distributed-ai terraform sagemaker_iam_role eks_cni_policy,
+        # same resources). The Describe calls support no resource-level permissions.
+        instances, interfaces = (self.format_arn(service="ec2", resource=r, resource_name="*")
+                                 for r in ("instance", "network-interface"))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="VpcCniDescribeInstances",
+            actions=["ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeTags"], resources=["*"]))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="VpcCniAttachInterfaces", actions=["ec2:AttachNetworkInterface"], resources=[instances, interfaces]))
+        # Both of AWS's EKS reference roles (CloudFormation and Terraform) grant it; read-only, this account's alarms.
+        alarms = self.format_arn(service="cloudwatch", resource="alarm", resource_name="*",
+                                 arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
+        role.add_to_policy(iam.PolicyStatement(sid="ReadAlarms", actions=["cloudwatch:DescribeAlarms"],
+                                               resources=[alarms]))
         acknowledge(role, "AwsSolutions-IAM5",
                     "EKS nodes pull add-on and system images from AWS-owned ECR registries in other accounts (which "
-                    "vary by region) as well as the user's; pulls are read-only and limited to this region",
-                    findings=[f"Resource::{repositories}"])
+                    "vary by region) as well as the user's; pulls are read-only and limited to this region. The VPC "
+                    "CNI attaches interfaces to instances HyperPod creates after this role (their IDs are unknown at "
+                    "synth), in this account and region as AWS's reference role scopes it; DescribeAlarms reads this "
+                    "account's alarms in this region only",
+                    findings=[f"Resource::{repositories}", f"Resource::{instances}", f"Resource::{interfaces}",
+                              f"Resource::{alarms}"])
 
     def _training_operator(self, version: str) -> None:
         plane = self.control_plane

@@ -27,9 +27,20 @@ def managed_data(**cluster) -> dict:
     return data
 
 
+# The synthesized variant is also the multi-head one: backup controllers need the external database (stacks/config.py,
+# _controller_count_errors), and one synth serves both (synthesis costs seconds).
+CONTROLLERS = 2
+
+
+def multi_head(data: dict, count: int = CONTROLLERS) -> dict:
+    controller = next(g for g in data["cluster"]["instance_groups"] if g["role"] == "controller")
+    controller["instance_count"] = count
+    return data
+
+
 @cache
 def synthesized(out_root: str):
-    config = parse_config(managed_data(), "managed-accounting")
+    config = parse_config(multi_head(managed_data()), "managed-accounting")
     out = Path(out_root) / "managed_accounting"
     app = cdk.App(outdir=str(out), context=cdk_json_context())
     build_platform(app, config)
@@ -102,6 +113,9 @@ def test_cluster_attaches_the_database_in_continuous_mode(cluster):
     db_id, _ = only(t, "AWS::RDS::DBInstance")
     hp = next(iter(t.find_resources("AWS::SageMaker::Cluster").values()))["Properties"]
     assert hp["NodeProvisioningMode"] == "Continuous"
+    # "Clusters that use continuous provisioning support only the Merge behavior and reject requests that set
+    # SlurmConfigStrategy" (HyperPod developer guide, Migrating to API-driven Slurm configuration).
+    assert "SlurmConfigStrategy" not in hp["Orchestrator"]["Slurm"]
     assert hp["Orchestrator"]["Slurm"]["AccountingDatabase"] == {
         "Endpoint": {"Fn::GetAtt": [db_id, "Endpoint.Address"]},
         "SecretArn": {"Fn::GetAtt": [db_id, "MasterUserSecret.SecretArn"]},
@@ -128,6 +142,40 @@ def test_controller_role_reads_exactly_that_secret_with_that_key(cluster):
                   if r["Properties"].get("RoleName") == "ml-research-cluster-cluster-exec"
                   or k.startswith("HyperPodExecutionRole")]
     assert owners == [[{"Ref": controller[0]}]]
+
+
+def test_multi_head_controllers_are_one_group_of_several_instances(cluster):
+    """HyperPod multi-head: the controller group's instances are the primary and its backups (SlurmConfig NodeType
+    Controller); every one of them carries the controller's role and security group (the database admits it)."""
+    _, raw = cluster
+    t = Template.from_json(raw)
+    hp = next(iter(t.find_resources("AWS::SageMaker::Cluster").values()))["Properties"]
+    controllers = [g for g in hp["InstanceGroups"] if g["SlurmConfig"]["NodeType"] == "Controller"]
+    assert [(g["InstanceGroupName"], g["InstanceCount"]) for g in controllers] == [("controller-machine", CONTROLLERS)]
+    assert len(controllers[0]["OverrideVpcConfig"]["SecurityGroupIds"]) == 2
+
+
+def test_multi_head_needs_the_external_database():
+    data = multi_head(managed_data())
+    data["cluster"]["accounting"]["database"] = "hyperpod"
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, "x")
+    assert any(e.startswith(f"cluster.instance_groups[0].instance_count: {CONTROLLERS} for the controller group with "
+                            "cluster.accounting.database: 'hyperpod'; allowed: 1, or 2 or more with "
+                            "cluster.accounting.database: managed") for e in err.value.errors), err.value.errors
+    # ... which in turn needs continuous provisioning: without it, that is the error.
+    data = multi_head(managed_data(node_provisioning_mode=None))
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, "x")
+    assert [e.split(";")[0] for e in err.value.errors] == [
+        "cluster.node_provisioning_mode: None with cluster.accounting.database: managed"]
+
+
+def test_a_strategy_on_the_continuous_cluster_is_refused():
+    with pytest.raises(ConfigError) as err:
+        parse_config(managed_data(slurm_config_strategy="Managed"), "x")
+    assert [e.split(";")[0] for e in err.value.errors] == [
+        "cluster.slurm_config_strategy: 'Managed' with cluster.node_provisioning_mode: Continuous"]
 
 
 def test_cfn_lint_is_clean(cluster):

@@ -40,6 +40,12 @@ def errors_of(data) -> list[str]:
     return info.value.errors
 
 
+def continuous(**cluster) -> dict:
+    data = base()
+    data["cluster"].update(node_provisioning_mode="Continuous", **cluster)
+    return data
+
+
 INVALID = [
     ("cluster name pattern", with_("name", "my_cluster"),
      "name: 'my_cluster' — must be 1-63 letters, digits and hyphens, starting and ending with a letter or digit"),
@@ -229,6 +235,23 @@ INVALID = [
      "node), prometheus (every node), dcgm-exporter (compute nodes with an NVIDIA GPU)"),
     ("node metrics scrape interval", with_("observability.node_metrics.scrape_interval_seconds", 1),
      "observability.node_metrics.scrape_interval_seconds: 1 — Input should be greater than or equal to 10"),
+    # "Clusters that use continuous provisioning support only the Merge behavior and reject requests that set
+    # SlurmConfigStrategy" (HyperPod developer guide, Migrating to API-driven Slurm configuration).
+    ("strategy on a continuous cluster", continuous(slurm_config_strategy="Merge"),
+     "cluster.slurm_config_strategy: 'Merge' with cluster.node_provisioning_mode: Continuous; allowed: unset "
+     "(continuous provisioning clusters support only the Merge behavior and reject requests that set "
+     "SlurmConfigStrategy: https://docs.aws.amazon.com/sagemaker/latest/dg/"
+     "sagemaker-hyperpod-slurm-api-config-migration.html)"),
+    ("no controller instance", with_("cluster.instance_groups.0.instance_count", 0),
+     "cluster.instance_groups[0].instance_count: 0 for the controller group; allowed: 1, or 2 or more with "
+     "cluster.accounting.database: managed (HyperPod multi-head controllers)"),
+    ("backup controllers on the controller's own database", with_("cluster.instance_groups.0.instance_count", 2),
+     "cluster.instance_groups[0].instance_count: 2 for the controller group with cluster.accounting.database: "
+     "'hyperpod'; allowed: 1, or 2 or more with cluster.accounting.database: managed (HyperPod multi-head "
+     "controllers). Backup controllers take over from the primary, so Slurm accounting must live outside the "
+     "controllers (an external database, which HyperPod attaches to continuous clusters only: "
+     "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-external-accounting-db-slurm.html; "
+     "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-multihead.html)"),
 ]
 
 
@@ -252,6 +275,14 @@ def test_all_errors_are_reported_together():
     data = with_("storage.lustre.storage_capacity_gib", 1000)
     data["network"] = {"az_ids": ["use1-az1"]}
     assert len(errors_of(data)) == 2
+
+
+@pytest.mark.parametrize("strategy, mode, sent", [
+    (None, None, "Managed"), ("Overwrite", None, "Overwrite"), ("Merge", None, "Merge"), (None, "Continuous", None)])
+def test_slurm_config_strategy_is_never_sent_on_a_continuous_cluster(strategy, mode, sent):
+    data = base()
+    data["cluster"].update(slurm_config_strategy=strategy, node_provisioning_mode=mode)
+    assert parse_config(data).cluster.slurm_config_strategy_sent() == sent
 
 
 def test_valid_subscriptions_for_every_protocol():

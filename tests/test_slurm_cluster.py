@@ -76,7 +76,8 @@ def test_execution_role_is_least_privilege(synth):
     assert set(statements) == {"DescribeNetwork", "CreateInterfacesInClusterSubnets", "ManageInterfacesInClusterVpc",
                                "TagNewInterfaces", "ReadOwnLifecycleScripts", "ListOwnLifecycleScripts",
                                "CreateClusterLogGroup", "PublishClusterLogStreams", "PublishClusterMetrics",
-                               "SessionManagerChannels", "PublishSlurmLoginSecret", "PublishSlurmClientBundle"}
+                               "SessionManagerChannels", "PublishSlurmLoginSecret", "PublishSlurmClientBundle",
+                               "DescribeFileSystems"}
     assert all(a.startswith("ec2:Describe") for a in statements["DescribeNetwork"]["Action"])
     assert statements["ManageInterfacesInClusterVpc"]["Condition"]["ArnEquals"]["ec2:Vpc"]
     assert "hyperpod/ml-cluster/*" in json.dumps(statements["ReadOwnLifecycleScripts"]["Resource"])
@@ -352,3 +353,37 @@ def test_slurm_login_secret_uses_its_own_rotating_key_and_names_its_readers_and_
     studio_roles = [r["Properties"].get("RoleName") for lid, r in s.templates["studio"]["Resources"].items()
                     if lid.startswith("ExecutionRole") and r["Type"] == "AWS::IAM::Role"]
     assert [_joined(n) for n in studio_roles] == ["ml-cluster-studio-execution-<AWS::Region>"]
+
+
+def _bare_cluster(orchestrator):
+    import aws_cdk as cdk
+    from aws_cdk import aws_s3 as s3
+    from aws_cdk.assertions import Template
+
+    from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster
+
+    stack = cdk.Stack(cdk.App(), "Bare")
+    HyperPodCluster(stack, "HyperPod", cluster_name="c", orchestrator=orchestrator,
+                    groups=[GroupSpec(name="controller", role="controller", instance_type="ml.m5.xlarge",
+                                      instance_count=2, threads_per_core=1, ebs_volume_gib=100)],
+                    vpc_id="vpc-1", subnet_ids=["subnet-1"], default_subnet_id="subnet-1", security_group_id="sg-1",
+                    lifecycle_bucket=s3.Bucket.from_bucket_name(stack, "B", "sagemaker-lc-c"), lifecycle_prefix="p",
+                    node_recovery="Automatic", on_init_complete="on_init_complete.sh")
+    (props,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Cluster").values()
+    return props["Properties"]
+
+
+def test_a_continuous_cluster_carries_no_slurm_config_strategy_and_the_construct_refuses_one():
+    """"Clusters that use continuous provisioning support only the Merge behavior and reject requests that set
+    SlurmConfigStrategy" (HyperPod developer guide, Migrating to API-driven Slurm configuration)."""
+    import pytest
+
+    from constructs.hyperpod_cluster import SlurmOrchestrator
+
+    props = _bare_cluster(SlurmOrchestrator(config_strategy=None, node_provisioning_mode="Continuous"))
+    assert props["NodeProvisioningMode"] == "Continuous"
+    assert "SlurmConfigStrategy" not in props["Orchestrator"]["Slurm"]
+    assert _bare_cluster(SlurmOrchestrator(config_strategy="Overwrite"))["Orchestrator"] == {
+        "Slurm": {"SlurmConfigStrategy": "Overwrite"}}
+    with pytest.raises(ValueError, match="HyperPod rejects a strategy on continuous clusters"):
+        _bare_cluster(SlurmOrchestrator(config_strategy="Merge", node_provisioning_mode="Continuous"))

@@ -4,7 +4,8 @@
 # - jwt (per-user mode, `shared_fsx: false`): Studio spaces get no munge key. slurmctld also accepts Slurm's auth/jwt
 #   tokens (HS256), signed with a key only this node and the platform's token issuer hold; each Studio user receives a
 #   short-lived token naming only themselves (lambda/slurm_tokens). This script
-#     1. makes the key once: $JWT_KEY_FILE, 32 random bytes, mode 0600, owned by SlurmUser;
+#     1. makes the key once: $JWT_KEY_FILE, 32 random bytes, mode 0600, owned by SlurmUser (/var/spool/slurm, or with
+#        several controllers their shared StateSaveLocation, so a backup that takes over accepts the same tokens);
 #     2. writes the settings into a delimited block of accounting.conf, the file HyperPod's slurm.conf includes and
 #        leaves to the customer (AWS's base-config setup_mariadb_accounting.sh appends there too;
 #        awslabs/awsome-distributed-ai@95b939cd). It never edits slurm.conf itself:
@@ -23,7 +24,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 SLURM_CONF="${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}"
 INCLUDED_CONF="${INCLUDED_CONF:-$SLURM_CONF_DIR/accounting.conf}"
-JWT_KEY_FILE="${JWT_KEY_FILE:-/var/spool/slurm/jwt_hs256.key}"
+JWT_KEY_FILE="${JWT_KEY_FILE:-}" # default below: it depends on how many controllers slurm.conf names
 SLURM_WAIT_ATTEMPTS="${SLURM_WAIT_ATTEMPTS:-60}"
 BEGIN_MARK="# BEGIN hyperpod-platform auth (configure_slurm_auth.sh manages this block; edits are overwritten)"
 END_MARK="# END hyperpod-platform auth"
@@ -38,6 +39,17 @@ if [[ "$mode" == munge ]] && ! grep -qxF "$BEGIN_MARK" "$INCLUDED_CONF" 2>/dev/n
 fi
 wait_until "$SLURM_WAIT_ATTEMPTS" "a complete $SLURM_CONF" grep -qiE '^\s*SlurmctldHost\s*=' "$SLURM_CONF" ||
   die "cannot read a slurm.conf with SlurmctldHost at $SLURM_CONF"
+# Several controllers (HyperPod multi-head): a backup that takes over must accept the tokens the issuer signed, so every
+# slurmctld reads one key, in StateSaveLocation, the directory Slurm requires all controllers to share (slurm.conf(5),
+# SlurmctldHost/BackupController); the first controller to get here makes it.
+if [[ -z "$JWT_KEY_FILE" ]]; then
+  JWT_KEY_FILE=/var/spool/slurm/jwt_hs256.key
+  if (($(grep -ciE '^\s*SlurmctldHost\s*=' "$SLURM_CONF") > 1)); then
+    state_save="$(slurm_setting StateSaveLocation)"
+    [[ "$state_save" == /* ]] || die "$SLURM_CONF names several controllers but no StateSaveLocation they share"
+    JWT_KEY_FILE="$state_save/jwt_hs256.key"
+  fi
+fi
 
 # render_block FILE MODE > NEW : FILE with our block replaced (jwt) or removed (munge); everything else kept.
 render_block() {
@@ -67,15 +79,24 @@ ensure_key() {
   slurm_user="${slurm_user:-root}" # Slurm's default SlurmUser
   id -u "$slurm_user" >/dev/null 2>&1 || die "SlurmUser '$slurm_user' from $SLURM_CONF does not exist"
   dir="$(dirname "$JWT_KEY_FILE")"
-  install -d -m 0755 "$dir"
+  [[ -d "$dir" ]] || install -d -m 0755 "$dir"
+  # Only Slurm's own directory: root writes the key there (with several controllers, a shared one).
+  [[ ! -L "$dir" && "$(stat -c %U "$dir")" =~ ^(root|$slurm_user)$ ]] ||
+    die "$dir is a symlink or not owned by root or $slurm_user; not writing the key there"
   if [[ ! -s "$JWT_KEY_FILE" ]]; then
     tmp="$(mktemp "$dir/.jwt.XXXXXX")"
     head -c 32 /dev/urandom >"$tmp"
     chmod 0600 "$tmp"
     chown "$slurm_user:" "$tmp"
-    mv -f "$tmp" "$JWT_KEY_FILE"
-    log "generated the HS256 key $JWT_KEY_FILE (owner $slurm_user, mode 0600)"
+    # A hard link never replaces: when another controller made the key meanwhile, its key stays and is used here too.
+    if ln "$tmp" "$JWT_KEY_FILE" 2>/dev/null; then
+      log "generated the HS256 key $JWT_KEY_FILE (owner $slurm_user, mode 0600)"
+    else
+      log "another controller made $JWT_KEY_FILE first; using it"
+    fi
+    rm -f "$tmp"
   fi
+  [[ -s "$JWT_KEY_FILE" ]] || die "$JWT_KEY_FILE is empty; remove it and run again"
   # slurmctld (as SlurmUser) reads it; nobody else may.
   chmod 0600 "$JWT_KEY_FILE"
   chown "$slurm_user:" "$JWT_KEY_FILE"

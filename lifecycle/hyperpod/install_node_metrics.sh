@@ -196,9 +196,13 @@ UNIT
 
 units=(prometheus-node-exporter hyperpod-metrics-agent.service)
 [[ "$gpu" == yes ]] && units+=(hyperpod-dcgm-exporter.service)
-if [[ "$NODE_TYPE" == controller ]]; then
+# The Slurm collector reports cluster-wide counts: one controller only (the primary, CONTROLLER_ROLE from
+# on_init_complete.sh), or dashboards summing them would count a multi-head cluster twice.
+if [[ "$NODE_TYPE" == controller && "${CONTROLLER_ROLE:-primary}" == primary ]]; then
   install_collector slurm
   units+=(hyperpod-slurm-metrics.timer)
+elif [[ "$NODE_TYPE" == controller ]]; then
+  log "a backup controller: the primary reports Slurm's cluster-wide metrics"
 fi
 if [[ "$NODE_TYPE" == compute ]] && has_efa; then
   install_collector efa

@@ -27,6 +27,18 @@ read -ra addresses <<<"$(hostname -I)"
 detected="$(params_py node-type "$RESOURCE_CONFIG" "$PARAMS_FILE" "${addresses[@]}")"
 NODE_TYPE="${detected%%$'\t'*}"
 log "node type: $NODE_TYPE (instance group ${detected#*$'\t'})"
+# Several controllers (HyperPod multi-head): every step below runs on each (they converge on the same files, keys and
+# secret), except accounting, which writes to the one database and runs on the primary only (README.md, "Multi-head controllers").
+CONTROLLER_ROLE=""
+if [[ "$NODE_TYPE" == controller ]]; then
+  if role="$(params_py controller-role "$RESOURCE_CONFIG" "$PARAMS_FILE" "${addresses[@]}")"; then
+    CONTROLLER_ROLE="${role%%$'\t'*}"
+    log "controller role: $CONTROLLER_ROLE (${role#*$'\t'})"
+  else  # never two writers to the accounting database: the once-only steps wait for the users sync's next change
+    CONTROLLER_ROLE=backup
+    log "WARNING: cannot tell whether this controller is the primary (above); treating it as a backup"
+  fi
+fi
 
 bash "$HERE/block_imds.sh"          # before any user exists: instance credentials for root only
 bash "$HERE/mount_fsx.sh"           # lifecycle mount, or wait for HyperPod's own mount
@@ -38,9 +50,11 @@ bash "$HERE/install_users_sync.sh"  # later user changes reach this node through
 bash "$HERE/install_container_runtime.sh"
 bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
 # observability.node_metrics: exporters and the Prometheus agent (only when the parameters carry node_metrics).
-[[ -n "$(param node_metrics.remote_write_url)" ]] && bash "$HERE/install_node_metrics.sh" "$NODE_TYPE" "${detected#*$'\t'}"
+[[ -n "$(param node_metrics.remote_write_url)" ]] &&
+  CONTROLLER_ROLE="$CONTROLLER_ROLE" bash "$HERE/install_node_metrics.sh" "$NODE_TYPE" "${detected#*$'\t'}"
 # Every user gets a Slurm association (slurm.conf may enforce them); departments, QoS and fair share when enabled.
-[[ "$NODE_TYPE" == controller ]] && bash "$HERE/apply_accounting.sh"
+# The one accounting database is written from the primary controller only.
+[[ "$CONTROLLER_ROLE" == primary ]] && bash "$HERE/apply_accounting.sh"
 
 # Per-user mode (slurm.auth jwt): auth/jwt for Studio users and DisableRootJobs, in slurm.conf's included file.
 [[ "$NODE_TYPE" == controller ]] && bash "$HERE/configure_slurm_auth.sh"

@@ -2,8 +2,12 @@
 # Runs on the Slurm controller (as root, at the end of on_create). Publishes what a SageMaker Studio
 # space needs to act as a Slurm login node (lifecycle/studio/slurm_login_node.sh) as one JSON value
 # of the Secrets Manager secret the CDK stack created:
-#   {"slurm_version", "controller_host", "controller_addr", "slurmctld_port", "cluster_name",
+#   {"slurm_version", "controller_host", "controller_addr", "controllers", "slurmctld_port", "cluster_name",
 #    "auth", "munge_key_b64" (munge only), "slurm_conf", "slurm_conf_includes", "client_bundle"}
+# controllers [{"host", "addr"}]: every SlurmctldHost, primary first (controller_host/addr repeat it). With several
+# controllers (HyperPod multi-head) each runs this script and, reading the same slurm.conf, writes the same value: the
+# second finds nothing to publish, and a backup that replaces one publishes the new address; clients in Studio follow
+# whichever controller is active, as Slurm clients do, from the slurm.conf's SlurmctldHost lines.
 # client_bundle {"s3_uri", "sha256"}: this controller's own Slurm client, built by build_slurm_client_bundle.sh and
 # uploaded under SLURM_CLIENT_BUNDLE_S3_PREFIX (the lifecycle bucket's slurm-client/ prefix, which only the cluster's
 # role may write). Studio installs it from there and trusts it only if its sha256 is the one in this secret, which
@@ -84,7 +88,8 @@ else
 fi
 
 # Builds the value from the files directly, so the key never appears in argv or the environment.
-SLURM_VERSION="$SLURM_VERSION" SLURM_AUTH="$SLURM_AUTH" BUNDLE_URI="$BUNDLE_URI" BUNDLE_SHA="$BUNDLE_SHA" python3 - "$SLURM_CONF" "$MUNGE_KEY" "$WORK/value.json" <<'PY'
+built=0
+SLURM_VERSION="$SLURM_VERSION" SLURM_AUTH="$SLURM_AUTH" BUNDLE_URI="$BUNDLE_URI" BUNDLE_SHA="$BUNDLE_SHA" python3 - "$SLURM_CONF" "$MUNGE_KEY" "$WORK/value.json" <<'PY' || built=$?
 import base64, json, os, re, socket, subprocess, sys
 
 conf_path, key_path, out_path = sys.argv[1:]
@@ -110,25 +115,44 @@ def setting(name):
 cluster = setting("ClusterName")
 if not cluster:
     sys.exit(f"{conf_path} has no ClusterName")
-# SlurmctldHost=name or name(addr); the first one is the primary controller.
-host = addr = None
-for line in conf.splitlines():
-    m = re.match(r"\s*(?:SlurmctldHost|ControlMachine)\s*=\s*([^\s(#]+)(?:\(([^)]+)\))?", line, re.I)
-    if m:
-        host, addr = m.group(1), m.group(2)
-        break
-host = os.environ.get("CONTROLLER_HOST") or host or socket.gethostname().split(".")[0]
-addr = os.environ.get("CONTROLLER_ADDR") or addr
-if not addr:
+# Every SlurmctldHost=name or name(addr), in order: the first is the primary controller, the others its backups
+# (HyperPod multi-head), which Slurm clients try in turn. Each controller of a multi-head cluster runs this script:
+# the value depends on slurm.conf and DNS only, never on which controller runs it, so they all publish the same.
+me = subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip().split(".")[0]
+
+
+def address_of(host, given):
+    """The controller's address: slurm.conf's (addr), else DNS; this node's own first address only for itself."""
+    if given:
+        return given
     try:
         addr = socket.gethostbyname(host)
     except OSError:
         addr = ""
-    if not addr or addr.startswith("127."):
+    if (not addr or addr.startswith("127.")) and host.split(".")[0] == me:
         ips = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
         addr = ips[0] if ips else addr
+    return "" if addr.startswith("127.") and host.split(".")[0] != me else addr
+
+
+controllers = []
+for line in conf.splitlines():
+    m = re.match(r"\s*(?:SlurmctldHost|ControlMachine)\s*=\s*([^\s(#]+)(?:\(([^)]+)\))?", line, re.I)
+    if m:
+        controllers.append([m.group(1), m.group(2)])
+controllers = controllers or [[me, None]]
+controllers[0] = [os.environ.get("CONTROLLER_HOST") or controllers[0][0],
+                  os.environ.get("CONTROLLER_ADDR") or controllers[0][1]]
+controllers = [{"host": h, "addr": address_of(h, a)} for h, a in controllers]
+host, addr = controllers[0]["host"], controllers[0]["addr"]
 if not addr:
+    if host.split(".")[0] != me:  # a backup that cannot resolve the primary: the primary publishes
+        sys.exit(3)
     sys.exit(f"cannot work out the IP address of {host}; set CONTROLLER_ADDR")
+for c in controllers[1:]:
+    if not c["addr"]:
+        print(f"WARNING: cannot work out the address of the backup controller {c['host']}; Studio clients resolve "
+              "it by name", file=sys.stderr)
 port = (setting("SlurmctldPort") or "6817").split("-")[0]
 
 # Included files, recursively, each published under its own name; include lines are rewritten to that name.
@@ -163,6 +187,7 @@ value = {
     "slurm_version": os.environ["SLURM_VERSION"],
     "controller_host": host,
     "controller_addr": addr,
+    "controllers": controllers,
     "slurmctld_port": int(port),
     "cluster_name": cluster,
     "auth": auth,
@@ -178,8 +203,14 @@ if len(text.encode()) > 65536:
     sys.exit(f"the value is {len(text)} bytes; Secrets Manager allows 65536")
 with open(out_path, "w") as f:
     f.write(text)
-print(f"cluster {cluster}: Slurm {value['slurm_version']}, slurmctld {host} ({addr}) port {port}, auth {auth}")
+backups = "".join(f", backup {c['host']} ({c['addr'] or 'by name'})" for c in controllers[1:])
+print(f"cluster {cluster}: Slurm {value['slurm_version']}, slurmctld {host} ({addr}){backups} port {port}, auth {auth}")
 PY
+if ((built == 3)); then
+  log "WARNING: this backup controller cannot resolve the primary named first in $SLURM_CONF; the primary publishes"
+  exit 0
+fi
+((built == 0)) || exit "$built"
 
 if python3 -c 'import json, sys
 try:

@@ -47,10 +47,12 @@ here="$(dirname "${BASH_SOURCE[0]}")"
 PARAMS_FILE="$new" bash "$here/create_users.sh" || die "create_users.sh failed; the next run tries again"
 PARAMS_FILE="$new" bash "$here/setup_ssh_keys.sh" || die "setup_ssh_keys.sh failed; the next run tries again"
 PARAMS_FILE="$new" bash "$here/enroot_dirs.sh" || die "enroot_dirs.sh failed; the next run tries again"
-# Every user's Slurm association (slurm.conf may enforce them), and with accounting on, departments and QoS.
+# Every user's Slurm association (slurm.conf may enforce them), and with accounting on, departments and QoS; written
+# from the primary controller only (the one accounting database).
 read -ra addresses <<<"$(hostname -I)"
 node="$(params_py node-type "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" || die "cannot tell this node's type"
-if [[ "${node%%$'\t'*}" == controller ]]; then
+if [[ "${node%%$'\t'*}" == controller &&
+  "$(params_py controller-role "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" == primary$'\t'* ]]; then
   PARAMS_FILE="$new" bash "$here/apply_accounting.sh" || die "apply_accounting.sh failed; the next run tries again"
 fi
 

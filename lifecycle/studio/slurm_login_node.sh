@@ -137,6 +137,16 @@ except ValueError:
     sys.exit(f"the secret's controller_addr {s['controller_addr']!r} is not an IPv4 address")
 if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9-]{1,63})*", s["controller_host"]):
     sys.exit(f"the secret's controller_host {s['controller_host']!r} is not a host name")
+# Every controller, primary first (HyperPod multi-head); an older value names the primary only.
+controllers = s.get("controllers") or [{"host": s["controller_host"], "addr": s["controller_addr"]}]
+for c in controllers:
+    if not isinstance(c, dict) or not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9-]{1,63})*",
+                                                   str(c.get("host", ""))):
+        sys.exit(f"the secret's controllers entry {c!r} has no host name")
+    try:
+        c.get("addr") and ipaddress.IPv4Address(c["addr"])
+    except ValueError:
+        sys.exit(f"the secret's controllers entry {c['host']} has an address {c['addr']!r} that is not IPv4")
 # Settings that make a client load or run a file: only from Slurm's and the system's own directories.
 CODE = ("PluginDir", "PlugStackConfig", "SrunProlog", "SrunEpilog", "TaskProlog", "TaskEpilog", "Prolog", "Epilog",
         "PrologSlurmctld", "EpilogSlurmctld", "HealthCheckProgram", "MailProg", "JobCompLoc", "ResvProlog",
@@ -178,6 +188,8 @@ print(f"S_auth={auth}")
 print(f"S_bundle_uri={shlex.quote(bundle['s3_uri'])}")
 print(f"S_bundle_sha={bundle['sha256']}")
 print(f"S_auth_socket={shlex.quote(sock)}")
+pairs = " ".join(f"{c['addr']}={c['host']}" for c in controllers if c.get("addr"))
+print(f"S_controllers={shlex.quote(pairs)}")
 PY
 }
 
@@ -336,7 +348,7 @@ setup() {
   # shellcheck disable=SC2064 # expand now: the trap must remove this run's directory
   trap "rm -rf '$work'" EXIT
   local vars S_slurm_version="" S_controller_host="" S_controller_addr="" S_cluster_name="" S_auth_socket="" S_auth=""
-  local S_bundle_uri="" S_bundle_sha=""
+  local S_bundle_uri="" S_bundle_sha="" S_controllers=""
   vars="$(fetch_secret "$arn" "$work")" || exit 1
   eval "$vars"
   [[ -n "$(major_minor "$S_slurm_version")" ]] || die "secret has a bad slurm_version '$S_slurm_version'"
@@ -368,13 +380,16 @@ setup() {
     case "${included##*/}" in secret.json | munge.key | slurm.conf) continue ;; esac
     if put_file "$included" "$SLURM_CONF_DIR/${included##*/}" 644 root; then CHANGED+=("${included##*/}"); fi
   done
-  if ! getent hosts "$S_controller_host" >/dev/null; then
-    if ! awk -v a="$S_controller_addr" -v h="$S_controller_host" \
+  local pair addr host
+  for pair in $S_controllers; do # every controller a client may fail over to, by name too
+    addr="${pair%%=*}" host="${pair#*=}"
+    getent hosts "$host" >/dev/null && continue
+    if ! awk -v a="$addr" -v h="$host" \
       '$1 == a { for (i = 2; i <= NF; i++) if ($i == h) f = 1 } END { exit !f }' "$HOSTS_FILE" 2>/dev/null; then
-      echo "$S_controller_addr $S_controller_host" | as_root tee -a "$HOSTS_FILE" >/dev/null
+      echo "$addr $host" | as_root tee -a "$HOSTS_FILE" >/dev/null
       CHANGED+=("hosts entry")
     fi
-  fi
+  done
   local region token_ok=0
   if [[ "$S_auth" == munge ]]; then
     sock="${S_auth_socket:-${MUNGE_SOCKET:-$R/run/munge/munge.socket.2}}"

@@ -14,6 +14,12 @@ Parameters:
 - `partition`, `gpus`, `gpu_type`: the node's partition, and GPUs as HyperPod configures them (Gres=gpu:<type>:N on
   the node, a gres.conf beside slurm.conf), each backed by an empty file standing in for /dev/nvidiaN, since the test
   machine has no GPU.
+- `backup_controllers`: N > 0 runs N more slurmctld as backups of the first (a HyperPod multi-head controller group:
+  `SlurmctldHost` once per controller, one StateSaveLocation they share, configless slurmd given every controller).
+  Each backup runs in a network namespace of its own joined to this one by a veth pair (slurmctld binds its port on
+  every address, so two cannot share a namespace), with its own host name (UTS namespace; slurmctld finds its place
+  in the list by name) and its own pid and log directory. The primary, slurmd and the clients use the host end's
+  address. `stop_primary()` stops the first controller; the backups take over after `slurmctld_timeout` seconds.
 - auth: the daemons always start with auth/munge, as HyperPod's do. Per-user mode (auth/jwt) is what the project's
   configure_slurm_auth.sh adds to accounting.conf; Slurm 22.05 loads a new auth plugin only at start, hence
   `restart_slurmctld()`.
@@ -92,6 +98,11 @@ class SlurmCluster:
     munge_socket: Path | None = None
     # False: HyperPod's slurm.conf without the include line (node_contract.json, slurm-conf-includes-accounting-conf)
     include_accounting_conf: bool = True
+    backup_controllers: int = 0
+    slurmctld_timeout: int = 30
+    # (name, address) of every controller, primary first; the host end of each backup's veth, to remove at stop
+    controllers: list[tuple[str, str]] = field(default_factory=list)
+    _links: list[str] = field(default_factory=list)
 
     @property
     def ctl(self) -> Path:
@@ -171,20 +182,76 @@ class SlurmCluster:
         self._spawn("slurmdbd", ["env", f"SLURM_CONF={self.conf}", "slurmdbd", "-D"])
         self._wait("slurmdbd", lambda: run(["sacctmgr", "-n", "-P", "show", "cluster"], env=self.env()).returncode == 0)
 
+    def _backup_network(self, index: int) -> tuple[str, str, subprocess.Popen]:
+        """A network namespace (held by a sleeping process) joined to this one by a veth pair on a free /30 of
+        10.254.0.0/16; returns (host address, namespace address, holder)."""
+        used = run(["ip", "-4", "-o", "addr", "show"]).stdout
+        for _ in range(100):
+            base = f"10.254.{secrets.randbelow(256)}.{4 * secrets.randbelow(64)}"
+            net = base.rsplit(".", 1)[0]
+            last = int(base.rsplit(".", 1)[1])
+            host, peer = f"{net}.{last + 1}", f"{net}.{last + 2}"
+            if f" {host}/" not in used and f" {peer}/" not in used:
+                break
+        holder = subprocess.Popen(["unshare", "--net", "sleep", "infinity"], stdin=subprocess.DEVNULL)
+        self.procs[f"netns-backup{index}"] = holder
+        own = os.readlink("/proc/self/ns/net")
+        wait_for("the backup's network namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/net") != own,
+                 timeout=10, interval=0.05)
+        link = f"hp{os.getpid() % 100000}b{index}"
+        in_ns = ["nsenter", "-t", str(holder.pid), "-n"]
+        for argv in (["ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", str(holder.pid)],
+                     ["ip", "addr", "add", f"{host}/30", "dev", link], ["ip", "link", "set", link, "up"],
+                     [*in_ns, "ip", "addr", "add", f"{peer}/30", "dev", "eth0"],
+                     [*in_ns, "ip", "link", "set", "eth0", "up"], [*in_ns, "ip", "link", "set", "lo", "up"]):
+            result = run(argv)
+            assert result.returncode == 0, (argv, result.stderr)
+            if argv[:3] == ["ip", "link", "add"]:
+                self._links.append(link)
+        return host, peer, holder
+
+    def _spawn_slurmctld(self, index: int) -> None:
+        """Controller `index` (0: the primary) with its own pid and log directory mounted over the shared one."""
+        name, _ = self.controllers[index]
+        own = self.ctl / f"slurmctld-{index}"
+        own.mkdir(exist_ok=True)
+        enter = [] if index == 0 else ["nsenter", "-t", str(self.procs[f"netns-backup{index}"].pid), "-n"]
+        rename = "" if index == 0 else f"hostname {name} && "
+        self._spawn(f"slurmctld-{index}" if index else "slurmctld", [
+            *enter, "unshare", "--mount", "--propagation", "private", *(["--uts"] if index else []), "sh", "-c",
+            f'{rename}mount --bind "$1" "$2" && exec slurmctld -D -f "$0"', str(self.conf), str(own),
+            str(self.ctl / "slurmctld-run")])
+
+    def stop_primary(self) -> None:
+        """Stops the first controller, as a failed primary; clients and slurmd turn to the backups."""
+        p = self.procs.pop("slurmctld")
+        p.terminate()
+        p.wait(timeout=30)
+
     def start(self) -> None:
-        """munged, (MariaDB and slurmdbd), slurmctld and slurmd; returns when the node is idle."""
+        """munged, (MariaDB and slurmdbd), slurmctld (and its backups) and slurmd; returns when the node is idle."""
         self.state.mkdir(parents=True)
         self.munge_key.write_bytes(os.urandom(1024))
         self.munge_key.chmod(0o400)
         self.munge_socket = start_munged(self.munge_key, self.ctl / "munge", self.ctl)
         self.etc.mkdir(parents=True)
         self.slurmctld_port = free_port()
+        address = "127.0.0.1"
+        self.controllers = [(socket.gethostname().split(".")[0], address)]
+        for i in range(1, self.backup_controllers + 1):
+            address, peer, _ = self._backup_network(i)
+            self.controllers.append((f"{self.cluster_name}-backup{i}", peer))
+        if self.backup_controllers:  # the primary and slurmd are reached from the backups' namespaces too
+            self.controllers[0] = (self.controllers[0][0], address)
+            (self.ctl / "slurmctld-run").mkdir()
         self.conf.write_text(render_slurm_conf(
-            cluster_name=self.cluster_name, hostname=socket.gethostname().split(".")[0], state_dir=self.state,
+            cluster_name=self.cluster_name, hostname=self.controllers[0][0], state_dir=self.state,
             munge_socket=self.munge_socket, slurmctld_port=self.slurmctld_port, slurmd_port=free_port(),
             cpus=os.cpu_count() or 1, real_memory_mb=500, partition=self.partition,
-            gres=f"gpu:{self.gpu_type}:{self.gpus}" if self.gpus else "",
-            include_accounting_conf=self.include_accounting_conf))
+            gres=f"gpu:{self.gpu_type}:{self.gpus}" if self.gpus else "", address=self.controllers[0][1],
+            include_accounting_conf=self.include_accounting_conf,
+            backup_controllers=self.controllers[1:], slurmctld_timeout=self.slurmctld_timeout,
+            slurmctld_run_dir=self.ctl / "slurmctld-run" if self.backup_controllers else None))
         if self.gpus:
             devices = self.ctl / "dev"
             devices.mkdir()
@@ -198,10 +265,15 @@ class SlurmCluster:
         else:
             (self.etc / "accounting.conf").write_text(ACCOUNTING_CONF)
         Path("/run/munge").mkdir(parents=True, exist_ok=True)
-        self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
+        if self.backup_controllers:
+            for i in range(len(self.controllers)):
+                self._spawn_slurmctld(i)
+        else:
+            self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
+        servers = ",".join(f"{addr}:{self.slurmctld_port}" for _, addr in self.controllers)
         self._spawn("slurmd", ["unshare", "--mount", "--propagation", "private", "sh", "-c",
                                'mount --bind "$0" /run/munge && exec slurmd -D --conf-server "$1"',
-                               str(self.munge_socket.parent), f"127.0.0.1:{self.slurmctld_port}"])
+                               str(self.munge_socket.parent), servers])
         self._wait("the node to be idle", self.node_idle)
 
     def restart_slurmctld(self) -> None:
@@ -227,3 +299,5 @@ class SlurmCluster:
                 p.wait()
         if self.munge_socket is not None:
             run(["munged", f"--socket={self.munge_socket}", "--stop"])
+        for link in self._links:  # gone with its namespace already, unless a process there outlived the stop
+            run(["ip", "link", "del", link])

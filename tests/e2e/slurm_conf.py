@@ -11,6 +11,7 @@ Pure functions, standard library only.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 CONTRACT = Path(__file__).resolve().parents[2] / "lifecycle" / "node_contract.json"
@@ -40,12 +41,20 @@ def render_slurm_conf(
     slurm_user: str = "root",
     gres: str = "",
     include_accounting_conf: bool = True,
+    backup_controllers: Sequence[tuple[str, str]] = (),
+    slurmctld_run_dir: Path | str | None = None,
+    slurmctld_timeout: int = 30,
 ) -> str:
     """Returns slurm.conf text for one controller and one compute node on the same host.
 
     Every file Slurm writes (state, spool, logs, pid files) goes under ``state_dir``; nothing touches
     /var or /run, so several clusters can run side by side. ``munge_socket`` is the munged socket the
     daemons and client commands use (``AuthInfo=socket=...``).
+
+    ``backup_controllers`` (name, address) adds a SlurmctldHost line each after the primary's, as a multi-head
+    HyperPod controller group has; they share StateSaveLocation (slurm.conf(5): it "must be readable and writable from
+    both the primary and backup controllers"). ``slurmctld_run_dir`` holds slurmctld's pid and log files instead of
+    ``state_dir``: each controller mounts its own directory there, since slurmctld kills the process a pid file names.
     """
     if not cluster_name or not cluster_name.replace("-", "").replace("_", "").isalnum():
         raise ValueError(f"cluster_name must be alphanumeric with - or _, got {cluster_name!r}")
@@ -57,11 +66,13 @@ def render_slurm_conf(
     if cpus < 1 or real_memory_mb < 1:
         raise ValueError("cpus and real_memory_mb must be >= 1")
     state = Path(state_dir)
+    ctld_run = Path(slurmctld_run_dir) if slurmctld_run_dir is not None else state
     # A GPU node as HyperPod writes it: GresTypes and the node's Gres=gpu:<type>:<count> in slurm.conf itself.
     gres_types = sorted({g.split(":")[0] for g in gres.split(",")}) if gres else []
     lines = [
         f"ClusterName={cluster_name}",
         f"SlurmctldHost={hostname}({address})",
+        *(f"SlurmctldHost={name}({addr})" for name, addr in backup_controllers),
         "SlurmctldParameters=enable_configless",
         f"SlurmctldPort={slurmctld_port}",
         f"SlurmdPort={slurmd_port}",
@@ -72,9 +83,9 @@ def render_slurm_conf(
         f"AuthInfo=socket={munge_socket}",
         f"StateSaveLocation={state / 'ctld'}",
         f"SlurmdSpoolDir={state / 'spool'}",
-        f"SlurmctldPidFile={state / 'slurmctld.pid'}",
+        f"SlurmctldPidFile={ctld_run / 'slurmctld.pid'}",
         f"SlurmdPidFile={state / 'slurmd.pid'}",
-        f"SlurmctldLogFile={state / 'slurmctld.log'}",
+        f"SlurmctldLogFile={ctld_run / 'slurmctld.log'}",
         f"SlurmdLogFile={state / 'slurmd.log'}",
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
@@ -86,7 +97,7 @@ def render_slurm_conf(
         "ReturnToService=2",
         "MpiDefault=none",
         *(INCLUDE_LINES if include_accounting_conf else []),
-        "SlurmctldTimeout=30",
+        f"SlurmctldTimeout={slurmctld_timeout}",
         "SlurmdTimeout=30",
         "InactiveLimit=0",
         "MinJobAge=300",

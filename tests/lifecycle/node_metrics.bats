@@ -87,6 +87,18 @@ PY
   [ "$(grep -ci github "$STUB_LOG")" -eq 0 ]
 }
 
+@test "a backup controller (multi-head) leaves Slurm's cluster-wide metrics to the primary" {
+  setup_metrics
+  CONTROLLER_ROLE=backup install_as controller controller-machine
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"a backup controller: the primary reports Slurm's cluster-wide metrics"* ]]
+  [ ! -e "$SYSTEMD_DIR/hyperpod-slurm-metrics.timer" ]
+  [ -f "$SYSTEMD_DIR/hyperpod-metrics-agent.service" ]
+  CONTROLLER_ROLE=primary install_as controller controller-machine
+  [ "$status" -eq 0 ]
+  [ -f "$SYSTEMD_DIR/hyperpod-slurm-metrics.timer" ]
+}
+
 @test "the agent configuration passes promtool and the units pass systemd-analyze verify" {
   command -v promtool >/dev/null || skip "promtool not installed (Debian package prometheus)"
   command -v systemd-analyze >/dev/null || skip "systemd-analyze not installed"

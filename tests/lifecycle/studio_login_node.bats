@@ -181,6 +181,27 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
   [ "$(cat "$SLURM_LOGIN_ROOT/etc/hosts")" = "10.1.0.12 ip-10-1-0-12" ]
 }
 
+@test "every controller of a multi-head cluster gets its hosts entry, once" {
+  write_secret '{"controllers": [{"host": "ip-10-1-0-12", "addr": "10.1.0.12"},
+                                 {"host": "ip-10-1-0-13", "addr": "10.1.0.13"}, {"host": "ip-10-1-0-14", "addr": ""}]}'
+  STUB_RESOLVES=0 run bash "$LCC"
+  [ "$status" -eq 0 ]
+  STUB_RESOLVES=0 run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$SLURM_LOGIN_ROOT/etc/hosts")" = $'10.1.0.12 ip-10-1-0-12\n10.1.0.13 ip-10-1-0-13' ]
+}
+
+@test "a controllers entry that is not a host name and an IPv4 address is refused before anything is written" {
+  for entry in '{"host": "ip-10-1-0-13;id", "addr": "10.1.0.13"}' '{"host": "ip-10-1-0-13", "addr": "evil.example.com"}' \
+    '"ip-10-1-0-13"'; do
+    write_secret "{\"controllers\": [{\"host\": \"ip-10-1-0-12\", \"addr\": \"10.1.0.12\"}, $entry]}"
+    run bash "$LCC"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"the secret's controllers entry"* ]]
+    [ ! -e "$(key)" ] && [ ! -e "$(conf)" ]
+  done
+}
+
 @test "an unreachable slurmctld fails with the security-group hint" {
   STUB_SINFO_FAIL=1 run bash "$LCC"
   [ "$status" -eq 1 ]

@@ -131,3 +131,37 @@ PY
   [[ "$output" == *"SLURM_AUTH must be munge or jwt, got 'none'"* ]]
   [ -z "$(calls aws)" ]
 }
+
+@test "several controllers (multi-head): all are published, primary first, and a backup publishes the same value" {
+  setup_controller
+  sed -i 's/^SlurmctldHost=.*/SlurmctldHost=ip-10-1-0-12(10.1.0.12)\nSlurmctldHost=ip-10-1-0-13(10.1.0.13)/' "$SLURM_CONF"
+  run bash "$PUBLISH" "$ARN"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"slurmctld ip-10-1-0-12 (10.1.0.12), backup ip-10-1-0-13 (10.1.0.13)"* ]]
+  python3 - "$STUB_SECRET" <<'PY'
+import json, sys
+value = json.load(open(sys.argv[1]))
+assert value["controllers"] == [{"host": "ip-10-1-0-12", "addr": "10.1.0.12"},
+                                {"host": "ip-10-1-0-13", "addr": "10.1.0.13"}], value["controllers"]
+assert (value["controller_host"], value["controller_addr"]) == ("ip-10-1-0-12", "10.1.0.12")
+PY
+  # The backup runs the same script at its own creation: same slurm.conf, same value, nothing written.
+  : >"$STUB_LOG"
+  STUB_HOSTNAME=ip-10-1-0-13 STUB_IPS=10.1.0.13 run bash "$PUBLISH" "$ARN"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"nothing to publish"* ]]
+  ! calls aws | grep -q put-secret-value || false
+}
+
+@test "a backup that cannot resolve a primary named without its address leaves publishing to the primary" {
+  setup_controller
+  sed -i 's/^SlurmctldHost=.*/SlurmctldHost=ip-10-1-0-12\nSlurmctldHost=ip-10-1-0-13(10.1.0.13)/' "$SLURM_CONF"
+  STUB_HOSTNAME=ip-10-1-0-13 STUB_IPS=10.1.0.13 run bash "$PUBLISH" "$ARN"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"WARNING: this backup controller cannot resolve the primary"* ]]
+  ! calls aws | grep -q put-secret-value || false
+  # Its own address never stands in for the primary's; the primary itself falls back to its first address.
+  STUB_IPS="10.1.0.12 172.17.0.1" run bash "$PUBLISH" "$ARN"
+  [ "$status" -eq 0 ]
+  [ "$(secret_field controller_addr)" = 10.1.0.12 ]
+}

@@ -122,6 +122,35 @@ def node_type(resource_config, params, addresses):
     )
 
 
+def controller_role(resource_config, params, addresses):
+    """Returns (primary|backup, how it was told) for a node of the controller group. A cluster with several
+    controllers (HyperPod multi-head) runs slurmctld on each; work that must happen once (accounting) runs on the
+    primary. resource_config.json names it in SlurmConfig.PrimaryControllerIp, the backups in SecondaryControllerIps
+    (awslabs/awsome-distributed-ai@95b939cd tools/devops-agent/docs/hyperpod-mental-model.md). Without that block, or
+    when it names none of this node's addresses (a stale copy), the group's instance <group>-1 is the primary, as AWS's
+    multi-head setup script elects it (LifecycleScripts/base-config/multi_headnode_setup/headnode_setup.sh)."""
+    slurm = resource_config.get("SlurmConfig") or {}
+    if slurm.get("PrimaryControllerIp") in addresses:
+        return "primary", "SlurmConfig.PrimaryControllerIp"
+    if set(slurm.get("SecondaryControllerIps") or []) & set(addresses):
+        return "backup", "SlurmConfig.SecondaryControllerIps"
+    name = params.get("controller_group")
+    group = next((g for g in resource_config.get("InstanceGroups", []) if g.get("Name") == name), None)
+    instances = (group or {}).get("Instances") or []
+    mine = next((i for i in instances if i.get("CustomerIpAddress") in addresses), None)
+    if mine is None:
+        raise ParamsError(f"none of this node's addresses ({' '.join(addresses) or 'none'}) is an instance of the "
+                          f"controller group {name!r} in resource_config.json")
+    if len(instances) == 1:
+        return "primary", f"the only instance of {name}"
+    first = f"{name}-1"
+    if not any(i.get("InstanceName") == first for i in instances):
+        raise ParamsError(f"the controller group {name!r} has {len(instances)} instances, no SlurmConfig block names "
+                          f"this node, and none is named {first!r}: cannot tell the primary controller")
+    role = "primary" if mine.get("InstanceName") == first else "backup"
+    return role, f"instance {mine.get('InstanceName')} of {len(instances)}; {first} is the primary"
+
+
 def main(argv):
     command, args = argv[1], argv[2:]
     if command == "validate":
@@ -130,6 +159,8 @@ def main(argv):
         print(scalar(lookup(load(args[0]), args[1])))
     elif command == "node-type":
         print("\t".join(node_type(load(args[0]), load(args[1]), args[2:])))
+    elif command == "controller-role":  # controller-role RESOURCE_CONFIG PARAMS ADDRESS...: primary|backup, why
+        print("\t".join(controller_role(load(args[0]), load(args[1]), args[2:])))
     elif command == "users":
         for u in load(args[0]).get("users") or []:
             print(f"{u['name']}\t{u['uid']}\t{u['gid']}\t{scalar(bool(u.get('sudo')))}")

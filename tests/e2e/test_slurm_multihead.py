@@ -1,0 +1,200 @@
+"""End to end: a Studio space keeps submitting jobs when the primary of two REAL slurmctld stops (HyperPod multi-head).
+
+A HyperPod Slurm cluster may have several controllers: "one serving as the primary controller node and the others
+serving as backup controller nodes ... If the primary controller node fails or becomes unresponsive, one of the backup
+controller nodes will automatically take over" (https://docs.aws.amazon.com/sagemaker/latest/dg/
+sagemaker-hyperpod-multihead.html). Here two slurmctld share one StateSaveLocation, as Slurm requires of a backup, each
+in a network namespace of its own (tests/e2e/slurm_cluster.py, `backup_controllers`), with a configless slurmd.
+
+publish_slurm_login.sh runs as each controller would at its creation (the second one in its own host name): one
+value, every controller in it, the second run writing nothing. The Studio LCC then turns a sandbox into a login node
+(tests/e2e/test_studio_slurm_login.py has the sandbox: own root prefix and munged, the system's Slurm hidden, the
+controller's client bundle installed); a Studio user's sbatch runs; the primary is stopped; sbatch, squeue and the job
+still work, through the backup the published slurm.conf names.
+
+Needs root, iproute2 (ip), useradd, and the Debian packages slurm-wlm and munge.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm  # noqa: E402
+from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
+from test_studio_slurm_login import (LCC, PUBLISH, REGION, TERMINAL_JOB_STATES, Ide, PosixUser,  # noqa: E402
+                                     ensure_posix_user, remove_posix_users)
+
+REQUIRED = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "ip", "nsenter", "unshare", "setpriv", "useradd")
+missing = [b for b in REQUIRED if shutil.which(b) is None and shutil.which(b, path="/usr/sbin:/sbin") is None]
+pytestmark = pytest.mark.skipif(bool(missing), reason=f"missing {', '.join(missing)}: apt-get install slurm-wlm "
+                                                      "munge iproute2")
+# Seconds a backup waits for a silent primary before taking over (SlurmctldTimeout; HyperPod's is its own).
+TAKEOVER = 5
+
+
+class HaCluster:
+    def __init__(self, slurm: SlurmCluster, aws_env: dict[str, str], moto_url: str):
+        self.slurm, self.aws_env, self.moto_url = slurm, aws_env, moto_url
+        self.base, self.conf = slurm.base, slurm.conf
+
+    def slurm_env(self, conf: Path | None = None) -> dict[str, str]:
+        return {**os.environ, "SLURM_CONF": str(conf or self.conf)}
+
+    def secrets(self):
+        return boto3.client("secretsmanager", region_name=REGION, endpoint_url=self.moto_url,
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+@pytest.fixture(scope="module")
+def ha() -> Iterator[HaCluster]:
+    base = Path(tempfile.mkdtemp(prefix="slurm-ha-"))  # munged wants a socket path everyone can reach
+    base.chmod(0o755)
+    slurm = SlurmCluster(base=base, cluster_name="e2e-ha", backup_controllers=1, slurmctld_timeout=TAKEOVER)
+    try:
+        slurm.start()
+        port = free_port()
+        slurm.spawn("moto", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)])
+
+        def moto_up() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_for("moto server", moto_up, timeout=30, interval=0.2)
+        url = f"http://127.0.0.1:{port}"
+        boto3.client("s3", region_name=REGION, endpoint_url=url, aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket=BUNDLE_BUCKET)
+        aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        aws_env.update(AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                       AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
+        if shutil.which("aws") is None:  # as tests/e2e/test_studio_slurm_login.py does
+            shim = base / "bin"
+            shim.mkdir()
+            (shim / "aws").write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'aws_shim.py'} \"$@\"\n")
+            (shim / "aws").chmod(0o755)
+            aws_env["PATH"] = f"{shim}:{aws_env['PATH']}"
+        yield HaCluster(slurm, aws_env, url)
+    finally:
+        slurm.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def published(ha: HaCluster) -> tuple[str, dict]:
+    """publish_slurm_login.sh on the primary, then on the backup (its own host name, same slurm.conf)."""
+    arn = ha.secrets().create_secret(Name="hyperpod/slurm-login-ha")["ARN"]
+    env = {**ha.aws_env, "SLURM_CONF": str(ha.conf), "MUNGE_KEY": str(ha.slurm.munge_key),
+           "LOG_DIR": str(ha.base / "provision"), "SLURM_CONF_DIR": str(ha.conf.parent),
+           "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX, "RETRY_DELAY": "1"}
+    primary = run(["bash", str(PUBLISH), arn], env=env, timeout=600)
+    assert primary.returncode == 0, primary.stdout + primary.stderr
+    backup_name = ha.slurm.controllers[1][0]
+    backup = run(["unshare", "--uts", "sh", "-c", f'hostname {backup_name} && exec bash "$0" "$1"', str(PUBLISH), arn],
+                 env=env, timeout=600)
+    assert backup.returncode == 0, backup.stdout + backup.stderr
+    assert "nothing to publish" in backup.stdout, backup.stdout
+    assert len(ha.secrets().list_secret_version_ids(SecretId=arn)["Versions"]) == 1
+    return arn, json.loads(ha.secrets().get_secret_value(SecretId=arn)["SecretString"])
+
+
+@pytest.fixture(scope="module")
+def alice() -> Iterator[PosixUser]:
+    user = PosixUser("alice", 10001, 10001)  # a Studio profile's POSIX identity, also on the cluster
+    created = [(user.name, *ensure_posix_user(user))]
+    try:
+        yield user
+    finally:
+        assert not remove_posix_users(created)
+
+
+@pytest.fixture(scope="module")
+def ide(ha: HaCluster) -> Iterator[Ide]:
+    shadow = ha.base / "ide" / "munge-run"
+    shadow.mkdir(parents=True)
+    shadow.chmod(0o755)
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "600"],
+                              stdin=subprocess.DEVNULL)
+    sandbox = Ide(root=ha.base / "ide" / "root", state=ha.base / "ide" / "home" / ".slurm-login", holder=holder)
+    try:
+        own = os.readlink("/proc/self/ns/mnt")
+        wait_for("the mount namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != own, timeout=10,
+                 interval=0.05)
+        bind = run(sandbox.cmd("mount", "--bind", str(shadow), str(ha.slurm.munge_socket.parent)))
+        assert bind.returncode == 0, bind.stderr
+        hide_system_slurm(sandbox.cmd(), ha.base / "ide" / "empty")
+        yield sandbox
+    finally:
+        run(sandbox.cmd(str(sandbox.root / "opt" / "hyperpod-slurm-client" / "bin" / "munged"),
+                        f"--socket={ha.slurm.munge_socket}", "--stop"))
+        holder.kill()
+        holder.wait()
+
+
+def submit(ide: Ide, ha: HaCluster, user: PosixUser, out: Path, tag: str) -> str:
+    result = run(ide.cmd("sbatch", "--parsable", f"--output={out}/slurm-%j.out", f"--chdir={out}", "--wrap",
+                         f"echo {tag} uid=$(id -u) > {out}/{tag}.txt", user=user), env=ide.user_env(ha, user),
+                 timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().split(";")[0]
+
+
+def finished(ide: Ide, ha: HaCluster, user: PosixUser, job: str) -> dict[str, str]:
+    def state():
+        out = run(ide.cmd("scontrol", "show", "job", job, user=user), env=ide.user_env(ha, user), timeout=60)
+        fields = dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
+        return fields if fields.get("JobState") in TERMINAL_JOB_STATES else None
+
+    return wait_for(f"job {job}", state, timeout=90)
+
+
+def test_every_controller_is_published_and_both_controllers_publish_the_same(ha: HaCluster,
+                                                                              published: tuple[str, dict]):
+    _, secret = published
+    (primary, p_addr), (backup, b_addr) = ha.slurm.controllers
+    assert secret["controllers"] == [{"host": primary, "addr": p_addr}, {"host": backup, "addr": b_addr}]
+    assert (secret["controller_host"], secret["controller_addr"]) == (primary, p_addr)
+    assert secret["slurm_conf"] == ha.conf.read_text()
+    assert [line for line in secret["slurm_conf"].splitlines() if line.startswith("SlurmctldHost=")] == [
+        f"SlurmctldHost={primary}({p_addr})", f"SlurmctldHost={backup}({b_addr})"]
+
+
+def test_studio_keeps_submitting_when_the_primary_controller_stops(ha: HaCluster, published: tuple[str, dict],
+                                                                   ide: Ide, alice: PosixUser):
+    arn, _ = published
+    setup = run(ide.cmd("bash", str(LCC)), env=ide.lcc_env(ha, arn), timeout=300)
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    assert "ready: sbatch" in setup.stdout
+    backup, b_addr = ha.slurm.controllers[1]
+    # The backup's name resolves nowhere here: the LCC wrote it into the space's hosts file.
+    assert f"{b_addr} {backup}" in (ide.root / "etc" / "hosts").read_text().splitlines()
+
+    out = ha.base / "jobs"
+    out.mkdir()
+    os.chown(out, alice.uid, alice.gid)
+    before = submit(ide, ha, alice, out, "before")
+    assert finished(ide, ha, alice, before)["JobState"] == "COMPLETED"
+
+    ha.slurm.stop_primary()
+    ping = run(["scontrol", "ping"], env=ha.slurm_env())
+    assert "(primary) at" in ping.stdout and "is DOWN" in ping.stdout.splitlines()[0], ping.stdout
+    # sbatch from the space waits while the backup takes over (SlurmctldTimeout), then the backup accepts the job.
+    after = submit(ide, ha, alice, out, "after")
+    job = finished(ide, ha, alice, after)
+    assert job["JobState"] == "COMPLETED", job
+    assert (out / "after.txt").read_text() == f"after uid={alice.uid}\n"
+    assert (out / "after.txt").stat().st_uid == alice.uid
+    queue = run(ide.cmd("squeue", "--me", "--states=all", "-h", "-o", "%i", user=alice),
+                env=ide.user_env(ha, alice))
+    assert queue.returncode == 0 and after in queue.stdout.split(), queue
+    ping = run(["scontrol", "ping"], env=ha.slurm_env())
+    assert f"(backup) at {backup} is UP" in ping.stdout, ping.stdout
