@@ -26,6 +26,14 @@ if TYPE_CHECKING:  # opt-in: constructs/metrics_workspace.py (and aws_aps) loads
     from constructs.metrics_workspace import MetricsWorkspace
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
+# Every S3 action on the object resource type: read, write or delete an object, any version of it, its ACL, tags,
+# attributes, retention, annotations, replicas, multipart parts. Prefix patterns, so actions S3 adds under the same
+# names are covered too. tests/test_storage.py checks the list against the Service Authorization Reference data
+# cfn-lint bundles (cfnlint/data/AdditionalSpecs/Policies.json, s3 actions whose resources include `object`).
+OBJECT_ACTIONS = ("s3:GetObject*", "s3:PutObject*", "s3:DeleteObject*", "s3:ListObject*", "s3:Replicate*",
+                  "s3:RestoreObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts",
+                  "s3:BypassGovernanceRetention", "s3:InitiateReplication", "s3:ObjectOwnerOverrideToBucketOwner",
+                  "s3:UpdateObjectEncryption")
 
 
 @dataclass(frozen=True)
@@ -158,7 +166,7 @@ class StorageStack(cdk.Stack):
             role + partition_handler_role_name(cluster_name, handler) for handler in PARTITION_HANDLERS]
         self.data_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyFsxAndPartitionHandlersTouchStudioPartitions", effect=iam.Effect.DENY,
-            principals=[iam.AnyPrincipal()], actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            principals=[iam.AnyPrincipal()], actions=list(OBJECT_ACTIONS),
             resources=[self.data_bucket.arn_for_objects(f"{prefix}*")],
             conditions={"ArnNotLike": {"aws:PrincipalArn": allowed}}))
 

@@ -1,6 +1,8 @@
 """Storage stack: FSx for Lustre PERSISTENT_2 + DRA, encrypted retained buckets."""
+import fnmatch
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -216,7 +218,9 @@ def test_only_fsx_and_the_partition_handlers_touch_the_studio_partitions_prefix(
     s = synth(variant)
     (deny,) = _partition_guard(s.template("storage"))
     assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"}
-    assert set(deny["Action"]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
+    # Not only GetObject/PutObject/DeleteObject: by version id, ACL, tags, attributes, replication too.
+    for action in ("s3:GetObjectVersion", "s3:DeleteObjectVersion", "s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
+        assert any(fnmatch.fnmatchcase(action, pattern) for pattern in deny["Action"]), action
     # <s3_prefix><partition_root>/ exactly as the handlers write markers (constructs/fsx_partitions.py): default
     # config has s3_prefix "" and partition_root "studio".
     assert _text(deny["Resource"]) == "<DataBucketE3889A50.Arn>/studio/*"
@@ -276,3 +280,17 @@ def test_root_squash_off_is_0_0_without_exemptions():
     from aws_cdk.assertions import Template
     (squash,) = _root_squash(Template.from_stack(platform.storage).to_json())
     assert squash["RootSquash"] == "0:0" and squash["NoSquashSubnetIds"] == []
+
+
+def test_studio_partitions_deny_covers_every_s3_object_action():
+    """Every action the Service Authorization Reference lists on S3's `object` resource type (as cfn-lint 1.58 bundles
+    it) matches one of the deny's patterns: no version-id read, tag, ACL or replication path around it."""
+    import cfnlint
+    from stacks.storage_stack import OBJECT_ACTIONS
+    spec = json.loads((Path(cfnlint.__file__).parent / "data" / "AdditionalSpecs" / "Policies.json").read_text())
+    object_actions = sorted(a for a, v in spec["s3"]["Actions"].items() if "object" in v.get("Resources", []))
+    assert {"getobjectversion", "deleteobjectversion", "getobjectversionacl", "getobjectversiontagging",
+            "getobjectversionattributes", "getobjectversionforreplication"} <= set(object_actions)
+    uncovered = [a for a in object_actions
+                 if not any(fnmatch.fnmatchcase("s3:" + a, p.lower()) for p in OBJECT_ACTIONS)]
+    assert uncovered == []
