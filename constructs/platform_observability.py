@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -31,6 +31,19 @@ HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "cluster_log_r
 NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"  # detail.ClusterName, detail.HealthSummary
 STATE_CHANGE = "SageMaker HyperPod Cluster State Change"  # detail.ClusterName, detail.ClusterStatus
 CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"  # detail.EventDetails.{ClusterName, EventLevel}; Continuous mode only
+
+
+@jsii.implements(events.IRuleTarget)
+class _TopicTarget:
+    """An SNS topic as a rule's target, without the unconditioned publish grant of aws_events_targets.SnsTopic (the
+    caller adds a statement conditioned on the rules' ARNs, aws:SourceArn: https://docs.aws.amazon.com/eventbridge/
+    latest/userguide/eb-use-resource-based.html#eb-sns-permissions)."""
+
+    def __init__(self, topic: sns.ITopic) -> None:
+        self.topic = topic
+
+    def bind(self, _rule: events.IRule, _id: Optional[str] = None) -> events.RuleTargetConfig:
+        return events.RuleTargetConfig(arn=self.topic.topic_arn)
 
 
 @dataclass(frozen=True)
@@ -163,7 +176,9 @@ class PlatformObservability(Construct):
             lambda_.Function.from_function_arn(self, f"Function-{name}", sub.endpoint))
 
     def _event_rules(self, cluster_name: str) -> list[events.Rule]:
-        target = targets.SnsTopic(self.topic)
+        # Not targets.SnsTopic: it grants events.amazonaws.com sns:Publish with no condition, so any EventBridge rule
+        # in any account could publish here. The topic policy below names exactly these rules.
+        target = _TopicTarget(self.topic)
         patterns = {
             "NodeHealth": ("HyperPod node health changes (unhealthy, replaced, healthy again)",
                            events.EventPattern(source=["aws.sagemaker"], detail_type=[NODE_HEALTH],
@@ -181,6 +196,10 @@ class PlatformObservability(Construct):
             rule = events.Rule(self, id_, description=f"{cluster_name}: {description}", event_pattern=pattern)
             rule.add_target(target)
             rules.append(rule)
+        self.topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="PlatformRulesPublish", principals=[iam.ServicePrincipal("events.amazonaws.com")],
+            actions=["sns:Publish"], resources=[self.topic.topic_arn],
+            conditions={"ArnEquals": {"aws:SourceArn": [r.rule_arn for r in rules]}}))
         return rules
 
     def _cluster_log_retention(self, log_group_name: str, days: int) -> cdk.CfnResource:

@@ -125,9 +125,18 @@ def test_hyperpod_events_reach_the_topic_with_documented_detail_types(obs):
     assert CLUSTER_EVENT == "SageMaker HyperPod Cluster Event"
 
 
-def test_events_may_publish_to_the_topic(obs):
-    Template.from_json(obs).has_resource_properties("AWS::SNS::TopicPolicy", {"PolicyDocument": {"Statement": Match.array_with([
-        Match.object_like({"Action": "sns:Publish", "Principal": {"Service": "events.amazonaws.com"}})])}})
+def test_only_the_platforms_rules_may_publish_to_the_topic(obs):
+    """EventBridge publishes only for this stack's three rules (aws:SourceArn): no statement lets events.amazonaws.com
+    publish unconditioned, so another account's rule cannot put messages on the platform's alarm topic."""
+    (policy,) = resources(obs, "AWS::SNS::TopicPolicy").values()
+    statements = [st for st in policy["Properties"]["PolicyDocument"]["Statement"]
+                  if st["Effect"] == "Allow" and "events.amazonaws.com" in json.dumps(st.get("Principal"))]
+    (events,) = statements
+    assert events["Action"] == "sns:Publish"
+    rules = sorted(resources(obs, "AWS::Events::Rule"))
+    assert len(rules) == 3
+    assert sorted(a["Fn::GetAtt"][0] for a in events["Condition"]["ArnEquals"]["aws:SourceArn"]) == rules
+    assert all(a["Fn::GetAtt"][1] == "Arn" for a in events["Condition"]["ArnEquals"]["aws:SourceArn"])
 
 
 def test_log_retention_handler_may_touch_only_the_cluster_log_group(default, obs):
