@@ -371,6 +371,10 @@ class ManagedAccountingDatabase(Strict):
     # A standby in a second AZ: RDS fails over on a host or AZ failure (about a minute) instead of replacing the host.
     multi_az: StrictBool = False
     backup_retention_days: int = Field(default=7, ge=1, le=35)
+    # require_secure_transport=1 in the instance's parameter group: the database refuses any connection without TLS.
+    # HyperPod's slurmdbd must then connect with TLS (MySQL's client library prefers TLS when the server offers it);
+    # turn off only if slurmdbd's log shows "Connections using insecure transport are prohibited" (README, Security).
+    require_tls: StrictBool = True
 
 
 class Accounting(Strict):
