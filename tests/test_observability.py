@@ -97,7 +97,7 @@ def test_every_alarm_notifies_the_topic_on_alarm_and_recovery(obs):
 
 def test_topic_is_encrypted_with_a_key_alarms_and_events_may_use(obs):
     template = Template.from_json(obs)
-    (key,) = resources(obs, "AWS::KMS::Key")
+    (key,) = [k for k in resources(obs, "AWS::KMS::Key") if k.startswith("ObservabilityTopicKey")]
     template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": [key, "Arn"]}})
     template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True, "KeyPolicy": {"Statement": Match.array_with([
         Match.object_like({"Sid": "AlarmsAndEventsPublish", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
@@ -143,7 +143,7 @@ def test_log_retention_handler_may_touch_only_the_cluster_log_group(default, obs
     (policy,) = [r["Properties"]["PolicyDocument"]["Statement"] for k, r in resources(obs, "AWS::IAM::Policy").items()
                  if "ClusterLogRetention" in k and "Provider" not in k]
     (statement,) = policy
-    assert statement["Action"] == ["logs:CreateLogGroup", "logs:PutRetentionPolicy"]
+    assert sorted(statement["Action"]) == ["logs:AssociateKmsKey", "logs:CreateLogGroup", "logs:PutRetentionPolicy"]
     arn = flatten(statement["Resource"])
     assert arn.endswith(":log-group:/aws/sagemaker/Clusters/ml-cluster/TOKEN") and "*" not in arn
     (resource,) = resources(obs, "Custom::ClusterLogRetention").values()
@@ -155,6 +155,41 @@ def test_log_retention_handler_may_touch_only_the_cluster_log_group(default, obs
             if isinstance(part, dict)]
     assert "ClusterIdForObservability" in default.templates["cluster"]["Outputs"]
     assert default.platform.cluster in default.platform.observability.dependencies  # deployed after the cluster
+
+
+def _logs_key_statement(key: dict) -> dict:
+    (statement,) = [st for st in key["Properties"]["KeyPolicy"]["Statement"]
+                    if st.get("Sid") == "CloudWatchLogsEncryptsThisAccountsLogGroups"]
+    return statement
+
+
+@pytest.mark.parametrize("variant", ["default", "eks", "research"])
+def test_every_log_group_is_encrypted_with_its_stacks_customer_key(synth, variant):
+    """Lambda, provider, asset-upload, kubectl, flow-log and EKS control-plane log groups alike: KmsKeyId names a key
+    of the same template whose policy lets CloudWatch Logs use it only for this account's and region's log groups
+    (encryption context aws:logs:arn)."""
+    s = synth(variant)
+    seen = 0
+    for template in [*s.templates.values(), *s.nested.values()]:
+        keys = resources(template, "AWS::KMS::Key")
+        for logical, group in resources(template, "AWS::Logs::LogGroup").items():
+            key_id = group["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
+            key = keys[key_id]
+            assert key["DeletionPolicy"] == "Retain" and key["Properties"]["EnableKeyRotation"] is True
+            statement = _logs_key_statement(key)
+            assert statement["Principal"] == {"Service": "logs.us-west-2.amazonaws.com"}
+            assert {a.rstrip("*") for a in statement["Action"]} == {"kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt",
+                                                                     "kms:GenerateDataKey", "kms:Describe"}
+            context = flatten(statement["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"])
+            assert context == "arn:aws:logs:us-west-2:TOKEN:log-group:*", context
+            seen += 1
+    assert seen >= (14 if variant != "eks" else 20)
+
+
+def test_hyperpods_own_cluster_log_group_gets_the_platform_key(obs):
+    (resource,) = resources(obs, "Custom::ClusterLogRetention").values()
+    key_id = resource["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
+    assert key_id.startswith("LogsKey") and _logs_key_statement(obs["Resources"][key_id])
 
 
 def test_every_log_group_outside_the_network_stack_has_the_configured_retention(default):
