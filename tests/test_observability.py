@@ -192,13 +192,16 @@ def test_hyperpods_own_cluster_log_group_gets_the_platform_key(obs):
     assert key_id.startswith("LogsKey") and _logs_key_statement(obs["Resources"][key_id])
 
 
-def test_every_log_group_outside_the_network_stack_has_the_configured_retention(default):
-    days = default.config.observability.log_retention_days
+@pytest.mark.parametrize("variant", ["default", "multi_az"])
+def test_every_log_group_but_the_flow_logs_has_the_configured_retention(synth, variant):
+    s = synth(variant)
+    days = s.config.observability.log_retention_days
     seen = 0
-    for role, template in default.templates.items():
-        for group in resources(template, "AWS::Logs::LogGroup").values():
-            expected = default.config.network.flow_logs.retention_days if role == "network" else days
-            assert group["Properties"].get("RetentionInDays") == expected
+    for role, template in s.templates.items():
+        for logical, group in resources(template, "AWS::Logs::LogGroup").items():
+            flow_logs = role == "network" and logical.startswith("VpcFlowLogGroup")
+            expected = s.config.network.flow_logs.retention_days if flow_logs else days
+            assert group["Properties"].get("RetentionInDays") == expected, (role, logical)
             seen += 1
     assert seen >= 8  # the asset uploads' groups (aws-cdk-lib defaults them to 731 days) included
 
