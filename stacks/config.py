@@ -226,7 +226,8 @@ class Lustre(Strict):
 
 
 class DataBucket(Strict):
-    encryption: Literal["s3_managed", "kms"] = "s3_managed"
+    # kms: SSE-KMS with the storage stack's customer managed key (the default); s3_managed: SSE-S3, opt-out only.
+    encryption: Literal["s3_managed", "kms"] = "kms"
 
 
 class Storage(Strict):
