@@ -33,7 +33,7 @@ MASTER_USER = "slurm_admin"
 class AccountingDatabase(Construct):
     def __init__(self, scope: Construct, id_: str, *, cluster_name: str, vpc_id: str, subnet_ids: Sequence[str],
                  controller_security_group: ec2.ISecurityGroup, instance_class: str, allocated_storage_gib: int,
-                 multi_az: bool, backup_retention_days: int) -> None:
+                 multi_az: bool, backup_retention_days: int, require_tls: bool = True) -> None:
         super().__init__(scope, id_)
         # Retained: snapshots and the final snapshot are encrypted with it and unreadable without it.
         self.key = kms.Key(self, "Key", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
@@ -51,9 +51,13 @@ class AccountingDatabase(Construct):
                                                                    "subnets of the cluster")
         # Slurm's accounting guide asks for innodb_lock_wait_timeout=900 so long purges and rollups do not fail
         # (https://slurm.schedmd.com/accounting.html#slurm-accounting-configuration-before-build).
+        # require_secure_transport: the database refuses connections without TLS; "For MySQL 8.4 and lower, the
+        # require_secure_transport parameter is set to 0 (OFF) by default. You can set [it] to 1 (ON)"; no reboot
+        # (https://docs.aws.amazon.com/AmazonRDS/latest/UserGuide/mysql-ssl-connections.require-ssl.html).
+        settings = {"innodb_lock_wait_timeout": "900", "require_secure_transport": "1" if require_tls else "0"}
         parameters = rds.CfnDBParameterGroup(self, "Parameters", family="mysql8.4",
                                              description=f"{cluster_name} Slurm accounting database",
-                                             parameters={"innodb_lock_wait_timeout": "900"})
+                                             parameters=settings)
         self.instance = rds.CfnDBInstance(
             self, "Instance", engine="mysql", engine_version=ENGINE_VERSION, db_instance_class=instance_class,
             allocated_storage=str(allocated_storage_gib), storage_type="gp3", multi_az=multi_az,

@@ -38,6 +38,7 @@ FSX_CSI_SERVICE_ACCOUNTS = ("fsx-csi-controller-sa", "fsx-csi-node-sa")
 class Addon:
     name: str      # the EKS add-on name, e.g. vpc-cni
     version: str   # pinned, e.g. v1.20.1-eksbuild.3
+    configuration: Optional[Mapping[str, str]] = None  # the add-on's configurationValues
 
 
 class EksControlPlane(Construct):
@@ -113,7 +114,8 @@ class EksControlPlane(Construct):
         """A pinned managed add-on. One whose pods must become ready (a Deployment) goes `after` the nodes, in the
         `scope` (another stack) that holds them."""
         created = eks.Addon(scope or self, f"Addon-{addon.name}", cluster=self.cluster, addon_name=addon.name,
-                            addon_version=addon.version, preserve_on_delete=False)
+                            addon_version=addon.version, preserve_on_delete=False,
+                            configuration_values=dict(addon.configuration) if addon.configuration else None)
         for dependency in after:
             created.node.add_dependency(dependency)
         self.addons[addon.name] = created

@@ -14,6 +14,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+from constructs.default_security_group import RestrictDefaultSecurityGroup
 
 INTERFACE_ENDPOINTS = {
     "ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
@@ -44,6 +45,9 @@ class HyperPodVpc(Construct):
                          tags=[cdk.CfnTag(key="Name", value=f"{cdk.Stack.of(self).stack_name}-vpc")])
         self.vpc_id = vpc.ref
         self.cidr = cidr
+        # Nothing uses the default group; closed, it admits and lets out nothing (constructs/default_security_group).
+        self.default_security_group = RestrictDefaultSecurityGroup(
+            self, "RestrictDefaultSecurityGroup", security_group_id=vpc.attr_default_security_group)
 
         igw = ec2.CfnInternetGateway(self, "InternetGateway")
         igw_attachment = ec2.CfnVPCGatewayAttachment(self, "InternetGatewayAttachment", vpc_id=vpc.ref,
@@ -108,8 +112,9 @@ class HyperPodVpc(Construct):
                     subnets=ec2.SubnetSelection(subnets=self.vpc.private_subnets), security_groups=[endpoint_group],
                     open=False)
 
+        self.flow_log_group: logs.LogGroup | None = None
         if flow_log_retention_days:
-            log_group = logs.LogGroup(self, "FlowLogGroup", removal_policy=cdk.RemovalPolicy.RETAIN)
+            log_group = self.flow_log_group = logs.LogGroup(self, "FlowLogGroup", removal_policy=cdk.RemovalPolicy.RETAIN)
             # RetentionDays is an enum of names in Python; the config holds the number of days.
             log_group.node.default_child.retention_in_days = flow_log_retention_days
             ec2.FlowLog(self, "FlowLog", resource_type=ec2.FlowLogResourceType.from_vpc(self.vpc),

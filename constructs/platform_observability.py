@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -33,6 +33,19 @@ STATE_CHANGE = "SageMaker HyperPod Cluster State Change"  # detail.ClusterName, 
 CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"  # detail.EventDetails.{ClusterName, EventLevel}; Continuous mode only
 
 
+@jsii.implements(events.IRuleTarget)
+class _TopicTarget:
+    """An SNS topic as a rule's target, without the unconditioned publish grant of aws_events_targets.SnsTopic (the
+    caller adds a statement conditioned on the rules' ARNs, aws:SourceArn: https://docs.aws.amazon.com/eventbridge/
+    latest/userguide/eb-use-resource-based.html#eb-sns-permissions)."""
+
+    def __init__(self, topic: sns.ITopic) -> None:
+        self.topic = topic
+
+    def bind(self, _rule: events.IRule, _id: Optional[str] = None) -> events.RuleTargetConfig:
+        return events.RuleTargetConfig(arn=self.topic.topic_arn)
+
+
 @dataclass(frozen=True)
 class Subscription:
     protocol: str
@@ -51,7 +64,10 @@ class PlatformObservability(Construct):
                  lustre: LustreTargets, functions: Sequence[tuple[str, lambda_.IFunction]],
                  dead_letter_queue: Optional[sqs.IQueue], instance_groups: Sequence[tuple[str, str]],
                  subscriptions_: Sequence[Subscription], log_retention_days: int, free_capacity_percent: int,
-                 throughput_percent: int, throughput_minutes: int, export_backlog_minutes: int) -> None:
+                 throughput_percent: int, throughput_minutes: int, export_backlog_minutes: int,
+                 cluster_log_key: Optional[kms.IKey] = None) -> None:
+        """cluster_log_key: the customer managed key HyperPod's own cluster log group is created with (or associated
+        with, if HyperPod made the group first); its policy must let CloudWatch Logs use it (constructs/log_encryption)."""
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         self.topic = self._topic(name, subscriptions_)
@@ -117,7 +133,7 @@ class PlatformObservability(Construct):
 
         self.rules = self._event_rules(cluster_name)
         self.cluster_log_group = f"/aws/sagemaker/Clusters/{cluster_name}/{cluster_id}"
-        self.retention = self._cluster_log_retention(self.cluster_log_group, log_retention_days)
+        self.retention = self._cluster_log_retention(self.cluster_log_group, log_retention_days, cluster_log_key)
         body = dashboard_body(DashboardInputs(
             region=stack.region, file_system_id=fs, capacity_bytes=capacity_bytes, baseline_bytes_per_second=baseline,
             functions=[(label, fn.function_name) for label, fn in functions],
@@ -163,7 +179,9 @@ class PlatformObservability(Construct):
             lambda_.Function.from_function_arn(self, f"Function-{name}", sub.endpoint))
 
     def _event_rules(self, cluster_name: str) -> list[events.Rule]:
-        target = targets.SnsTopic(self.topic)
+        # Not targets.SnsTopic: it grants events.amazonaws.com sns:Publish with no condition, so any EventBridge rule
+        # in any account could publish here. The topic policy below names exactly these rules.
+        target = _TopicTarget(self.topic)
         patterns = {
             "NodeHealth": ("HyperPod node health changes (unhealthy, replaced, healthy again)",
                            events.EventPattern(source=["aws.sagemaker"], detail_type=[NODE_HEALTH],
@@ -181,9 +199,13 @@ class PlatformObservability(Construct):
             rule = events.Rule(self, id_, description=f"{cluster_name}: {description}", event_pattern=pattern)
             rule.add_target(target)
             rules.append(rule)
+        self.topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="PlatformRulesPublish", principals=[iam.ServicePrincipal("events.amazonaws.com")],
+            actions=["sns:Publish"], resources=[self.topic.topic_arn],
+            conditions={"ArnEquals": {"aws:SourceArn": [r.rule_arn for r in rules]}}))
         return rules
 
-    def _cluster_log_retention(self, log_group_name: str, days: int) -> cdk.CfnResource:
+    def _cluster_log_retention(self, log_group_name: str, days: int, key: Optional[kms.IKey]) -> cdk.CfnResource:
         stack = cdk.Stack.of(self)
         own_logs = logs.LogGroup(self, "RetentionLogs", retention=logs.RetentionDays.THREE_MONTHS,
                                  removal_policy=cdk.RemovalPolicy.DESTROY)
@@ -196,7 +218,8 @@ class PlatformObservability(Construct):
         self.cluster_log_group_arn = stack.format_arn(service="logs", resource="log-group", resource_name=log_group_name,
                                                       arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
         self.retention_function.add_to_role_policy(iam.PolicyStatement(
-            sid="ClusterLogGroupRetention", actions=["logs:CreateLogGroup", "logs:PutRetentionPolicy"],
+            sid="ClusterLogGroupRetention", actions=["logs:CreateLogGroup", "logs:PutRetentionPolicy"]
+            + (["logs:AssociateKmsKey"] if key is not None else []),
             resources=[self.cluster_log_group_arn]))
         provider_logs = logs.LogGroup(self, "RetentionProviderLogs", retention=logs.RetentionDays.THREE_MONTHS,
                                       removal_policy=cdk.RemovalPolicy.DESTROY)
@@ -208,4 +231,5 @@ class PlatformObservability(Construct):
                     findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"])
         acknowledge_provider(provider, [self.retention_function])
         return cdk.CfnResource(self, "ClusterLogRetentionResource", type="Custom::ClusterLogRetention", properties={
-            "ServiceToken": provider.service_token, "LogGroupName": log_group_name, "RetentionInDays": days})
+            "ServiceToken": provider.service_token, "LogGroupName": log_group_name, "RetentionInDays": days,
+            **({"KmsKeyId": key.key_arn} if key is not None else {})})

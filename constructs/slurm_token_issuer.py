@@ -4,8 +4,12 @@ per batch of users, the schedule that invokes it and the users' token secrets an
 Who can read what (README, Security):
 - the signing key secret (cluster stack, addressed by its fixed name): written by the cluster's role, read only by
   this function's role;
-- user U's token secret `<name>/slurm-token/U`: written only by this function, read only by U's execution role;
+- user U's token secret `<name>/slurm-token/U`: written only by this function, read only by U's execution role,
+  encrypted with this construct's customer managed key (like every other platform secret); the function may encrypt
+  with it only for secrets under the token prefix, U's role decrypt only U's secret, both through Secrets Manager;
 - U's execution role: the shared Studio app permissions (a managed policy) plus read on U's token secret only.
+The function refuses to mint for system accounts: `reserved_users`/`reserved_prefixes` (stacks/config.py reads them
+from config/facts/reserved-users.json, the list config validation uses) reach it through its environment.
 A Studio user profile's spaces run as the profile's `UserSettings.ExecutionRole`
 (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UserSettings.html), so IAM binds a token to one profile.
 """
@@ -17,6 +21,7 @@ from typing import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -31,10 +36,14 @@ SCHEDULE = "rate(15 minutes)"  # a token always has at least 45 minutes left whi
 
 class SlurmTokenIssuer(Construct):
     def __init__(self, scope: Construct, id_: str, *, role_name: str, key_secret_name: str,
-                 secret_prefix: str) -> None:
+                 secret_prefix: str, reserved_users: Sequence[str], reserved_prefixes: Sequence[str] = ()) -> None:
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         self.secret_prefix = secret_prefix
+        # The users' token secrets: a customer managed key, as the login secret and the signing key have. Retained like
+        # theirs (the secrets go with the stack; nothing else is encrypted with it).
+        self.key = kms.Key(self, "TokenKey", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
+                           description="Encrypts the Studio users' Slurm token secrets")
         self.role = iam.Role(self, "Role", role_name=role_name,
                              assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
                              description="Mints Studio users' Slurm auth/jwt tokens into their own secrets")
@@ -45,7 +54,9 @@ class SlurmTokenIssuer(Construct):
             memory_size=256, role=self.role, log_group=log_group, retry_attempts=0,
             code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
             environment={"KEY_SECRET_ID": key_secret_name, "TOKEN_SECRET_PREFIX": secret_prefix,
-                         "TOKEN_LIFETIME": str(TOKEN_LIFETIME_SECONDS)})
+                         "TOKEN_LIFETIME": str(TOKEN_LIFETIME_SECONDS),
+                         "RESERVED_USERS": ",".join(sorted(reserved_users)),
+                         "RESERVED_USER_PREFIXES": ",".join(reserved_prefixes)})
         self.token_secrets_arn = stack.format_arn(service="secretsmanager", resource="secret",
                                                   resource_name=f"{secret_prefix}*",
                                                   arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
@@ -66,6 +77,13 @@ class SlurmTokenIssuer(Construct):
                         "StringLike": {"kms:EncryptionContext:SecretARN": key_secret_arn}}))
         self.role.add_to_policy(iam.PolicyStatement(
             sid="WriteUserTokens", actions=["secretsmanager:PutSecretValue"], resources=[self.token_secrets_arn]))
+        # PutSecretValue makes Secrets Manager ask KMS for a data key under the secret's ARN as encryption context.
+        self.via_secrets_manager = f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com"
+        self.role.add_to_policy(iam.PolicyStatement(
+            sid="EncryptUserTokens", actions=["kms:GenerateDataKey", "kms:Encrypt", "kms:Decrypt"],
+            resources=[self.key.key_arn],
+            conditions={"StringEquals": {"kms:ViaService": self.via_secrets_manager},
+                        "StringLike": {"kms:EncryptionContext:SecretARN": self.token_secrets_arn}}))
         self.role.add_to_policy(iam.PolicyStatement(
             sid="Logs", actions=["logs:CreateLogStream", "logs:PutLogEvents"],
             resources=[log_group.log_group_arn, f"{log_group.log_group_arn}:log-stream:*"]))
@@ -82,6 +100,8 @@ class SlurmTokenIssuer(Construct):
         resource policy and an execution role; one schedule for the batch. Returns (resources by logical id,
         {user: {"Fn::GetAtt": [role, "Arn"]}})."""
         role_path, policy_arn = template.value(role_path), template.value(policy_arn)
+        token_key_arn = template.value(self.key.key_arn)
+        via_secrets_manager = template.value(self.via_secrets_manager)
         issuer_role_arn, deploy_role_arn = template.value(self.role.role_arn), template.value(deploy_role_arn)
         function_arn = template.value(self.function.function_arn)
         resources, roles = {}, {}
@@ -92,7 +112,7 @@ class SlurmTokenIssuer(Construct):
             resources[secret_id] = {"Type": "AWS::SecretsManager::Secret", "Properties": {
                 "Name": f"{self.secret_prefix}{user}",
                 "Description": f"Slurm auth/jwt token of Studio user {user} (renewed every 15 minutes)",
-                "SecretString": json.dumps({"user": user})}}
+                "SecretString": json.dumps({"user": user}), "KmsKeyId": token_key_arn}}
             resources[role_id] = {"Type": "AWS::IAM::Role", "Properties": {
                 "Path": role_path,
                 "Description": f"Studio apps of user {user}: the shared app permissions and {user}'s Slurm token",
@@ -103,7 +123,11 @@ class SlurmTokenIssuer(Construct):
                 "Policies": [{"PolicyName": "OwnSlurmToken", "PolicyDocument": {"Version": "2012-10-17", "Statement": [{
                     "Sid": "ReadOwnSlurmToken", "Effect": "Allow",
                     "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-                    "Resource": {"Ref": secret_id}}]}}]}}
+                    "Resource": {"Ref": secret_id}}, {
+                    "Sid": "DecryptOwnSlurmToken", "Effect": "Allow", "Action": "kms:Decrypt",
+                    "Resource": token_key_arn,
+                    "Condition": {"StringEquals": {"kms:ViaService": via_secrets_manager,
+                                                   "kms:EncryptionContext:SecretARN": {"Ref": secret_id}}}}]}}]}}
             resources[policy_id] = {"Type": "AWS::SecretsManager::ResourcePolicy", "Properties": {
                 "SecretId": {"Ref": secret_id}, "BlockPublicPolicy": True,
                 "ResourcePolicy": {"Version": "2012-10-17", "Statement": [

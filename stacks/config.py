@@ -98,7 +98,13 @@ PosixName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a POSIX user nam
 Sha256 = Annotated[str, _pattern(r"[0-9a-f]{64}", "a SHA-256 digest: 64 lowercase hex characters")]
 TrainingPlanArn = Annotated[str, _pattern(r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/[a-zA-Z0-9-]+",
                                           "a SageMaker training plan ARN")]
-AbsolutePath = Annotated[str, _pattern(r"/[a-zA-Z0-9._/-]*", "an absolute path such as /fsx")]
+# Paths that reach a shell on the nodes (mount_fsx.sh, create_users.sh: homes under the mount path) and FSx paths of
+# Studio's partitions: '/' and components of letters, digits, '.', '_' and '-', never '.' or '..' (which would leave
+# the path they name), so no quoting, globbing or command substitution can hide in them.
+_PATH_COMPONENT = r"(?!\.\.?(/|$))[A-Za-z0-9._-]+"
+_PATH_ALLOWED = ("an absolute path such as /fsx: '/' and components of letters, digits, '.', '_' and '-' (no spaces, "
+                 "quotes, '$', ';', '`', '*' or other shell characters; no '.' or '..' component)")
+AbsolutePath = Annotated[str, _pattern(rf"/|(/{_PATH_COMPONENT})+/?", _PATH_ALLOWED)]
 AddonVersion = Annotated[str, _pattern(r"v\d+\.\d+\.\d+-eksbuild\.\d+", "an EKS add-on version such as v1.20.1-eksbuild.3")]
 # Team and priority-class names become Kubernetes names (hyperpod-ns-<team>, <class>-priority).
 GovernanceName = Annotated[str, _pattern(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?",
@@ -220,7 +226,8 @@ class Lustre(Strict):
 
 
 class DataBucket(Strict):
-    encryption: Literal["s3_managed", "kms"] = "s3_managed"
+    # kms: SSE-KMS with the storage stack's customer managed key (the default); s3_managed: SSE-S3, opt-out only.
+    encryption: Literal["s3_managed", "kms"] = "kms"
 
 
 class Storage(Strict):
@@ -262,8 +269,11 @@ class InstanceGroup(Strict):
 class Artifact(Strict):
     """A Debian package mirrored to the operator's S3; on_create.sh verifies the digest before installing."""
     name: Annotated[str, _pattern(r"[a-z0-9][a-z0-9._+-]*", "lowercase letters, digits, '.', '_', '+', '-'")]
-    s3_uri: Annotated[str, _pattern(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/(\S+/)?[a-z0-9][a-z0-9.+-]*_[^_/\s]+_[a-z0-9]+\.deb",
-                                    "an s3:// URI of a Debian package named package_version_arch.deb")]
+    # Nodes pass it to `aws s3 cp`: key characters are limited to what package paths use, none a shell's.
+    s3_uri: Annotated[str, _pattern(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/([A-Za-z0-9._+~-]+/)*"
+                                    r"[a-z0-9][a-z0-9.+-]*_[A-Za-z0-9.+~-]+_[a-z0-9]+\.deb",
+                                    "an s3:// URI of a Debian package named package_version_arch.deb (key of "
+                                    "letters, digits and . _ + ~ - /)")]
     sha256: Sha256
 
 
@@ -273,7 +283,10 @@ class ContainerRuntime(Strict):
     enabled: StrictBool = False
     # The Ubuntu release the pinned packages were built for; a node on another release installs none of them.
     ubuntu_release: Literal["22.04", "24.04"] = "22.04"
-    docker_apt_version: str = ""
+    # Debian version syntax ([epoch:]upstream[-revision]: letters, digits and . + ~ -; Debian Policy 5.6.12): nodes
+    # run `apt-get install docker.io=<this>`.
+    docker_apt_version: Annotated[str, _pattern(r"(([0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?",
+                                                "empty or a Debian package version such as 24.0.7-0ubuntu2~22.04.1")] = ""
     artifacts: list[Artifact] = []
 
 
@@ -367,6 +380,10 @@ class ManagedAccountingDatabase(Strict):
     # A standby in a second AZ: RDS fails over on a host or AZ failure (about a minute) instead of replacing the host.
     multi_az: StrictBool = False
     backup_retention_days: int = Field(default=7, ge=1, le=35)
+    # require_secure_transport=1 in the instance's parameter group: the database refuses any connection without TLS.
+    # HyperPod's slurmdbd must then connect with TLS (MySQL's client library prefers TLS when the server offers it);
+    # turn off only if slurmdbd's log shows "Connections using insecure transport are prohibited" (README, Security).
+    require_tls: StrictBool = True
 
 
 class Accounting(Strict):
@@ -527,7 +544,9 @@ class Studio(Strict):
     """The SageMaker Studio domain whose JupyterLab and Code Editor spaces act as login nodes."""
     enabled: StrictBool = True
     idle_timeout_minutes: int = Field(default=120, ge=60, le=525600)
-    partition_root: Annotated[str, _pattern(r"[a-zA-Z0-9._-]+", "a single directory name such as studio")] = "studio"
+    partition_root: Annotated[str, _pattern(r"(?!\.\.?$)[a-zA-Z0-9._-]+", "a single directory name such as studio "
+                                                                       "(letters, digits, '.', '_', '-'; not '.' "
+                                                                       "or '..')")] = "studio"
     # Group owning the shared partition; every user's primary group in shared mode is this one in Studio.
     shared_gid: int = Field(default=2000, ge=1001, le=4000000)
     mlflow: Mlflow = Mlflow()
@@ -907,6 +926,78 @@ def semantic_errors(cfg: PlatformConfig) -> list[str]:
         if cfg.studio.enabled and not STUDIO_PROFILE_NAME.fullmatch(u.name):
             add(f"users[{i}].name: {u.name!r} cannot be a Studio user profile name; with studio.enabled use "
                 "letters, digits and hyphens only")
+    errors.extend(_identity_errors(cfg))
+    errors.extend(_per_user_mode_errors(cfg))
+    return errors
+
+
+# Account and group names no config user may take (the node image's, Slurm's, HyperPod's, Studio's), with where each
+# comes from: tools/reserved_users.py writes the file. The Slurm token issuer gets the same list
+# (constructs/slurm_token_issuer.py passes it in its environment), so config and handler cannot disagree.
+RESERVED_USERS_FACTS = REPO_ROOT / "config" / "facts" / "reserved-users.json"
+
+
+def _reserved_users(path: Path = RESERVED_USERS_FACTS) -> tuple[dict[str, str], dict[str, str]]:
+    facts = json.loads(path.read_text())
+    return facts["names"], facts["prefixes"]
+
+
+RESERVED_USER_NAMES, RESERVED_USER_PREFIXES = _reserved_users()
+# nobody/nogroup (base-passwd): files that root squash or NFS map to "no one" belong to them.
+NOBODY_ID = 65534
+
+
+def reserved_user(name: str) -> str | None:
+    """Why `name` is reserved (its source), or None."""
+    if name in RESERVED_USER_NAMES:
+        return RESERVED_USER_NAMES[name]
+    prefix = next((p for p in RESERVED_USER_PREFIXES if name.startswith(p)), None)
+    return f"names starting with {prefix!r}: {RESERVED_USER_PREFIXES[prefix]}" if prefix else None
+
+
+def _identity_errors(cfg: PlatformConfig) -> list[str]:
+    """A config user is an ordinary person: not a system account's name, and not the uid or gid root is squashed to
+    on FSx (root in a Studio space acts as that id there, so a user with it would own what Studio root writes, and
+    Studio root could write as them)."""
+    errors: list[str] = []
+    squash = cfg.storage.lustre.root_squash
+    squash_uid, squash_gid = (int(v) for v in squash.squash_to.split(":"))
+    for i, u in enumerate(cfg.users):
+        why = reserved_user(u.name)
+        if why:
+            errors.append(f"users[{i}].name: {u.name!r} is a reserved system account or group name ({why}); "
+                          "allowed: any other POSIX name (the full list: config/facts/reserved-users.json)")
+        taken = {NOBODY_ID: "nobody/nogroup"}
+        if squash.enabled:
+            taken.setdefault(squash_uid, "storage.lustre.root_squash.squash_to (what root in Studio is on FSx)")
+        if u.uid in taken:
+            errors.append(f"users[{i}].uid: {u.uid} is {taken[u.uid]}; allowed: a uid from 10000 to 4000000 that "
+                          "is no system or squash identity")
+        gids = {NOBODY_ID: "nobody/nogroup"}
+        if squash.enabled:
+            gids.setdefault(squash_gid, "storage.lustre.root_squash.squash_to's group")
+        if u.gid is not None and u.gid in gids:
+            errors.append(f"users[{i}].gid: {u.gid} is {gids[u.gid]}; allowed: a gid from 1001 to 4000000 that is "
+                          "no system or squash identity")
+    return errors
+
+
+def _per_user_mode_errors(cfg: PlatformConfig) -> list[str]:
+    errors: list[str] = []
+    departments = cfg.cluster.accounting.departments
+    if cfg.orchestrator == "slurm" and cfg.studio.enabled and cfg.shared_fsx and departments:
+        errors.append(f"cluster.accounting.departments: {len(departments)} department(s) with shared_fsx: true; shared "
+                      "mode gives every Studio space the cluster's munge key, so any department member is root on the "
+                      "compute nodes and can change every department's associations, limits and fair share with "
+                      "sacctmgr as root. Allowed: shared_fsx: false (per-user mode: each profile its own Slurm "
+                      "token and role), or no departments")
+    if cfg.studio.enabled and cfg.studio.mlflow.enabled and not cfg.shared_fsx:
+        errors.append("studio.mlflow.enabled: true with shared_fsx: false; SageMaker managed MLflow authorizes per "
+                      "tracking server only (the sagemaker-mlflow actions' one resource type is the tracking server, "
+                      "their one condition key aws:ResourceTag: Service Authorization Reference, Amazon SageMaker "
+                      "with MLflow), so every profile that may use the platform's server reads and deletes every "
+                      "other user's experiments, runs and models, which per-user mode promises they cannot. Allowed: "
+                      "studio.mlflow.enabled: false in per-user mode, or shared_fsx: true")
     return errors
 
 

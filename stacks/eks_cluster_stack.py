@@ -142,6 +142,12 @@ class EksClusterStack(cdk.Stack):
                 k8s.role_binding(namespace=k8s.team_namespace(t.name), group=k8s.team_group(t.name),
                                  role=k8s.JOB_ROLE, platform=config.name))], after=[self.namespaces], scope=self)
         self._guard_default_namespace(config)
+        # No pod of a team's (or the default) namespace reaches the node's instance metadata or other link-local
+        # services (stacks/kubernetes_objects.py says how HyperPod nodes serve credentials and why the block is here).
+        guarded = ["default", *team_namespaces]
+        self.node_credentials_guard = plane.manifest(
+            "NodeCredentialsGuard", *[k8s.deny_node_credentials(namespace=n, platform=config.name) for n in guarded],
+            after=[self.namespaces] if self.namespaces else [], scope=self)
         if team_namespaces:
             self._team_volumes(config, storage)
 

@@ -42,7 +42,12 @@ class EksControlPlaneStack(cdk.Stack):
             security_group_id=network.security_group_id, public_access_cidrs=eks_config.endpoint.public_access_cidrs,
             log_types=eks_config.log_types, log_retention_days=eks_config.log_retention_days,
             admin_role_arns=eks_config.admin_role_arns,
-            addons=[Addon("vpc-cni", addons.vpc_cni), Addon("kube-proxy", addons.kube_proxy),
+            # enableNetworkPolicy: the VPC CNI's network policy controller and node agent, which enforce the
+            # NetworkPolicies the cluster stack applies (stacks/kubernetes_objects.py deny_node_credentials). The key
+            # and its string value as aws/amazon-vpc-cni-k8s@01c4ad5a charts/aws-vpc-cni/README.md and
+            # https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html give them.
+            addons=[Addon("vpc-cni", addons.vpc_cni, {"enableNetworkPolicy": "true"}),
+                    Addon("kube-proxy", addons.kube_proxy),
                     Addon("eks-pod-identity-agent", addons.pod_identity_agent)])
         plane = self.control_plane
 

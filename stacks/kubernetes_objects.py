@@ -57,6 +57,42 @@ def role_binding(*, namespace: str, group: str, role: str, platform: str) -> dic
             "roleRef": {"kind": "Role", "name": role, "apiGroup": "rbac.authorization.k8s.io"}}
 
 
+# Pods must not act as the node. What serves a HyperPod node its execution role's credentials is HyperPod's own
+# `hyperpod-role-proxy-agent` ("proxies IAM role credentials for in-cluster workloads": awslabs/awsome-distributed-ai
+# @95b939cd 1.architectures/5.sagemaker-hyperpod/tools/devops-agent/docs/hyperpod-mental-model.md); HyperPod's
+# documentation says nothing of how, and its API has no instance metadata options (no IMDSv2 requirement, no hop limit:
+# botocore's ClusterInstanceGroupSpecification), so the block cannot be made on the instance. It is made at the pod:
+# an egress NetworkPolicy, enforced on each pod's interface by the VPC CNI's network policy agent
+# (vpc-cni `enableNetworkPolicy`, stacks/eks_control_plane_stack.py), lets a pod reach every address but IPv4
+# link-local 169.254.0.0/16: EC2's instance metadata at 169.254.169.254 and whatever else a node serves there
+# (a credential proxy on another link-local address included). One address in it stays open, the EKS Pod Identity
+# Agent (169.254.170.23), which hands a pod only the role of its own service account's association
+# (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html). No IPv6 address is allowed at all (the
+# cluster is IPv4), so fd00:ec2::254 is closed too. Host-network pods bypass it; Pod Security `baseline` refuses them
+# in the namespaces this guards.
+NODE_LINK_LOCAL = "169.254.0.0/16"
+POD_IDENTITY_AGENT = "169.254.170.23/32"
+NODE_CREDENTIALS_POLICY = "deny-node-credentials"
+
+
+def deny_node_credentials(*, namespace: str, platform: str) -> dict:
+    """Every pod of `namespace` may send to any pod and any IPv4 address except the node's link-local services."""
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": NODE_CREDENTIALS_POLICY, "namespace": namespace,
+                         "labels": {PLATFORM_LABEL: platform}},
+            "spec": {"podSelector": {}, "policyTypes": ["Egress"],
+                     "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [NODE_LINK_LOCAL]}},
+                                        {"ipBlock": {"cidr": POD_IDENTITY_AGENT}},
+                                        {"namespaceSelector": {}}]}]}}
+
+
+# The FSx CSI driver passes a PersistentVolume's mountOptions to mount(8) (kubernetes-sigs/aws-fsx-csi-driver@01a89278
+# pkg/driver/node.go NodePublishVolume: the volume capability's MountFlags). nosuid, nodev: a setuid binary or device
+# file someone planted on FSx (root squash maps only uid 0; Studio root can still write as any other uid) does nothing
+# in a pod; flock: POSIX locks work across nodes.
+FSX_MOUNT_OPTIONS = ["flock", "nosuid", "nodev"]
+
+
 def fsx_volume(*, namespace: str, claim: str, file_system_id: str, dns_name: str, mount_name: str, directory: str,
                capacity_gib: int, platform: str, read_only: bool = False) -> list[dict]:
     """A static PersistentVolume of one directory of the file system, bound to exactly one claim.
@@ -72,7 +108,7 @@ def fsx_volume(*, namespace: str, claim: str, file_system_id: str, dns_name: str
          "metadata": {"name": volume_name, "labels": labels},
          "spec": {"capacity": {"storage": f"{capacity_gib}Gi"}, "volumeMode": "Filesystem",
                   "accessModes": modes, "persistentVolumeReclaimPolicy": "Retain",
-                  "storageClassName": "", "mountOptions": ["flock"],
+                  "storageClassName": "", "mountOptions": list(FSX_MOUNT_OPTIONS),
                   "claimRef": {"namespace": namespace, "name": claim},
                   "csi": {"driver": FSX_CSI_DRIVER, "volumeHandle": f"{file_system_id}:{directory}",
                           "readOnly": read_only,

@@ -9,6 +9,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+from constructs.log_encryption import logs_key
 from constructs.platform_observability import LustreTargets, PlatformObservability, Subscription
 
 from stacks.config import PlatformConfig
@@ -61,7 +62,7 @@ class ObservabilityStack(cdk.Stack):
             subscriptions_=[Subscription(s.protocol, s.endpoint) for s in obs.subscriptions],
             log_retention_days=obs.log_retention_days, free_capacity_percent=obs.fsx_free_capacity_percent,
             throughput_percent=obs.fsx_throughput_percent, throughput_minutes=obs.fsx_throughput_minutes,
-            export_backlog_minutes=obs.export_backlog_minutes)
+            export_backlog_minutes=obs.export_backlog_minutes, cluster_log_key=logs_key(self))
         self.grafana: GrafanaWorkspace | None = None
         if obs.grafana.enabled and storage.metrics_workspace is not None:
             from constructs.grafana_workspace import GrafanaWorkspace, SamlSettings

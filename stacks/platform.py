@@ -8,6 +8,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from cdk_nag import AwsSolutionsChecks
+from constructs.log_encryption import LogGroupEncryption
 from constructs.log_retention import LogRetention
 
 from stacks.config import PlatformConfig, root_squash_exempts_cluster_subnets
@@ -117,7 +118,10 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
                         slurm_login=slurm_login, eks=eks, eks_access=eks_access, observability=observability)
     # Flow logs and the EKS control plane keep the retention of their own keys.
     own_retention = [eks.control_plane.log_group.node.default_child] if eks is not None else []
+    if network_stack is not None and network_stack.vpc.flow_log_group is not None:
+        own_retention.append(network_stack.vpc.flow_log_group.node.default_child)
     retention = LogRetention(config.observability.log_retention_days, keep=own_retention)
+    encryption = LogGroupEncryption()  # every stack's log groups, the network stack's flow logs included
     for stack in platform.stacks:
         # Nothing adds constructs after this point (app.py only adds the cdk-nag plugin), so one walk now does what
         # aspects would do at synth, without their cost: an aspect is a call from the jsii kernel back into Python
@@ -127,8 +131,8 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
             if not isinstance(child, StudioUsers):
                 for node in child.node.find_all():
                     RedundantRoleDependency.visit(node)
-                    if stack is not network_stack:
-                        retention.visit(node)
+                    encryption.visit(node)
+                    retention.visit(node)
         # Only where tags update in place: a create-only Tags property would turn a new tag into a replacement.
         cdk.Tags.of(stack).add(PLATFORM_TAG, name, exclude_resource_types=list(TAGS_CREATE_ONLY))
         for key, value in config.tags.items():

@@ -152,7 +152,7 @@ class SlurmClusterStack(cdk.Stack):
             subnet_ids=[s.subnet_id for s in network.private_subnets],
             controller_security_group=self.controller_security_group, instance_class=db.instance_class,
             allocated_storage_gib=db.allocated_storage_gib, multi_az=db.multi_az,
-            backup_retention_days=db.backup_retention_days)
+            backup_retention_days=db.backup_retention_days, require_tls=db.require_tls)
         cdk.CfnOutput(self, "AccountingDatabaseEndpoint", value=self.accounting_database.endpoint,
                       description="The RDS for MySQL instance slurmdbd stores Slurm accounting in")
 

@@ -17,7 +17,7 @@ from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, data_bucket_name, 
 from constructs.platform_role_names import (PARTITION_HANDLERS, cluster_execution_role_name,
                                            partition_handler_role_name, upload_role_name)
 from constructs.lustre_file_system import LustreFileSystem
-from constructs.secure_bucket import access_log_bucket, secure_bucket
+from constructs.secure_bucket import access_log_bucket, allow_account_through_s3, secure_bucket
 
 from stacks.config import ExistingLustre, NodeMetrics, Storage
 from stacks.network_stack import NetworkRefs
@@ -26,6 +26,14 @@ if TYPE_CHECKING:  # opt-in: constructs/metrics_workspace.py (and aws_aps) loads
     from constructs.metrics_workspace import MetricsWorkspace
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
+# Every S3 action on the object resource type: read, write or delete an object, any version of it, its ACL, tags,
+# attributes, retention, annotations, replicas, multipart parts. Prefix patterns, so actions S3 adds under the same
+# names are covered too. tests/test_storage.py checks the list against the Service Authorization Reference data
+# cfn-lint bundles (cfnlint/data/AdditionalSpecs/Policies.json, s3 actions whose resources include `object`).
+OBJECT_ACTIONS = ("s3:GetObject*", "s3:PutObject*", "s3:DeleteObject*", "s3:ListObject*", "s3:Replicate*",
+                  "s3:RestoreObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts",
+                  "s3:BypassGovernanceRetention", "s3:InitiateReplication", "s3:ObjectOwnerOverrideToBucketOwner",
+                  "s3:UpdateObjectEncryption")
 
 
 @dataclass(frozen=True)
@@ -53,9 +61,17 @@ class StorageStack(cdk.Stack):
             cdk.CfnOutput(self, "NodeMetricsRemoteWriteUrl", value=self.metrics_workspace.remote_write_url)
         self.key = kms.Key(self, "DataKey", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
                            description="FSx for Lustre and (optionally) the S3 data bucket")
+        # Server access logs cannot be delivered to an SSE-KMS bucket: that one bucket stays SSE-S3.
         self.access_logs = access_log_bucket(self, "AccessLogsBucket")
+        # The scripts every node runs as root and Studio fetches: SSE-KMS under a key of their own, usable through S3
+        # for this bucket only (readers and writers are whoever the bucket policy and IAM let through).
+        self.lifecycle_key = kms.Key(self, "LifecycleKey", enable_key_rotation=True,
+                                     removal_policy=cdk.RemovalPolicy.RETAIN,
+                                     description=f"{cluster_name}: the lifecycle-script bucket")
+        allow_account_through_s3(self.lifecycle_key, lifecycle_bucket_name(cluster_name))
         self.lifecycle_bucket = secure_bucket(self, "LifecycleBucket", access_logs=self.access_logs,
-                                              log_prefix="lifecycle/", bucket_name=lifecycle_bucket_name(cluster_name))
+                                              log_prefix="lifecycle/", bucket_name=lifecycle_bucket_name(cluster_name),
+                                              encryption_key=self.lifecycle_key)
         self._only_deployments_write(self.lifecycle_bucket, cluster_name)
         lustre = storage.lustre
         repo = lustre.data_repository
@@ -71,6 +87,7 @@ class StorageStack(cdk.Stack):
         kms_data = storage.data_bucket.encryption == "kms"
         if kms_data:
             self._allow_fsx_s3_access_role(self.key)
+            allow_account_through_s3(self.key, data_bucket_name(cluster_name))
         self.data_bucket = secure_bucket(self, "DataBucket", access_logs=self.access_logs, log_prefix="data/",
                                          encryption_key=self.key if kms_data else None,
                                          bucket_name=data_bucket_name(cluster_name))
@@ -158,7 +175,7 @@ class StorageStack(cdk.Stack):
             role + partition_handler_role_name(cluster_name, handler) for handler in PARTITION_HANDLERS]
         self.data_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyFsxAndPartitionHandlersTouchStudioPartitions", effect=iam.Effect.DENY,
-            principals=[iam.AnyPrincipal()], actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            principals=[iam.AnyPrincipal()], actions=list(OBJECT_ACTIONS),
             resources=[self.data_bucket.arn_for_objects(f"{prefix}*")],
             conditions={"ArnNotLike": {"aws:PrincipalArn": allowed}}))
 

@@ -24,7 +24,8 @@ from constructs.nag_acknowledgments import acknowledge
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 from constructs.studio_lifecycle_configs import EKS_ENTRY_POINT, SLURM_ENTRY_POINT, StudioLifecycleConfigs
 
-from stacks.config import PlatformConfig, User, department_tags
+from stacks.config import (RESERVED_USER_NAMES, RESERVED_USER_PREFIXES, PlatformConfig, User,
+                           department_tags)
 from stacks.network_stack import NetworkRefs
 from stacks.storage_stack import StorageStack
 
@@ -197,7 +198,9 @@ class StudioStack(cdk.Stack):
         role's statements (cluster, login secret, scripts, logs, MLflow), the same document."""
         issuer = SlurmTokenIssuer(self, "SlurmTokenIssuer", role_name=slurm_token_issuer_role_name(config.name),
                                   key_secret_name=slurm_jwt_key_secret_name(config.name),
-                                  secret_prefix=slurm_token_secret_prefix(config.name))
+                                  secret_prefix=slurm_token_secret_prefix(config.name),
+                                  reserved_users=list(RESERVED_USER_NAMES),
+                                  reserved_prefixes=list(RESERVED_USER_PREFIXES))
         shared = self.execution_role.node.find_child("DefaultPolicy")
         policy = iam.ManagedPolicy(self, "StudioUserPolicy", document=shared.document,
                                    description="Studio apps in per-user mode: what the shared execution role may do")

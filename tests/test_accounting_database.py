@@ -61,10 +61,37 @@ def only(template: Template, type_: str) -> tuple[str, dict]:
     return next(iter(found.items()))
 
 
+def database_key(template: Template) -> tuple[str, dict]:
+    """The database's own key (the cluster stack has others: the auth/jwt signing key's, the log groups')."""
+    (found,) = [(k, r) for k, r in template.find_resources("AWS::KMS::Key").items()
+                if k.startswith("AccountingDatabaseKey")]
+    return found
+
+
+def test_database_refuses_connections_without_tls(cluster):
+    """require_secure_transport=1 in the instance's own parameter group: slurmdbd's credentials and every job record
+    cross the VPC encrypted or not at all."""
+    _, raw = cluster
+    t = Template.from_json(raw)
+    group_id, group = only(t, "AWS::RDS::DBParameterGroup")
+    assert group["Properties"]["Family"] == "mysql8.4"
+    assert group["Properties"]["Parameters"]["require_secure_transport"] == "1"
+    _, db = only(t, "AWS::RDS::DBInstance")
+    assert db["Properties"]["DBParameterGroupName"] == {"Ref": group_id}
+
+
+def test_tls_requirement_can_be_turned_off_explicitly_only():
+    from stacks.config import parse_config as parse
+    assert parse(managed_data(), "x").cluster.accounting.managed_database.require_tls is True
+    data = managed_data()
+    data["cluster"]["accounting"]["managed_database"] = {"require_tls": False}
+    assert parse(data, "x").cluster.accounting.managed_database.require_tls is False
+
+
 def test_database_is_private_encrypted_with_its_key_and_kept_on_delete(cluster):
     _, raw = cluster
     t = Template.from_json(raw)
-    key_id, key = only(t, "AWS::KMS::Key")
+    key_id, key = database_key(t)
     assert key["DeletionPolicy"] == "Retain" and key["Properties"]["EnableKeyRotation"] is True
     db_id, db = only(t, "AWS::RDS::DBInstance")
     props = db["Properties"]
@@ -76,7 +103,7 @@ def test_database_is_private_encrypted_with_its_key_and_kept_on_delete(cluster):
     assert props["ManageMasterUserPassword"] is True and "MasterUserPassword" not in props
     assert props["MasterUserSecret"] == {"KmsKeyId": {"Fn::GetAtt": [key_id, "Arn"]}}
     assert not t.find_resources("AWS::SecretsManager::Secret", {"Properties": {"Description": Match.string_like_regexp(
-        "(?i)accounting")}})
+        "[Aa]ccounting")}})
     _, subnets = only(t, "AWS::RDS::DBSubnetGroup")
     private = {json.dumps(s, sort_keys=True) for s in subnets["Properties"]["SubnetIds"]}
     assert len(private) == 2
@@ -126,7 +153,7 @@ def test_controller_role_reads_exactly_that_secret_with_that_key(cluster):
     _, raw = cluster
     t = Template.from_json(raw)
     db_id, _ = only(t, "AWS::RDS::DBInstance")
-    key_id, _ = only(t, "AWS::KMS::Key")
+    key_id, _ = database_key(t)
     statements = [s for p in t.find_resources("AWS::IAM::Policy").values()
                   for s in p["Properties"]["PolicyDocument"]["Statement"]]
     reads = [s for s in statements if "secretsmanager:GetSecretValue" in json.dumps(s.get("Action"))

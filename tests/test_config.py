@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from conftest import ROOT, VARIANT_FILES
 from stacks.config import ConfigError, PlatformConfig, json_schema, load_config, parse_config
@@ -126,7 +127,7 @@ INVALID = [
                                                                "artifacts": [{"name": "pyxis", "s3_uri": "s3://bkt/pyxis.tar.gz",
                                                                               "sha256": "a" * 64}]}),
      "cluster.container_runtime.artifacts[0].s3_uri: 's3://bkt/pyxis.tar.gz' — must be an s3:// URI of a Debian "
-     "package named package_version_arch.deb"),
+     "package named package_version_arch.deb (key of letters, digits and . _ + ~ - /)"),
     ("unpinned docker", with_("cluster.container_runtime", {"enabled": True}),
      "cluster.container_runtime.docker_apt_version: '' with the container runtime enabled; pin the docker.io package "
      "version, e.g. '24.0.7-0ubuntu2~22.04.1'"),
@@ -161,8 +162,9 @@ INVALID = [
      "storage.checkpoint_dir: '/database/ckpt' is not inside storage.lustre.data_repository.file_system_path "
      "'/data'; nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints"),
     ("checkpoints escaping with ..", with_("storage.checkpoint_dir", "/data/../ckpt"),
-     "storage.checkpoint_dir: '/data/../ckpt' is not inside storage.lustre.data_repository.file_system_path "
-     "'/data'; nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints"),
+     "storage.checkpoint_dir: '/data/../ckpt' — must be an absolute path such as /fsx: '/' and components of "
+     "letters, digits, '.', '_' and '-' (no spaces, quotes, '$', ';', '`', '*' or other shell characters; no '.' or "
+     "'..' component)"),
     ("checkpoints not exported", with_("storage.lustre", {"data_repository": {"auto_export": ["DELETED"]}}),
      "storage.lustre.data_repository.auto_export: ['DELETED'] with storage.checkpoint_dir '/data/checkpoints'; "
      "checkpoints reach S3 only when NEW and CHANGED are exported"),
@@ -538,6 +540,7 @@ def test_existing_file_system_needs_real_identifiers():
 def accounting(**changes) -> dict:
     """base() (2 x ml.g5.8xlarge: 2 nodes, 2 GPUs) with two users, one QoS and one department."""
     data = base()
+    data["shared_fsx"] = False  # departments need per-user mode (test_departments_need_per_user_mode)
     data["users"] = [{"name": "ada", "uid": 20001}, {"name": "bob", "uid": 20002}]
     data["cluster"]["accounting"] = {
         "enabled": True,
@@ -779,3 +782,155 @@ def test_deep_health_checks_are_accepted_on_every_accelerated_type(instance_type
     data = with_("cluster.instance_groups.1.instance_type", instance_type)
     data["cluster"]["instance_groups"][1]["deep_health_checks"] = ["InstanceStress", "InstanceConnectivity"]
     parse_config(data, "test.yaml")
+
+
+# ---------------------------------------------------------------------------------------------- issue 21: what a user
+# controls must not reach a shell, a system account or another user's data
+PATH_MESSAGE = ("must be an absolute path such as /fsx: '/' and components of letters, digits, '.', '_' and '-' (no "
+                "spaces, quotes, '$', ';', '`', '*' or other shell characters; no '.' or '..' component)")
+# Every config path that reaches a shell on a node (mount_fsx.sh, create_users.sh: homes live under the mount path)
+# or names a directory of FSx (checkpoints, Studio's partitions under the linked path).
+SHELL_PATH_KEYS = ("storage.lustre.mount_path", "storage.checkpoint_dir",
+                   "storage.lustre.data_repository.file_system_path")
+HOSTILE_PATHS = ("/fsx;id", "/fsx$(x)", "/fsx`id`", "/fsx dir", "/fsx'x", '/fsx"x', "/fsx\nid", "/fsx&&id", "/fsx|id",
+                 "/fsx/*", "/fsx/../etc", "/fsx/./x", "//fsx", "fsx", "/fsx>x", "/fsx\\x", "/fsx~root")
+
+
+@pytest.mark.parametrize("key", SHELL_PATH_KEYS)
+@pytest.mark.parametrize("value", HOSTILE_PATHS)
+def test_paths_with_shell_characters_are_refused(key, value):
+    assert errors_of(with_(key, value)) == [f"{key}: {value!r} — {PATH_MESSAGE}"]
+
+
+@pytest.mark.parametrize("key, value", [("storage.lustre.mount_path", "/fsx-2/lustre_a.b"),
+                                        ("storage.lustre.data_repository.file_system_path", "/"),
+                                        ("storage.lustre.data_repository.file_system_path", "/datasets/")])
+def test_ordinary_paths_still_pass(key, value):
+    parse_config(with_(key, value))
+
+
+@pytest.mark.parametrize("value", ["..", ".", "a/b", "st udio", "x;y"])
+def test_partition_root_is_one_plain_directory_name(value):
+    assert errors_of(with_("studio.partition_root", value)) == [
+        f"studio.partition_root: {value!r} — must be a single directory name such as studio (letters, digits, '.', "
+        "'_', '-'; not '.' or '..')"]
+
+
+@pytest.mark.parametrize("version", ["24.0.7; curl x|sh", "$(id)", "24.0.7 other-package", "`id`", "latest"])
+def test_docker_version_reaching_apt_get_is_a_debian_version(version):
+    data = with_("cluster.container_runtime", {"enabled": True, "docker_apt_version": version})
+    assert errors_of(data)[0] == (f"cluster.container_runtime.docker_apt_version: {version!r} — must be empty or a "
+                                  "Debian package version such as 24.0.7-0ubuntu2~22.04.1")
+
+
+@pytest.mark.parametrize("uri", ["s3://bkt/$(id)/enroot_3.5.0-1_amd64.deb", "s3://bkt/x;y/enroot_3.5.0-1_amd64.deb",
+                                 "s3://bkt/enroot_3.5.0`id`_amd64.deb", "s3://bkt/a b/enroot_3.5.0-1_amd64.deb",
+                                 "s3://bkt/'/enroot_3.5.0-1_amd64.deb"])
+def test_artifact_uris_reaching_the_nodes_hold_no_shell_characters(uri):
+    data = with_("cluster.container_runtime", {"enabled": True, "docker_apt_version": "24.0.7", "artifacts": [
+        {"name": "enroot", "s3_uri": uri, "sha256": "a" * 64}]})
+    assert errors_of(data) == [f"cluster.container_runtime.artifacts[0].s3_uri: {uri!r} — must be an s3:// URI of a "
+                               "Debian package named package_version_arch.deb (key of letters, digits and . _ + ~ - /)"]
+
+
+def users(*entries: dict, **top) -> dict:
+    data = base()
+    data["users"] = list(entries)
+    data.update(top)
+    return data
+
+
+@pytest.mark.parametrize("name", ["root", "slurm", "ubuntu", "munge", "daemon", "nobody", "sys", "bin", "syslog",
+                                  "_apt", "systemd-network", "systemd-anything", "docker", "ssm-user", "mysql", "sudo",
+                                  "adm", "sagemaker-user"])
+def test_reserved_system_names_are_refused_with_their_source(name):
+    from stacks.config import reserved_user
+    data = users({"name": name, "uid": 20001}, studio={"enabled": False})
+    assert errors_of(data) == [f"users[0].name: {name!r} is a reserved system account or group name "
+                               f"({reserved_user(name)}); allowed: any other POSIX name (the full list: "
+                               "config/facts/reserved-users.json)"]
+
+
+def test_ubuntu_is_refused_because_it_has_sudo_on_the_ami():
+    (message,) = errors_of(users({"name": "ubuntu", "uid": 20001}))
+    assert "the HyperPod AMI's default user, with passwordless sudo" in message
+
+
+def test_ordinary_names_that_merely_look_alike_pass():
+    parse_config(users({"name": "rooty", "uid": 20001}, {"name": "ubuntu-fan", "uid": 20002},
+                       {"name": "slurmer", "uid": 20003}))
+
+
+@pytest.mark.parametrize("entry, top, message", [
+    ({"name": "ada", "uid": 65534}, {},
+     "users[0].uid: 65534 is nobody/nogroup; allowed: a uid from 10000 to 4000000 that is no system or squash "
+     "identity"),
+    ({"name": "ada", "uid": 20001, "gid": 65534}, {},
+     "users[0].gid: 65534 is nobody/nogroup; allowed: a gid from 1001 to 4000000 that is no system or squash "
+     "identity"),
+    ({"name": "ada", "uid": 30000}, {"storage": {"lustre": {"root_squash": {"squash_to": "30000:30000"}}}},
+     "users[0].uid: 30000 is storage.lustre.root_squash.squash_to (what root in Studio is on FSx); allowed: a uid "
+     "from 10000 to 4000000 that is no system or squash identity"),
+    ({"name": "ada", "uid": 20001, "gid": 30001}, {"storage": {"lustre": {"root_squash": {"squash_to": "30000:30001"}}}},
+     "users[0].gid: 30001 is storage.lustre.root_squash.squash_to's group; allowed: a gid from 1001 to 4000000 that "
+     "is no system or squash identity"),
+    ({"name": "ada", "uid": 999}, {},
+     "users[0].uid: 999 — Input should be greater than or equal to 10000"),
+])
+def test_system_and_squash_ids_are_refused(entry, top, message):
+    assert errors_of(users(entry, **top)) == [message]
+
+
+def test_the_squash_uid_is_free_again_when_squash_is_off():
+    parse_config(users({"name": "ada", "uid": 30000},
+                       storage={"lustre": {"root_squash": {"enabled": False, "squash_to": "30000:30000"}}}))
+
+
+def test_reserved_names_cover_the_local_base_passwd():
+    """Every static system user and group of this machine's base-passwd (Debian/Ubuntu, Essential) is reserved: the
+    committed facts are at least what tools/reserved_users.py derives here."""
+    from tools import reserved_users
+    if not (reserved_users.BASE_PASSWD / "passwd.master").is_file():
+        pytest.skip("no base-passwd on this machine (not Debian/Ubuntu)")
+    committed = json.loads(reserved_users.FACTS.read_text())
+    assert set(reserved_users.base_passwd_names()) <= set(committed["names"])
+    assert set(reserved_users.EXTRAS) <= set(committed["names"])
+    assert committed["prefixes"] == reserved_users.PREFIXES
+
+
+def test_departments_need_per_user_mode():
+    data = accounting()
+    data["shared_fsx"] = True
+    assert errors_of(data) == [
+        "cluster.accounting.departments: 1 department(s) with shared_fsx: true; shared mode gives every Studio space "
+        "the cluster's munge key, so any department member is root on the compute nodes and can change every "
+        "department's associations, limits and fair share with sacctmgr as root. Allowed: shared_fsx: false (per-user "
+        "mode: each profile its own Slurm token and role), or no departments"]
+    data["studio"] = {"enabled": False}  # no Studio: nobody but the nodes has the key
+    parse_config(data)
+
+
+def test_research_example_runs_in_per_user_mode():
+    cfg = load_config(VARIANT_FILES["research"])
+    assert cfg.shared_fsx is False and cfg.cluster.accounting.departments
+
+
+MLFLOW_PER_USER = (
+    "studio.mlflow.enabled: true with shared_fsx: false; SageMaker managed MLflow authorizes per tracking server only "
+    "(the sagemaker-mlflow actions' one resource type is the tracking server, their one condition key "
+    "aws:ResourceTag: Service Authorization Reference, Amazon SageMaker with MLflow), so every profile that may use "
+    "the platform's server reads and deletes every other user's experiments, runs and models, which per-user mode "
+    "promises they cannot. Allowed: studio.mlflow.enabled: false in per-user mode, or shared_fsx: true")
+
+
+@pytest.mark.parametrize("orchestrator", ["slurm", "eks"])
+def test_mlflow_is_refused_in_per_user_mode(orchestrator):
+    data = with_("studio.mlflow", {"enabled": True})
+    data["shared_fsx"] = False
+    if orchestrator == "eks":
+        data = yaml.safe_load(VARIANT_FILES["eks"].read_text())
+        data["studio"] = {"mlflow": {"enabled": True}}
+        assert data["shared_fsx"] is False
+    assert MLFLOW_PER_USER in errors_of(data)
+    data["shared_fsx"] = True
+    parse_config(data)

@@ -201,15 +201,16 @@ def test_routine_change_replaces_nothing_stateful_or_named(base, change):
 def _asked_for(change: str, before_config: PlatformConfig, finding) -> bool:
     """Removing a user deletes exactly that user's profile and, in per-user mode, their Slurm token secret (the
     replacement guard still asks for confirmation); the partition's directory stays (its custom resource's Delete is
-    a no-op). Leaving per-user mode deletes its Slurm auth/jwt signing-key secret, that secret's KMS key and the
-    token secrets: no user data, and the guard asks for confirmation of that security-relevant switch."""
+    a no-op). Leaving per-user mode deletes its Slurm auth/jwt signing-key secret, that secret's KMS key, the token
+    secrets and their KMS key (both keys retained in the account): no user data, and the guard asks for confirmation
+    of that security-relevant switch."""
     removed = before_config.users[-1].name if before_config.users else None
     if change == "remove_user" and finding.action == "delete":
         return (finding.resource_type == "AWS::SageMaker::UserProfile" and finding.custom_name == removed) or (
             finding.resource_type == "AWS::SecretsManager::Secret"
             and finding.custom_name == f"{before_config.name}/slurm-token/{removed}")
     if change == "switch_shared_fsx_on" and finding.action == "delete" and not before_config.shared_fsx:
-        return (finding.logical_id.startswith(("SlurmJwtKeySecret", "SlurmJwtKeyKey"))
+        return (finding.logical_id.startswith(("SlurmJwtKeySecret", "SlurmJwtKeyKey", "SlurmTokenIssuerTokenKey"))
                 or (finding.custom_name or "").startswith(f"{before_config.name}/slurm-token/"))
     return False
 

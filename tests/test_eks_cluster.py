@@ -442,3 +442,62 @@ def test_studio_reaches_the_eks_api_not_slurm(synth):
 @pytest.mark.parametrize("variant, default", [("eks", "False"), ("eks_shared", "True")])
 def test_both_shared_fsx_values_synthesize_on_eks(synth, variant, default):
     assert synth(variant).templates["studio"]["Parameters"]["SharedFSx"]["Default"] == default
+
+
+# ---------------------------------------------------------------------------------------------- node credentials
+def egress_allowed(policies: list[dict], namespace: str, address: str) -> bool:
+    """NetworkPolicy semantics for an egress to `address` from a pod of `namespace` (not another pod's IP): with no
+    policy selecting the pod everything is allowed; otherwise only what some rule's ipBlock admits."""
+    import ipaddress
+    selecting = [p for p in policies if p["metadata"]["namespace"] == namespace and p["spec"]["podSelector"] == {}
+                 and "Egress" in p["spec"]["policyTypes"]]
+    if not selecting:
+        return True
+    ip = ipaddress.ip_address(address)
+    for policy in selecting:
+        for rule in policy["spec"].get("egress", []):
+            for peer in rule.get("to", []):
+                block = peer.get("ipBlock")
+                if block and ip in ipaddress.ip_network(block["cidr"]) and not any(
+                        ip in ipaddress.ip_network(e) for e in block.get("except", [])):
+                    return True
+    return False
+
+
+def test_vpc_cni_enforces_network_policies(synth):
+    (cni,) = [a["Properties"] for a in resources(synth("eks").templates["eks"], "AWS::EKS::Addon").values()
+              if a["Properties"]["AddonName"] == "vpc-cni"]
+    assert json.loads(cni["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
+
+
+@pytest.mark.parametrize("variant", ["eks", "eks_shared"])
+def test_pods_of_teams_and_default_cannot_reach_the_nodes_instance_metadata(synth, variant):
+    """Every namespace a Studio user can run pods in (their team's, and default) carries the egress policy: the
+    instance metadata address (and every other IPv4 link-local address a node serves, such as a credential proxy) is
+    closed, the Pod Identity Agent, other pods, the VPC and the internet stay open. Namespaces of the platform's own
+    components (kube-system, aws-hyperpod, ...) carry none."""
+    s = synth(variant)
+    objects = all_objects(s.templates["cluster"])
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    writable = {"default"} | {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
+    assert {p["metadata"]["namespace"] for p in policies} == writable
+    assert len(writable) == 1 + len(s.config.eks.task_governance.teams)
+    for namespace in writable:
+        for closed in ("169.254.169.254", "169.254.169.253", "169.254.169.123", "169.254.170.2", "169.254.0.1"):
+            assert not egress_allowed(policies, namespace, closed), (namespace, closed)
+        for open_ in ("169.254.170.23", "10.0.64.17", "172.20.0.10", "52.94.1.1"):
+            assert egress_allowed(policies, namespace, open_), (namespace, open_)
+        (policy,) = [p for p in policies if p["metadata"]["namespace"] == namespace]
+        assert {"namespaceSelector": {}} in policy["spec"]["egress"][0]["to"]  # every pod, in any namespace
+        kubernetes_validate.validate(policy, KUBERNETES_VERSION, strict=True)
+    assert egress_allowed(policies, "kube-system", "169.254.169.254")  # the platform's own: not selected
+    # The guard is applied once the team namespaces exist.
+    (guard_id,) = [k for k, v in manifests(s.templates["cluster"]).items() if any(o["kind"] == "NetworkPolicy" for o in v)]
+    namespaces_id = [k for k, v in manifests(s.templates["cluster"]).items() if any(o["kind"] == "Namespace" for o in v)]
+    assert set(namespaces_id) <= set(s.templates["cluster"]["Resources"][guard_id].get("DependsOn", []))
+
+
+def test_fsx_volumes_of_pods_are_mounted_nosuid_nodev(synth):
+    for volume in (o for o in all_objects(synth("eks").templates["cluster"]) if o["kind"] == "PersistentVolume"):
+        assert {"nosuid", "nodev", "flock"} <= set(volume["spec"]["mountOptions"])
+        assert not {"suid", "dev"} & set(volume["spec"]["mountOptions"])

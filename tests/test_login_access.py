@@ -169,3 +169,19 @@ def test_a_budget_whose_notifications_change_gets_a_new_name():
     assert first.startswith("c-cluster-") and first == name([80, 100], ("a@example.edu",))
     assert name([50, 100], ("a@example.edu",)) != first
     assert name([80, 100], ("b@example.edu",)) != first
+
+
+def test_ssh_connections_are_recorded_in_the_flow_logs_since_a_tcp_nlb_writes_no_access_logs(synth):
+    """NLB access logs exist only for TLS listeners; the SSH listener is TCP. The record is the VPC's flow logs of all
+    traffic, in an encrypted log group, in the same platform."""
+    s = synth("research")
+    cluster = s.templates["cluster"]
+    (listener,) = of_type(cluster, "AWS::ElasticLoadBalancingV2::Listener").values()
+    assert listener["Properties"]["Protocol"] == "TCP"
+    _, nlb = one(cluster, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    assert not [a for a in nlb["Properties"]["LoadBalancerAttributes"] if a["Key"].startswith("access_logs")]
+    network = s.templates["network"]
+    _, flow = one(network, "AWS::EC2::FlowLog")
+    assert flow["Properties"]["ResourceType"] == "VPC" and flow["Properties"]["TrafficType"] == "ALL"
+    group_id = flow["Properties"]["LogGroupName"]["Ref"]
+    assert "KmsKeyId" in network["Resources"][group_id]["Properties"]

@@ -112,3 +112,26 @@ def test_existing_network_creates_no_network_stack(synth):
     assert hyperpod["Properties"]["VpcConfig"] == {"SecurityGroupIds": ["sg-0a1b2c3d4e5f60718"],
                                                    "Subnets": ["subnet-0a1b2c3d4e5f60718"]}
     # This example brings its file system too (tests/test_storage.py); FSx placement is checked on "multi_az".
+
+
+def test_the_vpcs_default_security_group_is_closed(synth):
+    """EC2's default group (all in from its members, all out) gets every rule revoked by a custom resource: the handler
+    may revoke rules of exactly that group (lambda/default_security_group, tested against moto)."""
+    t = synth("default").templates["network"]
+    resources = t["Resources"]
+    (vpc_id,) = [k for k, r in resources.items() if r["Type"] == "AWS::EC2::VPC"]
+    (closer,) = [r for r in resources.values() if r["Type"] == "Custom::RestrictDefaultSecurityGroup"]
+    assert closer["Properties"]["SecurityGroupId"] == {"Fn::GetAtt": [vpc_id, "DefaultSecurityGroup"]}
+    token = closer["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
+    assert resources[token]["Type"] == "AWS::Lambda::Function"
+    statements = {st["Sid"]: st for r in resources.values() if r["Type"] == "AWS::IAM::Policy"
+                  for st in r["Properties"]["PolicyDocument"]["Statement"] if st.get("Sid")}
+    close = statements["CloseDefaultGroup"]
+    assert sorted(close["Action"]) == ["ec2:RevokeSecurityGroupEgress", "ec2:RevokeSecurityGroupIngress"]
+    (_, parts) = close["Resource"]["Fn::Join"]
+    assert parts[-1] == {"Fn::GetAtt": [vpc_id, "DefaultSecurityGroup"]} and parts[-2].endswith(":security-group/")
+    (handler,) = [r for r in resources.values() if r["Type"] == "AWS::Lambda::Function"
+                  and r["Properties"].get("Handler") == "restrict.on_event"]
+    # An existing VPC is not the platform's: nothing touches its default group.
+    assert "network" not in synth("existing_vpc").templates
+    assert "RestrictDefaultSecurityGroup" not in json.dumps(synth("existing_vpc").templates)

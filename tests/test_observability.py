@@ -98,7 +98,7 @@ def test_every_alarm_notifies_the_topic_on_alarm_and_recovery(obs):
 
 def test_topic_is_encrypted_with_a_key_alarms_and_events_may_use(obs):
     template = Template.from_json(obs)
-    (key,) = resources(obs, "AWS::KMS::Key")
+    (key,) = [k for k in resources(obs, "AWS::KMS::Key") if k.startswith("ObservabilityTopicKey")]
     template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": [key, "Arn"]}})
     template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True, "KeyPolicy": {"Statement": Match.array_with([
         Match.object_like({"Sid": "AlarmsAndEventsPublish", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
@@ -126,16 +126,25 @@ def test_hyperpod_events_reach_the_topic_with_documented_detail_types(obs):
     assert CLUSTER_EVENT == "SageMaker HyperPod Cluster Event"
 
 
-def test_events_may_publish_to_the_topic(obs):
-    Template.from_json(obs).has_resource_properties("AWS::SNS::TopicPolicy", {"PolicyDocument": {"Statement": Match.array_with([
-        Match.object_like({"Action": "sns:Publish", "Principal": {"Service": "events.amazonaws.com"}})])}})
+def test_only_the_platforms_rules_may_publish_to_the_topic(obs):
+    """EventBridge publishes only for this stack's three rules (aws:SourceArn): no statement lets events.amazonaws.com
+    publish unconditioned, so another account's rule cannot put messages on the platform's alarm topic."""
+    (policy,) = resources(obs, "AWS::SNS::TopicPolicy").values()
+    statements = [st for st in policy["Properties"]["PolicyDocument"]["Statement"]
+                  if st["Effect"] == "Allow" and "events.amazonaws.com" in json.dumps(st.get("Principal"))]
+    (events,) = statements
+    assert events["Action"] == "sns:Publish"
+    rules = sorted(resources(obs, "AWS::Events::Rule"))
+    assert len(rules) == 3
+    assert sorted(a["Fn::GetAtt"][0] for a in events["Condition"]["ArnEquals"]["aws:SourceArn"]) == rules
+    assert all(a["Fn::GetAtt"][1] == "Arn" for a in events["Condition"]["ArnEquals"]["aws:SourceArn"])
 
 
 def test_log_retention_handler_may_touch_only_the_cluster_log_group(default, obs):
     (policy,) = [r["Properties"]["PolicyDocument"]["Statement"] for k, r in resources(obs, "AWS::IAM::Policy").items()
                  if "ClusterLogRetention" in k and "Provider" not in k]
     (statement,) = policy
-    assert statement["Action"] == ["logs:CreateLogGroup", "logs:PutRetentionPolicy"]
+    assert sorted(statement["Action"]) == ["logs:AssociateKmsKey", "logs:CreateLogGroup", "logs:PutRetentionPolicy"]
     arn = flatten(statement["Resource"])
     assert arn.endswith(":log-group:/aws/sagemaker/Clusters/ml-cluster/TOKEN") and "*" not in arn
     (resource,) = resources(obs, "Custom::ClusterLogRetention").values()
@@ -149,13 +158,51 @@ def test_log_retention_handler_may_touch_only_the_cluster_log_group(default, obs
     assert default.platform.cluster in default.platform.observability.dependencies  # deployed after the cluster
 
 
-def test_every_log_group_outside_the_network_stack_has_the_configured_retention(default):
-    days = default.config.observability.log_retention_days
+def _logs_key_statement(key: dict) -> dict:
+    (statement,) = [st for st in key["Properties"]["KeyPolicy"]["Statement"]
+                    if st.get("Sid") == "CloudWatchLogsEncryptsThisAccountsLogGroups"]
+    return statement
+
+
+@pytest.mark.parametrize("variant", ["default", "eks", "research"])
+def test_every_log_group_is_encrypted_with_its_stacks_customer_key(synth, variant):
+    """Lambda, provider, asset-upload, kubectl, flow-log and EKS control-plane log groups alike: KmsKeyId names a key
+    of the same template whose policy lets CloudWatch Logs use it only for this account's and region's log groups
+    (encryption context aws:logs:arn)."""
+    s = synth(variant)
     seen = 0
-    for role, template in default.templates.items():
-        for group in resources(template, "AWS::Logs::LogGroup").values():
-            expected = default.config.network.flow_logs.retention_days if role == "network" else days
-            assert group["Properties"].get("RetentionInDays") == expected
+    for template in [*s.templates.values(), *s.nested.values()]:
+        keys = resources(template, "AWS::KMS::Key")
+        for logical, group in resources(template, "AWS::Logs::LogGroup").items():
+            key_id = group["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
+            key = keys[key_id]
+            assert key["DeletionPolicy"] == "Retain" and key["Properties"]["EnableKeyRotation"] is True
+            statement = _logs_key_statement(key)
+            assert statement["Principal"] == {"Service": "logs.us-west-2.amazonaws.com"}
+            assert {a.rstrip("*") for a in statement["Action"]} == {"kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt",
+                                                                     "kms:GenerateDataKey", "kms:Describe"}
+            context = flatten(statement["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"])
+            assert context == "arn:aws:logs:us-west-2:TOKEN:log-group:*", context
+            seen += 1
+    assert seen >= (14 if variant != "eks" else 20)
+
+
+def test_hyperpods_own_cluster_log_group_gets_the_platform_key(obs):
+    (resource,) = resources(obs, "Custom::ClusterLogRetention").values()
+    key_id = resource["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
+    assert key_id.startswith("LogsKey") and _logs_key_statement(obs["Resources"][key_id])
+
+
+@pytest.mark.parametrize("variant", ["default", "multi_az"])
+def test_every_log_group_but_the_flow_logs_has_the_configured_retention(synth, variant):
+    s = synth(variant)
+    days = s.config.observability.log_retention_days
+    seen = 0
+    for role, template in s.templates.items():
+        for logical, group in resources(template, "AWS::Logs::LogGroup").items():
+            flow_logs = role == "network" and logical.startswith("VpcFlowLogGroup")
+            expected = s.config.network.flow_logs.retention_days if flow_logs else days
+            assert group["Properties"].get("RetentionInDays") == expected, (role, logical)
             seen += 1
     assert seen >= 8  # the asset uploads' groups (aws-cdk-lib defaults them to 731 days) included
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from conftest import ROOT
 from test_slurm_cluster import _joined
 
 PER_USER, SHARED = "containers", "default"  # cluster names course-cluster and ml-cluster
@@ -73,6 +74,9 @@ def test_the_signing_key_is_written_by_the_cluster_and_read_only_by_the_issuer(s
     assert _joined(issuer_statements["ReadSigningKey"]["Resource"]) == pattern
     decrypt = issuer_statements["DecryptSigningKey"]
     assert _joined(decrypt["Condition"]["StringLike"]["kms:EncryptionContext:SecretARN"]) == pattern
+    # ... and only through Secrets Manager: the key decrypts nothing for the issuer called directly.
+    assert decrypt["Action"] == "kms:Decrypt"
+    assert _joined(decrypt["Condition"]["StringEquals"]["kms:ViaService"]) == "secretsmanager.<AWS::Region>.amazonaws.com"
     assert "course-cluster-cluster:" not in json.dumps(studio)  # imports none of the cluster stack's exports
 
 
@@ -104,11 +108,18 @@ def test_each_profile_runs_as_its_own_role_that_reads_only_its_own_token(synth):
             role_id = role_ref["Fn::GetAtt"][0]
             role = roles[role_id]["Properties"]
             assert _joined(role["Path"]) == "/hyperpod/course-cluster-<AWS::Region>/studio-users/"
-            # Identity side: the only statement naming a secret is on this user's own secret.
+            # Identity side: the only statement naming a secret is on this user's own secret, and the only decrypt
+            # is of that secret, through Secrets Manager.
             (inline,) = role["Policies"]
-            (statement,) = inline["PolicyDocument"]["Statement"]
+            statement, decrypt = inline["PolicyDocument"]["Statement"]
             assert statement["Resource"] == {"Ref": secret_of[user]}
             assert "secretsmanager:GetSecretValue" in statement["Action"]
+            assert decrypt["Action"] == "kms:Decrypt" and decrypt["Condition"] == {"StringEquals": {
+                "kms:ViaService": {"Fn::Join": ["", ["secretsmanager.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]},
+                "kms:EncryptionContext:SecretARN": {"Ref": secret_of[user]}}}
+            # The secret is encrypted with the issuer's customer managed key, the one the decrypt names.
+            assert secrets[secret_of[user]]["Properties"]["KmsKeyId"] == decrypt["Resource"]
+            assert t["Parameters"][decrypt["Resource"]["Ref"]]
             # Resource side: every other principal is denied reading it, whatever its IAM policies say.
             (policy,) = [p["Properties"] for p in policies.values()
                          if p["Properties"]["SecretId"] == {"Ref": secret_of[user]}]
@@ -142,6 +153,11 @@ def test_issuer_function_and_lcc_environment(synth):
              if f["Properties"].get("Handler") == "issuer.handler"]
     env = fn["Properties"]["Environment"]["Variables"]
     assert env["TOKEN_SECRET_PREFIX"] == "course-cluster/slurm-token/" and env["TOKEN_LIFETIME"] == "3600"
+    # The names config validation refuses are exactly the ones the issuer refuses: one list, the committed facts.
+    facts = json.loads((ROOT / "config" / "facts" / "reserved-users.json").read_text())
+    assert env["RESERVED_USERS"].split(",") == sorted(facts["names"])
+    assert env["RESERVED_USER_PREFIXES"].split(",") == list(facts["prefixes"])
+    assert {"root", "slurm", "ubuntu"} <= set(env["RESERVED_USERS"].split(","))
     lcc = json.dumps(_of_type(t, "AWS::SageMaker::StudioLifecycleConfig"))
     assert "SLURM_TOKEN_SECRET_PREFIX" in lcc and "course-cluster/slurm-token/" in lcc
 
@@ -231,3 +247,21 @@ def test_secret_and_key_policies_name_only_the_controller_role_as_writer(synth):
             (encrypt,) = [st for st in jwt_key["Properties"]["KeyPolicy"]["Statement"]
                           if st.get("Sid") == "ClusterEncryptsTheJwtKey"]
             assert encrypt["Principal"] == {"AWS": {"Fn::GetAtt": [controller_id, "Arn"]}}
+
+
+def test_token_secrets_use_a_customer_key_the_issuer_may_use_only_for_token_secrets(synth):
+    t = synth(PER_USER).templates["studio"]
+    (key_id,) = [k for k in _of_type(t, "AWS::KMS::Key") if k.startswith("SlurmTokenIssuerTokenKey")]
+    key = t["Resources"][key_id]
+    assert key["Properties"]["EnableKeyRotation"] is True and key["DeletionPolicy"] == "Retain"
+    statements = {st["Sid"]: st for p in _of_type(t, "AWS::IAM::Policy").values()
+                  for st in p["Properties"]["PolicyDocument"]["Statement"] if st.get("Sid")}
+    encrypt = statements["EncryptUserTokens"]
+    assert encrypt["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    assert _joined(encrypt["Condition"]["StringEquals"]["kms:ViaService"]) == "secretsmanager.<AWS::Region>.amazonaws.com"
+    assert _joined(encrypt["Condition"]["StringLike"]["kms:EncryptionContext:SecretARN"]) == (
+        "arn:aws:secretsmanager:us-west-2:<AWS::AccountId>:secret:course-cluster/slurm-token/*")
+    # Every user stack passes exactly this key to its secrets.
+    for nested in _user_stacks(synth(PER_USER)):
+        for secret in _of_type(nested, "AWS::SecretsManager::Secret").values():
+            assert "KmsKeyId" in secret["Properties"]

@@ -1,6 +1,8 @@
 """Storage stack: FSx for Lustre PERSISTENT_2 + DRA, encrypted retained buckets."""
+import fnmatch
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -68,24 +70,74 @@ def test_buckets_deny_plain_http(synth):
                    for s in statements)
 
 
-def test_data_bucket_encryption_follows_config(synth):
-    def sse(variant):
-        data = [b for k, b in _buckets(synth(variant).template("storage")).items() if k.startswith("DataBucket")][0]
-        return data["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
-    assert sse("default")["ServerSideEncryptionByDefault"] == {"SSEAlgorithm": "AES256"}
-    kms = sse("multi_az")
-    assert kms["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms" and kms["BucketKeyEnabled"] is True
+def _sse(template, prefix: str) -> dict:
+    (bucket,) = [b for k, b in _buckets(template).items() if k.startswith(prefix)]
+    (rule,) = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    return rule
+
+
+def _keys(template) -> dict[str, dict]:
+    return {k: r for k, r in template.find_resources("AWS::KMS::Key").items()}
+
+
+@pytest.mark.parametrize("variant", ["default", "multi_az", "eks"])
+def test_every_bucket_but_the_access_log_target_is_sse_kms_with_a_customer_key(synth, variant):
+    """S3 server access logging cannot deliver to an SSE-KMS bucket, so the log target alone stays SSE-S3; the data
+    and lifecycle buckets (and Studio's MLflow artifacts) use customer managed keys by default."""
+    s = synth(variant)
+    templates = [s.template("storage")] + ([s.template("studio")] if "studio" in s.templates else [])
+    seen = 0
+    for t in templates:
+        keys = _keys(t)
+        for logical, bucket in _buckets(t).items():
+            (rule,) = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+            sse = rule["ServerSideEncryptionByDefault"]
+            if "AccessLogs" in logical:
+                assert sse == {"SSEAlgorithm": "AES256"}, logical
+                continue
+            assert sse["SSEAlgorithm"] == "aws:kms" and rule["BucketKeyEnabled"] is True, logical
+            key_id = sse["KMSMasterKeyID"]["Fn::GetAtt"][0]
+            assert keys[key_id]["Properties"]["EnableKeyRotation"] is True and keys[key_id]["DeletionPolicy"] == "Retain"
+            seen += 1
+    assert seen >= 2
+
+
+def _through_s3(key: dict) -> dict:
+    (statement,) = [st for st in key["Properties"]["KeyPolicy"]["Statement"]
+                    if st.get("Sid") == "AccountUsesKeyThroughS3ForThisBucket"]
+    return statement
+
+
+@pytest.mark.parametrize("prefix, bucket", [("LifecycleBucket", "sagemaker-lc-ml-cluster-<AWS::AccountId>-<AWS::Region>"),
+                                            ("DataBucket", "ml-cluster-data-<AWS::AccountId>-<AWS::Region>")])
+def test_bucket_keys_serve_this_account_through_s3_for_their_bucket_only(synth, prefix, bucket):
+    t = synth("default").template("storage")
+    key_id = _sse(t, prefix)["ServerSideEncryptionByDefault"]["KMSMasterKeyID"]["Fn::GetAtt"][0]
+    statement = _through_s3(_keys(t)[key_id])
+    assert statement["Principal"] == {"AWS": "*"}
+    assert statement["Condition"]["StringEquals"] == {"kms:CallerAccount": {"Ref": "AWS::AccountId"},
+                                                      "kms:ViaService": "s3.us-west-2.amazonaws.com"}
+    arns = [_text(a) for a in statement["Condition"]["ArnLike"]["kms:EncryptionContext:aws:s3:arn"]]
+    assert arns == [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]
 
 
 def test_kms_data_bucket_lets_only_fsx_service_linked_role_use_the_key(synth):
-    key = next(iter(synth("multi_az").template("storage").find_resources("AWS::KMS::Key").values()))
+    t = synth("default").template("storage")
+    key_id = _sse(t, "DataBucket")["ServerSideEncryptionByDefault"]["KMSMasterKeyID"]["Fn::GetAtt"][0]
+    key = _keys(t)[key_id]
+    assert key_id.startswith("DataKey")
     statements = {s.get("Sid"): s for s in key["Properties"]["KeyPolicy"]["Statement"]}
     fsx = statements["FsxDataRepositoryServiceLinkedRole"]
     assert "AWSServiceRoleForFSxS3Access_*" in str(fsx["Condition"]["ArnLike"]["aws:PrincipalArn"])
     assert fsx["Condition"]["StringEquals"]["aws:PrincipalAccount"] == {"Ref": "AWS::AccountId"}
     assert key["Properties"]["EnableKeyRotation"] is True and key["DeletionPolicy"] == "Retain"
-    default_key = next(iter(synth("default").template("storage").find_resources("AWS::KMS::Key").values()))
-    assert "FsxDataRepositoryServiceLinkedRole" not in str(default_key)
+
+
+def test_data_bucket_sse_s3_is_an_explicit_opt_out():
+    from stacks.config import PlatformConfig, parse_config
+    assert PlatformConfig().storage.data_bucket.encryption == "kms"
+    assert parse_config({"storage": {"data_bucket": {"encryption": "s3_managed"}}}).storage.data_bucket.encryption \
+        == "s3_managed"
 
 
 def test_lifecycle_bucket_has_a_deterministic_sagemaker_name(synth):
@@ -216,7 +268,9 @@ def test_only_fsx_and_the_partition_handlers_touch_the_studio_partitions_prefix(
     s = synth(variant)
     (deny,) = _partition_guard(s.template("storage"))
     assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"}
-    assert set(deny["Action"]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
+    # Not only GetObject/PutObject/DeleteObject: by version id, ACL, tags, attributes, replication too.
+    for action in ("s3:GetObjectVersion", "s3:DeleteObjectVersion", "s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
+        assert any(fnmatch.fnmatchcase(action, pattern) for pattern in deny["Action"]), action
     # <s3_prefix><partition_root>/ exactly as the handlers write markers (constructs/fsx_partitions.py): default
     # config has s3_prefix "" and partition_root "studio".
     assert _text(deny["Resource"]) == "<DataBucketE3889A50.Arn>/studio/*"
@@ -276,3 +330,17 @@ def test_root_squash_off_is_0_0_without_exemptions():
     from aws_cdk.assertions import Template
     (squash,) = _root_squash(Template.from_stack(platform.storage).to_json())
     assert squash["RootSquash"] == "0:0" and squash["NoSquashSubnetIds"] == []
+
+
+def test_studio_partitions_deny_covers_every_s3_object_action():
+    """Every action the Service Authorization Reference lists on S3's `object` resource type (as cfn-lint 1.58 bundles
+    it) matches one of the deny's patterns: no version-id read, tag, ACL or replication path around it."""
+    import cfnlint
+    from stacks.storage_stack import OBJECT_ACTIONS
+    spec = json.loads((Path(cfnlint.__file__).parent / "data" / "AdditionalSpecs" / "Policies.json").read_text())
+    object_actions = sorted(a for a, v in spec["s3"]["Actions"].items() if "object" in v.get("Resources", []))
+    assert {"getobjectversion", "deleteobjectversion", "getobjectversionacl", "getobjectversiontagging",
+            "getobjectversionattributes", "getobjectversionforreplication"} <= set(object_actions)
+    uncovered = [a for a in object_actions
+                 if not any(fnmatch.fnmatchcase("s3:" + a, p.lower()) for p in OBJECT_ACTIONS)]
+    assert uncovered == []

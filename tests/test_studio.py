@@ -137,6 +137,10 @@ USERS_STACK_PARAMETERS = {
     "referencetocourseclusterstudioPartitionsProviderframeworkonEvent23F60A65Arn": {
         "Fn::GetAtt": ["PartitionsProviderframeworkonEventA058C525", "Arn"]},
     "referencetocourseclusterstudioDomainC5D0DE60DomainId": {"Fn::GetAtt": ["Domain", "DomainId"]},
+    # New with the token secrets' customer managed key (issue 21): AWS::SecretsManager::Secret KmsKeyId updates
+    # in place ("Update requires: No interruption").
+    "referencetocourseclusterstudioSlurmTokenIssuerTokenKey352CD991Arn": {
+        "Fn::GetAtt": ["SlurmTokenIssuerTokenKeyACF93B3F", "Arn"]},
     "referencetocourseclusterstorageLustreFileSystem81795A70Ref": {"Fn::GetStackOutput": {
         "StackName": "course-cluster-storage", "Region": "us-west-2",
         "OutputName": "PublishOutputRefLustreFileSystem4AFDAE78C7928CB3"}},
@@ -168,6 +172,7 @@ def test_per_user_resources_keep_their_logical_ids_and_parameters(synth):
     assert role["ManagedPolicyArns"] == [by_name["StudioUserPolicyAB0ED23FRef"]]
     assert role["Policies"][0]["PolicyDocument"]["Statement"][0]["Resource"] == {"Ref": "SlurmTokenalice"}
     assert resources["SlurmTokenalice"]["Properties"]["Name"] == "course-cluster/slurm-token/alice"
+    assert resources["SlurmTokenalice"]["Properties"]["KmsKeyId"] == by_name["SlurmTokenIssuerTokenKey352CD991Arn"]
     policy = resources["SlurmTokenPolicyalice"]["Properties"]
     assert policy["SecretId"] == {"Ref": "SlurmTokenalice"}
     readers, writers = (st["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]

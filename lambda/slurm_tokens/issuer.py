@@ -10,6 +10,10 @@ Invoked by EventBridge schedules, one per nested Studio user stack, whose fixed 
   KEY_SECRET_ID        the secret the controller wrote ({"jwt_hs256_key_b64": ...}); only this function may read it
   TOKEN_SECRET_PREFIX  user U's token goes to the secret named PREFIX + U, readable only by U's execution role
   TOKEN_LIFETIME       seconds a token is valid (default 3600)
+  RESERVED_USERS       comma-separated names never to mint for: system accounts (root, slurm, ubuntu, ...), the list
+                       config validation refuses too (config/facts/reserved-users.json, passed in by
+                       constructs/slurm_token_issuer.py); without it the function mints nothing
+  RESERVED_USER_PREFIXES  comma-separated prefixes of such names (systemd-, _)
 Each token secret's value: {"user", "token", "expires"}. Standard library and boto3 only.
 """
 from __future__ import annotations
@@ -21,23 +25,40 @@ import json
 import os
 import re
 import time
+from dataclasses import dataclass
 from typing import Sequence
 
 import boto3
 
 USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
-# Never tokens for these: a token whose user is root or SlurmUser may act as any other user (auth_jwt.c).
-PRIVILEGED_USERS = frozenset({"root", "slurm"})
 MIN_LIFETIME, MAX_LIFETIME = 300, 24 * 3600
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """Names never to mint for. A token whose user is root or SlurmUser may act as any other user (auth_jwt.c); the
+    other system accounts (ubuntu has sudo on the HyperPod AMI) are no person's either."""
+    names: frozenset[str]
+    prefixes: tuple[str, ...] = ()
+
+    def __contains__(self, user: str) -> bool:
+        return user in self.names or any(user.startswith(p) for p in self.prefixes)
+
+    @classmethod
+    def from_environment(cls, environ=os.environ) -> "Reserved":
+        names = frozenset(n for n in environ.get("RESERVED_USERS", "").split(",") if n)
+        if not {"root", "slurm"} <= names:  # the list is the construct's to give: fail closed without it
+            raise RuntimeError("RESERVED_USERS is missing or lacks root and slurm; refusing to mint any token")
+        return cls(names, tuple(p for p in environ.get("RESERVED_USER_PREFIXES", "").split(",") if p))
 
 
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def mint(key: bytes, user: str, *, now: int, lifetime: int) -> str:
+def mint(key: bytes, user: str, *, now: int, lifetime: int, reserved: Reserved) -> str:
     """A compact HS256 JWT with the claims auth/jwt reads: sun (user), iat, exp."""
-    if not USER_NAME.fullmatch(user) or user in PRIVILEGED_USERS:
+    if not USER_NAME.fullmatch(user) or user in reserved:
         raise ValueError(f"refusing to mint a Slurm token for {user!r}")
     if not MIN_LIFETIME <= lifetime <= MAX_LIFETIME:
         raise ValueError(f"token lifetime {lifetime}s is outside {MIN_LIFETIME}-{MAX_LIFETIME}s")
@@ -55,7 +76,7 @@ def read_key(client, key_secret_id: str) -> bytes:
     return base64.b64decode(value["jwt_hs256_key_b64"], validate=True)
 
 
-def issue(client, *, key_secret_id: str, prefix: str, users: Sequence[str], lifetime: int,
+def issue(client, *, key_secret_id: str, prefix: str, users: Sequence[str], lifetime: int, reserved: Reserved,
           now: int | None = None) -> dict[str, int]:
     """Writes a fresh token for every user to their secret; returns {user: exp}. Raises if any user got none."""
     key = read_key(client, key_secret_id)
@@ -63,7 +84,7 @@ def issue(client, *, key_secret_id: str, prefix: str, users: Sequence[str], life
     issued, failed = {}, {}
     for user in sorted(set(users)):
         try:
-            token = mint(key, user, now=now, lifetime=lifetime)
+            token = mint(key, user, now=now, lifetime=lifetime, reserved=reserved)
             client.put_secret_value(SecretId=prefix + user, SecretString=json.dumps(
                 {"user": user, "token": token, "expires": now + lifetime}, sort_keys=True))
             issued[user] = now + lifetime
@@ -80,6 +101,6 @@ def handler(event, _context):
         raise ValueError(f"expected an event {{'users': [names]}}, got {event!r}")
     issued = issue(boto3.client("secretsmanager"), key_secret_id=os.environ["KEY_SECRET_ID"],
                    prefix=os.environ["TOKEN_SECRET_PREFIX"], users=users,
-                   lifetime=int(os.environ.get("TOKEN_LIFETIME", "3600")))
+                   lifetime=int(os.environ.get("TOKEN_LIFETIME", "3600")), reserved=Reserved.from_environment())
     print(json.dumps({"tokens_issued": len(issued)}))
     return {"tokens_issued": len(issued)}

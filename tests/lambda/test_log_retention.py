@@ -59,3 +59,37 @@ def test_delete_keeps_the_group_and_calls_nothing(logs, monkeypatch):
     assert recorder.names() == []
     assert retention(logs) == 90
 
+
+
+KEY = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+def test_creates_the_group_encrypted_with_the_platform_key(logs):
+    log_retention.on_event(event("Create", ResourceProperties={
+        "LogGroupName": GROUP, "RetentionInDays": "30", "KmsKeyId": KEY}))
+    (group,) = logs.describe_log_groups(logGroupNamePrefix=GROUP)["logGroups"]
+    assert group["kmsKeyId"] == KEY and group["retentionInDays"] == 30
+
+
+def test_a_group_hyperpod_made_first_is_associated_with_the_key(logs, monkeypatch):
+    """moto 5.2 has no AssociateKmsKey: the calls go to a Stubber on the real client, in the order the handler makes
+    them (create refused as existing, associate, retention)."""
+    from botocore.stub import Stubber
+    stub = Stubber(logs)
+    stub.add_client_error("create_log_group", service_error_code="ResourceAlreadyExistsException",
+                          expected_params={"logGroupName": GROUP, "kmsKeyId": KEY})
+    stub.add_response("associate_kms_key", {}, {"logGroupName": GROUP, "kmsKeyId": KEY})
+    stub.add_response("put_retention_policy", {}, {"logGroupName": GROUP, "retentionInDays": 90})
+    monkeypatch.setattr(log_retention, "client", lambda _service: logs)
+    with stub:
+        log_retention.on_event({"RequestType": "Create", "ResourceProperties": {
+            "LogGroupName": GROUP, "RetentionInDays": "90", "KmsKeyId": KEY}})
+    stub.assert_no_pending_responses()
+
+
+def test_without_a_key_nothing_is_associated(logs, monkeypatch):
+    logs.create_log_group(logGroupName=GROUP)
+    recorder = Recorder(logs)
+    monkeypatch.setattr(log_retention, "client", lambda _service: logs)
+    log_retention.on_event(event("Create"))
+    assert recorder.names() == ["CreateLogGroup", "PutRetentionPolicy"]

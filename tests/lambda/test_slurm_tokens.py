@@ -20,6 +20,10 @@ import issuer  # noqa: E402
 
 PREFIX = "ml/slurm-token/"
 KEY = os.urandom(32)
+# What constructs/slurm_token_issuer.py puts in the function's environment: the facts config validation reads too.
+FACTS = json.loads((ROOT / "config" / "facts" / "reserved-users.json").read_text())
+ENVIRONMENT = {"RESERVED_USERS": ",".join(sorted(FACTS["names"])), "RESERVED_USER_PREFIXES": ",".join(FACTS["prefixes"])}
+RESERVED = issuer.Reserved.from_environment(ENVIRONMENT)
 
 
 def b64url_decode(part: str) -> bytes:
@@ -47,6 +51,8 @@ def test_handler_writes_each_user_a_token_naming_only_them(sm, key_secret, monke
     monkeypatch.setenv("KEY_SECRET_ID", key_secret)
     monkeypatch.setenv("TOKEN_SECRET_PREFIX", PREFIX)
     monkeypatch.setenv("TOKEN_LIFETIME", "3600")
+    for name, value in ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
     assert issuer.handler({"users": ["alice", "bob"]}, None) == {"tokens_issued": 2}
     for user in ("alice", "bob"):
         value = token_of(sm, user)
@@ -60,33 +66,65 @@ def test_handler_writes_each_user_a_token_naming_only_them(sm, key_secret, monke
 
 def test_a_second_run_replaces_the_token(sm, key_secret):
     sm.create_secret(Name=PREFIX + "alice")
-    issuer.issue(sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice"], lifetime=3600, now=1_000)
-    issuer.issue(sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice"], lifetime=3600, now=2_000)
+    issuer.issue(sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice"], lifetime=3600,
+                 reserved=RESERVED, now=1_000)
+    issuer.issue(sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice"], lifetime=3600,
+                 reserved=RESERVED, now=2_000)
     assert token_of(sm, "alice")["expires"] == 5_600
 
 
 def test_one_missing_secret_does_not_stop_the_others_but_fails_the_run(sm, key_secret):
     sm.create_secret(Name=PREFIX + "bob")
     with pytest.raises(RuntimeError, match=r'no new token for 1 user\(s\).*"alice": "ResourceNotFoundException'):
-        issuer.issue(sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice", "bob"], lifetime=3600)
+        issuer.issue(sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice", "bob"], lifetime=3600,
+                      reserved=RESERVED)
     assert token_of(sm, "bob")["user"] == "bob"
 
 
-@pytest.mark.parametrize("user", ["root", "slurm", "Alice", "a/b", "", "x" * 33])
-def test_never_mints_for_privileged_or_malformed_names(user):
+@pytest.mark.parametrize("user", ["root", "slurm", "ubuntu", "munge", "daemon", "nobody", "syslog", "_apt",
+                                  "systemd-network", "docker", "ssm-user", "Alice", "a/b", "", "x" * 33])
+def test_never_mints_for_system_accounts_or_malformed_names(user):
     with pytest.raises(ValueError, match="refusing to mint"):
-        issuer.mint(KEY, user, now=0, lifetime=3600)
+        issuer.mint(KEY, user, now=0, lifetime=3600, reserved=RESERVED)
+
+
+def test_a_reserved_user_in_the_event_gets_no_token_and_fails_the_run(sm, key_secret, monkeypatch):
+    """The rule's input is the template's; should a system name ever reach it, the issuer writes no token for it."""
+    for user in ("alice", "ubuntu"):
+        sm.create_secret(Name=PREFIX + user, SecretString="{}")
+    monkeypatch.setenv("KEY_SECRET_ID", key_secret)
+    monkeypatch.setenv("TOKEN_SECRET_PREFIX", PREFIX)
+    for name, value in ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(RuntimeError, match=r'"ubuntu": "ValueError: refusing to mint'):
+        issuer.handler({"users": ["alice", "ubuntu"]}, None)
+    assert token_of(sm, "alice")["user"] == "alice"
+    assert token_of(sm, "ubuntu") == {}
+
+
+@pytest.mark.parametrize("environment", [{}, {"RESERVED_USERS": ""}, {"RESERVED_USERS": "ubuntu"}])
+def test_without_the_reserved_list_the_handler_mints_nothing(sm, key_secret, monkeypatch, environment):
+    sm.create_secret(Name=PREFIX + "alice", SecretString="{}")
+    monkeypatch.setenv("KEY_SECRET_ID", key_secret)
+    monkeypatch.setenv("TOKEN_SECRET_PREFIX", PREFIX)
+    for name in ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(RuntimeError, match="refusing to mint any token"):
+        issuer.handler({"users": ["alice"]}, None)
+    assert token_of(sm, "alice") == {}
 
 
 @pytest.mark.parametrize("lifetime", [0, 299, 86401])
 def test_lifetime_bounds(lifetime):
     with pytest.raises(ValueError, match="lifetime"):
-        issuer.mint(KEY, "alice", now=0, lifetime=lifetime)
+        issuer.mint(KEY, "alice", now=0, lifetime=lifetime, reserved=RESERVED)
 
 
 def test_short_keys_are_refused():
     with pytest.raises(ValueError, match="at least 32"):
-        issuer.mint(b"short", "alice", now=0, lifetime=3600)
+        issuer.mint(b"short", "alice", now=0, lifetime=3600, reserved=RESERVED)
 
 
 @pytest.mark.parametrize("event", [{}, {"users": "alice"}, {"users": [1]}, None])
