@@ -84,6 +84,9 @@ run_controller() {
 }
 
 @test "the primary runs accounting" {
+  # HyperPod's slurmdbd accounting, as apply_accounting.sh reads it from slurmctld
+  export STUB_SCONTROL_CONFIG="ClusterName = ml-cluster
+AccountingStorageType = accounting_storage/slurmdbd"
   run_controller 10.1.0.12
   [[ "$output" == *"controller role: primary (SlurmConfig.PrimaryControllerIp)"* ]]
   [[ "$output" == *"[apply_accounting]"* ]]
