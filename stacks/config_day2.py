@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stacks.config import PlatformConfig
+from platform_config import PlatformConfig
 
 SNAPSHOT_METADATA_KEY = "HyperPodPlatformCreateOnly"
 

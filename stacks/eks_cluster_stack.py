@@ -23,8 +23,9 @@ from constructs.nag_acknowledgments import acknowledge
 from constructs.task_governance_provider import TaskGovernanceProvider
 
 from stacks import kubernetes_objects as k8s
-from stacks.config import (ACCELERATORS, EKS_TEAM_DIRECTORY_ROOT, ConfigError, PlatformConfig, TeamQuota,
-                           team_gid)
+from platform_config import ConfigError, PlatformConfig
+from platform_config.eks_governance import EKS_TEAM_DIRECTORY_ROOT, TeamQuota, team_gid
+from platform_config.facts import ACCELERATORS
 from stacks.network_stack import NetworkRefs
 from stacks.slurm_cluster_stack import group_specs
 from stacks.storage_stack import StorageStack

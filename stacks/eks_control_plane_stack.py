@@ -11,7 +11,7 @@ from constructs.eks_control_plane import Addon, EksControlPlane
 from constructs.lifecycle_scripts import assets_bucket_name
 from constructs.nag_acknowledgments import acknowledge
 
-from stacks.config import PlatformConfig
+from platform_config import PlatformConfig
 from stacks.eks_cluster_stack import chart_directory, chart_is_pinned, chart_values, dependency_chart_values
 from stacks.network_stack import NetworkRefs
 

@@ -11,7 +11,8 @@ from cdk_nag import AwsSolutionsChecks
 from constructs.log_encryption import LogGroupEncryption
 from constructs.log_retention import LogRetention
 
-from stacks.config import PlatformConfig, root_squash_exempts_cluster_subnets
+from platform_config import PlatformConfig
+from platform_config.storage import root_squash_exempts_cluster_subnets
 from stacks.config_day2 import SNAPSHOT_METADATA_KEY, snapshot
 from stacks.network_stack import NetworkRefs, NetworkStack
 from stacks.observability_stack import ObservabilityStack

@@ -22,7 +22,10 @@ from constructs.session_run_as import SessionRunAsDocument
 from constructs.platform_role_names import (cluster_execution_role_name, slurm_jwt_key_secret_name,
                                            slurm_token_issuer_role_name, upload_role_name)
 
-from stacks.config import PlatformConfig, ca_certificate_bytes, checkpoint_dir, login_load_balancer, session_run_as
+from platform_config import PlatformConfig
+from platform_config.directory import ca_certificate_bytes
+from platform_config.login_access import login_load_balancer, session_run_as
+from platform_config.storage import checkpoint_dir
 from stacks.network_stack import NetworkRefs
 from stacks.slurm_accounting import accounting_parameters, worker_groups
 from stacks.storage_stack import StorageStack

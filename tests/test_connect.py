@@ -86,7 +86,7 @@ def test_access_denied_names_the_permissions():
     with Stubber(client) as stub:
         stub.add_client_error("describe_cluster", "AccessDeniedException", "no", 400)
         with pytest.raises(connect.ConnectError, match="needs sagemaker:DescribeCluster and sagemaker:ListClusterNodes"):
-            from stacks.config import PlatformConfig
+            from platform_config import PlatformConfig
             connect.resolve(client, PlatformConfig(), "login-group", 0)
 
 

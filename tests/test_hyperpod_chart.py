@@ -14,7 +14,9 @@ import yaml
 
 from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
 import constructs.hyperpod_chart_source as chart_source
-from stacks.config import NEURON_PLUGIN_TOLERATIONS, ConfigError, Taint, tolerates
+from platform_config import ConfigError
+from platform_config.cluster import Taint
+from platform_config.eks import NEURON_PLUGIN_TOLERATIONS, tolerates
 from stacks.eks_cluster_stack import chart_directory, dependency_chart_values
 from tools import hyperpod_chart_facts, render_hyperpod_chart
 

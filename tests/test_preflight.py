@@ -13,7 +13,7 @@ from botocore.config import Config
 from botocore.stub import Stubber
 
 from moto_server import moto_server
-from stacks.config import parse_config
+from platform_config import parse_config
 from tools.preflight import CORE_TYPES, FAILED, OK, UNKNOWN, WARNING, Preflight, exit_code, render
 
 REGION = "us-west-2"

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from stacks.config import parse_config
+from platform_config import parse_config
 from tools.sizing import MB_PER_GIB, render, size
 
 GROUPS = [

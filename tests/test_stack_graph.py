@@ -91,7 +91,7 @@ def test_a_slurm_config_imports_nothing_of_the_eks_path_or_of_features_it_leaves
     from conftest import ROOT
     unused = ("eks", "kubectl", "aws_rds", "accounting_database", "aws_aps", "metrics_workspace", "aws_grafana",
               "grafana_workspace", "aws_budgets", "platform_budgets")
-    code = ("import json, sys, aws_cdk as cdk; from stacks.config import load_config; from stacks.platform import "
+    code = ("import json, sys, aws_cdk as cdk; from platform_config import load_config; from stacks.platform import "
             "build_platform; app = cdk.App(context=json.load(open('cdk.json'))['context']); "
             "build_platform(app, load_config('config/default.yaml')); "
             f"print(sorted(m for m in sys.modules if any(u in m for u in {unused!r})))")

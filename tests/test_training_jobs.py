@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from stacks.config import ConfigError
+from platform_config import ConfigError
 from stacks.training_jobs import load_jobs, parse_jobs, render_job
 
 TEAMS = ("research", "production")

@@ -22,7 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from constructs.session_run_as import session_document_name  # noqa: E402
-from stacks.config import ConfigError, PlatformConfig, load_config, session_run_as  # noqa: E402
+from platform_config import ConfigError, PlatformConfig, load_config  # noqa: E402
+from platform_config.login_access import session_run_as  # noqa: E402
 
 PLUGIN = "session-manager-plugin"
 PLUGIN_DOC = "https://docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-working-with-install-plugin.html"

@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stacks.config import ConfigError, PlatformConfig, load_config  # noqa: E402
+from platform_config import ConfigError, PlatformConfig, load_config  # noqa: E402
 
 OK, WARNING, FAILED, UNKNOWN = "ok", "warning", "failed", "cannot-check"
 ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException"}

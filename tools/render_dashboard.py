@@ -78,7 +78,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     import aws_cdk as cdk
 
-    from stacks.config import load_config
+    from platform_config import load_config
     from stacks.platform import build_platform
     config = load_config(ROOT / "config" / "default.yaml")
     context = json.loads((ROOT / "cdk.json").read_text())["context"]

@@ -109,7 +109,7 @@ def render(chart: Path, values: dict[str, Any], *, helm: Path, work: Path) -> li
 
 def project_values(config_path: Path, region: str) -> dict[str, Any]:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    from stacks.config import load_config
+    from platform_config import load_config
     from stacks.eks_cluster_stack import dependency_chart_values
     config = load_config(config_path)
     chart_values = yaml.safe_load((ROOT / "tests" / "fixtures" / "hyperpod-helm-chart" / "values.yaml").read_text())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stacks.config import load_config  # noqa: E402
+from platform_config import load_config  # noqa: E402
 from tools.sizing import render, size  # noqa: E402
 
 
