@@ -13,7 +13,7 @@ from constructs.log_retention import LogRetention
 
 from platform_config import PlatformConfig
 from platform_config.storage import root_squash_exempts_cluster_subnets
-from stacks.config_day2 import SNAPSHOT_METADATA_KEY, snapshot
+from platform_config.day2 import SNAPSHOT_METADATA_KEY, snapshot
 from stacks.network_stack import NetworkRefs, NetworkStack
 from stacks.observability_stack import ObservabilityStack
 from stacks.storage_stack import StorageStack
@@ -56,7 +56,7 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     stack's template then fails CloudFormation validation."""
     on_eks = config.orchestrator == "eks"
     if on_eks:
-        from stacks.eks_cluster_stack import chart_directory
+        from platform_config.chart_pin import chart_directory
         chart_directory(config, allow_stand_in=allow_chart_stand_in)
     env = cdk.Environment(account=config.deployment.account, region=config.deployment.region)
     name = config.name

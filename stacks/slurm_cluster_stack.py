@@ -27,7 +27,7 @@ from platform_config.directory import ca_certificate_bytes
 from platform_config.login_access import login_load_balancer, session_run_as
 from platform_config.storage import checkpoint_dir
 from stacks.network_stack import NetworkRefs
-from stacks.slurm_accounting import accounting_parameters, worker_groups
+from platform_config.accounting_plan import accounting_parameters, worker_groups
 from stacks.storage_stack import StorageStack
 
 class SlurmClusterStack(cdk.Stack):

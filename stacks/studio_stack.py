@@ -97,7 +97,7 @@ class StudioStack(cdk.Stack):
 
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         if on_eks:
-            from stacks.studio_eks_tools import studio_eks_tools  # EKS only: kubectl/helm from the layer package
+            from constructs.studio_eks_tools import studio_eks_tools  # EKS only: kubectl/helm from the layer package
             tools = studio_eks_tools(config.eks.kubernetes_version)
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=EKS_ENTRY_POINT,

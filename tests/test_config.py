@@ -635,7 +635,7 @@ def test_accounting_on_eks_is_refused():
 
 
 def test_accounting_valid_config_and_its_parameters():
-    from stacks.slurm_accounting import accounting_parameters
+    from platform_config.accounting_plan import accounting_parameters
     cfg = parse_config(accounting(departments=physics(coordinators=["ada"], fairshare=30)))
     params = accounting_parameters(cfg)
     assert params["qos"] == [{"name": "short", "description": "", "priority": 0, "max_tres_per_user": "gres/gpu=1",

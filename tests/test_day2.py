@@ -22,7 +22,7 @@ import yaml
 
 from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context
 from platform_config import PlatformConfig, parse_config
-from stacks.config_day2 import check_day2, snapshot
+from platform_config.day2 import check_day2, snapshot
 from stacks.platform import build_platform
 from tools.template_replacements import compare, load_assembly
 

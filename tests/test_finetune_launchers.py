@@ -17,7 +17,7 @@ import yaml
 from conftest import ROOT
 from platform_config import PlatformConfig
 from platform_config.storage import checkpoint_dir
-from stacks.training_jobs import job_errors, parse_jobs
+from manifests.training_jobs import job_errors, parse_jobs
 from test_training_jobs import crd_errors
 
 FINETUNE = ROOT / "examples" / "finetune"

@@ -7,7 +7,7 @@
 deploy:
  1. synthesizes (CONFIG from the environment, default config/default.yaml, as `-c config=`);
  2. compares the config's create-only inputs with the deployed storage stack's snapshot (template metadata,
-    stacks/config_day2.py) and refuses edits that can never be in place, naming the config key;
+    platform_config/day2.py) and refuses edits that can never be in place, naming the config key;
  3. on a first deployment, deploys and protects (step 6); every `cdk deploy` runs with `--concurrency` set to the
     most stacks the assembly's dependency graph lets deploy side by side (tools/stack_graph.py);
  4. otherwise creates change sets for every stack (`cdk deploy --method=prepare-change-set`, nested stacks
@@ -38,7 +38,7 @@ from typing import Any, Iterable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from stacks.config_day2 import SNAPSHOT_METADATA_KEY, check_day2  # noqa: E402
+from platform_config.day2 import SNAPSHOT_METADATA_KEY, check_day2  # noqa: E402
 from tools.stack_graph import concurrency, stack_dependencies  # noqa: E402
 from tools.template_replacements import STATEFUL_TYPES  # noqa: E402
 

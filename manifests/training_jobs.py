@@ -1,8 +1,8 @@
 """Elastic training jobs for the EKS orchestrator: typed inputs -> HyperPodPyTorchJob manifests.
 
-Same layers as the config model (platform_config/): strict YAML, pydantic shapes and ranges, then `job_errors` for cross-field rules,
-every problem reported at once as `path: value — what is allowed`. The platform's task-governance teams and
-priority classes arrive as plain arguments, so this module does not depend on the platform config model.
+Same layers as the config model (platform_config/): strict YAML, pydantic shapes and ranges, then `job_errors` for
+cross-field rules, every problem reported at once as `path: value — what is allowed`. The platform's task-governance
+teams and priority classes arrive as plain arguments, so this module does not depend on the platform config model.
 
 Field names follow the HyperPod training operator (see the header of schemas/hyperpodpytorchjob-crd.yaml);
 queue and priority labels follow HyperPod task governance: `hyperpod-ns-<team>-localqueue`, `<priority>-priority`.
@@ -26,7 +26,7 @@ KIND = "HyperPodPyTorchJob"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-FSX_CLAIM = "fsx-claim"          # the team's own FSx directory (stacks/kubernetes_objects.py)
+FSX_CLAIM = "fsx-claim"          # the team's own FSx directory (manifests/kubernetes_objects.py)
 FSX_MOUNT = "/fsx"
 DATASETS_CLAIM = "fsx-datasets"  # the shared datasets directory, read-only
 DATASETS_MOUNT = "/datasets"
