@@ -138,7 +138,7 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
         cdk.Tags.of(stack).add(PLATFORM_TAG, name, exclude_resource_types=list(TAGS_CREATE_ONLY))
         for key, value in config.tags.items():
             cdk.Tags.of(stack).add(key, value, exclude_resource_types=list(TAGS_CREATE_ONLY))
-    # The deployed storage stack remembers what can never change in place; tools/replacement_guard.py compares.
+    # The deployed storage stack remembers what can never change in place; cli/replacement_guard.py compares.
     storage.template_options.metadata = {SNAPSHOT_METADATA_KEY: snapshot(config)}
     for stack in (storage, slurm_login, eks, cluster, studio):
         if stack is not None:  # hold the file system, buckets, keys, secret, EKS and HyperPod clusters, domain, profiles

@@ -16,7 +16,7 @@ from platform_config import ConfigError, load_config
 from platform_config.chart_pin import chart_directory
 from platform_config.eks_governance import team_gid
 from stacks.eks_cluster_stack import CFN_REGIONS, governance_resource_type
-from tools.stack_graph import stack_dependencies
+from cli.stack_graph import stack_dependencies
 
 KUBERNETES_VERSION = "1.33"
 

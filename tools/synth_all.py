@@ -13,7 +13,9 @@ error text (`<variant>/error.txt`), so a refactor must also keep every refusal w
 Every run is a fresh `python app.py` with the context `cdk synth` would pass (cdk.json's feature flags plus
 `-c config=...`), so the proof goes through the same entry point as `make synth`, without the CLI's Node start-up.
 EKS configs synthesize against the test stand-in chart (tests/fixtures/hyperpod-helm-chart, `-c
-allow_chart_stand_in=true`): CI cannot fetch the pinned chart, and the stand-in is what the tests use.
+allow_chart_stand_in=true`): CI cannot fetch the pinned chart, and the stand-in is what the tests use. The EKS stack's
+stand-in assertion names the chart's absolute path, so take both snapshots from checkouts at the same path (e.g. a
+`git worktree add /tmp/snap REF` for each side, removed in between).
 """
 from __future__ import annotations
 
