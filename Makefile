@@ -29,7 +29,7 @@ APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge
 DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: synth test train-venv lint schema bench deps system-deps hyperpod-chart clean deploy diff graph preflight connect
+.PHONY: synth test train-venv lint schema docs bench deps system-deps hyperpod-chart clean deploy diff graph preflight connect
 .DEFAULT_GOAL := synth
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -109,6 +109,11 @@ lint: system-deps
 ## JSON Schema of the config, for editors (config/schema.json is committed; a test keeps it current).
 schema: $(VENV)/.installed
 	$(PY) tools/export_schema.py > config/schema.json
+
+## The configuration reference in docs/configuration.md and the JSON Schema, both from the config model's field
+## descriptions (tests/test_config_reference.py fails when either is stale).
+docs: schema
+	$(PY) tools/config_reference.py
 
 ## The HyperPod dependency Helm chart (EKS) at its pinned commit, remote subcharts vendored, into build/.
 ## Needs network access to github.com and the charts' registries; not part of `make test` (CI has neither).

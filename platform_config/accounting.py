@@ -29,9 +29,11 @@ PLATFORM_USERS_ACCOUNT = "hyperpod-users"
 
 class Tres(Strict):
     """Trackable resources of a limit (sacctmgr TRES strings: cpu=N,node=N,gres/gpu=N). Unset means no limit."""
-    cpu: Optional[int] = Field(default=None, ge=1)
-    node: Optional[int] = Field(default=None, ge=1)
-    gpu: Optional[int] = Field(default=None, ge=1)
+    cpu: Optional[int] = Field(default=None, ge=1, description="CPUs.")
+    node: Optional[int] = Field(default=None, ge=1, description="Nodes; at most the compute groups' total.")
+    gpu: Optional[int] = Field(
+        default=None, ge=1, description="GPUs (Slurm's gres/gpu); at most the compute groups' total (GPUs per instance "
+                                        "type from config/facts/accelerators.json).")
 
     def sacctmgr(self) -> str:
         parts = [("cpu", self.cpu), ("node", self.node), ("gres/gpu", self.gpu)]
@@ -40,32 +42,42 @@ class Tres(Strict):
 
 class Qos(Strict):
     """A Slurm QoS: what one user may hold at once, what all its jobs together may hold, and its priority."""
-    name: SlurmName
-    description: SlurmDescription = ""
-    priority: int = Field(default=0, ge=0, le=1_000_000)
-    max_tres_per_user: Tres = Tres()
-    grp_tres: Tres = Tres()
-    max_wall_minutes: Optional[int] = Field(default=None, ge=1, le=525600)
-    max_jobs_per_user: Optional[int] = Field(default=None, ge=1, le=100000)
+    name: SlurmName = Field(description="The QoS's name. Defining normal sets Slurm's default QoS.")
+    description: SlurmDescription = Field("", description="What the QoS is for (sacctmgr Description).")
+    priority: int = Field(default=0, ge=0, le=1_000_000, description="The QoS's priority (sacctmgr Priority).")
+    max_tres_per_user: Tres = Field(Tres(), description="What one user's jobs may hold at once (MaxTRESPerUser); no "
+                                                        "more than grp_tres.")
+    grp_tres: Tres = Field(Tres(), description="What all the QoS's jobs together may hold (GrpTRES).")
+    max_wall_minutes: Optional[int] = Field(default=None, ge=1, le=525600, description="A job's longest run (MaxWall).")
+    max_jobs_per_user: Optional[int] = Field(
+        default=None, ge=1, le=100000, description="Jobs one user may have running at once (MaxJobsPerUser).")
 
 
 class Department(Strict):
     """A Slurm account: its users' associations, who coordinates it, its fair share and the QoS it may use."""
-    name: SlurmName
-    description: SlurmDescription = ""
-    # Relative share of the cluster (sacctmgr Fairshare): 30 and 10 give a 3:1 split when both are busy.
-    fairshare: int = Field(default=1, ge=1, le=1_000_000)
-    # QoS the department's users may ask for (`--qos`); default: the department's default_qos only.
-    qos: list[SlurmName] = []
-    default_qos: SlurmName = SLURM_DEFAULT_QOS
-    # Names from `users`. The first department listing a user is that user's default account.
-    users: list[PosixName] = []
-    # Users of this department who may manage its associations and limits (sacctmgr coordinators).
-    coordinators: list[PosixName] = []
-    # AWS Budgets: a monthly cost budget over what carries the tag `<cluster.budget.department_tag_key>=<name>`
-    # (platform_config/budgets.py department_tags); thresholds and recipients from cluster.budget, plus budget_emails.
-    monthly_budget_usd: Optional[int] = Field(default=None, ge=1, le=100_000_000)
-    budget_emails: list[Email] = Field(default=[], max_length=10)
+    name: SlurmName = Field(description="The department's Slurm account (not root, nor hyperpod-users, the "
+                                        "platform's account for users no department lists).")
+    description: SlurmDescription = Field("", description="What the department is (sacctmgr Description).")
+    fairshare: int = Field(
+        default=1, ge=1, le=1_000_000,
+        description="Relative share of the cluster (sacctmgr Fairshare): 30 and 10 give a 3:1 split when both are busy.")
+    qos: list[SlurmName] = Field(
+        [], description="QoS the department's users may ask for (--qos), defined under cluster.accounting.qos or "
+                        "normal; default: only default_qos.")
+    default_qos: SlurmName = Field(SLURM_DEFAULT_QOS, description="The QoS a job gets without --qos; one of qos.")
+    users: list[PosixName] = Field(
+        [], description="Names from users[]. A user's default account is the first department listing them.")
+    coordinators: list[PosixName] = Field(
+        [], description="Users of this department who may manage its associations and limits (sacctmgr "
+                        "coordinators).")
+    monthly_budget_usd: Optional[int] = Field(
+        default=None, ge=1, le=100_000_000,
+        description="An AWS Budgets monthly cost budget over what carries the tag "
+                    "<cluster.budget.department_tag_key>=<name> (platform_config/budgets.py department_tags), alerting "
+                    "cluster.budget's recipients plus budget_emails; needs cluster.budget.")
+    budget_emails: list[Email] = Field(
+        default=[], max_length=10,
+        description="More recipients of the department budget's alerts (at most 10 e-mails with cluster.budget.emails).")
 
     @property
     def allowed_qos(self) -> list[str]:
@@ -73,11 +85,12 @@ class Department(Strict):
 
 
 class PriorityWeights(Strict):
-    """priority/multifactor weights (slurm.conf PriorityWeight*); HyperPod owns slurm.conf, see the README."""
-    fairshare: int = Field(default=10000, ge=0, le=4294967295)
-    qos: int = Field(default=1000, ge=0, le=4294967295)
-    age: int = Field(default=1000, ge=0, le=4294967295)
-    job_size: int = Field(default=0, ge=0, le=4294967295)
+    """priority/multifactor weights (slurm.conf PriorityWeight*): the weights you expect. HyperPod owns slurm.conf, so
+    the controller only compares them with `scontrol show config` and logs a warning on a difference."""
+    fairshare: int = Field(default=10000, ge=0, le=4294967295, description="PriorityWeightFairshare.")
+    qos: int = Field(default=1000, ge=0, le=4294967295, description="PriorityWeightQOS.")
+    age: int = Field(default=1000, ge=0, le=4294967295, description="PriorityWeightAge.")
+    job_size: int = Field(default=0, ge=0, le=4294967295, description="PriorityWeightJobSize.")
 
 
 # Where slurmdbd stores accounting (lifecycle/hyperpod/README.md, "Slurm accounting"): `hyperpod`, HyperPod's own MariaDB
@@ -86,32 +99,46 @@ class PriorityWeights(Strict):
 ACCOUNTING_DATABASES = ("hyperpod", "managed")
 # Burstable Graviton classes RDS for MySQL offers; slurmdbd's load is a few writes per job.
 DbInstanceClass = Annotated[str, pattern(r"db\.(t4g|m7g|r7g|m6g|r6g)\.(micro|small|medium|large|xlarge|2xlarge)",
-                                          "an RDS Graviton instance class such as db.t4g.small (db.t4g, m6g, m7g, "
-                                          "r6g or r7g, micro to 2xlarge)")]
+                                         "an RDS Graviton instance class such as db.t4g.small (db.t4g, m6g, m7g, "
+                                         "r6g or r7g, micro to 2xlarge)")]
 
 
 class ManagedAccountingDatabase(Strict):
     """The RDS for MySQL instance of `database: managed`."""
-    instance_class: DbInstanceClass = "db.t4g.small"
-    allocated_storage_gib: int = Field(default=20, ge=20, le=1000)
-    # A standby in a second AZ: RDS fails over on a host or AZ failure (about a minute) instead of replacing the host.
-    multi_az: StrictBool = False
-    backup_retention_days: int = Field(default=7, ge=1, le=35)
-    # require_secure_transport=1 in the instance's parameter group: the database refuses any connection without TLS.
-    # HyperPod's slurmdbd must then connect with TLS (MySQL's client library prefers TLS when the server offers it);
-    # turn off only if slurmdbd's log shows "Connections using insecure transport are prohibited" (README, Security).
-    require_tls: StrictBool = True
+    instance_class: DbInstanceClass = Field("db.t4g.small", description="The RDS instance class.")
+    allocated_storage_gib: int = Field(default=20, ge=20, le=1000, description="The database's storage, GiB.")
+    multi_az: StrictBool = Field(
+        False, description="A standby in a second AZ: RDS fails over on a host or AZ failure (about a minute) instead "
+                           "of replacing the host.")
+    backup_retention_days: int = Field(default=7, ge=1, le=35, description="Days RDS keeps automated backups.")
+    require_tls: StrictBool = Field(
+        True, description="require_secure_transport=1 in the instance's parameter group: the database refuses any "
+                          "connection without TLS. HyperPod's slurmdbd must then connect with TLS (MySQL's client "
+                          "library prefers TLS when the server offers it); turn off only if slurmdbd's log shows "
+                          "\"Connections using insecure transport are prohibited\" (docs/security.md).")
 
 
 class Accounting(Strict):
     """Slurm accounting on HyperPod's slurmdbd: departments become accounts, with users' associations, coordinators,
     QoS and fair share, applied by lifecycle/hyperpod/apply_accounting.sh. `database` picks where slurmdbd stores it."""
-    enabled: StrictBool = False
-    database: Literal[ACCOUNTING_DATABASES] = "hyperpod"  # type: ignore[valid-type]
-    managed_database: ManagedAccountingDatabase = ManagedAccountingDatabase()
-    qos: list[Qos] = []
-    departments: list[Department] = []
-    priority_weights: PriorityWeights = PriorityWeights()
+    enabled: StrictBool = Field(
+        False, description="Slurm accounting for departments: accounts, associations, QoS and fair share applied with "
+                           "sacctmgr. Slurm orchestrator only.")
+    database: Literal[ACCOUNTING_DATABASES] = Field(  # type: ignore[valid-type]
+        "hyperpod", description="hyperpod: HyperPod's MariaDB on the controller; managed: an RDS for MySQL instance the "
+                                "cluster stack creates (private subnets, customer key, deletion protection, final "
+                                "snapshot, RDS-rotated secret, 3306 only from the controller's own security group) "
+                                "attached as Orchestrator.Slurm.AccountingDatabase. managed needs enabled, "
+                                "cluster.node_provisioning_mode: Continuous and private subnets in 2 AZs, and cannot be "
+                                "reverted on a cluster (lifecycle/hyperpod/README.md, \"Slurm accounting\").")
+    managed_database: ManagedAccountingDatabase = Field(
+        ManagedAccountingDatabase(), description="The managed database (database: managed).")
+    qos: list[Qos] = Field([], description="Slurm QoS: limits per user and in total, priority.")
+    departments: list[Department] = Field(
+        [], description="One Slurm account each. Refused with shared_fsx: true while Studio is on (the munge key in "
+                        "every space would make any member root on the compute nodes).")
+    priority_weights: PriorityWeights = Field(PriorityWeights(), description="The priority/multifactor weights you "
+                                                                             "expect.")
 
 
 def managed_database_errors(cfg: PlatformConfig) -> list[str]:

@@ -24,12 +24,18 @@ class ClusterBudget(Strict):
     """AWS Budgets for the cluster (everything tagged hyperpod-platform=<name>) and, through departments'
     monthly_budget_usd, per department. Alerts at thresholds (percent of the limit, actual spend) go to the
     platform's alarm topic (observability.subscriptions) and to `emails`."""
-    monthly_limit_usd: int = Field(ge=1, le=100_000_000)
-    thresholds_percent: list[int] = Field(default=[80, 100], min_length=1, max_length=MAX_BUDGET_NOTIFICATIONS)
-    emails: list[Email] = Field(default=[], max_length=10)
-    notify_topic: StrictBool = True
-    # The cost allocation tag that names a department on department-owned resources (department budgets filter on it).
-    department_tag_key: TagKey = "department"
+    monthly_limit_usd: int = Field(ge=1, le=100_000_000, description="The cluster's monthly cost budget, USD.")
+    thresholds_percent: list[int] = Field(
+        default=[80, 100], min_length=1, max_length=MAX_BUDGET_NOTIFICATIONS,
+        description="One alert per threshold, percent of the limit (1-1000) on actual spend; AWS Budgets allows 5 "
+                    "notifications per budget.")
+    emails: list[Email] = Field(default=[], max_length=10, description="E-mail recipients of the alerts (at most 10).")
+    notify_topic: StrictBool = Field(
+        True, description="Alerts also go to the platform's alarm topic. A budget with neither topic nor e-mail is "
+                          "refused.")
+    department_tag_key: TagKey = Field(
+        "department", description="The cost allocation tag that names a department on department-owned resources "
+                                  "(each user's Studio profile carries it); department budgets filter on it.")
 
 
 def department_tags(cfg: PlatformConfig) -> dict[str, tuple[str, str]]:

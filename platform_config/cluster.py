@@ -38,65 +38,102 @@ LabelValue = Annotated[str, pattern(r"([a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-
 
 
 class Taint(Strict):
-    key: LabelKey
-    value: LabelValue = ""
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+    """A Kubernetes taint on an instance group's nodes (KubernetesConfig.Taints)."""
+    key: LabelKey = Field(description="The taint's key.")
+    value: LabelValue = Field("", description="The taint's value.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field("NoSchedule", description="The effect.")
 
 
 class InstanceGroup(Strict):
-    name: GroupName
-    role: Literal["controller", "login", "compute"]
-    instance_type: InstanceType
-    instance_count: int = Field(ge=0, le=6758)
-    threads_per_core: Literal[1, 2] = 1
-    ebs_volume_gib: int = Field(default=500, ge=1, le=16384)
-    deep_health_checks: list[Literal[DEEP_HEALTH_CHECKS]] = Field(default=[], max_length=3)  # type: ignore[valid-type]
-    training_plan_arn: Optional[TrainingPlanArn] = None
-    az_id: Optional[AzId] = None
-    # Slurm only: HyperPod's SlurmConfig.PartitionNames, exactly one name for a compute group.
-    partitions: list[PartitionName] = Field(default=[], max_length=1)
-    kubernetes_labels: dict[LabelKey, LabelValue] = {}  # EKS only
-    kubernetes_taints: list[Taint] = []  # EKS only
+    """A HyperPod instance group. Slurm: exactly one controller group (1 instance, or 2 or more for HyperPod
+    multi-head controllers, which needs cluster.accounting.database: managed), at most one login group, any number of
+    compute groups; names unique (case-insensitive)."""
+    name: GroupName = Field(description="The group's name.")
+    role: Literal["controller", "login", "compute"] = Field(
+        description="controller and login are Slurm's head nodes (unused on EKS); compute runs jobs.")
+    instance_type: InstanceType = Field(description="The instance type, ml.<family>.<size>.")
+    instance_count: int = Field(ge=0, le=6758, description="Instances in the group (CreateCluster's limit: 6758).")
+    threads_per_core: Literal[1, 2] = Field(1, description="Threads per core: 1 (hyperthreading off) or 2.")
+    ebs_volume_gib: int = Field(default=500, ge=1, le=16384, description="The extra EBS volume per node, GiB.")
+    deep_health_checks: list[Literal[DEEP_HEALTH_CHECKS]] = Field(  # type: ignore[valid-type]
+        default=[], max_length=3,
+        description="Deep health checks HyperPod runs before a node joins, each at most once; only on instance types "
+                    "with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json).")
+    training_plan_arn: Optional[TrainingPlanArn] = Field(
+        None, description="A SageMaker training plan (reserved capacity) the group runs on.")
+    az_id: Optional[AzId] = Field(
+        None, description="Place this group in another configured AZ (OverrideVpcConfig); default: the first.")
+    partitions: list[PartitionName] = Field(
+        default=[], max_length=1,
+        description="Slurm compute groups: exactly one partition name (HyperPod's SlurmConfig.PartitionNames: letters, "
+                    "digits and inner hyphens, no '_'); none on controller and login groups.")
+    kubernetes_labels: dict[LabelKey, LabelValue] = Field(
+        {}, description="EKS only: labels on the group's nodes (KubernetesConfig.Labels).")
+    kubernetes_taints: list[Taint] = Field([], description="EKS only: taints on the group's nodes, one per key and "
+                                                           "effect.")
 
 
 class ContainerRuntime(Strict):
     """Docker, enroot and pyxis for Slurm jobs. HyperPod sets them up in OnInitComplete mode and the platform keeps
     them; docker.io at docker_apt_version and the artifacts are installed only on a node that lacks them."""
-    enabled: StrictBool = False
-    # The Ubuntu release the pinned packages were built for; a node on another release installs none of them.
-    ubuntu_release: Literal["22.04", "24.04"] = "22.04"
+    enabled: StrictBool = Field(
+        False, description="Docker, enroot and pyxis for Slurm jobs: what HyperPod set up on the node is kept (never "
+                           "reinstalled or replaced), what a node lacks is installed, and every user gets enroot "
+                           "directories of their own (lifecycle/CONTRACT.md).")
+    ubuntu_release: Literal["22.04", "24.04"] = Field(
+        "22.04", description="The Ubuntu release the pinned packages were built for; a node on another release "
+                             "installs none of them (a contract warning).")
     # Debian version syntax ([epoch:]upstream[-revision]: letters, digits and . + ~ -; Debian Policy 5.6.12): nodes
     # run `apt-get install docker.io=<this>`.
     docker_apt_version: Annotated[str, pattern(r"(([0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?",
-                                                "empty or a Debian package version such as 24.0.7-0ubuntu2~22.04.1")] = ""
-    artifacts: list[Artifact] = []
+                                               "empty or a Debian package version such as 24.0.7-0ubuntu2~22.04.1")] = \
+        Field("", description="Required when enabled: the exact docker.io package version (Debian version syntax "
+                              "only), installed only on a node without Docker; it must be a build for ubuntu_release.")
+    artifacts: list[Artifact] = Field(
+        [], description=".deb packages (package_version_arch.deb) mirrored to your S3, installed only on a node that "
+                        "lacks the package (HyperPod's own enroot and pyxis are kept at their version); the digest is "
+                        "checked before install. A pyxis package must be built against the Slurm in /opt/slurm. "
+                        "Nothing is fetched from GitHub at deploy time.")
 
 
 class Cluster(Strict):
-    node_recovery: Literal["Automatic", "None"] = "Automatic"
-    # Slurm only: Orchestrator.Slurm.SlurmConfigStrategy. Unset sends Managed, except with node_provisioning_mode
-    # Continuous, where nothing is sent: continuous clusters "support only the Merge behavior and reject requests that set
-    # SlurmConfigStrategy" (SLURM_MIGRATION_PAGE), so setting it there is refused.
-    slurm_config_strategy: Optional[Literal["Managed", "Overwrite", "Merge"]] = None
-    slurm_auto_resume: StrictBool = True
-    container_runtime: ContainerRuntime = ContainerRuntime()
-    accounting: Accounting = Accounting()
-    login_access: LoginAccess = LoginAccess()
-    budget: Optional[ClusterBudget] = None
-    # Slurm only: compute nodes admit SSH only from users with a job on the node (pam_slurm_adopt, which adopts the
-    # session into that job) and from `users` with `sudo: true`; the controller adds PrologFlags=Contain.
-    pam_slurm_adopt: StrictBool = False
-    # Slurm only: directory users and groups through SSSD.
-    directory: Directory = Directory()
-    # Slurm only (EKS has eks.node_provisioning_mode): unset keeps HyperPod's default provisioning; `Continuous` is
-    # what an external accounting database (accounting.database: managed) requires.
-    node_provisioning_mode: Optional[Literal["Continuous"]] = None
+    """The HyperPod cluster: its instance groups and, on Slurm, the features for departments."""
+    node_recovery: Literal["Automatic", "None"] = Field(
+        "Automatic", description="Automatic: HyperPod replaces a node that fails its health checks.")
+    # Continuous clusters "support only the Merge behavior and reject requests that set SlurmConfigStrategy"
+    # (SLURM_MIGRATION_PAGE), so setting it there is refused.
+    slurm_config_strategy: Optional[Literal["Managed", "Overwrite", "Merge"]] = Field(
+        None, description="Slurm only: Orchestrator.Slurm.SlurmConfigStrategy, HyperPod's native Slurm configuration. "
+                          "Unset sends Managed, except with node_provisioning_mode: Continuous, whose clusters "
+                          "\"support only the Merge behavior and reject requests that set SlurmConfigStrategy\" "
+                          "(HyperPod's API-driven Slurm configuration page): there it is refused, and the template "
+                          "carries no strategy.")
+    slurm_auto_resume: StrictBool = Field(
+        True, description="on_init_complete.sh checks that srun --auto-resume is available (lifecycle/hyperpod/"
+                          "README.md).")
+    container_runtime: ContainerRuntime = Field(ContainerRuntime(), description="Docker, enroot and pyxis.")
+    accounting: Accounting = Field(Accounting(), description="Slurm accounting for departments (Slurm only).")
+    login_access: LoginAccess = Field(LoginAccess(), description="How people reach the login group (Slurm only).")
+    budget: Optional[ClusterBudget] = Field(
+        None, description="An AWS Budgets monthly cost budget over everything tagged hyperpod-platform=<name>, and per "
+                          "department with departments' monthly_budget_usd; alerts on actual spend.")
+    pam_slurm_adopt: StrictBool = Field(
+        False, description="Slurm only. Compute nodes admit SSH only from a user with a job on that node (the session "
+                           "joins the job and ends with it), from users with sudo: true and members of "
+                           "cluster.directory.admin_groups (names without spaces, which pam_access cannot list); root "
+                           "always. Needs pam_slurm_adopt.so built for HyperPod's Slurm on the compute nodes (the node "
+                           "stops with a message if it is missing); the controller adds PrologFlags=Contain.")
+    directory: Directory = Field(Directory(), description="Slurm only: directory users and groups through SSSD.")
+    node_provisioning_mode: Optional[Literal["Continuous"]] = Field(
+        None, description="Slurm only (EKS has eks.node_provisioning_mode): Continuous, HyperPod's continuous "
+                          "provisioning, which an external accounting database (accounting.database: managed) needs; "
+                          "unset keeps HyperPod's default.")
     instance_groups: list[InstanceGroup] = Field(default_factory=lambda: [
         InstanceGroup(name="controller-machine", role="controller", instance_type="ml.m5.xlarge", instance_count=1),
         InstanceGroup(name="login-group", role="login", instance_type="ml.m5.xlarge", instance_count=1),
         InstanceGroup(name="worker-group-1", role="compute", instance_type="ml.g5.8xlarge", instance_count=1,
                       deep_health_checks=["InstanceStress", "InstanceConnectivity"], partitions=["gpu"]),
-    ], min_length=1)
+    ], min_length=1, description="The cluster's instance groups.")
 
     def slurm_config_strategy_sent(self) -> Optional[str]:
         """What Orchestrator.Slurm.SlurmConfigStrategy carries: nothing on a continuous cluster, else the setting

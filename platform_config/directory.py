@@ -42,28 +42,46 @@ RepoPath = Annotated[str, pattern(r"[A-Za-z0-9_][A-Za-z0-9._/-]*\.(pem|crt)",
 class Directory(Strict):
     """Slurm only, opt-in: people from an LDAP directory or Active Directory on every node through SSSD
     (lifecycle/hyperpod/configure_sssd.sh). Only encrypted connections: ldaps://, or ldap:// with start_tls."""
-    enabled: StrictBool = False
-    uris: list[LdapUri] = Field(default=[], max_length=10)
-    start_tls: StrictBool = False
-    search_base: Optional[DistinguishedName] = None
-    bind_dn: Optional[DistinguishedName] = None
-    # SecretString is the bind password itself. Every node reads it at start (GetSecretValue on exactly this ARN).
-    bind_password_secret_arn: Optional[SecretArn] = None
-    # Only when the secret is encrypted with a customer managed key: kms:Decrypt on it, through Secrets Manager only.
-    bind_password_kms_key_arn: Optional[KmsKeyArn] = None
-    # The CA that signed the directory servers' certificates (PEM), shipped with the lifecycle scripts.
-    ca_certificate: Optional[RepoPath] = None
-    # sssd-ldap(5) ldap_schema (named so, not `schema`, which pydantic models reserve): rfc2307 (memberUid),
-    # rfc2307bis (member DNs, nested groups), ad (Active Directory with POSIX attributes: uidNumber, gidNumber).
-    ldap_schema: Literal[DIRECTORY_SCHEMAS] = "rfc2307"  # type: ignore[valid-type]
-    # Directory groups whose members may log in (sssd's simple access provider); everyone else is refused at PAM's
-    # account stage. Required: a directory is usually far larger than the cluster's audience.
-    access_groups: list[DirectoryGroup] = Field(default=[], max_length=50)
-    # Directory groups whose members get `sudo` on every node (/etc/sudoers.d/91-hyperpod-directory).
-    admin_groups: list[DirectoryGroup] = Field(default=[], max_length=50)
-    # sssd and its PAM/NSS modules from the operator's S3 mirror when the AMI lacks them (names from
-    # DIRECTORY_ARTIFACTS); empty: the node must already have sssd, or configure_sssd.sh stops.
-    artifacts: list[Artifact] = []
+    enabled: StrictBool = Field(
+        False, description="Slurm only (refused with orchestrator: eks). People and groups from an LDAP directory or "
+                           "Active Directory on every node through SSSD (lifecycle/hyperpod/configure_sssd.sh; "
+                           "docs/slurm-departments.md, \"Directory users through SSSD\").")
+    uris: list[LdapUri] = Field(
+        default=[], max_length=10,
+        description="Required when enabled: ldaps://host[:port] URIs, or ldap:// with start_tls: true; plaintext LDAP "
+                    "is refused.")
+    start_tls: StrictBool = Field(False, description="StartTLS on ldap:// URIs (refused with ldaps://).")
+    search_base: Optional[DistinguishedName] = Field(
+        None, description="Required when enabled: where users and groups are searched, e.g. dc=example,dc=org.")
+    bind_dn: Optional[DistinguishedName] = Field(None, description="Required when enabled: the account SSSD binds as.")
+    bind_password_secret_arn: Optional[SecretArn] = Field(
+        None, description="Required when enabled: the complete ARN (with the 6-character suffix) of a Secrets Manager "
+                          "secret whose SecretString is the bind password. Every node role may GetSecretValue on "
+                          "exactly this ARN.")
+    bind_password_kms_key_arn: Optional[KmsKeyArn] = Field(
+        None, description="The secret's customer managed key, if any: nodes may kms:Decrypt with it only through "
+                          "Secrets Manager; same region as the secret.")
+    ca_certificate: Optional[RepoPath] = Field(
+        None, description="Required when enabled: a PEM file of CA certificates (nothing else) relative to the "
+                          "repository root, e.g. config/directory-ca.pem; shipped with the lifecycle scripts and "
+                          "checked by sha256 on the node; sssd demands server certificates it signed.")
+    # Named ldap_schema, not `schema`, which pydantic models reserve.
+    ldap_schema: Literal[DIRECTORY_SCHEMAS] = Field(  # type: ignore[valid-type]
+        "rfc2307", description="sssd's ldap_schema: rfc2307 (memberUid), rfc2307bis (member DNs, nested groups), ad "
+                               "(Active Directory with POSIX attributes uidNumber and gidNumber).")
+    access_groups: list[DirectoryGroup] = Field(
+        default=[], max_length=50,
+        description="Required when enabled: directory groups whose members may log in (SSSD's simple access "
+                    "provider); any other directory user is refused at PAM's account stage.")
+    admin_groups: list[DirectoryGroup] = Field(
+        default=[], max_length=50,
+        description="Directory groups whose members get passwordless sudo on every node "
+                    "(/etc/sudoers.d/91-hyperpod-directory) and, with cluster.pam_slurm_adopt, SSH to compute nodes "
+                    "without a job.")
+    artifacts: list[Artifact] = Field(
+        [], description="sssd's Debian packages (sssd-common, sssd-ldap, libnss-sss, libpam-sss, built for the nodes' "
+                        "Ubuntu) mirrored to your S3, installed only on a node without sssd; empty: the AMI must have "
+                        "sssd or the node stops with a message.")
 
 
 def directory_errors(cfg: PlatformConfig) -> list[str]:

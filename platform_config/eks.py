@@ -27,14 +27,16 @@ RoleArn = Annotated[str, pattern(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+"
 
 
 class ControlPlaneSubnet(Strict):
-    az_id: AzId
-    cidr: Cidr
+    """A small subnet for the EKS control plane's network interfaces."""
+    az_id: AzId = Field(description="The subnet's AZ ID.")
+    cidr: Cidr = Field(description="The subnet's CIDR: /28 or larger, inside network.vpc_cidr, not overlapping.")
 
 
 class EksEndpoint(Strict):
     """The API server is reached privately from the VPC; a public endpoint needs an explicit allow-list."""
-    public: StrictBool = False
-    public_access_cidrs: list[Cidr] = []
+    public: StrictBool = Field(False, description="A public API endpoint besides the private one, which is always on.")
+    public_access_cidrs: list[Cidr] = Field(
+        [], description="Who may reach the public endpoint; required with public: true, never 0.0.0.0/0.")
 
 
 # Where each pin and its supported Kubernetes versions come from. AWS publishes per-version tables for some
@@ -86,57 +88,72 @@ ELASTIC_TRAINING_OPERATOR = (1, 2)
 
 
 class EksAddons(Strict):
-    """Pinned EKS add-on versions for the default Kubernetes version; ADDON_SUPPORT says where each comes from and
-    which Kubernetes versions it runs on."""
-    vpc_cni: AddonVersion = "v1.20.4-eksbuild.1"
-    kube_proxy: AddonVersion = "v1.33.10-eksbuild.13"
-    coredns: AddonVersion = "v1.12.4-eksbuild.1"
-    pod_identity_agent: AddonVersion = "v1.3.10-eksbuild.3"
-    fsx_csi_driver: AddonVersion = "v1.6.0-eksbuild.1"
-    cert_manager: AddonVersion = "v1.18.2-eksbuild.2"
-    # Elastic training (elasticPolicy in examples/eks/) needs the operator at v1.2 or later.
-    training_operator: AddonVersion = "v1.2.0-eksbuild.1"
-    task_governance: AddonVersion = "v1.6.0-eksbuild.1"
+    """Pinned EKS add-on versions (vX.Y.Z-eksbuild.N) for the default Kubernetes version; each pin must be listed in
+    ADDON_SUPPORT (platform_config/eks.py) with the Kubernetes versions it supports and where that comes from."""
+    vpc_cni: AddonVersion = Field("v1.20.4-eksbuild.1", description="The vpc-cni add-on.")
+    kube_proxy: AddonVersion = Field(
+        "v1.33.10-eksbuild.13", description="The kube-proxy add-on; its minor version must be eks.kubernetes_version.")
+    coredns: AddonVersion = Field("v1.12.4-eksbuild.1", description="The coredns add-on.")
+    pod_identity_agent: AddonVersion = Field("v1.3.10-eksbuild.3", description="The eks-pod-identity-agent add-on.")
+    fsx_csi_driver: AddonVersion = Field("v1.6.0-eksbuild.1", description="The aws-fsx-csi-driver add-on.")
+    cert_manager: AddonVersion = Field("v1.18.2-eksbuild.2", description="The cert-manager add-on.")
+    training_operator: AddonVersion = Field(
+        "v1.2.0-eksbuild.1", description="The HyperPod training operator add-on; v1.2 or later, which elastic training "
+                                         "(elasticPolicy) needs.")
+    task_governance: AddonVersion = Field("v1.6.0-eksbuild.1", description="The HyperPod task governance add-on.")
 
 
 class HyperPodDependencies(Strict):
     """The HyperPod dependency Helm chart, fetched at build time by `make hyperpod-chart` (not committed)."""
-    chart_dir: str = "build/hyperpod-helm-chart"
-    health_monitoring_agent: StrictBool = True
-    deep_health_check: StrictBool = True
-    job_auto_restart: StrictBool = True
-    nvidia_device_plugin: StrictBool = True
-    neuron_device_plugin: StrictBool = False
-    efa_device_plugin: StrictBool = True
-    training_operators: StrictBool = True
-    mpi_operator: StrictBool = True
-    hyperpod_patching: StrictBool = True
-
-
+    chart_dir: str = Field(
+        "build/hyperpod-helm-chart", description="Where make hyperpod-chart puts the chart; synth stops with a clear "
+                                                 "message if it holds no Chart.yaml or is not the pinned revision.")
+    health_monitoring_agent: StrictBool = Field(True, description="The chart's health monitoring agent.")
+    deep_health_check: StrictBool = Field(True, description="The chart's deep health checks.")
+    job_auto_restart: StrictBool = Field(True, description="The chart's job auto-restart.")
+    nvidia_device_plugin: StrictBool = Field(True, description="The NVIDIA device plugin.")
+    neuron_device_plugin: StrictBool = Field(False, description="The Neuron device plugin (Trainium).")
+    efa_device_plugin: StrictBool = Field(True, description="The EFA device plugin.")
+    training_operators: StrictBool = Field(True, description="The chart's Kubeflow training operators.")
+    mpi_operator: StrictBool = Field(True, description="The MPI operator.")
+    hyperpod_patching: StrictBool = Field(True, description="The chart's HyperPod patching RBAC.")
 
 
 class Autoscaling(Strict):
     """HyperPod-managed Karpenter: instance groups scale with pending pods."""
-    enabled: StrictBool = False
+    enabled: StrictBool = Field(
+        False, description="HyperPod-managed Karpenter (AutoScaling, and a cluster role trusted by "
+                           "hyperpod.sagemaker.amazonaws.com for this account's clusters only).")
 
 
 class Eks(Strict):
-    kubernetes_version: Literal[KUBERNETES_VERSIONS] = "1.33"  # type: ignore[valid-type]
-    authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = "API"
-    endpoint: EksEndpoint = EksEndpoint()
-    # The control plane's ENIs live in small dedicated subnets in at least two AZs (new VPC only).
+    """HyperPod on an EKS control plane (orchestrator: eks)."""
+    kubernetes_version: Literal[KUBERNETES_VERSIONS] = Field(  # type: ignore[valid-type]
+        "1.33", description="What HyperPod on EKS supports (1.28-1.33) and a kubectl layer exists for; 1.34 is "
+                            "refused, as is any version an enabled add-on pin does not support.")
+    authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = Field(
+        "API", description="The cluster's authentication mode (HyperPod supports both).")
+    endpoint: EksEndpoint = Field(EksEndpoint(), description="The API server's endpoints.")
     control_plane_subnets: list[ControlPlaneSubnet] = Field(default_factory=lambda: [
         ControlPlaneSubnet(az_id="usw2-az1", cidr="10.0.1.0/28"),
-        ControlPlaneSubnet(az_id="usw2-az2", cidr="10.0.1.16/28")], max_length=6)
-    log_types: list[Literal[EKS_LOG_TYPES]] = list(EKS_LOG_TYPES)  # type: ignore[valid-type]
-    log_retention_days: Literal[LOG_RETENTION_DAYS] = 90  # type: ignore[valid-type]
-    admin_role_arns: list[RoleArn] = []
-    addons: EksAddons = EksAddons()
-    hyperpod_dependencies: HyperPodDependencies = HyperPodDependencies()
-    node_provisioning_mode: Literal["Continuous"] = "Continuous"
-    autoscaling: Autoscaling = Autoscaling()
-    training_operator: StrictBool = True
-    task_governance: TaskGovernance = TaskGovernance()
+        ControlPlaneSubnet(az_id="usw2-az2", cidr="10.0.1.16/28")], max_length=6,
+        description="Small dedicated subnets for the control plane's network interfaces, in at least two AZs; with "
+                    "network.existing, give network.existing.control_plane_subnets instead.")
+    log_types: list[Literal[EKS_LOG_TYPES]] = Field(  # type: ignore[valid-type]
+        list(EKS_LOG_TYPES), description="Control-plane log types sent to /aws/eks/<name>/cluster.")
+    log_retention_days: Literal[LOG_RETENTION_DAYS] = Field(  # type: ignore[valid-type]
+        90, description="Retention of /aws/eks/<name>/cluster.")
+    admin_role_arns: list[RoleArn] = Field(
+        [], description="Roles given AmazonEKSClusterAdminPolicy through access entries (deployers, administrators).")
+    addons: EksAddons = Field(EksAddons(), description="Pinned add-on versions.")
+    hyperpod_dependencies: HyperPodDependencies = Field(
+        HyperPodDependencies(), description="The HyperPod dependency chart and its components.")
+    node_provisioning_mode: Literal["Continuous"] = Field("Continuous", description="HyperPod's node provisioning mode.")
+    autoscaling: Autoscaling = Field(Autoscaling(), description="HyperPod-managed Karpenter.")
+    training_operator: StrictBool = Field(
+        True, description="The HyperPod training operator add-on (runs HyperPodPyTorchJobs, elastic scaling) with its "
+                          "pod identity.")
+    task_governance: TaskGovernance = Field(TaskGovernance(), description="Task governance.")
 
 
 def eks_errors(cfg: PlatformConfig) -> list[str]:

@@ -24,31 +24,46 @@ GovernanceName = Annotated[str, pattern(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?",
 
 
 class PriorityClass(Strict):
-    name: GovernanceName
-    weight: int = Field(ge=0, le=100)
+    """A priority class of the cluster's scheduler policy (Kubernetes: <name>-priority)."""
+    name: GovernanceName = Field(description="The class's name, unique.")
+    weight: int = Field(ge=0, le=100, description="Its weight in the scheduler policy: higher runs first.")
 
 
 class TeamQuota(Strict):
     """A team's guaranteed compute, what it lends and borrows, and whether it preempts lower-priority work."""
-    name: GovernanceName
-    instance_type: InstanceType
-    instance_count: Optional[int] = Field(default=None, ge=0)
-    accelerators: Optional[int] = Field(default=None, ge=0)
-    sharing: Literal["LendAndBorrow", "Lend", "DontLend"] = "LendAndBorrow"
-    borrow_limit_percent: int = Field(default=50, ge=0, le=10000)
-    preempt_team_tasks: Literal["LowerPriority", "Never"] = "LowerPriority"
-    fair_share_weight: int = Field(default=0, ge=0, le=100)
-    resource_quota: StrictBool = True
-    # Studio users (names from `users`) whose profiles run as this team's role: they may submit jobs in the
-    # team's namespace only.
-    members: list[str] = []
-    # The POSIX group owning the team's FSx directory; its pods run with it as fsGroup. Default: derived from the
-    # name (stable when teams are reordered), see team_gid.
-    gid: Optional[int] = Field(default=None, ge=1001, le=4000000)
-    # CPU and memory the team's namespace may request in total. Required with eks.autoscaling: Karpenter adds
-    # nodes for pending pods, so without a cap a runaway job provisions instances.
-    max_vcpu: Optional[int] = Field(default=None, ge=1)
-    max_memory_gib: Optional[int] = Field(default=None, ge=1)
+    name: GovernanceName = Field(description="The team's name, unique; its namespace is hyperpod-ns-<name>.")
+    instance_type: InstanceType = Field(description="The instance type of the quota: one of the compute groups'.")
+    instance_count: Optional[int] = Field(
+        default=None, ge=0, description="Guaranteed instances; give this or accelerators. The guaranteed counts of all "
+                                        "teams must fit in the compute groups.")
+    accelerators: Optional[int] = Field(default=None, ge=0, description="Guaranteed accelerators, instead of "
+                                                                        "instance_count.")
+    sharing: Literal["LendAndBorrow", "Lend", "DontLend"] = Field(
+        "LendAndBorrow", description="Whether idle guaranteed compute is lent to other teams and whether the team "
+                                     "borrows.")
+    borrow_limit_percent: int = Field(
+        default=50, ge=0, le=10000, description="How much the team may borrow on top, percent of its guarantee "
+                                                "(LendAndBorrow only).")
+    preempt_team_tasks: Literal["LowerPriority", "Never"] = Field(
+        "LowerPriority", description="Whether the team's work preempts its lower-priority tasks.")
+    fair_share_weight: int = Field(default=0, ge=0, le=100, description="The team's fair-share weight.")
+    resource_quota: StrictBool = Field(
+        True, description="A ResourceQuota on the namespace's accelerator requests sized to what its quota could ever "
+                          "be admitted for (guarantee plus borrow limit), with max_vcpu and max_memory_gib caps.")
+    members: list[str] = Field(
+        [], description="Studio users (names from users) whose profiles run as this team's role: they may submit jobs "
+                        "in the team's namespace only. A user is a member of one team at most.")
+    gid: Optional[int] = Field(
+        default=None, ge=1001, le=4000000,
+        description="The POSIX group owning the team's FSx directory; its pods run with it as fsGroup. Unset: derived "
+                    "from the name (stable when teams are reordered). Not a user's gid or studio.shared_gid.")
+    max_vcpu: Optional[int] = Field(
+        default=None, ge=1, description="CPUs the team's namespace may request in total. Required with "
+                                        "eks.autoscaling: Karpenter adds nodes for pending pods, so without a cap a "
+                                        "runaway job provisions instances.")
+    max_memory_gib: Optional[int] = Field(
+        default=None, ge=1, description="Memory the team's namespace may request in total, GiB; required with "
+                                        "eks.autoscaling.")
 
 
 def team_gid(team: TeamQuota) -> int:
@@ -61,10 +76,13 @@ def _default_priority_classes() -> list[PriorityClass]:
 
 
 class TaskGovernance(Strict):
-    enabled: StrictBool = True
-    fair_share: Literal["Enabled", "Disabled"] = "Enabled"
-    priority_classes: list[PriorityClass] = Field(default_factory=_default_priority_classes, max_length=10)
-    teams: list[TeamQuota] = []
+    """SageMaker HyperPod task governance: the cluster's scheduler policy and one compute quota per team."""
+    enabled: StrictBool = Field(True, description="The task governance add-on (Kueue) and the scheduler policy.")
+    fair_share: Literal["Enabled", "Disabled"] = Field("Enabled", description="Fair share in the scheduler policy.")
+    priority_classes: list[PriorityClass] = Field(
+        default_factory=_default_priority_classes, max_length=10,
+        description="Priority classes with weights, at most 10, unique.")
+    teams: list[TeamQuota] = Field([], description="One compute quota, namespace and FSx directory per team.")
 
 
 def task_governance_errors(cfg: PlatformConfig) -> list[str]:

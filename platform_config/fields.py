@@ -7,19 +7,22 @@ import ipaddress
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
                       2922, 3288, 3653)
 
 
 def pattern(regex: str, allowed: str):
+    """A check that the whole string matches `regex`; its error says it must be `allowed`, which the configuration
+    reference (tools/config_reference.py) shows too."""
     compiled = re.compile(regex)
 
     def check(value: str) -> str:
         if not compiled.fullmatch(value):
             raise ValueError(f"must be {allowed}")
         return value
+    check.allowed = allowed
     return AfterValidator(check)
 
 
@@ -32,6 +35,7 @@ def api_string(regex: str, max_length: int, allowed: str) -> tuple:
         if not compiled.fullmatch(value) or len(value) > max_length:
             raise ValueError(f"must be {allowed}")
         return value
+    check.allowed = allowed
     return (AfterValidator(check),
             WithJsonSchema({"type": "string", "pattern": f"^{regex}$", "minLength": 1, "maxLength": max_length}))
 
@@ -44,6 +48,9 @@ def _cidr(value: str) -> str:
     if network.version != 4:
         raise ValueError("must be an IPv4 CIDR block, e.g. 10.0.0.0/16")
     return value
+
+
+_cidr.allowed = "an IPv4 CIDR block with no host bits set, e.g. 10.0.0.0/16"
 
 
 # Patterns and lengths of the SageMaker CreateCluster API (botocore's service model: ClusterName,
@@ -98,10 +105,12 @@ class Strict(BaseModel):
 
 class Artifact(Strict):
     """A Debian package mirrored to the operator's S3; on_create.sh verifies the digest before installing."""
-    name: Annotated[str, pattern(r"[a-z0-9][a-z0-9._+-]*", "lowercase letters, digits, '.', '_', '+', '-'")]
+    name: Annotated[str, pattern(r"[a-z0-9][a-z0-9._+-]*", "lowercase letters, digits, '.', '_', '+', '-'")] = Field(
+        description="The Debian package's name.")
     # Nodes pass it to `aws s3 cp`: key characters are limited to what package paths use, none a shell's.
     s3_uri: Annotated[str, pattern(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/([A-Za-z0-9._+~-]+/)*"
-                                    r"[a-z0-9][a-z0-9.+-]*_[A-Za-z0-9.+~-]+_[a-z0-9]+\.deb",
-                                    "an s3:// URI of a Debian package named package_version_arch.deb (key of "
-                                    "letters, digits and . _ + ~ - /)")]
-    sha256: Sha256
+                                   r"[a-z0-9][a-z0-9.+-]*_[A-Za-z0-9.+~-]+_[a-z0-9]+\.deb",
+                                   "an s3:// URI of a Debian package named package_version_arch.deb (key of "
+                                   "letters, digits and . _ + ~ - /)")] = Field(
+        description="Where the package is in your S3 mirror.")
+    sha256: Sha256 = Field(description="The package file's SHA-256, checked before it is installed.")

@@ -17,15 +17,20 @@ class LoginAccess(Strict):
     """How people reach the login group: an internal Network Load Balancer for SSH whose targets follow HyperPod's
     login nodes (constructs/login_load_balancer.py), and a Session Manager document that runs sessions as the
     person's own POSIX user (SSMSessionRunAs principal tag) instead of ssm-user."""
-    # Only with a login group of at least one instance; ignored otherwise.
-    load_balancer: StrictBool = True
-    # Who may reach port 22 of the load balancer; default: the VPC's CIDR (network.vpc_cidr). Required with
-    # network.existing (the platform cannot know that VPC's CIDR without calling AWS).
-    ssh_allowed_cidrs: list[Cidr] = Field(default=[], max_length=50)
-    run_as: StrictBool = True
-    # The user of a session whose IAM principal has no SSMSessionRunAs tag. `nobody` has no login shell, so such a
-    # session fails to start: only tagged people get in, each as themselves.
-    run_as_default_user: PosixName = "nobody"
+    load_balancer: StrictBool = Field(
+        True, description="With a login group of at least one instance (Slurm): an internal Network Load Balancer for "
+                          "SSH whose targets follow the login nodes (docs/slurm-departments.md); ignored otherwise.")
+    ssh_allowed_cidrs: list[Cidr] = Field(
+        default=[], max_length=50,
+        description="Who may reach port 22 of the load balancer; empty: network.vpc_cidr. 0.0.0.0/0 is refused. "
+                    "Required with network.existing (the platform cannot know that VPC's CIDR without calling AWS).")
+    run_as: StrictBool = Field(
+        True, description="A Session Manager document <name>-RunAsShell (Slurm) that starts sessions as the user in "
+                          "the caller's SSMSessionRunAs IAM tag.")
+    run_as_default_user: PosixName = Field(
+        "nobody", description="The user of a session whose IAM principal has no SSMSessionRunAs tag: nobody (no login "
+                              "shell, so the session fails to start: only tagged people get in, each as themselves) or "
+                              "one of users, never ssm-user or root.")
 
 
 def login_load_balancer(cfg: PlatformConfig) -> bool:

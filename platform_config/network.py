@@ -19,42 +19,65 @@ INTERFACE_ENDPOINT_SERVICES = ("ssm", "ssmmessages", "ec2messages", "sts", "logs
 
 
 class FlowLogs(Strict):
-    enabled: StrictBool = True
-    retention_days: Literal[LOG_RETENTION_DAYS] = 90  # type: ignore[valid-type]
+    """VPC flow logs of all traffic to CloudWatch Logs (encrypted log group)."""
+    enabled: StrictBool = Field(True, description="Send VPC flow logs (traffic type ALL) to CloudWatch Logs.")
+    retention_days: Literal[LOG_RETENTION_DAYS] = Field(  # type: ignore[valid-type]
+        90, description="Days CloudWatch keeps the flow logs: one of CloudWatch Logs' retention values.")
 
 
 class ExistingSubnet(Strict):
-    id: SubnetId
-    az_id: AzId
+    id: SubnetId = Field(description="The subnet's ID.")
+    az_id: AzId = Field(description="The AZ ID the subnet is in (an AZ ID such as usw2-az2, not an AZ name).")
 
 
 class ExistingNetwork(Strict):
     """Bring-your-own VPC: the security group must already allow all traffic to and from itself."""
-    vpc_id: VpcId
-    private_subnets: list[ExistingSubnet] = Field(min_length=1)
-    security_group_id: SecurityGroupId
-    # EKS only: subnets in at least two AZs for the control plane's network interfaces.
-    control_plane_subnets: list[ExistingSubnet] = []
-    # Studio's own subnet (VpcOnly domain). Required with root squash on a Slurm platform that owns its file system:
-    # the cluster's subnets keep root on FSx, so Studio must not share them.
-    studio_subnet: Optional[ExistingSubnet] = None
+    vpc_id: VpcId = Field(description="Bring your own network: the VPC to use. No network stack is created.")
+    private_subnets: list[ExistingSubnet] = Field(
+        min_length=1, description="The private subnets the cluster uses, at least one; the first holds FSx.")
+    security_group_id: SecurityGroupId = Field(
+        description="The cluster's security group: it must allow all traffic to and from itself and Lustre (TCP 988 "
+                    "and 1018-1023).")
+    control_plane_subnets: list[ExistingSubnet] = Field(
+        [], description="EKS only: subnets in at least two AZs for the EKS control plane's network interfaces (instead "
+                        "of eks.control_plane_subnets).")
+    studio_subnet: Optional[ExistingSubnet] = Field(
+        None, description="Studio's own subnet (the VpcOnly domain), not one of private_subnets. Required with Studio "
+                          "and root squash on a Slurm platform with a platform-owned FSx: the cluster's subnets keep "
+                          "root on FSx, so Studio must not share them.")
 
 
 class Network(Strict):
-    vpc_cidr: Cidr = "10.0.0.0/16"
-    az_ids: list[AzId] = Field(default=["usw2-az2"], min_length=1, max_length=6)
-    public_subnet_cidr: Cidr = "10.0.0.0/24"
-    private_subnet_cidrs: list[Cidr] = Field(default=["10.0.64.0/18"], min_length=1, max_length=6)
-    # A subnet of Studio's own (in the first AZ, beside FSx), so its addresses are not the cluster's: the cluster's
-    # subnets keep root on FSx (storage.lustre.root_squash). null: Studio shares the first private subnet (refused
-    # while root squash exempts the cluster's subnets).
-    studio_subnet_cidr: Optional[Cidr] = "10.0.4.0/22"
-    s3_endpoint_policy: Literal["open", "restricted"] = "open"
-    interface_endpoints: list[Literal[INTERFACE_ENDPOINT_SERVICES]] = []  # type: ignore[valid-type]
-    flow_logs: FlowLogs = FlowLogs()
-    # HyperPod's Ubuntu images read apt mirrors over plain HTTP; turn off where a proxy or mirror serves HTTPS.
-    allow_http_egress: StrictBool = True
-    existing: Optional[ExistingNetwork] = None
+    """The VPC the platform builds, or the one you bring (`existing`)."""
+    vpc_cidr: Cidr = Field("10.0.0.0/16", description="The VPC's IPv4 CIDR block, /16 to /28.")
+    az_ids: list[AzId] = Field(
+        default=["usw2-az2"], min_length=1, max_length=6,
+        description="1-6 distinct AZ IDs (not AZ names) in deployment.region, one private subnet each. FSx and the "
+                    "default cluster placement use the first.")
+    public_subnet_cidr: Cidr = Field(
+        "10.0.0.0/24", description="The public subnet, inside vpc_cidr and not overlapping; holds only the NAT gateway.")
+    private_subnet_cidrs: list[Cidr] = Field(
+        default=["10.0.64.0/18"], min_length=1, max_length=6,
+        description="One private subnet CIDR per AZ ID, inside vpc_cidr, not overlapping. Size them for EFA: each EFA "
+                    "interface takes an IP.")
+    studio_subnet_cidr: Optional[Cidr] = Field(
+        "10.0.4.0/22", description="Studio's own subnet (in the first AZ, beside FSx), inside vpc_cidr, not "
+                                   "overlapping, so its addresses are not the cluster's: the cluster's subnets keep "
+                                   "root on FSx (storage.lustre.root_squash). null puts Studio in the first private "
+                                   "subnet, refused while root squash exempts the cluster's subnets (Slurm, "
+                                   "platform-owned FSx).")
+    s3_endpoint_policy: Literal["open", "restricted"] = Field(
+        "open", description="The S3 gateway endpoint's policy: open (AWS's default full-access policy, as AWS's "
+                            "templates use) or restricted (this account's buckets and the AWS-owned buckets nodes "
+                            "read; see docs/configuration.md, \"Restricted S3 endpoint policy\").")
+    interface_endpoints: list[Literal[INTERFACE_ENDPOINT_SERVICES]] = Field(  # type: ignore[valid-type]
+        [], description="Interface endpoints to create: private DNS, HTTPS from the VPC only.")
+    flow_logs: FlowLogs = Field(FlowLogs(), description="VPC flow logs.")
+    allow_http_egress: StrictBool = Field(
+        True, description="Allow TCP 80 out from the nodes: HyperPod's Ubuntu images read apt mirrors over plain HTTP. "
+                          "Turn off where a proxy or mirror serves HTTPS.")
+    existing: Optional[ExistingNetwork] = Field(
+        None, description="Bring your own VPC, subnets and security group instead of the network stack.")
 
 
 _DIRECTION_CODES = {"northeast": "ne", "southeast": "se", "northwest": "nw", "southwest": "sw"}

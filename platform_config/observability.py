@@ -25,8 +25,13 @@ SUBSCRIPTION_ENDPOINTS = {
 
 
 class AlarmSubscription(Strict):
-    protocol: Literal[tuple(SUBSCRIPTION_ENDPOINTS)]  # type: ignore[valid-type]
-    endpoint: Annotated[str, Field(min_length=1, max_length=2048)]
+    """A subscriber of the alarm topic."""
+    protocol: Literal[tuple(SUBSCRIPTION_ENDPOINTS)] = Field(  # type: ignore[valid-type]
+        description="The SNS protocol: email (an address), https (a URL), sms (an E.164 number), sqs (a queue ARN), "
+                    "lambda (a function ARN).")
+    endpoint: Annotated[str, Field(min_length=1, max_length=2048)] = Field(
+        description="Where to deliver, checked against the protocol; no pair twice. E-mail subscriptions must be "
+                    "confirmed from the message SNS sends.")
 
 
 # What lifecycle/hyperpod/install_node_metrics.sh installs from observability.node_metrics.artifacts, by artifact name,
@@ -43,16 +48,25 @@ class NodeMetrics(Strict):
     stack creates (constructs/metrics_workspace.py). Slurm nodes run the lifecycle exporters and a Prometheus agent
     (SigV4) installed from the operator's S3 mirror, checksum-verified; EKS clusters run the HyperPod observability
     add-on."""
-    enabled: StrictBool = False
-    # Days AMP keeps samples (AWS::APS::Workspace WorkspaceConfiguration.RetentionPeriodInDays; AMP's default is 150).
-    retention_days: int = Field(default=150, ge=1, le=1095)
-    # Slurm only.
-    scrape_interval_seconds: int = Field(default=30, ge=10, le=300)
-    artifacts: list[Artifact] = []
-    # EKS only: the add-on amazon-sagemaker-hyperpod-observability; v1.0.5-eksbuild.1 is the version AWS names as
-    # adding the restricted-instance-group toleration (docs.aws.amazon.com/sagemaker/latest/dg/
-    # hyperpod-observability-addon-troubleshooting.html). Check `aws eks describe-addon-versions` before raising it.
-    eks_addon_version: AddonVersion = "v1.0.5-eksbuild.1"
+    enabled: StrictBool = Field(
+        False, description="An Amazon Managed Service for Prometheus workspace (storage stack) the nodes remote-write "
+                           "to: on Slurm the lifecycle exporters, with aps:RemoteWrite on the execution role; on EKS "
+                           "the HyperPod observability add-on (docs/observability.md).")
+    retention_days: int = Field(
+        default=150, ge=1, le=1095,
+        description="Days the workspace keeps samples (AWS::APS::Workspace RetentionPeriodInDays; AMP's default is "
+                    "150).")
+    scrape_interval_seconds: int = Field(default=30, ge=10, le=300,
+                                         description="Slurm only: the node agents' scrape interval.")
+    artifacts: list[Artifact] = Field(
+        [], description="Slurm only: the collectors' Debian packages from your S3 mirror: prometheus-node-exporter and "
+                        "prometheus (2.32 or later, for agent mode) on every node, optionally dcgm-exporter (compute "
+                        "nodes with an NVIDIA GPU); each named after the package it installs.")
+    # v1.0.5-eksbuild.1 is the version AWS names as adding the restricted-instance-group toleration
+    # (docs.aws.amazon.com/sagemaker/latest/dg/hyperpod-observability-addon-troubleshooting.html).
+    eks_addon_version: AddonVersion = Field(
+        "v1.0.5-eksbuild.1", description="EKS only: the pinned amazon-sagemaker-hyperpod-observability add-on version; "
+                                         "check aws eks describe-addon-versions before raising it.")
 
 
 SsoGroupId = Annotated[str, pattern(r"([0-9a-f]{10}-)?[A-Fa-f0-9]{8}-[A-Fa-f0-9]{4}-[A-Fa-f0-9]{4}-[A-Fa-f0-9]{4}-"
@@ -61,38 +75,54 @@ SsoGroupId = Annotated[str, pattern(r"([0-9a-f]{10}-)?[A-Fa-f0-9]{8}-[A-Fa-f0-9]
 
 
 class GrafanaSaml(Strict):
-    idp_metadata_url: Annotated[str, pattern(r"https://\S{1,2040}", "an https:// URL of the IdP's SAML metadata")]
-    role_attribute: Annotated[str, Field(min_length=1, max_length=256)] = "role"
-    admin_role_values: list[Annotated[str, Field(min_length=1, max_length=256)]] = []
+    """SAML sign-in to Grafana."""
+    idp_metadata_url: Annotated[str, pattern(r"https://\S{1,2040}", "an https:// URL of the IdP's SAML metadata")] = \
+        Field(description="Where Grafana reads the identity provider's SAML metadata.")
+    role_attribute: Annotated[str, Field(min_length=1, max_length=256)] = Field(
+        "role", description="The SAML assertion attribute that holds a user's role.")
+    admin_role_values: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
+        [], description="Values of role_attribute that make a user Grafana Admin; everyone else is Viewer.")
 
 
 class Grafana(Strict):
     """Opt-in Amazon Managed Grafana workspace with the platform's data sources and dashboards
     (observability/grafana/*.json, provisioned by lambda/grafana_provisioning)."""
-    enabled: StrictBool = False
-    authentication_provider: Literal["AWS_SSO", "SAML"] = "AWS_SSO"
-    # CUSTOMER_MANAGED only: the platform's own role may read exactly its AMP workspace (and CloudWatch); a
-    # SERVICE_MANAGED workspace gets the AWS-managed data-source policies instead.
-    permission_type: Literal["CUSTOMER_MANAGED"] = "CUSTOMER_MANAGED"
-    # IAM Identity Center groups given Grafana's Viewer role (the Studio users) and Admin role (AWS_SSO only).
-    viewer_group_ids: list[SsoGroupId] = []
-    admin_group_ids: list[SsoGroupId] = []
-    saml: Optional[GrafanaSaml] = None
+    enabled: StrictBool = Field(
+        False, description="An Amazon Managed Grafana workspace with the platform's data sources and dashboards; needs "
+                           "node_metrics.enabled.")
+    authentication_provider: Literal["AWS_SSO", "SAML"] = Field(
+        "AWS_SSO", description="AWS_SSO (IAM Identity Center groups) or SAML (then saml).")
+    permission_type: Literal["CUSTOMER_MANAGED"] = Field(
+        "CUSTOMER_MANAGED", description="Only CUSTOMER_MANAGED: the platform's own role may read exactly its AMP "
+                                        "workspace (and CloudWatch); a SERVICE_MANAGED workspace would get the "
+                                        "AWS-managed data-source policies instead.")
+    viewer_group_ids: list[SsoGroupId] = Field(
+        [], description="IAM Identity Center groups given Grafana's Viewer role (AWS_SSO only): put the Studio users' "
+                        "group here.")
+    admin_group_ids: list[SsoGroupId] = Field(
+        [], description="IAM Identity Center groups given Grafana's Admin role (AWS_SSO only).")
+    saml: Optional[GrafanaSaml] = Field(None, description="With authentication_provider SAML only.")
 
 
 class Observability(Strict):
     """Always on: one encrypted SNS topic for alarms and HyperPod events, a dashboard, log retention."""
-    subscriptions: list[AlarmSubscription] = []
-    # Every log group the platform creates (Lambda handlers, providers) and HyperPod's own cluster log group;
-    # network.flow_logs.retention_days and eks.log_retention_days keep governing theirs.
-    log_retention_days: Literal[LOG_RETENTION_DAYS] = 90  # type: ignore[valid-type]
-    fsx_free_capacity_percent: int = Field(default=10, ge=1, le=90)  # alarm below this share of free space
-    fsx_throughput_percent: int = Field(default=80, ge=10, le=100)  # of the file system's baseline throughput
-    fsx_throughput_minutes: int = Field(default=30, ge=5, le=1440)  # ... sustained this long
-    # Alarm when the oldest change waiting for automatic export to S3 is older than this.
-    export_backlog_minutes: int = Field(default=60, ge=5, le=1440)
-    node_metrics: NodeMetrics = NodeMetrics()  # opt-in
-    grafana: Grafana = Grafana()  # opt-in
+    subscriptions: list[AlarmSubscription] = Field([], description="Subscribers of the alarm topic.")
+    log_retention_days: Literal[LOG_RETENTION_DAYS] = Field(  # type: ignore[valid-type]
+        90, description="A CloudWatch Logs retention value, applied to every log group the platform creates (handlers, "
+                        "providers, asset uploads) and, after the cluster exists, to HyperPod's "
+                        "/aws/sagemaker/Clusters/<name>/<id>. Flow logs and the EKS control plane keep their own keys.")
+    fsx_free_capacity_percent: int = Field(default=10, ge=1, le=90,
+                                           description="Alarm when less of the file system is free.")
+    fsx_throughput_percent: int = Field(
+        default=80, ge=10, le=100,
+        description="Alarm when client throughput stays above this share of the baseline (capacity x throughput "
+                    "tier)...")
+    fsx_throughput_minutes: int = Field(default=30, ge=5, le=1440, description="... for this long, minutes.")
+    export_backlog_minutes: int = Field(
+        default=60, ge=5, le=1440,
+        description="Alarm when the oldest change waiting for automatic export to S3 is older, minutes.")
+    node_metrics: NodeMetrics = Field(NodeMetrics(), description="Opt-in: metrics from the nodes.")
+    grafana: Grafana = Field(Grafana(), description="Opt-in: a Grafana workspace.")
 
 
 def observability_errors(cfg: PlatformConfig) -> list[str]:

@@ -14,15 +14,26 @@ if TYPE_CHECKING:
 
 
 class LustreMetadata(Strict):
-    mode: Literal["AUTOMATIC", "USER_PROVISIONED"] = "AUTOMATIC"
-    iops: Optional[int] = None
+    """The file system's metadata performance."""
+    mode: Literal["AUTOMATIC", "USER_PROVISIONED"] = Field(
+        "AUTOMATIC", description="AUTOMATIC: FSx scales metadata IOPS with capacity; USER_PROVISIONED needs iops.")
+    iops: Optional[int] = Field(
+        None, description="Provisioned metadata IOPS, with mode USER_PROVISIONED only: 1500, 3000, 6000 or a multiple "
+                          "of 12000 up to 192000.")
 
 
 class DataRepository(Strict):
-    file_system_path: AbsolutePath = "/data"
-    s3_prefix: Annotated[str, pattern(r"([a-zA-Z0-9!_.*'()-]+/)*", "empty or a key prefix ending in '/'")] = ""
-    auto_import: list[Literal["NEW", "CHANGED", "DELETED"]] = ["NEW", "CHANGED", "DELETED"]
-    auto_export: list[Literal["NEW", "CHANGED", "DELETED"]] = ["NEW", "CHANGED", "DELETED"]
+    """The data repository association that links the file system to the data bucket."""
+    file_system_path: AbsolutePath = Field(
+        "/data", description="Where the S3 data appears under the mount (create-only: the association is replaced "
+                             "when it changes).")
+    s3_prefix: Annotated[str, pattern(r"([a-zA-Z0-9!_.*'()-]+/)*", "empty or a key prefix ending in '/'")] = Field(
+        "", description="Key prefix in the data bucket the association links, empty or ending in '/'.")
+    auto_import: list[Literal["NEW", "CHANGED", "DELETED"]] = Field(
+        ["NEW", "CHANGED", "DELETED"], description="S3 events imported to the file system automatically.")
+    auto_export: list[Literal["NEW", "CHANGED", "DELETED"]] = Field(
+        ["NEW", "CHANGED", "DELETED"], description="File system changes exported to S3 automatically. With DELETED, "
+                                                   "deleting a file on FSx deletes it in S3 too.")
 
 
 class ExistingLustre(Strict):
@@ -30,11 +41,16 @@ class ExistingLustre(Strict):
     data bucket; Studio's partitions are written through the file system's existing association to `data_bucket`
     (described by storage.lustre.data_repository), and a security group of the platform's is attached to the file
     system's network interfaces so the cluster and Studio reach it."""
-    file_system_id: Annotated[str, pattern(r"fs-[0-9a-f]{8,17}", "a file system ID such as fs-0123456789abcdef0")]
+    file_system_id: Annotated[str, pattern(r"fs-[0-9a-f]{8,17}", "a file system ID such as fs-0123456789abcdef0")] = \
+        Field(description="The file system's ID.")
     dns_name: Annotated[str, pattern(r"fs-[0-9a-f]{8,17}\.fsx\.[a-z0-9-]+\.amazonaws\.com(\.cn)?",
-                                      "the file system's DNS name, fs-....fsx.<region>.amazonaws.com")]
-    mount_name: Annotated[str, pattern(r"[a-z0-9]{8}|fsx", "the file system's LustreConfiguration.MountName")]
-    data_bucket: Annotated[str, pattern(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", "an S3 bucket name")]
+                                     "the file system's DNS name, fs-....fsx.<region>.amazonaws.com")] = \
+        Field(description="The file system's DNS name.")
+    mount_name: Annotated[str, pattern(r"[a-z0-9]{8}|fsx", "the file system's LustreConfiguration.MountName")] = \
+        Field(description="The file system's mount name (LustreConfiguration.MountName).")
+    data_bucket: Annotated[str, pattern(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", "an S3 bucket name")] = Field(
+        description="The bucket the file system's data repository association links at storage.lustre."
+                    "data_repository, where Studio partitions are written.")
 
 
 def _squash_id(value: str) -> str:
@@ -45,45 +61,73 @@ def _squash_id(value: str) -> str:
     return value
 
 
+_squash_id.allowed = "'UID:GID', each from 1 to 4294967294"
+
+
 class RootSquash(Strict):
     """FSx root squash on the platform's own file system (set by a custom resource, constructs/fsx_root_squash.py):
     root on a client acts as `squash_to` on the file system, except on the Slurm cluster's own subnets, whose nodes'
     lifecycle scripts create homes and directories as root. Studio and EKS pods are never exempt."""
-    enabled: StrictBool = True
-    squash_to: Annotated[str, AfterValidator(_squash_id)] = "65534:65534"
+    enabled: StrictBool = Field(
+        True, description="Root on a client acts as squash_to on the platform's file system. Slurm: the cluster's "
+                          "private subnets are exempt; EKS: nothing is. false sets 0:0 (off). Not applied to a file "
+                          "system you bring (docs/security.md).")
+    squash_to: Annotated[str, AfterValidator(_squash_id)] = Field(
+        "65534:65534", description="The UID:GID root on a client becomes (65534:65534 is nobody:nogroup).")
 
 
 class Lustre(Strict):
-    storage_capacity_gib: int = 1200
-    throughput_mib_per_tib: Literal[125, 250, 500, 1000] = 250
-    data_compression: Literal["LZ4", "NONE"] = "LZ4"
-    lustre_version: Literal["2.15"] = "2.15"
-    metadata: LustreMetadata = LustreMetadata()
-    mount_path: AbsolutePath = "/fsx"
-    # "native": HyperPod mounts it through InstanceStorageConfigs (the API-driven way; the lifecycle script waits for
-    # it); "lifecycle": on_init_complete.sh mounts it and records it in fstab.
-    mount_by: Literal["lifecycle", "native"] = "native"
-    data_repository: DataRepository = DataRepository()
-    existing: Optional[ExistingLustre] = None
-    root_squash: RootSquash = RootSquash()
+    """FSx for Lustre (PERSISTENT_2), or the file system you bring (`existing`)."""
+    storage_capacity_gib: int = Field(
+        1200, description="Storage capacity: 1200 or a multiple of 2400 GiB. It can grow in place, never shrink.")
+    throughput_mib_per_tib: Literal[125, 250, 500, 1000] = Field(
+        250, description="Throughput tier, MB/s per TiB of storage (create-only through CloudFormation; change it in "
+                         "place with aws fsx update-file-system, docs/deploy.md).")
+    data_compression: Literal["LZ4", "NONE"] = Field("LZ4", description="Data compression.")
+    lustre_version: Literal["2.15"] = Field("2.15", description="Lustre version.")
+    metadata: LustreMetadata = Field(LustreMetadata(), description="Metadata performance.")
+    mount_path: AbsolutePath = Field(
+        "/fsx", description="Where nodes mount the file system: an absolute path, not a system directory. Like every "
+                            "path key, only '/' and components of letters, digits, '.', '_', '-' (never '.' or "
+                            "'..'): nodes use it in shell scripts.")
+    mount_by: Literal["lifecycle", "native"] = Field(
+        "native", description="native: HyperPod mounts it through InstanceStorageConfigs.FsxLustreConfig (the "
+                              "API-driven way) and on_init_complete.sh waits for it; lifecycle: on_init_complete.sh "
+                              "mounts it and writes fstab.")
+    data_repository: DataRepository = Field(DataRepository(), description="The link to the data bucket.")
+    existing: Optional[ExistingLustre] = Field(
+        None, description="Bring your own file system in the cluster's VPC. No FSx, association or data bucket is "
+                          "created; a security group of the platform's (Lustre from the cluster and Studio) is "
+                          "attached to the file system's network interfaces by a custom resource and detached on "
+                          "delete.")
+    root_squash: RootSquash = Field(RootSquash(), description="FSx root squash on the platform's own file system.")
 
 
 class DataBucket(Strict):
-    # kms: SSE-KMS with the storage stack's customer managed key (the default); s3_managed: SSE-S3, opt-out only.
-    encryption: Literal["s3_managed", "kms"] = "kms"
+    """The S3 bucket the file system's data repository association links."""
+    encryption: Literal["s3_managed", "kms"] = Field(
+        "kms", description="kms: SSE-KMS with the storage stack's customer managed key (its policy admits FSx's "
+                           "S3-access service-linked role, and this account's principals through S3 for this bucket "
+                           "only); s3_managed: SSE-S3, an opt-out.")
 
 
 class Storage(Strict):
-    lustre: Lustre = Lustre()
-    data_bucket: DataBucket = DataBucket()
-    # Where jobs write checkpoints, relative to lustre.mount_path; default <data_repository.file_system_path>/checkpoints.
-    # It must lie inside lustre.data_repository.file_system_path so the association exports checkpoints to S3 (FSx
-    # cannot back up a file system linked to S3, so the export is what makes them durable). Nodes create it 1777.
-    checkpoint_dir: Optional[AbsolutePath] = None
-    # Size of one checkpoint of the models you train, for the synth summary's write and read time (optional).
-    checkpoint_gib: Optional[int] = Field(default=None, ge=1, le=1_000_000)
-    # The summary warns when writing one checkpoint at the file system's baseline throughput takes longer.
-    checkpoint_budget_minutes: int = Field(default=10, ge=1, le=1440)
+    """The file system, the data bucket and where checkpoints go."""
+    lustre: Lustre = Field(Lustre(), description="FSx for Lustre.")
+    data_bucket: DataBucket = Field(DataBucket(), description="The data bucket.")
+    checkpoint_dir: Optional[AbsolutePath] = Field(
+        None, description="Where jobs write checkpoints, relative to lustre.mount_path; unset: "
+                          "<data_repository.file_system_path>/checkpoints. It must lie inside "
+                          "lustre.data_repository.file_system_path (with NEW and CHANGED exported), so the association "
+                          "exports checkpoints to S3: FSx cannot back up a file system linked to S3, so the export is "
+                          "what makes them durable. Nodes create it mode 1777.")
+    checkpoint_gib: Optional[int] = Field(
+        default=None, ge=1, le=1_000_000,
+        description="Size of one checkpoint of the models you train: the synth summary prints its write and read time.")
+    checkpoint_budget_minutes: int = Field(
+        default=10, ge=1, le=1440,
+        description="The summary warns when writing one checkpoint at the file system's baseline throughput takes "
+                    "longer.")
 
 
 def lustre_errors(cfg: PlatformConfig) -> list[str]:

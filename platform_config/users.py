@@ -16,10 +16,17 @@ if TYPE_CHECKING:
 
 class User(Strict):
     """A person on the cluster and in Studio; Studio's POSIX identities need uid >= 10000 and gid >= 1001."""
-    name: PosixName
-    uid: int = Field(ge=10000, le=4000000)
-    gid: Optional[int] = Field(default=None, ge=1001, le=4000000)
-    sudo: StrictBool = False
+    name: PosixName = Field(
+        description="POSIX user name, unique; with Studio letters, digits and hyphens only (it is also the Studio "
+                    "profile's name). Never a system account or group name (root, slurm, ubuntu, munge, docker, "
+                    "systemd-*, ...: config/facts/reserved-users.json, written by tools/reserved_users.py with each "
+                    "name's source).")
+    uid: int = Field(ge=10000, le=4000000, description="The user's uid on every node and in Studio, unique; never "
+                                                       "65534 or the root squash identity.")
+    gid: Optional[int] = Field(default=None, ge=1001, le=4000000,
+                               description="The user's primary gid; unset: the uid. Never 65534 or the root squash "
+                                           "group.")
+    sudo: StrictBool = Field(False, description="Passwordless sudo on every node.")
 
     @property
     def group_id(self) -> int:
