@@ -1,7 +1,7 @@
 """Per-user mode on Slurm: the function that mints each Studio user's Slurm auth/jwt token (lambda/slurm_tokens) and,
 per batch of users, the schedule that invokes it and the users' token secrets and execution roles.
 
-Who can read what (README, Security):
+Who can read what (docs/security.md):
 - the signing key secret (cluster stack, addressed by its fixed name): written by the cluster's role, read only by
   this function's role;
 - user U's token secret `<name>/slurm-token/U`: written only by this function, read only by U's execution role,

@@ -122,7 +122,8 @@ class Cluster(Strict):
                            "joins the job and ends with it), from users with sudo: true and members of "
                            "cluster.directory.admin_groups (names without spaces, which pam_access cannot list); root "
                            "always. Needs pam_slurm_adopt.so built for HyperPod's Slurm on the compute nodes (the node "
-                           "stops with a message if it is missing); the controller adds PrologFlags=Contain.")
+                           "stops with a message if it is missing); the controller adds PrologFlags=Contain "
+                           "(lifecycle/hyperpod/README.md, \"GPUs and SSH on compute nodes\").")
     directory: Directory = Field(Directory(), description="Slurm only: directory users and groups through SSSD.")
     node_provisioning_mode: Optional[Literal["Continuous"]] = Field(
         None, description="Slurm only (EKS has eks.node_provisioning_mode): Continuous, HyperPod's continuous "

@@ -129,7 +129,8 @@ class Autoscaling(Strict):
 class Eks(Strict):
     """HyperPod on an EKS control plane (orchestrator: eks)."""
     kubernetes_version: Literal[KUBERNETES_VERSIONS] = Field(  # type: ignore[valid-type]
-        "1.33", description="What HyperPod on EKS supports (1.28-1.33) and a kubectl layer exists for; 1.34 is "
+        "1.33", description="What HyperPod on EKS supports (1.28-1.33: docs.aws.amazon.com/sagemaker/latest/dg/"
+                            "sagemaker-hyperpod-eks-prerequisites.html) and a kubectl layer exists for; 1.34 is "
                             "refused, as is any version an enabled add-on pin does not support.")
     authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = Field(
         "API", description="The cluster's authentication mode (HyperPod supports both).")

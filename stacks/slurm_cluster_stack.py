@@ -306,7 +306,7 @@ def node_metrics_parameters(config: PlatformConfig, remote_write_url: str | None
 def slurm_auth(config: PlatformConfig) -> str:
     """How Studio users authenticate to slurmctld, fixed at synth from the config: `jwt` (their own token, no munge
     key in Studio) when Studio partitions are per user (`shared_fsx: false`), else `munge` (the cluster's key).
-    The Studio stack's SharedFSx parameter only switches partitions; it does not change this (README, Security)."""
+    The Studio stack's SharedFSx parameter only switches partitions; it does not change this (docs/security.md)."""
     return "jwt" if config.orchestrator == "slurm" and config.studio.enabled and not config.shared_fsx else "munge"
 
 

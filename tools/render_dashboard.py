@@ -1,5 +1,5 @@
 """Draws the CloudWatch dashboard's layout (docs/dashboard.svg) from the body the default config synthesizes, so the
-README's picture is the generated definition, not a drawing. tests/test_dashboard_picture.py fails when stale.
+docs/observability.md's picture is the generated definition, not a drawing. tests/test_dashboard_picture.py fails when stale.
 
     JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 .venv/bin/python tools/render_dashboard.py
 
