@@ -7,10 +7,16 @@
 #
 # Only the parameters travel: the scripts are the node's copy from its creation. A failed download, invalid
 # parameters or a failed step keep the node as it is and the last applied digest, so the next run tries again.
+#
+# Every run, whatever the digest, it also checks that FSx is still mounted nosuid,nodev (mount_fsx.sh): a reboot does
+# not run the lifecycle scripts, and HyperPod mounts FSx again its own way. It remounts it so, or logs an ERROR and
+# fails the run (the node keeps running: nothing here can stop it any more).
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/user_paths.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/user_paths.sh"
 
 mkdir -p "$LOG_DIR" "$STATE_DIR"
 # Quiet when nothing changed: only downloads that fail and changes that are applied are logged.
@@ -20,6 +26,13 @@ exec 8>"$STATE_DIR/users_sync.lock"
 if ! flock -n 8; then
   log "another sync is still running; skipping this one"
   exit 0
+fi
+
+fsx_safe=0
+fsx="$(param fsx.mount_path)"
+if [[ -n "$fsx" ]] && mountpoint -q "$fsx" && ! problem="$(ensure_nosuid_nodev "$fsx")"; then
+  log "ERROR: $problem; a setuid file a user planted on FSx runs as its owner on this node until it is fixed"
+  fsx_safe=1
 fi
 
 APPLIED="$STATE_DIR/applied_parameters.sha256"
@@ -35,7 +48,7 @@ if ! aws s3 cp --only-show-errors "$uri" "$new"; then
 fi
 digest="$(sha256sum "$new" | cut -d' ' -f1)"
 if [[ "$digest" == "$(cat "$APPLIED" 2>/dev/null || true)" ]]; then
-  exit 0
+  exit "$fsx_safe"
 fi
 
 log "$uri changed (sha256 $digest); applying the users list"
@@ -57,3 +70,4 @@ install -m 0644 "$new" "$PARAMS_FILE"
 echo "$digest" >"$APPLIED.new"
 mv "$APPLIED.new" "$APPLIED"
 log "applied parameters sha256 $digest"
+exit "$fsx_safe"
