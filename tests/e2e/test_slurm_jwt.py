@@ -222,7 +222,9 @@ def test_controller_settings_in_the_included_file_only(jwt_cluster: JwtCluster):
     assert text.startswith(ACCOUNTING_CONF), "HyperPod's (the customer's) lines are kept, in order"
     block = text[len(ACCOUNTING_CONF):].splitlines()
     assert block[0].startswith("# BEGIN hyperpod-platform auth") and block[-1] == "# END hyperpod-platform auth"
-    assert block[1:-1] == ["AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={c.jwt_key}", "DisableRootJobs=YES"]
+    assert block[1:-1] == ["AuthAltTypes=auth/jwt",
+                           f"AuthAltParameters=jwt_key={c.jwt_key},disable_token_creation,max_token_lifespan=3600",
+                           "DisableRootJobs=YES"]
     assert "include accounting.conf" in c.conf.read_text().splitlines()
     assert "AuthAlt" not in c.conf.read_text(), "slurm.conf itself is HyperPod's and untouched"
     assert oct(c.jwt_key.stat().st_mode & 0o777) == "0o600" and c.jwt_key.stat().st_uid == 0  # SlurmUser=root here
@@ -314,6 +316,24 @@ def test_root_jobs_are_refused_on_the_cluster(jwt_cluster: JwtCluster):
     assert log.read_text().count("for user root disabled") == before + 1
 
 
+def test_a_user_cannot_mint_tokens_of_their_own(jwt_cluster: JwtCluster, studio_users):
+    """disable_token_creation: `scontrol token` (any lifespan) is refused to a cluster user on a node, who
+    authenticates with munge there; otherwise they could mint long-lived tokens that outlive their removal.
+    slurmctld itself reports both parameters, max_token_lifespan included (the cap if creation were ever allowed)."""
+    c = jwt_cluster
+    alice, _ = studio_users
+    as_alice = ["setpriv", f"--reuid={alice.uid}", f"--regid={alice.gid}", "--clear-groups", "--"]
+    for argv in (["scontrol", "token"], ["scontrol", "token", "lifespan=999999"]):
+        result = run([*as_alice, *argv], env=c.env())
+        assert result.returncode != 0 and "SLURM_JWT=" not in result.stdout, (argv, result)
+        assert "denied" in result.stderr.lower() or "disabled" in result.stderr.lower(), result.stderr
+    show = run(["scontrol", "show", "config"], env=c.env()).stdout
+    params = next(line.split("=", 1)[1].strip() for line in show.splitlines()
+                  if line.split("=")[0].strip() == "AuthAltParameters")
+    assert params.split(",")[1:] == ["disable_token_creation", "max_token_lifespan=3600"], params
+    assert any(line.split() == ["DisableRootJobs", "=", "Yes"] for line in show.splitlines()), show
+
+
 LCC = REPO / "lifecycle" / "studio" / "slurm_login_node.sh"
 
 
@@ -376,3 +396,21 @@ def _lcc_in_a_stock_space(c: JwtCluster, studio_users, tokens, partitions, pid: 
 
     again = run(space("bash", str(LCC)), env=env)
     assert again.returncode == 0 and "nothing changed" in again.stdout, again.stdout + again.stderr
+
+
+def test_shared_mode_keeps_root_jobs_refused(jwt_cluster: JwtCluster):
+    """Last in this module: the controller switched to shared mode (munge), where every Studio user holds the munge
+    key. The script drops the jwt lines but keeps DisableRootJobs=YES, so root still runs no job."""
+    c = jwt_cluster
+    params = json.loads(Path(c.script_env["PARAMS_FILE"]).read_text())
+    params["slurm"]["auth"] = "munge"
+    Path(c.script_env["PARAMS_FILE"]).write_text(json.dumps(params))
+    result = run(["bash", str(CONFIGURE_AUTH)], env=c.script_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    block = c.accounting.read_text()[len(ACCOUNTING_CONF):].splitlines()
+    assert block[1:-1] == ["DisableRootJobs=YES"], block
+    log = c.base / "ctl" / "state" / "slurmctld.log"
+    before = log.read_text().count("for user root disabled")
+    refused = run(["sbatch", "--parsable", "--wrap", "true"], env=c.env())
+    assert refused.returncode != 0 and "Invalid user id" in refused.stderr, refused
+    assert log.read_text().count("for user root disabled") == before + 1

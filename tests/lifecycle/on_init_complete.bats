@@ -34,7 +34,7 @@ run_as() {
   STUB_IPS="$1" run bash "$SCRIPTS/on_init_complete.sh"
 }
 
-@test "controller: users, keys, container runtime, pyxis, log rotation, one reconfigure; Slurm left to HyperPod" {
+@test "controller: users, keys, container runtime, pyxis, log rotation, root jobs off, a reconfigure per change; Slurm left to HyperPod" {
   enable_everything
   cp "$SLURM_CONF_DIR/slurm.conf" "$T/slurm.conf.hyperpod"
   run_as "$CONTROLLER_IP"
@@ -48,7 +48,9 @@ run_as() {
   [ "$(grep -cxF "include $SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" "$SLURM_CONF_DIR/plugstack.conf")" -eq 1 ]
   [ "$(cat "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "optional /usr/local/lib/slurm/spank_pyxis.so" ]
   grep -q '^/var/log/slurm/\*.log {' "$LOGROTATE_CONF"
-  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol reconfigure" "scontrol show config")" ]
+  # plugstack.conf (pyxis), then accounting.conf (DisableRootJobs=YES, shared mode too)
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol reconfigure" "scontrol reconfigure" "scontrol show config")" ]
+  grep -qxF "DisableRootJobs=YES" "$SLURM_CONF_DIR/accounting.conf"
   grep -q "\[check_gres\] WARNING: worker-group-1 has 1 GPU(s) per node but slurmctld's GresTypes is '(none)'" \
     "$LOG_DIR/on_init_complete.log"
   cmp "$T/slurm.conf.hyperpod" "$SLURM_CONF_DIR/slurm.conf"

@@ -80,10 +80,10 @@ calls() {
   grep "^$1 " "$STUB_LOG" || true
 }
 
-# mutating_calls -> every recorded call that changes the node (`scontrol show ...` only reads)
+# mutating_calls -> every recorded call that changes the node (`scontrol show ...` and `--version` only read)
 mutating_calls() {
   grep -E '^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-mark|aws) |^ip6?tables -w -A |^systemctl (daemon-reload|enable|restart|reload)' "$STUB_LOG" |
-    grep -v '^scontrol show ' || true
+    grep -v -e '^scontrol show ' -e '^scontrol --version$' || true
 }
 
 # add_section_artifact SECTION PREFIX NAME FILE CONTENT [SHA] : puts a fake .deb in the fake S3 under PREFIX and
