@@ -3,7 +3,8 @@
 # stack update only replaces platform_parameters.json in the lifecycle prefix. A systemd timer (install_users_sync.sh)
 # runs this every two minutes: it fetches that file, and when its digest differs from the one applied last, runs
 # create_users.sh (adds, locks removed users, grants and revokes sudo) and setup_ssh_keys.sh against it, and on the
-# controller, when cluster.accounting is enabled, apply_accounting.sh (departments, associations, QoS in slurmdbd).
+# controller configure_controller_ssh.sh (SSH for the admins) and, when cluster.accounting is enabled,
+# apply_accounting.sh (departments, associations, QoS in slurmdbd).
 #
 # Only the parameters travel: the scripts are the node's copy from its creation. A failed download, invalid
 # parameters or a failed step keep the node as it is and the last applied digest, so the next run tries again.
@@ -58,10 +59,13 @@ fi
 here="$(dirname "${BASH_SOURCE[0]}")"
 PARAMS_FILE="$new" bash "$here/create_users.sh" || die "create_users.sh failed; the next run tries again"
 PARAMS_FILE="$new" bash "$here/setup_ssh_keys.sh" || die "setup_ssh_keys.sh failed; the next run tries again"
-if [[ "$(PARAMS_FILE="$new" param accounting.enabled)" == true ]]; then
-  read -ra addresses <<<"$(hostname -I)"
-  node="$(params_py node-type "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" || die "cannot tell this node's type"
-  if [[ "${node%%$'\t'*}" == controller ]]; then
+read -ra addresses <<<"$(hostname -I)"
+node="$(params_py node-type "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" || die "cannot tell this node's type"
+if [[ "${node%%$'\t'*}" == controller ]]; then
+  # Who may SSH here follows users[].sudo.
+  PARAMS_FILE="$new" bash "$here/configure_controller_ssh.sh" ||
+    die "configure_controller_ssh.sh failed; the next run tries again"
+  if [[ "$(PARAMS_FILE="$new" param accounting.enabled)" == true ]]; then
     PARAMS_FILE="$new" bash "$here/apply_accounting.sh" || die "apply_accounting.sh failed; the next run tries again"
   fi
 fi

@@ -32,8 +32,8 @@ sync_log() {
 
 @test "install: the node keeps a copy of the user scripts and parameters and the applied digest" {
   bash "$SCRIPTS/install_users_sync.sh"
-  for f in sync_users.sh create_users.sh setup_ssh_keys.sh apply_accounting.sh lib/common.sh lib/user_paths.sh \
-    lib/params.py lib/accounting.py; do
+  for f in sync_users.sh create_users.sh setup_ssh_keys.sh configure_controller_ssh.sh apply_accounting.sh \
+    lib/common.sh lib/user_paths.sh lib/params.py lib/marked_block.py lib/accounting.py; do
     cmp "$SCRIPTS/$f" "$PLATFORM_DIR/$f"
   done
   cmp "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json"
@@ -245,4 +245,19 @@ changes() {
   [ "$status" -ne 0 ]
   grep -q "apply_accounting.sh failed; the next run tries again" "$LOG_DIR/users_sync.log"
   [ "$(cat "$STATE_DIR/applied_parameters.sha256")" = "$before" ]
+}
+
+@test "the controller's sync gives SSH to whoever has sudo now; other nodes' syncs leave sshd alone" {
+  mkdir -p "$(dirname "$PAM_SSHD")" && echo "@include common-account" >"$PAM_SSHD"
+  export CONTROLLER_ACCESS_FILE="$T/security/hyperpod-controller-ssh.conf"
+  node_created
+  publish users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": true}, {"name": "bob", "uid": 2002, "gid": 2102, "sudo": false}]'
+  STUB_IPS="10.1.0.31" sync # a compute node
+  [ "$status" -eq 0 ]
+  [ "$(cat "$PAM_SSHD")" = "@include common-account" ]
+  rm "$STATE_DIR/applied_parameters.sha256"
+  STUB_IPS="10.1.0.12 172.17.0.1" sync # the controller
+  [ "$status" -eq 0 ]
+  grep -qxF "+:root ubuntu alice:ALL" "$CONTROLLER_ACCESS_FILE"
+  grep -qxF "account required pam_access.so accessfile=$CONTROLLER_ACCESS_FILE" "$PAM_SSHD"
 }
