@@ -365,6 +365,10 @@ def _lcc_in_a_stock_space(c: JwtCluster, studio_users, tokens, partitions, pid: 
     alice, _ = studio_users
     root, state = c.base / "space" / "root", c.base / "space" / "home" / ".slurm-login"
     token_file = c.base / "space" / "home" / ".slurm" / "token"
+    # The space's home is its user's, as in Studio: the token is written there as alice, never by root.
+    token_file.parents[1].mkdir(parents=True, exist_ok=True)
+    os.chown(token_file.parents[1], alice.uid, alice.gid)
+    token_file.parents[1].chmod(0o750)
     env = {**c.aws_env, "SLURM_LOGIN_SECRET_ARN": c.login_secret, "SLURM_LOGIN_FOREGROUND": "1",
            "SLURM_LOGIN_ROOT": str(root), "SLURM_LOGIN_STATE_DIR": str(state),
            "SLURM_LOGIN_RETRY_DELAY": "1", "SLURM_TOKEN_SECRET_PREFIX": TOKEN_PREFIX,

@@ -246,3 +246,41 @@ on_fsx_node() {
   [[ "$output" =~ options\ [^$'\n']*noatime ]] # the mount's other options are kept
   grep -q " $T/fsx lustre [^ ]*nosuid,nodev" "$FSTAB"
 }
+
+# ------------------------------------------------------------------------------------------- Studio (slurm_token.sh)
+
+@test "Studio, space run as root: a symlinked ~/.slurm does not make root chown or chmod what it points to" {
+  make_victim
+  export SLURM_TOKEN_OWNER=alice SLURM_TOKEN_FILE="$T/space/home/.slurm/token" SLURM_TOKEN_SECRET_PREFIX=p/ \
+    SLURM_STUDIO_PROFILE=alice
+  install -d -m 0755 "$T/space"
+  install -d -m 0750 -o "${ALICE[0]}" -g "${ALICE[1]}" "$T/space/home"
+  as "${ALICE[@]}" ln -s "$VICTIM" "$T/space/home/.slurm"
+  rm "$T/bin/aws" # a link to the shared stub: replaced, not written through
+  printf '#!/bin/sh\necho "{\\"token\\": \\"aaa.bbb.ccc\\"}"\n' >"$T/bin/aws" # the profile's token secret
+  chmod +x "$T/bin/aws"
+  cp /etc/passwd "$T/passwd" && echo "alice:x:2001:2101::$T/space/home:/bin/bash" >>"$T/passwd"
+  cp /etc/group "$T/group" && echo "alice:x:2101:" >>"$T/group"
+  run unshare --mount --propagation private bash -c '
+    /usr/bin/mount --bind "$1/passwd" /etc/passwd && /usr/bin/mount --bind "$1/group" /etc/group || exit 2
+    log() { echo "$*"; }
+    die() { echo "ERROR: $*"; exit 1; }
+    as_root() { "$@"; }
+    source "$2"
+    fetch_token us-east-1' _ "$T" "$REPO_ROOT/lifecycle/studio/slurm_token.sh"
+  echo "$output"
+  victim_unchanged
+  [ "$status" -ne 0 ] # alice broke her own token file, nobody else's
+  # Her real home gets the token, hers, 0600.
+  as "${ALICE[@]}" rm "$T/space/home/.slurm"
+  run unshare --mount --propagation private bash -c '
+    /usr/bin/mount --bind "$1/passwd" /etc/passwd && /usr/bin/mount --bind "$1/group" /etc/group || exit 2
+    log() { echo "$*"; }
+    die() { echo "ERROR: $*"; exit 1; }
+    as_root() { "$@"; }
+    source "$2"
+    fetch_token us-east-1' _ "$T" "$REPO_ROOT/lifecycle/studio/slurm_token.sh"
+  [ "$status" -eq 0 ]
+  [ "$(stat -c '%u:%g %a' "$T/space/home/.slurm/token")" = "2001:2101 600" ]
+  [ "$(cat "$T/space/home/.slurm/token")" = "aaa.bbb.ccc" ]
+}
