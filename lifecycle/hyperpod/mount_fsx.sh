@@ -119,7 +119,7 @@ else
   log "fstab entry written for $path"
 fi
 
-mkdir -p "$path"
+mkdir -p "$path" # root-path-ok: the mount point on the node's own disk, before FSx is mounted on it
 if mountpoint -q "$path"; then
   log "$path is already mounted"
 else
