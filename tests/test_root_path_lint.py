@@ -4,7 +4,7 @@ or writes through a path a user can change.
 The lifecycle scripts under lifecycle/hyperpod run as root. Any variable holding a path under the users' homes or on
 FSx is tainted: it is assigned from `HOME_ROOT`, `home_root`, `CHECKPOINTS`, `fsx.mount_path` or `fsx.checkpoint_dir`,
 or from another tainted variable. A line that runs a file-changing command (chown, chmod, install, mkdir, touch, ln,
-cp, mv, rm, tee, truncate, flock) or a redirection on a tainted variable is a violation, unless
+cp, mv, rm, tee, truncate, flock, ssh-keygen) or a redirection on a tainted variable is a violation, unless
 - the line hands the work to the user (it starts with `as_user`), or sits in a function documented as running as the
   user (the comment above it says "runs as the user"), or
 - it is in lib/user_paths.sh, whose helpers act only after checking, without following links, directories only root
