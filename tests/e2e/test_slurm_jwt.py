@@ -10,7 +10,7 @@ HyperPod-shaped slurm.conf (`include accounting.conf`). Then, as on the controll
   into that user's secret.
 The Studio side is a private mount namespace in which the munge socket directory is empty: there is no munge key and
 no munged, so the only credential a Studio process has is the token it read. Jobs are submitted as the users' uids
-(alice 10001, bob 10002), as a Studio IDE runs them. Needs root and Debian's slurm-wlm, slurm-wlm-jwt-plugin, munge.
+(alice 10001:10101, bob 10002:10102), as a Studio IDE runs them. Needs root and Debian's slurm-wlm, slurm-wlm-jwt-plugin, munge.
 """
 from __future__ import annotations
 
@@ -265,8 +265,9 @@ def test_a_user_acts_only_as_themselves(jwt_cluster: JwtCluster, studio_users, t
     assert result.returncode == 0, result.stderr
     job = job_fields(c, result.stdout.strip())
     assert job["JobState"] == "COMPLETED" and job["UserId"] == f"{alice.name}({alice.uid})", job
+    assert job["GroupId"] == f"{alice.name}({alice.gid})", job
     assert (mine / "out.txt").read_text() == f"uid={alice.uid}\n"
-    assert (mine / "out.txt").stat().st_uid == alice.uid
+    assert ((mine / "out.txt").stat().st_uid, (mine / "out.txt").stat().st_gid) == (alice.uid, alice.gid)
 
     # alice's token in a process running as bob's uid, or as root in the space: slurmctld takes the user from the
     # token (alice) and refuses a job description that names another uid. Nothing runs, nothing reaches bob's dir.
