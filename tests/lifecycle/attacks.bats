@@ -259,8 +259,9 @@ on_fsx_node() {
   rm "$T/bin/aws" # a link to the shared stub: replaced, not written through
   printf '#!/bin/sh\necho "{\\"token\\": \\"aaa.bbb.ccc\\"}"\n' >"$T/bin/aws" # the profile's token secret
   chmod +x "$T/bin/aws"
-  cp /etc/passwd "$T/passwd" && echo "alice:x:2001:2101::$T/space/home:/bin/bash" >>"$T/passwd"
-  cp /etc/group "$T/group" && echo "alice:x:2101:" >>"$T/group"
+  # The space's accounts only (the host may have an alice of its own, e.g. the e2e tests' users).
+  printf 'root:x:0:0:root:/root:/bin/bash\nalice:x:2001:2101::%s:/bin/bash\n' "$T/space/home" >"$T/passwd"
+  printf 'root:x:0:\nalice:x:2101:\n' >"$T/group"
   run unshare --mount --propagation private bash -c '
     /usr/bin/mount --bind "$1/passwd" /etc/passwd && /usr/bin/mount --bind "$1/group" /etc/group || exit 2
     log() { echo "$*"; }
