@@ -120,7 +120,8 @@ class Storage(Strict):
                           "<data_repository.file_system_path>/checkpoints. It must lie inside "
                           "lustre.data_repository.file_system_path (with NEW and CHANGED exported), so the association "
                           "exports checkpoints to S3: FSx cannot back up a file system linked to S3, so the export is "
-                          "what makes them durable. Nodes create it mode 1777.")
+                          "what makes them durable. Nodes create it (root's, 0755) with a directory of each user's own "
+                          "inside (<checkpoint_dir>/<user>, 0700).")
     checkpoint_gib: Optional[int] = Field(
         default=None, ge=1, le=1_000_000,
         description="Size of one checkpoint of the models you train: the synth summary prints its write and read time.")

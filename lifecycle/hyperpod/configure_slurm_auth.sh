@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
-# Controller only. How Studio users authenticate to slurmctld (platform_parameters.json `slurm.auth`):
+# Controller only. Root jobs refused in both modes, and how Studio users authenticate to slurmctld
+# (platform_parameters.json `slurm.auth`). Everything goes into a delimited block of accounting.conf, the file
+# HyperPod's slurm.conf includes and leaves to the customer (AWS's base-config setup_mariadb_accounting.sh appends
+# there too; awslabs/awsome-distributed-ai@95b939cd); slurm.conf itself is never edited.
 #
+# - both modes: DisableRootJobs=YES (slurm.conf(5): "user root will be prevented from running any jobs"). In shared
+#   mode every Studio user holds the munge key and can act as any uid: without it, as root on every node. A slurm.conf
+#   that sets DisableRootJobs=YES itself is taken as it is; one that sets another value stops the script.
 # - jwt (per-user mode, `shared_fsx: false`): Studio spaces get no munge key. slurmctld also accepts Slurm's auth/jwt
 #   tokens (HS256), signed with a key only this node and the platform's token issuer hold; each Studio user receives a
 #   short-lived token naming only themselves (lambda/slurm_tokens). This script
 #     1. makes the key once: $JWT_KEY_FILE, 32 random bytes, mode 0600, owned by SlurmUser (/var/spool/slurm, or with
 #        several controllers their shared StateSaveLocation, so a backup that takes over accepts the same tokens);
-#     2. writes the settings into a delimited block of accounting.conf, the file HyperPod's slurm.conf includes and
-#        leaves to the customer (AWS's base-config setup_mariadb_accounting.sh appends there too;
-#        awslabs/awsome-distributed-ai@95b939cd). It never edits slurm.conf itself:
-#          AuthAltTypes=auth/jwt, AuthAltParameters=jwt_key=$JWT_KEY_FILE, DisableRootJobs=YES
+#     2. writes AuthAltTypes=auth/jwt and
+#          AuthAltParameters=jwt_key=$JWT_KEY_FILE,disable_token_creation,max_token_lifespan=$MAX_TOKEN_LIFESPAN
+#        slurm.conf(5): disable_token_creation 'Disable "scontrol token" use by non-SlurmUser accounts' (users would
+#        otherwise mint their own long-lived tokens, which outlive their removal from the config);
+#        max_token_lifespan 'max lifespan (in seconds) for any token generated for user accounts', added in Slurm
+#        22.05.0rc1 (its NEWS): left out, with a log line, when `scontrol --version` is older. Both checked against
+#        Debian's slurm-wlm 22.05.8 (man slurm.conf; tests/e2e/test_slurm_jwt.py);
 #     3. runs `scontrol reconfigure` when the block changed, then checks that slurmctld accepts a token (Slurm before
 #        23.11 loads a new auth plugin only on restart: it says so, and the cluster stays closed to Studio until then);
 #     4. writes the key to the Secrets Manager secret `slurm.jwt_key_secret_arn` (write only: this node's role cannot
 #        read it back; a marker file beside the key remembers what was written, so a second run writes nothing).
-# - munge (shared mode): removes the block if an earlier run wrote it, and reconfigures only then.
+# - munge (shared mode): the block holds DisableRootJobs=YES only (an earlier per-user run's jwt lines go).
 #
 # Usage: configure_slurm_auth.sh   (reads PARAMS_FILE; idempotent; never prints the key)
 set -euo pipefail
@@ -26,6 +35,8 @@ SLURM_CONF="${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}"
 INCLUDED_CONF="${INCLUDED_CONF:-$SLURM_CONF_DIR/accounting.conf}"
 JWT_KEY_FILE="${JWT_KEY_FILE:-}" # default below: it depends on how many controllers slurm.conf names
 SLURM_WAIT_ATTEMPTS="${SLURM_WAIT_ATTEMPTS:-60}"
+# The longest token a user account may be given: the token issuer's lifetime (lambda/slurm_tokens, one hour).
+MAX_TOKEN_LIFESPAN="${MAX_TOKEN_LIFESPAN:-3600}"
 BEGIN_MARK="# BEGIN hyperpod-platform auth (configure_slurm_auth.sh manages this block; edits are overwritten)"
 END_MARK="# END hyperpod-platform auth"
 
@@ -33,10 +44,6 @@ mode="$(param slurm.auth)"
 mode="${mode:-munge}"
 [[ "$mode" == jwt || "$mode" == munge ]] || die "slurm.auth must be jwt or munge, got '$mode'"
 
-if [[ "$mode" == munge ]] && ! grep -qxF "$BEGIN_MARK" "$INCLUDED_CONF" 2>/dev/null; then
-  log "slurm.auth munge: Studio spaces authenticate with the munge key; nothing to change"
-  exit 0
-fi
 wait_until "$SLURM_WAIT_ATTEMPTS" "a complete $SLURM_CONF" grep -qiE '^\s*SlurmctldHost\s*=' "$SLURM_CONF" ||
   die "cannot read a slurm.conf with SlurmctldHost at $SLURM_CONF"
 # Several controllers (HyperPod multi-head): a backup that takes over must accept the tokens the issuer signed, so every
@@ -51,27 +58,51 @@ if [[ -z "$JWT_KEY_FILE" ]]; then
   fi
 fi
 
-# render_block FILE MODE > NEW : FILE with our block replaced (jwt) or removed (munge); everything else kept.
-render_block() {
-  if [[ "$2" == jwt ]]; then
-    python3 "$LIB_DIR/marked_block.py" "$1" "$BEGIN_MARK" "$END_MARK" AuthAltTypes,AuthAltParameters,DisableRootJobs \
-      AuthAltTypes=auth/jwt "AuthAltParameters=jwt_key=$JWT_KEY_FILE" DisableRootJobs=YES
+# No included file (node_contract.json, slurm-conf-includes-accounting-conf): nothing is written, a contract warning, the
+# node continues. Per-user mode then stays off and closed to Studio users (no token is accepted, and per-user mode never
+# publishes the munge key); in shared mode root jobs stay as HyperPod's slurm.conf has them.
+what=DisableRootJobs
+[[ "$mode" == jwt ]] && what="DisableRootJobs and per-user mode (auth/jwt; Studio users cannot reach Slurm without it)"
+included_conf "$what" || exit 0
+if [[ "$mode" == jwt ]]; then
+  for setting in AuthAltTypes AuthAltParameters; do
+    [[ -z "$(slurm_setting "$setting")" ]] ||
+      die "$SLURM_CONF sets $setting itself; the platform's per-user mode needs it from $INCLUDED_CONF"
+  done
+fi
+block=(DisableRootJobs=YES)
+case "$(slurm_setting DisableRootJobs)" in
+  "") ;;
+  [yY][eE][sS])
+    log "$SLURM_CONF sets DisableRootJobs=YES itself"
+    block=()
+    ;;
+  *) die "$SLURM_CONF sets DisableRootJobs=$(slurm_setting DisableRootJobs); the platform refuses root jobs in every" \
+    "mode (a Studio user with the munge key would otherwise run jobs as root): remove it there" ;;
+esac
+
+# auth_parameters -> AuthAltParameters' value: max_token_lifespan only for a Slurm that knows it (22.05 and later).
+auth_parameters() {
+  local version major minor
+  version="$(SLURM_CONF="$SLURM_CONF" scontrol --version 2>/dev/null | awk '{print $2}')"
+  IFS=. read -r major minor _ <<<"$version"
+  if [[ "$major" =~ ^[0-9]+$ && "$minor" =~ ^[0-9]+$ ]] && ((10#$major * 100 + 10#$minor < 2205)); then
+    log "Slurm $version predates max_token_lifespan (22.05): token creation stays disabled for users, without it" >&2
+    echo "jwt_key=$JWT_KEY_FILE,disable_token_creation"
   else
-    python3 "$LIB_DIR/marked_block.py" "$1" "$BEGIN_MARK" "$END_MARK" ""
+    echo "jwt_key=$JWT_KEY_FILE,disable_token_creation,max_token_lifespan=$MAX_TOKEN_LIFESPAN"
   fi
 }
 
-# No included file (node_contract.json, slurm-conf-includes-accounting-conf): per-user mode stays off, closed to Studio
-# users (no token is accepted, and per-user mode never publishes the munge key); a contract warning, the node continues.
-if [[ "$mode" == jwt ]] && ! included_conf "per-user mode (auth/jwt for Studio users, DisableRootJobs): Studio users" \
-  "cannot reach Slurm until it is"; then
-  exit 0
-fi
-for setting in AuthAltTypes AuthAltParameters DisableRootJobs; do
-  if [[ "$mode" == jwt && -n "$(slurm_setting "$setting")" ]]; then
-    die "$SLURM_CONF sets $setting itself; the platform's per-user mode needs it from $INCLUDED_CONF"
+# render_block FILE MODE > NEW : FILE with our block replaced; everything else kept.
+render_block() {
+  local lines=("${block[@]}")
+  if [[ "$2" == jwt ]]; then
+    lines=(AuthAltTypes=auth/jwt "AuthAltParameters=$(auth_parameters)" "${lines[@]}")
   fi
-done
+  python3 "$LIB_DIR/marked_block.py" "$1" "$BEGIN_MARK" "$END_MARK" AuthAltTypes,AuthAltParameters,DisableRootJobs \
+    "${lines[@]}"
+}
 
 ensure_key() {
   local slurm_user dir tmp
@@ -163,9 +194,10 @@ else
   log "slurmctld reconfigured"
 fi
 
+log "root jobs are refused (DisableRootJobs=YES)"
 if [[ "$mode" == jwt ]]; then
   if jwt_accepted; then
-    log "slurmctld accepts auth/jwt tokens; root jobs are disabled"
+    log "slurmctld accepts auth/jwt tokens; users cannot create tokens of their own"
   else
     log "WARNING: slurmctld does not accept auth/jwt tokens yet. Slurm releases before 23.11 load a new" \
       "authentication plugin only when slurmctld starts: restart the slurmctld service once." \

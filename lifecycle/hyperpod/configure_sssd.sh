@@ -7,7 +7,8 @@
 #   CA         $HYPERPOD_DIR/directory/ca.pem (shipped with these scripts) must match directory.ca_certificate.sha256,
 #              then goes to $SSSD_CONF_DIR/hyperpod-directory-ca.pem; sssd demands a server certificate it signed.
 #   sssd.conf  rendered by lib/sssd.py, mode 0600: ldaps:// (or StartTLS), ldap_tls_reqcert = demand, the directory's
-#              own uidNumber/gidNumber (ldap_id_mapping = false), homes under the platform's home root (FSx when
+#              own uidNumber/gidNumber (ldap_id_mapping = false) from 1001 up (min_id: no entry may take a system
+#              account's or ubuntu's id, or the sudo group's gid), homes under the platform's home root (FSx when
 #              mounted), cached credentials, no enumeration, and login only for directory.access_groups (simple
 #              access provider). The bind password is read from Secrets Manager
 #              on every run and travels only through a pipe into that file: never an argument, a log line or a

@@ -4,13 +4,29 @@
 # Runs again whenever the parameters change (sync_users.sh): a user this script created on this node and no longer
 # listed is locked (never deleted: the home on FSx is the user's data), and every sudoers file of ours that the list
 # no longer asks for is removed.
+#
+# Homes, and (FSx) each user's checkpoint directory, are made by root only inside directories root alone can change
+# (lib/user_paths.sh): the home root must be one, or nothing is created. A new home is created empty, given to its
+# user, and /etc/skel is copied into it AS the user; an existing home must be a real directory of that uid, or that
+# user gets no account here (reported, and the script fails once the others are done). In the checkpoint directory,
+# an entry named after a user that is not that user's own directory (a link, or a directory another user made while
+# earlier versions left it world-writable) is moved aside, never followed, and the user gets a fresh one.
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/user_paths.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/user_paths.sh"
+
+SKEL_DIR="${SKEL_DIR:-/etc/skel}"
+# Ubuntu's HOME_MODE (/etc/login.defs), what useradd --create-home gave homes on the HyperPod AMI.
+HOME_DIR_MODE=0750
 
 HOME_ROOT="$(home_root)"
-mkdir -p "$HOME_ROOT" "$STATE_DIR"
+mkdir -p "$STATE_DIR"
+problem="$(ensure_root_dir "$HOME_ROOT" 0755)" ||
+  die "refusing to create homes in $HOME_ROOT: $problem. Another user could then own or replace any user's home;" \
+    "make $HOME_ROOT (and every directory above it) root's, not writable by others, and run this again"
 log "home directories under $HOME_ROOT"
 
 # One name a line: the users this script created with useradd on this node (the only ones it may ever lock), and
@@ -72,10 +88,48 @@ ensure_user() {
   fi
   owner="$(getent_field passwd "$uid" 1)"
   [[ -z "$owner" ]] || die "uid $uid for user $name is already used by user $owner"
-  # On FSx the home may already exist (created by another node); useradd then keeps it as is.
-  useradd --uid "$uid" --gid "$gid" --create-home --home-dir "$HOME_ROOT/$name" --shell /bin/bash "$name"
+  # The home is ensure_home's: useradd would copy /etc/skel as root into a directory the user already owns.
+  useradd --uid "$uid" --gid "$gid" --no-create-home --home-dir "$HOME_ROOT/$name" --shell /bin/bash "$name"
   add_line "$CREATED" "$name"
   log "created user $name ($uid:$gid), home $HOME_ROOT/$name"
+}
+
+# ensure_home NAME UID GID : NAME's home, new (0750, theirs, /etc/skel copied as them) or theirs already. On FSx
+# another node may have made it first.
+ensure_home() {
+  local name=$1 uid=$2 gid=$3 home="$HOME_ROOT/$1"
+  [[ -e "$home" || -L "$home" ]] && return 0 # checked by home_problem before
+  if ! make_user_dir "$HOME_ROOT" "$name" "$uid" "$gid" "$HOME_DIR_MODE"; then
+    problem="$(user_dir_problem "$HOME_ROOT" "$name" "$uid")"
+    [[ -z "$problem" ]] && return 0 # another node's, made a moment ago
+    home_problems+=("$problem")
+    return 0
+  fi
+  if [[ -d "$SKEL_DIR" ]]; then
+    # Each entry, not SKEL_DIR/. (whose mode cp would give the home).
+    as_user "$uid" "$gid" find "$SKEL_DIR" -mindepth 1 -maxdepth 1 -exec cp -R --preserve=mode -t "$home" -- {} + ||
+      log "WARNING: could not copy $SKEL_DIR into $home"
+  fi
+  log "created home $home ($uid:$gid, mode $HOME_DIR_MODE)"
+}
+
+# ensure_checkpoint_dir NAME UID GID : CHECKPOINTS/NAME, the user's own (0700), whatever was there before moved aside.
+ensure_checkpoint_dir() {
+  local name=$1 uid=$2 gid=$3 entry="$CHECKPOINTS/$1" what moved
+  [[ -n "$(user_dir_problem "$CHECKPOINTS" "$name" "$uid")" ]] || [[ ! -e "$entry" && ! -L "$entry" ]] || return 0
+  if [[ -L "$entry" ]]; then
+    what="a symbolic link"
+  elif [[ -d "$entry" ]]; then
+    what="a directory of uid $(stat -c %u "$entry"), not $name's"
+  elif [[ -e "$entry" ]]; then
+    what="not a directory"
+  fi
+  if [[ -n "${what:-}" ]]; then
+    moved="$(move_aside "$CHECKPOINTS" "$name")"
+    log "WARNING: $entry was $what: moved to $moved (left as it is), $name gets a directory of their own"
+  fi
+  make_user_dir "$CHECKPOINTS" "$name" "$uid" "$gid" 0700 || return 0
+  log "checkpoint directory $entry ($uid:$gid, mode 0700)"
 }
 
 ensure_sudo() {
@@ -149,16 +203,25 @@ from_directory() {
 users="$(params_py users "$PARAMS_FILE")"
 names=()
 directory_users=()
+home_problems=()
+set_up=() # "name uid gid" of every user whose account and home are in place
 while IFS=$'\t' read -r name uid gid sudo; do
   [[ -n "$name" ]] || continue
   names+=("$name")
+  problem="$(user_dir_problem "$HOME_ROOT" "$name" "$uid")"
+  if [[ -n "$problem" ]]; then
+    home_problems+=("$problem")
+    continue
+  fi
   if from_directory "$name" "$uid" "$gid"; then
     directory_users+=("$name")
   else
     ensure_group "$name" "$gid"
     ensure_user "$name" "$uid" "$gid"
   fi
+  ensure_home "$name" "$uid" "$gid"
   ensure_sudo "$name" "$sudo"
+  set_up+=("$name $uid $gid")
 done <<<"$users"
 
 is_current() {
@@ -200,8 +263,31 @@ if [[ -n "$shared_name" && -n "$shared_gid" ]]; then
   done <<<"$users"
 fi
 
+# Each user's checkpoint directory inside fsx.checkpoint_dir (made by mount_fsx.sh, root's, 0755), when homes are on
+# FSx. A problem there costs checkpoints their usual place, not the node: a warning.
+CHECKPOINTS=""
+if [[ "$HOME_ROOT" != "$DEFAULT_HOME_ROOT" && -n "$(param fsx.checkpoint_dir)" ]]; then
+  CHECKPOINTS="$(param fsx.mount_path)$(param fsx.checkpoint_dir)"
+  problem="$(root_dir_problem "$CHECKPOINTS")"
+  if [[ -n "$problem" ]]; then
+    log "WARNING: no per-user checkpoint directories: $problem (mount_fsx.sh makes $CHECKPOINTS root's)"
+    CHECKPOINTS=""
+  fi
+fi
+if [[ -n "$CHECKPOINTS" ]]; then
+  for entry in "${set_up[@]}"; do
+    read -r name uid gid <<<"$entry"
+    ensure_checkpoint_dir "$name" "$uid" "$gid"
+  done
+fi
+
+for problem in "${home_problems[@]}"; do
+  log "ERROR: $problem: that user gets no account or home here until it is fixed (a home must be a directory" \
+    "of its own user; move this one aside or give it to them)" >&2
+done
 if ((${#mismatches[@]})); then
   for m in "${mismatches[@]}"; do log "ERROR: $m" >&2; done
   die "${#mismatches[@]} user(s) of the config differ from the directory: set users[].uid (and gid) to the" \
     "directory's uidNumber/gidNumber, or take them out of users; Studio and Slurm tokens use the config's ids"
 fi
+((${#home_problems[@]} == 0)) || die "${#home_problems[@]} user(s) have a home that is not their own (above)"

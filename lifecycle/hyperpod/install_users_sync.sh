@@ -24,8 +24,8 @@ put() {
 uri="$(param users_sync.parameters_s3_uri)"
 [[ -n "$uri" ]] || die "$PARAMS_FILE names no users_sync.parameters_s3_uri: the users sync needs it"
 
-for f in sync_users.sh create_users.sh setup_ssh_keys.sh apply_accounting.sh enroot_dirs.sh lib/common.sh \
-  lib/params.py lib/accounting.py lib/safe_dirs.py; do
+for f in sync_users.sh create_users.sh setup_ssh_keys.sh configure_controller_ssh.sh apply_accounting.sh enroot_dirs.sh \
+  lib/common.sh lib/user_paths.sh lib/params.py lib/marked_block.py lib/accounting.py lib/safe_dirs.py; do
   put "$HERE/$f" "$PLATFORM_DIR/$f" 0755
 done
 put "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json" 0644

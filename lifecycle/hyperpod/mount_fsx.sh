@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # FSx for Lustre at fsx.mount_path: mounted here and recorded in fstab (fsx.mount true), or, when HyperPod mounts it
 # from InstanceStorageConfigs (fsx.mount false), waited for, so that homes are never placed on the local disk of a
-# node whose shared file system is merely late. Once it is mounted, in both modes: the Lustre client tuning AWS
-# recommends for large instances, and the checkpoint directory inside the S3-linked path.
+# node whose shared file system is merely late. Once it is mounted, in both modes: nosuid and nodev on the mount, the
+# Lustre client tuning AWS recommends for large instances, and the checkpoint directory inside the S3-linked path.
+#
+# nosuid,nodev: FSx is shared with Studio, where every user has sudo and root squash maps only uid 0, so a Studio
+# user can write a file as any other non-root uid, setuid bit included; on a node such a file would run as that uid.
+# The platform's fstab line carries both options; HyperPod's own mount (options not documented) is remounted with
+# them (lib/user_paths.sh ensure_nosuid_nodev), and the users-sync timer checks again every run, since a reboot
+# brings HyperPod's mount back as HyperPod makes it. A security control: if the mount cannot get them, the node fails.
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/user_paths.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/user_paths.sh"
 
 # New ENIs can take a minute to route to the file system, so a first failure is not final.
 MOUNT_ATTEMPTS="${MOUNT_ATTEMPTS:-6}"
@@ -45,14 +53,36 @@ tune_lustre() {
 }
 
 # The checkpoint directory lies inside the data repository association's path (stacks/config.py checks), so FSx
-# exports what jobs write there to S3. Every user may create their own subdirectory; only owners delete (sticky).
+# exports what jobs write there to S3. It is root's, 0755, and holds one directory per user, theirs, 0700, which
+# create_users.sh makes (here and on every users sync): no user can create, or plant a link under, another user's
+# name. Earlier versions made it 1777; an existing one gets 0755 (entries users made in it stay theirs). Every
+# directory on the way is checked, never followed; a problem costs the directory, not the node: a warning.
 checkpoint_dir() {
-  local dir
+  local dir sub="" part parts problem
   dir="$(param fsx.checkpoint_dir)"
   [[ -n "$dir" ]] || return 0
-  mkdir -p "$1$dir"
-  chmod 1777 "$1$dir"
-  log "checkpoint directory $1$dir (exported to S3)"
+  IFS=/ read -ra parts <<<"${dir#/}"
+  for part in "${parts[@]}"; do
+    [[ -n "$part" ]] || continue
+    sub="$sub/$part"
+    if [[ "$sub" != "/${dir#/}" && -e "$1$sub" ]]; then
+      # A directory on the way (the S3-linked path) is checked, never changed; it may be sticky, as /tmp is.
+      problem="$(root_dir_problem "$1$sub" sticky)"
+      [[ -z "$problem" ]] && continue
+    elif problem="$(ensure_root_dir "$1$sub" 0755)"; then
+      continue
+    fi
+    log "WARNING: no checkpoint directory: $problem; jobs must write checkpoints elsewhere until it is fixed"
+    return 0
+  done
+  log "checkpoint directory $1$dir (exported to S3; one directory per user)"
+}
+
+# nosuid_nodev PATH : fails the node unless the mount at PATH has nosuid and nodev.
+nosuid_nodev() {
+  local problem
+  problem="$(ensure_nosuid_nodev "$1")" ||
+    die "$problem. Refusing to go on: a setuid file a Studio user planted on FSx would run as its owner here"
 }
 
 path="$(param fsx.mount_path)"
@@ -65,6 +95,7 @@ if [[ "$(param fsx.mount)" != "true" ]]; then
     || die "$path is not mounted; HyperPod mounts it from the instance group's InstanceStorageConfigs, check the" \
       "group's FsxLustreConfig and that the security group allows Lustre (988, 1018-1023)"
   log "$path is mounted by HyperPod"
+  nosuid_nodev "$path"
   tune_lustre
   checkpoint_dir "$path"
   exit 0
@@ -72,7 +103,7 @@ fi
 
 dns="$(param fsx.dns_name)"
 mount_name="$(param fsx.mount_name)"
-entry="$dns@tcp:/$mount_name $path lustre defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target 0 0"
+entry="$dns@tcp:/$mount_name $path lustre defaults,noatime,flock,nosuid,nodev,_netdev,x-systemd.automount,x-systemd.requires=network-online.target 0 0"
 
 touch "$FSTAB"
 if grep -qxF "$entry" "$FSTAB"; then
@@ -88,7 +119,7 @@ else
   log "fstab entry written for $path"
 fi
 
-mkdir -p "$path"
+mkdir -p "$path" # root-path-ok: the mount point on the node's own disk, before FSx is mounted on it
 if mountpoint -q "$path"; then
   log "$path is already mounted"
 else
@@ -96,5 +127,6 @@ else
   mountpoint -q "$path" || die "mount reported success but $path is not a mount point"
   log "mounted $dns@tcp:/$mount_name at $path"
 fi
+nosuid_nodev "$path"
 tune_lustre
 checkpoint_dir "$path"

@@ -56,8 +56,11 @@ bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
 # The one accounting database is written from the primary controller only.
 [[ "$CONTROLLER_ROLE" == primary ]] && bash "$HERE/apply_accounting.sh"
 
-# Per-user mode (slurm.auth jwt): auth/jwt for Studio users and DisableRootJobs, in slurm.conf's included file.
+# DisableRootJobs (both modes) and, per-user mode (slurm.auth jwt), auth/jwt for Studio users, in slurm.conf's
+# included file.
 [[ "$NODE_TYPE" == controller ]] && bash "$HERE/configure_slurm_auth.sh"
+# The controller holds the JWT key and the controller role: SSH there for administrators only.
+[[ "$NODE_TYPE" == controller ]] && bash "$HERE/configure_controller_ssh.sh"
 # pam_slurm_adopt: PrologFlags=Contain on the controller, the PAM stack on compute nodes (cluster.pam_slurm_adopt).
 bash "$HERE/configure_pam_adopt.sh" "$NODE_TYPE"
 # GPUs are GRES in HyperPod's slurm.conf; report nodes whose count differs from their instance type's.

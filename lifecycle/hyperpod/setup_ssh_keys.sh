@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # Passwordless SSH between cluster nodes for every user in the parameters, as MPI launchers and pdsh need: one key
-# pair per user in ~/.ssh on the shared file system (the first node to get here makes it, under a lock; later
-# nodes find it), its public key in authorized_keys, and an ssh client setting for the cluster's node names.
+# pair per user in ~/.ssh on the shared file system (the first node to get here makes it; later nodes find it), its
+# public key in authorized_keys, and an ssh client setting for the cluster's node names.
 # Homes on a node's local disk (no FSx) are not shared, so nothing is generated there.
+#
+# Everything inside a home runs AS its user (lib/user_paths.sh as_user): the home, ~/.ssh and every file in it are
+# the user's, and cluster nodes keep root on FSx, so root following a link the user planted there would hand them any
+# file on every node. As the user, a planted link gets them only what they could already write. Root keeps one lock,
+# in its own directory, so two runs on a node never overlap; nodes racing for a user's first key need none: a key
+# becomes id_ed25519_cluster by a hard link, which only one node can make. A user whose ~/.ssh cannot be set up (they
+# broke it, or it blocks) gets a warning and is skipped; the others and the node carry on.
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/user_paths.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/user_paths.sh"
 
 SSH_CLIENT_CONF="${SSH_CLIENT_CONF:-/etc/ssh/ssh_config.d/60-hyperpod-cluster.conf}"
 
@@ -33,29 +42,49 @@ if ! cmp -s "$client_conf" "$SSH_CLIENT_CONF"; then
 fi
 rm -f "$client_conf"
 
-# ensure_keys NAME UID GID : key pair and authorized_keys in NAME's home, owned by NAME, nothing group-writable.
-ensure_keys() {
-  local name=$1 uid=$2 gid=$3 dir key
-  dir="$HOME_ROOT/$name/.ssh"
-  key="$dir/id_ed25519_cluster"
-  install -d -m 0700 -o "$uid" -g "$gid" "$dir"
-  (
-    flock -w 120 9 || die "timed out waiting for the lock on $dir"
-    if [[ ! -s "$key" ]]; then
-      ssh-keygen -q -t ed25519 -N "" -C "$name@hyperpod-cluster" -f "$key"
-      log "generated the cluster SSH key of $name"
+mkdir -p "$STATE_DIR"
+problem="$(ensure_root_dir "$LOCK_DIR" 0700)" || die "cannot keep root's lock: $problem"
+exec 9>"$LOCK_DIR/setup_ssh_keys.lock"
+flock -w 600 9 || die "another setup_ssh_keys.sh run on this node holds $LOCK_DIR/setup_ssh_keys.lock"
+
+# user_keys NAME : runs as the user, in their home. Never call it as root.
+user_keys() {
+  set -euo pipefail
+  local name=$1 key=.ssh/id_ed25519_cluster new pub
+  umask 077
+  cd "$HOME"
+  [[ -d .ssh ]] || mkdir -m 0700 .ssh
+  chmod 0700 .ssh
+  if [[ ! -e "$key" ]]; then
+    new="$(mktemp -d .ssh/.hyperpod-keygen.XXXXXX)"
+    ssh-keygen -q -t ed25519 -N "" -C "$name@hyperpod-cluster" -f "$new/key"
+    # A hard link fails when the name exists: of nodes racing here, exactly one key wins.
+    if ln "$new/key" "$key" 2>/dev/null; then
+      mv -f "$new/key.pub" "$key.pub"
+      echo "generated the cluster SSH key of $name"
     fi
-    touch "$dir/authorized_keys"
-    grep -qxF "$(cat "$key.pub")" "$dir/authorized_keys" || cat "$key.pub" >>"$dir/authorized_keys"
-    chown "$uid:$gid" "$key" "$key.pub" "$dir/authorized_keys"
-    chmod 0600 "$key" "$dir/authorized_keys"
-    chmod 0644 "$key.pub"
-  ) 9>"$dir/.hyperpod-keys.lock"
-  chown "$uid:$gid" "$dir/.hyperpod-keys.lock"
+    rm -rf "$new"
+  fi
+  # The public key from the private one: a node that lost the race may get here before the winner's .pub.
+  pub="$(ssh-keygen -y -f "$key")"
+  [[ "$pub" == ssh-ed25519\ * ]] || { echo "$HOME/$key does not hold an ed25519 key" >&2; return 1; }
+  pub="$(cut -d' ' -f1,2 <<<"$pub")"
+  touch .ssh/authorized_keys
+  grep -qF "$pub" .ssh/authorized_keys || echo "$pub $name@hyperpod-cluster" >>.ssh/authorized_keys
+  chmod 0600 "$key" .ssh/authorized_keys
+  if [[ -e "$key.pub" ]]; then chmod 0644 "$key.pub"; fi
 }
 
 users="$(params_py users "$PARAMS_FILE")"
 while IFS=$'\t' read -r name uid gid _; do
   [[ -n "$name" ]] || continue
-  ensure_keys "$name" "$uid" "$gid"
+  home="$HOME_ROOT/$name"
+  problem="$(user_dir_problem "$HOME_ROOT" "$name" "$uid")"
+  [[ -e "$home" || -n "$problem" ]] || problem="$home does not exist"
+  if [[ -z "$problem" ]] && as_user "$uid" "$gid" env HOME="$home" bash -c "$(declare -f user_keys); user_keys \"\$1\"" \
+    _ "$name" 9>&-; then
+    continue
+  fi
+  log "WARNING: could not set up the cluster SSH key of $name${problem:+: $problem} (see above); the other users" \
+    "and this node carry on"
 done <<<"$users"

@@ -3,15 +3,21 @@
 # stack update only replaces platform_parameters.json in the lifecycle prefix. A systemd timer (install_users_sync.sh)
 # runs this every two minutes: it fetches that file, and when its digest differs from the one applied last, runs
 # create_users.sh (adds, locks removed users, grants and revokes sudo), setup_ssh_keys.sh and enroot_dirs.sh (new users'
-# enroot directories) against it, and on the controller apply_accounting.sh (every user's association; with
-# cluster.accounting, departments and QoS in slurmdbd).
+# enroot directories) against it, and on the controller configure_controller_ssh.sh (SSH for the admins) and, on the
+# primary controller, apply_accounting.sh (every user's association; with cluster.accounting, departments and QoS).
 #
 # Only the parameters travel: the scripts are the node's copy from its creation. A failed download, invalid
 # parameters or a failed step keep the node as it is and the last applied digest, so the next run tries again.
+#
+# Every run, whatever the digest, it also checks that FSx is still mounted nosuid,nodev (mount_fsx.sh): a reboot does
+# not run the lifecycle scripts, and HyperPod mounts FSx again its own way. It remounts it so, or logs an ERROR and
+# fails the run (the node keeps running: nothing here can stop it any more).
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/user_paths.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/user_paths.sh"
 
 mkdir -p "$LOG_DIR" "$STATE_DIR"
 # Quiet when nothing changed: only downloads that fail and changes that are applied are logged.
@@ -21,6 +27,13 @@ exec 8>"$STATE_DIR/users_sync.lock"
 if ! flock -n 8; then
   log "another sync is still running; skipping this one"
   exit 0
+fi
+
+fsx_safe=0
+fsx="$(param fsx.mount_path)"
+if [[ -n "$fsx" ]] && mountpoint -q "$fsx" && ! problem="$(ensure_nosuid_nodev "$fsx")"; then
+  log "ERROR: $problem; a setuid file a user planted on FSx runs as its owner on this node until it is fixed"
+  fsx_safe=1
 fi
 
 APPLIED="$STATE_DIR/applied_parameters.sha256"
@@ -36,7 +49,7 @@ if ! aws s3 cp --only-show-errors "$uri" "$new"; then
 fi
 digest="$(sha256sum "$new" | cut -d' ' -f1)"
 if [[ "$digest" == "$(cat "$APPLIED" 2>/dev/null || true)" ]]; then
-  exit 0
+  exit "$fsx_safe"
 fi
 
 log "$uri changed (sha256 $digest); applying the users list"
@@ -47,16 +60,21 @@ here="$(dirname "${BASH_SOURCE[0]}")"
 PARAMS_FILE="$new" bash "$here/create_users.sh" || die "create_users.sh failed; the next run tries again"
 PARAMS_FILE="$new" bash "$here/setup_ssh_keys.sh" || die "setup_ssh_keys.sh failed; the next run tries again"
 PARAMS_FILE="$new" bash "$here/enroot_dirs.sh" || die "enroot_dirs.sh failed; the next run tries again"
-# Every user's Slurm association (slurm.conf may enforce them), and with accounting on, departments and QoS; written
-# from the primary controller only (the one accounting database).
 read -ra addresses <<<"$(hostname -I)"
 node="$(params_py node-type "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" || die "cannot tell this node's type"
-if [[ "${node%%$'\t'*}" == controller &&
-  "$(params_py controller-role "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" == primary$'\t'* ]]; then
-  PARAMS_FILE="$new" bash "$here/apply_accounting.sh" || die "apply_accounting.sh failed; the next run tries again"
+if [[ "${node%%$'\t'*}" == controller ]]; then
+  # Who may SSH here follows users[].sudo.
+  PARAMS_FILE="$new" bash "$here/configure_controller_ssh.sh" ||
+    die "configure_controller_ssh.sh failed; the next run tries again"
+  # Every user's Slurm association (slurm.conf may enforce them), and with accounting on, departments and QoS; written
+  # from the primary controller only (the one accounting database).
+  if [[ "$(params_py controller-role "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" == primary$'\t'* ]]; then
+    PARAMS_FILE="$new" bash "$here/apply_accounting.sh" || die "apply_accounting.sh failed; the next run tries again"
+  fi
 fi
 
 install -m 0644 "$new" "$PARAMS_FILE"
 echo "$digest" >"$APPLIED.new"
 mv "$APPLIED.new" "$APPLIED"
 log "applied parameters sha256 $digest"
+exit "$fsx_safe"

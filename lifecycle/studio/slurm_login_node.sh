@@ -42,6 +42,15 @@ as_root() {
   if ((EUID == 0)); then "$@"; else sudo -n -- "$@"; fi
 }
 
+# root_put DEST MODE [OWNER] < CONTENT : CONTENT into DEST (a system path), owned by OWNER (default root) with MODE,
+# through a temporary file beside DEST. Root reads only its stdin, which this script opens: never a file in the
+# user's home or /tmp that the user could swap for a link between a check and root's read.
+root_put() {
+  # shellcheck disable=SC2016 # the inner sh expands them
+  as_root sh -c 'set -e; t="$(mktemp "$1.XXXXXX")"; cat >"$t"; chown "$3:$(id -gn "$3")" "$t"; chmod "$2" "$t"
+    mv -f "$t" "$1"' _ "$1" "$2" "${3:-root}"
+}
+
 # as_munge CMD... : runs CMD as MUNGE_USER (munged refuses a key owned by another user).
 as_munge() {
   if [[ "$(id -un)" == "$MUNGE_USER" ]]; then
@@ -244,19 +253,28 @@ install_bundle() {
   if [[ "$auth" == jwt && ! -f "$work/bundle/slurm-client/lib/slurm/auth_jwt.so" ]]; then
     die "per-user mode needs auth_jwt.so, which the controller's client bundle lacks"
   fi
+  # Root installs from its own copy of the archive, checked again there: never from files the user could change
+  # after the check above.
   new="$CLIENT_DIR.new"
   as_root rm -rf "$new"
-  as_root install -d -m 0755 "$(dirname "$CLIENT_DIR")"
-  as_root cp -R "$work/bundle/slurm-client" "$new"
+  as_root install -d -m 0755 "$(dirname "$CLIENT_DIR")" "$new"
+  root_put "$new/.bundle.tar.gz" 0600 <"$work/bundle.tar.gz"
+  got="$(as_root sha256sum "$new/.bundle.tar.gz" | awk '{print $1}')"
+  if [[ "$got" != "$sha" ]]; then
+    as_root rm -rf "$new"
+    die "the Slurm client bundle changed while it was being installed: refusing it (nothing was installed)"
+  fi
+  as_root tar -xzf "$new/.bundle.tar.gz" -C "$new" --strip-components=1 --no-same-owner --no-same-permissions \
+    slurm-client
+  as_root rm -f "$new/.bundle.tar.gz"
+  [[ "$(cat "$new/VERSION")" == "$version" && "$(cat "$new/INTERPRETER")" == "$interp" ]] ||
+    { as_root rm -rf "$new"; die "the Slurm client bundle changed while it was being installed: refusing it"; }
   as_root install -d -m 0755 "$new/bin"
   while read -r cmd; do
-    [[ "$cmd" =~ ^[a-z]+$ ]] || die "the client bundle lists an unexpected command name '$cmd'"
-    bundle_wrapper "$cmd" "$interp" >"$work/wrapper"
-    as_root install -m 0755 "$work/wrapper" "$new/bin/$cmd"
-  done <"$work/bundle/slurm-client/COMMANDS"
-  echo "$sha" >"$work/sha256"
-  as_root install -m 0644 "$work/sha256" "$new/.sha256"
-  as_root chown -R root:root "$new" 2>/dev/null || true
+    [[ "$cmd" =~ ^[a-z]+$ ]] || { as_root rm -rf "$new"; die "the client bundle lists an unexpected command name '$cmd'"; }
+    bundle_wrapper "$cmd" "$interp" | root_put "$new/bin/$cmd" 0755
+  done <"$new/COMMANDS"
+  echo "$sha" | root_put "$new/.sha256" 0644
   as_root rm -rf "$CLIENT_DIR.old"
   [[ ! -e "$CLIENT_DIR" ]] || as_root mv "$CLIENT_DIR" "$CLIENT_DIR.old"
   as_root mv "$new" "$CLIENT_DIR"
@@ -275,7 +293,7 @@ link_commands() {
     [[ "$auth" == jwt && " ${WRAPPED[*]} " == *" $cmd "* ]] && continue
     printf '%s\n' '#!/bin/sh' "exec $CLIENT_DIR/bin/$cmd \"\$@\"" >"$STATE_DIR/link.tmp"
     if ! cmp -s "$STATE_DIR/link.tmp" "$WRAPPER_DIR/$cmd" 2>/dev/null; then
-      as_root install -m 0755 "$STATE_DIR/link.tmp" "$WRAPPER_DIR/$cmd"
+      root_put "$WRAPPER_DIR/$cmd" 0755 <"$STATE_DIR/link.tmp"
       changed=0
     fi
   done
@@ -283,7 +301,7 @@ link_commands() {
     "case \":\$PATH:\" in *\":$CLIENT_DIR/bin:\"*) ;; *) PATH=\"$CLIENT_DIR/bin:\$PATH\" ;; esac" \
     "export SLURM_CONF=\"\${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}\"" >"$STATE_DIR/link.tmp"
   if ! cmp -s "$STATE_DIR/link.tmp" "$PROFILE_SNIPPET" 2>/dev/null; then
-    as_root install -m 0644 "$STATE_DIR/link.tmp" "$PROFILE_SNIPPET"
+    root_put "$PROFILE_SNIPPET" 0644 <"$STATE_DIR/link.tmp"
     changed=0
   fi
   rm -f "$STATE_DIR/link.tmp"
@@ -299,14 +317,13 @@ ensure_munge_user() {
 
 # put_file SRC DEST MODE OWNER : installs SRC as DEST unless content, mode and owner already match.
 put_file() {
-  local src=$1 dest=$2 mode=$3 owner=$4 group
-  if as_root test -f "$dest" && as_root cmp -s "$src" "$dest" &&
+  local src=$1 dest=$2 mode=$3 owner=$4
+  if as_root test -f "$dest" && as_root cat "$dest" | cmp -s "$src" - &&
     [[ "$(as_root stat -c '%a %U' "$dest")" == "$mode $owner" ]]; then
     return 1
   fi
-  group="$(id -gn "$owner")"
   as_root install -d -m 0755 "$(dirname "$dest")"
-  as_root install -m "$mode" -o "$owner" -g "$group" "$src" "$dest"
+  root_put "$dest" "$mode" "$owner" <"$src"
 }
 
 # munge's commands from the bundle by full path: sudo resets PATH.
@@ -399,7 +416,7 @@ setup() {
     token_secret_id >/dev/null
     if install_wrappers; then CHANGED+=("client wrappers"); fi
     fetch_token "$region" || token_ok=$?
-    ((token_ok != 1)) || die "cannot read this profile's Slurm token"
+    ((token_ok != 1)) || die "cannot read this profile's Slurm token or write it (see above)"
     start_refresher "$region"
     if ((token_ok == 2)); then
       log "ready once the token arrives: the background refresher installs it"

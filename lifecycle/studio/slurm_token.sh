@@ -5,7 +5,7 @@
 # Sourced by slurm_login_node.sh; `bash slurm_token.sh refresh` is the background refresher it starts.
 #
 # - the token goes to $SLURM_TOKEN_FILE (default ~/.slurm/token, mode 0600, owned by $SLURM_TOKEN_OWNER, default the
-#   user running this script: the IDE's user);
+#   user running this script: the IDE's user), written as that user (never by root into their home);
 # - wrappers in $R/usr/local/bin (ahead of /usr/bin on PATH) export SLURM_JWT from that file on every call of sbatch,
 #   squeue, ..., so a terminal opened hours ago still sends a current token;
 # - the refresher re-reads the secret every $SLURM_TOKEN_REFRESH_SECONDS (default 300; 0: none, for tests).
@@ -28,6 +28,17 @@ token_secret_id() {
   [[ "$profile" =~ ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$ ]] ||
     die "cannot tell this space's user profile (UserProfileName in $RESOURCE_METADATA): '$profile'"
   echo "$prefix$profile"
+}
+
+# as_owner CMD... : CMD as TOKEN_OWNER (this user; as root, runuser; else passwordless sudo).
+as_owner() {
+  if [[ "$(id -un)" == "$TOKEN_OWNER" ]]; then
+    "$@"
+  elif ((EUID == 0)); then
+    runuser -u "$TOKEN_OWNER" -- "$@"
+  else
+    sudo -n -u "$TOKEN_OWNER" -- "$@"
+  fi
 }
 
 # fetch_token REGION : writes the current token to TOKEN_FILE when it changed. 0: written or unchanged; 2: no token
@@ -63,8 +74,14 @@ PY
     rm -f "$tmp"
     return 0
   fi
-  as_root install -d -m 0700 -o "$TOKEN_OWNER" -g "$(id -gn "$TOKEN_OWNER")" "$(dirname "$TOKEN_FILE")"
-  as_root install -m 0600 -o "$TOKEN_OWNER" -g "$(id -gn "$TOKEN_OWNER")" "$tmp" "$TOKEN_FILE"
+  # As the token's owner: the file is in their home, where root must not write through a path they can change.
+  # shellcheck disable=SC2016 # the inner sh expands them
+  as_owner sh -c 'set -e; umask 077; mkdir -p "$(dirname "$1")"; chmod 0700 "$(dirname "$1")"; cat >"$1.new"
+    mv -f "$1.new" "$1"' _ "$TOKEN_FILE" <"$tmp" || {
+    rm -f "$tmp"
+    log "cannot write $TOKEN_FILE as $TOKEN_OWNER"
+    return 1
+  }
   rm -f "$tmp"
   log "renewed the Slurm token in $TOKEN_FILE"
 }
@@ -82,7 +99,7 @@ install_wrappers() {
       "if [ -r \"\$t\" ]; then SLURM_JWT=\"\$(cat \"\$t\")\"; export SLURM_JWT; fi" \
       "exec $real \"\$@\"" >"$wrapper"
     if ! cmp -s "$wrapper" "$WRAPPER_DIR/$cmd" 2>/dev/null; then
-      as_root install -m 0755 "$wrapper" "$WRAPPER_DIR/$cmd"
+      root_put "$WRAPPER_DIR/$cmd" 0755 <"$wrapper"
       changed=0
     fi
     rm -f "$wrapper"

@@ -44,9 +44,13 @@ pytestmark = pytest.mark.skipif(
 SUFFIX = "dc=example,dc=org"
 BIND_DN = f"cn=sssd-bind,ou=services,{SUFFIX}"
 BIND_PASSWORD = "bind-pw-Very-Secret-7"
-PASSWORDS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "mallory": "mallory-pw-3", "carol": "carol-pw-4"}
-UIDS = {"alice": 20001, "bob": 20002, "mallory": 20003, "carol": 20004}
-GROUPS = {"hpc-users": (30000, ["alice", "bob", "carol"]), "hpc-admins": (30001, ["bob"])}
+PASSWORDS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "mallory": "mallory-pw-3", "carol": "carol-pw-4",
+             "eve": "eve-pw-5", "trudy": "trudy-pw-6"}
+# eve has ubuntu's uid (1000) and trudy a system uid (998): entries a directory should not have, which sssd must drop.
+UIDS = {"alice": 20001, "bob": 20002, "mallory": 20003, "carol": 20004, "eve": 1000, "trudy": 998}
+# wheel has the node's sudo group's gid (27 on Debian and Ubuntu): alice must not get it.
+GROUPS = {"hpc-users": (30000, ["alice", "bob", "carol", "eve", "trudy"]), "hpc-admins": (30001, ["bob"]),
+          "wheel": (27, ["alice"])}
 PAM_SERVICE = "hyperpod-e2e-login"
 # The files configure_sssd.sh may write; a second run must leave each byte and mtime as it was.
 WRITTEN = ("/etc/sssd/sssd.conf", "/etc/sssd/hyperpod-directory-ca.pem", "/etc/nsswitch.conf",
@@ -327,6 +331,16 @@ def test_getent_returns_the_directory_uid_and_id_its_groups(node: Directory):
     assert {"bob", "hpc-users", "hpc-admins"} <= set(groups), groups
     # The host itself knows nothing of it.
     assert run(["getent", "-s", "files", "passwd", "alice"]).returncode != 0
+
+
+def test_directory_entries_with_a_system_id_are_ignored(node: Directory):
+    """min_id: a directory user with ubuntu's uid or a system uid does not exist on the node, and a directory group
+    with the sudo group's gid gives its members nothing."""
+    for name in ("eve", "trudy"):
+        assert node.node.run("getent", "-s", "sss", "passwd", name).returncode != 0, name
+    assert node.node.run("getent", "-s", "sss", "group", "wheel").returncode != 0
+    assert "27" not in node.node.run("id", "-G", "alice").stdout.split()
+    assert "min_id = 1001" in node.node.read("/etc/sssd/sssd.conf").splitlines()
 
 
 def pamtester(node: Directory, user: str, *operations: str, password: str = "") -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ HyperPod-shaped slurm.conf (`include accounting.conf`). Then, as on the controll
   into that user's secret.
 The Studio side is a private mount namespace in which the munge socket directory is empty: there is no munge key and
 no munged, so the only credential a Studio process has is the token it read. Jobs are submitted as the users' uids
-(alice 10001, bob 10002), as a Studio IDE runs them. Needs root and Debian's slurm-wlm, slurm-wlm-jwt-plugin, munge.
+(alice 10001:10101, bob 10002:10102), as a Studio IDE runs them. Needs root and Debian's slurm-wlm, slurm-wlm-jwt-plugin, munge.
 """
 from __future__ import annotations
 
@@ -222,7 +222,9 @@ def test_controller_settings_in_the_included_file_only(jwt_cluster: JwtCluster):
     assert text.startswith(ACCOUNTING_CONF), "HyperPod's (the customer's) lines are kept, in order"
     block = text[len(ACCOUNTING_CONF):].splitlines()
     assert block[0].startswith("# BEGIN hyperpod-platform auth") and block[-1] == "# END hyperpod-platform auth"
-    assert block[1:-1] == ["AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={c.jwt_key}", "DisableRootJobs=YES"]
+    assert block[1:-1] == ["AuthAltTypes=auth/jwt",
+                           f"AuthAltParameters=jwt_key={c.jwt_key},disable_token_creation,max_token_lifespan=3600",
+                           "DisableRootJobs=YES"]
     assert "include accounting.conf" in c.conf.read_text().splitlines()
     assert "AuthAlt" not in c.conf.read_text(), "slurm.conf itself is HyperPod's and untouched"
     assert oct(c.jwt_key.stat().st_mode & 0o777) == "0o600" and c.jwt_key.stat().st_uid == 0  # SlurmUser=root here
@@ -263,8 +265,9 @@ def test_a_user_acts_only_as_themselves(jwt_cluster: JwtCluster, studio_users, t
     assert result.returncode == 0, result.stderr
     job = job_fields(c, result.stdout.strip())
     assert job["JobState"] == "COMPLETED" and job["UserId"] == f"{alice.name}({alice.uid})", job
+    assert job["GroupId"] == f"{alice.name}({alice.gid})", job
     assert (mine / "out.txt").read_text() == f"uid={alice.uid}\n"
-    assert (mine / "out.txt").stat().st_uid == alice.uid
+    assert ((mine / "out.txt").stat().st_uid, (mine / "out.txt").stat().st_gid) == (alice.uid, alice.gid)
 
     # alice's token in a process running as bob's uid, or as root in the space: slurmctld takes the user from the
     # token (alice) and refuses a job description that names another uid. Nothing runs, nothing reaches bob's dir.
@@ -314,6 +317,24 @@ def test_root_jobs_are_refused_on_the_cluster(jwt_cluster: JwtCluster):
     assert log.read_text().count("for user root disabled") == before + 1
 
 
+def test_a_user_cannot_mint_tokens_of_their_own(jwt_cluster: JwtCluster, studio_users):
+    """disable_token_creation: `scontrol token` (any lifespan) is refused to a cluster user on a node, who
+    authenticates with munge there; otherwise they could mint long-lived tokens that outlive their removal.
+    slurmctld itself reports both parameters, max_token_lifespan included (the cap if creation were ever allowed)."""
+    c = jwt_cluster
+    alice, _ = studio_users
+    as_alice = ["setpriv", f"--reuid={alice.uid}", f"--regid={alice.gid}", "--clear-groups", "--"]
+    for argv in (["scontrol", "token"], ["scontrol", "token", "lifespan=999999"]):
+        result = run([*as_alice, *argv], env=c.env())
+        assert result.returncode != 0 and "SLURM_JWT=" not in result.stdout, (argv, result)
+        assert "denied" in result.stderr.lower() or "disabled" in result.stderr.lower(), result.stderr
+    show = run(["scontrol", "show", "config"], env=c.env()).stdout
+    params = next(line.split("=", 1)[1].strip() for line in show.splitlines()
+                  if line.split("=")[0].strip() == "AuthAltParameters")
+    assert params.split(",")[1:] == ["disable_token_creation", "max_token_lifespan=3600"], params
+    assert any(line.split() == ["DisableRootJobs", "=", "Yes"] for line in show.splitlines()), show
+
+
 LCC = REPO / "lifecycle" / "studio" / "slurm_login_node.sh"
 
 
@@ -345,6 +366,10 @@ def _lcc_in_a_stock_space(c: JwtCluster, studio_users, tokens, partitions, pid: 
     alice, _ = studio_users
     root, state = c.base / "space" / "root", c.base / "space" / "home" / ".slurm-login"
     token_file = c.base / "space" / "home" / ".slurm" / "token"
+    # The space's home is its user's, as in Studio: the token is written there as alice, never by root.
+    token_file.parents[1].mkdir(parents=True, exist_ok=True)
+    os.chown(token_file.parents[1], alice.uid, alice.gid)
+    token_file.parents[1].chmod(0o750)
     env = {**c.aws_env, "SLURM_LOGIN_SECRET_ARN": c.login_secret, "SLURM_LOGIN_FOREGROUND": "1",
            "SLURM_LOGIN_ROOT": str(root), "SLURM_LOGIN_STATE_DIR": str(state),
            "SLURM_LOGIN_RETRY_DELAY": "1", "SLURM_TOKEN_SECRET_PREFIX": TOKEN_PREFIX,
@@ -376,3 +401,21 @@ def _lcc_in_a_stock_space(c: JwtCluster, studio_users, tokens, partitions, pid: 
 
     again = run(space("bash", str(LCC)), env=env)
     assert again.returncode == 0 and "nothing changed" in again.stdout, again.stdout + again.stderr
+
+
+def test_shared_mode_keeps_root_jobs_refused(jwt_cluster: JwtCluster):
+    """Last in this module: the controller switched to shared mode (munge), where every Studio user holds the munge
+    key. The script drops the jwt lines but keeps DisableRootJobs=YES, so root still runs no job."""
+    c = jwt_cluster
+    params = json.loads(Path(c.script_env["PARAMS_FILE"]).read_text())
+    params["slurm"]["auth"] = "munge"
+    Path(c.script_env["PARAMS_FILE"]).write_text(json.dumps(params))
+    result = run(["bash", str(CONFIGURE_AUTH)], env=c.script_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    block = c.accounting.read_text()[len(ACCOUNTING_CONF):].splitlines()
+    assert block[1:-1] == ["DisableRootJobs=YES"], block
+    log = c.base / "ctl" / "state" / "slurmctld.log"
+    before = log.read_text().count("for user root disabled")
+    refused = run(["sbatch", "--parsable", "--wrap", "true"], env=c.env())
+    assert refused.returncode != 0 and "Invalid user id" in refused.stderr, refused
+    assert log.read_text().count("for user root disabled") == before + 1

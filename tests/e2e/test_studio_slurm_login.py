@@ -15,7 +15,7 @@ munged there run from the installed bundle alone.
 
 Jobs are submitted as the Studio users, not as root: in Studio the IDE runs as the profile's POSIX
 identity (CustomPosixUserConfig Uid/Gid), and on the cluster create_users.sh creates the same uid/gid.
-The `studio_users` fixture creates two such users on this machine (alice 10001:10001, bob 10002:10002,
+The `studio_users` fixture creates two such users on this machine (alice 10001:10101, bob 10002:10102,
 as in config/examples) and removes them afterwards. Their partition directories are owned by them with
 mode 0700, as lambda/fsx_partitions lays them out. Each user runs sbatch inside the IDE sandbox under
 setpriv, so munge credentials the job with that uid; the test then checks that the job ran as that uid
@@ -133,7 +133,8 @@ def remove_posix_users(created: list[tuple[str, bool, bool]]) -> list[str]:
 @pytest.fixture(scope="module")
 def studio_users() -> Iterator[tuple[PosixUser, PosixUser]]:
     """Two Studio users with their profiles' uid/gid, created on this machine (the "cluster") for the module."""
-    users = (PosixUser("alice", 10001, 10001), PosixUser("bob", 10002, 10002))
+    # gid != uid: a script that passed the uid as the gid would show in the jobs' GroupId and files' group.
+    users = (PosixUser("alice", 10001, 10101), PosixUser("bob", 10002, 10102))
     created: list[tuple[str, bool, bool]] = []
     try:
         for user in users:

@@ -7,25 +7,73 @@ load test_helper
 
 BEGIN="# BEGIN hyperpod-platform auth (configure_slurm_auth.sh manages this block; edits are overwritten)"
 
-@test "shared mode (munge) without an earlier block changes nothing" {
-  printf 'AccountingStorageType=accounting_storage/none\n' >"$SLURM_CONF_DIR/accounting.conf"
-  cp "$SLURM_CONF_DIR/accounting.conf" "$T/before"
-  run bash "$SCRIPTS/configure_slurm_auth.sh"
-  [ "$status" -eq 0 ]
-  cmp "$T/before" "$SLURM_CONF_DIR/accounting.conf"
-  [ -z "$(mutating_calls)" ]
+END="# END hyperpod-platform auth"
+
+# jwt_mode : per-user mode, with the key and the issuer's secret in the test's directory
+jwt_mode() {
+  set_param slurm.auth '"jwt"'
+  set_param slurm.jwt_key_secret_arn '"arn:aws:secretsmanager:us-east-1:111122223333:secret:ml-cluster/slurm-jwt-key-AbCdEf"'
+  export JWT_KEY_FILE="$T/spool/jwt_hs256.key"
 }
 
-@test "shared mode removes the block an earlier per-user run wrote, keeps the rest, reconfigures once" {
-  printf '%s\n' "AccountingStorageType=accounting_storage/none" "$BEGIN" "AuthAltTypes=auth/jwt" \
-    "DisableRootJobs=YES" "# END hyperpod-platform auth" >"$SLURM_CONF_DIR/accounting.conf"
+@test "shared mode (munge): root jobs are refused too, in the platform's block; the rest is kept; a second run changes nothing" {
+  printf 'AccountingStorageType=accounting_storage/none\n' >"$SLURM_CONF_DIR/accounting.conf"
   run bash "$SCRIPTS/configure_slurm_auth.sh"
   [ "$status" -eq 0 ]
-  [ "$(cat "$SLURM_CONF_DIR/accounting.conf")" = "AccountingStorageType=accounting_storage/none" ]
+  [ "$(cat "$SLURM_CONF_DIR/accounting.conf")" = "$(printf '%s\n' "AccountingStorageType=accounting_storage/none" "$BEGIN" \
+    "DisableRootJobs=YES" "$END")" ]
   [ "$(calls scontrol)" = "scontrol reconfigure" ]
+  [[ "$output" == *"root jobs are refused (DisableRootJobs=YES)"* ]]
   : >"$STUB_LOG"
   run bash "$SCRIPTS/configure_slurm_auth.sh"
   [ "$status" -eq 0 ]
+  [ -z "$(mutating_calls)" ]
+}
+
+@test "shared mode replaces the jwt lines an earlier per-user run wrote, and keeps DisableRootJobs" {
+  printf '%s\n' "AccountingStorageType=accounting_storage/none" "$BEGIN" "AuthAltTypes=auth/jwt" \
+    "DisableRootJobs=YES" "$END" >"$SLURM_CONF_DIR/accounting.conf"
+  run bash "$SCRIPTS/configure_slurm_auth.sh"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$SLURM_CONF_DIR/accounting.conf")" = "$(printf '%s\n' "AccountingStorageType=accounting_storage/none" "$BEGIN" \
+    "DisableRootJobs=YES" "$END")" ]
+  [ "$(calls scontrol)" = "scontrol reconfigure" ]
+}
+
+@test "per-user mode (jwt): auth/jwt with user token creation off and a lifespan cap, root jobs refused, key made and published" {
+  jwt_mode
+  run bash "$SCRIPTS/configure_slurm_auth.sh"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$SLURM_CONF_DIR/accounting.conf")" = "$(printf '%s\n' "$BEGIN" "AuthAltTypes=auth/jwt" \
+    "AuthAltParameters=jwt_key=$JWT_KEY_FILE,disable_token_creation,max_token_lifespan=3600" "DisableRootJobs=YES" "$END")" ]
+  [ "$(stat -c '%a %s' "$JWT_KEY_FILE")" = "600 32" ]
+  [ "$(calls scontrol | grep -v -- --version)" = "scontrol reconfigure" ]
+  calls aws | grep -q "^aws secretsmanager put-secret-value --secret-id arn:aws:secretsmanager:us-east-1:111122223333:secret:ml-cluster/slurm-jwt-key-AbCdEf "
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/configure_slurm_auth.sh"
+  [ "$status" -eq 0 ]
+  [ -z "$(mutating_calls)" ]
+}
+
+@test "per-user mode on a Slurm older than 22.05: no max_token_lifespan (it does not know it), token creation still off" {
+  jwt_mode
+  STUB_SLURM_VERSION=21.08.8 run bash "$SCRIPTS/configure_slurm_auth.sh"
+  [ "$status" -eq 0 ]
+  grep -qxF "AuthAltParameters=jwt_key=$JWT_KEY_FILE,disable_token_creation" "$SLURM_CONF_DIR/accounting.conf"
+  [[ "$output" == *"Slurm 21.08.8 predates max_token_lifespan (22.05)"* ]]
+}
+
+@test "a slurm.conf that sets DisableRootJobs=YES itself is taken as it is; any other value is refused" {
+  printf 'DisableRootJobs=yes\n' >>"$SLURM_CONF_DIR/slurm.conf"
+  run bash "$SCRIPTS/configure_slurm_auth.sh"
+  [ "$status" -eq 0 ]
+  [ ! -s "$SLURM_CONF_DIR/accounting.conf" ]
+  [[ "$output" == *"sets DisableRootJobs=YES itself"* ]]
+  sed -i 's/^DisableRootJobs=yes$/DisableRootJobs=NO/' "$SLURM_CONF_DIR/slurm.conf"
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/configure_slurm_auth.sh"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"sets DisableRootJobs=NO; the platform refuses root jobs in every mode"* ]]
   [ -z "$(mutating_calls)" ]
 }
 

@@ -3,14 +3,31 @@
 
 load test_helper
 
-@test "creates groups and users with the exact uid and gid, homes on FSx when mounted" {
+@test "creates groups and users with the exact uid and gid (not the uid as gid), homes on FSx when mounted" {
   echo "$T/fsx" >>"$FAKE_ROOT/mounts"
+  mkdir -p "$T/fsx"
   run bash "$SCRIPTS/create_users.sh"
   [ "$status" -eq 0 ]
-  [ "$(calls groupadd)" = "$(printf 'groupadd --gid 2001 alice\ngroupadd --gid 2002 bob\ngroupadd --gid 2000 studio-shared')" ]
-  calls useradd | grep -qxF "useradd --uid 2001 --gid 2001 --create-home --home-dir $T/fsx/home/alice --shell /bin/bash alice"
-  calls useradd | grep -qxF "useradd --uid 2002 --gid 2002 --create-home --home-dir $T/fsx/home/bob --shell /bin/bash bob"
-  [ -d "$T/fsx/home" ]
+  [ "$(calls groupadd)" = "$(printf 'groupadd --gid 2101 alice\ngroupadd --gid 2102 bob\ngroupadd --gid 2000 studio-shared')" ]
+  calls useradd | grep -qxF "useradd --uid 2001 --gid 2101 --no-create-home --home-dir $T/fsx/home/alice --shell /bin/bash alice"
+  calls useradd | grep -qxF "useradd --uid 2002 --gid 2102 --no-create-home --home-dir $T/fsx/home/bob --shell /bin/bash bob"
+  grep -qxF "alice:x:2001:2101::$T/fsx/home/alice:/bin/bash" "$FAKE_ROOT/passwd"
+  [ "$(stat -c '%u %a' "$T/fsx/home")" = "0 755" ]
+  [ "$(stat -c '%u:%g %a' "$T/fsx/home/alice")" = "2001:2101 750" ]
+  [ "$(stat -c '%u:%g %a' "$T/fsx/home/bob")" = "2002:2102 750" ]
+}
+
+@test "a new home gets /etc/skel, copied as its user; an existing home is left as it is" {
+  mkdir -p "$SKEL_DIR/.config" && echo "x" >"$SKEL_DIR/.config/app"
+  install -d -m 0700 -o 2002 -g 2102 "$T/home/bob" # made by another node: nothing copied, mode kept
+  run bash "$SCRIPTS/create_users.sh"
+  [ "$status" -eq 0 ]
+  [ "$(stat -c '%u:%g' "$T/home/alice/.profile" "$T/home/alice/.config/app")" = "$(printf '2001:2101\n2001:2101')" ]
+  cmp "$SKEL_DIR/.profile" "$T/home/alice/.profile"
+  calls setpriv | grep -q -- "--reuid=2001 --regid=2101 --init-groups --no-new-privs -- find $SKEL_DIR "
+  [ "$(stat -c '%a' "$T/home/bob")" = 700 ]
+  [ ! -e "$T/home/bob/.profile" ]
+  [ -z "$(calls setpriv | grep -- --reuid=2002)" ]
 }
 
 @test "homes go to the default home root when FSx is not mounted" {
@@ -30,7 +47,7 @@ load test_helper
 
 @test "an existing user with another uid fails loudly" {
   echo "alice:x:1500:1500::/home/alice:/bin/bash" >>"$FAKE_ROOT/passwd"
-  echo "alice:x:2001:" >>"$FAKE_ROOT/group"
+  echo "alice:x:2101:" >>"$FAKE_ROOT/group"
   run bash "$SCRIPTS/create_users.sh"
   [ "$status" -ne 0 ]
   [[ "$output" == *"user alice exists with uid 1500, expected 2001"* ]]
@@ -49,7 +66,7 @@ load test_helper
   echo "alice:x:3000:" >>"$FAKE_ROOT/group"
   run bash "$SCRIPTS/create_users.sh"
   [ "$status" -ne 0 ]
-  [[ "$output" == *"group alice exists with gid 3000, expected 2001"* ]]
+  [[ "$output" == *"group alice exists with gid 3000, expected 2101"* ]]
 }
 
 @test "users sharing a gid share the first user's group" {
@@ -71,7 +88,7 @@ load test_helper
 
 @test "sudo is removed when a user no longer has it" {
   bash "$SCRIPTS/create_users.sh"
-  set_param users '[{"name": "bob", "uid": 2002, "gid": 2002, "sudo": false}]'
+  set_param users '[{"name": "bob", "uid": 2002, "gid": 2102, "sudo": false}]'
   run bash "$SCRIPTS/create_users.sh"
   [ "$status" -eq 0 ]
   [ ! -e "$SUDOERS_DIR/90-hyperpod-bob" ]
@@ -101,7 +118,7 @@ load test_helper
 @test "a removed user this script created is locked, keeps the home and loses sudo; others are untouched" {
   bash "$SCRIPTS/create_users.sh"
   mkdir -p "$T/home/bob" && echo "checkpoint" >"$T/home/bob/model.pt"
-  set_param users '[{"name": "alice", "uid": 2001, "gid": 2001, "sudo": false}]'
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": false}]'
   : >"$STUB_LOG"
   run bash "$SCRIPTS/create_users.sh"
   [ "$status" -eq 0 ]
@@ -120,7 +137,7 @@ load test_helper
 
 @test "users it did not create are never locked, even when a tampered state file names them" {
   echo "carol:x:3000:3000::/home/carol:/bin/bash" >>"$FAKE_ROOT/passwd"
-  echo "alice:x:2001:2001::/home/alice:/bin/bash" >>"$FAKE_ROOT/passwd" # on the node before the platform
+  echo "alice:x:2001:2101::/home/alice:/bin/bash" >>"$FAKE_ROOT/passwd" # on the node before the platform
   bash "$SCRIPTS/create_users.sh"
   [ "$(cat "$STATE_DIR/users")" = "bob" ]
   set_param users '[]'
@@ -132,8 +149,8 @@ load test_helper
 }
 
 @test "sudo goes when a user leaves the list, also for an account the script did not create" {
-  echo "alice:x:2001:2001::/home/alice:/bin/bash" >>"$FAKE_ROOT/passwd"
-  set_param users '[{"name": "alice", "uid": 2001, "gid": 2001, "sudo": true}]'
+  echo "alice:x:2001:2101::/home/alice:/bin/bash" >>"$FAKE_ROOT/passwd"
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": true}]'
   bash "$SCRIPTS/create_users.sh"
   [ -e "$SUDOERS_DIR/90-hyperpod-alice" ]
   echo "ops ALL=(ALL) ALL" >"$SUDOERS_DIR/50-ops" # not ours
@@ -148,7 +165,7 @@ load test_helper
 @test "a user listed again is unlocked: the same account, no second useradd" {
   cp "$PARAMS_FILE" "$T/params.both"
   bash "$SCRIPTS/create_users.sh"
-  set_param users '[{"name": "alice", "uid": 2001, "gid": 2001, "sudo": false}]'
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": false}]'
   bash "$SCRIPTS/create_users.sh"
   cp "$T/params.both" "$PARAMS_FILE"
   : >"$STUB_LOG"

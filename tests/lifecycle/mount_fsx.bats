@@ -4,7 +4,7 @@
 load test_helper
 
 entry() {
-  echo "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh $T/fsx lustre defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target 0 0"
+  echo "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh $T/fsx lustre defaults,noatime,flock,nosuid,nodev,_netdev,x-systemd.automount,x-systemd.requires=network-online.target 0 0"
 }
 
 @test "writes the fstab line and mounts" {
@@ -13,6 +13,7 @@ entry() {
   [ "$status" -eq 0 ]
   [ "$(grep -cxF "$(entry)" "$FSTAB")" -eq 1 ]
   grep -qxF "UUID=abc / ext4 defaults 0 1" "$FSTAB"
+  # The kernel keeps the fstab line's nosuid,nodev: no remount needed.
   [ "$(calls mount)" = "mount $T/fsx" ]
   [ -d "$T/fsx" ]
 }
@@ -53,9 +54,38 @@ entry() {
   echo "$T/fsx" >>"$FAKE_ROOT/mounts"
   run bash "$SCRIPTS/mount_fsx.sh"
   [ "$status" -eq 0 ]
-  [ -z "$(calls mount)" ]
+  [ "$(calls mount)" = "mount -i -o remount,bind,rw,relatime,nosuid,nodev $T/fsx" ]
   [ ! -s "$FSTAB" ]
   [[ "$output" == *"$T/fsx is mounted by HyperPod"* ]]
+  [[ "$output" == *"$T/fsx remounted nosuid,nodev (now rw,relatime,nosuid,nodev)"* ]]
+}
+
+@test "HyperPod's mount that has nosuid and nodev already is left alone" {
+  set_param fsx.mount false
+  echo "$T/fsx" >>"$FAKE_ROOT/mounts"
+  mkdir -p "$FAKE_ROOT/mount_opts" && echo "rw,nosuid,nodev,noatime" >"$FAKE_ROOT/mount_opts/${T//\//_}_fsx"
+  run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -eq 0 ]
+  [ -z "$(calls mount)" ]
+}
+
+@test "a mount that cannot be made nosuid,nodev fails the node, before users or keys are made on it" {
+  set_param fsx.mount false
+  echo "$T/fsx" >>"$FAKE_ROOT/mounts"
+  STUB_REMOUNT_FAIL=1 run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"ERROR: $T/fsx is mounted with 'rw,relatime', without nosuid and nodev, and remounting it failed."* ]]
+  [[ "$output" == *"a setuid file a Studio user planted on FSx would run as its owner here"* ]]
+  [ ! -e "$T/fsx/data" ]
+}
+
+@test "an older fstab line's mount (no nosuid) is remounted, and the line replaced" {
+  echo "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh $T/fsx lustre defaults,noatime,flock,_netdev 0 0" >"$FSTAB"
+  echo "$T/fsx" >>"$FAKE_ROOT/mounts" # mounted from that line
+  run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$FSTAB")" = "$(entry)" ]
+  [ "$(calls mount)" = "mount -i -o remount,bind,rw,relatime,nosuid,nodev $T/fsx" ]
 }
 
 @test "with HyperPod's own mount, a mount that never comes fails the node after a bounded wait" {
@@ -118,7 +148,7 @@ lctl set_param ldlm.namespaces.*.lru_size=6400" ]
   run bash "$SCRIPTS/mount_fsx.sh"
   [ "$status" -eq 0 ]
   [ "$(calls lctl | wc -l)" -eq 5 ]
-  [ -z "$(calls mount)" ]
+  [ -z "$(calls mount | grep -v ' remount,bind,')" ]
 }
 
 @test "no tuning when HyperPod's mount never comes" {
@@ -136,14 +166,30 @@ lctl set_param ldlm.namespaces.*.lru_size=6400" ]
   [[ "$output" == *"WARNING: lctl set_param osc.*OST*.max_rpcs_in_flight=32 failed"* ]]
 }
 
-@test "the checkpoint directory inside the S3-linked path is created world-writable and sticky, in both modes" {
+@test "the checkpoint directory inside the S3-linked path is root's, 0755, in both modes; an old 1777 one becomes 0755" {
   run bash "$SCRIPTS/mount_fsx.sh"
   [ "$status" -eq 0 ]
-  [ "$(stat -c %a "$T/fsx/data/checkpoints")" = 1777 ]
+  [ "$(stat -c '%u %a' "$T/fsx/data" "$T/fsx/data/checkpoints")" = "$(printf '0 755\n0 755')" ]
   rm -rf "$T/fsx/data"
   set_param fsx.mount false
   run bash "$SCRIPTS/mount_fsx.sh"
   [ "$status" -eq 0 ]
-  [ "$(stat -c %a "$T/fsx/data/checkpoints")" = 1777 ]
-  [[ "$output" == *"checkpoint directory $T/fsx/data/checkpoints (exported to S3)"* ]]
+  [ "$(stat -c '%u %a' "$T/fsx/data/checkpoints")" = "0 755" ]
+  [[ "$output" == *"checkpoint directory $T/fsx/data/checkpoints (exported to S3; one directory per user)"* ]]
+  chmod 1777 "$T/fsx/data/checkpoints"
+  install -d -m 0755 -o 2001 -g 2101 "$T/fsx/data/checkpoints/alice" # a user's, made while it was 1777
+  run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -eq 0 ]
+  [ "$(stat -c '%u %a' "$T/fsx/data/checkpoints")" = "0 755" ]
+  [[ "$output" == *"$T/fsx/data/checkpoints had mode 1777: now 0755"* ]]
+  [ "$(stat -c '%u:%g %a' "$T/fsx/data/checkpoints/alice")" = "2001:2101 755" ]
+}
+
+@test "an S3-linked path others may write (not sticky) gets no checkpoint directory, and the node carries on" {
+  install -d -m 0755 "$T/fsx"
+  install -d -m 0777 "$T/fsx/data"
+  run bash "$SCRIPTS/mount_fsx.sh"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"WARNING: no checkpoint directory: $T/fsx/data is writable by group or others (mode 777)"* ]]
+  [ ! -e "$T/fsx/data/checkpoints" ]
 }

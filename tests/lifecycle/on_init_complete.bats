@@ -34,7 +34,7 @@ run_as() {
   STUB_IPS="$1" run bash "$SCRIPTS/on_init_complete.sh"
 }
 
-@test "controller on the AMI model: users, keys, HyperPod's runtime and log rotation kept; Slurm left to HyperPod" {
+@test "controller on the AMI model: users, keys, HyperPod's runtime and log rotation kept, root jobs off; Slurm left to HyperPod" {
   enable_everything
   cp "$SLURM_CONF_DIR/slurm.conf" "$T/slurm.conf.hyperpod"
   cp "$SLURM_CONF_DIR/plugstack.conf" "$T/plugstack.conf.hyperpod"
@@ -43,7 +43,7 @@ run_as() {
   grep -q "node type: controller" "$LOG_DIR/on_init_complete.log"
   grep -qxF "OUTPUT -d 169.254.169.254 -m owner ! --uid-owner 0 -j REJECT" "$FAKE_ROOT/iptables.rules"
   [ "$(calls mount)" = "mount $T/fsx" ]
-  calls useradd | grep -q -- "--uid 2001 --gid 2001 --create-home --home-dir $T/fsx/home/alice "
+  calls useradd | grep -q -- "--uid 2001 --gid 2101 --no-create-home --home-dir $T/fsx/home/alice "
   [ -s "$T/fsx/home/alice/.ssh/id_ed25519_cluster" ]
   grep -qxF "$(cat "$T/fsx/home/alice/.ssh/id_ed25519_cluster.pub")" "$T/fsx/home/alice/.ssh/authorized_keys"
   # HyperPod's pyxis, enroot and log rotation are kept: no package, no second entry, plugstack.conf as it was.
@@ -53,7 +53,9 @@ run_as() {
   [ ! -e "$LOGROTATE_CONF" ]
   [ -s "$(dirname "$ENROOT_CONF")/enroot.conf.d/50-hyperpod-platform.conf" ]
   # Read-only: apply_accounting.sh (users' associations) and check_gres.sh.
-  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol show config" "scontrol show config")" ]
+  # accounting.conf gets DisableRootJobs=YES (shared mode too): one reconfigure; the rest reads only.
+  grep -qxF "DisableRootJobs=YES" "$SLURM_CONF_DIR/accounting.conf"
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol show config" "scontrol reconfigure" "scontrol show config")" ]
   grep -q "\[check_gres\] WARNING: worker-group-1 has 1 GPU(s) per node but slurmctld's GresTypes is '(none)'" \
     "$LOG_DIR/on_init_complete.log"
   cmp "$T/slurm.conf.hyperpod" "$SLURM_CONF_DIR/slurm.conf"
@@ -69,7 +71,9 @@ run_as() {
   [ "$(grep -cxF "include $SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf" "$SLURM_CONF_DIR/plugstack.conf")" -eq 1 ]
   [ "$(cat "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "optional /usr/local/lib/slurm/spank_pyxis.so" ]
   grep -q '^/var/log/slurm/\*.log {' "$LOGROTATE_CONF"
-  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol reconfigure" "scontrol show config" "scontrol show config")" ]
+  # plugstack.conf (pyxis), then accounting.conf (DisableRootJobs=YES, shared mode too); the rest reads only.
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol reconfigure" "scontrol show config" "scontrol reconfigure" \
+    "scontrol show config")" ]
   [ "$(cut -f1 "$STATE_DIR/contract_warnings" | sort | paste -sd' ')" = "enroot-conf pyxis slurm-log-rotation" ]
 }
 
@@ -116,7 +120,7 @@ run_as() {
   run_as "$CONTROLLER_IP"
   [ "$status" -eq 0 ]
   [ -z "$(mutating_calls)" ]
-  [ -z "$(calls ssh-keygen)" ]
+  [ -z "$(calls ssh-keygen | grep -v '^ssh-keygen -y ')" ] # no key made; the public half read back
   for f in "$FSTAB" "$SLURM_CONF_DIR/plugstack.conf" "$FAKE_ROOT/passwd" "$ENROOT_CONF" "$DROP_IN" \
     "$LOGROTATE_DIR/sagemaker-hyperpod-slurm" "$T/fsx/home/bob/.ssh/id_ed25519_cluster" \
     "$T/fsx/home/bob/.ssh/authorized_keys"; do
@@ -131,10 +135,10 @@ run_as() {
   : >"$STUB_LOG"
   run_as "$COMPUTE_IP"
   [ "$status" -eq 0 ]
-  [ -z "$(calls ssh-keygen)" ]
+  [ -z "$(calls ssh-keygen | grep -v '^ssh-keygen -y ')" ] # no key made; the public half read back
   cmp "$T/alice.key" "$T/fsx/home/alice/.ssh/id_ed25519_cluster"
-  [ "$(stat -c '%a %u' "$T/fsx/home/alice/.ssh/id_ed25519_cluster")" = "600 2001" ]
-  [ "$(stat -c '%a %u' "$T/fsx/home/alice/.ssh")" = "700 2001" ]
+  [ "$(stat -c '%a %u:%g' "$T/fsx/home/alice/.ssh/id_ed25519_cluster")" = "600 2001:2101" ]
+  [ "$(stat -c '%a %u:%g' "$T/fsx/home/alice/.ssh")" = "700 2001:2101" ]
 }
 
 @test "the controller waits for HyperPod's slurm.conf, bounded, and fails with what to check" {

@@ -7,14 +7,18 @@ REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 SCRIPTS="$REPO_ROOT/lifecycle/hyperpod"
 FIXTURES="$BATS_TEST_DIRNAME/fixtures"
 
-STUBBED=(hostname mount umount mountpoint getent groupadd useradd usermod userdel systemctl scontrol
-  apt-get apt-mark dpkg-query aws visudo srun ssh-keygen lctl nproc iptables ip6tables sinfo)
+STUBBED=(hostname mount umount mountpoint findmnt getent groupadd useradd usermod userdel systemctl scontrol
+  apt-get apt-mark dpkg-query aws visudo srun ssh-keygen lctl nproc iptables ip6tables sinfo setpriv)
 
 setup() {
   T="$BATS_TEST_TMPDIR"
   export FAKE_ROOT="$T/fake" STUB_LOG="$T/calls.log" STUB_S3_DIR="$T/s3"
   mkdir -p "$T/bin" "$FAKE_ROOT/dpkg" "$STUB_S3_DIR"
   touch "$STUB_LOG" "$FAKE_ROOT/mounts"
+  # Work the scripts do as a user (setpriv, lib/user_paths.sh) really runs under that uid: it must reach the test's
+  # directory (bats makes its run directory 0700) and record its stub calls.
+  chmod 0711 "$BATS_RUN_TMPDIR"
+  chmod 0666 "$STUB_LOG"
   printf 'root:x:0:0:root:/root:/bin/bash\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\n' >"$FAKE_ROOT/passwd"
   printf 'root:x:0:\nubuntu:x:1000:\n' >"$FAKE_ROOT/group"
   for cmd in "${STUBBED[@]}"; do
@@ -39,6 +43,8 @@ setup() {
   export MEMINFO="$T/meminfo" PAM_SSHD="$T/pam.d/sshd" ACCESS_FILE="$T/security/hyperpod-slurm-admins.conf"
   export SSHD_CONFIG="$T/ssh/sshd_config" PAM_SLURM_ADOPT_CANDIDATES="$T/security/pam_slurm_adopt.so"
   printf 'MemTotal:        7836724 kB\nMemFree:         1000000 kB\n' >"$MEMINFO"
+  export SKEL_DIR="$T/skel"
+  mkdir -p "$SKEL_DIR" && echo "# skeleton profile" >"$SKEL_DIR/.profile"
   export ENROOT_CONF="$T/enroot/enroot.conf" NVME_PATHS="$T/nvme $T/opt-sagemaker" OS_RELEASE="$T/os-release"
   export LOGROTATE_DIR="$T/logrotate.d"
   mkdir -p "$TMPDIR" "$SLURM_CONF_DIR"
@@ -92,10 +98,10 @@ calls() {
   grep "^$1 " "$STUB_LOG" || true
 }
 
-# mutating_calls -> every recorded call that changes the node (`scontrol show ...` only reads)
+# mutating_calls -> every recorded call that changes the node (`scontrol show ...` and `--version` only read)
 mutating_calls() {
   grep -E '^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-mark|aws) |^ip6?tables -w -A |^systemctl (daemon-reload|enable|restart|reload)' "$STUB_LOG" |
-    grep -v '^scontrol show ' || true
+    grep -v -e '^scontrol show ' -e '^scontrol --version$' || true
 }
 
 # add_section_artifact SECTION PREFIX NAME FILE CONTENT [SHA] : puts a fake .deb in the fake S3 under PREFIX and

@@ -32,8 +32,8 @@ sync_log() {
 
 @test "install: the node keeps a copy of the user scripts and parameters and the applied digest" {
   bash "$SCRIPTS/install_users_sync.sh"
-  for f in sync_users.sh create_users.sh setup_ssh_keys.sh apply_accounting.sh lib/common.sh lib/params.py \
-    lib/accounting.py; do
+  for f in sync_users.sh create_users.sh setup_ssh_keys.sh configure_controller_ssh.sh apply_accounting.sh \
+    lib/common.sh lib/user_paths.sh lib/params.py lib/marked_block.py lib/accounting.py; do
     cmp "$SCRIPTS/$f" "$PLATFORM_DIR/$f"
   done
   cmp "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json"
@@ -87,19 +87,42 @@ sync_log() {
   [ ! -e "$SYSTEMD_DIR/$TIMER" ]
 }
 
+# changes -> the recorded calls but the read-only look at the FSx mount every run makes
+changes() {
+  grep -vE '^(mountpoint|findmnt) ' "$STUB_LOG" || true
+}
+
 @test "unchanged digest: one download, nothing else runs, nothing is logged" {
   node_created
   sync
   [ "$status" -eq 0 ]
-  [[ "$(cat "$STUB_LOG")" == "aws s3 cp --only-show-errors s3://sagemaker-lc-ml-cluster-111122223333-us-east-1/hyperpod/ml-cluster/platform_parameters.json "* ]]
-  [ "$(wc -l <"$STUB_LOG")" -eq 1 ]
+  [[ "$(changes)" == "aws s3 cp --only-show-errors s3://sagemaker-lc-ml-cluster-111122223333-us-east-1/hyperpod/ml-cluster/platform_parameters.json "* ]]
+  [ "$(changes | wc -l)" -eq 1 ]
   [ -z "$(sync_log)" ]
+}
+
+@test "every run puts nosuid,nodev back on FSx after HyperPod mounted it again (a reboot), digest or not" {
+  mkdir -p "$T/fsx" && echo "$T/fsx" >>"$FAKE_ROOT/mounts"
+  node_created
+  rm -rf "$FAKE_ROOT/mount_opts" # the reboot: HyperPod's mount, its own options
+  sync
+  [ "$status" -eq 0 ]
+  [ "$(calls mount)" = "mount -i -o remount,bind,rw,relatime,nosuid,nodev $T/fsx" ]
+  grep -q "$T/fsx remounted nosuid,nodev" "$LOG_DIR/users_sync.log"
+  : >"$STUB_LOG"
+  sync
+  [ "$status" -eq 0 ]
+  [ -z "$(calls mount)" ]
+  rm -rf "$FAKE_ROOT/mount_opts"
+  STUB_REMOUNT_FAIL=1 sync
+  [ "$status" -ne 0 ]
+  grep -q "ERROR: $T/fsx is mounted with 'rw,relatime', without nosuid and nodev" "$LOG_DIR/users_sync.log"
 }
 
 @test "changed digest: create_users runs; a removed user is locked on the next sync, home kept" {
   node_created
   mkdir -p "$T/home/alice" && echo "data" >"$T/home/alice/notes"
-  publish users '[{"name": "bob", "uid": 2002, "gid": 2002, "sudo": true}]'
+  publish users '[{"name": "bob", "uid": 2002, "gid": 2102, "sudo": true}]'
   sync
   [ "$status" -eq 0 ]
   [ "$(calls usermod | grep -v -- ' -aG ')" = "usermod --lock --expiredate 1 alice" ]
@@ -112,13 +135,13 @@ sync_log() {
   : >"$STUB_LOG"
   sync
   [ "$status" -eq 0 ]
-  [ "$(wc -l <"$STUB_LOG")" -eq 1 ] # the download; create_users did not run again
+  [ "$(changes | wc -l)" -eq 1 ] # the download; create_users did not run again
 }
 
 @test "sudo revoked in the parameters is gone after the next sync" {
   node_created
   [ -e "$SUDOERS_DIR/90-hyperpod-bob" ]
-  publish users '[{"name": "alice", "uid": 2001, "gid": 2001, "sudo": false}, {"name": "bob", "uid": 2002, "gid": 2002, "sudo": false}]'
+  publish users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": false}, {"name": "bob", "uid": 2002, "gid": 2102, "sudo": false}]'
   sync
   [ "$status" -eq 0 ]
   [ ! -e "$SUDOERS_DIR/90-hyperpod-bob" ]
@@ -126,14 +149,16 @@ sync_log() {
   [ -z "$(calls usermod | grep -v -- ' -aG ')" ]
 }
 
-@test "a new user appears on the next sync with the fixed ids and an SSH key on FSx" {
-  echo "$T/fsx" >>"$FAKE_ROOT/mounts"
+@test "a new user appears on the next sync with the fixed ids, a home and an SSH key on FSx, made as them" {
+  mkdir -p "$T/fsx" && echo "$T/fsx" >>"$FAKE_ROOT/mounts"
   node_created
-  publish users '[{"name": "alice", "uid": 2001, "gid": 2001, "sudo": false}, {"name": "bob", "uid": 2002, "gid": 2002, "sudo": true}, {"name": "carol", "uid": 2003, "gid": 2003, "sudo": false}]'
+  publish users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": false}, {"name": "bob", "uid": 2002, "gid": 2102, "sudo": true}, {"name": "carol", "uid": 2003, "gid": 2103, "sudo": false}]'
   sync
   [ "$status" -eq 0 ]
-  [ "$(calls useradd)" = "useradd --uid 2003 --gid 2003 --create-home --home-dir $T/fsx/home/carol --shell /bin/bash carol" ]
-  [ -s "$T/fsx/home/carol/.ssh/id_ed25519_cluster" ]
+  [ "$(calls useradd)" = "useradd --uid 2003 --gid 2103 --no-create-home --home-dir $T/fsx/home/carol --shell /bin/bash carol" ]
+  [ "$(stat -c '%u:%g %a' "$T/fsx/home/carol")" = "2003:2103 750" ]
+  [ "$(stat -c '%u:%g %a' "$T/fsx/home/carol/.ssh/id_ed25519_cluster")" = "2003:2103 600" ]
+  calls setpriv | grep -q -- "--reuid=2003 --regid=2103 --init-groups --no-new-privs -- env HOME=$T/fsx/home/carol bash -c "
 }
 
 @test "a failed download keeps the users and the applied digest, and says so in the log" {
@@ -220,4 +245,19 @@ sync_log() {
   [ "$status" -ne 0 ]
   grep -q "apply_accounting.sh failed; the next run tries again" "$LOG_DIR/users_sync.log"
   [ "$(cat "$STATE_DIR/applied_parameters.sha256")" = "$before" ]
+}
+
+@test "the controller's sync gives SSH to whoever has sudo now; other nodes' syncs leave sshd alone" {
+  mkdir -p "$(dirname "$PAM_SSHD")" && echo "@include common-account" >"$PAM_SSHD"
+  export CONTROLLER_ACCESS_FILE="$T/security/hyperpod-controller-ssh.conf"
+  node_created
+  publish users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": true}, {"name": "bob", "uid": 2002, "gid": 2102, "sudo": false}]'
+  STUB_IPS="10.1.0.31" sync # a compute node
+  [ "$status" -eq 0 ]
+  [ "$(cat "$PAM_SSHD")" = "@include common-account" ]
+  rm "$STATE_DIR/applied_parameters.sha256"
+  STUB_IPS="10.1.0.12 172.17.0.1" sync # the controller
+  [ "$status" -eq 0 ]
+  grep -qxF "+:root ubuntu alice:ALL" "$CONTROLLER_ACCESS_FILE"
+  grep -qxF "account required pam_access.so accessfile=$CONTROLLER_ACCESS_FILE" "$PAM_SSHD"
 }

@@ -13,6 +13,8 @@ import sys
 
 # The databases sssd answers for the platform: users, groups, and shadow (pam_unix's view; harmless for sss users).
 NSS_DATABASES = ("passwd", "group", "shadow")
+# The lowest uid/gid sssd accepts from the directory (see conf()).
+MIN_ID = 1001
 
 
 class SssdError(Exception):
@@ -69,6 +71,11 @@ def conf(section, home_root, ca_path, password):
         "ldap_id_use_start_tls = " + ("true" if section.get("start_tls") else "false"),
         # The directory's uidNumber/gidNumber, which must equal the config's users[].uid (Studio's identities).
         "ldap_id_mapping = false",
+        # sssd.conf(5): an entry with a uid or gid outside [min_id, max_id] is ignored (a user also when their primary
+        # gid is). Below MIN_ID are the node's own accounts: system users and groups (< 1000; sudo is gid 27) and
+        # the AMI's ubuntu (1000). A directory entry with such an id would be that account to the kernel: a group
+        # with gidNumber 27 would give its members sudo. 1001 is also the config's lowest gid (Studio's floor).
+        f"min_id = {MIN_ID}",
         # Active Directory referrals stall lookups (AWS's reference setup_sssd.py turns them off too).
         "ldap_referrals = false",
         "cache_credentials = true",

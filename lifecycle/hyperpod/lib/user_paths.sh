@@ -1,0 +1,128 @@
+# shellcheck shell=bash
+# Root and paths a user can change (lifecycle/README.md, "Root never acts through a path a user can change").
+# Sourced after lib/common.sh, never run. Each helper either does the work AS the user, so the kernel checks every
+# path component with that user's rights (a link to /etc/passwd gets the user nothing they did not have), or works
+# only inside directories that root owns and nobody else may write, after checking, without following links, that
+# the entry it acts on is what it expects. In such a directory nobody but root can swap an entry between the check
+# and the use, so the check holds.
+
+# Root's own locks: a root-owned 0700 directory, never a user's.
+export LOCK_DIR="${LOCK_DIR:-$STATE_DIR/locks}"
+# A step run as a user ends after this many seconds: a user can make a step block (a FIFO where a file is expected).
+USER_STEP_TIMEOUT="${USER_STEP_TIMEOUT:-120}"
+
+# as_user UID GID CMD... : CMD as that user, with their groups (the account must exist: setpriv --init-groups looks
+# it up), no way to gain privileges (no_new_privs: setuid files do not elevate), HOME unset unless the caller sets it,
+# and at most USER_STEP_TIMEOUT seconds. The caller closes file descriptors the user must not inherit (a lock).
+as_user() {
+  local uid=$1 gid=$2
+  shift 2
+  timeout --kill-after=10 "$USER_STEP_TIMEOUT" \
+    setpriv --reuid="$uid" --regid="$gid" --init-groups --no-new-privs -- "$@"
+}
+
+# root_dir_problem PATH [sticky] : prints why PATH is not a directory only root can change (nothing when it is):
+# PATH and each directory above it must be a real directory (no link) owned by root; PATH may not be writable by
+# group or others, a directory above it only if it is sticky (as /tmp: nobody can rename or remove root's entry in
+# it). With `sticky`, PATH itself is held to the rule for the directories above (it is only passed through).
+root_dir_problem() {
+  local path=$1 sticky=${2:-} dir owner mode
+  if [[ "$path" != /* ]]; then
+    echo "$path is not an absolute path"
+    return 0
+  fi
+  dir="$path"
+  while :; do
+    if [[ -L "$dir" || ! -d "$dir" ]]; then
+      echo "$dir is not a directory (or is a symbolic link)"
+      return 0
+    fi
+    read -r owner mode < <(stat -c '%u %a' "$dir")
+    if ((owner != 0)); then
+      echo "$dir is owned by uid $owner, not root"
+      return 0
+    fi
+    if (((8#$mode & 8#022) != 0)) && { [[ "$dir" == "$path" && -z "$sticky" ]] || (((8#$mode & 8#1000) == 0)); }; then
+      echo "$dir is writable by group or others (mode $mode)"
+      return 0
+    fi
+    [[ "$dir" == / ]] && return 0
+    dir="$(dirname "$dir")"
+  done
+}
+
+# ensure_root_dir PATH MODE : PATH as a directory only root can change, with MODE; created when missing (in a parent
+# root owns that others may write only if it is sticky). An existing root-owned PATH of another mode gets MODE
+# (logged). Prints the problem and returns 1 when PATH or a directory above it is not root's alone.
+ensure_root_dir() {
+  local path=$1 mode=$2 problem current
+  problem="$(root_dir_problem "$(dirname "$path")" sticky)"
+  [[ -z "$problem" ]] || { echo "$problem"; return 1; }
+  # Not mkdir -p: an existing entry is checked below, never followed.
+  mkdir -m "$mode" "$path" 2>/dev/null || true
+  if [[ ! -L "$path" && -d "$path" && "$(stat -c %u "$path")" == 0 ]]; then
+    current="$(stat -c %a "$path")"
+    if ((8#$current != 8#$mode)); then
+      chmod "$mode" "$path"
+      log "$path had mode $current: now $mode" >&2
+    fi
+  fi
+  problem="$(root_dir_problem "$path")"
+  [[ -z "$problem" ]] || { echo "$problem"; return 1; }
+}
+
+# user_dir_problem PARENT NAME UID : prints why PARENT/NAME is not a real directory owned by UID (nothing when it is,
+# or when it does not exist). Checks the entry itself, never what a link points to.
+user_dir_problem() {
+  local entry="$1/$2" uid=$3 owner
+  if [[ -L "$entry" ]]; then
+    echo "$entry is a symbolic link"
+  elif [[ -e "$entry" && ! -d "$entry" ]]; then
+    echo "$entry is not a directory"
+  elif [[ -d "$entry" ]]; then
+    owner="$(stat -c %u "$entry")"
+    ((owner == uid)) || echo "$entry is owned by uid $owner, not $2 ($uid)"
+  fi
+  return 0
+}
+
+# make_user_dir PARENT NAME UID GID MODE : creates PARENT/NAME owned by UID:GID with MODE, in a PARENT only root can
+# change (the caller checked it with ensure_root_dir), so the new entry cannot be swapped before chown and chmod.
+# Returns 1 when PARENT/NAME exists already (created meanwhile).
+make_user_dir() {
+  local dir="$1/$2"
+  mkdir -m 0700 "$dir" 2>/dev/null || return 1
+  chown -h "$3:$4" "$dir"
+  chmod "$5" "$dir"
+}
+
+# move_aside PARENT NAME : renames PARENT/NAME (whatever it is: rename never follows a link) to
+# PARENT/.moved-NAME-<UTC time>, in a PARENT only root can change; prints the new path.
+move_aside() {
+  local to
+  to="$1/.moved-$2-$(date -u +%Y%m%dT%H%M%SZ)-$$"
+  mv -T -- "$1/$2" "$to"
+  echo "$to"
+}
+
+# ensure_nosuid_nodev PATH : the mount at PATH must ignore setuid/setgid bits and device files, which a user can
+# plant on a shared file system (from a Studio space with sudo, as any non-root uid). When its per-mount options lack
+# them, the mount is remounted with MS_REMOUNT|MS_BIND: a per-mount flag change that never calls into the file
+# system (mount(2), "Remounting an existing mount"; `-i`: no /sbin/mount.<type> helper), keeping its other options.
+# Returns 1, with the options it found, when the mount still lacks them.
+ensure_nosuid_nodev() {
+  local path=$1 opts
+  [[ -d "$path/." ]] || true # an automount point mounts on first access: check the real mount, not the trigger
+  opts="$(findmnt -n -o VFS-OPTIONS --mountpoint "$path" | tail -n1)"
+  if [[ ",$opts," == *,nosuid,* && ",$opts," == *,nodev,* ]]; then
+    return 0
+  fi
+  mount -i -o "remount,bind,$opts,nosuid,nodev" "$path" || true
+  opts="$(findmnt -n -o VFS-OPTIONS --mountpoint "$path" | tail -n1)"
+  if [[ ",$opts," == *,nosuid,* && ",$opts," == *,nodev,* ]]; then
+    log "$path remounted nosuid,nodev (now $opts)" >&2
+    return 0
+  fi
+  echo "$path is mounted with '${opts:-no options found}', without nosuid and nodev, and remounting it failed"
+  return 1
+}
