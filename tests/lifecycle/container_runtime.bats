@@ -149,8 +149,8 @@ drop_in() { echo "$(dirname "$ENROOT_CONF")/enroot.conf.d/50-hyperpod-platform.c
   grep -qxF "ENROOT_CACHE_PATH $T/fsx/.hyperpod-platform/enroot-cache/user-\$(id -u)" "$(drop_in)"
   [ "$(stat -c %a "$T/nvme/hyperpod-enroot/tmp")" = "1777" ]
   [ "$(stat -c '%u %a' "$T/nvme/hyperpod-enroot/data")" = "0 755" ]
-  [ "$(stat -c '%u %g %a' "$T/nvme/hyperpod-enroot/data/user-2001")" = "2001 2001 700" ]
-  [ "$(stat -c '%u %g %a' "$T/fsx/.hyperpod-platform/enroot-cache/user-2002")" = "2002 2002 700" ]
+  [ "$(stat -c '%u %g %a' "$T/nvme/hyperpod-enroot/data/user-2001")" = "2001 2101 700" ]
+  [ "$(stat -c '%u %g %a' "$T/fsx/.hyperpod-platform/enroot-cache/user-2002")" = "2002 2102 700" ]
   calls systemctl | grep -qx "systemctl enable hyperpod-enroot-dirs.service"
 }
 

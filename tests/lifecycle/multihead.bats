@@ -113,7 +113,7 @@ jwt_on_two_controllers() {
   [ "$status" -eq 0 ]
   key="$T/statesave/jwt_hs256.key"
   [ "$(stat -c '%s %a' "$key")" = "32 600" ]
-  grep -qxF "AuthAltParameters=jwt_key=$key" "$SLURM_CONF_DIR/accounting.conf"
+  grep -qxF "AuthAltParameters=jwt_key=$key,disable_token_creation,max_token_lifespan=3600" "$SLURM_CONF_DIR/accounting.conf"
   [[ "$(calls aws)" == *"put-secret-value --secret-id arn:aws:secretsmanager:eu-west-1:123456789012:secret:jwt-key"* ]]
   # The other controller (its own accounting.conf and no marker of its own) keeps that key.
   sum="$(sha256sum <"$key")"
@@ -122,7 +122,7 @@ jwt_on_two_controllers() {
   PATH="$T/override:$PATH" run bash "$SCRIPTS/configure_slurm_auth.sh"
   [ "$status" -eq 0 ]
   [ "$(sha256sum <"$key")" = "$sum" ]
-  grep -qxF "AuthAltParameters=jwt_key=$key" "$SLURM_CONF_DIR/accounting.conf"
+  grep -qxF "AuthAltParameters=jwt_key=$key,disable_token_creation,max_token_lifespan=3600" "$SLURM_CONF_DIR/accounting.conf"
 }
 
 @test "a controller never replaces a key another one made meanwhile" {
