@@ -42,6 +42,11 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "lambda" / "slurm_tokens"))
 import issuer  # noqa: E402
 
+from stacks.config import RESERVED_USER_NAMES, RESERVED_USER_PREFIXES  # noqa: E402
+
+# What constructs/slurm_token_issuer.py gives the issuer: the reserved system names config validation refuses too.
+RESERVED = issuer.Reserved(frozenset(RESERVED_USER_NAMES), tuple(RESERVED_USER_PREFIXES))
+
 CONFIGURE_AUTH = REPO / "lifecycle" / "hyperpod" / "configure_slurm_auth.sh"
 PUBLISH = REPO / "lifecycle" / "hyperpod" / "publish_slurm_login.sh"
 JWT_PLUGIN_DIRS = (Path("/usr/lib/x86_64-linux-gnu/slurm-wlm"), Path("/usr/lib/aarch64-linux-gnu/slurm-wlm"),
@@ -172,7 +177,7 @@ def tokens(jwt_cluster: JwtCluster, studio_users) -> dict[str, str]:
     """The issuer's tokens, read back from each user's own secret."""
     sm = secrets(jwt_cluster.moto_url)
     issued = issuer.issue(sm, key_secret_id=jwt_cluster.key_secret, prefix=TOKEN_PREFIX,
-                          users=[u.name for u in studio_users], lifetime=3600)
+                          users=[u.name for u in studio_users], lifetime=3600, reserved=RESERVED)
     assert sorted(issued) == sorted(u.name for u in studio_users)
     out = {}
     for user in studio_users:
@@ -295,8 +300,8 @@ def test_expired_forged_and_privileged_tokens_are_refused(jwt_cluster: JwtCluste
     c = jwt_cluster
     alice, _ = studio_users
     key = c.jwt_key.read_bytes()
-    expired = issuer.mint(key, alice.name, now=int(time.time()) - 7200, lifetime=3600)
-    forged = issuer.mint(os.urandom(32), alice.name, now=int(time.time()), lifetime=3600)
+    expired = issuer.mint(key, alice.name, now=int(time.time()) - 7200, lifetime=3600, reserved=RESERVED)
+    forged = issuer.mint(os.urandom(32), alice.name, now=int(time.time()), lifetime=3600, reserved=RESERVED)
     for token in (expired, forged):
         result = sbatch(c, alice, token, "--wrap", "true")
         assert result.returncode != 0, result.stdout
@@ -305,7 +310,7 @@ def test_expired_forged_and_privileged_tokens_are_refused(jwt_cluster: JwtCluste
     # The issuer never mints for root or SlurmUser: such a token could name any other user.
     for name in ("root", "slurm"):
         with pytest.raises(ValueError, match="refusing to mint"):
-            issuer.mint(key, name, now=int(time.time()), lifetime=3600)
+            issuer.mint(key, name, now=int(time.time()), lifetime=3600, reserved=RESERVED)
 
 
 def test_root_jobs_are_refused_on_the_cluster(jwt_cluster: JwtCluster):
