@@ -31,16 +31,9 @@ PACKAGES = {"platform_config", "manifests", "constructs", "stacks", "cli", "tool
 
 def product_modules() -> dict[str, Path]:
     """Dotted name -> file, for every Python file of the product (tests excluded)."""
-    found = {}
-    for path in sorted(ROOT.rglob("*.py")):
-        relative = path.relative_to(ROOT)
-        if relative.parts[0] not in MAY_IMPORT and relative.name != "app.py" or relative.parts[0] in ("tests",):
-            continue
-        if any(part.startswith(".") or part in ("node_modules", "build", "cdk.out", "__pycache__") for part in
-               relative.parts):
-            continue
-        found[".".join(relative.with_suffix("").parts).removesuffix(".__init__")] = path
-    return found
+    paths = [ROOT / "app.py"] + [path for folder in MAY_IMPORT if (ROOT / folder).is_dir()
+                                 for path in sorted((ROOT / folder).rglob("*.py")) if "__pycache__" not in path.parts]
+    return {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p for p in paths}
 
 
 def _type_checking(node: ast.If) -> bool:
