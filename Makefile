@@ -29,7 +29,7 @@ APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge
 DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: synth test train-venv lint schema bench deps system-deps hyperpod-chart clean deploy diff graph preflight connect
+.PHONY: synth test train-venv lint schema docs bench deps system-deps hyperpod-chart clean deploy diff graph preflight connect
 .DEFAULT_GOAL := synth
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -68,34 +68,34 @@ system-deps:
 ## Offline synthesis of $(CONFIG) into cdk.out/ with a summary. No AWS credentials needed.
 synth: deps
 	$(CDK) synth --quiet --no-notices -c config=$(CONFIG)
-	$(PY) tools/summarize.py cdk.out --config $(CONFIG)
+	$(PY) -m cli.summarize cdk.out --config $(CONFIG)
 
 ## The stack graph of CONFIG from the synthesized assembly: which stacks deploy side by side, as steps and Mermaid.
 graph: synth
-	$(PY) tools/stack_graph.py cdk.out
-	$(PY) tools/stack_graph.py cdk.out --mermaid
+	$(PY) -m cli.stack_graph cdk.out
+	$(PY) -m cli.stack_graph cdk.out --mermaid
 
-## Deploy CONFIG through the replacement guard (tools/replacement_guard.py): day-2 rules against the deployed
+## Deploy CONFIG through the replacement guard (cli/replacement_guard.py): day-2 rules against the deployed
 ## platform, change sets checked for replaced or deleted stateful resources, every template parameter passed from
 ## the config, stack policies set afterwards; independent stacks deploy side by side (--concurrency from the
 ## graph). ALLOW='LogicalId ...' lets named resources be replaced or deleted.
 ALLOW ?=
 deploy: deps
-	CONFIG=$(CONFIG) $(PY) tools/replacement_guard.py deploy $(foreach id,$(ALLOW),--allow $(id))
+	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard deploy $(foreach id,$(ALLOW),--allow $(id))
 
-## Online pre-flight checks of CONFIG with your AWS credentials, read-only (tools/preflight.py). ARGS=--json for CI.
+## Online pre-flight checks of CONFIG with your AWS credentials, read-only (cli/preflight.py). ARGS=--json for CI.
 ARGS ?=
 preflight: deps
-	$(PY) tools/preflight.py --config $(CONFIG) $(if $(wildcard cdk.out/manifest.json),--templates cdk.out) $(ARGS)
+	$(PY) -m cli.preflight --config $(CONFIG) $(if $(wildcard cdk.out/manifest.json),--templates cdk.out) $(ARGS)
 
 ## A shell on a cluster node through SSM: NODE=controller|login|<group>[:index]. ARGS=--print or --ssh-config.
 NODE ?= controller
 connect: deps
-	$(PY) tools/connect.py --config $(CONFIG) $(NODE) $(ARGS)
+	$(PY) -m cli.connect --config $(CONFIG) $(NODE) $(ARGS)
 
 ## `cdk diff` of CONFIG against the deployed stacks, with the config's value for every template parameter.
 diff: deps
-	CONFIG=$(CONFIG) $(PY) tools/replacement_guard.py diff
+	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard diff
 
 ## The whole test suite: shell lint, lifecycle-script tests, then pytest (config, stacks, cfn-lint, nag, limits).
 test: deps system-deps lint train-venv
@@ -109,6 +109,11 @@ lint: system-deps
 ## JSON Schema of the config, for editors (config/schema.json is committed; a test keeps it current).
 schema: $(VENV)/.installed
 	$(PY) tools/export_schema.py > config/schema.json
+
+## The configuration reference in docs/configuration.md and the JSON Schema, both from the config model's field
+## descriptions (tests/test_config_reference.py fails when either is stale).
+docs: schema
+	$(PY) tools/config_reference.py
 
 ## The HyperPod dependency Helm chart (EKS) at its pinned commit, remote subcharts vendored, into build/.
 ## Needs network access to github.com and the charts' registries; not part of `make test` (CI has neither).

@@ -4,7 +4,7 @@ import sys
 
 import aws_cdk as cdk
 
-from stacks.config import CONTEXT_OVERRIDES, DEFAULT_CONFIG_PATH, ConfigError, load_config
+from platform_config import CONTEXT_OVERRIDES, DEFAULT_CONFIG_PATH, ConfigError, load_config
 from stacks.platform import add_security_checks, build_platform
 
 app = cdk.App()

@@ -4,8 +4,8 @@ the observability stack hands those files to lambda/grafana_provisioning.
 
 Dashboard JSON model: Grafana's dashboard schema (grafana/grafana kinds/dashboard, schemaVersion 39 = Grafana 10.4,
 the version the workspace runs); data sources by fixed uid, created by the provisioning handler.
-Every Prometheus metric a panel names is in stacks/node_metrics.PROMETHEUS_METRICS and every CloudWatch metric in
-constructs/observability_dashboard.DOCUMENTED_METRICS (tests/test_grafana.py).
+Every Prometheus metric a panel names is in constructs/node_metric_names.PROMETHEUS_METRICS and every CloudWatch
+metric in constructs/observability_dashboard.DOCUMENTED_METRICS (tests/test_grafana.py).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A budget counts the cost of what carries a cost allocation tag: CostFilters `TagKeyValue` takes `user:<key>$<value>`
 (AWS::Budgets::Budget BudgetData, CostFilters; https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/
 aws-properties-budgets-budget-budgetdata.html). A tag counts only once it is activated as a cost allocation tag, an
-account-level (in an organization: management-account) setting the README's "Spend" section activates with one
+account-level (in an organization: management-account) setting docs/slurm-departments.md ("Spend") activates with one
 command; nothing here can.
 
 Budgets publishes to an SNS topic only if the topic policy lets budgets.amazonaws.com, and, for an encrypted topic,

@@ -8,8 +8,8 @@ getting-started-default-session-document.html).
 
 The account's default document, SSM-SessionManagerRunShell, holds the preferences of every session in the region
 that names no document; creating or changing it would change everyone's sessions. This document has a name of its
-own, and people pass it: `aws ssm start-session --target ... --document-name <name>` (or tools/connect.py
---document-name); an IAM policy can require it (README, "Research institution").
+own, and people pass it: `aws ssm start-session --target ... --document-name <name>` (or `make connect
+ARGS=--run-as`, cli/connect.py); an IAM policy can require it (docs/slurm-departments.md, "Session Manager as yourself").
 """
 from __future__ import annotations
 

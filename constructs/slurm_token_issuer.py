@@ -1,15 +1,15 @@
 """Per-user mode on Slurm: the function that mints each Studio user's Slurm auth/jwt token (lambda/slurm_tokens) and,
 per batch of users, the schedule that invokes it and the users' token secrets and execution roles.
 
-Who can read what (README, Security):
+Who can read what (docs/security.md):
 - the signing key secret (cluster stack, addressed by its fixed name): written by the cluster's role, read only by
   this function's role;
 - user U's token secret `<name>/slurm-token/U`: written only by this function, read only by U's execution role,
   encrypted with this construct's customer managed key (like every other platform secret); the function may encrypt
   with it only for secrets under the token prefix, U's role decrypt only U's secret, both through Secrets Manager;
 - U's execution role: the shared Studio app permissions (a managed policy) plus read on U's token secret only.
-The function refuses to mint for system accounts: `reserved_users`/`reserved_prefixes` (stacks/config.py reads them
-from config/facts/reserved-users.json, the list config validation uses) reach it through its environment.
+The function refuses to mint for system accounts: `reserved_users`/`reserved_prefixes` (platform_config/facts.py reads
+them from config/facts/reserved-users.json, the list config validation uses) reach it through its environment.
 A Studio user profile's spaces run as the profile's `UserSettings.ExecutionRole`
 (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UserSettings.html), so IAM binds a token to one profile.
 """

@@ -8,7 +8,7 @@ from the newest *complete* checkpoint. Three rules make that safe:
    resume ignores (and rank 0 deletes at start).
 2. The global batch never changes. Gradient accumulation steps = global_batch / (world_size × micro_batch), so the
    optimizer sees the same batch, and the same learning-rate schedule, at every size. Sizes that do not divide the
-   global batch are an error here and are rejected earlier by stacks/training_jobs.py.
+   global batch are an error here and are rejected earlier by manifests/training_jobs.py.
 3. Data position is counted in samples. After step N the job has consumed N × global_batch samples whatever the
    world size was, so a resumed run continues at the next unseen sample.
 

@@ -9,7 +9,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from stacks import kubernetes_objects as k8s
+from manifests import kubernetes_objects as k8s
 
 
 class EksAccessStack(cdk.Stack):

@@ -1,18 +1,15 @@
 """The HyperPod cluster orchestrated by EKS (the control plane and dependency chart are the EKS stack's,
 stacks/eks_control_plane_stack.py): late add-ons, FSx for pods, elastic training and task governance (priority
-classes, one compute quota per team). Also the dependency chart's checks and values, which both stacks use."""
+classes, one compute quota per team)."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import aws_cdk as cdk
-import yaml
 from aws_cdk import aws_eks_v2 as eks_v2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
-import constructs.hyperpod_chart_source as chart_source
 from constructs.eks_control_plane import Addon
 from constructs.hyperpod_cluster import EksOrchestrator, HyperPodCluster
 from constructs.fsx_partitions import FsxPartitions
@@ -22,9 +19,10 @@ from constructs.platform_role_names import upload_role_name
 from constructs.nag_acknowledgments import acknowledge
 from constructs.task_governance_provider import TaskGovernanceProvider
 
-from stacks import kubernetes_objects as k8s
-from stacks.config import (ACCELERATORS, EKS_TEAM_DIRECTORY_ROOT, ConfigError, PlatformConfig, TeamQuota,
-                           team_gid)
+from manifests import kubernetes_objects as k8s
+from platform_config import PlatformConfig
+from platform_config.eks_governance import EKS_TEAM_DIRECTORY_ROOT, TeamQuota, team_gid
+from platform_config.facts import ACCELERATORS
 from stacks.network_stack import NetworkRefs
 from stacks.slurm_cluster_stack import group_specs
 from stacks.storage_stack import StorageStack
@@ -32,7 +30,6 @@ from stacks.storage_stack import StorageStack
 if TYPE_CHECKING:
     from stacks.eks_control_plane_stack import EksControlPlaneStack
 
-ROOT = Path(__file__).resolve().parent.parent
 TRAINING_OPERATOR = ("aws-hyperpod", "hp-training-operator-controller-manager")  # namespace, service account
 # The HyperPod observability add-on's collector (namespace, service account) and its configuration schema
 # (ampWorkspace.prometheusEndpoint/arn) as AWS documents and its own Terraform module passes them:
@@ -66,30 +63,6 @@ def governance_resource_type(cfn_type: str, region: Optional[str]) -> str:
     if region in CFN_REGIONS[cfn_type]:
         return cfn_type
     return "Custom::" + cfn_type.rsplit("::", 1)[1]
-
-
-def chart_directory(config: PlatformConfig, *, allow_stand_in: bool = False) -> Path:
-    """The dependency chart to deploy. It must be the pinned upstream revision as tools/fetch_hyperpod_chart.sh
-    writes it (constructs/hyperpod_chart_source.py); tests pass allow_stand_in, and the stack then makes its
-    template undeployable."""
-    path = config.eks.hyperpod_dependencies.chart_dir
-    chart_dir = Path(path) if Path(path).is_absolute() else ROOT / path
-    if not (chart_dir / "Chart.yaml").is_file():
-        raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
-            f"eks.hyperpod_dependencies.chart_dir: {path!r} holds no Chart.yaml; "
-            "the HyperPod dependency chart is not committed: run `make hyperpod-chart` to fetch the pinned revision "
-            "(needs network access to github.com), or point chart_dir at a copy of it"])
-    problems = chart_source.problems(chart_dir)
-    if problems and not allow_stand_in:
-        pin = chart_source.pin()
-        raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
-            f"eks.hyperpod_dependencies.chart_dir: {path!r} is not the pinned HyperPod chart ({pin['repository']} "
-            f"{pin['path']} at {pin['commit']}): {'; '.join(problems)}; run `make hyperpod-chart`"])
-    return chart_dir
-
-
-def chart_is_pinned(chart_dir: Path) -> bool:
-    return not chart_source.problems(chart_dir)
 
 
 class EksClusterStack(cdk.Stack):
@@ -142,8 +115,8 @@ class EksClusterStack(cdk.Stack):
                 k8s.role_binding(namespace=k8s.team_namespace(t.name), group=k8s.team_group(t.name),
                                  role=k8s.JOB_ROLE, platform=config.name))], after=[self.namespaces], scope=self)
         self._guard_default_namespace(config)
-        # No pod of a team's (or the default) namespace reaches the node's instance metadata or other link-local
-        # services (stacks/kubernetes_objects.py says how HyperPod nodes serve credentials and why the block is here).
+        # No pod of a team's (or the default) namespace reaches the node's instance metadata or other link-local services
+        # (manifests/kubernetes_objects.py says how HyperPod nodes serve credentials and why the block is here).
         guarded = ["default", *team_namespaces]
         self.node_credentials_guard = plane.manifest(
             "NodeCredentialsGuard", *[k8s.deny_node_credentials(namespace=n, platform=config.name) for n in guarded],
@@ -368,59 +341,6 @@ def borrowable_accelerators(team: TeamQuota) -> int:
     if team.sharing != "LendAndBorrow":
         return guaranteed
     return guaranteed + guaranteed * team.borrow_limit_percent // 100
-
-
-def chart_values(chart_dir: Path) -> dict[str, Any]:
-    return yaml.safe_load((chart_dir / "values.yaml").read_text()) or {}
-
-
-def taint_tolerations(config: PlatformConfig) -> list[dict[str, str]]:
-    """One toleration per distinct taint the config puts on a compute group (key, value, effect)."""
-    seen: list[dict[str, str]] = []
-    for group in config.group("compute"):
-        for taint in group.kubernetes_taints:
-            toleration = {"key": taint.key, "operator": "Equal", "value": taint.value or "", "effect": taint.effect}
-            if toleration not in seen:
-                seen.append(toleration)
-    return seen
-
-
-def dependency_chart_values(config: PlatformConfig, *, region: str, chart_values: dict[str, Any]) -> dict[str, Any]:
-    """Values for the HyperPod dependency chart: the region, each training component's toggle from the config,
-    every other component of the chart set explicitly (off: the platform installs them another way, or they
-    serve inference), and device plugins that tolerate every taint the config puts on an instance group.
-    A list value replaces the chart's default, so the plugins get the chart's own tolerations plus the taints'.
-    The health monitoring agent tolerates every NoSchedule/NoExecute taint already (its template); the Neuron
-    plugin's tolerations are fixed in its template, so config validation refuses taints it would not tolerate."""
-    d = config.eks.hyperpod_dependencies
-    extra = taint_tolerations(config)
-
-    def tolerations(plugin: str) -> dict[str, Any]:
-        default = (chart_values.get(plugin) or {}).get("tolerations") or []
-        return {"tolerations": [*default, *(t for t in extra if t not in default)]} if extra else {}
-    return {
-        "global": {"region": region},
-        "health-monitoring-agent": {"enabled": d.health_monitoring_agent},
-        "deep-health-check": {"enabled": d.deep_health_check},
-        "job-auto-restart": {"enabled": d.job_auto_restart},
-        "nvidia-device-plugin": {"devicePlugin": {"enabled": d.nvidia_device_plugin},
-                                 **tolerations("nvidia-device-plugin")},
-        "neuron-device-plugin": {"devicePlugin": {"enabled": d.neuron_device_plugin}},
-        "aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": d.efa_device_plugin},
-                                      **tolerations("aws-efa-k8s-device-plugin")},
-        "trainingOperators": {"enabled": d.training_operators},
-        "mpi-operator": {"enabled": d.mpi_operator},
-        "hyperpod-patching": {"enabled": d.hyperpod_patching},
-        "cert-manager": {"enabled": False},  # the cert-manager EKS add-on provides it
-        "storage": {"enabled": False},  # FSx comes from the aws-fsx-csi-driver add-on and the stack's claims
-        "gpu-operator": {"enabled": False},  # the NVIDIA device plugin above serves training
-        "inferenceOperators": {"enabled": False},
-        "mlflow": {"enabled": False},  # Studio's managed MLflow is the platform's
-        # Access comes from EKS access entries and the stack's own per-team Roles and RoleBindings.
-        "cluster-role-and-bindings": {"enabled": False},
-        "team-role-and-bindings": {"enabled": False},
-        "namespaced-role-and-bindings": {"enabled": False},
-    }
 
 
 def provisioning_parameters(config: PlatformConfig) -> dict[str, Any]:

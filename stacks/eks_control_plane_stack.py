@@ -11,8 +11,9 @@ from constructs.eks_control_plane import Addon, EksControlPlane
 from constructs.lifecycle_scripts import assets_bucket_name
 from constructs.nag_acknowledgments import acknowledge
 
-from stacks.config import PlatformConfig
-from stacks.eks_cluster_stack import chart_directory, chart_is_pinned, chart_values, dependency_chart_values
+from manifests.hyperpod_dependency_chart import chart_values, dependency_chart_values
+from platform_config import PlatformConfig
+from platform_config.chart_pin import chart_directory, chart_is_pinned
 from stacks.network_stack import NetworkRefs
 
 
@@ -43,7 +44,7 @@ class EksControlPlaneStack(cdk.Stack):
             log_types=eks_config.log_types, log_retention_days=eks_config.log_retention_days,
             admin_role_arns=eks_config.admin_role_arns,
             # enableNetworkPolicy: the VPC CNI's network policy controller and node agent, which enforce the
-            # NetworkPolicies the cluster stack applies (stacks/kubernetes_objects.py deny_node_credentials). The key
+            # NetworkPolicies the cluster stack applies (manifests/kubernetes_objects.py deny_node_credentials). The key
             # and its string value as aws/amazon-vpc-cni-k8s@01c4ad5a charts/aws-vpc-cni/README.md and
             # https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html give them.
             addons=[Addon("vpc-cni", addons.vpc_cni, {"enableNetworkPolicy": "true"}),

@@ -9,7 +9,8 @@ from constructs import Construct
 from constructs.efa_security_group import EfaSecurityGroup
 from constructs.hyperpod_vpc import HyperPodVpc, PrivateSubnet
 
-from stacks.config import ControlPlaneSubnet, Network
+from platform_config.eks import ControlPlaneSubnet
+from platform_config.network import Network
 
 
 @dataclass(frozen=True)

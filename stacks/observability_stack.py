@@ -12,7 +12,7 @@ from constructs import Construct
 from constructs.log_encryption import logs_key
 from constructs.platform_observability import LustreTargets, PlatformObservability, Subscription
 
-from stacks.config import PlatformConfig
+from platform_config import PlatformConfig
 from stacks.storage_stack import StorageStack
 from stacks.studio_stack import PLATFORM_TAG, StudioStack
 

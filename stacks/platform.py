@@ -11,8 +11,9 @@ from cdk_nag import AwsSolutionsChecks
 from constructs.log_encryption import LogGroupEncryption
 from constructs.log_retention import LogRetention
 
-from stacks.config import PlatformConfig, root_squash_exempts_cluster_subnets
-from stacks.config_day2 import SNAPSHOT_METADATA_KEY, snapshot
+from platform_config import PlatformConfig
+from platform_config.storage import root_squash_exempts_cluster_subnets
+from platform_config.day2 import SNAPSHOT_METADATA_KEY, snapshot
 from stacks.network_stack import NetworkRefs, NetworkStack
 from stacks.observability_stack import ObservabilityStack
 from stacks.storage_stack import StorageStack
@@ -55,7 +56,7 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     stack's template then fails CloudFormation validation."""
     on_eks = config.orchestrator == "eks"
     if on_eks:
-        from stacks.eks_cluster_stack import chart_directory
+        from platform_config.chart_pin import chart_directory
         chart_directory(config, allow_stand_in=allow_chart_stand_in)
     env = cdk.Environment(account=config.deployment.account, region=config.deployment.region)
     name = config.name
@@ -137,7 +138,7 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
         cdk.Tags.of(stack).add(PLATFORM_TAG, name, exclude_resource_types=list(TAGS_CREATE_ONLY))
         for key, value in config.tags.items():
             cdk.Tags.of(stack).add(key, value, exclude_resource_types=list(TAGS_CREATE_ONLY))
-    # The deployed storage stack remembers what can never change in place; tools/replacement_guard.py compares.
+    # The deployed storage stack remembers what can never change in place; cli/replacement_guard.py compares.
     storage.template_options.metadata = {SNAPSHOT_METADATA_KEY: snapshot(config)}
     for stack in (storage, slurm_login, eks, cluster, studio):
         if stack is not None:  # hold the file system, buckets, keys, secret, EKS and HyperPod clusters, domain, profiles

@@ -22,9 +22,12 @@ from constructs.session_run_as import SessionRunAsDocument
 from constructs.platform_role_names import (cluster_execution_role_name, slurm_jwt_key_secret_name,
                                            slurm_token_issuer_role_name, upload_role_name)
 
-from stacks.config import PlatformConfig, ca_certificate_bytes, checkpoint_dir, login_load_balancer, session_run_as
+from platform_config import PlatformConfig
+from platform_config.directory import ca_certificate_bytes
+from platform_config.login_access import login_load_balancer, session_run_as
+from platform_config.storage import checkpoint_dir
 from stacks.network_stack import NetworkRefs
-from stacks.slurm_accounting import accounting_parameters, worker_groups
+from platform_config.accounting_plan import accounting_parameters, worker_groups
 from stacks.storage_stack import StorageStack
 
 class SlurmClusterStack(cdk.Stack):
@@ -303,7 +306,7 @@ def node_metrics_parameters(config: PlatformConfig, remote_write_url: str | None
 def slurm_auth(config: PlatformConfig) -> str:
     """How Studio users authenticate to slurmctld, fixed at synth from the config: `jwt` (their own token, no munge
     key in Studio) when Studio partitions are per user (`shared_fsx: false`), else `munge` (the cluster's key).
-    The Studio stack's SharedFSx parameter only switches partitions; it does not change this (README, Security)."""
+    The Studio stack's SharedFSx parameter only switches partitions; it does not change this (docs/security.md)."""
     return "jwt" if config.orchestrator == "slurm" and config.studio.enabled and not config.shared_fsx else "munge"
 
 

@@ -19,7 +19,8 @@ from constructs.platform_role_names import (PARTITION_HANDLERS, cluster_executio
 from constructs.lustre_file_system import LustreFileSystem
 from constructs.secure_bucket import access_log_bucket, allow_account_through_s3, secure_bucket
 
-from stacks.config import ExistingLustre, NodeMetrics, Storage
+from platform_config.observability import NodeMetrics
+from platform_config.storage import ExistingLustre, Storage
 from stacks.network_stack import NetworkRefs
 
 if TYPE_CHECKING:  # opt-in: constructs/metrics_workspace.py (and aws_aps) loads only when node metrics are on

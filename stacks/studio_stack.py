@@ -24,8 +24,10 @@ from constructs.nag_acknowledgments import acknowledge
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 from constructs.studio_lifecycle_configs import EKS_ENTRY_POINT, SLURM_ENTRY_POINT, StudioLifecycleConfigs
 
-from stacks.config import (RESERVED_USER_NAMES, RESERVED_USER_PREFIXES, PlatformConfig, User,
-                           department_tags)
+from platform_config import PlatformConfig
+from platform_config.budgets import department_tags
+from platform_config.facts import RESERVED_USER_NAMES, RESERVED_USER_PREFIXES
+from platform_config.users import User
 from stacks.network_stack import NetworkRefs
 from stacks.storage_stack import StorageStack
 
@@ -95,7 +97,7 @@ class StudioStack(cdk.Stack):
 
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         if on_eks:
-            from stacks.studio_eks_tools import studio_eks_tools  # EKS only: kubectl/helm from the layer package
+            from constructs.studio_eks_tools import studio_eks_tools  # EKS only: kubectl/helm from the layer package
             tools = studio_eks_tools(config.eks.kubernetes_version)
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=EKS_ENTRY_POINT,

@@ -19,7 +19,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 import aws_cdk as cdk  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402
 
-from stacks.config import PlatformConfig, load_config, parse_config  # noqa: E402
+from platform_config import PlatformConfig, load_config, parse_config  # noqa: E402
 from stacks.platform import Platform, add_security_checks, build_platform  # noqa: E402
 
 VARIANT_FILES = {

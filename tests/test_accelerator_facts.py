@@ -1,5 +1,5 @@
 """Accelerator counts per instance type: the committed facts are what tools/accelerator_counts.py derives from the
-pinned aws/sagemaker-hyperpod-cli revision, and stacks/config.py uses exactly those counts."""
+pinned aws/sagemaker-hyperpod-cli revision, and platform_config/facts.py uses exactly those counts."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from stacks import config
-from stacks.config import ACCELERATORS, nvidia_gpus
+from platform_config import facts
+from platform_config.facts import ACCELERATORS, nvidia_gpus
 from tools import accelerator_counts
 
 FACTS = json.loads(accelerator_counts.FACTS.read_text())
@@ -24,7 +24,7 @@ def family(instance_type: str) -> str:
 
 
 def test_facts_name_the_pinned_revision():
-    assert accelerator_counts.FACTS == config.ACCELERATOR_FACTS
+    assert accelerator_counts.FACTS == facts.ACCELERATOR_FACTS
     assert {k: FACTS[k] for k in ("repository", "commit", "path", "variable")} == {
         "repository": "aws/sagemaker-hyperpod-cli", "commit": accelerator_counts.COMMIT,
         "path": accelerator_counts.TABLE_PATH, "variable": "INSTANCE_RESOURCES"}
@@ -69,7 +69,7 @@ def test_unknown_extended_resource_in_the_facts_is_refused(tmp_path):
     bad = tmp_path / "accelerators.json"
     bad.write_text(json.dumps({"accelerators": {"ml.p5.48xlarge": {"resource": "amd.com/gpu", "count": 8}}}))
     with pytest.raises(ValueError, match=r"\['amd.com/gpu'\]; this platform knows nvidia.com/gpu"):
-        config._accelerators_from_facts(bad)
+        facts._accelerators_from_facts(bad)
 
 
 # ---------------------------------------------------------------------------------------------- the generator

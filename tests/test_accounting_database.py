@@ -13,7 +13,7 @@ import yaml
 from aws_cdk.assertions import Match, Template
 
 from conftest import ROOT, VARIANT_FILES, cdk_json_context
-from stacks.config import ConfigError, parse_config
+from platform_config import ConfigError, parse_config
 from stacks.platform import add_security_checks, build_platform
 
 
@@ -27,8 +27,8 @@ def managed_data(**cluster) -> dict:
     return data
 
 
-# The synthesized variant is also the multi-head one: backup controllers need the external database (stacks/config.py,
-# _controller_count_errors), and one synth serves both (synthesis costs seconds).
+# The synthesized variant is also the multi-head one: backup controllers need the external database
+# (platform_config/cluster.py, _controller_count_errors), and one synth serves both (synthesis costs seconds).
 CONTROLLERS = 2
 
 
@@ -81,7 +81,7 @@ def test_database_refuses_connections_without_tls(cluster):
 
 
 def test_tls_requirement_can_be_turned_off_explicitly_only():
-    from stacks.config import parse_config as parse
+    from platform_config import parse_config as parse
     assert parse(managed_data(), "x").cluster.accounting.managed_database.require_tls is True
     data = managed_data()
     data["cluster"]["accounting"]["managed_database"] = {"require_tls": False}

@@ -173,6 +173,6 @@ def test_limits_on_untracked_tres_are_left_out_and_reported(tmp_path):
 
 
 def test_the_config_refuses_a_department_named_like_the_platforms_account():
-    from stacks.config import PLATFORM_USERS_ACCOUNT
+    from platform_config.accounting import PLATFORM_USERS_ACCOUNT
 
     assert PLATFORM_USERS_ACCOUNT == accounting.USERS_ACCOUNT

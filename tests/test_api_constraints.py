@@ -13,7 +13,8 @@ import re
 import botocore.session
 import pytest
 
-from stacks.config import DEEP_HEALTH_CHECKS, ConfigError, json_schema, parse_config
+from platform_config import ConfigError, json_schema, parse_config
+from platform_config.cluster import DEEP_HEALTH_CHECKS
 
 SAGEMAKER = botocore.session.get_session().get_service_model("sagemaker")
 SCHEMA = json_schema()

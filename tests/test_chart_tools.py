@@ -1,4 +1,4 @@
-"""tools/layer_binaries.py and tools/hyperpod_chart.py without helm or network (the fetch script itself is
+"""constructs/layer_binaries.py and tools/hyperpod_chart.py without helm or network (the fetch script itself is
 covered by tests/tools/fetch_hyperpod_chart.bats)."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools import hyperpod_chart, layer_binaries
+from constructs import layer_binaries
+from tools import hyperpod_chart
 
 ROOT = Path(__file__).resolve().parent.parent
 STAND_IN = ROOT / "tests" / "fixtures" / "hyperpod-helm-chart"

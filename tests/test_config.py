@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, VARIANT_FILES
-from stacks.config import ConfigError, PlatformConfig, json_schema, load_config, parse_config
+from platform_config import ConfigError, PlatformConfig, json_schema, load_config, parse_config
 
 CONTROLLER = {"name": "controller-machine", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1}
 WORKERS = {"name": "workers", "role": "compute", "instance_type": "ml.g5.8xlarge", "instance_count": 2,
@@ -303,7 +303,7 @@ def test_error_message_names_source_and_every_problem():
 
 
 def test_default_checkpoint_dir_is_inside_whatever_path_is_linked():
-    from stacks.config import checkpoint_dir
+    from platform_config.storage import checkpoint_dir
     assert checkpoint_dir(PlatformConfig().storage) == "/data/checkpoints"
     cfg = parse_config(with_("storage.lustre", {"data_repository": {"file_system_path": "/datasets/"}}))
     assert checkpoint_dir(cfg.storage) == "/datasets/checkpoints"
@@ -346,10 +346,10 @@ def test_yaml_duplicate_keys_are_rejected(tmp_path):
 
 
 def test_both_yaml_parsers_read_configs_alike():
-    from stacks.config import _FastStrictYamlLoader, _StrictYamlLoader
+    from platform_config.loading import FastStrictYamlLoader, StrictYamlLoader
     import yaml
     text = "shared_fsx: yes\nname: x\nusers:\n  - {name: a, uid: 10000, sudo: true}\nflag: on\n"
-    assert yaml.load(text, Loader=_FastStrictYamlLoader) == yaml.load(text, Loader=_StrictYamlLoader) == {  # noqa: S506
+    assert yaml.load(text, Loader=FastStrictYamlLoader) == yaml.load(text, Loader=StrictYamlLoader) == {  # noqa: S506
         "shared_fsx": "yes", "name": "x", "users": [{"name": "a", "uid": 10000, "sudo": True}], "flag": "on"}
 
 
@@ -431,7 +431,7 @@ EKS_BAD_INPUT = [
      "version)); for 1.32 use v1.11.4-eksbuild.24"),
     ("addon pin without recorded support", eks_base(addons={"fsx_csi_driver": "v1.7.0-eksbuild.1"}),
      "eks.addons.fsx_csi_driver: 'v1.7.0-eksbuild.1' has no recorded Kubernetes support; known: v1.6.0-eksbuild.1 "
-     "(add a version to ADDON_SUPPORT in stacks/config.py with its source)"),
+     "(add a version to ADDON_SUPPORT in platform_config/eks.py with its source)"),
     ("training operator too old for elastic jobs", eks_base(addons={"training_operator": "v1.0.1-eksbuild.1"}),
      "eks.addons.training_operator: 'v1.0.1-eksbuild.1'; elastic training (elasticPolicy) needs v1.2 or later "
      "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-elastic-training.html)"),
@@ -635,7 +635,7 @@ def test_accounting_on_eks_is_refused():
 
 
 def test_accounting_valid_config_and_its_parameters():
-    from stacks.slurm_accounting import accounting_parameters
+    from platform_config.accounting_plan import accounting_parameters
     cfg = parse_config(accounting(departments=physics(coordinators=["ada"], fairshare=30)))
     params = accounting_parameters(cfg)
     assert params["qos"] == [{"name": "short", "description": "", "priority": 0, "max_tres_per_user": "gres/gpu=1",
@@ -729,7 +729,8 @@ def test_an_existing_vpc_needs_the_ssh_networks_spelled_out():
 
 
 def test_which_configs_get_a_load_balancer_and_department_tags():
-    from stacks.config import department_tags, login_load_balancer, session_run_as
+    from platform_config.budgets import department_tags
+    from platform_config.login_access import login_load_balancer, session_run_as
     assert login_load_balancer(parse_config(with_login())) and session_run_as(parse_config(with_login()))
     assert not login_load_balancer(parse_config(with_login(load_balancer=False)))
     no_login = parse_config(base())
@@ -748,7 +749,7 @@ def test_which_configs_get_a_load_balancer_and_department_tags():
                                                  ("ml.p5.48xlarge", 8), ("ml.trn1.32xlarge", 0),
                                                  ("ml.c5.9xlarge", 0)])
 def test_nvidia_gpus_per_instance_type_are_the_gres_slurm_should_show(instance_type, gpus):
-    from stacks.config import nvidia_gpus
+    from platform_config.facts import nvidia_gpus
     assert nvidia_gpus(instance_type) == gpus  # Trainium has Neuron devices, not GPU GRES
 
 
@@ -844,7 +845,7 @@ def users(*entries: dict, **top) -> dict:
                                   "_apt", "systemd-network", "systemd-anything", "docker", "ssm-user", "mysql", "sudo",
                                   "adm", "sagemaker-user"])
 def test_reserved_system_names_are_refused_with_their_source(name):
-    from stacks.config import reserved_user
+    from platform_config.facts import reserved_user
     data = users({"name": name, "uid": 20001}, studio={"enabled": False})
     assert errors_of(data) == [f"users[0].name: {name!r} is a reserved system account or group name "
                                f"({reserved_user(name)}); allowed: any other POSIX name (the full list: "

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import STAND_IN_CHART, VARIANT_FILES, cdk_json_context
-from stacks.config import ConfigError, PlatformConfig, load_config
+from platform_config import ConfigError, PlatformConfig, load_config
 from stacks.platform import add_security_checks, build_platform
 
 EXAMPLES = {name: yaml.safe_load(path.read_text()) for name, path in VARIANT_FILES.items()}

@@ -1,4 +1,4 @@
-"""tools/connect.py against a moto server holding a HyperPod cluster (CreateCluster/ListClusterNodes over HTTP)."""
+"""cli/connect.py against a moto server holding a HyperPod cluster (CreateCluster/ListClusterNodes over HTTP)."""
 from __future__ import annotations
 
 import urllib.request
@@ -9,7 +9,7 @@ from botocore.config import Config
 from botocore.stub import Stubber
 
 from moto_server import moto_server
-from tools import connect
+from cli import connect
 
 REGION = "us-west-2"
 
@@ -86,7 +86,7 @@ def test_access_denied_names_the_permissions():
     with Stubber(client) as stub:
         stub.add_client_error("describe_cluster", "AccessDeniedException", "no", 400)
         with pytest.raises(connect.ConnectError, match="needs sagemaker:DescribeCluster and sagemaker:ListClusterNodes"):
-            from stacks.config import PlatformConfig
+            from platform_config import PlatformConfig
             connect.resolve(client, PlatformConfig(), "login-group", 0)
 
 
@@ -99,3 +99,26 @@ def test_run_as_starts_the_session_with_the_clusters_run_as_document(sagemaker, 
     off.write_text("cluster: {login_access: {run_as: false}}\n")
     assert connect.main(["login", "--print", "--run-as", "--config", str(off)], sagemaker=sagemaker) == 2
     assert "no run-as Session document" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("code", ["ThrottlingException", "ValidationException", "InternalFailure"])
+def test_any_refused_call_is_one_line_not_a_traceback(code, capsys):
+    client = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    with Stubber(client) as stub:
+        stub.add_client_error("describe_cluster", code, "the service said\nno", 400)
+        assert connect.main(["controller", "--print"], sagemaker=client) == 2
+    err = capsys.readouterr().err
+    assert err == f"connect: {code} on DescribeCluster: the service said no\n"
+
+
+def test_credentials_that_fail_at_the_first_call_are_one_line(capsys):
+    """Credentials the SDK cannot use (here the signer finds none) stop with one line, not NoCredentialsError's
+    traceback."""
+    from botocore.exceptions import NoCredentialsError
+
+    def no_credentials(**_):
+        raise NoCredentialsError()
+    client = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    client.meta.events.register_first("before-call.sagemaker.DescribeCluster", no_credentials)
+    assert connect.main(["controller", "--print"], sagemaker=client) == 2
+    assert capsys.readouterr().err == "connect: cannot reach SageMaker in us-west-2: Unable to locate credentials\n"

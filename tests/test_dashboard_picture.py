@@ -1,4 +1,4 @@
-"""The README's dashboard picture (docs/dashboard.svg) is drawn from the CloudWatch dashboard body the default config
+"""The dashboard picture of docs/observability.md (docs/dashboard.svg) is drawn from the CloudWatch dashboard body the default config
 synthesizes (tools/render_dashboard.py), and that body follows CloudWatch's documented body structure
 (docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/CloudWatch-Dashboard-Body-Structure.html)."""
 from __future__ import annotations
@@ -34,4 +34,4 @@ def test_picture_shows_each_widget(synth):
     body = body_from_template(synth("default").templates["observability"])
     svg = OUT.read_text()
     assert svg.count("<rect") == len(body["widgets"])
-    assert (ROOT / "README.md").read_text().count("docs/dashboard.svg") >= 1
+    assert "](dashboard.svg)" in (ROOT / "docs" / "observability.md").read_text()

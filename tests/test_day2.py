@@ -1,5 +1,5 @@
 """Day-2 matrix: each base config before and after the changes operators make, judged by the CloudFormation
-resource schemas' create-only properties (tools/template_replacements.py, schemas bundled by cfn-lint).
+resource schemas' create-only properties (cli/template_replacements.py, schemas bundled by cfn-lint).
 
 Routine changes must replace no stateful resource and no custom-named resource (whose replacement CloudFormation
 cannot even perform) and delete nothing stateful. Changes that can never be in place must be visible in the
@@ -21,10 +21,10 @@ import pytest
 import yaml
 
 from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context
-from stacks.config import PlatformConfig, parse_config
-from stacks.config_day2 import check_day2, snapshot
+from platform_config import PlatformConfig, parse_config
+from platform_config.day2 import check_day2, snapshot
 from stacks.platform import build_platform
-from tools.template_replacements import compare, load_assembly
+from cli.template_replacements import compare, load_assembly
 
 Change = Callable[[dict], None]
 # Removed when the test process exits (cloud assemblies hold asset copies).
@@ -238,7 +238,7 @@ def test_studio_lifecycle_configs_carry_a_content_hash():
 
 
 def test_tags_skip_resources_whose_tags_are_create_only():
-    from tools.template_replacements import create_only_paths
+    from cli.template_replacements import create_only_paths
     _, templates = _synth("eks", "add_tag")
     for file, template in templates.items():
         for logical_id, resource in template["Resources"].items():

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import DIRECTORY, DIRECTORY_KEY_ARN, DIRECTORY_SECRET_ARN, ROOT, VARIANT_FILES
-from stacks.config import ConfigError, parse_config
+from platform_config import ConfigError, parse_config
 from test_slurm_auth_modes import _actions, _of_type, _statements_of
 
 

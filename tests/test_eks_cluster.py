@@ -10,11 +10,13 @@ import kubernetes_validate
 import pytest
 
 from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
-from stacks.config import ConfigError, load_config, team_gid
-from stacks.eks_cluster_stack import CFN_REGIONS, chart_directory, governance_resource_type
-from stacks.studio_eks_tools import studio_eks_tools
-from tools import layer_binaries
-from tools.stack_graph import stack_dependencies
+from constructs import layer_binaries
+from constructs.studio_eks_tools import studio_eks_tools
+from platform_config import ConfigError, load_config
+from platform_config.chart_pin import chart_directory
+from platform_config.eks_governance import team_gid
+from stacks.eks_cluster_stack import CFN_REGIONS, governance_resource_type
+from cli.stack_graph import stack_dependencies
 
 KUBERNETES_VERSION = "1.33"
 

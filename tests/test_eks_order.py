@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tools.stack_graph import ancestors, stack_dependencies
+from cli.stack_graph import ancestors, stack_dependencies
 
 # EKS add-ons made only of DaemonSets (and their configuration): complete on a cluster without nodes. Every other
 # add-on runs a Deployment, whose pods must schedule before EKS reports it ACTIVE.

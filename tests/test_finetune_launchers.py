@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from stacks.config import PlatformConfig, checkpoint_dir
-from stacks.training_jobs import job_errors, parse_jobs
+from platform_config import PlatformConfig
+from platform_config.storage import checkpoint_dir
+from manifests.training_jobs import job_errors, parse_jobs
 from test_training_jobs import crd_errors
 
 FINETUNE = ROOT / "examples" / "finetune"

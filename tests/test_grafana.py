@@ -11,8 +11,8 @@ from conftest import GRAFANA_VIEWERS, ROOT
 from constructs.grafana_dashboards import (CLOUDWATCH_UID, PROMETHEUS_UID, SCHEMA_VERSION, cloudwatch_metrics_named,
                                            dashboards, prometheus_metrics_named)
 from constructs.observability_dashboard import DOCUMENTED_METRICS
-from stacks.config import ConfigError, parse_config
-from stacks.node_metrics import DCGM_FACTS, PROMETHEUS_METRICS
+from platform_config import ConfigError, parse_config
+from constructs.node_metric_names import DCGM_FACTS, PROMETHEUS_METRICS
 from tools.generate_grafana_dashboards import OUT, rendered
 
 

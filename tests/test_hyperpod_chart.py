@@ -13,9 +13,11 @@ import pytest
 import yaml
 
 from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
-import constructs.hyperpod_chart_source as chart_source
-from stacks.config import NEURON_PLUGIN_TOLERATIONS, ConfigError, Taint, tolerates
-from stacks.eks_cluster_stack import chart_directory, dependency_chart_values
+from manifests.hyperpod_dependency_chart import dependency_chart_values
+from platform_config import ConfigError, chart_pin
+from platform_config.chart_pin import chart_directory
+from platform_config.cluster import Taint
+from platform_config.eks import NEURON_PLUGIN_TOLERATIONS, tolerates
 from tools import hyperpod_chart_facts, render_hyperpod_chart
 
 FACTS = json.loads((ROOT / "tests" / "fixtures" / "hyperpod-chart-facts.json").read_text())
@@ -42,7 +44,7 @@ def example_values(**eks) -> dict:
 
 # ---------------------------------------------------------------------------------------------- pin and facts
 def test_facts_describe_the_pinned_revision():
-    pin = chart_source.pin()
+    pin = chart_pin.pin()
     assert FACTS["source"] == {k: pin[k] for k in ("repository", "commit", "path", "tree")}
     fetch = (ROOT / "tools" / "fetch_hyperpod_chart.sh").read_text()
     assert "config/hyperpod-chart-pin.json" in fetch  # the fetch reads the same pin
@@ -56,7 +58,7 @@ def test_committed_facts_and_stand_in_equal_a_fresh_generation():
 def test_pinned_content_digest_matches_the_upstream_tree(tmp_path):
     needs(HYPERPOD_CLI)
     chart = hyperpod_chart_facts.extract(HYPERPOD_CLI, tmp_path)
-    assert chart_source.content_digest(chart_source.directory_files(chart)) == chart_source.pin()["content_sha256"]
+    assert chart_pin.content_digest(chart_pin.directory_files(chart)) == chart_pin.pin()["content_sha256"]
 
 
 def test_every_subchart_in_charts_is_a_listed_dependency():
@@ -122,7 +124,7 @@ def pinned_copy(tmp_path: Path) -> Path:
     for dep in yaml.safe_load((chart / "Chart.yaml").read_text())["dependencies"]:
         if dep["repository"].startswith("file://"):
             render_hyperpod_chart.package_local(chart / dep["repository"][len("file://"):], chart / "charts")
-    pin = chart_source.pin()
+    pin = chart_pin.pin()
     (chart / ".pin").write_text("".join(f"{k}={pin[k]}\n" for k in ("repository", "commit", "path", "tree")))
     sums = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  ./{p.relative_to(chart).as_posix()}"
             for p in sorted(chart.rglob("*.tgz"))]
@@ -139,12 +141,12 @@ def with_chart(chart_dir: Path):
 def test_the_stale_archive_upstream_commits_is_refused_until_the_fetch_replaces_it(tmp_path):
     needs(HYPERPOD_CLI)
     chart = hyperpod_chart_facts.extract(HYPERPOD_CLI, tmp_path)
-    pin = chart_source.pin()
+    pin = chart_pin.pin()
     (chart / ".pin").write_text(f"commit={pin['commit']}\ntree={pin['tree']}\n")
     archive = chart / "charts" / "health-monitoring-agent-0.1.0.tgz"
     (chart / ".dependencies.sha256").write_text(
         f"{hashlib.sha256(archive.read_bytes()).hexdigest()}  ./charts/health-monitoring-agent-0.1.0.tgz\n")
-    (problem,) = chart_source.problems(chart)
+    (problem,) = chart_pin.problems(chart)
     assert problem.startswith("charts/health-monitoring-agent-0.1.0.tgz differs from charts/health-monitoring-agent/")
 
 
@@ -158,15 +160,15 @@ def test_synth_refuses_the_stand_in_unless_tests_allow_it():
 
 def test_synth_accepts_the_pinned_chart_and_refuses_any_change_to_it(tmp_path):
     chart = pinned_copy(tmp_path)
-    assert chart_source.problems(chart) == []
+    assert chart_pin.problems(chart) == []
     assert chart_directory(with_chart(chart)) == chart
     original = (chart / "values.yaml").read_text()
     (chart / "values.yaml").write_text(original.replace("enabled: false", "enabled: true", 1))
-    assert any("digest" in p for p in chart_source.problems(chart))
+    assert any("digest" in p for p in chart_pin.problems(chart))
     (chart / "values.yaml").write_text(original)
-    assert chart_source.problems(chart) == []
+    assert chart_pin.problems(chart) == []
     (chart / "charts" / "extra-0.1.0.tgz").write_bytes(b"not recorded")
-    assert chart_source.problems(chart) == ["charts/extra-0.1.0.tgz is not the archive the fetch recorded in "
+    assert chart_pin.problems(chart) == ["charts/extra-0.1.0.tgz is not the archive the fetch recorded in "
                                             ".dependencies.sha256"]
 
 

@@ -13,7 +13,7 @@ import pytest
 from aws_cdk import aws_aps as aps
 
 from conftest import ROOT
-from stacks.config import load_config
+from platform_config import load_config
 from stacks.slurm_cluster_stack import artifact_s3_uris, node_metrics_parameters, provisioning_parameters
 
 SHA = "c" * 64

@@ -1,4 +1,4 @@
-"""tools/preflight.py against a moto server (EC2, IAM, SageMaker clusters, FSx over HTTP); botocore Stubber only for
+"""cli/preflight.py against a moto server (EC2, IAM, SageMaker clusters, FSx over HTTP); botocore Stubber only for
 what moto 5.2 lacks: Service Quotas' ListServiceQuotas, CloudFormation DescribeType, SageMaker DescribeTrainingPlan,
 and the throttling / AccessDenied answers."""
 from __future__ import annotations
@@ -9,12 +9,13 @@ import urllib.request
 
 import boto3
 import pytest
+import yaml
 from botocore.config import Config
 from botocore.stub import Stubber
 
 from moto_server import moto_server
-from stacks.config import parse_config
-from tools.preflight import CORE_TYPES, FAILED, OK, UNKNOWN, WARNING, Preflight, exit_code, render
+from platform_config import parse_config
+from cli.preflight import CORE_TYPES, FAILED, OK, UNKNOWN, WARNING, Preflight, exit_code, main, render
 
 REGION = "us-west-2"
 GROUPS = [
@@ -255,3 +256,33 @@ def test_fsx_quota_counts_existing_lustre(account):
     check = by_check(Preflight(config(), harness(account, fsx_quota=3000).client).run())["fsx-quota"]
     assert check.status == FAILED
     assert check.detail.startswith("1200 GiB new + 2400 GiB in use > 'Lustre total storage capacity' 3000 GiB")
+
+
+def test_main_checks_once_sts_knows_the_caller(account, capsys, tmp_path):
+    """Through main, as `make preflight` runs it: moto's STS answers GetCallerIdentity, then every check runs."""
+    service_linked_roles(account)
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump({"name": "mine", "cluster": {"instance_groups": GROUPS}}))
+    assert main(["--config", str(path)], client=harness(account).client) == 0
+    out = capsys.readouterr()
+    assert out.err == ""
+    assert len(out.out.splitlines()) >= 6 and all(line.startswith("ok ") for line in out.out.splitlines()), out.out
+
+
+@pytest.mark.parametrize("code", ["ExpiredToken", "InvalidClientTokenId"])
+def test_credentials_sts_refuses_stop_with_one_line_before_any_check(code, capsys):
+    sts = boto3.client("sts", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    calls = []
+
+    def client(service, purpose):
+        calls.append(service)
+        return sts
+    with Stubber(sts) as stub:
+        stub.add_client_error("get_caller_identity", code, "The security token included in the request is\nexpired",
+                              403)
+        assert main(["--config", "config/default.yaml"], client=client) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err == (f"preflight: nothing checked for config/default.yaml: {code} on GetCallerIdentity: The security "
+                       "token included in the request is expired\n")
+    assert calls == ["sts"]  # no check ran

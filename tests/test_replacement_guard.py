@@ -1,9 +1,10 @@
-"""tools/replacement_guard.py: change sets as CloudFormation's DescribeChangeSet returns them (botocore's model;
+"""cli/replacement_guard.py: change sets as CloudFormation's DescribeChangeSet returns them (botocore's model;
 moto does not compute replacements, so the CloudFormation client is a real one under botocore's Stubber, which
 validates every request and response against that model)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from datetime import datetime, timezone
 
 import boto3
@@ -11,8 +12,8 @@ import pytest
 from botocore.stub import Stubber
 
 from test_day2 import _synth
-from tools import replacement_guard as guard
-from tools.template_replacements import compare
+from cli import replacement_guard as guard
+from cli.template_replacements import compare
 
 STACK = "ml-cluster-storage"
 CHANGE_SET_ARN = "arn:aws:cloudformation:us-west-2:111122223333:changeSet/hyperpod-replacement-guard/1"
@@ -201,3 +202,25 @@ def _write_assembly(templates, out):
                                "properties": {"templateFile": file, "stackName": name}}
     (out / "manifest.json").write_text(json.dumps({"artifacts": artifacts}))
     return out
+
+
+def test_a_failed_cdk_step_is_one_line_with_its_exit_status(monkeypatch, capsys):
+    """main() around run(): cdk's own output is above; the guard adds one line, not a CalledProcessError traceback."""
+    def failing_cdk(*args):
+        raise subprocess.CalledProcessError(3, ["node_modules/.bin/cdk", *args])
+    monkeypatch.setattr(guard, "missing_credentials", lambda profile=None: None)
+    monkeypatch.setattr(guard, "_cdk", failing_cdk)
+    assert guard.main(["diff"]) == 3
+    assert capsys.readouterr().err == "diff: `cdk synth` failed with exit status 3 (its output is above)\n"
+
+
+def test_a_failed_aws_call_is_one_line(monkeypatch, capsys):
+    from botocore.exceptions import EndpointConnectionError
+
+    def unreachable(argv):
+        raise EndpointConnectionError(endpoint_url="https://cloudformation.us-west-2.amazonaws.com/")
+    monkeypatch.setattr(guard, "missing_credentials", lambda profile=None: None)
+    monkeypatch.setattr(guard, "run", unreachable)
+    assert guard.main(["deploy"]) == 2
+    assert capsys.readouterr().err == ('deploy: Could not connect to the endpoint URL: '
+                                       '"https://cloudformation.us-west-2.amazonaws.com/"\n')

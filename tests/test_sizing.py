@@ -1,4 +1,4 @@
-"""tools/sizing.py: accelerators by group, FSx throughput from AWS's per-unit figures, checkpoint time and budget."""
+"""cli/sizing.py: accelerators by group, FSx throughput from AWS's per-unit figures, checkpoint time and budget."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from stacks.config import parse_config
-from tools.sizing import MB_PER_GIB, render, size
+from platform_config import parse_config
+from cli.sizing import MB_PER_GIB, render, size
 
 GROUPS = [
     {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1},
@@ -73,7 +73,7 @@ def test_summarize_prints_the_sizing_for_the_config(tmp_path):
     (out / "manifest.json").write_text(json.dumps({"artifacts": {}}))
     config = tmp_path / "c.yaml"
     config.write_text("storage:\n  checkpoint_gib: 500\n")
-    result = subprocess.run([sys.executable, "tools/summarize.py", str(out), "--config", str(config)], cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "cli.summarize", str(out), "--config", str(config)], cwd=ROOT,
                             capture_output=True, text=True, check=True)
     assert "one 500 GiB checkpoint: write 30.5 min" in result.stdout
     assert "WARNING: writing one 500 GiB checkpoint takes 30.5 min" in result.stdout

@@ -8,7 +8,8 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from stacks.config import PlatformConfig, checkpoint_dir
+from platform_config import PlatformConfig
+from platform_config.storage import checkpoint_dir
 
 EXAMPLES = ROOT / "examples" / "slurm"
 

@@ -134,7 +134,7 @@ def test_kms_data_bucket_lets_only_fsx_service_linked_role_use_the_key(synth):
 
 
 def test_data_bucket_sse_s3_is_an_explicit_opt_out():
-    from stacks.config import PlatformConfig, parse_config
+    from platform_config import PlatformConfig, parse_config
     assert PlatformConfig().storage.data_bucket.encryption == "kms"
     assert parse_config({"storage": {"data_bucket": {"encryption": "s3_managed"}}}).storage.data_bucket.encryption \
         == "s3_managed"
@@ -322,7 +322,7 @@ def test_root_squash_off_is_0_0_without_exemptions():
     import aws_cdk as cdk
 
     from conftest import cdk_json_context
-    from stacks.config import parse_config
+    from platform_config import parse_config
     from stacks.platform import build_platform
     app = cdk.App(context=cdk_json_context())
     platform = build_platform(app, parse_config({"storage": {"lustre": {"root_squash": {"enabled": False}}},

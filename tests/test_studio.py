@@ -298,7 +298,7 @@ def test_thousand_users_split_into_nested_stacks_within_limits(synth):
 def test_studio_can_be_turned_off(synth):
     import aws_cdk as cdk
 
-    from stacks.config import parse_config
+    from platform_config import parse_config
     from stacks.platform import build_platform
     from conftest import cdk_json_context
     app = cdk.App(context=cdk_json_context())

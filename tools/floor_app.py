@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import aws_cdk as cdk  # noqa: E402
-from stacks.config import DEFAULT_CONFIG_PATH, load_config  # noqa: E402
+from platform_config import DEFAULT_CONFIG_PATH, load_config  # noqa: E402
 from stacks.network_stack import NetworkStack  # noqa: E402
 
 app = cdk.App()

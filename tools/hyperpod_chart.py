@@ -132,13 +132,10 @@ def compare(chart_dir: Path, fixture_dir: Path) -> list[str]:
 
 
 def _chart_source():
-    """constructs/hyperpod_chart_source.py, loaded by path (importing `constructs` would start jsii)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "hyperpod_chart_source", Path(__file__).resolve().parent.parent / "constructs" / "hyperpod_chart_source.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """platform_config/chart_pin.py, the pin synth checks the chart against."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from platform_config import chart_pin
+    return chart_pin
 
 
 def main(argv: list[str]) -> int:

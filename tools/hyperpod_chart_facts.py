@@ -17,7 +17,6 @@ means rerunning this script.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import io
 import json
 import subprocess
@@ -40,11 +39,10 @@ TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
 
 
 def _source():
-    spec = importlib.util.spec_from_file_location("hyperpod_chart_source",
-                                                  ROOT / "constructs" / "hyperpod_chart_source.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # loaded by path: importing `constructs` would start jsii
-    return module
+    """platform_config/chart_pin.py, the pin synth checks the chart against."""
+    sys.path.insert(0, str(ROOT))
+    from platform_config import chart_pin
+    return chart_pin
 
 
 def extract(git_dir: Path, into: Path) -> Path:

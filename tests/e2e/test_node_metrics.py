@@ -4,13 +4,13 @@ local Prometheus receiver.
 - Debian's prometheus-node-exporter on loopback, reading the textfile directory the project's collectors write;
 - collectors/slurm_metrics.sh against the REAL slurmctld of a loopback cluster (tests/e2e/slurm_cluster.py) with a job
   running, and collectors/efa_metrics.sh against a sysfs tree holding the EFA driver's port counter names
-  (stacks/node_metrics.EFA_PORT_COUNTERS, cited there);
+  (constructs/node_metric_names.EFA_PORT_COUNTERS, cited there);
 - Debian's prometheus in agent mode with the configuration lib/node_metrics.py generates on the nodes (remote_write
   with `sigv4`), credentials from dummy AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY so SigV4 signs;
 - the receiver: Debian's prometheus with `--web.enable-remote-write-receiver`, which does not check the signature.
 
-The test reads the receiver's HTTP API and fails unless every name in stacks/node_metrics (NODE_EXPORTER, SLURM, EFA)
-arrived with the node's labels. An agent without credentials delivers nothing: Prometheus resolves the SigV4
+The test reads the receiver's HTTP API and fails unless every name in constructs/node_metric_names (NODE_EXPORTER,
+SLURM, EFA) arrived with the node's labels. An agent without credentials delivers nothing: Prometheus resolves the SigV4
 credentials when it loads the configuration and refuses it without them ("could not get SigV4 credentials:
 NoCredentialProviders", Debian's 2.42.0), so the signing step is on the path.
 With WRITE_NODE_METRICS_FACTS=1 it writes every metric name the receiver holds to tests/fixtures/node_metrics_seen.json.
@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 from slurm_cluster import SLURM_BINARIES, SlurmCluster, free_port, run, wait_for  # noqa: E402
 
-from stacks import node_metrics  # noqa: E402
+from constructs import node_metric_names as node_metrics  # noqa: E402
 
 LIFECYCLE = REPO / "lifecycle" / "hyperpod"
 PARAMS_FIXTURE = REPO / "tests" / "lifecycle" / "fixtures" / "platform_parameters.json"

@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
 from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, run  # noqa: E402
 
-from stacks.config import PlatformConfig, parse_config  # noqa: E402
-from stacks.slurm_accounting import accounting_parameters  # noqa: E402
+from platform_config import PlatformConfig, parse_config  # noqa: E402
+from platform_config.accounting_plan import accounting_parameters  # noqa: E402
 
 APPLY = REPO / "lifecycle" / "hyperpod" / "apply_accounting.sh"
 EXAMPLE = REPO / "config" / "examples" / "research-institution.yaml"

@@ -31,8 +31,8 @@ sys.path.insert(0, str(REPO))
 from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, run  # noqa: E402
 from test_slurm_accounting import TERMINAL, Env, example  # noqa: E402
 
-from stacks.config import parse_config  # noqa: E402
-from stacks.slurm_accounting import accounting_parameters, worker_groups  # noqa: E402
+from platform_config import parse_config  # noqa: E402
+from platform_config.accounting_plan import accounting_parameters, worker_groups  # noqa: E402
 
 HYPERPOD = REPO / "lifecycle" / "hyperpod"
 PAM_MODULE = Path("/lib/security/pam_slurm_adopt.so")  # where Debian's libpam-slurm-adopt installs it

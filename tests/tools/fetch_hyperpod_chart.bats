@@ -12,7 +12,7 @@ CHART_PATH=helm_chart/HyperPodHelmChart
 
 setup_file() {
   export PYTHON="${PYTHON:-$REPO_ROOT/.venv/bin/python}"
-  "$PYTHON" "$REPO_ROOT/tools/layer_binaries.py" "$BATS_FILE_TMPDIR/tools" >/dev/null
+  "$PYTHON" "$REPO_ROOT/constructs/layer_binaries.py" "$BATS_FILE_TMPDIR/tools" >/dev/null
   export HELM="$BATS_FILE_TMPDIR/tools/helm/helm"
 }
 

@@ -1,7 +1,7 @@
 """Day-2 rules: config edits that can never be deployed in place, judged against what is deployed.
 
 `snapshot(config)` is the part of a config whose change would replace or orphan something stateful; the storage
-stack carries it as template metadata (SNAPSHOT_METADATA_KEY), so tools/replacement_guard.py can read the
+stack carries it as template metadata (SNAPSHOT_METADATA_KEY), so cli/replacement_guard.py can read the
 deployed one and `check_day2(deployed_snapshot, new_config)` can refuse an edit before any change set exists.
 Errors name the config key, the old and new value, what would be lost, and the in-place alternative if any.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stacks.config import PlatformConfig
+from platform_config import PlatformConfig
 
 SNAPSHOT_METADATA_KEY = "HyperPodPlatformCreateOnly"
 

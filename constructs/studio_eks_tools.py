@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from tools import layer_binaries
+from constructs import layer_binaries
 
 ROOT = Path(__file__).resolve().parent.parent
 # Same skew rule as constructs/eks_control_plane.KUBECTL_LAYERS: kubectl within one minor version of the cluster.

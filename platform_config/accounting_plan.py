@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stacks.config import PlatformConfig, nvidia_gpus
+from platform_config import PlatformConfig
+from platform_config.facts import nvidia_gpus
 
 
 def accounting_parameters(config: PlatformConfig) -> dict[str, Any]:

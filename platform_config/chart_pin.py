@@ -1,4 +1,5 @@
-"""Which HyperPod dependency chart synth may deploy: the pinned upstream revision, checked file by file.
+"""Which HyperPod dependency chart synth may deploy: the pinned upstream revision, checked file by file, and the
+config's `eks.hyperpod_dependencies.chart_dir` checked against it.
 
 The pin (config/hyperpod-chart-pin.json) names the upstream commit, the chart directory's git tree id at that
 commit, and the sha256 over every file of that tree except subchart archives (`charts/*.tgz`), which
@@ -13,6 +14,12 @@ import json
 import re
 import tarfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from platform_config.errors import ConfigError
+
+if TYPE_CHECKING:
+    from platform_config.model import PlatformConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 PIN_FILE = ROOT / "config" / "hyperpod-chart-pin.json"
@@ -90,3 +97,26 @@ def _stale_copy(chart_dir: Path, archive: str) -> list[str]:
         return [f"{archive} differs from {directory.relative_to(chart_dir).as_posix()}/ "
                 f"({', '.join((differing + missing)[:3])}); Helm would deploy either copy"]
     return []
+
+
+def chart_directory(config: PlatformConfig, *, allow_stand_in: bool = False) -> Path:
+    """The dependency chart to deploy. It must be the pinned upstream revision as tools/fetch_hyperpod_chart.sh
+    writes it (`problems` above); tests pass allow_stand_in, and the stack then makes its template undeployable."""
+    path = config.eks.hyperpod_dependencies.chart_dir
+    chart_dir = Path(path) if Path(path).is_absolute() else ROOT / path
+    if not (chart_dir / "Chart.yaml").is_file():
+        raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
+            f"eks.hyperpod_dependencies.chart_dir: {path!r} holds no Chart.yaml; "
+            "the HyperPod dependency chart is not committed: run `make hyperpod-chart` to fetch the pinned revision "
+            "(needs network access to github.com), or point chart_dir at a copy of it"])
+    found = problems(chart_dir)
+    if found and not allow_stand_in:
+        pinned = pin()
+        raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
+            f"eks.hyperpod_dependencies.chart_dir: {path!r} is not the pinned HyperPod chart ({pinned['repository']} "
+            f"{pinned['path']} at {pinned['commit']}): {'; '.join(found)}; run `make hyperpod-chart`"])
+    return chart_dir
+
+
+def chart_is_pinned(chart_dir: Path) -> bool:
+    return not problems(chart_dir)

@@ -2,7 +2,7 @@
 deploys by), not from the code: which stack waits for which, which run side by side, and how many at most run
 at once (what `make deploy` passes as `cdk deploy --concurrency`).
 
-    python tools/stack_graph.py [cdk.out] [--mermaid | --waves | --concurrency]
+    python -m cli.stack_graph [cdk.out] [--mermaid | --waves | --concurrency]
 """
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ import itertools
 import json
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cli.preconditions import missing_assembly  # noqa: E402
 
 
 def stack_dependencies(out_dir: Path) -> dict[str, set[str]]:
@@ -67,13 +71,17 @@ def mermaid(deps: dict[str, set[str]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m cli.stack_graph", description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", nargs="?", default="cdk.out")
     what = parser.add_mutually_exclusive_group()
-    what.add_argument("--mermaid", action="store_true")
-    what.add_argument("--waves", action="store_true")
-    what.add_argument("--concurrency", action="store_true")
+    what.add_argument("--mermaid", action="store_true", help="the graph as a Mermaid flowchart")
+    what.add_argument("--waves", action="store_true", help="the deployment steps (the default output)")
+    what.add_argument("--concurrency", action="store_true", help="how many stacks deploy at once, at most")
     args = parser.parse_args(argv)
+    problem = missing_assembly(Path(args.out_dir))
+    if problem:
+        print(f"stack_graph: {problem}", file=sys.stderr)
+        return 2
     deps = stack_dependencies(Path(args.out_dir))
     if args.concurrency:
         print(concurrency(deps))

@@ -1,11 +1,12 @@
 """Pre-flight: the online checks `cdk synth` cannot make, read-only, with the caller's credentials.
 
     make preflight CONFIG=config/default.yaml            # one line per check
-    .venv/bin/python tools/preflight.py --config ... --json
+    .venv/bin/python -m cli.preflight --config ... --json
 
 Each check ends ok, warning, failed (with what to do) or cannot-check (AccessDenied, throttling, an API the region
 does not offer): a check that could not run is never reported as a pass. Exit status: 1 when any check failed
-(also, with --strict, when any could not run), else 0.
+(also, with --strict, when any could not run), else 0. Without usable credentials (none found, or STS refuses
+them) nothing can be checked: one line says so and the exit status is 2, as for an invalid config.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from typing import Callable, Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stacks.config import ConfigError, PlatformConfig, load_config  # noqa: E402
+from cli.preconditions import missing_credentials, one_line  # noqa: E402
+from platform_config import ConfigError, PlatformConfig, load_config  # noqa: E402
 
 OK, WARNING, FAILED, UNKNOWN = "ok", "warning", "failed", "cannot-check"
 ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException"}
@@ -364,8 +366,24 @@ def boto3_clients(region: str, profile: str | None = None) -> Callable[[str, str
     return client
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def caller_problem(client: Callable[[str, str], object]) -> str | None:
+    """Why these credentials cannot check anything (expired, refused, no network), in one line; None when STS
+    GetCallerIdentity, which needs no permission, answers."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    try:
+        client("sts", "identity").get_caller_identity()
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        return f"{error.get('Code', '')} on GetCallerIdentity: {one_line(error.get('Message', ''))}"
+    except BotoCoreError as exc:
+        return one_line(exc)
+    return None
+
+
+def main(argv: list[str] | None = None, client: Callable[[str, str], object] | None = None) -> int:
+    """`client` (tests) replaces the boto3 clients built from the caller's credentials."""
+    parser = argparse.ArgumentParser(prog="python -m cli.preflight", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="config/default.yaml")
     parser.add_argument("--profile")
     parser.add_argument("--templates", type=Path, help="cdk.out: check every resource type it uses")
@@ -377,7 +395,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    results = Preflight(cfg, boto3_clients(cfg.deployment.region, args.profile), args.templates).run()
+    problem = missing_credentials(args.profile) if client is None else None
+    if problem is None:
+        client = client or boto3_clients(cfg.deployment.region, args.profile)
+        problem = caller_problem(client)
+    if problem:
+        print(f"preflight: nothing checked for {args.config}: {problem}", file=sys.stderr)
+        return 2
+    results = Preflight(cfg, client, args.templates).run()
     code = exit_code(results, args.strict)
     if args.json:
         print(json.dumps({"config": args.config, "region": cfg.deployment.region, "exit_code": code,

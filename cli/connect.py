@@ -1,14 +1,17 @@
 """Open a shell on a HyperPod node through SSM, or print the command / an SSH config entry.
 
     make connect NODE=controller            # or login, <group>, <group>:<index>
-    .venv/bin/python tools/connect.py --config ... login --print
-    .venv/bin/python tools/connect.py --config ... worker-group-1:3 --ssh-config >> ~/.ssh/config
-    .venv/bin/python tools/connect.py --config ... login --run-as   # as your own user (SSMSessionRunAs tag)
+    .venv/bin/python -m cli.connect --config ... login --print
+    .venv/bin/python -m cli.connect --config ... worker-group-1:3 --ssh-config >> ~/.ssh/config
+    .venv/bin/python -m cli.connect --config ... login --run-as   # as your own user (SSMSessionRunAs tag)
 
 HyperPod nodes are SSM managed instances addressed as `sagemaker-cluster:<cluster-id>_<group>-<instance-id>`
 (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-run-jobs-slurm-access-nodes.html). The instance
 comes from ListClusterNodes; <index> counts the group's nodes in launch order from 0. SSH (VS Code Remote-SSH) goes
 through the AWS-StartSSHSession document, so nodes need no inbound port.
+
+Anything that stops it (no credentials, no such cluster or group, a refused call, no Session Manager plugin) is said
+in one line on stderr, with exit status 2.
 """
 from __future__ import annotations
 
@@ -21,8 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from constructs.session_run_as import session_document_name  # noqa: E402
-from stacks.config import ConfigError, PlatformConfig, load_config, session_run_as  # noqa: E402
+from cli.preconditions import missing_credentials, one_line  # noqa: E402
+from platform_config import ConfigError, PlatformConfig, load_config  # noqa: E402
+from platform_config.login_access import session_run_as  # noqa: E402
 
 PLUGIN = "session-manager-plugin"
 PLUGIN_DOC = "https://docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-working-with-install-plugin.html"
@@ -50,7 +54,7 @@ def parse_node(cfg: PlatformConfig, node: str) -> tuple[str, int]:
 
 def resolve(sagemaker, cfg: PlatformConfig, group: str, index: int) -> str:
     """The SSM target of the index-th node (launch order) of group."""
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
     try:
         arn = sagemaker.describe_cluster(ClusterName=cfg.name)["ClusterArn"]
         nodes = []
@@ -65,13 +69,24 @@ def resolve(sagemaker, cfg: PlatformConfig, group: str, index: int) -> str:
         if code == "ResourceNotFound" or "not found" in str(exc).lower():
             raise ConnectError(f"cluster {cfg.name!r} does not exist in {sagemaker.meta.region_name}; deploy it "
                                "first (make deploy)") from None
-        raise
+        raise ConnectError(f"{code} on {exc.operation_name}: "
+                           f"{one_line(exc.response.get('Error', {}).get('Message', ''))}") from None
+    except BotoCoreError as exc:  # no or expired credentials, no network
+        raise ConnectError(f"cannot reach SageMaker in {sagemaker.meta.region_name}: {one_line(exc)}") from None
     nodes.sort(key=lambda n: (n["LaunchTime"], n["InstanceId"]))
     if index >= len(nodes):
         raise ConnectError(f"{group}:{index}: the group has {len(nodes)} node(s) (indexes 0-{len(nodes) - 1})"
                            if nodes else f"{group}: the group has no nodes yet")
     cluster_id = arn.rsplit("/", 1)[1]
     return f"sagemaker-cluster:{cluster_id}_{group}-{nodes[index]['InstanceId']}"
+
+
+def run_as_document(cluster_name: str) -> str:
+    """The cluster's run-as Session document (constructs/session_run_as.py names it; imported here only when used,
+    because importing a construct starts the CDK's Node process)."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    from constructs.session_run_as import session_document_name
+    return session_document_name(cluster_name)
 
 
 def session_command(target: str, region: str, profile: str | None, document: str | None = None) -> list[str]:
@@ -91,7 +106,8 @@ def ssh_config(cfg: PlatformConfig, group: str, index: int, target: str, region:
 
 
 def main(argv: list[str] | None = None, sagemaker=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m cli.connect", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("node", help="controller, login, <group> or <group>:<index>")
     parser.add_argument("--config", default="config/default.yaml")
     parser.add_argument("--profile")
@@ -110,6 +126,9 @@ def main(argv: list[str] | None = None, sagemaker=None) -> int:
         group, index = parse_node(cfg, args.node)
         region = cfg.deployment.region
         if sagemaker is None:
+            problem = missing_credentials(args.profile)
+            if problem:
+                raise ConnectError(problem)
             import boto3
             sagemaker = boto3.Session(profile_name=args.profile, region_name=region).client("sagemaker")
         target = resolve(sagemaker, cfg, group, index)
@@ -119,8 +138,7 @@ def main(argv: list[str] | None = None, sagemaker=None) -> int:
     if args.ssh_config:
         print(ssh_config(cfg, group, index, target, region, args.user, args.profile), end="")
         return 0
-    command = session_command(target, region, args.profile,
-                              session_document_name(cfg.name) if args.run_as else None)
+    command = session_command(target, region, args.profile, run_as_document(cfg.name) if args.run_as else None)
     if args.print:
         print(shlex.join(command))
         return 0

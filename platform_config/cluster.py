@@ -1,0 +1,250 @@
+"""`cluster:` the HyperPod instance groups (controller, login, compute) and the cluster-wide settings of Slurm:
+provisioning, configuration strategy, container runtime, pam_slurm_adopt. The Slurm features for departments have
+sections of their own (accounting, login_access, budgets, directory), which `Cluster` holds; their rules live beside
+them. The rules here: unique group names, partitions, controller and login counts, multi-head controllers, the
+strategy on continuous clusters, the pinned Docker build."""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
+
+from pydantic import Field, StrictBool
+
+from platform_config.accounting import Accounting
+from platform_config.budgets import ClusterBudget
+from platform_config.directory import Directory
+from platform_config.facts import ACCELERATORS
+from platform_config.fields import (Artifact, AzId, GroupName, InstanceType, PartitionName, Strict, TrainingPlanArn,
+                                    pattern)
+from platform_config.login_access import LoginAccess
+from platform_config.network import private_subnet_az_ids
+
+if TYPE_CHECKING:
+    from platform_config.model import PlatformConfig
+
+# The two types AWS documents for Slurm clusters (sagemaker-hyperpod-resiliency-slurm-deep-health-checks); the API
+# enum also has MultiNodeTrainingValidation (tests/test_api_constraints.py keeps this in step with botocore).
+DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
+# HyperPod developer guide pages the Slurm rules below rest on.
+SLURM_MIGRATION_PAGE = ("https://docs.aws.amazon.com/sagemaker/latest/dg/"
+                        "sagemaker-hyperpod-slurm-api-config-migration.html")
+EXTERNAL_ACCOUNTING_PAGE = ("https://docs.aws.amazon.com/sagemaker/latest/dg/"
+                            "sagemaker-hyperpod-external-accounting-db-slurm.html")
+MULTIHEAD_PAGE = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-multihead.html"
+LabelKey = Annotated[str, pattern(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?",
+                                   "a Kubernetes label key such as team or example.com/pool")]
+LabelValue = Annotated[str, pattern(r"([a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?)?",
+                                     "a Kubernetes label value: at most 63 letters, digits, '-', '_', '.'")]
+
+
+class Taint(Strict):
+    """A Kubernetes taint on an instance group's nodes (KubernetesConfig.Taints)."""
+    key: LabelKey = Field(description="The taint's key.")
+    value: LabelValue = Field("", description="The taint's value.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field("NoSchedule", description="The effect.")
+
+
+class InstanceGroup(Strict):
+    """A HyperPod instance group. Slurm: exactly one controller group (1 instance, or 2 or more for HyperPod
+    multi-head controllers, which needs cluster.accounting.database: managed), at most one login group, any number of
+    compute groups; names unique (case-insensitive)."""
+    name: GroupName = Field(description="The group's name.")
+    role: Literal["controller", "login", "compute"] = Field(
+        description="controller and login are Slurm's head nodes (unused on EKS); compute runs jobs.")
+    instance_type: InstanceType = Field(description="The instance type, ml.<family>.<size>.")
+    instance_count: int = Field(ge=0, le=6758, description="Instances in the group (CreateCluster's limit: 6758).")
+    threads_per_core: Literal[1, 2] = Field(1, description="Threads per core: 1 (hyperthreading off) or 2.")
+    ebs_volume_gib: int = Field(default=500, ge=1, le=16384, description="The extra EBS volume per node, GiB.")
+    deep_health_checks: list[Literal[DEEP_HEALTH_CHECKS]] = Field(  # type: ignore[valid-type]
+        default=[], max_length=3,
+        description="Deep health checks HyperPod runs before a node joins, each at most once; only on instance types "
+                    "with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json).")
+    training_plan_arn: Optional[TrainingPlanArn] = Field(
+        None, description="A SageMaker training plan (reserved capacity) the group runs on.")
+    az_id: Optional[AzId] = Field(
+        None, description="Place this group in another configured AZ (OverrideVpcConfig); default: the first.")
+    partitions: list[PartitionName] = Field(
+        default=[], max_length=1,
+        description="Slurm compute groups: exactly one partition name (HyperPod's SlurmConfig.PartitionNames: letters, "
+                    "digits and inner hyphens, no '_'); none on controller and login groups.")
+    kubernetes_labels: dict[LabelKey, LabelValue] = Field(
+        {}, description="EKS only: labels on the group's nodes (KubernetesConfig.Labels).")
+    kubernetes_taints: list[Taint] = Field([], description="EKS only: taints on the group's nodes, one per key and "
+                                                           "effect.")
+
+
+class ContainerRuntime(Strict):
+    """Docker, enroot and pyxis for Slurm jobs. HyperPod sets them up in OnInitComplete mode and the platform keeps
+    them; docker.io at docker_apt_version and the artifacts are installed only on a node that lacks them."""
+    enabled: StrictBool = Field(
+        False, description="Docker, enroot and pyxis for Slurm jobs: what HyperPod set up on the node is kept (never "
+                           "reinstalled or replaced), what a node lacks is installed, and every user gets enroot "
+                           "directories of their own (lifecycle/CONTRACT.md).")
+    ubuntu_release: Literal["22.04", "24.04"] = Field(
+        "22.04", description="The Ubuntu release the pinned packages were built for; a node on another release "
+                             "installs none of them (a contract warning).")
+    # Debian version syntax ([epoch:]upstream[-revision]: letters, digits and . + ~ -; Debian Policy 5.6.12): nodes
+    # run `apt-get install docker.io=<this>`.
+    docker_apt_version: Annotated[str, pattern(r"(([0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?",
+                                               "empty or a Debian package version such as 24.0.7-0ubuntu2~22.04.1")] = \
+        Field("", description="Required when enabled: the exact docker.io package version (Debian version syntax "
+                              "only), installed only on a node without Docker; it must be a build for ubuntu_release.")
+    artifacts: list[Artifact] = Field(
+        [], description=".deb packages (package_version_arch.deb) mirrored to your S3, installed only on a node that "
+                        "lacks the package (HyperPod's own enroot and pyxis are kept at their version); the digest is "
+                        "checked before install. A pyxis package must be built against the Slurm in /opt/slurm. "
+                        "Nothing is fetched from GitHub at deploy time.")
+
+
+class Cluster(Strict):
+    """The HyperPod cluster: its instance groups and, on Slurm, the features for departments."""
+    node_recovery: Literal["Automatic", "None"] = Field(
+        "Automatic", description="Automatic: HyperPod replaces a node that fails its health checks.")
+    # Continuous clusters "support only the Merge behavior and reject requests that set SlurmConfigStrategy"
+    # (SLURM_MIGRATION_PAGE), so setting it there is refused.
+    slurm_config_strategy: Optional[Literal["Managed", "Overwrite", "Merge"]] = Field(
+        None, description="Slurm only: Orchestrator.Slurm.SlurmConfigStrategy, HyperPod's native Slurm configuration. "
+                          "Unset sends Managed, except with node_provisioning_mode: Continuous, whose clusters "
+                          "\"support only the Merge behavior and reject requests that set SlurmConfigStrategy\" "
+                          "(HyperPod's API-driven Slurm configuration page): there it is refused, and the template "
+                          "carries no strategy.")
+    slurm_auto_resume: StrictBool = Field(
+        True, description="on_init_complete.sh checks that srun --auto-resume is available (lifecycle/hyperpod/"
+                          "README.md).")
+    container_runtime: ContainerRuntime = Field(ContainerRuntime(), description="Docker, enroot and pyxis.")
+    accounting: Accounting = Field(Accounting(), description="Slurm accounting for departments (Slurm only).")
+    login_access: LoginAccess = Field(LoginAccess(), description="How people reach the login group (Slurm only).")
+    budget: Optional[ClusterBudget] = Field(
+        None, description="An AWS Budgets monthly cost budget over everything tagged hyperpod-platform=<name>, and per "
+                          "department with departments' monthly_budget_usd; alerts on actual spend.")
+    pam_slurm_adopt: StrictBool = Field(
+        False, description="Slurm only. Compute nodes admit SSH only from a user with a job on that node (the session "
+                           "joins the job and ends with it), from users with sudo: true and members of "
+                           "cluster.directory.admin_groups (names without spaces, which pam_access cannot list); root "
+                           "always. Needs pam_slurm_adopt.so built for HyperPod's Slurm on the compute nodes (the node "
+                           "stops with a message if it is missing); the controller adds PrologFlags=Contain "
+                           "(lifecycle/hyperpod/README.md, \"GPUs and SSH on compute nodes\").")
+    directory: Directory = Field(Directory(), description="Slurm only: directory users and groups through SSSD.")
+    node_provisioning_mode: Optional[Literal["Continuous"]] = Field(
+        None, description="Slurm only (EKS has eks.node_provisioning_mode): Continuous, HyperPod's continuous "
+                          "provisioning, which an external accounting database (accounting.database: managed) needs; "
+                          "unset keeps HyperPod's default.")
+    instance_groups: list[InstanceGroup] = Field(default_factory=lambda: [
+        InstanceGroup(name="controller-machine", role="controller", instance_type="ml.m5.xlarge", instance_count=1),
+        InstanceGroup(name="login-group", role="login", instance_type="ml.m5.xlarge", instance_count=1),
+        InstanceGroup(name="worker-group-1", role="compute", instance_type="ml.g5.8xlarge", instance_count=1,
+                      deep_health_checks=["InstanceStress", "InstanceConnectivity"], partitions=["gpu"]),
+    ], min_length=1, description="The cluster's instance groups.")
+
+    def slurm_config_strategy_sent(self) -> Optional[str]:
+        """What Orchestrator.Slurm.SlurmConfigStrategy carries: nothing on a continuous cluster, else the setting
+        (Managed when unset)."""
+        if self.node_provisioning_mode == "Continuous":
+            return None
+        return self.slurm_config_strategy or "Managed"
+
+
+def instance_group_errors(cfg: PlatformConfig) -> list[str]:
+    errors: list[str] = []
+    add = errors.append
+    groups = cfg.cluster.instance_groups
+    seen: dict[str, int] = {}
+    for i, g in enumerate(groups):
+        path = f"cluster.instance_groups[{i}]"
+        if g.name.lower() in seen:
+            add(f"{path}.name: {g.name!r} is already used by cluster.instance_groups[{seen[g.name.lower()]}]; "
+                "instance group names must be unique (case-insensitive)")
+        seen.setdefault(g.name.lower(), i)
+        if g.deep_health_checks and g.instance_type not in ACCELERATORS:
+            # AWS lists each deep health check as for GPU or Trainium instances
+            # (sagemaker-hyperpod-eks-resiliency-deep-health-checks); HyperPod rejects them on CPU-only types.
+            add(f"{path}.deep_health_checks: {g.deep_health_checks} on {g.instance_type!r}; deep health checks "
+                "run only on instance types with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json)")
+        if g.role != "compute" and g.partitions:
+            add(f"{path}.partitions: {g.partitions} on a {g.role} group; only compute groups belong to partitions")
+        if cfg.orchestrator == "slurm" and g.role == "compute" and not g.partitions:
+            add(f"{path}.partitions: [] on a compute group; HyperPod's API-driven Slurm configuration needs exactly "
+                f"one partition name per compute group, e.g. [{g.name}]")
+        if g.role == "controller":
+            errors.extend(_controller_count_errors(cfg, path, g.instance_count))
+        if g.az_id is not None:
+            azs = private_subnet_az_ids(cfg)
+            if g.az_id not in azs:
+                add(f"{path}.az_id: {g.az_id!r} has no private subnet; allowed: {', '.join(azs)}")
+    return errors
+
+
+def slurm_node_role_errors(cfg: PlatformConfig) -> list[str]:
+    """A Slurm cluster has one controller group and at most one login group."""
+    if cfg.orchestrator != "slurm":
+        return []
+    errors: list[str] = []
+    add = errors.append
+    groups = cfg.cluster.instance_groups
+    controllers = [i for i, g in enumerate(groups) if g.role == "controller"]
+    if len(controllers) != 1:
+        add(f"cluster.instance_groups: {len(controllers)} groups with role 'controller'; exactly one is required")
+    logins = [i for i, g in enumerate(groups) if g.role == "login"]
+    if len(logins) > 1:
+        add(f"cluster.instance_groups: {len(logins)} groups with role 'login' (indexes {logins}); at most one "
+            "is allowed")
+    return errors
+
+
+def _controller_count_errors(cfg: PlatformConfig, path: str, count: int) -> list[str]:
+    """One controller, or several (HyperPod multi-head: a primary slurmctld and backups that take over, MULTIHEAD_PAGE)
+    with what that needs: Slurm accounting outside the controllers (HyperPod's own MariaDB lives on one controller;
+    the external accounting database keeps accounting through a controller's failure, EXTERNAL_ACCOUNTING_PAGE), which
+    in turn needs continuous provisioning (accounting.managed_database_errors)."""
+    if count == 1 or cfg.orchestrator != "slurm":
+        return []
+    allowed = "1, or 2 or more with cluster.accounting.database: managed (HyperPod multi-head controllers)"
+    if count < 1:
+        return [f"{path}.instance_count: {count} for the controller group; allowed: {allowed}"]
+    if cfg.cluster.accounting.database != "managed":
+        return [f"{path}.instance_count: {count} for the controller group with cluster.accounting.database: "
+                f"{cfg.cluster.accounting.database!r}; allowed: {allowed}. Backup controllers take over from the "
+                "primary, so Slurm accounting must live outside the controllers (an external database, which HyperPod "
+                f"attaches to continuous clusters only: {EXTERNAL_ACCOUNTING_PAGE}; {MULTIHEAD_PAGE})"]
+    return []
+
+
+def slurm_config_strategy_errors(cfg: PlatformConfig) -> list[str]:
+    errors: list[str] = []
+    add = errors.append
+    strategy = cfg.cluster.slurm_config_strategy
+    if cfg.orchestrator == "slurm" and cfg.cluster.node_provisioning_mode == "Continuous" and strategy is not None:
+        add(f"cluster.slurm_config_strategy: {strategy!r} with cluster.node_provisioning_mode: Continuous; allowed: "
+            "unset (continuous provisioning clusters support only the Merge behavior and reject requests that set "
+            f"SlurmConfigStrategy: {SLURM_MIGRATION_PAGE})")
+    return errors
+
+
+def container_runtime_errors(cfg: PlatformConfig) -> list[str]:
+    errors: list[str] = []
+    add = errors.append
+    runtime = cfg.cluster.container_runtime
+    if runtime.enabled and not runtime.docker_apt_version:
+        add("cluster.container_runtime.docker_apt_version: '' with the container runtime enabled; pin the docker.io "
+            "package version, e.g. '24.0.7-0ubuntu2~22.04.1'")
+    built_for = re.search(r"ubuntu[0-9.]*~(\d\d\.\d\d)", runtime.docker_apt_version)
+    if built_for and built_for.group(1) != runtime.ubuntu_release:
+        add(f"cluster.container_runtime.docker_apt_version: {runtime.docker_apt_version!r} is a build for Ubuntu "
+            f"{built_for.group(1)}, but cluster.container_runtime.ubuntu_release is {runtime.ubuntu_release!r}; pin a "
+            "version built for that release")
+    return errors
+
+
+def pam_slurm_adopt_errors(cfg: PlatformConfig) -> list[str]:
+    errors: list[str] = []
+    add = errors.append
+    if cfg.cluster.pam_slurm_adopt and cfg.orchestrator != "slurm":
+        add(f"cluster.pam_slurm_adopt: true with orchestrator {cfg.orchestrator!r}; it is a Slurm PAM module, "
+            "allowed only with orchestrator slurm")
+    if cfg.cluster.pam_slurm_adopt and cfg.cluster.directory.enabled:
+        for i, group in enumerate(cfg.cluster.directory.admin_groups):
+            if " " in group:  # pam_access(8) lists users and (groups) separated by spaces
+                add(f"cluster.directory.admin_groups[{i}]: {group!r} with cluster.pam_slurm_adopt: true; compute "
+                    "nodes let admin groups past pam_slurm_adopt through pam_access, whose lists cannot hold a "
+                    "space. Allowed: a group name without spaces")
+    return errors

@@ -1,0 +1,116 @@
+"""Field types every section shares: the strict base model, checked strings (CIDRs, AZ IDs, names the SageMaker API
+constrains, paths that reach a shell), mirrored packages. A check's message says what is allowed; config loading
+prefixes it with the key and the value."""
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+                      2922, 3288, 3653)
+
+
+def pattern(regex: str, allowed: str):
+    """A check that the whole string matches `regex`; its error says it must be `allowed`, which the configuration
+    reference (tools/config_reference.py) shows too."""
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"must be {allowed}")
+        return value
+    check.allowed = allowed
+    return AfterValidator(check)
+
+
+def api_string(regex: str, max_length: int, allowed: str) -> tuple:
+    """A string the SageMaker API constrains: our message, and the API's pattern and length in the JSON Schema
+    (tests/test_api_constraints.py compares both with botocore's service model)."""
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value) or len(value) > max_length:
+            raise ValueError(f"must be {allowed}")
+        return value
+    check.allowed = allowed
+    return (AfterValidator(check),
+            WithJsonSchema({"type": "string", "pattern": f"^{regex}$", "minLength": 1, "maxLength": max_length}))
+
+
+def _cidr(value: str) -> str:
+    try:
+        network = ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        raise ValueError("must be an IPv4 CIDR block with no host bits set, e.g. 10.0.0.0/16") from None
+    if network.version != 4:
+        raise ValueError("must be an IPv4 CIDR block, e.g. 10.0.0.0/16")
+    return value
+
+
+_cidr.allowed = "an IPv4 CIDR block with no host bits set, e.g. 10.0.0.0/16"
+
+
+# Patterns and lengths of the SageMaker CreateCluster API (botocore's service model: ClusterName,
+# ClusterInstanceGroupName, ClusterPartitionName).
+_HYPHENATED = r"[a-zA-Z0-9](-*[a-zA-Z0-9])*"
+ClusterName = Annotated[str, *api_string(_HYPHENATED, 63, "1-63 letters, digits and hyphens, starting and ending "
+                                                           "with a letter or digit")]
+GroupName = Annotated[str, *api_string(_HYPHENATED, 63, "1-63 letters, digits and hyphens, starting and ending "
+                                                         "with a letter or digit")]
+InstanceType = Annotated[str, pattern(r"ml\.[a-z][a-z0-9-]*\.[a-z0-9]+",
+                                       "a SageMaker instance type such as ml.g5.8xlarge")]
+AzId = Annotated[str, pattern(r"[a-z]{2,}[0-9]+-az[0-9]{1,2}", "an AZ ID such as use1-az4 (not an AZ name)")]
+Cidr = Annotated[str, AfterValidator(_cidr)]
+PartitionName = Annotated[str, *api_string(_HYPHENATED, 1024, "a partition name HyperPod accepts: letters, digits "
+                                                                "and hyphens, starting and ending with a letter or "
+                                                                "digit (no '_')")]
+PosixName = Annotated[str, pattern(r"[a-z_][a-z0-9_-]{0,31}", "a POSIX user name: lowercase, at most 32 characters")]
+Sha256 = Annotated[str, pattern(r"[0-9a-f]{64}", "a SHA-256 digest: 64 lowercase hex characters")]
+TrainingPlanArn = Annotated[str, pattern(r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/[a-zA-Z0-9-]+",
+                                          "a SageMaker training plan ARN")]
+# Paths that reach a shell on the nodes (mount_fsx.sh, create_users.sh: homes under the mount path) and FSx paths of
+# Studio's partitions: '/' and components of letters, digits, '.', '_' and '-', never '.' or '..' (which would leave
+# the path they name), so no quoting, globbing or command substitution can hide in them.
+_PATH_COMPONENT = r"(?!\.\.?(/|$))[A-Za-z0-9._-]+"
+_PATH_ALLOWED = ("an absolute path such as /fsx: '/' and components of letters, digits, '.', '_' and '-' (no spaces, "
+                 "quotes, '$', ';', '`', '*' or other shell characters; no '.' or '..' component)")
+AbsolutePath = Annotated[str, pattern(rf"/|(/{_PATH_COMPONENT})+/?", _PATH_ALLOWED)]
+AddonVersion = Annotated[str, pattern(r"v\d+\.\d+\.\d+-eksbuild\.\d+", "an EKS add-on version such as v1.20.1-eksbuild.3")]
+# Team and priority-class names become Kubernetes names (hyperpod-ns-<team>, <class>-priority).
+GovernanceName = Annotated[str, pattern(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?",
+                                         "1-40 lowercase letters, digits and '-', starting and ending alphanumeric")]
+LabelKey = Annotated[str, pattern(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?",
+                                   "a Kubernetes label key such as team or example.com/pool")]
+LabelValue = Annotated[str, pattern(r"([a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?)?",
+                                     "a Kubernetes label value: at most 63 letters, digits, '-', '_', '.'")]
+RoleArn = Annotated[str, pattern(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+", "an IAM role ARN")]
+
+
+def _resource_id(prefix: str):
+    return pattern(rf"{prefix}-[0-9a-f]{{8,17}}", f"an ID such as {prefix}-0123456789abcdef0")
+
+
+SubnetId = Annotated[str, _resource_id("subnet")]
+VpcId = Annotated[str, _resource_id("vpc")]
+SecurityGroupId = Annotated[str, _resource_id("sg")]
+Email = Annotated[str, pattern(r"[^@\s]+@[^@\s]+\.[^@\s]+", "an e-mail address such as hpc-admins@example.edu")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Artifact(Strict):
+    """A Debian package mirrored to the operator's S3; on_create.sh verifies the digest before installing."""
+    name: Annotated[str, pattern(r"[a-z0-9][a-z0-9._+-]*", "lowercase letters, digits, '.', '_', '+', '-'")] = Field(
+        description="The Debian package's name.")
+    # Nodes pass it to `aws s3 cp`: key characters are limited to what package paths use, none a shell's.
+    s3_uri: Annotated[str, pattern(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/([A-Za-z0-9._+~-]+/)*"
+                                   r"[a-z0-9][a-z0-9.+-]*_[A-Za-z0-9.+~-]+_[a-z0-9]+\.deb",
+                                   "an s3:// URI of a Debian package named package_version_arch.deb (key of "
+                                   "letters, digits and . _ + ~ - /)")] = Field(
+        description="Where the package is in your S3 mirror.")
+    sha256: Sha256 = Field(description="The package file's SHA-256, checked before it is installed.")

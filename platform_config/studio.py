@@ -1,0 +1,41 @@
+"""`studio:` the SageMaker Studio domain whose JupyterLab and Code Editor spaces act as login nodes, its FSx
+partitions' root and group, and managed MLflow."""
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, StrictBool
+
+from platform_config.fields import Strict, pattern
+
+# What a Studio user profile name may be (CreateUserProfile's UserProfileName).
+STUDIO_PROFILE_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
+
+
+class Mlflow(Strict):
+    """SageMaker managed MLflow: one tracking server for the domain."""
+    enabled: StrictBool = Field(
+        False, description="A managed MLflow tracking server with its own KMS-encrypted, versioned, retained artifact "
+                           "bucket. Shared mode only: refused with shared_fsx: false, because MLflow's IAM stops at the "
+                           "tracking server, so users would read and delete each other's runs (docs/studio.md, "
+                           "\"MLflow\").")
+    size: Literal["Small", "Medium", "Large"] = Field("Small", description="The tracking server's size.")
+    mlflow_version: Annotated[str, pattern(r"\d+\.\d+(\.\d+)?", "an MLflow version such as 2.16")] = Field(
+        "2.16", description="The tracking server's MLflow version.")
+
+
+class Studio(Strict):
+    """The SageMaker Studio domain whose JupyterLab and Code Editor spaces act as login nodes."""
+    enabled: StrictBool = Field(True, description="Build the Studio stack.")
+    idle_timeout_minutes: int = Field(
+        default=120, ge=60, le=525600, description="Idle shutdown of JupyterLab and Code Editor apps, minutes.")
+    partition_root: Annotated[str, pattern(r"(?!\.\.?$)[a-zA-Z0-9._-]+", "a single directory name such as studio "
+                                                                        "(letters, digits, '.', '_', '-'; not '.' "
+                                                                        "or '..')")] = Field(
+        "studio", description="The directory under the data repository path that holds the Studio partitions (on EKS "
+                              "with task governance, not eks: the team directories' root).")
+    shared_gid: int = Field(
+        default=2000, ge=1001, le=4000000,
+        description="The group owning the shared partition; in shared mode every user's primary group in Studio.")
+    mlflow: Mlflow = Field(Mlflow(), description="Managed MLflow.")
