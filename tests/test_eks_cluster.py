@@ -9,6 +9,7 @@ import sys
 import kubernetes_validate
 import pytest
 
+import iam_facts
 from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
 from constructs import layer_binaries
 from constructs.studio_eks_tools import studio_eks_tools
@@ -122,6 +123,12 @@ def test_pod_identities_are_scoped(synth):
                             ("aws-hyperpod", "hp-training-operator-controller-manager")}
     policies = json.dumps([p["Properties"]["PolicyDocument"] for p in resources(t, "AWS::IAM::Policy").values()])
     assert '"fsx:DescribeFileSystems"' in policies
+    # An action that authorizes no resource type matches only "*" (Service Authorization Reference facts); the FSx
+    # CSI controller's describe call named one file system and so would have been denied.
+    assert iam_facts.scoping_errors(t) == []
+    (describe,) = [st for policy, st in iam_facts.statements(t) if policy.startswith("FsxCsiRole")
+                   and "fsx:DescribeFileSystems" in iam_facts.as_list(st["Action"])]
+    assert describe["Resource"] == "*" and iam_facts.as_list(describe["Action"]) == ["fsx:DescribeFileSystems"]
     for forbidden in ("FullAccess", '"fsx:*"', '"fsx:CreateFileSystem"', '"fsx:DeleteFileSystem"'):
         assert forbidden not in policies
 
