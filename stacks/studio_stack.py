@@ -210,7 +210,8 @@ class StudioStack(cdk.Stack):
         acknowledge(policy, "AwsSolutions-IAM5",
                     "the shared Studio app permissions, for each user's own role: Studio log streams under "
                     "/aws/sagemaker/studio, this platform's Studio scripts, read-only on the HyperPod clusters tagged "
-                    "as this platform's, and this stack's MLflow server",
+                    "as this platform's, this stack's MLflow server, and AWS's policy for a user's own Studio spaces "
+                    "(List/Describe on '*', spaces and apps of this domain and the caller's own profile)",
                     findings=findings)
         return issuer, policy
 
@@ -225,7 +226,8 @@ class StudioStack(cdk.Stack):
         clusters = self.format_arn(service="sagemaker", resource="cluster", resource_name="*")  # tag-conditioned
         bundles = [f"Resource::{bucket.arn_for_objects(f'{SLURM_CLIENT_PREFIX}/*')}"] if self.slurm_login_secret else []
         return [f"Resource::{studio_logs}", f"Resource::{bucket.arn_for_objects(f'{lifecycle_prefix}/*')}",
-                f"Resource::{clusters}", *mlflow, *bundles]
+                f"Resource::{clusters}", *mlflow, *bundles, "Resource::*",
+                *(f"Resource::{r}" for r in own_spaces_wildcards(self))]
 
     def _studio_security_group(self, network: NetworkRefs, *, on_eks: bool,
                                lustre_access_group: ec2.CfnSecurityGroup | None) -> ec2.CfnSecurityGroup:
@@ -278,13 +280,25 @@ class StudioStack(cdk.Stack):
         # (and this stack does not wait for it): the statement names this platform's clusters by their tag. Both
         # actions accept the cluster resource type with aws:ResourceTag
         # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonsagemaker.html).
+        # What AWS's own Studio + HyperPod template grants for Studio's HyperPod pages (config/facts/
+        # studio_access_policy.json), scoped to this platform's clusters.
         clusters = self.format_arn(service="sagemaker", resource="cluster", resource_name="*")
         role.add_to_policy(iam.PolicyStatement(
-            sid="DescribeCluster", actions=["sagemaker:DescribeCluster", "sagemaker:ListClusterNodes"],
+            sid="DescribeCluster", actions=list(HYPERPOD_PAGE_ACTIONS),
             resources=[clusters], conditions={"StringEquals": {f"aws:ResourceTag/{PLATFORM_TAG}": self.platform_name}}))
         acknowledge(role, "AwsSolutions-IAM5",
                     f"read-only on the HyperPod clusters tagged {PLATFORM_TAG}={self.platform_name} (this platform's); "
                     "the cluster's ARN holds an id generated at creation, after this stack", findings=[f"Resource::{clusters}"])
+        # The HyperPod page lists clusters first; ListClusters authorizes no resource type (config/facts/iam_actions.json).
+        role.add_to_policy(iam.PolicyStatement(sid="ListClusters", actions=["sagemaker:ListClusters"], resources=["*"]))
+        for statement in own_spaces_statements(self):
+            role.add_to_policy(statement)
+        acknowledge(role, "AwsSolutions-IAM5",
+                    "sagemaker:ListClusters and the List/Describe actions of AWS's policy for a user's own spaces "
+                    "authorize no resource type or any of the domain's; creating, updating and deleting spaces and "
+                    "apps is limited to this domain and to the caller's own profile ('Give your users access to "
+                    "spaces', config/facts/studio_access_policy.json); tagging only what Studio creates",
+                    findings=["Resource::*", *(f"Resource::{r}" for r in own_spaces_wildcards(self))])
         if on_eks:
             role.add_to_policy(iam.PolicyStatement(
                 sid="DescribeEksCluster", actions=["eks:DescribeCluster"],
@@ -383,6 +397,58 @@ class StudioUsers(cdk.NestedStack):
             "Conditions": {"IsSharedFSx": {"Fn::Equals": [{"Ref": "SharedFSx"}, "True"]},
                            "IsPerUserFSx": {"Fn::Not": [{"Condition": "IsSharedFSx"}]}},
             "Resources": resources}, dehydrated=[i for i in resources if i not in partition_ids])
+
+
+# Studio's HyperPod pages: what AWS's Studio + HyperPod template grants its Studio role (config/facts/
+# studio_access_policy.json, "hyperpod_pages"), on this platform's clusters only.
+HYPERPOD_PAGE_ACTIONS = ("sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes")
+# AWS's policy variables for the caller's own domain and profile, resolved by SageMaker on each request.
+DOMAIN_ID, PROFILE_NAME = "${sagemaker:DomainId}", "${sagemaker:UserProfileName}"
+
+
+def own_spaces_statements(scope: Construct) -> list[iam.PolicyStatement]:
+    """AWS's policy for a user's own spaces ("Give your users access to spaces", config/facts/studio_access_policy.json)
+    with this stack's region and account. One change: apps of spaces without an owner (shared spaces) in this domain
+    only (the page: in any domain of the account)."""
+    stack = cdk.Stack.of(scope)
+
+    def arn(resource: str, name: str) -> str:
+        return stack.format_arn(service="sagemaker", resource=resource, resource_name=name)
+
+    own_profile = arn("user-profile", f"{DOMAIN_ID}/{PROFILE_NAME}")
+    spaces = ["sagemaker:CreateSpace", "sagemaker:UpdateSpace", "sagemaker:DeleteSpace"]
+    apps = ["sagemaker:CreateApp", "sagemaker:DeleteApp"]
+    return [
+        iam.PolicyStatement(sid="SharedSpaceApps", actions=apps, resources=[arn("app", f"{DOMAIN_ID}/*")],
+                            conditions={"Null": {"sagemaker:OwnerUserProfileArn": "true"}}),
+        iam.PolicyStatement(sid="SMStudioCreatePresignedDomainUrlForUserProfile",
+                            actions=["sagemaker:CreatePresignedDomainUrl"], resources=[own_profile]),
+        iam.PolicyStatement(sid="SMStudioAppPermissionsListAndDescribe", actions=[
+            "sagemaker:ListApps", "sagemaker:ListDomains", "sagemaker:ListUserProfiles", "sagemaker:ListSpaces",
+            "sagemaker:DescribeApp", "sagemaker:DescribeDomain", "sagemaker:DescribeUserProfile",
+            "sagemaker:DescribeSpace"], resources=["*"]),
+        iam.PolicyStatement(sid="SMStudioAppPermissionsTagOnCreate", actions=["sagemaker:AddTags"],
+                            resources=[arn("*", "*")], conditions={"Null": {"sagemaker:TaggingAction": "false"}}),
+        iam.PolicyStatement(sid="SMStudioRestrictSharedSpacesWithoutOwners", actions=spaces,
+                            resources=[arn("space", f"{DOMAIN_ID}/*")],
+                            conditions={"Null": {"sagemaker:OwnerUserProfileArn": "true"}}),
+        iam.PolicyStatement(sid="SMStudioRestrictSpacesToOwnerUserProfile", actions=spaces,
+                            resources=[arn("space", f"{DOMAIN_ID}/*")],
+                            conditions={"ArnLike": {"sagemaker:OwnerUserProfileArn": own_profile},
+                                        "StringEquals": {"sagemaker:SpaceSharingType": ["Private", "Shared"]}}),
+        iam.PolicyStatement(sid="SMStudioRestrictCreatePrivateSpaceAppsToOwnerUserProfile", actions=apps,
+                            resources=[arn("app", f"{DOMAIN_ID}/*")],
+                            conditions={"ArnLike": {"sagemaker:OwnerUserProfileArn": own_profile},
+                                        "StringEquals": {"sagemaker:SpaceSharingType": ["Private"]}}),
+    ]
+
+
+def own_spaces_wildcards(scope: Construct) -> list[str]:
+    """The wildcard resources of own_spaces_statements, as cdk-nag reports them (a policy variable as <name>)."""
+    stack = cdk.Stack.of(scope)
+    domain = DOMAIN_ID.replace("${", "<").replace("}", ">")
+    return [stack.format_arn(service="sagemaker", resource=r, resource_name=n)
+            for r, n in (("app", f"{domain}/*"), ("*", "*"), ("space", f"{domain}/*"))]
 
 
 def deploy_role_arn(scope: Construct) -> str:

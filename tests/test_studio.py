@@ -3,6 +3,8 @@ import json
 
 import pytest
 
+import iam_facts
+
 from aws_cdk.assertions import Match
 
 
@@ -263,8 +265,10 @@ def test_studio_role_is_least_privilege(synth):
     policy = [p for p in _resources(t, "AWS::IAM::Policy").values()
               if "ExecutionRole" in json.dumps(p["Properties"]["Roles"])][0]
     statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    own_spaces = {st.get("Sid") for st in STUDIO_ACCESS["own_spaces"]["policy"]["Statement"]} - {None}
     assert set(statements) == {"DescribeCluster", "ReadSlurmLoginSecret", "LifecycleConfigLogs", "UseMlflow",
-                               "ReadStudioScripts", "ListStudioScripts", "ReadSlurmClientBundle"}
+                               "ReadStudioScripts", "ListStudioScripts", "ReadSlurmClientBundle", "ListClusters",
+                               "SharedSpaceApps", *own_spaces}
     # The controller's client bundle: GetObject on the lifecycle bucket's slurm-client/ prefix, nothing more.
     bundle = statements["ReadSlurmClientBundle"]
     assert bundle["Action"] == "s3:GetObject"
@@ -351,3 +355,70 @@ def test_lustre_flows_both_ways_between_studio_and_the_file_system(synth, varian
         assert has(ingress, fs_group, "SourceSecurityGroupId", "StudioAppsGroup", low, high), ("fs in", low)
         assert has(ingress, "StudioAppsGroup", "SourceSecurityGroupId", fs_group, low, high), ("studio in", low)
         assert has(egress, fs_group, "DestinationSecurityGroupId", "StudioAppsGroup", low, high), ("fs out", low)
+
+
+STUDIO_ACCESS = json.loads((__import__("conftest").ROOT / "config" / "facts" / "studio_access_policy.json").read_text())
+# The one place the platform grants less than AWS's page: apps of spaces without an owner in this domain only.
+NARROWED = {"arn:aws:sagemaker:${Region}:${Account}:app/*":
+            "arn:aws:sagemaker:${Region}:${Account}:app/${sagemaker:DomainId}/*"}
+
+
+def _rendered(value, region):
+    """A policy value with CloudFormation's pseudo parameters as the page writes them."""
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(_rendered(p, region) for p in parts)
+    if isinstance(value, dict) and "Ref" in value:
+        return {"AWS::Partition": "aws", "AWS::AccountId": "${Account}", "AWS::Region": "${Region}"}[value["Ref"]]
+    if isinstance(value, dict):
+        return {k: _rendered(v, region) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rendered(v, region) for v in value]
+    return value.replace(f":{region}:", ":${Region}:") if isinstance(value, str) else value
+
+
+def _role_statements(template, region, role_prefix):
+    policies = [p for p in _resources(template, "AWS::IAM::Policy").values()
+                if any(json.dumps(r).startswith(f'{{"Ref": "{role_prefix}') for r in p["Properties"]["Roles"])]
+    return [_rendered(s, region) for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def _as_set(value):
+    return set(value) if isinstance(value, list) else {value}
+
+
+@pytest.mark.parametrize("variant,role_prefix", [("multi_az", "ExecutionRole"), ("eks", "ExecutionRole"),
+                                                 ("eks", "TeamRoleresearch")])
+def test_studio_roles_grant_what_aws_documents_for_own_spaces_and_hyperpod_pages(synth, variant, role_prefix):
+    s = synth(variant)
+    granted = _role_statements(s.templates["studio"], s.config.deployment.region, role_prefix)
+    assert granted, role_prefix
+    for documented in STUDIO_ACCESS["own_spaces"]["policy"]["Statement"]:
+        want_resource = NARROWED.get(documented["Resource"], documented["Resource"])
+        matches = [g for g in granted if _as_set(g["Action"]) == set(documented["Action"])
+                   and g.get("Condition") == documented.get("Condition") and g["Resource"] == want_resource]
+        assert len(matches) == 1, (documented, [g for g in granted if "sagemaker:" in json.dumps(g["Action"])])
+        if "Sid" in documented:
+            assert matches[0]["Sid"] == documented["Sid"]
+    # Nothing else may create, change or delete spaces and apps, or tag.
+    writes = {"sagemaker:CreateSpace", "sagemaker:UpdateSpace", "sagemaker:DeleteSpace", "sagemaker:CreateApp",
+              "sagemaker:DeleteApp", "sagemaker:AddTags", "sagemaker:CreatePresignedDomainUrl"}
+    documented_writes = sum(1 for d in STUDIO_ACCESS["own_spaces"]["policy"]["Statement"] if set(d["Action"]) & writes)
+    assert sum(1 for g in granted if _as_set(g["Action"]) & writes) == documented_writes
+    # Studio's HyperPod pages: the reference template's actions on this platform's clusters, and the cluster list.
+    (pages,) = [g for g in granted if g.get("Sid") == "DescribeCluster"]
+    assert _as_set(pages["Action"]) == set(STUDIO_ACCESS["hyperpod_pages"]["actions"])
+    assert pages["Resource"] == "arn:aws:sagemaker:${Region}:${Account}:cluster/*"
+    assert pages["Condition"] == {"StringEquals": {"aws:ResourceTag/hyperpod-platform": s.config.name}}
+    (listing,) = [g for g in granted if g.get("Sid") == "ListClusters"]
+    assert listing["Action"] == "sagemaker:ListClusters" and listing["Resource"] == "*"
+    assert iam_facts.scoping_errors(s.templates["studio"]) == []
+
+
+def test_per_user_roles_get_the_same_studio_access(synth):
+    """Per-user mode on Slurm: each profile's own role gets the shared execution role's document (StudioUserPolicy)."""
+    s = synth("large")
+    (policy,) = _resources(s.templates["studio"], "AWS::IAM::ManagedPolicy").values()
+    sids = {st.get("Sid") for st in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert {"SMStudioRestrictSpacesToOwnerUserProfile", "SMStudioRestrictCreatePrivateSpaceAppsToOwnerUserProfile",
+            "ListClusters", "DescribeCluster"} <= sids
