@@ -20,6 +20,7 @@ from platform_config.model import PlatformConfig
 from platform_config.network import network_errors
 from platform_config.observability import node_metrics_errors, observability_errors
 from platform_config.storage import checkpoint_errors, lustre_errors
+from platform_config.studio import studio_errors
 from platform_config.users import identity_errors, user_errors
 
 Rule = Callable[[PlatformConfig], list[str]]
@@ -112,6 +113,7 @@ RULES: tuple[Rule, ...] = (
     pam_slurm_adopt_errors,         # cluster.pam_slurm_adopt: Slurm only, admin groups pam_access can list
     user_errors,                    # users: unique names and uids, Studio profile names
     identity_errors,                # users: no system name, no squash identity
+    studio_errors,                  # studio: the shared spaces' user
     per_user_mode_errors,           # shared_fsx with departments or MLflow
 )
 

@@ -3,11 +3,14 @@ partitions' root and group, and managed MLflow."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 from pydantic import Field, StrictBool
 
 from platform_config.fields import Strict, pattern
+
+if TYPE_CHECKING:
+    from platform_config.model import PlatformConfig
 
 # What a Studio user profile name may be (CreateUserProfile's UserProfileName).
 STUDIO_PROFILE_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
@@ -39,3 +42,24 @@ class Studio(Strict):
         default=2000, ge=1001, le=4000000,
         description="The group owning the shared partition; in shared mode every user's primary group in Studio.")
     mlflow: Mlflow = Field(Mlflow(), description="Managed MLflow.")
+    shared_space_user: Optional[str] = Field(
+        None, description="Shared mode only: the user (a name from users) whose uid shared spaces run as, with the "
+                          "shared gid; they then mount the shared partition at the cluster's path like private spaces. "
+                          "Unset: shared spaces get the lifecycle configs but no FSx (a space several people use has "
+                          "no one owner whose identity the cluster knows). Create it as an account the team shares.")
+
+
+def studio_errors(cfg: PlatformConfig) -> list[str]:
+    """studio.shared_space_user names a user, in shared mode."""
+    studio = cfg.studio
+    if not studio.enabled or studio.shared_space_user is None:
+        return []
+    names = [u.name for u in cfg.users]
+    if studio.shared_space_user not in names:
+        return [f"studio.shared_space_user: {studio.shared_space_user!r} is not a user; allowed: "
+                f"{', '.join(names) or '(no users)'}"]
+    if not cfg.shared_fsx:
+        return [f"studio.shared_space_user: {studio.shared_space_user!r} with shared_fsx: false; per-user mode has no "
+                "partition every member of a shared space may use. Allowed: unset in per-user mode, or shared_fsx: "
+                "true"]
+    return []

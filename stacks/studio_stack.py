@@ -160,8 +160,15 @@ class StudioStack(cdk.Stack):
                     [{"FSxLustreFileSystemConfig": {"FileSystemId": storage.lustre.file_system_id,
                                                     "FileSystemPath": FsxPartitions.path_attribute(shared_partition)}}],
                     cdk.Aws.NO_VALUE)),
+            # Shared spaces: the JupyterLab lifecycle config (DefaultSpaceSettings has no Code Editor settings) and, in
+            # shared mode with studio.shared_space_user, that user's uid with the shared gid and the shared partition.
             default_space_settings=sagemaker.CfnDomain.DefaultSpaceSettingsProperty(
-                execution_role=self.execution_role.role_arn, security_groups=[self.security_group.attr_group_id]),
+                execution_role=self.execution_role.role_arn, security_groups=[self.security_group.attr_group_id],
+                jupyter_lab_app_settings=sagemaker.CfnDomain.JupyterLabAppSettingsProperty(
+                    default_resource_spec=sagemaker.CfnDomain.ResourceSpecProperty(
+                        lifecycle_config_arn=lifecycle.jupyter_lab_arn),
+                    lifecycle_config_arns=[lifecycle.jupyter_lab_arn]),
+                **self._shared_space_storage(config, storage, shared_partition)),
             # With budgets, profiles carry their department's tag; propagation passes it (and the platform's) on to
             # the spaces and apps they create (the resource schema: "tags added to Domain, User Profile and Space
             # entity is propagated to all SageMaker resources").
@@ -194,6 +201,19 @@ class StudioStack(cdk.Stack):
         cdk.CfnOutput(self, "SharedFSxMode", value=self.shared_fsx.value_as_string)
         if tracking_server_arn:
             cdk.CfnOutput(self, "MlflowTrackingServerArn", value=tracking_server_arn)
+
+    def _shared_space_storage(self, config: PlatformConfig, storage: StorageStack,
+                              shared_partition: cdk.CfnResource) -> dict:
+        user = next((u for u in config.users if u.name == config.studio.shared_space_user), None)
+        if user is None:
+            return {}
+        shared = self.is_shared.logical_id
+        return {"custom_posix_user_config": cdk.Fn.condition_if(
+                    shared, {"Uid": user.uid, "Gid": config.studio.shared_gid}, cdk.Aws.NO_VALUE),
+                "custom_file_system_configs": cdk.Fn.condition_if(
+                    shared, [{"FSxLustreFileSystemConfig": {
+                        "FileSystemId": storage.lustre.file_system_id,
+                        "FileSystemPath": FsxPartitions.path_attribute(shared_partition)}}], cdk.Aws.NO_VALUE)}
 
     def _per_user_identities(self, config: PlatformConfig) -> tuple[SlurmTokenIssuer, iam.ManagedPolicy]:
         """The token issuer, and the managed policy every per-user execution role gets: exactly the shared execution

@@ -935,3 +935,17 @@ def test_mlflow_is_refused_in_per_user_mode(orchestrator):
     assert MLFLOW_PER_USER in errors_of(data)
     data["shared_fsx"] = True
     parse_config(data)
+
+
+def test_shared_space_user_names_a_user_in_shared_mode():
+    data = base()
+    data["users"] = [{"name": "alice", "uid": 10001}]
+    data["studio"] = {"shared_space_user": "carol"}
+    assert errors_of(data) == ["studio.shared_space_user: 'carol' is not a user; allowed: alice"]
+    data["studio"] = {"shared_space_user": "alice"}
+    data["shared_fsx"] = False
+    assert errors_of(data) == [
+        "studio.shared_space_user: 'alice' with shared_fsx: false; per-user mode has no partition every member of a "
+        "shared space may use. Allowed: unset in per-user mode, or shared_fsx: true"]
+    data["shared_fsx"] = True
+    assert parse_config(data).studio.shared_space_user == "alice"

@@ -422,3 +422,20 @@ def test_per_user_roles_get_the_same_studio_access(synth):
     sids = {st.get("Sid") for st in policy["Properties"]["PolicyDocument"]["Statement"]}
     assert {"SMStudioRestrictSpacesToOwnerUserProfile", "SMStudioRestrictCreatePrivateSpaceAppsToOwnerUserProfile",
             "ListClusters", "DescribeCluster"} <= sids
+
+
+def test_shared_spaces_get_the_lifecycle_config_and_in_shared_mode_the_shared_partition(synth):
+    t = synth("multi_az").templates["studio"]
+    domain = _one(t, "AWS::SageMaker::Domain")["Properties"]
+    spaces = domain["DefaultSpaceSettings"]
+    lab = domain["DefaultUserSettings"]["JupyterLabAppSettings"]
+    assert spaces["JupyterLabAppSettings"]["LifecycleConfigArns"] == lab["LifecycleConfigArns"]
+    assert spaces["JupyterLabAppSettings"]["DefaultResourceSpec"] == lab["DefaultResourceSpec"]
+    # The shared partition, as private spaces mount it, and the shared account's uid with the shared gid.
+    assert spaces["CustomFileSystemConfigs"] == domain["DefaultUserSettings"]["CustomFileSystemConfigs"]
+    posix = spaces["CustomPosixUserConfig"]
+    assert posix == {"Fn::If": ["IsSharedFSx", {"Uid": 10010, "Gid": 2000}, {"Ref": "AWS::NoValue"}]}
+    # Without studio.shared_space_user: the lifecycle config, no file system and no identity.
+    plain = _one(synth("default").templates["studio"], "AWS::SageMaker::Domain")["Properties"]["DefaultSpaceSettings"]
+    assert "JupyterLabAppSettings" in plain
+    assert "CustomFileSystemConfigs" not in plain and "CustomPosixUserConfig" not in plain
