@@ -96,13 +96,18 @@ class StudioStack(cdk.Stack):
                                                      condition=self.is_shared)
 
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
+        # One path everywhere (lifecycle/studio/fsx_paths.sh): the space links the cluster's path of its partition.
+        fsx_paths = {"FSX_FILE_SYSTEM_ID": storage.lustre.file_system_id,
+                     "FSX_CLUSTER_MOUNT_PATH": config.storage.lustre.mount_path,
+                     "FSX_PARTITION_PARENT": f"{repo.file_system_path.rstrip('/')}/{studio.partition_root}",
+                     "FSX_SHARED_MODE": self.shared_fsx.value_as_string}
         if on_eks:
             from constructs.studio_eks_tools import studio_eks_tools  # EKS only: kubectl/helm from the layer package
             tools = studio_eks_tools(config.eks.kubernetes_version)
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=EKS_ENTRY_POINT,
                 upload_role_name=upload_role_name(config.name, "studio"),
-                environment={"EKS_CLUSTER_NAME": config.name, **tools.environment},
+                environment={"EKS_CLUSTER_NAME": config.name, **tools.environment, **fsx_paths},
                 extra_dirs=[tools.directory])
         else:
             lifecycle = StudioLifecycleConfigs(
@@ -110,7 +115,7 @@ class StudioStack(cdk.Stack):
                 upload_role_name=upload_role_name(config.name, "studio"),
                 environment={"SLURM_LOGIN_SECRET_ARN": slurm_login_secret.secret_arn,
                              **({"SLURM_TOKEN_SECRET_PREFIX": slurm_token_secret_prefix(config.name)}
-                                if auth == "jwt" else {})})
+                                if auth == "jwt" else {}), **fsx_paths})
         for role in self.app_roles:
             role.add_to_policy(iam.PolicyStatement(
                 sid="ReadStudioScripts", actions=["s3:GetObject"],

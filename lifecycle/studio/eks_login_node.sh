@@ -22,6 +22,9 @@ KUBECONFIG_FILE="${KUBECONFIG_FILE%%:*}" # the first file when KUBECONFIG lists 
 BASHRC="${EKS_LOGIN_BASHRC:-${HOME:-/home/sagemaker-user}/.bashrc}"
 RETRY_DELAY="${EKS_LOGIN_RETRY_DELAY:-5}"
 
+# shellcheck source-path=SCRIPTDIR source=fsx_paths.sh
+source "$(dirname "${BASH_SOURCE[0]}")/fsx_paths.sh"
+
 log() { printf '%s [eks-login] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
 die() {
   log "ERROR: $*" >&2
@@ -165,6 +168,8 @@ setup() {
   if [[ -n "${EKSCTL_S3_URI:-}" ]]; then install_eksctl "$work"; fi
   ensure_path_in_bashrc
   update_kubeconfig "$region"
+  # The team's pods mount this space's partition at the cluster's path; the space gets that path too.
+  link_fsx_paths || log "ERROR: the cluster's FSx paths are not linked in this space (see above)"
 
   # Reaching the API server needs an EKS access entry for the Studio execution role and HTTPS to the
   # endpoint; report it, but the client setup above is complete either way.
@@ -207,6 +212,7 @@ main() {
   mkdir -p "$STATE_DIR" "$(dirname "$LOG_FILE")"
   copy="$STATE_DIR/eks_login_node.sh"
   install -m 0700 "${BASH_SOURCE[0]}" "$copy"
+  install -m 0700 "$(dirname "${BASH_SOURCE[0]}")/fsx_paths.sh" "$STATE_DIR/fsx_paths.sh"
   EKS_LOGIN_CHILD=1 nohup setsid bash "$copy" >>"$LOG_FILE" 2>&1 </dev/null &
   log "EKS client setup continues in the background (pid $!); log: $LOG_FILE"
 }

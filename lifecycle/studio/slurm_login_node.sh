@@ -30,6 +30,10 @@ PROFILE_SNIPPET="${SLURM_CLIENT_PROFILE:-$R/etc/profile.d/hyperpod-slurm-client.
 
 # shellcheck source-path=SCRIPTDIR source=slurm_token.sh
 source "$(dirname "${BASH_SOURCE[0]}")/slurm_token.sh"
+# shellcheck source-path=SCRIPTDIR source=fsx_paths.sh
+source "$(dirname "${BASH_SOURCE[0]}")/fsx_paths.sh"
+# sbatch goes through this (studio_workdir.sh): a job starts where its submitter is, as the cluster sees it.
+WORKDIR_HELPER="${SLURM_WORKDIR_HELPER:-$R/usr/local/lib/hyperpod/studio-workdir}"
 
 log() { printf '%s [slurm-login] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
 die() {
@@ -288,10 +292,11 @@ install_bundle() {
 link_commands() {
   local auth=$1 cmd changed=1
   as_root install -d -m 0755 "$WRAPPER_DIR" "$(dirname "$PROFILE_SNIPPET")"
+  install_workdir_helper && changed=0
   for cmd in "$CLIENT_DIR"/bin/*; do
     cmd="${cmd##*/}"
     [[ "$auth" == jwt && " ${WRAPPED[*]} " == *" $cmd "* ]] && continue
-    printf '%s\n' '#!/bin/sh' "exec $CLIENT_DIR/bin/$cmd \"\$@\"" >"$STATE_DIR/link.tmp"
+    printf '%s\n' '#!/bin/sh' "exec $(client_exec "$CLIENT_DIR/bin/$cmd") \"\$@\"" >"$STATE_DIR/link.tmp"
     if ! cmp -s "$STATE_DIR/link.tmp" "$WRAPPER_DIR/$cmd" 2>/dev/null; then
       root_put "$WRAPPER_DIR/$cmd" 0755 <"$STATE_DIR/link.tmp"
       changed=0
@@ -306,6 +311,27 @@ link_commands() {
   fi
   rm -f "$STATE_DIR/link.tmp"
   return "$changed"
+}
+
+# client_exec PATH -> what a wrapper on PATH execs for the client command PATH: sbatch through the working-directory
+# helper, every other command as it is.
+client_exec() {
+  if [[ "${1##*/}" == sbatch ]]; then
+    echo "$WORKDIR_HELPER $FSX_PATHS_FILE $1"
+  else
+    echo "$1"
+  fi
+}
+
+# install_workdir_helper : studio_workdir.sh as WORKDIR_HELPER (root's, 0755) unless it is there already.
+install_workdir_helper() {
+  local source
+  source="$(dirname "${BASH_SOURCE[0]}")/studio_workdir.sh"
+  if as_root cat "$WORKDIR_HELPER" 2>/dev/null | cmp -s "$source" -; then
+    return 1
+  fi
+  as_root install -d -m 0755 "$(dirname "$WORKDIR_HELPER")"
+  root_put "$WORKDIR_HELPER" 0755 <"$source"
 }
 
 # ensure_munge_user : munged runs as MUNGE_USER; a stock image without the munge package has no such user.
@@ -380,6 +406,8 @@ setup() {
   [[ "$have" == "$S_slurm_version" ]] ||
     die "$(mismatch_message "$S_slurm_version" "the installed client (sinfo --version)" "$have")"
   if link_commands "$S_auth"; then CHANGED+=("commands on PATH"); fi
+  link_fsx_paths || log "ERROR: the cluster's FSx paths are not linked in this space (see above); jobs submitted" \
+    "from FSx directories may not find them on the nodes"
   if [[ "$S_auth" == munge ]]; then
     [[ -x "$CLIENT_DIR/bin/munged" ]] || die "the controller's client bundle has no munged"
     ensure_munge_user
@@ -465,7 +493,10 @@ main() {
   mkdir -p "$STATE_DIR" "$(dirname "$LOG_FILE")"
   copy="$STATE_DIR/slurm_login_node.sh"
   install -m 0700 "${BASH_SOURCE[0]}" "$copy"
-  install -m 0700 "$(dirname "${BASH_SOURCE[0]}")/slurm_token.sh" "$STATE_DIR/slurm_token.sh"
+  for copy in slurm_token.sh fsx_paths.sh studio_workdir.sh; do
+    install -m 0700 "$(dirname "${BASH_SOURCE[0]}")/$copy" "$STATE_DIR/$copy"
+  done
+  copy="$STATE_DIR/slurm_login_node.sh"
   SLURM_LOGIN_CHILD=1 nohup setsid bash "$copy" >>"$LOG_FILE" 2>&1 </dev/null &
   log "Slurm login setup continues in the background (pid $!); log: $LOG_FILE"
 }

@@ -97,7 +97,7 @@ install_wrappers() {
     printf '%s\n' '#!/bin/sh' "# slurm_login_node.sh (per-user mode): authenticate with this user's Slurm token" \
       "t=\"\${SLURM_TOKEN_FILE:-\$HOME/.slurm/token}\"" \
       "if [ -r \"\$t\" ]; then SLURM_JWT=\"\$(cat \"\$t\")\"; export SLURM_JWT; fi" \
-      "exec $real \"\$@\"" >"$wrapper"
+      "exec $(client_exec "$real") \"\$@\"" >"$wrapper"
     if ! cmp -s "$wrapper" "$WRAPPER_DIR/$cmd" 2>/dev/null; then
       root_put "$WRAPPER_DIR/$cmd" 0755 <"$wrapper"
       changed=0

@@ -61,7 +61,12 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
   # Wrappers hand the bundle's libraries to the loader on its command line; no LD_LIBRARY_PATH.
   [ "$(tail -n1 "$(client)/bin/sinfo")" = "exec $T/fake-ld --library-path $(client)/lib:$(client)/lib/slurm --argv0 sinfo $(client)/libexec/sinfo \"\$@\"" ]
   ! grep -rq LD_LIBRARY_PATH "$(client)/bin" "$SLURM_LOGIN_ROOT/usr/local/bin" || false
-  [ "$(tail -n1 "$SLURM_LOGIN_ROOT/usr/local/bin/sbatch")" = "exec $(client)/bin/sbatch \"\$@\"" ]
+  # sbatch goes through the working-directory helper (root's copy of studio_workdir.sh); the others straight on.
+  helper="$SLURM_LOGIN_ROOT/usr/local/lib/hyperpod/studio-workdir"
+  [ "$(tail -n1 "$SLURM_LOGIN_ROOT/usr/local/bin/sbatch")" = "exec $helper $SLURM_LOGIN_ROOT/etc/hyperpod-fsx-paths $(client)/bin/sbatch \"\$@\"" ]
+  [ "$(tail -n1 "$SLURM_LOGIN_ROOT/usr/local/bin/squeue")" = "exec $(client)/bin/squeue \"\$@\"" ]
+  cmp "$REPO_ROOT/lifecycle/studio/studio_workdir.sh" "$helper"
+  [ "$(stat -c %a "$helper")" = 755 ]
   grep -q "PATH=\"$(client)/bin:" "$SLURM_LOGIN_ROOT/etc/profile.d/hyperpod-slurm-client.sh"
   [[ "$(calls fake-ld)" == *"--argv0 sinfo $(client)/libexec/sinfo --version"* ]]
   cmp "$T/munge.key" "$(key)"
