@@ -6,8 +6,10 @@
 # (/mnt/custom-file-systems/fsx_lustre/fs-...), a path no node has. With the pairs fsx_paths.sh recorded
 # (PATHS_FILE: "<studio mount> <cluster path>" lines), a directory under the mount becomes --chdir=<cluster path>/<rest>,
 # given first so that a -D/--chdir on the command line still wins; a script with an #SBATCH -D/--chdir directive keeps
-# its own. SLURM_SUBMIT_DIR is set to the same cluster path. Elsewhere (the home volume) sbatch runs unchanged, with a
-# note that the nodes do not have that directory.
+# its own. Elsewhere (the home volume) sbatch runs unchanged, with a note that the nodes do not have that directory.
+# The job's SLURM_SUBMIT_DIR stays Studio's path: sbatch sets it from getcwd() over any value in its environment or
+# in --export (seen with real Slurm in tests/e2e/test_studio_slurm_login.py), so job scripts should use the directory
+# they start in ($PWD), not $SLURM_SUBMIT_DIR.
 set -u
 paths_file=$1
 sbatch=$2
@@ -33,9 +35,7 @@ if [[ -r "$paths_file" ]] && ! chooses_own_directory "$@"; then
     [[ -n "$studio" && -n "$cluster" ]] || continue
     first="${first:-$cluster}"
     if [[ "$cwd" == "$studio" || "$cwd" == "$studio"/* ]]; then
-      SLURM_SUBMIT_DIR="$cluster${cwd#"$studio"}"
-      export SLURM_SUBMIT_DIR
-      exec "$sbatch" --chdir="$SLURM_SUBMIT_DIR" "$@"
+      exec "$sbatch" --chdir="$cluster${cwd#"$studio"}" "$@"
     fi
   done <"$paths_file"
   if [[ -n "$first" ]]; then

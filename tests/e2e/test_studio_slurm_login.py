@@ -466,6 +466,92 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     assert "nothing changed" in (ide.state / "setup.log").read_text()
 
 
+FS_ID = "fs-0123456789abcdef0"
+
+
+def test_sbatch_from_a_studio_directory_runs_there_on_the_cluster(cluster: Cluster, published: tuple[str, dict],
+                                                                   ide: Ide):
+    """One path everywhere. The cluster mounts FSx at <base>/fsx (storage.lustre.mount_path); dora's partition is
+    <base>/fsx/data/studio/dora there. Her space mounts only that partition, at Studio's own mount point
+    (<base>/ide/mnt/custom-file-systems/fsx_lustre/<fs id>, a bind mount standing in for Studio's Lustre mount), and
+    does not have the cluster's <base>/fsx at all (an empty directory over it). She works under Studio's mount, whose
+    path no node has, and submits without --chdir: the job runs in the same directory on the cluster, reads what she
+    wrote there and writes what she then reads in Studio. The cluster's path works in the space too (the LCC's link)."""
+    arn, _ = published
+    dora = PosixUser("dora", 10021, 10121)  # this test's own user (other e2e runs on the host use other ids)
+    created = [(dora.name, *ensure_posix_user(dora))]
+    fsx_root = cluster.base / "fsx"
+    partition = fsx_root / "data" / "studio" / dora.name
+    studio_mount = cluster.base / "ide" / "mnt" / "custom-file-systems" / "fsx_lustre" / FS_ID
+    no_fsx = cluster.base / "ide" / "no-fsx"
+    mounts: list[Path] = []
+    try:
+        for d in (fsx_root, fsx_root / "data", fsx_root / "data" / "studio"):
+            d.mkdir(exist_ok=True)
+            d.chmod(0o755)
+        partition.mkdir()
+        os.chown(partition, dora.uid, dora.gid)
+        partition.chmod(0o700)  # as lambda/fsx_partitions creates it
+        studio_mount.mkdir(parents=True)
+        no_fsx.mkdir()
+        for source, target in ((partition, studio_mount), (no_fsx, fsx_root)):
+            bind = run(ide.cmd("mount", "--bind", str(source), str(target)))
+            assert bind.returncode == 0, bind.stderr
+            mounts.insert(0, target)
+        assert run(ide.cmd("test", "-e", str(partition))).returncode != 0  # the space has no cluster FSx path
+        assert str(studio_mount) != str(partition)
+
+        lcc = run(ide.cmd("bash", str(LCC)), env={
+            **ide.lcc_env(cluster, arn), "FSX_FILE_SYSTEM_ID": FS_ID, "FSX_CLUSTER_MOUNT_PATH": str(fsx_root),
+            "FSX_PARTITION_PARENT": "/data/studio", "FSX_SHARED_MODE": "False",
+            "STUDIO_FSX_ROOT": str(studio_mount.parent), "STUDIO_PROFILE": dora.name})
+        assert lcc.returncode == 0, lcc.stdout + lcc.stderr
+        assert f"FSx: {partition} here is {studio_mount}" in lcc.stdout, lcc.stdout
+        link = run(ide.cmd("readlink", str(partition)))
+        assert link.stdout.strip() == str(studio_mount)
+
+        def as_dora(script: str) -> subprocess.CompletedProcess:
+            return run(ide.cmd("sh", "-c", script, user=dora), env={**ide.user_env(cluster, dora),
+                                                                   "PATH": f"{ide.bin}:{os.environ['PATH']}"})
+
+        project = studio_mount / "project"
+        job_script = ("#!/bin/sh\ntr a-z A-Z < input.txt > output.txt\npwd -P > pwd.txt\n"
+                      "echo \"$SLURM_SUBMIT_DIR\" > submit.txt\n")
+        wrote = as_dora(f"mkdir {project} && cd {project} && echo hello > input.txt && printf '{job_script}' > job.sh")
+        assert wrote.returncode == 0, wrote.stderr
+        submit = as_dora(f"cd {project} && sbatch --parsable job.sh")
+        assert submit.returncode == 0, submit.stderr
+        job_id = submit.stdout.strip().split(";")[0]
+        job = ide.wait_for_job(cluster, dora, job_id)
+        on_cluster = partition / "project"
+        assert job["JobState"] == "COMPLETED", job
+        assert job["WorkDir"] == str(on_cluster), job
+        # Back in Studio, at Studio's path: what the job wrote, owned by dora; the job ran at the cluster's path.
+        # SLURM_SUBMIT_DIR is sbatch's getcwd(), Studio's path, whatever the wrapper exports (studio_workdir.sh says
+        # so; this is the fact behind that note).
+        seen = as_dora(f"cd {project} && cat output.txt pwd.txt submit.txt && stat -c %u output.txt "
+                       f"&& ls slurm-{job_id}.out")
+        assert seen.returncode == 0, seen.stderr
+        assert seen.stdout.splitlines() == ["HELLO", str(on_cluster), str(project), str(dora.uid),
+                                            f"slurm-{job_id}.out"]
+
+        # The cluster's path is a path in the space as well: working there and submitting gives the same directory.
+        again = as_dora(f"cd {partition}/project && pwd && sbatch --parsable --wrap 'echo again > again.txt'")
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.splitlines()[0] == str(on_cluster)
+        job = ide.wait_for_job(cluster, dora, again.stdout.splitlines()[1].split(";")[0])
+        assert job["JobState"] == "COMPLETED" and job["WorkDir"] == str(on_cluster), job
+        assert (on_cluster / "again.txt").read_text() == "again\n"
+        # From the home volume, which no node has: sbatch says so.
+        home = as_dora("cd / && sbatch --test-only --wrap true")
+        assert f"/ is not on the cluster's FSx" in home.stderr and str(partition) in home.stderr, home.stderr
+    finally:
+        for target in mounts:
+            run(ide.cmd("umount", str(target)))
+        errors = remove_posix_users(created)
+        assert not errors, errors
+
+
 def test_hyperpod_shaped_cluster_runs_jobs_after_the_project_scripts(cluster: Cluster):
     """configure_slurm.sh on the controller added our pyxis.conf to plugstack.conf and reconfigured; the configless
     slurmd received it; a batch job with an srun step still runs although the pyxis build does not load."""

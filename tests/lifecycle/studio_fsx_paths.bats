@@ -118,7 +118,7 @@ link() {
 # ---------------------------------------------------------------------------------------------- studio_workdir.sh
 fake_sbatch() {
   mkdir -p "$T/bin"
-  printf '%s\n' '#!/bin/bash' 'echo "cwd=$(pwd -P) submit=${SLURM_SUBMIT_DIR:-} args=$*"' >"$T/bin/sbatch"
+  printf '%s\n' '#!/bin/bash' 'echo "cwd=$(pwd -P) args=$*"' >"$T/bin/sbatch"
   chmod +x "$T/bin/sbatch"
   echo "$MOUNT $T/fsx/data/studio/alice" >"$FSX_PATHS_FILE"
 }
@@ -131,10 +131,12 @@ workdir() { bash "$REPO_ROOT/lifecycle/studio/studio_workdir.sh" "$FSX_PATHS_FIL
   cd "$MOUNT/project/run1"
   run workdir --wrap hostname
   [ "$status" -eq 0 ]
-  [ "$output" = "cwd=$MOUNT/project/run1 submit=$T/fsx/data/studio/alice/project/run1 args=--chdir=$T/fsx/data/studio/alice/project/run1 --wrap hostname" ]
+  dir="$T/fsx/data/studio/alice/project/run1"
+  [ "$output" = "cwd=$MOUNT/project/run1 args=--chdir=$dir --wrap hostname" ]
   cd "$MOUNT"
   run workdir job.sbatch
-  [ "$output" = "cwd=$MOUNT submit=$T/fsx/data/studio/alice args=--chdir=$T/fsx/data/studio/alice job.sbatch" ]
+  dir="$T/fsx/data/studio/alice"
+  [ "$output" = "cwd=$MOUNT args=--chdir=$dir job.sbatch" ]
 }
 
 @test "sbatch keeps a working directory the user chose, on the command line or in the script" {
@@ -155,11 +157,11 @@ workdir() { bash "$REPO_ROOT/lifecycle/studio/studio_workdir.sh" "$FSX_PATHS_FIL
   mkdir -p "$T/home" "$MOUNT"0/data
   cd "$T/home"
   run --separate-stderr workdir --wrap true
-  [ "$output" = "cwd=$T/home submit= args=--wrap true" ]
+  [ "$output" = "cwd=$T/home args=--wrap true" ]
   [[ "$stderr" == *"$T/home is not on the cluster's FSx"*"submit from under $T/fsx/data/studio/alice"* ]]
   cd "$MOUNT"0/data
   run --separate-stderr workdir --wrap true
-  [ "$output" = "cwd=$MOUNT""0/data submit= args=--wrap true" ]
+  [ "$output" = "cwd=$MOUNT""0/data args=--wrap true" ]
 }
 
 @test "without a paths file sbatch runs as it is, silently" {
@@ -167,5 +169,5 @@ workdir() { bash "$REPO_ROOT/lifecycle/studio/studio_workdir.sh" "$FSX_PATHS_FIL
   rm "$FSX_PATHS_FILE"
   cd "$MOUNT"
   run --separate-stderr workdir --wrap true
-  [ "$output" = "cwd=$MOUNT submit= args=--wrap true" ] && [ -z "$stderr" ]
+  [ "$output" = "cwd=$MOUNT args=--wrap true" ] && [ -z "$stderr" ]
 }
