@@ -1,10 +1,32 @@
-"""Shared fixtures: each config variant is synthesized once per test session (synthesis costs seconds)."""
+"""Shared fixtures, and how the suite runs on several cores.
+
+`make test` runs pytest under pytest-xdist (`-n auto`; pytest.ini sets `--dist loadgroup`). The rules, which every
+test follows without doing anything unless it touches the machine itself:
+
+- Each config variant of `synth(...)` is synthesized once per run, by the first worker that asks for it, into a
+  directory all workers share (the run's basetemp); the others wait on a file lock and read that cloud assembly.
+  Never write into `synth(...).out_dir`: copy what you change into `tmp_path`. `.platform` (the live constructs) is
+  the in-process synthesis of the worker that made the assembly; another worker synthesizes its own on first use.
+- Tests under tests/e2e run on ONE worker, one after another, in file order (xdist group "e2e"): they create POSIX
+  users and groups (alice and bob, the research example's users), write /etc/pam.d, and copy /etc into their
+  namespaces, which no two of them may do at once. A test elsewhere that changes the machine (users, /etc, a fixed
+  port or path) takes `@pytest.mark.xdist_group("e2e")` or moves to tests/e2e. Real daemons bind free loopback ports
+  (tests/e2e/slurm_cluster.free_port) and keep every file under their own mkdtemp directory.
+- Tests that share a module- or class-scoped fixture run on one worker, so that fixture is set up once per run.
+- Everything else is spread over the workers test by test; the longest single tests are sent first.
+- A session-scoped fixture runs once per worker; if it is expensive and its result can live in files, share it
+  through `shared_dir` and `exclusive` below, as `synth` does.
+"""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import sys
-from dataclasses import dataclass
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -100,13 +122,48 @@ def metrics_config(data: dict, source: str) -> PlatformConfig:
 STACK_ROLES = ("network", "storage", "slurm-login", "eks", "cluster", "studio", "eks-access", "observability")
 
 
-@dataclass
+@contextmanager
+def exclusive(lock: Path) -> Iterator[None]:
+    """Holds an exclusive lock on `lock` (created if missing) across processes: the xdist workers of one run."""
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory of this run that every xdist worker sees: the parent of the workers' own basetemps (each is
+    <run basetemp>/popen-gwN), or the basetemp itself without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 class Synthesized:
-    config: PlatformConfig
-    platform: Platform
-    out_dir: Path
-    templates: dict[str, dict[str, Any]]  # by stack role: network / storage / slurm-login / eks / cluster / studio / eks-access
-    nested: dict[str, dict[str, Any]]     # nested stack templates by file name
+    """One config variant's cloud assembly (`out_dir`, shared by the workers: read only), its templates, and on
+    demand the live constructs (`platform`)."""
+
+    def __init__(self, variant: str, config: PlatformConfig, out_dir: Path, platform: Platform | None,
+                 private_root: Path) -> None:
+        self.variant, self.config, self.out_dir = variant, config, out_dir
+        self._platform, self._private_root = platform, private_root
+        # by stack role: network / storage / slurm-login / eks / cluster / studio / eks-access / observability
+        self.templates: dict[str, dict[str, Any]] = {
+            role: json.loads((out_dir / f"{config.name}-{role}.template.json").read_text())
+            for role in STACK_ROLES if (out_dir / f"{config.name}-{role}.template.json").exists()}
+        # nested stack templates by file name
+        self.nested: dict[str, dict[str, Any]] = {
+            p.name: json.loads(p.read_text()) for p in sorted(out_dir.glob("*.nested.template.json"))}
+
+    @property
+    def platform(self) -> Platform:
+        """The constructs of a synthesized app of this variant: the one that wrote `out_dir` when this worker wrote
+        it, else this worker's own synthesis (same config, same code) into a directory of its own."""
+        if self._platform is None:
+            out_dir = Path(tempfile.mkdtemp(prefix=f"{self.variant}-", dir=self._private_root))
+            self._platform = _synthesize(self.variant, out_dir)[1]
+        return self._platform
 
     def template(self, role: str) -> Template:
         return Template.from_json(self.templates[role])
@@ -122,46 +179,90 @@ def cdk_json_context() -> dict[str, Any]:
     return json.loads((ROOT / "cdk.json").read_text())["context"]
 
 
-@cache
-def _synth(variant: str, out_root: str) -> Synthesized:
+def variant_config(variant: str) -> PlatformConfig:
     if variant == "large":
-        config = large_config()
-    elif variant == "eks":
-        config = eks_config(VARIANT_FILES["eks"])
-    elif variant == "eks_shared":
-        config = eks_config(VARIANT_FILES["eks"], eks={"autoscaling": {"enabled": True}}, shared_fsx=True,
-                            studio={"mlflow": {"enabled": True}})
-    elif variant == "metrics":  # Slurm with node metrics, Grafana (Identity Center groups) and Studio
-        config = metrics_config(yaml.safe_load(VARIANT_FILES["default"].read_text()), str(VARIANT_FILES["default"]))
-    elif variant == "directory":
-        config = directory_config()
-    elif variant == "eks_metrics":
+        return large_config()
+    if variant == "eks":
+        return eks_config(VARIANT_FILES["eks"])
+    if variant == "eks_shared":
+        return eks_config(VARIANT_FILES["eks"], eks={"autoscaling": {"enabled": True}}, shared_fsx=True,
+                          studio={"mlflow": {"enabled": True}})
+    if variant == "metrics":  # Slurm with node metrics, Grafana (Identity Center groups) and Studio
+        return metrics_config(yaml.safe_load(VARIANT_FILES["default"].read_text()), str(VARIANT_FILES["default"]))
+    if variant == "directory":
+        return directory_config()
+    if variant == "eks_metrics":
         data = yaml.safe_load(VARIANT_FILES["eks"].read_text())
         data["eks"]["hyperpod_dependencies"]["chart_dir"] = str(STAND_IN_CHART)
-        config = metrics_config(data, str(VARIANT_FILES["eks"]))
-    else:
-        config = load_config(VARIANT_FILES[variant])
-    out_dir = Path(out_root) / variant
+        return metrics_config(data, str(VARIANT_FILES["eks"]))
+    return load_config(VARIANT_FILES[variant])
+
+
+def _synthesize(variant: str, out_dir: Path) -> tuple[PlatformConfig, Platform]:
+    config = variant_config(variant)
     app = cdk.App(outdir=str(out_dir), context=cdk_json_context())
     platform = build_platform(app, config, allow_chart_stand_in=True)
     add_security_checks(app)
     app.synth()  # raises on any unacknowledged cdk-nag finding
-    templates = {role: json.loads((out_dir / f"{config.name}-{role}.template.json").read_text())
-                 for role in STACK_ROLES
-                 if (out_dir / f"{config.name}-{role}.template.json").exists()}
-    nested = {p.name: json.loads(p.read_text()) for p in sorted(out_dir.glob("*.nested.template.json"))}
-    return Synthesized(config=config, platform=platform, out_dir=out_dir, templates=templates, nested=nested)
+    return config, platform
+
+
+@cache
+def _synth(variant: str, shared_root: str, private_root: str) -> Synthesized:
+    """Once per run across the workers: the first to take the variant's lock synthesizes into the shared directory
+    and marks it done; the others (and later runs of this function) read what it wrote."""
+    root = Path(shared_root) / "synth"
+    root.mkdir(exist_ok=True)
+    out_dir, done = root / variant, root / f"{variant}.done"
+    platform = None
+    with exclusive(root / f"{variant}.lock"):
+        if done.exists():
+            config = variant_config(variant)
+        else:  # first here, or the worker before failed half-way (its error is this one's too)
+            shutil.rmtree(out_dir, ignore_errors=True)
+            config, platform = _synthesize(variant, out_dir)
+            done.touch()
+    return Synthesized(variant, config, out_dir, platform, Path(private_root))
 
 
 @pytest.fixture(scope="session")
 def synth_root(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("cdk-out"))
+    return str(shared_dir(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")
-def synth(synth_root):
-    """synth("default") -> Synthesized; cached for the whole session."""
-    return lambda variant: _synth(variant, synth_root)
+def synth(synth_root, tmp_path_factory):
+    """synth("default") -> Synthesized; synthesized once per run, shared by the workers."""
+    private_root = str(tmp_path_factory.mktemp("cdk-platform"))
+    return lambda variant: _synth(variant, synth_root, private_root)
 
 
 ALL_VARIANTS = [*VARIANT_FILES, "eks_shared", "large", "metrics", "eks_metrics", "directory"]
+
+
+E2E = ROOT / "tests" / "e2e"
+# The longest single tests: sent to the workers right after the e2e group, so that none is left to end the run alone.
+FIRST = ("tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The xdist groups of the rules in this module's docstring. On an xdist worker also the order in which the
+    work is handed out (pytest.ini turns xdist's own reordering off): the e2e group first, as it is the longest chain
+    and mostly waits on daemons, then FIRST, then the rest in file order."""
+    for item in items:
+        if any(m.name == "xdist_group" for m in item.iter_markers()):
+            continue
+        if E2E in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("e2e"))
+        elif _shares_a_module_or_class_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: 0 if E2E in item.path.parents else 1 if item.nodeid.startswith(FIRST) else 2)
+
+
+def _shares_a_module_or_class_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(d.scope in ("module", "class", "package") for defs in info.name2fixturedefs.values() for d in defs)
