@@ -157,6 +157,12 @@ class Synthesized:
             p.name: json.loads(p.read_text()) for p in sorted(out_dir.glob("*.nested.template.json"))}
 
     @property
+    def nag_reports(self) -> dict[str, dict[str, Any]]:
+        """cdk-nag's AwsSolutionsChecks().validate_scope report on each stack of the app that wrote `out_dir`, by
+        stack name (recorded beside it by the worker that synthesized it)."""
+        return json.loads((self.out_dir.parent / f"{self.variant}.nag.json").read_text())
+
+    @property
     def platform(self) -> Platform:
         """The constructs of a synthesized app of this variant: the one that wrote `out_dir` when this worker wrote
         it, else this worker's own synthesis (same config, same code) into a directory of its own."""
@@ -207,6 +213,17 @@ def _synthesize(variant: str, out_dir: Path) -> tuple[PlatformConfig, Platform]:
     return config, platform
 
 
+def _nag_reports(platform: Platform) -> dict[str, dict[str, Any]]:
+    """AwsSolutionsChecks' report on each synthesized stack, by stack name: success and the violated rules."""
+    from cdk_nag import AwsSolutionsChecks
+
+    reports = {}
+    for stack in platform.stacks:
+        report = AwsSolutionsChecks().validate_scope(stack)
+        reports[stack.stack_name] = {"success": report.success, "violations": [v.rule_name for v in report.violations]}
+    return reports
+
+
 @cache
 def _synth(variant: str, shared_root: str, private_root: str) -> Synthesized:
     """Once per run across the workers: the first to take the variant's lock synthesizes into the shared directory
@@ -221,6 +238,7 @@ def _synth(variant: str, shared_root: str, private_root: str) -> Synthesized:
         else:  # first here, or the worker before failed half-way (its error is this one's too)
             shutil.rmtree(out_dir, ignore_errors=True)
             config, platform = _synthesize(variant, out_dir)
+            (root / f"{variant}.nag.json").write_text(json.dumps(_nag_reports(platform)))
             done.touch()
     return Synthesized(variant, config, out_dir, platform, Path(private_root))
 
