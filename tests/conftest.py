@@ -1,7 +1,7 @@
 """Shared fixtures, and how the suite runs on several cores.
 
-`make test` runs pytest under pytest-xdist (`-n auto`; pytest.ini sets `--dist loadgroup`). The rules, which every
-test follows without doing anything unless it touches the machine itself:
+`make test` runs pytest under pytest-xdist (`-n $(nproc)`), with the scheduler below (GroupScheduling). The rules,
+which every test follows without doing anything unless it touches the machine itself:
 
 - Each config variant of `synth(...)` is synthesized once per run, by the first worker that asks for it, into a
   directory all workers share (the run's basetemp); the others wait on a file lock and read that cloud assembly.
@@ -10,7 +10,7 @@ test follows without doing anything unless it touches the machine itself:
 - Tests under tests/e2e run on ONE worker, one after another, in file order (xdist group "e2e"): they create POSIX
   users and groups (alice and bob, the research example's users), write /etc/pam.d, and copy /etc into their
   namespaces, which no two of them may do at once. A test elsewhere that changes the machine (users, /etc, a fixed
-  port or path) takes `@pytest.mark.xdist_group("e2e")` or moves to tests/e2e. Real daemons bind free loopback ports
+  port or path) takes `@pytest.mark.xdist_group("e2e")` or moves to tests/e2e; any `xdist_group` mark is honoured. Real daemons bind free loopback ports
   (tests/e2e/slurm_cluster.free_port) and keep every file under their own mkdtemp directory.
 - Tests that share a module- or class-scoped fixture run on one worker, so that fixture is set up once per run.
 - Everything else is spread over the workers test by test; the longest single tests are sent first.
@@ -29,20 +29,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+from xdist.scheduler import LoadScopeScheduling
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-import aws_cdk as cdk  # noqa: E402
-from aws_cdk.assertions import Template  # noqa: E402
-
 from stacks.config import PlatformConfig, load_config, parse_config  # noqa: E402
-from stacks.platform import Platform, add_security_checks, build_platform  # noqa: E402
+
+if TYPE_CHECKING:  # aws_cdk starts a Node.js kernel: imported where synthesis needs it, not by every process
+    from aws_cdk.assertions import Template
+    from stacks.platform import Platform
 
 VARIANT_FILES = {
     "default": ROOT / "config" / "default.yaml",
@@ -172,6 +173,7 @@ class Synthesized:
         return self._platform
 
     def template(self, role: str) -> Template:
+        from aws_cdk.assertions import Template
         return Template.from_json(self.templates[role])
 
     def template_path(self, role: str) -> Path:
@@ -205,6 +207,9 @@ def variant_config(variant: str) -> PlatformConfig:
 
 
 def _synthesize(variant: str, out_dir: Path) -> tuple[PlatformConfig, Platform]:
+    import aws_cdk as cdk
+    from stacks.platform import add_security_checks, build_platform
+
     config = variant_config(variant)
     app = cdk.App(outdir=str(out_dir), context=cdk_json_context())
     platform = build_platform(app, config, allow_chart_stand_in=True)
@@ -259,28 +264,72 @@ ALL_VARIANTS = [*VARIANT_FILES, "eks_shared", "large", "metrics", "eks_metrics",
 
 
 E2E = ROOT / "tests" / "e2e"
-# The longest single tests: sent to the workers right after the e2e group, so that none is left to end the run alone.
+# The longest single tests: handed out right after the groups, so that none is left to end the run alone.
 FIRST = ("tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings",)
+GROUPS_DIR = "PLATFORM_TEST_GROUPS_DIR"  # where the xdist workers leave their group tables for the controller
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The xdist groups of the rules in this module's docstring. On an xdist worker also the order in which the
-    work is handed out (pytest.ini turns xdist's own reordering off): the e2e group first, as it is the longest chain
-    and mostly waits on daemons, then FIRST, then the rest in file order."""
-    for item in items:
-        if any(m.name == "xdist_group" for m in item.iter_markers()):
-            continue
-        if E2E in item.path.parents:
-            item.add_marker(pytest.mark.xdist_group("e2e"))
-        elif _shares_a_module_or_class_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        items.sort(key=lambda item: 0 if E2E in item.path.parents else 1 if item.nodeid.startswith(FIRST) else 2)
-
-
-def _shares_a_module_or_class_fixture(item: pytest.Item) -> bool:
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The xdist group an item runs in (the rules in this module's docstring): its `xdist_group` mark's name, "e2e"
+    under tests/e2e, its module when it shares a module- or class-scoped fixture; None when it may run anywhere."""
+    for mark in item.iter_markers("xdist_group"):
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    if E2E in item.path.parents:
+        return "e2e"
     info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return False
-    return any(d.scope in ("module", "class", "package") for defs in info.name2fixturedefs.values() for d in defs)
+    if info is not None and any(d.scope in ("module", "class", "package")
+                                for defs in info.name2fixturedefs.values() for d in defs):
+        return item.nodeid.split("::")[0]
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """On the xdist controller: a directory for the workers' group tables (workers inherit the environment)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", None):
+        return
+    directory = tempfile.mkdtemp(prefix="pytest-groups-")
+    os.environ[GROUPS_DIR] = directory
+    config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker: the order in which the work is handed out (the longest first) and the group of every
+    item, written where the controller's scheduler reads it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))
+    table = {item.nodeid: group for item in items if (group := xdist_group_of(item))}
+    if os.environ.get(GROUPS_DIR):
+        partial = Path(os.environ[GROUPS_DIR]) / f"{worker}.json.partial"
+        partial.write_text(json.dumps(table))
+        partial.rename(partial.with_suffix(""))
+
+
+class GroupScheduling(LoadScopeScheduling):
+    """xdist's `--dist loadgroup`, with the groups from the tables the workers wrote: a group is one unit of work for
+    one worker; larger units are handed out first. (xdist 3.8.0 passes groups as a suffix it writes into
+    Item._nodeid, which pytest 9.2 no longer reads: its loadgroup silently spreads a group over the workers,
+    https://github.com/pytest-dev/pytest-xdist/issues/1386.)"""
+
+    _groups: dict[str, str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        if self._groups is None:
+            tables = sorted(Path(os.environ[GROUPS_DIR]).glob("*.json"))
+            if not tables:
+                raise RuntimeError(f"no xdist group table in {os.environ[GROUPS_DIR]}: tests/conftest.py's "
+                                   "pytest_collection_modifyitems did not run on the workers")
+            self._groups = {}
+            for table in tables:
+                self._groups.update(json.loads(table.read_text()))
+        # tests/e2e is never spread over the workers, whatever the tables say.
+        return "e2e" if nodeid.startswith("tests/e2e/") else self._groups.get(nodeid, nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getvalue("dist") in ("load", "loadgroup") and os.environ.get(GROUPS_DIR):
+        return GroupScheduling(config, log)
+    return None
