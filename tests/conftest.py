@@ -307,6 +307,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         partial.rename(partial.with_suffix(""))
 
 
+# The e2e tests change the machine; within one run they keep to one worker, and this lock keeps two runs on one machine
+# (two worktrees, two developers) apart: a module holds it from its first test's setup to its last test's teardown.
+E2E_MACHINE_LOCK = Path(tempfile.gettempdir()) / "hyperpod-platform-e2e.lock"
+_e2e_lock = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    global _e2e_lock
+    if _e2e_lock is None and E2E in item.path.parents:
+        _e2e_lock = open(E2E_MACHINE_LOCK, "a")
+        fcntl.flock(_e2e_lock, fcntl.LOCK_EX)
+    try:
+        return (yield)
+    finally:
+        if _e2e_lock is not None and (nextitem is None or nextitem.path != item.path):
+            _e2e_lock.close()  # releases the lock; also released if this process dies
+            _e2e_lock = None
+
+
 class GroupScheduling(LoadScopeScheduling):
     """xdist's `--dist loadgroup`, with the groups from the tables the workers wrote: a group is one unit of work for
     one worker; larger units are handed out first. (xdist 3.8.0 passes groups as a suffix it writes into
