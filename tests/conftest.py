@@ -86,6 +86,14 @@ def large_config() -> PlatformConfig:
     }, "large")
 
 
+def per_user_config(count: int) -> PlatformConfig:
+    """The default config in per-user mode with `count` generated users whose every name is as long as a POSIX name
+    may be (32 characters) and whose uids have the most digits allowed: the largest templates per user."""
+    data = yaml.safe_load(VARIANT_FILES["default"].read_text())
+    data.update(shared_fsx=False, users=[{"name": f"u{i:031d}", "uid": 3_990_000 + i} for i in range(count)])
+    return parse_config(data, f"per_user_{count}")
+
+
 GRAFANA_VIEWERS = "9067c5ed5d-0b3a8c3e-7f39-4b2e-9b2f-0123456789ab"
 
 
@@ -199,6 +207,8 @@ def variant_config(variant: str) -> PlatformConfig:
         return metrics_config(yaml.safe_load(VARIANT_FILES["default"].read_text()), str(VARIANT_FILES["default"]))
     if variant == "directory":
         return directory_config()
+    if variant.startswith("per_user_"):  # per_user_<count>: generated, see per_user_config
+        return per_user_config(int(variant.removeprefix("per_user_")))
     if variant == "eks_metrics":
         data = yaml.safe_load(VARIANT_FILES["eks"].read_text())
         data["eks"]["hyperpod_dependencies"]["chart_dir"] = str(STAND_IN_CHART)
