@@ -86,12 +86,16 @@ def large_config() -> PlatformConfig:
     }, "large")
 
 
-def per_user_config(count: int) -> PlatformConfig:
+def per_user_data(count: int) -> dict:
     """The default config in per-user mode with `count` generated users whose every name is as long as a POSIX name
     may be (32 characters) and whose uids have the most digits allowed: the largest templates per user."""
     data = yaml.safe_load(VARIANT_FILES["default"].read_text())
     data.update(shared_fsx=False, users=[{"name": f"u{i:031d}", "uid": 3_990_000 + i} for i in range(count)])
-    return parse_config(data, f"per_user_{count}")
+    return data
+
+
+def per_user_config(count: int) -> PlatformConfig:
+    return parse_config(per_user_data(count), f"per_user_{count}")
 
 
 GRAFANA_VIEWERS = "9067c5ed5d-0b3a8c3e-7f39-4b2e-9b2f-0123456789ab"
