@@ -76,9 +76,16 @@ def test_5000_users_fit_by_the_arithmetic_of_the_generated_config(generated):
     # What each users stack adds to the parent: one AWS::CloudFormation::Stack, its bytes; nothing else grows.
     parent_path = generated.template_path("studio")
     parent, parent_stats = json.loads(parent_path.read_text()), _stats(parent_path)
-    entries = [r for r in parent["Resources"].values() if r["Type"] == "AWS::CloudFormation::Stack"]
+    entries = [lid for lid, r in parent["Resources"].items() if r["Type"] == "AWS::CloudFormation::Stack"]
     assert len(entries) == len(users_stacks) == 3
-    entry_bytes = max(len(json.dumps(entry, indent=1)) for entry in entries) + 100  # its key and indentation
+    assert len(json.dumps(parent, indent=1)) == parent_stats["bytes"]  # CDK writes templates as json.dumps(indent=1)
+
+    def without(lid: str) -> int:
+        return len(json.dumps({**parent, "Resources": {k: v for k, v in parent["Resources"].items() if k != lid}},
+                              indent=1))
+
+    # An entry's bytes as written, plus 16 for the longer ids of stacks 10 to 56 ("Users56" for "Users3").
+    entry_bytes = max(parent_stats["bytes"] - without(lid) for lid in entries) + 16
 
     stacks = math.ceil(USERS / per_stack)
     at_5000 = {
