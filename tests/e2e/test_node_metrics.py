@@ -149,6 +149,14 @@ def metrics() -> Iterator[Metrics]:
                 env=env, stdout=open(base / f"{name}.log", "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         yield Metrics(cluster, receiver_port, agent_conf, base / "unsigned-agent.log")
     finally:
+        # The job's slurmstepd is no child of ours: cancel the job while slurmd runs, or its `sleep 600` outlives us.
+        if "slurmd" in cluster.procs and cluster.procs["slurmd"].poll() is None:
+            run(["scancel", "--full", "--quiet", "--state=RUNNING", "--partition=debug"], env=cluster.env())
+            try:
+                wait_for("the job to end", lambda: not run(["squeue", "-h"], env=cluster.env()).stdout.strip(),
+                         timeout=30, interval=0.3)
+            except AssertionError:
+                pass  # stopping the cluster comes first; a job left over ends with its sleep
         cluster.stop()
         if os.environ.get("KEEP_NODE_METRICS_LOGS"):
             print((base / "unsigned-agent.log").read_text()[-1500:], (base / "agent.log").read_text()[-800:])

@@ -21,7 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
-import pytest
 
 import partitions
 import profile_events
