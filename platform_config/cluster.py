@@ -125,6 +125,11 @@ class Cluster(Strict):
                            "stops with a message if it is missing); the controller adds PrologFlags=Contain "
                            "(lifecycle/hyperpod/README.md, \"GPUs and SSH on compute nodes\").")
     directory: Directory = Field(Directory(), description="Slurm only: directory users and groups through SSSD.")
+    controller_ssh: Literal["admins", "all"] = Field(
+        "admins", description="Slurm only. Who may SSH to the controller, which holds the JWT signing key, the "
+                              "controller role and the accounting database secret: admins (root, ubuntu, users with "
+                              "sudo: true and members of cluster.directory.admin_groups, through pam_access; Session "
+                              "Manager shells are not affected) or all (every user, as before).")
     node_provisioning_mode: Optional[Literal["Continuous"]] = Field(
         None, description="Slurm only (EKS has eks.node_provisioning_mode): Continuous, HyperPod's continuous "
                           "provisioning, which an external accounting database (accounting.database: managed) needs; "

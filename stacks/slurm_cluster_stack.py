@@ -332,6 +332,7 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
         "slurm": {"auto_resume": config.cluster.slurm_auto_resume, "login_secret_arn": slurm_login_secret_arn,
                   "auth": slurm_auth(config), "jwt_key_secret_arn": jwt_key_secret_arn,
                   "pam_slurm_adopt": config.cluster.pam_slurm_adopt,
+                  "controller_ssh": config.cluster.controller_ssh,
                   # The controller uploads its Slurm client bundle here for Studio (publish_slurm_login.sh).
                   "client_bundle_s3_prefix": f"s3://{lifecycle_bucket_name(config.name)}/{SLURM_CLIENT_PREFIX}/"
                   if slurm_login_secret_arn else None},

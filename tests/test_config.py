@@ -753,6 +753,16 @@ def test_nvidia_gpus_per_instance_type_are_the_gres_slurm_should_show(instance_t
     assert nvidia_gpus(instance_type) == gpus  # Trainium has Neuron devices, not GPU GRES
 
 
+def test_controller_ssh_is_admins_unless_opened_to_all():
+    data = yaml.safe_load(VARIANT_FILES["default"].read_text())
+    assert parse_config(data, "test.yaml").cluster.controller_ssh == "admins"
+    data["cluster"]["controller_ssh"] = "all"
+    assert parse_config(data, "test.yaml").cluster.controller_ssh == "all"
+    data["cluster"]["controller_ssh"] = "everyone"
+    with pytest.raises(ConfigError, match=r"cluster\.controller_ssh.*'everyone'.*admins.*all"):
+        parse_config(data, "test.yaml")
+
+
 def test_pam_slurm_adopt_is_a_slurm_setting():
     data = base()
     data["cluster"]["pam_slurm_adopt"] = True

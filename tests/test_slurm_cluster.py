@@ -156,6 +156,7 @@ def test_provisioning_parameters_follow_config(synth):
     # ml.g5.2xlarge: one NVIDIA A10G, the GRES count check_gres.sh expects HyperPod's slurm.conf to give each node.
     assert params["worker_groups"] == [{"instance_group_name": "students", "partition_name": "class", "gpus": 1}]
     assert params["slurm"]["pam_slurm_adopt"] is False
+    assert params["slurm"]["controller_ssh"] == "admins"  # configure_controller_ssh.sh: only administrators by default
     assert params["fsx"]["mount"] is False  # native mount: on_init_complete.sh waits for it, never mounts it again
     assert params["fsx"]["checkpoint_dir"] == "/data/checkpoints"  # inside the S3-linked /data
     assert params["users"][3] == {"name": "ta", "uid": 10100, "gid": 10100, "sudo": True}

@@ -52,7 +52,7 @@ tune_lustre() {
   log "Lustre client tuned for $cpus vCPUs, $((mem_kib / 1024 / 1024)) GiB: ${settings[*]}"
 }
 
-# The checkpoint directory lies inside the data repository association's path (stacks/config.py checks), so FSx
+# The checkpoint directory lies inside the data repository association's path (platform_config/storage.py checks), so FSx
 # exports what jobs write there to S3. It is root's, 0755, and holds one directory per user, theirs, 0700, which
 # create_users.sh makes (here and on every users sync): no user can create, or plant a link under, another user's
 # name. Earlier versions made it 1777; an existing one gets 0755 (entries users made in it stay theirs). Every

@@ -34,7 +34,7 @@ import re
 import sys
 
 ORGANIZATION = "hyperpod-platform"
-# The account of users no department lists; stacks/config.py refuses a department of this name.
+# The account of users no department lists; platform_config/accounting.py refuses a department of this name.
 USERS_ACCOUNT = "hyperpod-users"
 USERS_ACCOUNT_DESCRIPTION = "cluster users without a department"
 TIME = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")
