@@ -1,0 +1,198 @@
+"""The team-identity ValidatingAdmissionPolicy, run against pods: its CEL evaluated by cel-expr-python (the CEL C++
+implementation; like the API server's cel-go it fails on a missing field instead of answering false), with the
+admission semantics the policy relies on written out in `admit` (namespace match, the namespace's own ConfigMap as
+params, Deny when it is missing, an evaluation error is a refusal under failurePolicy Fail). The rendered objects are
+also checked against Kubernetes 1.33's schemas (kubernetes-validate)."""
+from __future__ import annotations
+
+import copy
+from typing import Any, Optional
+
+import kubernetes_validate
+import pytest
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_optional, ext_strings
+
+from manifests import team_identities as ti
+from manifests.kubernetes_objects import team_namespace
+
+PLATFORM = "ml-eks"
+RESEARCH, DEVELOPERS, OTHER = team_namespace("research"), team_namespace("developers"), "kube-system"
+ALICE, CAROL, BOB = (10001, 10001), (10003, 10003), (10002, 10002)  # (uid, gid)
+RESEARCH_GID, DEVELOPERS_GID = 1_100_001, 1_100_002
+POLICY = ti.identity_policy(platform=PLATFORM)
+BINDING = ti.identity_binding(namespaces=[RESEARCH, DEVELOPERS], platform=PLATFORM)
+PARAMS = {
+    RESEARCH: ti.identities(namespace=RESEARCH, uids={10001: "alice", 10003: "carol"},
+                            gids={10001: "alice", 10003: "carol", RESEARCH_GID: "team research"}, platform=PLATFORM),
+    DEVELOPERS: ti.identities(namespace=DEVELOPERS, uids={10002: "bob"},
+                              gids={10002: "bob", DEVELOPERS_GID: "team developers"}, platform=PLATFORM),
+}
+ENV = cel.NewEnv(variables={"object": cel.Type.DYN, "params": cel.Type.DYN, "variables": cel.Type.DYN},
+                 extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional()])
+
+
+def _in_selector(namespace: str, selector: dict) -> bool:
+    labels = {"kubernetes.io/metadata.name": namespace}
+    for expr in selector["matchExpressions"]:
+        assert expr["operator"] == "In", expr
+        if labels.get(expr["key"]) not in expr["values"]:
+            return False
+    return True
+
+
+def admit(pod: dict, *, namespace: str = RESEARCH, params: Optional[dict[str, dict]] = None,
+          resource: str = "pods", operation: str = "CREATE", policy: dict = POLICY) -> list[str]:
+    """The messages of the validations that refuse `pod` (empty: admitted)."""
+    params = PARAMS if params is None else params
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    if not any(resource in r["resources"] and operation in r["operations"] for r in rules):
+        return []
+    if not _in_selector(namespace, BINDING["spec"]["matchResources"]["namespaceSelector"]):
+        return []
+    ref = BINDING["spec"]["paramRef"]
+    config_map = params.get(namespace)
+    if config_map is None or config_map["metadata"]["name"] != ref["name"]:
+        assert ref["parameterNotFoundAction"] == "Deny"
+        return ["no parameters: ConfigMap missing"]
+    data: dict[str, Any] = {"object": pod, "params": config_map}
+    variables: dict[str, Any] = {}
+    for variable in policy["spec"].get("variables", []):
+        value = ENV.compile(variable["expression"]).eval(data={**data, "variables": variables})
+        assert value.type() == cel.Type.BOOL, (variable, value.value())
+        variables[variable["name"]] = value.value()
+    refused = []
+    for validation in policy["spec"]["validations"]:
+        result = ENV.compile(validation["expression"]).eval(data={**data, "variables": variables})
+        if result.type() != cel.Type.BOOL:  # an evaluation error: failurePolicy Fail refuses
+            assert policy["spec"]["failurePolicy"] == "Fail"
+            refused.append(f"error: {result.value()}")
+        elif not result.value():
+            refused.append(validation["message"])
+    return refused
+
+
+def pod(uid: Optional[int] = ALICE[0], gid: Optional[int] = ALICE[1], **pod_sc) -> dict:
+    sc = {k: v for k, v in (("runAsUser", uid), ("runAsGroup", gid)) if v is not None} | pod_sc
+    spec: dict[str, Any] = {"containers": [{"name": "train", "image": "repo/train:1.0"}]}
+    if sc:
+        spec["securityContext"] = sc
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": RESEARCH}, "spec": spec}
+
+
+def with_container(p: dict, where: str = "containers", **sc) -> dict:
+    p = copy.deepcopy(p)
+    container = {"name": f"c{len(p['spec'].get(where, []))}", "image": "repo/tool:1.0"}
+    if sc:
+        container["securityContext"] = sc
+    p["spec"].setdefault(where, []).append(container)
+    return p
+
+
+# ---------------------------------------------------------------------------------------------- allowed
+@pytest.mark.parametrize("case", [
+    pod(),
+    pod(*CAROL),
+    pod(fsGroup=RESEARCH_GID, supplementalGroups=[RESEARCH_GID, ALICE[1]]),
+    pod(gid=RESEARCH_GID),
+    with_container(pod(), runAsUser=CAROL[0], runAsGroup=CAROL[1]),
+    with_container(pod(), "initContainers"),
+    with_container(pod(), "ephemeralContainers", runAsUser=ALICE[0]),
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "a", "image": "repo/train:1.0", "securityContext": {"runAsUser": ALICE[0], "runAsGroup": ALICE[1]}}]}},
+], ids=["member", "other-member", "team-fsgroup-and-supplemental", "team-gid", "container-override",
+        "init-inherits", "ephemeral-member", "only-container-level"])
+def test_team_members_pods_are_admitted(case):
+    assert admit(case) == []
+
+
+def test_pods_outside_team_namespaces_and_other_operations_are_not_its_business():
+    root = pod(0, 0)
+    assert admit(root, namespace=OTHER) == []
+    assert admit(root, operation="DELETE") == []
+    assert admit(root, resource="pods/status", operation="UPDATE") == []
+
+
+# ---------------------------------------------------------------------------------------------- refused
+@pytest.mark.parametrize("case, why", [
+    (pod(None, None), "runAsUser"),                                  # the image's USER would decide: refused
+    (pod(None), "runAsUser"),
+    (pod(gid=None), "runAsGroup"),                                    # the image's group for the uid, or 0
+    (pod(0, 0), "runAsUser"),                                         # root
+    (pod(0, ALICE[1]), "runAsUser"),
+    (pod(*BOB), "runAsUser"),                                         # a member of another team
+    (pod(ALICE[0], BOB[1]), "runAsGroup"),                            # a member's uid with a foreign gid
+    (pod(ALICE[0], DEVELOPERS_GID), "runAsGroup"),                    # another team's directory group
+    (pod(ALICE[0], 0), "runAsGroup"),
+    (pod(fsGroup=DEVELOPERS_GID), "fsGroup"),
+    (pod(fsGroup=0), "fsGroup"),
+    (pod(supplementalGroups=[RESEARCH_GID, DEVELOPERS_GID]), "supplementalGroups"),
+    (pod(supplementalGroups=[0]), "supplementalGroups"),
+    (with_container(pod(), runAsUser=0), "containers"),               # a container overriding the pod's member uid
+    (with_container(pod(), runAsUser=BOB[0]), "containers"),
+    (with_container(pod(), runAsGroup=DEVELOPERS_GID), "containers"),
+    (with_container(pod(), "initContainers", runAsUser=0), "initContainers"),
+    (with_container(pod(), "initContainers", runAsGroup=BOB[1]), "initContainers"),
+    (with_container(pod(), "ephemeralContainers", runAsUser=0), "ephemeralContainers"),
+    (with_container(pod(None, None), "initContainers", runAsUser=ALICE[0], runAsGroup=ALICE[1]), "containers"),
+], ids=["nothing-set", "no-uid", "no-gid", "root", "root-uid", "other-team-uid", "foreign-user-gid",
+        "other-team-gid", "root-gid", "foreign-fsgroup", "root-fsgroup", "foreign-supplemental", "root-supplemental",
+        "container-root", "container-other-uid", "container-foreign-gid", "init-root", "init-foreign-gid",
+        "ephemeral-root", "init-set-but-main-not"])
+def test_pods_not_running_as_the_team_are_refused(case, why):
+    refused = admit(case)
+    assert refused, "admitted"
+    assert any(why in message for message in refused), refused
+
+
+def test_the_other_teams_ids_are_refused_in_each_namespace():
+    bob = pod(*BOB, fsGroup=DEVELOPERS_GID)
+    assert admit(bob, namespace=DEVELOPERS) == []
+    assert admit(bob, namespace=RESEARCH)
+    assert admit(pod(), namespace=DEVELOPERS)
+
+
+def test_kubectl_debug_adds_ephemeral_containers_through_the_subresource_and_is_checked():
+    debug = with_container(pod(), "ephemeralContainers")  # inherits alice: fine
+    assert admit(debug, resource="pods/ephemeralcontainers", operation="UPDATE") == []
+    root = with_container(pod(), "ephemeralContainers", runAsUser=0)
+    assert admit(root, resource="pods/ephemeralcontainers", operation="UPDATE")
+
+
+def test_a_team_namespace_without_its_configmap_admits_nothing():
+    assert admit(pod(), params={}) == ["no parameters: ConfigMap missing"]
+    assert BINDING["spec"]["paramRef"] == {"name": ti.PARAMS_NAME, "parameterNotFoundAction": "Deny"}
+    assert "namespace" not in BINDING["spec"]["paramRef"]  # each namespace's own ConfigMap
+
+
+def test_a_policy_that_forgets_init_containers_lets_root_in():
+    """The evaluator is not a rubber stamp: without the initContainers rules, a root init container is admitted."""
+    weakened = copy.deepcopy(POLICY)
+    weakened["spec"]["validations"] = [v for v in weakened["spec"]["validations"]
+                                       if "initContainers" not in v["expression"]]
+    root_init = with_container(pod(), "initContainers", runAsUser=0)
+    assert admit(root_init, policy=weakened) == []
+    assert admit(root_init)
+
+
+def test_the_parameters_name_who_each_id_is():
+    data = PARAMS[RESEARCH]["data"]
+    assert data == {"uid.10001": "alice", "uid.10003": "carol", "gid.10001": "alice", "gid.10003": "carol",
+                    f"gid.{RESEARCH_GID}": "team research"}
+
+
+@pytest.mark.parametrize("obj", [POLICY, BINDING, PARAMS[RESEARCH]], ids=["policy", "binding", "params"])
+def test_objects_match_the_kubernetes_schemas(obj):
+    for version in ("1.30.0", "1.33.0"):
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_studio_files_are_at_the_clusters_path_of_the_partition():
+    own = ti.studio_files(user="alice", uid=10001, gid=10001, shared=False, shared_gid=5000,
+                          partition_parent="/data/studio/", cluster_mount_path="/fsx/")
+    assert own == ti.StudioFiles(claim="studio-alice", directory="/data/studio/alice",
+                                 mount_path="/fsx/data/studio/alice", uid=10001, gid=10001)
+    shared = ti.studio_files(user="alice", uid=10001, gid=10001, shared=True, shared_gid=5000,
+                             partition_parent="/data/studio", cluster_mount_path="/fsx")
+    assert shared == ti.StudioFiles(claim="studio-shared", directory="/data/studio/shared",
+                                    mount_path="/fsx/data/studio/shared", uid=10001, gid=5000)
