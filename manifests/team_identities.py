@@ -28,9 +28,14 @@ charts/aws-fsx-csi-driver/values.yaml), so kubelet never re-owns these ReadWrite
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from manifests.kubernetes_objects import PLATFORM_LABEL
+from platform_config.eks_governance import team_gid
+
+if TYPE_CHECKING:
+    from platform_config import PlatformConfig
+    from platform_config.eks_governance import TeamQuota
 
 POLICY_NAME = "hyperpod-team-identities"
 PARAMS_NAME = "hyperpod-team-identities"  # the ConfigMap in each team namespace
@@ -61,6 +66,27 @@ def studio_files(*, user: str, uid: int, gid: int, shared: bool, shared_gid: int
     directory = f"{partition_parent.rstrip('/')}/{name}"
     return StudioFiles(claim=claim, directory=directory, mount_path=f"{cluster_mount_path.rstrip('/')}{directory}",
                        uid=uid, gid=shared_gid if shared else gid)
+
+
+def team_ids(config: PlatformConfig, team: TeamQuota) -> tuple[dict[int, str], dict[int, str]]:
+    """The uids and gids a team's pods may use, each naming whose it is: the members' uids; the team's gid, the
+    members' primary groups and, in shared mode, the shared partition's group (the members' group in Studio)."""
+    members = [u for u in config.users if u.name in team.members]
+    gids = {team_gid(team): f"team {team.name}"}
+    if config.shared_fsx and config.studio.enabled:
+        gids[config.studio.shared_gid] = "the shared Studio partition"
+    gids |= {u.group_id: u.name for u in members}
+    return {u.uid: u.name for u in members}, gids
+
+
+def team_studio_files(config: PlatformConfig, team: TeamQuota) -> dict[str, StudioFiles]:
+    """Member name -> their Studio files as the team's pods mount them (one claim per member, or the shared one)."""
+    repo = config.storage.lustre.data_repository
+    return {u.name: studio_files(
+        user=u.name, uid=u.uid, gid=u.group_id, shared=config.shared_fsx, shared_gid=config.studio.shared_gid,
+        partition_parent=f"{repo.file_system_path.rstrip('/')}/{config.studio.partition_root}",
+        cluster_mount_path=config.storage.lustre.mount_path)
+        for u in config.users if u.name in team.members}
 
 
 def identities(*, namespace: str, uids: Mapping[int, str], gids: Mapping[int, str], platform: str) -> dict:

@@ -18,8 +18,9 @@ import yaml
 from pydantic import AfterValidator, BaseModel, Field, PositiveInt, ValidationError
 
 from platform_config import ConfigError
-from platform_config.fields import InstanceType, Strict, pattern
+from platform_config.fields import InstanceType, PosixName, Strict, pattern
 from platform_config.loading import StrictYamlLoader, format_pydantic_error
+from manifests.team_identities import StudioFiles
 
 API_VERSION = "sagemaker.amazonaws.com/v1"
 KIND = "HyperPodPyTorchJob"
@@ -127,6 +128,11 @@ class TrainingJob(Strict):
     max_retries: int = Field(default=10, ge=0, le=100)
     # Pods run as this non-root user, with the team's group as fsGroup (it owns the team's FSx directory).
     run_as_user: int = Field(default=1000, ge=1, le=4000000)
+    # The Studio user (a member of the team) the job runs as: their uid and Studio's gid for them, and their Studio
+    # files (own partition, or the shared one) read-write at the path the cluster gives them, instead of the team's
+    # directory at /fsx. The team's admission policy refuses pods that run as anyone but a member
+    # (manifests/team_identities.py), so without `user` run_as_user must be a member's uid.
+    user: Optional[PosixName] = None
     elastic_policy: ElasticPolicy
 
 
@@ -202,11 +208,32 @@ def job_errors(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
 
 
 # ---------------------------------------------------------------------------------------------- rendering
+def studio_files_errors(job: TrainingJob, studio_files: Mapping[str, Mapping[str, StudioFiles]],
+                        path: str = "") -> list[str]:
+    """`job.user` is a member of the job's team with Studio files, and the checkpoints go into those files.
+    `studio_files`: team -> member -> their files (stacks/eks_cluster_stack.team_studio_files)."""
+    p = f"{path}." if path else ""
+    if job.user is None:
+        return []
+    members = studio_files.get(job.team, {})
+    if job.user not in members:
+        return [f"{p}user: {job.user!r} is not a member of team {job.team!r} with Studio files; allowed: "
+                f"{', '.join(sorted(members)) or '(none: the team has no members)'}"]
+    mount = members[job.user].mount_path
+    if not job.checkpoint_dir.startswith(mount + "/"):
+        return [f"{p}checkpoint_dir: {job.checkpoint_dir!r} is outside {mount}, where {job.user}'s Studio files "
+                "are mounted; put it under that directory"]
+    return []
+
+
 def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Collection[str],
-               team_gids: Mapping[str, int]) -> dict[str, Any]:
+               team_gids: Mapping[str, int],
+               studio_files: Optional[Mapping[str, Mapping[str, StudioFiles]]] = None) -> dict[str, Any]:
     """The HyperPodPyTorchJob manifest for `job`; raises ConfigError if a cross-field rule fails. `team_gids`
-    maps each team to the group that owns its FSx directory (platform_config.eks_governance.team_gid)."""
+    maps each team to the group that owns its FSx directory (platform_config.eks_governance.team_gid);
+    `studio_files` (team -> member -> files) is needed for a job with a `user`."""
     errors = job_errors(job, teams=teams, priority_classes=priority_classes)
+    errors += studio_files_errors(job, studio_files or {})
     if errors:
         raise ConfigError(f"job {job.name}", errors)
     ep = job.elastic_policy
@@ -249,6 +276,8 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
                     # The container runtime's default 64 MiB /dev/shm is too small for NCCL and DataLoader workers.
                     {"name": "shm", "emptyDir": {"medium": "Memory"}}],
     }
+    if job.user is not None:
+        _run_as_studio_user(pod_spec, studio_files[job.team][job.user])
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -263,6 +292,19 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
                               "template": {"spec": pod_spec}}],
         },
     }
+
+
+def _run_as_studio_user(pod_spec: dict[str, Any], files: StudioFiles) -> None:
+    """The pod runs as the Studio user (uid, Studio's gid for them; the team's gid stays as fsGroup, a supplementary
+    group) and mounts their Studio files where the cluster has them, in place of the team's directory at /fsx
+    (mounted there too, it would put the files' mount point inside the team's directory)."""
+    pod_spec["securityContext"] |= {"runAsUser": files.uid, "runAsGroup": files.gid}
+    for volume in pod_spec["volumes"]:
+        if volume["name"] == "fsx":
+            volume["persistentVolumeClaim"]["claimName"] = files.claim
+    for mount in pod_spec["containers"][0]["volumeMounts"]:
+        if mount["name"] == "fsx":
+            mount["mountPath"] = files.mount_path
 
 
 # ---------------------------------------------------------------------------------------------- loading

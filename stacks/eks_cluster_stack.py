@@ -20,6 +20,7 @@ from constructs.nag_acknowledgments import acknowledge
 from constructs.task_governance_provider import TaskGovernanceProvider
 
 from manifests import kubernetes_objects as k8s
+from manifests import team_identities
 from platform_config import PlatformConfig
 from platform_config.eks_governance import EKS_TEAM_DIRECTORY_ROOT, TeamQuota, team_gid
 from platform_config.facts import ACCELERATORS
@@ -123,6 +124,7 @@ class EksClusterStack(cdk.Stack):
             after=[self.namespaces] if self.namespaces else [], scope=self)
         if team_namespaces:
             self._team_volumes(config, storage)
+            self._team_identities(config, storage)
 
         if eks_config.training_operator:
             self._training_operator(eks_config.addons.training_operator)
@@ -157,6 +159,37 @@ class EksClusterStack(cdk.Stack):
             objects += k8s.fsx_volume(claim=k8s.DATASETS_CLAIM, directory=directories.path_of(DATASETS_DIRECTORY),
                                       read_only=True, **common)
         self.control_plane.manifest("FsxVolumes", *objects, after=[self.namespaces, *created], scope=self)
+
+    def _team_identities(self, config: PlatformConfig, storage: StorageStack) -> None:
+        """Pods in a team's namespace run only as its members, with its gids (manifests/team_identities.py); with
+        Studio, each member's partition (or the shared one) is claimed there, for jobs to mount at the cluster's
+        path of it. The claims follow config.shared_fsx: a SharedFSx parameter overridden at deploy time leaves
+        them on the synthesized mode."""
+        teams = config.eks.task_governance.teams
+        namespaces = [k8s.team_namespace(t.name) for t in teams]
+        plane = self.control_plane
+        policy = plane.manifest("TeamIdentityPolicy", team_identities.identity_policy(platform=config.name),
+                                scope=self)
+        plane.manifest("TeamIdentityBinding", team_identities.identity_binding(namespaces=namespaces,
+                                                                               platform=config.name),
+                       after=[policy, self.namespaces], scope=self)
+        objects = []
+        for team in teams:
+            uids, gids = team_identities.team_ids(config, team)
+            objects.append(team_identities.identities(namespace=k8s.team_namespace(team.name), uids=uids, gids=gids,
+                                                      platform=config.name))
+        if config.studio.enabled:
+            lustre = storage.lustre
+            for team in teams:
+                # In shared mode every member has the same claim: one volume per claim.
+                claims = {f.claim: f for f in team_identities.team_studio_files(config, team).values()}
+                for files in claims.values():
+                    objects += k8s.fsx_volume(namespace=k8s.team_namespace(team.name), claim=files.claim,
+                                              directory=files.directory, file_system_id=lustre.file_system_id,
+                                              dns_name=lustre.dns_name, mount_name=lustre.mount_name,
+                                              capacity_gib=config.storage.lustre.storage_capacity_gib,
+                                              platform=config.name)
+        plane.manifest("TeamIdentities", *objects, after=[self.namespaces], scope=self)
 
     def _guard_default_namespace(self, config: PlatformConfig) -> None:
         """`default` exists before the stack, so it is patched (and restored on delete), not applied: Pod Security

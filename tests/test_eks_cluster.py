@@ -145,8 +145,9 @@ def test_access_entries_are_scoped_by_role(synth):
         assert forbidden not in text
     scopes = sorted((tuple(e.get("KubernetesGroups", [])), tuple(p["AccessScope"]["Namespaces"]))
                     for e in studio for p in e["AccessPolicies"])
-    # research has alice, developers has bob; production has no members, so no role.
+    # research has alice, developers bob, production carol: one role each.
     assert scopes == [((), ("default",)), (("hyperpod-team-developers",), ("hyperpod-ns-developers",)),
+                      (("hyperpod-team-production",), ("hyperpod-ns-production",)),
                       (("hyperpod-team-research",), ("hyperpod-ns-research",))]
 
 
@@ -321,7 +322,8 @@ def test_eks_nodes_run_the_lifecycle_entry_point_with_eks_parameters(synth):
 def test_each_team_mounts_its_own_directory_and_shared_datasets_read_only(synth):
     s = synth("eks")
     t = s.templates["cluster"]
-    objects = all_objects(t)
+    # The members' Studio partitions are claimed beside these: tests/test_eks_team_files.py.
+    objects = [o for o in all_objects(t) if "studio-" not in o["metadata"]["name"]]
     claims = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "PersistentVolumeClaim"}
     teams = ("research", "production", "developers")
     assert claims == {(f"hyperpod-ns-{team}", claim) for team in teams for claim in ("fsx-claim", "fsx-datasets")}
@@ -344,7 +346,7 @@ def test_each_team_mounts_its_own_directory_and_shared_datasets_read_only(synth)
     assert {p: (d["Gid"], d["Mode"]) for p, d in directories.items()} == {
         "eks/datasets": ("0", "0755"), **{f"eks/teams/{n}": (str(g), "2770") for n, g in gids.items()}}
     assert len(set(gids.values())) == len(gids)
-    (volumes_id,) = [k for k, v in manifests(t).items() if any(o["kind"] == "PersistentVolume" for o in v)]
+    (volumes_id,) = [k for k in manifests(t) if k.startswith("FsxVolumes")]
     assert set(resources(t, "Custom::FsxPartition")) <= set(t["Resources"][volumes_id]["DependsOn"])
 
 

@@ -2,7 +2,7 @@
 implementation; like the API server's cel-go it fails on a missing field instead of answering false), with the
 admission semantics the policy relies on written out in `admit` (namespace match, the namespace's own ConfigMap as
 params, Deny when it is missing, an evaluation error is a refusal under failurePolicy Fail). The rendered objects are
-also checked against Kubernetes 1.33's schemas (kubernetes-validate)."""
+also checked against Kubernetes 1.30's and 1.33's schemas (kubernetes-validate). The evaluator: tests/admission.py."""
 from __future__ import annotations
 
 import copy
@@ -10,9 +10,8 @@ from typing import Any, Optional
 
 import kubernetes_validate
 import pytest
-from cel_expr_python import cel
-from cel_expr_python.ext import ext_optional, ext_strings
 
+import admission
 from manifests import team_identities as ti
 from manifests.kubernetes_objects import team_namespace
 
@@ -28,48 +27,12 @@ PARAMS = {
     DEVELOPERS: ti.identities(namespace=DEVELOPERS, uids={10002: "bob"},
                               gids={10002: "bob", DEVELOPERS_GID: "team developers"}, platform=PLATFORM),
 }
-ENV = cel.NewEnv(variables={"object": cel.Type.DYN, "params": cel.Type.DYN, "variables": cel.Type.DYN},
-                 extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional()])
-
-
-def _in_selector(namespace: str, selector: dict) -> bool:
-    labels = {"kubernetes.io/metadata.name": namespace}
-    for expr in selector["matchExpressions"]:
-        assert expr["operator"] == "In", expr
-        if labels.get(expr["key"]) not in expr["values"]:
-            return False
-    return True
 
 
 def admit(pod: dict, *, namespace: str = RESEARCH, params: Optional[dict[str, dict]] = None,
           resource: str = "pods", operation: str = "CREATE", policy: dict = POLICY) -> list[str]:
-    """The messages of the validations that refuse `pod` (empty: admitted)."""
-    params = PARAMS if params is None else params
-    rules = policy["spec"]["matchConstraints"]["resourceRules"]
-    if not any(resource in r["resources"] and operation in r["operations"] for r in rules):
-        return []
-    if not _in_selector(namespace, BINDING["spec"]["matchResources"]["namespaceSelector"]):
-        return []
-    ref = BINDING["spec"]["paramRef"]
-    config_map = params.get(namespace)
-    if config_map is None or config_map["metadata"]["name"] != ref["name"]:
-        assert ref["parameterNotFoundAction"] == "Deny"
-        return ["no parameters: ConfigMap missing"]
-    data: dict[str, Any] = {"object": pod, "params": config_map}
-    variables: dict[str, Any] = {}
-    for variable in policy["spec"].get("variables", []):
-        value = ENV.compile(variable["expression"]).eval(data={**data, "variables": variables})
-        assert value.type() == cel.Type.BOOL, (variable, value.value())
-        variables[variable["name"]] = value.value()
-    refused = []
-    for validation in policy["spec"]["validations"]:
-        result = ENV.compile(validation["expression"]).eval(data={**data, "variables": variables})
-        if result.type() != cel.Type.BOOL:  # an evaluation error: failurePolicy Fail refuses
-            assert policy["spec"]["failurePolicy"] == "Fail"
-            refused.append(f"error: {result.value()}")
-        elif not result.value():
-            refused.append(validation["message"])
-    return refused
+    return admission.admit(pod, namespace=namespace, policy=policy, binding=BINDING,
+                           params=PARAMS if params is None else params, resource=resource, operation=operation)
 
 
 def pod(uid: Optional[int] = ALICE[0], gid: Optional[int] = ALICE[1], **pod_sc) -> dict:
@@ -160,7 +123,7 @@ def test_kubectl_debug_adds_ephemeral_containers_through_the_subresource_and_is_
 
 
 def test_a_team_namespace_without_its_configmap_admits_nothing():
-    assert admit(pod(), params={}) == ["no parameters: ConfigMap missing"]
+    assert admit(pod(), params={}) == [admission.NO_PARAMS]
     assert BINDING["spec"]["paramRef"] == {"name": ti.PARAMS_NAME, "parameterNotFoundAction": "Deny"}
     assert "namespace" not in BINDING["spec"]["paramRef"]  # each namespace's own ConfigMap
 

@@ -116,8 +116,7 @@ def test_pods_meet_pod_security_restricted_with_the_team_group(name):
     (replica,) = manifest["spec"]["replicaSpecs"]
     pod = replica["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] > 0
-    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"] == \
-        render_examples.TEAM_GIDS[team]
+    assert pod["securityContext"]["fsGroup"] == render_examples.TEAM_GIDS[team]
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     for container in pod["containers"]:
         assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
@@ -137,11 +136,17 @@ def test_manifest_follows_task_governance_and_mounts_fsx(name):
     assert replica["replicas"] == spec["elasticPolicy"]["minReplicas"]
     assert replica["maxReplicas"] == spec["elasticPolicy"]["maxReplicas"]
     pod = replica["template"]["spec"]
-    assert {"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-claim"}} in pod["volumes"]
     (container,) = pod["containers"]
-    assert {"name": "fsx", "mountPath": "/fsx"} in container["volumeMounts"]
     env = {e["name"]: e["value"] for e in container["env"]}
-    assert env["CHECKPOINT_DIR"].startswith("/fsx/")
+    # The job's user's Studio files, read-write at their cluster path (the path their Studio space has too), with the
+    # checkpoints; it runs as them, with Studio's gid for them.
+    (user,) = [u for u in render_examples._CONFIG.users if u.uid == pod["securityContext"]["runAsUser"]]
+    files = render_examples.STUDIO_FILES[team][user.name]
+    assert files.mount_path == f"/fsx/data/studio/{user.name}"
+    assert {"name": "fsx", "persistentVolumeClaim": {"claimName": f"studio-{user.name}"}} in pod["volumes"]
+    assert {"name": "fsx", "mountPath": files.mount_path} in container["volumeMounts"]
+    assert pod["securityContext"]["runAsGroup"] == user.group_id
+    assert env["CHECKPOINT_DIR"].startswith(files.mount_path + "/")
     assert container["resources"]["requests"] == container["resources"]["limits"]
     assert pod["nodeSelector"]["node.kubernetes.io/instance-type"].startswith("ml.")
 

@@ -1,0 +1,105 @@
+"""EKS, as synthesized: each team's namespace claims its members' Studio partitions (or the shared one), and the
+team-identity admission policy (manifests/team_identities.py) lets pods there run only as the team's members. The
+committed job examples are run through that synthesized policy (tests/admission.py evaluates its CEL)."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+import admission
+from conftest import ROOT
+from manifests import team_identities as ti
+from test_eks_cluster import all_objects, manifests, resources
+
+EXAMPLES = sorted((ROOT / "examples" / "manifests").glob("*.yaml"))
+
+
+def identity_objects(template: dict) -> tuple[dict, dict, dict[str, dict]]:
+    objects = all_objects(template)
+    (policy,) = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"]
+    (binding,) = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"]
+    params = {o["metadata"]["namespace"]: o for o in objects
+              if o["kind"] == "ConfigMap" and o["metadata"]["name"] == ti.PARAMS_NAME}
+    return policy, binding, params
+
+
+@pytest.mark.parametrize("variant", ["eks", "eks_shared"])
+def test_every_team_namespace_is_bound_with_its_members_as_parameters(synth, variant):
+    s = synth(variant)
+    policy, binding, params = identity_objects(s.templates["cluster"])
+    teams = s.config.eks.task_governance.teams
+    namespaces = {f"hyperpod-ns-{t.name}" for t in teams}
+    assert set(binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"]) == namespaces
+    assert set(params) == namespaces
+    users = {u.name: u for u in s.config.users}
+    for team in teams:
+        data = params[f"hyperpod-ns-{team.name}"]["data"]
+        assert {k for k in data if k.startswith("uid.")} == {f"uid.{users[m].uid}" for m in team.members}
+        assert f"gid.{ti.team_gid(team)}" in data
+        assert (f"gid.{s.config.studio.shared_gid}" in data) is s.config.shared_fsx
+    # Applied in order: the binding after the policy and the namespaces, the parameters after the namespaces.
+    ids = {k: v for k, v in manifests(s.templates["cluster"]).items()}
+    by_kind = {o["kind"]: k for k, objs in ids.items() for o in objs}
+    depends = s.templates["cluster"]["Resources"][by_kind["ValidatingAdmissionPolicyBinding"]]["DependsOn"]
+    assert by_kind["ValidatingAdmissionPolicy"] in depends and by_kind["Namespace"] in depends
+    assert by_kind["Namespace"] in s.templates["cluster"]["Resources"][by_kind["ConfigMap"]]["DependsOn"]
+
+
+def test_per_user_mode_claims_each_members_partition_in_their_team_namespace(synth):
+    s = synth("eks")
+    assert not s.config.shared_fsx
+    objects = all_objects(s.templates["cluster"])
+    claims = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects
+              if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"].startswith("studio-")}
+    assert claims == {(f"hyperpod-ns-{t.name}", f"studio-{m}") for t in s.config.eks.task_governance.teams
+                      for m in t.members}
+    volumes = {o["spec"]["claimRef"]["name"]: o["spec"] for o in objects if o["kind"] == "PersistentVolume"}
+    for _, claim in claims:
+        user = claim.removeprefix("studio-")
+        spec = volumes[claim]
+        assert spec["csi"]["volumeAttributes"]["mountname"] == f"TOKEN/data/studio/{user}"  # only that partition
+        assert spec["accessModes"] == ["ReadWriteMany"] and spec["persistentVolumeReclaimPolicy"] == "Retain"
+        assert spec["mountOptions"] == ["flock", "nosuid", "nodev"]
+
+
+def test_shared_mode_claims_the_shared_partition_once_per_team(synth):
+    s = synth("eks_shared")
+    objects = all_objects(s.templates["cluster"])
+    claims = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects
+              if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"].startswith("studio-")]
+    with_members = {f"hyperpod-ns-{t.name}" for t in s.config.eks.task_governance.teams if t.members}
+    assert sorted(claims) == sorted((ns, "studio-shared") for ns in with_members)
+    for o in objects:
+        if o["kind"] == "PersistentVolume" and o["spec"]["claimRef"]["name"] == "studio-shared":
+            assert o["spec"]["csi"]["volumeAttributes"]["mountname"] == "TOKEN/data/studio/shared"
+
+
+def _pod(manifest: dict) -> dict:
+    (replica,) = manifest["spec"]["replicaSpecs"]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker-0",
+                                                           "namespace": manifest["metadata"]["namespace"]},
+            "spec": replica["template"]["spec"]}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_jobs_are_admitted_in_their_team_namespace_only(synth, path: Path):
+    policy, binding, params = identity_objects(synth("eks").templates["cluster"])
+    pod = _pod(yaml.safe_load(path.read_text()))
+    own = pod["metadata"]["namespace"]
+    assert admission.admit(pod, namespace=own, policy=policy, binding=binding, params=params) == []
+    for other in set(params) - {own}:
+        assert admission.admit(pod, namespace=other, policy=policy, binding=binding, params=params), other
+    as_root = copy.deepcopy(pod)
+    as_root["spec"]["securityContext"]["runAsUser"] = 0
+    assert admission.admit(as_root, namespace=own, policy=policy, binding=binding, params=params)
+
+
+def test_the_policy_is_applied_by_the_stack_not_a_controller(synth):
+    t = synth("eks").templates["cluster"]
+    kinds = {o["kind"] for o in all_objects(t)}
+    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= kinds
+    assert "ValidatingWebhookConfiguration" not in kinds and "Deployment" not in kinds
+    assert resources(t, "Custom::AWSCDK-EKS-KubernetesResource")
