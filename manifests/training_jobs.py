@@ -29,6 +29,7 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 FSX_CLAIM = "fsx-claim"          # the team's own FSx directory (manifests/kubernetes_objects.py)
 FSX_MOUNT = "/fsx"
+AGENT_CONFIG_DIR = "/opt/ml/input/config"  # hyperpod-elastic-agent's rendezvous file lives here
 DATASETS_CLAIM = "fsx-datasets"  # the shared datasets directory, read-only
 DATASETS_MOUNT = "/datasets"
 ACCELERATORS = ("nvidia.com/gpu", "aws.amazon.com/neurondevice")
@@ -299,6 +300,11 @@ def _run_as_studio_user(pod_spec: dict[str, Any], files: StudioFiles) -> None:
     group) and mounts their Studio files where the cluster has them, in place of the team's directory at /fsx
     (mounted there too, it would put the files' mount point inside the team's directory)."""
     pod_spec["securityContext"] |= {"runAsUser": files.uid, "runAsGroup": files.gid}
+    # hyperpod-elastic-agent's rendezvous writes /opt/ml/input/config (hyperpod_rendezvous_backend.py, 1.1.3); an
+    # image directory belongs to the image's user, not to whichever member runs the job. An emptyDir is writable
+    # by any uid (kubelet makes it 0777) and is the pod's own.
+    pod_spec["volumes"].append({"name": "agent-config", "emptyDir": {}})
+    pod_spec["containers"][0]["volumeMounts"].append({"name": "agent-config", "mountPath": AGENT_CONFIG_DIR})
     for volume in pod_spec["volumes"]:
         if volume["name"] == "fsx":
             volume["persistentVolumeClaim"]["claimName"] = files.claim

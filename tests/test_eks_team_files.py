@@ -14,7 +14,8 @@ from conftest import ROOT
 from manifests import team_identities as ti
 from test_eks_cluster import all_objects, manifests, resources
 
-EXAMPLES = sorted((ROOT / "examples" / "manifests").glob("*.yaml"))
+EXAMPLES = sorted((ROOT / "examples" / "manifests").glob("*.yaml")) + \
+    sorted((ROOT / "examples" / "finetune" / "manifests").glob("*.yaml"))
 
 
 def identity_objects(template: dict) -> tuple[dict, dict, dict[str, dict]]:
@@ -87,7 +88,8 @@ def _pod(manifest: dict) -> dict:
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_example_jobs_are_admitted_in_their_team_namespace_only(synth, path: Path):
     policy, binding, params = identity_objects(synth("eks").templates["cluster"])
-    pod = _pod(yaml.safe_load(path.read_text()))
+    (job,) = [d for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "HyperPodPyTorchJob"]
+    pod = _pod(job)
     own = pod["metadata"]["namespace"]
     assert admission.admit(pod, namespace=own, policy=policy, binding=binding, params=params) == []
     for other in set(params) - {own}:

@@ -111,7 +111,11 @@ def test_manifest_carries_args_yaml_and_the_image_it_names():
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["HYPERPOD_SIGNAL_COORDINATION"] == "distributed"
     assert env["GLOBAL_BATCH_SIZE"] == str(ARGS["training"]["global_batch_size"])
-    assert env["CHECKPOINT_DIR"] == f"/fsx/checkpoints/{ARGS['name']}"  # the team's directory, inside the S3 link
+    # The job's user's Studio files, at the path their Studio space has them too (inside the S3 link).
+    files = f"/fsx/data/studio/{ARGS['eks']['user']}"
+    assert env["CHECKPOINT_DIR"] == f"{files}/checkpoints/{ARGS['name']}"
+    assert container["args"][-2:] == ["--work-dir", f"{files}/finetune/{ARGS['name']}"]
+    assert {"name": "fsx", "mountPath": files} in container["volumeMounts"]
 
 
 def test_manifest_is_a_valid_job_and_config_map():
@@ -225,13 +229,19 @@ def test_image_base_is_pinned_by_digest_and_deps_by_hash():
     assert image["torch"][0] == "2.11.0"  # hyperpod-elastic-agent 1.1.3: torch>=2.4.0,<2.12.0
 
 
-def test_image_user_owns_the_agents_rendezvous_directory_and_matches_the_pods():
+def test_image_user_owns_the_agents_rendezvous_directory_and_the_pods_get_their_own():
     uid = re.search(r"^ARG TRAIN_UID=(\d+)$", DOCKERFILE, re.M).group(1)
     assert re.search(r"install -d -o \"\$\{TRAIN_UID\}\" -g \"\$\{TRAIN_GID\}\" -m 0755 /opt/ml /opt/ml/input "
                      r"/opt/ml/input/config", DOCKERFILE)
     assert re.search(r"^USER \$\{TRAIN_UID\}:\$\{TRAIN_GID\}$", DOCKERFILE, re.M) and uid != "0"
+    # On EKS the pods run as the job's user (a team member: the team's admission policy allows no other uid), not as
+    # the image's; the agent's directory is then an emptyDir, which any uid may write.
     _, job = documents()
-    assert job["spec"]["replicaSpecs"][0]["template"]["spec"]["securityContext"]["runAsUser"] == int(uid)
+    pod = job["spec"]["replicaSpecs"][0]["template"]["spec"]
+    user = next(u for u in render_examples._CONFIG.users if u.name == ARGS["eks"]["user"])
+    assert pod["securityContext"]["runAsUser"] == user.uid
+    assert {"name": "agent-config", "emptyDir": {}} in pod["volumes"]
+    assert {"name": "agent-config", "mountPath": "/opt/ml/input/config"} in pod["containers"][0]["volumeMounts"]
 
 
 def test_image_copies_every_script_the_launchers_call():

@@ -58,21 +58,28 @@ def finetune_job(a: Args, args_text: str) -> list[dict]:
     """The ConfigMap holding args.yaml and the HyperPodPyTorchJob that trains with it (hyperpodrun, the image of
     args.yaml, the team's FSx directory at /fsx). Validated by the same rules as examples/elastic-jobs.yaml."""
     e = a.eks
+    # With eks.user the job works in that member's Studio files, at the path their Studio space has them too, so
+    # what download_model.py and prepare_data.py wrote there from Studio is what the job reads.
+    files = STUDIO_FILES.get(e.team, {}).get(e.user) if e.user else None
+    fsx = files.mount_path if files else "/fsx"
     job = {"name": a.name, "team": e.team, "priority": e.priority, "image": a.image, "command": ["hyperpodrun"],
            "args": [f"--nproc-per-node={e.gpus_per_pod}", "--rdzv-backend=hyperpod", f"{IMAGE_CODE}/train.py",
-                    "--args", f"{ARGS_MOUNT}/args.yaml", "--work-dir", f"/fsx/finetune/{a.name}"],
+                    "--args", f"{ARGS_MOUNT}/args.yaml", "--work-dir", f"{fsx}/finetune/{a.name}"],
            # hyperpod-elastic-agent 1.1.3 reports elastic events only in this mode (train.py also defaults to it).
            "env": {"HYPERPOD_SIGNAL_COORDINATION": "distributed", "HF_HUB_OFFLINE": "1",
                    "TOKENIZERS_PARALLELISM": "false"},
            "instance_type": e.instance_type, "accelerators_per_pod": e.gpus_per_pod, "efa_per_pod": e.efa_per_pod,
            "nproc_per_node": e.gpus_per_pod, "global_batch_size": a.training.global_batch_size,
-           "micro_batch_size": a.training.micro_batch_size, "checkpoint_dir": f"/fsx/checkpoints/{a.name}",
+           "micro_batch_size": a.training.micro_batch_size, "checkpoint_dir": f"{fsx}/checkpoints/{a.name}",
            "elastic_policy": {"min_replicas": e.elastic.min_replicas, "max_replicas": e.elastic.max_replicas,
                               "replica_increment_step": e.elastic.replica_increment_step,
                               "graceful_shutdown_timeout_seconds": e.elastic.graceful_shutdown_timeout_seconds}}
+    if e.user:
+        job["user"] = e.user
     (typed,) = parse_jobs({"jobs": [job]}, "examples/finetune/args.yaml (eks)", teams=TEAMS,
                           priority_classes=PRIORITY_CLASSES)
-    manifest = render_job(typed, teams=TEAMS, priority_classes=PRIORITY_CLASSES, team_gids=TEAM_GIDS)
+    manifest = render_job(typed, teams=TEAMS, priority_classes=PRIORITY_CLASSES, team_gids=TEAM_GIDS,
+                          studio_files=STUDIO_FILES)
     config_map = {"apiVersion": "v1", "kind": "ConfigMap",
                   "metadata": {"name": f"{a.name}-args", "namespace": manifest["metadata"]["namespace"]},
                   "data": {"args.yaml": args_text}}

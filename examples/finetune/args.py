@@ -106,6 +106,7 @@ class ElasticSizes:
 @dataclass(frozen=True)
 class Eks:
     team: str = "research"
+    user: str = ""  # a member of the team: the job runs as them, with their Studio files (issue 25)
     priority: str = "training"
     instance_type: str = "ml.p5.48xlarge"
     gpus_per_pod: int = 8
