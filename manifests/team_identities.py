@@ -19,6 +19,10 @@ alice, mode 0700) hers is that no pod there can run as anyone but a team member,
   partition's group (every user's group in Studio then).
 - Team members cannot change the ConfigMap (their Role reads configmaps only: kubernetes_objects.job_submitter_role).
 
+Teammates are not kept apart: they share the team's IAM role (one Kubernetes identity) and the training operator, not
+they, creates the pods, so a pod can be held to the team's uids but not to its submitter's; a member can run a job as
+a teammate's uid (docs/eks.md says what closing that takes).
+
 Not covered by admission (said here so nobody relies on it): groups an image's /etc/group gives the uid's name
 (supplementalGroupsPolicy Merge, the default; Strict needs a runtime that supports it), which matters for the team
 directories (group-writable) but not for the private partitions (mode 0700, owner only). The FSx CSI driver's
