@@ -16,6 +16,7 @@ import yaml
 
 from conftest import ROOT
 from platform_config import ConfigError
+from manifests.team_identities import StudioFiles
 from manifests.training_jobs import load_jobs, parse_jobs, render_job
 
 TEAMS = ("research", "production")
@@ -402,3 +403,40 @@ def test_commit_publishes_atomically_and_prune_keeps_the_newest(tmp_path):
     (tmp_path / "step-000000400.tmp").mkdir()
     assert [p.name for p in train_elastic.remove_partial(tmp_path)] == ["step-000000400.tmp"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000000200", "step-000000300"]
+
+
+STUDIO_FILES = {"research": {"alice": StudioFiles(claim="studio-alice", directory="/data/studio/alice",
+                                                  mount_path="/fsx/data/studio/alice", uid=10001, gid=10001)}}
+
+
+def test_a_job_with_a_user_runs_as_them_in_their_studio_files():
+    (job,) = parse_jobs({"jobs": [{**BASE, "team": "research", "user": "alice",
+                                   "checkpoint_dir": "/fsx/data/studio/alice/ckpt"}]},
+                        teams=TEAMS, priority_classes=PRIORITY_CLASSES)
+    pod = render_job(job, teams=TEAMS, priority_classes=PRIORITY_CLASSES, team_gids=GIDS,
+                     studio_files=STUDIO_FILES)["spec"]["replicaSpecs"][0]["template"]["spec"]
+    sc = pod["securityContext"]
+    assert (sc["runAsUser"], sc["runAsGroup"], sc["fsGroup"]) == (10001, 10001, GIDS["research"])
+    assert {"name": "agent-config", "emptyDir": {}} in pod["volumes"]
+    assert {"name": "fsx", "persistentVolumeClaim": {"claimName": "studio-alice"}} in pod["volumes"]
+    assert {"name": "fsx", "mountPath": "/fsx/data/studio/alice"} in pod["containers"][0]["volumeMounts"]
+
+
+@pytest.mark.parametrize("team, user, checkpoint, expected", [
+    ("production", "alice", "/fsx/data/studio/alice/ckpt",
+     "user: 'alice' is not a member of team 'production' with Studio files; allowed: (none: the team has no members)"),
+    ("research", "bob", "/fsx/data/studio/bob/ckpt",
+     "user: 'bob' is not a member of team 'research' with Studio files; allowed: alice"),
+    ("research", "alice", "/fsx/checkpoints/x",
+     "checkpoint_dir: '/fsx/checkpoints/x' is outside /fsx/data/studio/alice, where alice's Studio files are mounted; "
+     "put it under that directory"),
+    ("research", "alice", "/fsx/data/studio/alice2/x",
+     "checkpoint_dir: '/fsx/data/studio/alice2/x' is outside /fsx/data/studio/alice, where alice's Studio files are "
+     "mounted; put it under that directory"),
+])
+def test_a_job_user_must_be_a_member_and_checkpoint_in_their_files(team, user, checkpoint, expected):
+    (job,) = parse_jobs({"jobs": [{**BASE, "team": team, "user": user, "checkpoint_dir": checkpoint}]},
+                        teams=TEAMS, priority_classes=PRIORITY_CLASSES)
+    with pytest.raises(ConfigError) as info:
+        render_job(job, teams=TEAMS, priority_classes=PRIORITY_CLASSES, team_gids=GIDS, studio_files=STUDIO_FILES)
+    assert info.value.errors == [expected]
