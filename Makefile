@@ -102,11 +102,15 @@ diff: deps
 ## pytest under xdist (config, stacks, cfn-lint, nag, limits, e2e; tests/conftest.py says how the work is shared).
 ## Bats' TAP goes to build/bats.tap and is printed after pytest's report, then the counts of both.
 TEST_JOBS ?= $(shell nproc)
+## The scripts under test start `python3` ~1,500 times; where `python3` is a pyenv shim (a bash script, ~90 ms a
+## start), build/bin/python3 links the interpreter it resolves to, so the same Python runs without the shim.
 test: deps system-deps lint train-venv
-	@mkdir -p build; \
+	@mkdir -p build/bin; \
+	ln -sfn "$$(python3 -c 'import sys; print(sys.executable)')" build/bin/python3; \
+	export PATH="$(CURDIR)/build/bin:$$PATH"; \
 	bats --jobs $(TEST_JOBS) tests/lifecycle tests/tools >build/bats.tap 2>&1 & bats_pid=$$!; \
 	trap 'kill $$bats_pid 2>/dev/null' INT TERM; \
-	$(PY) -m pytest -n $(TEST_JOBS) | tee build/pytest.log; pytest_rc=$${PIPESTATUS[0]}; \
+	$(PY) -m pytest -n $(TEST_JOBS) --durations=20 | tee build/pytest.log; pytest_rc=$${PIPESTATUS[0]}; \
 	wait $$bats_pid; bats_rc=$$?; \
 	cat build/bats.tap; \
 	echo "pytest: $$(tail -n 1 build/pytest.log | tr -d '=')"; \
