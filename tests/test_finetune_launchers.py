@@ -246,3 +246,14 @@ def test_cpu_and_image_locks_agree_on_the_workflows_libraries():
                  "hyperpod-elastic-agent", "tokenizers", "safetensors", "huggingface-hub", "pyyaml"):
         assert cpu[name][0] == image[name][0], name
     assert cpu["torch"][0] == "2.13.0+cpu"  # the CPU build on this project's machines; the image has CUDA 2.11.0
+
+
+@pytest.mark.parametrize("step", ["download_model.py", "prepare_data.py", "train.py", "evaluate.py"])
+def test_every_step_refuses_a_bad_args_file_with_its_errors_and_exit_1(step, tmp_path):
+    bad = tmp_path / "args.yaml"
+    bad.write_text(yaml.safe_dump({**ARGS, "bogus": 1}))
+    result = subprocess.run([sys.executable, str(FINETUNE / step), "--args", str(bad), "--work-dir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert "bogus: unknown key" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "model").exists()
