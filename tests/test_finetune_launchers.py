@@ -190,7 +190,8 @@ def test_sbatch_in_a_job_runs_torchrun_per_node_in_the_image_then_evaluates(tmp_
     (work_root / os.environ.get("USER", "root") / ARGS["name"] / "data").mkdir(parents=True)
     (work_root / os.environ.get("USER", "root") / ARGS["name"] / "data" / "train.jsonl").write_text("{}\n")
     _fake(tmp_path, "srun", f'printf "%s " "$@" >> {tmp_path}/sruns; echo >> {tmp_path}/sruns')
-    _fake(tmp_path, "scontrol", "echo node-a; echo node-b")
+    # A long node list (a large allocation): the launcher must read all of it, or scontrol dies of SIGPIPE.
+    _fake(tmp_path, "scontrol", "echo node-a; echo node-b; seq -f 'node-%g' 200000")
     env = os.environ | {"PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "2",
                         "SLURM_JOB_NODELIST": "node-[a-b]", "SLURM_SUBMIT_DIR": str(ROOT), "HOST_PYTHON": sys.executable,
                         "WORK_ROOT": str(work_root), "CHECKPOINT_ROOT": str(ckpt_root), "USER": os.environ.get("USER", "root")}
