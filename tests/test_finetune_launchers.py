@@ -190,7 +190,8 @@ def test_sbatch_in_a_job_runs_torchrun_per_node_in_the_image_then_evaluates(tmp_
     (work_root / os.environ.get("USER", "root") / ARGS["name"] / "data").mkdir(parents=True)
     (work_root / os.environ.get("USER", "root") / ARGS["name"] / "data" / "train.jsonl").write_text("{}\n")
     _fake(tmp_path, "srun", f'printf "%s " "$@" >> {tmp_path}/sruns; echo >> {tmp_path}/sruns')
-    _fake(tmp_path, "scontrol", "echo node-a; echo node-b")
+    # A long node list (a large allocation): the launcher must read all of it, or scontrol dies of SIGPIPE.
+    _fake(tmp_path, "scontrol", "echo node-a; echo node-b; seq -f 'node-%g' 200000")
     env = os.environ | {"PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "2",
                         "SLURM_JOB_NODELIST": "node-[a-b]", "SLURM_SUBMIT_DIR": str(ROOT), "HOST_PYTHON": sys.executable,
                         "WORK_ROOT": str(work_root), "CHECKPOINT_ROOT": str(ckpt_root), "USER": os.environ.get("USER", "root")}
@@ -246,3 +247,14 @@ def test_cpu_and_image_locks_agree_on_the_workflows_libraries():
                  "hyperpod-elastic-agent", "tokenizers", "safetensors", "huggingface-hub", "pyyaml"):
         assert cpu[name][0] == image[name][0], name
     assert cpu["torch"][0] == "2.13.0+cpu"  # the CPU build on this project's machines; the image has CUDA 2.11.0
+
+
+@pytest.mark.parametrize("step", ["download_model.py", "prepare_data.py", "train.py", "evaluate.py"])
+def test_every_step_refuses_a_bad_args_file_with_its_errors_and_exit_1(step, tmp_path):
+    bad = tmp_path / "args.yaml"
+    bad.write_text(yaml.safe_dump({**ARGS, "bogus": 1}))
+    result = subprocess.run([sys.executable, str(FINETUNE / step), "--args", str(bad), "--work-dir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert "bogus: unknown key" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "model").exists()
