@@ -8,14 +8,14 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 from pydantic import Field, StrictBool
 
 from platform_config.cluster import Taint
 from platform_config.eks_governance import TaskGovernance
 from platform_config.facts import ACCELERATORS, NEURON
-from platform_config.fields import LOG_RETENTION_DAYS, AddonVersion, AzId, Cidr, Strict, pattern
+from platform_config.fields import LOG_RETENTION_DAYS, AddonVersion, AzId, Cidr, PinnedImage, Strict, pattern
 from platform_config.network import region_prefix
 
 if TYPE_CHECKING:
@@ -155,6 +155,11 @@ class Eks(Strict):
         True, description="The HyperPod training operator add-on (runs HyperPodPyTorchJobs, elastic scaling) with its "
                           "pod identity.")
     task_governance: TaskGovernance = Field(TaskGovernance(), description="Task governance.")
+    training_image: Optional[PinnedImage] = Field(
+        None, description="The training image of the example jobs: examples/finetune/Dockerfile built and pushed to "
+                          "your registry (it holds hyperpod-elastic-agent, train_elastic.py and the fine-tuning "
+                          "workflow). tools/render_examples.py writes it into every job of examples/elastic-jobs.yaml "
+                          "that names no image of its own; pinned by a tag other than latest, or a digest.")
 
 
 def eks_errors(cfg: PlatformConfig) -> list[str]:

@@ -108,7 +108,7 @@ def test_manifest_carries_args_yaml_and_the_image_it_names():
     assert container["command"] == ["hyperpodrun"]
     assert container["args"][:3] == [f"--nproc-per-node={ARGS['eks']['gpus_per_pod']}", "--rdzv-backend=hyperpod",
                                      "/workspace/finetune/train.py"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["HYPERPOD_SIGNAL_COORDINATION"] == "distributed"
     assert env["GLOBAL_BATCH_SIZE"] == str(ARGS["training"]["global_batch_size"])
     assert env["CHECKPOINT_DIR"] == f"/fsx/checkpoints/{ARGS['name']}"  # the team's directory, inside the S3 link
