@@ -14,6 +14,7 @@ from constructs.eks_control_plane import Addon
 from constructs.hyperpod_cluster import EksOrchestrator, HyperPodCluster
 from constructs.fsx_partitions import FsxPartitions
 from constructs.metrics_workspace import MetricsWorkspace
+from constructs.mlflow_job_access import allow_mlflow_logging, tracking_server_arn
 from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, lifecycle_bucket_name
 from constructs.platform_role_names import upload_role_name
 from constructs.nag_acknowledgments import acknowledge
@@ -114,6 +115,7 @@ class EksClusterStack(cdk.Stack):
                 k8s.job_submitter_role(namespace=k8s.team_namespace(t.name), platform=config.name),
                 k8s.role_binding(namespace=k8s.team_namespace(t.name), group=k8s.team_group(t.name),
                                  role=k8s.JOB_ROLE, platform=config.name))], after=[self.namespaces], scope=self)
+            self._team_jobs(config)
         self._guard_default_namespace(config)
         # No pod of a team's (or the default) namespace reaches the node's instance metadata or other link-local services
         # (manifests/kubernetes_objects.py says how HyperPod nodes serve credentials and why the block is here).
@@ -157,6 +159,29 @@ class EksClusterStack(cdk.Stack):
             objects += k8s.fsx_volume(claim=k8s.DATASETS_CLAIM, directory=directories.path_of(DATASETS_DIRECTORY),
                                       read_only=True, **common)
         self.control_plane.manifest("FsxVolumes", *objects, after=[self.namespaces, *created], scope=self)
+
+    def _team_jobs(self, config: PlatformConfig) -> None:
+        """Each team's jobs run as the service account `training-job` of its namespace (manifests/training_jobs.py).
+        With MLflow, EKS Pod Identity gives that service account a role of the team's own, allowed to log to the
+        platform's tracking server only, and a ConfigMap tells the jobs the server's ARN (MLFLOW_TRACKING_URI)."""
+        plane = self.control_plane
+        teams = config.eks.task_governance.teams
+        objects = [k8s.job_service_account(namespace=k8s.team_namespace(t.name), platform=config.name) for t in teams]
+        mlflow = config.studio.enabled and config.studio.mlflow.enabled
+        if mlflow:
+            server = tracking_server_arn(self, config.name)
+            objects += [k8s.mlflow_config_map(namespace=k8s.team_namespace(t.name), tracking_server_arn=server,
+                                              platform=config.name) for t in teams]
+        self.team_jobs = plane.manifest("TeamJobIdentity", *objects, after=[self.namespaces], scope=self)
+        if not mlflow:
+            return
+        for team in teams:
+            namespace = k8s.team_namespace(team.name)
+            role = plane.pod_role(self, f"JobRole-{team.name}", f"Jobs of team {team.name}: log to the platform's "
+                                  "MLflow tracking server", namespace=namespace, service_account=k8s.JOB_SERVICE_ACCOUNT)
+            allow_mlflow_logging(role, tracking_server_arn=server, who=f"Jobs of team {team.name}")
+            plane.pod_identity(f"JobIdentity-{team.name}", namespace=namespace, service_account=k8s.JOB_SERVICE_ACCOUNT,
+                               role=role, after=plane.addons["eks-pod-identity-agent"], scope=self)
 
     def _guard_default_namespace(self, config: PlatformConfig) -> None:
         """`default` exists before the stack, so it is patched (and restored on delete), not applied: Pod Security
