@@ -78,6 +78,22 @@ def role_binding(*, namespace: str, group: str, role: str, platform: str) -> dic
             "roleRef": {"kind": "Role", "name": role, "apiGroup": "rbac.authorization.k8s.io"}}
 
 
+# The platform's node-readiness check (constructs/schedulable_node.py) authenticates as its own role, whose EKS access
+# entry carries this group and nothing else: it may read nodes, no other object.
+NODE_READER_GROUP = "hyperpod-platform-node-readers"
+
+
+def node_reader_rbac(*, platform: str) -> list[dict]:
+    name = NODE_READER_GROUP
+    return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+             "metadata": {"name": name, "labels": {PLATFORM_LABEL: platform}},
+             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": name, "labels": {PLATFORM_LABEL: platform}},
+             "subjects": [{"kind": "Group", "name": NODE_READER_GROUP, "apiGroup": "rbac.authorization.k8s.io"}],
+             "roleRef": {"kind": "ClusterRole", "name": name, "apiGroup": "rbac.authorization.k8s.io"}}]
+
+
 # Pods must not act as the node. What serves a HyperPod node its execution role's credentials is HyperPod's own
 # `hyperpod-role-proxy-agent` ("proxies IAM role credentials for in-cluster workloads": awslabs/awsome-distributed-ai
 # @95b939cd 1.architectures/5.sagemaker-hyperpod/tools/devops-agent/docs/hyperpod-mental-model.md); HyperPod's

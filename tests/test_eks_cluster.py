@@ -18,7 +18,7 @@ from platform_config.eks_governance import team_gid
 from stacks.eks_cluster_stack import CFN_REGIONS, governance_resource_type
 from cli.stack_graph import stack_dependencies
 
-KUBERNETES_VERSION = "1.33"
+KUBERNETES_VERSION = "1.34"
 
 
 def resources(template: dict, kind: str) -> dict[str, dict]:
@@ -83,21 +83,19 @@ def test_public_endpoint_only_with_an_allow_list(tmp_path):
     assert any("list the CIDR blocks" in e for e in info.value.errors)
 
 
-def test_addons_are_pinned(synth):
+def test_addons_take_the_eks_default_for_the_cluster_version(synth):
+    """No add-on version in the example: EKS installs the one it marks default for the cluster's Kubernetes version
+    (no source names a vpc-cni or pod-identity-agent build; platform_config/eks.py), and make preflight checks it."""
     s = synth("eks")
-    addons = {a["Properties"]["AddonName"]: a["Properties"]["AddonVersion"]
+    addons = {a["Properties"]["AddonName"]: a["Properties"]
               for stack in ("eks", "cluster") for a in resources(s.templates[stack], "AWS::EKS::Addon").values()}
     # DaemonSets before the nodes, with the control plane; Deployments after them, with HyperPod
     assert {a["Properties"]["AddonName"] for a in resources(s.templates["eks"], "AWS::EKS::Addon").values()} == \
         {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"}
-    pins = s.config.eks.addons
-    assert addons == {
-        "vpc-cni": pins.vpc_cni, "kube-proxy": pins.kube_proxy, "coredns": pins.coredns,
-        "eks-pod-identity-agent": pins.pod_identity_agent, "aws-fsx-csi-driver": pins.fsx_csi_driver,
-        "cert-manager": pins.cert_manager, "amazon-sagemaker-hyperpod-training-operator": pins.training_operator,
-        "amazon-sagemaker-hyperpod-taskgovernance": pins.task_governance}
-    assert all(re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", v) for v in addons.values())
-    assert addons["kube-proxy"].startswith(f"v{KUBERNETES_VERSION}.")
+    assert set(addons) == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver",
+                           "cert-manager", "amazon-sagemaker-hyperpod-training-operator",
+                           "amazon-sagemaker-hyperpod-taskgovernance"}
+    assert [name for name, props in addons.items() if "AddonVersion" in props] == []
 
 
 def test_hyperpod_nodes_may_give_pods_ips_in_the_cluster_vpc_only(synth):
