@@ -19,8 +19,9 @@ export AWS_EC2_METADATA_DISABLED := true
 # pam_slurm_adopt test (tests/e2e/test_slurm_gres_adopt.py); prometheus and prometheus-node-exporter run the
 # real-metrics test (tests/e2e/test_node_metrics.py); slapd, ldap-utils (slapadd, slappasswd), sssd, sssd-ldap,
 # libnss-sss, libpam-sss and sudo run the directory test (tests/e2e/test_directory_sssd.py); iproute2 (ip) joins the
-# backup slurmctld's network namespace to the host in the multi-head test (tests/e2e/test_slurm_multihead.py).
-APT_PACKAGES := shellcheck:shellcheck bats:bats slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin \
+# backup slurmctld's network namespace to the host in the multi-head test (tests/e2e/test_slurm_multihead.py). GNU
+# parallel runs bats --jobs (checked as a package: moreutils has a `parallel` command too).
+APT_PACKAGES := shellcheck:shellcheck bats:bats -:parallel slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin \
   slurmdbd:slurmdbd mariadbd:mariadb-server -:libpam-slurm-adopt pamtester:pamtester prometheus:prometheus \
   prometheus-node-exporter:prometheus-node-exporter slapd:slapd ldapsearch:ldap-utils sssd:sssd -:sssd-ldap \
   -:libnss-sss -:libpam-sss sudo:sudo logrotate:logrotate iptables:iptables ip:iproute2
@@ -97,10 +98,21 @@ connect: deps
 diff: deps
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard diff
 
-## The whole test suite: shell lint, lifecycle-script tests, then pytest (config, stacks, cfn-lint, nag, limits).
+## The whole test suite on every core: shell lint, then the lifecycle-script tests (bats --jobs, GNU parallel) beside
+## pytest under xdist (config, stacks, cfn-lint, nag, limits, e2e; tests/conftest.py says how the work is shared).
+## Bats' TAP goes to build/bats.tap and is printed after pytest's report, then the counts of both.
+TEST_JOBS ?= $(shell nproc)
 test: deps system-deps lint train-venv
-	bats tests/lifecycle tests/tools
-	$(PY) -m pytest
+	@mkdir -p build; \
+	bats --jobs $(TEST_JOBS) tests/lifecycle tests/tools >build/bats.tap 2>&1 & bats_pid=$$!; \
+	trap 'kill $$bats_pid 2>/dev/null' INT TERM; \
+	$(PY) -m pytest -n $(TEST_JOBS) | tee build/pytest.log; pytest_rc=$${PIPESTATUS[0]}; \
+	wait $$bats_pid; bats_rc=$$?; \
+	cat build/bats.tap; \
+	echo "pytest: $$(tail -n 1 build/pytest.log | tr -d '=')"; \
+	echo "bats: $$(grep -c '^ok ' build/bats.tap) passed, $$(grep -c '^not ok ' build/bats.tap) failed" \
+	  "of $$(sed -n 's/^1\.\.//p' build/bats.tap) tests"; \
+	[ $$pytest_rc -eq 0 ] && [ $$bats_rc -eq 0 ]
 
 lint: system-deps
 	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/hyperpod/collectors/*.sh lifecycle/studio/*.sh tools/*.sh \

@@ -20,7 +20,7 @@ import aws_cdk as cdk
 import pytest
 import yaml
 
-from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context
+from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, per_user_data
 from platform_config import PlatformConfig, parse_config
 from platform_config.day2 import check_day2, snapshot
 from stacks.platform import build_platform
@@ -40,6 +40,8 @@ def _base(name: str) -> dict:
         data = yaml.safe_load(VARIANT_FILES["eks"].read_text())
         data["eks"]["hyperpod_dependencies"]["chart_dir"] = str(STAND_IN_CHART)
         return data
+    if name == "generated":  # 181 generated users in per-user mode: three users stacks (tests/test_scale.py)
+        return per_user_data(181)
     raise KeyError(name)
 
 
@@ -271,3 +273,29 @@ def test_stateful_stacks_have_termination_protection_and_the_snapshot():
                           "ml-cluster-cluster": True, "ml-cluster-studio": True, "ml-cluster-observability": False}
     config, templates = _synth("default", None)
     assert templates["ml-cluster-storage.template.json"]["Metadata"]["HyperPodPlatformCreateOnly"] == snapshot(config)
+
+
+def test_adding_a_user_changes_one_users_stack_of_a_generated_platform():
+    """At 5,000 users (56 users stacks of 90, tests/test_scale.py) as at the 181 generated here (three): a user added
+    at the end of `users` lands in the last users stack. Every other users stack's template stays byte for byte, and
+    the parent changes only that stack's resource and the profile-events function (its code carries the reserved
+    uids); outside Studio only what lists the users changes (the nodes' parameters, the day-2 snapshot)."""
+    before_config, before = _synth("generated", None)
+    after_config, after = _synth("generated", "add_user")
+    users_stacks = sorted(name for name in before if name.endswith(".nested.template.json"))
+    assert len(users_stacks) == 3 and sorted(n for n in after if n.endswith(".nested.template.json")) == users_stacks
+    assert [name for name in users_stacks if before[name] != after[name]] == [users_stacks[-1]]
+
+    def changed(name: str) -> set[str]:
+        old, new = before[name]["Resources"], after[name]["Resources"]
+        return {lid for lid in old.keys() | new.keys() if old.get(lid) != new.get(lid)}
+
+    parent = "ml-cluster-studio.template.json"
+    stack_resources = {lid for lid, r in after[parent]["Resources"].items() if r["Type"] == "AWS::CloudFormation::Stack"}
+    (last,) = changed(parent) & stack_resources
+    assert last.startswith("Users3NestedStack")
+    assert {after[parent]["Resources"][lid]["Type"] for lid in changed(parent) - {last}} == {"AWS::Lambda::Function"}
+    assert {lid for lid in changed(users_stacks[-1]) if "zoe" in lid} == {
+        "Profilezoe", "Partitionzoe", "SlurmTokenzoe", "SlurmTokenPolicyzoe", "ExecutionRolezoe"}
+    assert [f for f in compare(before, after) if f.stateful or f.custom_name] == []
+    assert check_day2(snapshot(before_config), after_config)[0] == []

@@ -1,28 +1,77 @@
 """Whole-template checks on every variant: cfn-lint clean, CloudFormation limits, cdk-nag clean and strict."""
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 
-from conftest import ALL_VARIANTS, ROOT
+from conftest import ALL_VARIANTS, ROOT, exclusive, shared_dir
 
 MAX_RESOURCES = 500
 MAX_TEMPLATE_BYTES = 1_000_000
 
 
-def test_cfn_lint_has_no_errors_or_warnings(synth):
-    paths = [str(path) for v in ALL_VARIANTS for path in synth(v).all_template_paths()]
-    assert len(paths) >= 25
-    cfn_lint = str(ROOT / ".venv" / "bin" / "cfn-lint") if (ROOT / ".venv" / "bin" / "cfn-lint").exists() else "cfn-lint"
-    result = subprocess.run([cfn_lint, "--format", "parseable", *paths],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+@pytest.fixture(scope="session")
+def lint_once(tmp_path_factory):
+    """lint_once(path) -> cfn-lint's findings (errors and warnings, as `cfn-lint path` reports them), each distinct
+    template content linted once per run across the xdist workers; a clean result is recorded by the content's
+    sha256, a finding never is (every variant holding that template reports it)."""
+    from cfnlint.api import lint_file
+
+    clean = shared_dir(tmp_path_factory) / "cfn-lint-clean"
+    clean.mkdir(exist_ok=True)
+
+    def lint(path: Path) -> list[str]:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        with exclusive(clean / f"{digest}.lock"):
+            if (clean / digest).exists():
+                return []
+            findings = [str(m) for m in lint_file(path)]
+            if not findings:
+                (clean / digest).touch()
+            return findings
+
+    return lint
+
+
+# The large variant's twelve per-user nested templates (430 KB each) cost most of the linting: four shards of it.
+LINT_SHARDS = {"large": 4}
+LINT_CASES = sorted([(v, shard, LINT_SHARDS.get(v, 1)) for v in ALL_VARIANTS for shard in range(LINT_SHARDS.get(v, 1))],
+                    key=lambda case: -case[2])  # the shards first: the longest
+
+
+@pytest.mark.parametrize("variant, shard, shards", LINT_CASES,
+                         ids=[v if n == 1 else f"{v}-{k + 1}of{n}" for v, k, n in LINT_CASES])
+def test_cfn_lint_has_no_errors_or_warnings(synth, lint_once, variant, shard, shards):
+    """Every template of every variant, nested ones included, split by variant (and the large one into shards: every
+    shards-th template from `shard` on) so that the workers share the work."""
+    paths = synth(variant).all_template_paths()
+    assert len(paths) >= 6 and all(p.exists() for p in paths), paths
+    findings = [f"{path.name}: {finding}" for path in paths[shard::shards] for finding in lint_once(path)]
+    assert findings == [], "\n".join(findings)
+
+
+def test_lint_once_reports_a_bad_template_every_time_and_lints_a_clean_one_once(lint_once, tmp_path, monkeypatch):
+    bad = tmp_path / "bad.template.json"
+    bad.write_text(json.dumps({"Resources": {"Bucket": {"Type": "AWS::S3::Bucket",
+                                                        "Properties": {"BucketNam": "typo"}}}}))
+    first, second = lint_once(bad), lint_once(bad)
+    assert first == second and any("BucketNam" in f for f in first), first
+    good = tmp_path / "good.template.json"
+    good.write_text(json.dumps({"Resources": {"Bucket": {"Type": "AWS::S3::Bucket"}}}))
+    assert lint_once(good) == []
+    import cfnlint.api
+    monkeypatch.setattr(cfnlint.api, "lint_file", lambda path: pytest.fail(f"{path} linted twice"))
+    copy = tmp_path / "same-content.template.json"
+    copy.write_bytes(good.read_bytes())
+    assert lint_once(copy) == []
 
 
 @pytest.mark.parametrize("variant", ALL_VARIANTS)
@@ -42,11 +91,13 @@ def test_large_variant_really_is_large(synth):
 
 
 def test_every_variant_passes_cdk_nag(synth):
-    """Synthesis itself raises on an unacknowledged finding; this also checks the report each stack gets."""
+    """Synthesis itself raises on an unacknowledged finding; this also checks the report each stack gets
+    (AwsSolutionsChecks().validate_scope on every stack of the synthesized app, recorded where it was synthesized)."""
     for variant in ALL_VARIANTS:
-        for stack in synth(variant).platform.stacks:
-            report = AwsSolutionsChecks().validate_scope(stack)
-            assert report.success, f"{variant}/{stack.stack_name}: {[v.rule_name for v in report.violations]}"
+        s = synth(variant)
+        assert set(s.nag_reports) == {f"{s.config.name}-{role}" for role in s.templates}, variant
+        for stack_name, report in s.nag_reports.items():
+            assert report["success"], f"{variant}/{stack_name}: {report['violations']}"
 
 
 def test_unacknowledged_finding_fails_synth(tmp_path):

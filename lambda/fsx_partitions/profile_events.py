@@ -100,25 +100,42 @@ def request_tags(detail: Mapping[str, Any]) -> dict[str, str]:
             for tag in tags if isinstance(tag, Mapping)}
 
 
+LIST_PAGE = 100  # ListUserProfiles' MaxResults ceiling (botocore's sagemaker model)
+# The uid of each profile this environment described, by (domain, profile), with the LastModifiedTime that
+# ListUserProfiles reported then: reused while it reports the same one. A warm Lambda environment handles event after
+# event; when thousands of profiles are created at once, describing every profile for every event would be N^2 calls
+# (25 million at 5,000), with it each environment describes each profile once (plus each change).
+_UIDS: dict[tuple[str, str], tuple[Any, int | None]] = {}
+
+
+def profile_uid(sagemaker, domain_id: str, summary: Mapping[str, Any], *, sleep=time.sleep) -> int | None:
+    """CustomPosixUserConfig.Uid of the profile a ListUserProfiles entry names (None without one)."""
+    name, modified = summary["UserProfileName"], summary.get("LastModifiedTime")
+    cached = _UIDS.get((domain_id, name))
+    if modified is not None and cached is not None and cached[0] == modified:
+        return cached[1]
+    described = partitions.retry(lambda: sagemaker.describe_user_profile(
+        DomainId=domain_id, UserProfileName=name), sleep=sleep)
+    uid = ((described.get("UserSettings") or {}).get("CustomPosixUserConfig") or {}).get("Uid")
+    if modified is not None:
+        _UIDS[(domain_id, name)] = (modified, uid)
+    return uid
+
+
 def uid_owner(sagemaker, domain_id: str, profile_name: str, uid: int, reserved: Mapping[int, str], *,
               sleep=time.sleep) -> str | None:
-    """Who else holds `uid`: a config user of another name, or another profile of the domain (every profile is
-    described: ListUserProfiles returns no settings). None when nobody does. (Root cannot occur: the SageMaker API
-    takes CustomPosixUserConfig.Uid from 10000 up.)"""
+    """Who else holds `uid`: a config user of another name, or another profile of the domain (ListUserProfiles
+    returns no settings: each profile is described, once per environment and change, see _UIDS). None when nobody
+    does. (Root cannot occur: the SageMaker API takes CustomPosixUserConfig.Uid from 10000 up.)"""
     if uid in reserved and reserved[uid] != profile_name:
         return f"config user {reserved[uid]!r}"
     token = None
     while True:
         page = partitions.retry(lambda: sagemaker.list_user_profiles(
-            DomainIdEquals=domain_id, **({"NextToken": token} if token else {})), sleep=sleep)
+            DomainIdEquals=domain_id, MaxResults=LIST_PAGE, **({"NextToken": token} if token else {})), sleep=sleep)
         for summary in page.get("UserProfiles", []):
             other = summary["UserProfileName"]
-            if other == profile_name:
-                continue
-            described = partitions.retry(lambda: sagemaker.describe_user_profile(
-                DomainId=domain_id, UserProfileName=other), sleep=sleep)
-            posix = (described.get("UserSettings") or {}).get("CustomPosixUserConfig") or {}
-            if posix.get("Uid") == uid:
+            if other != profile_name and profile_uid(sagemaker, domain_id, summary, sleep=sleep) == uid:
                 return f"user profile {other!r}"
         token = page.get("NextToken")
         if not token:

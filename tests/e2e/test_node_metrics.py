@@ -149,6 +149,14 @@ def metrics() -> Iterator[Metrics]:
                 env=env, stdout=open(base / f"{name}.log", "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         yield Metrics(cluster, receiver_port, agent_conf, base / "unsigned-agent.log")
     finally:
+        # The job's slurmstepd is no child of ours: cancel the job while slurmd runs, or its `sleep 600` outlives us.
+        if "slurmd" in cluster.procs and cluster.procs["slurmd"].poll() is None:
+            run(["scancel", "--full", "--quiet", "--state=RUNNING", "--partition=debug"], env=cluster.env())
+            try:
+                wait_for("the job to end", lambda: not run(["squeue", "-h"], env=cluster.env()).stdout.strip(),
+                         timeout=30, interval=0.3)
+            except AssertionError:
+                pass  # stopping the cluster comes first; a job left over ends with its sleep
         cluster.stop()
         if os.environ.get("KEEP_NODE_METRICS_LOGS"):
             print((base / "unsigned-agent.log").read_text()[-1500:], (base / "agent.log").read_text()[-800:])
@@ -159,7 +167,7 @@ def test_the_nodes_collectors_reach_the_receiver_through_the_generated_agent_con
     assert metrics.agent_conf["remote_write"][0]["sigv4"] == {"region": "us-west-2"}
     expected = set(node_metrics.NODE_EXPORTER + node_metrics.SLURM + node_metrics.EFA)
     seen = wait_for("every listed metric at the receiver", lambda: (lambda n: n if expected <= n else None)(
-        metrics.names()), timeout=120, interval=2)
+        metrics.names()), timeout=120, interval=0.5)
     assert expected <= seen, sorted(expected - seen)
     if os.environ.get("WRITE_NODE_METRICS_FACTS") == "1":
         FACTS.write_text(json.dumps({
@@ -169,7 +177,7 @@ def test_the_nodes_collectors_reach_the_receiver_through_the_generated_agent_con
 
 
 def test_series_carry_the_node_labels(metrics: Metrics):
-    wait_for("node_cpu_seconds_total", lambda: metrics.query("node_cpu_seconds_total"), timeout=120, interval=2)
+    wait_for("node_cpu_seconds_total", lambda: metrics.query("node_cpu_seconds_total"), timeout=120, interval=0.5)
     labels = metrics.query("node_cpu_seconds_total")[0]["metric"]
     assert {k: labels[k] for k in ("cluster", "node_type", "instance_group", "job")} == {
         "cluster": "ml-cluster", "node_type": "controller", "instance_group": "controller-machine", "job": "node"}
@@ -182,7 +190,7 @@ def test_slurm_metrics_come_from_the_real_slurmctld(metrics: Metrics):
         return float(result[0]["value"][1]) if result else None
 
     wait_for("slurm_jobs", lambda: value('slurm_jobs{partition="debug",state="running"}') is not None,
-             timeout=120, interval=2)
+             timeout=120, interval=0.5)
     assert value('slurm_jobs{partition="debug",state="running"}') == 1
     assert value('slurm_jobs{partition="debug",state="pending"}') == 0
     cpus = os.cpu_count() or 1
@@ -195,7 +203,7 @@ def test_slurm_metrics_come_from_the_real_slurmctld(metrics: Metrics):
 
 
 def test_efa_counters_arrive_as_counters_per_device_and_port(metrics: Metrics):
-    wait_for("efa_tx_bytes_total", lambda: metrics.query("efa_tx_bytes_total"), timeout=120, interval=2)
+    wait_for("efa_tx_bytes_total", lambda: metrics.query("efa_tx_bytes_total"), timeout=120, interval=0.5)
     [sample] = metrics.query("efa_rx_bytes_total")
     assert sample["metric"]["device"] == "rdmap0s6" and sample["metric"]["port"] == "1"
     assert float(sample["value"][1]) == node_metrics.EFA_PORT_COUNTERS.index("rx_bytes") * 4096
@@ -203,11 +211,21 @@ def test_efa_counters_arrive_as_counters_per_device_and_port(metrics: Metrics):
 
 def test_an_agent_that_cannot_sign_delivers_nothing(metrics: Metrics):
     """Both agents scrape the same exporter; the receiver accepts anything, so only the signing step can stop the
-    second one (cluster label "unsigned"). Its log says why."""
+    second one (cluster label "unsigned"). Its log says why. The wait ends on an event, not a sleep: the unsigned
+    agent has exited (Debian's 2.42.0 refuses the configuration at start, so it can never send), or, were it still
+    running, the signed agent has delivered a sample scraped two intervals after the failure was seen."""
     wait_for("the signed agent's series", lambda: metrics.query('node_load1{cluster="ml-cluster"}'), timeout=120,
-             interval=2)
+             interval=0.5)
     wait_for("the unsigned agent to fail a send", lambda: "credential" in metrics.unsigned_log.read_text().lower(),
-             timeout=120, interval=2)
-    time.sleep(2 * SCRAPE_SECONDS)
+             timeout=120, interval=0.2)
+    failed_at = time.time()
+    unsigned = metrics.cluster.procs["unsigned-agent"]
+
+    def signed_sample_time() -> float:
+        return max((float(r["value"][1]) for r in metrics.query('timestamp(node_load1{cluster="ml-cluster"})')),
+                   default=0.0)
+
+    wait_for("the unsigned agent to exit, or two more scrapes of the signed one", lambda: unsigned.poll() is not None
+             or signed_sample_time() >= failed_at + 2 * SCRAPE_SECONDS, timeout=120, interval=0.2)
     assert metrics.query('node_load1{cluster="unsigned"}') == []
     assert metrics.query('count({cluster="unsigned"})') == []

@@ -28,7 +28,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
-from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, run  # noqa: E402
+from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, run, wait_for  # noqa: E402
 from test_slurm_accounting import TERMINAL, Env, example  # noqa: E402
 
 from platform_config import parse_config  # noqa: E402
@@ -197,6 +197,12 @@ def test_a_user_with_a_running_job_is_allowed_and_an_admin_always(env: GresEnv, 
     assert rc == 0, err
     try:
         env.wait_job(job_id, lambda j: j.get("JobState") == "RUNNING", "RUNNING")
+        # slurmctld says RUNNING before the node's slurmstepd for the batch step is up, and pam_slurm_adopt asks
+        # the node's stepds: wait for the step's processes there (`scontrol listpids` asks the same stepds).
+        wait_for(f"job {job_id}'s batch step on the node", lambda: any(
+            line.split()[1:3] == [job_id, "batch"]
+            for line in run(["scontrol", "listpids", job_id], env=env.cluster.env()).stdout.splitlines()[1:]),
+            timeout=30, interval=0.2)
         rc, out = env.pamtester("rosalind")
         assert rc == 0, out
         # Someone else still has no job here.

@@ -76,7 +76,7 @@ def expect_uid_check(sm_stub, others=(), pages=1):
         page = {"UserProfiles": [{"DomainId": "d-ours0000001", "UserProfileName": n} for n in chunk]}
         if index + 1 < pages:
             page["NextToken"] = f"page-{index + 1}"
-        sm_stub.add_response("list_user_profiles", page, {"DomainIdEquals": "d-ours0000001",
+        sm_stub.add_response("list_user_profiles", page, {"DomainIdEquals": "d-ours0000001", "MaxResults": 100,
                                                           **({"NextToken": f"page-{index}"} if index else {})})
         for name in chunk:
             if name != "alice":

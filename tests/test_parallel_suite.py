@@ -1,0 +1,93 @@
+"""How the suite shares two cores (tests/conftest.py's docstring): which tests keep to one xdist worker, and that the
+scheduler honours it."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import GROUPS_DIR, ROOT, GroupScheduling, xdist_group_of
+
+
+class Groups:
+    def pytest_collection_finish(self, session):
+        self.groups = {item.nodeid: xdist_group_of(item) for item in session.items}
+        self.fixtures = {item.nodeid: set(item.fixturenames) for item in session.items}
+
+
+@pytest.fixture(scope="module")
+def collected() -> Groups:
+    """The group of every test of the suite, from a real collection of it."""
+    recorder = Groups()
+    with pytest.MonkeyPatch.context() as patch:  # a plain collection, even on an xdist worker
+        patch.delenv("PYTEST_XDIST_WORKER", raising=False)
+        patch.delenv(GROUPS_DIR, raising=False)
+        assert pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", str(ROOT / "tests")],
+                           plugins=[recorder]) == 0
+    return recorder
+
+
+@pytest.fixture
+def groups(collected) -> dict[str, str | None]:
+    return collected.groups
+
+
+def test_every_e2e_test_is_in_the_one_e2e_group_and_nothing_else_is(groups):
+    e2e = {nodeid for nodeid in groups if nodeid.startswith("tests/e2e/")}
+    assert len(e2e) >= 40
+    assert {groups[nodeid] for nodeid in e2e} == {"e2e"}
+    assert {nodeid for nodeid, group in groups.items() if group == "e2e"} == e2e
+
+
+def test_a_module_fixture_keeps_its_users_together_and_other_tests_go_anywhere(collected, groups):
+    # Most of test_connect's tests share its module-scoped moto server (`sagemaker`); test_sizing's share nothing.
+    connect = {n: "sagemaker" in collected.fixtures[n] for n in groups if n.startswith("tests/test_connect.py::")}
+    assert sum(connect.values()) >= 4 and not all(connect.values())
+    assert {n: groups[n] for n in connect} == {n: "tests/test_connect.py" if uses else None
+                                             for n, uses in connect.items()}
+    assert {g for n, g in groups.items() if n.startswith("tests/test_sizing.py::")} == {None}
+
+
+def test_an_xdist_group_mark_wins():
+    class Mark:
+        name, args, kwargs = "xdist_group", ("slurm-users",), {}
+
+    class Item:
+        nodeid, path = "tests/test_x.py::test_y", ROOT / "tests" / "test_x.py"
+
+        def iter_markers(self, name):
+            return iter([Mark()] if name == "xdist_group" else [])
+
+    assert xdist_group_of(Item()) == "slurm-users"
+
+
+def test_the_scheduler_reads_the_workers_tables_and_keeps_e2e_together_regardless(tmp_path, monkeypatch):
+    monkeypatch.setenv(GROUPS_DIR, str(tmp_path))
+    scheduler = object.__new__(GroupScheduling)  # _split_scope needs nothing from xdist's constructor
+    with pytest.raises(RuntimeError, match="no xdist group table"):
+        scheduler._split_scope("tests/test_a.py::test_one")
+    (tmp_path / "gw0.json").write_text(json.dumps({"tests/test_a.py::test_one": "tests/test_a.py",
+                                                   "tests/e2e/test_b.py::test_two": "elsewhere"}))
+    scheduler = object.__new__(GroupScheduling)
+    assert scheduler._split_scope("tests/test_a.py::test_one") == "tests/test_a.py"
+    assert scheduler._split_scope("tests/test_c.py::test_three") == "tests/test_c.py::test_three"
+    assert scheduler._split_scope("tests/e2e/test_b.py::test_two") == "e2e"
+
+
+def test_under_xdist_the_tests_sharing_a_module_fixture_run_on_one_worker(collected):
+    """A real two-worker run of two modules: the tests of test_connect that share its module-scoped moto server run on
+    one worker (so it is set up once), while the others are spread."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "-v", "-p", "no:cacheprovider", "tests/test_connect.py",
+         "tests/test_sizing.py"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ran = dict((nodeid, worker) for worker, nodeid in re.findall(r"^\[(gw\d)\] .*PASSED (\S+)", result.stdout, re.M))
+    assert len(ran) == 16, result.stdout
+    sharing = {ran[n] for n in ran if n.startswith("tests/test_connect.py::") and "sagemaker" in collected.fixtures[n]}
+    assert len(sharing) == 1, result.stdout
+    assert set(ran.values()) == {"gw0", "gw1"}, result.stdout  # the rest was spread
