@@ -129,6 +129,11 @@ ADDON_SUPPORT: dict[tuple[str, str], AddonSupport] = {
 # kube-proxy's minor version is the cluster's own (checked in eks_errors), within HyperPod's range. No source names a
 # vpc-cni or eks-pod-identity-agent build for these versions: leave them to EKS's default.
 ELASTIC_TRAINING_OPERATOR = (1, 2)
+# Config key under eks.addons -> the EKS add-on name.
+ADDON_NAMES = {"vpc_cni": "vpc-cni", "kube_proxy": "kube-proxy", "coredns": "coredns",
+               "pod_identity_agent": "eks-pod-identity-agent", "fsx_csi_driver": "aws-fsx-csi-driver",
+               "cert_manager": "cert-manager", "training_operator": "amazon-sagemaker-hyperpod-training-operator",
+               "task_governance": "amazon-sagemaker-hyperpod-taskgovernance"}
 OptionalAddonVersion = Optional[AddonVersion]
 _UNPINNED = " Unset: EKS's default version for eks.kubernetes_version (make preflight shows which)."
 
