@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -337,6 +338,44 @@ def test_train_elastic_imports_without_torch():
             "print(train_elastic.accumulation_steps(8, 2, 2))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert (result.returncode, result.stdout.strip()) == (0, "2"), result.stderr
+
+
+def test_train_elastic_logs_one_mlflow_run_across_a_resize(tmp_path):
+    """The example job for real on the CPU (gloo) in the training venv: 2 processes train 4 steps and checkpoint, then
+    1 process resumes at step 4 and finishes 6. A local MLflow file store stands in for the tracking server: one run,
+    `loss` and `world_size` at every step, the resumed half in the same run (its id kept in meta.json)."""
+    python = ROOT / ".venv-train" / "bin" / "python"
+    if not (ROOT / ".venv-train" / ".installed").is_file():
+        pytest.fail("the training venv is missing: run `make train-venv` (make test builds it)")
+    mlruns, ckpt = tmp_path / "mlruns", tmp_path / "ckpt"
+    env = os.environ | {"MLFLOW_TRACKING_URI": mlruns.as_uri(), "MLFLOW_ALLOW_FILE_STORE": "true",
+                        "MLFLOW_EXPERIMENT_NAME": "research-elastic", "OMP_NUM_THREADS": "1"}
+
+    def torchrun(processes: int, steps: int) -> None:
+        result = subprocess.run(
+            [str(python), "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
+             str(ROOT / "examples" / "train_elastic.py"), "--checkpoint-dir", str(ckpt), "--global-batch-size", "4",
+             "--steps", str(steps), "--checkpoint-every", "2", "--features", "4"],
+            env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    torchrun(2, 4)
+    torchrun(1, 6)
+    read = subprocess.run([str(python), str(ROOT / "tests" / "finetune" / "read_mlflow.py"), mlruns.as_uri()],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert read.returncode == 0, read.stderr[-3000:]
+    (run,) = json.loads(read.stdout)["runs"]
+    assert run["status"] == "FINISHED"
+    assert run["history"]["world_size"] == [[1, 2.0], [2, 2.0], [3, 2.0], [4, 2.0], [5, 1.0], [6, 1.0]]
+    assert [step for step, _ in run["history"]["loss"]] == [1, 2, 3, 4, 5, 6]
+    assert all(loss > 0 for _, loss in run["history"]["loss"])
+    assert json.loads((ckpt / "step-000000006" / "meta.json").read_text())["mlflow_run_id"]
+
+
+def test_train_elastic_logs_nothing_without_a_tracking_uri():
+    code = ("import os, sys; os.environ.pop('MLFLOW_TRACKING_URI', None); sys.modules['mlflow'] = None; "
+            "sys.path.insert(0, 'examples'); import train_elastic; print(train_elastic.start_mlflow_run(None))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert (result.returncode, result.stdout.strip()) == (0, "None"), result.stderr
 
 
 @pytest.mark.parametrize("global_batch, world_size, micro_batch, steps", [
