@@ -10,8 +10,9 @@ A node counts when it is Ready, not cordoned, not marked unschedulable by HyperP
 NoSchedule/NoExecute taint it has is one of `ToleratedTaints` (those the waiting add-ons tolerate; [] for add-ons
 that tolerate none). When none appears before `WaitMinutes`, the resource completes anyway with `Node` = "" rather
 than fail: failing would roll back the HyperPod cluster, while continuous provisioning keeps adding nodes and the
-add-ons' pods schedule when they come (docs/eks.md, "Add-ons"). An API that has not answered by then fails the
-resource: the same endpoint serves every manifest of the stack.
+add-ons' pods schedule when they come (docs/eks.md, "Order of creation"). An API that has not answered by then fails
+the resource (the same endpoint serves every manifest of the stack), as does a refusal lasting REFUSAL_GRACE_SECONDS
+or a server whose certificate is not the cluster's.
 
 Kubernetes API access: the EKS API accepts a bearer token that is a presigned STS GetCallerIdentity URL signed with
 the `x-k8s-aws-id: <cluster name>` header, URL-safe base64 without padding, prefixed `k8s-aws-v1.` (the format of
@@ -39,6 +40,9 @@ LOG.setLevel(logging.INFO)
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_HEADER = "x-k8s-aws-id"
 URL_SECONDS = 60
+# A new access entry takes a moment to authenticate; a refusal that lasts longer is a missing entry or binding, which
+# waiting cannot fix.
+REFUSAL_GRACE_SECONDS = 300
 # HyperPod's node label: Schedulable once basic checks pass; Unschedulable during deep health checks,
 # UnschedulablePendingReplacement / UnschedulablePendingReboot after a failure
 # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-node-labels.html).
@@ -54,6 +58,10 @@ class ApiUnreachable(RuntimeError):
     """The API did not answer this time; the next poll may succeed."""
 
 
+class Refused(RuntimeError):
+    """401/403: the access entry or its RBAC binding is missing, or not yet in effect."""
+
+
 def eks_token(cluster_name: str, region: str) -> str:
     session = boto3.session.Session(region_name=region)
     credentials = session.get_credentials()
@@ -67,8 +75,8 @@ def eks_token(cluster_name: str, region: str) -> str:
 
 
 def list_nodes(props: Mapping[str, Any]) -> list[dict]:
-    """The cluster's nodes. Raises ReadinessError where waiting cannot help (refused, or a server whose certificate is
-    not the cluster's) and ApiUnreachable where it may (the endpoint not answering yet, a 5xx)."""
+    """The cluster's nodes. Raises ReadinessError where waiting cannot help (a server whose certificate is not the
+    cluster's), Refused on 401/403, and ApiUnreachable where waiting may help (no answer yet, a 5xx)."""
     context = ssl.create_default_context(cadata=base64.b64decode(props["CertificateAuthorityData"]).decode())
     request = urllib.request.Request(f"{props['Endpoint'].rstrip('/')}/api/v1/nodes", headers={
         "Authorization": f"Bearer {eks_token(props['ClusterName'], props['Region'])}", "Accept": "application/json"})
@@ -77,8 +85,8 @@ def list_nodes(props: Mapping[str, Any]) -> list[dict]:
             return json.load(response).get("items", [])
     except urllib.error.HTTPError as error:
         detail = error.read()[:300].decode(errors="replace")
-        if error.code in (401, 403):  # access entry or RBAC missing: waiting would never end well
-            raise ReadinessError(f"the EKS API refused to list nodes ({error.code}): {detail}") from None
+        if error.code in (401, 403):
+            raise Refused(f"the EKS API refused to list nodes ({error.code}): {detail}") from None
         raise ApiUnreachable(f"the EKS API answered {error.code}: {detail}") from None
     except urllib.error.URLError as error:
         if isinstance(error.reason, ssl.SSLCertVerificationError):
@@ -123,8 +131,9 @@ def on_event(event: Mapping[str, Any], _context: Any = None) -> dict[str, Any]:
     physical_id = event.get("PhysicalResourceId") or f"{props['ClusterName']}/{event['LogicalResourceId']}"
     if event["RequestType"] == "Delete":
         return {"PhysicalResourceId": physical_id}
-    deadline = int(time.time()) + int(props["WaitMinutes"]) * 60
-    return {"PhysicalResourceId": physical_id, "Data": {"Deadline": str(deadline)}}
+    now = int(time.time())
+    return {"PhysicalResourceId": physical_id,
+            "Data": {"Started": str(now), "Deadline": str(now + int(props["WaitMinutes"]) * 60)}}
 
 
 def is_complete(event: Mapping[str, Any], _context: Any = None) -> dict[str, Any]:
@@ -135,6 +144,12 @@ def is_complete(event: Mapping[str, Any], _context: Any = None) -> dict[str, Any
     past_deadline = time.time() >= int(event["Data"]["Deadline"])
     try:
         nodes = list_nodes(props)
+    except Refused as error:
+        if time.time() >= int(event["Data"]["Started"]) + REFUSAL_GRACE_SECONDS:
+            raise ReadinessError(f"{error}; check the function role's EKS access entry and the ClusterRoleBinding "
+                                 "of its group") from None
+        LOG.info("%s; a new access entry may not be in effect yet, trying again", error)
+        return {"IsComplete": False}
     except ApiUnreachable as error:
         if past_deadline:  # never reached in the whole wait: the kubectl handler could not reach it either
             raise ReadinessError(f"{error} (for {props['WaitMinutes']} minutes)") from None

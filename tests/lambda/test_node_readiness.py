@@ -226,10 +226,14 @@ def test_gives_up_waiting_at_the_deadline_without_failing(api, monkeypatch):
     assert readiness.is_complete(evt) == {"IsComplete": True, "Data": {"Node": ""}}
 
 
-def test_refusal_fails_at_once(api):
+def test_a_refusal_is_retried_while_the_access_entry_may_be_new_then_fails(api, monkeypatch):
     api.status = 403  # the access entry's group is not bound to reading nodes
-    with pytest.raises(ReadinessError, match=r"refused to list nodes \(403\).*forbidden"):
-        readiness.is_complete(started(event(api)))
+    evt = started(event(api))
+    assert readiness.is_complete(evt) == {"IsComplete": False}
+    later = time.time() + readiness.REFUSAL_GRACE_SECONDS
+    monkeypatch.setattr(readiness.time, "time", lambda: later)
+    with pytest.raises(ReadinessError, match=r"refused to list nodes \(403\).*forbidden.*access entry"):
+        readiness.is_complete(evt)
 
 
 def test_a_server_without_the_clusters_certificate_is_not_trusted(api):
