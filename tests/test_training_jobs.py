@@ -17,6 +17,7 @@ import yaml
 
 from conftest import ROOT
 from platform_config import ConfigError
+from platform_config.eks import DEFAULT_KUBERNETES
 from manifests.training_jobs import load_jobs, parse_jobs, render_job
 
 TEAMS = ("research", "production")
@@ -92,7 +93,7 @@ def test_examples_use_both_scaling_styles():
 
 
 def test_shipped_crd_is_a_valid_custom_resource_definition():
-    kubernetes_validate.validate(CRD, "1.33", strict=True)
+    kubernetes_validate.validate(CRD, DEFAULT_KUBERNETES, strict=True)
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in MANIFESTS.glob("*.yaml")))
@@ -107,7 +108,7 @@ def test_pod_template_is_a_valid_core_object(name):
         kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate",
                                       "metadata": {"name": f"{manifest['metadata']['name']}-{replica['name']}",
                                                    "namespace": manifest["metadata"]["namespace"]},
-                                      "template": replica["template"]}, "1.33", strict=True)
+                                      "template": replica["template"]}, DEFAULT_KUBERNETES, strict=True)
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in MANIFESTS.glob("*.yaml")))
