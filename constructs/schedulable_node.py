@@ -1,6 +1,7 @@
 """Custom::SchedulableNode: a resource that completes once the EKS cluster has a node the pods of some add-ons can run
 on (lambda/node_readiness/readiness.py says what counts and why). Add-ons that run Deployments depend on one, so
-CloudFormation creates them when they can run instead of leaving them DEGRADED, which it reports as success.
+CloudFormation creates them when they can run instead of leaving them DEGRADED, which it reports as success
+(its add-on handler treats DEGRADED as a successful end state: hashicorp/terraform-provider-aws#44669).
 
 The check lists nodes through the EKS API: its function runs in the cluster's private subnets with the kubectl
 handler's security group (the API endpoint is private), authenticates as its own role, and that role's access entry
