@@ -16,6 +16,7 @@ import yaml
 
 from conftest import ROOT
 from platform_config import PlatformConfig
+from platform_config.eks import DEFAULT_KUBERNETES
 from platform_config.storage import checkpoint_dir
 from manifests.training_jobs import job_errors, parse_jobs
 from test_training_jobs import crd_errors
@@ -108,7 +109,7 @@ def test_manifest_carries_args_yaml_and_the_image_it_names():
     assert container["command"] == ["hyperpodrun"]
     assert container["args"][:3] == [f"--nproc-per-node={ARGS['eks']['gpus_per_pod']}", "--rdzv-backend=hyperpod",
                                      "/workspace/finetune/train.py"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["HYPERPOD_SIGNAL_COORDINATION"] == "distributed"
     assert env["GLOBAL_BATCH_SIZE"] == str(ARGS["training"]["global_batch_size"])
     assert env["CHECKPOINT_DIR"] == f"/fsx/checkpoints/{ARGS['name']}"  # the team's directory, inside the S3 link
@@ -117,10 +118,10 @@ def test_manifest_carries_args_yaml_and_the_image_it_names():
 def test_manifest_is_a_valid_job_and_config_map():
     config_map, job = documents()
     assert crd_errors(job) == []
-    kubernetes_validate.validate(config_map, "1.33", strict=True)
+    kubernetes_validate.validate(config_map, DEFAULT_KUBERNETES, strict=True)
     kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate",
                                   "metadata": {"name": "x", "namespace": job["metadata"]["namespace"]},
-                                  "template": job["spec"]["replicaSpecs"][0]["template"]}, "1.33", strict=True)
+                                  "template": job["spec"]["replicaSpecs"][0]["template"]}, DEFAULT_KUBERNETES, strict=True)
 
 
 def test_manifest_sizes_fit_the_teams_quota_and_keep_the_global_batch():
