@@ -400,11 +400,12 @@ def delete_file_system(account: Account, plan: Plan, region: str | None, fs: Fil
 
     def lifecycle() -> str | None:
         try:
-            return fsx.describe_file_systems(FileSystemIds=[fs.file_system_id])["FileSystems"][0]["Lifecycle"]
+            found = fsx.describe_file_systems(FileSystemIds=[fs.file_system_id])["FileSystems"]
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") == "FileSystemNotFound":
                 return None
             raise
+        return found[0].get("Lifecycle", "DELETING") if found else None
     print(f"FSx {fs.file_system_id}: deleting ...", flush=True)
     _wait(f"deletion of FSx {fs.file_system_id}", lifecycle, done=set(), failed={"FAILED"})
     print(f"FSx {fs.file_system_id}: deleted")
