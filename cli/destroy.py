@@ -18,17 +18,20 @@ stack templates), not from a list in this file:
  4. Only then, stack by stack: termination protection off (if on), DeleteStack, wait until DELETE_COMPLETE. A stack
     that fails to delete stops the run, naming the resource and CloudFormation's reason; run it again once fixed
     (stacks already gone are skipped).
- 5. The network stack is kept while any FSx file system uses its subnets: the output says which and how to finish by
-    hand. With --delete-file-systems the platform's own file systems (those carrying every tag the template gives
-    them) are deleted first: before their stack goes, an EXPORT_TO_REPOSITORY task writes what is on the file system
-    under its data repository associations to S3 and must succeed; after it, a backup is taken where FSx allows one
-    (a persistent file system not linked to S3). FSx cannot back up a file system linked to S3 by a data repository
-    association (CreateBackup, FSx API reference), so deleting one also needs --without-backup, which says so: what
-    is under its association paths stays in the S3 bucket, anything else on it is lost.
+ 5. The stack that holds a retained FSx file system also holds its data repository association, which goes with
+    it (the file system stays, no longer linked to S3). So before that stack is deleted, an EXPORT_TO_REPOSITORY
+    task writes what is on the file system under its associations to S3, and must succeed.
+ 6. The network stack is kept while any FSx file system uses its subnets: the output says which and how to finish by
+    hand (then `make destroy` again). With --delete-file-systems the platform's own file systems (those carrying
+    every tag the template gives them) are deleted right after their stack, each after a backup where FSx takes one
+    (a persistent file system not linked to a data repository), and the network goes last. FSx cannot back up a
+    file system linked to S3 (CreateBackup, FSx API reference), so for the platform's (linked in its template)
+    --delete-file-systems also needs --without-backup: what was under its association paths stays in S3, anything
+    else on it is lost. A file system that is not the platform's keeps the network in every case.
 
 Region: each stack's own when the assembly pins one, else boto3's (AWS_REGION / AWS_PROFILE / config file); credentials
-come from boto3's chain. Exit status: 0 done (network kept included), 1 not confirmed or a deletion failed, 2 bad
-input, no credentials or an AWS error, always with one line on stderr.
+come from boto3's chain. Exit status: 0 done (a kept network included); 1 not confirmed (nothing changed) or a
+deletion that failed; 2 bad input, no credentials or an AWS error. A failure is one line on stderr.
 """
 from __future__ import annotations
 
@@ -51,7 +54,6 @@ POLL_SECONDS = 15.0
 KEEPING_POLICIES = ("Retain", "RetainExceptOnCreate")
 FSX = "AWS::FSx::FileSystem"
 DRA = "AWS::FSx::DataRepositoryAssociation"
-NETWORK_TYPES = ("AWS::EC2::Subnet", "AWS::EC2::VPC")
 # FSx: "you can create a backup only for file systems that have ... A Persistent deployment type; Are not linked to a
 # data repository" (CreateBackup, https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateBackup.html).
 BACKUP_DOC = "https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html"
@@ -233,12 +235,11 @@ class Account:
                     StackName=stack.name) for r in page["StackResourceSummaries"]
                 if r["ResourceType"] in wanted and r.get("PhysicalResourceId")}
 
-    def file_systems_in(self, region: str | None, subnet_ids: set[str]) -> list[FileSystem]:
-        fsx = self.client("fsx", region)
+    def file_systems(self, region: str | None) -> list[FileSystem]:
         found = []
-        for page in fsx.get_paginator("describe_file_systems").paginate():
+        for page in self.client("fsx", region).get_paginator("describe_file_systems").paginate():
             for fs in page["FileSystems"]:
-                if subnet_ids & set(fs.get("SubnetIds", [])) and fs.get("Lifecycle") != "DELETING":
+                if fs.get("Lifecycle") != "DELETING":
                     found.append(FileSystem(
                         file_system_id=fs["FileSystemId"],
                         deployment_type=(fs.get("LustreConfiguration") or {}).get("DeploymentType", ""),
@@ -269,28 +270,47 @@ class Plan:
     out_dir: Path
     name: str
     stacks: dict[str, AssemblyStack]
-    order: list[str]                        # assembly ids, deletion order
-    deployed: dict[str, Deployed | None]
+    order: list[str]                                   # assembly ids, deletion order
     delete_file_systems: bool
     without_backup: bool
+    deployed: dict[str, Deployed | None] = field(default_factory=dict)
+    file_systems: list[FileSystem] = field(default_factory=list)   # in the regions of the stacks that hold FSx
+    subnets: dict[str, set[str]] = field(default_factory=dict)     # stack used by a kept FSx -> its subnet ids
 
     @property
     def kept(self) -> list[Kept]:
         return [k for s in self.order for k in self.stacks[s].kept]
 
-    def held(self, artifact_id: str) -> list[Kept]:
-        """Kept resources that use this stack's outputs (they keep it in use)."""
-        return [k for k in self.kept if self.stacks[artifact_id].name in k.uses]
+    @property
+    def kept_file_systems(self) -> list[Kept]:
+        return [k for k in self.kept if k.resource_type == FSX and k.policy in KEEPING_POLICIES]
 
-    def file_system_templates(self, artifact_id: str) -> list[Kept]:
-        return [k for k in self.held(artifact_id) if k.resource_type == FSX and k.policy in KEEPING_POLICIES]
+    def used_stacks(self) -> list[str]:
+        """Stacks whose outputs a kept FSx file system uses (the network): kept while a file system sits in them."""
+        names = {n for k in self.kept_file_systems for n in k.uses}
+        return [a for a in self.order if self.stacks[a].name in names]
+
+    def platforms(self, fs: FileSystem) -> bool:
+        """The platform's own file system: it carries every tag the template gives a kept FSx file system."""
+        return any(k.tags and fs.carries(k.tags) for k in self.kept_file_systems)
+
+    def linked(self, fs: FileSystem) -> bool:
+        return any(k.linked_to_s3 and k.tags and fs.carries(k.tags) for k in self.kept_file_systems)
+
+    def holders(self, artifact_id: str, file_systems: list[FileSystem] | None = None) -> list[FileSystem]:
+        subnets = self.subnets.get(artifact_id, set())
+        return [fs for fs in (self.file_systems if file_systems is None else file_systems)
+                if subnets & set(fs.subnet_ids)]
+
+    def ours(self) -> list[FileSystem]:
+        return [fs for fs in self.file_systems if self.platforms(fs)]
 
 
 def check_flags(plan: Plan) -> None:
     if plan.without_backup and not plan.delete_file_systems:
         raise Refused("--without-backup applies only with --delete-file-systems")
     if plan.delete_file_systems and not plan.without_backup:
-        linked = [k for k in plan.kept if k.resource_type == FSX and k.linked_to_s3]
+        linked = [k for k in plan.kept_file_systems if k.linked_to_s3]
         if linked:
             names = ", ".join(f"{k.stack} {k.logical_id}" for k in linked)
             raise Refused(f"{names}: linked to S3 by a data repository association, and FSx cannot back up a file "
@@ -299,7 +319,7 @@ def check_flags(plan: Plan) -> None:
                           "is lost)")
 
 
-def render(plan: Plan, file_systems: dict[str, list[FileSystem]]) -> list[str]:
+def render(plan: Plan) -> list[str]:
     lines = [f"Platform {plan.name} ({plan.out_dir}): stacks are deleted in this order, each once the stacks that "
              "depend on it are gone:"]
     for i, artifact_id in enumerate(plan.order, 1):
@@ -309,61 +329,38 @@ def render(plan: Plan, file_systems: dict[str, list[FileSystem]]) -> list[str]:
         lines.append(f"  {i}. {stack.name} [{state}]")
         if deployed is None:
             continue
-        holders = file_systems.get(artifact_id, [])
-        if holders and not _deletable(plan, artifact_id, holders):
-            ids = ", ".join(fs.file_system_id for fs in holders)
-            lines.append(f"     KEPT: FSx file system(s) {ids} use its subnets (delete them first, or rerun with "
-                         "--delete-file-systems for the platform's own)")
+        holders = plan.holders(artifact_id)
+        if holders and not (plan.delete_file_systems and all(plan.platforms(fs) for fs in holders)):
+            lines.append(f"     KEPT: FSx file system(s) {', '.join(fs.file_system_id for fs in holders)} use its "
+                         "subnets" + ("" if plan.delete_file_systems else
+                                      " (rerun with --delete-file-systems to delete the platform's own first)"))
             continue
+        if any(k.resource_type == FSX for k in stack.kept):
+            for fs in plan.ours():
+                lines.append(f"     first: FSx {fs.file_system_id}: export to S3 of what is under its data "
+                             "repository associations (must succeed: the associations go with this stack)")
         nested = f", {len(stack.nested)} nested stack(s)" if stack.nested else ""
         types = ", ".join(f"{t} x{n}" for t, n in sorted(stack.deleted.items()))
         lines.append(f"     deletes {sum(stack.deleted.values())} resources{nested}: {types}")
-    lines.append("Kept in the account (DeletionPolicy in the templates; they hold data or decrypt it):")
-    for artifact_id in plan.order:
-        for kept in plan.stacks[artifact_id].kept:
-            if plan.delete_file_systems and kept.resource_type == FSX and kept.policy in KEEPING_POLICIES:
-                continue
-            lines.append(f"  {kept.stack}: {kept}")
-    if plan.delete_file_systems:
-        lines.append("Deleted as well (--delete-file-systems):")
-        for fs_list in file_systems.values():
-            for fs in fs_list:
-                if _platforms(plan, fs):
-                    lines.append(f"  FSx {fs.file_system_id}: {_fs_fate(plan, fs)}")
-        if not any(_platforms(plan, fs) for fs_list in file_systems.values() for fs in fs_list):
-            lines.append("  no FSx file system of this platform is left in the network's subnets")
+        if plan.delete_file_systems and any(k.resource_type == FSX for k in stack.kept):
+            for fs in plan.ours():
+                lines.append(f"     then: FSx {fs.file_system_id}: " + (
+                    "deleted WITHOUT a backup (linked to S3: FSx cannot back it up; --without-backup given; a backup "
+                    "is still taken if FSx accepts one once the association is gone)" if plan.linked(fs) else
+                    "backed up (the backup is kept), then deleted"))
+    lines.append("Kept in the account (DeletionPolicy in the templates):")
+    for kept in plan.kept:
+        if plan.delete_file_systems and kept in plan.kept_file_systems:
+            lines.append(f"  {kept.stack}: {kept.logical_id} ({kept.resource_type}): deleted (--delete-file-systems)")
+            continue
+        lines.append(f"  {kept.stack}: {kept}")
+        if kept.linked_to_s3:
+            lines.append("      its data repository association is deleted with the stack (after the export): the "
+                         "file system stays, no longer linked to S3")
     return lines
 
 
-def _platforms(plan: Plan, fs: FileSystem) -> bool:
-    """The platform's own file system: it carries every tag the template gives a retained FSx file system."""
-    return any(k.tags and fs.carries(k.tags) for k in plan.kept if k.resource_type == FSX)
-
-
-def _fs_fate(plan: Plan, fs: FileSystem) -> str:
-    linked = any(k.linked_to_s3 and fs.carries(k.tags) for k in plan.kept if k.resource_type == FSX)
-    if linked:
-        return ("a final export to S3 of everything under its data repository associations (must succeed), then "
-                "deleted WITHOUT a backup (FSx cannot back up a file system linked to S3; --without-backup given)")
-    return "backed up (FSx backup, kept), then deleted"
-
-
-def _deletable(plan: Plan, artifact_id: str, holders: list[FileSystem]) -> bool:
-    return plan.delete_file_systems and all(_platforms(plan, fs) for fs in holders)
-
-
 # --- run -------------------------------------------------------------------------------------------------------------
-
-def _network_file_systems(account: Account, plan: Plan, artifact_id: str) -> list[FileSystem]:
-    stack = plan.stacks[artifact_id]
-    subnets = account.physical_ids(stack, ["AWS::EC2::Subnet"])
-    return account.file_systems_in(stack.region, subnets) if subnets else []
-
-
-def _holding_stacks(plan: Plan) -> list[str]:
-    """Stacks whose outputs a kept FSx file system uses (the network)."""
-    return [a for a in plan.order if plan.file_system_templates(a)]
-
 
 def export_to_s3(account: Account, region: str | None, fs: FileSystem) -> None:
     fsx = account.client("fsx", region)
@@ -379,23 +376,39 @@ def export_to_s3(account: Account, region: str | None, fs: FileSystem) -> None:
     print(f"FSx {fs.file_system_id}: exported")
 
 
-def delete_file_system(account: Account, plan: Plan, region: str | None, fs: FileSystem) -> None:
+def backup(account: Account, plan: Plan, region: str | None, fs: FileSystem) -> None:
+    """A backup where FSx takes one; without one only with --without-backup."""
     from botocore.exceptions import ClientError
     fsx = account.client("fsx", region)
-    linked = bool(account.associations(region, fs.file_system_id))
-    if fs.deployment_type.startswith("PERSISTENT") and not linked:
-        backup = fsx.create_backup(FileSystemId=fs.file_system_id,
-                                   Tags=[{"Key": "deleted-by", "Value": f"make destroy {plan.name}"}])["Backup"]
-        print(f"FSx {fs.file_system_id}: backup {backup['BackupId']} ...", flush=True)
-        _wait(f"backup {backup['BackupId']}",
-              lambda: fsx.describe_backups(BackupIds=[backup["BackupId"]])["Backups"][0]["Lifecycle"],
-              done={"AVAILABLE"}, failed={"FAILED", "DELETED"})
-        print(f"FSx {fs.file_system_id}: backup {backup['BackupId']} AVAILABLE (kept)")
-    elif not plan.without_backup:
-        raise Failed(f"FSx {fs.file_system_id} cannot be backed up (linked to S3, or not persistent) and "
-                     "--without-backup was not given: not deleted")
+    refusal = None
+    if not fs.deployment_type.startswith("PERSISTENT"):
+        refusal = f"deployment type {fs.deployment_type or 'unknown'} (backups need a persistent one)"
+    elif account.associations(region, fs.file_system_id):
+        refusal = "linked to S3 by a data repository association"
     else:
-        print(f"FSx {fs.file_system_id}: no backup possible (linked to S3); deleting without one (--without-backup)")
+        try:
+            made = fsx.create_backup(FileSystemId=fs.file_system_id,
+                                     Tags=[{"Key": "deleted-by", "Value": f"make destroy {plan.name}"}])["Backup"]
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "BadRequest":
+                raise
+            refusal = one_line(error)
+        else:
+            print(f"FSx {fs.file_system_id}: backup {made['BackupId']} ...", flush=True)
+            _wait(f"backup {made['BackupId']}",
+                  lambda: fsx.describe_backups(BackupIds=[made["BackupId"]])["Backups"][0]["Lifecycle"],
+                  done={"AVAILABLE"}, failed={"FAILED", "DELETED"})
+            print(f"FSx {fs.file_system_id}: backup {made['BackupId']} AVAILABLE (kept)")
+            return
+    if not plan.without_backup:
+        raise Failed(f"FSx {fs.file_system_id}: no backup possible ({refusal}) and --without-backup was not given: "
+                     "not deleted")
+    print(f"FSx {fs.file_system_id}: no backup possible ({refusal}); deleting without one (--without-backup)")
+
+
+def delete_file_system(account: Account, region: str | None, fs: FileSystem) -> None:
+    from botocore.exceptions import ClientError
+    fsx = account.client("fsx", region)
     fsx.delete_file_system(FileSystemId=fs.file_system_id, LustreConfiguration={"SkipFinalBackup": True})
 
     def lifecycle() -> str | None:
@@ -436,9 +449,11 @@ def finish_by_hand(stack: AssemblyStack, holders: list[FileSystem]) -> list[str]
     region = f" --region {stack.region}" if stack.region else ""
     lines = [f"{stack.name} KEPT: FSx file system(s) {', '.join(f.file_system_id for f in holders)} still use its "
              "subnets and security group, and CloudFormation cannot delete a subnet or security group in use.",
-             "To finish by hand, once the data is where you want it (FSx cannot back up a file system linked to S3; "
-             "what is under its data repository association paths is already in the data bucket):"]
+             "To finish by hand, once its data is where you want it (what was under its data repository associations "
+             "was exported to S3 before they were deleted; anything else is only on the file system):"]
     for fs in holders:
+        lines.append(f"  aws fsx create-backup{region} --file-system-id {fs.file_system_id}   # optional: FSx takes "
+                     "one only from a persistent file system not linked to S3")
         lines.append(f"  aws fsx delete-file-system{region} --file-system-id {fs.file_system_id} "
                      "--lustre-configuration SkipFinalBackup=true")
         lines.append(f"  aws fsx describe-file-systems{region} --file-system-ids {fs.file_system_id}   "
@@ -458,6 +473,16 @@ def confirmed(name: str, assume_yes: bool) -> bool:
     return answer.strip() == name
 
 
+def _look(account: Account, plan: Plan) -> None:
+    """Read only: which stacks exist, the FSx file systems where the platform keeps one, the subnets they may use."""
+    plan.deployed = {a: account.deployed(plan.stacks[a]) for a in plan.order}
+    regions = {plan.stacks[a].region for a in plan.order if any(k in plan.kept_file_systems
+                                                                 for k in plan.stacks[a].kept)}
+    plan.file_systems = [fs for region in sorted(regions, key=str) for fs in account.file_systems(region)]
+    plan.subnets = {a: account.physical_ids(plan.stacks[a], ["AWS::EC2::Subnet"])
+                    for a in plan.used_stacks() if plan.deployed[a]}
+
+
 def run(argv: list[str] | None = None, session=None) -> int:
     args = parse_args(argv)
     out_dir = Path(args.out_dir)
@@ -466,7 +491,7 @@ def run(argv: list[str] | None = None, session=None) -> int:
         raise Refused(problem)
     stacks = read_assembly(out_dir)
     plan = Plan(out_dir=out_dir, name=platform_name(out_dir, stacks), stacks=stacks,
-                order=deletion_order(stack_dependencies(out_dir)), deployed={},
+                order=deletion_order(stack_dependencies(out_dir)),
                 delete_file_systems=args.delete_file_systems, without_backup=args.without_backup)
     check_flags(plan)
     if session is None:
@@ -477,11 +502,9 @@ def run(argv: list[str] | None = None, session=None) -> int:
         session = boto3.Session()
     account = Account(session)
 
-    # Read only, before the question.
-    plan.deployed = {a: account.deployed(stacks[a]) for a in plan.order}
-    file_systems = {a: _network_file_systems(account, plan, a) for a in _holding_stacks(plan) if plan.deployed[a]}
-    print("\n".join(render(plan, file_systems)))
-    if not any(plan.deployed.values()):
+    _look(account, plan)
+    print("\n".join(render(plan)))
+    if not any(plan.deployed.values()) and not (plan.delete_file_systems and plan.ours()):
         print(f"Nothing of {plan.name} is deployed: nothing to delete.")
         return 0
     if not confirmed(plan.name, args.yes):
@@ -491,29 +514,25 @@ def run(argv: list[str] | None = None, session=None) -> int:
     kept_stacks: list[tuple[AssemblyStack, list[FileSystem]]] = []
     for artifact_id in plan.order:
         stack, deployed = stacks[artifact_id], plan.deployed[artifact_id]
+        holds_fsx = any(k in plan.kept_file_systems for k in stack.kept)
         if deployed is None:
             print(f"{stack.name}: not deployed, skipped")
-            continue
-        if plan.delete_file_systems and any(k.resource_type == FSX for k in stack.kept):
-            # The export runs while the association still exists: deleting this stack deletes it.
-            for holder in _holding_stacks(plan):
-                for fs in file_systems.get(holder, []):
-                    if _platforms(plan, fs):
-                        export_to_s3(account, stack.region, fs)
-        if artifact_id in file_systems:
-            holders = _network_file_systems(account, plan, artifact_id)
-            if plan.delete_file_systems:
-                for fs in [f for f in holders if _platforms(plan, f)]:
-                    delete_file_system(account, plan, stack.region, fs)
-                holders = _network_file_systems(account, plan, artifact_id)
-            if holders:
-                kept_stacks.append((stack, holders))
-                print(f"{stack.name}: kept (FSx {', '.join(f.file_system_id for f in holders)} uses it)")
-                continue
-        delete_stack(account, stack, deployed)
+        elif artifact_id in plan.subnets and (holders := plan.holders(artifact_id, account.file_systems(stack.region))):
+            kept_stacks.append((stack, holders))
+            print(f"{stack.name}: kept (FSx {', '.join(f.file_system_id for f in holders)} uses its subnets)")
+        else:
+            if holds_fsx:  # while its data repository associations exist: they go with this stack
+                for fs in plan.ours():
+                    export_to_s3(account, stack.region, fs)
+            delete_stack(account, stack, deployed)
+        if holds_fsx and plan.delete_file_systems:
+            for fs in plan.ours():
+                backup(account, plan, stack.region, fs)
+                delete_file_system(account, stack.region, fs)
 
-    print(f"\nDone. Kept in the account: {len(plan.kept)} retained resource(s) listed above"
-          f"{' (platform FSx deleted)' if plan.delete_file_systems else ''}; delete them yourself when you mean to.")
+    kept = [k for k in plan.kept if not (plan.delete_file_systems and k in plan.kept_file_systems)]
+    print(f"\nDone. {len(kept)} retained resource(s) stay in the account (listed above); delete them yourself when "
+          "you mean to.")
     for stack, holders in kept_stacks:
         print("\n".join(finish_by_hand(stack, holders)))
     return 0
@@ -524,15 +543,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("out_dir", nargs="?", default="cdk.out", help="the synthesized cloud assembly (make synth)")
     parser.add_argument("--yes", action="store_true", help="do not ask for the platform's name (non-interactive)")
     parser.add_argument("--delete-file-systems", action="store_true",
-                        help="also delete the platform's retained FSx file systems (final export to S3, a backup "
-                             "where FSx allows one), then the network stack")
+                        help="also delete the platform's retained FSx file systems (after the final export to S3, "
+                             "with a backup where FSx allows one), so the network stack can go too")
     parser.add_argument("--without-backup", action="store_true",
                         help="with --delete-file-systems: accept deleting a file system FSx cannot back up (linked to "
-                             "S3; its association paths stay in S3, anything else on it is lost)")
+                             "S3: what is under its association paths stays in S3, anything else on it is lost)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None, session=None) -> int:
+    """run(), with one line on stderr when it stops: bad input or no credentials (2), not confirmed or a deletion
+    that failed (1), an AWS error (2). `session` (a boto3.Session) is for tests; otherwise boto3's default chain."""
     from botocore.exceptions import BotoCoreError, ClientError
     parse_args(argv)  # --help and usage errors exit here, as argparse does
     try:

@@ -301,7 +301,7 @@ def test_the_plan_names_what_goes_and_what_stays(platform, monkeypatch, capsys):
     assert order == destroy.deletion_order(stack_dependencies(platform.out_dir))
     # every Retain resource of every template is listed as kept, and nothing else
     listed = {(line.split(": ")[0].strip(), line.split(": ")[1].split(" (")[0])
-              for line in kept.splitlines()[1:] if line.startswith("  ")}
+              for line in kept.splitlines()[1:] if line.startswith("  ") and not line.startswith("   ")}
     assert listed == retained(platform)
     assert {r for _, r in listed} >= {"LustreFileSystem4AFDAE78", "DataBucketE3889A50", "VpcFlowLogGroupBF601037"}
     assert f"FSx file system(s) {fs} use its subnets" in plan
@@ -341,7 +341,11 @@ def test_confirmed_it_deletes_in_reverse_order_and_keeps_the_network_while_fsx_u
     assert fs in platform.file_system_ids()
     assert f"{NAME}-network KEPT: FSx file system(s) {fs} still use its subnets" in out
     assert f"aws fsx delete-file-system --region {REGION} --file-system-id {fs}" in out
-    assert not platform.calls.names("DeleteFileSystem", "CreateBackup", "CreateDataRepositoryTask")
+    assert not platform.calls.names("DeleteFileSystem", "CreateBackup")
+    # the association goes with the storage stack: the export to S3 runs before, and only once
+    changes = [(op, platform.protection.ids.get(s, s)) for op, s in platform.calls.names(*MUTATING)]
+    assert changes.index(("CreateDataRepositoryTask", fs)) < changes.index(("DeleteStack", f"{NAME}-storage"))
+    assert changes.count(("CreateDataRepositoryTask", fs)) == 1
 
 
 def test_a_rerun_once_fsx_is_gone_deletes_the_network(platform, monkeypatch, capsys):
