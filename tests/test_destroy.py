@@ -394,3 +394,58 @@ def test_a_file_system_not_of_this_platform_keeps_the_network(platform, capsys):
 def test_without_backup_alone_is_refused(platform, capsys):
     assert destroy_main(platform, "--yes", "--without-backup") == 2
     assert capsys.readouterr().err == "destroy: --without-backup applies only with --delete-file-systems\n"
+
+
+def without_associations(out_dir: Path, tmp_path: Path) -> Path:
+    """A copy of the assembly's manifest and templates whose storage template has no data repository association:
+    a file system FSx can back up."""
+    copy = tmp_path / "assembly"
+    copy.mkdir()
+    for path in out_dir.glob("*.json"):
+        data = json.loads(path.read_text())
+        if path.name == f"{NAME}-storage.template.json":
+            data["Resources"] = {lid: r for lid, r in data["Resources"].items()
+                                 if r["Type"] != "AWS::FSx::DataRepositoryAssociation"}
+        (copy / path.name).write_text(json.dumps(data))
+    return copy
+
+
+def test_a_file_system_fsx_can_back_up_is_backed_up_before_it_is_deleted(synth, aws, tmp_path, capsys):
+    platform = Platform(aws, without_associations(synth("default").out_dir, tmp_path))
+    platform.deploy()
+    fs = platform.file_system()
+
+    # moto 5.2 creates every FSx backup CREATING and never moves it on; FSx makes it AVAILABLE when done.
+    def available(parsed, **_):
+        for backup in parsed.get("Backups", []):
+            backup["Lifecycle"] = "AVAILABLE"
+    aws.events.register("after-call.fsx.DescribeBackups", available)
+
+    assert destroy_main(platform, "--yes", "--delete-file-systems") == 0  # no --without-backup needed
+    changes = platform.calls.names("CreateBackup", "DeleteFileSystem")
+    assert changes == [("CreateBackup", fs), ("DeleteFileSystem", fs)]
+    backups = platform.fsx.describe_backups()["Backups"]  # still there after its file system is gone
+    assert len(backups) == 1 and {"Key": "deleted-by", "Value": f"make destroy {NAME}"} in backups[0]["Tags"]
+    assert set(platform.status().values()) == {"DELETE_COMPLETE"}
+    assert "backed up (the backup is kept), then deleted" in capsys.readouterr().out
+
+
+def test_a_stack_that_fails_to_delete_stops_the_run(platform, capsys):
+    """CloudFormation reports DELETE_FAILED asynchronously (e.g. a resource still in use); moto deletes at once, so
+    DescribeStacks is made to answer DELETE_FAILED for the Studio stack once its deletion was asked for."""
+    failing = []
+
+    def fail_studio(parsed, **_):
+        for stack in parsed.get("Stacks", []):
+            if stack["StackId"] in failing:
+                stack["StackStatus"] = "DELETE_FAILED"
+    platform.session.events.register("after-call.cloudformation.DescribeStacks", fail_studio)
+    platform.session.events.register("before-call.cloudformation.DeleteStack", lambda **_: failing.append(
+        next(i for i, n in platform.protection.ids.items() if n == f"{NAME}-studio"))
+        if platform.protection.ids.get(platform.calls.log[-1][2]["StackName"]) == f"{NAME}-studio" else None)
+
+    assert destroy_main(platform, "--yes") == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"destroy: {NAME}-studio ended DELETE_FAILED") and err.count("\n") == 1
+    deleted = [platform.protection.ids[s] for _, s in platform.calls.names("DeleteStack")]
+    assert deleted == [f"{NAME}-observability", f"{NAME}-cluster", f"{NAME}-studio"]
