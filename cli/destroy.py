@@ -120,7 +120,28 @@ def _literal_tags(resource: dict[str, Any]) -> tuple[tuple[str, str], ...]:
                         if isinstance(t, dict) and isinstance(t.get("Key"), str) and isinstance(t.get("Value"), str)))
 
 
-def _walk(stack: AssemblyStack, out_dir: Path, template_file: str, names: set[str]) -> None:
+def _asset_files(out_dir: Path, artifacts: dict[str, Any]) -> dict[str, str]:
+    """S3 object key -> file in the assembly, from every asset manifest (how a nested stack's TemplateURL names its
+    template when the resource carries no aws:asset:path metadata)."""
+    files = {}
+    for artifact in artifacts.values():
+        if artifact.get("type") == "cdk:asset-manifest":
+            manifest = json.loads((out_dir / artifact["properties"]["file"]).read_text())
+            for asset in manifest.get("files", {}).values():
+                for destination in asset.get("destinations", {}).values():
+                    files[destination["objectKey"]] = asset["source"]["path"]
+    return files
+
+
+def _nested_template(resource: dict[str, Any], assets: dict[str, str]) -> str | None:
+    path = resource.get("Metadata", {}).get("aws:asset:path")
+    if path:
+        return path
+    url = json.dumps(resource.get("Properties", {}).get("TemplateURL", ""))
+    return next((file for key, file in assets.items() if f"/{key}" in url), None)
+
+
+def _walk(stack: AssemblyStack, out_dir: Path, template_file: str, names: set[str], assets: dict[str, str]) -> None:
     template = json.loads((out_dir / template_file).read_text())
     resources = template.get("Resources", {})
     # File systems an association in the same template links to S3 (its FileSystemId is a Ref to them).
@@ -128,10 +149,10 @@ def _walk(stack: AssemblyStack, out_dir: Path, template_file: str, names: set[st
               if r.get("Type") == DRA and isinstance(r.get("Properties", {}).get("FileSystemId"), dict)}
     for lid, resource in resources.items():
         rtype = resource.get("Type", "")
-        nested = resource.get("Metadata", {}).get("aws:asset:path")
-        if rtype == "AWS::CloudFormation::Stack" and nested and (out_dir / nested).is_file():
+        nested = _nested_template(resource, assets) if rtype == "AWS::CloudFormation::Stack" else None
+        if nested and (out_dir / nested).is_file():
             stack.nested.append(nested)
-            _walk(stack, out_dir, nested, names)
+            _walk(stack, out_dir, nested, names, assets)
         policy = resource.get("DeletionPolicy", "Delete")
         if policy in KEEPING_POLICIES or policy == "Snapshot":
             stack.kept.append(Kept(stack=stack.name, logical_id=lid, resource_type=rtype, policy=policy,
@@ -154,8 +175,9 @@ def read_assembly(out_dir: Path) -> dict[str, AssemblyStack]:
             name=props.get("stackName", artifact_id), region=None if region.startswith("unknown") else region,
             protected=bool(props.get("terminationProtection")), template_file=props["templateFile"])
     names = {s.name for s in stacks.values()}
+    assets = _asset_files(out_dir, artifacts)
     for stack in stacks.values():
-        _walk(stack, out_dir, stack.template_file, names)
+        _walk(stack, out_dir, stack.template_file, names, assets)
     return stacks
 
 

@@ -449,3 +449,16 @@ def test_a_stack_that_fails_to_delete_stops_the_run(platform, capsys):
     assert err.startswith(f"destroy: {NAME}-studio ended DELETE_FAILED") and err.count("\n") == 1
     deleted = [platform.protection.ids[s] for _, s in platform.calls.names("DeleteStack")]
     assert deleted == [f"{NAME}-observability", f"{NAME}-cluster", f"{NAME}-studio"]
+
+
+def test_nested_stacks_are_read_with_their_parent(synth):
+    """Per-user Studio profiles live in nested stacks (deleted with the Studio stack): their resources count among
+    what it deletes and their retained ones among what is kept."""
+    s = synth("containers")
+    stacks = destroy.read_assembly(s.out_dir)
+    assert sorted(n for stack in stacks.values() for n in stack.nested) == sorted(s.nested) != []
+    for artifact_id, stack in stacks.items():
+        templates = [json.loads((s.out_dir / f).read_text()) for f in [stack.template_file, *stack.nested]]
+        resources = [(lid, r) for t in templates for lid, r in t["Resources"].items()]
+        assert sum(stack.deleted.values()) == sum(r.get("DeletionPolicy") != "Retain" for _, r in resources)
+        assert {k.logical_id for k in stack.kept} == {lid for lid, r in resources if r.get("DeletionPolicy") == "Retain"}
