@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,9 @@ from botocore.validate import validate_parameters
 
 import cli.destroy as destroy
 from cli.stack_graph import ancestors, stack_dependencies
+from conftest import ROOT
 from moto_server import moto_server
+from test_cli import no_credentials_env
 
 REGION = "us-west-2"
 NAME = "ml-cluster"
@@ -462,3 +466,19 @@ def test_nested_stacks_are_read_with_their_parent(synth):
         resources = [(lid, r) for t in templates for lid, r in t["Resources"].items()]
         assert sum(stack.deleted.values()) == sum(r.get("DeletionPolicy") != "Retain" for _, r in resources)
         assert {k.logical_id for k in stack.kept} == {lid for lid, r in resources if r.get("DeletionPolicy") == "Retain"}
+
+
+def test_importing_it_calls_nothing(tmp_path):
+    """No AWS client, not even boto3, at import time."""
+    code = "import sys, cli.destroy; print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore')))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=no_credentials_env(), capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[]\n"
+
+
+def test_without_credentials_one_line_and_nothing_asked(synth):
+    result = subprocess.run([sys.executable, "-m", "cli.destroy", str(synth("default").out_dir)], cwd=ROOT,
+                            env=no_credentials_env(), capture_output=True, text=True, timeout=60, input="ml-cluster\n")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("destroy: no AWS credentials") and result.stderr.count("\n") == 1
