@@ -349,7 +349,10 @@ def render(plan: Plan) -> list[str]:
         state = "not deployed: skipped" if deployed is None else deployed.status + (
             ", termination protection on (turned off just before its deletion)" if deployed.protected else "")
         lines.append(f"  {i}. {stack.name} [{state}]")
+        holds_fsx = any(k in plan.kept_file_systems for k in stack.kept)
         if deployed is None:
+            if holds_fsx and plan.delete_file_systems:
+                lines += _file_system_fates(plan)
             continue
         holders = plan.holders(artifact_id)
         if holders and not (plan.delete_file_systems and all(plan.platforms(fs) for fs in holders)):
@@ -357,19 +360,15 @@ def render(plan: Plan) -> list[str]:
                          "subnets" + ("" if plan.delete_file_systems else
                                       " (rerun with --delete-file-systems to delete the platform's own first)"))
             continue
-        if any(k.resource_type == FSX for k in stack.kept):
+        if holds_fsx:
             for fs in plan.ours():
                 lines.append(f"     first: FSx {fs.file_system_id}: export to S3 of what is under its data "
                              "repository associations (must succeed: the associations go with this stack)")
         nested = f", {len(stack.nested)} nested stack(s)" if stack.nested else ""
         types = ", ".join(f"{t} x{n}" for t, n in sorted(stack.deleted.items()))
         lines.append(f"     deletes {sum(stack.deleted.values())} resources{nested}: {types}")
-        if plan.delete_file_systems and any(k.resource_type == FSX for k in stack.kept):
-            for fs in plan.ours():
-                lines.append(f"     then: FSx {fs.file_system_id}: " + (
-                    "deleted WITHOUT a backup (linked to S3: FSx cannot back it up; --without-backup given; a backup "
-                    "is still taken if FSx accepts one once the association is gone)" if plan.linked(fs) else
-                    "backed up (the backup is kept), then deleted"))
+        if holds_fsx and plan.delete_file_systems:
+            lines += _file_system_fates(plan)
     lines.append("Kept in the account (DeletionPolicy in the templates):")
     for kept in plan.kept:
         if plan.delete_file_systems and kept in plan.kept_file_systems:
@@ -380,6 +379,13 @@ def render(plan: Plan) -> list[str]:
             lines.append("      its data repository association is deleted with the stack (after the export): the "
                          "file system stays, no longer linked to S3")
     return lines
+
+
+def _file_system_fates(plan: Plan) -> list[str]:
+    return [f"     then: FSx {fs.file_system_id}: " + (
+        "deleted WITHOUT a backup (linked to S3: FSx cannot back it up; --without-backup given; a backup is still "
+        "taken if FSx accepts one once the association is gone)" if plan.linked(fs) else
+        "backed up (the backup is kept), then deleted") for fs in plan.ours()]
 
 
 # --- run -------------------------------------------------------------------------------------------------------------

@@ -128,21 +128,33 @@ class Protection:
 
 
 class Associations:
-    """FSx data repository associations and export tasks (not in moto 5.2), from the storage template's association."""
+    """FSx data repository associations and export tasks (not in moto 5.2), from the storage template's association.
+    An association is a resource of its stack (DeletionPolicy Delete): it goes when that stack is deleted."""
 
-    def __init__(self, session, calls: Calls) -> None:
+    def __init__(self, session, calls: Calls, protection: Protection) -> None:
         self.by_file_system: dict[str, list[dict[str, Any]]] = {}
+        self.owner: dict[str, str] = {}  # association id -> stack name
         self.tasks: dict[str, dict[str, Any]] = {}
-        self.calls = calls
+        self.calls, self.protection = calls, protection
         events = session.events
         events.register("before-call.fsx.DescribeDataRepositoryAssociations", self._describe)
         events.register("before-call.fsx.CreateDataRepositoryTask", self._create_task)
         events.register("before-call.fsx.DescribeDataRepositoryTasks", self._describe_tasks)
+        events.register("after-call.cloudformation.DeleteStack", self._stack_deleted)
 
-    def link(self, file_system_id: str, association: dict[str, Any]) -> None:
+    def link(self, file_system_id: str, association: dict[str, Any], stack: str) -> None:
+        association_id = f"dra-{len(self.owner):017x}"
+        self.owner[association_id] = stack
         self.by_file_system.setdefault(file_system_id, []).append(
-            {"AssociationId": f"dra-{len(self.by_file_system):017x}", "FileSystemId": file_system_id,
-             "Lifecycle": "AVAILABLE", **association})
+            {"AssociationId": association_id, "FileSystemId": file_system_id, "Lifecycle": "AVAILABLE",
+             **association})
+
+    def _stack_deleted(self, parsed, **_):
+        if "Error" in parsed:
+            return
+        stack = self.protection._name(self.protection._params("DeleteStack")["StackName"])
+        for file_system_id, found in self.by_file_system.items():
+            found[:] = [a for a in found if self.owner[a["AssociationId"]] != stack]
 
     def _describe(self, model, **_):
         params = next(p for _, op, p in reversed(self.calls.log) if op == "DescribeDataRepositoryAssociations")
@@ -183,7 +195,7 @@ class Platform:
         self.session, self.out_dir = session, out_dir
         self.calls = Calls(session)
         self.protection = Protection(session, self.calls)
-        self.associations = Associations(session, self.calls)
+        self.associations = Associations(session, self.calls, self.protection)
         self.cfn = session.client("cloudformation")
         self.fsx = session.client("fsx")
         manifest = json.loads((out_dir / "manifest.json").read_text())["artifacts"]
@@ -223,9 +235,22 @@ class Platform:
                     association["Properties"]["FileSystemId"] == {"Ref": lid}:
                 self.associations.link(created["FileSystemId"], {
                     "FileSystemPath": association["Properties"]["FileSystemPath"],
-                    "DataRepositoryPath": "s3://ml-cluster-data-bucket/"})
+                    "DataRepositoryPath": "s3://ml-cluster-data-bucket/"}, f"{NAME}-storage")
         self.calls.log.clear()
         return created["FileSystemId"]
+
+    def backups_complete(self) -> None:
+        """moto 5.2 creates every FSx backup CREATING and never moves it on; FSx makes it AVAILABLE when done."""
+        def available(parsed, **_):
+            for backup in parsed.get("Backups", []):
+                backup["Lifecycle"] = "AVAILABLE"
+        self.session.events.register("after-call.fsx.DescribeBackups", available)
+
+    def backups_refused(self) -> None:
+        """FSx refusing a backup (moto 5.2 backs up anything)."""
+        self.session.events.register("before-call.fsx.CreateBackup", lambda model, **_: _answer(None, model, {
+            "Error": {"Code": "BadRequest", "Message": "test: FSx refused the backup"},
+            "ResponseMetadata": {"HTTPStatusCode": 400}}, status=400))
 
     def status(self) -> dict[str, str]:
         """Every stack of the assembly: its status, DELETE_COMPLETE once DescribeStacks no longer lists it."""
@@ -371,19 +396,48 @@ def test_deleting_the_linked_file_system_needs_its_own_acknowledgement(platform,
     assert platform.calls.log == []  # refused before any AWS call
 
 
-def test_delete_file_systems_exports_then_deletes_fsx_then_the_network(platform, monkeypatch, capsys):
+def mutations(platform: Platform) -> list[tuple[str, str]]:
+    return [(op, platform.protection.ids.get(s, s)) for op, s in platform.calls.names(*MUTATING)]
+
+
+def test_delete_file_systems_exports_then_deletes_fsx_then_the_network(platform, capsys):
+    """The association goes with the storage stack; then the file system is backed up if FSx takes it (whether FSx
+    backs up a file system whose associations were deleted is not documented: both answers are tested)."""
     fs = platform.file_system()
+    platform.backups_complete()
     assert destroy_main(platform, "--yes", "--delete-file-systems", "--without-backup") == 0
-    log = [(op, p.get("StackName") or p.get("FileSystemId")) for _, op, p in platform.calls.log
-           if op in MUTATING]
-    ids = platform.protection.ids
-    storage_deleted = next(i for i, (op, s) in enumerate(log) if op == "DeleteStack" and ids[s] == f"{NAME}-storage")
-    assert log.index(("CreateDataRepositoryTask", fs)) < storage_deleted < log.index(("DeleteFileSystem", fs))
-    assert [ids[s] for op, s in log if op == "DeleteStack"][-1] == f"{NAME}-network"
-    assert log.index(("DeleteFileSystem", fs)) < len(log) - 1
-    assert ("CreateBackup", fs) not in log  # FSx cannot back up a file system linked to S3
+    log = mutations(platform)
+    assert log.index(("CreateDataRepositoryTask", fs)) < log.index(("DeleteStack", f"{NAME}-storage")) < \
+        log.index(("CreateBackup", fs)) < log.index(("DeleteFileSystem", fs)) < log.index(("DeleteStack",
+                                                                                           f"{NAME}-network"))
+    assert log[-1] == ("DeleteStack", f"{NAME}-network")
     assert fs not in platform.file_system_ids()
     assert set(platform.status().values()) == {"DELETE_COMPLETE"}
+    out = capsys.readouterr().out
+    assert f"then: FSx {fs}: deleted WITHOUT a backup (linked to S3" in out  # the plan: linked in the template
+
+
+def test_a_backup_fsx_refuses_is_skipped_only_with_without_backup(platform, capsys):
+    fs = platform.file_system()
+    platform.backups_refused()
+    assert destroy_main(platform, "--yes", "--delete-file-systems", "--without-backup") == 0
+    log = mutations(platform)
+    assert log.index(("CreateBackup", fs)) < log.index(("DeleteFileSystem", fs))
+    assert fs not in platform.file_system_ids()
+    assert f"FSx {fs}: no backup possible (An error occurred (BadRequest)" in capsys.readouterr().out
+
+
+def test_a_rerun_with_delete_file_systems_after_the_storage_stack_is_gone(platform, capsys):
+    fs = platform.file_system()
+    platform.backups_complete()
+    assert destroy_main(platform, "--yes") == 0
+    assert platform.status()[f"{NAME}-network"] == "CREATE_COMPLETE"
+    capsys.readouterr()
+    platform.calls.log.clear()
+    assert destroy_main(platform, "--yes", "--delete-file-systems", "--without-backup") == 0
+    assert f"then: FSx {fs}: deleted WITHOUT a backup" in capsys.readouterr().out
+    assert mutations(platform) == [("CreateBackup", fs), ("DeleteFileSystem", fs), ("DeleteStack", f"{NAME}-network")]
+    assert fs not in platform.file_system_ids()
 
 
 def test_a_file_system_not_of_this_platform_keeps_the_network(platform, capsys):
@@ -419,11 +473,7 @@ def test_a_file_system_fsx_can_back_up_is_backed_up_before_it_is_deleted(synth, 
     platform.deploy()
     fs = platform.file_system()
 
-    # moto 5.2 creates every FSx backup CREATING and never moves it on; FSx makes it AVAILABLE when done.
-    def available(parsed, **_):
-        for backup in parsed.get("Backups", []):
-            backup["Lifecycle"] = "AVAILABLE"
-    aws.events.register("after-call.fsx.DescribeBackups", available)
+    platform.backups_complete()
 
     assert destroy_main(platform, "--yes", "--delete-file-systems") == 0  # no --without-backup needed
     changes = platform.calls.names("CreateBackup", "DeleteFileSystem")
@@ -432,6 +482,22 @@ def test_a_file_system_fsx_can_back_up_is_backed_up_before_it_is_deleted(synth, 
     assert len(backups) == 1 and {"Key": "deleted-by", "Value": f"make destroy {NAME}"} in backups[0]["Tags"]
     assert set(platform.status().values()) == {"DELETE_COMPLETE"}
     assert "backed up (the backup is kept), then deleted" in capsys.readouterr().out
+
+
+def test_without_a_backup_and_without_the_acknowledgement_the_file_system_and_network_stay(synth, aws, tmp_path,
+                                                                                          capsys):
+    platform = Platform(aws, without_associations(synth("default").out_dir, tmp_path))
+    platform.deploy()
+    fs = platform.file_system()
+    platform.backups_refused()
+    assert destroy_main(platform, "--yes", "--delete-file-systems") == 1
+    err = capsys.readouterr().err
+    assert err == (f"destroy: FSx {fs}: no backup possible (An error occurred (BadRequest) when calling the "
+                   "CreateBackup operation: test: FSx refused the backup) and --without-backup was not given: not "
+                   "deleted\n")
+    assert fs in platform.file_system_ids()
+    assert not platform.calls.names("DeleteFileSystem")
+    assert platform.status()[f"{NAME}-network"] == "CREATE_COMPLETE"
 
 
 def test_a_stack_that_fails_to_delete_stops_the_run(platform, capsys):
