@@ -55,7 +55,8 @@ KEEPING_POLICIES = ("Retain", "RetainExceptOnCreate")
 FSX = "AWS::FSx::FileSystem"
 DRA = "AWS::FSx::DataRepositoryAssociation"
 # FSx: "you can create a backup only for file systems that have ... A Persistent deployment type; Are not linked to a
-# data repository" (CreateBackup, https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateBackup.html).
+# data repository" (CreateBackup, https://docs.aws.amazon.com/goto/WebAPI/fsx-2018-03-01/CreateBackup, and botocore's
+# FSx model); the Lustre guide's backup page, which the API reference links, says the same.
 BACKUP_DOC = "https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html"
 
 
@@ -75,7 +76,6 @@ class Kept:
     logical_id: str
     resource_type: str
     policy: str
-    template: str                       # file name in the assembly (a nested stack's own template for its resources)
     uses: frozenset[str] = frozenset()  # other stacks whose outputs it uses
     linked_to_s3: bool = False          # an FSx file system with a data repository association in its template
     tags: tuple[tuple[str, str], ...] = ()
@@ -89,7 +89,6 @@ class Kept:
 class AssemblyStack:
     name: str
     region: str | None
-    protected: bool
     template_file: str
     deleted: Counter = field(default_factory=Counter)  # resource type -> count, nested stacks included
     kept: list[Kept] = field(default_factory=list)
@@ -156,7 +155,6 @@ def _walk(stack: AssemblyStack, out_dir: Path, template_file: str, names: set[st
         policy = resource.get("DeletionPolicy", "Delete")
         if policy in KEEPING_POLICIES or policy == "Snapshot":
             stack.kept.append(Kept(stack=stack.name, logical_id=lid, resource_type=rtype, policy=policy,
-                                   template=template_file,
                                    uses=frozenset(_references(resource.get("Properties", {}), names) - {stack.name}),
                                    linked_to_s3=rtype == FSX and lid in linked, tags=_literal_tags(resource)))
         if policy not in KEEPING_POLICIES:
@@ -173,7 +171,7 @@ def read_assembly(out_dir: Path) -> dict[str, AssemblyStack]:
         region = artifact.get("environment", "").rsplit("/", 1)[-1]
         stacks[artifact_id] = AssemblyStack(
             name=props.get("stackName", artifact_id), region=None if region.startswith("unknown") else region,
-            protected=bool(props.get("terminationProtection")), template_file=props["templateFile"])
+            template_file=props["templateFile"])
     names = {s.name for s in stacks.values()}
     assets = _asset_files(out_dir, artifacts)
     for stack in stacks.values():

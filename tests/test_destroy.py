@@ -212,8 +212,8 @@ class Platform:
     def physical_id(self, stack: str, output_name: str) -> str:
         value = self.templates[stack]["Outputs"][output_name]["Value"]  # {"Ref": id} or {"Fn::GetAtt": [id, "GroupId"]}
         logical = value["Ref"] if "Ref" in value else value["Fn::GetAtt"][0]
-        return next(r["PhysicalResourceId"] for r in self.cfn.describe_stack_resources(StackName=stack)["StackResources"]
-                    if r["LogicalResourceId"] == logical)
+        resources = self.cfn.describe_stack_resources(StackName=stack)["StackResources"]
+        return next(r["PhysicalResourceId"] for r in resources if r["LogicalResourceId"] == logical)
 
     def resolve(self, value: Any) -> str:
         out = value["Fn::GetStackOutput"]
@@ -326,7 +326,8 @@ def test_the_plan_names_what_goes_and_what_stays(platform, monkeypatch, capsys):
     destroy_main(platform)
     out = capsys.readouterr().out
     plan, kept = out.split("Kept in the account")
-    order = [line.split(". ", 1)[1].split(" [")[0] for line in plan.splitlines() if line[:4].strip().rstrip(".").isdigit()]
+    order = [line.split(". ", 1)[1].split(" [")[0] for line in plan.splitlines()
+             if line[:4].strip().rstrip(".").isdigit()]
     assert order == destroy.deletion_order(stack_dependencies(platform.out_dir))
     # every Retain resource of every template is listed as kept, and nothing else
     listed = {(line.split(": ")[0].strip(), line.split(": ")[1].split(" (")[0])
@@ -531,7 +532,8 @@ def test_nested_stacks_are_read_with_their_parent(synth):
         templates = [json.loads((s.out_dir / f).read_text()) for f in [stack.template_file, *stack.nested]]
         resources = [(lid, r) for t in templates for lid, r in t["Resources"].items()]
         assert sum(stack.deleted.values()) == sum(r.get("DeletionPolicy") != "Retain" for _, r in resources)
-        assert {k.logical_id for k in stack.kept} == {lid for lid, r in resources if r.get("DeletionPolicy") == "Retain"}
+        assert {k.logical_id for k in stack.kept} == {lid for lid, r in resources
+                                                      if r.get("DeletionPolicy") == "Retain"}
 
 
 def test_importing_it_calls_nothing(tmp_path):
