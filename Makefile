@@ -30,7 +30,8 @@ APT_PACKAGES := shellcheck:shellcheck bats:bats -:parallel slurmctld:slurm-wlm m
 DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: synth test train-venv lint schema docs bench deps system-deps hyperpod-chart clean deploy diff graph preflight connect
+.PHONY: synth test train-venv lint schema docs bench deps system-deps hyperpod-chart clean deploy diff graph preflight connect \
+  destroy
 .DEFAULT_GOAL := synth
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -97,6 +98,14 @@ connect: deps
 ## `cdk diff` of CONFIG against the deployed stacks, with the config's value for every template parameter.
 diff: deps
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard diff
+
+## Delete CONFIG's deployed platform (cli/destroy.py), from its synthesized assembly: prints what it deletes, in the
+## reverse order of the stack graph, and what it keeps (DeletionPolicy Retain: FSx, buckets, keys, log groups), asks
+## for the platform's name, then turns termination protection off stack by stack and deletes. The network stack stays
+## while an FSx file system uses its subnets. ARGS=--yes (no question), ARGS='--delete-file-systems --without-backup'
+## (also the platform's FSx, after a final export to S3; FSx cannot back up a file system linked to S3).
+destroy: synth
+	$(PY) -m cli.destroy cdk.out $(ARGS)
 
 ## The whole test suite on every core: shell lint, then the lifecycle-script tests (bats --jobs, GNU parallel) beside
 ## pytest under xdist (config, stacks, cfn-lint, nag, limits, e2e; tests/conftest.py says how the work is shared).
