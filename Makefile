@@ -30,7 +30,8 @@ APT_PACKAGES := shellcheck:shellcheck bats:bats -:parallel slurmctld:slurm-wlm m
 DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: synth test train-venv lint schema docs bench deps system-deps hyperpod-chart clean deploy diff graph preflight connect
+.PHONY: synth test train-venv lint schema docs bench deps system-deps hyperpod-chart clean deploy diff graph preflight connect \
+  destroy
 .DEFAULT_GOAL := synth
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -98,15 +99,27 @@ connect: deps
 diff: deps
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard diff
 
+## Delete CONFIG's deployed platform (cli/destroy.py), from its synthesized assembly: prints what it deletes, in the
+## reverse order of the stack graph, and what it keeps (DeletionPolicy Retain: FSx, buckets, keys, log groups), asks
+## for the platform's name, then turns termination protection off stack by stack and deletes. The network stack stays
+## while an FSx file system uses its subnets. ARGS=--yes (no question), ARGS='--delete-file-systems --without-backup'
+## (also the platform's FSx, after a final export to S3; FSx cannot back up a file system linked to S3).
+destroy: synth
+	$(PY) -m cli.destroy cdk.out $(ARGS)
+
 ## The whole test suite on every core: shell lint, then the lifecycle-script tests (bats --jobs, GNU parallel) beside
 ## pytest under xdist (config, stacks, cfn-lint, nag, limits, e2e; tests/conftest.py says how the work is shared).
 ## Bats' TAP goes to build/bats.tap and is printed after pytest's report, then the counts of both.
 TEST_JOBS ?= $(shell nproc)
+## The scripts under test start `python3` ~1,500 times; where `python3` is a pyenv shim (a bash script, ~90 ms a
+## start), build/bin/python3 links the interpreter it resolves to, so the same Python runs without the shim.
 test: deps system-deps lint train-venv
-	@mkdir -p build; \
+	@mkdir -p build/bin; \
+	ln -sfn "$$(python3 -c 'import sys; print(sys.executable)')" build/bin/python3; \
+	export PATH="$(CURDIR)/build/bin:$$PATH"; \
 	bats --jobs $(TEST_JOBS) tests/lifecycle tests/tools >build/bats.tap 2>&1 & bats_pid=$$!; \
 	trap 'kill $$bats_pid 2>/dev/null' INT TERM; \
-	$(PY) -m pytest -n $(TEST_JOBS) | tee build/pytest.log; pytest_rc=$${PIPESTATUS[0]}; \
+	$(PY) -m pytest -n $(TEST_JOBS) --durations=20 | tee build/pytest.log; pytest_rc=$${PIPESTATUS[0]}; \
 	wait $$bats_pid; bats_rc=$$?; \
 	cat build/bats.tap; \
 	echo "pytest: $$(tail -n 1 build/pytest.log | tr -d '=')"; \

@@ -11,7 +11,9 @@ them) nothing can be checked: one line says so and the exit status is 2, as for 
 from __future__ import annotations
 
 import argparse
+import datetime
 import ipaddress
+import re
 import json
 import sys
 from collections import Counter
@@ -23,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cli.preconditions import missing_credentials, one_line  # noqa: E402
 from platform_config import ConfigError, PlatformConfig, load_config  # noqa: E402
+from platform_config.eks import (ADDON_NAMES, ELASTIC_TRAINING_OPERATOR, KUBERNETES_SUPPORT,  # noqa: E402
+                                 enabled_addons)
 
 OK, WARNING, FAILED, UNKNOWN = "ok", "warning", "failed", "cannot-check"
 ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException"}
@@ -43,6 +47,8 @@ CORE_TYPES = ("AWS::SageMaker::Cluster", "AWS::FSx::FileSystem", "AWS::FSx::Data
               "AWS::SageMaker::Domain", "AWS::SageMaker::UserProfile", "AWS::SageMaker::StudioLifecycleConfig")
 # An IPv4 subnet loses five addresses to AWS (https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html).
 AWS_RESERVED_IPS = 5
+# Warn this many days before a Kubernetes version leaves EKS standard support.
+SUPPORT_NOTICE_DAYS = 30
 
 
 @dataclass(frozen=True)
@@ -57,9 +63,11 @@ class CannotCheck(Exception):
 
 
 class Preflight:
-    def __init__(self, cfg: PlatformConfig, client: Callable[[str, str], object], templates: Path | None = None):
+    def __init__(self, cfg: PlatformConfig, client: Callable[[str, str], object], templates: Path | None = None,
+                 today: datetime.date | None = None):
         """`client(service, purpose)` returns a boto3 client; purpose only lets tests stub one API of a service."""
         self.cfg = cfg
+        self.today = today or datetime.datetime.now(datetime.timezone.utc).date()
         self.client = client
         self.templates = templates
         self.results: list[Result] = []
@@ -102,6 +110,14 @@ class Preflight:
         self.guarded("service-linked-roles", self.service_linked_roles)
         if any(g.training_plan_arn for g in self.cfg.cluster.instance_groups):
             self.guarded("training-plans", self.training_plans)
+        if self.cfg.orchestrator == "eks":
+            self.eks_checks()
+        return self.results
+
+    def eks_checks(self) -> list[Result]:
+        self.guarded("eks-kubernetes-version", self.kubernetes_version)
+        for key, name, version in self.eks_addons():
+            self.guarded(f"eks-addon {name}", lambda k=key, n=name, v=version: self.addon_version(k, n, v))
         return self.results
 
     # ------------------------------------------------------------------------------------------ checks
@@ -328,6 +344,80 @@ class Preflight:
             else:
                 self.add(check, OK, f"Active, {available} of {plan.get('TotalInstanceCount')} instance(s) available, "
                                     f"ends {plan.get('EndTime')}")
+
+    def kubernetes_version(self) -> None:
+        """EKS's own calendar for the version (DescribeClusterVersions), else the recorded table, against today."""
+        eks, minor = self.cfg.eks, self.cfg.eks.kubernetes_version
+        found = self.client("eks", "cluster-versions").describe_cluster_versions(
+            clusterVersions=[minor], includeAll=True).get("clusterVersions", [])
+        if found and found[0].get("endOfStandardSupportDate"):
+            end = found[0]["endOfStandardSupportDate"].date()
+            extended = found[0].get("endOfExtendedSupportDate")
+            source = "EKS DescribeClusterVersions"
+        elif minor in KUBERNETES_SUPPORT:
+            end = datetime.date.fromisoformat(KUBERNETES_SUPPORT[minor].end_of_standard)
+            extended = datetime.date.fromisoformat(KUBERNETES_SUPPORT[minor].end_of_extended)
+            source = "the recorded table (EKS did not list the version)"
+        else:
+            raise CannotCheck(f"EKS lists no Kubernetes {minor} and the platform records no dates for it")
+        extended = extended.date() if isinstance(extended, datetime.datetime) else extended
+        check, days = "eks-kubernetes-version", (end - self.today).days
+        if days <= 0 and not eks.extended_support:
+            self.add(check, FAILED, f"eks.kubernetes_version {minor} left EKS standard support on {end} ({source}); "
+                                    f"extended support, billed per cluster hour, ends {extended}: choose a newer "
+                                    "version, or set eks.extended_support: true to accept the cost")
+        elif days <= 0:
+            self.add(check, WARNING, f"{minor} is on extended support (eks.extended_support: true) since {end}, until "
+                                     f"{extended} ({source})")
+        elif days <= SUPPORT_NOTICE_DAYS:
+            self.add(check, WARNING, f"{minor} leaves EKS standard support on {end}, in {days} day(s) ({source}); "
+                                     "plan the upgrade, extended support is billed per cluster hour")
+        else:
+            self.add(check, OK, f"{minor} on EKS standard support until {end} ({source})")
+
+    def eks_addons(self) -> list[tuple[str, str, str | None]]:
+        """(config path, EKS add-on name, pinned version or None) for every add-on this config installs."""
+        eks = self.cfg.eks
+        found = [(f"eks.addons.{k}", ADDON_NAMES[k], getattr(eks.addons, k)) for k in ["kube_proxy", *enabled_addons(eks)]]
+        metrics = self.cfg.observability.node_metrics
+        if metrics.enabled:
+            found.append(("observability.node_metrics.eks_addon_version", "amazon-sagemaker-hyperpod-observability",
+                          metrics.eks_addon_version))
+        return found
+
+    def addon_version(self, key: str, name: str, pinned: str | None) -> None:
+        """The pin must be one EKS offers for the cluster's Kubernetes version here ("The version must match one of
+        the versions returned by DescribeAddonVersions", eks create-addon); unpinned, EKS must mark a default."""
+        minor, check = self.cfg.eks.kubernetes_version, f"eks-addon {name}"
+        eks = self.client("eks", "addon-versions")
+        versions: list[dict] = []
+        for page in eks.get_paginator("describe_addon_versions").paginate(kubernetesVersion=minor, addonName=name):
+            versions += [v for a in page.get("addons", []) if a.get("addonName") == name
+                         for v in a.get("addonVersions", [])]
+        if not versions:
+            self.add(check, FAILED, f"{self.cfg.deployment.region} offers no {name} add-on for Kubernetes {minor}")
+            return
+        offered = [v["addonVersion"] for v in versions]
+        default = next((v["addonVersion"] for v in versions for c in v.get("compatibilities", [])
+                        if c.get("clusterVersion") == minor and c.get("defaultVersion")), None)
+        newest = ", ".join(offered[:4])
+        if pinned is not None and pinned not in offered:
+            self.add(check, FAILED, f"{key}: {pinned!r} is not offered for Kubernetes {minor} in "
+                                    f"{self.cfg.deployment.region}; offered: {newest}{' ...' if len(offered) > 4 else ''}"
+                                    f" (default {default or 'none'}); pin one of them or leave it unset")
+            return
+        if pinned is None and default is None:
+            self.add(check, FAILED, f"{key}: unset, and EKS marks no default {name} version for Kubernetes {minor}; "
+                                    f"pin one of {newest}")
+            return
+        version = pinned or default
+        operator = re.fullmatch(r"v(\d+)\.(\d+)\..*", version)
+        if name == ADDON_NAMES["training_operator"] and operator \
+                and tuple(map(int, operator.groups())) < ELASTIC_TRAINING_OPERATOR:
+            self.add(check, FAILED, f"{key}: {version} ({'pinned' if pinned else 'EKS default'}); elastic training "
+                                    "needs v1.2 or later: pin one")
+            return
+        self.add(check, OK, f"{version} ({'pinned, offered' if pinned else 'EKS default'} for Kubernetes {minor})")
 
     def _az_ids(self) -> list[str]:
         existing = self.cfg.network.existing

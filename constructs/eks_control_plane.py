@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import re
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -36,9 +36,9 @@ FSX_CSI_SERVICE_ACCOUNTS = ("fsx-csi-controller-sa", "fsx-csi-node-sa")
 
 @dataclass(frozen=True)
 class Addon:
-    name: str      # the EKS add-on name, e.g. vpc-cni
-    version: str   # pinned, e.g. v1.20.1-eksbuild.3
-    configuration: Optional[Mapping[str, str]] = None  # the add-on's configurationValues
+    name: str                # the EKS add-on name, e.g. vpc-cni
+    version: Optional[str]   # pinned, e.g. v1.20.1-eksbuild.3; None: EKS's default for the cluster's version
+    configuration: Optional[Mapping[str, Any]] = None  # the add-on's configurationValues
 
 
 class EksControlPlane(Construct):
@@ -111,8 +111,9 @@ class EksControlPlane(Construct):
         self._acknowledge_cluster()
 
     def addon(self, addon: Addon, *, after: Sequence[Construct] = (), scope: Optional[Construct] = None) -> eks.Addon:
-        """A pinned managed add-on. One whose pods must become ready (a Deployment) goes `after` the nodes, in the
-        `scope` (another stack) that holds them."""
+        """A managed add-on, at its pinned version or, unpinned, at the version EKS makes the default for the cluster's
+        Kubernetes version (no AddonVersion in the template). One whose pods must be scheduled (a Deployment) goes
+        `after` a node it can run on, in the `scope` (another stack) that holds the nodes."""
         created = eks.Addon(scope or self, f"Addon-{addon.name}", cluster=self.cluster, addon_name=addon.name,
                             addon_version=addon.version, preserve_on_delete=False,
                             configuration_values=dict(addon.configuration) if addon.configuration else None)

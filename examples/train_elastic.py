@@ -12,7 +12,12 @@ from the newest *complete* checkpoint. Three rules make that safe:
 3. Data position is counted in samples. After step N the job has consumed N × global_batch samples whatever the
    world size was, so a resumed run continues at the next unseen sample.
 
-The helpers above `train` are plain Python and tested without torch; torch is imported only inside `train`.
+With MLFLOW_TRACKING_URI set (the manifests take it from the team's ConfigMap `mlflow`: the tracking server's ARN, which
+the image's sagemaker-mlflow plugin accepts), rank 0 logs `loss` and `world_size` at every step to one MLflow run
+that survives restarts: its id is kept in meta.json. MLFLOW_EXPERIMENT_NAME names the experiment (default
+`elastic-training`).
+
+The helpers above `train` are plain Python and tested without torch; torch and mlflow are imported only inside `train`.
 Launch with hyperpodrun (the manifests in examples/manifests do), or torchrun for a local smoke test.
 """
 from __future__ import annotations
@@ -111,6 +116,18 @@ def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
     return old
 
 
+def start_mlflow_run(run_id: Optional[str]):
+    """The MLflow module with a run started (resumed when `run_id` is given), or None without MLFLOW_TRACKING_URI."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        return None
+    import mlflow
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME", "elastic-training"))
+    mlflow.start_run(run_id=run_id)
+    return mlflow
+
+
 def train(args: argparse.Namespace) -> int:
     import contextlib
 
@@ -145,7 +162,7 @@ def train(args: argparse.Namespace) -> int:
         remove_partial(root)
     dist.barrier()
 
-    step = 0
+    step, run_id = 0, None
     latest = latest_checkpoint(root)
     if latest is not None:
         meta = json.loads((latest / META).read_text())
@@ -156,9 +173,13 @@ def train(args: argparse.Namespace) -> int:
         state = {"model": model_state, "optimizer": optim_state}
         dcp.load(state, checkpoint_id=str(latest))  # DCP reshards to the current world size
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
-        step = meta["step"]
+        step, run_id = meta["step"], meta.get("mlflow_run_id")
         if rank == 0:
             print(f"resumed from {latest.name} (world size {meta['world_size']} -> {world}, accumulation {accum})")
+
+    tracking = start_mlflow_run(run_id) if rank == 0 else None
+    if tracking is not None:
+        run_id = tracking.active_run().info.run_id
 
     def save() -> None:
         tmp = root / f"{checkpoint_name(step)}.tmp"
@@ -167,20 +188,26 @@ def train(args: argparse.Namespace) -> int:
         dist.barrier()  # every rank's shard is written before rank 0 publishes the directory
         if rank == 0:
             commit_checkpoint(tmp, {"step": step, "global_batch_size": args.global_batch_size,
-                                    "samples_seen": step * args.global_batch_size, "world_size": world})
+                                    "samples_seen": step * args.global_batch_size, "world_size": world,
+                                    "mlflow_run_id": run_id})
             prune_checkpoints(root, args.keep)
         dist.barrier()
 
     while step < args.steps:
         optimizer.zero_grad(set_to_none=True)
+        loss = torch.zeros((), device=device)
         for k, samples in enumerate(rank_samples(step, args.global_batch_size, world, rank, args.micro_batch_size)):
             index = torch.tensor(list(samples), dtype=torch.float32, device=device)[:, None]
             x = torch.sin(index * torch.arange(1, args.features + 1, device=device))  # a pure function of the index
             y = x.sum(dim=1, keepdim=True)
             with contextlib.nullcontext() if k == accum - 1 else model.no_sync():  # all-reduce once per step
-                (torch.nn.functional.mse_loss(model(x), y) / accum).backward()
+                micro = torch.nn.functional.mse_loss(model(x), y) / accum
+                micro.backward()
+            loss += micro.detach()
         optimizer.step()
         step += 1
+        if tracking is not None:  # rank 0's share of the global batch: cheap, and comparable across world sizes
+            tracking.log_metrics({"loss": loss.item(), "world_size": world}, step=step)
 
         # Every rank must agree, or some would enter the collective save while others keep training.
         event = torch.tensor([int(elastic_event_detected())], device=device)
@@ -192,6 +219,8 @@ def train(args: argparse.Namespace) -> int:
                 print(f"scaling event at step {step}: checkpointed, exiting for restart at the new world size")
             break
 
+    if tracking is not None:
+        tracking.end_run()
     dist.destroy_process_group()
     return 0
 

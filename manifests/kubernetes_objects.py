@@ -50,11 +50,48 @@ def job_submitter_role(*, namespace: str, platform: str) -> dict:
             ]}
 
 
+# Every job pod of a team runs as this service account of the team's namespace (manifests/training_jobs.py). With
+# MLflow, EKS Pod Identity hands it the team's job role (one association per namespace and service account:
+# https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html), and the ConfigMap below tells the job where
+# the tracking server is.
+JOB_SERVICE_ACCOUNT = "training-job"
+MLFLOW_CONFIG_MAP = "mlflow"
+MLFLOW_URI_KEY = "tracking-uri"
+
+
+def job_service_account(*, namespace: str, platform: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": JOB_SERVICE_ACCOUNT, "namespace": namespace, "labels": {PLATFORM_LABEL: platform}}}
+
+
+def mlflow_config_map(*, namespace: str, tracking_server_arn: str, platform: str) -> dict:
+    """The tracking server's ARN, which the sagemaker-mlflow plugin accepts as MLFLOW_TRACKING_URI."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": MLFLOW_CONFIG_MAP, "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
+            "data": {MLFLOW_URI_KEY: tracking_server_arn}}
+
+
 def role_binding(*, namespace: str, group: str, role: str, platform: str) -> dict:
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": {"name": f"{role}-{group}"[:63], "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
             "subjects": [{"kind": "Group", "name": group, "apiGroup": "rbac.authorization.k8s.io"}],
             "roleRef": {"kind": "Role", "name": role, "apiGroup": "rbac.authorization.k8s.io"}}
+
+
+# The platform's node-readiness check (constructs/schedulable_node.py) authenticates as its own role, whose EKS access
+# entry carries this group and nothing else: it may read nodes, no other object.
+NODE_READER_GROUP = "hyperpod-platform-node-readers"
+
+
+def node_reader_rbac(*, platform: str) -> list[dict]:
+    name = NODE_READER_GROUP
+    return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+             "metadata": {"name": name, "labels": {PLATFORM_LABEL: platform}},
+             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": name, "labels": {PLATFORM_LABEL: platform}},
+             "subjects": [{"kind": "Group", "name": NODE_READER_GROUP, "apiGroup": "rbac.authorization.k8s.io"}],
+             "roleRef": {"kind": "ClusterRole", "name": name, "apiGroup": "rbac.authorization.k8s.io"}}]
 
 
 # Pods must not act as the node. What serves a HyperPod node its execution role's credentials is HyperPod's own

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Annotated, Any, Collection, Literal, Mapping, Optional, get_args, get_origin
 
 import yaml
-from pydantic import AfterValidator, BaseModel, Field, PositiveInt, ValidationError
+from pydantic import BaseModel, Field, PositiveInt, ValidationError
 
+from manifests.kubernetes_objects import JOB_SERVICE_ACCOUNT, MLFLOW_CONFIG_MAP, MLFLOW_URI_KEY
 from platform_config import ConfigError
-from platform_config.fields import InstanceType, PosixName, Strict, pattern
+from platform_config.fields import InstanceType, PinnedImage, PosixName, Strict, pattern
 from platform_config.loading import StrictYamlLoader, format_pydantic_error
 from manifests.team_identities import StudioFiles
 
@@ -29,13 +30,26 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 FSX_CLAIM = "fsx-claim"          # the team's own FSx directory (manifests/kubernetes_objects.py)
 FSX_MOUNT = "/fsx"
-AGENT_CONFIG_DIR = "/opt/ml/input/config"  # hyperpod-elastic-agent's rendezvous file lives here
 DATASETS_CLAIM = "fsx-datasets"  # the shared datasets directory, read-only
 DATASETS_MOUNT = "/datasets"
 ACCELERATORS = ("nvidia.com/gpu", "aws.amazon.com/neurondevice")
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
-# Set by the renderer from typed fields; train_elastic.py reads them.
-RESERVED_ENV = ("CHECKPOINT_DIR", "GLOBAL_BATCH_SIZE", "MICRO_BATCH_SIZE")
+# hyperpod-elastic-agent 1.1.3 reports a scaling event to the training script (elastic_event_detected()) only in
+# this mode; the agent hands its own environment's value to the workers, so it is set on the container
+# (hyperpod_elastic_agent/elastic_event_handler.py and elastic_agent/hyperpod_elastic_agent.py worker_env, 1.1.3 sdist).
+SIGNAL_COORDINATION = {"name": "HYPERPOD_SIGNAL_COORDINATION", "value": "distributed"}
+# Where the agent's rendezvous writes pod_resourceconfig.json (rendezvous/hyperpod_rendezvous_backend.py, 1.1.3): an
+# emptyDir there is writable whatever user the pod runs as, not only by the image's own user.
+AGENT_CONFIG_DIR = "/opt/ml/input/config"
+# The tracking server's ARN, from the ConfigMap the cluster stack puts in each team namespace when MLflow is on;
+# optional, so without MLflow the variable is simply unset and the scripts log nothing.
+MLFLOW_ENV = {"name": "MLFLOW_TRACKING_URI",
+              "valueFrom": {"configMapKeyRef": {"name": MLFLOW_CONFIG_MAP, "key": MLFLOW_URI_KEY, "optional": True}}}
+# Set by the renderer on every job, with where the value comes from; train_elastic.py reads the first three.
+RESERVED_ENV = {"CHECKPOINT_DIR": "from checkpoint_dir", "GLOBAL_BATCH_SIZE": "from global_batch_size",
+                "MICRO_BATCH_SIZE": "from micro_batch_size",
+                SIGNAL_COORDINATION["name"]: "always 'distributed': the elastic agent reports scaling events only then",
+                MLFLOW_ENV["name"]: f"from the team namespace's ConfigMap {MLFLOW_CONFIG_MAP}"}
 
 
 def namespace(team: str) -> str:
@@ -50,22 +64,6 @@ def priority_label(priority: str) -> str:
     return f"{priority}-priority"
 
 
-# ---------------------------------------------------------------------------------------------- field checks
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-_IMAGE_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._:/-]*")
-
-
-def _pinned_image(value: str) -> str:
-    name, _, digest = value.partition("@")
-    colon = name.rfind(":")
-    tag = name[colon + 1:] if colon > name.rfind("/") else ""  # a ':' before the last '/' is a registry port
-    pinned = _DIGEST.fullmatch(digest) if digest else tag not in ("", "latest")
-    if not (_IMAGE_NAME.fullmatch(name) and pinned):
-        raise ValueError("must be pinned: an explicit tag other than 'latest' (repo:1.2.3) or a digest "
-                         "(repo@sha256:<64 hex>)")
-    return value
-
-
 # Queue label values are at most 63 characters: "hyperpod-ns-" + team + "-localqueue" leaves 40 for the team.
 KubeName = Annotated[str, pattern(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
                                    "a Kubernetes name: 1-63 lowercase letters, digits and '-', starting and ending "
@@ -77,7 +75,6 @@ PriorityName = Annotated[str, pattern(r"[a-z0-9]([-a-z0-9]{0,52}[a-z0-9])?",
                                        "a priority class name: 1-54 lowercase letters, digits and '-', starting and "
                                        "ending with a letter or digit")]
 EnvName = Annotated[str, pattern(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name such as NCCL_DEBUG")]
-Image = Annotated[str, AfterValidator(_pinned_image)]
 CheckpointDir = Annotated[str, pattern(rf"{FSX_MOUNT}(/(?!\.\.?(/|$))[a-zA-Z0-9._-]+)+",
                                         f"a directory under {FSX_MOUNT}, where the FSx claim {FSX_CLAIM} is mounted")]
 
@@ -113,7 +110,8 @@ class TrainingJob(Strict):
     name: KubeName
     team: TeamName
     priority: PriorityName
-    image: Image
+    # Unset: the platform's eks.training_image.
+    image: Optional[PinnedImage] = None
     command: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
     args: list[str] = []
     env: dict[EnvName, str] = {}
@@ -145,9 +143,15 @@ class JobFile(Strict):
 _NPROC_FLAG = re.compile(r"--nproc[-_]per[-_]node=(\S+)")
 
 
+# team -> (the instance type of its quota, the most accelerators of that type it can ever be admitted for):
+# platform_config.eks_governance.reachable_accelerators.
+Reach = Mapping[str, tuple[str, Optional[int]]]
+
+
 def job_errors(job: TrainingJob, *, teams: Collection[str], priority_classes: Collection[str],
-               path: str = "") -> list[str]:
-    """Cross-field rules for one job; `path` prefixes every error (e.g. 'jobs[2]')."""
+               path: str = "", reach: Optional[Reach] = None) -> list[str]:
+    """Cross-field rules for one job; `path` prefixes every error (e.g. 'jobs[2]'). With `reach`, a job larger than
+    its team's quota can ever admit is refused."""
     errors: list[str] = []
     add = errors.append
     p = f"{path}." if path else ""
@@ -165,8 +169,7 @@ def job_errors(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
         add(f"{p}accelerator: {job.accelerator!r} on {job.instance_type!r}; this instance type exposes {exposed}")
 
     for key in sorted(set(job.env) & set(RESERVED_ENV)):
-        add(f"{p}env.{key}: set by the renderer from checkpoint_dir, global_batch_size and micro_batch_size; "
-            "remove it here")
+        add(f"{p}env.{key}: set by the renderer ({RESERVED_ENV[key]}); remove it here")
     for field in ("command", "args"):
         for i, arg in enumerate(getattr(job, field)):
             flag = _NPROC_FLAG.fullmatch(arg)
@@ -196,6 +199,17 @@ def job_errors(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
             add(f"{e}.replica_discrete_values: {outside} outside min_replicas..max_replicas "
                 f"({ep.min_replicas}..{ep.max_replicas})")
             elastic_ok = False
+
+    if elastic_ok and reach is not None and job.team in reach:
+        quota_type, most = reach[job.team]
+        if job.instance_type != quota_type:
+            add(f"{p}instance_type: {job.instance_type!r}; team {job.team!r} has quota on {quota_type} only, so "
+                "Kueue never admits it elsewhere (eks.task_governance.teams)")
+        elif most is not None and ep.max_replicas * job.accelerators_per_pod > most:
+            add(f"{e}.max_replicas: {ep.max_replicas} pod(s) × {job.accelerators_per_pod} {job.accelerator} = "
+                f"{ep.max_replicas * job.accelerators_per_pod}; team {job.team!r} can be admitted for at most {most} "
+                f"on {quota_type} (guarantee plus what it may borrow), so that size never runs; allowed: "
+                f"max_replicas up to {most // job.accelerators_per_pod}")
 
     if elastic_ok:
         per_replica = job.nproc_per_node * job.micro_batch_size
@@ -228,13 +242,19 @@ def studio_files_errors(job: TrainingJob, studio_files: Mapping[str, Mapping[str
 
 
 def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Collection[str],
-               team_gids: Mapping[str, int],
+               team_gids: Mapping[str, int], default_image: Optional[str] = None,
+               reach: Optional[Reach] = None,
                studio_files: Optional[Mapping[str, Mapping[str, StudioFiles]]] = None) -> dict[str, Any]:
     """The HyperPodPyTorchJob manifest for `job`; raises ConfigError if a cross-field rule fails. `team_gids`
     maps each team to the group that owns its FSx directory (platform_config.eks_governance.team_gid);
-    `studio_files` (team -> member -> files) is needed for a job with a `user`."""
-    errors = job_errors(job, teams=teams, priority_classes=priority_classes)
+    `default_image` (the platform's eks.training_image) is the image of a job that names none; `studio_files`
+    (team -> member -> files) is needed for a job with a `user`."""
+    errors = job_errors(job, teams=teams, priority_classes=priority_classes, reach=reach)
     errors += studio_files_errors(job, studio_files or {})
+    image = job.image or default_image
+    if image is None:
+        errors.append("image: not set, and the platform config has no eks.training_image; build "
+                      "examples/finetune/Dockerfile, push it, and give its pinned name in either")
     if errors:
         raise ConfigError(f"job {job.name}", errors)
     ep = job.elastic_policy
@@ -254,19 +274,23 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
         resources[EFA_RESOURCE] = job.efa_per_pod
     env = [{"name": "CHECKPOINT_DIR", "value": job.checkpoint_dir},
            {"name": "GLOBAL_BATCH_SIZE", "value": str(job.global_batch_size)},
-           {"name": "MICRO_BATCH_SIZE", "value": str(job.micro_batch_size)}]
+           {"name": "MICRO_BATCH_SIZE", "value": str(job.micro_batch_size)},
+           dict(SIGNAL_COORDINATION), MLFLOW_ENV]
     env += [{"name": k, "value": v} for k, v in sorted(job.env.items())]
-    container = {"name": "pytorch", "image": job.image, "imagePullPolicy": "IfNotPresent",
+    container = {"name": "pytorch", "image": image, "imagePullPolicy": "IfNotPresent",
                  "command": list(job.command)} | ({"args": list(job.args)} if job.args else {}) | {
         "env": env,
         "resources": {"requests": dict(resources), "limits": dict(resources)},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [{"name": "fsx", "mountPath": FSX_MOUNT},
                          {"name": "datasets", "mountPath": DATASETS_MOUNT, "readOnly": True},
-                         {"name": "shm", "mountPath": "/dev/shm"}],
+                         {"name": "shm", "mountPath": "/dev/shm"},
+                         {"name": "agent-config", "mountPath": AGENT_CONFIG_DIR}],
     }
     gid = team_gids[job.team]
     pod_spec = {
+        # The team's service account: EKS Pod Identity gives it the team's job role (MLflow, when the platform has it).
+        "serviceAccountName": JOB_SERVICE_ACCOUNT,
         "nodeSelector": {INSTANCE_TYPE_LABEL: job.instance_type},
         # Pod Security "restricted": non-root, no privilege escalation, no capabilities, the runtime's seccomp.
         "securityContext": {"runAsNonRoot": True, "runAsUser": job.run_as_user, "runAsGroup": gid, "fsGroup": gid,
@@ -275,7 +299,8 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
         "volumes": [{"name": "fsx", "persistentVolumeClaim": {"claimName": FSX_CLAIM}},
                     {"name": "datasets", "persistentVolumeClaim": {"claimName": DATASETS_CLAIM, "readOnly": True}},
                     # The container runtime's default 64 MiB /dev/shm is too small for NCCL and DataLoader workers.
-                    {"name": "shm", "emptyDir": {"medium": "Memory"}}],
+                    {"name": "shm", "emptyDir": {"medium": "Memory"}},
+                    {"name": "agent-config", "emptyDir": {}}],
     }
     if job.user is not None:
         _run_as_studio_user(pod_spec, studio_files[job.team][job.user])
@@ -300,11 +325,6 @@ def _run_as_studio_user(pod_spec: dict[str, Any], files: StudioFiles) -> None:
     group) and mounts their Studio files where the cluster has them, in place of the team's directory at /fsx
     (mounted there too, it would put the files' mount point inside the team's directory)."""
     pod_spec["securityContext"] |= {"runAsUser": files.uid, "runAsGroup": files.gid}
-    # hyperpod-elastic-agent's rendezvous writes /opt/ml/input/config (hyperpod_rendezvous_backend.py, 1.1.3); an
-    # image directory belongs to the image's user, not to whichever member runs the job. An emptyDir is writable
-    # by any uid (kubelet makes it 0777) and is the pod's own.
-    pod_spec["volumes"].append({"name": "agent-config", "emptyDir": {}})
-    pod_spec["containers"][0]["volumeMounts"].append({"name": "agent-config", "mountPath": AGENT_CONFIG_DIR})
     for volume in pod_spec["volumes"]:
         if volume["name"] == "fsx":
             volume["persistentVolumeClaim"]["claimName"] = files.claim
@@ -332,7 +352,7 @@ def _format_error(err: dict[str, Any]) -> str:
 
 
 def parse_jobs(data: Any, source: str = "<jobs>", *, teams: Collection[str],
-               priority_classes: Collection[str]) -> list[TrainingJob]:
+               priority_classes: Collection[str], reach: Optional[Reach] = None) -> list[TrainingJob]:
     if not isinstance(data, dict):
         raise ConfigError(source, [f"<root>: {type(data).__name__} — a job file is a mapping with a 'jobs' list"])
     try:
@@ -342,7 +362,7 @@ def parse_jobs(data: Any, source: str = "<jobs>", *, teams: Collection[str],
     errors: list[str] = []
     seen: dict[str, int] = {}
     for i, job in enumerate(jobs):
-        errors += job_errors(job, teams=teams, priority_classes=priority_classes, path=f"jobs[{i}]")
+        errors += job_errors(job, teams=teams, priority_classes=priority_classes, path=f"jobs[{i}]", reach=reach)
         if job.name in seen:
             errors.append(f"jobs[{i}].name: {job.name!r} is already used by jobs[{seen[job.name]}]; job names must "
                           "be unique in a job file (each manifest is written as <name>.yaml)")
@@ -352,7 +372,8 @@ def parse_jobs(data: Any, source: str = "<jobs>", *, teams: Collection[str],
     return jobs
 
 
-def load_jobs(path: str | Path, *, teams: Collection[str], priority_classes: Collection[str]) -> list[TrainingJob]:
+def load_jobs(path: str | Path, *, teams: Collection[str], priority_classes: Collection[str],
+              reach: Optional[Reach] = None) -> list[TrainingJob]:
     """Read a job file strictly (no YAML-1.1 booleans, no duplicate keys) and validate every job."""
     path = Path(path)
     try:
@@ -361,4 +382,4 @@ def load_jobs(path: str | Path, *, teams: Collection[str], priority_classes: Col
         raise ConfigError(str(path), [f"jobs: {str(path)!r} — file not found"]) from None
     except yaml.YAMLError as exc:
         raise ConfigError(str(path), [f"YAML: {exc}".replace("\n", " ")]) from None
-    return parse_jobs(data, str(path), teams=teams, priority_classes=priority_classes)
+    return parse_jobs(data, str(path), teams=teams, priority_classes=priority_classes, reach=reach)

@@ -8,20 +8,20 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 from pydantic import Field, StrictBool
 
 from platform_config.cluster import Taint
 from platform_config.eks_governance import TaskGovernance
 from platform_config.facts import ACCELERATORS, NEURON
-from platform_config.fields import LOG_RETENTION_DAYS, AddonVersion, AzId, Cidr, Strict, pattern
+from platform_config.fields import LOG_RETENTION_DAYS, AddonVersion, AzId, Cidr, PinnedImage, Strict, pattern
 from platform_config.network import region_prefix
 
 if TYPE_CHECKING:
     from platform_config.model import PlatformConfig
 
-KUBERNETES_VERSIONS = ("1.30", "1.31", "1.32", "1.33", "1.34")  # what HyperPod supports on EKS
+KUBERNETES_VERSIONS = ("1.30", "1.31", "1.32", "1.33", "1.34")  # what HyperPod supports and a kubectl layer exists for
 EKS_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 RoleArn = Annotated[str, pattern(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+", "an IAM role ARN")]
 
@@ -39,13 +39,52 @@ class EksEndpoint(Strict):
         [], description="Who may reach the public endpoint; required with public: true, never 0.0.0.0/0.")
 
 
+# Kubernetes on EKS: "A minor version is under standard support in Amazon EKS for the first 14 months after it's
+# released ... extended support for the next 12 months ... at an additional cost per cluster hour"
+# (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html). The authoritative answer for an account
+# is `aws eks describe-cluster-versions` (make preflight asks it); docs/eks.md shows this table.
+EKS_CALENDAR = ("AWS's EKS release calendar, awsdocs/amazon-eks-user-guide@8596db85c9ea47d3c692d8c7c0498f616187d44d "
+                "latest/ug/versioning/kubernetes-versions.adoc")
+
+
+@dataclass(frozen=True)
+class KubernetesSupport:
+    end_of_standard: str  # UTC date; extended support (billed extra) starts that day
+    end_of_extended: str
+    source: str
+
+
+KUBERNETES_SUPPORT = {
+    "1.30": KubernetesSupport("2025-07-23", "2026-07-23", EKS_CALENDAR),
+    "1.31": KubernetesSupport("2025-11-26", "2026-11-26", EKS_CALENDAR),
+    "1.32": KubernetesSupport("2026-03-23", "2027-03-23", EKS_CALENDAR),
+    "1.33": KubernetesSupport("2026-07-29", "2027-07-29", EKS_CALENDAR),
+    "1.34": KubernetesSupport("2026-12-02", "2027-12-02", "https://endoflife.date/amazon-eks (AWS's own row not seen: "
+                                                          "check with make preflight)"),
+}
+DEFAULT_KUBERNETES = "1.34"  # the newest HyperPod documents, on standard support until its date above
+# The day the table above was last checked. A version whose standard support had ended by then is refused unless
+# eks.extended_support accepts the extra cost; make preflight compares every date with today's and asks EKS itself.
+KUBERNETES_SUPPORT_CHECKED = "2026-11-25"
+
+
+def standard_support_ended(minor: str, on: str = KUBERNETES_SUPPORT_CHECKED) -> bool:
+    return KUBERNETES_SUPPORT[minor].end_of_standard <= on
+
 # Where each pin and its supported Kubernetes versions come from. AWS publishes per-version tables for some
 # add-ons only; the authoritative list for one region is `aws eks describe-addon-versions --addon-name <name>
-# --kubernetes-version <v>` (it needs AWS credentials, so nothing here calls it).
+# --kubernetes-version <v>` (it needs AWS credentials: make preflight checks it, nothing at synth calls it).
+# Unpinned add-ons (the default) get the version EKS marks default for the cluster's Kubernetes version, as AWS's own
+# HyperPod templates do (awslabs/awsome-distributed-ai@95b939cdc5b24ded03a70da21533964f9354b731
+# 1.architectures/7.sagemaker-hyperpod-eks/cfn-templates/nested-stacks/eks-cluster-stack.yaml).
 HYPERPOD_EKS_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html"
-# "SageMaker HyperPod supports Kubernetes versions 1.28, 1.29, 1.30, 1.31, 1.32, and 1.33" (the page above).
-HYPERPOD_KUBERNETES = frozenset({"1.28", "1.29", "1.30", "1.31", "1.32", "1.33"})
+# "SageMaker HyperPod supports Kubernetes versions 1.28, 1.29, 1.30, 1.31, 1.32, 1.33 and 1.34": the newest copy of that
+# page seen (https://docs.amazonaws.cn/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.md, 2026-11-25; older
+# copies stop at 1.32 or 1.33).
+HYPERPOD_KUBERNETES = frozenset({"1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34"})
 HYPERPOD_CLI = "aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea"
+MIGRATION_SCRIPT = (f"the version AWS installs on HyperPod clusters (aws/sagemaker-hyperpod-cli@011ca927123e02b35a399935bbb3ab1905fe33c7 "
+                    "helm_chart/HyperPodHelmChart/charts/inference-operator/migration/helm_to_addon.sh)")
 
 
 @dataclass(frozen=True)
@@ -54,53 +93,67 @@ class AddonSupport:
     source: str
 
 
-# (config key, add-on version) -> what is known about it. A pin that is not listed is refused: add it here with
-# its source. Where AWS publishes no per-version table, the add-on is bounded by HyperPod's own range, and the
+# (config key, add-on version) -> what is known about it. Only a version a source names can be pinned: add one here
+# with its source. Where AWS publishes no per-version table, the add-on is bounded by HyperPod's own range, and the
 # source says so.
 ADDON_SUPPORT: dict[tuple[str, str], AddonSupport] = {
+    ("coredns", "v1.13.2-eksbuild.7"): AddonSupport(
+        frozenset({"1.34"}), "https://docs.amazonaws.cn/en_us/eks/latest/userguide/managing-coredns.md "
+                             "(latest version per Kubernetes version, copy of 2026)"),
     ("coredns", "v1.12.4-eksbuild.1"): AddonSupport(
         frozenset({"1.33", "1.34"}),
         "https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html (latest version per Kubernetes version)"),
     ("coredns", "v1.11.4-eksbuild.24"): AddonSupport(
         frozenset({"1.29", "1.30", "1.31", "1.32"}),
         "https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html (latest version per Kubernetes version)"),
-    ("training_operator", "v1.2.0-eksbuild.1"): AddonSupport(
+    ("training_operator", "v1.2.1-eksbuild.1"): AddonSupport(
         HYPERPOD_KUBERNETES,
+        "the default across Kubernetes 1.28-1.35 (awslabs/awsome-distributed-ai@95b939cdc5b24ded03a70da21533964f9354b731 "
+        "1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/modules/hyperpod_training_operator/"
+        "main.tf); it rejects inline pod identity associations, which the platform does not use"),
+    ("training_operator", "v1.2.0-eksbuild.1"): AddonSupport(
+        HYPERPOD_KUBERNETES - {"1.34"},
         "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-operator.html (supported Kubernetes "
         "1.28-1.33); elastic training from v1.2: "
         "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-elastic-training.html"),
     ("fsx_csi_driver", "v1.6.0-eksbuild.1"): AddonSupport(
-        HYPERPOD_KUBERNETES, f"the version AWS installs on HyperPod clusters ({HYPERPOD_CLI} helm_chart/"
-        "HyperPodHelmChart/charts/inference-operator/migration/helm_to_addon.sh); bounded by " + HYPERPOD_EKS_DOC),
+        HYPERPOD_KUBERNETES, f"{MIGRATION_SCRIPT}; bounded by {HYPERPOD_EKS_DOC}"),
     ("cert_manager", "v1.18.2-eksbuild.2"): AddonSupport(
-        HYPERPOD_KUBERNETES, f"the version AWS installs on HyperPod clusters ({HYPERPOD_CLI} helm_chart/"
-        "HyperPodHelmChart/charts/inference-operator/migration/helm_to_addon.sh), cert-manager v1.18.2 as in the "
-        "dependency chart's Chart.yaml; bounded by " + HYPERPOD_EKS_DOC),
-    ("vpc_cni", "v1.20.4-eksbuild.1"): AddonSupport(
-        HYPERPOD_KUBERNETES, "no per-version table published for v1.20; bounded by " + HYPERPOD_EKS_DOC),
-    ("pod_identity_agent", "v1.3.10-eksbuild.3"): AddonSupport(
-        HYPERPOD_KUBERNETES, "no per-version table published; bounded by " + HYPERPOD_EKS_DOC),
+        HYPERPOD_KUBERNETES, f"{MIGRATION_SCRIPT}, cert-manager v1.18.2 as in the dependency chart's Chart.yaml; "
+                             f"bounded by {HYPERPOD_EKS_DOC}"),
     ("task_governance", "v1.6.0-eksbuild.1"): AddonSupport(
-        HYPERPOD_KUBERNETES, "no per-version table published; bounded by " + HYPERPOD_EKS_DOC),
+        HYPERPOD_KUBERNETES, "https://docs.aws.amazon.com/sagemaker/latest/dg/"
+                             "sagemaker-hyperpod-eks-operate-console-ui-governance-upgrade.html (Kueue v0.19.2); "
+                             f"bounded by {HYPERPOD_EKS_DOC}"),
 }
-# kube-proxy's minor version is the cluster's own (checked in eks_errors), within HyperPod's range.
+# kube-proxy's minor version is the cluster's own (checked in eks_errors), within HyperPod's range. No source names a
+# vpc-cni or eks-pod-identity-agent build for these versions: leave them to EKS's default.
 ELASTIC_TRAINING_OPERATOR = (1, 2)
+# Config key under eks.addons -> the EKS add-on name.
+ADDON_NAMES = {"vpc_cni": "vpc-cni", "kube_proxy": "kube-proxy", "coredns": "coredns",
+               "pod_identity_agent": "eks-pod-identity-agent", "fsx_csi_driver": "aws-fsx-csi-driver",
+               "cert_manager": "cert-manager", "training_operator": "amazon-sagemaker-hyperpod-training-operator",
+               "task_governance": "amazon-sagemaker-hyperpod-taskgovernance"}
+OptionalAddonVersion = Optional[AddonVersion]
+_UNPINNED = " Unset: EKS's default version for eks.kubernetes_version (make preflight shows which)."
 
 
 class EksAddons(Strict):
-    """Pinned EKS add-on versions (vX.Y.Z-eksbuild.N) for the default Kubernetes version; each pin must be listed in
-    ADDON_SUPPORT (platform_config/eks.py) with the Kubernetes versions it supports and where that comes from."""
-    vpc_cni: AddonVersion = Field("v1.20.4-eksbuild.1", description="The vpc-cni add-on.")
-    kube_proxy: AddonVersion = Field(
-        "v1.33.10-eksbuild.13", description="The kube-proxy add-on; its minor version must be eks.kubernetes_version.")
-    coredns: AddonVersion = Field("v1.12.4-eksbuild.1", description="The coredns add-on.")
-    pod_identity_agent: AddonVersion = Field("v1.3.10-eksbuild.3", description="The eks-pod-identity-agent add-on.")
-    fsx_csi_driver: AddonVersion = Field("v1.6.0-eksbuild.1", description="The aws-fsx-csi-driver add-on.")
-    cert_manager: AddonVersion = Field("v1.18.2-eksbuild.2", description="The cert-manager add-on.")
-    training_operator: AddonVersion = Field(
-        "v1.2.0-eksbuild.1", description="The HyperPod training operator add-on; v1.2 or later, which elastic training "
-                                         "(elasticPolicy) needs.")
-    task_governance: AddonVersion = Field("v1.6.0-eksbuild.1", description="The HyperPod task governance add-on.")
+    """EKS add-on versions (vX.Y.Z-eksbuild.N). Unset (the default), each add-on gets the version EKS marks default
+    for the cluster's Kubernetes version; a pin must be listed in ADDON_SUPPORT (platform_config/eks.py) with the
+    Kubernetes versions it supports and where that comes from. make preflight checks either against
+    describe-addon-versions in your region."""
+    vpc_cni: OptionalAddonVersion = Field(None, description="The vpc-cni add-on." + _UNPINNED)
+    kube_proxy: OptionalAddonVersion = Field(
+        None, description="The kube-proxy add-on; pinned, its minor version must be eks.kubernetes_version." + _UNPINNED)
+    coredns: OptionalAddonVersion = Field(None, description="The coredns add-on." + _UNPINNED)
+    pod_identity_agent: OptionalAddonVersion = Field(None, description="The eks-pod-identity-agent add-on." + _UNPINNED)
+    fsx_csi_driver: OptionalAddonVersion = Field(None, description="The aws-fsx-csi-driver add-on." + _UNPINNED)
+    cert_manager: OptionalAddonVersion = Field(None, description="The cert-manager add-on." + _UNPINNED)
+    training_operator: OptionalAddonVersion = Field(
+        None, description="The HyperPod training operator add-on; v1.2 or later, which elastic training "
+                          "(elasticPolicy) needs." + _UNPINNED)
+    task_governance: OptionalAddonVersion = Field(None, description="The HyperPod task governance add-on." + _UNPINNED)
 
 
 class HyperPodDependencies(Strict):
@@ -129,9 +182,14 @@ class Autoscaling(Strict):
 class Eks(Strict):
     """HyperPod on an EKS control plane (orchestrator: eks)."""
     kubernetes_version: Literal[KUBERNETES_VERSIONS] = Field(  # type: ignore[valid-type]
-        "1.33", description="What HyperPod on EKS supports (1.28-1.33: docs.aws.amazon.com/sagemaker/latest/dg/"
-                            "sagemaker-hyperpod-eks-prerequisites.html) and a kubectl layer exists for; 1.34 is "
-                            "refused, as is any version an enabled add-on pin does not support.")
+        DEFAULT_KUBERNETES, description="What HyperPod on EKS supports (1.28-1.34: docs.aws.amazon.com/sagemaker/latest/"
+                                        "dg/sagemaker-hyperpod-eks-prerequisites.html) and a kubectl layer exists for; "
+                                        "refused where an add-on pin does not support it, or where its EKS "
+                                        "standard support has ended (unless eks.extended_support). Each version's "
+                                        "end of standard support is in docs/eks.md.")
+    extended_support: StrictBool = Field(
+        False, description="Accept a Kubernetes version past the end of EKS standard support (1.30-1.33 on "
+                           "2026-11-25): EKS bills extended support per cluster hour on top of standard.")
     authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = Field(
         "API", description="The cluster's authentication mode (HyperPod supports both).")
     endpoint: EksEndpoint = Field(EksEndpoint(), description="The API server's endpoints.")
@@ -146,7 +204,7 @@ class Eks(Strict):
         90, description="Retention of /aws/eks/<name>/cluster.")
     admin_role_arns: list[RoleArn] = Field(
         [], description="Roles given AmazonEKSClusterAdminPolicy through access entries (deployers, administrators).")
-    addons: EksAddons = Field(EksAddons(), description="Pinned add-on versions.")
+    addons: EksAddons = Field(EksAddons(), description="Add-on versions: EKS's defaults unless pinned.")
     hyperpod_dependencies: HyperPodDependencies = Field(
         HyperPodDependencies(), description="The HyperPod dependency chart and its components.")
     node_provisioning_mode: Literal["Continuous"] = Field("Continuous", description="HyperPod's node provisioning mode.")
@@ -155,6 +213,11 @@ class Eks(Strict):
         True, description="The HyperPod training operator add-on (runs HyperPodPyTorchJobs, elastic scaling) with its "
                           "pod identity.")
     task_governance: TaskGovernance = Field(TaskGovernance(), description="Task governance.")
+    training_image: Optional[PinnedImage] = Field(
+        None, description="The training image of the example jobs: examples/finetune/Dockerfile built and pushed to "
+                          "your registry (it holds hyperpod-elastic-agent, train_elastic.py and the fine-tuning "
+                          "workflow). tools/render_examples.py writes it into every job of examples/elastic-jobs.yaml "
+                          "that names no image of its own; pinned by a tag other than latest, or a digest.")
 
 
 def eks_errors(cfg: PlatformConfig) -> list[str]:
@@ -173,7 +236,13 @@ def eks_errors(cfg: PlatformConfig) -> list[str]:
         add(f"eks.kubernetes_version: {minor!r} is not supported by SageMaker HyperPod on EKS; allowed: "
             f"{', '.join(sorted(HYPERPOD_KUBERNETES, key=lambda v: tuple(map(int, v.split('.')))))} "
             f"({HYPERPOD_EKS_DOC})")
-    if not eks.addons.kube_proxy.startswith(f"v{minor}."):
+    if standard_support_ended(minor) and not eks.extended_support:
+        support = KUBERNETES_SUPPORT[minor]
+        add(f"eks.kubernetes_version: {minor!r} left EKS standard support on {support.end_of_standard} (extended "
+            f"support, billed per cluster hour, ends {support.end_of_extended}); use "
+            f"{', '.join(v for v in KUBERNETES_VERSIONS if not standard_support_ended(v))}, or set "
+            "eks.extended_support: true to accept the cost")
+    if eks.addons.kube_proxy is not None and not eks.addons.kube_proxy.startswith(f"v{minor}."):
         add(f"eks.addons.kube_proxy: {eks.addons.kube_proxy!r} does not match eks.kubernetes_version {minor!r}; "
             f"use a v{minor}.x-eksbuild.N version")
     errors.extend(_addon_errors(eks))
@@ -207,6 +276,11 @@ def eks_errors(cfg: PlatformConfig) -> list[str]:
         for i, subnet in enumerate(eks.control_plane_subnets):
             if ipaddress.ip_network(subnet.cidr).prefixlen > 28:
                 add(f"eks.control_plane_subnets[{i}].cidr: {subnet.cidr!r}; EKS needs at least a /28 per subnet")
+
+    if compute and all(blocking_taints(g) for g in compute):
+        add("cluster.instance_groups: every compute group carries a NoSchedule or NoExecute taint; the FSx CSI "
+            "controller, the training operator and task governance (Kueue) tolerate none, so they could never run; "
+            "leave at least one compute group untainted (or use effect PreferNoSchedule)")
 
     if eks.hyperpod_dependencies.neuron_device_plugin:
         for i, g in enumerate(cfg.cluster.instance_groups):
@@ -242,6 +316,20 @@ def tolerates(toleration: dict, taint: Taint) -> bool:
     return toleration.get("key") == taint.key and toleration.get("value", "") == taint.value
 
 
+def blocking_taints(group) -> list[Taint]:
+    """The taints of a group that keep pods without a matching toleration off its nodes."""
+    return [t for t in group.kubernetes_taints if t.effect in ("NoSchedule", "NoExecute")]
+
+
+def addon_tolerations(cfg: PlatformConfig) -> list[dict]:
+    """Tolerations for the platform's own taints (every compute group's NoSchedule/NoExecute taints), for the add-ons
+    whose configuration takes them (coredns, cert-manager). HyperPod's deep-health-check taint is not among them:
+    a node under deep health checks is stressed and may be replaced."""
+    seen = {(t.key, t.value, t.effect) for g in cfg.cluster.instance_groups if g.role == "compute"
+            for t in blocking_taints(g)}
+    return [{"key": k, "operator": "Equal", "value": v, "effect": e} for k, v, e in sorted(seen)]
+
+
 def enabled_addons(eks: Eks) -> list[str]:
     """Config keys of the add-ons this configuration installs (kube-proxy is checked on its own)."""
     keys = ["vpc_cni", "coredns", "pod_identity_agent", "fsx_csi_driver", "cert_manager"]
@@ -255,17 +343,20 @@ def _addon_errors(eks: Eks) -> list[str]:
     minor = eks.kubernetes_version
     for key in enabled_addons(eks):
         version = getattr(eks.addons, key)
+        if version is None:
+            continue
         fact = ADDON_SUPPORT.get((key, version))
         if fact is None:
             known = sorted(v for k, v in ADDON_SUPPORT if k == key)
-            errors.append(f"eks.addons.{key}: {version!r} has no recorded Kubernetes support; known: "
-                          f"{', '.join(known)} (add a version to ADDON_SUPPORT in platform_config/eks.py with its source)")
+            errors.append(f"eks.addons.{key}: {version!r} has no recorded source; known: "
+                          f"{', '.join(known) or 'none'} (leave it unset for EKS's default, or add the version to "
+                          "ADDON_SUPPORT in platform_config/eks.py with its source)")
         elif minor not in fact.kubernetes:
             fits = sorted(v for (k, v), f in ADDON_SUPPORT.items() if k == key and minor in f.kubernetes)
             errors.append(f"eks.addons.{key}: {version!r} does not support eks.kubernetes_version {minor!r} (it "
                           f"supports {', '.join(sorted(fact.kubernetes))}; {fact.source}); "
                           + (f"for {minor} use {', '.join(fits)}" if fits else f"no recorded version supports {minor}"))
-    operator = re.fullmatch(r"v(\d+)\.(\d+)\..*", eks.addons.training_operator)
+    operator = re.fullmatch(r"v(\d+)\.(\d+)\..*", eks.addons.training_operator or "")
     if eks.training_operator and operator and tuple(map(int, operator.groups())) < ELASTIC_TRAINING_OPERATOR:
         errors.append(f"eks.addons.training_operator: {eks.addons.training_operator!r}; elastic training "
                       "(elasticPolicy) needs v1.2 or later "

@@ -70,6 +70,30 @@ def team_gid(team: TeamQuota) -> int:
     return team.gid if team.gid is not None else 1_000_000 + zlib.crc32(team.name.encode()) % 1_000_000
 
 
+def guaranteed_accelerators(team: TeamQuota) -> Optional[int]:
+    """The accelerators a team's quota guarantees; None on an instance type without known accelerators."""
+    per_instance = ACCELERATORS.get(team.instance_type)
+    if per_instance is None:
+        return None
+    return team.accelerators if team.accelerators is not None else (team.instance_count or 0) * per_instance[1]
+
+
+def reachable_accelerators(gov: TaskGovernance, compute: list[InstanceGroup], team: TeamQuota) -> Optional[int]:
+    """The most accelerators of the team's instance type that Kueue can ever admit for it at once: its guarantee,
+    plus what it may borrow (LendAndBorrow only: borrow_limit_percent of the guarantee) bounded by what the other
+    teams lend on that type (their guarantees, unless DontLend), all bounded by the cluster's instances of that type.
+    A workload asking for more is never admitted. None on an instance type without known accelerators."""
+    own = guaranteed_accelerators(team)
+    if own is None:
+        return None
+    borrow = own * team.borrow_limit_percent // 100 if team.sharing == "LendAndBorrow" else 0
+    lent = sum(guaranteed_accelerators(t) or 0 for t in gov.teams
+               if t is not team and t.instance_type == team.instance_type and t.sharing != "DontLend")
+    capacity = sum(g.instance_count for g in compute if g.instance_type == team.instance_type) \
+        * ACCELERATORS[team.instance_type][1]
+    return min(own + min(borrow, lent), capacity)
+
+
 def _default_priority_classes() -> list[PriorityClass]:
     return [PriorityClass(name="inference", weight=90), PriorityClass(name="training", weight=70),
             PriorityClass(name="experimentation", weight=30)]

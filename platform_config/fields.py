@@ -88,6 +88,25 @@ LabelValue = Annotated[str, pattern(r"([a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-
                                      "a Kubernetes label value: at most 63 letters, digits, '-', '_', '.'")]
 RoleArn = Annotated[str, pattern(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+", "an IAM role ARN")]
 
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_IMAGE_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._:/-]*")
+
+
+def _pinned_image(value: str) -> str:
+    name, _, digest = value.partition("@")
+    colon = name.rfind(":")
+    tag = name[colon + 1:] if colon > name.rfind("/") else ""  # a ':' before the last '/' is a registry port
+    pinned = _DIGEST.fullmatch(digest) if digest else tag not in ("", "latest")
+    if not (_IMAGE_NAME.fullmatch(name) and pinned):
+        raise ValueError("must be pinned: an explicit tag other than 'latest' (repo:1.2.3) or a digest "
+                         "(repo@sha256:<64 hex>)")
+    return value
+
+
+_pinned_image.allowed = "a container image pinned by a tag other than latest (repo:1.2.3) or a digest (repo@sha256:...)"
+# A container image reference that cannot drift: a tag other than `latest`, or a digest.
+PinnedImage = Annotated[str, AfterValidator(_pinned_image)]
+
 
 def _resource_id(prefix: str):
     return pattern(rf"{prefix}-[0-9a-f]{{8,17}}", f"an ID such as {prefix}-0123456789abcdef0")

@@ -14,14 +14,17 @@ from constructs.eks_control_plane import Addon
 from constructs.hyperpod_cluster import EksOrchestrator, HyperPodCluster
 from constructs.fsx_partitions import FsxPartitions
 from constructs.metrics_workspace import MetricsWorkspace
+from constructs.mlflow_job_access import allow_mlflow_logging, tracking_server_arn
 from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, lifecycle_bucket_name
 from constructs.platform_role_names import upload_role_name
 from constructs.nag_acknowledgments import acknowledge
+from constructs.schedulable_node import SchedulableNodeWaiter
 from constructs.task_governance_provider import TaskGovernanceProvider
 
 from manifests import kubernetes_objects as k8s
 from manifests import team_identities
 from platform_config import PlatformConfig
+from platform_config.eks import addon_tolerations
 from platform_config.eks_governance import EKS_TEAM_DIRECTORY_ROOT, TeamQuota, team_gid
 from platform_config.facts import ACCELERATORS
 from stacks.network_stack import NetworkRefs
@@ -99,9 +102,15 @@ class EksClusterStack(cdk.Stack):
         self.hyperpod.node.add_dependency(self.dependency_chart)
         self._allow_eks_nodes(self.hyperpod.execution_role, vpc_id=network.vpc_id)
 
-        for name, version in (("coredns", addons.coredns), ("aws-fsx-csi-driver", addons.fsx_csi_driver),
-                              ("cert-manager", addons.cert_manager)):
-            plane.addon(Addon(name, version), after=[self.hyperpod], scope=self)
+        self._node_waits(config, network)
+        # coredns and cert-manager take tolerations (configurationValues) for the platform's own taints, so they run
+        # on any group that is not under deep health checks; the FSx CSI controller tolerates no NoSchedule taint.
+        tolerations = addon_tolerations(config)
+        plane.addon(Addon("coredns", addons.coredns, {"tolerations": tolerations} if tolerations else None),
+                    after=[self.tolerable_node], scope=self)
+        plane.addon(Addon("cert-manager", addons.cert_manager, cert_manager_values(tolerations)),
+                    after=[self.tolerable_node], scope=self)
+        plane.addon(Addon("aws-fsx-csi-driver", addons.fsx_csi_driver), after=[self.untainted_node], scope=self)
         self._fsx_csi_identity()
 
         team_namespaces = [k8s.team_namespace(t.name) for t in eks_config.task_governance.teams] \
@@ -115,6 +124,7 @@ class EksClusterStack(cdk.Stack):
                 k8s.job_submitter_role(namespace=k8s.team_namespace(t.name), platform=config.name),
                 k8s.role_binding(namespace=k8s.team_namespace(t.name), group=k8s.team_group(t.name),
                                  role=k8s.JOB_ROLE, platform=config.name))], after=[self.namespaces], scope=self)
+            self._team_jobs(config)
         self._guard_default_namespace(config)
         # No pod of a team's (or the default) namespace reaches the node's instance metadata or other link-local services
         # (manifests/kubernetes_objects.py says how HyperPod nodes serve credentials and why the block is here).
@@ -191,6 +201,46 @@ class EksClusterStack(cdk.Stack):
                                               platform=config.name)
         plane.manifest("TeamIdentities", *objects, after=[self.namespaces], scope=self)
 
+    def _node_waits(self, config: PlatformConfig, network: NetworkRefs) -> None:
+        """Add-ons that run Deployments are created once a node exists that their pods can be scheduled on:
+        `tolerable_node` (no taint but the platform's own) for coredns and cert-manager, `untainted_node` for the
+        add-ons that take no tolerations. CloudFormation would otherwise report them created while DEGRADED."""
+        plane = self.control_plane
+        self.node_reader_rbac = plane.manifest("NodeReaderRbac", *k8s.node_reader_rbac(platform=config.name),
+                                               scope=self)
+        waiter = SchedulableNodeWaiter(
+            self, "NodeReadiness", cluster=plane.cluster, cluster_name=config.name, vpc_id=network.vpc_id,
+            subnets=network.private_subnets, security_group_id=plane.kubectl_group.security_group_id,
+            kubernetes_group=k8s.NODE_READER_GROUP)
+        after = [self.hyperpod, self.node_reader_rbac]
+        self.untainted_node = waiter.wait_for("UntaintedNode", tolerations=[], after=after, scope=self)
+        tolerations = addon_tolerations(config)
+        self.tolerable_node = waiter.wait_for("TolerableNode", tolerations=tolerations, after=after, scope=self) \
+            if tolerations else self.untainted_node
+
+    def _team_jobs(self, config: PlatformConfig) -> None:
+        """Each team's jobs run as the service account `training-job` of its namespace (manifests/training_jobs.py).
+        With MLflow, EKS Pod Identity gives that service account a role of the team's own, allowed to log to the
+        platform's tracking server only, and a ConfigMap tells the jobs the server's ARN (MLFLOW_TRACKING_URI)."""
+        plane = self.control_plane
+        teams = config.eks.task_governance.teams
+        objects = [k8s.job_service_account(namespace=k8s.team_namespace(t.name), platform=config.name) for t in teams]
+        mlflow = config.studio.enabled and config.studio.mlflow.enabled
+        if mlflow:
+            server = tracking_server_arn(self, config.name)
+            objects += [k8s.mlflow_config_map(namespace=k8s.team_namespace(t.name), tracking_server_arn=server,
+                                              platform=config.name) for t in teams]
+        self.team_jobs = plane.manifest("TeamJobIdentity", *objects, after=[self.namespaces], scope=self)
+        if not mlflow:
+            return
+        for team in teams:
+            namespace = k8s.team_namespace(team.name)
+            role = plane.pod_role(self, f"JobRole-{team.name}", f"Jobs of team {team.name}: log to the platform's "
+                                  "MLflow tracking server", namespace=namespace, service_account=k8s.JOB_SERVICE_ACCOUNT)
+            allow_mlflow_logging(role, tracking_server_arn=server, who=f"Jobs of team {team.name}")
+            plane.pod_identity(f"JobIdentity-{team.name}", namespace=namespace, service_account=k8s.JOB_SERVICE_ACCOUNT,
+                               role=role, after=plane.addons["eks-pod-identity-agent"], scope=self)
+
     def _guard_default_namespace(self, config: PlatformConfig) -> None:
         """`default` exists before the stack, so it is patched (and restored on delete), not applied: Pod Security
         `baseline`, and no accelerators, so nothing there takes GPUs outside the team queues."""
@@ -265,9 +315,12 @@ class EksClusterStack(cdk.Stack):
         role.add_to_policy(iam.PolicyStatement(
             sid="DescribeClusterNodes", actions=["sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes"],
             resources=[self.hyperpod.cluster_arn]))
-        # It runs on HyperPod nodes and needs cert-manager's webhook certificates.
+        # It runs on HyperPod nodes and needs cert-manager's webhook certificates. Its pod identity is a standalone
+        # association, never the add-on's inline PodIdentityAssociations: v1.2.1-eksbuild.1, EKS's default, rejects
+        # those ("Pod Identity feature is not supported for addon version"; awslabs/awsome-distributed-ai@95b939cd
+        # .../hyperpod-eks-tf/modules/hyperpod_training_operator/main.tf).
         plane.addon(Addon("amazon-sagemaker-hyperpod-training-operator", version),
-                    after=[self.hyperpod, plane.addons["cert-manager"]], scope=self)
+                    after=[self.untainted_node, plane.addons["cert-manager"]], scope=self)
         plane.pod_identity("TrainingOperatorIdentity", namespace=namespace, service_account=account, role=role,
                            after=plane.addons["eks-pod-identity-agent"], scope=self)
 
@@ -306,7 +359,7 @@ class EksClusterStack(cdk.Stack):
                           addon_name=HYPERPOD_OBSERVABILITY_ADDON,
                           addon_version=config.observability.node_metrics.eks_addon_version,
                           configuration_values=observability_addon_values(workspace), preserve_on_delete=False)
-        addon.node.add_dependency(self.hyperpod, association, plane.addons["cert-manager"])
+        addon.node.add_dependency(self.untainted_node, association, plane.addons["cert-manager"])
         plane.addons[HYPERPOD_OBSERVABILITY_ADDON] = addon
 
     def _task_governance(self, config: PlatformConfig) -> None:
@@ -314,7 +367,7 @@ class EksClusterStack(cdk.Stack):
         governance = config.eks.task_governance
         # Kueue's controller and webhook run on HyperPod nodes; the quotas below need its webhook ready.
         addon = plane.addon(Addon("amazon-sagemaker-hyperpod-taskgovernance", config.eks.addons.task_governance),
-                            after=[self.hyperpod], scope=self)
+                            after=[self.untainted_node], scope=self)
         types = {t: governance_resource_type(t, self.region)
                  for t in ("AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota")}
         provider = None
@@ -351,6 +404,15 @@ class EksClusterStack(cdk.Stack):
                    for t in governance.teams if t.resource_quota and (t.max_vcpu or t.max_memory_gib)]
         if limits:
             plane.manifest("TeamResourceQuotas", *limits, after=[*quotas, self.namespaces], scope=self)
+
+
+def cert_manager_values(tolerations: list[dict]) -> dict | None:
+    """cert-manager's controller, webhook and cainjector each take tolerations (the keys AWS's HyperPod Terraform sets:
+    awslabs/awsome-distributed-ai@95b939cd .../hyperpod-eks-tf/modules/hyperpod_cluster/cert_manager.tf)."""
+    if not tolerations:
+        return None
+    return {"tolerations": tolerations, "webhook": {"tolerations": tolerations},
+            "cainjector": {"tolerations": tolerations}}
 
 
 def compute_quota_properties(team: TeamQuota, *, cluster_name: str, cluster_arn: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from constructs.hyperpod_cluster import (ExternalAccountingDatabase, GroupSpec, 
 from constructs.lifecycle_scripts import (ON_INIT_COMPLETE, PARAMETERS_FILE, SLURM_CLIENT_PREFIX, LifecycleScripts,
                                          lifecycle_bucket_name)
 from constructs.login_load_balancer import LoginLoadBalancer
+from constructs.mlflow_job_access import allow_mlflow_logging, tracking_server_arn
 from constructs.nag_acknowledgments import acknowledge
 from constructs.session_run_as import SessionRunAsDocument
 from constructs.platform_role_names import (cluster_execution_role_name, slurm_jwt_key_secret_name,
@@ -126,6 +127,10 @@ class SlurmClusterStack(cdk.Stack):
         if storage.metrics_workspace is not None:
             for role in self.hyperpod.node_roles:  # every node's agent writes its own metrics
                 role.add_to_policy(storage.metrics_workspace.remote_write_statement())
+        if config.studio.enabled and config.studio.mlflow.enabled:
+            # Jobs run on the login and compute nodes with their role's credentials; the controller logs nothing.
+            allow_mlflow_logging(self.hyperpod.worker_role, tracking_server_arn=tracking_server_arn(self, config.name),
+                                 who="Slurm jobs on the compute and login nodes")
         # Nodes run on_create.sh from the bucket at creation: the scripts must be there first.
         self.hyperpod.cluster.node.add_dependency(self.lifecycle.deployment)
 

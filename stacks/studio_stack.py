@@ -14,6 +14,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.fsx_partitions import FsxPartitions
 from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, lifecycle_bucket_name
+from constructs.mlflow_job_access import tracking_server_name
 from constructs.nested_template import NestedTemplate, top_level_logical_id
 from constructs.platform_role_names import (PARTITION_HANDLERS, partition_handler_role_name,
                                            slurm_jwt_key_secret_name, slurm_token_issuer_role_name,
@@ -349,7 +350,7 @@ class StudioStack(cdk.Stack):
                                description="MLflow tracking server: its artifact bucket only")
         artifacts.grant_read_write(server_role)
         server = sagemaker.CfnMlflowTrackingServer(
-            self, "Mlflow", tracking_server_name=f"{config.name}-mlflow", role_arn=server_role.role_arn,
+            self, "Mlflow", tracking_server_name=tracking_server_name(config.name), role_arn=server_role.role_arn,
             artifact_store_uri=f"s3://{artifacts.bucket_name}/artifacts", tracking_server_size=config.studio.mlflow.size,
             mlflow_version=config.studio.mlflow.mlflow_version, automatic_model_registration=False)
         # The server checks its bucket access at creation: wait for the role's policy, not just the role.

@@ -14,7 +14,8 @@ import pytest
 
 from conftest import ROOT
 
-COMMANDS = ("preflight", "connect", "replacement_guard", "template_replacements", "stack_graph", "summarize", "sizing")
+COMMANDS = ("preflight", "connect", "replacement_guard", "template_replacements", "stack_graph", "summarize", "sizing",
+            "destroy")
 
 
 def no_credentials_env() -> dict[str, str]:
@@ -68,8 +69,9 @@ def test_an_unknown_profile_is_one_line():
 
 @pytest.mark.parametrize("args", [("-m", "cli.stack_graph", "{missing}"),
                                   ("-m", "cli.summarize", "{missing}", "--config", "config/default.yaml"),
-                                  ("-m", "cli.template_replacements", "{missing}", "{missing}")],
-                         ids=["graph", "summarize", "template_replacements"])
+                                  ("-m", "cli.template_replacements", "{missing}", "{missing}"),
+                                  ("-m", "cli.destroy", "{missing}")],
+                         ids=["graph", "summarize", "template_replacements", "destroy"])
 def test_without_a_synthesized_assembly_one_line_and_a_failure(args, tmp_path):
     missing = tmp_path / "cdk.out"
     result = run(*(a.format(missing=missing) for a in args))
@@ -81,7 +83,7 @@ def test_without_a_synthesized_assembly_one_line_and_a_failure(args, tmp_path):
 @pytest.mark.parametrize("target, module", [("preflight", "cli.preflight"), ("connect", "cli.connect"),
                                             ("deploy", "cli.replacement_guard deploy"),
                                             ("diff", "cli.replacement_guard diff"), ("graph", "cli.stack_graph"),
-                                            ("synth", "cli.summarize")])
+                                            ("synth", "cli.summarize"), ("destroy", "cli.destroy")])
 def test_make_targets_run_the_cli_commands(target, module):
     """What `make <target>` runs (dry run: nothing executes; the install steps count as done)."""
     result = subprocess.run(["make", "-n", "-o", ".venv/.installed", "-o", "node_modules/.installed", target],

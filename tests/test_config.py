@@ -411,27 +411,37 @@ TEAM = {"name": "research", "instance_type": "ml.g5.8xlarge", "instance_count": 
 EKS_BAD_INPUT = [
     ("version too old", eks_base(kubernetes_version="1.29"),
      "eks.kubernetes_version: '1.29' — Input should be '1.30', '1.31', '1.32', '1.33' or '1.34'"),
-    ("kube-proxy for another version", eks_base(kubernetes_version="1.32"),
-     "eks.addons.kube_proxy: 'v1.33.10-eksbuild.13' does not match eks.kubernetes_version '1.32'; use a "
-     "v1.32.x-eksbuild.N version"),
-    ("Kubernetes version HyperPod does not support", eks_base(kubernetes_version="1.34",
-                                                              addons={"kube_proxy": "v1.34.1-eksbuild.2"}),
-     "eks.kubernetes_version: '1.34' is not supported by SageMaker HyperPod on EKS; allowed: 1.28, 1.29, 1.30, "
-     "1.31, 1.32, 1.33 (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html)"),
-    ("1.34 also outruns the training operator", eks_base(kubernetes_version="1.34",
-                                                        addons={"kube_proxy": "v1.34.1-eksbuild.2"}),
+    ("version HyperPod does not list", eks_base(kubernetes_version="1.35"),
+     "eks.kubernetes_version: '1.35' — Input should be '1.30', '1.31', '1.32', '1.33' or '1.34'"),
+    ("version past standard support", eks_base(kubernetes_version="1.33"),
+     "eks.kubernetes_version: '1.33' left EKS standard support on 2026-07-29 (extended support, billed per cluster "
+     "hour, ends 2027-07-29); use 1.34, or set eks.extended_support: true to accept the cost"),
+    ("kube-proxy for another version", eks_base(addons={"kube_proxy": "v1.33.10-eksbuild.13"}),
+     "eks.addons.kube_proxy: 'v1.33.10-eksbuild.13' does not match eks.kubernetes_version '1.34'; use a "
+     "v1.34.x-eksbuild.N version"),
+    ("a training operator pin older than the version", eks_base(addons={"training_operator": "v1.2.0-eksbuild.1"}),
      "eks.addons.training_operator: 'v1.2.0-eksbuild.1' does not support eks.kubernetes_version '1.34' (it supports "
      "1.28, 1.29, 1.30, 1.31, 1.32, 1.33; https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-operator.html "
      "(supported Kubernetes 1.28-1.33); elastic training from v1.2: "
-     "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-elastic-training.html); no recorded version "
-     "supports 1.34"),
-    ("coredns pinned for another version", eks_base(kubernetes_version="1.32", addons={"kube_proxy": "v1.32.6-eksbuild.2"}),
+     "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-elastic-training.html); for 1.34 use "
+     "v1.2.1-eksbuild.1"),
+    ("coredns pinned for another version", eks_base(kubernetes_version="1.32", extended_support=True,
+                                                    addons={"coredns": "v1.12.4-eksbuild.1"}),
      "eks.addons.coredns: 'v1.12.4-eksbuild.1' does not support eks.kubernetes_version '1.32' (it supports 1.33, "
      "1.34; https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html (latest version per Kubernetes "
      "version)); for 1.32 use v1.11.4-eksbuild.24"),
-    ("addon pin without recorded support", eks_base(addons={"fsx_csi_driver": "v1.7.0-eksbuild.1"}),
-     "eks.addons.fsx_csi_driver: 'v1.7.0-eksbuild.1' has no recorded Kubernetes support; known: v1.6.0-eksbuild.1 "
-     "(add a version to ADDON_SUPPORT in platform_config/eks.py with its source)"),
+    ("addon pin without a source", eks_base(addons={"fsx_csi_driver": "v1.7.0-eksbuild.1"}),
+     "eks.addons.fsx_csi_driver: 'v1.7.0-eksbuild.1' has no recorded source; known: v1.6.0-eksbuild.1 (leave it "
+     "unset for EKS's default, or add the version to ADDON_SUPPORT in platform_config/eks.py with its source)"),
+    ("every compute group tainted", {**eks_base(), "cluster": {"instance_groups": [
+        {**WORKERS, "kubernetes_taints": [{"key": "dedicated", "value": "a", "effect": "NoSchedule"}]},
+        {**WORKERS, "name": "b", "kubernetes_taints": [{"key": "dedicated", "value": "b", "effect": "NoExecute"}]}]}},
+     "cluster.instance_groups: every compute group carries a NoSchedule or NoExecute taint; the FSx CSI controller, "
+     "the training operator and task governance (Kueue) tolerate none, so they could never run; leave at least one "
+     "compute group untainted (or use effect PreferNoSchedule)"),
+    ("the old vpc-cni pin, which no source names", eks_base(addons={"vpc_cni": "v1.20.4-eksbuild.1"}),
+     "eks.addons.vpc_cni: 'v1.20.4-eksbuild.1' has no recorded source; known: none (leave it unset for EKS's "
+     "default, or add the version to ADDON_SUPPORT in platform_config/eks.py with its source)"),
     ("training operator too old for elastic jobs", eks_base(addons={"training_operator": "v1.0.1-eksbuild.1"}),
      "eks.addons.training_operator: 'v1.0.1-eksbuild.1'; elastic training (elasticPolicy) needs v1.2 or later "
      "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-elastic-training.html)"),
@@ -517,6 +527,13 @@ EKS_BAD_INPUT = [
 @pytest.mark.parametrize("case, data, expected", EKS_BAD_INPUT, ids=[c[0] for c in EKS_BAD_INPUT])
 def test_eks_bad_input_names_key_value_and_what_is_allowed(case, data, expected):
     assert expected in errors_of(data)
+
+
+def test_extended_support_is_accepted_when_asked_for_and_add_ons_default_to_eks():
+    assert parse_config(eks_base(kubernetes_version="1.33", extended_support=True), "test").eks.extended_support
+    cfg = parse_config(eks_base(), "test")
+    assert cfg.eks.kubernetes_version == "1.34" and not cfg.eks.extended_support
+    assert set(cfg.eks.addons.model_dump().values()) == {None}  # every add-on at EKS's default for the version
 
 
 def test_one_switch_turns_the_default_config_into_eks():

@@ -19,7 +19,7 @@ from platform_config.eks_governance import team_gid
 from stacks.eks_cluster_stack import CFN_REGIONS, governance_resource_type
 from cli.stack_graph import stack_dependencies
 
-KUBERNETES_VERSION = "1.33"
+KUBERNETES_VERSION = "1.34"
 
 
 def resources(template: dict, kind: str) -> dict[str, dict]:
@@ -84,21 +84,19 @@ def test_public_endpoint_only_with_an_allow_list(tmp_path):
     assert any("list the CIDR blocks" in e for e in info.value.errors)
 
 
-def test_addons_are_pinned(synth):
+def test_addons_take_the_eks_default_for_the_cluster_version(synth):
+    """No add-on version in the example: EKS installs the one it marks default for the cluster's Kubernetes version
+    (no source names a vpc-cni or pod-identity-agent build; platform_config/eks.py), and make preflight checks it."""
     s = synth("eks")
-    addons = {a["Properties"]["AddonName"]: a["Properties"]["AddonVersion"]
+    addons = {a["Properties"]["AddonName"]: a["Properties"]
               for stack in ("eks", "cluster") for a in resources(s.templates[stack], "AWS::EKS::Addon").values()}
     # DaemonSets before the nodes, with the control plane; Deployments after them, with HyperPod
     assert {a["Properties"]["AddonName"] for a in resources(s.templates["eks"], "AWS::EKS::Addon").values()} == \
         {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"}
-    pins = s.config.eks.addons
-    assert addons == {
-        "vpc-cni": pins.vpc_cni, "kube-proxy": pins.kube_proxy, "coredns": pins.coredns,
-        "eks-pod-identity-agent": pins.pod_identity_agent, "aws-fsx-csi-driver": pins.fsx_csi_driver,
-        "cert-manager": pins.cert_manager, "amazon-sagemaker-hyperpod-training-operator": pins.training_operator,
-        "amazon-sagemaker-hyperpod-taskgovernance": pins.task_governance}
-    assert all(re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", v) for v in addons.values())
-    assert addons["kube-proxy"].startswith(f"v{KUBERNETES_VERSION}.")
+    assert set(addons) == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver",
+                           "cert-manager", "amazon-sagemaker-hyperpod-training-operator",
+                           "amazon-sagemaker-hyperpod-taskgovernance"}
+    assert [name for name, props in addons.items() if "AddonVersion" in props] == []
 
 
 def test_hyperpod_nodes_may_give_pods_ips_in_the_cluster_vpc_only(synth):
@@ -512,3 +510,61 @@ def test_fsx_volumes_of_pods_are_mounted_nosuid_nodev(synth):
     for volume in (o for o in all_objects(synth("eks").templates["cluster"]) if o["kind"] == "PersistentVolume"):
         assert {"nosuid", "nodev", "flock"} <= set(volume["spec"]["mountOptions"])
         assert not {"suid", "dev"} & set(volume["spec"]["mountOptions"])
+
+
+# ---------------------------------------------------------------------------------------------- jobs and MLflow
+def policy_statements(template: dict, role_id: str) -> list[dict]:
+    return [st for p in resources(template, "AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]
+            for st in p["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def tracking_server_name(studio: dict) -> str:
+    return only(studio, "AWS::SageMaker::MlflowTrackingServer")["Properties"]["TrackingServerName"]
+
+
+def server_arn_name(resource) -> str:
+    """The resource name of a `format_arn` of a tracking server: arn:<partition>:sagemaker:<region>:<account>:mlflow-
+    tracking-server/<name>."""
+    parts = resource["Fn::Join"][1]
+    text = "".join(p if isinstance(p, str) else "<" + p["Ref"] + ">" for p in parts)
+    assert text.startswith("arn:aws:sagemaker:us-west-2:<AWS::AccountId>:mlflow-tracking-server/")
+    return text.rsplit("mlflow-tracking-server/", 1)[1]
+
+
+def test_each_teams_jobs_log_to_the_platforms_mlflow_server_through_their_own_pod_identity(synth):
+    s = synth("eks_shared")
+    t = s.templates["cluster"]
+    teams = [team.name for team in s.config.eks.task_governance.teams]
+    associations = {(a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"]): a["Properties"]["RoleArn"]
+                    for a in resources(t, "AWS::EKS::PodIdentityAssociation").values()}
+    server = tracking_server_name(s.templates["studio"])
+    roles = set()
+    for team in teams:
+        role = associations[(f"hyperpod-ns-{team}", "training-job")]["Fn::GetAtt"][0]
+        roles.add(role)
+        (trust,) = t["Resources"][role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert trust["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == f"hyperpod-ns-{team}"
+        assert trust["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "training-job"
+        (statement,) = policy_statements(t, role)
+        assert statement["Action"] == "sagemaker-mlflow:*" and statement["Effect"] == "Allow"
+        assert server_arn_name(statement["Resource"]) == server  # the Studio stack's server, by its fixed name
+    assert len(roles) == len(teams)  # a role per team: MLflow and CloudTrail see the team
+    objects = {(o["kind"], o["metadata"]["namespace"]): o for o in all_objects(t) if o["kind"] in
+               ("ServiceAccount", "ConfigMap") and o["metadata"]["name"] != "hyperpod-team-identities"}
+    for team in teams:
+        assert objects[("ServiceAccount", f"hyperpod-ns-{team}")]["metadata"]["name"] == "training-job"
+        config_map = objects[("ConfigMap", f"hyperpod-ns-{team}")]
+        assert config_map["metadata"]["name"] == "mlflow"
+        assert config_map["data"]["tracking-uri"].endswith(f":mlflow-tracking-server/{server}")
+
+
+def test_without_mlflow_jobs_get_their_service_account_and_no_aws_role(synth):
+    s = synth("eks")
+    assert not s.config.studio.mlflow.enabled
+    t = s.templates["cluster"]
+    objects = all_objects(t)
+    teams = {team.name for team in s.config.eks.task_governance.teams}
+    assert {o["metadata"]["namespace"] for o in objects if o["kind"] == "ServiceAccount"
+            and o["metadata"]["name"] == "training-job"} == {f"hyperpod-ns-{team}" for team in teams}
+    assert not [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "mlflow"]
+    assert "sagemaker-mlflow" not in json.dumps(t)

@@ -97,11 +97,72 @@ def synthesized_order(s) -> tuple[dict, dict[str, set[str]]]:
                           stack_dependencies(s.out_dir))
 
 
+def addon_tolerations(resource: dict) -> list[dict]:
+    """The tolerations an add-on's pods get from its configurationValues (every component's, which must agree)."""
+    values = resource["Properties"].get("ConfigurationValues")
+    if not values:
+        return []
+    values = json.loads(values)
+    found = [values.get("tolerations", [])] + [v["tolerations"] for v in values.values()
+                                               if isinstance(v, dict) and "tolerations" in v]
+    assert all(f == found[0] for f in found), f"components tolerate different taints: {found}"
+    return found[0]
+
+
+def manifest_objects(resource: dict) -> list[dict]:
+    manifest = resource["Properties"]["Manifest"]
+    if not isinstance(manifest, str):  # deploy-time tokens inside: keep the literal parts
+        manifest = "".join(p if isinstance(p, str) else "TOKEN" for p in manifest["Fn::Join"][1])
+    return json.loads(manifest)
+
+
+def node_wait_problems(template: dict, before: dict[str, set[str]], hyperpod: str) -> dict[str, str]:
+    """Custom::SchedulableNode waits (lambda/node_readiness) by id, each None if sound, else why not: it must come after
+    the HyperPod cluster, and the API access it reads nodes with (an access entry whose group a ClusterRoleBinding lets
+    list nodes) must exist before it."""
+    resources = template["Resources"]
+    bindings = {s["name"] for rid, res in resources.items() if res["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+                for obj in manifest_objects(res) if obj["kind"] == "ClusterRoleBinding"
+                for s in obj["subjects"]}
+    readers = {rid for rid, res in resources.items() if res["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+               and any(o["kind"] == "ClusterRole" and {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}
+                       in o["rules"] for o in manifest_objects(res))}
+    found = {}
+    for rid, res in resources.items():
+        if res["Type"] != "Custom::SchedulableNode":
+            continue
+        entries = [e for e in before[rid] if resources[e]["Type"] == "AWS::EKS::AccessEntry"
+                   and set(resources[e]["Properties"].get("KubernetesGroups", [])) & bindings]
+        if hyperpod not in before[rid]:
+            found[rid] = f"it may be checked before the HyperPod cluster {hyperpod} exists"
+        elif not entries or not readers & before[rid]:
+            found[rid] = "its access entry and node-reading RBAC may not exist yet"
+        else:
+            found[rid] = None
+    return found
+
+
 def ordering_problems(template: dict, before: dict[str, set[str]] | None = None) -> list[str]:
+    """Every add-on or chart whose creation needs running pods comes after a node-readiness wait whose tolerated
+    taints its pods tolerate too (an add-on without tolerations after a wait for an untainted node), and every wait
+    after the HyperPod cluster and its API access."""
     before = before if before is not None else creation_graph(template)
-    (hyperpod,) = [r for r, v in template["Resources"].items() if v["Type"] == "AWS::SageMaker::Cluster"]
-    problems = [f"{rid}: {why}, but it may be created before the HyperPod cluster {hyperpod} has nodes"
-                for rid, why in waits_for_pods(template).items() if hyperpod not in before[rid]]
+    resources = template["Resources"]
+    (hyperpod,) = [r for r, v in resources.items() if v["Type"] == "AWS::SageMaker::Cluster"]
+    waits = node_wait_problems(template, before, hyperpod)
+    problems = [f"{rid}: {why}" for rid, why in waits.items() if why]
+    for rid, why in waits_for_pods(template).items():
+        if hyperpod not in before[rid]:
+            problems.append(f"{rid}: {why}, but it may be created before the HyperPod cluster {hyperpod} has nodes")
+            continue
+        if resources[rid]["Type"] != "AWS::EKS::Addon":
+            continue
+        own = addon_tolerations(resources[rid])
+        fitting = [w for w in waits if w in before[rid] and waits[w] is None
+                   and all(t in own for t in json.loads(resources[w]["Properties"]["ToleratedTaints"]))]
+        if not fitting:
+            problems.append(f"{rid}: {why}, but no wait for a node its pods tolerate comes before it (it tolerates "
+                            f"{own or 'no taint'})")
     addons = {v["Properties"]["AddonName"]: r for r, v in template["Resources"].items()
               if v["Type"] == "AWS::EKS::Addon"}
     for rid, res in template["Resources"].items():
@@ -140,6 +201,62 @@ def test_the_order_model_catches_a_waiting_chart_and_an_early_addon(synth):
                                                  stack_dependencies(s.out_dir)))
     assert any(p.startswith(f"{chart}: helm release") for p in problems)
     assert any(p.startswith(f"{coredns}: add-on coredns") for p in problems)
+
+
+def test_addons_wait_for_a_node_their_pods_tolerate(synth):
+    """The two waits of the example (g5 tainted dedicated=development, p5 under deep health checks): coredns and
+    cert-manager tolerate the platform's taint and wait for any node without other taints; the rest wait for an
+    untainted node."""
+    s = synth("eks")
+    template, before = synthesized_order(s)
+    resources = template["Resources"]
+    waits = {rid: json.loads(r["Properties"]["ToleratedTaints"]) for rid, r in resources.items()
+             if r["Type"] == "Custom::SchedulableNode"}
+    dedicated = [{"effect": "NoSchedule", "key": "dedicated", "operator": "Equal", "value": "development"}]
+    assert sorted(waits.values(), key=len) == [[], dedicated]
+    by_name = {r["Properties"]["AddonName"]: rid for rid, r in resources.items() if r["Type"] == "AWS::EKS::Addon"}
+    for name in ("coredns", "cert-manager"):
+        assert addon_tolerations(resources[by_name[name]]) == [{k: t[k] for k in ("key", "operator", "value", "effect")}
+                                                               for t in dedicated]
+    untainted = next(w for w, t in waits.items() if t == [])
+    for name in ("aws-fsx-csi-driver", "amazon-sagemaker-hyperpod-training-operator",
+                 "amazon-sagemaker-hyperpod-taskgovernance"):
+        assert untainted in before[by_name[name]], name
+
+
+def _break(templates: dict, addon: str, depends_on: list[str]) -> list[str]:
+    (rid,) = [r for r, v in templates["cluster"]["Resources"].items() if v["Type"] == "AWS::EKS::Addon"
+              and v["Properties"]["AddonName"] == addon]
+    templates["cluster"]["Resources"][rid]["DependsOn"] = depends_on
+    return rid
+
+
+def test_the_order_model_catches_an_addon_waiting_for_a_node_it_cannot_use(synth):
+    s = synth("eks")
+    resources = s.templates["cluster"]["Resources"]
+    (hyperpod,) = [r for r, v in resources.items() if v["Type"] == "AWS::SageMaker::Cluster"]
+    tolerable = next(r for r, v in resources.items() if v["Type"] == "Custom::SchedulableNode"
+                     and v["Properties"]["ToleratedTaints"] != "[]")
+
+    def problems_with(change) -> list[str]:
+        templates = json.loads(json.dumps(s.templates))
+        change(templates)
+        return ordering_problems(*platform_order({f"ml-eks-{r}": t for r, t in templates.items()},
+                                                 stack_dependencies(s.out_dir)))
+    # the FSx CSI controller tolerates no NoSchedule taint: a node tainted dedicated=development is no use to it
+    fsx = []
+    assert any(p.startswith(f"ml-eks-cluster/{r}: add-on aws-fsx-csi-driver") and "no wait for a node" in p
+               for p in problems_with(lambda t: fsx.append(_break(t, "aws-fsx-csi-driver", [tolerable])))
+               for r in fsx)
+    # what the stack did before: coredns after the HyperPod cluster only, which is in service before any node
+    assert any(p.startswith("ml-eks-cluster/") and "add-on coredns" in p and "no wait for a node" in p
+               for p in problems_with(lambda t: _break(t, "coredns", [hyperpod])))
+
+    def no_access(templates):
+        for res in templates["cluster"]["Resources"].values():
+            if res["Type"] == "Custom::SchedulableNode":
+                res["DependsOn"] = [hyperpod]
+    assert any("its access entry and node-reading RBAC may not exist yet" in p for p in problems_with(no_access))
 
 
 # ---------------------------------------------------------------------------------------------- Lambdas in a VPC

@@ -42,11 +42,16 @@ def test_every_team_namespace_is_bound_with_its_members_as_parameters(synth, var
         assert f"gid.{ti.team_gid(team)}" in data
         assert (f"gid.{s.config.studio.shared_gid}" in data) is s.config.shared_fsx
     # Applied in order: the binding after the policy and the namespaces, the parameters after the namespaces.
-    ids = {k: v for k, v in manifests(s.templates["cluster"]).items()}
-    by_kind = {o["kind"]: k for k, objs in ids.items() for o in objs}
-    depends = s.templates["cluster"]["Resources"][by_kind["ValidatingAdmissionPolicyBinding"]]["DependsOn"]
-    assert by_kind["ValidatingAdmissionPolicy"] in depends and by_kind["Namespace"] in depends
-    assert by_kind["Namespace"] in s.templates["cluster"]["Resources"][by_kind["ConfigMap"]]["DependsOn"]
+    applied = manifests(s.templates["cluster"])
+    (policy_id,) = [k for k, objs in applied.items() if any(o["kind"] == "ValidatingAdmissionPolicy" for o in objs)]
+    (binding_id,) = [k for k, objs in applied.items()
+                     if any(o["kind"] == "ValidatingAdmissionPolicyBinding" for o in objs)]
+    (namespaces_id,) = [k for k, objs in applied.items() if any(o["kind"] == "Namespace" for o in objs)]
+    (params_id,) = [k for k, objs in applied.items() if any(o["kind"] == "ConfigMap" and
+                                                            o["metadata"]["name"] == ti.PARAMS_NAME for o in objs)]
+    resources_ = s.templates["cluster"]["Resources"]
+    assert {policy_id, namespaces_id} <= set(resources_[binding_id]["DependsOn"])
+    assert namespaces_id in resources_[params_id]["DependsOn"]
 
 
 def test_per_user_mode_claims_each_members_partition_in_their_team_namespace(synth):

@@ -16,6 +16,7 @@ import yaml
 
 from conftest import ROOT
 from platform_config import PlatformConfig
+from platform_config.eks import DEFAULT_KUBERNETES
 from platform_config.storage import checkpoint_dir
 from manifests.training_jobs import job_errors, parse_jobs
 from test_training_jobs import crd_errors
@@ -108,7 +109,7 @@ def test_manifest_carries_args_yaml_and_the_image_it_names():
     assert container["command"] == ["hyperpodrun"]
     assert container["args"][:3] == [f"--nproc-per-node={ARGS['eks']['gpus_per_pod']}", "--rdzv-backend=hyperpod",
                                      "/workspace/finetune/train.py"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["HYPERPOD_SIGNAL_COORDINATION"] == "distributed"
     assert env["GLOBAL_BATCH_SIZE"] == str(ARGS["training"]["global_batch_size"])
     # The job's user's Studio files, at the path their Studio space has them too (inside the S3 link).
@@ -121,10 +122,10 @@ def test_manifest_carries_args_yaml_and_the_image_it_names():
 def test_manifest_is_a_valid_job_and_config_map():
     config_map, job = documents()
     assert crd_errors(job) == []
-    kubernetes_validate.validate(config_map, "1.33", strict=True)
+    kubernetes_validate.validate(config_map, DEFAULT_KUBERNETES, strict=True)
     kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate",
                                   "metadata": {"name": "x", "namespace": job["metadata"]["namespace"]},
-                                  "template": job["spec"]["replicaSpecs"][0]["template"]}, "1.33", strict=True)
+                                  "template": job["spec"]["replicaSpecs"][0]["template"]}, DEFAULT_KUBERNETES, strict=True)
 
 
 def test_manifest_sizes_fit_the_teams_quota_and_keep_the_global_batch():
@@ -194,7 +195,8 @@ def test_sbatch_in_a_job_runs_torchrun_per_node_in_the_image_then_evaluates(tmp_
     (work_root / os.environ.get("USER", "root") / ARGS["name"] / "data").mkdir(parents=True)
     (work_root / os.environ.get("USER", "root") / ARGS["name"] / "data" / "train.jsonl").write_text("{}\n")
     _fake(tmp_path, "srun", f'printf "%s " "$@" >> {tmp_path}/sruns; echo >> {tmp_path}/sruns')
-    _fake(tmp_path, "scontrol", "echo node-a; echo node-b")
+    # A long node list (a large allocation): the launcher must read all of it, or scontrol dies of SIGPIPE.
+    _fake(tmp_path, "scontrol", "echo node-a; echo node-b; seq -f 'node-%g' 200000")
     env = os.environ | {"PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "2",
                         "SLURM_JOB_NODELIST": "node-[a-b]", "SLURM_SUBMIT_DIR": str(ROOT), "HOST_PYTHON": sys.executable,
                         "WORK_ROOT": str(work_root), "CHECKPOINT_ROOT": str(ckpt_root), "USER": os.environ.get("USER", "root")}
@@ -238,7 +240,7 @@ def test_image_user_owns_the_agents_rendezvous_directory_and_the_pods_get_their_
     # the image's; the agent's directory is then an emptyDir, which any uid may write.
     _, job = documents()
     pod = job["spec"]["replicaSpecs"][0]["template"]["spec"]
-    user = next(u for u in render_examples._CONFIG.users if u.name == ARGS["eks"]["user"])
+    user = next(u for u in render_examples.PLATFORM.users if u.name == ARGS["eks"]["user"])
     assert pod["securityContext"]["runAsUser"] == user.uid
     assert {"name": "agent-config", "emptyDir": {}} in pod["volumes"]
     assert {"name": "agent-config", "mountPath": "/opt/ml/input/config"} in pod["containers"][0]["volumeMounts"]
@@ -256,3 +258,14 @@ def test_cpu_and_image_locks_agree_on_the_workflows_libraries():
                  "hyperpod-elastic-agent", "tokenizers", "safetensors", "huggingface-hub", "pyyaml"):
         assert cpu[name][0] == image[name][0], name
     assert cpu["torch"][0] == "2.13.0+cpu"  # the CPU build on this project's machines; the image has CUDA 2.11.0
+
+
+@pytest.mark.parametrize("step", ["download_model.py", "prepare_data.py", "train.py", "evaluate.py"])
+def test_every_step_refuses_a_bad_args_file_with_its_errors_and_exit_1(step, tmp_path):
+    bad = tmp_path / "args.yaml"
+    bad.write_text(yaml.safe_dump({**ARGS, "bogus": 1}))
+    result = subprocess.run([sys.executable, str(FINETUNE / step), "--args", str(bad), "--work-dir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert "bogus: unknown key" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "model").exists()

@@ -87,7 +87,8 @@ def test_under_xdist_the_tests_sharing_a_module_fixture_run_on_one_worker(collec
         env={**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     ran = dict((nodeid, worker) for worker, nodeid in re.findall(r"^\[(gw\d)\] .*PASSED (\S+)", result.stdout, re.M))
-    assert len(ran) == 16, result.stdout
+    modules = ("tests/test_connect.py::", "tests/test_sizing.py::")
+    assert set(ran) == {n for n in collected.groups if n.startswith(modules)}, result.stdout
     sharing = {ran[n] for n in ran if n.startswith("tests/test_connect.py::") and "sagemaker" in collected.fixtures[n]}
     assert len(sharing) == 1, result.stdout
     assert set(ran.values()) == {"gw0", "gw1"}, result.stdout  # the rest was spread

@@ -388,3 +388,31 @@ def test_a_continuous_cluster_carries_no_slurm_config_strategy_and_the_construct
         "Slurm": {"SlurmConfigStrategy": "Overwrite"}}
     with pytest.raises(ValueError, match="HyperPod rejects a strategy on continuous clusters"):
         _bare_cluster(SlurmOrchestrator(config_strategy="Merge", node_provisioning_mode="Continuous"))
+
+
+def _policies_by_role(s) -> dict[str, list[dict]]:
+    """Statements of each role of the cluster stack, by the role's logical id."""
+    out: dict[str, list[dict]] = {}
+    for r in s.templates["cluster"]["Resources"].values():
+        if r["Type"] == "AWS::IAM::Policy":
+            for role in r["Properties"]["Roles"]:
+                out.setdefault(role["Ref"], []).extend(r["Properties"]["PolicyDocument"]["Statement"])
+    return out
+
+
+def test_slurm_jobs_log_to_the_platforms_mlflow_server_from_the_worker_nodes_only(synth):
+    s = synth("multi_az")
+    assert s.config.studio.mlflow.enabled and s.config.shared_fsx
+    groups = _groups(s)
+    worker = {g["ExecutionRole"]["Fn::GetAtt"][0] for name, g in groups.items() if not name.startswith("controller")}
+    controller = {g["ExecutionRole"]["Fn::GetAtt"][0] for name, g in groups.items() if name.startswith("controller")}
+    (worker,), (controller,) = worker, controller
+    statements = _policies_by_role(s)
+    (mlflow,) = [st for st in statements[worker] if st.get("Sid") == "LogToPlatformMlflow"]
+    assert mlflow["Action"] == "sagemaker-mlflow:*"
+    server = [r["Properties"]["TrackingServerName"] for r in s.templates["studio"]["Resources"].values()
+              if r["Type"] == "AWS::SageMaker::MlflowTrackingServer"]
+    assert _joined(mlflow["Resource"]) == \
+        f"arn:aws:sagemaker:{s.config.deployment.region}:<AWS::AccountId>:mlflow-tracking-server/{server[0]}"
+    assert "sagemaker-mlflow" not in json.dumps(statements[controller])
+    assert "sagemaker-mlflow" not in json.dumps(synth("default").templates["cluster"])  # MLflow off: nothing

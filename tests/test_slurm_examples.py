@@ -1,6 +1,7 @@
 """examples/slurm: what the examples promise, checked without a cluster (tests/e2e submits them to real Slurm)."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -50,3 +51,19 @@ def test_training_resumes_and_checkpoints_under_the_s3_linked_path():
 
 def test_container_example_goes_through_pyxis():
     assert re.search(r"^srun --container-image=", (EXAMPLES / "container.sbatch").read_text(), re.M)
+
+
+def test_auto_resume_launch_takes_the_first_node_of_a_long_list_as_rendezvous(tmp_path):
+    """Run in a stand-in allocation of 200,002 nodes: the rendezvous is the first node, and reading the list does not
+    kill the job (a `| head -n 1` closes the pipe early; under pipefail scontrol's SIGPIPE fails the script)."""
+    for name, body in (("scontrol", "echo node-a; echo node-b; seq -f 'node-%g' 200000"),
+                       ("srun", f'printf "%s " "$@" > {tmp_path}/srun.args')):
+        (tmp_path / name).write_text(f"#!/bin/bash\n{body}\n")
+        (tmp_path / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "node-[a-b]",
+           "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "t", "USER": "alice",
+           "CHECKPOINT_ROOT": str(tmp_path / "ckpt")}
+    result = subprocess.run(["bash", str(EXAMPLES / "train-auto-resume.sbatch")], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "--rdzv-endpoint=node-a:29500 --rdzv-id=7 " in (tmp_path / "srun.args").read_text()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import yaml
 from conftest import ROOT
 from platform_config import ConfigError
 from manifests.team_identities import StudioFiles
+from platform_config.eks import DEFAULT_KUBERNETES
 from manifests.training_jobs import load_jobs, parse_jobs, render_job
 
 TEAMS = ("research", "production")
@@ -86,13 +88,13 @@ def test_check_mode_reports_stale_missing_and_extra_files(tmp_path, capsys):
 
 def test_examples_use_both_scaling_styles():
     policies = {m["metadata"]["name"]: m["spec"]["elasticPolicy"] for m in committed().values()}
-    assert policies["llama-sft-elastic"]["replicaIncrementStep"] == 2
-    assert policies["gpt-pretrain"]["replicaDiscreteValues"] == [1, 2, 4]
+    assert policies["llama-sft-elastic"]["replicaIncrementStep"] == 1
+    assert policies["gpt-pretrain"]["replicaDiscreteValues"] == [1, 2]
     assert policies["bert-ablation"]["replicaIncrementStep"] == 1  # neither given: any size, stated explicitly
 
 
 def test_shipped_crd_is_a_valid_custom_resource_definition():
-    kubernetes_validate.validate(CRD, "1.33", strict=True)
+    kubernetes_validate.validate(CRD, DEFAULT_KUBERNETES, strict=True)
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in MANIFESTS.glob("*.yaml")))
@@ -107,7 +109,7 @@ def test_pod_template_is_a_valid_core_object(name):
         kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate",
                                       "metadata": {"name": f"{manifest['metadata']['name']}-{replica['name']}",
                                                    "namespace": manifest["metadata"]["namespace"]},
-                                      "template": replica["template"]}, "1.33", strict=True)
+                                      "template": replica["template"]}, DEFAULT_KUBERNETES, strict=True)
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in MANIFESTS.glob("*.yaml")))
@@ -138,10 +140,10 @@ def test_manifest_follows_task_governance_and_mounts_fsx(name):
     assert replica["maxReplicas"] == spec["elasticPolicy"]["maxReplicas"]
     pod = replica["template"]["spec"]
     (container,) = pod["containers"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     # The job's user's Studio files, read-write at their cluster path (the path their Studio space has too), with the
     # checkpoints; it runs as them, with Studio's gid for them.
-    (user,) = [u for u in render_examples._CONFIG.users if u.uid == pod["securityContext"]["runAsUser"]]
+    (user,) = [u for u in render_examples.PLATFORM.users if u.uid == pod["securityContext"]["runAsUser"]]
     files = render_examples.STUDIO_FILES[team][user.name]
     assert files.mount_path == f"/fsx/data/studio/{user.name}"
     assert {"name": "fsx", "persistentVolumeClaim": {"claimName": f"studio-{user.name}"}} in pod["volumes"]
@@ -277,15 +279,16 @@ INVALID = [
     ("launcher disagrees on processes", with_("args", ["--nproc-per-node=4", "train.py"]),
      "jobs[0].args[0]: '--nproc-per-node=4' disagrees with nproc_per_node 8; make them equal"),
     ("reserved env", with_("env", {"CHECKPOINT_DIR": "/fsx/other"}),
-     "jobs[0].env.CHECKPOINT_DIR: set by the renderer from checkpoint_dir, global_batch_size and micro_batch_size; "
-     "remove it here"),
+     "jobs[0].env.CHECKPOINT_DIR: set by the renderer (from checkpoint_dir); remove it here"),
     ("env name", with_("env", {"1BAD": "x"}),
      "jobs[0].env key: '1BAD' — must be an environment variable name such as NCCL_DEBUG"),
     ("unknown key", with_("elastic_policy.min_replica", 1),
      "jobs[0].elastic_policy.min_replica: unknown key; allowed here: min_replicas, max_replicas, "
      "replica_increment_step, replica_discrete_values, graceful_shutdown_timeout_seconds, scaling_timeout_seconds, "
      "faulty_scale_down_timeout_seconds"),
-    ("missing image", with_("image", DROP), "jobs[0].image: missing; this key is required"),
+    ("signal coordination is the renderer's", with_("env", {"HYPERPOD_SIGNAL_COORDINATION": "disabled"}),
+     "jobs[0].env.HYPERPOD_SIGNAL_COORDINATION: set by the renderer (always 'distributed': the elastic agent "
+     "reports scaling events only then); remove it here"),
     ("empty command", with_("command", []),
      "jobs[0].command: [] — List should have at least 1 item after validation, not 0"),
 ]
@@ -342,6 +345,44 @@ def test_train_elastic_imports_without_torch():
             "print(train_elastic.accumulation_steps(8, 2, 2))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert (result.returncode, result.stdout.strip()) == (0, "2"), result.stderr
+
+
+def test_train_elastic_logs_one_mlflow_run_across_a_resize(tmp_path):
+    """The example job for real on the CPU (gloo) in the training venv: 2 processes train 4 steps and checkpoint, then
+    1 process resumes at step 4 and finishes 6. A local MLflow file store stands in for the tracking server: one run,
+    `loss` and `world_size` at every step, the resumed half in the same run (its id kept in meta.json)."""
+    python = ROOT / ".venv-train" / "bin" / "python"
+    if not (ROOT / ".venv-train" / ".installed").is_file():
+        pytest.fail("the training venv is missing: run `make train-venv` (make test builds it)")
+    mlruns, ckpt = tmp_path / "mlruns", tmp_path / "ckpt"
+    env = os.environ | {"MLFLOW_TRACKING_URI": mlruns.as_uri(), "MLFLOW_ALLOW_FILE_STORE": "true",
+                        "MLFLOW_EXPERIMENT_NAME": "research-elastic", "OMP_NUM_THREADS": "1"}
+
+    def torchrun(processes: int, steps: int) -> None:
+        result = subprocess.run(
+            [str(python), "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
+             str(ROOT / "examples" / "train_elastic.py"), "--checkpoint-dir", str(ckpt), "--global-batch-size", "4",
+             "--steps", str(steps), "--checkpoint-every", "2", "--features", "4"],
+            env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    torchrun(2, 4)
+    torchrun(1, 6)
+    read = subprocess.run([str(python), str(ROOT / "tests" / "finetune" / "read_mlflow.py"), mlruns.as_uri()],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert read.returncode == 0, read.stderr[-3000:]
+    (run,) = json.loads(read.stdout)["runs"]
+    assert run["status"] == "FINISHED"
+    assert run["history"]["world_size"] == [[1, 2.0], [2, 2.0], [3, 2.0], [4, 2.0], [5, 1.0], [6, 1.0]]
+    assert [step for step, _ in run["history"]["loss"]] == [1, 2, 3, 4, 5, 6]
+    assert all(loss > 0 for _, loss in run["history"]["loss"])
+    assert json.loads((ckpt / "step-000000006" / "meta.json").read_text())["mlflow_run_id"]
+
+
+def test_train_elastic_logs_nothing_without_a_tracking_uri():
+    code = ("import os, sys; os.environ.pop('MLFLOW_TRACKING_URI', None); sys.modules['mlflow'] = None; "
+            "sys.path.insert(0, 'examples'); import train_elastic; print(train_elastic.start_mlflow_run(None))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert (result.returncode, result.stdout.strip()) == (0, "None"), result.stderr
 
 
 @pytest.mark.parametrize("global_batch, world_size, micro_batch, steps", [
@@ -403,6 +444,139 @@ def test_commit_publishes_atomically_and_prune_keeps_the_newest(tmp_path):
     (tmp_path / "step-000000400.tmp").mkdir()
     assert [p.name for p in train_elastic.remove_partial(tmp_path)] == ["step-000000400.tmp"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000000200", "step-000000300"]
+
+
+# ---------------------------------------------------------------------------------------------- jobs that run
+FINETUNE_MANIFESTS = ROOT / "examples" / "finetune" / "manifests"
+
+
+def every_rendered_job() -> dict[str, dict]:
+    """Every HyperPodPyTorchJob the examples ship: examples/manifests and the fine-tuning workflow's."""
+    jobs = dict(committed())
+    for path in sorted(FINETUNE_MANIFESTS.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc["kind"] == "HyperPodPyTorchJob":
+                jobs[f"finetune/{path.name}"] = doc
+    return jobs
+
+
+@pytest.mark.parametrize("name", sorted(every_rendered_job()))
+def test_every_shipped_job_lets_the_elastic_agent_run_as_any_user(name):
+    """hyperpod-elastic-agent 1.1.3 reports scaling events only with HYPERPOD_SIGNAL_COORDINATION=distributed, and
+    its rendezvous creates /opt/ml/input/config: a pod-owned emptyDir there works whatever uid the pod runs as."""
+    pod = every_rendered_job()[name]["spec"]["replicaSpecs"][0]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["HYPERPOD_SIGNAL_COORDINATION"] == {"name": "HYPERPOD_SIGNAL_COORDINATION", "value": "distributed"}
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/opt/ml/input/config")
+    assert {"name": mount["name"], "emptyDir": {}} in pod["volumes"]
+
+
+@pytest.mark.parametrize("name", sorted(every_rendered_job()))
+def test_every_shipped_job_reaches_mlflow_as_its_team(name):
+    """The team's service account (EKS Pod Identity: the team's job role) and the tracking server's ARN from the
+    namespace's ConfigMap, optional so a platform without MLflow runs the job unchanged."""
+    pod = every_rendered_job()[name]["spec"]["replicaSpecs"][0]["template"]["spec"]
+    assert pod["serviceAccountName"] == "training-job"
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["MLFLOW_TRACKING_URI"] == {"name": "MLFLOW_TRACKING_URI", "valueFrom": {"configMapKeyRef": {
+        "name": "mlflow", "key": "tracking-uri", "optional": True}}}
+
+
+def test_jobs_without_an_image_run_the_platforms_training_image():
+    platform = render_examples.PLATFORM.eks.training_image
+    assert platform and "111122223333" in platform  # the example config's value, which users replace once
+    images = {name: job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"]
+              for name, job in committed().items()}
+    assert set(images.values()) == {platform}
+    assert "image:" not in "".join(line.split("#")[0] for line in
+                                   (ROOT / "examples" / "elastic-jobs.yaml").read_text().splitlines())
+
+
+def test_a_job_with_no_image_anywhere_is_refused_and_its_own_image_wins():
+    (job,) = parse_jobs(with_("image", DROP), teams=TEAMS, priority_classes=PRIORITY_CLASSES)
+    with pytest.raises(ConfigError) as info:
+        render_job(job, teams=TEAMS, priority_classes=PRIORITY_CLASSES, team_gids=GIDS)
+    assert info.value.errors == ["image: not set, and the platform config has no eks.training_image; build "
+                                 "examples/finetune/Dockerfile, push it, and give its pinned name in either"]
+    rendered = render_job(job, teams=TEAMS, priority_classes=PRIORITY_CLASSES, team_gids=GIDS,
+                          default_image="registry.example/train:2.0")
+    assert rendered["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"] == \
+        "registry.example/train:2.0"
+    (own,) = parse_jobs({"jobs": [BASE]}, teams=TEAMS, priority_classes=PRIORITY_CLASSES)
+    rendered = render_job(own, teams=TEAMS, priority_classes=PRIORITY_CLASSES, team_gids=GIDS,
+                          default_image="registry.example/train:2.0")
+    assert rendered["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"] == BASE["image"]
+
+
+def test_the_platforms_training_image_must_be_pinned():
+    from conftest import VARIANT_FILES, eks_config
+    with pytest.raises(ConfigError) as info:
+        eks_config(VARIANT_FILES["eks"], eks={"training_image": "registry.example/train:latest"})
+    assert any(e.startswith("eks.training_image: 'registry.example/train:latest' — must be pinned") for e in info.value.errors)
+
+
+# ---------------------------------------------------------------------------------------------- admissibility
+def admissible_gpus(config: dict, team_name: str) -> tuple[str, int]:
+    """Worked out from the example config's YAML and the accelerator facts, apart from the code: a team's ClusterQueue
+    admits its guarantee plus at most borrow_limit_percent of it (LendAndBorrow only), and can borrow only what other
+    teams lend (their guarantees on that type, unless DontLend), within the cluster's instances of that type."""
+    import json
+    per_instance = json.loads((ROOT / "config" / "facts" / "accelerators.json").read_text())["accelerators"]
+    teams = config["eks"]["task_governance"]["teams"]
+    team = next(t for t in teams if t["name"] == team_name)
+    itype = team["instance_type"]
+    gpus = per_instance[itype]["count"]
+
+    def guaranteed(t):
+        return t["accelerators"] if "accelerators" in t else t["instance_count"] * gpus
+    own = guaranteed(team)
+    borrow = own * team.get("borrow_limit_percent", 50) // 100 if team.get("sharing", "LendAndBorrow") == \
+        "LendAndBorrow" else 0
+    lent = sum(guaranteed(t) for t in teams if t is not team and t["instance_type"] == itype
+               and t.get("sharing", "LendAndBorrow") != "DontLend")
+    cluster = sum(g["instance_count"] for g in config["cluster"]["instance_groups"]
+                  if g["role"] == "compute" and g["instance_type"] == itype) * gpus
+    return itype, min(own + min(borrow, lent), cluster)
+
+
+@pytest.mark.parametrize("name", sorted(every_rendered_job()))
+def test_every_example_job_can_be_admitted_at_every_size_under_its_teams_quota(name):
+    config = yaml.safe_load((ROOT / "config" / "examples" / "eks.yaml").read_text())
+    job = every_rendered_job()[name]
+    team = job["metadata"]["namespace"].removeprefix("hyperpod-ns-")
+    itype, most = admissible_gpus(config, team)
+    pod = job["spec"]["replicaSpecs"][0]["template"]["spec"]
+    assert pod["nodeSelector"]["node.kubernetes.io/instance-type"] == itype
+    per_pod = pod["containers"][0]["resources"]["requests"]["nvidia.com/gpu"]
+    assert job["spec"]["elasticPolicy"]["maxReplicas"] * per_pod <= most
+
+
+def test_the_example_quotas_are_what_the_job_comments_say():
+    config = yaml.safe_load((ROOT / "config" / "examples" / "eks.yaml").read_text())
+    assert admissible_gpus(config, "research") == ("ml.p5.48xlarge", 24)    # 2 guaranteed + 50 % borrowed
+    assert admissible_gpus(config, "production") == ("ml.p5.48xlarge", 16)  # Lend: never borrows
+    assert render_examples.REACH == {"research": ("ml.p5.48xlarge", 24), "production": ("ml.p5.48xlarge", 16),
+                                     "developers": ("ml.g5.8xlarge", 2)}
+
+
+def test_a_job_its_team_can_never_be_admitted_for_is_refused():
+    reach = {"research": ("ml.p5.48xlarge", 24)}
+    with pytest.raises(ConfigError) as info:
+        parse_jobs({"jobs": [BASE]}, "jobs.yaml", teams=TEAMS, priority_classes=PRIORITY_CLASSES, reach=reach)
+    assert info.value.errors == [
+        "jobs[0].elastic_policy.max_replicas: 4 pod(s) × 8 nvidia.com/gpu = 32; team 'research' can be admitted for "
+        "at most 24 on ml.p5.48xlarge (guarantee plus what it may borrow), so that size never runs; allowed: "
+        "max_replicas up to 3"]
+    with pytest.raises(ConfigError) as info:
+        parse_jobs(with_("instance_type", "ml.p4d.24xlarge"), "jobs.yaml", teams=TEAMS,
+                   priority_classes=PRIORITY_CLASSES, reach=reach)
+    assert info.value.errors == [
+        "jobs[0].instance_type: 'ml.p4d.24xlarge'; team 'research' has quota on ml.p5.48xlarge only, so Kueue never "
+        "admits it elsewhere (eks.task_governance.teams)"]
+    three = {"jobs": [{**BASE, "global_batch_size": 96,
+                       "elastic_policy": {"min_replicas": 1, "max_replicas": 3}}]}
+    assert parse_jobs(three, teams=TEAMS, priority_classes=PRIORITY_CLASSES, reach=reach)
 
 
 STUDIO_FILES = {"research": {"alice": StudioFiles(claim="studio-alice", directory="/data/studio/alice",

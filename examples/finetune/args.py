@@ -363,6 +363,17 @@ def common_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def step_inputs(doc: str, argv: list[str] | None) -> tuple[Args, Layout]:
+    """A step's command line: its args.yaml and layout; a bad args.yaml exits 1 with the errors, not a traceback."""
+    ns = common_parser(doc.splitlines()[0]).parse_args(argv)
+    try:
+        a = load_args(ns.args)
+    except ArgsError as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(1) from None
+    return a, layout_from(ns)
+
+
 
 def shell_assignments(a: Args) -> str:
     """What the Slurm launcher needs, as `KEY=value` lines for `eval`."""

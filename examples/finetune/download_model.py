@@ -14,19 +14,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from args import ArgsError, common_parser, layout_from, load_args  # noqa: E402
+from args import step_inputs  # noqa: E402
 
 PATTERNS = ["*.json", "*.safetensors", "tokenizer.model", "*.txt", "*.tiktoken", "*.py"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ns = common_parser(__doc__.splitlines()[0]).parse_args(argv)
-    try:
-        a = load_args(ns.args)
-    except ArgsError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    layout = layout_from(ns)
+    a, layout = step_inputs(__doc__, argv)
     from huggingface_hub import snapshot_download  # a dependency of transformers
     path = snapshot_download(repo_id=a.model.id, revision=a.model.revision, local_dir=layout.model_dir,
                              allow_patterns=PATTERNS)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from args import Args, ArgsError, Layout, common_parser, layout_from, load_args  # noqa: E402
+from args import Args, Layout, step_inputs  # noqa: E402
 from prepare_data import read_jsonl  # noqa: E402
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
@@ -96,13 +96,8 @@ def log_to_mlflow(a: Args, layout: Layout, scores: dict[str, dict[str, float]]) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ns = common_parser(__doc__.splitlines()[0]).parse_args(argv)
-    try:
-        a = load_args(ns.args)
-    except ArgsError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    result = evaluate(a, layout_from(ns))
+    a, layout = step_inputs(__doc__, argv)
+    result = evaluate(a, layout)
     print(json.dumps({k: result[k] for k in ("base", "finetuned", "improvement")}, sort_keys=True))
     return 0
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from args import Args, ArgsError, Layout, common_parser, layout_from, load_args
+from args import Args, Layout, step_inputs
 
 PROMPT = "### Instruction:\n{instruction}\n\n{context}### Response:\n"
 CONTEXT = "### Context:\n{context}\n\n"
@@ -119,13 +119,8 @@ def prepare(a: Args, layout: Layout) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ns = common_parser(__doc__.splitlines()[0]).parse_args(argv)
-    try:
-        a = load_args(ns.args)
-    except ArgsError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    manifest = prepare(a, layout_from(ns))
+    a, layout = step_inputs(__doc__, argv)
+    manifest = prepare(a, layout)
     print(json.dumps(manifest["splits"], sort_keys=True))
     return 0
 

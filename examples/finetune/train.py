@@ -34,7 +34,7 @@ from typing import Callable, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # examples/: train_elastic.py
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from args import Args, ArgsError, Layout, common_parser, layout_from, load_args  # noqa: E402
+from args import Args, Layout, step_inputs  # noqa: E402
 from prepare_data import read_jsonl  # noqa: E402
 from train_elastic import (accumulation_steps, checkpoint_name, commit_checkpoint, latest_checkpoint,  # noqa: E402
                            prune_checkpoints, rank_samples, remove_partial)
@@ -344,13 +344,8 @@ def export_adapter(model, layout: Layout, rank: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ns = common_parser(__doc__.splitlines()[0]).parse_args(argv)
-    try:
-        a = load_args(ns.args)
-    except ArgsError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    return train(a, layout_from(ns))
+    a, layout = step_inputs(__doc__, argv)
+    return train(a, layout)
 
 
 if __name__ == "__main__":

@@ -43,21 +43,6 @@ END_MARK="# END hyperpod-platform pam_slurm_adopt"
 enabled="$(param slurm.pam_slurm_adopt)"
 [[ "$enabled" == true ]] || enabled=false
 
-# set_block FILE [LINE...] : FILE with the platform's block holding LINEs (none: block removed); returns 1 if unchanged.
-set_block() {
-  local file=$1 new
-  shift
-  new="$(mktemp)"
-  python3 "$LIB_DIR/marked_block.py" "$file" "$BEGIN_MARK" "$END_MARK" "" "$@" >"$new"
-  if [[ -f "$file" ]] && cmp -s "$new" "$file" || [[ ! -f "$file" && ! -s "$new" ]]; then
-    rm -f "$new"
-    return 1
-  fi
-  mkdir -p "$(dirname "$file")"
-  chmod "$( [[ -f "$file" ]] && stat -c %a "$file" || echo 644)" "$new"
-  mv -f "$new" "$file"
-}
-
 configure_controller() {
   local prolog_flags proctrack lines=()
   if [[ "$enabled" == false ]] && ! grep -qxF "$BEGIN_MARK" "$INCLUDED_CONF" 2>/dev/null; then

@@ -266,7 +266,13 @@ class SlurmCluster:
             (self.etc / "accounting.conf").write_text(ACCOUNTING_CONF)
         Path("/run/munge").mkdir(parents=True, exist_ok=True)
         if self.backup_controllers:
-            for i in range(len(self.controllers)):
+            # The primary first, as on a cluster: a backup started beside it may create the shared state's
+            # clustername file at the moment the primary reads it, and the primary then stops on "CLUSTER NAME
+            # MISMATCH" (read "").
+            self._spawn_slurmctld(0)
+            self._wait("the primary to record the cluster name in the shared state",
+                       lambda: any(f.read_text().strip() for f in self.state.rglob("clustername")))
+            for i in range(1, len(self.controllers)):
                 self._spawn_slurmctld(i)
         else:
             self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])

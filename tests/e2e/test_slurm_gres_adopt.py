@@ -141,8 +141,12 @@ def test_a_job_asking_for_one_gpu_runs_with_it(env: GresEnv):
     assert rc == 0, err
     job = env.wait_job(job_id, lambda j: j.get("JobState") in TERMINAL, "the end")
     assert job["JobState"] == "COMPLETED", job
-    out = run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "alloctres"], env=env.cluster.env()).stdout
-    assert "gres/gpu=1" in out, out
+    # slurmdbd gets the record from slurmctld asynchronously: wait for it rather than read it once.
+    def alloc_tres() -> str:
+        return run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "alloctres"], env=env.cluster.env()).stdout
+
+    wait_for(f"job {job_id}'s GPU TRES in slurmdbd", lambda: "gres/gpu=" in alloc_tres(), timeout=60)
+    assert "gres/gpu=1" in alloc_tres(), alloc_tres()
 
 
 def test_a_job_asking_for_more_gpus_than_a_node_has_is_refused(env: GresEnv):

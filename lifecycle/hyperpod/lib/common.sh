@@ -42,6 +42,22 @@ params_py() {
   python3 "$LIB_DIR/params.py" "$@"
 }
 
+# set_block FILE [LINE...] : FILE with the calling script's block (between its BEGIN_MARK and END_MARK lines) holding
+# LINEs, none: block removed; the file keeps its mode (644 when new). Returns 1 if the file did not change.
+set_block() {
+  local file=$1 new
+  shift
+  new="$(mktemp)"
+  python3 "$LIB_DIR/marked_block.py" "$file" "$BEGIN_MARK" "$END_MARK" "" "$@" >"$new"
+  if [[ -f "$file" ]] && cmp -s "$new" "$file" || [[ ! -f "$file" && ! -s "$new" ]]; then
+    rm -f "$new"
+    return 1
+  fi
+  mkdir -p "$(dirname "$file")"
+  chmod "$([[ -f "$file" ]] && stat -c %a "$file" || echo 644)" "$new"
+  mv -f "$new" "$file"
+}
+
 # retry ATTEMPTS CMD... : runs CMD until it succeeds, sleeping RETRY_DELAY seconds between tries.
 retry() { _retry_loop constant "$@"; }
 

@@ -1,0 +1,268 @@
+"""readiness.on_event / is_complete (Custom::SchedulableNode) against a Kubernetes API stand-in served here over TLS on
+loopback: it serves `GET /api/v1/nodes` only, authenticates the bearer token the way EKS does (a presigned STS
+GetCallerIdentity URL it calls itself, here on the moto server) and refuses anything else. The nodes it serves are
+checked against the Kubernetes v1.34 Node schema (kubernetes-validate), so the handler reads the real shape."""
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import hmac
+import http.server
+import ipaddress
+import json
+import ssl
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lambda" / "node_readiness"))
+
+import readiness  # noqa: E402
+from readiness import ReadinessError  # noqa: E402
+
+CLUSTER = "ml-eks"
+HEALTH = "sagemaker.amazonaws.com/node-health-status"
+DEDICATED = {"key": "dedicated", "value": "development", "effect": "NoSchedule"}
+ACCESS_KEY, SECRET_KEY = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+DHC_TAINT = {"key": HEALTH, "value": "Unschedulable", "effect": "NoSchedule"}
+
+
+def certificate(name: str) -> tuple[bytes, bytes]:
+    """A self-signed certificate for 127.0.0.1 and its key, PEM."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
+
+
+class FakeApiServer:
+    """`nodes`: what GET /api/v1/nodes returns; `status`: an HTTP error to answer instead; `tokens`: what it saw."""
+
+    def __init__(self, tmp_path: Path):
+        self.nodes: list[dict] = []
+        self.status: int | None = None
+        self.tokens: list[str] = []
+        self.ca, key = certificate("kubernetes")
+        (tmp_path / "cert.pem").write_bytes(self.ca)
+        (tmp_path / "key.pem").write_bytes(key)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *_):
+                pass
+
+            def do_GET(self):  # noqa: N802
+                if self.path != "/api/v1/nodes":
+                    return self._answer(404, {"kind": "Status", "message": "not served here"})
+                token = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                server.tokens.append(token)
+                if not server.authenticated(token):
+                    return self._answer(401, {"kind": "Status", "message": "Unauthorized"})
+                if server.status:
+                    return self._answer(server.status, {"kind": "Status", "message": "nodes is forbidden"})
+                self._answer(200, {"kind": "NodeList", "apiVersion": "v1", "items": server.nodes})
+
+            def _answer(self, code: int, body: dict):
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        self.endpoint = f"https://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def authenticated(self, token: str) -> bool:
+        if not token.startswith("k8s-aws-v1.") or token.endswith("="):
+            return False
+        body = token.removeprefix("k8s-aws-v1.")
+        url = urllib.parse.urlsplit(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode())
+        query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+        if (url.scheme, url.netloc, url.path or "/") != ("https", "sts.us-east-1.amazonaws.com", "/") \
+                or query.get("Action") != "GetCallerIdentity" or int(query.get("X-Amz-Expires", 0)) > 60:
+            return False
+        return valid_signature(url.netloc, query, {"x-k8s-aws-id": CLUSTER})
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def valid_signature(host: str, query: dict[str, str], headers: dict[str, str]) -> bool:
+    """SigV4 query-string authentication (https://docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html)
+    with the fixture's secret key, over `host` and `headers` (which must all be signed)."""
+    signed = query["X-Amz-SignedHeaders"].split(";")
+    if signed != sorted(["host", *headers]):
+        return False
+    values = {"host": host, **headers}
+    canonical_query = "&".join(f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}"
+                               for k, v in sorted(query.items()) if k != "X-Amz-Signature")
+    canonical = "\n".join(["GET", "/", canonical_query, *(f"{h}:{values[h]}" for h in signed), "",
+                           ";".join(signed), hashlib.sha256(b"").hexdigest()])  # a GET: the empty payload
+    key_id, date, region, service, terminal = query["X-Amz-Credential"].split("/")
+    scope = f"{date}/{region}/{service}/{terminal}"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", query["X-Amz-Date"], scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = ("AWS4" + SECRET_KEY).encode()
+    for part in (date, region, service, terminal):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    return (key_id, service) == (ACCESS_KEY, "sts") and hmac.compare_digest(expected, query["X-Amz-Signature"])
+
+
+@pytest.fixture
+def api(tmp_path, monkeypatch):
+    # the function's own credentials, and the real regional STS endpoint in the token (nothing calls it)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    server = FakeApiServer(tmp_path)
+    yield server
+    server.close()
+
+
+def node(name: str, *, ready: bool = True, taints: list[dict] = (), health: str | None = "Schedulable",
+         cordoned: bool = False) -> dict:
+    labels = {"kubernetes.io/hostname": name, "sagemaker.amazonaws.com/cluster-name": CLUSTER}
+    if health is not None:
+        labels[HEALTH] = health
+    spec = {"providerID": f"aws:///usw2-az1/{name}"}
+    if taints:
+        spec["taints"] = [dict(t) for t in taints]
+    if cordoned:
+        spec["unschedulable"] = True
+    obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": spec,
+           "status": {"conditions": [
+               {"type": "MemoryPressure", "status": "False"},
+               {"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady"}]}}
+    kubernetes_validate.validate(obj, "1.34", strict=True)
+    return obj
+
+
+def event(api: FakeApiServer, request: str = "Create", tolerations: list[dict] = (), wait_minutes: int = 50,
+          ca: bytes | None = None) -> dict:
+    return {"RequestType": request, "LogicalResourceId": "UntaintedNode", "ResourceProperties": {
+        "ServiceToken": "arn:aws:lambda:us-east-1:111122223333:function:provider", "ClusterName": CLUSTER,
+        "Region": "us-east-1", "Endpoint": api.endpoint,
+        "CertificateAuthorityData": base64.b64encode(ca or api.ca).decode(),
+        "ToleratedTaints": json.dumps(list(tolerations)), "WaitMinutes": str(wait_minutes)}}
+
+
+def started(evt: dict) -> dict:
+    """The event is_complete receives: the framework merges on_event's answer into it."""
+    return {**evt, **readiness.on_event(evt)}
+
+
+def test_waits_until_a_node_the_pods_tolerate_is_ready(api):
+    evt = started(event(api))
+    assert evt["PhysicalResourceId"] == f"{CLUSTER}/UntaintedNode"
+    assert readiness.is_complete(evt) == {"IsComplete": False}  # no nodes yet (continuous provisioning)
+    api.nodes = [node("hyperpod-i-0a", ready=False),
+                 node("hyperpod-i-0b", health="Unschedulable", taints=[DHC_TAINT]),  # deep health checks
+                 node("hyperpod-i-0c", taints=[DEDICATED]),  # the g5 group's own taint
+                 node("hyperpod-i-0d", cordoned=True),
+                 node("hyperpod-i-0e", health="UnschedulablePendingReplacement")]
+    assert readiness.is_complete(evt) == {"IsComplete": False}
+    api.nodes.append(node("hyperpod-i-0f", taints=[{"key": "gpu", "value": "x", "effect": "PreferNoSchedule"}]))
+    assert readiness.is_complete(evt) == {"IsComplete": True, "Data": {"Node": "hyperpod-i-0f"}}
+    assert api.tokens and all(t.startswith("k8s-aws-v1.") for t in api.tokens)
+
+
+def test_a_wait_with_tolerations_accepts_a_node_with_those_taints_only(api):
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "development", "effect": "NoSchedule"}
+    evt = started(event(api, tolerations=[toleration]))
+    api.nodes = [node("hyperpod-i-0b", health="Unschedulable", taints=[DHC_TAINT, DEDICATED])]
+    assert readiness.is_complete(evt) == {"IsComplete": False}  # the DHC taint is not among them
+    api.nodes = [node("hyperpod-i-0c", taints=[DEDICATED, {"key": "dedicated", "value": "other",
+                                                            "effect": "NoExecute"}])]
+    assert readiness.is_complete(evt) == {"IsComplete": False}
+    api.nodes.append(node("hyperpod-i-0d", taints=[DEDICATED]))
+    assert readiness.is_complete(evt)["Data"] == {"Node": "hyperpod-i-0d"}
+    # without the toleration the same node is no use
+    assert readiness.is_complete(started(event(api))) == {"IsComplete": False}
+
+
+@pytest.mark.parametrize("toleration, fits", [
+    ({"operator": "Exists"}, True),
+    ({"key": "dedicated", "operator": "Exists"}, True),
+    ({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}, False),
+    ({"key": "dedicated", "value": "development"}, True),  # operator defaults to Equal
+    ({"key": "dedicated", "operator": "Equal", "value": "production", "effect": "NoSchedule"}, False),
+    ({"key": "other", "operator": "Exists"}, False),
+])
+def test_tolerations_follow_kubernetes_matching(toleration, fits):
+    assert readiness.tolerated(DEDICATED, [toleration]) is fits
+
+
+def test_gives_up_waiting_at_the_deadline_without_failing(api, monkeypatch):
+    evt = started(event(api, wait_minutes=1))
+    api.nodes = [node("hyperpod-i-0b", health="Unschedulable", taints=[DHC_TAINT])]
+    assert readiness.is_complete(evt) == {"IsComplete": False}
+    later = time.time() + 61
+    monkeypatch.setattr(readiness.time, "time", lambda: later)
+    assert readiness.is_complete(evt) == {"IsComplete": True, "Data": {"Node": ""}}
+
+
+def test_a_refusal_is_retried_while_the_access_entry_may_be_new_then_fails(api, monkeypatch):
+    api.status = 403  # the access entry's group is not bound to reading nodes
+    evt = started(event(api))
+    assert readiness.is_complete(evt) == {"IsComplete": False}
+    later = time.time() + readiness.REFUSAL_GRACE_SECONDS
+    monkeypatch.setattr(readiness.time, "time", lambda: later)
+    with pytest.raises(ReadinessError, match=r"refused to list nodes \(403\).*forbidden.*access entry"):
+        readiness.is_complete(evt)
+
+
+def test_a_server_without_the_clusters_certificate_is_not_trusted(api):
+    other_ca, _ = certificate("someone-else")
+    with pytest.raises(ReadinessError, match="certificate is not the cluster's"):
+        readiness.is_complete(started(event(api, ca=other_ca)))
+    assert api.tokens == []  # the token never left the function
+
+
+def test_an_endpoint_that_does_not_answer_is_retried_then_fails(api, monkeypatch):
+    evt = started(event(api, wait_minutes=1))
+    api.close()  # nothing listens any more
+    assert readiness.is_complete(evt) == {"IsComplete": False}
+    later = time.time() + 61
+    monkeypatch.setattr(readiness.time, "time", lambda: later)
+    with pytest.raises(ReadinessError, match="did not answer"):
+        readiness.is_complete(evt)
+    api.close = lambda: None  # already closed
+
+
+def test_a_server_error_is_retried(api):
+    api.status = 503
+    assert readiness.is_complete(started(event(api))) == {"IsComplete": False}
+
+
+def test_delete_never_calls_the_cluster(api):
+    evt = event(api, "Delete")
+    evt["PhysicalResourceId"] = f"{CLUSTER}/UntaintedNode"
+    assert readiness.on_event(evt) == {"PhysicalResourceId": f"{CLUSTER}/UntaintedNode"}
+    assert readiness.is_complete(evt) == {"IsComplete": True}
+    assert api.tokens == []

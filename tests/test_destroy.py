@@ -1,0 +1,552 @@
+"""`make destroy` (cli/destroy.py) against the synthesized assembly of the default config and a moto server.
+
+The stacks are created in moto under the assembly's names, with its termination protection, from stand-in templates
+generated from the real ones: the network's VPC, subnets and security groups under their own logical ids (moto's
+CloudFormation creates those), one placeholder elsewhere (it cannot create FSx, SageMaker, Lambda-backed custom
+resources, ... and `Fn::GetStackOutput`). The retained FSx file system is created through moto's FSx API in the subnet
+and security group the storage template points it at (followed through the network template's outputs), with the
+tags the template gives it: what a deployed platform leaves once its storage stack is deleted.
+
+What moto 5.2 lacks is answered here, per operation, on the otherwise real clients (botocore's `before-call` event,
+the mechanism of botocore.stub.Stubber; a Stubber would intercept every call on its client, moto's included):
+- CloudFormation termination protection: moto has no UpdateTerminationProtection, does not return
+  EnableTerminationProtection from DescribeStacks and deletes a protected stack. `Protection` keeps the flag per
+  stack from CreateStack and refuses DeleteStack on a protected stack with CloudFormation's documented ValidationError
+  ("... cannot be deleted while TerminationProtection is enabled",
+  https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/using-cfn-protect-stacks.html).
+- FSx data repository associations and tasks (DescribeDataRepositoryAssociations, CreateDataRepositoryTask,
+  DescribeDataRepositoryTasks): `Associations` answers them from the template's association; every answer is checked
+  against botocore's output shape, as Stubber does.
+"""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.validate import validate_parameters
+
+import cli.destroy as destroy
+from cli.stack_graph import ancestors, stack_dependencies
+from conftest import ROOT
+from moto_server import moto_server
+from test_cli import no_credentials_env
+
+REGION = "us-west-2"
+NAME = "ml-cluster"
+MUTATING = {"UpdateTerminationProtection", "DeleteStack", "DeleteFileSystem", "CreateBackup",
+            "CreateDataRepositoryTask"}
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def aws(endpoint, monkeypatch):
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(destroy, "POLL_SECONDS", 0.0)
+    return boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
+
+
+# --- what moto lacks ---------------------------------------------------------------------------------------------
+
+def _answer(session, operation_model, parsed: dict[str, Any], status: int = 200):
+    if status == 200:
+        validate_parameters(parsed, operation_model.output_shape)  # raises on a shape botocore would not return
+    return AWSResponse(None, status, {}, None), parsed
+
+
+class Calls:
+    """Every API call the clients of `session` make, in order (service, operation, parameters); "ANSWER" entries mark
+    when the confirmation prompt was answered."""
+
+    def __init__(self, session) -> None:
+        self.log: list[tuple[str, str, dict[str, Any]]] = []
+        session.events.register("before-parameter-build", self._record)
+
+    def _record(self, model, params, **_):
+        self.log.append((model.service_model.service_id.hyphenize(), model.name, dict(params)))
+
+    def names(self, *operations: str) -> list[tuple[str, Any]]:
+        return [(op, p.get("StackName") or p.get("FileSystemId")) for _, op, p in self.log if op in operations]
+
+
+class Protection:
+    """CloudFormation's termination protection, which moto 5.2 does not implement (see the module docstring)."""
+
+    def __init__(self, session, calls: Calls) -> None:
+        self.flags: dict[str, bool] = {}
+        self.ids: dict[str, str] = {}
+        self.calls = calls
+        events = session.events
+        events.register("after-call.cloudformation.CreateStack", self._created)
+        events.register("after-call.cloudformation.DescribeStacks", self._describe)
+        events.register("before-call.cloudformation.UpdateTerminationProtection", self._update)
+        events.register("before-call.cloudformation.DeleteStack", self._delete)
+
+    def _params(self, operation: str) -> dict[str, Any]:
+        return next(p for _, op, p in reversed(self.calls.log) if op == operation)
+
+    def _name(self, name_or_id: str) -> str:
+        return self.ids.get(name_or_id, name_or_id)
+
+    def _created(self, parsed, **_):
+        params = self._params("CreateStack")
+        self.ids[parsed["StackId"]] = params["StackName"]
+        self.flags[params["StackName"]] = bool(params.get("EnableTerminationProtection"))
+
+    def _describe(self, parsed, **_):
+        for stack in parsed.get("Stacks", []):
+            stack["EnableTerminationProtection"] = self.flags.get(stack["StackName"], False)
+
+    def _update(self, model, **_):
+        params = self._params("UpdateTerminationProtection")
+        name = self._name(params["StackName"])
+        self.flags[name] = params["EnableTerminationProtection"]
+        return _answer(None, model, {"StackId": next(i for i, n in self.ids.items() if n == name)})
+
+    def _delete(self, model, **_):
+        name = self._name(self._params("DeleteStack")["StackName"])
+        if self.flags.get(name):
+            return _answer(None, model, {"Error": {"Code": "ValidationError", "Message": (
+                f"Stack [{name}] cannot be deleted while TerminationProtection is enabled")},
+                "ResponseMetadata": {"HTTPStatusCode": 400}}, status=400)
+        return None  # moto deletes it
+
+
+class Associations:
+    """FSx data repository associations and export tasks (not in moto 5.2), from the storage template's association.
+    An association is a resource of its stack (DeletionPolicy Delete): it goes when that stack is deleted."""
+
+    def __init__(self, session, calls: Calls, protection: Protection) -> None:
+        self.by_file_system: dict[str, list[dict[str, Any]]] = {}
+        self.owner: dict[str, str] = {}  # association id -> stack name
+        self.tasks: dict[str, dict[str, Any]] = {}
+        self.calls, self.protection = calls, protection
+        events = session.events
+        events.register("before-call.fsx.DescribeDataRepositoryAssociations", self._describe)
+        events.register("before-call.fsx.CreateDataRepositoryTask", self._create_task)
+        events.register("before-call.fsx.DescribeDataRepositoryTasks", self._describe_tasks)
+        events.register("after-call.cloudformation.DeleteStack", self._stack_deleted)
+
+    def link(self, file_system_id: str, association: dict[str, Any], stack: str) -> None:
+        association_id = f"dra-{len(self.owner):017x}"
+        self.owner[association_id] = stack
+        self.by_file_system.setdefault(file_system_id, []).append(
+            {"AssociationId": association_id, "FileSystemId": file_system_id, "Lifecycle": "AVAILABLE",
+             **association})
+
+    def _stack_deleted(self, parsed, **_):
+        if "Error" in parsed:
+            return
+        stack = self.protection._name(self.protection._params("DeleteStack")["StackName"])
+        for file_system_id, found in self.by_file_system.items():
+            found[:] = [a for a in found if self.owner[a["AssociationId"]] != stack]
+
+    def _describe(self, model, **_):
+        params = next(p for _, op, p in reversed(self.calls.log) if op == "DescribeDataRepositoryAssociations")
+        wanted = {v for f in params.get("Filters", []) if f["Name"] == "file-system-id" for v in f["Values"]}
+        return _answer(None, model, {"Associations": [a for fs, found in self.by_file_system.items()
+                                                      if fs in wanted for a in found]})
+
+    def _create_task(self, model, **_):
+        params = next(p for _, op, p in reversed(self.calls.log) if op == "CreateDataRepositoryTask")
+        task = {"TaskId": f"task-{len(self.tasks):017x}", "Lifecycle": "SUCCEEDED", "Type": params["Type"],
+                "CreationTime": 0, "FileSystemId": params["FileSystemId"]}
+        self.tasks[task["TaskId"]] = task
+        return _answer(None, model, {"DataRepositoryTask": {**task, "Lifecycle": "PENDING"}})
+
+    def _describe_tasks(self, model, **_):
+        params = next(p for _, op, p in reversed(self.calls.log) if op == "DescribeDataRepositoryTasks")
+        return _answer(None, model, {"DataRepositoryTasks": [self.tasks[t] for t in params["TaskIds"]]})
+
+
+# --- the deployed platform in moto -------------------------------------------------------------------------------
+
+STAND_IN_PROPERTIES = {"AWS::EC2::VPC": ("CidrBlock",), "AWS::EC2::Subnet": ("VpcId", "CidrBlock"),
+                       "AWS::EC2::SecurityGroup": ("GroupDescription", "VpcId")}
+
+
+def stand_in(template: dict[str, Any]) -> dict[str, Any]:
+    """The template's VPC, subnets and security groups that it makes itself (not from another stack's outputs,
+    which moto cannot read), with the properties moto needs, under their logical ids; a placeholder besides."""
+    resources = {lid: {"Type": r["Type"], "Properties": {k: r["Properties"][k] for k in keep}}
+                 for lid, r in template["Resources"].items() for keep in [STAND_IN_PROPERTIES.get(r["Type"])]
+                 if keep and "Fn::GetStackOutput" not in json.dumps(r)}
+    resources["StandIn"] = {"Type": "AWS::CloudFormation::WaitConditionHandle"}
+    return {"Resources": resources}
+
+
+class Platform:
+    def __init__(self, session, out_dir: Path) -> None:
+        self.session, self.out_dir = session, out_dir
+        self.calls = Calls(session)
+        self.protection = Protection(session, self.calls)
+        self.associations = Associations(session, self.calls, self.protection)
+        self.cfn = session.client("cloudformation")
+        self.fsx = session.client("fsx")
+        manifest = json.loads((out_dir / "manifest.json").read_text())["artifacts"]
+        self.artifacts = {n: a for n, a in manifest.items() if a["type"] == "aws:cloudformation:stack"}
+        self.templates = {n: json.loads((out_dir / a["properties"]["templateFile"]).read_text())
+                          for n, a in self.artifacts.items()}
+
+    def deploy(self) -> None:
+        for name, artifact in self.artifacts.items():
+            self.cfn.create_stack(StackName=name, TemplateBody=json.dumps(stand_in(self.templates[name])),
+                                  EnableTerminationProtection=artifact["properties"]["terminationProtection"])
+        self.calls.log.clear()
+
+    def physical_id(self, stack: str, output_name: str) -> str:
+        value = self.templates[stack]["Outputs"][output_name]["Value"]  # {"Ref": id} or {"Fn::GetAtt": [id, "GroupId"]}
+        logical = value["Ref"] if "Ref" in value else value["Fn::GetAtt"][0]
+        resources = self.cfn.describe_stack_resources(StackName=stack)["StackResources"]
+        return next(r["PhysicalResourceId"] for r in resources if r["LogicalResourceId"] == logical)
+
+    def resolve(self, value: Any) -> str:
+        out = value["Fn::GetStackOutput"]
+        return self.physical_id(out["StackName"], out["OutputName"])
+
+    def file_system(self, *, platform_tags: bool = True) -> str:
+        """The retained file system as the storage template describes it (subnet, security group, tags, association)."""
+        storage = self.templates[f"{NAME}-storage"]["Resources"]
+        lid, fs = next((lid, r) for lid, r in storage.items() if r["Type"] == "AWS::FSx::FileSystem")
+        props = fs["Properties"]
+        created = self.fsx.create_file_system(
+            FileSystemType=props["FileSystemType"], StorageCapacity=props["StorageCapacity"],
+            StorageType=props["StorageType"], SubnetIds=[self.resolve(s) for s in props["SubnetIds"]],
+            SecurityGroupIds=[self.resolve(s) for s in props["SecurityGroupIds"]],
+            LustreConfiguration={"DeploymentType": props["LustreConfiguration"]["DeploymentType"]},
+            Tags=props["Tags"] if platform_tags else [{"Key": "owner", "Value": "someone else"}])["FileSystem"]
+        for association in storage.values():
+            if association["Type"] == "AWS::FSx::DataRepositoryAssociation" and \
+                    association["Properties"]["FileSystemId"] == {"Ref": lid}:
+                self.associations.link(created["FileSystemId"], {
+                    "FileSystemPath": association["Properties"]["FileSystemPath"],
+                    "DataRepositoryPath": "s3://ml-cluster-data-bucket/"}, f"{NAME}-storage")
+        self.calls.log.clear()
+        return created["FileSystemId"]
+
+    def backups_complete(self) -> None:
+        """moto 5.2 creates every FSx backup CREATING and never moves it on; FSx makes it AVAILABLE when done."""
+        def available(parsed, **_):
+            for backup in parsed.get("Backups", []):
+                backup["Lifecycle"] = "AVAILABLE"
+        self.session.events.register("after-call.fsx.DescribeBackups", available)
+
+    def backups_refused(self) -> None:
+        """FSx refusing a backup (moto 5.2 backs up anything)."""
+        self.session.events.register("before-call.fsx.CreateBackup", lambda model, **_: _answer(None, model, {
+            "Error": {"Code": "BadRequest", "Message": "test: FSx refused the backup"},
+            "ResponseMetadata": {"HTTPStatusCode": 400}}, status=400))
+
+    def status(self) -> dict[str, str]:
+        """Every stack of the assembly: its status, DELETE_COMPLETE once DescribeStacks no longer lists it."""
+        listed = {s["StackName"]: s["StackStatus"] for s in self.cfn.describe_stacks()["Stacks"]}
+        return {name: listed.get(name, "DELETE_COMPLETE") for name in self.artifacts}
+
+    def file_system_ids(self) -> set[str]:
+        return {f["FileSystemId"] for f in self.fsx.describe_file_systems()["FileSystems"]}
+
+
+@pytest.fixture
+def platform(synth, aws):
+    deployed = Platform(aws, synth("default").out_dir)
+    deployed.deploy()
+    return deployed
+
+
+def answer(monkeypatch, text: str, calls: Calls) -> None:
+    """stdin holds `text`; reading it is marked in the call log."""
+    class Stdin(io.StringIO):
+        def readline(self, *args):
+            calls.log.append(("user", "ANSWER", {}))
+            return super().readline(*args)
+    monkeypatch.setattr("sys.stdin", Stdin(text))
+
+
+def destroy_main(platform: Platform, *args: str) -> int:
+    return destroy.main([str(platform.out_dir), *args], session=platform.session)
+
+
+def retained(platform: Platform) -> set[tuple[str, str]]:
+    return {(stack, lid) for stack, t in platform.templates.items() for lid, r in t["Resources"].items()
+            if r.get("DeletionPolicy") == "Retain"}
+
+
+# --- tests -------------------------------------------------------------------------------------------------------
+
+def test_the_order_is_the_graph_reversed(synth):
+    deps = stack_dependencies(synth("default").out_dir)
+    order = destroy.deletion_order(deps)
+    assert sorted(order) == sorted(deps)
+    for i, stack in enumerate(order):
+        # everything a stack depends on is deleted after it
+        assert ancestors(deps, stack) <= set(order[i + 1:]), stack
+    assert order[0] == f"{NAME}-observability" and order[-1] == f"{NAME}-network"
+
+
+def test_a_wrong_name_changes_nothing(platform, monkeypatch, capsys):
+    fs = platform.file_system()
+    answer(monkeypatch, f"{NAME}-storage\n", platform.calls)
+    before = platform.status()
+
+    assert destroy_main(platform) == 1
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("Not confirmed: nothing was changed.")
+    assert ("user", "ANSWER", {}) in platform.calls.log
+    assert not [op for _, op, _ in platform.calls.log if op in MUTATING]
+    assert platform.status() == before and set(before.values()) == {"CREATE_COMPLETE"}
+    assert platform.protection.flags == {n: a["properties"]["terminationProtection"]
+                                         for n, a in platform.artifacts.items()}
+    assert fs in platform.file_system_ids()
+
+
+def test_no_answer_changes_nothing(platform, monkeypatch):
+    answer(monkeypatch, "", platform.calls)
+    assert destroy_main(platform) == 1
+    assert not [op for _, op, _ in platform.calls.log if op in MUTATING]
+
+
+def test_the_plan_names_what_goes_and_what_stays(platform, monkeypatch, capsys):
+    fs = platform.file_system()
+    answer(monkeypatch, "no\n", platform.calls)
+    destroy_main(platform)
+    out = capsys.readouterr().out
+    plan, kept = out.split("Kept in the account")
+    order = [line.split(". ", 1)[1].split(" [")[0] for line in plan.splitlines()
+             if line[:4].strip().rstrip(".").isdigit()]
+    assert order == destroy.deletion_order(stack_dependencies(platform.out_dir))
+    # every Retain resource of every template is listed as kept, and nothing else
+    listed = {(line.split(": ")[0].strip(), line.split(": ")[1].split(" (")[0])
+              for line in kept.splitlines()[1:] if line.startswith("  ") and not line.startswith("   ")}
+    assert listed == retained(platform)
+    assert {r for _, r in listed} >= {"LustreFileSystem4AFDAE78", "DataBucketE3889A50", "VpcFlowLogGroupBF601037"}
+    assert f"FSx file system(s) {fs} use its subnets" in plan
+    assert "termination protection on (turned off just before its deletion)" in plan
+
+
+def test_confirmed_it_deletes_in_reverse_order_and_keeps_the_network_while_fsx_uses_it(platform, monkeypatch,
+                                                                                        capsys):
+    fs = platform.file_system()
+    answer(monkeypatch, f"{NAME}\n", platform.calls)
+    deps = stack_dependencies(platform.out_dir)
+    state_at_delete = {}
+    platform.session.events.register("before-call.cloudformation.DeleteStack", lambda **_: state_at_delete.update(
+        {platform.calls.log[-1][2]["StackName"]: platform.status()}))
+
+    assert destroy_main(platform) == 0
+    out = capsys.readouterr().out
+    deleted = [platform.protection.ids[s] for op, s in platform.calls.names("DeleteStack")]
+    assert deleted == [s for s in destroy.deletion_order(deps) if s != f"{NAME}-network"]
+    for stack_id, seen in state_at_delete.items():
+        stack = platform.protection.ids[stack_id]
+        dependents = {s for s in deps if stack in ancestors(deps, s)}
+        assert all(seen[d] == "DELETE_COMPLETE" for d in dependents), (stack, seen)
+    # protection goes off only after the answer, each right before that stack's deletion, only where it was on
+    log = [(op, p.get("StackName")) for _, op, p in platform.calls.log]
+    first_change = next(i for i, (op, _) in enumerate(log) if op in MUTATING)
+    assert log.index(("ANSWER", None)) < first_change
+    protected = [n for n, a in platform.artifacts.items() if a["properties"]["terminationProtection"]]
+    assert sorted(s for op, s in platform.calls.names("UpdateTerminationProtection")) == sorted(
+        s for s in protected if s != f"{NAME}-network")
+    for op, stack in platform.calls.names("UpdateTerminationProtection"):
+        after = log[log.index((op, stack)) + 1:]
+        assert next(o for o, s in after if o == "DeleteStack" and platform.protection.ids.get(s) == stack)
+    # the network and the file system stay; how to finish is printed
+    status = platform.status()
+    assert status[f"{NAME}-network"] == "CREATE_COMPLETE"
+    assert fs in platform.file_system_ids()
+    assert f"{NAME}-network KEPT: FSx file system(s) {fs} still use its subnets" in out
+    assert f"aws fsx delete-file-system --region {REGION} --file-system-id {fs}" in out
+    assert not platform.calls.names("DeleteFileSystem", "CreateBackup")
+    # the association goes with the storage stack: the export to S3 runs before, and only once
+    changes = [(op, platform.protection.ids.get(s, s)) for op, s in platform.calls.names(*MUTATING)]
+    assert changes.index(("CreateDataRepositoryTask", fs)) < changes.index(("DeleteStack", f"{NAME}-storage"))
+    assert changes.count(("CreateDataRepositoryTask", fs)) == 1
+
+
+def test_a_rerun_once_fsx_is_gone_deletes_the_network(platform, monkeypatch, capsys):
+    fs = platform.file_system()
+    assert destroy_main(platform, "--yes") == 0
+    platform.fsx.delete_file_system(FileSystemId=fs)
+    platform.calls.log.clear()
+    assert destroy_main(platform, "--yes") == 0
+    assert [platform.protection.ids[s] for _, s in platform.calls.names("DeleteStack")] == [f"{NAME}-network"]
+    assert platform.status()[f"{NAME}-network"] == "DELETE_COMPLETE"
+
+
+def test_deleting_the_linked_file_system_needs_its_own_acknowledgement(platform, capsys):
+    platform.file_system()
+    assert destroy_main(platform, "--yes", "--delete-file-systems") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"destroy: {NAME}-storage LustreFileSystem4AFDAE78: linked to S3")
+    assert "--without-backup" in err
+    assert platform.calls.log == []  # refused before any AWS call
+
+
+def mutations(platform: Platform) -> list[tuple[str, str]]:
+    return [(op, platform.protection.ids.get(s, s)) for op, s in platform.calls.names(*MUTATING)]
+
+
+def test_delete_file_systems_exports_then_deletes_fsx_then_the_network(platform, capsys):
+    """The association goes with the storage stack; then the file system is backed up if FSx takes it (whether FSx
+    backs up a file system whose associations were deleted is not documented: both answers are tested)."""
+    fs = platform.file_system()
+    platform.backups_complete()
+    assert destroy_main(platform, "--yes", "--delete-file-systems", "--without-backup") == 0
+    log = mutations(platform)
+    assert log.index(("CreateDataRepositoryTask", fs)) < log.index(("DeleteStack", f"{NAME}-storage")) < \
+        log.index(("CreateBackup", fs)) < log.index(("DeleteFileSystem", fs)) < log.index(("DeleteStack",
+                                                                                           f"{NAME}-network"))
+    assert log[-1] == ("DeleteStack", f"{NAME}-network")
+    assert fs not in platform.file_system_ids()
+    assert set(platform.status().values()) == {"DELETE_COMPLETE"}
+    out = capsys.readouterr().out
+    assert f"then: FSx {fs}: deleted WITHOUT a backup (linked to S3" in out  # the plan: linked in the template
+
+
+def test_a_backup_fsx_refuses_is_skipped_only_with_without_backup(platform, capsys):
+    fs = platform.file_system()
+    platform.backups_refused()
+    assert destroy_main(platform, "--yes", "--delete-file-systems", "--without-backup") == 0
+    log = mutations(platform)
+    assert log.index(("CreateBackup", fs)) < log.index(("DeleteFileSystem", fs))
+    assert fs not in platform.file_system_ids()
+    assert f"FSx {fs}: no backup possible (An error occurred (BadRequest)" in capsys.readouterr().out
+
+
+def test_a_rerun_with_delete_file_systems_after_the_storage_stack_is_gone(platform, capsys):
+    fs = platform.file_system()
+    platform.backups_complete()
+    assert destroy_main(platform, "--yes") == 0
+    assert platform.status()[f"{NAME}-network"] == "CREATE_COMPLETE"
+    capsys.readouterr()
+    platform.calls.log.clear()
+    assert destroy_main(platform, "--yes", "--delete-file-systems", "--without-backup") == 0
+    assert f"then: FSx {fs}: deleted WITHOUT a backup" in capsys.readouterr().out
+    assert mutations(platform) == [("CreateBackup", fs), ("DeleteFileSystem", fs), ("DeleteStack", f"{NAME}-network")]
+    assert fs not in platform.file_system_ids()
+
+
+def test_a_file_system_not_of_this_platform_keeps_the_network(platform, capsys):
+    foreign = platform.file_system(platform_tags=False)
+    assert destroy_main(platform, "--yes", "--delete-file-systems", "--without-backup") == 0
+    assert foreign in platform.file_system_ids()
+    assert not platform.calls.names("DeleteFileSystem")
+    assert platform.status()[f"{NAME}-network"] == "CREATE_COMPLETE"
+    assert f"{NAME}-network KEPT: FSx file system(s) {foreign}" in capsys.readouterr().out
+
+
+def test_without_backup_alone_is_refused(platform, capsys):
+    assert destroy_main(platform, "--yes", "--without-backup") == 2
+    assert capsys.readouterr().err == "destroy: --without-backup applies only with --delete-file-systems\n"
+
+
+def without_associations(out_dir: Path, tmp_path: Path) -> Path:
+    """A copy of the assembly's manifest and templates whose storage template has no data repository association:
+    a file system FSx can back up."""
+    copy = tmp_path / "assembly"
+    copy.mkdir()
+    for path in out_dir.glob("*.json"):
+        data = json.loads(path.read_text())
+        if path.name == f"{NAME}-storage.template.json":
+            data["Resources"] = {lid: r for lid, r in data["Resources"].items()
+                                 if r["Type"] != "AWS::FSx::DataRepositoryAssociation"}
+        (copy / path.name).write_text(json.dumps(data))
+    return copy
+
+
+def test_a_file_system_fsx_can_back_up_is_backed_up_before_it_is_deleted(synth, aws, tmp_path, capsys):
+    platform = Platform(aws, without_associations(synth("default").out_dir, tmp_path))
+    platform.deploy()
+    fs = platform.file_system()
+
+    platform.backups_complete()
+
+    assert destroy_main(platform, "--yes", "--delete-file-systems") == 0  # no --without-backup needed
+    changes = platform.calls.names("CreateBackup", "DeleteFileSystem")
+    assert changes == [("CreateBackup", fs), ("DeleteFileSystem", fs)]
+    backups = platform.fsx.describe_backups()["Backups"]  # still there after its file system is gone
+    assert len(backups) == 1 and {"Key": "deleted-by", "Value": f"make destroy {NAME}"} in backups[0]["Tags"]
+    assert set(platform.status().values()) == {"DELETE_COMPLETE"}
+    assert "backed up (the backup is kept), then deleted" in capsys.readouterr().out
+
+
+def test_without_a_backup_and_without_the_acknowledgement_the_file_system_and_network_stay(synth, aws, tmp_path,
+                                                                                          capsys):
+    platform = Platform(aws, without_associations(synth("default").out_dir, tmp_path))
+    platform.deploy()
+    fs = platform.file_system()
+    platform.backups_refused()
+    assert destroy_main(platform, "--yes", "--delete-file-systems") == 1
+    err = capsys.readouterr().err
+    assert err == (f"destroy: FSx {fs}: no backup possible (An error occurred (BadRequest) when calling the "
+                   "CreateBackup operation: test: FSx refused the backup) and --without-backup was not given: not "
+                   "deleted\n")
+    assert fs in platform.file_system_ids()
+    assert not platform.calls.names("DeleteFileSystem")
+    assert platform.status()[f"{NAME}-network"] == "CREATE_COMPLETE"
+
+
+def test_a_stack_that_fails_to_delete_stops_the_run(platform, capsys):
+    """CloudFormation reports DELETE_FAILED asynchronously (e.g. a resource still in use); moto deletes at once, so
+    DescribeStacks is made to answer DELETE_FAILED for the Studio stack once its deletion was asked for."""
+    failing = []
+
+    def fail_studio(parsed, **_):
+        for stack in parsed.get("Stacks", []):
+            if stack["StackId"] in failing:
+                stack["StackStatus"] = "DELETE_FAILED"
+    platform.session.events.register("after-call.cloudformation.DescribeStacks", fail_studio)
+    platform.session.events.register("before-call.cloudformation.DeleteStack", lambda **_: failing.append(
+        next(i for i, n in platform.protection.ids.items() if n == f"{NAME}-studio"))
+        if platform.protection.ids.get(platform.calls.log[-1][2]["StackName"]) == f"{NAME}-studio" else None)
+
+    assert destroy_main(platform, "--yes") == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"destroy: {NAME}-studio ended DELETE_FAILED") and err.count("\n") == 1
+    deleted = [platform.protection.ids[s] for _, s in platform.calls.names("DeleteStack")]
+    assert deleted == [f"{NAME}-observability", f"{NAME}-cluster", f"{NAME}-studio"]
+
+
+def test_nested_stacks_are_read_with_their_parent(synth):
+    """Per-user Studio profiles live in nested stacks (deleted with the Studio stack): their resources count among
+    what it deletes and their retained ones among what is kept."""
+    s = synth("containers")
+    stacks = destroy.read_assembly(s.out_dir)
+    assert sorted(n for stack in stacks.values() for n in stack.nested) == sorted(s.nested) != []
+    for artifact_id, stack in stacks.items():
+        templates = [json.loads((s.out_dir / f).read_text()) for f in [stack.template_file, *stack.nested]]
+        resources = [(lid, r) for t in templates for lid, r in t["Resources"].items()]
+        assert sum(stack.deleted.values()) == sum(r.get("DeletionPolicy") != "Retain" for _, r in resources)
+        assert {k.logical_id for k in stack.kept} == {lid for lid, r in resources
+                                                      if r.get("DeletionPolicy") == "Retain"}
+
+
+def test_importing_it_calls_nothing(tmp_path):
+    """No AWS client, not even boto3, at import time."""
+    code = "import sys, cli.destroy; print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore')))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=no_credentials_env(), capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[]\n"
+
+
+def test_without_credentials_one_line_and_nothing_asked(synth):
+    result = subprocess.run([sys.executable, "-m", "cli.destroy", str(synth("default").out_dir)], cwd=ROOT,
+                            env=no_credentials_env(), capture_output=True, text=True, timeout=60, input="ml-cluster\n")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("destroy: no AWS credentials") and result.stderr.count("\n") == 1
