@@ -182,10 +182,11 @@ def test_sbatch_submits_itself_with_the_nodes_and_partition_of_args_yaml(tmp_pat
     _fake(tmp_path, "sbatch", f'printf "%s\\n" "$@" > {tmp_path}/submitted')
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env |= {"PATH": f"{tmp_path}:{os.environ['PATH']}", "ARGS": str(args), "HOST_PYTHON": sys.executable}
-    subprocess.run(["bash", SBATCH], check=True, env=env)
+    subprocess.run(["bash", SBATCH], check=True, env=env, cwd=ROOT)
+    # Relative to the submit directory: the job starts at the cluster's path of it, which from Studio differs.
     assert (tmp_path / "submitted").read_text().splitlines() == [
         f"--job-name=finetune-{ARGS['name']}", "--nodes=4", "--partition=gpu",
-        f"--export=ALL,FINETUNE_DIR={FINETUNE},ARGS={args}", str(SBATCH)]
+        f"--export=ALL,FINETUNE_DIR=examples/finetune,ARGS={os.path.relpath(args, ROOT)}", str(SBATCH)]
 
 
 def test_sbatch_in_a_job_runs_torchrun_per_node_in_the_image_then_evaluates(tmp_path):
@@ -198,9 +199,12 @@ def test_sbatch_in_a_job_runs_torchrun_per_node_in_the_image_then_evaluates(tmp_
     # A long node list (a large allocation): the launcher must read all of it, or scontrol dies of SIGPIPE.
     _fake(tmp_path, "scontrol", "echo node-a; echo node-b; seq -f 'node-%g' 200000")
     env = os.environ | {"PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "2",
-                        "SLURM_JOB_NODELIST": "node-[a-b]", "SLURM_SUBMIT_DIR": str(ROOT), "HOST_PYTHON": sys.executable,
+                        "SLURM_JOB_NODELIST": "node-[a-b]", "HOST_PYTHON": sys.executable,
+                        # Studio's path of the submit directory, which the job's node does not have.
+                        "SLURM_SUBMIT_DIR": "/home/sagemaker-user/studio-fsx/repo", "FINETUNE_DIR": "examples/finetune",
+                        "ARGS": "examples/finetune/args.yaml",
                         "WORK_ROOT": str(work_root), "CHECKPOINT_ROOT": str(ckpt_root), "USER": os.environ.get("USER", "root")}
-    subprocess.run(["bash", SBATCH], check=True, env=env, capture_output=True)
+    subprocess.run(["bash", SBATCH], check=True, env=env, capture_output=True, cwd=ROOT)
     train, evaluate = (tmp_path / "sruns").read_text().splitlines()
     registry, repository = ARGS["image"].split("/", 1)
     assert train.startswith(f"--container-image={registry}#{repository} --container-mounts=/fsx:/fsx "

@@ -62,8 +62,11 @@ def test_auto_resume_launch_takes_the_first_node_of_a_long_list_as_rendezvous(tm
         (tmp_path / name).chmod(0o755)
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "node-[a-b]",
            "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "t", "USER": "alice",
-           "CHECKPOINT_ROOT": str(tmp_path / "ckpt")}
+           "CHECKPOINT_ROOT": str(tmp_path / "ckpt"), "SLURM_SUBMIT_DIR": "/home/sagemaker-user/studio-fsx/repo"}
     result = subprocess.run(["bash", str(EXAMPLES / "train-auto-resume.sbatch")], env=env, capture_output=True,
-                            text=True, timeout=60)
+                            text=True, timeout=60, cwd=ROOT)
     assert result.returncode == 0, result.stderr
-    assert "--rdzv-endpoint=node-a:29500 --rdzv-id=7 " in (tmp_path / "srun.args").read_text()
+    srun = (tmp_path / "srun.args").read_text()
+    assert "--rdzv-endpoint=node-a:29500 --rdzv-id=7 " in srun
+    # The script from the directory the job starts in (the cluster's path), not Studio's submit path.
+    assert f" {ROOT}/examples/train_elastic.py " in srun, srun
