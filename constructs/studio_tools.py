@@ -9,6 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS = ROOT / "config" / "facts" / "studio_tools.json"
@@ -56,6 +57,12 @@ class EksctlArtifact:
     key: str               # eksctl/<file>, relative to the tools prefix
     sha256: str
     version: str
+
+
+@dataclass(frozen=True)
+class StudioToolArtifacts:
+    bundle: Optional[StudioToolsBundle]   # studio.tools.hyp_and_jq
+    eksctl: Optional[EksctlArtifact]      # studio.tools.eksctl
 
 
 def studio_tools_bundle(directory: Path = BUNDLE_DIR) -> StudioToolsBundle:

@@ -102,11 +102,12 @@ def build_jq(stage: Path, work: Path) -> None:
         tar.extractall(work / "jq-src", filter="data")
     (source,) = (work / "jq-src").iterdir()
     env = {**os.environ, "LC_ALL": "C"}
-    subprocess.run(["./configure", "--quiet", "--with-oniguruma=builtin", "--enable-all-static", "--disable-shared",
-                    "--disable-docs", "--disable-valgrind"], cwd=source, check=True, env=env,
-                   stdout=subprocess.DEVNULL)
-    subprocess.run(["make", f"-j{os.cpu_count() or 2}", "LDFLAGS=-all-static", "jq"], cwd=source, check=True,
-                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for step in (["./configure", "--with-oniguruma=builtin", "--enable-all-static", "--disable-shared",
+                  "--disable-docs", "--disable-valgrind"],
+                 ["make", f"-j{os.cpu_count() or 2}", "LDFLAGS=-all-static"]):
+        result = subprocess.run(step, cwd=source, env=env, capture_output=True, text=True)
+        if result.returncode:
+            raise SystemExit(f"building jq: {' '.join(step)} failed:\n{(result.stdout + result.stderr)[-3000:]}")
     subprocess.run(["strip", "jq"], cwd=source, check=True)
     version = subprocess.run([str(source / "jq"), "--version"], capture_output=True, text=True, check=True).stdout
     if version.strip() != f"jq-{jq['version']}":
