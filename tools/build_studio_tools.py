@@ -3,6 +3,7 @@ and a static jq. `make studio-tools` runs it; synth ships the result (constructs
 without any network but S3 (lifecycle/studio/studio_tools.sh).
 
     python tools/build_studio_tools.py [OUT]          # default build/studio-tools
+    python tools/build_studio_tools.py --eksctl       # build/studio-eksctl/eksctl/<file>, from GitHub
 
 hyp: for each lock in lifecycle/studio_tools/ (hyp-cp311.txt, hyp-cp312.txt; tools/lock_studio_tools.py writes them)
 `pip download --require-hashes --no-deps` for that CPython and manylinux x86_64, from PyPI. The four distributions PyPI
@@ -18,6 +19,10 @@ images have Ubuntu 22.04's 2.35.
 
 The bundle ends with SHA256SUMS (every other file) and BUILD_INPUTS (the sha256 of the inputs: facts, locks and this
 script), which synth compares to refuse a stale bundle.
+
+eksctl (`studio.tools.eksctl`, `make studio-eksctl`) is published only on GitHub: `--eksctl` downloads the pinned
+release tarball (config/facts/studio_tools.json `eksctl`) and keeps it only if its sha256 is the pinned one. CI never
+runs it; an operator without github.com can copy the file into build/studio-eksctl/eksctl/ by hand, synth checks it.
 """
 from __future__ import annotations
 
@@ -34,8 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from constructs.studio_tools import (BUNDLE_DIR, FACTS, INPUTS, LOCK_DIR, MANIFEST, inputs_digest,  # noqa: E402
-                                     sha256)
+from constructs.studio_tools import (BUNDLE_DIR, EKSCTL_DIR, FACTS, INPUTS, LOCK_DIR, MANIFEST,  # noqa: E402
+                                     inputs_digest, sha256)
 from tools.lock_studio_tools import canonical, target_args  # noqa: E402
 
 LOCK_LINE = re.compile(r"^([a-z0-9-]+)==(\S+) \\\n\s+--hash=sha256:([0-9a-f]{64})", re.MULTILINE)
@@ -123,7 +128,26 @@ def write_manifest(stage: Path) -> None:
     (stage / INPUTS).write_text(inputs_digest() + "\n")
 
 
+def fetch_eksctl() -> None:
+    import urllib.request
+    pin = json.loads(FACTS.read_text())["eksctl"]
+    target = EKSCTL_DIR / "eksctl" / pin["file"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.part")
+    with urllib.request.urlopen(pin["url"], timeout=120) as response, partial.open("wb") as out:
+        shutil.copyfileobj(response, out)
+    actual = sha256(partial)
+    if actual != pin["sha256"]:
+        partial.unlink()
+        raise SystemExit(f"{pin['url']} has sha256 {actual}, not the pinned {pin['sha256']}; kept nothing")
+    partial.rename(target)
+    print(f"fetched eksctl {pin['version']} into {target.relative_to(ROOT)} (sha256 {actual})")
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--eksctl"]:
+        fetch_eksctl()
+        return 0
     out = Path(argv[0]).resolve() if argv else BUNDLE_DIR
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
