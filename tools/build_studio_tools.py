@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from constructs.studio_tools import (BUNDLE_DIR, EKSCTL_DIR, FACTS, INPUTS, LOCK_DIR, MANIFEST,  # noqa: E402
-                                     inputs_digest, sha256)
+                                     inputs_digest, sha256)  # (importing `constructs` starts jsii: a few seconds)
 from tools.lock_studio_tools import canonical, target_args  # noqa: E402
 
 LOCK_LINE = re.compile(r"^([a-z0-9-]+)==(\S+) \\\n\s+--hash=sha256:([0-9a-f]{64})", re.MULTILINE)
@@ -122,10 +122,10 @@ def build_jq(stage: Path, work: Path) -> None:
     os.chmod(stage / "jq" / "jq", 0o755)
 
 
-def write_manifest(stage: Path) -> None:
+def write_manifest(stage: Path, inputs: str) -> None:
     files = sorted(p for p in stage.rglob("*") if p.is_file())
     (stage / MANIFEST).write_text("".join(f"{sha256(p)}  {p.relative_to(stage).as_posix()}\n" for p in files))
-    (stage / INPUTS).write_text(inputs_digest() + "\n")
+    (stage / INPUTS).write_text(inputs + "\n")
 
 
 def fetch_eksctl() -> None:
@@ -149,6 +149,7 @@ def main(argv: list[str]) -> int:
         fetch_eksctl()
         return 0
     out = Path(argv[0]).resolve() if argv else BUNDLE_DIR
+    inputs = inputs_digest()  # read before building: an input edited meanwhile makes the bundle stale, not current
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         work, stage = Path(tmp) / "work", Path(tmp) / "stage"
@@ -156,7 +157,7 @@ def main(argv: list[str]) -> int:
         stage.mkdir()
         build_jq(stage, work)
         build_hyp(stage, work)
-        write_manifest(stage)
+        write_manifest(stage, inputs)
         if out.exists():
             shutil.rmtree(out)
         stage.rename(out)
