@@ -212,8 +212,8 @@ def test_eksctl_switch_ships_the_tarball_and_hands_its_uri_and_digest_to_the_eks
 
 
 def test_the_built_bundle_installs_offline_and_hyp_and_jq_run(tmp_path):
-    """The real bundle, through the real installer, with no index (pip --no-index): a venv for this Python, hyp on
-    PATH answering --help, the static jq 1.8.2."""
+    """The real bundle, through the real installer, in a network namespace without any network and with no index
+    (pip --no-index, no pip configuration): a venv for this Python, hyp answering --help, the static jq 1.8.2."""
     bundle = _built()
     home = tmp_path / "home"
     home.mkdir()
@@ -221,9 +221,9 @@ def test_the_built_bundle_installs_offline_and_hyp_and_jq_run(tmp_path):
            "STUDIO_TOOLS_SOURCE_DIR": str(bundle), "STUDIO_TOOLS_SHA256": sha256(bundle / MANIFEST),
            "STUDIO_TOOLS_FOREGROUND": "1", "STUDIO_TOOLS_PYTHON": shutil.which("python3.11") or sys.executable,
            "PIP_NO_INDEX": "1", "PIP_CONFIG_FILE": os.devnull}
-    run = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(["unshare", "--net", "bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
-    hyp = subprocess.run([str(home / ".local" / "bin" / "hyp"), "--help"], capture_output=True, text=True,
+    hyp = subprocess.run(["unshare", "--net", str(home / ".local" / "bin" / "hyp"), "--help"], capture_output=True, text=True,
                          env={"HOME": str(home), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert hyp.returncode == 0 and "Usage: hyp" in hyp.stdout, hyp.stdout + hyp.stderr
     jq = home / ".local" / "bin" / "jq"
