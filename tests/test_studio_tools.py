@@ -221,10 +221,11 @@ def test_the_built_bundle_installs_offline_and_hyp_and_jq_run(tmp_path):
            "STUDIO_TOOLS_SOURCE_DIR": str(bundle), "STUDIO_TOOLS_SHA256": sha256(bundle / MANIFEST),
            "STUDIO_TOOLS_FOREGROUND": "1", "STUDIO_TOOLS_PYTHON": shutil.which("python3.11") or sys.executable,
            "PIP_NO_INDEX": "1", "PIP_CONFIG_FILE": os.devnull}
-    run = subprocess.run(["unshare", "--net", "bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(["unshare", "--net", "bash", str(SCRIPT)], env=env, capture_output=True, text=True,
+                         timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
-    hyp = subprocess.run(["unshare", "--net", str(home / ".local" / "bin" / "hyp"), "--help"], capture_output=True, text=True,
-                         env={"HOME": str(home), "PATH": "/usr/bin:/bin"}, timeout=120)
+    hyp = subprocess.run(["unshare", "--net", str(home / ".local" / "bin" / "hyp"), "--help"], capture_output=True,
+                         text=True, env={"HOME": str(home), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert hyp.returncode == 0 and "Usage: hyp" in hyp.stdout, hyp.stdout + hyp.stderr
     jq = home / ".local" / "bin" / "jq"
     assert subprocess.run([str(jq), "--version"], capture_output=True, text=True).stdout.strip() == "jq-1.8.2"
