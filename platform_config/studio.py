@@ -33,7 +33,8 @@ class StudioTools(Strict):
     sha256 (docs/studio.md, "Tools")."""
     hyp_and_jq: StrictBool = Field(
         True, description="The HyperPod CLI (hyp, PyPI sagemaker-hyperpod, in a venv of its own) and jq, from a "
-                          "hash-locked bundle that `make studio-tools` builds from PyPI (config/facts/studio_tools.json).")
+                          "hash-locked bundle that `make studio-tools` builds from PyPI "
+                          "(config/facts/studio_tools.json).")
     eksctl: StrictBool = Field(
         False, description="EKS only: eksctl, from its release tarball pinned by sha256 in "
                            "config/facts/studio_tools.json, which `make studio-eksctl` fetches from GitHub before "

@@ -181,8 +181,8 @@ def test_synthesized_lifecycle_configs_install_hyp_and_jq_from_their_own_prefix(
     assert (shipped / MANIFEST).read_bytes() == (BUNDLE_DIR / MANIFEST).read_bytes()
     statements = [st for r in t["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
                   for st in r["Properties"]["PolicyDocument"]["Statement"] if st.get("Sid") == "ReadStudioTools"]
-    assert statements and all(st["Action"] == "s3:GetObject" and "studio-tools/ml-cluster/*" in json.dumps(st["Resource"])
-                              for st in statements)
+    assert statements and all(st["Action"] == "s3:GetObject" and
+                              "studio-tools/ml-cluster/*" in json.dumps(st["Resource"]) for st in statements)
 
 
 def test_eksctl_switch_ships_the_tarball_and_hands_its_uri_and_digest_to_the_eks_script(tmp_path):
