@@ -3,6 +3,7 @@ stale or altered bundle, the switch in the config, what the synthesized lifecycl
 install of the built bundle by lifecycle/studio/studio_tools.sh (`make studio-tools` builds it; `make test` does)."""
 from __future__ import annotations
 
+import base64
 import email.parser
 import json
 import os
@@ -172,6 +173,10 @@ def test_synthesized_lifecycle_configs_install_hyp_and_jq_from_their_own_prefix(
     assert "/studio-tools/ml-cluster/" in json.dumps(variables["STUDIO_TOOLS_S3_URI"])
     assert body.index('bash "${!scripts}/studio_tools.sh"') < body.index("exec bash")
     assert "EKSCTL_S3_URI" not in body  # off by default
+    # StudioLifecycleConfigContent is at most 16,384 characters of base64, with each deploy-time value filled in
+    # (here at 128 characters each): the wheels' digests travel in SHA256SUMS, not in the lifecycle config.
+    filled = re.sub(r"\$\{[A-Za-z0-9_:]+\}", "x" * 128, body)
+    assert len(base64.b64encode(filled.encode())) <= 16384
     deployments = {r["Properties"]["DestinationBucketKeyPrefix"]: r for r in t["Resources"].values()
                    if r["Type"] == "Custom::CDKBucketDeployment"}
     assert set(deployments) == {"studio/ml-cluster/", "studio-tools/ml-cluster/"}
