@@ -248,7 +248,8 @@ class StudioStack(cdk.Stack):
         findings = [f for f in self._execution_role_findings() if f]
         acknowledge(policy, "AwsSolutions-IAM5",
                     "the shared Studio app permissions, for each user's own role: Studio log streams under "
-                    "/aws/sagemaker/studio, this platform's Studio scripts, read-only on the HyperPod clusters tagged "
+                    "/aws/sagemaker/studio, this platform's Studio scripts and tools bundle, read-only on the HyperPod "
+                    "clusters tagged "
                     "as this platform's, this stack's MLflow server, and AWS's policy for a user's own Studio spaces "
                     "(List/Describe on '*', spaces and apps of this domain and the caller's own profile)",
                     findings=findings)
@@ -256,16 +257,18 @@ class StudioStack(cdk.Stack):
 
     def _execution_role_findings(self) -> list[str]:
         """The wildcard findings cdk-nag reports on the shared execution role's statements (acknowledged there)."""
-        lifecycle_prefix = next(c for c in self.node.find_child("LifecycleConfigs").node.children
-                                if c.node.id == "Scripts").prefix
+        lifecycle = self.node.find_child("LifecycleConfigs")
+        lifecycle_prefix = lifecycle.node.find_child("Scripts").prefix
+        tools = lifecycle.node.try_find_child("Tools")
         bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucketRef", lifecycle_bucket_name(self.platform_name))
         studio_logs = self.format_arn(service="logs", resource="log-group", resource_name="/aws/sagemaker/studio:*",
                                       arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
         mlflow = ["Action::sagemaker-mlflow:*"] if self._mlflow_enabled else []
         clusters = self.format_arn(service="sagemaker", resource="cluster", resource_name="*")  # tag-conditioned
         bundles = [f"Resource::{bucket.arn_for_objects(f'{SLURM_CLIENT_PREFIX}/*')}"] if self.slurm_login_secret else []
+        tool_objects = [f"Resource::{bucket.arn_for_objects(f'{tools.prefix}/*')}"] if tools else []
         return [f"Resource::{studio_logs}", f"Resource::{bucket.arn_for_objects(f'{lifecycle_prefix}/*')}",
-                f"Resource::{clusters}", *mlflow, *bundles, "Resource::*",
+                *tool_objects, f"Resource::{clusters}", *mlflow, *bundles, "Resource::*",
                 *(f"Resource::{r}" for r in own_spaces_wildcards(self))]
 
     def _studio_security_group(self, network: NetworkRefs, *, on_eks: bool,

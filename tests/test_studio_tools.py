@@ -167,10 +167,11 @@ def _lifecycle_body(template) -> tuple[str, dict]:
 def test_synthesized_lifecycle_configs_install_hyp_and_jq_from_their_own_prefix(synth, variant):
     s = synth(variant)
     t = s.templates["studio"]
+    name = s.config.name
     body, variables = _lifecycle_body(t)
     assert "export STUDIO_TOOLS_S3_URI='${STUDIO_TOOLS_S3_URI}'" in body
     assert variables["STUDIO_TOOLS_SHA256"] == sha256(_built() / MANIFEST)
-    assert "/studio-tools/ml-cluster/" in json.dumps(variables["STUDIO_TOOLS_S3_URI"])
+    assert f"/studio-tools/{name}/" in json.dumps(variables["STUDIO_TOOLS_S3_URI"])
     assert body.index('bash "${!scripts}/studio_tools.sh"') < body.index("exec bash")
     assert "EKSCTL_S3_URI" not in body  # off by default
     # StudioLifecycleConfigContent is at most 16,384 characters of base64, with each deploy-time value filled in
@@ -179,15 +180,15 @@ def test_synthesized_lifecycle_configs_install_hyp_and_jq_from_their_own_prefix(
     assert len(base64.b64encode(filled.encode())) <= 16384
     deployments = {r["Properties"]["DestinationBucketKeyPrefix"]: r for r in t["Resources"].values()
                    if r["Type"] == "Custom::CDKBucketDeployment"}
-    assert set(deployments) == {"studio/ml-cluster/", "studio-tools/ml-cluster/"}
+    assert set(deployments) == {f"studio/{name}/", f"studio-tools/{name}/"}
     assets = {h: a for m in s.out_dir.glob("*.assets.json") for h, a in json.loads(m.read_text())["files"].items()}
-    (key,) = deployments["studio-tools/ml-cluster/"]["Properties"]["SourceObjectKeys"]
+    (key,) = deployments[f"studio-tools/{name}/"]["Properties"]["SourceObjectKeys"]
     shipped = s.out_dir / assets[key.split(".")[0]]["source"]["path"]
     assert (shipped / MANIFEST).read_bytes() == (BUNDLE_DIR / MANIFEST).read_bytes()
     statements = [st for r in t["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
                   for st in r["Properties"]["PolicyDocument"]["Statement"] if st.get("Sid") == "ReadStudioTools"]
     assert statements and all(st["Action"] == "s3:GetObject" and
-                              "studio-tools/ml-cluster/*" in json.dumps(st["Resource"]) for st in statements)
+                              f"studio-tools/{name}/*" in json.dumps(st["Resource"]) for st in statements)
 
 
 def test_eksctl_switch_ships_the_tarball_and_hands_its_uri_and_digest_to_the_eks_script(tmp_path):
