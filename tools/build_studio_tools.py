@@ -46,9 +46,26 @@ from tools.lock_studio_tools import canonical, target_args  # noqa: E402
 LOCK_LINE = re.compile(r"^([a-z0-9-]+)==(\S+) \\\n\s+--hash=sha256:([0-9a-f]{64})", re.MULTILINE)
 
 
-def pip(*args: str, cwd: Path | None = None) -> None:
+# Reproducible: the same inputs give the same bundle on any machine, so the lifecycle config (which carries the
+# bundle's digest) does not change from one `make synth` to the next. Timestamps in the built wheels and paths in jq
+# are fixed; the build backend of the source-only distributions is the lock's setuptools.
+SOURCE_DATE_EPOCH = "1700000000"
+
+
+def pip(*args: str, env: dict | None = None) -> None:
     subprocess.run([sys.executable, "-m", "pip", "--isolated", "--disable-pip-version-check", "--quiet", *args],
-                   check=True, cwd=cwd)
+                   check=True, env=env)
+
+
+def build_wheel(sdist: Path, out: Path, backend: str) -> Path:
+    """A pure-Python wheel from a hash-checked sdist, with setuptools pinned (PIP_CONSTRAINT reaches pip's isolated
+    build environment) and SOURCE_DATE_EPOCH fixing the archive's timestamps."""
+    constraint = out.parent / f"{out.name}-build-constraint.txt"
+    constraint.write_text(backend + "\n")
+    pip("wheel", "--no-deps", "-w", str(out), str(sdist),
+        env={**os.environ, "PIP_CONSTRAINT": str(constraint), "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH})
+    (wheel,) = out.glob("*.whl")
+    return wheel
 
 
 def lock_entries(lock: Path) -> list[tuple[str, str, str]]:
@@ -75,9 +92,8 @@ def build_hyp(stage: Path, work: Path) -> None:
                 wheel = source
             else:
                 if digest not in built:
-                    out = work / f"built-{digest[:12]}"
-                    pip("wheel", "--no-deps", "-w", str(out), str(source))
-                    (built[digest],) = out.glob("*.whl")
+                    backend = next(f"setuptools=={v}" for n, v, _d in lock_entries(lock) if n == "setuptools")
+                    built[digest] = build_wheel(source, work / f"built-{digest[:12]}", backend)
                 wheel = built[digest]
                 if not wheel.name.endswith("-py3-none-any.whl") and "-none-any" not in wheel.name:
                     raise SystemExit(f"{source.name} built {wheel.name}, not a pure-Python wheel")
@@ -106,10 +122,13 @@ def build_jq(stage: Path, work: Path) -> None:
     with tarfile.open(release) as tar:
         tar.extractall(work / "jq-src", filter="data")
     (source,) = (work / "jq-src").iterdir()
-    env = {**os.environ, "LC_ALL": "C"}
+    env = {**os.environ, "LC_ALL": "C", "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
+    # Given to make, not configure: jq records its configure arguments (`jq --build-configuration`), and the build
+    # directory's path must not reach the binary.
+    cflags = f"CFLAGS=-O2 -ffile-prefix-map={source}=jq-{jq['version']}"
     for step in (["./configure", "--with-oniguruma=builtin", "--enable-all-static", "--disable-shared",
                   "--disable-docs", "--disable-valgrind"],
-                 ["make", f"-j{os.cpu_count() or 2}", "LDFLAGS=-all-static"]):
+                 ["make", f"-j{os.cpu_count() or 2}", "LDFLAGS=-all-static", cflags]):
         result = subprocess.run(step, cwd=source, env=env, capture_output=True, text=True)
         if result.returncode:
             raise SystemExit(f"building jq: {' '.join(step)} failed:\n{(result.stdout + result.stderr)[-3000:]}")
