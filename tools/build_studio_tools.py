@@ -50,6 +50,9 @@ LOCK_LINE = re.compile(r"^([a-z0-9-]+)==(\S+) \\\n\s+--hash=sha256:([0-9a-f]{64}
 # bundle's digest) does not change from one `make synth` to the next. Timestamps in the built wheels and paths in jq
 # are fixed; the build backend of the source-only distributions is the lock's setuptools.
 SOURCE_DATE_EPOCH = "1700000000"
+# pip's build environment for a setup.py project installs setuptools, packaging and wheel: the first two at the lock's
+# versions, wheel (not in the lock) at this one (PyPI's newest, 2026-11-25).
+BUILD_WHEEL = "wheel==0.48.0"
 
 
 def pip(*args: str, env: dict | None = None) -> None:
@@ -58,8 +61,9 @@ def pip(*args: str, env: dict | None = None) -> None:
 
 
 def build_wheel(sdist: Path, out: Path, backend: str) -> Path:
-    """A pure-Python wheel from a hash-checked sdist, with setuptools pinned (PIP_CONSTRAINT reaches pip's isolated
-    build environment) and SOURCE_DATE_EPOCH fixing the archive's timestamps."""
+    """A pure-Python wheel from a hash-checked sdist, its build backend pinned (PIP_CONSTRAINT reaches pip's isolated
+    build environment: checked, a constraint to another setuptools is what that environment installs) and
+    SOURCE_DATE_EPOCH fixing the archive's timestamps."""
     constraint = out.parent / f"{out.name}-build-constraint.txt"
     constraint.write_text(backend + "\n")
     pip("wheel", "--no-deps", "-w", str(out), str(sdist),
@@ -92,7 +96,8 @@ def build_hyp(stage: Path, work: Path) -> None:
                 wheel = source
             else:
                 if digest not in built:
-                    backend = next(f"setuptools=={v}" for n, v, _d in lock_entries(lock) if n == "setuptools")
+                    backend = "\n".join([*(f"{n}=={v}" for n, v, _d in lock_entries(lock)
+                                            if n in ("setuptools", "packaging")), BUILD_WHEEL])
                     built[digest] = build_wheel(source, work / f"built-{digest[:12]}", backend)
                 wheel = built[digest]
                 if not wheel.name.endswith("-py3-none-any.whl") and "-none-any" not in wheel.name:
