@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # lifecycle/studio/studio_tools.sh offline: a bundle laid out as tools/build_studio_tools.py writes it, in a local
-# directory (STUDIO_TOOLS_SOURCE_DIR) instead of S3. Its hyp is a small wheel made here (the real wheelhouse is
-# installed by tests/test_studio_tools.py), its jq the machine's. Runs as an unprivileged user, as Studio runs it.
+# directory (STUDIO_TOOLS_SOURCE_DIR) instead of S3. Its hyp is a small wheel made here and its jq a script (the real
+# bundle is installed by tests/test_studio_tools.py). Runs as an unprivileged user, as Studio runs it.
 
 bats_require_minimum_version 1.5.0
 
@@ -55,7 +55,7 @@ setup() {
   find "$H" -mindepth 1 -delete
   BUNDLE="$T/bundle"
   mkdir -p "$BUNDLE/hyp/wheels" "$BUNDLE/jq"
-  cp /usr/bin/jq "$BUNDLE/jq/jq"
+  printf '#!/bin/sh\necho "jq stand-in $*"\n' >"$BUNDLE/jq/jq"
   make_wheel "$BUNDLE/hyp/wheels"
   wheel=("$BUNDLE"/hyp/wheels/*.whl)
   echo "sagemaker-hyperpod==0.0.1 --hash=sha256:$(sha "${wheel[0]}")" >"$BUNDLE/hyp/requirements-$TAG.txt"
@@ -74,10 +74,10 @@ teardown() {
   [ "$(stat -c %U "$H/.local/bin/jq")" = "$USER_NAME" ]
   [ -z "$(find "$H" ! -user "$USER_NAME")" ]
   [[ "$(readlink "$H/.local/bin/hyp")" == "$H/.studio-tools/hyp-"*"-$TAG/bin/hyp" ]]
-  run as_user bash -c "source ~/.bashrc; hyp; echo '{\"a\": 1}' | jq -c ."
+  run as_user bash -c "source ~/.bashrc; hyp; jq -c ."
   [ "$status" -eq 0 ]
   [ "${lines[0]}" = "hyp stand-in: --help" ]
-  [ "${lines[1]}" = '{"a":1}' ]
+  [ "${lines[1]}" = "jq stand-in -c ." ]
 }
 
 @test "a second start changes nothing and copies nothing" {
