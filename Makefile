@@ -24,14 +24,18 @@ export AWS_EC2_METADATA_DISABLED := true
 APT_PACKAGES := shellcheck:shellcheck bats:bats -:parallel slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin \
   slurmdbd:slurmdbd mariadbd:mariadb-server -:libpam-slurm-adopt pamtester:pamtester prometheus:prometheus \
   prometheus-node-exporter:prometheus-node-exporter slapd:slapd ldapsearch:ldap-utils sssd:sssd -:sssd-ldap \
-  -:libnss-sss -:libpam-sss sudo:sudo logrotate:logrotate iptables:iptables ip:iproute2
+  -:libnss-sss -:libpam-sss sudo:sudo logrotate:logrotate iptables:iptables ip:iproute2 -:python3-venv \
+  $(BUILD_PACKAGES)
+# What tools/build_studio_tools.py needs to build the static jq for Studio spaces (studio-tools); python3-venv above
+# lets tests/lifecycle/studio_tools.bats make a venv as an unprivileged user with Debian's Python.
+BUILD_PACKAGES := gcc:gcc make:make strip:binutils
 # slapd's package would otherwise create and start a directory of its own (suffix from the host name); the test runs
 # its own slapd. sssd's unit starts only once /etc/sssd/sssd.conf exists, which only the test's namespace has.
 DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: synth test train-venv lint schema docs bench deps system-deps hyperpod-chart clean deploy diff graph preflight connect \
-  destroy
+.PHONY: studio-tools studio-eksctl build-deps synth test train-venv lint schema docs bench deps system-deps \
+  hyperpod-chart clean deploy diff graph preflight connect destroy
 .DEFAULT_GOAL := synth
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -55,6 +59,23 @@ node_modules/.installed: package.json package-lock.json
 
 deps: $(VENV)/.installed node_modules/.installed
 
+## The Studio tools bundle (build/studio-tools): hyp's hash-locked wheelhouse for CPython 3.11 and 3.12 from PyPI and
+## a static jq 1.8.2 built from PyPI's jq.py source (about 200 MB of downloads, a minute of compiling). Synth ships it.
+STUDIO_TOOLS := build/studio-tools/BUILD_INPUTS
+$(STUDIO_TOOLS): config/facts/studio_tools.json $(wildcard lifecycle/studio_tools/hyp-cp*.txt) \
+  tools/build_studio_tools.py | $(VENV)/.installed
+	$(MAKE) --no-print-directory build-deps
+	$(PY) tools/build_studio_tools.py
+
+studio-tools: $(STUDIO_TOOLS)
+
+## eksctl's pinned release tarball for studio.tools.eksctl (build/studio-eksctl). Needs github.com; CI never runs it.
+studio-eksctl: $(VENV)/.installed
+	$(PY) tools/build_studio_tools.py --eksctl
+
+build-deps:
+	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="$(BUILD_PACKAGES)"
+
 system-deps:
 	@missing=""; for pair in $(APT_PACKAGES); do \
 	  if [ "$${pair%%:*}" = - ]; then dpkg-query -W -f='$${Status}' $${pair#*:} 2>/dev/null | grep -q 'ok installed' && continue; \
@@ -68,7 +89,7 @@ system-deps:
 	fi
 
 ## Offline synthesis of $(CONFIG) into cdk.out/ with a summary. No AWS credentials needed.
-synth: deps
+synth: deps studio-tools
 	$(CDK) synth --quiet --no-notices -c config=$(CONFIG)
 	$(PY) -m cli.summarize cdk.out --config $(CONFIG)
 
@@ -113,7 +134,7 @@ destroy: synth
 TEST_JOBS ?= $(shell nproc)
 ## The scripts under test start `python3` ~1,500 times; where `python3` is a pyenv shim (a bash script, ~90 ms a
 ## start), build/bin/python3 links the interpreter it resolves to, so the same Python runs without the shim.
-test: deps system-deps lint train-venv
+test: deps system-deps lint train-venv studio-tools
 	@mkdir -p build/bin; \
 	ln -sfn "$$(python3 -c 'import sys; print(sys.executable)')" build/bin/python3; \
 	export PATH="$(CURDIR)/build/bin:$$PATH"; \

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
@@ -17,6 +17,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 from constructs.lifecycle_scripts import STUDIO_SCRIPTS_DIR, LifecycleScripts
+from constructs.studio_tools import EksctlArtifact, StudioToolsBundle
 
 SLURM_ENTRY_POINT = "slurm_login_node.sh"
 EKS_ENTRY_POINT = "eks_login_node.sh"
@@ -44,8 +45,12 @@ done <<'DIGESTS'
 {digests}DIGESTS
 rm -rf "$fetched"
 trap - EXIT
-exec bash "$scripts/{entry}"
+{tools}exec bash "$scripts/{entry}"
 """
+# With studio.tools.hyp_and_jq: the tools install in the background (studio_tools.sh detaches); a failure there is
+# reported and never keeps the space from starting or from the login set-up.
+TOOLS_STEP = ('bash "$scripts/studio_tools.sh" || echo "studio-lifecycle: hyp and jq were not installed; see '
+              '$HOME/.studio-tools/setup.log" >&2\n')
 ASSET_EXCLUDE = ["**/__pycache__", "*.md"]
 
 
@@ -60,10 +65,12 @@ def shipped_digests(directories: Sequence[Path]) -> dict[str, str]:
     return digests
 
 
-def render_bootstrap(*, exports: str, region: str, source: str, entry: str, digests: Mapping[str, str]) -> str:
+def render_bootstrap(*, exports: str, region: str, source: str, entry: str, digests: Mapping[str, str],
+                     tools: bool = False) -> str:
     """The bootstrap as bash will run it; `sha256sum --check` reads the "<digest>  <path>" lines."""
     lines = "".join(f"{digest}  {path}\n" for path, digest in sorted(digests.items()))
-    return BOOTSTRAP.format(exports=exports, region=region, source=source, entry=entry, digests=lines)
+    return BOOTSTRAP.format(exports=exports, region=region, source=source, entry=entry, digests=lines,
+                            tools=TOOLS_STEP if tools else "")
 NAME_LIMIT = 63  # StudioLifecycleConfigName: 1-63 of [a-zA-Z0-9-]
 
 
@@ -79,9 +86,11 @@ def lifecycle_config_name(platform: str, role: str, app: str, content: object) -
 class StudioLifecycleConfigs(Construct):
     def __init__(self, scope: Construct, id_: str, *, name: str, bucket: s3.IBucket, entry_point: str,
                  upload_role_name: str,
-                 environment: Mapping[str, str], extra_dirs: Sequence[Path] = ()) -> None:
+                 environment: Mapping[str, str], extra_dirs: Sequence[Path] = (),
+                 tools: Optional[StudioToolsBundle] = None, eksctl: Optional[EksctlArtifact] = None) -> None:
         """`environment` values may hold deploy-time tokens; the files in `extra_dirs` are shipped beside the
-        scripts and checked like them."""
+        scripts and checked like them. `tools` (hyp, jq) and `eksctl` go to a prefix of their own, which the space
+        copies only when its installed tools differ (their digests are in this config, not the files)."""
         super().__init__(scope, id_)
         self.scripts = LifecycleScripts(
             self, "Scripts", bucket=bucket, prefix=f"studio/{name}", upload_role_name=upload_role_name,
@@ -90,10 +99,22 @@ class StudioLifecycleConfigs(Construct):
         if not (STUDIO_SCRIPTS_DIR / entry_point).exists():
             raise FileNotFoundError(f"{STUDIO_SCRIPTS_DIR / entry_point} is missing")
         self.digests = shipped_digests([STUDIO_SCRIPTS_DIR, *extra_dirs])
+        self.tools = None
+        environment = dict(environment)
+        if tools or eksctl:
+            # Not beside the scripts: the bootstrap copies that prefix at every start, the tools only when needed.
+            self.tools = LifecycleScripts(
+                self, "Tools", bucket=bucket, prefix=f"studio-tools/{name}", upload_role_name=upload_role_name,
+                source_dir=tools.directory if tools else eksctl.directory,
+                extra_sources=[s3deploy.Source.asset(str(eksctl.directory))] if tools and eksctl else [])
+        if tools:
+            environment.update(STUDIO_TOOLS_S3_URI=self.tools.source_s3_uri, STUDIO_TOOLS_SHA256=tools.manifest_sha256)
+        if eksctl:
+            environment.update(EKSCTL_S3_URI=f"{self.tools.source_s3_uri}{eksctl.key}", EKSCTL_SHA256=eksctl.sha256)
         # Fn::Sub fills in deploy-time values; the script's own variables are escaped as ${!name}.
         exports = "".join(f"export {key}='${{{key}}}'\n" for key in environment)
         bootstrap = render_bootstrap(exports=exports, region="${AWS::Region}", source="${Source}", entry=entry_point,
-                                     digests=self.digests)
+                                     digests=self.digests, tools=tools is not None)
         bootstrap = bootstrap.replace("$HOME", "${!HOME}").replace('"$scripts', '"${!scripts}')
         content = cdk.Fn.base64(cdk.Fn.sub(bootstrap, {**environment, "Source": self.scripts.source_s3_uri}))
         role = entry_point.removesuffix(".sh").replace("_node", "").replace("_", "-")  # slurm-login / eks-login
@@ -109,5 +130,7 @@ class StudioLifecycleConfigs(Construct):
             studio_lifecycle_config_app_type="CodeEditor", studio_lifecycle_config_content=content)
         for config in (self.jupyter_lab, self.code_editor):
             config.node.add_dependency(self.scripts.deployment)
+            if self.tools:
+                config.node.add_dependency(self.tools.deployment)
         self.jupyter_lab_arn = self.jupyter_lab.attr_studio_lifecycle_config_arn
         self.code_editor_arn = self.code_editor.attr_studio_lifecycle_config_arn

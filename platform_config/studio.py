@@ -28,6 +28,19 @@ class Mlflow(Strict):
         "2.16", description="The tracking server's MLflow version.")
 
 
+class StudioTools(Strict):
+    """Command-line tools installed in every space from the lifecycle bucket, without internet, each checked by
+    sha256 (docs/studio.md, "Tools")."""
+    hyp_and_jq: StrictBool = Field(
+        True, description="The HyperPod CLI (hyp, PyPI sagemaker-hyperpod, in a venv of its own) and jq, from a "
+                          "hash-locked bundle that `make studio-tools` builds from PyPI "
+                          "(config/facts/studio_tools.json).")
+    eksctl: StrictBool = Field(
+        False, description="EKS only: eksctl, from its release tarball pinned by sha256 in "
+                           "config/facts/studio_tools.json, which `make studio-eksctl` fetches from GitHub before "
+                           "synth (CI and the deploy never fetch it).")
+
+
 class Studio(Strict):
     """The SageMaker Studio domain whose JupyterLab and Code Editor spaces act as login nodes."""
     enabled: StrictBool = Field(True, description="Build the Studio stack.")
@@ -42,6 +55,7 @@ class Studio(Strict):
         default=2000, ge=1001, le=4000000,
         description="The group owning the shared partition; in shared mode every user's primary group in Studio.")
     mlflow: Mlflow = Field(Mlflow(), description="Managed MLflow.")
+    tools: StudioTools = Field(StudioTools(), description="Tools installed in every space.")
     shared_space_user: Optional[str] = Field(
         None, description="Shared mode only: the user (a name from users) whose uid shared spaces run as, with the "
                           "shared gid; they then mount the shared partition at the cluster's path like private spaces. "
@@ -50,16 +64,20 @@ class Studio(Strict):
 
 
 def studio_errors(cfg: PlatformConfig) -> list[str]:
-    """studio.shared_space_user names a user, in shared mode."""
+    """studio.shared_space_user names a user, in shared mode; eksctl only on EKS."""
     studio = cfg.studio
+    errors = []
+    if studio.enabled and studio.tools.eksctl and cfg.orchestrator != "eks":
+        errors.append(f"studio.tools.eksctl: true with orchestrator: {cfg.orchestrator}; eksctl manages EKS clusters. "
+                      "Allowed: true with orchestrator: eks, false otherwise")
     if not studio.enabled or studio.shared_space_user is None:
-        return []
+        return errors
     names = [u.name for u in cfg.users]
     if studio.shared_space_user not in names:
-        return [f"studio.shared_space_user: {studio.shared_space_user!r} is not a user; allowed: "
-                f"{', '.join(names) or '(no users)'}"]
-    if not cfg.shared_fsx:
-        return [f"studio.shared_space_user: {studio.shared_space_user!r} with shared_fsx: false; per-user mode has no "
-                "partition every member of a shared space may use. Allowed: unset in per-user mode, or shared_fsx: "
-                "true"]
-    return []
+        errors.append(f"studio.shared_space_user: {studio.shared_space_user!r} is not a user; allowed: "
+                      f"{', '.join(names) or '(no users)'}")
+    elif not cfg.shared_fsx:
+        errors.append(f"studio.shared_space_user: {studio.shared_space_user!r} with shared_fsx: false; per-user mode "
+                      "has no partition every member of a shared space may use. Allowed: unset in per-user mode, or "
+                      "shared_fsx: true")
+    return errors

@@ -11,7 +11,8 @@ from cdk_nag import AwsSolutionsChecks
 from constructs.log_encryption import LogGroupEncryption
 from constructs.log_retention import LogRetention
 
-from platform_config import PlatformConfig
+from constructs.studio_tools import StudioToolArtifacts
+from platform_config import ConfigError, PlatformConfig
 from platform_config.storage import root_squash_exempts_cluster_subnets
 from platform_config.day2 import SNAPSHOT_METADATA_KEY, snapshot
 from stacks.network_stack import NetworkRefs, NetworkStack
@@ -50,6 +51,20 @@ class Platform:
                             self.eks_access, self.observability) if s is not None]
 
 
+def studio_tool_artifacts(config: PlatformConfig) -> StudioToolArtifacts:
+    """The built hyp/jq bundle and the eksctl tarball the config asks for, checked against their pins; a missing,
+    stale or altered one is a ConfigError naming the key and what to run."""
+    from constructs.studio_tools import StudioToolsError, eksctl_artifact, studio_tools_bundle
+    key = "studio.tools"
+    try:
+        bundle = studio_tools_bundle() if config.studio.tools.hyp_and_jq else None
+        key = "studio.tools.eksctl"
+        eksctl = eksctl_artifact() if config.studio.tools.eksctl else None
+    except StudioToolsError as error:
+        raise ConfigError(key, [str(error)]) from None
+    return StudioToolArtifacts(bundle=bundle, eksctl=eksctl)
+
+
 def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in: bool = False) -> Platform:
     """Raises ConfigError, before any stack exists, when something the config points at on disk is missing or is
     not what is pinned. `allow_chart_stand_in` (tests only) accepts a stand-in dependency chart; the cluster
@@ -58,6 +73,7 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     if on_eks:
         from platform_config.chart_pin import chart_directory
         chart_directory(config, allow_stand_in=allow_chart_stand_in)
+    studio_tools = studio_tool_artifacts(config) if config.studio.enabled else None
     env = cdk.Environment(account=config.deployment.account, region=config.deployment.region)
     name = config.name
     network_stack = None
@@ -102,7 +118,7 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     if config.studio.enabled:
         studio = StudioStack(app, f"{name}-studio", config=config, network=network, storage=storage,
                              slurm_login_secret=slurm_login.secret if slurm_login else None,
-                             env=env, description=f"HyperPod platform {name}: SageMaker Studio domain as login nodes, "
+                             tools=studio_tools, env=env, description=f"HyperPod platform {name}: SageMaker Studio domain as login nodes, "
                                                   "shared or per-user FSx partitions")
         # FSx partitions and the domain's file system configs need the file system.
         studio.add_stack_dependency(storage)

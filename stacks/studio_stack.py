@@ -24,6 +24,7 @@ from constructs.slurm_token_issuer import SlurmTokenIssuer
 from constructs.nag_acknowledgments import acknowledge
 from constructs.secure_bucket import access_log_bucket, secure_bucket
 from constructs.studio_lifecycle_configs import EKS_ENTRY_POINT, SLURM_ENTRY_POINT, StudioLifecycleConfigs
+from constructs.studio_tools import StudioToolArtifacts
 
 from platform_config import PlatformConfig
 from platform_config.budgets import department_tags
@@ -53,7 +54,7 @@ class StudioStack(cdk.Stack):
 
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, network: NetworkRefs,
                  storage: StorageStack, slurm_login_secret: Optional[secretsmanager.ISecret] = None,
-                 **kwargs) -> None:
+                 tools: Optional[StudioToolArtifacts] = None, **kwargs) -> None:
         super().__init__(scope, id_, **kwargs)
         studio = config.studio
         self.platform_name = config.name
@@ -102,18 +103,20 @@ class StudioStack(cdk.Stack):
                      "FSX_CLUSTER_MOUNT_PATH": config.storage.lustre.mount_path,
                      "FSX_PARTITION_PARENT": f"{repo.file_system_path.rstrip('/')}/{studio.partition_root}",
                      "FSX_SHARED_MODE": self.shared_fsx.value_as_string}
+        # hyp and jq (both orchestrators) and eksctl (EKS, when switched on), checked by build_platform.
+        tools, eksctl = (tools.bundle, tools.eksctl) if tools else (None, None)
         if on_eks:
             from constructs.studio_eks_tools import studio_eks_tools  # EKS only: kubectl/helm from the layer package
-            tools = studio_eks_tools(config.eks.kubernetes_version)
+            eks_tools = studio_eks_tools(config.eks.kubernetes_version)
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=EKS_ENTRY_POINT,
                 upload_role_name=upload_role_name(config.name, "studio"),
-                environment={"EKS_CLUSTER_NAME": config.name, **tools.environment, **fsx_paths},
-                extra_dirs=[tools.directory])
+                environment={"EKS_CLUSTER_NAME": config.name, **eks_tools.environment, **fsx_paths},
+                extra_dirs=[eks_tools.directory], tools=tools, eksctl=eksctl)
         else:
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=SLURM_ENTRY_POINT,
-                upload_role_name=upload_role_name(config.name, "studio"),
+                upload_role_name=upload_role_name(config.name, "studio"), tools=tools,
                 environment={"SLURM_LOGIN_SECRET_ARN": slurm_login_secret.secret_arn,
                              **({"SLURM_TOKEN_SECRET_PREFIX": slurm_token_secret_prefix(config.name)}
                                 if auth == "jwt" else {}), **fsx_paths})
@@ -127,6 +130,17 @@ class StudioStack(cdk.Stack):
             acknowledge(role, "AwsSolutions-IAM5",
                         "Studio apps copy this platform's own Studio scripts from their prefix of the lifecycle bucket",
                         findings=[f"Resource::{lifecycle_bucket.arn_for_objects(f'{lifecycle.scripts.prefix}/*')}"])
+            if lifecycle.tools:
+                tools_objects = lifecycle_bucket.arn_for_objects(f"{lifecycle.tools.prefix}/*")
+                role.add_to_policy(iam.PolicyStatement(
+                    sid="ReadStudioTools", actions=["s3:GetObject"], resources=[tools_objects]))
+                role.add_to_policy(iam.PolicyStatement(
+                    sid="ListStudioTools", actions=["s3:ListBucket"], resources=[lifecycle_bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [f"{lifecycle.tools.prefix}/*"]}}))
+                acknowledge(role, "AwsSolutions-IAM5",
+                            "Studio apps copy the platform's tools bundle (hyp wheels, jq, eksctl; each file "
+                            "sha256-checked in the space) from its prefix of the lifecycle bucket",
+                            findings=[f"Resource::{tools_objects}"])
         if not on_eks:
             # The controller's own Slurm client (lifecycle/hyperpod/build_slurm_client_bundle.sh), whose sha256 the
             # login secret carries: its name holds that sha256, unknown at synth, so the prefix is the narrowest ARN.
@@ -235,7 +249,8 @@ class StudioStack(cdk.Stack):
         findings = [f for f in self._execution_role_findings() if f]
         acknowledge(policy, "AwsSolutions-IAM5",
                     "the shared Studio app permissions, for each user's own role: Studio log streams under "
-                    "/aws/sagemaker/studio, this platform's Studio scripts, read-only on the HyperPod clusters tagged "
+                    "/aws/sagemaker/studio, this platform's Studio scripts and tools bundle, read-only on the HyperPod "
+                    "clusters tagged "
                     "as this platform's, this stack's MLflow server, and AWS's policy for a user's own Studio spaces "
                     "(List/Describe on '*', spaces and apps of this domain and the caller's own profile)",
                     findings=findings)
@@ -243,16 +258,18 @@ class StudioStack(cdk.Stack):
 
     def _execution_role_findings(self) -> list[str]:
         """The wildcard findings cdk-nag reports on the shared execution role's statements (acknowledged there)."""
-        lifecycle_prefix = next(c for c in self.node.find_child("LifecycleConfigs").node.children
-                                if c.node.id == "Scripts").prefix
+        lifecycle = self.node.find_child("LifecycleConfigs")
+        lifecycle_prefix = lifecycle.node.find_child("Scripts").prefix
+        tools = lifecycle.node.try_find_child("Tools")
         bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucketRef", lifecycle_bucket_name(self.platform_name))
         studio_logs = self.format_arn(service="logs", resource="log-group", resource_name="/aws/sagemaker/studio:*",
                                       arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
         mlflow = ["Action::sagemaker-mlflow:*"] if self._mlflow_enabled else []
         clusters = self.format_arn(service="sagemaker", resource="cluster", resource_name="*")  # tag-conditioned
         bundles = [f"Resource::{bucket.arn_for_objects(f'{SLURM_CLIENT_PREFIX}/*')}"] if self.slurm_login_secret else []
+        tool_objects = [f"Resource::{bucket.arn_for_objects(f'{tools.prefix}/*')}"] if tools else []
         return [f"Resource::{studio_logs}", f"Resource::{bucket.arn_for_objects(f'{lifecycle_prefix}/*')}",
-                f"Resource::{clusters}", *mlflow, *bundles, "Resource::*",
+                *tool_objects, f"Resource::{clusters}", *mlflow, *bundles, "Resource::*",
                 *(f"Resource::{r}" for r in own_spaces_wildcards(self))]
 
     def _studio_security_group(self, network: NetworkRefs, *, on_eks: bool,

@@ -46,8 +46,9 @@ def test_lifecycle_config_bootstraps_the_shipped_slurm_login_script(synth):
     assert "aws s3 cp --quiet --recursive '${Source}'" in body
     assert "/studio/ml-cluster/" in json.dumps(variables["Source"])
     assert 'exec bash "${!scripts}/slurm_login_node.sh"' in body
-    deployment = [r for r in _resources(t, "Custom::CDKBucketDeployment").values()]
-    assert deployment[0]["Properties"]["DestinationBucketKeyPrefix"] == "studio/ml-cluster/"
+    prefixes = sorted(r["Properties"]["DestinationBucketKeyPrefix"]
+                      for r in _resources(t, "Custom::CDKBucketDeployment").values())
+    assert prefixes == ["studio-tools/ml-cluster/", "studio/ml-cluster/"]  # the tools: tests/test_studio_tools.py
     assert sorted(p.name for p in s.out_dir.glob("asset.*/slurm_login_node.sh")) == ["slurm_login_node.sh"]
 
 
@@ -267,7 +268,8 @@ def test_studio_role_is_least_privilege(synth):
     statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
     own_spaces = {st.get("Sid") for st in STUDIO_ACCESS["own_spaces"]["policy"]["Statement"]} - {None}
     assert set(statements) == {"DescribeCluster", "ReadSlurmLoginSecret", "LifecycleConfigLogs", "UseMlflow",
-                               "ReadStudioScripts", "ListStudioScripts", "ReadSlurmClientBundle", "ListClusters",
+                               "ReadStudioScripts", "ListStudioScripts", "ReadStudioTools", "ListStudioTools",
+                               "ReadSlurmClientBundle", "ListClusters",
                                "SharedSpaceApps", *own_spaces}
     # The controller's client bundle: GetObject on the lifecycle bucket's slurm-client/ prefix, nothing more.
     bundle = statements["ReadSlurmClientBundle"]
@@ -325,7 +327,8 @@ def test_bootstrap_pins_the_digest_of_every_file_it_fetches(synth, variant):
     body = config["Properties"]["StudioLifecycleConfigContent"]["Fn::Base64"]["Fn::Sub"][0]
     pinned = dict((path, digest) for digest, path in re.findall(r"^([0-9a-f]{64})  (\S+)$", body, re.M))
     assets = {h: a for m in s.out_dir.glob("*.assets.json") for h, a in json.loads(m.read_text())["files"].items()}
-    (deployment,) = _resources(t, "Custom::CDKBucketDeployment").values()
+    (deployment,) = [r for r in _resources(t, "Custom::CDKBucketDeployment").values()
+                     if r["Properties"]["DestinationBucketKeyPrefix"] == f"studio/{s.config.name}/"]
     shipped = {}
     for key in deployment["Properties"]["SourceObjectKeys"]:
         root = s.out_dir / assets[key.split(".")[0]]["source"]["path"]

@@ -75,3 +75,23 @@ SH
   [ "$status" -eq 0 ]
   [ ! -e "$HOME/.studio-lifecycle/scripts/extra.sh" ]
 }
+
+@test "with the tools, studio_tools.sh runs before the entry point, and its failure does not stop the space" {
+  # It notes whether the entry point had run yet (the entry point writes $HOME/ran).
+  printf '[ -e "$HOME/ran" ] && echo after >>"$HOME/tools" || echo before >>"$HOME/tools"\nexit "${TOOLS_EXIT:-0}"\n' \
+    >"$BUCKET/studio_tools.sh"
+  mkdir -p "$T/src" && cp -R "$BUCKET/." "$T/src/"
+  JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 "$REPO_ROOT/.venv/bin/python" \
+    "$BATS_TEST_DIRNAME/render_studio_bootstrap.py" "$T/src" "s3://lifecycle-bucket/studio/ml-cluster/" entry.sh tools \
+    >"$T/bootstrap.sh"
+  run bash "$T/bootstrap.sh"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$HOME/tools")" = before ]
+  [ "$(cat "$HOME/ran")" = "$(printf 'ran with from-bootstrap\nhelper')" ]
+  rm "$HOME/ran" "$HOME/tools"
+  TOOLS_EXIT=1 run bash "$T/bootstrap.sh"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"studio-lifecycle: hyp and jq were not installed; see $HOME/.studio-tools/setup.log"* ]]
+  [ "$(cat "$HOME/tools")" = before ]
+  [ "$(cat "$HOME/ran")" = "$(printf 'ran with from-bootstrap\nhelper')" ]
+}

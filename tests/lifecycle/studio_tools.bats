@@ -1,0 +1,161 @@
+#!/usr/bin/env bats
+# lifecycle/studio/studio_tools.sh offline: a bundle laid out as tools/build_studio_tools.py writes it, in a local
+# directory (STUDIO_TOOLS_SOURCE_DIR) instead of S3. Its hyp is a small wheel made here and its jq a script (the real
+# bundle is installed by tests/test_studio_tools.py). Runs as an unprivileged user, as Studio runs it.
+
+bats_require_minimum_version 1.5.0
+
+LCC="$BATS_TEST_DIRNAME/../../lifecycle/studio/studio_tools.sh"
+USER_NAME=studiotools-user
+
+setup_file() {
+  id "$USER_NAME" >/dev/null 2>&1 || useradd --create-home --home-dir "/home/$USER_NAME" --shell /bin/bash "$USER_NAME"
+}
+
+teardown_file() {
+  userdel --remove "$USER_NAME" 2>/dev/null || true
+}
+
+# as_user CMD... : CMD as the space's user, with its own HOME and the test's settings.
+as_user() {
+  setpriv --reuid="$USER_NAME" --regid="$USER_NAME" --init-groups env -i HOME="$H" PATH="/usr/bin:/bin" \
+    STUDIO_TOOLS_SOURCE_DIR="$BUNDLE" STUDIO_TOOLS_SHA256="${STUDIO_TOOLS_SHA256-$(sha "$BUNDLE/SHA256SUMS")}" \
+    STUDIO_TOOLS_FOREGROUND=1 STUDIO_TOOLS_PYTHON="$PYTHON" "$@"
+}
+
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+# make_wheel DIR : a wheel of a distribution "sagemaker-hyperpod" 0.0.1 whose console script hyp prints a line.
+make_wheel() {
+  "$PYTHON" - "$1" <<'EOF'
+import base64, hashlib, sys, zipfile
+dist = "sagemaker_hyperpod-0.0.1"
+files = {
+    "hyp_stand_in.py": "def cli():\n    print('hyp stand-in: --help')\n",
+    f"{dist}.dist-info/METADATA": "Metadata-Version: 2.1\nName: sagemaker-hyperpod\nVersion: 0.0.1\n",
+    f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    f"{dist}.dist-info/entry_points.txt": "[console_scripts]\nhyp = hyp_stand_in:cli\n",
+}
+record = "".join(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(c.encode()).digest()).rstrip(b'=').decode()},{len(c)}\n"
+                 for n, c in files.items()) + f"{dist}.dist-info/RECORD,,\n"
+with zipfile.ZipFile(f"{sys.argv[1]}/{dist}-py3-none-any.whl", "w") as z:
+    for n, c in files.items():
+        z.writestr(n, c)
+    z.writestr(f"{dist}.dist-info/RECORD", record)
+EOF
+}
+
+setup() {
+  # Outside bats' own temp dirs, which only root may traverse: the space's user reads the bundle.
+  T="$(mktemp -d /tmp/studio-tools-bats.XXXXXX)"
+  chmod 0755 "$T"
+  PYTHON=/usr/bin/python3  # Debian's (python3-venv): the user cannot run a Python under /root
+  TAG="$("$PYTHON" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
+  H="/home/$USER_NAME"
+  find "$H" -mindepth 1 -delete
+  BUNDLE="$T/bundle"
+  mkdir -p "$BUNDLE/hyp/wheels" "$BUNDLE/jq"
+  printf '#!/bin/sh\necho "jq stand-in $*"\n' >"$BUNDLE/jq/jq"
+  make_wheel "$BUNDLE/hyp/wheels"
+  wheel=("$BUNDLE"/hyp/wheels/*.whl)
+  echo "sagemaker-hyperpod==0.0.1 --hash=sha256:$(sha "${wheel[0]}")" >"$BUNDLE/hyp/requirements-$TAG.txt"
+  (cd "$BUNDLE" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | sort | xargs sha256sum >SHA256SUMS)
+  chmod -R a+rX "$T"
+}
+
+teardown() {
+  rm -rf "$T"
+}
+
+@test "installs jq and hyp for the space's user, owned by that user, and puts ~/.local/bin on PATH" {
+  run as_user bash "$LCC"
+  [ "$status" -eq 0 ]
+  cmp "$BUNDLE/jq/jq" "$H/.local/bin/jq"
+  [ "$(stat -c %U "$H/.local/bin/jq")" = "$USER_NAME" ]
+  [ -z "$(find "$H" ! -user "$USER_NAME")" ]
+  [[ "$(readlink "$H/.local/bin/hyp")" == "$H/.studio-tools/hyp-"*"-$TAG/bin/hyp" ]]
+  run as_user bash -c "source ~/.bashrc; hyp; jq -c ."
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "hyp stand-in: --help" ]
+  [ "${lines[1]}" = "jq stand-in -c ." ]
+}
+
+@test "a second start changes nothing and copies nothing" {
+  run as_user bash "$LCC"
+  [ "$status" -eq 0 ]
+  before="$(stat -c %Y:%i "$H/.local/bin/jq" "$(readlink "$H/.local/bin/hyp")")"
+  rm -rf "$BUNDLE/hyp"  # a second start that copied the bundle would now fail
+  run as_user bash "$LCC"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"nothing changed"* ]]
+  [ "$(stat -c %Y:%i "$H/.local/bin/jq" "$(readlink "$H/.local/bin/hyp")")" = "$before" ]
+  [ "$(grep -c "studio-tools:" "$H/.bashrc")" -eq 1 ]
+}
+
+@test "a SHA256SUMS that is not the one in the lifecycle config installs nothing" {
+  expected="$(printf '0%.0s' $(seq 64))"
+  STUDIO_TOOLS_SHA256="$expected" run as_user bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"checksum mismatch for SHA256SUMS: expected sha256 $expected, actual $(sha "$BUNDLE/SHA256SUMS"); installing nothing"* ]]
+  [ ! -e "$H/.local/bin/jq" ] && [ ! -e "$H/.local/bin/hyp" ]
+}
+
+@test "a tampered file of the bundle installs nothing, though SHA256SUMS itself is intact" {
+  echo "# tampered" >>"$BUNDLE/jq/jq"
+  run as_user bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"jq/jq: FAILED"* ]]
+  [[ "$output" == *"a file of the bundle does not match its sha256 in SHA256SUMS; installing nothing"* ]]
+  [ ! -e "$H/.local/bin/jq" ] && [ ! -e "$H/.local/bin/hyp" ]
+}
+
+@test "a wheel swapped for another is refused by pip's hash check and nothing is linked" {
+  # SHA256SUMS recomputed: the requirements' own hashes must still catch it.
+  make_wheel "$T" && "$PYTHON" -c "
+import zipfile, sys
+src, dst = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(src) as a, zipfile.ZipFile(dst, 'w') as b:
+    for n in a.namelist():
+        b.writestr(n, a.read(n).replace(b'stand-in', b'swapped!'))
+" "$T"/sagemaker_hyperpod-0.0.1-py3-none-any.whl "$BUNDLE"/hyp/wheels/sagemaker_hyperpod-0.0.1-py3-none-any.whl
+  (cd "$BUNDLE" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | sort | xargs sha256sum >SHA256SUMS)
+  run as_user bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"DO NOT MATCH THE HASHES"* ]]
+  [[ "$output" == *"pip could not install hyp from the bundle"* ]]
+  [ ! -e "$H/.local/bin/hyp" ]
+}
+
+@test "a Python the bundle has no wheels for is named with the ones it has" {
+  mv "$BUNDLE/hyp/requirements-$TAG.txt" "$BUNDLE/hyp/requirements-cp39.txt"
+  (cd "$BUNDLE" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | sort | xargs sha256sum >SHA256SUMS)
+  run as_user bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"the bundle has no hyp wheels for $TAG ($PYTHON); it has them for: cp39"* ]]
+}
+
+@test "root refuses to install into a home it does not own, and writes nothing there" {
+  run env -i HOME="$H" PATH=/usr/bin:/bin STUDIO_TOOLS_SOURCE_DIR="$BUNDLE" \
+    STUDIO_TOOLS_SHA256="$(sha "$BUNDLE/SHA256SUMS")" STUDIO_TOOLS_FOREGROUND=1 bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"$H belongs to uid $(id -u "$USER_NAME"), not to uid 0 running this; run it as the space's user"* ]]
+  [ -z "$(find "$H" -mindepth 1)" ]
+}
+
+@test "a ~/.local/bin planted as a symbolic link is not followed" {
+  mkdir -p "$T/elsewhere"
+  chown "$USER_NAME" "$T/elsewhere"
+  as_user mkdir -p "$H/.local"
+  as_user ln -s "$T/elsewhere" "$H/.local/bin"
+  run as_user bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"$H/.local/bin is a symbolic link; refusing to install through it"* ]]
+  [ -z "$(ls -A "$T/elsewhere")" ]
+}
+
+@test "without the settings from the bootstrap it says which are missing" {
+  run env -i HOME="$H" PATH=/usr/bin:/bin STUDIO_TOOLS_FOREGROUND=1 setpriv --reuid="$USER_NAME" \
+    --regid="$USER_NAME" --init-groups bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"STUDIO_TOOLS_S3_URI='' is not an s3:// URI; STUDIO_TOOLS_SHA256='' is not a sha256 digest"* ]]
+}
