@@ -9,6 +9,8 @@ LCC="$BATS_TEST_DIRNAME/../../lifecycle/studio/studio_tools.sh"
 USER_NAME=studiotools-user
 
 setup_file() {
+  # One space user and one home for every test of the file: under `bats --jobs` they must not run side by side.
+  export BATS_NO_PARALLELIZE_WITHIN_FILE=true
   id "$USER_NAME" >/dev/null 2>&1 || useradd --create-home --home-dir "/home/$USER_NAME" --shell /bin/bash "$USER_NAME"
 }
 
