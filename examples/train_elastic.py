@@ -116,6 +116,19 @@ def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
     return old
 
 
+def resumable_checkpoint(root: str | Path, global_batch: int, hint: str) -> tuple[Optional[Path], dict]:
+    """The newest complete checkpoint under root and its meta.json, or (None, {}). One trained with another global
+    batch is refused (the data position and the loss curve would not continue): `hint` says what to do instead."""
+    latest = latest_checkpoint(root)
+    if latest is None:
+        return None, {}
+    meta = json.loads((latest / META).read_text())
+    if meta["global_batch_size"] != global_batch:
+        raise SystemExit(f"{latest} was trained with global batch {meta['global_batch_size']}, not {global_batch}; "
+                         f"{hint}")
+    return latest, meta
+
+
 def start_mlflow_run(run_id: Optional[str]):
     """The MLflow module with a run started (resumed when `run_id` is given), or None without MLFLOW_TRACKING_URI."""
     uri = os.environ.get("MLFLOW_TRACKING_URI")
@@ -163,12 +176,9 @@ def train(args: argparse.Namespace) -> int:
     dist.barrier()
 
     step, run_id = 0, None
-    latest = latest_checkpoint(root)
+    latest, meta = resumable_checkpoint(root, args.global_batch_size,
+                                        "resume with the same global batch or a new checkpoint dir")
     if latest is not None:
-        meta = json.loads((latest / META).read_text())
-        if meta["global_batch_size"] != args.global_batch_size:
-            raise SystemExit(f"{latest} was trained with global batch {meta['global_batch_size']}, not "
-                             f"{args.global_batch_size}; resume with the same global batch or a new checkpoint dir")
         model_state, optim_state = get_state_dict(model, optimizer)
         state = {"model": model_state, "optimizer": optim_state}
         dcp.load(state, checkpoint_id=str(latest))  # DCP reshards to the current world size

@@ -614,3 +614,15 @@ def test_a_job_user_must_be_a_member_and_checkpoint_in_their_files(team, user, c
     with pytest.raises(ConfigError) as info:
         render_job(job, teams=TEAMS, priority_classes=PRIORITY_CLASSES, team_gids=GIDS, studio_files=STUDIO_FILES)
     assert info.value.errors == [expected]
+
+
+def test_a_checkpoint_of_another_global_batch_is_refused_and_one_of_the_same_resumes(tmp_path):
+    assert train_elastic.resumable_checkpoint(tmp_path, 8, "hint") == (None, {})
+    for step, batch in ((10, 8), (20, 16)):
+        tmp = tmp_path / f"{train_elastic.checkpoint_name(step)}.tmp"
+        tmp.mkdir()
+        train_elastic.commit_checkpoint(tmp, {"step": step, "global_batch_size": batch, "world_size": 2})
+    with pytest.raises(SystemExit, match=r"trained with global batch 16, not 8; keep it"):
+        train_elastic.resumable_checkpoint(tmp_path, 8, "keep it")
+    latest, meta = train_elastic.resumable_checkpoint(tmp_path, 16, "hint")
+    assert latest.name == train_elastic.checkpoint_name(20) and meta["step"] == 20

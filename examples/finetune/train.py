@@ -36,10 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from args import Args, Layout, step_inputs  # noqa: E402
 from prepare_data import read_jsonl  # noqa: E402
-from train_elastic import (accumulation_steps, checkpoint_name, commit_checkpoint, latest_checkpoint,  # noqa: E402
-                           prune_checkpoints, rank_samples, remove_partial)
+from train_elastic import (accumulation_steps, checkpoint_name, commit_checkpoint, prune_checkpoints,  # noqa: E402
+                           rank_samples, remove_partial, resumable_checkpoint)
 
-META = "meta.json"
 PROGRESS = "progress.jsonl"
 DONE = "DONE"
 
@@ -237,12 +236,9 @@ def train(a: Args, layout: Layout) -> int:
         remove_partial(root)
     dist.barrier()
     step, run_id = 0, None
-    latest = latest_checkpoint(root)
+    latest, meta = resumable_checkpoint(root, t.global_batch_size,
+                                        "keep training.global_batch_size or use a new checkpoint dir")
     if latest is not None:
-        meta = json.loads((latest / META).read_text())
-        if meta["global_batch_size"] != t.global_batch_size:
-            raise SystemExit(f"{latest} was trained with global batch {meta['global_batch_size']}, not "
-                             f"{t.global_batch_size}; keep training.global_batch_size or use a new checkpoint dir")
         model_state, optim_state = get_state_dict(model, optimizer, options=options)
         state = {"model": model_state, "optimizer": optim_state}
         dcp.load(state, checkpoint_id=str(latest))  # resharded to this world size

@@ -47,14 +47,7 @@ if [[ ! -f "$PAM_SSHD" ]]; then
   log "$PAM_SSHD does not exist (no OpenSSH server on this node): no SSH to limit"
   exit 0
 fi
-admins=()
-while IFS=$'\t' read -r name _ _ sudo; do
-  [[ "$sudo" == true ]] && admins+=("$name")
-done < <(params_py users "$PARAMS_FILE")
-# pam_access(8) writes a group as (name); the config refuses admin group names with spaces.
-while IFS= read -r group; do
-  [[ -n "$group" ]] && admins+=("($group)")
-done < <(params_py list "$PARAMS_FILE" directory.admin_groups)
+mapfile -t admins < <(pam_access_admins)
 
 if set_block "$CONTROLLER_ACCESS_FILE" "+:$ALWAYS${admins[*]:+ ${admins[*]}}:ALL" "-:ALL:ALL"; then
   log "wrote $CONTROLLER_ACCESS_FILE (SSH to the controller: $ALWAYS${admins[*]:+ ${admins[*]}})"

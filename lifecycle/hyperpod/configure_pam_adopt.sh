@@ -88,7 +88,7 @@ find_module() {
 }
 
 configure_compute() {
-  local module admins=() name sudo group
+  local module admins=()
   if [[ "$enabled" == false ]]; then
     if set_block "$PAM_SSHD"; then
       log "removed pam_slurm_adopt from $PAM_SSHD"
@@ -102,13 +102,7 @@ configure_compute() {
     "It must be built for the Slurm release HyperPod runs ($(sinfo --version 2>/dev/null || echo 'sinfo --version'))," \
     "not taken from the distribution; or set cluster.pam_slurm_adopt: false"
   [[ -f "$PAM_SSHD" ]] || die "$PAM_SSHD does not exist: is openssh-server installed?"
-  while IFS=$'\t' read -r name _ _ sudo; do
-    [[ "$sudo" == true ]] && admins+=("$name")
-  done < <(params_py users "$PARAMS_FILE")
-  # pam_access(8) writes a group as (name); the config refuses admin group names with spaces here (a list field).
-  while IFS= read -r group; do
-    [[ -n "$group" ]] && admins+=("($group)")
-  done < <(params_py list "$PARAMS_FILE" directory.admin_groups)
+  mapfile -t admins < <(pam_access_admins)
   # pam_access(8) file: root, the config's sudo users and the directory's admin groups may log in without a job;
   # everyone else goes on to pam_slurm_adopt (a failing `sufficient` module is ignored).
   if set_block "$ACCESS_FILE" "+:root${admins[*]:+ ${admins[*]}}:ALL" "-:ALL:ALL"; then

@@ -58,6 +58,18 @@ set_block() {
   mv -f "$new" "$file"
 }
 
+# pam_access_admins : who pam_access(8) lets in as an administrator, one per line: the config's sudo users, and the
+# directory's admin groups as (group) (the config refuses admin group names with spaces).
+pam_access_admins() {
+  local name sudo group
+  while IFS=$'\t' read -r name _ _ sudo; do
+    if [[ "$sudo" == true ]]; then printf '%s\n' "$name"; fi
+  done < <(params_py users "$PARAMS_FILE")
+  while IFS= read -r group; do
+    if [[ -n "$group" ]]; then printf '(%s)\n' "$group"; fi
+  done < <(params_py list "$PARAMS_FILE" directory.admin_groups)
+}
+
 # retry ATTEMPTS CMD... : runs CMD until it succeeds, sleeping RETRY_DELAY seconds between tries.
 retry() { _retry_loop constant "$@"; }
 
