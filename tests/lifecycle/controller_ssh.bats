@@ -23,11 +23,9 @@ setup_controller() {
   set_param directory '{"admin_groups": ["hpc-admins"]}'
 }
 
-# ssh_allowed USER : sshd's account phase lets USER in (the real mount: `mount` is a stub on PATH)
+# ssh_allowed USER : sshd's account phase lets USER in
 ssh_allowed() {
-  unshare --mount --propagation private bash -c '
-    for f in pam.d passwd group; do /usr/bin/mount --bind "$1/$f" "/etc/$f" || exit 2; done
-    exec "$2" sshd "$3" acct_mgmt' _ "$T/etc" "$PAMTESTER" "$1" >/dev/null 2>&1
+  "$BATS_TEST_DIRNAME/in_etc_namespace.sh" "$T/etc" pam.d passwd group -- "$PAMTESTER" sshd "$1" acct_mgmt >/dev/null 2>&1
 }
 
 # ssh_denied USER : the account phase refuses USER (and not for a broken test set-up)
