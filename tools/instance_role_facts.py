@@ -31,6 +31,8 @@ from typing import Any
 
 import yaml
 
+from committed_file import write_or_check
+
 ROOT = Path(__file__).resolve().parent.parent
 MANAGED_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 MANAGED_POLICY_ARN = f"arn:aws:iam::aws:policy/{MANAGED_POLICY}"
@@ -202,17 +204,7 @@ def reference_roles(git_dir: Path, commit: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- main
 def _write(path: Path, facts: dict[str, Any], check: bool) -> int:
-    text = json.dumps(facts, indent=2, sort_keys=True) + "\n"
-    if check:
-        current = path.read_text() if path.exists() else ""
-        if current != text:
-            print(f"{path.relative_to(ROOT)} differs from its source; rerun without --check", file=sys.stderr)
-            return 1
-        print(f"{path.relative_to(ROOT)} is current")
-        return 0
-    path.write_text(text)
-    print(f"wrote {path.relative_to(ROOT)}")
-    return 0
+    return write_or_check(path, json.dumps(facts, indent=2, sort_keys=True) + "\n", check=check, source="its source")
 
 
 def main(argv: list[str]) -> int:

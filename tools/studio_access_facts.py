@@ -27,6 +27,8 @@ from pathlib import Path
 
 import yaml
 
+from committed_file import write_or_check
+
 ROOT = Path(__file__).resolve().parent.parent
 FACTS = ROOT / "config" / "facts" / "studio_access_policy.json"
 PAGE_TITLE = "Give your users access to spaces (Amazon SageMaker AI Developer Guide)"
@@ -106,16 +108,7 @@ def main(argv: list[str]) -> int:
                                               "+ HyperPod template grants these to the Studio execution role"},
                            "actions": hyperpod_actions(args.git_dir, commit)},
     }
-    text = json.dumps(facts, indent=1) + "\n"
-    if args.check:
-        if FACTS.read_text() != text:
-            print(f"{FACTS.relative_to(ROOT)} differs from the sources: rerun without --check", file=sys.stderr)
-            return 1
-        print(f"{FACTS.relative_to(ROOT)} matches the sources")
-        return 0
-    FACTS.write_text(text)
-    print(f"wrote {FACTS.relative_to(ROOT)}")
-    return 0
+    return write_or_check(FACTS, json.dumps(facts, indent=1) + "\n", check=args.check, source="the sources")
 
 
 if __name__ == "__main__":
