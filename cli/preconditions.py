@@ -3,6 +3,7 @@ in one line (and exits non-zero) instead of half-running, reporting every check 
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 # How the AWS CLI and boto3 find credentials (environment, config and credentials files, SSO, instance metadata).
@@ -35,3 +36,13 @@ def missing_assembly(out_dir: Path) -> str | None:
 def one_line(error: BaseException) -> str:
     """An exception's message on one line (botocore's can span several)."""
     return " ".join(str(error).split())
+
+
+def loaded_config(path: str):
+    """The validated config at `path`, or None after printing why it is refused (key, value, what is allowed)."""
+    from platform_config import ConfigError, load_config
+    try:
+        return load_config(path)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return None

@@ -23,8 +23,8 @@ from typing import Callable, Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.preconditions import missing_credentials, one_line  # noqa: E402
-from platform_config import ConfigError, PlatformConfig, load_config  # noqa: E402
+from cli.preconditions import loaded_config, missing_credentials, one_line  # noqa: E402
+from platform_config import PlatformConfig  # noqa: E402
 from platform_config.eks import (ADDON_NAMES, ELASTIC_TRAINING_OPERATOR, KUBERNETES_SUPPORT,  # noqa: E402
                                  enabled_addons)
 
@@ -480,10 +480,8 @@ def main(argv: list[str] | None = None, client: Callable[[str, str], object] | N
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--strict", action="store_true", help="a check that cannot run fails too")
     args = parser.parse_args(argv)
-    try:
-        cfg = load_config(args.config)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
+    cfg = loaded_config(args.config)
+    if cfg is None:
         return 2
     problem = missing_credentials(args.profile) if client is None else None
     if problem is None:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from platform_config import ConfigError, PlatformConfig, load_config  # noqa: E402
+from cli.preconditions import loaded_config  # noqa: E402
+from platform_config import PlatformConfig  # noqa: E402
 from platform_config.facts import ACCELERATORS  # noqa: E402
 from platform_config.storage import checkpoint_dir  # noqa: E402
 
@@ -135,10 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cli.sizing", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="config/default.yaml")
     args = parser.parse_args(argv)
-    try:
-        cfg = load_config(args.config)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
+    cfg = loaded_config(args.config)
+    if cfg is None:
         return 2
     print("\n".join(render(size(cfg), cfg)))
     return 0

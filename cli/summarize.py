@@ -8,9 +8,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.preconditions import missing_assembly  # noqa: E402
+from cli.preconditions import loaded_config, missing_assembly  # noqa: E402
 from cli.sizing import render, size  # noqa: E402
-from platform_config import ConfigError, load_config  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,10 +32,8 @@ def main(argv: list[str] | None = None) -> int:
                         .most_common(4))
         print(f"  {name:<28} {len(resources):>4} resources  {path}  ({top}, ...)")
     if args.config:
-        try:
-            cfg = load_config(args.config)
-        except ConfigError as exc:
-            print(exc, file=sys.stderr)
+        cfg = loaded_config(args.config)
+        if cfg is None:
             return 2
         print()
         print("\n".join(render(size(cfg), cfg)))

@@ -80,6 +80,20 @@ def test_without_a_synthesized_assembly_one_line_and_a_failure(args, tmp_path):
                             "there; run `make synth` first\n"
 
 
+@pytest.mark.parametrize("command", ["preflight", "sizing", "summarize"])
+def test_a_refused_config_names_the_key_and_what_is_allowed_and_fails(command, tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("name: demo\nbogus_key: 7\n")
+    assembly = tmp_path / "cdk.out"  # summarize reads the config after the assembly
+    assembly.mkdir()
+    (assembly / "manifest.json").write_text('{"artifacts": {}}')
+    result = run("-m", f"cli.{command}", *([str(assembly)] if command == "summarize" else []), "--config", str(config))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"1 configuration error(s) in {config}:\n  - bogus_key: unknown key; allowed "
+                                    "here: name, orchestrator,"), result.stderr
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize("target, module", [("preflight", "cli.preflight"), ("connect", "cli.connect"),
                                             ("deploy", "cli.replacement_guard deploy"),
                                             ("diff", "cli.replacement_guard diff"), ("graph", "cli.stack_graph"),
