@@ -134,8 +134,13 @@ destroy: synth
 TEST_JOBS ?= $(shell nproc)
 ## The scripts under test start `python3` ~1,500 times; where `python3` is a pyenv shim (a bash script, ~90 ms a
 ## start), build/bin/python3 links the interpreter it resolves to, so the same Python runs without the shim.
+## As root, tests run scripts as unprivileged users, who must reach the checkout (a `mktemp -d` directory is 0700).
 test: deps system-deps lint train-venv studio-tools
-	@mkdir -p build/bin; \
+	@if [ "$$(id -u)" = 0 ] && ! setpriv --reuid=65534 --regid=65534 --clear-groups \
+	  test -r "$(CURDIR)/tests/lifecycle/stubs/stub"; then \
+	  echo "make test: other users cannot reach $(CURDIR), and the tests run scripts as them: let them traverse it" \
+	    "and its parents (e.g. chmod 755 a directory made by mktemp -d)" >&2; exit 2; fi; \
+	mkdir -p build/bin; \
 	ln -sfn "$$(python3 -c 'import sys; print(sys.executable)')" build/bin/python3; \
 	export PATH="$(CURDIR)/build/bin:$$PATH"; \
 	bats --jobs $(TEST_JOBS) tests/lifecycle tests/tools >build/bats.tap 2>&1 & bats_pid=$$!; \
