@@ -132,8 +132,10 @@ destroy: synth
 ## pytest under xdist (config, stacks, cfn-lint, nag, limits, e2e; tests/conftest.py says how the work is shared).
 ## Bats' TAP goes to build/bats.tap and is printed after pytest's report, then the counts of both.
 TEST_JOBS ?= $(shell nproc)
-## The scripts under test start `python3` ~1,500 times; where `python3` is a pyenv shim (a bash script, ~90 ms a
-## start), build/bin/python3 links the interpreter it resolves to, so the same Python runs without the shim.
+## The scripts under test start `python3` ~3,500 times. On a node they run the system's Python, so build/bin/python3
+## links the system's /usr/bin/python3 (Debian's: ~11 ms a start); only without one, the interpreter `python3`
+## resolves to. A pyenv `python3` is a shim (a bash script, ~90 ms a start) and its interpreter's site imports
+## whatever .pth files its site-packages hold (~40 ms a start here, certifi among them).
 ## As root, tests run scripts as unprivileged users, who must reach the checkout (a `mktemp -d` directory is 0700).
 test: deps system-deps lint train-venv studio-tools
 	@if [ "$$(id -u)" = 0 ] && ! setpriv --reuid=65534 --regid=65534 --clear-groups \
@@ -141,7 +143,8 @@ test: deps system-deps lint train-venv studio-tools
 	  echo "make test: other users cannot reach $(CURDIR), and the tests run scripts as them: let them traverse it" \
 	    "and its parents (e.g. chmod 755 a directory made by mktemp -d)" >&2; exit 2; fi; \
 	mkdir -p build/bin; \
-	ln -sfn "$$(python3 -c 'import sys; print(sys.executable)')" build/bin/python3; \
+	if [ -x /usr/bin/python3 ]; then ln -sfn /usr/bin/python3 build/bin/python3; \
+	else ln -sfn "$$(python3 -c 'import sys; print(sys.executable)')" build/bin/python3; fi; \
 	export PATH="$(CURDIR)/build/bin:$$PATH"; \
 	bats --jobs $(TEST_JOBS) tests/lifecycle tests/tools >build/bats.tap 2>&1 & bats_pid=$$!; \
 	trap 'kill $$bats_pid 2>/dev/null' INT TERM; \
