@@ -181,7 +181,7 @@ class Synthesized:
         it, else this worker's own synthesis (same config, same code) into a directory of its own."""
         if self._platform is None:
             out_dir = Path(tempfile.mkdtemp(prefix=f"{self.variant}-", dir=self._private_root))
-            self._platform = _synthesize(self.variant, out_dir)[1]
+            self._platform = _synthesize(self.variant, out_dir, stage_assets=False)[1]
         return self._platform
 
     def template(self, role: str) -> Template:
@@ -195,8 +195,12 @@ class Synthesized:
         return [self.template_path(role) for role in self.templates] + [self.out_dir / n for n in self.nested]
 
 
-def cdk_json_context() -> dict[str, Any]:
-    return json.loads((ROOT / "cdk.json").read_text())["context"]
+def cdk_json_context(*, stage_assets: bool = True) -> dict[str, Any]:
+    """cdk.json's context. stage_assets=False is for a synthesis whose assets no test reads: CDK still hashes every
+    asset into the templates, which come out the same, but copies none into the cloud assembly
+    (aws:cdk:disable-asset-staging). A copy is ~250 MB a synthesis (the Studio tools, the kubectl layer)."""
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    return context if stage_assets else {**context, "aws:cdk:disable-asset-staging": True}
 
 
 def variant_config(variant: str) -> PlatformConfig:
@@ -220,12 +224,12 @@ def variant_config(variant: str) -> PlatformConfig:
     return load_config(VARIANT_FILES[variant])
 
 
-def _synthesize(variant: str, out_dir: Path) -> tuple[PlatformConfig, Platform]:
+def _synthesize(variant: str, out_dir: Path, *, stage_assets: bool = True) -> tuple[PlatformConfig, Platform]:
     import aws_cdk as cdk
     from stacks.platform import add_security_checks, build_platform
 
     config = variant_config(variant)
-    app = cdk.App(outdir=str(out_dir), context=cdk_json_context())
+    app = cdk.App(outdir=str(out_dir), context=cdk_json_context(stage_assets=stage_assets))
     platform = build_platform(app, config, allow_chart_stand_in=True)
     add_security_checks(app)
     app.synth()  # raises on any unacknowledged cdk-nag finding

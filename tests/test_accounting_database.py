@@ -42,7 +42,7 @@ def multi_head(data: dict, count: int = CONTROLLERS) -> dict:
 def synthesized(out_root: str):
     config = parse_config(multi_head(managed_data()), "managed-accounting")
     out = Path(out_root) / "managed_accounting"
-    app = cdk.App(outdir=str(out), context=cdk_json_context())
+    app = cdk.App(outdir=str(out), context=cdk_json_context(stage_assets=False))
     build_platform(app, config)
     add_security_checks(app)
     app.synth()  # raises on an unacknowledged cdk-nag finding

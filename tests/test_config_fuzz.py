@@ -97,7 +97,7 @@ def test_every_edit_is_accepted_or_clearly_refused(data):
 
 
 def synthesize(config: PlatformConfig, out_dir: Path) -> list[str]:
-    app = cdk.App(outdir=str(out_dir), context=cdk_json_context())
+    app = cdk.App(outdir=str(out_dir), context=cdk_json_context(stage_assets=False))
     build_platform(app, config, allow_chart_stand_in=True)  # EKS mutations use the stand-in chart
     add_security_checks(app)
     app.synth()

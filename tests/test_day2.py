@@ -5,8 +5,8 @@ Routine changes must replace no stateful resource and no custom-named resource (
 cannot even perform) and delete nothing stateful. Changes that can never be in place must be visible in the
 templates (so the analysis is not blind) and refused by the day-2 rules before they reach CloudFormation.
 
-Synthesis is in-process without cdk-nag (test_templates.py covers nag and cfn-lint); each base is synthesized
-once and each (base, change) once per session.
+Synthesis is in-process without cdk-nag (test_templates.py covers nag and cfn-lint) and without copying assets into
+the assembly (only templates are compared); each base is synthesized once and each (base, change) once per session.
 """
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ def _synth(base: str, change: str | None) -> tuple[PlatformConfig, dict[str, dic
         NEVER_IN_PLACE[change][1](data)
     config = parse_config(data, f"{base}+{change}")
     out_dir = Path(tempfile.mkdtemp(prefix=f"{base}-{change}-", dir=_OUT_ROOT.name))
-    app = cdk.App(outdir=str(out_dir), context=cdk_json_context())
+    app = cdk.App(outdir=str(out_dir), context=cdk_json_context(stage_assets=False))
     if change == "bootstrap_script_content":
         import constructs.studio_lifecycle_configs as lcc
         original = lcc.BOOTSTRAP

@@ -324,7 +324,7 @@ def test_root_squash_off_is_0_0_without_exemptions():
     from conftest import cdk_json_context
     from platform_config import parse_config
     from stacks.platform import build_platform
-    app = cdk.App(context=cdk_json_context())
+    app = cdk.App(context=cdk_json_context(stage_assets=False))
     platform = build_platform(app, parse_config({"storage": {"lustre": {"root_squash": {"enabled": False}}},
                                                  "studio": {"enabled": False}}))
     from aws_cdk.assertions import Template

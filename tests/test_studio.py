@@ -307,7 +307,7 @@ def test_studio_can_be_turned_off(synth):
     from platform_config import parse_config
     from stacks.platform import build_platform
     from conftest import cdk_json_context
-    app = cdk.App(context=cdk_json_context())
+    app = cdk.App(context=cdk_json_context(stage_assets=False))
     platform = build_platform(app, parse_config({"studio": {"enabled": False}}))
     assert platform.studio is None
     assert [c.node.id for c in app.node.children if isinstance(c, cdk.Stack)] == [

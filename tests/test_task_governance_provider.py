@@ -23,7 +23,7 @@ QUOTA_PROPERTIES = {
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("task-governance")
-    app = cdk.App(outdir=str(out_dir), context=cdk_json_context())
+    app = cdk.App(outdir=str(out_dir), context=cdk_json_context(stage_assets=False))
     stack = cdk.Stack(app, "Probe")  # environment-agnostic: ARNs and nag findings carry tokens
     provider = TaskGovernanceProvider(stack, "Governance", cluster_arn=CLUSTER_ARN)
     cdk.CfnResource(stack, "TeamAQuota", type="Custom::ComputeQuota",

@@ -133,6 +133,20 @@ def test_library_and_local_constructs_folder_coexist():
     assert not (ROOT / "constructs" / "__init__.py").exists()
 
 
+def test_a_synthesis_without_staged_assets_writes_the_same_templates(synth, tmp_path):
+    """Tests that read only templates synthesize with cdk_json_context(stage_assets=False) (tests/conftest.py): the
+    assets are hashed into the templates as before, just not copied into the assembly."""
+    from conftest import _synthesize
+
+    _synthesize("eks", tmp_path, stage_assets=False)
+    staged = synth("eks").out_dir
+    names = sorted(p.name for p in staged.glob("*.template.json"))
+    assert names == sorted(p.name for p in tmp_path.glob("*.template.json")) and len(names) >= 6
+    for name in names:
+        assert (tmp_path / name).read_bytes() == (staged / name).read_bytes(), name
+    assert not list(tmp_path.glob("asset.*")) and list(staged.glob("asset.*"))
+
+
 def test_synth_makes_no_aws_lookups(synth):
     for variant in ALL_VARIANTS:
         manifest = json.loads((synth(variant).out_dir / "manifest.json").read_text())
