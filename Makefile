@@ -128,16 +128,16 @@ diff: deps
 destroy: synth
 	$(PY) -m cli.destroy cdk.out $(ARGS)
 
-## The whole test suite on every core: shell lint, then the lifecycle-script tests (bats --jobs, GNU parallel) beside
+## The whole test suite on every core: shell lint and the lifecycle-script tests (bats --jobs, GNU parallel) beside
 ## pytest under xdist (config, stacks, cfn-lint, nag, limits, e2e; tests/conftest.py says how the work is shared).
-## Bats' TAP goes to build/bats.tap and is printed after pytest's report, then the counts of both.
+## Shellcheck's and bats' output (build/lint.log, build/bats.tap) is printed after pytest's report, then the counts.
 TEST_JOBS ?= $(shell nproc)
 ## The scripts under test start `python3` ~3,500 times. On a node they run the system's Python, so build/bin/python3
 ## links the system's /usr/bin/python3 (Debian's: ~11 ms a start); only without one, the interpreter `python3`
 ## resolves to. A pyenv `python3` is a shim (a bash script, ~90 ms a start) and its interpreter's site imports
 ## whatever .pth files its site-packages hold (~40 ms a start here, certifi among them).
 ## As root, tests run scripts as unprivileged users, who must reach the checkout (a `mktemp -d` directory is 0700).
-test: deps system-deps lint train-venv studio-tools
+test: deps system-deps train-venv studio-tools
 	@if [ "$$(id -u)" = 0 ] && ! setpriv --reuid=65534 --regid=65534 --clear-groups \
 	  test -r "$(CURDIR)/tests/lifecycle/stubs/stub"; then \
 	  echo "make test: other users cannot reach $(CURDIR), and the tests run scripts as them: let them traverse it" \
@@ -146,15 +146,17 @@ test: deps system-deps lint train-venv studio-tools
 	if [ -x /usr/bin/python3 ]; then ln -sfn /usr/bin/python3 build/bin/python3; \
 	else ln -sfn "$$(python3 -c 'import sys; print(sys.executable)')" build/bin/python3; fi; \
 	export PATH="$(CURDIR)/build/bin:$$PATH"; \
+	$(MAKE) --no-print-directory lint >build/lint.log 2>&1 & lint_pid=$$!; \
 	bats --jobs $(TEST_JOBS) tests/lifecycle tests/tools >build/bats.tap 2>&1 & bats_pid=$$!; \
-	trap 'kill $$bats_pid 2>/dev/null' INT TERM; \
+	trap 'kill $$bats_pid $$lint_pid 2>/dev/null' INT TERM; \
 	$(PY) -m pytest -n $(TEST_JOBS) --durations=20 | tee build/pytest.log; pytest_rc=$${PIPESTATUS[0]}; \
-	wait $$bats_pid; bats_rc=$$?; \
-	cat build/bats.tap; \
+	wait $$lint_pid; lint_rc=$$?; wait $$bats_pid; bats_rc=$$?; \
+	cat build/lint.log build/bats.tap; \
+	echo "shellcheck: $$([ $$lint_rc -eq 0 ] && echo clean || echo "FAILED (build/lint.log)")"; \
 	echo "pytest: $$(tail -n 1 build/pytest.log | tr -d '=')"; \
 	echo "bats: $$(grep -c '^ok ' build/bats.tap) passed, $$(grep -c '^not ok ' build/bats.tap) failed" \
 	  "of $$(sed -n 's/^1\.\.//p' build/bats.tap) tests"; \
-	[ $$pytest_rc -eq 0 ] && [ $$bats_rc -eq 0 ]
+	[ $$pytest_rc -eq 0 ] && [ $$bats_rc -eq 0 ] && [ $$lint_rc -eq 0 ]
 
 lint: system-deps
 	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/hyperpod/collectors/*.sh lifecycle/studio/*.sh tools/*.sh \
