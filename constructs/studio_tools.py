@@ -58,11 +58,6 @@ def digest_file(archive: Path) -> Path:
     return archive.with_name(archive.name + ".sha256")
 
 
-def read_zip_member(archive: Path, name: str) -> bytes:
-    with zipfile.ZipFile(archive) as opened:
-        return opened.read(name)
-
-
 def facts() -> dict:
     return json.loads(FACTS.read_text())
 

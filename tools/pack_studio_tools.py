@@ -28,8 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from constructs.studio_tools import (BUNDLE_DIR, BUNDLE_ZIP, INPUTS, MANIFEST, digest_file,  # noqa: E402
-                                     read_zip_member, sha256)
+from constructs.studio_tools import BUNDLE_DIR, BUNDLE_ZIP, INPUTS, MANIFEST, digest_file, sha256  # noqa: E402
 
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can record
 CHUNK = 1 << 20
@@ -80,7 +79,8 @@ def up_to_date(directory: Path, archive: Path) -> bool:
     if record.stat().st_mtime < Path(__file__).stat().st_mtime:
         return False
     try:
-        same = all(read_zip_member(archive, name) == (directory / name).read_bytes() for name in (INPUTS, MANIFEST))
+        with zipfile.ZipFile(archive) as opened:
+            same = all(opened.read(name) == (directory / name).read_bytes() for name in (INPUTS, MANIFEST))
     except (OSError, KeyError, zipfile.BadZipFile):
         return False
     return same and sha256(archive) == record.read_text().split()[0]
