@@ -136,7 +136,7 @@ def test_synth_refuses_a_missing_zip_naming_what_to_run(tmp_path):
         studio_tools_bundle(tmp_path / "studio-tools.zip")
     archive = _small_zip(tmp_path / "2")
     digest_file(archive).unlink()
-    with pytest.raises(StudioToolsError, match=r"bundle .*/studio-tools.zip.sha256 is missing; run `make studio-tools`"):
+    with pytest.raises(StudioToolsError, match=r"bundle .*/studio-tools.zip.sha256 is missing; run `make studio-tool"):
         studio_tools_bundle(archive)
 
 

@@ -5,6 +5,7 @@ synth fingerprints, walks or copies the 115 MB directory; BucketDeployment extra
 which then holds exactly the directory's files, as when the directory itself was the asset.
 
     python tools/pack_studio_tools.py            # `make studio-tools` runs it after the build: packs only when needed
+    python tools/pack_studio_tools.py --force    # packs in any case
 
 Packs only a bundle whose files are exactly those its SHA256SUMS lists (plus SHA256SUMS and BUILD_INPUTS), each with
 its digest, so a zip is never made from a damaged directory. The zip does not depend on the machine: entries sorted,
@@ -12,7 +13,8 @@ stored (the wheels are zips already; deflate's bytes would vary with the zlib bu
 (0755 for a file its owner may execute), no directory entries. Unchanged input gives the same bytes.
 
 Up to date, it rewrites nothing: the zip matches its recorded sha256, holds the directory's BUILD_INPUTS and
-SHA256SUMS, and is newer than this script. Otherwise (missing, altered, another bundle, a changed packer) it packs again.
+SHA256SUMS, and is newer than this script. Otherwise (missing, altered, another bundle, a changed packer) it packs
+again.
 It is not one of the bundle's inputs (constructs/studio_tools.py inputs_digest): it decides how the files travel, not
 what they are, so changing it repacks in a second instead of rebuilding from PyPI.
 """
@@ -114,9 +116,9 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
         return 2
     wrote = pack(force=argv == ["--force"])
-    shown = BUNDLE_ZIP.relative_to(ROOT)
-    print(f"packed {BUNDLE_DIR.relative_to(ROOT)} into {shown} (sha256 {digest_file(BUNDLE_ZIP).read_text().split()[0]})"
-          if wrote else f"{shown} is up to date")
+    shown, digest = BUNDLE_ZIP.relative_to(ROOT), digest_file(BUNDLE_ZIP).read_text().split()[0]
+    print(f"packed {BUNDLE_DIR.relative_to(ROOT)} into {shown} (sha256 {digest})" if wrote else
+          f"{shown} is up to date (sha256 {digest})")
     return 0
 
 
