@@ -60,7 +60,10 @@ node_modules/.installed: package.json package-lock.json
 deps: $(VENV)/.installed node_modules/.installed
 
 ## The Studio tools bundle (build/studio-tools): hyp's hash-locked wheelhouse for CPython 3.11 and 3.12 from PyPI and
-## a static jq 1.8.2 built from PyPI's jq.py source (about 200 MB of downloads, a minute of compiling). Synth ships it.
+## a static jq 1.8.2 built from PyPI's jq.py source (about 200 MB of downloads, a minute of compiling), then packed
+## into one deterministic zip, build/studio-tools.zip, with its sha256 in build/studio-tools.zip.sha256: synth ships
+## that zip. The packer runs every time (offline, about a second): it rewrites the zip only when it is missing, does not
+## match its recorded sha256, holds another build or is older than the packer.
 STUDIO_TOOLS := build/studio-tools/BUILD_INPUTS
 $(STUDIO_TOOLS): config/facts/studio_tools.json $(wildcard lifecycle/studio_tools/hyp-cp*.txt) \
   tools/build_studio_tools.py | $(VENV)/.installed
@@ -68,6 +71,7 @@ $(STUDIO_TOOLS): config/facts/studio_tools.json $(wildcard lifecycle/studio_tool
 	$(PY) tools/build_studio_tools.py
 
 studio-tools: $(STUDIO_TOOLS)
+	$(PY) tools/pack_studio_tools.py
 
 ## eksctl's pinned release tarball for studio.tools.eksctl (build/studio-eksctl). Needs github.com; CI never runs it.
 studio-eksctl: $(VENV)/.installed

@@ -1,11 +1,15 @@
-"""Ships `lifecycle/hyperpod/` and the generated platform_parameters.json to the lifecycle bucket."""
+"""Ships `lifecycle/hyperpod/` and the generated platform_parameters.json to the lifecycle bucket (and, for Studio,
+the scripts and the prebuilt tools zip)."""
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge
@@ -51,21 +55,59 @@ def assets_bucket_name(stack: cdk.Stack) -> str:
             .replace("${AWS::Region}", stack.region))
 
 
+def _staged_zip(scope: Construct, archive_sha256: str) -> Path:
+    """Where CDK stages a .zip file asset whose custom hash is `archive_sha256`: `asset.<h>.zip` in the assembly, h
+    the sha256 of that custom hash (aws-cdk-lib core AssetStaging: calculateHash, renderAssetFilename)."""
+    staged_hash = hashlib.sha256(archive_sha256.encode()).hexdigest()
+    return Path(cdk.Stage.of(scope).asset_outdir) / f"asset.{staged_hash}.zip"
+
+
+def prebuilt_zip_source(scope: Construct, archive: Path, archive_sha256: str) -> s3deploy.ISource:
+    """A zip built before synth (tools/pack_studio_tools.py), as a BucketDeployment source, which extracts it into
+    the destination prefix. A file asset hashed by the zip's sha256, which the caller has checked
+    (AssetHashType.CUSTOM): CDK neither fingerprints nor walks anything.
+
+    CDK stages a file asset by copying it into the cloud assembly, unless a file of the staged name is already there
+    (as after an earlier synth into the same cdk.out). The zip is 115 MB and the tests synthesize dozens of
+    assemblies, so it is hard-linked there first: the same bytes, none written. The packer replaces the zip by
+    rename, never in place, so a link keeps the bytes this synth checked. Where no link can be made (cdk.out on
+    another file system) CDK copies, as for any asset; keep_link_only_if_staged removes a link CDK did not use."""
+    staged = _staged_zip(scope, archive_sha256)
+    try:
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        os.link(archive, staged)
+    except OSError:  # already staged (same name: same hash, same bytes), or another file system: CDK copies
+        pass
+    return s3deploy.Source.asset(str(archive), asset_hash=archive_sha256, asset_hash_type=cdk.AssetHashType.CUSTOM)
+
+
+def keep_link_only_if_staged(deployment: s3deploy.BucketDeployment, archive_sha256: str) -> None:
+    """After the deployment has bound its sources: if CDK staged the zip under another name (a future aws-cdk-lib
+    naming assets differently), the link prebuilt_zip_source made is unused; remove it (CDK copied the zip)."""
+    staged = _staged_zip(deployment, archive_sha256)
+    used = {Path(child.asset_path).name for child in deployment.node.children if isinstance(child, s3_assets.Asset)}
+    if staged.name not in used and staged.exists() and staged.stat().st_nlink > 1:
+        staged.unlink()
+
+
 class LifecycleScripts(Construct):
-    """The scripts travel as a CDK asset (never fetched from GitHub at deploy time); parameters carry tokens."""
+    """The scripts travel as a CDK asset (never fetched from GitHub at deploy time); parameters carry tokens.
+    `source_dir=None` ships only `extra_sources` (the Studio tools: prebuilt_zip_source, constructs/studio_tools.py)."""
 
     def __init__(self, scope: Construct, id_: str, *, bucket: s3.IBucket, prefix: str, upload_role_name: str,
-                 parameters: dict[str, Any] | None = None, source_dir: Path = HYPERPOD_SCRIPTS_DIR,
+                 parameters: dict[str, Any] | None = None, source_dir: Optional[Path] = HYPERPOD_SCRIPTS_DIR,
                  extra_sources: Sequence[s3deploy.ISource] = ()) -> None:
         super().__init__(scope, id_)
-        reserved = sorted(str(p.relative_to(source_dir)) for p in source_dir.rglob(HYPERPOD_RESERVED_FILE))
-        if reserved:
-            raise ValueError(f"{source_dir}: {', '.join(reserved)} would make HyperPod refuse the API-driven Slurm "
-                             "configuration; the platform's own parameters go in " + PARAMETERS_FILE)
+        sources = []
+        if source_dir is not None:
+            reserved = sorted(str(p.relative_to(source_dir)) for p in source_dir.rglob(HYPERPOD_RESERVED_FILE))
+            if reserved:
+                raise ValueError(f"{source_dir}: {', '.join(reserved)} would make HyperPod refuse the API-driven "
+                                 "Slurm configuration; the platform's own parameters go in " + PARAMETERS_FILE)
+            # constructs/studio_lifecycle_configs.py digests exactly what this ships: keep the exclusions in step.
+            sources.append(s3deploy.Source.asset(str(source_dir), exclude=["**/__pycache__", "*.md"]))
         self.bucket = bucket
         self.prefix = prefix.strip("/")
-        # constructs/studio_lifecycle_configs.py digests exactly what this ships: keep the exclusions in step.
-        sources = [s3deploy.Source.asset(str(source_dir), exclude=["**/__pycache__", "*.md"])]
         if parameters is not None:
             sources.append(s3deploy.Source.json_data(PARAMETERS_FILE, parameters))
         sources.extend(extra_sources)

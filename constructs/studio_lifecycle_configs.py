@@ -16,7 +16,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
-from constructs.lifecycle_scripts import STUDIO_SCRIPTS_DIR, LifecycleScripts
+from constructs.lifecycle_scripts import (STUDIO_SCRIPTS_DIR, LifecycleScripts, keep_link_only_if_staged,
+                                         prebuilt_zip_source)
 from constructs.studio_tools import EksctlArtifact, StudioToolsBundle
 
 SLURM_ENTRY_POINT = "slurm_login_node.sh"
@@ -89,8 +90,9 @@ class StudioLifecycleConfigs(Construct):
                  environment: Mapping[str, str], extra_dirs: Sequence[Path] = (),
                  tools: Optional[StudioToolsBundle] = None, eksctl: Optional[EksctlArtifact] = None) -> None:
         """`environment` values may hold deploy-time tokens; the files in `extra_dirs` are shipped beside the
-        scripts and checked like them. `tools` (hyp, jq) and `eksctl` go to a prefix of their own, which the space
-        copies only when its installed tools differ (their digests are in this config, not the files)."""
+        scripts and checked like them. `tools` (hyp, jq: the packed bundle, extracted into the prefix) and `eksctl`
+        go to a prefix of their own, which the space copies only when its installed tools differ (their digests are
+        in this config, not the files)."""
         super().__init__(scope, id_)
         self.scripts = LifecycleScripts(
             self, "Scripts", bucket=bucket, prefix=f"studio/{name}", upload_role_name=upload_role_name,
@@ -103,10 +105,14 @@ class StudioLifecycleConfigs(Construct):
         environment = dict(environment)
         if tools or eksctl:
             # Not beside the scripts: the bootstrap copies that prefix at every start, the tools only when needed.
+            sources = [prebuilt_zip_source(self, tools.archive, tools.archive_sha256)] if tools else []
+            if eksctl:
+                sources.append(s3deploy.Source.asset(str(eksctl.directory)))
             self.tools = LifecycleScripts(
                 self, "Tools", bucket=bucket, prefix=f"studio-tools/{name}", upload_role_name=upload_role_name,
-                source_dir=tools.directory if tools else eksctl.directory,
-                extra_sources=[s3deploy.Source.asset(str(eksctl.directory))] if tools and eksctl else [])
+                source_dir=None, extra_sources=sources)
+            if tools:
+                keep_link_only_if_staged(self.tools.deployment, tools.archive_sha256)
         if tools:
             environment.update(STUDIO_TOOLS_S3_URI=self.tools.source_s3_uri, STUDIO_TOOLS_SHA256=tools.manifest_sha256)
         if eksctl:

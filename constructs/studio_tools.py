@@ -1,12 +1,16 @@
 """The Studio tools bundle: the HyperPod CLI (`hyp`) as a hash-locked wheelhouse, a static jq and, when
 `studio.tools.eksctl` is on, eksctl's release tarball. tools/build_studio_tools.py builds the bundle from PyPI into
-build/studio-tools/ (`make studio-tools`); eksctl comes from `make studio-eksctl`. Synth checks both against the
-committed pins and ships them to the lifecycle bucket; lifecycle/studio/studio_tools.sh installs hyp and jq in the
-space, lifecycle/studio/eks_login_node.sh eksctl, all without internet."""
+build/studio-tools/ and tools/pack_studio_tools.py packs that directory into one deterministic zip,
+build/studio-tools.zip, with its sha256 beside it (`make studio-tools` runs both); eksctl comes from
+`make studio-eksctl`. Synth checks the zip and eksctl against the committed pins and ships them to the lifecycle
+bucket (the zip as one file asset, which BucketDeployment extracts into the tools prefix);
+lifecycle/studio/studio_tools.sh installs hyp and jq in the space, lifecycle/studio/eks_login_node.sh eksctl, all
+without internet."""
 from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -16,6 +20,7 @@ FACTS = ROOT / "config" / "facts" / "studio_tools.json"
 LOCK_DIR = ROOT / "lifecycle" / "studio_tools"
 BUILDER = ROOT / "tools" / "build_studio_tools.py"
 BUNDLE_DIR = ROOT / "build" / "studio-tools"
+BUNDLE_ZIP = ROOT / "build" / "studio-tools.zip"   # BUNDLE_DIR as one zip; its sha256 in studio-tools.zip.sha256
 EKSCTL_DIR = ROOT / "build" / "studio-eksctl"
 MANIFEST = "SHA256SUMS"
 INPUTS = "BUILD_INPUTS"
@@ -33,6 +38,26 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+# (path, device, inode, size, mtime, ctime) -> sha256, for files this process has hashed. Any write to a file or
+# replacement of it changes its ctime (which no system call sets; only changing the clock could forge it), so a file
+# that still has the same key still has the same bytes. Tests synthesize dozens of apps in one process: one hash.
+_HASHED: dict[tuple, str] = {}
+
+
+def sha256_once(path: Path) -> str:
+    """sha256(path), computed once per process for as long as the file is unchanged."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key not in _HASHED:
+        _HASHED[key] = sha256(path)
+    return _HASHED[key]
+
+
+def digest_file(archive: Path) -> Path:
+    """Where the packer records the zip's sha256: `<zip>.sha256`, one `sha256sum` line."""
+    return archive.with_name(archive.name + ".sha256")
+
+
 def facts() -> dict:
     return json.loads(FACTS.read_text())
 
@@ -47,7 +72,8 @@ def inputs_digest() -> str:
 
 @dataclass(frozen=True)
 class StudioToolsBundle:
-    directory: Path        # hyp/, jq/, SHA256SUMS
+    archive: Path          # one zip of hyp/, jq/, SHA256SUMS, BUILD_INPUTS; extracted into the tools prefix
+    archive_sha256: str    # the zip's sha256: its asset hash, so CDK neither fingerprints nor walks anything
     manifest_sha256: str   # STUDIO_TOOLS_SHA256: the space checks SHA256SUMS against it, then every file
 
 
@@ -65,28 +91,32 @@ class StudioToolArtifacts:
     eksctl: Optional[EksctlArtifact]      # studio.tools.eksctl
 
 
-def studio_tools_bundle(directory: Path = BUNDLE_DIR) -> StudioToolsBundle:
-    """The built bundle, refused unless it was built from the committed inputs and every file matches SHA256SUMS."""
-    rebuild = "run `make studio-tools` (tools/build_studio_tools.py; needs PyPI, gcc and make)"
-    stamp, manifest = directory / INPUTS, directory / MANIFEST
-    if not stamp.is_file() or not manifest.is_file():
-        raise StudioToolsError(f"studio.tools: the hyp/jq bundle {directory} is missing; {rebuild}")
-    if stamp.read_text().strip() != inputs_digest():
-        raise StudioToolsError(f"studio.tools: {directory} was built from other pins than "
+def studio_tools_bundle(archive: Path = BUNDLE_ZIP) -> StudioToolsBundle:
+    """The packed bundle, refused unless it was built from the committed inputs (its BUILD_INPUTS) and the zip is
+    byte for byte the one the packer wrote (its recorded sha256: one hash of one file). The packer made the zip only
+    from a directory whose every file matched SHA256SUMS, so its members match too; the space checks them again."""
+    rebuild = ("run `make studio-tools` (tools/build_studio_tools.py builds the bundle, needs PyPI, gcc and make; "
+               "tools/pack_studio_tools.py zips it, offline)")
+    record = digest_file(archive)
+    if not archive.is_file() or not record.is_file():
+        missing = archive if not archive.is_file() else record
+        raise StudioToolsError(f"studio.tools: the hyp/jq bundle {missing} is missing; {rebuild}")
+    try:
+        with zipfile.ZipFile(archive) as opened:
+            stamp, manifest = opened.read(INPUTS).decode().strip(), opened.read(MANIFEST)
+    except (OSError, KeyError, UnicodeDecodeError, zipfile.BadZipFile) as error:
+        raise StudioToolsError(f"studio.tools: {archive} is not a bundle the packer wrote ({error}); {rebuild}") \
+            from None
+    if stamp != inputs_digest():
+        raise StudioToolsError(f"studio.tools: {archive} was built from other pins than "
                                f"{FACTS.relative_to(ROOT)} and {LOCK_DIR.relative_to(ROOT)}/; {rebuild}")
-    listed = {}
-    for line in manifest.read_text().splitlines():
-        digest, name = line.split("  ", 1)
-        listed[name] = digest
-    present = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()} - {MANIFEST, INPUTS}
-    if present != set(listed):
-        raise StudioToolsError(f"studio.tools: {directory} holds files its {MANIFEST} does not list or lacks listed "
-                               f"ones ({sorted(present ^ set(listed))[:5]}); {rebuild}")
-    for name, digest in listed.items():
-        if sha256(directory / name) != digest:
-            raise StudioToolsError(f"studio.tools: {directory / name} does not match its sha256 in {MANIFEST}; "
-                                   f"{rebuild}")
-    return StudioToolsBundle(directory=directory, manifest_sha256=sha256(manifest))
+    expected = (record.read_text().split() or [""])[0]
+    actual = sha256_once(archive)
+    if actual != expected:
+        raise StudioToolsError(f"studio.tools: {archive} has sha256 {actual}, not the {expected or 'nothing'} "
+                               f"{record.name} recorded when it was packed: it was altered; {rebuild}")
+    return StudioToolsBundle(archive=archive, archive_sha256=actual,
+                             manifest_sha256=hashlib.sha256(manifest).hexdigest())
 
 
 def eksctl_artifact(directory: Path = EKSCTL_DIR) -> EksctlArtifact:
@@ -96,7 +126,7 @@ def eksctl_artifact(directory: Path = EKSCTL_DIR) -> EksctlArtifact:
     fetch = (f"run `make studio-eksctl` on a machine that reaches github.com, or copy {pin['url']} there yourself")
     if not path.is_file():
         raise StudioToolsError(f"studio.tools.eksctl: true needs eksctl {pin['version']} at {path}; {fetch}")
-    actual = sha256(path)
+    actual = sha256_once(path)
     if actual != pin["sha256"]:
         raise StudioToolsError(f"studio.tools.eksctl: {path} has sha256 {actual}; eksctl {pin['version']} is "
                                f"{pin['sha256']} ({FACTS.relative_to(ROOT)}); {fetch}")
