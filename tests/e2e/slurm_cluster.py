@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import time
@@ -62,6 +63,24 @@ def wait_for(what: str, check, timeout: float, interval: float = 0.5):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def exited(pid: int) -> bool:
+    """True once `pid` is gone or a zombie: a daemon that forked away is no child of ours to wait for."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2] == "Z"
+
+
+def daemon_pid(pid_file: Path, name: str) -> int | None:
+    """The pid in `pid_file` if a live process of that name has it (not a pid reused since), else None."""
+    try:
+        pid = int(pid_file.read_text().strip())
+        return pid if Path(f"/proc/{pid}/comm").read_text().strip() == name and not exited(pid) else None
+    except (OSError, ValueError):
+        return None
 
 
 def start_munged(key: Path, run_dir: Path, state_dir: Path) -> Path:
@@ -320,16 +339,23 @@ class SlurmCluster:
         return self.procs[name]
 
     def stop(self) -> None:
+        """Stops every process at once: slurmctld and munged each take about a second to exit after SIGTERM."""
+        munged = daemon_pid(self.munge_socket.parent / "munged.pid", "munged") if self.munge_socket else None
         for p in reversed(list(self.procs.values())):
             p.terminate()
+        if munged is not None:
+            os.kill(munged, signal.SIGTERM)
         for p in self.procs.values():
             try:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-        if self.munge_socket is not None:
-            run(["munged", f"--socket={self.munge_socket}", "--stop"])
+        if munged is not None:
+            try:
+                wait_for("munged to exit", lambda: exited(munged), timeout=15, interval=0.05)
+            except AssertionError:
+                os.kill(munged, signal.SIGKILL)
         for link in self._links:  # gone with its namespace already, unless a process there outlived the stop
             run(["ip", "link", "del", link])
         for route in self._routes:
