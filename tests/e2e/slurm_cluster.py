@@ -181,7 +181,14 @@ class SlurmCluster:
         def alive_and(check=check):
             self._alive(what)
             return check()
-        wait_for(what, alive_and, timeout=timeout, interval=0.3)
+        wait_for(what, alive_and, timeout=timeout, interval=0.1)
+
+    def slurmctld_listening(self) -> bool:
+        """The (primary) slurmctld accepts connections: before that, a client command waits a second and tries again,
+        and configless slurmd, finding no controller to fetch its configuration from, waits longer."""
+        with socket.socket() as s:
+            s.settimeout(2)
+            return s.connect_ex((self.controllers[0][1], self.slurmctld_port)) == 0
 
     def node_idle(self) -> bool:
         self._alive("the node to be idle")
@@ -320,6 +327,7 @@ class SlurmCluster:
                 self._spawn_slurmctld(i)
         else:
             self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
+        self._wait("slurmctld to listen", self.slurmctld_listening)
         servers = ",".join(f"{addr}:{self.slurmctld_port}" for _, addr in self.controllers)
         self._spawn("slurmd", ["unshare", "--mount", "--propagation", "private", "sh", "-c",
                                'mount --bind "$0" /run/munge && exec slurmd -D --conf-server "$1"',
@@ -331,6 +339,7 @@ class SlurmCluster:
         p.terminate()
         p.wait(timeout=30)
         self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
+        self._wait("slurmctld to listen after the restart", self.slurmctld_listening)
         self._wait("slurmctld after the restart", self.node_idle)
 
     def spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
