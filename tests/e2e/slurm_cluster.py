@@ -138,6 +138,7 @@ class SlurmCluster:
     include_accounting_conf: bool = True
     backup_controllers: int = 0
     slurmctld_timeout: int = 30
+    scheduler_parameters: str = ""  # SchedulerParameters in slurm.conf (none: Slurm's defaults)
     # (name, address) of every controller, primary first; the host end of each backup's veth, to remove at stop
     controllers: list[tuple[str, str]] = field(default_factory=list)
     _links: list[str] = field(default_factory=list)
@@ -302,6 +303,7 @@ class SlurmCluster:
             gres=f"gpu:{self.gpu_type}:{self.gpus}" if self.gpus else "", address=self.controllers[0][1],
             include_accounting_conf=self.include_accounting_conf,
             backup_controllers=self.controllers[1:], slurmctld_timeout=self.slurmctld_timeout,
+            scheduler_parameters=self.scheduler_parameters,
             slurmctld_run_dir=self.ctl / "slurmctld-run" if self.backup_controllers else None))
         if self.gpus:
             devices = self.ctl / "dev"

@@ -39,8 +39,18 @@ REQUIRED = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "ip", "nsente
 missing = [b for b in REQUIRED if shutil.which(b) is None and shutil.which(b, path="/usr/sbin:/sbin") is None]
 pytestmark = pytest.mark.skipif(bool(missing), reason=f"missing {', '.join(missing)}: apt-get install slurm-wlm "
                                                       "munge iproute2")
-# Seconds a backup waits for a silent primary before taking over (SlurmctldTimeout; HyperPod's is its own).
-TAKEOVER = 5
+# Seconds a backup waits for a silent primary before taking over (SlurmctldTimeout; HyperPod's is its own). Slurm
+# 22.05's rules, both sides (src/slurmctld/backup.c, src/common/slurm_protocol_api.c): the backup pings the primary
+# every TAKEOVER/3 s (whole seconds, at least 1) and takes over at the first ping more than TAKEOVER s after the last
+# answer, so 7 to 8 s after the stop here (<= 6 s with 5); a client told "standby" sleeps TAKEOVER/2 s (3) and tries
+# again while less than 1.5 x TAKEOVER s (10.5) have passed, so its last try is 12 s after its first (8 s with 5): 4 s
+# to spare for a backup slowed by a loaded machine, where 5 left 2 and an sbatch once gave up ("Slurm backup controller
+# in standby mode").
+TAKEOVER = 7
+# The job submitted during the takeover is evaluated at once, before slurmd has registered with the new controller
+# (it asks ~4 s after taking over), so it waits for a scheduling pass; without a main-scheduler trigger after the
+# registration, that is the backfill pass, every bf_interval (30 s by default; here 1 s).
+SCHEDULER_PARAMETERS = "bf_interval=1"
 
 
 class HaCluster:
@@ -60,7 +70,8 @@ class HaCluster:
 def ha() -> Iterator[HaCluster]:
     base = Path(tempfile.mkdtemp(prefix="slurm-ha-"))  # munged wants a socket path everyone can reach
     base.chmod(0o755)
-    slurm = SlurmCluster(base=base, cluster_name="e2e-ha", backup_controllers=1, slurmctld_timeout=TAKEOVER)
+    slurm = SlurmCluster(base=base, cluster_name="e2e-ha", backup_controllers=1, slurmctld_timeout=TAKEOVER,
+                         scheduler_parameters=SCHEDULER_PARAMETERS)
     try:
         slurm.start()
         port = free_port()
