@@ -31,7 +31,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm  # noqa: E402
-from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
+from slurm_cluster import BATCH_SCHEDULING, SlurmCluster, free_port, run, wait_for  # noqa: E402
 from test_studio_slurm_login import (LCC, PUBLISH, REGION, TERMINAL_JOB_STATES, Ide, PosixUser,  # noqa: E402
                                      ensure_posix_user, remove_posix_users)
 
@@ -50,7 +50,7 @@ TAKEOVER = 7
 # The job submitted during the takeover is evaluated at once, before slurmd has registered with the new controller
 # (it asks ~4 s after taking over), so it waits for a scheduling pass; without a main-scheduler trigger after the
 # registration, that is the backfill pass, every bf_interval (30 s by default; here 1 s).
-SCHEDULER_PARAMETERS = "bf_interval=1"
+SCHEDULER_PARAMETERS = f"{BATCH_SCHEDULING},bf_interval=1"
 
 
 class HaCluster:
