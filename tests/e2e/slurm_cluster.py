@@ -342,15 +342,19 @@ class SlurmCluster:
         self._spawn("slurmd", ["unshare", "--mount", "--propagation", "private", "sh", "-c",
                                'mount --bind "$0" /run/munge && exec slurmd -D --conf-server "$1"',
                                str(self.munge_socket.parent), servers])
-        self._wait("the node to be idle", self.node_idle)
+        self.wait_node_idle()
 
     def restart_slurmctld(self) -> None:
+        """Restarts slurmctld; returns once it answers. The node is idle again once slurmd has answered the new
+        slurmctld's registration request, which it sends ~3 s after its start: `wait_node_idle()` before any job."""
         p = self.procs.pop("slurmctld")
         p.terminate()
         p.wait(timeout=30)
         self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
         self._wait("slurmctld to listen after the restart", self.slurmctld_listening)
-        self._wait("slurmctld after the restart", self.node_idle)
+
+    def wait_node_idle(self) -> None:
+        self._wait("the node to be idle", self.node_idle)
 
     def spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
         """Another process stopped with the cluster (moto server, a Prometheus); output in ctl/<name>.stdout."""
