@@ -83,12 +83,14 @@ def exited(pid: int) -> bool:
 
 
 def daemon_pid(pid_file: Path, name: str) -> int | None:
-    """The pid in `pid_file` if a live process of that name has it (not a pid reused since), else None."""
+    """The pid in `pid_file` if a live process runs the program `name` with it (not a pid reused since), else None.
+    The program may be an argument (a Studio client bundle runs its commands through the ELF interpreter)."""
     try:
         pid = int(pid_file.read_text().strip())
-        return pid if Path(f"/proc/{pid}/comm").read_text().strip() == name and not exited(pid) else None
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (OSError, ValueError):
         return None
+    return pid if any(Path(a.decode(errors="replace")).name == name for a in argv) and not exited(pid) else None
 
 
 def start_munged(key: Path, run_dir: Path, state_dir: Path) -> Path:
@@ -152,6 +154,8 @@ class SlurmCluster:
     _links: list[str] = field(default_factory=list)
     # `ip route` arguments of the routes this cluster added (quickack_address), deleted at stop
     _routes: list[list[str]] = field(default_factory=list)
+    # daemons started for this cluster outside `procs`, stopped with it (adopt)
+    _adopted: list[int] = field(default_factory=list)
 
     @property
     def ctl(self) -> Path:
@@ -361,24 +365,32 @@ class SlurmCluster:
         self._spawn(name, argv)
         return self.procs[name]
 
+    def adopt(self, pid_file: Path, name: str) -> None:
+        """The daemon `name` whose pid `pid_file` holds (one a test started for this cluster, e.g. a Studio sandbox's
+        munged) stops with the cluster, at the same time as its own daemons."""
+        pid = daemon_pid(pid_file, name)
+        if pid is not None:
+            self._adopted.append(pid)
+
     def stop(self) -> None:
         """Stops every process at once: slurmctld and munged each take about a second to exit after SIGTERM."""
         munged = daemon_pid(self.munge_socket.parent / "munged.pid", "munged") if self.munge_socket else None
+        daemons = [pid for pid in (munged, *self._adopted) if pid is not None]
         for p in reversed(list(self.procs.values())):
             p.terminate()
-        if munged is not None:
-            os.kill(munged, signal.SIGTERM)
+        for pid in daemons:
+            os.kill(pid, signal.SIGTERM)
         for p in self.procs.values():
             try:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-        if munged is not None:
+        for pid in daemons:
             try:
-                wait_for("munged to exit", lambda: exited(munged), timeout=15, interval=0.05)
+                wait_for(f"process {pid} to exit", lambda pid=pid: exited(pid), timeout=15, interval=0.05)
             except AssertionError:
-                os.kill(munged, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
         for link in self._links:  # gone with its namespace already, unless a process there outlived the stop
             run(["ip", "link", "del", link])
         for route in self._routes:

@@ -145,8 +145,8 @@ def ide(ha: HaCluster) -> Iterator[Ide]:
         hide_system_slurm(sandbox.cmd(), ha.base / "ide" / "empty")
         yield sandbox
     finally:
-        run(sandbox.cmd(str(sandbox.root / "opt" / "hyperpod-slurm-client" / "bin" / "munged"),
-                        f"--socket={ha.slurm.munge_socket}", "--stop"))
+        # The sandbox's munged (the LCC's MUNGE_PID_FILE) stops with the cluster, beside the cluster's own.
+        ha.slurm.adopt(sandbox.root / "run" / "munge" / "munged.pid", "munged")
         holder.kill()
         holder.wait()
 

@@ -155,6 +155,7 @@ class Cluster:
     moto_url: str
     spool: Path
     script_env: dict[str, str]
+    slurm: SlurmCluster
 
     def slurm_env(self, conf: Path | None = None) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": str(conf or self.conf)}
@@ -219,7 +220,7 @@ def cluster() -> Iterator[Cluster]:
             (shim / "aws").chmod(0o755)
             aws_env["PATH"] = f"{shim}:{aws_env['PATH']}"
         yield Cluster(base=base, conf=conf, key=key, munge_socket=sock, aws_env=aws_env, moto_url=moto_url,
-                      spool=slurm.state / "spool", script_env=script_env)
+                      spool=slurm.state / "spool", script_env=script_env, slurm=slurm)
     finally:
         slurm.stop()
         shutil.rmtree(base, ignore_errors=True)
@@ -332,8 +333,8 @@ def ide(cluster: Cluster) -> Iterator[Ide]:
         hide_system_slurm(ide.cmd(), cluster.base / "ide" / "empty")
         yield ide
     finally:
-        run(ide.cmd(str(root / "opt" / "hyperpod-slurm-client" / "bin" / "munged"), f"--socket={cluster.munge_socket}",
-                    "--stop"))
+        # The sandbox's munged (the LCC's MUNGE_PID_FILE) stops with the cluster, beside the cluster's own.
+        cluster.slurm.adopt(root / "run" / "munge" / "munged.pid", "munged")
         holder.kill()
         holder.wait()
 
