@@ -385,11 +385,15 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     assert sinfo.stdout.split() == ["debug*", "idle"]
     version = run(ide.cmd("sinfo", "--version"), env=cluster.slurm_env(ide.conf))
     assert version.stdout.split()[1] == secret["slurm_version"], version  # Debian's says "slurm-wlm 22.05.8"
-    # The bundle's commands load the bundle's libraries only: nothing from the hidden system directories.
-    maps = run(ide.cmd("sh", "-c", f'{ide.bin}/squeue -h -i 1 & sleep 0.5; cat /proc/$!/maps; kill $!'),
-               env=cluster.slurm_env(ide.conf))
+    # The bundle's commands load the bundle's libraries only: nothing from the hidden system directories. squeue -i 1
+    # keeps running; its maps are read once it has loaded the auth plugin (for its first request), and libmunge with it.
+    watch = (f'{ide.bin}/squeue -h -i 1 & p=$!; n=0; until grep -q auth_munge "/proc/$p/maps" 2>/dev/null || '
+             '[ $n -ge 300 ]; do sleep 0.05; n=$((n + 1)); done; cat "/proc/$p/maps"; kill $p')
+    maps = run(ide.cmd("sh", "-c", watch), env=cluster.slurm_env(ide.conf))
     loaded = {line.split()[-1] for line in maps.stdout.splitlines() if ".so" in line}
     assert any(p.startswith(f"{client}/lib/slurm/libslurmfull") for p in loaded), maps.stdout[-2000:]
+    assert any(p.startswith(f"{client}/lib/slurm/auth_munge") for p in loaded), maps.stdout[-2000:]
+    assert any(p.startswith(f"{client}/lib/libmunge") for p in loaded), maps.stdout[-2000:]
     assert not any("slurm-wlm" in p or "libmunge" in p and not p.startswith(str(client)) for p in loaded), loaded
     # sacct loads the cluster's accounting plugin from the bundle; this cluster keeps no accounting (storage none).
     sacct = run(ide.cmd("sacct", "-n", "-X"), env=cluster.slurm_env(ide.conf))
