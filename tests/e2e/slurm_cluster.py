@@ -82,6 +82,13 @@ def exited(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] == "Z"
 
 
+def signal_process(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass  # gone already
+
+
 def daemon_pid(pid_file: Path, name: str) -> int | None:
     """The pid in `pid_file` if a live process runs the program `name` with it (not a pid reused since), else None.
     The program may be an argument (a Studio client bundle runs its commands through the ELF interpreter)."""
@@ -197,8 +204,8 @@ class SlurmCluster:
         wait_for(what, alive_and, timeout=timeout, interval=0.1)
 
     def slurmctld_listening(self) -> bool:
-        """The (primary) slurmctld accepts connections: before that, a client command waits a second and tries again,
-        and configless slurmd, finding no controller to fetch its configuration from, waits longer."""
+        """The (primary) slurmctld accepts connections. Before that a client command waits a second and tries again,
+        and configless slurmd, which fetches its configuration from it, tries for ~9 s and then exits."""
         with socket.socket() as s:
             s.settimeout(2)
             return s.connect_ex((self.controllers[0][1], self.slurmctld_port)) == 0
@@ -241,7 +248,8 @@ class SlurmCluster:
         ]) + "\n")
         dbd_conf.chmod(0o600)
         (self.etc / "accounting.conf").write_text(accounting_conf(
-            dbd_host=dbd_host, dbd_port=dbd_port, munge_socket=self.munge_socket, priority_weights=self.priority_weights))
+            dbd_host=dbd_host, dbd_port=dbd_port, munge_socket=self.munge_socket,
+            priority_weights=self.priority_weights))
         # slurmdbd reads the slurmdbd.conf beside the slurm.conf that SLURM_CONF names.
         self._spawn("slurmdbd", ["env", f"SLURM_CONF={self.conf}", "slurmdbd", "-D"])
         self._wait("slurmdbd", lambda: run(["sacctmgr", "-n", "-P", "show", "cluster"], env=self.env()).returncode == 0)
@@ -379,7 +387,7 @@ class SlurmCluster:
         for p in reversed(list(self.procs.values())):
             p.terminate()
         for pid in daemons:
-            os.kill(pid, signal.SIGTERM)
+            signal_process(pid, signal.SIGTERM)
         for p in self.procs.values():
             try:
                 p.wait(timeout=15)
@@ -390,7 +398,7 @@ class SlurmCluster:
             try:
                 wait_for(f"process {pid} to exit", lambda pid=pid: exited(pid), timeout=15, interval=0.05)
             except AssertionError:
-                os.kill(pid, signal.SIGKILL)
+                signal_process(pid, signal.SIGKILL)
         for link in self._links:  # gone with its namespace already, unless a process there outlived the stop
             run(["ip", "link", "del", link])
         for route in self._routes:

@@ -42,12 +42,12 @@ pytestmark = pytest.mark.skipif(bool(missing), reason=f"missing {', '.join(missi
 # Seconds a backup waits for a silent primary before taking over (SlurmctldTimeout; HyperPod's is its own). Slurm
 # 22.05's rules on both sides (src/slurmctld/backup.c, src/common/slurm_protocol_api.c): the backup pings the primary
 # every TAKEOVER/3 s and takes over once more than TAKEOVER s have passed since its last answer; a client told
-# "standby" sleeps TAKEOVER/2 s (whole seconds) and tries again while less than 1.5 x TAKEOVER s have passed since its
-# first try. Measured here (several runs each), from the primary's stop: with 5 the takeover comes at 6.0 s and the client
-# tries at 0, 2, 4, 6 (a race with the takeover) and last at 8; with 7, 9.0 s and 0, 3, 6, 9 (a race) and last at 12,
-# which an sbatch in a loaded full run needed; with 9, 11.0 s and 0, 4, 8, 12 and last at 16: the job is accepted 12 s
-# after the stop, and the takeover may come 5 s late before a client gives up ("Slurm backup controller in standby
-# mode", which a run with 5 once ended with).
+# "standby" sleeps TAKEOVER/2 s (whole seconds) and tries again while less than 1.5 x TAKEOVER s have passed since
+# its first try. Measured here (several runs each), from the primary's stop: with 5 the takeover comes at 6.0 s and
+# the client tries at 0, 2, 4, 6 (a race with the takeover) and last at 8; with 7, 9.0 s and 0, 3, 6, 9 (a race) and
+# last at 12, which an sbatch in a loaded full run needed; with 9, 11.0 s and 0, 4, 8, 12 and last at 16: the job is
+# accepted 12 s after the stop, and the takeover may come 5 s late before a client gives up ("Slurm backup controller
+# in standby mode", which a run with 5 once ended with).
 TAKEOVER = 9
 # The job submitted during the takeover is evaluated at once, before slurmd has registered with the new controller
 # (it asks ~4 s after taking over), so it waits for a scheduling pass; without a main-scheduler trigger after the

@@ -624,7 +624,8 @@ def test_a_bundle_whose_sinfo_reports_another_version_is_refused(cluster: Cluste
     assert run(["tar", "-xzf", str(work / "in.tar.gz"), "-C", str(work)]).returncode == 0
     (work / "slurm-client" / "VERSION").write_text("99.1.0\n")
     # gzip -1, as the controller compresses it (any level would do: only the checksum and the contents are checked)
-    assert run(["tar", "-I", "gzip -1", "-cf", str(work / "out.tar.gz"), "-C", str(work), "slurm-client"]).returncode == 0
+    repack = run(["tar", "-I", "gzip -1", "-cf", str(work / "out.tar.gz"), "-C", str(work), "slurm-client"])
+    assert repack.returncode == 0, repack.stderr
     data = (work / "out.tar.gz").read_bytes()
     sha = hashlib.sha256(data).hexdigest()
     s3.put_object(Bucket=BUNDLE_BUCKET, Key=f"slurm-client/slurm-client-99.1.0-{sha}.tar.gz", Body=data)
