@@ -44,6 +44,7 @@ def render_slurm_conf(
     backup_controllers: Sequence[tuple[str, str]] = (),
     slurmctld_run_dir: Path | str | None = None,
     slurmctld_timeout: int = 30,
+    scheduler_parameters: str = "",
 ) -> str:
     """Returns slurm.conf text for one controller and one compute node on the same host.
 
@@ -55,6 +56,7 @@ def render_slurm_conf(
     HyperPod controller group has; they share StateSaveLocation (slurm.conf(5): it "must be readable and writable from
     both the primary and backup controllers"). ``slurmctld_run_dir`` holds slurmctld's pid and log files instead of
     ``state_dir``: each controller mounts its own directory there, since slurmctld kills the process a pid file names.
+    ``scheduler_parameters`` is SchedulerParameters (none: Slurm's defaults).
     """
     if not cluster_name or not cluster_name.replace("-", "").replace("_", "").isalnum():
         raise ValueError(f"cluster_name must be alphanumeric with - or _, got {cluster_name!r}")
@@ -94,6 +96,7 @@ def render_slurm_conf(
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
         "SchedulerType=sched/backfill",
+        *([f"SchedulerParameters={scheduler_parameters}"] if scheduler_parameters else []),
         "ReturnToService=2",
         "MpiDefault=none",
         *(INCLUDE_LINES if include_accounting_conf else []),

@@ -172,7 +172,7 @@ case "$1" in
     if running; then pid="$(cat /run/sssd.pid)"; kill "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done; fi
     rm -f /var/lib/sss/mc/* /run/sssd.pid
     echo restart >>"$SYSTEMCTL_LOG"
-    /usr/sbin/sssd -D ;;
+    /usr/sbin/sssd -D --logger=files ;; # as Debian's sssd.service starts it (DEBUG_LOGGER=--logger=files)
   *) echo "systemctl stand-in: $*" >&2; exit 1 ;;
 esac
 """
@@ -320,10 +320,20 @@ def node(world) -> Iterator[Directory]:
         directory.node.stop()
 
 
+def wait_for_text(path: Path, text: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and text in path.read_text(errors="replace")):
+        assert time.monotonic() < deadline, f"no '{text}' in {path} after {timeout}s"
+        time.sleep(0.2)
+
+
 def test_the_script_configures_sssd_and_the_directory_answers(node: Directory):
     out = node.first.stdout + node.first.stderr
     assert node.first.returncode == 0, out
     assert "directory reachable: group 'hpc-users' is hpc-users:30000" in out
+    # The same TLS settings as the rogue node's below, with the right CA: the handshake succeeds.
+    log = node.base / "root" / "var" / "log" / "sssd" / "sssd_directory.log"
+    assert "ldap_install_tls failed" not in log.read_text()
     assert BIND_PASSWORD not in out  # never logged
     conf = node.node.run("stat", "-c", "%a %U", "/etc/sssd/sssd.conf").stdout.split()
     assert conf == ["600", "root"]
@@ -416,12 +426,17 @@ def test_a_config_user_with_another_uid_than_the_directory_is_reported(node: Dir
 
 
 def test_a_server_certificate_from_another_ca_is_refused(world):
+    """The rogue slapd answers on its port, but its certificate is not signed by the configured CA: sssd's TLS handshake
+    fails (its domain log says so) and the script gives up. Its three checks, a second apart, only bound the wait (with
+    the right CA the group resolves at the first or second); the log line is what shows why it failed."""
     directory = Directory(world["base"] / "rogue-node", world["rogue"], world["ca"], world["arn"], world["env"])
     try:
-        out = directory.script("configure_sssd.sh", DIRECTORY_WAIT_ATTEMPTS="8")
+        out = directory.script("configure_sssd.sh", DIRECTORY_WAIT_ATTEMPTS="3")
         text = out.stdout + out.stderr
         assert out.returncode != 0, text
         assert "sssd cannot resolve the access group 'hpc-users'" in text
         assert directory.node.run("getent", "passwd", "alice").returncode != 0
+        log = directory.base / "root" / "var" / "log" / "sssd" / "sssd_directory.log"
+        wait_for_text(log, "ldap_install_tls failed", timeout=30)
     finally:
         directory.node.stop()

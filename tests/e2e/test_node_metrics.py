@@ -94,10 +94,9 @@ def metrics() -> Iterator[Metrics]:
         cluster.start()
         job = run(["sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", "--wrap=sleep 600"], env=cluster.env())
         assert job.returncode == 0, job.stderr
-        wait_for("the job to run", lambda: run(["squeue", "-h", "-o", "%T"], env=cluster.env()).stdout.split()
-                 == ["RUNNING"], timeout=30)
 
-        # The textfile collectors, as their timers run them (controller: Slurm; compute with EFA: EFA).
+        # The textfile collectors, as their timers run them (controller: Slurm; compute with EFA: EFA). The Slurm one
+        # runs below, once the job runs.
         textfile = base / "textfile"
         textfile.mkdir()
         sysfs = base / "infiniband"
@@ -109,9 +108,12 @@ def metrics() -> Iterator[Metrics]:
         for i, counter in enumerate(node_metrics.EFA_PORT_COUNTERS):
             (counters / counter).write_text(f"{i * 4096}\n")
         collector_env = cluster.env(TEXTFILE_DIR=str(textfile), SYS_INFINIBAND=str(sysfs))
-        for collector in ("slurm_metrics.sh", "efa_metrics.sh"):
+
+        def collect(collector: str) -> None:
             result = run(["bash", str(LIFECYCLE / "collectors" / collector)], env=collector_env)
             assert result.returncode == 0, result.stdout + result.stderr
+
+        collect("efa_metrics.sh")
 
         exporter_port, receiver_port, agent_port, unsigned_port = (free_port() for _ in range(4))
         # The flags install_node_metrics.sh writes to /etc/default/prometheus-node-exporter, on a free port.
@@ -121,7 +123,6 @@ def metrics() -> Iterator[Metrics]:
         cluster.spawn("receiver", [PROMETHEUS, f"--config.file={base / 'receiver.yml'}",
                                    f"--storage.tsdb.path={base / 'receiver-data'}", "--web.enable-remote-write-receiver",
                                    f"--web.listen-address=127.0.0.1:{receiver_port}"])
-        wait_for("the receiver", lambda: up(receiver_port), timeout=60)
 
         params = json.loads(PARAMS_FIXTURE.read_text())
         params["node_metrics"] = {"remote_write_url": f"http://127.0.0.1:{receiver_port}/api/v1/write",
@@ -141,12 +142,19 @@ def metrics() -> Iterator[Metrics]:
         # The second agent differs only in its cluster label, so the receiver tells their series apart.
         (base / "unsigned-agent.yml").write_text(json.dumps(
             {**agent_conf, "global": {**agent_conf["global"], "external_labels": {"cluster": "unsigned"}}}))
-        # The agent as hyperpod-metrics-agent.service starts it; a second one without credentials cannot sign.
+        # The agent as hyperpod-metrics-agent.service starts it; a second one without credentials cannot sign. They
+        # start now: Prometheus 2.42 hands the scrape manager its targets on a 5 s tick, so the first scrape is 5 s
+        # away at least, and the job's start (slurmctld schedules its first job ~3 s after it starts), the receiver's
+        # and the Slurm collector fit in that time. Were the collector later, a scrape 10 s on would bring its metrics.
         for name, port, env in (("agent", agent_port, signed), ("unsigned-agent", unsigned_port, unsigned)):
             cluster.procs[name] = subprocess.Popen(
                 [PROMETHEUS, "--enable-feature=agent", f"--config.file={base / (name + '.yml')}",
                  f"--storage.agent.path={base / name}", f"--web.listen-address=127.0.0.1:{port}"],
                 env=env, stdout=open(base / f"{name}.log", "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        wait_for("the receiver", lambda: up(receiver_port), timeout=60)
+        wait_for("the job to run", lambda: run(["squeue", "-h", "-o", "%T"], env=cluster.env()).stdout.split()
+                 == ["RUNNING"], timeout=30)
+        collect("slurm_metrics.sh")
         yield Metrics(cluster, receiver_port, agent_conf, base / "unsigned-agent.log")
     finally:
         # The job's slurmstepd is no child of ours: cancel the job while slurmd runs, or its `sleep 600` outlives us.

@@ -100,7 +100,7 @@ class Env:
             record = out[0].split("|") if out else []
             if record == expected or time.monotonic() > deadline:
                 return record
-            time.sleep(0.5)
+            time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")

@@ -137,6 +137,7 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
         assert first.returncode == 0, first.stdout + first.stderr
         outputs.append(first.stdout)
         # Slurm 22.05 (Debian) loads a new auth plugin only at start; the script said so. Restart as an admin would.
+        # The node answers the new slurmctld a few seconds later: waited for below, once the login is published.
         if "does not accept auth/jwt tokens yet" in first.stdout:
             slurm.restart_slurmctld()
         again = run(["bash", str(CONFIGURE_AUTH)], env=script_env)
@@ -149,6 +150,7 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
                            "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX}, timeout=600)
         assert publish.returncode == 0, publish.stdout + publish.stderr
         login = json.loads(sm.get_secret_value(SecretId=login_secret)["SecretString"])
+        slurm.wait_node_idle()
 
         # The Studio space: its own mount namespace whose munge socket directory is empty.
         empty = base / "space-munge"

@@ -31,7 +31,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm  # noqa: E402
-from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
+from slurm_cluster import BATCH_SCHEDULING, SlurmCluster, free_port, run, wait_for  # noqa: E402
 from test_studio_slurm_login import (LCC, PUBLISH, REGION, TERMINAL_JOB_STATES, Ide, PosixUser,  # noqa: E402
                                      ensure_posix_user, remove_posix_users)
 
@@ -39,8 +39,20 @@ REQUIRED = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "ip", "nsente
 missing = [b for b in REQUIRED if shutil.which(b) is None and shutil.which(b, path="/usr/sbin:/sbin") is None]
 pytestmark = pytest.mark.skipif(bool(missing), reason=f"missing {', '.join(missing)}: apt-get install slurm-wlm "
                                                       "munge iproute2")
-# Seconds a backup waits for a silent primary before taking over (SlurmctldTimeout; HyperPod's is its own).
-TAKEOVER = 5
+# Seconds a backup waits for a silent primary before taking over (SlurmctldTimeout; HyperPod's is its own). Slurm
+# 22.05's rules on both sides (src/slurmctld/backup.c, src/common/slurm_protocol_api.c): the backup pings the primary
+# every TAKEOVER/3 s and takes over once more than TAKEOVER s have passed since its last answer; a client told
+# "standby" sleeps TAKEOVER/2 s (whole seconds) and tries again while less than 1.5 x TAKEOVER s have passed since
+# its first try. Measured here (several runs each), from the primary's stop: with 5 the takeover comes at 6.0 s and
+# the client tries at 0, 2, 4, 6 (a race with the takeover) and last at 8; with 7, 9.0 s and 0, 3, 6, 9 (a race) and
+# last at 12, which an sbatch in a loaded full run needed; with 9, 11.0 s and 0, 4, 8, 12 and last at 16: the job is
+# accepted 12 s after the stop, and the takeover may come 5 s late before a client gives up ("Slurm backup controller
+# in standby mode", which a run with 5 once ended with).
+TAKEOVER = 9
+# The job submitted during the takeover is evaluated at once, before slurmd has registered with the new controller
+# (it asks ~4 s after taking over), so it waits for a scheduling pass; without a main-scheduler trigger after the
+# registration, that is the backfill pass, every bf_interval (30 s by default; here 1 s).
+SCHEDULER_PARAMETERS = f"{BATCH_SCHEDULING},bf_interval=1"
 
 
 class HaCluster:
@@ -60,7 +72,8 @@ class HaCluster:
 def ha() -> Iterator[HaCluster]:
     base = Path(tempfile.mkdtemp(prefix="slurm-ha-"))  # munged wants a socket path everyone can reach
     base.chmod(0o755)
-    slurm = SlurmCluster(base=base, cluster_name="e2e-ha", backup_controllers=1, slurmctld_timeout=TAKEOVER)
+    slurm = SlurmCluster(base=base, cluster_name="e2e-ha", backup_controllers=1, slurmctld_timeout=TAKEOVER,
+                         scheduler_parameters=SCHEDULER_PARAMETERS)
     try:
         slurm.start()
         port = free_port()
@@ -134,8 +147,8 @@ def ide(ha: HaCluster) -> Iterator[Ide]:
         hide_system_slurm(sandbox.cmd(), ha.base / "ide" / "empty")
         yield sandbox
     finally:
-        run(sandbox.cmd(str(sandbox.root / "opt" / "hyperpod-slurm-client" / "bin" / "munged"),
-                        f"--socket={ha.slurm.munge_socket}", "--stop"))
+        # The sandbox's munged (the LCC's MUNGE_PID_FILE) stops with the cluster, beside the cluster's own.
+        ha.slurm.adopt(sandbox.root / "run" / "munge" / "munged.pid", "munged")
         holder.kill()
         holder.wait()
 

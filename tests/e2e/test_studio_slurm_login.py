@@ -155,6 +155,7 @@ class Cluster:
     moto_url: str
     spool: Path
     script_env: dict[str, str]
+    slurm: SlurmCluster
 
     def slurm_env(self, conf: Path | None = None) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": str(conf or self.conf)}
@@ -219,7 +220,7 @@ def cluster() -> Iterator[Cluster]:
             (shim / "aws").chmod(0o755)
             aws_env["PATH"] = f"{shim}:{aws_env['PATH']}"
         yield Cluster(base=base, conf=conf, key=key, munge_socket=sock, aws_env=aws_env, moto_url=moto_url,
-                      spool=slurm.state / "spool", script_env=script_env)
+                      spool=slurm.state / "spool", script_env=script_env, slurm=slurm)
     finally:
         slurm.stop()
         shutil.rmtree(base, ignore_errors=True)
@@ -332,8 +333,8 @@ def ide(cluster: Cluster) -> Iterator[Ide]:
         hide_system_slurm(ide.cmd(), cluster.base / "ide" / "empty")
         yield ide
     finally:
-        run(ide.cmd(str(root / "opt" / "hyperpod-slurm-client" / "bin" / "munged"), f"--socket={cluster.munge_socket}",
-                    "--stop"))
+        # The sandbox's munged (the LCC's MUNGE_PID_FILE) stops with the cluster, beside the cluster's own.
+        cluster.slurm.adopt(root / "run" / "munge" / "munged.pid", "munged")
         holder.kill()
         holder.wait()
 
@@ -384,11 +385,15 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     assert sinfo.stdout.split() == ["debug*", "idle"]
     version = run(ide.cmd("sinfo", "--version"), env=cluster.slurm_env(ide.conf))
     assert version.stdout.split()[1] == secret["slurm_version"], version  # Debian's says "slurm-wlm 22.05.8"
-    # The bundle's commands load the bundle's libraries only: nothing from the hidden system directories.
-    maps = run(ide.cmd("sh", "-c", f'{ide.bin}/squeue -h -i 1 & sleep 0.5; cat /proc/$!/maps; kill $!'),
-               env=cluster.slurm_env(ide.conf))
+    # The bundle's commands load the bundle's libraries only: nothing from the hidden system directories. squeue -i 1
+    # keeps running; its maps are read once it has loaded the auth plugin (for its first request), and libmunge with it.
+    watch = (f'{ide.bin}/squeue -h -i 1 & p=$!; n=0; until grep -q auth_munge "/proc/$p/maps" 2>/dev/null || '
+             '[ $n -ge 300 ]; do sleep 0.05; n=$((n + 1)); done; cat "/proc/$p/maps"; kill $p')
+    maps = run(ide.cmd("sh", "-c", watch), env=cluster.slurm_env(ide.conf))
     loaded = {line.split()[-1] for line in maps.stdout.splitlines() if ".so" in line}
     assert any(p.startswith(f"{client}/lib/slurm/libslurmfull") for p in loaded), maps.stdout[-2000:]
+    assert any(p.startswith(f"{client}/lib/slurm/auth_munge") for p in loaded), maps.stdout[-2000:]
+    assert any(p.startswith(f"{client}/lib/libmunge") for p in loaded), maps.stdout[-2000:]
     assert not any("slurm-wlm" in p or "libmunge" in p and not p.startswith(str(client)) for p in loaded), loaded
     # sacct loads the cluster's accounting plugin from the bundle; this cluster keeps no accounting (storage none).
     sacct = run(ide.cmd("sacct", "-n", "-X"), env=cluster.slurm_env(ide.conf))
@@ -618,7 +623,9 @@ def test_a_bundle_whose_sinfo_reports_another_version_is_refused(cluster: Cluste
     (work / "in.tar.gz").write_bytes(s3.get_object(Bucket=BUNDLE_BUCKET, Key=key)["Body"].read())
     assert run(["tar", "-xzf", str(work / "in.tar.gz"), "-C", str(work)]).returncode == 0
     (work / "slurm-client" / "VERSION").write_text("99.1.0\n")
-    assert run(["tar", "-czf", str(work / "out.tar.gz"), "-C", str(work), "slurm-client"]).returncode == 0
+    # gzip -1, as the controller compresses it (any level would do: only the checksum and the contents are checked)
+    repack = run(["tar", "-I", "gzip -1", "-cf", str(work / "out.tar.gz"), "-C", str(work), "slurm-client"])
+    assert repack.returncode == 0, repack.stderr
     data = (work / "out.tar.gz").read_bytes()
     sha = hashlib.sha256(data).hexdigest()
     s3.put_object(Bucket=BUNDLE_BUCKET, Key=f"slurm-client/slurm-client-99.1.0-{sha}.tar.gz", Body=data)

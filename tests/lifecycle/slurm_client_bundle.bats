@@ -54,6 +54,50 @@ fake_slurm() {
   [ "${lines[-1]}" = "$T/out2/slurm-client-23.11.10-$sha.tar.gz	$sha" ]
 }
 
+# ldd_reports_missing REGEX : ldd on PATH is the real one, with "libgone.so.1 => not found" added to the lines of
+# every file whose path matches REGEX (as ldd reports a library this node lacks).
+ldd_reports_missing() {
+  export LDD_REAL LDD_MISSING="$1"
+  LDD_REAL="$(type -P ldd)"
+  cat >"$T/bin/ldd" <<'EOF'
+#!/bin/bash
+"$LDD_REAL" "$@" 2>&1 | awk '{print} $0 ~ (ENVIRON["LDD_MISSING"] ":$") {print "\tlibgone.so.1 => not found"}'
+exit "${PIPESTATUS[0]}"
+EOF
+  chmod 755 "$T/bin/ldd"
+}
+
+@test "one ldd run: a plugin's missing library is logged and the plugin bundled, a file that is not ELF passed over" {
+  fake_slurm
+  printf 'not an ELF file\n' >"$T/slurm/lib/slurm/notes.so"
+  ldd_reports_missing '/lib/slurm/auth_munge\.so'
+  run bash "$BUILD" "$T/out"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"plugins whose libraries this node lacks (bundled as they are): auth_munge.so needs libgone.so.1"* ]]
+  read -r file _ <<<"${lines[-1]}"
+  listing="$(tar -tzf "$file")"
+  grep -qx slurm-client/lib/slurm/auth_munge.so <<<"$listing"
+  grep -qx slurm-client/lib/slurm/notes.so <<<"$listing"
+  grep -q '^slurm-client/lib/libcrypto\.so\.' <<<"$listing"
+}
+
+@test "a client command whose library this node lacks stops the build, and so does any other ldd error" {
+  fake_slurm
+  ldd_reports_missing '/libexec/sbatch'
+  run bash "$BUILD" "$T/out"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"sbatch needs libgone.so.1, which is not installed"* ]]
+  cat >"$T/bin/ldd" <<'EOF'
+#!/bin/bash
+echo "ldd: $1: Permission denied"
+exit 1
+EOF
+  run bash "$BUILD" "$T/out"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"ldd: "*"Permission denied"* ]]
+  [ ! -e "$T/out" ] || [ -z "$(ls "$T/out")" ]
+}
+
 @test "a missing client command or plugin directory stops the build" {
   fake_slurm
   rm "$T/slurm/bin/sacct"
