@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -347,6 +348,24 @@ def test_train_elastic_imports_without_torch():
     assert (result.returncode, result.stdout.strip()) == (0, "2"), result.stderr
 
 
+def run_or_dump_stacks(cmd: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """cmd to its end, or after `timeout` a failure showing where every Python process of it was: SIGABRT to its
+    process group, whose Python processes (PYTHONFAULTHANDLER) print every thread's stack before they die."""
+    proc = subprocess.Popen(cmd, env={**env, "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        pytest.fail(f"{cmd[2:5]} did not end within {timeout} s; its stacks:\n{err[-12000:]}\n{out[-2000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def test_train_elastic_logs_one_mlflow_run_across_a_resize(tmp_path):
     """The example job for real on the CPU (gloo) in the training venv: 2 processes train 4 steps and checkpoint, then
     1 process resumes at step 4 and finishes 6. A local MLflow file store stands in for the tracking server: one run,
@@ -359,11 +378,10 @@ def test_train_elastic_logs_one_mlflow_run_across_a_resize(tmp_path):
                         "MLFLOW_EXPERIMENT_NAME": "research-elastic", "OMP_NUM_THREADS": "1"}
 
     def torchrun(processes: int, steps: int) -> None:
-        result = subprocess.run(
+        result = run_or_dump_stacks(
             [str(python), "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
              str(ROOT / "examples" / "train_elastic.py"), "--checkpoint-dir", str(ckpt), "--global-batch-size", "4",
-             "--steps", str(steps), "--checkpoint-every", "2", "--features", "4"],
-            env=env, capture_output=True, text=True, timeout=300)
+             "--steps", str(steps), "--checkpoint-every", "2", "--features", "4"], env=env, timeout=180)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     torchrun(2, 4)
     torchrun(1, 6)
