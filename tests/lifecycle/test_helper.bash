@@ -10,28 +10,52 @@ FIXTURES="$BATS_TEST_DIRNAME/fixtures"
 STUBBED=(hostname mount umount mountpoint findmnt getent groupadd useradd usermod userdel systemctl scontrol
   apt-get apt-mark dpkg-query aws visudo srun ssh-keygen lctl nproc iptables ip6tables sinfo setpriv)
 
-setup() {
-  T="$BATS_TEST_TMPDIR"
-  export FAKE_ROOT="$T/fake" STUB_LOG="$T/calls.log" STUB_S3_DIR="$T/s3"
-  mkdir -p "$T/bin" "$FAKE_ROOT/dpkg" "$STUB_S3_DIR"
-  touch "$STUB_LOG" "$FAKE_ROOT/mounts"
+# The directory every test of this file starts from, $BATS_FILE_TMPDIR/template: the stub links, the fake root's files,
+# the empty directories, and the parameters with @T@ where the test's own directory goes. setup() copies it in one cp
+# instead of making each piece with a command of its own (this setup runs for every test). Made once per file by the
+# first test to get here; tests of a file run in parallel (bats --jobs), so each makes its own copy and renames it into
+# place, and a rename onto one another test made first fails and is thrown away.
+make_template() {
+  local tmpl="$BATS_FILE_TMPDIR/template" new="$BATS_FILE_TMPDIR/template.$BASHPID" cmd
+  [[ -d "$tmpl" ]] && return 0
   # Work the scripts do as a user (setpriv, lib/user_paths.sh) really runs under that uid: it must reach the test's
   # directory (bats makes its run directory 0700) and record its stub calls.
   chmod 0711 "$BATS_RUN_TMPDIR"
-  chmod 0666 "$STUB_LOG"
-  printf 'root:x:0:0:root:/root:/bin/bash\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\n' >"$FAKE_ROOT/passwd"
-  printf 'root:x:0:\nubuntu:x:1000:\n' >"$FAKE_ROOT/group"
+  mkdir -p "$new/bin" "$new/fake/dpkg" "$new/s3" "$new/skel" "$new/tmp" "$new/slurm/etc"
   for cmd in "${STUBBED[@]}"; do
-    ln -s "$BATS_TEST_DIRNAME/stubs/stub" "$T/bin/$cmd"
+    ln -s "$BATS_TEST_DIRNAME/stubs/stub" "$new/bin/$cmd"
   done
+  : >"$new/calls.log"
+  chmod 0666 "$new/calls.log"
+  : >"$new/fake/mounts"
+  printf 'root:x:0:0:root:/root:/bin/bash\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\n' >"$new/fake/passwd"
+  printf 'root:x:0:\nubuntu:x:1000:\n' >"$new/fake/group"
+  printf 'MemTotal:        7836724 kB\nMemFree:         1000000 kB\n' >"$new/meminfo"
+  echo "# skeleton profile" >"$new/skel/.profile"
+  # The fixture parameters with fsx.mount_path in the test's directory: set_param's edit, done once for the file.
+  cp "$FIXTURES/platform_parameters.json" "$new/platform_parameters.json"
+  PARAMS_FILE="$new/platform_parameters.json" set_param fsx.mount_path '"@T@/fsx"'
+  mv -T "$new" "$tmpl" 2>/dev/null || rm -rf "$new"
+}
+
+setup() {
+  T="$BATS_TEST_TMPDIR"
+  export FAKE_ROOT="$T/fake" STUB_LOG="$T/calls.log" STUB_S3_DIR="$T/s3"
+  make_template
+  cp -a "$BATS_FILE_TMPDIR/template/." "$T/"
   export PATH="$T/bin:$PATH"
-  # Refuse to run if any stub would fall through to the real command.
+  # Refuse to run if any stub would fall through to the real command. `hash` looks each name up on PATH as running it
+  # would, and leaves what it found in BASH_CMDS: no subshell per command. Forgotten again after, so a test that removes
+  # a stub runs what PATH then finds.
+  hash -r
   for cmd in "${STUBBED[@]}"; do
-    [[ "$(command -v "$cmd")" == "$T/bin/$cmd" && -x "$T/bin/$cmd" ]] || {
+    hash "$cmd" 2>/dev/null || true
+    [[ "${BASH_CMDS[$cmd]-}" == "$T/bin/$cmd" && -x "$T/bin/$cmd" ]] || {
       echo "stub for $cmd is not in effect" >&2
       return 1
     }
   done
+  hash -r
 
   export PARAMS_FILE="$T/platform_parameters.json"
   export RESOURCE_CONFIG="$T/resource_config.json"
@@ -42,12 +66,9 @@ setup() {
   export STATE_DIR="$T/state" PLATFORM_DIR="$T/platform" SYSTEMD_DIR="$T/systemd"
   export MEMINFO="$T/meminfo" PAM_SSHD="$T/pam.d/sshd" ACCESS_FILE="$T/security/hyperpod-slurm-admins.conf"
   export SSHD_CONFIG="$T/ssh/sshd_config" PAM_SLURM_ADOPT_CANDIDATES="$T/security/pam_slurm_adopt.so"
-  printf 'MemTotal:        7836724 kB\nMemFree:         1000000 kB\n' >"$MEMINFO"
   export SKEL_DIR="$T/skel"
-  mkdir -p "$SKEL_DIR" && echo "# skeleton profile" >"$SKEL_DIR/.profile"
   export ENROOT_CONF="$T/enroot/enroot.conf" NVME_PATHS="$T/nvme $T/opt-sagemaker" OS_RELEASE="$T/os-release"
   export LOGROTATE_DIR="$T/logrotate.d"
-  mkdir -p "$TMPDIR" "$SLURM_CONF_DIR"
   export RETRY_DELAY=0 STUB_IPS="10.1.0.12 172.17.0.1" STUB_ACTIVE_UNITS="slurmctld"
   # slurmctld's `scontrol show config` (stubs/stub): the cluster's name only, so no accounting database to talk to.
   export STUB_SCONTROL_CONFIG="ClusterName = ml-cluster"
@@ -58,8 +79,10 @@ setup() {
   # Slurm's log rotation, the NVMe and EBS mounts. FSx is left out: these parameters (fsx.mount: true) have the
   # lifecycle script mount it, which is what they are for when HyperPod does not.
   ami_node controller --absent fsx-mounted
-  cp "$FIXTURES/platform_parameters.json" "$PARAMS_FILE"
-  set_param fsx.mount_path "\"$T/fsx\""
+  # The template's parameters with the test's directory in (a path of bats' own, no character JSON would escape).
+  local params
+  params="$(<"$PARAMS_FILE")"
+  printf '%s' "${params//@T@/$T}" >"$PARAMS_FILE"
 }
 
 # ami_node TYPE [--absent FACT]... : lays this test's node out again, as HyperPod leaves a TYPE node according to
@@ -67,8 +90,8 @@ setup() {
 ami_node() {
   local type=$1
   shift
-  python3 "$BATS_TEST_DIRNAME/ami_model.py" --clean --manifest "$T/ami.manifest"
-  python3 "$BATS_TEST_DIRNAME/ami_model.py" --node-type "$type" --root "$T/node" --fake-root "$FAKE_ROOT" \
+  # --clean first removes what an earlier ami_node laid out (nothing in setup: no manifest yet), in the same start.
+  python3 "$BATS_TEST_DIRNAME/ami_model.py" --clean --node-type "$type" --root "$T/node" --fake-root "$FAKE_ROOT" \
     --manifest "$T/ami.manifest" --map "/opt/slurm/etc=$SLURM_CONF_DIR" --map "/opt/ml/config/resource_config.json=$RESOURCE_CONFIG" \
     --map "/etc/enroot/enroot.conf=$ENROOT_CONF" --map "/etc/logrotate.d=$LOGROTATE_DIR" \
     --map "/usr/local/share/pyxis/pyxis.conf=$PYXIS_CONF" --map "/var/spool/slurmd/conf-cache=$SLURMD_CONF_CACHE" \
@@ -93,15 +116,22 @@ with open(path, "w") as f:
 EOF
 }
 
-# calls NAME -> the recorded calls of one stub
+# calls NAME -> the recorded calls of one stub (read in the test's own shell: tests ask this often)
 calls() {
-  grep "^$1 " "$STUB_LOG" || true
+  local line
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    [[ "$line" != "$1 "* ]] || printf '%s\n' "$line"
+  done <"$STUB_LOG"
 }
 
 # mutating_calls -> every recorded call that changes the node (`scontrol show ...` and `--version` only read)
+MUTATING='^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-mark|aws) |^ip6?tables -w -A |^systemctl (daemon-reload|enable|restart|reload)'
 mutating_calls() {
-  grep -E '^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-mark|aws) |^ip6?tables -w -A |^systemctl (daemon-reload|enable|restart|reload)' "$STUB_LOG" |
-    grep -v -e '^scontrol show ' -e '^scontrol --version$' || true
+  local line
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    [[ "$line" =~ $MUTATING && "$line" != "scontrol show "* && "$line" != "scontrol --version" ]] || continue
+    printf '%s\n' "$line"
+  done <"$STUB_LOG"
 }
 
 # add_section_artifact SECTION PREFIX NAME FILE CONTENT [SHA] : puts a fake .deb in the fake S3 under PREFIX and
