@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# retry and retry_backoff (lib/common.sh): one loop, two delay growths, each with its own log line.
+# lib/common.sh: retry and retry_backoff (one loop, two delay growths, each with its own log line), the log line
+# itself, and where it finds itself.
 
 load test_helper
 
@@ -37,4 +38,31 @@ run_helper() {
   [[ "$output" == *"attempt 2/5 failed, retrying in 40s: fails_times 9"* ]]
   [[ "$output" == *"giving up after 5 attempts: fails_times 9"* ]]
   [[ "$output" != *secret-ish-arg* ]]
+}
+
+@test "log: a UTC timestamp whatever TZ says, and the script's name without .sh" {
+  before="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  run env TZ=Asia/Tokyo bash -c 'source "$1/lib/common.sh"; log "hello  there"; TZ=Asia/Tokyo date +%z' \
+    /opt/somewhere/my_step.sh "$SCRIPTS"
+  after="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" =~ ^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)\ \[my_step\]\ hello\ \ there$ ]]
+  ts="${BASH_REMATCH[1]}"
+  [[ ! "$ts" < "$before" && ! "$ts" > "$after" ]]
+  [ "${lines[1]}" = "+0900" ] # the script's own TZ is left as it was
+}
+
+@test "LIB_DIR and HYPERPOD_DIR are absolute, however common.sh is reached" {
+  local want="$SCRIPTS"
+  want="$(cd "$want" && pwd)"
+  for how in "$SCRIPTS/lib/common.sh" ./lib/common.sh lib/common.sh lib/../lib/common.sh "$SCRIPTS/./lib/common.sh" \
+    "$SCRIPTS//lib/common.sh"; do
+    run bash -c 'cd "$1" && source "$2" && echo "$LIB_DIR|$HYPERPOD_DIR"' _ "$SCRIPTS" "$how"
+    [ "$output" = "$want/lib|$want" ] || {
+      echo "sourced as $how: $output" >&2
+      return 1
+    }
+  done
+  run bash -c 'cd "$1/lib" && source ./common.sh && echo "$LIB_DIR|$HYPERPOD_DIR"' _ "$SCRIPTS"
+  [ "$output" = "$want/lib|$want" ]
 }

@@ -2,8 +2,18 @@
 # Helpers and path defaults shared by the lifecycle scripts. Sourced, never run.
 # Every system path is an environment variable so tests can point it at a temp dir.
 
-LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-HYPERPOD_DIR="$(dirname "$LIB_DIR")"
+# These scripts run at every node boot and every users-sync tick: what bash can do itself is not a process of its own
+# (here dirname, basename and date). LIB_DIR: this file's directory, absolute.
+LIB_DIR="${BASH_SOURCE[0]%/*}"
+[[ "$LIB_DIR" != "${BASH_SOURCE[0]}" ]] || LIB_DIR=. # sourced as `common.sh`, from its own directory
+# `cd && pwd` only for a relative path or one with . or .. in it (a subshell); an absolute one is what pwd would print.
+if [[ "$LIB_DIR" != /* || "$LIB_DIR/" == */./* || "$LIB_DIR/" == */../* || "$LIB_DIR" == *//* ]]; then
+  LIB_DIR="$(cd "$LIB_DIR" && pwd)"
+fi
+HYPERPOD_DIR="${LIB_DIR%/*}"
+# The running script's name in log lines: basename "$0" .sh, once.
+SCRIPT_NAME="${0##*/}"
+SCRIPT_NAME="${SCRIPT_NAME%.sh}"
 
 # Not provisioning_parameters.json: with the API-driven Slurm configuration HyperPod refuses a lifecycle prefix that
 # holds a file of that name, and writes its own under /opt/ml/config/. Ours stays beside the scripts.
@@ -25,7 +35,8 @@ export PLATFORM_DIR="${PLATFORM_DIR:-/opt/hyperpod-platform}"
 export SYSTEMD_DIR="${SYSTEMD_DIR:-/etc/systemd/system}"
 
 log() {
-  printf '%s [%s] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(basename "$0" .sh)" "$*"
+  # %(...)T is strftime(3) of the time now (-1); TZ=UTC0 for this printf only, as `date -u`.
+  TZ=UTC0 printf '%(%Y-%m-%dT%H:%M:%SZ)T [%s] %s\n' -1 "$SCRIPT_NAME" "$*"
 }
 
 die() {
@@ -157,7 +168,7 @@ contract_warn() {
   local fact=$1 record
   shift
   log "WARNING: [contract:$fact] $*"
-  record="$fact"$'\t'"$(basename "$0" .sh)"$'\t'"$*"
+  record="$fact"$'\t'"$SCRIPT_NAME"$'\t'"$*"
   mkdir -p "$STATE_DIR"
   grep -qxF -- "$record" "$STATE_DIR/contract_warnings" 2>/dev/null || printf '%s\n' "$record" >>"$STATE_DIR/contract_warnings"
 }
