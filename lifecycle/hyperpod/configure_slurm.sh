@@ -24,6 +24,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 node_type="${1:?usage: configure_slurm.sh controller|login|compute}"
+params container_runtime.enabled slurm.auto_resume
 plugstack="$SLURM_CONF_DIR/plugstack.conf"
 LOGROTATE_CONF="${LOGROTATE_CONF:-/etc/logrotate.d/hyperpod-slurm}"
 LOGROTATE_DIR="${LOGROTATE_DIR:-$(dirname "$LOGROTATE_CONF")}"

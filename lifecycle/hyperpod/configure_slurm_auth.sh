@@ -40,6 +40,7 @@ MAX_TOKEN_LIFESPAN="${MAX_TOKEN_LIFESPAN:-3600}"
 BEGIN_MARK="# BEGIN hyperpod-platform auth (configure_slurm_auth.sh manages this block; edits are overwritten)"
 END_MARK="# END hyperpod-platform auth"
 
+params slurm.auth slurm.jwt_key_secret_arn
 mode="$(param slurm.auth)"
 mode="${mode:-munge}"
 [[ "$mode" == jwt || "$mode" == munge ]] || die "slurm.auth must be jwt or munge, got '$mode'"

@@ -41,6 +41,8 @@ DIRECTORY_WAIT_ATTEMPTS="${DIRECTORY_WAIT_ATTEMPTS:-30}"
 SUDOERS_FILE="$SUDOERS_DIR/91-hyperpod-directory"
 CA_DEST="$SSSD_CONF_DIR/hyperpod-directory-ca.pem"
 
+params directory.search_base directory.start_tls directory.ca_certificate.file directory.ca_certificate.sha256 \
+  directory.bind_password_secret_arn directory.region fsx.mount_path
 if [[ -z "$(param directory.search_base)" ]]; then
   log "directory integration is off: nothing to change"
   exit 0

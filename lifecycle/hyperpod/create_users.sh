@@ -22,6 +22,7 @@ SKEL_DIR="${SKEL_DIR:-/etc/skel}"
 # Ubuntu's HOME_MODE (/etc/login.defs), what useradd --create-home gave homes on the HyperPod AMI.
 HOME_DIR_MODE=0750
 
+params fsx.mount_path fsx.checkpoint_dir directory.search_base shared_group.name shared_group.gid
 HOME_ROOT="$(home_root)"
 mkdir -p "$STATE_DIR"
 problem="$(ensure_root_dir "$HOME_ROOT" 0755)" ||

@@ -31,6 +31,7 @@ DROP_IN_NAME=50-hyperpod-platform.conf
 STORAGE_KEYS="ENROOT_RUNTIME_PATH|ENROOT_DATA_PATH|ENROOT_CACHE_PATH"
 MOVED_MARK="# hyperpod-platform: set in enroot.conf.d/$DROP_IN_NAME (a drop-in cannot override enroot.conf):"
 
+params container_runtime.enabled container_runtime.ubuntu_release container_runtime.docker_apt_version fsx.mount_path
 if [[ "$(param container_runtime.enabled)" != "true" ]]; then
   log "container runtime disabled: skipping"
   exit 0

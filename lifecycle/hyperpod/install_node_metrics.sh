@@ -33,6 +33,7 @@ SYS_INFINIBAND="${SYS_INFINIBAND:-/sys/class/infiniband}"
 AGENT_ADDRESS=127.0.0.1:9095
 GPU_ONLY_ARTIFACTS=" dcgm-exporter "
 
+params node_metrics.remote_write_url node_metrics.scrape_interval_seconds
 if [[ -z "$(param node_metrics.remote_write_url)" ]]; then
   log "node metrics disabled: skipping"
   exit 0

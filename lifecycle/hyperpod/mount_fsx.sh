@@ -85,6 +85,7 @@ nosuid_nodev() {
     die "$problem. Refusing to go on: a setuid file a Studio user planted on FSx would run as its owner here"
 }
 
+params fsx.mount_path fsx.mount fsx.dns_name fsx.mount_name fsx.checkpoint_dir
 path="$(param fsx.mount_path)"
 if [[ "$(param fsx.mount)" != "true" ]]; then
   if [[ -z "$path" ]]; then

@@ -19,6 +19,7 @@ start_log on_init_complete
 
 log "parameters: $PARAMS_FILE, resource config: $RESOURCE_CONFIG"
 params_py validate "$PARAMS_FILE"
+params orchestrator node_metrics.remote_write_url slurm.login_secret_arn slurm.auth slurm.client_bundle_s3_prefix
 if [[ "$(param orchestrator)" == eks ]]; then
   die "on_init_complete.sh is the Slurm entry point; EKS groups run on_create.sh (OnCreate)"
 fi

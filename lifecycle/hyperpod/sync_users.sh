@@ -29,6 +29,7 @@ if ! flock -n 8; then
   exit 0
 fi
 
+params fsx.mount_path users_sync.parameters_s3_uri
 fsx_safe=0
 fsx="$(param fsx.mount_path)"
 if [[ -n "$fsx" ]] && mountpoint -q "$fsx" && ! problem="$(ensure_nosuid_nodev "$fsx")"; then

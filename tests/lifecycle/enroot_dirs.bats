@@ -60,15 +60,15 @@ drop_in() { echo "$(dirname "$ENROOT_CONF")/enroot.conf.d/50-hyperpod-platform.c
 # container runtime on, and every directory down to the test's own reachable by the two users.
 setup_node() {
   [[ $EUID -eq 0 ]] || skip "needs root: the attacks run as other users"
-  set_param container_runtime.enabled true
-  set_param container_runtime.artifacts '[]'
-  set_param users "[{\"name\": \"$ATTACKER\", \"uid\": $(id -u "$ATTACKER"), \"gid\": $(id -g "$ATTACKER"), \"sudo\": false},
+  set_param container_runtime.enabled true \
+    container_runtime.artifacts '[]' \
+    users "[{\"name\": \"$ATTACKER\", \"uid\": $(id -u "$ATTACKER"), \"gid\": $(id -g "$ATTACKER"), \"sudo\": false},
     {\"name\": \"$VICTIM\", \"uid\": $(id -u "$VICTIM"), \"gid\": $(id -g "$VICTIM"), \"sudo\": false}]"
   echo "$T/fsx" >>"$FAKE_ROOT/mounts"
   local dir="$T"
   while [[ "$dir" != / && "$dir" != /tmp ]]; do
     chmod o+x "$dir"
-    dir="$(dirname "$dir")"
+    dir="${dir%/*}"
   done
 }
 

@@ -64,8 +64,8 @@ enable_pam_adopt() {
 }
 
 @test "configless compute and login nodes: no script creates slurm.conf or calls scontrol" {
-  set_param container_runtime.enabled true
-  set_param slurm.pam_slurm_adopt true
+  set_param container_runtime.enabled true \
+    slurm.pam_slurm_adopt true
   mkdir -p "$(dirname "$PAM_SSHD")" "$(dirname "$PAM_SLURM_ADOPT_CANDIDATES")"
   printf 'account include common-account\n' >"$PAM_SSHD"
   touch "$PAM_SLURM_ADOPT_CANDIDATES"

@@ -99,18 +99,22 @@ ami_node() {
     --map "/etc/os-release=$OS_RELEASE" "$@"
 }
 
-# set_param KEY.PATH JSON_VALUE : edits the test's copy of the parameters file
+# set_param KEY.PATH JSON_VALUE [KEY.PATH JSON_VALUE]... : edits the test's copy of the parameters file (one Python
+# start for all the pairs)
 set_param() {
-  python3 - "$PARAMS_FILE" "$1" "$2" <<'EOF'
+  python3 - "$PARAMS_FILE" "$@" <<'EOF'
 import json, sys
-path, dotted, value = sys.argv[1:]
+path, pairs = sys.argv[1], sys.argv[2:]
+if not pairs or len(pairs) % 2:
+    sys.exit("set_param: KEY.PATH JSON_VALUE pairs expected")
 with open(path) as f:
     params = json.load(f)
-*parents, last = dotted.split(".")
-node = params
-for key in parents:
-    node = node[key]
-node[last] = json.loads(value)
+for dotted, value in zip(pairs[::2], pairs[1::2]):
+    *parents, last = dotted.split(".")
+    node = params
+    for key in parents:
+        node = node[key]
+    node[last] = json.loads(value)
 with open(path, "w") as f:
     json.dump(params, f, indent=2)
 EOF
@@ -139,12 +143,13 @@ mutating_calls() {
 add_section_artifact() {
   local section=$1 prefix=$2 name=$3 file=$4 content=$5 sha=${6:-}
   printf '%s' "$content" >"$STUB_S3_DIR/$file"
-  [[ -n "$sha" ]] || sha="$(sha256sum "$STUB_S3_DIR/$file" | cut -d' ' -f1)"
-  python3 - "$PARAMS_FILE" "$section" "$name" "s3://mirror-bucket/$prefix/$file" "$sha" <<'EOF'
-import json, sys
-path, section, name, uri, sha = sys.argv[1:]
+  python3 - "$PARAMS_FILE" "$section" "$name" "s3://mirror-bucket/$prefix/$file" "$STUB_S3_DIR/$file" "$sha" <<'EOF'
+import hashlib, json, sys
+path, section, name, uri, local, sha = sys.argv[1:]
 with open(path) as f:
     params = json.load(f)
+with open(local, "rb") as f:
+    sha = sha or hashlib.sha256(f.read()).hexdigest()
 params[section]["artifacts"].append({"name": name, "s3_uri": uri, "sha256": sha})
 with open(path, "w") as f:
     json.dump(params, f, indent=2)

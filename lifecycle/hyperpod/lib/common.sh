@@ -44,9 +44,30 @@ die() {
   exit 1
 }
 
-# param KEY.PATH -> scalar from the parameters file ("" for null/missing, true/false for booleans)
+# param KEY.PATH -> scalar from the parameters file ("" for null/missing, true/false for booleans). A key `params`
+# read beforehand from the same file is answered from memory.
 param() {
+  if [[ "$PARAMS_READ_FROM" == "$PARAMS_FILE" && -v "PARAMS_READ[$1]" ]]; then
+    printf '%s\n' "${PARAMS_READ[$1]}"
+    return 0
+  fi
   python3 "$LIB_DIR/params.py" get "$PARAMS_FILE" "$1"
+}
+
+# params KEY.PATH... : reads the keys a script needs from the parameters file in one Python start (a start costs more
+# than the script's own work), for the `param` calls that follow; fails as `param` fails. Values with a line break
+# cannot be read this way (params.py refuses them): read such a key with `param` alone.
+declare -gA PARAMS_READ=()
+PARAMS_READ_FROM=""
+params() {
+  local out key i=0 values=()
+  out="$(python3 "$LIB_DIR/params.py" get "$PARAMS_FILE" "$@")" || return
+  mapfile -t values <<<"$out"
+  PARAMS_READ=()
+  for key; do
+    PARAMS_READ[$key]="${values[i++]-}"
+  done
+  PARAMS_READ_FROM="$PARAMS_FILE"
 }
 
 params_py() {

@@ -66,3 +66,42 @@ run_helper() {
   run bash -c 'cd "$1/lib" && source ./common.sh && echo "$LIB_DIR|$HYPERPOD_DIR"' _ "$SCRIPTS"
   [ "$output" = "$want/lib|$want" ]
 }
+
+@test "params.py get: several keys, one value a line, in the order asked; a value with a line break is refused" {
+  set_param slurm.auth '"jwt"' note '"two\nlines"'
+  run python3 "$SCRIPTS/lib/params.py" get "$PARAMS_FILE" slurm.auth nope.missing fsx.mount true.null cluster_name
+  [ "$status" -eq 0 ]
+  [ "$output" = $'jwt\n\ntrue\n\nml-cluster' ]
+  run python3 "$SCRIPTS/lib/params.py" get "$PARAMS_FILE" note
+  [ "$status" -eq 0 ]
+  [ "$output" = $'two\nlines' ] # alone, as before
+  run python3 "$SCRIPTS/lib/params.py" get "$PARAMS_FILE" slurm.auth note
+  [ "$status" -eq 2 ]
+  [ "$output" = "error: note: the value has a line break; read it on its own" ]
+  run python3 "$SCRIPTS/lib/params.py" get "$PARAMS_FILE" slurm.auth fsx
+  [ "$status" -eq 2 ]
+  [ "$output" = "error: value is not a scalar" ]
+}
+
+@test "params reads the keys once; param answers them from memory, others and another file from the file" {
+  set_param slurm.auth '"jwt"' cluster_name '"first"'
+  run bash -c 'source "$1/lib/common.sh"
+    params slurm.auth nope.missing fsx.mount
+    python3() { echo "python3 started" >&2; command python3 "$@"; }
+    echo "auth=$(param slurm.auth) missing=$(param nope.missing) mount=$(param fsx.mount)"
+    echo "unread=$(param cluster_name)"
+    cp "$PARAMS_FILE" "$PARAMS_FILE.other"
+    PARAMS_FILE="$PARAMS_FILE.other" param slurm.auth' _ "$SCRIPTS"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "auth=jwt missing= mount=true" ]
+  [ "${lines[1]}" = "python3 started" ]
+  [ "${lines[2]}" = "unread=first" ]
+  [ "${lines[3]}" = "python3 started" ]
+  [ "${lines[4]}" = "jwt" ]
+  [ "${#lines[@]}" -eq 5 ]
+  # A file params.py refuses fails the script where it reads it, with params.py's one line.
+  echo '{' >"$PARAMS_FILE"
+  run bash -c 'set -e; source "$1/lib/common.sh"; params slurm.auth; echo not reached' _ "$SCRIPTS"
+  [ "$status" -eq 2 ]
+  [[ "$output" == "error: $PARAMS_FILE is not valid JSON"* ]]
+}
