@@ -28,8 +28,11 @@
 # Usage: configure_slurm_auth.sh   (reads PARAMS_FILE; idempotent; never prints the key)
 set -euo pipefail
 
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 
 SLURM_CONF="${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}"
 INCLUDED_CONF="${INCLUDED_CONF:-$SLURM_CONF_DIR/accounting.conf}"
@@ -106,11 +109,12 @@ render_block() {
 }
 
 ensure_key() {
-  local slurm_user dir tmp
+  local slurm_user dir tmp PARENT
   slurm_user="$(slurm_setting SlurmUser)"
   slurm_user="${slurm_user:-root}" # Slurm's default SlurmUser
   id -u "$slurm_user" >/dev/null 2>&1 || die "SlurmUser '$slurm_user' from $SLURM_CONF does not exist"
-  dir="$(dirname "$JWT_KEY_FILE")"
+  parent_dir "$JWT_KEY_FILE"
+  dir="$PARENT"
   [[ -d "$dir" ]] || install -d -m 0755 "$dir"
   # Only Slurm's own directory: root writes the key there (with several controllers, a shared one).
   [[ ! -L "$dir" && "$(stat -c %U "$dir")" =~ ^(root|$slurm_user)$ ]] ||

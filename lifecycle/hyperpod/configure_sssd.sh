@@ -26,7 +26,9 @@
 # Idempotent: a second run changes no file and restarts nothing.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$HERE/lib/common.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/artifacts.sh
@@ -81,8 +83,9 @@ fi
 changed=()
 # put FILE MODE < content : replaces FILE only when the content differs; records it as changed.
 put() {
-  local file=$1 mode=$2 tmp
-  tmp="$(mktemp "$(dirname "$file")/.hyperpod.XXXXXX")"
+  local file=$1 mode=$2 tmp PARENT
+  parent_dir "$file"
+  tmp="$(mktemp "$PARENT/.hyperpod.XXXXXX")"
   cat >"$tmp"
   if [[ -f "$file" ]] && cmp -s "$tmp" "$file"; then
     rm -f "$tmp"

@@ -16,7 +16,9 @@
 # which SigV4 signs with) to uid 0 only; it listens on loopback and is confined with systemd's sandboxing options.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$HERE/lib/common.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/artifacts.sh
@@ -58,14 +60,15 @@ fi
 changed_units=()
 # put_file MODE DEST [UNIT] < content : writes DEST only when its content differs; records UNIT as changed.
 put_file() {
-  local mode=$1 dest=$2 unit=${3:-} tmp
+  local mode=$1 dest=$2 unit=${3:-} tmp PARENT
   tmp="$(mktemp)"
   cat >"$tmp"
-  if cmp -s "$tmp" "$dest"; then
+  if same_file "$tmp" "$dest"; then
     rm -f "$tmp"
     return 0
   fi
-  mkdir -p "$(dirname "$dest")"
+  parent_dir "$dest"
+  [[ -d "$PARENT" ]] || mkdir -p "$PARENT"
   install -m "$mode" "$tmp" "$dest"
   rm -f "$tmp"
   log "wrote $dest"

@@ -11,10 +11,13 @@
 # brings HyperPod's mount back as HyperPod makes it. A security control: if the mount cannot get them, the node fails.
 set -euo pipefail
 
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/user_paths.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/user_paths.sh"
+source "$HERE/lib/user_paths.sh"
 
 # New ENIs can take a minute to route to the file system, so a first failure is not final.
 MOUNT_ATTEMPTS="${MOUNT_ATTEMPTS:-6}"

@@ -12,7 +12,9 @@
 # `scontrol reconfigure`, which pushes the file to the configless slurmd daemons.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$HERE/lib/common.sh"
 start_log on_init_complete

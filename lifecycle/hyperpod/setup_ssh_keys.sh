@@ -12,10 +12,13 @@
 # broke it, or it blocks) gets a warning and is skipped; the others and the node carry on.
 set -euo pipefail
 
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/user_paths.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/user_paths.sh"
+source "$HERE/lib/user_paths.sh"
 
 SSH_CLIENT_CONF="${SSH_CLIENT_CONF:-/etc/ssh/ssh_config.d/60-hyperpod-cluster.conf}"
 
@@ -35,8 +38,9 @@ Host ip-*-*-*-*
     UserKnownHostsFile ~/.ssh/known_hosts_cluster
     IdentityFile ~/.ssh/id_ed25519_cluster
 CONF
-mkdir -p "$(dirname "$SSH_CLIENT_CONF")"
-if ! cmp -s "$client_conf" "$SSH_CLIENT_CONF"; then
+parent_dir "$SSH_CLIENT_CONF"
+mkdir -p "$PARENT"
+if ! same_file "$client_conf" "$SSH_CLIENT_CONF"; then
   install -m 0644 "$client_conf" "$SSH_CLIENT_CONF"
   log "wrote $SSH_CLIENT_CONF"
 fi

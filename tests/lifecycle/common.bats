@@ -105,3 +105,16 @@ run_helper() {
   [ "$status" -eq 2 ]
   [[ "$output" == "error: $PARAMS_FILE is not valid JSON"* ]]
 }
+
+@test "same_file: a copy with the same bytes; a missing copy or one that differs is not" {
+  source "$SCRIPTS/lib/common.sh"
+  printf 'a\nb\n' >"$T/one"
+  printf 'a\nb\n' >"$T/same"
+  printf 'a\nb' >"$T/other"
+  same_file "$T/one" "$T/same"
+  ln -s "$T/missing" "$T/dangling"
+  for copy in other missing dangling; do
+    run same_file "$T/one" "$T/$copy"
+    [ "$status" -ne 0 ]
+  done
+}

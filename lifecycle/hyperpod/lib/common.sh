@@ -34,6 +34,25 @@ export STATE_DIR="${STATE_DIR:-/var/lib/hyperpod-platform}"
 export PLATFORM_DIR="${PLATFORM_DIR:-/opt/hyperpod-platform}"
 export SYSTEMD_DIR="${SYSTEMD_DIR:-/etc/systemd/system}"
 
+# parent_dir PATH : sets PARENT to what `dirname PATH` prints, without a process (root_dir_problem takes one step per
+# path component; the helpers below make a file's directory before writing it).
+parent_dir() {
+  PARENT="$1"
+  while [[ "$PARENT" == */ && "$PARENT" != / ]]; do PARENT="${PARENT%/}"; done # trailing slashes are not a step
+  if [[ "$PARENT" != */* ]]; then
+    PARENT=.
+    return 0
+  fi
+  PARENT="${PARENT%/*}"
+  while [[ "$PARENT" == */ ]]; do PARENT="${PARENT%/}"; done # nor are the slashes between the two last names
+  [[ -n "$PARENT" ]] || PARENT=/
+}
+
+# same_file FILE COPY : COPY exists and holds FILE's bytes (cmp -s; no cmp started when there is no COPY yet).
+same_file() {
+  [[ -e "$2" ]] && cmp -s "$1" "$2"
+}
+
 log() {
   # %(...)T is strftime(3) of the time now (-1); TZ=UTC0 for this printf only, as `date -u`.
   TZ=UTC0 printf '%(%Y-%m-%dT%H:%M:%SZ)T [%s] %s\n' -1 "$SCRIPT_NAME" "$*"
@@ -77,7 +96,7 @@ params_py() {
 # set_block FILE [LINE...] : FILE with the calling script's block (between its BEGIN_MARK and END_MARK lines) holding
 # LINEs, none: block removed; the file keeps its mode (644 when new). Returns 1 if the file did not change.
 set_block() {
-  local file=$1 new
+  local file=$1 new PARENT
   shift
   new="$(mktemp)"
   python3 "$LIB_DIR/marked_block.py" "$file" "$BEGIN_MARK" "$END_MARK" "" "$@" >"$new"
@@ -85,7 +104,8 @@ set_block() {
     rm -f "$new"
     return 1
   fi
-  mkdir -p "$(dirname "$file")"
+  parent_dir "$file"
+  mkdir -p "$PARENT"
   chmod "$([[ -f "$file" ]] && stat -c %a "$file" || echo 644)" "$new"
   mv -f "$new" "$file"
 }

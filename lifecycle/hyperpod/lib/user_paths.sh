@@ -21,26 +21,12 @@ as_user() {
     setpriv --reuid="$uid" --regid="$gid" --init-groups --no-new-privs -- "$@"
 }
 
-# parent_dir PATH : sets PARENT to what `dirname PATH` prints, without a process (the walk below takes one step per
-# path component, and runs at every boot and users-sync tick).
-parent_dir() {
-  PARENT="$1"
-  while [[ "$PARENT" == */ && "$PARENT" != / ]]; do PARENT="${PARENT%/}"; done # trailing slashes are not a step
-  if [[ "$PARENT" != */* ]]; then
-    PARENT=.
-    return 0
-  fi
-  PARENT="${PARENT%/*}"
-  while [[ "$PARENT" == */ ]]; do PARENT="${PARENT%/}"; done # nor are the slashes between the two last names
-  [[ -n "$PARENT" ]] || PARENT=/
-}
-
 # root_dir_problem PATH [sticky] : prints why PATH is not a directory only root can change (nothing when it is):
 # PATH and each directory above it must be a real directory (no link) owned by root; PATH may not be writable by
 # group or others, a directory above it only if it is sticky (as /tmp: nobody can rename or remove root's entry in
 # it). With `sticky`, PATH itself is held to the rule for the directories above (it is only passed through).
 root_dir_problem() {
-  local path=$1 sticky=${2:-} dirs=() owners=() i dir owner mode last
+  local path=$1 sticky=${2:-} dirs=() owners=() i dir owner mode last PARENT
   if [[ "$path" != /* ]]; then
     echo "$path is not an absolute path"
     return 0
