@@ -141,20 +141,41 @@ mutating_calls() {
 # add_section_artifact SECTION PREFIX NAME FILE CONTENT [SHA] : puts a fake .deb in the fake S3 under PREFIX and
 # lists it in the params' SECTION.artifacts (its sha256 unless SHA is given)
 add_section_artifact() {
-  local section=$1 prefix=$2 name=$3 file=$4 content=$5 sha=${6:-}
-  printf '%s' "$content" >"$STUB_S3_DIR/$file"
-  python3 - "$PARAMS_FILE" "$section" "$name" "s3://mirror-bucket/$prefix/$file" "$STUB_S3_DIR/$file" "$sha" <<'EOF'
+  local section=$1 prefix=$2
+  printf '%s' "$5" >"$STUB_S3_DIR/$4"
+  list_artifacts "$section" "$prefix" "$3" "$4" "${6:-}"
+}
+
+# add_section_artifacts SECTION PREFIX NAME FILE CONTENT [NAME FILE CONTENT]... : add_section_artifact for several,
+# each with its own sha256, in one Python start
+add_section_artifacts() {
+  local section=$1 prefix=$2 entries=()
+  shift 2
+  while (($#)); do
+    printf '%s' "$3" >"$STUB_S3_DIR/$2"
+    entries+=("$1" "$2" "")
+    shift 3
+  done
+  list_artifacts "$section" "$prefix" "${entries[@]}"
+}
+
+# list_artifacts SECTION PREFIX NAME FILE SHA [NAME FILE SHA]... : each FILE of the fake S3 in SECTION.artifacts, under
+# s3://mirror-bucket/PREFIX/ (SHA "" for the file's own sha256)
+list_artifacts() {
+  python3 - "$PARAMS_FILE" "$STUB_S3_DIR" "$@" <<'EOF'
 import hashlib, json, sys
-path, section, name, uri, local, sha = sys.argv[1:]
+path, s3_dir, section, prefix, *entries = sys.argv[1:]
 with open(path) as f:
     params = json.load(f)
-with open(local, "rb") as f:
-    sha = sha or hashlib.sha256(f.read()).hexdigest()
-params[section]["artifacts"].append({"name": name, "s3_uri": uri, "sha256": sha})
+for name, file, sha in zip(entries[::3], entries[1::3], entries[2::3]):
+    with open(f"{s3_dir}/{file}", "rb") as f:
+        sha = sha or hashlib.sha256(f.read()).hexdigest()
+    params[section]["artifacts"].append({"name": name, "s3_uri": f"s3://mirror-bucket/{prefix}/{file}", "sha256": sha})
 with open(path, "w") as f:
     json.dump(params, f, indent=2)
 EOF
 }
 
-# add_artifact NAME FILE CONTENT [SHA] : a container runtime artifact
+# add_artifact NAME FILE CONTENT [SHA] : a container runtime artifact; add_artifacts NAME FILE CONTENT...: several
 add_artifact() { add_section_artifact container_runtime artifacts "$@"; }
+add_artifacts() { add_section_artifacts container_runtime artifacts "$@"; }
