@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2030,SC2031 # make_template lays its node out in a subshell with a T of its own, on purpose
 # Shared setup: every system command is a stub on PATH and every system path is in a temp dir,
 # so the scripts can run as root in CI without touching the machine.
 
@@ -10,39 +11,78 @@ FIXTURES="$BATS_TEST_DIRNAME/fixtures"
 STUBBED=(hostname mount umount mountpoint findmnt getent groupadd useradd usermod userdel systemctl scontrol
   apt-get apt-mark dpkg-query aws visudo srun ssh-keygen lctl nproc iptables ip6tables sinfo setpriv)
 
-# The directory every test of this file starts from, $BATS_FILE_TMPDIR/template: the stub links, the fake root's files,
-# the empty directories, and the parameters with @T@ where the test's own directory goes. setup() copies it in one cp
-# instead of making each piece with a command of its own (this setup runs for every test). Made once per file by the
-# first test to get here; tests of a file run in parallel (bats --jobs), so each makes its own copy and renames it into
-# place, and a rename onto one another test made first fails and is thrown away.
+# The directory every test of this file starts from, made once per file in $BATS_FILE_TMPDIR/template: the stub links,
+# the fake root's files, the empty directories, the parameters, and the node ami_node lays out for a controller. setup()
+# copies it in one cp, instead of making each piece with a command of its own and starting ami_model.py, the costliest
+# part, for every test. The template is made in a directory of its own name (recorded in `origin`); the files that
+# name it (`fix-files`) and the links into it (`fix-links`) get the test's directory instead after the copy.
+# Tests of a file run in parallel (bats --jobs): the first tests to get here each make one and rename it into place;
+# a rename onto one another test made first fails, and that copy is thrown away.
 make_template() {
   local tmpl="$BATS_FILE_TMPDIR/template" new="$BATS_FILE_TMPDIR/template.$BASHPID" cmd
   [[ -d "$tmpl" ]] && return 0
   # Work the scripts do as a user (setpriv, lib/user_paths.sh) really runs under that uid: it must reach the test's
   # directory (bats makes its run directory 0700) and record its stub calls.
   chmod 0711 "$BATS_RUN_TMPDIR"
-  mkdir -p "$new/bin" "$new/fake/dpkg" "$new/s3" "$new/skel" "$new/tmp" "$new/slurm/etc"
+  mkdir -p "$new/t/bin" "$new/t/fake/dpkg" "$new/t/s3" "$new/t/skel" "$new/t/tmp" "$new/t/slurm/etc"
   for cmd in "${STUBBED[@]}"; do
-    ln -s "$BATS_TEST_DIRNAME/stubs/stub" "$new/bin/$cmd"
+    ln -s "$BATS_TEST_DIRNAME/stubs/stub" "$new/t/bin/$cmd"
   done
-  : >"$new/calls.log"
-  chmod 0666 "$new/calls.log"
-  : >"$new/fake/mounts"
-  printf 'root:x:0:0:root:/root:/bin/bash\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\n' >"$new/fake/passwd"
-  printf 'root:x:0:\nubuntu:x:1000:\n' >"$new/fake/group"
-  printf 'MemTotal:        7836724 kB\nMemFree:         1000000 kB\n' >"$new/meminfo"
-  echo "# skeleton profile" >"$new/skel/.profile"
-  # The fixture parameters with fsx.mount_path in the test's directory: set_param's edit, done once for the file.
-  cp "$FIXTURES/platform_parameters.json" "$new/platform_parameters.json"
-  PARAMS_FILE="$new/platform_parameters.json" set_param fsx.mount_path '"@T@/fsx"'
+  : >"$new/t/calls.log"
+  chmod 0666 "$new/t/calls.log"
+  : >"$new/t/fake/mounts"
+  printf 'root:x:0:0:root:/root:/bin/bash\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\n' >"$new/t/fake/passwd"
+  printf 'root:x:0:\nubuntu:x:1000:\n' >"$new/t/fake/group"
+  printf 'MemTotal:        7836724 kB\nMemFree:         1000000 kB\n' >"$new/t/meminfo"
+  echo "# skeleton profile" >"$new/t/skel/.profile"
+  (
+    T="$new/t"
+    node_env
+    # The node as lifecycle/node_contract.json says HyperPod leaves a controller before OnInitComplete
+    # (tests/lifecycle/ami_model.py): its slurm.conf, plugstack.conf, resource_config.json, enroot, pyxis, Docker,
+    # Slurm's log rotation, the NVMe and EBS mounts. FSx is left out: these parameters (fsx.mount: true) have the
+    # lifecycle script mount it, which is what they are for when HyperPod does not.
+    ami_node controller --absent fsx-mounted
+    cp "$FIXTURES/platform_parameters.json" "$PARAMS_FILE"
+    set_param fsx.mount_path "\"$T/fsx\""
+  )
+  echo "$new/t" >"$new/origin"
+  grep -rlF -- "$new/t" "$new/t" | sed "s|^$new/t/||" >"$new/fix-files"
+  find "$new/t" -type l -lname "$new/t/*" -printf '%P\t%l\n' | sed "s|\t$new/t/|\t|" >"$new/fix-links"
   mv -T "$new" "$tmpl" 2>/dev/null || rm -rf "$new"
 }
 
-setup() {
-  T="$BATS_TEST_TMPDIR"
+# node_env : the paths of the test's node in the environment, every one in $T
+node_env() {
   export FAKE_ROOT="$T/fake" STUB_LOG="$T/calls.log" STUB_S3_DIR="$T/s3"
+  export PARAMS_FILE="$T/platform_parameters.json"
+  export RESOURCE_CONFIG="$T/resource_config.json"
+  export LOG_DIR="$T/log" FSTAB="$T/fstab" SUDOERS_DIR="$T/sudoers.d"
+  export SLURM_CONF_DIR="$T/slurm/etc" DEFAULT_HOME_ROOT="$T/home" SLURMD_CONF_CACHE="$T/conf-cache"
+  export PYXIS_CONF="$T/pyxis/pyxis.conf" TMPDIR="$T/tmp"
+  export SSH_CLIENT_CONF="$T/ssh_config.d/60-hyperpod-cluster.conf" LOGROTATE_CONF="$T/logrotate.d/hyperpod-slurm"
+  export STATE_DIR="$T/state" PLATFORM_DIR="$T/platform" SYSTEMD_DIR="$T/systemd"
+  export MEMINFO="$T/meminfo" PAM_SSHD="$T/pam.d/sshd" ACCESS_FILE="$T/security/hyperpod-slurm-admins.conf"
+  export SSHD_CONFIG="$T/ssh/sshd_config" PAM_SLURM_ADOPT_CANDIDATES="$T/security/pam_slurm_adopt.so"
+  export SKEL_DIR="$T/skel"
+  export ENROOT_CONF="$T/enroot/enroot.conf" NVME_PATHS="$T/nvme $T/opt-sagemaker" OS_RELEASE="$T/os-release"
+  export LOGROTATE_DIR="$T/logrotate.d"
+}
+
+setup() {
+  local tmpl="$BATS_FILE_TMPDIR/template" origin files=() rel target
+  T="$BATS_TEST_TMPDIR"
   make_template
-  cp -a "$BATS_FILE_TMPDIR/template/." "$T/"
+  cp -a "$tmpl/t/." "$T/"
+  # The template's own directory, where it is named, becomes the test's (bats' paths: no character sed would take
+  # for syntax).
+  origin="$(<"$tmpl/origin")"
+  mapfile -t files <"$tmpl/fix-files"
+  ((${#files[@]} == 0)) || sed -i "s|${origin//./\\.}|$T|g" "${files[@]/#/$T/}"
+  while IFS=$'\t' read -r rel target; do
+    ln -sfn "$T/$target" "$T/$rel"
+  done <"$tmpl/fix-links"
+  node_env
   export PATH="$T/bin:$PATH"
   # Refuse to run if any stub would fall through to the real command. `hash` looks each name up on PATH as running it
   # would, and leaves what it found in BASH_CMDS: no subshell per command. Forgotten again after, so a test that removes
@@ -56,33 +96,11 @@ setup() {
     }
   done
   hash -r
-
-  export PARAMS_FILE="$T/platform_parameters.json"
-  export RESOURCE_CONFIG="$T/resource_config.json"
-  export LOG_DIR="$T/log" FSTAB="$T/fstab" SUDOERS_DIR="$T/sudoers.d"
-  export SLURM_CONF_DIR="$T/slurm/etc" DEFAULT_HOME_ROOT="$T/home" SLURMD_CONF_CACHE="$T/conf-cache"
-  export PYXIS_CONF="$T/pyxis/pyxis.conf" TMPDIR="$T/tmp"
-  export SSH_CLIENT_CONF="$T/ssh_config.d/60-hyperpod-cluster.conf" LOGROTATE_CONF="$T/logrotate.d/hyperpod-slurm"
-  export STATE_DIR="$T/state" PLATFORM_DIR="$T/platform" SYSTEMD_DIR="$T/systemd"
-  export MEMINFO="$T/meminfo" PAM_SSHD="$T/pam.d/sshd" ACCESS_FILE="$T/security/hyperpod-slurm-admins.conf"
-  export SSHD_CONFIG="$T/ssh/sshd_config" PAM_SLURM_ADOPT_CANDIDATES="$T/security/pam_slurm_adopt.so"
-  export SKEL_DIR="$T/skel"
-  export ENROOT_CONF="$T/enroot/enroot.conf" NVME_PATHS="$T/nvme $T/opt-sagemaker" OS_RELEASE="$T/os-release"
-  export LOGROTATE_DIR="$T/logrotate.d"
   export RETRY_DELAY=0 STUB_IPS="10.1.0.12 172.17.0.1" STUB_ACTIVE_UNITS="slurmctld"
   # slurmctld's `scontrol show config` (stubs/stub): the cluster's name only, so no accounting database to talk to.
   export STUB_SCONTROL_CONFIG="ClusterName = ml-cluster"
   # block_imds.sh's connection test as nobody needs a metadata service: tests/e2e/test_imds_block.py has a real one.
   export IMDS_PROBE=0
-  # The node as lifecycle/node_contract.json says HyperPod leaves a controller before OnInitComplete
-  # (tests/lifecycle/ami_model.py): its slurm.conf, plugstack.conf, resource_config.json, enroot, pyxis, Docker,
-  # Slurm's log rotation, the NVMe and EBS mounts. FSx is left out: these parameters (fsx.mount: true) have the
-  # lifecycle script mount it, which is what they are for when HyperPod does not.
-  ami_node controller --absent fsx-mounted
-  # The template's parameters with the test's directory in (a path of bats' own, no character JSON would escape).
-  local params
-  params="$(<"$PARAMS_FILE")"
-  printf '%s' "${params//@T@/$T}" >"$PARAMS_FILE"
 }
 
 # ami_node TYPE [--absent FACT]... : lays this test's node out again, as HyperPod leaves a TYPE node according to
@@ -90,7 +108,7 @@ setup() {
 ami_node() {
   local type=$1
   shift
-  # --clean first removes what an earlier ami_node laid out (nothing in setup: no manifest yet), in the same start.
+  # --clean first removes what was laid out before (setup's controller, or an earlier ami_node), in the same start.
   python3 "$BATS_TEST_DIRNAME/ami_model.py" --clean --node-type "$type" --root "$T/node" --fake-root "$FAKE_ROOT" \
     --manifest "$T/ami.manifest" --map "/opt/slurm/etc=$SLURM_CONF_DIR" --map "/opt/ml/config/resource_config.json=$RESOURCE_CONFIG" \
     --map "/etc/enroot/enroot.conf=$ENROOT_CONF" --map "/etc/logrotate.d=$LOGROTATE_DIR" \
