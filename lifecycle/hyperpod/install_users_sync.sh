@@ -34,8 +34,11 @@ for f in sync_users.sh create_users.sh setup_ssh_keys.sh configure_controller_ss
 done
 put "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json" 0644
 mkdir -p "$STATE_DIR"
-digest="$(sha256sum "$PARAMS_FILE" | cut -d' ' -f1)"
-if [[ "$digest" != "$(cat "$STATE_DIR/applied_parameters.sha256" 2>/dev/null || true)" ]]; then
+digest="$(sha256sum "$PARAMS_FILE")"
+digest="${digest%% *}"
+applied=""
+[[ ! -f "$STATE_DIR/applied_parameters.sha256" ]] || applied="$(<"$STATE_DIR/applied_parameters.sha256")"
+if [[ "$digest" != "$applied" ]]; then
   echo "$digest" >"$STATE_DIR/applied_parameters.sha256"
 fi
 

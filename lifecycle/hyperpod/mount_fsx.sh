@@ -33,9 +33,14 @@ MEMINFO="${MEMINFO:-/proc/meminfo}"
 # the Lustre modules reload (a reboot), so they are not applied here. lctl settings do not survive a reboot; a
 # replaced or rebooted node runs this script again.
 tune_lustre() {
-  local cpus mem_kib
+  local cpus mem_kib="" key value
   cpus="$(nproc)"
-  mem_kib="$(awk '$1 == "MemTotal:" { print $2 }' "$MEMINFO")"
+  while read -r key value _; do # MemTotal's kB, read by bash (no awk to start)
+    if [[ "$key" == MemTotal: ]]; then
+      mem_kib=$value
+      break
+    fi
+  done <"$MEMINFO"
   local settings=()
   if ((mem_kib > 64 * 1024 * 1024)); then
     settings+=("ldlm.namespaces.*.lru_max_age=600000" "ldlm.namespaces.*.lru_size=$((100 * cpus))")

@@ -54,7 +54,7 @@ flock -w 600 9 || die "another setup_ssh_keys.sh run on this node holds $LOCK_DI
 # user_keys NAME : runs as the user, in their home. Never call it as root.
 user_keys() {
   set -euo pipefail
-  local name=$1 key=.ssh/id_ed25519_cluster new pub
+  local name=$1 key=.ssh/id_ed25519_cluster new pub material
   umask 077
   cd "$HOME"
   [[ -d .ssh ]] || mkdir -m 0700 .ssh
@@ -72,7 +72,8 @@ user_keys() {
   # The public key from the private one: a node that lost the race may get here before the winner's .pub.
   pub="$(ssh-keygen -y -f "$key")"
   [[ "$pub" == ssh-ed25519\ * ]] || { echo "$HOME/$key does not hold an ed25519 key" >&2; return 1; }
-  pub="$(cut -d' ' -f1,2 <<<"$pub")"
+  read -r pub material _ <<<"$pub" # the key's type and material, without its comment
+  pub="$pub $material"
   touch .ssh/authorized_keys
   grep -qF "$pub" .ssh/authorized_keys || echo "$pub $name@hyperpod-cluster" >>.ssh/authorized_keys
   chmod 0600 "$key" .ssh/authorized_keys

@@ -51,8 +51,12 @@ new="$work/platform_parameters.json"
 if ! aws s3 cp --only-show-errors "$uri" "$new"; then
   die "could not download $uri; users stay as they are, next try at the next timer run"
 fi
-digest="$(sha256sum "$new" | cut -d' ' -f1)"
-if [[ "$digest" == "$(cat "$APPLIED" 2>/dev/null || true)" ]]; then
+# Every timer tick gets here: the digest's first field and the applied one are read by bash, not cut and cat.
+digest="$(sha256sum "$new")"
+digest="${digest%% *}"
+applied=""
+[[ ! -f "$APPLIED" ]] || applied="$(<"$APPLIED")"
+if [[ "$digest" == "$applied" ]]; then
   exit "$fsx_safe"
 fi
 
