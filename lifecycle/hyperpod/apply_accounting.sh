@@ -33,7 +33,7 @@ enabled="$(param accounting.enabled)"
 [[ "$enabled" == true ]] || enabled=false
 
 accounting_py() {
-  python3 "$LIB_DIR/accounting.py" "$@"
+  lib_py accounting.py "$@"
 }
 
 work="$(mktemp -d)"

@@ -104,7 +104,7 @@ render_block() {
   if [[ "$2" == jwt ]]; then
     lines=(AuthAltTypes=auth/jwt "AuthAltParameters=$(auth_parameters)" "${lines[@]}")
   fi
-  python3 "$LIB_DIR/marked_block.py" "$1" "$BEGIN_MARK" "$END_MARK" AuthAltTypes,AuthAltParameters,DisableRootJobs \
+  lib_py marked_block.py "$1" "$BEGIN_MARK" "$END_MARK" AuthAltTypes,AuthAltParameters,DisableRootJobs \
     "${lines[@]}"
 }
 

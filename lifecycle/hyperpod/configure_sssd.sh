@@ -112,7 +112,7 @@ umask 077
 render_conf() {
   aws secretsmanager get-secret-value --secret-id "$(param directory.bind_password_secret_arn)" \
     --region "$(param directory.region)" --query SecretString --output text |
-    python3 "$LIB_DIR/sssd.py" conf "$PARAMS_FILE" "$(home_root)" "$CA_DEST" >"$1"
+    lib_py sssd.py conf "$PARAMS_FILE" "$(home_root)" "$CA_DEST" >"$1"
 }
 conf_tmp="$(mktemp "$SSSD_CONF_DIR/.sssd.conf.XXXXXX")"
 if ! retry_backoff 5 render_conf "$conf_tmp"; then
@@ -124,7 +124,7 @@ rm -f "$conf_tmp"
 umask 022
 
 # --- NSS, PAM, sudo
-python3 "$LIB_DIR/sssd.py" nsswitch "$NSSWITCH" | put "$NSSWITCH" 0644
+lib_py sssd.py nsswitch "$NSSWITCH" | put "$NSSWITCH" 0644
 command -v pam-auth-update >/dev/null || die "pam-auth-update is not on this node (Debian/Ubuntu's libpam-runtime)"
 PAM_DIR="${PAM_DIR:-/etc/pam.d}"
 # pam_sss (auth, account: the access groups, session) and a home on first login for directory users. pam-auth-update
@@ -137,7 +137,7 @@ fi
 grep -qs pam_sss.so "$PAM_DIR/common-auth" ||
   die "$PAM_DIR/common-auth has no pam_sss after pam-auth-update (edited by hand?); add it or reset" \
     "the file with pam-auth-update --force"
-sudoers="$(python3 "$LIB_DIR/sssd.py" sudoers "$PARAMS_FILE")"
+sudoers="$(lib_py sssd.py sudoers "$PARAMS_FILE")"
 if [[ -n "$sudoers" ]]; then
   check="$(mktemp)"
   printf '%s\n' "$sudoers" >"$check"

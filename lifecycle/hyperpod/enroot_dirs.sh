@@ -47,7 +47,7 @@ done <"$ENROOT_DIRS_STATE"
 failed=0
 if ((${#specs[@]})); then
   # Every line it prints is one for the log: what it made or moved aside, and "ERROR: ..." for a root it refused.
-  out="$(python3 "$LIB_DIR/safe_dirs.py" roots "${ids[@]}" -- "${specs[@]}" 2>&1)" || failed=1
+  out="$(lib_py safe_dirs.py roots "${ids[@]}" -- "${specs[@]}" 2>&1)" || failed=1
   while IFS= read -r line; do
     [[ -z "$line" ]] || log "$line"
   done <<<"$out"

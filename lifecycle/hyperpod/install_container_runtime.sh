@@ -154,7 +154,7 @@ install_missing_artifacts() {
 root_dir() {
   local out paths=() i
   for ((i = 1; i < $#; i += 2)); do paths+=("${!i}"); done
-  if out="$(python3 "$LIB_DIR/safe_dirs.py" root-dir "$@" 2>&1)"; then
+  if out="$(lib_py safe_dirs.py root-dir "$@" 2>&1)"; then
     log "$out"
     return 0
   fi

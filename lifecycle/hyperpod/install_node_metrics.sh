@@ -124,7 +124,7 @@ CONF
 mkdir -p "$METRICS_STATE_DIR"
 chmod 0700 "$METRICS_STATE_DIR"
 retire_unit prometheus # the package's full server (TSDB, port 9090) would run beside the agent
-agent_conf="$(python3 "$LIB_DIR/node_metrics.py" agent-config "$PARAMS_FILE" "$NODE_TYPE" "$INSTANCE_GROUP" "$gpu")"
+agent_conf="$(lib_py node_metrics.py agent-config "$PARAMS_FILE" "$NODE_TYPE" "$INSTANCE_GROUP" "$gpu")"
 put_file 0644 "$METRICS_CONF_DIR/agent.yml" hyperpod-metrics-agent.service <<<"$agent_conf"
 put_file 0644 "$SYSTEMD_DIR/hyperpod-metrics-agent.service" hyperpod-metrics-agent.service <<UNIT
 [Unit]

@@ -118,3 +118,11 @@ run_helper() {
     [ "$status" -ne 0 ]
   done
 }
+
+@test "lib_py runs a helper of lib/ with its arguments and without the site module" {
+  mkdir -p "$T/lib"
+  printf 'import sys\nprint(sys.flags.no_site, sys.argv[1:], "site" in sys.modules)\n' >"$T/lib/probe.py"
+  run bash -c 'source "$1/lib/common.sh"; LIB_DIR="$2/lib"; lib_py probe.py "a b" c' _ "$SCRIPTS" "$T"
+  [ "$status" -eq 0 ]
+  [ "$output" = "1 ['a b', 'c'] False" ]
+}

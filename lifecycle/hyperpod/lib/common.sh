@@ -63,6 +63,13 @@ die() {
   exit 1
 }
 
+# lib_py SCRIPT ARG... : lib/SCRIPT (standard library only, as every helper here) with the node's python3, without the
+# site module (-S): site's scan of site-packages is a good part of a Python start, and a start is most of what a helper
+# costs.
+lib_py() {
+  python3 -S "$LIB_DIR/$1" "${@:2}"
+}
+
 # param KEY.PATH -> scalar from the parameters file ("" for null/missing, true/false for booleans). A key `params`
 # read beforehand from the same file is answered from memory.
 param() {
@@ -70,7 +77,7 @@ param() {
     printf '%s\n' "${PARAMS_READ[$1]}"
     return 0
   fi
-  python3 "$LIB_DIR/params.py" get "$PARAMS_FILE" "$1"
+  lib_py params.py get "$PARAMS_FILE" "$1"
 }
 
 # params KEY.PATH... : reads the keys a script needs from the parameters file in one Python start (a start costs more
@@ -80,7 +87,7 @@ declare -gA PARAMS_READ=()
 PARAMS_READ_FROM=""
 params() {
   local out key i=0 values=()
-  out="$(python3 "$LIB_DIR/params.py" get "$PARAMS_FILE" "$@")" || return
+  out="$(lib_py params.py get "$PARAMS_FILE" "$@")" || return
   mapfile -t values <<<"$out"
   PARAMS_READ=()
   for key; do
@@ -90,7 +97,7 @@ params() {
 }
 
 params_py() {
-  python3 "$LIB_DIR/params.py" "$@"
+  lib_py params.py "$@"
 }
 
 # set_block FILE [LINE...] : FILE with the calling script's block (between its BEGIN_MARK and END_MARK lines) holding
@@ -99,7 +106,7 @@ set_block() {
   local file=$1 new PARENT
   shift
   new="$(mktemp)"
-  python3 "$LIB_DIR/marked_block.py" "$file" "$BEGIN_MARK" "$END_MARK" "" "$@" >"$new"
+  lib_py marked_block.py "$file" "$BEGIN_MARK" "$END_MARK" "" "$@" >"$new"
   if [[ -f "$file" ]] && cmp -s "$new" "$file" || [[ ! -f "$file" && ! -s "$new" ]]; then
     rm -f "$new"
     return 1
