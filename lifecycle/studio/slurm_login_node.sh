@@ -305,7 +305,8 @@ link_commands() {
     cmd="${cmd##*/}"
     [[ "$auth" == jwt && " ${WRAPPED[*]} " == *" $cmd "* ]] && continue
     printf '%s\n' '#!/bin/sh' "exec $(client_exec "$CLIENT_DIR/bin/$cmd") \"\$@\"" >"$STATE_DIR/link.tmp"
-    if ! cmp -s "$STATE_DIR/link.tmp" "$WRAPPER_DIR/$cmd" 2>/dev/null; then
+    # (no cmp to start for a wrapper not there yet)
+    if [[ ! -e "$WRAPPER_DIR/$cmd" ]] || ! cmp -s "$STATE_DIR/link.tmp" "$WRAPPER_DIR/$cmd" 2>/dev/null; then
       root_put "$WRAPPER_DIR/$cmd" 0755 <"$STATE_DIR/link.tmp"
       changed=0
     fi
@@ -313,7 +314,7 @@ link_commands() {
   printf '%s\n' "# slurm_login_node.sh: the HyperPod cluster's Slurm client" \
     "case \":\$PATH:\" in *\":$CLIENT_DIR/bin:\"*) ;; *) PATH=\"$CLIENT_DIR/bin:\$PATH\" ;; esac" \
     "export SLURM_CONF=\"\${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}\"" >"$STATE_DIR/link.tmp"
-  if ! cmp -s "$STATE_DIR/link.tmp" "$PROFILE_SNIPPET" 2>/dev/null; then
+  if [[ ! -e "$PROFILE_SNIPPET" ]] || ! cmp -s "$STATE_DIR/link.tmp" "$PROFILE_SNIPPET" 2>/dev/null; then
     root_put "$PROFILE_SNIPPET" 0644 <"$STATE_DIR/link.tmp"
     changed=0
   fi
@@ -335,7 +336,7 @@ client_exec() {
 install_workdir_helper() {
   local source
   source="$SCRIPT_DIR/studio_workdir.sh"
-  if as_root cat "$WORKDIR_HELPER" 2>/dev/null | cmp -s "$source" -; then
+  if [[ -e "$WORKDIR_HELPER" ]] && as_root cat "$WORKDIR_HELPER" 2>/dev/null | cmp -s "$source" -; then
     return 1
   fi
   as_root install -d -m 0755 "$(dirname "$WORKDIR_HELPER")"
