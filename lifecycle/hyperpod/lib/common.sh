@@ -11,6 +11,7 @@ if [[ "$LIB_DIR" != /* || "$LIB_DIR/" == */./* || "$LIB_DIR/" == */../* || "$LIB
   LIB_DIR="$(cd "$LIB_DIR" && pwd)"
 fi
 HYPERPOD_DIR="${LIB_DIR%/*}"
+HYPERPOD_DIR="${HYPERPOD_DIR:-/}" # (dirname /lib is /)
 # The running script's name in log lines: basename "$0" .sh, once.
 SCRIPT_NAME="${0##*/}"
 SCRIPT_NAME="${SCRIPT_NAME%.sh}"
