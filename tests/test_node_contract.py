@@ -112,3 +112,18 @@ def test_the_ami_model_lays_out_each_fact_and_leaves_out_each_absent_one(tmp_pat
 def test_the_ami_model_refuses_an_unknown_fact(tmp_path):
     with pytest.raises(ami_model.ModelError, match="no-such-fact"):
         ami_model.lay_out(CONTRACT, ami_model.Layout(tmp_path, {}, None), "controller", {"no-such-fact"})
+
+
+def test_the_ami_model_cleans_and_lays_out_again_in_one_call(tmp_path):
+    """`--clean --node-type` (test_helper.bash's ami_node, one Python start): the earlier layout goes, the new one comes."""
+    fake, manifest = tmp_path / "fake", tmp_path / "ami.manifest"
+    fake.mkdir()
+    (fake / "mounts").write_text("")
+    args = ["--root", str(tmp_path / "node"), "--fake-root", str(fake), "--manifest", str(manifest)]
+    assert ami_model.main(["--node-type", "controller", *args]) == 0
+    assert (tmp_path / "node" / "opt" / "slurm" / "etc" / "slurm.conf").is_file()
+    assert ami_model.main(["--clean", "--node-type", "compute", *args]) == 0
+    assert not (tmp_path / "node" / "opt" / "slurm" / "etc" / "slurm.conf").exists()  # the controller's is gone
+    assert (tmp_path / "node" / "var" / "spool" / "slurmd" / "conf-cache" / "slurm.conf").is_file()
+    assert ami_model.main(["--clean", "--manifest", str(manifest)]) == 0
+    assert not (tmp_path / "node" / "var" / "spool" / "slurmd" / "conf-cache" / "slurm.conf").exists()

@@ -22,7 +22,9 @@
 # node_contract.json accounting-tracks-gres-gpu) is left out with a contract warning; the QoS's other limits apply.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$HERE/lib/common.sh"
 
@@ -31,7 +33,7 @@ enabled="$(param accounting.enabled)"
 [[ "$enabled" == true ]] || enabled=false
 
 accounting_py() {
-  python3 "$LIB_DIR/accounting.py" "$@"
+  lib_py accounting.py "$@"
 }
 
 work="$(mktemp -d)"

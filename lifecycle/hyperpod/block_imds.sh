@@ -21,7 +21,9 @@
 # boot (netfilter rules do not survive a reboot); the unit file is written, and systemd reloaded, only when it differs.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$HERE/lib/common.sh"
 
@@ -103,7 +105,7 @@ probe
 
 mkdir -p "$PLATFORM_DIR/lib"
 for f in block_imds.sh lib/common.sh; do
-  cmp -s "$HERE/$f" "$PLATFORM_DIR/$f" || install -m 0755 "$HERE/$f" "$PLATFORM_DIR/$f"
+  same_file "$HERE/$f" "$PLATFORM_DIR/$f" || install -m 0755 "$HERE/$f" "$PLATFORM_DIR/$f"
 done
 
 unit="$(mktemp)"
@@ -124,7 +126,7 @@ ExecStart=/bin/bash $PLATFORM_DIR/block_imds.sh
 [Install]
 WantedBy=multi-user.target
 UNIT
-if ! cmp -s "$unit" "$SYSTEMD_DIR/$SERVICE"; then
+if ! same_file "$unit" "$SYSTEMD_DIR/$SERVICE"; then
   mkdir -p "$SYSTEMD_DIR"
   install -m 0644 "$unit" "$SYSTEMD_DIR/$SERVICE"
   log "wrote $SYSTEMD_DIR/$SERVICE"

@@ -15,8 +15,11 @@
 # Usage: check_gres.sh   (reads PARAMS_FILE; SLURM_CONF for the client commands)
 set -euo pipefail
 
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 
 # gpu_count GRES -> total gpu count in sinfo's %G ("gpu:a10g:4(S:0),shard:8" -> 4; "(null)" -> 0)
 gpu_count() {

@@ -17,8 +17,11 @@
 # Usage: configure_controller_ssh.sh   (reads PARAMS_FILE)
 set -euo pipefail
 
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 
 PAM_SSHD="${PAM_SSHD:-/etc/pam.d/sshd}"
 CONTROLLER_ACCESS_FILE="${CONTROLLER_ACCESS_FILE:-/etc/security/hyperpod-controller-ssh.conf}"

@@ -25,8 +25,11 @@
 # Usage: configure_pam_adopt.sh controller|login|compute
 set -euo pipefail
 
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 
 node_type="${1:?usage: configure_pam_adopt.sh controller|login|compute}"
 PAM_SSHD="${PAM_SSHD:-/etc/pam.d/sshd}"

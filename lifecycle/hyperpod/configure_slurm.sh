@@ -20,13 +20,18 @@
 # Usage: configure_slurm.sh controller|login|compute
 set -euo pipefail
 
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 
 node_type="${1:?usage: configure_slurm.sh controller|login|compute}"
+params container_runtime.enabled slurm.auto_resume
 plugstack="$SLURM_CONF_DIR/plugstack.conf"
 LOGROTATE_CONF="${LOGROTATE_CONF:-/etc/logrotate.d/hyperpod-slurm}"
-LOGROTATE_DIR="${LOGROTATE_DIR:-$(dirname "$LOGROTATE_CONF")}"
+parent_dir "$LOGROTATE_CONF"
+LOGROTATE_DIR="${LOGROTATE_DIR:-$PARENT}"
 SLURM_WAIT_ATTEMPTS="${SLURM_WAIT_ATTEMPTS:-60}"
 changed=false
 
@@ -42,8 +47,10 @@ ensure_line() {
 
 # install_if_different SOURCE TARGET MODE : replaces TARGET only when its content differs; returns 1 when unchanged.
 install_if_different() {
-  cmp -s "$1" "$2" && return 1
-  mkdir -p "$(dirname "$2")"
+  local PARENT
+  same_file "$1" "$2" && return 1
+  parent_dir "$2"
+  mkdir -p "$PARENT"
   install -m "$3" "$1" "$2"
 }
 

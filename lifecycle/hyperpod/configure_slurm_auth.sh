@@ -28,8 +28,11 @@
 # Usage: configure_slurm_auth.sh   (reads PARAMS_FILE; idempotent; never prints the key)
 set -euo pipefail
 
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 
 SLURM_CONF="${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}"
 INCLUDED_CONF="${INCLUDED_CONF:-$SLURM_CONF_DIR/accounting.conf}"
@@ -40,6 +43,7 @@ MAX_TOKEN_LIFESPAN="${MAX_TOKEN_LIFESPAN:-3600}"
 BEGIN_MARK="# BEGIN hyperpod-platform auth (configure_slurm_auth.sh manages this block; edits are overwritten)"
 END_MARK="# END hyperpod-platform auth"
 
+params slurm.auth slurm.jwt_key_secret_arn
 mode="$(param slurm.auth)"
 mode="${mode:-munge}"
 [[ "$mode" == jwt || "$mode" == munge ]] || die "slurm.auth must be jwt or munge, got '$mode'"
@@ -100,16 +104,17 @@ render_block() {
   if [[ "$2" == jwt ]]; then
     lines=(AuthAltTypes=auth/jwt "AuthAltParameters=$(auth_parameters)" "${lines[@]}")
   fi
-  python3 "$LIB_DIR/marked_block.py" "$1" "$BEGIN_MARK" "$END_MARK" AuthAltTypes,AuthAltParameters,DisableRootJobs \
+  lib_py marked_block.py "$1" "$BEGIN_MARK" "$END_MARK" AuthAltTypes,AuthAltParameters,DisableRootJobs \
     "${lines[@]}"
 }
 
 ensure_key() {
-  local slurm_user dir tmp
+  local slurm_user dir tmp PARENT
   slurm_user="$(slurm_setting SlurmUser)"
   slurm_user="${slurm_user:-root}" # Slurm's default SlurmUser
   id -u "$slurm_user" >/dev/null 2>&1 || die "SlurmUser '$slurm_user' from $SLURM_CONF does not exist"
-  dir="$(dirname "$JWT_KEY_FILE")"
+  parent_dir "$JWT_KEY_FILE"
+  dir="$PARENT"
   [[ -d "$dir" ]] || install -d -m 0755 "$dir"
   # Only Slurm's own directory: root writes the key there (with several controllers, a shared one).
   [[ ! -L "$dir" && "$(stat -c %U "$dir")" =~ ^(root|$slurm_user)$ ]] ||

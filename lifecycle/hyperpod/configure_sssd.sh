@@ -26,7 +26,9 @@
 # Idempotent: a second run changes no file and restarts nothing.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$HERE/lib/common.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/artifacts.sh
@@ -41,6 +43,8 @@ DIRECTORY_WAIT_ATTEMPTS="${DIRECTORY_WAIT_ATTEMPTS:-30}"
 SUDOERS_FILE="$SUDOERS_DIR/91-hyperpod-directory"
 CA_DEST="$SSSD_CONF_DIR/hyperpod-directory-ca.pem"
 
+params directory.search_base directory.start_tls directory.ca_certificate.file directory.ca_certificate.sha256 \
+  directory.bind_password_secret_arn directory.region fsx.mount_path
 if [[ -z "$(param directory.search_base)" ]]; then
   log "directory integration is off: nothing to change"
   exit 0
@@ -79,8 +83,9 @@ fi
 changed=()
 # put FILE MODE < content : replaces FILE only when the content differs; records it as changed.
 put() {
-  local file=$1 mode=$2 tmp
-  tmp="$(mktemp "$(dirname "$file")/.hyperpod.XXXXXX")"
+  local file=$1 mode=$2 tmp PARENT
+  parent_dir "$file"
+  tmp="$(mktemp "$PARENT/.hyperpod.XXXXXX")"
   cat >"$tmp"
   if [[ -f "$file" ]] && cmp -s "$tmp" "$file"; then
     rm -f "$tmp"
@@ -107,7 +112,7 @@ umask 077
 render_conf() {
   aws secretsmanager get-secret-value --secret-id "$(param directory.bind_password_secret_arn)" \
     --region "$(param directory.region)" --query SecretString --output text |
-    python3 "$LIB_DIR/sssd.py" conf "$PARAMS_FILE" "$(home_root)" "$CA_DEST" >"$1"
+    lib_py sssd.py conf "$PARAMS_FILE" "$(home_root)" "$CA_DEST" >"$1"
 }
 conf_tmp="$(mktemp "$SSSD_CONF_DIR/.sssd.conf.XXXXXX")"
 if ! retry_backoff 5 render_conf "$conf_tmp"; then
@@ -119,7 +124,7 @@ rm -f "$conf_tmp"
 umask 022
 
 # --- NSS, PAM, sudo
-python3 "$LIB_DIR/sssd.py" nsswitch "$NSSWITCH" | put "$NSSWITCH" 0644
+lib_py sssd.py nsswitch "$NSSWITCH" | put "$NSSWITCH" 0644
 command -v pam-auth-update >/dev/null || die "pam-auth-update is not on this node (Debian/Ubuntu's libpam-runtime)"
 PAM_DIR="${PAM_DIR:-/etc/pam.d}"
 # pam_sss (auth, account: the access groups, session) and a home on first login for directory users. pam-auth-update
@@ -132,7 +137,7 @@ fi
 grep -qs pam_sss.so "$PAM_DIR/common-auth" ||
   die "$PAM_DIR/common-auth has no pam_sss after pam-auth-update (edited by hand?); add it or reset" \
     "the file with pam-auth-update --force"
-sudoers="$(python3 "$LIB_DIR/sssd.py" sudoers "$PARAMS_FILE")"
+sudoers="$(lib_py sssd.py sudoers "$PARAMS_FILE")"
 if [[ -n "$sudoers" ]]; then
   check="$(mktemp)"
   printf '%s\n' "$sudoers" >"$check"

@@ -13,15 +13,19 @@
 # earlier versions left it world-writable) is moved aside, never followed, and the user gets a fresh one.
 set -euo pipefail
 
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/user_paths.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/user_paths.sh"
+source "$HERE/lib/user_paths.sh"
 
 SKEL_DIR="${SKEL_DIR:-/etc/skel}"
 # Ubuntu's HOME_MODE (/etc/login.defs), what useradd --create-home gave homes on the HyperPod AMI.
 HOME_DIR_MODE=0750
 
+params fsx.mount_path fsx.checkpoint_dir directory.search_base shared_group.name shared_group.gid
 HOME_ROOT="$(home_root)"
 mkdir -p "$STATE_DIR"
 problem="$(ensure_root_dir "$HOME_ROOT" 0755)" ||
@@ -46,12 +50,12 @@ remove_line() {
   mv "$tmp" "$1"
 }
 
-# field N of a getent line, or "" when the entry does not exist
+# field N of a getent line, or "" when the entry does not exist (split by bash: no cut to start)
 getent_field() {
-  local entry
+  local entry fields=()
   entry="$(getent "$1" "$2" || true)"
-  [[ -n "$entry" ]] && cut -d: -f"$3" <<<"$entry"
-  return 0
+  [[ -n "$entry" ]] && IFS=: read -r -a fields <<<"$entry"
+  printf '%s\n' "${fields[$3 - 1]-}"
 }
 
 ensure_group() {

@@ -16,7 +16,9 @@
 # made on the root disk under an empty mount point.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$HERE/lib/common.sh"
 
@@ -32,28 +34,24 @@ while IFS=$'\t' read -r _ uid gid _; do
   [[ -n "$uid" ]] && ids+=("$uid:$gid")
 done < <(params_py users "$PARAMS_FILE")
 
-failed=0
+# The roots whose file system is there, made (with their users' directories) by one safe_dirs.py start.
+specs=()
 while read -r path mode kind mount; do
   [[ -n "$path" ]] || continue
   if [[ "$mount" != - ]] && ! mountpoint -q "$mount"; then
     log "$mount is not mounted: $path skipped"
     continue
   fi
-  if ! out="$(python3 "$LIB_DIR/safe_dirs.py" root-dir "$path" "$mode" 2>&1)"; then
-    log "ERROR: $out"
-    failed=1
-    continue
-  fi
-  [[ "$out" == made* ]] && log "$out"
-  if [[ "$kind" == per-user ]] && ((${#ids[@]})); then
-    if ! out="$(python3 "$LIB_DIR/safe_dirs.py" user-dirs "$path" "${ids[@]}" 2>&1)"; then
-      log "ERROR: $out"
-      failed=1
-      continue
-    fi
-    [[ -z "$out" ]] || log "$out"
-  fi
+  specs+=("$path" "$mode" "$kind")
 done <"$ENROOT_DIRS_STATE"
+failed=0
+if ((${#specs[@]})); then
+  # Every line it prints is one for the log: what it made or moved aside, and "ERROR: ..." for a root it refused.
+  out="$(lib_py safe_dirs.py roots "${ids[@]}" -- "${specs[@]}" 2>&1)" || failed=1
+  while IFS= read -r line; do
+    [[ -z "$line" ]] || log "$line"
+  done <<<"$out"
+fi
 ((failed == 0)) || die "some enroot directories could not be made safely (see above); enroot refuses to run for" \
   "the users concerned rather than use a directory someone else controls"
 log "enroot directories ready for ${#ids[@]} user(s)"

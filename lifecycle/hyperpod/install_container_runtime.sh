@@ -18,7 +18,9 @@
 #   directory under a world-writable parent lets one user plant a layer or pre-create another user's data directory.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$HERE/lib/common.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/artifacts.sh
@@ -31,6 +33,7 @@ DROP_IN_NAME=50-hyperpod-platform.conf
 STORAGE_KEYS="ENROOT_RUNTIME_PATH|ENROOT_DATA_PATH|ENROOT_CACHE_PATH"
 MOVED_MARK="# hyperpod-platform: set in enroot.conf.d/$DROP_IN_NAME (a drop-in cannot override enroot.conf):"
 
+params container_runtime.enabled container_runtime.ubuntu_release container_runtime.docker_apt_version fsx.mount_path
 if [[ "$(param container_runtime.enabled)" != "true" ]]; then
   log "container runtime disabled: skipping"
   exit 0
@@ -146,25 +149,27 @@ install_missing_artifacts() {
   fi
 }
 
-# root_dir PATH MODE : PATH made as root's own directory (lib/safe_dirs.py); 1 when something on the path is not
-# root's alone (the caller then tries the next place).
+# root_dir PATH MODE [PATH MODE]... : each PATH made, in order, as root's own directory (lib/safe_dirs.py, one start
+# for them all); 1 when something on the way is not root's alone (the caller then tries the next place).
 root_dir() {
-  local out
-  if out="$(python3 "$LIB_DIR/safe_dirs.py" root-dir "$1" "$2" 2>&1)"; then
+  local out paths=() i
+  for ((i = 1; i < $#; i += 2)); do paths+=("${!i}"); done
+  if out="$(lib_py safe_dirs.py root-dir "$@" 2>&1)"; then
     log "$out"
     return 0
   fi
-  log "not using $1: $out"
+  log "not using ${paths[*]}: $out"
   return 1
 }
 
 # Comments out the storage keys in HyperPod's enroot.conf (each line kept after the marker); 0 when it changed.
 move_storage_keys() {
-  local new
+  local new PARENT
   [[ -f "$ENROOT_CONF" ]] || return 1
   grep -qE "^[[:space:]]*($STORAGE_KEYS)([[:space:]=]|$)" "$ENROOT_CONF" || return 1
   [[ -e "$ENROOT_CONF.hyperpod-original" ]] || cp -p "$ENROOT_CONF" "$ENROOT_CONF.hyperpod-original"
-  new="$(mktemp "$(dirname "$ENROOT_CONF")/.enroot.conf.XXXXXX")"
+  parent_dir "$ENROOT_CONF"
+  new="$(mktemp "$PARENT/.enroot.conf.XXXXXX")"
   sed -E "s,^([[:space:]]*($STORAGE_KEYS)([[:space:]=].*)?)$,$MOVED_MARK \\1," "$ENROOT_CONF" >"$new"
   chmod --reference="$ENROOT_CONF" "$new"
   mv -f "$new" "$ENROOT_CONF"
@@ -172,7 +177,7 @@ move_storage_keys() {
 }
 
 configure_enroot() {
-  local candidate scratch="" mount="" fsx cache cache_mount conf drop_in moved
+  local candidate scratch="" mount="" fsx cache cache_mount conf drop_in moved PARENT
   if [[ -z "$(on_node enroot)" ]]; then
     log "enroot is not installed: no enroot settings to write"
     return 0
@@ -194,10 +199,9 @@ configure_enroot() {
       break
     fi
   done
-  for dir in runtime data; do
-    root_dir "$scratch/$dir" 0755 || die "cannot make $scratch/$dir safely"
-  done
-  root_dir "$scratch/tmp" 1777 || die "cannot make $scratch/tmp safely" # mktemp names, sticky: like /tmp
+  # tmp holds mktemp names: sticky, like /tmp.
+  root_dir "$scratch/runtime" 0755 "$scratch/data" 0755 "$scratch/tmp" 1777 ||
+    die "cannot make $scratch/runtime, $scratch/data and $scratch/tmp safely"
   fsx="$(param fsx.mount_path)"
   cache="$scratch/cache" cache_mount="$mount"
   if [[ -n "$fsx" ]] && mountpoint -q "$fsx" && root_dir "$fsx/.hyperpod-platform/enroot-cache" 0755; then
@@ -205,7 +209,8 @@ configure_enroot() {
   else
     root_dir "$cache" 0755 || die "cannot make $cache safely"
   fi
-  mkdir -p "$(dirname "$ENROOT_DIRS_STATE")"
+  parent_dir "$ENROOT_DIRS_STATE"
+  mkdir -p "$PARENT"
   printf '%s %s %s %s\n' "$scratch/runtime" 0755 per-user "$mount" "$scratch/data" 0755 per-user "$mount" \
     "$scratch/tmp" 1777 shared "$mount" "$cache" 0755 per-user "$cache_mount" >"$ENROOT_DIRS_STATE.new"
   mv -f "$ENROOT_DIRS_STATE.new" "$ENROOT_DIRS_STATE"
@@ -225,9 +230,10 @@ ENROOT_MOUNT_HOME no
 ENROOT_RESTRICT_DEV no
 ENROOT_ROOTFS_WRITABLE yes
 CONF
-  drop_in="$(dirname "$ENROOT_CONF")/enroot.conf.d/$DROP_IN_NAME"
-  mkdir -p "$(dirname "$drop_in")"
-  if cmp -s "$conf" "$drop_in"; then
+  parent_dir "$ENROOT_CONF"
+  drop_in="$PARENT/enroot.conf.d/$DROP_IN_NAME"
+  mkdir -p "$PARENT/enroot.conf.d"
+  if same_file "$conf" "$drop_in"; then
     log "$drop_in already points at $scratch and $cache"
   else
     install -m 0644 "$conf" "$drop_in"
@@ -252,9 +258,9 @@ install_boot_unit() {
   local unit f
   mkdir -p "$PLATFORM_DIR/lib"
   for f in enroot_dirs.sh lib/common.sh lib/params.py lib/safe_dirs.py; do
-    cmp -s "$HERE/$f" "$PLATFORM_DIR/$f" || install -m 0755 "$HERE/$f" "$PLATFORM_DIR/$f"
+    same_file "$HERE/$f" "$PLATFORM_DIR/$f" || install -m 0755 "$HERE/$f" "$PLATFORM_DIR/$f"
   done
-  cmp -s "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json" ||
+  same_file "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json" ||
     install -m 0644 "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json"
   unit="$(mktemp)"
   cat >"$unit" <<UNIT
@@ -272,7 +278,7 @@ ExecStart=/bin/bash $PLATFORM_DIR/enroot_dirs.sh
 [Install]
 WantedBy=multi-user.target
 UNIT
-  if ! cmp -s "$unit" "$SYSTEMD_DIR/hyperpod-enroot-dirs.service"; then
+  if ! same_file "$unit" "$SYSTEMD_DIR/hyperpod-enroot-dirs.service"; then
     mkdir -p "$SYSTEMD_DIR"
     install -m 0644 "$unit" "$SYSTEMD_DIR/hyperpod-enroot-dirs.service"
     log "wrote $SYSTEMD_DIR/hyperpod-enroot-dirs.service"

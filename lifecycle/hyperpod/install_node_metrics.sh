@@ -16,7 +16,9 @@
 # which SigV4 signs with) to uid 0 only; it listens on loopback and is confined with systemd's sandboxing options.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$HERE/lib/common.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/artifacts.sh
@@ -33,6 +35,7 @@ SYS_INFINIBAND="${SYS_INFINIBAND:-/sys/class/infiniband}"
 AGENT_ADDRESS=127.0.0.1:9095
 GPU_ONLY_ARTIFACTS=" dcgm-exporter "
 
+params node_metrics.remote_write_url node_metrics.scrape_interval_seconds
 if [[ -z "$(param node_metrics.remote_write_url)" ]]; then
   log "node metrics disabled: skipping"
   exit 0
@@ -57,14 +60,15 @@ fi
 changed_units=()
 # put_file MODE DEST [UNIT] < content : writes DEST only when its content differs; records UNIT as changed.
 put_file() {
-  local mode=$1 dest=$2 unit=${3:-} tmp
+  local mode=$1 dest=$2 unit=${3:-} tmp PARENT
   tmp="$(mktemp)"
   cat >"$tmp"
-  if cmp -s "$tmp" "$dest"; then
+  if same_file "$tmp" "$dest"; then
     rm -f "$tmp"
     return 0
   fi
-  mkdir -p "$(dirname "$dest")"
+  parent_dir "$dest"
+  [[ -d "$PARENT" ]] || mkdir -p "$PARENT"
   install -m "$mode" "$tmp" "$dest"
   rm -f "$tmp"
   log "wrote $dest"
@@ -120,7 +124,7 @@ CONF
 mkdir -p "$METRICS_STATE_DIR"
 chmod 0700 "$METRICS_STATE_DIR"
 retire_unit prometheus # the package's full server (TSDB, port 9090) would run beside the agent
-agent_conf="$(python3 "$LIB_DIR/node_metrics.py" agent-config "$PARAMS_FILE" "$NODE_TYPE" "$INSTANCE_GROUP" "$gpu")"
+agent_conf="$(lib_py node_metrics.py agent-config "$PARAMS_FILE" "$NODE_TYPE" "$INSTANCE_GROUP" "$gpu")"
 put_file 0644 "$METRICS_CONF_DIR/agent.yml" hyperpod-metrics-agent.service <<<"$agent_conf"
 put_file 0644 "$SYSTEMD_DIR/hyperpod-metrics-agent.service" hyperpod-metrics-agent.service <<UNIT
 [Unit]

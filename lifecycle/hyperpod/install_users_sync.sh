@@ -4,7 +4,9 @@
 # Every file is written only when its content differs; systemd is reloaded and the timer restarted only then.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$HERE/lib/common.sh"
 
@@ -14,8 +16,10 @@ TIMER=hyperpod-users-sync.timer
 # put SOURCE DEST MODE : installs SOURCE as DEST when they differ, and then sets WROTE=1.
 WROTE=0
 put() {
-  cmp -s "$1" "$2" && return 0
-  mkdir -p "$(dirname "$2")"
+  local PARENT
+  same_file "$1" "$2" && return 0
+  parent_dir "$2"
+  [[ -d "$PARENT" ]] || mkdir -p "$PARENT"
   install -m "$3" "$1" "$2"
   WROTE=1
   log "wrote $2"
@@ -30,8 +34,11 @@ for f in sync_users.sh create_users.sh setup_ssh_keys.sh configure_controller_ss
 done
 put "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json" 0644
 mkdir -p "$STATE_DIR"
-digest="$(sha256sum "$PARAMS_FILE" | cut -d' ' -f1)"
-if [[ "$digest" != "$(cat "$STATE_DIR/applied_parameters.sha256" 2>/dev/null || true)" ]]; then
+digest="$(sha256sum "$PARAMS_FILE")"
+digest="${digest%% *}"
+applied=""
+[[ ! -f "$STATE_DIR/applied_parameters.sha256" ]] || applied="$(<"$STATE_DIR/applied_parameters.sha256")"
+if [[ "$digest" != "$applied" ]]; then
   echo "$digest" >"$STATE_DIR/applied_parameters.sha256"
 fi
 

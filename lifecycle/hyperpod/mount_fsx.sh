@@ -11,10 +11,13 @@
 # brings HyperPod's mount back as HyperPod makes it. A security control: if the mount cannot get them, the node fails.
 set -euo pipefail
 
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/user_paths.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/user_paths.sh"
+source "$HERE/lib/user_paths.sh"
 
 # New ENIs can take a minute to route to the file system, so a first failure is not final.
 MOUNT_ATTEMPTS="${MOUNT_ATTEMPTS:-6}"
@@ -30,9 +33,14 @@ MEMINFO="${MEMINFO:-/proc/meminfo}"
 # the Lustre modules reload (a reboot), so they are not applied here. lctl settings do not survive a reboot; a
 # replaced or rebooted node runs this script again.
 tune_lustre() {
-  local cpus mem_kib
+  local cpus mem_kib="" key value
   cpus="$(nproc)"
-  mem_kib="$(awk '$1 == "MemTotal:" { print $2 }' "$MEMINFO")"
+  while read -r key value _; do # MemTotal's kB, read by bash (no awk to start)
+    if [[ "$key" == MemTotal: ]]; then
+      mem_kib=$value
+      break
+    fi
+  done <"$MEMINFO"
   local settings=()
   if ((mem_kib > 64 * 1024 * 1024)); then
     settings+=("ldlm.namespaces.*.lru_max_age=600000" "ldlm.namespaces.*.lru_size=$((100 * cpus))")
@@ -85,6 +93,7 @@ nosuid_nodev() {
     die "$problem. Refusing to go on: a setuid file a Studio user planted on FSx would run as its owner here"
 }
 
+params fsx.mount_path fsx.mount fsx.dns_name fsx.mount_name fsx.checkpoint_dir
 path="$(param fsx.mount_path)"
 if [[ "$(param fsx.mount)" != "true" ]]; then
   if [[ -z "$path" ]]; then

@@ -12,13 +12,16 @@
 # `scontrol reconfigure`, which pushes the file to the configless slurmd daemons.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$HERE/lib/common.sh"
 start_log on_init_complete
 
 log "parameters: $PARAMS_FILE, resource config: $RESOURCE_CONFIG"
 params_py validate "$PARAMS_FILE"
+params orchestrator node_metrics.remote_write_url slurm.login_secret_arn slurm.auth slurm.client_bundle_s3_prefix
 if [[ "$(param orchestrator)" == eks ]]; then
   die "on_init_complete.sh is the Slurm entry point; EKS groups run on_create.sh (OnCreate)"
 fi

@@ -21,8 +21,11 @@
 #   SLURM_CLIENT_BUNDLE_S3_PREFIX=s3://BUCKET/slurm-client/ (on_init_complete.sh passes slurm.client_bundle_s3_prefix)
 # Writes a new secret version only when the value differs from the current one. Never prints the key.
 set -euo pipefail
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 
 SECRET_ARN="${1:-${SLURM_LOGIN_SECRET_ARN:-}}"
 SLURM_CONF="${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}"

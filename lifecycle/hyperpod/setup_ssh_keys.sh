@@ -12,10 +12,13 @@
 # broke it, or it blocks) gets a warning and is skipped; the others and the node carry on.
 set -euo pipefail
 
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/user_paths.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/user_paths.sh"
+source "$HERE/lib/user_paths.sh"
 
 SSH_CLIENT_CONF="${SSH_CLIENT_CONF:-/etc/ssh/ssh_config.d/60-hyperpod-cluster.conf}"
 
@@ -35,8 +38,9 @@ Host ip-*-*-*-*
     UserKnownHostsFile ~/.ssh/known_hosts_cluster
     IdentityFile ~/.ssh/id_ed25519_cluster
 CONF
-mkdir -p "$(dirname "$SSH_CLIENT_CONF")"
-if ! cmp -s "$client_conf" "$SSH_CLIENT_CONF"; then
+parent_dir "$SSH_CLIENT_CONF"
+mkdir -p "$PARENT"
+if ! same_file "$client_conf" "$SSH_CLIENT_CONF"; then
   install -m 0644 "$client_conf" "$SSH_CLIENT_CONF"
   log "wrote $SSH_CLIENT_CONF"
 fi
@@ -50,7 +54,7 @@ flock -w 600 9 || die "another setup_ssh_keys.sh run on this node holds $LOCK_DI
 # user_keys NAME : runs as the user, in their home. Never call it as root.
 user_keys() {
   set -euo pipefail
-  local name=$1 key=.ssh/id_ed25519_cluster new pub
+  local name=$1 key=.ssh/id_ed25519_cluster new pub material
   umask 077
   cd "$HOME"
   [[ -d .ssh ]] || mkdir -m 0700 .ssh
@@ -68,7 +72,8 @@ user_keys() {
   # The public key from the private one: a node that lost the race may get here before the winner's .pub.
   pub="$(ssh-keygen -y -f "$key")"
   [[ "$pub" == ssh-ed25519\ * ]] || { echo "$HOME/$key does not hold an ed25519 key" >&2; return 1; }
-  pub="$(cut -d' ' -f1,2 <<<"$pub")"
+  read -r pub material _ <<<"$pub" # the key's type and material, without its comment
+  pub="$pub $material"
   touch .ssh/authorized_keys
   grep -qF "$pub" .ssh/authorized_keys || echo "$pub $name@hyperpod-cluster" >>.ssh/authorized_keys
   chmod 0600 "$key" .ssh/authorized_keys

@@ -14,10 +14,13 @@
 # fails the run (the node keeps running: nothing here can stop it any more).
 set -euo pipefail
 
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/user_paths.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/user_paths.sh"
+source "$HERE/lib/user_paths.sh"
 
 mkdir -p "$LOG_DIR" "$STATE_DIR"
 # Quiet when nothing changed: only downloads that fail and changes that are applied are logged.
@@ -29,6 +32,7 @@ if ! flock -n 8; then
   exit 0
 fi
 
+params fsx.mount_path users_sync.parameters_s3_uri
 fsx_safe=0
 fsx="$(param fsx.mount_path)"
 if [[ -n "$fsx" ]] && mountpoint -q "$fsx" && ! problem="$(ensure_nosuid_nodev "$fsx")"; then
@@ -47,8 +51,12 @@ new="$work/platform_parameters.json"
 if ! aws s3 cp --only-show-errors "$uri" "$new"; then
   die "could not download $uri; users stay as they are, next try at the next timer run"
 fi
-digest="$(sha256sum "$new" | cut -d' ' -f1)"
-if [[ "$digest" == "$(cat "$APPLIED" 2>/dev/null || true)" ]]; then
+# Every timer tick gets here: the digest's first field and the applied one are read by bash, not cut and cat.
+digest="$(sha256sum "$new")"
+digest="${digest%% *}"
+applied=""
+[[ ! -f "$APPLIED" ]] || applied="$(<"$APPLIED")"
+if [[ "$digest" == "$applied" ]]; then
   exit "$fsx_safe"
 fi
 
@@ -56,20 +64,19 @@ log "$uri changed (sha256 $digest); applying the users list"
 if ! params_py validate "$new"; then
   die "the new parameters are invalid; users stay as they are"
 fi
-here="$(dirname "${BASH_SOURCE[0]}")"
-PARAMS_FILE="$new" bash "$here/create_users.sh" || die "create_users.sh failed; the next run tries again"
-PARAMS_FILE="$new" bash "$here/setup_ssh_keys.sh" || die "setup_ssh_keys.sh failed; the next run tries again"
-PARAMS_FILE="$new" bash "$here/enroot_dirs.sh" || die "enroot_dirs.sh failed; the next run tries again"
+PARAMS_FILE="$new" bash "$HERE/create_users.sh" || die "create_users.sh failed; the next run tries again"
+PARAMS_FILE="$new" bash "$HERE/setup_ssh_keys.sh" || die "setup_ssh_keys.sh failed; the next run tries again"
+PARAMS_FILE="$new" bash "$HERE/enroot_dirs.sh" || die "enroot_dirs.sh failed; the next run tries again"
 read -ra addresses <<<"$(hostname -I)"
 node="$(params_py node-type "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" || die "cannot tell this node's type"
 if [[ "${node%%$'\t'*}" == controller ]]; then
   # Who may SSH here follows users[].sudo.
-  PARAMS_FILE="$new" bash "$here/configure_controller_ssh.sh" ||
+  PARAMS_FILE="$new" bash "$HERE/configure_controller_ssh.sh" ||
     die "configure_controller_ssh.sh failed; the next run tries again"
   # Every user's Slurm association (slurm.conf may enforce them), and with accounting on, departments and QoS; written
   # from the primary controller only (the one accounting database).
   if [[ "$(params_py controller-role "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" == primary$'\t'* ]]; then
-    PARAMS_FILE="$new" bash "$here/apply_accounting.sh" || die "apply_accounting.sh failed; the next run tries again"
+    PARAMS_FILE="$new" bash "$HERE/apply_accounting.sh" || die "apply_accounting.sh failed; the next run tries again"
   fi
 fi
 

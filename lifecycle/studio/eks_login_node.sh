@@ -25,7 +25,8 @@ RETRY_DELAY="${EKS_LOGIN_RETRY_DELAY:-5}"
 # shellcheck source-path=SCRIPTDIR source=fsx_paths.sh
 source "$(dirname "${BASH_SOURCE[0]}")/fsx_paths.sh"
 
-log() { printf '%s [eks-login] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
+# %(...)T: the time now (-1) without starting date(1) for every line; TZ=UTC0 for this printf only, as `date -u`.
+log() { TZ=UTC0 printf '%(%Y-%m-%dT%H:%M:%SZ)T [eks-login] %s\n' -1 "$*"; }
 die() {
   log "ERROR: $*" >&2
   exit 1

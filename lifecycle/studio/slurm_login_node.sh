@@ -28,14 +28,18 @@ VERIFY_ATTEMPTS="${SLURM_LOGIN_VERIFY_ATTEMPTS:-6}"
 CLIENT_DIR="${SLURM_CLIENT_DIR:-$R/opt/hyperpod-slurm-client}"
 PROFILE_SNIPPET="${SLURM_CLIENT_PROFILE:-$R/etc/profile.d/hyperpod-slurm-client.sh}"
 
+# This script's directory, as dirname would print it, without starting one ("." when run as `bash x.sh` from it).
+SCRIPT_DIR="${BASH_SOURCE[0]%/*}"
+[[ "$SCRIPT_DIR" != "${BASH_SOURCE[0]}" ]] || SCRIPT_DIR=.
 # shellcheck source-path=SCRIPTDIR source=slurm_token.sh
-source "$(dirname "${BASH_SOURCE[0]}")/slurm_token.sh"
+source "$SCRIPT_DIR/slurm_token.sh"
 # shellcheck source-path=SCRIPTDIR source=fsx_paths.sh
-source "$(dirname "${BASH_SOURCE[0]}")/fsx_paths.sh"
+source "$SCRIPT_DIR/fsx_paths.sh"
 # sbatch goes through this (studio_workdir.sh): a job starts where its submitter is, as the cluster sees it.
 WORKDIR_HELPER="${SLURM_WORKDIR_HELPER:-$R/usr/local/lib/hyperpod/studio-workdir}"
 
-log() { printf '%s [slurm-login] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
+# %(...)T: the time now (-1) without starting date(1) for every line; TZ=UTC0 for this printf only, as `date -u`.
+log() { TZ=UTC0 printf '%(%Y-%m-%dT%H:%M:%SZ)T [slurm-login] %s\n' -1 "$*"; }
 die() {
   log "ERROR: $*" >&2
   exit 1
@@ -48,10 +52,11 @@ as_root() {
 
 # root_put DEST MODE [OWNER] < CONTENT : CONTENT into DEST (a system path), owned by OWNER (default root) with MODE,
 # through a temporary file beside DEST. Root reads only its stdin, which this script opens: never a file in the
-# user's home or /tmp that the user could swap for a link between a check and root's read.
+# user's home or /tmp that the user could swap for a link between a check and root's read. `chown OWNER:` gives the
+# file OWNER's login group (chown(1)).
 root_put() {
   # shellcheck disable=SC2016 # the inner sh expands them
-  as_root sh -c 'set -e; t="$(mktemp "$1.XXXXXX")"; cat >"$t"; chown "$3:$(id -gn "$3")" "$t"; chmod "$2" "$t"
+  as_root sh -c 'set -e; t="$(mktemp "$1.XXXXXX")"; cat >"$t"; chown "$3:" "$t"; chmod "$2" "$t"
     mv -f "$t" "$1"' _ "$1" "$2" "${3:-root}"
 }
 
@@ -212,7 +217,8 @@ client_version() {
   { SLURM_CONF="$1" sinfo --version 2>/dev/null || true; } | awk '{print $2}'
 }
 
-# bundle_wrapper CMD INTERPRETER : a wrapper that runs the bundle's CMD with the bundle's libraries. They are given
+# bundle_wrapper CMD INTERPRETER [ARGV0] : a wrapper that runs the bundle's CMD with the bundle's libraries (ARGV0
+# yes: the loader takes --argv0; install_bundle asks it once per bundle, not once per command). They are given
 # to the dynamic loader on its command line, not in LD_LIBRARY_PATH, so nothing the command starts (and no job
 # sbatch submits with the caller's environment) inherits them. SLURM_CONF defaults to the slurm.conf this script
 # writes, since the controller's build looks for its own default path.
@@ -220,7 +226,7 @@ client_version() {
 # with Slurm 22.05, configless and not; tests/e2e/test_studio_slurm_login.py checks a job's srun step).
 bundle_wrapper() {
   local cmd=$1 interp=$2 argv0=()
-  "$interp" --help 2>/dev/null | grep -q -- --argv0 && argv0=(--argv0 "$cmd") # glibc >= 2.33: keep argv[0]
+  [[ "${3:-}" != yes ]] || argv0=(--argv0 "$cmd") # glibc >= 2.33: keep argv[0]
   printf '%s\n' '#!/bin/sh' "# slurm_login_node.sh: the Slurm controller's own $cmd (client bundle, $CLIENT_DIR)" \
     "[ -n \"\${SLURM_CONF:-}\" ] || { SLURM_CONF=$SLURM_CONF_DIR/slurm.conf; export SLURM_CONF; }" \
     "exec $interp --library-path $CLIENT_DIR/lib:$CLIENT_DIR/lib/slurm ${argv0[*]} $CLIENT_DIR/libexec/$cmd \"\$@\""
@@ -229,7 +235,7 @@ bundle_wrapper() {
 # install_bundle WANT URI SHA256 AUTH WORK : the controller's client bundle into CLIENT_DIR, unless that exact bundle
 # is there already. Refuses a download whose sha256 is not the secret's and a bundle of another Slurm release.
 install_bundle() {
-  local want=$1 uri=$2 sha=$3 auth=$4 work=$5 attempt=1 got version interp cmd new
+  local want=$1 uri=$2 sha=$3 auth=$4 work=$5 attempt=1 got version interp cmd new argv0
   if [[ "$(cat "$CLIENT_DIR/.sha256" 2>/dev/null)" == "$sha" && -x "$CLIENT_DIR/bin/sinfo" ]]; then
     log "Slurm client bundle $sha already installed in $CLIENT_DIR"
     return 0
@@ -274,9 +280,11 @@ install_bundle() {
   [[ "$(cat "$new/VERSION")" == "$version" && "$(cat "$new/INTERPRETER")" == "$interp" ]] ||
     { as_root rm -rf "$new"; die "the Slurm client bundle changed while it was being installed: refusing it"; }
   as_root install -d -m 0755 "$new/bin"
+  argv0=no
+  "$interp" --help 2>/dev/null | grep -q -- --argv0 && argv0=yes
   while read -r cmd; do
     [[ "$cmd" =~ ^[a-z]+$ ]] || { as_root rm -rf "$new"; die "the client bundle lists an unexpected command name '$cmd'"; }
-    bundle_wrapper "$cmd" "$interp" | root_put "$new/bin/$cmd" 0755
+    bundle_wrapper "$cmd" "$interp" "$argv0" | root_put "$new/bin/$cmd" 0755
   done <"$new/COMMANDS"
   echo "$sha" | root_put "$new/.sha256" 0644
   as_root rm -rf "$CLIENT_DIR.old"
@@ -297,7 +305,8 @@ link_commands() {
     cmd="${cmd##*/}"
     [[ "$auth" == jwt && " ${WRAPPED[*]} " == *" $cmd "* ]] && continue
     printf '%s\n' '#!/bin/sh' "exec $(client_exec "$CLIENT_DIR/bin/$cmd") \"\$@\"" >"$STATE_DIR/link.tmp"
-    if ! cmp -s "$STATE_DIR/link.tmp" "$WRAPPER_DIR/$cmd" 2>/dev/null; then
+    # (no cmp to start for a wrapper not there yet)
+    if [[ ! -e "$WRAPPER_DIR/$cmd" ]] || ! cmp -s "$STATE_DIR/link.tmp" "$WRAPPER_DIR/$cmd" 2>/dev/null; then
       root_put "$WRAPPER_DIR/$cmd" 0755 <"$STATE_DIR/link.tmp"
       changed=0
     fi
@@ -305,7 +314,7 @@ link_commands() {
   printf '%s\n' "# slurm_login_node.sh: the HyperPod cluster's Slurm client" \
     "case \":\$PATH:\" in *\":$CLIENT_DIR/bin:\"*) ;; *) PATH=\"$CLIENT_DIR/bin:\$PATH\" ;; esac" \
     "export SLURM_CONF=\"\${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}\"" >"$STATE_DIR/link.tmp"
-  if ! cmp -s "$STATE_DIR/link.tmp" "$PROFILE_SNIPPET" 2>/dev/null; then
+  if [[ ! -e "$PROFILE_SNIPPET" ]] || ! cmp -s "$STATE_DIR/link.tmp" "$PROFILE_SNIPPET" 2>/dev/null; then
     root_put "$PROFILE_SNIPPET" 0644 <"$STATE_DIR/link.tmp"
     changed=0
   fi
@@ -326,8 +335,8 @@ client_exec() {
 # install_workdir_helper : studio_workdir.sh as WORKDIR_HELPER (root's, 0755) unless it is there already.
 install_workdir_helper() {
   local source
-  source="$(dirname "${BASH_SOURCE[0]}")/studio_workdir.sh"
-  if as_root cat "$WORKDIR_HELPER" 2>/dev/null | cmp -s "$source" -; then
+  source="$SCRIPT_DIR/studio_workdir.sh"
+  if [[ -e "$WORKDIR_HELPER" ]] && as_root cat "$WORKDIR_HELPER" 2>/dev/null | cmp -s "$source" -; then
     return 1
   fi
   as_root install -d -m 0755 "$(dirname "$WORKDIR_HELPER")"
@@ -494,7 +503,7 @@ main() {
   copy="$STATE_DIR/slurm_login_node.sh"
   install -m 0700 "${BASH_SOURCE[0]}" "$copy"
   for copy in slurm_token.sh fsx_paths.sh studio_workdir.sh; do
-    install -m 0700 "$(dirname "${BASH_SOURCE[0]}")/$copy" "$STATE_DIR/$copy"
+    install -m 0700 "$SCRIPT_DIR/$copy" "$STATE_DIR/$copy"
   done
   copy="$STATE_DIR/slurm_login_node.sh"
   SLURM_LOGIN_CHILD=1 nohup setsid bash "$copy" >>"$LOG_FILE" 2>&1 </dev/null &

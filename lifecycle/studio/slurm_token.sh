@@ -122,7 +122,7 @@ start_refresher() {
 
 if [[ "${BASH_SOURCE[0]}" == "$0" && "${1:-}" == refresh ]]; then
   set -uo pipefail
-  log() { printf '%s [slurm-token] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
+  log() { TZ=UTC0 printf '%(%Y-%m-%dT%H:%M:%SZ)T [slurm-token] %s\n' -1 "$*"; } # (slurm_login_node.sh's log)
   die() {
     log "ERROR: $*" >&2
     exit 1

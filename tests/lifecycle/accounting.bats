@@ -11,7 +11,7 @@ setup_accounting() {
   export SACCT
   mkdir -p "$SACCT/state"
   cat >"$T/bin/sacctmgr" <<'EOF'
-#!/usr/bin/env bash
+#!/bin/bash
 echo "sacctmgr $*" >>"$STUB_LOG"
 if [[ "$1" == -i ]]; then
   [[ -n "${SACCT_FAIL:-}" && "$*" == *"$SACCT_FAIL"* ]] && { echo "sacctmgr: error: stub failure" >&2; exit 1; }
@@ -29,7 +29,7 @@ EOF
   chmod +x "$T/bin/sacctmgr"
   rm "$T/bin/scontrol"
   cat >"$T/bin/scontrol" <<'EOF'
-#!/usr/bin/env bash
+#!/bin/bash
 echo "scontrol $*" >>"$STUB_LOG"
 cat "$SACCT/config.txt"
 EOF

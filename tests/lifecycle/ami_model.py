@@ -9,6 +9,7 @@ hand: change the contract, and every test node changes with it.
     ami_model.py --node-type controller --root DIR [--map /node/path=/local/path]... [--fake-root DIR]
                  [--absent FACT]... [--node-ip IP] [--manifest FILE]
     ami_model.py --clean --manifest FILE           removes what an earlier layout created
+    ami_model.py --clean --node-type ... --manifest FILE    both, in one start: the test node laid out again
     ami_model.py --facts [--status unverified]     lists fact ids
 
 Node paths go to the longest `--map`ped prefix, else under --root; the same mapping rewrites the paths inside the files
@@ -210,7 +211,8 @@ def main(argv: list[str]) -> int:
             if args.manifest is None:
                 raise ModelError("--clean needs --manifest")
             clean(args.manifest)
-            return 0
+            if not args.node_type:
+                return 0
         if not args.node_type or args.root is None:
             raise ModelError("--node-type and --root are required")
         mapping = {}

@@ -11,8 +11,8 @@ END="# END hyperpod-platform auth"
 
 # jwt_mode : per-user mode, with the key and the issuer's secret in the test's directory
 jwt_mode() {
-  set_param slurm.auth '"jwt"'
-  set_param slurm.jwt_key_secret_arn '"arn:aws:secretsmanager:us-east-1:111122223333:secret:ml-cluster/slurm-jwt-key-AbCdEf"'
+  set_param slurm.auth '"jwt"' \
+    slurm.jwt_key_secret_arn '"arn:aws:secretsmanager:us-east-1:111122223333:secret:ml-cluster/slurm-jwt-key-AbCdEf"'
   export JWT_KEY_FILE="$T/spool/jwt_hs256.key"
 }
 

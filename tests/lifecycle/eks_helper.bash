@@ -9,12 +9,28 @@ STUB="$BATS_TEST_DIRNAME/stubs/eks_stub"
 
 # fake_tool NAME DEST : a copy of the stub that acts as NAME, with its own checksum
 fake_tool() {
-  mkdir -p "$(dirname "$2")"
+  mkdir -p "${2%/*}"
   { cat "$STUB"; echo "# fake $1 for tests"; } >"$2"
   chmod 0755 "$2"
 }
 
-sha() { sha256sum "$1" | cut -d' ' -f1; }
+sha() {
+  local out
+  out="$(sha256sum "$1")"
+  echo "${out%% *}"
+}
+
+# make_tools : $BATS_FILE_TMPDIR/eks-tools, the "tools directory" with fake kubectl and helm, and their checksums
+# (the same for every test of the file: setup copies it). Made by the first test to get here; tests run in parallel,
+# so each makes its own and renames it into place (a rename onto one made first fails and is thrown away).
+make_tools() {
+  local tmpl="$BATS_FILE_TMPDIR/eks-tools" new="$BATS_FILE_TMPDIR/eks-tools.$BASHPID"
+  [[ -d "$tmpl" ]] && return 0
+  fake_tool kubectl "$new/s3-copy/kubectl/kubectl"
+  fake_tool helm "$new/s3-copy/helm/helm"
+  echo "$(sha "$new/s3-copy/kubectl/kubectl") $(sha "$new/s3-copy/helm/helm")" >"$new/sha256"
+  mv -T "$new" "$tmpl" 2>/dev/null || rm -rf "$new"
+}
 
 setup() {
   T="$BATS_TEST_TMPDIR"
@@ -28,10 +44,10 @@ setup() {
     return 1
   }
   TOOLS="$T/s3-copy"
-  fake_tool kubectl "$TOOLS/kubectl/kubectl"
-  fake_tool helm "$TOOLS/helm/helm"
+  make_tools
+  cp -a "$BATS_FILE_TMPDIR/eks-tools/s3-copy" "$TOOLS"
+  read -r KUBECTL_SHA256 HELM_SHA256 <"$BATS_FILE_TMPDIR/eks-tools/sha256"
   export EKS_CLUSTER_NAME=ml-cluster AWS_DEFAULT_REGION=eu-west-1 EKS_TOOLS_DIR="$TOOLS"
-  KUBECTL_SHA256="$(sha "$TOOLS/kubectl/kubectl")" HELM_SHA256="$(sha "$TOOLS/helm/helm")"
   export KUBECTL_SHA256 HELM_SHA256
   export EKS_LOGIN_FOREGROUND=1 EKS_LOGIN_RETRY_DELAY=0 TMPDIR="$T/tmp"
   unset EKSCTL_S3_URI EKSCTL_SHA256 KUBE_NAMESPACE AWS_REGION KUBECONFIG STUB_AWS_EKS_ERROR STUB_API_DOWN
@@ -62,7 +78,10 @@ kubeconfig_get() {
   python3 -c "import json,sys; c=json.load(open(sys.argv[1])); print($1)" "$KUBECONFIG_FILE"
 }
 
-# calls NAME -> the recorded calls of one stub or fake tool
+# calls NAME -> the recorded calls of one stub or fake tool (read in the test's own shell)
 calls() {
-  grep "^$1 " "$STUB_LOG" || true
+  local line
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    [[ "$line" != "$1 "* ]] || printf '%s\n' "$line"
+  done <"$STUB_LOG"
 }

@@ -60,15 +60,15 @@ drop_in() { echo "$(dirname "$ENROOT_CONF")/enroot.conf.d/50-hyperpod-platform.c
 # container runtime on, and every directory down to the test's own reachable by the two users.
 setup_node() {
   [[ $EUID -eq 0 ]] || skip "needs root: the attacks run as other users"
-  set_param container_runtime.enabled true
-  set_param container_runtime.artifacts '[]'
-  set_param users "[{\"name\": \"$ATTACKER\", \"uid\": $(id -u "$ATTACKER"), \"gid\": $(id -g "$ATTACKER"), \"sudo\": false},
+  set_param container_runtime.enabled true \
+    container_runtime.artifacts '[]' \
+    users "[{\"name\": \"$ATTACKER\", \"uid\": $(id -u "$ATTACKER"), \"gid\": $(id -g "$ATTACKER"), \"sudo\": false},
     {\"name\": \"$VICTIM\", \"uid\": $(id -u "$VICTIM"), \"gid\": $(id -g "$VICTIM"), \"sudo\": false}]"
   echo "$T/fsx" >>"$FAKE_ROOT/mounts"
   local dir="$T"
   while [[ "$dir" != / && "$dir" != /tmp ]]; do
     chmod o+x "$dir"
-    dir="$(dirname "$dir")"
+    dir="${dir%/*}"
   done
 }
 
@@ -179,4 +179,46 @@ setup_node() {
   [ "$status" -eq 0 ]
   [[ "$output" == *"$T/fsx is not mounted: $T/fsx/.hyperpod-platform/enroot-cache skipped"* ]]
   [ ! -e "$T/fsx/.hyperpod-platform" ]
+}
+
+@test "safe_dirs.py root-dir takes several directories and stops at the first it refuses" {
+  mkdir -m 0755 "$T/r"
+  mkdir -m 0777 "$T/open"
+  run python3 "$SCRIPTS/lib/safe_dirs.py" root-dir "$T/r/a" 0755 "$T/r/b" 1777 "$T/open/c" 0755 "$T/r/d" 0755
+  [ "$status" -eq 3 ]
+  [ "${lines[0]}" = "made $T/r/a (root, 755)" ]
+  [ "${lines[1]}" = "made $T/r/b (root, 1777)" ]
+  [[ "${lines[2]}" == "refused: $T/open: owned by uid 0 or writable by others" ]]
+  [ ! -e "$T/open/c" ]
+  [ ! -e "$T/r/d" ]
+  [ "$(stat -c %a "$T/r/b")" = 1777 ]
+}
+
+@test "safe_dirs.py roots: every root and its users' directories in one start; a refused root does not stop the next" {
+  mkdir -m 0755 "$T/r"
+  mkdir -m 0777 "$T/open"
+  mkdir -m 0755 "$T/r/kept"
+  ln -s "$T/r" "$T/link"
+  run python3 "$SCRIPTS/lib/safe_dirs.py" roots 2001:2101 2002:2102 -- "$T/r/kept" 0755 per-user \
+    "$T/open/x" 0755 per-user "$T/link/y" 0755 shared "$T/r/tmp" 1777 shared "$T/r/cache" 0755 per-user
+  [ "$status" -eq 3 ]
+  [ "${lines[0]}" = "made $T/r/kept/user-2001 (2001:2101, 700)" ] # the root itself was kept: not printed
+  [ "${lines[1]}" = "made $T/r/kept/user-2002 (2002:2102, 700)" ]
+  [ "${lines[2]}" = "ERROR: refused: $T/open: owned by uid 0 or writable by others" ]
+  [[ "${lines[3]}" == "ERROR: refused: $T/link: "* ]]
+  [ "${lines[4]}" = "made $T/r/tmp (root, 1777)" ]
+  [ "${lines[5]}" = "made $T/r/cache (root, 755)" ]
+  [ "${lines[6]}" = "made $T/r/cache/user-2001 (2001:2101, 700)" ]
+  [ "${#lines[@]}" -eq 8 ]
+  [ "$(stat -c '%u:%g %a' "$T/r/cache/user-2002")" = "2002:2102 700" ]
+  [ ! -e "$T/r/tmp/user-2001" ]
+  [ ! -e "$T/open/x" ]
+  [ ! -e "$T/r/y" ]
+  # Nothing refused, nothing new: nothing to say.
+  run python3 "$SCRIPTS/lib/safe_dirs.py" roots 2001:2101 -- "$T/r/kept" 0755 per-user "$T/r/tmp" 1777 shared
+  [ "$status" -eq 0 ]
+  [ -z "$output" ]
+  run python3 "$SCRIPTS/lib/safe_dirs.py" roots 2001:2101 -- "$T/r/kept" 0755 sometimes
+  [ "$status" -eq 3 ]
+  [[ "$output" == "refused: usage: "* ]]
 }

@@ -96,8 +96,8 @@ AccountingStorageType = accounting_storage/slurmdbd"
 # configure_slurm_auth.sh in per-user mode on a slurm.conf naming two controllers; the key goes to the issuer's
 # secret through a stand-in `aws` that only records the call.
 jwt_on_two_controllers() {
-  set_param slurm.auth '"jwt"'
-  set_param slurm.jwt_key_secret_arn '"arn:aws:secretsmanager:eu-west-1:123456789012:secret:jwt-key"'
+  set_param slurm.auth '"jwt"' \
+    slurm.jwt_key_secret_arn '"arn:aws:secretsmanager:eu-west-1:123456789012:secret:jwt-key"'
   mkdir -p "$T/statesave" "$T/override"
   printf '%s\n' ClusterName=ml-cluster "SlurmctldHost=ip-10-1-0-12(10.1.0.12)" "SlurmctldHost=ip-10-1-0-13(10.1.0.13)" \
     "StateSaveLocation=$T/statesave" "include accounting.conf" >"$SLURM_CONF_DIR/slurm.conf"

@@ -31,6 +31,28 @@ enable_pam_adopt() {
   [ "$output" = "$(printf 'compute\tworker-group-1')" ]
 }
 
+# node_tree -> every entry of the test's directory but bats' and the scripts' scratch, with its mode, link target and
+# content digest, the test's directory written <T> wherever it is named
+node_tree() {
+  local path
+  (cd "$T" && find . -path ./tmp -prune -o -printf '%p %m %l\n' | LC_ALL=C sort)
+  while IFS= read -r -d '' path; do
+    printf '%s %s\n' "${path#"$T"}" "$(sed "s|$T|<T>|g" "$path" | sha256sum)"
+  done < <(find "$T" -path "$T/tmp" -prune -o -type f -print0 | LC_ALL=C sort -z)
+}
+
+@test "setup's node, copied from the file's template, is the node ami_model lays out for the test itself" {
+  before="$(node_tree)"
+  ami_node controller --absent fsx-mounted # laid out again, directly in this test's directory
+  set_param fsx.mount_path "\"$T/fsx\""   # as setup's parameters (set_param writes the same file anew)
+  [ "$before" = "$(node_tree)" ] || {
+    diff <(echo "$before") <(node_tree) >&2
+    return 1
+  }
+  [[ "$before" == *"./slurm/etc/plugstack.conf.d/pyxis.conf 777 $T/pyxis/pyxis.conf"* ]] # the link, into this test
+  grep -qxF "$T/nvme" "$FAKE_ROOT/mounts"
+}
+
 @test "the AMI model's variants: every fact can be left out, and an unknown fact is refused" {
   for fact in $(python3 "$BATS_TEST_DIRNAME/ami_model.py" --facts); do
     ami_node controller --absent "$fact"
@@ -64,8 +86,8 @@ enable_pam_adopt() {
 }
 
 @test "configless compute and login nodes: no script creates slurm.conf or calls scontrol" {
-  set_param container_runtime.enabled true
-  set_param slurm.pam_slurm_adopt true
+  set_param container_runtime.enabled true \
+    slurm.pam_slurm_adopt true
   mkdir -p "$(dirname "$PAM_SSHD")" "$(dirname "$PAM_SLURM_ADOPT_CANDIDATES")"
   printf 'account include common-account\n' >"$PAM_SSHD"
   touch "$PAM_SLURM_ADOPT_CANDIDATES"

@@ -11,9 +11,10 @@ setup_metrics() {
   export NODE_EXPORTER_DEFAULTS="$T/default/prometheus-node-exporter" NVIDIA_GPU_DIR="$T/nvidia/gpus"
   export SYS_INFINIBAND="$T/infiniband"
   set_param node_metrics "{\"remote_write_url\": \"$URL\", \"region\": \"us-west-2\", \"scrape_interval_seconds\": 30, \"artifacts\": []}"
-  add_metrics_artifact prometheus-node-exporter prometheus-node-exporter_1.7.0-1ubuntu0.1_amd64.deb "fake node exporter"
-  add_metrics_artifact prometheus prometheus_2.45.3+ds-2ubuntu0.1_amd64.deb "fake prometheus"
-  add_metrics_artifact dcgm-exporter dcgm-exporter_4.8.3-ubuntu22.04u5_amd64.deb "fake dcgm exporter"
+  add_section_artifacts node_metrics metrics \
+    prometheus-node-exporter prometheus-node-exporter_1.7.0-1ubuntu0.1_amd64.deb "fake node exporter" \
+    prometheus prometheus_2.45.3+ds-2ubuntu0.1_amd64.deb "fake prometheus" \
+    dcgm-exporter dcgm-exporter_4.8.3-ubuntu22.04u5_amd64.deb "fake dcgm exporter"
 }
 
 # add_metrics_artifact NAME FILE CONTENT [SHA]

@@ -49,3 +49,11 @@ load test_helper
   [[ "$output" == *"version: expected 1, got 2"* ]]
   [ -z "$(mutating_calls)" ]
 }
+
+@test "run as \`bash on_init_complete.sh\` from its own directory, every step finds its libraries" {
+  cd "$SCRIPTS"
+  STUB_IPS="10.1.0.31" run bash on_init_complete.sh
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"node type: compute (instance group worker-group-1)"* ]]
+  [[ "$output" == *"[configure_pam_adopt] "* ]] # the last step ran
+}

@@ -52,8 +52,8 @@ untouched() {
 
 @test "ldap:// passes the URI check with start_tls (and stops later, here at the missing CA)" {
   setup_directory
-  set_param directory.uris '["ldap://ldap2.example.com"]'
-  set_param directory.start_tls true
+  set_param directory.uris '["ldap://ldap2.example.com"]' \
+    directory.start_tls true
   rm "$T/hyperpod/directory/ca.pem"
   run bash "$T/hyperpod/configure_sssd.sh"
   [ "$status" -ne 0 ]

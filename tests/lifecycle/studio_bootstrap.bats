@@ -16,8 +16,19 @@ echo "ran with $STUDIO_TEST_VALUE" >"$HOME/ran"
 bash "$(dirname "$0")/tools/helper.sh"
 SH
   echo 'echo helper >>"$HOME/ran"' >"$SHIPPED/tools/helper.sh"
-  JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 "$REPO_ROOT/.venv/bin/python" "$BATS_TEST_DIRNAME/render_studio_bootstrap.py" "$SHIPPED" \
-    "s3://lifecycle-bucket/studio/ml-cluster/" entry.sh >"$BATS_FILE_TMPDIR/bootstrap.sh"
+  # The same scripts with the tools' studio_tools.sh, for the test of that variant. It notes whether the entry point
+  # had run yet (the entry point writes $HOME/ran).
+  cp -R "$SHIPPED" "$BATS_FILE_TMPDIR/shipped-tools"
+  tools_script >"$BATS_FILE_TMPDIR/shipped-tools/studio_tools.sh"
+  # Both variants in one Python start (rendering imports the CDK).
+  JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 "$REPO_ROOT/.venv/bin/python" "$BATS_TEST_DIRNAME/render_studio_bootstrap.py" \
+    --out "$BATS_FILE_TMPDIR/bootstrap.sh" "$SHIPPED" "s3://lifecycle-bucket/studio/ml-cluster/" entry.sh plain \
+    --out "$BATS_FILE_TMPDIR/bootstrap-tools.sh" "$BATS_FILE_TMPDIR/shipped-tools" \
+    "s3://lifecycle-bucket/studio/ml-cluster/" entry.sh tools
+}
+
+tools_script() {
+  printf '[ -e "$HOME/ran" ] && echo after >>"$HOME/tools" || echo before >>"$HOME/tools"\nexit "${TOOLS_EXIT:-0}"\n'
 }
 
 setup() {
@@ -77,19 +88,14 @@ SH
 }
 
 @test "with the tools, studio_tools.sh runs before the entry point, and its failure does not stop the space" {
-  # It notes whether the entry point had run yet (the entry point writes $HOME/ran).
-  printf '[ -e "$HOME/ran" ] && echo after >>"$HOME/tools" || echo before >>"$HOME/tools"\nexit "${TOOLS_EXIT:-0}"\n' \
-    >"$BUCKET/studio_tools.sh"
-  mkdir -p "$T/src" && cp -R "$BUCKET/." "$T/src/"
-  JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 "$REPO_ROOT/.venv/bin/python" \
-    "$BATS_TEST_DIRNAME/render_studio_bootstrap.py" "$T/src" "s3://lifecycle-bucket/studio/ml-cluster/" entry.sh tools \
-    >"$T/bootstrap.sh"
-  run bash "$T/bootstrap.sh"
+  # The bucket as setup_file rendered the tools variant for (shipped-tools): the scripts and studio_tools.sh.
+  tools_script >"$BUCKET/studio_tools.sh"
+  run bash "$BATS_FILE_TMPDIR/bootstrap-tools.sh"
   [ "$status" -eq 0 ]
   [ "$(cat "$HOME/tools")" = before ]
   [ "$(cat "$HOME/ran")" = "$(printf 'ran with from-bootstrap\nhelper')" ]
   rm "$HOME/ran" "$HOME/tools"
-  TOOLS_EXIT=1 run bash "$T/bootstrap.sh"
+  TOOLS_EXIT=1 run bash "$BATS_FILE_TMPDIR/bootstrap-tools.sh"
   [ "$status" -eq 0 ]
   [[ "$output" == *"studio-lifecycle: hyp and jq were not installed; see $HOME/.studio-tools/setup.log"* ]]
   [ "$(cat "$HOME/tools")" = before ]

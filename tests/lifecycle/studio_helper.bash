@@ -13,36 +13,64 @@ ARN="arn:aws:secretsmanager:eu-west-1:123456789012:secret:hyperpod/slurm-login-A
 STUDIO_STUBBED=(aws sinfo getent runuser sudo hostname useradd)
 BUNDLE_COMMANDS=(sinfo sbatch squeue scancel sacct scontrol munge unmunge munged)
 
+# The loader the fake bundles name as their INTERPRETER: the stub, as fake-ld (one per file, so that the default
+# bundle, which names it, is the same for every test of the file).
+FAKE_LD="$BATS_FILE_TMPDIR/fake-ld"
+
+# make_template : $BATS_FILE_TMPDIR/studio-template, what every test of this file starts from (setup copies its t/ in
+# one cp): the stub links, the default bundle (23.11.10) in the fake S3 and the secret naming it. Made once per file by
+# the first test to get here (tests of a file run in parallel: each makes its own, renames it into place, and throws
+# it away when another test's got there first).
+make_template() {
+  local tmpl="$BATS_FILE_TMPDIR/studio-template" new="$BATS_FILE_TMPDIR/studio-template.$BASHPID" cmd
+  [[ -d "$tmpl" ]] && return 0
+  mkdir -p "$new/t/bin" "$new/t/stub-state" "$new/t/s3" "$new/t/tmp"
+  [[ -L "$FAKE_LD" ]] || ln -s "$BATS_TEST_DIRNAME/stubs/studio_stub" "$FAKE_LD" 2>/dev/null || true
+  for cmd in "${STUDIO_STUBBED[@]}"; do
+    ln -s "$BATS_TEST_DIRNAME/stubs/studio_stub" "$new/t/bin/$cmd"
+  done
+  : >"$new/t/calls.log"
+  printf 'munge-key-bytes-0123456789' >"$new/t/munge.key"
+  ( # the template's own T, S3 and secret, in a subshell: the test's are set by setup
+    # shellcheck disable=SC2030
+    T="$new/t" STUB_S3_DIR="$new/t/s3" STUB_SECRET="$new/t/secret.json"
+    make_bundle 23.11.10
+    rm -rf "$T/bundle-src"
+    write_secret "{}"
+    printf '%s %s\n' "$BUNDLE_SHA" "$BUNDLE_URI" >"$new/bundle"
+  )
+  mv -T "$new" "$tmpl" 2>/dev/null || rm -rf "$new"
+}
+
 setup() {
   T="$BATS_TEST_TMPDIR"
+  # shellcheck disable=SC2031 # (make_template's subshell has its own)
   export STUB_LOG="$T/calls.log" STUB_STATE="$T/stub-state" STUB_SECRET="$T/secret.json" STUB_S3_DIR="$T/s3"
-  mkdir -p "$T/bin" "$STUB_STATE" "$STUB_S3_DIR"
-  ln -s "$BATS_TEST_DIRNAME/stubs/studio_stub" "$T/fake-ld"
-  touch "$STUB_LOG"
-  for cmd in "${STUDIO_STUBBED[@]}"; do
-    ln -s "$BATS_TEST_DIRNAME/stubs/studio_stub" "$T/bin/$cmd"
-  done
+  make_template
+  cp -a "$BATS_FILE_TMPDIR/studio-template/t/." "$T/"
+  read -r BUNDLE_SHA BUNDLE_URI <"$BATS_FILE_TMPDIR/studio-template/bundle"
+  export BUNDLE_SHA BUNDLE_URI
   export PATH="$T/bin:$PATH"
+  # Every stub in effect: `hash` looks each name up as running it would, without a subshell per name.
+  hash -r
   for cmd in "${STUDIO_STUBBED[@]}"; do
-    [[ "$(command -v "$cmd")" == "$T/bin/$cmd" ]] || {
+    hash "$cmd" 2>/dev/null || true
+    [[ "${BASH_CMDS[$cmd]-}" == "$T/bin/$cmd" ]] || {
       echo "stub for $cmd is not in effect" >&2
       return 1
     }
   done
+  hash -r
   export SLURM_LOGIN_ROOT="$T/root" SLURM_LOGIN_STATE_DIR="$T/home/.slurm-login"
   export SLURM_LOGIN_SECRET_ARN="$ARN" SLURM_LOGIN_FOREGROUND=1 MUNGE_USER=root
   export SLURM_LOGIN_RETRY_DELAY=0 SLURM_LOGIN_VERIFY_ATTEMPTS=2 TMPDIR="$T/tmp"
   # What the stubs report: the controller's sinfo (empty = none), name resolution.
   export STUB_SINFO_VERSION="" STUB_RESOLVES=1
   unset AWS_ENDPOINT_URL STUB_BUNDLE_SINFO_VERSION
-  mkdir -p "$TMPDIR"
-  printf 'munge-key-bytes-0123456789' >"$T/munge.key"
-  make_bundle 23.11.10
-  write_secret "{}"
 }
 
 # make_bundle VERSION [PLUGIN...] : a client bundle in the stub S3 as build_slurm_client_bundle.sh lays it out (its
-# commands are the stub, its loader $T/fake-ld); sets BUNDLE_URI and BUNDLE_SHA for write_secret.
+# commands are the stub, its loader $FAKE_LD); sets BUNDLE_URI and BUNDLE_SHA for write_secret.
 make_bundle() {
   local version=$1 src="$T/bundle-src/$1" cmd plugin
   shift
@@ -50,13 +78,14 @@ make_bundle() {
   mkdir -p "$src/slurm-client/libexec" "$src/slurm-client/lib/slurm"
   for cmd in "${BUNDLE_COMMANDS[@]}"; do
     ln -s "$BATS_TEST_DIRNAME/stubs/studio_stub" "$src/slurm-client/libexec/$cmd"
-    echo "$cmd" >>"$src/slurm-client/COMMANDS"
   done
+  printf '%s\n' "${BUNDLE_COMMANDS[@]}" >"$src/slurm-client/COMMANDS"
   for plugin in auth_munge "$@"; do : >"$src/slurm-client/lib/slurm/$plugin.so"; done
   echo "$version" >"$src/slurm-client/VERSION"
-  echo "$T/fake-ld" >"$src/slurm-client/INTERPRETER"
+  echo "$FAKE_LD" >"$src/slurm-client/INTERPRETER"
   tar -czf "$src/bundle.tar.gz" -C "$src" slurm-client
-  BUNDLE_SHA="$(sha256sum "$src/bundle.tar.gz" | awk '{print $1}')"
+  BUNDLE_SHA="$(sha256sum "$src/bundle.tar.gz")"
+  BUNDLE_SHA="${BUNDLE_SHA%% *}"
   BUNDLE_URI="s3://sagemaker-lc-ml-cluster-123456789012-eu-west-1/slurm-client/slurm-client-$version-$BUNDLE_SHA.tar.gz"
   cp "$src/bundle.tar.gz" "$STUB_S3_DIR/${BUNDLE_URI##*/}"
   export BUNDLE_SHA BUNDLE_URI
@@ -80,7 +109,10 @@ json.dump(value, open(path, "w"))
 EOF
 }
 
-# calls NAME -> the recorded calls of one stub
+# calls NAME -> the recorded calls of one stub (read in the test's own shell)
 calls() {
-  grep "^$1 " "$STUB_LOG" || true
+  local line
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    [[ "$line" != "$1 "* ]] || printf '%s\n' "$line"
+  done <"$STUB_LOG"
 }

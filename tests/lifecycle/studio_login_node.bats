@@ -59,7 +59,7 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
   [[ "$(calls aws)" == *"s3 cp --only-show-errors $BUNDLE_URI "* ]]
   [ "$(cat "$(client)/.sha256")" = "$BUNDLE_SHA" ]
   # Wrappers hand the bundle's libraries to the loader on its command line; no LD_LIBRARY_PATH.
-  [ "$(tail -n1 "$(client)/bin/sinfo")" = "exec $T/fake-ld --library-path $(client)/lib:$(client)/lib/slurm --argv0 sinfo $(client)/libexec/sinfo \"\$@\"" ]
+  [ "$(tail -n1 "$(client)/bin/sinfo")" = "exec $FAKE_LD --library-path $(client)/lib:$(client)/lib/slurm --argv0 sinfo $(client)/libexec/sinfo \"\$@\"" ]
   ! grep -rq LD_LIBRARY_PATH "$(client)/bin" "$SLURM_LOGIN_ROOT/usr/local/bin" || false
   # sbatch goes through the working-directory helper (root's copy of studio_workdir.sh); the others straight on.
   helper="$SLURM_LOGIN_ROOT/usr/local/lib/hyperpod/studio-workdir"

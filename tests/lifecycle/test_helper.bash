@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2030,SC2031 # make_template lays its node out in a subshell with a T of its own, on purpose
 # Shared setup: every system command is a stub on PATH and every system path is in a temp dir,
 # so the scripts can run as root in CI without touching the machine.
 
@@ -10,29 +11,50 @@ FIXTURES="$BATS_TEST_DIRNAME/fixtures"
 STUBBED=(hostname mount umount mountpoint findmnt getent groupadd useradd usermod userdel systemctl scontrol
   apt-get apt-mark dpkg-query aws visudo srun ssh-keygen lctl nproc iptables ip6tables sinfo setpriv)
 
-setup() {
-  T="$BATS_TEST_TMPDIR"
-  export FAKE_ROOT="$T/fake" STUB_LOG="$T/calls.log" STUB_S3_DIR="$T/s3"
-  mkdir -p "$T/bin" "$FAKE_ROOT/dpkg" "$STUB_S3_DIR"
-  touch "$STUB_LOG" "$FAKE_ROOT/mounts"
+# The directory every test of this file starts from, made once per file in $BATS_FILE_TMPDIR/template: the stub links,
+# the fake root's files, the empty directories, the parameters, and the node ami_node lays out for a controller. setup()
+# copies it in one cp, instead of making each piece with a command of its own and starting ami_model.py, the costliest
+# part, for every test. The template is made in a directory of its own name (recorded in `origin`); the files that
+# name it (`fix-files`) and the links into it (`fix-links`) get the test's directory instead after the copy.
+# Tests of a file run in parallel (bats --jobs): the first tests to get here each make one and rename it into place;
+# a rename onto one another test made first fails, and that copy is thrown away.
+make_template() {
+  local tmpl="$BATS_FILE_TMPDIR/template" new="$BATS_FILE_TMPDIR/template.$BASHPID" cmd
+  [[ -d "$tmpl" ]] && return 0
   # Work the scripts do as a user (setpriv, lib/user_paths.sh) really runs under that uid: it must reach the test's
   # directory (bats makes its run directory 0700) and record its stub calls.
   chmod 0711 "$BATS_RUN_TMPDIR"
-  chmod 0666 "$STUB_LOG"
-  printf 'root:x:0:0:root:/root:/bin/bash\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\n' >"$FAKE_ROOT/passwd"
-  printf 'root:x:0:\nubuntu:x:1000:\n' >"$FAKE_ROOT/group"
+  mkdir -p "$new/t/bin" "$new/t/fake/dpkg" "$new/t/s3" "$new/t/skel" "$new/t/tmp" "$new/t/slurm/etc"
   for cmd in "${STUBBED[@]}"; do
-    ln -s "$BATS_TEST_DIRNAME/stubs/stub" "$T/bin/$cmd"
+    ln -s "$BATS_TEST_DIRNAME/stubs/stub" "$new/t/bin/$cmd"
   done
-  export PATH="$T/bin:$PATH"
-  # Refuse to run if any stub would fall through to the real command.
-  for cmd in "${STUBBED[@]}"; do
-    [[ "$(command -v "$cmd")" == "$T/bin/$cmd" && -x "$T/bin/$cmd" ]] || {
-      echo "stub for $cmd is not in effect" >&2
-      return 1
-    }
-  done
+  : >"$new/t/calls.log"
+  chmod 0666 "$new/t/calls.log"
+  : >"$new/t/fake/mounts"
+  printf 'root:x:0:0:root:/root:/bin/bash\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\n' >"$new/t/fake/passwd"
+  printf 'root:x:0:\nubuntu:x:1000:\n' >"$new/t/fake/group"
+  printf 'MemTotal:        7836724 kB\nMemFree:         1000000 kB\n' >"$new/t/meminfo"
+  echo "# skeleton profile" >"$new/t/skel/.profile"
+  (
+    T="$new/t"
+    node_env
+    # The node as lifecycle/node_contract.json says HyperPod leaves a controller before OnInitComplete
+    # (tests/lifecycle/ami_model.py): its slurm.conf, plugstack.conf, resource_config.json, enroot, pyxis, Docker,
+    # Slurm's log rotation, the NVMe and EBS mounts. FSx is left out: these parameters (fsx.mount: true) have the
+    # lifecycle script mount it, which is what they are for when HyperPod does not.
+    ami_node controller --absent fsx-mounted
+    cp "$FIXTURES/platform_parameters.json" "$PARAMS_FILE"
+    set_param fsx.mount_path "\"$T/fsx\""
+  )
+  echo "$new/t" >"$new/origin"
+  grep -rlF -- "$new/t" "$new/t" | sed "s|^$new/t/||" >"$new/fix-files"
+  find "$new/t" -type l -lname "$new/t/*" -printf '%P\t%l\n' | sed "s|\t$new/t/|\t|" >"$new/fix-links"
+  mv -T "$new" "$tmpl" 2>/dev/null || rm -rf "$new"
+}
 
+# node_env : the paths of the test's node in the environment, every one in $T
+node_env() {
+  export FAKE_ROOT="$T/fake" STUB_LOG="$T/calls.log" STUB_S3_DIR="$T/s3"
   export PARAMS_FILE="$T/platform_parameters.json"
   export RESOURCE_CONFIG="$T/resource_config.json"
   export LOG_DIR="$T/log" FSTAB="$T/fstab" SUDOERS_DIR="$T/sudoers.d"
@@ -42,24 +64,43 @@ setup() {
   export STATE_DIR="$T/state" PLATFORM_DIR="$T/platform" SYSTEMD_DIR="$T/systemd"
   export MEMINFO="$T/meminfo" PAM_SSHD="$T/pam.d/sshd" ACCESS_FILE="$T/security/hyperpod-slurm-admins.conf"
   export SSHD_CONFIG="$T/ssh/sshd_config" PAM_SLURM_ADOPT_CANDIDATES="$T/security/pam_slurm_adopt.so"
-  printf 'MemTotal:        7836724 kB\nMemFree:         1000000 kB\n' >"$MEMINFO"
   export SKEL_DIR="$T/skel"
-  mkdir -p "$SKEL_DIR" && echo "# skeleton profile" >"$SKEL_DIR/.profile"
   export ENROOT_CONF="$T/enroot/enroot.conf" NVME_PATHS="$T/nvme $T/opt-sagemaker" OS_RELEASE="$T/os-release"
   export LOGROTATE_DIR="$T/logrotate.d"
-  mkdir -p "$TMPDIR" "$SLURM_CONF_DIR"
+}
+
+setup() {
+  local tmpl="$BATS_FILE_TMPDIR/template" origin files=() rel target
+  T="$BATS_TEST_TMPDIR"
+  make_template
+  cp -a "$tmpl/t/." "$T/"
+  # The template's own directory, where it is named, becomes the test's (bats' paths: no character sed would take
+  # for syntax).
+  origin="$(<"$tmpl/origin")"
+  mapfile -t files <"$tmpl/fix-files"
+  ((${#files[@]} == 0)) || sed -i "s|${origin//./\\.}|$T|g" "${files[@]/#/$T/}"
+  while IFS=$'\t' read -r rel target; do
+    ln -sfn "$T/$target" "$T/$rel"
+  done <"$tmpl/fix-links"
+  node_env
+  export PATH="$T/bin:$PATH"
+  # Refuse to run if any stub would fall through to the real command. `hash` looks each name up on PATH as running it
+  # would, and leaves what it found in BASH_CMDS: no subshell per command. Forgotten again after, so a test that removes
+  # a stub runs what PATH then finds.
+  hash -r
+  for cmd in "${STUBBED[@]}"; do
+    hash "$cmd" 2>/dev/null || true
+    [[ "${BASH_CMDS[$cmd]-}" == "$T/bin/$cmd" && -x "$T/bin/$cmd" ]] || {
+      echo "stub for $cmd is not in effect" >&2
+      return 1
+    }
+  done
+  hash -r
   export RETRY_DELAY=0 STUB_IPS="10.1.0.12 172.17.0.1" STUB_ACTIVE_UNITS="slurmctld"
   # slurmctld's `scontrol show config` (stubs/stub): the cluster's name only, so no accounting database to talk to.
   export STUB_SCONTROL_CONFIG="ClusterName = ml-cluster"
   # block_imds.sh's connection test as nobody needs a metadata service: tests/e2e/test_imds_block.py has a real one.
   export IMDS_PROBE=0
-  # The node as lifecycle/node_contract.json says HyperPod leaves a controller before OnInitComplete
-  # (tests/lifecycle/ami_model.py): its slurm.conf, plugstack.conf, resource_config.json, enroot, pyxis, Docker,
-  # Slurm's log rotation, the NVMe and EBS mounts. FSx is left out: these parameters (fsx.mount: true) have the
-  # lifecycle script mount it, which is what they are for when HyperPod does not.
-  ami_node controller --absent fsx-mounted
-  cp "$FIXTURES/platform_parameters.json" "$PARAMS_FILE"
-  set_param fsx.mount_path "\"$T/fsx\""
 }
 
 # ami_node TYPE [--absent FACT]... : lays this test's node out again, as HyperPod leaves a TYPE node according to
@@ -67,8 +108,8 @@ setup() {
 ami_node() {
   local type=$1
   shift
-  python3 "$BATS_TEST_DIRNAME/ami_model.py" --clean --manifest "$T/ami.manifest"
-  python3 "$BATS_TEST_DIRNAME/ami_model.py" --node-type "$type" --root "$T/node" --fake-root "$FAKE_ROOT" \
+  # --clean first removes what was laid out before (setup's controller, or an earlier ami_node), in the same start.
+  python3 "$BATS_TEST_DIRNAME/ami_model.py" --clean --node-type "$type" --root "$T/node" --fake-root "$FAKE_ROOT" \
     --manifest "$T/ami.manifest" --map "/opt/slurm/etc=$SLURM_CONF_DIR" --map "/opt/ml/config/resource_config.json=$RESOURCE_CONFIG" \
     --map "/etc/enroot/enroot.conf=$ENROOT_CONF" --map "/etc/logrotate.d=$LOGROTATE_DIR" \
     --map "/usr/local/share/pyxis/pyxis.conf=$PYXIS_CONF" --map "/var/spool/slurmd/conf-cache=$SLURMD_CONF_CACHE" \
@@ -76,50 +117,83 @@ ami_node() {
     --map "/etc/os-release=$OS_RELEASE" "$@"
 }
 
-# set_param KEY.PATH JSON_VALUE : edits the test's copy of the parameters file
+# set_param KEY.PATH JSON_VALUE [KEY.PATH JSON_VALUE]... : edits the test's copy of the parameters file (one Python
+# start for all the pairs)
 set_param() {
-  python3 - "$PARAMS_FILE" "$1" "$2" <<'EOF'
+  python3 - "$PARAMS_FILE" "$@" <<'EOF'
 import json, sys
-path, dotted, value = sys.argv[1:]
+path, pairs = sys.argv[1], sys.argv[2:]
+if not pairs or len(pairs) % 2:
+    sys.exit("set_param: KEY.PATH JSON_VALUE pairs expected")
 with open(path) as f:
     params = json.load(f)
-*parents, last = dotted.split(".")
-node = params
-for key in parents:
-    node = node[key]
-node[last] = json.loads(value)
+for dotted, value in zip(pairs[::2], pairs[1::2]):
+    *parents, last = dotted.split(".")
+    node = params
+    for key in parents:
+        node = node[key]
+    node[last] = json.loads(value)
 with open(path, "w") as f:
     json.dump(params, f, indent=2)
 EOF
 }
 
-# calls NAME -> the recorded calls of one stub
+# calls NAME -> the recorded calls of one stub (read in the test's own shell: tests ask this often)
 calls() {
-  grep "^$1 " "$STUB_LOG" || true
+  local line
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    [[ "$line" != "$1 "* ]] || printf '%s\n' "$line"
+  done <"$STUB_LOG"
 }
 
 # mutating_calls -> every recorded call that changes the node (`scontrol show ...` and `--version` only read)
+MUTATING='^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-mark|aws) |^ip6?tables -w -A |^systemctl (daemon-reload|enable|restart|reload)'
 mutating_calls() {
-  grep -E '^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-mark|aws) |^ip6?tables -w -A |^systemctl (daemon-reload|enable|restart|reload)' "$STUB_LOG" |
-    grep -v -e '^scontrol show ' -e '^scontrol --version$' || true
+  local line
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    [[ "$line" =~ $MUTATING && "$line" != "scontrol show "* && "$line" != "scontrol --version" ]] || continue
+    printf '%s\n' "$line"
+  done <"$STUB_LOG"
 }
 
 # add_section_artifact SECTION PREFIX NAME FILE CONTENT [SHA] : puts a fake .deb in the fake S3 under PREFIX and
 # lists it in the params' SECTION.artifacts (its sha256 unless SHA is given)
 add_section_artifact() {
-  local section=$1 prefix=$2 name=$3 file=$4 content=$5 sha=${6:-}
-  printf '%s' "$content" >"$STUB_S3_DIR/$file"
-  [[ -n "$sha" ]] || sha="$(sha256sum "$STUB_S3_DIR/$file" | cut -d' ' -f1)"
-  python3 - "$PARAMS_FILE" "$section" "$name" "s3://mirror-bucket/$prefix/$file" "$sha" <<'EOF'
-import json, sys
-path, section, name, uri, sha = sys.argv[1:]
+  local section=$1 prefix=$2
+  printf '%s' "$5" >"$STUB_S3_DIR/$4"
+  list_artifacts "$section" "$prefix" "$3" "$4" "${6:-}"
+}
+
+# add_section_artifacts SECTION PREFIX NAME FILE CONTENT [NAME FILE CONTENT]... : add_section_artifact for several,
+# each with its own sha256, in one Python start
+add_section_artifacts() {
+  local section=$1 prefix=$2 entries=()
+  shift 2
+  while (($#)); do
+    printf '%s' "$3" >"$STUB_S3_DIR/$2"
+    entries+=("$1" "$2" "")
+    shift 3
+  done
+  list_artifacts "$section" "$prefix" "${entries[@]}"
+}
+
+# list_artifacts SECTION PREFIX NAME FILE SHA [NAME FILE SHA]... : each FILE of the fake S3 in SECTION.artifacts, under
+# s3://mirror-bucket/PREFIX/ (SHA "" for the file's own sha256)
+list_artifacts() {
+  python3 - "$PARAMS_FILE" "$STUB_S3_DIR" "$@" <<'EOF'
+import hashlib, json, sys
+path, s3_dir, section, prefix, *entries = sys.argv[1:]
 with open(path) as f:
     params = json.load(f)
-params[section]["artifacts"].append({"name": name, "s3_uri": uri, "sha256": sha})
+for name, file, sha in zip(entries[::3], entries[1::3], entries[2::3]):
+    with open(f"{s3_dir}/{file}", "rb") as f:
+        sha = sha or hashlib.sha256(f.read()).hexdigest()
+    params[section]["artifacts"].append({"name": name, "s3_uri": f"s3://mirror-bucket/{prefix}/{file}", "sha256": sha})
 with open(path, "w") as f:
     json.dump(params, f, indent=2)
 EOF
 }
 
-# add_artifact NAME FILE CONTENT [SHA] : a container runtime artifact
+# add_artifact NAME FILE CONTENT [SHA] : a container runtime artifact; add_artifacts NAME FILE CONTENT...: several
 add_artifact() { add_section_artifact container_runtime artifacts "$@"; }
+add_artifacts() { add_section_artifacts container_runtime artifacts "$@"; }

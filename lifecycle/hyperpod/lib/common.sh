@@ -2,8 +2,19 @@
 # Helpers and path defaults shared by the lifecycle scripts. Sourced, never run.
 # Every system path is an environment variable so tests can point it at a temp dir.
 
-LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-HYPERPOD_DIR="$(dirname "$LIB_DIR")"
+# These scripts run at every node boot and every users-sync tick: what bash can do itself is not a process of its own
+# (here dirname, basename and date). LIB_DIR: this file's directory, absolute.
+LIB_DIR="${BASH_SOURCE[0]%/*}"
+[[ "$LIB_DIR" != "${BASH_SOURCE[0]}" ]] || LIB_DIR=. # sourced as `common.sh`, from its own directory
+# `cd && pwd` only for a relative path or one with . or .. in it (a subshell); an absolute one is what pwd would print.
+if [[ "$LIB_DIR" != /* || "$LIB_DIR/" == */./* || "$LIB_DIR/" == */../* || "$LIB_DIR" == *//* ]]; then
+  LIB_DIR="$(cd "$LIB_DIR" && pwd)"
+fi
+HYPERPOD_DIR="${LIB_DIR%/*}"
+HYPERPOD_DIR="${HYPERPOD_DIR:-/}" # (dirname /lib is /)
+# The running script's name in log lines: basename "$0" .sh, once.
+SCRIPT_NAME="${0##*/}"
+SCRIPT_NAME="${SCRIPT_NAME%.sh}"
 
 # Not provisioning_parameters.json: with the API-driven Slurm configuration HyperPod refuses a lifecycle prefix that
 # holds a file of that name, and writes its own under /opt/ml/config/. Ours stays beside the scripts.
@@ -24,8 +35,28 @@ export STATE_DIR="${STATE_DIR:-/var/lib/hyperpod-platform}"
 export PLATFORM_DIR="${PLATFORM_DIR:-/opt/hyperpod-platform}"
 export SYSTEMD_DIR="${SYSTEMD_DIR:-/etc/systemd/system}"
 
+# parent_dir PATH : sets PARENT to what `dirname PATH` prints, without a process (root_dir_problem takes one step per
+# path component; the helpers below make a file's directory before writing it).
+parent_dir() {
+  PARENT="$1"
+  while [[ "$PARENT" == */ && "$PARENT" != / ]]; do PARENT="${PARENT%/}"; done # trailing slashes are not a step
+  if [[ "$PARENT" != */* ]]; then
+    PARENT=.
+    return 0
+  fi
+  PARENT="${PARENT%/*}"
+  while [[ "$PARENT" == */ ]]; do PARENT="${PARENT%/}"; done # nor are the slashes between the two last names
+  [[ -n "$PARENT" ]] || PARENT=/
+}
+
+# same_file FILE COPY : COPY exists and holds FILE's bytes (cmp -s; no cmp started when there is no COPY yet).
+same_file() {
+  [[ -e "$2" ]] && cmp -s "$1" "$2"
+}
+
 log() {
-  printf '%s [%s] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(basename "$0" .sh)" "$*"
+  # %(...)T is strftime(3) of the time now (-1); TZ=UTC0 for this printf only, as `date -u`.
+  TZ=UTC0 printf '%(%Y-%m-%dT%H:%M:%SZ)T [%s] %s\n' -1 "$SCRIPT_NAME" "$*"
 }
 
 die() {
@@ -33,27 +64,56 @@ die() {
   exit 1
 }
 
-# param KEY.PATH -> scalar from the parameters file ("" for null/missing, true/false for booleans)
+# lib_py SCRIPT ARG... : lib/SCRIPT (standard library only, as every helper here) with the node's python3, without the
+# site module (-S): site's scan of site-packages is a good part of a Python start, and a start is most of what a helper
+# costs.
+lib_py() {
+  python3 -S "$LIB_DIR/$1" "${@:2}"
+}
+
+# param KEY.PATH -> scalar from the parameters file ("" for null/missing, true/false for booleans). A key `params`
+# read beforehand from the same file is answered from memory.
 param() {
-  python3 "$LIB_DIR/params.py" get "$PARAMS_FILE" "$1"
+  if [[ "$PARAMS_READ_FROM" == "$PARAMS_FILE" && -v "PARAMS_READ[$1]" ]]; then
+    printf '%s\n' "${PARAMS_READ[$1]}"
+    return 0
+  fi
+  lib_py params.py get "$PARAMS_FILE" "$1"
+}
+
+# params KEY.PATH... : reads the keys a script needs from the parameters file in one Python start (a start costs more
+# than the script's own work), for the `param` calls that follow; fails as `param` fails. Values with a line break
+# cannot be read this way (params.py refuses them): read such a key with `param` alone.
+declare -gA PARAMS_READ=()
+PARAMS_READ_FROM=""
+params() {
+  local out key i=0 values=()
+  out="$(lib_py params.py get "$PARAMS_FILE" "$@")" || return
+  mapfile -t values <<<"$out"
+  PARAMS_READ=()
+  for key; do
+    PARAMS_READ[$key]="${values[i++]-}"
+  done
+  PARAMS_READ_FROM="$PARAMS_FILE"
 }
 
 params_py() {
-  python3 "$LIB_DIR/params.py" "$@"
+  lib_py params.py "$@"
 }
 
 # set_block FILE [LINE...] : FILE with the calling script's block (between its BEGIN_MARK and END_MARK lines) holding
 # LINEs, none: block removed; the file keeps its mode (644 when new). Returns 1 if the file did not change.
 set_block() {
-  local file=$1 new
+  local file=$1 new PARENT
   shift
   new="$(mktemp)"
-  python3 "$LIB_DIR/marked_block.py" "$file" "$BEGIN_MARK" "$END_MARK" "" "$@" >"$new"
+  lib_py marked_block.py "$file" "$BEGIN_MARK" "$END_MARK" "" "$@" >"$new"
   if [[ -f "$file" ]] && cmp -s "$new" "$file" || [[ ! -f "$file" && ! -s "$new" ]]; then
     rm -f "$new"
     return 1
   fi
-  mkdir -p "$(dirname "$file")"
+  parent_dir "$file"
+  mkdir -p "$PARENT"
   chmod "$([[ -f "$file" ]] && stat -c %a "$file" || echo 644)" "$new"
   mv -f "$new" "$file"
 }
@@ -157,7 +217,7 @@ contract_warn() {
   local fact=$1 record
   shift
   log "WARNING: [contract:$fact] $*"
-  record="$fact"$'\t'"$(basename "$0" .sh)"$'\t'"$*"
+  record="$fact"$'\t'"$SCRIPT_NAME"$'\t'"$*"
   mkdir -p "$STATE_DIR"
   grep -qxF -- "$record" "$STATE_DIR/contract_warnings" 2>/dev/null || printf '%s\n' "$record" >>"$STATE_DIR/contract_warnings"
 }

@@ -155,8 +155,14 @@ def main(argv):
     command, args = argv[1], argv[2:]
     if command == "validate":
         validate(load(args[0]))
-    elif command == "get":
-        print(scalar(lookup(load(args[0]), args[1])))
+    elif command == "get":  # get PARAMS KEY...: each KEY's scalar, one a line ("" for null or missing)
+        params = load(args[0])
+        values = [scalar(lookup(params, key)) for key in args[1:]]
+        if len(values) > 1:  # one value a line: a value with a line break would shift the others
+            for key, value in zip(args[1:], values):
+                if "\n" in value or "\r" in value:
+                    raise ParamsError(f"{key}: the value has a line break; read it on its own")
+        print("\n".join(values))
     elif command == "node-type":
         print("\t".join(node_type(load(args[0]), load(args[1]), args[2:])))
     elif command == "controller-role":  # controller-role RESOURCE_CONFIG PARAMS ADDRESS...: primary|backup, why

@@ -5,8 +5,13 @@ Every path is walked from / one component at a time with O_NOFOLLOW | O_DIRECTOR
 opened, and every change (mkdir, chown, chmod, rename) is made through those descriptors: a symlink anywhere is refused
 rather than followed, and nothing can be swapped between a check and its use.
 
-    safe_dirs.py root-dir PATH MODE          PATH made (or kept) as root's directory with MODE
-    safe_dirs.py user-dirs PARENT UID:GID...  PARENT/user-<uid> for each, owner uid:gid, mode 0700
+    safe_dirs.py root-dir PATH MODE [PATH MODE]...   each PATH made (or kept) as root's directory with MODE, in order;
+                                                      the first refused stops it
+    safe_dirs.py user-dirs PARENT UID:GID...          PARENT/user-<uid> for each, owner uid:gid, mode 0700
+    safe_dirs.py roots UID:GID... -- PATH MODE per-user|shared [PATH MODE per-user|shared]...
+        each PATH as root-dir makes it, then, when per-user, its user-dirs; a PATH refused is reported on a line
+        "ERROR: refused: ..." and the next one is made all the same (exit 3 at the end). What it made or moved aside is
+        printed, what it kept is not: every line is one for the log (enroot_dirs.sh, one start for every root).
 
 A directory every component of whose path is owned by root and writable by nobody else, except a sticky directory such
 as /tmp, is trusted. What is not trusted is never used: an entry someone else made where root's directory or a user's
@@ -90,7 +95,7 @@ def open_or_make(parent_fd, name, parent_path, mode, owner, group, accept):
     raise Untrusted(f"{parent_path}/{name}: could not make a directory there")
 
 
-def root_dir(path, mode):
+def root_dir(path, mode, *, quiet_kept=False):
     """PATH made as root's directory with MODE; the path above it must already be trusted."""
     parent, name = os.path.split(os.path.normpath(path))
     if not name:
@@ -112,7 +117,8 @@ def root_dir(path, mode):
             parent_fd, parent = fd, os.path.join(parent, part)
         fd, made = open_or_make(parent_fd, name, parent, mode, ROOT, os.getegid(), lambda st: True)
         os.close(fd)
-        print(f"{'made' if made else 'kept'} {path} (root, {mode:o})")
+        if made or not quiet_kept:
+            print(f"{'made' if made else 'kept'} {path} (root, {mode:o})")
     finally:
         os.close(parent_fd)
 
@@ -132,19 +138,51 @@ def user_dirs(parent, ids):
         os.close(parent_fd)
 
 
+def user_ids(items):
+    ids = []
+    for item in items:
+        uid, _, gid = item.partition(":")
+        if not (uid.isdigit() and gid.isdigit()) or int(uid) == 0:
+            raise Untrusted(f"{item}: expected UID:GID of a user other than root")
+        ids.append((int(uid), int(gid)))
+    return ids
+
+
+def roots(ids, specs):
+    """Every root of specs (PATH MODE KIND triples) as root_dir and user_dirs make them; True when none was refused."""
+    ok = True
+    for path, mode, kind in zip(specs[::3], specs[1::3], specs[2::3]):
+        try:
+            root_dir(path, int(mode, 8), quiet_kept=True)
+            if kind == "per-user" and ids:
+                user_dirs(path, ids)
+        except Untrusted as e:
+            print(f"ERROR: refused: {e}")
+            ok = False
+        except OSError as e:  # what a run of its own for this root would have died of: the next root all the same
+            print(f"ERROR: {path}: {e}")
+            ok = False
+    return ok
+
+
+USAGE = "usage: safe_dirs.py root-dir PATH MODE... | user-dirs PARENT UID:GID... | roots UID:GID... -- PATH MODE KIND..."
+
+
 def main(argv):
-    if len(argv) == 4 and argv[1] == "root-dir":
-        root_dir(argv[2], int(argv[3], 8))
+    if len(argv) >= 4 and argv[1] == "root-dir" and len(argv) % 2 == 0:
+        for path, mode in zip(argv[2::2], argv[3::2]):
+            root_dir(path, int(mode, 8))
     elif len(argv) >= 3 and argv[1] == "user-dirs":
-        ids = []
-        for item in argv[3:]:
-            uid, _, gid = item.partition(":")
-            if not (uid.isdigit() and gid.isdigit()) or int(uid) == 0:
-                raise Untrusted(f"{item}: expected UID:GID of a user other than root")
-            ids.append((int(uid), int(gid)))
-        user_dirs(argv[2], ids)
+        user_dirs(argv[2], user_ids(argv[3:]))
+    elif len(argv) >= 3 and argv[1] == "roots" and "--" in argv:
+        sep = argv.index("--")
+        specs = argv[sep + 1:]
+        if len(specs) % 3 or any(kind not in ("per-user", "shared") for kind in specs[2::3]):
+            raise Untrusted(USAGE)
+        if not roots(user_ids(argv[2:sep]), specs):
+            sys.exit(3)
     else:
-        raise Untrusted("usage: safe_dirs.py root-dir PATH MODE | user-dirs PARENT UID:GID...")
+        raise Untrusted(USAGE)
 
 
 if __name__ == "__main__":

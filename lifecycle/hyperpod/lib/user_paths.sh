@@ -26,18 +26,34 @@ as_user() {
 # group or others, a directory above it only if it is sticky (as /tmp: nobody can rename or remove root's entry in
 # it). With `sticky`, PATH itself is held to the rule for the directories above (it is only passed through).
 root_dir_problem() {
-  local path=$1 sticky=${2:-} dir owner mode
+  local path=$1 sticky=${2:-} dirs=() owners=() i dir owner mode last PARENT
   if [[ "$path" != /* ]]; then
     echo "$path is not an absolute path"
     return 0
   fi
+  # PATH and the directories above it, nearest first, up to the first that is a link or no directory (which is then
+  # the problem unless one below it has another): their owners and modes come from one stat.
   dir="$path"
   while :; do
     if [[ -L "$dir" || ! -d "$dir" ]]; then
-      echo "$dir is not a directory (or is a symbolic link)"
-      return 0
+      last="$dir"
+      break
     fi
-    read -r owner mode < <(stat -c '%u %a' "$dir")
+    dirs+=("$dir")
+    [[ "$dir" == / ]] && break
+    parent_dir "$dir"
+    dir="$PARENT"
+  done
+  if ((${#dirs[@]})); then
+    mapfile -t owners < <(stat -c '%u %a' -- "${dirs[@]}" 2>/dev/null)
+  fi
+  # stat prints nothing for a path it cannot examine (gone since the check above): the lines would not line up.
+  if ((${#owners[@]} != ${#dirs[@]})); then
+    echo "$path or a directory above it could not be examined (changed while it was checked)"
+    return 0
+  fi
+  for i in "${!dirs[@]}"; do
+    dir="${dirs[i]}" owner="${owners[i]% *}" mode="${owners[i]#* }"
     if ((owner != 0)); then
       echo "$dir is owned by uid $owner, not root"
       return 0
@@ -46,23 +62,26 @@ root_dir_problem() {
       echo "$dir is writable by group or others (mode $mode)"
       return 0
     fi
-    [[ "$dir" == / ]] && return 0
-    dir="$(dirname "$dir")"
   done
+  if [[ -n "${last:-}" ]]; then
+    echo "$last is not a directory (or is a symbolic link)"
+  fi
+  return 0
 }
 
 # ensure_root_dir PATH MODE : PATH as a directory only root can change, with MODE; created when missing (in a parent
 # root owns that others may write only if it is sticky). An existing root-owned PATH of another mode gets MODE
 # (logged). Prints the problem and returns 1 when PATH or a directory above it is not root's alone.
 ensure_root_dir() {
-  local path=$1 mode=$2 problem current
-  problem="$(root_dir_problem "$(dirname "$path")" sticky)"
+  local path=$1 mode=$2 problem owner current PARENT
+  parent_dir "$path"
+  problem="$(root_dir_problem "$PARENT" sticky)"
   [[ -z "$problem" ]] || { echo "$problem"; return 1; }
   # Not mkdir -p: an existing entry is checked below, never followed.
   mkdir -m "$mode" "$path" 2>/dev/null || true
-  if [[ ! -L "$path" && -d "$path" && "$(stat -c %u "$path")" == 0 ]]; then
-    current="$(stat -c %a "$path")"
-    if ((8#$current != 8#$mode)); then
+  if [[ ! -L "$path" && -d "$path" ]]; then
+    read -r owner current < <(stat -c '%u %a' -- "$path") || true
+    if [[ "$owner" == 0 ]] && ((8#$current != 8#$mode)); then
       chmod "$mode" "$path"
       log "$path had mode $current: now $mode" >&2
     fi

@@ -1,0 +1,128 @@
+#!/usr/bin/env bats
+# lib/common.sh: retry and retry_backoff (one loop, two delay growths, each with its own log line), the log line
+# itself, and where it finds itself.
+
+load test_helper
+
+# fails_times N : a command that fails its first N calls (counted in $T/count), then succeeds.
+run_helper() {
+  bash -c 'source "$1/lib/common.sh"; shift
+    sleep() { echo "slept $1" >>"$T/sleeps"; }
+    fails_times() { local c; c=$(cat "$T/count" 2>/dev/null || echo 0); echo $((c + 1)) >"$T/count"; ((c >= $1)); }
+    "$@"' _ "$SCRIPTS" "$@"
+}
+
+@test "retry: constant delay, logs the whole command" {
+  export T RETRY_DELAY=7
+  run run_helper retry 4 fails_times 3 extra-arg
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"attempt 1/4 failed, retrying in 7s: fails_times 3 extra-arg"* ]]
+  [[ "$output" == *"attempt 3/4 failed, retrying in 7s: fails_times 3 extra-arg"* ]]
+  [ "$(cat "$T/sleeps")" = $'slept 7\nslept 7\nslept 7' ]
+}
+
+@test "retry: gives up after ATTEMPTS with the whole command" {
+  export T RETRY_DELAY=1
+  run run_helper retry 2 fails_times 5 extra-arg
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"giving up after 2 attempts: fails_times 5 extra-arg"* ]]
+  [ "$(cat "$T/count")" = 2 ]
+}
+
+@test "retry_backoff: doubling delay capped at 60 s, logs the command and its first argument only" {
+  export T RETRY_DELAY=20
+  run run_helper retry_backoff 5 fails_times 9 secret-ish-arg
+  [ "$status" -eq 1 ]
+  [ "$(cat "$T/sleeps")" = $'slept 20\nslept 40\nslept 60\nslept 60' ]
+  [[ "$output" == *"attempt 1/5 failed, retrying in 20s: fails_times 9"* ]]
+  [[ "$output" == *"attempt 2/5 failed, retrying in 40s: fails_times 9"* ]]
+  [[ "$output" == *"giving up after 5 attempts: fails_times 9"* ]]
+  [[ "$output" != *secret-ish-arg* ]]
+}
+
+@test "log: a UTC timestamp whatever TZ says, and the script's name without .sh" {
+  before="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  run env TZ=Asia/Tokyo bash -c 'source "$1/lib/common.sh"; log "hello  there"; TZ=Asia/Tokyo date +%z' \
+    /opt/somewhere/my_step.sh "$SCRIPTS"
+  after="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" =~ ^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)\ \[my_step\]\ hello\ \ there$ ]]
+  ts="${BASH_REMATCH[1]}"
+  [[ ! "$ts" < "$before" && ! "$ts" > "$after" ]]
+  [ "${lines[1]}" = "+0900" ] # the script's own TZ is left as it was
+}
+
+@test "LIB_DIR and HYPERPOD_DIR are absolute, however common.sh is reached" {
+  local want="$SCRIPTS"
+  want="$(cd "$want" && pwd)"
+  for how in "$SCRIPTS/lib/common.sh" ./lib/common.sh lib/common.sh lib/../lib/common.sh "$SCRIPTS/./lib/common.sh" \
+    "$SCRIPTS//lib/common.sh"; do
+    run bash -c 'cd "$1" && source "$2" && echo "$LIB_DIR|$HYPERPOD_DIR"' _ "$SCRIPTS" "$how"
+    [ "$output" = "$want/lib|$want" ] || {
+      echo "sourced as $how: $output" >&2
+      return 1
+    }
+  done
+  run bash -c 'cd "$1/lib" && source ./common.sh && echo "$LIB_DIR|$HYPERPOD_DIR"' _ "$SCRIPTS"
+  [ "$output" = "$want/lib|$want" ]
+}
+
+@test "params.py get: several keys, one value a line, in the order asked; a value with a line break is refused" {
+  set_param slurm.auth '"jwt"' note '"two\nlines"'
+  run python3 "$SCRIPTS/lib/params.py" get "$PARAMS_FILE" slurm.auth nope.missing fsx.mount true.null cluster_name
+  [ "$status" -eq 0 ]
+  [ "$output" = $'jwt\n\ntrue\n\nml-cluster' ]
+  run python3 "$SCRIPTS/lib/params.py" get "$PARAMS_FILE" note
+  [ "$status" -eq 0 ]
+  [ "$output" = $'two\nlines' ] # alone, as before
+  run python3 "$SCRIPTS/lib/params.py" get "$PARAMS_FILE" slurm.auth note
+  [ "$status" -eq 2 ]
+  [ "$output" = "error: note: the value has a line break; read it on its own" ]
+  run python3 "$SCRIPTS/lib/params.py" get "$PARAMS_FILE" slurm.auth fsx
+  [ "$status" -eq 2 ]
+  [ "$output" = "error: value is not a scalar" ]
+}
+
+@test "params reads the keys once; param answers them from memory, others and another file from the file" {
+  set_param slurm.auth '"jwt"' cluster_name '"first"'
+  run bash -c 'source "$1/lib/common.sh"
+    params slurm.auth nope.missing fsx.mount
+    python3() { echo "python3 started" >&2; command python3 "$@"; }
+    echo "auth=$(param slurm.auth) missing=$(param nope.missing) mount=$(param fsx.mount)"
+    echo "unread=$(param cluster_name)"
+    cp "$PARAMS_FILE" "$PARAMS_FILE.other"
+    PARAMS_FILE="$PARAMS_FILE.other" param slurm.auth' _ "$SCRIPTS"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "auth=jwt missing= mount=true" ]
+  [ "${lines[1]}" = "python3 started" ]
+  [ "${lines[2]}" = "unread=first" ]
+  [ "${lines[3]}" = "python3 started" ]
+  [ "${lines[4]}" = "jwt" ]
+  [ "${#lines[@]}" -eq 5 ]
+  # A file params.py refuses fails the script where it reads it, with params.py's one line.
+  echo '{' >"$PARAMS_FILE"
+  run bash -c 'set -e; source "$1/lib/common.sh"; params slurm.auth; echo not reached' _ "$SCRIPTS"
+  [ "$status" -eq 2 ]
+  [[ "$output" == "error: $PARAMS_FILE is not valid JSON"* ]]
+}
+
+@test "same_file: a copy with the same bytes; a missing copy or one that differs is not" {
+  source "$SCRIPTS/lib/common.sh"
+  printf 'a\nb\n' >"$T/one"
+  printf 'a\nb\n' >"$T/same"
+  printf 'a\nb' >"$T/other"
+  same_file "$T/one" "$T/same"
+  ln -s "$T/missing" "$T/dangling"
+  for copy in other missing dangling; do
+    run same_file "$T/one" "$T/$copy"
+    [ "$status" -ne 0 ]
+  done
+}
+
+@test "lib_py runs a helper of lib/ with its arguments and without the site module" {
+  mkdir -p "$T/lib"
+  printf 'import sys\nprint(sys.flags.no_site, sys.argv[1:], "site" in sys.modules)\n' >"$T/lib/probe.py"
+  run bash -c 'source "$1/lib/common.sh"; LIB_DIR="$2/lib"; lib_py probe.py "a b" c' _ "$SCRIPTS" "$T"
+  [ "$status" -eq 0 ]
+  [ "$output" = "1 ['a b', 'c'] False" ]
+}
