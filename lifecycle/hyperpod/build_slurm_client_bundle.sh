@@ -23,8 +23,11 @@
 # glibc is not bundled: it must match the ld.so that loads it, which is the Studio image's own; the binaries need
 # a glibc at least as new as the controller's (the install step runs `sinfo --version`, which fails otherwise).
 set -euo pipefail
+# This script's directory, as dirname would print it (without starting one: see lib/common.sh).
+HERE="${BASH_SOURCE[0]%/*}"
+[[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HERE/lib/common.sh"
 
 OUT_DIR="${1:?usage: $0 OUT_DIR}"
 SLURM_CONF="${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}"
