@@ -7,15 +7,22 @@ bats_require_minimum_version 1.5.0
 
 LCC="$BATS_TEST_DIRNAME/../../lifecycle/studio/studio_tools.sh"
 USER_NAME=studiotools-user
+USER_ID=64301
 
 setup_file() {
   # One space user and one home for every test of the file: under `bats --jobs` they must not run side by side.
   export BATS_NO_PARALLELIZE_WITHIN_FILE=true
-  id "$USER_NAME" >/dev/null 2>&1 || useradd --create-home --home-dir "/home/$USER_NAME" --shell /bin/bash "$USER_NAME"
+  # Fixed ids outside those the e2e tests give their users (alice 10001, bob 10002, ...), which run at the same time:
+  # useradd's next free uid would be one of theirs.
+  if ! id "$USER_NAME" >/dev/null 2>&1; then
+    groupadd --gid "$USER_ID" "$USER_NAME"
+    useradd --uid "$USER_ID" --gid "$USER_ID" --create-home --home-dir "/home/$USER_NAME" --shell /bin/bash "$USER_NAME"
+  fi
 }
 
 teardown_file() {
   userdel --remove "$USER_NAME" 2>/dev/null || true
+  groupdel "$USER_NAME" 2>/dev/null || true
 }
 
 # as_user CMD... : CMD as the space's user, with its own HOME and the test's settings.
