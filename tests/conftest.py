@@ -13,7 +13,7 @@ which every test follows without doing anything unless it touches the machine it
   port or path) takes `@pytest.mark.xdist_group("e2e")` or moves to tests/e2e; any `xdist_group` mark is honoured. Real daemons bind free loopback ports
   (tests/e2e/slurm_cluster.free_port) and keep every file under their own mkdtemp directory.
 - Tests that share a module- or class-scoped fixture run on one worker, so that fixture is set up once per run.
-- Everything else is spread over the workers test by test; the longest single tests are sent first.
+- Everything else is spread over the workers test by test. The longest units of work (LONGEST) are handed out first.
 - A session-scoped fixture runs once per worker; if it is expensive and its result can live in files, share it
   through `shared_dir` and `exclusive` below, as `synth` does.
 """
@@ -25,6 +25,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -282,8 +283,21 @@ ALL_VARIANTS = [*VARIANT_FILES, "eks_shared", "large", "metrics", "eks_metrics",
 
 
 E2E = ROOT / "tests" / "e2e"
-# The longest single tests: handed out right after the groups, so that none is left to end the run alone.
-FIRST = ("tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings",)
+# The longest units of work (a group, or a test that runs anywhere) and what one worker spends on each, in seconds of
+# `make test` on 2 cores (docs/testing.md): they are handed out first, longest first, so that none starts late and
+# ends the run alone. Any other unit counts half a second a test (a group of many quick tests before a single one).
+# The figures only order the work; a stale one costs minutes, never a result.
+LONGEST = {
+    "e2e": 210,
+    "tests/test_finetune.py": 85,
+    "tests/test_studio_tools.py::test_the_built_bundle_installs_offline_and_hyp_and_jq_run": 42,
+    **{f"tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[large-{k}of4]": 22 for k in range(1, 5)},
+    "tests/test_destroy.py": 20,
+    "tests/test_preflight.py": 18,
+    "tests/test_training_jobs.py::test_train_elastic_logs_one_mlflow_run_across_a_resize": 17,
+    "tests/test_parallel_suite.py": 14,
+    "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[multi_az]": 11,
+}
 GROUPS_DIR = "PLATFORM_TEST_GROUPS_DIR"  # where the xdist workers leave their group tables for the controller
 
 
@@ -317,12 +331,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if not worker:
         return
-    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))
     table = {item.nodeid: group for item in items if (group := xdist_group_of(item))}
+    items[:] = longest_first(items, table)
     if os.environ.get(GROUPS_DIR):
         partial = Path(os.environ[GROUPS_DIR]) / f"{worker}.json.partial"
         partial.write_text(json.dumps(table))
         partial.rename(partial.with_suffix(""))
+
+
+def longest_first(items: list, groups: dict[str, str]) -> list:
+    """The items by the estimated length of their unit of work (LONGEST), longest first; units of the same length, and
+    each unit's own items, keep their order. The scheduler hands the units out in the order their items come in."""
+    units = [groups.get(item.nodeid, item.nodeid) for item in items]
+    tests = Counter(units)
+    return [item for _, item in sorted(zip(units, items), key=lambda pair: -LONGEST.get(pair[0], tests[pair[0]] / 2))]
 
 
 # The e2e tests change the machine; within one run they keep to one worker, and this lock keeps two runs on one machine
@@ -369,5 +391,6 @@ class GroupScheduling(LoadScopeScheduling):
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     if config.getvalue("dist") in ("load", "loadgroup") and os.environ.get(GROUPS_DIR):
+        config.option.loadscopereorder = False  # the workers' collection is in the order to hand out (longest_first)
         return GroupScheduling(config, log)
     return None

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from conftest import GROUPS_DIR, ROOT, GroupScheduling, xdist_group_of
+from conftest import (GROUPS_DIR, LONGEST, ROOT, GroupScheduling, longest_first, pytest_xdist_make_scheduler,
+                      xdist_group_of)
 
 
 class Groups:
@@ -92,3 +93,47 @@ def test_under_xdist_the_tests_sharing_a_module_fixture_run_on_one_worker(collec
     sharing = {ran[n] for n in ran if n.startswith("tests/test_connect.py::") and "sagemaker" in collected.fixtures[n]}
     assert len(sharing) == 1, result.stdout
     assert set(ran.values()) == {"gw0", "gw1"}, result.stdout  # the rest was spread
+
+
+def test_the_longest_units_are_handed_out_first_and_the_rest_keep_their_order(groups):
+    class Item:
+        def __init__(self, nodeid):
+            self.nodeid = nodeid
+
+    collection = [Item(nodeid) for nodeid in groups]
+    table = {nodeid: group for nodeid, group in groups.items() if group}
+    order = [item.nodeid for item in longest_first(collection, table)]
+    assert sorted(order) == sorted(groups)
+    units = [table.get(nodeid, nodeid) for nodeid in order]
+    assert set(LONGEST) <= set(units), "a unit LONGEST names is no longer collected"
+    # Each unit's tests come together, and the units come by their estimate, longest first.
+    starts = {}
+    for index, unit in enumerate(units):
+        starts.setdefault(unit, index)
+        assert starts[unit] == index or units[index - 1] == unit, f"{unit} is split"
+    firsts = list(starts)
+    assert firsts[:3] == ["e2e", "tests/test_finetune.py",
+                          "tests/test_studio_tools.py::test_the_built_bundle_installs_offline_and_hyp_and_jq_run"]
+    estimates = [LONGEST.get(unit, units.count(unit) / 2) for unit in firsts]
+    assert estimates == sorted(estimates, reverse=True)
+    # Single tests of the same estimate keep the collection's order.
+    singles = [nodeid for nodeid in order if nodeid not in table and nodeid not in LONGEST]
+    assert singles == [nodeid for nodeid in groups if nodeid not in table and nodeid not in LONGEST]
+
+
+def test_the_scheduler_keeps_the_workers_order():
+    class Option:
+        dist, loadscopereorder = "loadgroup", True
+
+    class Config:
+        option = Option()
+
+        def getvalue(self, name):
+            return getattr(self.option, name)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(GROUPS_DIR, "unused")
+        patch.setattr(GroupScheduling, "__init__", lambda self, config, log: None)
+        scheduler = pytest_xdist_make_scheduler(Config(), log=None)
+    assert isinstance(scheduler, GroupScheduling)
+    assert Config.option.loadscopereorder is False  # xdist would otherwise order the units by their number of tests
