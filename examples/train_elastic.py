@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 CHECKPOINT = re.compile(r"step-(\d{9})")
 META = "meta.json"
@@ -127,6 +128,17 @@ def resumable_checkpoint(root: str | Path, global_batch: int, hint: str) -> tupl
         raise SystemExit(f"{latest} was trained with global batch {meta['global_batch_size']}, not {global_batch}; "
                          f"{hint}")
     return latest, meta
+
+
+def exit_without_finalizing(code: int) -> NoReturn:
+    """Ends a rank whose work is done and written: output flushed, then os._exit, past the interpreter's finalization.
+    torch's C++ threads (gloo's, the autograd engine's) can race the interpreter's teardown (pytorch/pytorch#190489)
+    and leave a finished rank blocked on a futex for good; torchrun then waits for it forever. Seen here in about one
+    CPU test run in ten: train() had returned, the process group was destroyed, and the rank never exited."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def start_mlflow_run(run_id: Optional[str]):
@@ -253,4 +265,4 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(train(parse_args()))
+    exit_without_finalizing(train(parse_args()))

@@ -1,6 +1,7 @@
 """Elastic training job examples: typed inputs, the rendered HyperPodPyTorchJob manifests, and train_elastic.py."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import json
@@ -348,22 +349,55 @@ def test_train_elastic_imports_without_torch():
     assert (result.returncode, result.stdout.strip()) == (0, "2"), result.stderr
 
 
+def test_a_finished_rank_exits_even_if_finalization_would_block():
+    """exit_without_finalizing: the code is the process's, everything printed arrives, and nothing left running (here
+    a thread that never ends, which a normal exit joins) holds the process."""
+    code = ("import sys, threading; sys.path.insert(0, 'examples'); import train_elastic; "
+            "threading.Thread(target=threading.Event().wait).start(); print('trained', end=''); "
+            "print('and written', file=sys.stderr, end=''); train_elastic.exit_without_finalizing(3)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (3, "trained", "and written")
+
+
+def _descendants(pid: int) -> list[int]:
+    try:
+        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+    return children + [d for child in children for d in _descendants(child)]
+
+
 def run_or_dump_stacks(cmd: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
-    """cmd to its end, or after `timeout` a failure showing where every Python process of it was: SIGABRT to its
-    process group, whose Python processes (PYTHONFAULTHANDLER) print every thread's stack before they die."""
+    """cmd to its end, or after `timeout` a failure showing where every Python process of it was: SIGABRT to it and
+    every process under it (torchrun starts each worker in a session of its own), whose Python processes
+    (PYTHONFAULTHANDLER) print every thread's stack before they die."""
     proc = subprocess.Popen(cmd, env={**env, "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGABRT)
-        try:
-            out, err = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
+        tree = [proc.pid, *_descendants(proc.pid)]  # before any dies: orphans would no longer be found
+        for sig in (signal.SIGABRT, signal.SIGKILL):
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            try:
+                out, err = proc.communicate(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                out = err = ""
         pytest.fail(f"{cmd[2:5]} did not end within {timeout} s; its stacks:\n{err[-12000:]}\n{out[-2000:]}")
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def test_a_hung_run_fails_in_bounded_time_with_the_stacks_of_its_workers_in_their_own_sessions():
+    hang = "import time; time.sleep(600)"
+    launcher = ("import subprocess, sys, time; "
+                f"subprocess.Popen([sys.executable, '-c', {hang!r}], start_new_session=True); time.sleep(600)")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        run_or_dump_stacks([sys.executable, "-c", launcher], env=dict(os.environ), timeout=3)
+    stacks = str(failed.value)
+    assert stacks.count("Fatal Python error: Aborted") == 2, stacks  # the launcher's and its worker's
 
 
 def test_train_elastic_logs_one_mlflow_run_across_a_resize(tmp_path):

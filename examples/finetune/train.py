@@ -36,8 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from args import Args, Layout, step_inputs  # noqa: E402
 from prepare_data import read_jsonl  # noqa: E402
-from train_elastic import (accumulation_steps, checkpoint_name, commit_checkpoint, prune_checkpoints,  # noqa: E402
-                           rank_samples, remove_partial, resumable_checkpoint)
+from train_elastic import (accumulation_steps, checkpoint_name, commit_checkpoint,  # noqa: E402
+                           exit_without_finalizing, prune_checkpoints, rank_samples, remove_partial,
+                           resumable_checkpoint)
 
 PROGRESS = "progress.jsonl"
 DONE = "DONE"
@@ -345,4 +346,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_without_finalizing(main())  # the rank is done; see train_elastic.exit_without_finalizing
