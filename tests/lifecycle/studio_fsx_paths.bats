@@ -94,7 +94,8 @@ link() {
   run link
   [ "$status" -ne 0 ]
   [[ "$output" == *"$T/fsx/data/studio/alice exists and is not a link"* ]]
-  [ "$(cat "$T/fsx/data/studio/alice/keep")" = mine ] && [ ! -L "$T/fsx/data/studio/alice" ]
+  [ "$(cat "$T/fsx/data/studio/alice/keep")" = mine ]
+  [ ! -L "$T/fsx/data/studio/alice" ]
   [ ! -e "$FSX_PATHS_FILE" ]
 }
 
@@ -111,7 +112,8 @@ link() {
 @test "a partition path with '..' or odd characters is refused" {
   mounted '10.1.53.46@tcp:/ylacfb4v/data/../etc'
   run link
-  [ "$status" -ne 0 ] && [[ "$output" == *"is not a plain absolute path"* ]]
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"is not a plain absolute path"* ]]
   [ ! -e "$T/etc/hyperpod-fsx-paths" ] && [ ! -e "$T/fsx" ]
 }
 

@@ -108,7 +108,8 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
   run bash "$LCC"
   [ "$status" -eq 0 ]
   [[ "$output" == *"changed: client bundle"* ]]
-  [ "$(cat "$(client)/.sha256")" = "$BUNDLE_SHA" ] && [ "$BUNDLE_SHA" != "$old" ]
+  [ "$(cat "$(client)/.sha256")" = "$BUNDLE_SHA" ]
+  [ "$BUNDLE_SHA" != "$old" ]
   [ -f "$(client)/lib/slurm/auth_jwt.so" ]
   [ ! -e "$(client).new" ] && [ ! -e "$(client).old" ]
 }
@@ -118,7 +119,9 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
   run bash "$LCC"
   [ "$status" -eq 1 ]
   [[ "$output" == *"has sha256 $(sha256sum "$STUB_S3_DIR/${BUNDLE_URI##*/}" | awk '{print $1}'), but the cluster published $BUNDLE_SHA: refusing to install it"* ]]
-  [ ! -e "$(client)" ] && [ ! -e "$(key)" ] && [ ! -e "$(conf)" ]
+  [ ! -e "$(client)" ]
+  [ ! -e "$(key)" ]
+  [ ! -e "$(conf)" ]
   [ -z "$(calls fake-ld)" ]
 }
 
@@ -145,7 +148,8 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
     run bash "$LCC"
     [ "$status" -eq 1 ]
     [[ "$output" == *"client_bundle"* ]]
-    [ ! -e "$(client)" ] && [ ! -e "$(conf)" ]
+    [ ! -e "$(client)" ]
+    [ ! -e "$(conf)" ]
   done
   ! grep -qE 'apt-get|apt-cache|dpkg' "$LCC" || false
 }
@@ -203,7 +207,8 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
     run bash "$LCC"
     [ "$status" -eq 1 ]
     [[ "$output" == *"the secret's controllers entry"* ]]
-    [ ! -e "$(key)" ] && [ ! -e "$(conf)" ]
+    [ ! -e "$(key)" ]
+    [ ! -e "$(conf)" ]
   done
 }
 
@@ -269,7 +274,8 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
     run bash "$LCC"
     [ "$status" -eq 1 ]
     [[ "$output" == *"the secret's"* ]]
-    [ ! -e "$(key)" ] && [ ! -e "$(conf)" ]
+    [ ! -e "$(key)" ]
+    [ ! -e "$(conf)" ]
   done
   write_secret '{"slurm_conf": "ClusterName=ml-cluster\nPlugStackConfig=/opt/slurm/etc/plugstack.conf\n"}'
   run bash "$LCC"
