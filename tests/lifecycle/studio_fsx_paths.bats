@@ -77,7 +77,8 @@ link() {
   run link
   [ "$status" -eq 0 ]
   [[ "$output" == *"mounts no FSx at $MOUNT"* ]]
-  [ ! -e "$T/fsx" ] && [ ! -s "$FSX_PATHS_FILE" ]
+  [ ! -e "$T/fsx" ]
+  [ ! -s "$FSX_PATHS_FILE" ]
 }
 
 @test "a stale link is repointed; a real directory at the path is left alone" {
@@ -114,7 +115,8 @@ link() {
   run link
   [ "$status" -ne 0 ]
   [[ "$output" == *"is not a plain absolute path"* ]]
-  [ ! -e "$T/etc/hyperpod-fsx-paths" ] && [ ! -e "$T/fsx" ]
+  [ ! -e "$T/etc/hyperpod-fsx-paths" ]
+  [ ! -e "$T/fsx" ]
 }
 
 # ---------------------------------------------------------------------------------------------- studio_workdir.sh
@@ -171,5 +173,6 @@ workdir() { bash "$REPO_ROOT/lifecycle/studio/studio_workdir.sh" "$FSX_PATHS_FIL
   rm "$FSX_PATHS_FILE"
   cd "$MOUNT"
   run --separate-stderr workdir --wrap true
-  [ "$output" = "cwd=$MOUNT args=--wrap true" ] && [ -z "$stderr" ]
+  [ "$output" = "cwd=$MOUNT args=--wrap true" ]
+  [ -z "$stderr" ]
 }

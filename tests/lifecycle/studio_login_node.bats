@@ -111,7 +111,8 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
   [ "$(cat "$(client)/.sha256")" = "$BUNDLE_SHA" ]
   [ "$BUNDLE_SHA" != "$old" ]
   [ -f "$(client)/lib/slurm/auth_jwt.so" ]
-  [ ! -e "$(client).new" ] && [ ! -e "$(client).old" ]
+  [ ! -e "$(client).new" ]
+  [ ! -e "$(client).old" ]
 }
 
 @test "a download whose sha256 is not the secret's is refused and nothing is installed" {
@@ -131,7 +132,8 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
   run bash "$LCC"
   [ "$status" -eq 1 ]
   [[ "$output" == *"Slurm version mismatch: the cluster runs Slurm 23.11.10 (23.11) but the client bundle is 23.11.9 (23.11)"* ]]
-  [ ! -e "$(client)" ] && [ ! -e "$(key)" ]
+  [ ! -e "$(client)" ]
+  [ ! -e "$(key)" ]
 }
 
 @test "a bundle whose sinfo reports another version fails naming both" {
