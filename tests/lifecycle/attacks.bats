@@ -270,7 +270,9 @@ on_fsx_node() {
     fetch_token us-east-1' _ "$REPO_ROOT/lifecycle/studio/slurm_token.sh"
   echo "$output"
   victim_unchanged
-  [ "$status" -ne 0 ] && [ "$status" -ne 99 ] # alice broke her own token file, nobody else's (99: no namespace)
+  # alice broke her own token file, nobody else's (99: no namespace)
+  [ "$status" -ne 0 ]
+  [ "$status" -ne 99 ]
   # Her real home gets the token, hers, 0600.
   as "${ALICE[@]}" rm "$T/space/home/.slurm"
   run "$BATS_TEST_DIRNAME/in_etc_namespace.sh" "$T" passwd group -- bash -c '

@@ -51,7 +51,7 @@ drop_in() { echo "$(dirname "$ENROOT_CONF")/enroot.conf.d/50-hyperpod-platform.c
   [ -z "$(calls aws)" ]
   [ -z "$(calls apt-get)" ]
   [ "$(cat "$FAKE_ROOT/dpkg/enroot")" = "3.4.1-1" ]
-  [ ! -e "$STATE_DIR/contract_warnings" ] || ! grep -q "^enroot-installed" "$STATE_DIR/contract_warnings"
+  [ ! -e "$STATE_DIR/contract_warnings" ] || ! grep -q "^enroot-installed" "$STATE_DIR/contract_warnings" || false
 }
 
 @test "no Docker on the node: docker.io at the pinned version, with a contract warning" {

@@ -9,6 +9,7 @@
 # enroot.conf.d/*.conf drop-ins, expanded as that user (NVIDIA/enroot@8ea147d enroot.in, config::load,
 # config::init, config::export).
 
+bats_require_minimum_version 1.5.0
 load test_helper
 
 ATTACKER=hpnc-attacker
@@ -134,16 +135,19 @@ setup_node() {
   as "$ATTACKER" ln -s "$T/precious" "$T/nvme/hyperpod-enroot"
   run bash "$SCRIPTS/install_container_runtime.sh"
   [ "$status" -eq 0 ]
+  [[ "$output" == *"moved $T/nvme/hyperpod-enroot aside"*"it was not used or followed"* ]]
   data="$(enroot_value "$VICTIM" ENROOT_DATA_PATH)"
   [ "$data" != "$planted" ]
   [ "$(stat -c '%U %a' "$data")" = "$VICTIM 700" ]
-  ! as "$ATTACKER" mkdir "$data/x"
-  ! as "$ATTACKER" mkdir "$(dirname "$data")/user-99999"
+  # The attacker can neither write into the victim's data directory nor make one beside it.
+  run ! as "$ATTACKER" mkdir "$data/x"
+  [[ "$output" == *"Permission denied"* ]]
+  run ! as "$ATTACKER" mkdir "$(dirname "$data")/user-99999"
+  [[ "$output" == *"Permission denied"* ]]
   # Root did not follow the link: the directory it pointed to is as it was, and the link is set aside.
   [ "$(stat -c '%u %a' "$T/precious")" = "0 755" ]
   [ -z "$(ls -A "$T/precious")" ]
   [ -L "$(echo "$T"/nvme/hyperpod-enroot.untrusted-*)" ]
-  [[ "$output" == *"moved $T/nvme/hyperpod-enroot aside"*"it was not used or followed"* ]]
 }
 
 @test "a user directory owned by someone else is moved aside and made anew for its user" {

@@ -4,6 +4,7 @@
 # takes one fact away. Present, the scripts keep what HyperPod set up; absent, they adapt, say so in a contract
 # warning, and the node continues.
 
+bats_require_minimum_version 1.5.0
 load test_helper
 
 CONTROLLER_IP="10.1.0.12 172.17.0.1"
@@ -75,7 +76,7 @@ node_tree() {
 @test "include line absent: pam_slurm_adopt adapts, warns, and slurm.conf is untouched" {
   ami_node controller --absent fsx-mounted --absent slurm-conf-includes-accounting-conf
   enable_pam_adopt
-  ! grep -qi "^include" "$SLURM_CONF_DIR/slurm.conf"
+  run ! grep -qi "^include" "$SLURM_CONF_DIR/slurm.conf"
   before="$(tree "$SLURM_CONF_DIR")"
   run bash "$SCRIPTS/configure_pam_adopt.sh" controller
   [ "$status" -eq 0 ]

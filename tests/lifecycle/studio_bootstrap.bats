@@ -59,17 +59,20 @@ SH
   run bash "$BATS_FILE_TMPDIR/bootstrap.sh"
   [ "$status" -eq 1 ]
   [[ "$output" == *"does not match its SHA-256"* ]]
-  [ ! -e "$HOME/ran" ] && [ ! -e "$HOME/tampered" ]
+  [ ! -e "$HOME/ran" ]
+  [ ! -e "$HOME/tampered" ]
   [ ! -e "$HOME/.studio-lifecycle/scripts" ]
 }
 
 @test "a tampered entry point is refused even when earlier scripts were installed" {
   run bash "$BATS_FILE_TMPDIR/bootstrap.sh"
-  [ "$status" -eq 0 ] && rm "$HOME/ran"
+  [ "$status" -eq 0 ]
+  rm "$HOME/ran"
   echo 'echo tampered >"$HOME/tampered"' >"$BUCKET/entry.sh"
   run bash "$BATS_FILE_TMPDIR/bootstrap.sh"
   [ "$status" -eq 1 ]
-  [ ! -e "$HOME/ran" ] && [ ! -e "$HOME/tampered" ]
+  [ ! -e "$HOME/ran" ]
+  [ ! -e "$HOME/tampered" ]
   cmp "$SHIPPED/entry.sh" "$HOME/.studio-lifecycle/scripts/entry.sh"  # the verified copy is untouched
 }
 

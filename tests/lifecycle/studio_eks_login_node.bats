@@ -10,7 +10,8 @@ load eks_helper
   [ "$status" -eq 0 ]
   cmp "$TOOLS/kubectl/kubectl" "$BIN/kubectl"
   cmp "$TOOLS/helm/helm" "$BIN/helm"
-  [ "$(stat -c %a "$BIN/kubectl")" = 755 ] && [ "$(stat -c %a "$BIN/helm")" = 755 ]
+  [ "$(stat -c %a "$BIN/kubectl")" = 755 ]
+  [ "$(stat -c %a "$BIN/helm")" = 755 ]
   [ ! -e "$BIN/eksctl" ]
   [ "$(calls aws)" = "aws eks update-kubeconfig --name ml-cluster --region eu-west-1 --alias ml-cluster --kubeconfig $KUBECONFIG_FILE" ]
   [ "$(kubeconfig_get 'c["current-context"]')" = ml-cluster ]
@@ -51,7 +52,8 @@ load eks_helper
   KUBECTL_SHA256="$expected" run bash "$LCC"
   [ "$status" -eq 1 ]
   [[ "$output" == *"checksum mismatch for $TOOLS/kubectl/kubectl: expected sha256 $expected, actual $actual; not installing it"* ]]
-  [ ! -e "$BIN/kubectl" ] && [ ! -e "$BIN/helm" ]
+  [ ! -e "$BIN/kubectl" ]
+  [ ! -e "$BIN/helm" ]
   [ -z "$(calls aws)" ]
 }
 

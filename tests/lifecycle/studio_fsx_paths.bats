@@ -77,7 +77,8 @@ link() {
   run link
   [ "$status" -eq 0 ]
   [[ "$output" == *"mounts no FSx at $MOUNT"* ]]
-  [ ! -e "$T/fsx" ] && [ ! -s "$FSX_PATHS_FILE" ]
+  [ ! -e "$T/fsx" ]
+  [ ! -s "$FSX_PATHS_FILE" ]
 }
 
 @test "a stale link is repointed; a real directory at the path is left alone" {
@@ -94,7 +95,8 @@ link() {
   run link
   [ "$status" -ne 0 ]
   [[ "$output" == *"$T/fsx/data/studio/alice exists and is not a link"* ]]
-  [ "$(cat "$T/fsx/data/studio/alice/keep")" = mine ] && [ ! -L "$T/fsx/data/studio/alice" ]
+  [ "$(cat "$T/fsx/data/studio/alice/keep")" = mine ]
+  [ ! -L "$T/fsx/data/studio/alice" ]
   [ ! -e "$FSX_PATHS_FILE" ]
 }
 
@@ -111,8 +113,10 @@ link() {
 @test "a partition path with '..' or odd characters is refused" {
   mounted '10.1.53.46@tcp:/ylacfb4v/data/../etc'
   run link
-  [ "$status" -ne 0 ] && [[ "$output" == *"is not a plain absolute path"* ]]
-  [ ! -e "$T/etc/hyperpod-fsx-paths" ] && [ ! -e "$T/fsx" ]
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"is not a plain absolute path"* ]]
+  [ ! -e "$T/etc/hyperpod-fsx-paths" ]
+  [ ! -e "$T/fsx" ]
 }
 
 # ---------------------------------------------------------------------------------------------- studio_workdir.sh
@@ -169,5 +173,6 @@ workdir() { bash "$REPO_ROOT/lifecycle/studio/studio_workdir.sh" "$FSX_PATHS_FIL
   rm "$FSX_PATHS_FILE"
   cd "$MOUNT"
   run --separate-stderr workdir --wrap true
-  [ "$output" = "cwd=$MOUNT args=--wrap true" ] && [ -z "$stderr" ]
+  [ "$output" = "cwd=$MOUNT args=--wrap true" ]
+  [ -z "$stderr" ]
 }

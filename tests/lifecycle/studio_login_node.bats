@@ -108,9 +108,11 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
   run bash "$LCC"
   [ "$status" -eq 0 ]
   [[ "$output" == *"changed: client bundle"* ]]
-  [ "$(cat "$(client)/.sha256")" = "$BUNDLE_SHA" ] && [ "$BUNDLE_SHA" != "$old" ]
+  [ "$(cat "$(client)/.sha256")" = "$BUNDLE_SHA" ]
+  [ "$BUNDLE_SHA" != "$old" ]
   [ -f "$(client)/lib/slurm/auth_jwt.so" ]
-  [ ! -e "$(client).new" ] && [ ! -e "$(client).old" ]
+  [ ! -e "$(client).new" ]
+  [ ! -e "$(client).old" ]
 }
 
 @test "a download whose sha256 is not the secret's is refused and nothing is installed" {
@@ -118,7 +120,9 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
   run bash "$LCC"
   [ "$status" -eq 1 ]
   [[ "$output" == *"has sha256 $(sha256sum "$STUB_S3_DIR/${BUNDLE_URI##*/}" | awk '{print $1}'), but the cluster published $BUNDLE_SHA: refusing to install it"* ]]
-  [ ! -e "$(client)" ] && [ ! -e "$(key)" ] && [ ! -e "$(conf)" ]
+  [ ! -e "$(client)" ]
+  [ ! -e "$(key)" ]
+  [ ! -e "$(conf)" ]
   [ -z "$(calls fake-ld)" ]
 }
 
@@ -128,7 +132,8 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
   run bash "$LCC"
   [ "$status" -eq 1 ]
   [[ "$output" == *"Slurm version mismatch: the cluster runs Slurm 23.11.10 (23.11) but the client bundle is 23.11.9 (23.11)"* ]]
-  [ ! -e "$(client)" ] && [ ! -e "$(key)" ]
+  [ ! -e "$(client)" ]
+  [ ! -e "$(key)" ]
 }
 
 @test "a bundle whose sinfo reports another version fails naming both" {
@@ -145,7 +150,8 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
     run bash "$LCC"
     [ "$status" -eq 1 ]
     [[ "$output" == *"client_bundle"* ]]
-    [ ! -e "$(client)" ] && [ ! -e "$(conf)" ]
+    [ ! -e "$(client)" ]
+    [ ! -e "$(conf)" ]
   done
   ! grep -qE 'apt-get|apt-cache|dpkg' "$LCC" || false
 }
@@ -203,7 +209,8 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
     run bash "$LCC"
     [ "$status" -eq 1 ]
     [[ "$output" == *"the secret's controllers entry"* ]]
-    [ ! -e "$(key)" ] && [ ! -e "$(conf)" ]
+    [ ! -e "$(key)" ]
+    [ ! -e "$(conf)" ]
   done
 }
 
@@ -269,7 +276,8 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
     run bash "$LCC"
     [ "$status" -eq 1 ]
     [[ "$output" == *"the secret's"* ]]
-    [ ! -e "$(key)" ] && [ ! -e "$(conf)" ]
+    [ ! -e "$(key)" ]
+    [ ! -e "$(conf)" ]
   done
   write_secret '{"slurm_conf": "ClusterName=ml-cluster\nPlugStackConfig=/opt/slurm/etc/plugstack.conf\n"}'
   run bash "$LCC"

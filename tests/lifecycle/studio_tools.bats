@@ -106,7 +106,8 @@ teardown() {
   STUDIO_TOOLS_SHA256="$expected" run as_user bash "$LCC"
   [ "$status" -eq 1 ]
   [[ "$output" == *"checksum mismatch for SHA256SUMS: expected sha256 $expected, actual $(sha "$BUNDLE/SHA256SUMS"); installing nothing"* ]]
-  [ ! -e "$H/.local/bin/jq" ] && [ ! -e "$H/.local/bin/hyp" ]
+  [ ! -e "$H/.local/bin/jq" ]
+  [ ! -e "$H/.local/bin/hyp" ]
 }
 
 @test "a tampered file of the bundle installs nothing, though SHA256SUMS itself is intact" {
@@ -115,7 +116,8 @@ teardown() {
   [ "$status" -eq 1 ]
   [[ "$output" == *"jq/jq: FAILED"* ]]
   [[ "$output" == *"a file of the bundle does not match its sha256 in SHA256SUMS; installing nothing"* ]]
-  [ ! -e "$H/.local/bin/jq" ] && [ ! -e "$H/.local/bin/hyp" ]
+  [ ! -e "$H/.local/bin/jq" ]
+  [ ! -e "$H/.local/bin/hyp" ]
 }
 
 @test "a wheel swapped for another is refused by pip's hash check and nothing is linked" {

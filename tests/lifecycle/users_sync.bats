@@ -216,7 +216,8 @@ changes() {
 @test "on_init_complete.sh installs the sync on every node type" {
   STUB_IPS="10.1.0.31" run bash "$SCRIPTS/on_init_complete.sh"
   [ "$status" -eq 0 ]
-  [ -f "$SYSTEMD_DIR/$TIMER" ] && [ -f "$PLATFORM_DIR/sync_users.sh" ]
+  [ -f "$SYSTEMD_DIR/$TIMER" ]
+  [ -f "$PLATFORM_DIR/sync_users.sh" ]
   calls systemctl | grep -qxF "systemctl enable $TIMER"
 }
 

@@ -56,7 +56,8 @@ setup() {
   grep -qx "path=$CHART_PATH" "$out/.pin"
   [[ "$output" == *"no tree pin set"*"HYPERPOD_CHART_TREE=$(git -C "$UP" rev-parse "HEAD:$CHART_PATH")"* ]]
   # Only the chart directory, no leftovers of the work directory.
-  [ ! -e "$out/unrelated" ] && [ ! -e "$out/.git" ]
+  [ ! -e "$out/unrelated" ]
+  [ ! -e "$out/.git" ]
   [ -z "$(find "$T/out" -maxdepth 1 -name '.hyperpod-chart.*')" ]
   # The subchart archive carries its own dependency: helm dependency build ran deepest first.
   tar -tzf "$out/charts/sub-0.1.0.tgz" | grep -qx "sub/charts/leaf/templates/cm.yaml"
