@@ -291,12 +291,15 @@ LONGEST = {
     "e2e": 210,
     "tests/test_finetune.py": 85,
     "tests/test_studio_tools.py::test_the_built_bundle_installs_offline_and_hyp_and_jq_run": 42,
-    **{f"tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[large-{k}of4]": 22 for k in range(1, 5)},
+    "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[large]": 25,
     "tests/test_destroy.py": 20,
     "tests/test_preflight.py": 18,
     "tests/test_training_jobs.py::test_train_elastic_logs_one_mlflow_run_across_a_resize": 17,
     "tests/test_parallel_suite.py": 14,
     "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[multi_az]": 11,
+    **{f"tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[{variant}]": 5
+       for variant in ("default", "existing_vpc", "containers", "eks", "research", "eks_shared", "metrics",
+                       "eks_metrics", "directory")},
 }
 GROUPS_DIR = "PLATFORM_TEST_GROUPS_DIR"  # where the xdist workers leave their group tables for the controller
 

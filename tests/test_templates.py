@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,22 +52,109 @@ def lint_once(tmp_path_factory):
     return lint
 
 
-# The large variant's twelve per-user nested templates (450 KB each) cost most of the linting: four shards of it.
-LINT_SHARDS = {"large": 4}
-LINT_CASES = sorted([(v, shard, LINT_SHARDS.get(v, 1)) for v in ALL_VARIANTS for shard in range(LINT_SHARDS.get(v, 1))],
-                    key=lambda case: -case[2])  # the shards first: the longest
+def user_shape(text: str, users) -> str:
+    """A template's text with the users it holds (config users whose name is one of its string values) replaced by
+    their position among them, name and uid alike. Per-user nested templates of one size have one shape: they differ
+    only in which users they hold."""
+    values: set[str] = set()
+
+    def strings(node) -> None:
+        if isinstance(node, str):
+            values.add(node)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                values.add(key)
+                strings(value)
+        elif isinstance(node, list):
+            for value in node:
+                strings(value)
+
+    strings(json.loads(text))
+    held = [user for user in users if user.name in values]
+    ids = {str(i): n for n, user in enumerate(held) for i in (user.uid, user.group_id)}
+    text = re.sub(r"(?<!\d)\d+(?!\d)", lambda m: f"\0I#{ids[m[0]]}\0" if m[0] in ids else m[0], text)
+    # Then the names, longest first (user81 after user810), as text no name can hold (POSIX names are lowercase).
+    for index, user in sorted(enumerate(held), key=lambda pair: -len(pair[1].name)):
+        text = text.replace(user.name, f"\0U#{index}\0")
+    return text
 
 
-@pytest.mark.parametrize("variant, shard, shards", LINT_CASES,
-                         ids=[v if n == 1 else f"{v}-{k + 1}of{n}" for v, k, n in LINT_CASES])
-def test_cfn_lint_has_no_errors_or_warnings(synth, lint_once, variant, shard, shards):
-    """Every template of every variant, nested ones included, split by variant (and the large one into shards: every
-    shards-th template from `shard` on) so that the workers share the work."""
-    paths = synth(variant).all_template_paths()
+def lint_by_shape(paths: list[Path], users, lint_once) -> dict[Path, list[str]]:
+    """cfn-lint's findings for every template, linting one of each user shape: the longest (its users' names and ids
+    are the longest; the only values the others differ in). The 1,000-user variant's eleven full per-user templates
+    are one shape, so their ~60 s of linting is ~6 s."""
+    shapes: dict[str, list[Path]] = {}
+    for path in paths:
+        shape = hashlib.sha256(user_shape(path.read_text(), users).encode()).hexdigest()
+        shapes.setdefault(shape, []).append(path)
+    linted = lint_once([max(same, key=lambda p: p.stat().st_size) for same in shapes.values()])
+    return {path: found for same in shapes.values() for found in [next(f for p, f in linted.items() if p in same)]
+            for path in same}
+
+
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
+def test_cfn_lint_has_no_errors_or_warnings(synth, lint_once, variant):
+    """Every template of every variant, nested ones included; of the per-user templates that differ only in their
+    users, the longest (lint_by_shape)."""
+    s = synth(variant)
+    paths = s.all_template_paths()
     assert len(paths) >= 6 and all(p.exists() for p in paths), paths
-    findings = [f"{path.name}: {finding}" for path, found in lint_once(paths[shard::shards]).items()
+    findings = [f"{path.name}: {finding}" for path, found in lint_by_shape(paths, s.config.users, lint_once).items()
                 for finding in found]
     assert findings == [], "\n".join(findings)
+
+
+class _User:
+    def __init__(self, name: str, uid: int):
+        self.name, self.uid, self.group_id = name, uid, uid
+
+
+def _chunk(tmp_path: Path, users: list[_User], bucket_property: str = "BucketName") -> Path:
+    """A per-user template in miniature: a bucket per user, named and tagged after the user."""
+    path = tmp_path / f"{users[0].name}.nested.template.json"
+    path.write_text(json.dumps({
+        "Description": f"users {users[0].name} .. {users[-1].name}",
+        "Resources": {f"Bucket{user.name}": {"Type": "AWS::S3::Bucket",
+                                              "Properties": {bucket_property: f"data-{user.name}-{user.uid}",
+                                                             "Tags": [{"Key": "owner", "Value": user.name},
+                                                                      {"Key": "uid", "Value": str(user.uid)}]}}
+                      for user in users}}, indent=1))
+    return path
+
+
+def test_per_user_templates_of_one_size_have_one_shape_and_any_other_difference_makes_another(synth, tmp_path):
+    s = synth("large")
+    chunks = [p for p in s.all_template_paths() if p.name.endswith(".nested.template.json")]
+    shapes = {user_shape(p.read_text(), s.config.users) for p in chunks}
+    assert len(chunks) == 12 and len(shapes) == 2  # eleven of 90 users, one of 10
+    full = max(chunks, key=lambda p: p.stat().st_size)
+    changed = tmp_path / full.name
+    changed.write_text(full.read_text().replace('"Mode": "0700"', '"Mode": "0750"', 1))
+    assert user_shape(changed.read_text(), s.config.users) not in shapes
+    users = [_User(f"user{i}", 10000 + i) for i in range(200)]
+    one, other = _chunk(tmp_path, users[:3]), _chunk(tmp_path, users[100:103])
+    assert user_shape(one.read_text(), users) == user_shape(other.read_text(), users)
+    # A uid that is not the user's own is a difference, not a user token.
+    swapped = _chunk(tmp_path, [_User("user150", 10000), *users[151:153]])
+    assert user_shape(swapped.read_text(), users) != user_shape(other.read_text(), users)
+
+
+def test_lint_by_shape_lints_the_longest_of_each_shape_and_reports_its_findings_for_all(lint_once, tmp_path,
+                                                                                      monkeypatch):
+    users = [_User(f"user{i}", 10000 + i) for i in range(200)]
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
+    short, long = _chunk(tmp_path / "a", users[1:3], "BucketNam"), _chunk(tmp_path / "b", users[101:103], "BucketNam")
+    clean = _chunk(tmp_path / "c", users[5:7])  # another shape: the property is spelled right
+    linted = []
+
+    def recording(paths):
+        linted.extend(paths)
+        return lint_once(paths)
+
+    found = lint_by_shape([short, long, clean], users, recording)
+    assert sorted(linted) == sorted([long, clean])  # user101.. is longer than user1..
+    assert found[short] == found[long] and any("BucketNam" in f for f in found[short]), found
+    assert found[clean] == []
 
 
 def test_lint_once_reports_a_bad_template_every_time_and_lints_a_clean_one_once(lint_once, tmp_path, monkeypatch):
