@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from process_tree import children
 
 FINETUNE = ROOT / "examples" / "finetune"
 TRAIN_VENV = ROOT / ".venv-train"
@@ -61,13 +62,6 @@ def tiny_args(tmp: Path) -> Path:
     return path
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except FileNotFoundError:
-        return []
-
-
 def _rank_of(pid: int) -> int | None:
     try:
         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -95,7 +89,7 @@ def torchrun(nproc: int, args: Path, work: Path, ckpt: Path, env: dict, *, signa
         while len(_steps(ckpt / "progress.jsonl")) < before + after_steps:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-4000:]
             time.sleep(0.02)
-        workers = {_rank_of(p): p for p in _children(proc.pid)}
+        workers = {_rank_of(p): p for p in children(proc.pid)}
         os.kill(workers[signal_rank], signal.SIGUSR1)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-6000:]

@@ -15,6 +15,7 @@ from aws_cdk import aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 
 from conftest import ALL_VARIANTS, ROOT, exclusive, shared_dir
+from platform_config.users import User
 
 MAX_RESOURCES = 500
 MAX_TEMPLATE_BYTES = 1_000_000
@@ -85,11 +86,10 @@ def lint_by_shape(paths: list[Path], users, lint_once) -> dict[Path, list[str]]:
     are one shape, so their ~60 s of linting is ~6 s."""
     shapes: dict[str, list[Path]] = {}
     for path in paths:
-        shape = hashlib.sha256(user_shape(path.read_text(), users).encode()).hexdigest()
-        shapes.setdefault(shape, []).append(path)
-    linted = lint_once([max(same, key=lambda p: p.stat().st_size) for same in shapes.values()])
-    return {path: found for same in shapes.values() for found in [next(f for p, f in linted.items() if p in same)]
-            for path in same}
+        shapes.setdefault(hashlib.sha256(user_shape(path.read_text(), users).encode()).hexdigest(), []).append(path)
+    longest = {shape: max(same, key=lambda p: p.stat().st_size) for shape, same in shapes.items()}
+    linted = lint_once(list(longest.values()))
+    return {path: linted[longest[shape]] for shape, same in shapes.items() for path in same}
 
 
 @pytest.mark.parametrize("variant", ALL_VARIANTS)
@@ -104,12 +104,11 @@ def test_cfn_lint_has_no_errors_or_warnings(synth, lint_once, variant):
     assert findings == [], "\n".join(findings)
 
 
-class _User:
-    def __init__(self, name: str, uid: int):
-        self.name, self.uid, self.group_id = name, uid, uid
+def _users(count: int) -> list[User]:
+    return [User(name=f"user{i}", uid=10000 + i) for i in range(count)]
 
 
-def _chunk(tmp_path: Path, users: list[_User], bucket_property: str = "BucketName") -> Path:
+def _chunk(tmp_path: Path, users: list[User], bucket_property: str = "BucketName") -> Path:
     """A per-user template in miniature: a bucket per user, named and tagged after the user."""
     path = tmp_path / f"{users[0].name}.nested.template.json"
     path.write_text(json.dumps({
@@ -131,18 +130,18 @@ def test_per_user_templates_of_one_size_have_one_shape_and_any_other_difference_
     changed = tmp_path / full.name
     changed.write_text(full.read_text().replace('"Mode": "0700"', '"Mode": "0750"', 1))
     assert user_shape(changed.read_text(), s.config.users) not in shapes
-    users = [_User(f"user{i}", 10000 + i) for i in range(200)]
+    users = _users(200)
     one, other = _chunk(tmp_path, users[:3]), _chunk(tmp_path, users[100:103])
     assert user_shape(one.read_text(), users) == user_shape(other.read_text(), users)
     # A uid that is not the user's own is a difference, not a user token.
-    swapped = _chunk(tmp_path, [_User("user150", 10000), *users[151:153]])
+    swapped = _chunk(tmp_path, [User(name="user150", uid=10000), *users[151:153]])
     assert user_shape(swapped.read_text(), users) != user_shape(other.read_text(), users)
 
 
-def test_lint_by_shape_lints_the_longest_of_each_shape_and_reports_its_findings_for_all(lint_once, tmp_path,
-                                                                                      monkeypatch):
-    users = [_User(f"user{i}", 10000 + i) for i in range(200)]
-    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
+def test_lint_by_shape_lints_the_longest_of_each_shape_and_reports_its_findings_for_all(lint_once, tmp_path):
+    users = _users(200)
+    for directory in "abc":
+        (tmp_path / directory).mkdir()
     short, long = _chunk(tmp_path / "a", users[1:3], "BucketNam"), _chunk(tmp_path / "b", users[101:103], "BucketNam")
     clean = _chunk(tmp_path / "c", users[5:7])  # another shape: the property is spelled right
     linted = []

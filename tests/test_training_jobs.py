@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from process_tree import descendants
 from platform_config import ConfigError
 from manifests.team_identities import StudioFiles
 from platform_config.eks import DEFAULT_KUBERNETES
@@ -359,14 +360,6 @@ def test_a_finished_rank_exits_even_if_finalization_would_block():
     assert (result.returncode, result.stdout, result.stderr) == (3, "trained", "and written")
 
 
-def _descendants(pid: int) -> list[int]:
-    try:
-        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except FileNotFoundError:
-        return []
-    return children + [d for child in children for d in _descendants(child)]
-
-
 def run_or_dump_stacks(cmd: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
     """cmd to its end, or after `timeout` a failure showing where every Python process of it was: SIGABRT to it and
     every process under it (torchrun starts each worker in a session of its own), whose Python processes
@@ -376,7 +369,7 @@ def run_or_dump_stacks(cmd: list[str], env: dict[str, str], timeout: float) -> s
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        tree = [proc.pid, *_descendants(proc.pid)]  # before any dies: orphans would no longer be found
+        tree = [proc.pid, *descendants(proc.pid)]  # before any dies: orphans would no longer be found
         for sig in (signal.SIGABRT, signal.SIGKILL):
             for pid in tree:
                 with contextlib.suppress(ProcessLookupError):
