@@ -13,7 +13,7 @@ source "$HERE/lib/common.sh"
 start_log on_create
 
 log "parameters: $PARAMS_FILE, resource config: $RESOURCE_CONFIG"
-params_py validate "$PARAMS_FILE"
+step validate_parameters params_py validate "$PARAMS_FILE"
 if [[ "$(param orchestrator)" != eks ]]; then
   die "on_create.sh is the EKS entry point; a Slurm cluster's groups must run on_init_complete.sh (OnInitComplete)"
 fi

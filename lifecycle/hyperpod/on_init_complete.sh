@@ -20,7 +20,7 @@ source "$HERE/lib/common.sh"
 start_log on_init_complete
 
 log "parameters: $PARAMS_FILE, resource config: $RESOURCE_CONFIG"
-params_py validate "$PARAMS_FILE"
+step validate_parameters params_py validate "$PARAMS_FILE"
 params orchestrator node_metrics.remote_write_url slurm.login_secret_arn slurm.auth slurm.client_bundle_s3_prefix
 if [[ "$(param orchestrator)" == eks ]]; then
   die "on_init_complete.sh is the Slurm entry point; EKS groups run on_create.sh (OnCreate)"
@@ -43,35 +43,35 @@ if [[ "$NODE_TYPE" == controller ]]; then
   fi
 fi
 
-bash "$HERE/block_imds.sh"          # before any user exists: instance credentials for root only
-bash "$HERE/mount_fsx.sh"           # lifecycle mount, or wait for HyperPod's own mount
+step block_imds bash "$HERE/block_imds.sh"          # before any user exists: instance credentials for root only
+step mount_fsx bash "$HERE/mount_fsx.sh"           # lifecycle mount, or wait for HyperPod's own mount
 # cluster.directory: SSSD before the users, so create_users.sh makes no local account the directory already has.
-bash "$HERE/configure_sssd.sh"
-bash "$HERE/create_users.sh"        # homes on FSx once it is there
-bash "$HERE/setup_ssh_keys.sh"      # passwordless SSH between nodes for cluster users
-bash "$HERE/install_users_sync.sh"  # later user changes reach this node through a systemd timer
-bash "$HERE/install_container_runtime.sh"
-bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
+step configure_sssd bash "$HERE/configure_sssd.sh"
+step create_users bash "$HERE/create_users.sh"        # homes on FSx once it is there
+step setup_ssh_keys bash "$HERE/setup_ssh_keys.sh"      # passwordless SSH between nodes for cluster users
+step install_users_sync bash "$HERE/install_users_sync.sh"  # later user changes reach this node through a systemd timer
+step install_container_runtime bash "$HERE/install_container_runtime.sh"
+step configure_slurm bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
 # observability.node_metrics: exporters and the Prometheus agent (only when the parameters carry node_metrics).
 [[ -n "$(param node_metrics.remote_write_url)" ]] &&
-  CONTROLLER_ROLE="$CONTROLLER_ROLE" bash "$HERE/install_node_metrics.sh" "$NODE_TYPE" "${detected#*$'\t'}"
+  CONTROLLER_ROLE="$CONTROLLER_ROLE" step install_node_metrics bash "$HERE/install_node_metrics.sh" "$NODE_TYPE" "${detected#*$'\t'}"
 # Every user gets a Slurm association (slurm.conf may enforce them); departments, QoS and fair share when enabled.
 # The one accounting database is written from the primary controller only.
-[[ "$CONTROLLER_ROLE" == primary ]] && bash "$HERE/apply_accounting.sh"
+[[ "$CONTROLLER_ROLE" == primary ]] && step apply_accounting bash "$HERE/apply_accounting.sh"
 
 # DisableRootJobs (both modes) and, per-user mode (slurm.auth jwt), auth/jwt for Studio users, in slurm.conf's
 # included file.
-[[ "$NODE_TYPE" == controller ]] && bash "$HERE/configure_slurm_auth.sh"
+[[ "$NODE_TYPE" == controller ]] && step configure_slurm_auth bash "$HERE/configure_slurm_auth.sh"
 # The controller holds the JWT key and the controller role: SSH there for administrators only.
-[[ "$NODE_TYPE" == controller ]] && bash "$HERE/configure_controller_ssh.sh"
+[[ "$NODE_TYPE" == controller ]] && step configure_controller_ssh bash "$HERE/configure_controller_ssh.sh"
 # pam_slurm_adopt: PrologFlags=Contain on the controller, the PAM stack on compute nodes (cluster.pam_slurm_adopt).
-bash "$HERE/configure_pam_adopt.sh" "$NODE_TYPE"
+step configure_pam_adopt bash "$HERE/configure_pam_adopt.sh" "$NODE_TYPE"
 # GPUs are GRES in HyperPod's slurm.conf; report nodes whose count differs from their instance type's.
-[[ "$NODE_TYPE" == controller ]] && bash "$HERE/check_gres.sh"
+[[ "$NODE_TYPE" == controller ]] && step check_gres bash "$HERE/check_gres.sh"
 # Studio login nodes read the controller's Slurm version, address, slurm.conf (and, in shared mode only, the munge
 # key) from this secret, and install the controller's own Slurm client from the bundle it names (sha256 included).
 login_secret="$(param slurm.login_secret_arn)"
 if [[ "$NODE_TYPE" == controller && -n "$login_secret" ]]; then
   SLURM_AUTH="$(param slurm.auth)" SLURM_CLIENT_BUNDLE_S3_PREFIX="$(param slurm.client_bundle_s3_prefix)" \
-    bash "$HERE/publish_slurm_login.sh" "$login_secret"
+    step publish_slurm_login bash "$HERE/publish_slurm_login.sh" "$login_secret"
 fi

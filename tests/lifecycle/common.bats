@@ -126,3 +126,21 @@ run_helper() {
   [ "$status" -eq 0 ]
   [ "$output" = "1 ['a b', 'c'] False" ]
 }
+
+# The step markers cli/diagnose.py reads from a node's log stream (lib/common.sh, step).
+@test "step: a step between START and END markers with its exit code; a failed one named last by the exit trap" {
+  export T
+  run bash -c 'set -euo pipefail; LOG_DIR="$T/log"; source "$1/lib/common.sh"; start_log node
+    step first_step true
+    step second_step bash -c "echo half-way; exit 3"
+    step never_reached true' _ "$SCRIPTS"
+  [ "$status" -eq 3 ]
+  run grep -oE '\[node\] STEP-.*' "$T/log/node.log"
+  [ "${lines[0]}" = "[node] STEP-START first_step" ]
+  [[ "${lines[1]}" =~ ^\[node\]\ STEP-END\ first_step\ rc=0\ seconds=[0-9]+$ ]]
+  [ "${lines[2]}" = "[node] STEP-START second_step" ]
+  [[ "${lines[3]}" =~ ^\[node\]\ STEP-END\ second_step\ rc=3\ seconds=[0-9]+$ ]]
+  [ "${lines[4]}" = "[node] STEP-FAILED second_step rc=3" ]
+  [ "${#lines[@]}" -eq 5 ]
+  grep -qx '.*\[node\] FAILED with exit code 3, see the lines above' "$T/log/node.log"
+}

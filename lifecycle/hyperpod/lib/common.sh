@@ -186,10 +186,29 @@ _finish_log() {
     log "done"
   else
     log "FAILED with exit code $rc, see the lines above"
+    [[ -z "${FAILED_STEP:-}" ]] || log "STEP-FAILED $FAILED_STEP rc=$rc"
   fi
   exec >&- 2>&-
   wait "$TEE_PID" || true
   exit "$rc"
+}
+
+# step NAME CMD... : runs CMD as the named step of a node's set-up between two marker lines that the deploy tooling
+# reads from the node's log stream (cli/diagnose.py, docs/deploy.md "My first deploy failed"):
+#   <time> [<script>] STEP-START <name>
+#   <time> [<script>] STEP-END <name> rc=<exit code> seconds=<elapsed>
+# A failed step is remembered (FAILED_STEP) and its status returned, so `set -e` ends the script, whose exit trap then
+# writes `STEP-FAILED <name> rc=<code>` as its last marker. NAME is one word ([a-z0-9_-]).
+step() {
+  local name=$1 started=$SECONDS rc=0
+  shift
+  log "STEP-START $name"
+  "$@" || rc=$?
+  log "STEP-END $name rc=$rc seconds=$((SECONDS - started))"
+  if ((rc != 0)); then
+    FAILED_STEP=$name
+    return "$rc"
+  fi
 }
 
 # Where home directories go: on FSx when it is mounted, so they are the same on every node.
