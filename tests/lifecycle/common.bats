@@ -129,11 +129,16 @@ run_helper() {
 
 # The step markers cli/diagnose.py reads from a node's log stream (lib/common.sh, step).
 @test "step: a step between START and END markers with its exit code; a failed one named last by the exit trap" {
-  export T
-  run bash -c 'set -euo pipefail; LOG_DIR="$T/log"; source "$1/lib/common.sh"; start_log node
-    step first_step true
-    step second_step bash -c "echo half-way; exit 3"
-    step never_reached true' _ "$SCRIPTS"
+  cat >"$T/node.sh" <<EOF
+set -euo pipefail
+LOG_DIR="$T/log"
+source "$SCRIPTS/lib/common.sh"
+start_log node
+step first_step true
+step second_step bash -c "echo half-way; exit 3"
+step never_reached true
+EOF
+  run bash "$T/node.sh"
   [ "$status" -eq 3 ]
   run grep -oE '\[node\] STEP-.*' "$T/log/node.log"
   [ "${lines[0]}" = "[node] STEP-START first_step" ]
