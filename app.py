@@ -4,13 +4,16 @@ import sys
 
 import aws_cdk as cdk
 
-from platform_config import CONTEXT_OVERRIDES, DEFAULT_CONFIG_PATH, ConfigError, load_config
+from platform_config import DEFAULT_CONFIG_PATH, ConfigError, context_overrides, load_config
 from stacks.platform import add_security_checks, build_platform
 
 app = cdk.App()
 try:
+    notices: list[str] = []
     config = load_config(app.node.try_get_context("config") or DEFAULT_CONFIG_PATH,
-                         {key: app.node.try_get_context(key) for key in CONTEXT_OVERRIDES})
+                         context_overrides(app.node.get_all_context()), notices)
+    for notice in notices:
+        print(f"config: {notice}", file=sys.stderr)
     # Checks what the config points at on disk: the EKS dependency chart must be the pinned revision. Tests and
     # `make bench` pass `-c allow_chart_stand_in=true` to synthesize against the stand-in; that template then fails
     # CloudFormation validation, so it cannot be deployed.

@@ -197,9 +197,23 @@ class Preflight:
         types = sorted({g.instance_type for g in self.cfg.cluster.instance_groups})
         ec2 = self.client("ec2", "instance-types")
         efa = {}
+        from botocore.exceptions import ClientError
+        unknown = []
         for t in types:
-            info = ec2.describe_instance_types(InstanceTypes=[t.removeprefix("ml.")])["InstanceTypes"]
+            try:
+                info = ec2.describe_instance_types(InstanceTypes=[t.removeprefix("ml.")])["InstanceTypes"]
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "InvalidInstanceType":
+                    raise
+                unknown.append(t)
+                continue
             efa[t] = info[0].get("NetworkInfo", {}).get("EfaInfo", {}).get("MaximumEfaInterfaces", 0) if info else 0
+        if unknown:  # EC2 does not offer the type here: the cluster cannot get it, whatever the quota says
+            keys = [f"cluster.instance_groups[{i}].instance_type ({g.name}: {g.instance_type})"
+                    for i, g in enumerate(self.cfg.cluster.instance_groups) if g.instance_type in unknown]
+            self.add("subnet-addresses", FAILED, f"EC2 answers InvalidInstanceType in {self.cfg.deployment.region} "
+                                                 f"for {', '.join(keys)}: choose a type offered in the region")
+            return
         need: Counter = Counter()
         floating = 0
         for g in self.cfg.cluster.instance_groups:

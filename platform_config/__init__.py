@@ -9,8 +9,8 @@ fields (`rules.RULES`, each section's rules beside its model). Every problem is 
 loading; what the platform derives from a config (`day2`, `accounting_plan`) is here too. Nothing here calls AWS.
 """
 from platform_config.errors import ConfigError
-from platform_config.loading import CONTEXT_OVERRIDES, DEFAULT_CONFIG_PATH, load_config, parse_config
+from platform_config.loading import DEFAULT_CONFIG_PATH, context_overrides, load_config, parse_config
 from platform_config.model import PlatformConfig, json_schema
 
-__all__ = ["CONTEXT_OVERRIDES", "DEFAULT_CONFIG_PATH", "ConfigError", "PlatformConfig", "json_schema", "load_config",
+__all__ = ["DEFAULT_CONFIG_PATH", "ConfigError", "PlatformConfig", "context_overrides", "json_schema", "load_config",
            "parse_config"]

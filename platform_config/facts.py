@@ -32,6 +32,12 @@ def reserved_user(name: str) -> str | None:
     return f"names starting with {prefix!r}: {RESERVED_USER_PREFIXES[prefix]}" if prefix else None
 
 
+# The instance types HyperPod clusters accept (CreateCluster's ClusterInstanceType enum), written from botocore's
+# service model by tools/cluster_instance_types.py; the file names the botocore version.
+CLUSTER_INSTANCE_TYPE_FACTS = REPO_ROOT / "config" / "facts" / "cluster_instance_types.json"
+CLUSTER_INSTANCE_TYPES: tuple[str, ...] = tuple(json.loads(CLUSTER_INSTANCE_TYPE_FACTS.read_text())["instance_types"])
+
+
 # Accelerators per instance (extended resource name, count): team ResourceQuotas on EKS, the GPUs a Slurm compute node
 # has as GRES (lifecycle/hyperpod/check_gres.sh compares HyperPod's Gres=gpu:N with this), QoS gpu limits. The counts
 # are aws/sagemaker-hyperpod-cli's INSTANCE_RESOURCES at a pinned commit, written to ACCELERATOR_FACTS by

@@ -3,11 +3,14 @@ constrains, paths that reach a shell), mirrored packages. A check's message says
 prefixes it with the key and the value."""
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
-from typing import Annotated
+from typing import Annotated, Iterable
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+
+from platform_config.facts import CLUSTER_INSTANCE_TYPES
 
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
                       2922, 3288, 3653)
@@ -23,6 +26,7 @@ def pattern(regex: str, allowed: str):
             raise ValueError(f"must be {allowed}")
         return value
     check.allowed = allowed
+    check.json_pattern = f"^(?:{regex})$"  # config/schema.json carries it, so editors flag the value as it is typed
     return AfterValidator(check)
 
 
@@ -51,6 +55,9 @@ def _cidr(value: str) -> str:
 
 
 _cidr.allowed = "an IPv4 CIDR block with no host bits set, e.g. 10.0.0.0/16"
+# The shape of an IPv4 CIDR for editors (config/schema.json); host bits are checked at synth only.
+_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_cidr.json_pattern = rf"^{_OCTET}(\.{_OCTET}){{3}}/(3[0-2]|[12]?[0-9])$"
 
 
 # Patterns and lengths of the SageMaker CreateCluster API (botocore's service model: ClusterName,
@@ -60,8 +67,30 @@ ClusterName = Annotated[str, *api_string(_HYPHENATED, 63, "1-63 letters, digits 
                                                            "with a letter or digit")]
 GroupName = Annotated[str, *api_string(_HYPHENATED, 63, "1-63 letters, digits and hyphens, starting and ending "
                                                          "with a letter or digit")]
-InstanceType = Annotated[str, pattern(r"ml\.[a-z][a-z0-9-]*\.[a-z0-9]+",
-                                       "a SageMaker instance type such as ml.g5.8xlarge")]
+
+
+def did_you_mean(value: str, choices: "Iterable[str]") -> str:
+    """' did you mean 'x'?' (or ' did you mean one of 'x', 'y'?') for the choices closest to a misspelt value; ''
+    when none is close."""
+    close = difflib.get_close_matches(value, list(choices), n=3, cutoff=0.75)
+    if not close:
+        return ""
+    return f" did you mean {close[0]!r}?" if len(close) == 1 else \
+        f" did you mean one of {', '.join(repr(c) for c in close)}?"
+
+
+def _cluster_instance_type(value: str) -> str:
+    if value in CLUSTER_INSTANCE_TYPES:
+        return value
+    hint = did_you_mean(value, CLUSTER_INSTANCE_TYPES)
+    raise ValueError(f"not an instance type HyperPod clusters accept;{hint} allowed: "
+                     f"{_cluster_instance_type.allowed}")
+
+
+_cluster_instance_type.allowed = ("one of the types CreateCluster accepts (config/facts/cluster_instance_types.json, "
+                                  "from botocore's ClusterInstanceType), such as ml.g5.8xlarge")
+InstanceType = Annotated[str, AfterValidator(_cluster_instance_type),
+                         WithJsonSchema({"type": "string", "enum": list(CLUSTER_INSTANCE_TYPES)})]
 AzId = Annotated[str, pattern(r"[a-z]{2,}[0-9]+-az[0-9]{1,2}", "an AZ ID such as use1-az4 (not an AZ name)")]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 PartitionName = Annotated[str, *api_string(_HYPHENATED, 1024, "a partition name HyperPod accepts: letters, digits "

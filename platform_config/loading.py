@@ -11,13 +11,12 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from platform_config.errors import ConfigError
+from platform_config.fields import did_you_mean
 from platform_config.model import PlatformConfig
 from platform_config.rules import semantic_errors
 
 DEFAULT_CONFIG_PATH = "config/default.yaml"
 
-# Top-level keys that `cdk synth -c key=value` may override; `-c config=PATH` picks the file.
-CONTEXT_OVERRIDES = ("orchestrator", "shared_fsx")
 
 
 class StrictYamlLoader(yaml.SafeLoader):
@@ -73,7 +72,8 @@ def format_pydantic_error(err: dict[str, Any]) -> str:
         path += " key"
     kind, message, value = err["type"], err["msg"], err.get("input")
     if kind == "extra_forbidden":
-        return f"{path}: unknown key; allowed here: {', '.join(_allowed_keys(err['loc']))}"
+        allowed = _allowed_keys(err["loc"])
+        return f"{path}: unknown key;{did_you_mean(str(loc[-1]), allowed)} allowed here: {', '.join(allowed)}"
     if kind == "missing":
         return f"{path}: missing; this key is required"
     message = message.removeprefix("Value error, ")
@@ -97,32 +97,116 @@ def parse_config(data: Any, source: str = "<config>") -> PlatformConfig:
     return cfg
 
 
-def _parse_context_value(key: str, raw: Any) -> Any:
-    if key == "shared_fsx" and isinstance(raw, str):
-        if raw not in ("true", "false"):
-            raise ConfigError("context", [f"shared_fsx: {raw!r} (from -c shared_fsx=...) — must be true or false"])
-        return raw == "true"
-    return raw
+class _Override:
+    """One `-c key.path=value`: where it goes in the document (keys and list indexes), and how errors name it."""
+    _PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
+
+    def __init__(self, key: str, raw: Any):
+        self.key, self.raw = key, raw
+        self.parts: list[str | int] = []
+        for segment in key.split("."):
+            match = self._PART.fullmatch(segment)
+            if segment.isdigit():
+                self.parts.append(int(segment))
+            elif match:
+                self.parts.append(match[1])
+                self.parts += [int(i) for i in re.findall(r"\d+", match[2])]
+            else:
+                raise ConfigError("-c", [f"{key}: not a config key path (from -c {key}=...) — allowed: keys joined "
+                                         "by '.', list entries as [N], e.g. -c cluster.instance_groups[2]."
+                                         "instance_count=4"])
+        self.path = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p)
+                            for i, p in enumerate(self.parts))
+
+    def value(self) -> Any:
+        """The value as YAML would read it in the file (`4` a number, `true` a boolean, `[a, b]` a list); a value
+        YAML cannot read stays the string it is."""
+        if not isinstance(self.raw, str):
+            return self.raw
+        try:
+            return yaml.load(self.raw, Loader=StrictYamlLoader)  # noqa: S506 - strict SafeLoader subclass
+        except yaml.YAMLError:
+            return self.raw
+
+    def apply(self, data: dict) -> None:
+        node: Any = data
+        for depth, (part, following) in enumerate(zip(self.parts, [*self.parts[1:], None])):
+            last = following is None
+            if isinstance(part, int):
+                if not isinstance(node, list) or part >= len(node):
+                    have = f"{len(node)} entries" if isinstance(node, list) else "no list"
+                    where = self.path[:self.path.rindex("[")] if "[" in self.path else self.path
+                    raise ConfigError("-c", [f"{self.path}: {self.raw!r} (from -c {self.key}=...) — the config has "
+                                             f"{have} at {where}; an override can change an entry, not add one"])
+            elif not isinstance(node, dict):
+                raise ConfigError("-c", [f"{self.path}: {self.raw!r} (from -c {self.key}=...) — "
+                                         f"{'.'.join(map(str, self.parts[:depth])) or 'the config'} is not a mapping"])
+            if last:
+                node[part] = self.value()
+            else:
+                if isinstance(part, str) and node.get(part) is None:
+                    node[part] = [] if isinstance(following, int) else {}
+                node = node[part]
+
+    def names(self, error: str) -> bool:
+        """Whether an error line is about this override's key or something under it."""
+        path = error.split(":", 1)[0]
+        return path == self.path or path.startswith((self.path + ".", self.path + "["))
 
 
-def load_config(path: str | Path = DEFAULT_CONFIG_PATH, overrides: Optional[dict[str, Any]] = None) -> PlatformConfig:
-    """Read a YAML file, apply context overrides (which win over the file) and validate."""
+# Context keys that are not config overrides: the app's own (`-c config=PATH`, the tests' chart stand-in) and the CDK's
+# (`aws:cdk:...` set by the CLI, `@aws-cdk/...` feature flags from cdk.json).
+APP_CONTEXT_KEYS = ("config", "allow_chart_stand_in")
+
+
+def context_overrides(context: dict[str, Any]) -> dict[str, Any]:
+    """The config overrides in a CDK app's context (`app.node.get_all_context()`): every `-c key=value` but the app's
+    and the CDK's own keys."""
+    return {key: value for key, value in context.items()
+            if value is not None and key not in APP_CONTEXT_KEYS and not key.startswith("@") and ":" not in key}
+
+
+def read_yaml(path: Path, text: str) -> Any:
+    """The document in `text`, read strictly; a syntax error names the file and keeps YAML's lines (the snippet and
+    the caret under the offending character)."""
+    try:
+        return yaml.load(text, Loader=FastStrictYamlLoader)  # noqa: S506 - strict SafeLoader subclass
+    except yaml.YAMLError:
+        try:
+            return yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 - strict SafeLoader subclass
+        except yaml.YAMLError as exc:
+            for mark in (getattr(exc, "context_mark", None), getattr(exc, "problem_mark", None)):
+                if mark is not None:  # a string's marks say "<unicode string>"; a stream's quote no line
+                    mark.name = str(path)
+            raise ConfigError(str(path), ["YAML: " + str(exc).replace("\n", "\n    ")]) from None
+
+
+def load_config(path: str | Path = DEFAULT_CONFIG_PATH, overrides: Optional[dict[str, Any]] = None,
+                notices: Optional[list[str]] = None) -> PlatformConfig:
+    """Read a YAML file, apply `-c key.path=value` overrides (which win over the file) and validate. An error caused by
+    an override names it (`(from -c key=value)`). What the user should know but is no error (an empty file) is
+    appended to `notices`."""
     path = Path(path)
     try:
         text = path.read_text()
     except FileNotFoundError:
         raise ConfigError(str(path), [f"config: {str(path)!r} — file not found"]) from None
-    try:
-        data = yaml.load(text, Loader=FastStrictYamlLoader)  # noqa: S506 - strict SafeLoader subclass
-    except yaml.YAMLError:
-        try:
-            data = yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 - strict SafeLoader subclass
-        except yaml.YAMLError as exc:
-            raise ConfigError(str(path), [f"YAML: {exc}".replace("\n", " ")]) from None
+    data = read_yaml(path, text)
+    if data is None and notices is not None:
+        notices.append(f"{path} holds no settings: every default is used (config/default.yaml spells them out)")
     data = dict(data or {}) if isinstance(data, dict) or data is None else data
-    for key, raw in (overrides or {}).items():
-        if raw is None:
-            continue
-        if isinstance(data, dict):
-            data[key] = _parse_context_value(key, raw)
-    return parse_config(data, str(path))
+    applied = [_Override(key, raw) for key, raw in (overrides or {}).items() if raw is not None]
+    if isinstance(data, dict):
+        for override in applied:
+            override.apply(data)
+    try:
+        return parse_config(data, str(path))
+    except ConfigError as error:
+        if not applied:
+            raise
+        named = []
+        for line in error.errors:
+            override = next((o for o in applied if o.names(line)), None)
+            named.append(f"{line} (from -c {override.key}={override.raw})" if override else line)
+        origin = f"{path} with -c " + ", ".join(f"{o.key}={o.raw}" for o in applied)
+        raise ConfigError(origin, named) from None

@@ -4,6 +4,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 from platform_config.cluster import Cluster, InstanceGroup
 from platform_config.deployment import Deployment
@@ -46,8 +48,20 @@ class PlatformConfig(Strict):
         return [g for g in self.cluster.instance_groups if g.role == role]
 
 
+class _SchemaWithPatterns(GenerateJsonSchema):
+    """JSON Schema that also carries the patterns of the strings the model checks after parsing (fields.pattern and
+    the CIDR check set `json_pattern` on their check), so an editor flags an AZ name where an AZ ID belongs."""
+
+    def function_after_schema(self, schema: core_schema.AfterValidatorFunctionSchema) -> JsonSchemaValue:
+        generated = super().function_after_schema(schema)
+        regex = getattr(schema["function"].get("function"), "json_pattern", None)
+        if regex and generated.get("type") == "string":
+            generated = {**generated, "pattern": regex}
+        return generated
+
+
 def json_schema() -> dict[str, Any]:
-    schema = PlatformConfig.model_json_schema()
+    schema = PlatformConfig.model_json_schema(schema_generator=_SchemaWithPatterns)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "HyperPod platform configuration"
     return schema

@@ -79,7 +79,8 @@ class RootSquash(Strict):
 class Lustre(Strict):
     """FSx for Lustre (PERSISTENT_2), or the file system you bring (`existing`)."""
     storage_capacity_gib: int = Field(
-        1200, description="Storage capacity: 1200 or a multiple of 2400 GiB. It can grow in place, never shrink.")
+        1200, description="Storage capacity: 1200 or a multiple of 2400 GiB. It can grow in place, never shrink.",
+        json_schema_extra={"anyOf": [{"const": 1200}, {"multipleOf": 2400, "minimum": 2400}]})
     throughput_mib_per_tib: Literal[125, 250, 500, 1000] = Field(
         250, description="Throughput tier, MB/s per TiB of storage (create-only through CloudFormation; change it in "
                          "place with aws fsx update-file-system, docs/deploy.md).")

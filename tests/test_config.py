@@ -76,7 +76,9 @@ INVALID = [
     ("ebs zero", with_("cluster.instance_groups.1.ebs_volume_gib", 0),
      "cluster.instance_groups[1].ebs_volume_gib: 0 — Input should be greater than or equal to 1"),
     ("instance type not ml.*", with_("cluster.instance_groups.1.instance_type", "p5.48xlarge"),
-     "cluster.instance_groups[1].instance_type: 'p5.48xlarge' — must be a SageMaker instance type such as ml.g5.8xlarge"),
+     "cluster.instance_groups[1].instance_type: 'p5.48xlarge' — not an instance type HyperPod clusters accept; did you "
+     "mean one of 'ml.p5.48xlarge', 'ml.p5e.48xlarge', 'ml.p5.4xlarge'? allowed: one of the types CreateCluster "
+     "accepts (config/facts/cluster_instance_types.json, from botocore's ClusterInstanceType), such as ml.g5.8xlarge"),
     ("deep health checks on CPU", with_("cluster.instance_groups.0.deep_health_checks", ["InstanceStress"]),
      "cluster.instance_groups[0].deep_health_checks: ['InstanceStress'] on 'ml.m5.xlarge'; deep health checks run "
      "only on instance types with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json)"),
@@ -107,7 +109,7 @@ INVALID = [
      "storage.lustre.capacity: unknown key; allowed here: storage_capacity_gib, throughput_mib_per_tib, "
      "data_compression, lustre_version, metadata, mount_path, mount_by, data_repository, existing, root_squash"),
     ("unknown top-level key", with_("orchestrater", "slurm"),
-     "orchestrater: unknown key; allowed here: name, orchestrator, shared_fsx, deployment, tags, network, storage, "
+     "orchestrater: unknown key; did you mean 'orchestrator'? allowed here: name, orchestrator, shared_fsx, deployment, tags, network, storage, "
      "cluster, studio, eks, users, observability"),
     ("boolean as string", with_("shared_fsx", "yes"), "shared_fsx: 'yes' — must be true or false"),
     ("boolean as number", with_("network.flow_logs", {"enabled": 1}), "network.flow_logs.enabled: 1 — must be true or false"),
@@ -340,9 +342,10 @@ def test_yaml_duplicate_keys_are_rejected(tmp_path):
     path.write_text("name: a\nname: b\n")
     with pytest.raises(ConfigError) as info:
         load_config(path)
-    # The message quotes the line (libyaml's parser, used for speed, does not: the file is read again).
-    assert info.value.errors == ['YAML: duplicate key \'name\'   in "<unicode string>", line 2, column 1:     name: b'
-                                 '     ^']
+    # The message names the file and quotes the line under it (libyaml's parser, used for speed, does neither: the
+    # file is read again).
+    assert info.value.errors == [f'YAML: duplicate key \'name\'\n      in "{path}", line 2, column 1:\n'
+                                 '        name: b\n        ^']
 
 
 def test_both_yaml_parsers_read_configs_alike():
@@ -366,11 +369,12 @@ def test_context_overrides_win_over_the_file(tmp_path):
     assert load_config(path, {"shared_fsx": None}).shared_fsx is True
     with pytest.raises(ConfigError) as info:
         load_config(path, {"shared_fsx": "no"})
-    assert info.value.errors == ["shared_fsx: 'no' (from -c shared_fsx=...) — must be true or false"]
+    assert info.value.errors == ["shared_fsx: 'no' — must be true or false (from -c shared_fsx=no)"]
     assert load_config(path, {"orchestrator": "eks"}).orchestrator == "eks"
     with pytest.raises(ConfigError) as info:
         load_config(path, {"orchestrator": "pbs"})
-    assert info.value.errors == ["orchestrator: 'pbs' — Input should be 'slurm' or 'eks'"]
+    assert info.value.errors == ["orchestrator: 'pbs' — Input should be 'slurm' or 'eks' (from -c orchestrator=pbs)"]
+    assert info.value.source == f"{path} with -c orchestrator=pbs"
 
 
 def test_committed_json_schema_is_current():
@@ -385,8 +389,12 @@ def test_schema_rejects_unknown_keys_for_editors():
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["-c", "orchestrator=pbs"], "orchestrator: 'pbs' — Input should be 'slurm' or 'eks'"),
-    (["-c", "shared_fsx=maybe"], "shared_fsx: 'maybe' (from -c shared_fsx=...) — must be true or false"),
+    (["-c", "orchestrator=pbs"], "orchestrator: 'pbs' — Input should be 'slurm' or 'eks' (from -c orchestrator=pbs)"),
+    (["-c", "shared_fsx=maybe"], "shared_fsx: 'maybe' — must be true or false (from -c shared_fsx=maybe)"),
+    (["-c", "cluster.instance_groups[2].instance_count=-1"],
+     "cluster.instance_groups[2].instance_count: -1 — Input should be greater than or equal to 0 "
+     "(from -c cluster.instance_groups[2].instance_count=-1)"),
+    (["-c", "nmae=dev"], "nmae: unknown key; did you mean 'name'?"),
     (["-c", "config=config/missing.yaml"], "config: 'config/missing.yaml' — file not found"),
 ])
 def test_app_reports_bad_input_without_traceback(args, expected):
@@ -630,7 +638,8 @@ ACCOUNTING_INVALID = [
      "cluster.accounting.departments[0].name: 'Physics' — must be 1-30 lowercase letters, digits, '_' and '-', "
      "starting with a letter"),
     ("unknown tres", accounting(qos=[{"name": "short", "max_tres_per_user": {"gpus": 1}}]),
-     "cluster.accounting.qos[0].max_tres_per_user.gpus: unknown key; allowed here: cpu, node, gpu"),
+     "cluster.accounting.qos[0].max_tres_per_user.gpus: unknown key; did you mean 'gpu'? allowed here: cpu, node, "
+     "gpu"),
     ("description sacctmgr would split", accounting(departments=physics(description="Physics, Astronomy")),
      "cluster.accounting.departments[0].description: 'Physics, Astronomy' — must be at most 100 letters, digits, "
      "spaces and .:()/_-"),

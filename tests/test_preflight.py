@@ -413,3 +413,17 @@ def test_kubernetes_dates_fall_back_to_the_recorded_table():
     assert result.status == WARNING
     assert result.detail == ("1.33 is on extended support (eks.extended_support: true) since 2026-07-29, until "
                              "2027-07-29 (the recorded table (EKS did not list the version))")
+
+
+def test_a_type_ec2_does_not_offer_fails_naming_the_group(account):
+    """ml.p6e-gb200.36xlarge is in HyperPod's ClusterInstanceType list but not among moto's EC2 instance types, so moto
+    answers DescribeInstanceTypes with InvalidInstanceType, as EC2 does for a type a region does not offer."""
+    service_linked_roles(account)
+    groups = copy.deepcopy(GROUPS)
+    groups[-1]["instance_type"] = "ml.p6e-gb200.36xlarge"
+    results = Preflight(config(**{"cluster.instance_groups": groups}), harness(account).client).run()
+    subnets = by_check(results)["subnet-addresses"]
+    assert subnets.status == FAILED
+    assert (f"for cluster.instance_groups[{len(groups) - 1}].instance_type ({groups[-1]['name']}: "
+            "ml.p6e-gb200.36xlarge): choose a type offered in the region") in subnets.detail
+    assert exit_code(results) == 1
