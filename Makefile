@@ -92,8 +92,10 @@ system-deps:
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-## Offline synthesis of $(CONFIG) into cdk.out/ with a summary. No AWS credentials needed.
-synth: deps studio-tools
+## Offline synthesis of $(CONFIG) into cdk.out/ with a summary. No AWS credentials needed. The Studio tools bundle is
+## built first only when CONFIG gives Studio spaces the tools (studio.tools.hyp_and_jq).
+synth: deps
+	@if $(PY) tools/studio_tools_wanted.py $(CONFIG); then $(MAKE) --no-print-directory studio-tools; fi
 	$(CDK) synth --quiet --no-notices -c config=$(CONFIG)
 	$(PY) -m cli.summarize cdk.out --config $(CONFIG)
 

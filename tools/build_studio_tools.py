@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -56,8 +57,80 @@ BUILD_WHEEL = "wheel==0.48.0"
 
 
 def pip(*args: str, env: dict | None = None) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "--isolated", "--disable-pip-version-check", "--quiet", *args],
-                   check=True, env=env)
+    """pip as the user has set it up (pip.conf, PIP_INDEX_URL: a company's mirror is used); every file is pinned by
+    sha256, so where it comes from cannot change what is built."""
+    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet", *args], check=True, env=env)
+
+
+def index_url() -> str:
+    """The package index pip would use: PIP_INDEX_URL, else pip's configuration, else PyPI."""
+    if os.environ.get("PIP_INDEX_URL"):
+        return os.environ["PIP_INDEX_URL"]
+    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+    for scope in ("download", "global"):
+        match = re.search(rf"^{scope}\.index-url='([^']+)'$", listed, re.MULTILINE)
+        if match:
+            return match[1]
+    return "https://pypi.org/simple"
+
+
+def fetch_sdist(name: str, filename: str, digest: str, target: Path) -> Path:
+    """One source distribution, by its file name, from the index's simple page for `name` (PEP 691 JSON, or the
+    PEP 503 HTML page), kept only if its sha256 is `digest`. Not `pip download`: pip prepares an sdist's metadata
+    before it keeps it, which for jq.py means building Cython in a build environment, only to read a version."""
+    import html.parser
+    import urllib.parse
+    import urllib.request
+
+    page_url = f"{index_url().rstrip('/')}/{name}/"
+    request = urllib.request.Request(page_url, headers={
+        "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        body = response.read().decode()
+        content_type = response.headers.get("Content-Type", "")
+    if "json" in content_type:
+        links = [f["url"] for f in json.loads(body)["files"] if f["filename"] == filename]
+    else:
+        class Anchors(html.parser.HTMLParser):
+            def __init__(self) -> None:
+                super().__init__()
+                self.found: list[str] = []
+
+            def handle_starttag(self, tag, attrs):
+                href = dict(attrs).get("href") or ""
+                if tag == "a" and urllib.parse.urlsplit(href).path.rsplit("/", 1)[-1] == filename:
+                    self.found.append(href)
+        anchors = Anchors()
+        anchors.feed(body)
+        links = anchors.found
+    if not links:
+        raise SystemExit(f"{page_url} lists no {filename}")
+    url = urllib.parse.urljoin(page_url, links[0]).split("#", 1)[0]
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / filename
+    with urllib.request.urlopen(url, timeout=300) as response, path.open("wb") as out:
+        shutil.copyfileobj(response, out)
+    if sha256(path) != digest:
+        raise SystemExit(f"{url} has sha256 {sha256(path)}, pinned {digest}")
+    return path
+
+
+def check_build_host() -> None:
+    """Studio spaces are x86-64 Linux: jq is built with this machine's compiler, so only such a machine can make it."""
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        raise SystemExit(f"the Studio tools' jq is an x86-64 Linux binary, built with the local compiler; this is "
+                         f"{sys.platform} {platform.machine()}: build on x86-64 Linux, or set "
+                         "studio.tools.hyp_and_jq: false")
+
+
+def check_static_x86_64(binary: Path) -> None:
+    """The ELF header says x86-64 (e_machine 62) and there is no program interpreter (a static binary runs on any
+    glibc): what a Studio space needs."""
+    data = binary.read_bytes()
+    if data[:5] != b"\x7fELF\x02" or int.from_bytes(data[18:20], "little") != 62:
+        raise SystemExit(f"{binary} is not a 64-bit x86-64 ELF binary")
+    if b"/lib64/ld-linux" in data[:4096] or b"/lib/ld-linux" in data[:4096]:
+        raise SystemExit(f"{binary} is dynamically linked (it names a program interpreter); Studio needs it static")
 
 
 def build_wheel(sdist: Path, out: Path, backend: str) -> Path:
@@ -113,11 +186,8 @@ def build_hyp(stage: Path, work: Path) -> None:
 
 def build_jq(stage: Path, work: Path) -> None:
     jq = json.loads(FACTS.read_text())["jq"]
-    requirement = work / "jq-source.txt"
-    requirement.write_text(f"{jq['pypi_sdist']} --hash=sha256:{jq['pypi_sdist_sha256']}\n")
-    pip("download", "--no-deps", "--no-binary=:all:", "--require-hashes", "-d", str(work / "jq"), "-r",
-        str(requirement))
-    (sdist,) = (work / "jq").glob("*.tar.gz")
+    name, version = jq["pypi_sdist"].split("==")
+    sdist = fetch_sdist(name, f"{name}-{version}.tar.gz", jq["pypi_sdist_sha256"], work / "jq")
     with tarfile.open(sdist) as outer:
         member = outer.extractfile(jq["release_member"])
         release = work / Path(jq["release_member"]).name
@@ -138,6 +208,7 @@ def build_jq(stage: Path, work: Path) -> None:
         if result.returncode:
             raise SystemExit(f"building jq: {' '.join(step)} failed:\n{(result.stdout + result.stderr)[-3000:]}")
     subprocess.run(["strip", "jq"], cwd=source, check=True)
+    check_static_x86_64(source / "jq")
     version = subprocess.run([str(source / "jq"), "--version"], capture_output=True, text=True, check=True).stdout
     if version.strip() != f"jq-{jq['version']}":
         raise SystemExit(f"the jq built from {release.name} says {version.strip()!r}, not jq-{jq['version']}")
@@ -172,6 +243,7 @@ def main(argv: list[str]) -> int:
     if argv == ["--eksctl"]:
         fetch_eksctl()
         return 0
+    check_build_host()
     out = Path(argv[0]).resolve() if argv else BUNDLE_DIR
     inputs = inputs_digest()  # read before building: an input edited meanwhile makes the bundle stale, not current
     out.parent.mkdir(parents=True, exist_ok=True)
