@@ -14,6 +14,7 @@ speed is what a budget needs).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,14 @@ METADATA_DOC = "https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-meta
 MB_PER_GIB = 1024 ** 3 / 1e6  # 1 GiB = 1073.74 MB (AWS quotes throughput in decimal MB/s)
 
 
+# vCPUs, memory and accelerator model per instance type (tools/instance_type_specs.py, from EC2's answers).
+INSTANCE_SPECS_FACTS = Path(__file__).resolve().parent.parent / "config" / "facts" / "instance_type_specs.json"
+
+
+def instance_specs() -> dict[str, dict]:
+    return json.loads(INSTANCE_SPECS_FACTS.read_text())["specs"]
+
+
 @dataclass(frozen=True)
 class GroupSizing:
     name: str
@@ -39,6 +48,10 @@ class GroupSizing:
     count: int
     accelerator: str | None  # extended resource name, None when the type has no accelerators we know
     per_instance: int
+    model: str | None = None  # "NVIDIA A10G", from the instance's specs
+    memory_gib_each: float | None = None
+    vcpus: int | None = None
+    memory_gib: float | None = None
 
     @property
     def total(self) -> int:
@@ -66,9 +79,17 @@ def accelerators(instance_type: str) -> tuple[str | None, int]:
 
 def size(cfg: PlatformConfig) -> Sizing:
     groups = []
+    specs = instance_specs()
     for g in cfg.cluster.instance_groups:
+        if cfg.orchestrator == "eks" and g.role != "compute":
+            continue  # EKS builds only the compute groups
         kind, per = accelerators(g.instance_type)
-        groups.append(GroupSizing(g.name, g.instance_type, g.instance_count, kind, per))
+        spec = specs.get(g.instance_type) or {}
+        device = spec.get("accelerator") or {}
+        groups.append(GroupSizing(
+            g.name, g.instance_type, g.instance_count, kind, per, device.get("name"),
+            device["memory_mib_each"] / 1024 if device else None, spec.get("vcpus"),
+            spec["memory_mib"] / 1024 if spec else None))
     lustre = cfg.storage.lustre
     tib = lustre.storage_capacity_gib / 1024
     disk = tib * DISK_BASELINE_MBPS_PER_TIB[lustre.throughput_mib_per_tib]
@@ -104,13 +125,17 @@ def _duration(seconds: float) -> str:
 def render(s: Sizing, cfg: PlatformConfig) -> list[str]:
     lines = ["What this configuration buys:"]
     for g in s.groups:
-        what = (f"{g.total} x {g.accelerator} ({g.per_instance} per instance)" if g.accelerator
+        device = g.model or g.accelerator
+        memory = f", {g.memory_gib_each:.0f} GiB each" if g.memory_gib_each else ""
+        what = (f"{g.total} x {device} ({g.per_instance} per instance{memory})" if g.accelerator
                 else "no accelerators")
-        lines.append(f"  {g.name:<24} {g.count:>4} x {g.instance_type:<18} {what}")
+        host = f"{g.vcpus} vCPU, {g.memory_gib:.0f} GiB; " if g.vcpus else ""
+        lines.append(f"  {g.name:<24} {g.count:>4} x {g.instance_type:<18} {host}{what}")
     by_kind: dict[str, int] = {}
     for g in s.groups:
         if g.accelerator:
-            by_kind[g.accelerator] = by_kind.get(g.accelerator, 0) + g.total
+            device = f"{g.model} ({g.memory_gib_each:.0f} GiB)" if g.model and g.memory_gib_each else g.accelerator
+            by_kind[device] = by_kind.get(device, 0) + g.total
     if by_kind:
         lines.append("  total: " + ", ".join(f"{n} x {k}" for k, n in sorted(by_kind.items())))
     lustre = cfg.storage.lustre

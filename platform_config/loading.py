@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from platform_config.errors import ConfigError
 from platform_config.fields import did_you_mean
 from platform_config.model import PlatformConfig
+from platform_config.notices import unused_on_eks
 from platform_config.rules import semantic_errors
 
 DEFAULT_CONFIG_PATH = "config/default.yaml"
@@ -200,7 +201,7 @@ def load_config(path: str | Path = DEFAULT_CONFIG_PATH, overrides: Optional[dict
         for override in applied:
             override.apply(data)
     try:
-        return parse_config(data, str(path))
+        cfg = parse_config(data, str(path))
     except ConfigError as error:
         if not applied:
             raise
@@ -210,3 +211,6 @@ def load_config(path: str | Path = DEFAULT_CONFIG_PATH, overrides: Optional[dict
             named.append(f"{line} (from -c {override.key}={override.raw})" if override else line)
         origin = f"{path} with -c " + ", ".join(f"{o.key}={o.raw}" for o in applied)
         raise ConfigError(origin, named) from None
+    if notices is not None:
+        notices += unused_on_eks(cfg)
+    return cfg

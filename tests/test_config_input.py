@@ -133,3 +133,21 @@ def test_the_schema_flags_what_the_model_refuses():
     flagged = {"/".join(map(str, e.absolute_path)) for e in validator.iter_errors(data)}
     assert flagged == {"network/az_ids/0", "deployment/region", "storage/lustre/storage_capacity_gib",
                        "cluster/instance_groups/0/instance_type", "network/vpc_cidr"}
+
+
+def test_on_eks_what_only_slurm_reads_is_a_notice():
+    notices: list[str] = []
+    load_config(DEFAULT, {"orchestrator": "eks", "cluster.slurm_auto_resume": "false"}, notices)
+    assert notices == [
+        "cluster.instance_groups[0] (controller-machine, role controller): not used on EKS, which builds only the "
+        "compute groups",
+        "cluster.instance_groups[1] (login-group, role login): not used on EKS, which builds only the compute groups",
+        "cluster.instance_groups[2].partitions: ['gpu'] not used on EKS (Slurm partitions)",
+        "cluster.slurm_auto_resume: set, but Slurm only; not used on EKS"]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANT_FILES))
+def test_shipped_configs_set_nothing_their_orchestrator_ignores(variant):
+    notices: list[str] = []
+    load_config(VARIANT_FILES[variant], notices=notices)
+    assert notices == []

@@ -29,7 +29,25 @@ def test_accelerators_by_group_and_in_total():
     s = size(c)
     assert [(g.name, g.accelerator, g.total) for g in s.groups] == [
         ("controller", None, 0), ("p5", "nvidia.com/gpu", 32), ("trn", "aws.amazon.com/neurondevice", 32)]
-    assert "  total: 32 x aws.amazon.com/neurondevice, 32 x nvidia.com/gpu" in render(s, c)
+    assert "  total: 32 x NVIDIA H100 (80 GiB), 32 x Trainium (32 GiB)" in render(s, c)
+    assert ("  p5                          4 x ml.p5.48xlarge     192 vCPU, 2048 GiB; 32 x NVIDIA H100 (8 per "
+            "instance, 80 GiB each)") in render(s, c)
+
+
+def test_on_eks_only_the_compute_groups_are_counted():
+    c = parse_config({"orchestrator": "eks", "cluster": {"instance_groups": GROUPS}})
+    assert [g.name for g in size(c).groups] == ["p5", "trn"]
+
+
+def test_the_instance_specs_are_the_installed_ec2_copy_and_agree_with_the_accelerator_counts():
+    result = subprocess.run([sys.executable, "tools/instance_type_specs.py", "--check"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    counts = json.loads((ROOT / "config" / "facts" / "accelerators.json").read_text())["accelerators"]
+    specs = json.loads((ROOT / "config" / "facts" / "instance_type_specs.json").read_text())["specs"]
+    both = sorted(set(counts) & set(specs))
+    assert len(both) > 20
+    assert [(t, counts[t]["count"]) for t in both] == [(t, (specs[t]["accelerator"] or {}).get("count")) for t in both]
 
 
 @pytest.mark.parametrize("capacity, tier, disk, network", [

@@ -1,0 +1,59 @@
+"""vCPUs, memory and accelerators (model, count, memory each) of every HyperPod instance type, for the synth summary,
+written to config/facts/instance_type_specs.json.
+
+    python tools/instance_type_specs.py [--check]
+
+Source: EC2's DescribeInstanceTypes answers as moto records them (moto/ec2/resources/instance_types.json of the pinned
+moto, a copy of EC2's own answers: VCpuInfo, MemoryInfo, GpuInfo, NeuronInfo), for the ml. types of
+config/facts/cluster_instance_types.json; a type EC2's copy lacks is listed under `unknown`. The ml. type is the EC2 type
+with its prefix. --check exits 1 when the committed file differs from the installed moto's copy. Nothing here calls
+AWS; nothing at synth time imports moto.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+from committed_file import write_or_check
+
+ROOT = Path(__file__).resolve().parent.parent
+FACTS = ROOT / "config" / "facts" / "instance_type_specs.json"
+CLUSTER_TYPES = ROOT / "config" / "facts" / "cluster_instance_types.json"
+
+
+def _accelerator(info: dict) -> dict | None:
+    for key, devices in (("GpuInfo", "Gpus"), ("NeuronInfo", "NeuronDevices")):
+        if info.get(key):
+            (device,) = info[key][devices]
+            return {"name": " ".join(filter(None, [device.get("Manufacturer"), device["Name"]])),
+                    "count": device["Count"], "memory_mib_each": device["MemoryInfo"]["SizeInMiB"]}
+    return None
+
+
+def derive() -> str:
+    from moto.ec2.models.instance_types import INSTANCE_TYPES
+    specs, unknown = {}, []
+    for ml_type in json.loads(CLUSTER_TYPES.read_text())["instance_types"]:
+        info = INSTANCE_TYPES.get(ml_type.removeprefix("ml."))
+        if info is None:
+            unknown.append(ml_type)
+            continue
+        specs[ml_type] = {"vcpus": info["VCpuInfo"]["DefaultVCpus"], "memory_mib": info["MemoryInfo"]["SizeInMiB"],
+                          "accelerator": _accelerator(info)}
+    return json.dumps({"source": f"moto {version('moto')} moto/ec2/resources/instance_types.json (EC2 "
+                                 "DescribeInstanceTypes answers: VCpuInfo, MemoryInfo, GpuInfo, NeuronInfo)",
+                       "specs": specs, "unknown": unknown}, indent=2) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="compare with the committed file instead of writing it")
+    args = parser.parse_args(argv)
+    return write_or_check(FACTS, derive(), check=args.check, source="moto's copy of EC2 DescribeInstanceTypes")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
