@@ -3,6 +3,7 @@
     make connect NODE=controller            # or login, <group>, <group>:<index>
     .venv/bin/python -m cli.connect --config ... login --print
     .venv/bin/python -m cli.connect --config ... worker-group-1:3 --ssh-config >> ~/.ssh/config
+        # then `ssh ml-cluster-worker-group-1-3`: the ProxyCommand (--proxy) finds the group's node 3 at each connect
     .venv/bin/python -m cli.connect --config ... login --run-as   # as your own user (SSMSessionRunAs tag)
 
 HyperPod nodes are SSM managed instances addressed as `sagemaker-cluster:<cluster-id>_<group>-<instance-id>`
@@ -28,6 +29,7 @@ from cli.preconditions import missing_credentials, one_line  # noqa: E402
 from platform_config import ConfigError, PlatformConfig, load_config  # noqa: E402
 from platform_config.login_access import session_run_as  # noqa: E402
 
+ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = "session-manager-plugin"
 PLUGIN_DOC = "https://docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-working-with-install-plugin.html"
 
@@ -95,14 +97,20 @@ def session_command(target: str, region: str, profile: str | None, document: str
     return cmd + (["--profile", profile] if profile else [])
 
 
-def ssh_config(cfg: PlatformConfig, group: str, index: int, target: str, region: str, user: str,
+def ssh_config(cfg: PlatformConfig, config_path: str, group: str, index: int, user: str,
                profile: str | None) -> str:
-    proxy = ["aws", "ssm", "start-session", "--target", "%h", "--document-name", "AWS-StartSSHSession",
-             "--parameters", "portNumber=%p", "--region", region] + (["--profile", profile] if profile else [])
+    """An ~/.ssh/config entry whose ProxyCommand finds the node when you connect (this command with --proxy): HyperPod
+    replaces failed nodes with new instances, so an instance id written today goes stale."""
+    proxy = [sys.executable, "-m", "cli.connect", "--config", str(Path(config_path).resolve()), f"{group}:{index}",
+             "--proxy", "%p"] + (["--profile", profile] if profile else [])
     return (f"Host {cfg.name}-{group}-{index}\n"
-            f"  HostName {target}\n"
             f"  User {user}\n"
-            f"  ProxyCommand {' '.join(proxy)}\n")
+            f"  ProxyCommand cd {shlex.quote(str(ROOT))} && {shlex.join(proxy)}\n")
+
+
+def ssh_session_command(target: str, port: str, region: str, profile: str | None) -> list[str]:
+    return ["aws", "ssm", "start-session", "--target", target, "--document-name", "AWS-StartSSHSession",
+            "--parameters", f"portNumber={port}", "--region", region] + (["--profile", profile] if profile else [])
 
 
 def main(argv: list[str] | None = None, sagemaker=None) -> int:
@@ -114,6 +122,9 @@ def main(argv: list[str] | None = None, sagemaker=None) -> int:
     parser.add_argument("--print", action="store_true", help="print the command instead of starting the session")
     parser.add_argument("--ssh-config", action="store_true", help="print an ~/.ssh/config entry through SSM")
     parser.add_argument("--user", default="ubuntu", help="SSH user for --ssh-config")
+    parser.add_argument("--proxy", metavar="PORT",
+                        help="ssh's ProxyCommand (what --ssh-config writes): find the node now and start an SSH session "
+                             "to PORT through SSM")
     parser.add_argument("--run-as", action="store_true",
                         help="use the cluster's run-as Session document: a shell as the user in your IAM principal's "
                              "SSMSessionRunAs tag (cluster.login_access.run_as)")
@@ -125,6 +136,9 @@ def main(argv: list[str] | None = None, sagemaker=None) -> int:
                                "cluster.login_access.run_as: true)")
         group, index = parse_node(cfg, args.node)
         region = cfg.deployment.region
+        if args.ssh_config:  # no AWS call: the node is found when ssh connects (--proxy)
+            print(ssh_config(cfg, args.config, group, index, args.user, args.profile), end="")
+            return 0
         if sagemaker is None:
             problem = missing_credentials(args.profile)
             if problem:
@@ -135,10 +149,11 @@ def main(argv: list[str] | None = None, sagemaker=None) -> int:
     except (ConfigError, ConnectError) as exc:
         print(f"connect: {exc}", file=sys.stderr)
         return 2
-    if args.ssh_config:
-        print(ssh_config(cfg, group, index, target, region, args.user, args.profile), end="")
-        return 0
-    command = session_command(target, region, args.profile, run_as_document(cfg.name) if args.run_as else None)
+    if args.proxy:
+        command = ssh_session_command(target, args.proxy, region, args.profile)
+    else:
+        command = session_command(target, region, args.profile,
+                                  run_as_document(cfg.name) if args.run_as else None)
     if args.print:
         print(shlex.join(command))
         return 0

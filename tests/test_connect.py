@@ -1,6 +1,8 @@
 """cli/connect.py against a moto server holding a HyperPod cluster (CreateCluster/ListClusterNodes over HTTP)."""
 from __future__ import annotations
 
+import shlex
+import sys
 import urllib.request
 
 import boto3
@@ -63,15 +65,23 @@ def test_unknown_node_names_what_is_allowed(sagemaker, capsys):
             "worker-group-1 (optionally :<index>)") in capsys.readouterr().err
 
 
-def test_ssh_config_entry_goes_through_ssm(sagemaker, capsys):
-    assert connect.main(["login", "--ssh-config"], sagemaker=sagemaker) == 0
-    node = nodes(sagemaker, "login-group")[0]["InstanceId"]
-    assert capsys.readouterr().out == (
-        "Host ml-cluster-login-group-0\n"
-        f"  HostName sagemaker-cluster:{cluster_id(sagemaker)}_login-group-{node}\n"
+def test_ssh_config_entry_finds_the_node_when_ssh_connects(sagemaker, capsys):
+    """The entry holds no instance id (HyperPod replaces failed nodes): its ProxyCommand is this command with --proxy,
+    which resolves group and index through ListClusterNodes at each connect."""
+    assert connect.main(["worker-group-1:2", "--ssh-config", "--profile", "ml"]) == 0  # no AWS call, no credentials
+    entry = capsys.readouterr().out
+    config = (connect.ROOT / "config" / "default.yaml").resolve()
+    assert entry == (
+        "Host ml-cluster-worker-group-1-2\n"
         "  User ubuntu\n"
-        "  ProxyCommand aws ssm start-session --target %h --document-name AWS-StartSSHSession --parameters "
-        "portNumber=%p --region us-west-2\n")
+        f"  ProxyCommand cd {connect.ROOT} && {sys.executable} -m cli.connect --config {config} worker-group-1:2 "
+        "--proxy %p --profile ml\n")
+    proxy = shlex.split(entry.split("&& ", 1)[1].replace("%p", "22"))[3:]
+    assert connect.main([*proxy, "--print"], sagemaker=sagemaker) == 0
+    third = nodes(sagemaker, "worker-group-1")[2]["InstanceId"]
+    assert capsys.readouterr().out == (
+        f"aws ssm start-session --target sagemaker-cluster:{cluster_id(sagemaker)}_worker-group-1-{third} "
+        "--document-name AWS-StartSSHSession --parameters portNumber=22 --region us-west-2 --profile ml\n")
 
 
 def test_missing_session_manager_plugin_is_said_clearly(sagemaker, capsys, monkeypatch, tmp_path):
