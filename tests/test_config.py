@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT, VARIANT_FILES
+from conftest import APP_PATH, ROOT, VARIANT_FILES
 from platform_config import ConfigError, PlatformConfig, json_schema, load_config, parse_config
 
 CONTROLLER = {"name": "controller-machine", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1}
@@ -400,7 +400,7 @@ def test_schema_rejects_unknown_keys_for_editors():
 def test_app_reports_bad_input_without_traceback(args, expected):
     context = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args[1::2]}
     result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                            env={"PATH": "/usr/bin:/bin", "CDK_CONTEXT_JSON": json.dumps(context),
+                            env={"PATH": APP_PATH, "CDK_CONTEXT_JSON": json.dumps(context),
                                  "CDK_OUTDIR": "/tmp/should-not-be-written",
                                  "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
     assert result.returncode == 1

@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 
 import iam_facts
-from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
+from conftest import APP_PATH, ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
 from constructs import layer_binaries
 from constructs.studio_eks_tools import studio_eks_tools
 from platform_config import ConfigError, load_config
@@ -233,7 +233,7 @@ def test_app_reports_a_missing_chart_without_traceback(tmp_path):
     config.write_text(VARIANT_FILES["eks"].read_text().replace("chart_dir: build/hyperpod-helm-chart",
                                                                f"chart_dir: {tmp_path / 'no-chart'}"))
     result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env={"PATH": "/usr/bin:/bin", "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), "config": str(config)}),
+                            env={"PATH": APP_PATH, "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), "config": str(config)}),
                                  "CDK_OUTDIR": str(tmp_path / "out"),
                                  "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
     assert result.returncode == 1

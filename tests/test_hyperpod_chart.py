@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
+from conftest import APP_PATH, ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
 from manifests.hyperpod_dependency_chart import dependency_chart_values
 from platform_config import ConfigError, chart_pin
 from platform_config.chart_pin import chart_directory
@@ -185,7 +185,7 @@ def test_app_refuses_the_stand_in_without_traceback(tmp_path):
     config.write_text(VARIANT_FILES["eks"].read_text().replace("chart_dir: build/hyperpod-helm-chart",
                                                                f"chart_dir: {STAND_IN_CHART}"))
     result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env={"PATH": "/usr/bin:/bin", "CDK_OUTDIR": str(tmp_path / "out"),
+                            env={"PATH": APP_PATH, "CDK_OUTDIR": str(tmp_path / "out"),
                                  "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), "config": str(config)}),
                                  "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
     assert result.returncode == 1

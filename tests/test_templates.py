@@ -14,7 +14,7 @@ import pytest
 from aws_cdk import aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 
-from conftest import ALL_VARIANTS, ROOT, exclusive, shared_dir
+from conftest import APP_PATH, ALL_VARIANTS, ROOT, exclusive, shared_dir
 from platform_config.users import User
 
 MAX_RESOURCES = 500
@@ -231,7 +231,7 @@ def test_library_and_local_constructs_folder_coexist():
     code = ("import aws_cdk, constructs; from constructs.efa_security_group import EfaSecurityGroup; "
             "from constructs import Construct; print(Construct.__module__)")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                            env={"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "PATH": "/usr/bin:/bin"})
+                            env={"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "PATH": APP_PATH})
     assert result.returncode == 0, result.stderr
     assert not (ROOT / "constructs" / "__init__.py").exists()
 
