@@ -365,3 +365,14 @@ def test_a_failed_aws_call_is_one_line(monkeypatch, capsys):
     assert guard.main(["deploy"]) == 2
     assert capsys.readouterr().err == ('deploy: Could not connect to the endpoint URL: '
                                        '"https://cloudformation.us-west-2.amazonaws.com/"\n')
+
+
+def test_the_one_synthesis_runs_through_the_real_cli(monkeypatch, tmp_path, capsys):
+    """The synth command line make deploy/plan/diff build (`cdk synth -c config=... --output DIR`), through the pinned
+    CLI and app.py; every later cdk command reads DIR (the flow tests above run those)."""
+    monkeypatch.setenv("CONFIG", "config/default.yaml")
+    out = tmp_path / "out"
+    assert guard.run(["parameters", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "--parameters ml-cluster-studio:SharedFSx=True"
+    assert {s.name for s in guard.assembly_stacks(out)} >= {"ml-cluster-network", "ml-cluster-storage",
+                                                            "ml-cluster-studio"}
