@@ -157,7 +157,7 @@ def gather(session, tgt, log_lines: int = 200) -> list[Evidence]:
     from botocore.exceptions import ClientError
     evidence = []
     cfn = session.client("cloudformation", region_name=tgt.region)
-    for stack in platform_stacks(cfn, tgt.name):
+    for stack in platform_stacks(cfn, tgt.name, nested=True):  # a nested stack's own failure is the precise one
         for event in failed_events(cfn, stack["StackName"]):
             evidence.append(Evidence(
                 f"CloudFormation {stack['StackName']}: {event['LogicalResourceId']} ({event['ResourceType']}) "

@@ -505,7 +505,7 @@ def deploy(args: argparse.Namespace, stacks: list[Stack], out: str, params: list
             return 1
     by_name = {s.name: s for s in stacks}
     change_set = f"{CHANGE_SET}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}"
-    relaxed = False
+    started = False
     try:
         _cdk(*deploy_command(out, args.stacks, parallel, params, args, change_set=change_set))
         prepared = {}
@@ -528,11 +528,11 @@ def deploy(args: argparse.Namespace, stacks: list[Stack], out: str, params: list
             return 1
         if plan:
             return 0
+        started = True
         if not prepared:
             print("no changes: every stack is as deployed")
             return 0
         if allowed or args.allow_all:
-            relaxed = True
             for stack in stacks:
                 if stack.name in prepared and stack_status(clients("cloudformation", stack.region), stack.name) \
                         != "REVIEW_IN_PROGRESS":
@@ -548,9 +548,8 @@ def deploy(args: argparse.Namespace, stacks: list[Stack], out: str, params: list
     finally:
         for what in delete_change_sets(clients, stacks, change_set):
             print(f"deleted change set {what}")
-        if relaxed:  # the allowed resources are protected again, also after a failed execution
+        if started:  # every stateful resource protected, the allowed ones again, also after a failed execution
             protect_all(clients, stacks, out_dir)
-    protect_all(clients, stacks, out_dir)
     return 0
 
 

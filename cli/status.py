@@ -45,11 +45,12 @@ def target(config_path: str) -> Target:
     return Target(name=data["name"], region=region)
 
 
-def platform_stacks(cfn, name: str) -> list[dict[str, Any]]:
-    """The platform's stacks (named <name>-...), not deleted ones, top-level only."""
+def platform_stacks(cfn, name: str, nested: bool = False) -> list[dict[str, Any]]:
+    """The platform's stacks (named <name>-...), not deleted ones; nested stacks too with `nested`."""
     stacks = []
     for page in cfn.get_paginator("describe_stacks").paginate():
-        stacks += [s for s in page["Stacks"] if s["StackName"].startswith(f"{name}-") and not s.get("ParentId")]
+        stacks += [s for s in page["Stacks"] if s["StackName"].startswith(f"{name}-")
+                   and (nested or not s.get("ParentId"))]
     return sorted(stacks, key=lambda s: s["StackName"])
 
 
