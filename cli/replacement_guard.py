@@ -339,7 +339,12 @@ class ExecutionFailed(Exception):
     pass
 
 
-def wait_for_stack(cfn, stack: str, since: datetime, poll: float, on_event=print) -> str:
+class Interrupted(Exception):
+    pass
+
+
+def wait_for_stack(cfn, stack: str, since: datetime, poll: float, on_event=print,
+                   stop: threading.Event | None = None) -> str:
     """Polls the stack until it leaves *_IN_PROGRESS, one line per new event (this stack's own, not interleaved with
     the others' raw output); returns the final status. Raises ExecutionFailed with the first failed resource's
     reason (the cause, not the cascade of cancellations after it) unless the stack ends in DONE."""
@@ -363,7 +368,8 @@ def wait_for_stack(cfn, stack: str, since: datetime, poll: float, on_event=print
             if status not in DONE:
                 raise ExecutionFailed(f"{stack} ended {status}" + (f": {first_failure}" if first_failure else ""))
             return status
-        time.sleep(poll)
+        if (stop or threading.Event()).wait(poll):
+            raise Interrupted(stack)
 
 
 def execute(clients: Clients, stacks: list[Stack], deps: dict[str, set[str]], prepared: dict[str, dict[str, Any]],
@@ -385,38 +391,51 @@ def execute(clients: Clients, stacks: list[Stack], deps: dict[str, set[str]], pr
         cfn.execute_change_set(ChangeSetName=prepared[name]["ChangeSetId"], StackName=name,
                                **({"DisableRollback": True} if no_rollback else {}))
         print(f"{name}: executing change set {prepared[name]['ChangeSetName']}", flush=True)
-        wait_for_stack(cfn, name, since, poll)
+        wait_for_stack(cfn, name, since, poll, stop=stop)
 
+    stop = threading.Event()
     with ThreadPoolExecutor(max_workers=max(parallel, 1)) as pool:
-        while pending or running:
-            for name in list(pending):
-                if failures or len(running) >= parallel:
-                    break
-                if deps.get(name, set()) & set(pending + list(running.values())):
-                    continue  # something it depends on has not finished
-                pending.remove(name)
-                if name not in prepared:
-                    done.add(name)
-                    continue
-                running[pool.submit(run_one, name)] = name
-                executed.append(name)
-            if failures and not running:
-                break
-            if not running:
-                continue
-            finished, _ = wait(running, timeout=poll, return_when=FIRST_COMPLETED)
-            for future in finished:
-                name = running.pop(future)
-                try:
-                    future.result()
-                    done.add(name)
-                except ExecutionFailed as error:
-                    failures.append(str(error))
-            if not finished and while_waiting:
-                while_waiting()
+        try:
+            _schedule(pool, run_one, pending, running, done, executed, failures, deps, prepared, parallel, poll,
+                      while_waiting)
+        except KeyboardInterrupt:
+            stop.set()  # the waiting threads end; CloudFormation goes on with what it started
+            raise KeyboardInterrupt(f"interrupted: CloudFormation goes on with {', '.join(running.values())}; "
+                                    "`make status` shows where they are") from None
     if failures:
         raise ExecutionFailed("; ".join(failures))
     return executed
+
+
+def _schedule(pool, run_one, pending, running, done, executed, failures, deps, prepared, parallel, poll,
+              while_waiting) -> None:
+    """execute()'s loop: start what may start, wait for one to finish, watch the nodes meanwhile."""
+    while pending or running:
+        for name in list(pending):
+            if failures or len(running) >= parallel:
+                break
+            if deps.get(name, set()) & set(pending + list(running.values())):
+                continue  # something it depends on has not finished
+            pending.remove(name)
+            if name not in prepared:
+                done.add(name)
+                continue
+            running[pool.submit(run_one, name)] = name
+            executed.append(name)
+        if failures and not running:
+            break
+        if not running:
+            continue
+        finished, _ = wait(running, timeout=poll, return_when=FIRST_COMPLETED)
+        for future in finished:
+            name = running.pop(future)
+            try:
+                future.result()
+                done.add(name)
+            except ExecutionFailed as error:
+                failures.append(str(error))
+        if not finished and while_waiting:
+            while_waiting()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -613,6 +632,9 @@ def main(argv: list[str] | None = None) -> int:
     except (BotoCoreError, ClientError) as exc:
         print(f"{command}: {one_line(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # the change sets not executed are deleted on the way out
+        print(f"{command}: {exc or 'interrupted'}", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

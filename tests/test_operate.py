@@ -278,3 +278,30 @@ def test_make_help_lists_every_user_command():
     assert len(listed) == len(set(listed))
     for target in ("plan", "deploy", "diff", "status", "logs", "diagnose", "connect", "destroy", "preflight"):
         assert target in listed
+
+
+def test_the_deploy_watcher_is_quiet_before_the_cluster_exists_and_reports_once_per_period(endpoint):
+    from cli.replacement_guard import Stack
+    name = "ops-watch"  # a log group of its own: no lifecycle line yet
+    stacks = [Stack(name=f"{name}-cluster", region=REGION, template={"Resources": {"HyperPod": {
+        "Type": "AWS::SageMaker::Cluster", "Properties": {"ClusterName": name}}}}, template_file=None)]
+    client = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    printed = []
+    with Stubber(client) as stub:
+        stub.add_client_error("describe_cluster", "ResourceNotFound", "Cluster not found", http_status_code=400)
+        described = cluster(groups=(("worker-group-1", 2),))
+        described["ClusterName"] = name
+        stub.add_response("describe_cluster", described, {"ClusterName": name})
+        stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [node("worker-group-1", "i-0q1", "Pending")]},
+                          {"ClusterName": name})
+        session = Session(endpoint, client)
+        tick = watch.node_watcher(lambda service, region: session.client(service, region), stacks, every=0.2,
+                                  out=printed.append)
+        tick()  # no cluster yet: nothing printed
+        assert printed == []
+        tick()  # within the period: no call at all (the stub would have no answer left to give)
+        __import__("time").sleep(0.25)
+        tick()
+        stub.assert_no_pending_responses()
+    assert printed == ["worker-group-1: 0/2 Running, 1 Pending"]
+    assert watch.node_watcher(lambda s, r: None, [], every=30) is None  # no cluster in the assembly: no watcher
