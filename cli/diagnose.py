@@ -84,7 +84,8 @@ CATALOGUE = (
         "fsx-network", "FSx for Lustre cannot be mounted, or its security group lacks the Lustre ports",
         r"port 988|ports? 1018|LNET|mount\.lustre|mount_fsx|Lustre.*mount|mount.*Lustre|FSx.*(?:unreachable|timed out)",
         "Lustre needs TCP 988 and 1018-1023 between the nodes and the file system, both ways, in its security "
-        "group(s); with `storage.lustre.existing` or `network.existing`, add those rules to the groups you bring. Check "
+        "group(s); with `storage.lustre.existing` or `network.existing`, add those rules to the groups you bring. "
+        "Check "
         "the file system is AVAILABLE (`make status`) and in the cluster's VPC."),
     FailureClass(
         "rollback-cause", "A stack rolled back: the first resource that failed",

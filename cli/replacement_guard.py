@@ -51,7 +51,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -60,7 +59,7 @@ from typing import Any, Iterable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cli.preconditions import missing_credentials, one_line  # noqa: E402
+from cli.preconditions import missing_assembly, missing_credentials, one_line  # noqa: E402
 from cli.watch import node_watcher  # noqa: E402
 from cli.stack_graph import concurrency, stack_dependencies  # noqa: E402
 from cli.template_replacements import STATEFUL_TYPES, iam_widening  # noqa: E402
@@ -359,10 +358,11 @@ def wait_for_stack(cfn, stack: str, since: datetime, poll: float, on_event=print
                 break
         for event in reversed(events):  # oldest first
             seen.add(event["EventId"])
-            reason = f" {one_line(Exception(event['ResourceStatusReason']))}" if event.get("ResourceStatusReason") else ""
-            on_event(f"{stack}: {event['LogicalResourceId']} {event['ResourceType']} {event['ResourceStatus']}{reason}")
-            if event["ResourceStatus"].endswith("_FAILED") and first_failure is None and event.get("ResourceStatusReason"):
-                first_failure = f"{event['LogicalResourceId']} ({event['ResourceType']}): {event['ResourceStatusReason']}"
+            why = event.get("ResourceStatusReason") or ""
+            resource = f"{event['LogicalResourceId']} ({event['ResourceType']})"
+            on_event(f"{stack}: {resource} {event['ResourceStatus']}" + (f" {one_line(Exception(why))}" if why else ""))
+            if event["ResourceStatus"].endswith("_FAILED") and first_failure is None and why:
+                first_failure = f"{resource}: {why}"
         status = stack_status(cfn, stack) or "DELETE_COMPLETE"
         if not status.endswith("_IN_PROGRESS"):
             if status not in DONE:
@@ -468,6 +468,9 @@ def run(argv: list[str] | None = None) -> int:
     config = os.environ.get("CONFIG", "config/default.yaml")
     out = args.assembly or args.out
     out_dir = ROOT / out
+    if args.assembly and missing_assembly(out_dir):
+        print(f"{args.command}: {missing_assembly(out_dir)}", file=sys.stderr)
+        return 2
     if not args.assembly:
         _cdk(*synth_command(config, out))  # the only synthesis: every cdk command below reads this assembly
     stacks = assembly_stacks(out_dir)

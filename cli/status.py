@@ -119,11 +119,13 @@ def report(session, tgt: Target) -> list[str]:
                 state = node["InstanceStatus"]
                 message = f": {one_line(Exception(state['Message']))}" if state.get("Message") and \
                     state["Status"] != "Running" else ""
-                lines.append(f"    {group['InstanceGroupName']}:{index} {node['InstanceId']} {state['Status']}{message}")
+                where = f"{group['InstanceGroupName']}:{index} {node['InstanceId']}"
+                lines.append(f"    {where} {state['Status']}{message}")
     fsx = session.client("fsx", region_name=tgt.region)
     systems = file_systems(fsx, tgt.name)
     for system in systems:
-        line = f"FSx {system['FileSystemId']}: {system.get('Lifecycle', '?')} ({system.get('StorageCapacity', '?')} GiB)"
+        line = (f"FSx {system['FileSystemId']}: {system.get('Lifecycle', '?')} "
+                f"({system.get('StorageCapacity', '?')} GiB)")
         if system.get("FailureDetails", {}).get("Message"):
             line += f": {one_line(Exception(system['FailureDetails']['Message']))}"
         lines.append(line)

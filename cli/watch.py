@@ -1,7 +1,7 @@
 """Node progress of the platform's HyperPod cluster, one line per instance group, while `make deploy` waits for the
 cluster stack (HyperPod takes 15-30 minutes and CloudFormation says nothing in between):
 
-    worker-group-1: 2/4 Running, 2 Pending; last lifecycle line: 2026-11-28T10:02:11Z [on_init_complete] STEP-START mount_fsx
+    worker-group-1: 2/4 Running, 2 Pending; last lifecycle line: <time> [on_init_complete] STEP-START mount_fsx
 
     python -m cli.watch CLUSTER_NAME [--region R] [--profile P] [--every 30] [--once]
 

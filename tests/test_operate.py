@@ -251,7 +251,8 @@ def test_logs_prints_the_nodes_stream(endpoint, tmp_path, capsys):
     with Stubber(client) as stub:
         stub.add_response("describe_cluster", cluster(groups=(("worker-group-1", 2),)), {"ClusterName": NAME})
         stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": nodes}, {"ClusterName": NAME})
-        assert logs.main(["--config", str(config(tmp_path)), "worker-group-1:1"], session=Session(endpoint, client)) == 0
+        assert logs.main(["--config", str(config(tmp_path)), "worker-group-1:1"],
+                         session=Session(endpoint, client)) == 0
         stub.add_response("describe_cluster", cluster(groups=(("worker-group-1", 2),)), {"ClusterName": NAME})
         assert logs.main(["--config", str(config(tmp_path)), "worker-group-9"], session=Session(endpoint, client)) == 2
     captured = capsys.readouterr()

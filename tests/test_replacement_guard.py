@@ -241,10 +241,11 @@ def pending_change_sets(cfn, stacks):
 
 
 def test_first_deploy_then_refused_then_allowed_update_and_the_final_policy(aws, tmp_path, capsys):
-    """(moto's change sets carry no PhysicalResourceId.) First deployment through `cdk deploy --all --app DIR`; an update that deletes a bucket is refused after its
+    """First deployment through `cdk deploy --all --app DIR`; an update that deletes a bucket is refused after its
     change sets were prepared by the CLI, and they are deleted; with ALLOW it executes stack by stack and the
     parameter reaches the stack once (through the change set); afterwards the allowed bucket is protected again
-    (issue 38, item 1: the final policy document read back with GetStackPolicy)."""
+    (issue 38, item 1: the final policy document read back with GetStackPolicy). moto's change sets carry no
+    PhysicalResourceId."""
     cfn = aws("cloudformation")
     v1 = platform("g1")
     assert guard.run(["deploy", "--assembly", assembly(tmp_path / "v1", v1), "--poll", "0.2"]) == 0
@@ -376,3 +377,4 @@ def test_the_one_synthesis_runs_through_the_real_cli(monkeypatch, tmp_path, caps
     assert capsys.readouterr().out.splitlines()[-1] == "--parameters ml-cluster-studio:SharedFSx=True"
     assert {s.name for s in guard.assembly_stacks(out)} >= {"ml-cluster-network", "ml-cluster-storage",
                                                             "ml-cluster-studio"}
+
