@@ -109,12 +109,12 @@ graph: synth
 ## deleted; ARGS='--no-rollback', '--profile NAME', a stack name (only that stack), '-- <any cdk deploy option>'.
 ALLOW ?=
 GUARD_ARGS = $(foreach id,$(ALLOW),--allow $(id)) $(ARGS)
-deploy: deps
+deploy: deps studio-tools
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard deploy $(GUARD_ARGS)
 
 ## The dry run of `make deploy`: synth, day-2 rules, change sets, the guard's verdict per stack (changes, parameters,
 ## IAM widening, refused replacements and deletions), then the change sets deleted. Exit 1 when deploy would refuse.
-plan: deps
+plan: deps studio-tools
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard plan $(GUARD_ARGS)
 
 ## Online pre-flight checks of CONFIG with your AWS credentials, read-only (cli/preflight.py). ARGS=--json for CI.
@@ -129,7 +129,7 @@ connect: deps
 
 ## `cdk diff` of CONFIG against the deployed stacks, with the config's value for every template parameter: the
 ## template-level view. `make plan` is what `make deploy` would do and refuse.
-diff: deps
+diff: deps studio-tools
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard diff $(ARGS)
 
 ## Where the deployed platform is: each stack's state and last failure, the HyperPod cluster and its nodes per group
