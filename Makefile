@@ -40,7 +40,7 @@ DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: studio-tools studio-eksctl build-deps synth test train-venv lint schema docs bench deps system-deps \
-  hyperpod-chart clean deploy diff graph preflight connect destroy
+  hyperpod-chart clean deploy diff plan graph preflight connect destroy status logs diagnose help
 .DEFAULT_GOAL := synth
 
 # What synth and the user commands need, hash-locked (requirements.lock, written from requirements.txt by
@@ -117,13 +117,20 @@ graph: synth
 	$(PY) -m cli.stack_graph cdk.out
 	$(PY) -m cli.stack_graph cdk.out --mermaid
 
-## Deploy CONFIG through the replacement guard (cli/replacement_guard.py): day-2 rules against the deployed
+## Deploy CONFIG through the replacement guard (cli/replacement_guard.py): one synth, day-2 rules against the deployed
 ## platform, change sets checked for replaced or deleted stateful resources, every template parameter passed from
-## the config, stack policies set afterwards; independent stacks deploy side by side (--concurrency from the
-## graph). ALLOW='LogicalId ...' lets named resources be replaced or deleted.
+## the config, change sets executed stack by stack in graph order (independent stacks side by side) with HyperPod's
+## node progress every 30 s, stack policies set afterwards. ALLOW='LogicalId ...' lets named resources be replaced or
+## deleted; ARGS='--no-rollback', '--profile NAME', a stack name (only that stack), '-- <any cdk deploy option>'.
 ALLOW ?=
-deploy: deps
-	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard deploy $(foreach id,$(ALLOW),--allow $(id))
+GUARD_ARGS = $(foreach id,$(ALLOW),--allow $(id)) $(ARGS)
+deploy: deps studio-tools
+	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard deploy $(GUARD_ARGS)
+
+## The dry run of `make deploy`: synth, day-2 rules, change sets, the guard's verdict per stack (changes, parameters,
+## IAM widening, refused replacements and deletions), then the change sets deleted. Exit 1 when deploy would refuse.
+plan: deps studio-tools
+	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard plan $(GUARD_ARGS)
 
 ## Online pre-flight checks of CONFIG with your AWS credentials, read-only (cli/preflight.py). ARGS=--json for CI.
 ARGS ?=
@@ -135,9 +142,42 @@ NODE ?= controller
 connect: deps
 	$(PY) -m cli.connect --config $(CONFIG) $(NODE) $(ARGS)
 
-## `cdk diff` of CONFIG against the deployed stacks, with the config's value for every template parameter.
-diff: deps
-	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard diff
+## `cdk diff` of CONFIG against the deployed stacks, with the config's value for every template parameter: the
+## template-level view. `make plan` is what `make deploy` would do and refuse.
+diff: deps studio-tools
+	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard diff $(ARGS)
+
+## Where the deployed platform is: each stack's state and last failure, the HyperPod cluster and its nodes per group
+## (InstanceStatus and message), FSx. Read-only.
+status: deps
+	$(PY) -m cli.status --config $(CONFIG) $(ARGS)
+
+## A node's lifecycle-script log from CloudWatch: NODE=<group>[:index] (or controller, login); FOLLOW=1 keeps reading.
+logs: deps
+	$(PY) -m cli.logs --config $(CONFIG) $(NODE) $(if $(FOLLOW),--follow) $(ARGS)
+
+## What went wrong with the last deployment and what to do, from CloudFormation events, the cluster's nodes, their
+## lifecycle logs and FSx (docs/deploy.md, "My first deploy failed"). BUNDLE=1 also writes a redacted tarball.
+diagnose: deps
+	$(PY) -m cli.diagnose --config $(CONFIG) $(if $(BUNDLE),--bundle) $(ARGS)
+
+## Every user command, one line each.
+help:
+	@printf '%s\n' \
+	  "make synth      CONFIG=...  synthesize the platform into cdk.out/ and summarize what it buys (no AWS)" \
+	  "make test                   the whole test suite (shellcheck, bats, pytest)" \
+	  "make graph                  the stack graph: which stacks deploy side by side" \
+	  "make preflight  CONFIG=...  read-only online checks: quotas, AZs, subnets, roles (ARGS=--json)" \
+	  "make plan       CONFIG=...  what make deploy would change and refuse, then nothing left behind" \
+	  "make diff       CONFIG=...  cdk diff of the templates against the deployed stacks" \
+	  "make deploy     CONFIG=...  deploy through the replacement guard (ALLOW='Id ...', ARGS=--no-rollback|--profile P|STACK)" \
+	  "make status     CONFIG=...  stacks, cluster, nodes per group, FSx: where the platform is" \
+	  "make logs       NODE=g[:i]  a node's lifecycle-script log (FOLLOW=1 to keep reading)" \
+	  "make diagnose   CONFIG=...  why the last deploy failed and what to do (BUNDLE=1: redacted tarball)" \
+	  "make connect    NODE=...    a shell on a node through SSM (ARGS=--print, --ssh-config)" \
+	  "make destroy    CONFIG=...  delete the platform, keeping its data (ARGS=--yes, --delete-file-systems)" \
+	  "make docs                   regenerate the configuration reference and JSON Schema" \
+	  "make bench                  synth CPU time against a trivial app"
 
 ## Delete CONFIG's deployed platform (cli/destroy.py), from its synthesized assembly: prints what it deletes, in the
 ## reverse order of the stack graph, and what it keeps (DeletionPolicy Retain: FSx, buckets, keys, log groups), asks

@@ -246,6 +246,48 @@ def _finding(file: str, logical_id: str, resource: dict, action: str, reason: st
                    stateful=resource["Type"] in STATEFUL_TYPES, custom_name=custom)
 
 
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _policy_documents(resource: dict) -> Iterator[dict]:
+    props = resource.get("Properties", {})
+    if resource.get("Type") in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        yield props.get("PolicyDocument") or {}
+    if resource.get("Type") == "AWS::IAM::Role":
+        for policy in props.get("Policies") or []:
+            yield policy.get("PolicyDocument") or {}
+
+
+def _grants(template: dict) -> set[tuple[str, str, str, str]]:
+    """(logical id, effect, action, resource) for every statement of every IAM policy, role and managed-policy
+    attachment in the template; intrinsic functions are kept as their JSON."""
+    grants = set()
+    for logical_id, resource in template.get("Resources", {}).items():
+        for document in _policy_documents(resource):
+            statements = document.get("Statement") or []
+            for statement in statements if isinstance(statements, list) else [statements]:
+                actions = statement.get("Action", statement.get("NotAction", []))
+                targets = statement.get("Resource", statement.get("NotResource", "*"))
+                for action in actions if isinstance(actions, list) else [actions]:
+                    for target in targets if isinstance(targets, list) else [targets]:
+                        grants.add((logical_id, statement.get("Effect", "Allow"), _show(action), _show(target)))
+        if resource.get("Type") == "AWS::IAM::Role":
+            for arn in resource.get("Properties", {}).get("ManagedPolicyArns") or []:
+                grants.add((logical_id, "Allow", "managed policy", _show(arn)))
+    return grants
+
+
+def iam_widening(before: dict, after: dict) -> list[str]:
+    """What a template change adds to what IAM allows: Allow statements (action on resource) and managed policies
+    that are new, and Deny statements that are gone; one line each, by logical id."""
+    old, new = _grants(before), _grants(after)
+    lines = [f"{lid}: + {action} on {target}" for lid, effect, action, target in sorted(new - old) if effect == "Allow"]
+    lines += [f"{lid}: - Deny {action} on {target}" for lid, effect, action, target in sorted(old - new)
+              if effect == "Deny"]
+    return lines
+
+
 def load_assembly(out_dir: Path) -> dict[str, dict]:
     """Every template (top-level and nested) of a cloud assembly, by file name."""
     return {p.name: json.loads(p.read_text()) for p in sorted(Path(out_dir).glob("*.template.json"))}

