@@ -78,7 +78,7 @@ class SlurmClusterStack(cdk.Stack):
             self, "HyperPod", cluster_name=config.name, groups=group_specs(config, network),
             orchestrator=SlurmOrchestrator(
                 config_strategy=config.cluster.slurm_config_strategy_sent(),
-                node_provisioning_mode=config.cluster.node_provisioning_mode,
+                node_provisioning_mode=config.cluster.node_provisioning_mode_sent(),
                 accounting_database=ExternalAccountingDatabase(
                     endpoint=self.accounting_database.endpoint, secret_arn=self.accounting_database.secret_arn,
                     name=self.accounting_database.schema, port=self.accounting_database.port)

@@ -21,7 +21,8 @@ def test_default_cluster_groups_and_slurm_node_types(synth):
     props = _cluster(s)
     assert props["ClusterName"] == "ml-cluster"
     assert props["NodeRecovery"] == "Automatic"
-    assert props["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+    # Continuous (HyperPod's cluster events), so no SlurmConfigStrategy: continuous clusters reject one.
+    assert props["NodeProvisioningMode"] == "Continuous" and props["Orchestrator"] == {"Slurm": {}}
     groups = _groups(s)
     assert {n: (g["InstanceType"], g["InstanceCount"], g["SlurmConfig"]) for n, g in groups.items()} == {
         "controller-machine": ("ml.m5.xlarge", 1, {"NodeType": "Controller"}),
@@ -29,7 +30,7 @@ def test_default_cluster_groups_and_slurm_node_types(synth):
         "worker-group-1": ("ml.g5.8xlarge", 1, {"NodeType": "Compute", "PartitionNames": ["gpu"]}),
     }
     worker = groups["worker-group-1"]
-    assert worker["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert worker["OnStartDeepHealthChecks"] == ["InstanceStress"]  # one instance: no connectivity check
     assert worker["ThreadsPerCore"] == 1
     assert worker["InstanceStorageConfigs"][0] == {"EbsVolumeConfig": {"VolumeSizeInGB": 500}}
     assert "OnStartDeepHealthChecks" not in groups["controller-machine"]
