@@ -129,11 +129,17 @@ class Cluster(Strict):
                           "department with departments' monthly_budget_usd; alerts on actual spend.")
     pam_slurm_adopt: StrictBool = Field(
         False, description="Slurm only. Compute nodes admit SSH only from a user with a job on that node (the session "
-                           "joins the job and ends with it), from users with sudo: true and members of "
-                           "cluster.directory.admin_groups (names without spaces, which pam_access cannot list); root "
-                           "always. Needs pam_slurm_adopt.so built for HyperPod's Slurm on the compute nodes (the node "
-                           "stops with a message if it is missing); the controller adds PrologFlags=Contain "
+                           "joins the job and ends with it where slurm.conf has ProctrackType=proctrack/cgroup), from "
+                           "users with sudo: true and members of cluster.directory.admin_groups (names without spaces, "
+                           "which pam_access cannot list); root always. HyperPod's AMI has no pam_slurm_adopt.so, so "
+                           "it needs pam_slurm_adopt_artifacts; the controller adds PrologFlags=Contain "
                            "(lifecycle/hyperpod/README.md, \"GPUs and SSH on compute nodes\").")
+    pam_slurm_adopt_artifacts: list[Artifact] = Field(
+        [], description="With pam_slurm_adopt: true, required: the .deb package(s) that put pam_slurm_adopt.so, built "
+                        "from the source of the Slurm release HyperPod runs (contribs/pam_slurm_adopt, as AWS's "
+                        "reference pam_adopt_cgroup_wheel.sh builds it), mirrored to your S3 with their SHA-256. A "
+                        "compute node without the module downloads, verifies and installs them; nothing is fetched "
+                        "from GitHub at deploy time.")
     directory: Directory = Field(Directory(), description="Slurm only: directory users and groups through SSSD.")
     controller_ssh: Literal["admins", "all"] = Field(
         "admins", description="Slurm only. Who may SSH to the controller, which holds the JWT signing key, the "
@@ -269,9 +275,24 @@ def container_runtime_errors(cfg: PlatformConfig) -> list[str]:
     return errors
 
 
+# AWS's reference builds the module on every node from the matching Slurm release's source, fetched from GitHub
+# (awslabs/awsome-distributed-ai@95b939cd, base-config/utils/pam_adopt_cgroup_wheel.sh).
+PAM_ADOPT_REFERENCE = ("awslabs/awsome-distributed-ai@95b939cd 1.architectures/5.sagemaker-hyperpod/LifecycleScripts/"
+                       "base-config/utils/pam_adopt_cgroup_wheel.sh")
+
+
 def pam_slurm_adopt_errors(cfg: PlatformConfig) -> list[str]:
     errors: list[str] = []
     add = errors.append
+    artifacts = cfg.cluster.pam_slurm_adopt_artifacts
+    if cfg.cluster.pam_slurm_adopt and cfg.orchestrator == "slurm" and not artifacts:
+        add("cluster.pam_slurm_adopt: true with cluster.pam_slurm_adopt_artifacts: []; HyperPod's AMI has no "
+            "pam_slurm_adopt.so and the platform fetches nothing from GitHub at deploy time, so every compute node "
+            "would stop. Allowed: false, or a .deb of pam_slurm_adopt.so built from the source of the Slurm release "
+            f"HyperPod runs (as {PAM_ADOPT_REFERENCE} builds it) in pam_slurm_adopt_artifacts")
+    if artifacts and not cfg.cluster.pam_slurm_adopt:
+        add(f"cluster.pam_slurm_adopt_artifacts: {len(artifacts)} package(s) with cluster.pam_slurm_adopt: false; "
+            "allowed only with pam_slurm_adopt: true (nothing would install them)")
     if cfg.cluster.pam_slurm_adopt and cfg.orchestrator != "slurm":
         add(f"cluster.pam_slurm_adopt: true with orchestrator {cfg.orchestrator!r}; it is a Slurm PAM module, "
             "allowed only with orchestrator slurm")

@@ -855,9 +855,38 @@ def test_controller_ssh_is_admins_unless_opened_to_all():
         parse_config(data, "test.yaml")
 
 
-def test_pam_slurm_adopt_is_a_slurm_setting():
+PAM_ADOPT_PACKAGE = {"name": "slurm-pam-adopt", "s3_uri": "s3://mirror/pam/slurm-pam-adopt_24.11.5-1_amd64.deb",
+                     "sha256": "a" * 64}
+
+
+def test_pam_slurm_adopt_needs_the_module_package_the_ami_lacks():
     data = base()
     data["cluster"]["pam_slurm_adopt"] = True
+    assert errors_of(data) == [
+        "cluster.pam_slurm_adopt: true with cluster.pam_slurm_adopt_artifacts: []; HyperPod's AMI has no "
+        "pam_slurm_adopt.so and the platform fetches nothing from GitHub at deploy time, so every compute node would "
+        "stop. Allowed: false, or a .deb of pam_slurm_adopt.so built from the source of the Slurm release HyperPod "
+        "runs (as awslabs/awsome-distributed-ai@95b939cd 1.architectures/5.sagemaker-hyperpod/LifecycleScripts/"
+        "base-config/utils/pam_adopt_cgroup_wheel.sh builds it) in pam_slurm_adopt_artifacts"]
+    data["cluster"]["pam_slurm_adopt_artifacts"] = [PAM_ADOPT_PACKAGE]
+    assert parse_config(data, "test.yaml").cluster.pam_slurm_adopt is True
+    data["cluster"]["pam_slurm_adopt"] = False
+    assert errors_of(data) == [
+        "cluster.pam_slurm_adopt_artifacts: 1 package(s) with cluster.pam_slurm_adopt: false; allowed only with "
+        "pam_slurm_adopt: true (nothing would install them)"]
+
+
+def test_the_module_package_reaches_the_nodes_and_only_that_object_is_readable():
+    from stacks.slurm_cluster_stack import artifact_s3_uris
+    data = base()
+    data["cluster"].update(pam_slurm_adopt=True, pam_slurm_adopt_artifacts=[PAM_ADOPT_PACKAGE])
+    assert artifact_s3_uris(parse_config(data)) == [PAM_ADOPT_PACKAGE["s3_uri"]]
+    assert artifact_s3_uris(parse_config(base())) == []
+
+
+def test_pam_slurm_adopt_is_a_slurm_setting():
+    data = base()
+    data["cluster"].update(pam_slurm_adopt=True, pam_slurm_adopt_artifacts=[PAM_ADOPT_PACKAGE])
     assert parse_config(data, "test.yaml").cluster.pam_slurm_adopt is True
     data["orchestrator"] = "eks"
     assert ("cluster.pam_slurm_adopt: true with orchestrator 'eks'; it is a Slurm PAM module, allowed only with "
