@@ -192,3 +192,11 @@ module_from_package() {
   [ "$status" -ne 0 ]
   [[ "$output" == *"pam_slurm_adopt.so is not on this node"*"list its package in cluster.pam_slurm_adopt_artifacts"* ]]
 }
+
+@test "the parameters' module packages are checked before a node uses them" {
+  set_param pam_slurm_adopt '{"artifacts": [{"name": "slurm-pam-adopt", "s3_uri": "https://example.com/x.deb", "sha256": "abc"}]}'
+  run python3 "$SCRIPTS/lib/params.py" validate "$PARAMS_FILE"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"pam_slurm_adopt.artifacts[0].s3_uri: must be an s3:// URI"* ]]
+  [[ "$output" == *"pam_slurm_adopt.artifacts[0].sha256: must be 64 lowercase hex digits"* ]]
+}
