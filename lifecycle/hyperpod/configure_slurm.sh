@@ -21,9 +21,10 @@
 #   but HyperPod still registers login nodes as slurmd nodes, members of its catch-all `Nodes=ALL` default partition
 #   (awsome-distributed-ai@95b939cd, hyperpod-mental-model.md, "Login node scheduling caveat"), and the API has no
 #   default-partition setting. So the login node drains itself in Slurm (that caveat's own remedy): running jobs
-#   finish, no new job is placed there, whatever partition names it; `srun`/`sbatch` from it work as before. The
-#   reason never contains "Action:", which HyperPod's node recovery acts on. A node another party drained is left as it
-#   is; slurm.conf is never touched.
+#   finish, no new job is placed there, whatever partition names it; `srun`/`sbatch` from it work as before. HyperPod's
+#   recovery acts only on a Reason of exactly Action:Reboot or Action:Replace, and a node drained with another reason
+#   "sits drained ... but no action is taken" (same notes, "Slurm Reason="Action:..." matching is exact"); the
+#   platform's reason contains no "Action:". A node another party drained is left as it is; slurm.conf is never touched.
 #
 # Usage: configure_slurm.sh controller|login|compute
 set -euo pipefail
