@@ -3,7 +3,9 @@ execution roles its instances use (`ExecutionRole` is a property of each instanc
 https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-sagemaker-cluster-clusterinstancegroup.html)."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional, Sequence, Union
 
 import aws_cdk as cdk
@@ -14,6 +16,11 @@ from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge
 
 SLURM_NODE_TYPES = {"controller": "Controller", "login": "Login", "compute": "Compute"}
+# The execution roles' EC2 and FSx statements: AWS's reference execution role policy narrowed to the cluster's VPC,
+# subnets and security group with the Service Authorization Reference's resource types and condition keys, written by
+# tools/execution_role_network_facts.py (its docstring says how) and re-derived by tests/test_instance_role_policy.py.
+NETWORK_STATEMENTS = json.loads((Path(__file__).resolve().parent.parent / "config" / "facts" /
+                                 "execution_role_network.json").read_text())["statements"]
 
 # Actions AWS grants HyperPod instances (the managed policy AmazonSageMakerClusterInstanceRolePolicy, or AWS's reference
 # execution roles: config/facts/) that the node roles here leave out on purpose, and why.
@@ -163,6 +170,26 @@ class HyperPodCluster(Construct):
         # arn:<partition>:sagemaker:<region>:<account>:cluster/<cluster-id>
         self.cluster_id = cdk.Fn.select(1, cdk.Fn.split("/", self.cluster.attr_cluster_arn))
 
+    def _network_statement(self, statement: dict, *, vpc_id: str, subnet_ids: Sequence[str],
+                           security_group_id: str) -> iam.PolicyStatement:
+        """One statement of NETWORK_STATEMENTS with its placeholders filled in: ${SubnetId} gives one ARN per subnet."""
+        stack = cdk.Stack.of(self)
+
+        def filled(text: str) -> str:
+            text = text.replace("${VpcArn}", f"arn:${{Partition}}:ec2:${{Region}}:${{Account}}:vpc/{vpc_id}")
+            for name, value in (("${Partition}", stack.partition), ("${Region}", stack.region),
+                                ("${Account}", stack.account), ("${SecurityGroupId}", security_group_id)):
+                text = text.replace(name, value)
+            return text
+
+        resource = statement["resource"]
+        resources = [filled(resource.replace("${SubnetId}", s)) for s in subnet_ids] if "${SubnetId}" in resource \
+            else [filled(resource)]
+        conditions = {op: {key: filled(value) for key, value in keys.items()}
+                      for op, keys in statement.get("condition", {}).items()}
+        return iam.PolicyStatement(sid=statement["sid"], actions=statement["actions"], resources=resources,
+                                   conditions=conditions or None)
+
     @staticmethod
     def _override_vpc_config(group: GroupSpec, orchestrator: Union[SlurmOrchestrator, EksOrchestrator],
                              security_group_id: str) -> Optional[sagemaker.CfnCluster.VpcConfigProperty]:
@@ -217,7 +244,6 @@ class HyperPodCluster(Construct):
 
         role = iam.Role(self, id_, assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"), role_name=role_name,
                         description=description)
-        vpc_arn = ec2_arn(f"vpc/{vpc_id}")
         # What AmazonSageMakerClusterInstanceRolePolicy grants, narrowed, without its read on every sagemaker-*
         # bucket in the account (the lifecycle prefix is read below), and what AWS's reference execution roles add.
         # Both are committed facts (config/facts/cluster_instance_role_policy.json, hyperpod_reference_roles.json,
@@ -243,29 +269,9 @@ class HyperPodCluster(Construct):
             actions=["ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel",
                      "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel"],
             resources=["*"]))
-        role.add_to_policy(iam.PolicyStatement(
-            sid="DescribeNetwork",  # these Describe calls support no resource-level permissions
-            actions=["ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions",
-                     "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"],
-            resources=["*"]))
-        role.add_to_policy(iam.PolicyStatement(
-            # AWS's reference execution roles add it ("FSxDescribeForEfaVerification",
-            # config/facts/hyperpod_reference_roles.json); FSx DescribeFileSystems supports no resource-level
-            # permissions (Service Authorization Reference, Amazon FSx).
-            sid="DescribeFileSystems", actions=["fsx:DescribeFileSystems"], resources=["*"]))
-        role.add_to_policy(iam.PolicyStatement(
-            sid="CreateInterfacesInClusterSubnets",
-            actions=["ec2:CreateNetworkInterface"],
-            resources=[ec2_arn(f"subnet/{s}") for s in subnet_ids] + [ec2_arn(f"security-group/{security_group_id}"),
-                                                                       ec2_arn("network-interface/*")]))
-        role.add_to_policy(iam.PolicyStatement(
-            sid="ManageInterfacesInClusterVpc",
-            actions=["ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
-                     "ec2:DeleteNetworkInterfacePermission", "ec2:DetachNetworkInterface"],
-            resources=[ec2_arn("network-interface/*")], conditions={"ArnEquals": {"ec2:Vpc": vpc_arn}}))
-        role.add_to_policy(iam.PolicyStatement(
-            sid="TagNewInterfaces", actions=["ec2:CreateTags"], resources=[ec2_arn("network-interface/*")],
-            conditions={"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}}))
+        for statement in NETWORK_STATEMENTS:
+            role.add_to_policy(self._network_statement(statement, vpc_id=vpc_id, subnet_ids=subnet_ids,
+                                                       security_group_id=security_group_id))
         role.add_to_policy(iam.PolicyStatement(
             sid="ReadOwnLifecycleScripts", actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{prefix}/*")]))
         role.add_to_policy(iam.PolicyStatement(
@@ -277,9 +283,12 @@ class HyperPodCluster(Construct):
                     "condition) and the Session Manager ssmmessages channels support no resource-level permissions; "
                     "network interface IDs do "
                     "not exist until HyperPod creates them, so ENI actions are bounded by the cluster VPC and subnets "
-                    "instead; log groups and streams are this cluster's (its ID is assigned at creation); the object "
+                    "instead; ec2:DetachNetworkInterface also authorizes the instance, which is HyperPod's (in the "
+                    "service's account, with no ec2:Vpc key), while its interface half stays in the cluster VPC; log "
+                    "groups and streams are this cluster's (its ID is assigned at creation); the object "
                     "wildcard is this cluster's own lifecycle-script prefix",
                     findings=["Resource::*", f"Resource::{ec2_arn('network-interface/*')}",
+                              f"Resource::arn:{stack.partition}:ec2:{stack.region}:*:instance/*",
                               f"Resource::{bucket.arn_for_objects(f'{prefix}/*')}",
                               f"Resource::{log_group}", f"Resource::{log_group}:log-stream:*"])
         return role

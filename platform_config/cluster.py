@@ -25,12 +25,20 @@ if TYPE_CHECKING:
 # The two types AWS documents for Slurm clusters (sagemaker-hyperpod-resiliency-slurm-deep-health-checks); the API
 # enum also has MultiNodeTrainingValidation (tests/test_api_constraints.py keeps this in step with botocore).
 DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
+# AWS's deep health check pages, by orchestrator. InstanceConnectivity is the cluster-level check (NCCL tests across
+# the group's instances, EFA between them): it needs at least 2 instances in the group.
+DEEP_HEALTH_CHECK_PAGES = {
+    "slurm": "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-resiliency-slurm-deep-health-checks.html",
+    "eks": "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-deep-health-checks.html",
+}
+CONNECTIVITY_CHECK_MIN_INSTANCES = 2
 # HyperPod developer guide pages the Slurm rules below rest on.
 SLURM_MIGRATION_PAGE = ("https://docs.aws.amazon.com/sagemaker/latest/dg/"
                         "sagemaker-hyperpod-slurm-api-config-migration.html")
 EXTERNAL_ACCOUNTING_PAGE = ("https://docs.aws.amazon.com/sagemaker/latest/dg/"
                             "sagemaker-hyperpod-external-accounting-db-slurm.html")
 MULTIHEAD_PAGE = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-multihead.html"
+CLUSTER_EVENTS_PAGE = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-cluster-events-reference.html"
 LabelKey = Annotated[str, pattern(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?",
                                    "a Kubernetes label key such as team or example.com/pool")]
 LabelValue = Annotated[str, pattern(r"([a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?)?",
@@ -58,7 +66,9 @@ class InstanceGroup(Strict):
     deep_health_checks: list[Literal[DEEP_HEALTH_CHECKS]] = Field(  # type: ignore[valid-type]
         default=[], max_length=3,
         description="Deep health checks HyperPod runs before a node joins, each at most once; only on instance types "
-                    "with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json).")
+                    "with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json). InstanceConnectivity tests "
+                    "the network between the group's instances and needs instance_count of at least 2 (AWS's deep "
+                    "health check pages).")
     training_plan_arn: Optional[TrainingPlanArn] = Field(
         None, description="A SageMaker training plan (reserved capacity) the group runs on.")
     az_id: Optional[AzId] = Field(
@@ -119,27 +129,46 @@ class Cluster(Strict):
                           "department with departments' monthly_budget_usd; alerts on actual spend.")
     pam_slurm_adopt: StrictBool = Field(
         False, description="Slurm only. Compute nodes admit SSH only from a user with a job on that node (the session "
-                           "joins the job and ends with it), from users with sudo: true and members of "
-                           "cluster.directory.admin_groups (names without spaces, which pam_access cannot list); root "
-                           "always. Needs pam_slurm_adopt.so built for HyperPod's Slurm on the compute nodes (the node "
-                           "stops with a message if it is missing); the controller adds PrologFlags=Contain "
+                           "joins the job and ends with it where slurm.conf has ProctrackType=proctrack/cgroup), from "
+                           "users with sudo: true and members of cluster.directory.admin_groups (names without spaces, "
+                           "which pam_access cannot list); root always. HyperPod's AMI has no pam_slurm_adopt.so, so "
+                           "it needs pam_slurm_adopt_artifacts; the controller adds PrologFlags=Contain "
                            "(lifecycle/hyperpod/README.md, \"GPUs and SSH on compute nodes\").")
+    pam_slurm_adopt_artifacts: list[Artifact] = Field(
+        [], description="With pam_slurm_adopt: true, required: the .deb package(s) that put pam_slurm_adopt.so, built "
+                        "from the source of the Slurm release HyperPod runs (contribs/pam_slurm_adopt, as AWS's "
+                        "reference pam_adopt_cgroup_wheel.sh builds it), mirrored to your S3 with their SHA-256. A "
+                        "compute node without the module downloads, verifies and installs them; nothing is fetched "
+                        "from GitHub at deploy time.")
     directory: Directory = Field(Directory(), description="Slurm only: directory users and groups through SSSD.")
     controller_ssh: Literal["admins", "all"] = Field(
         "admins", description="Slurm only. Who may SSH to the controller, which holds the JWT signing key, the "
                               "controller role and the accounting database secret: admins (root, ubuntu, users with "
                               "sudo: true and members of cluster.directory.admin_groups, through pam_access; Session "
                               "Manager shells are not affected) or all (every user, as before).")
-    node_provisioning_mode: Optional[Literal["Continuous"]] = Field(
-        None, description="Slurm only (EKS has eks.node_provisioning_mode): Continuous, HyperPod's continuous "
-                          "provisioning, which an external accounting database (accounting.database: managed) needs; "
-                          "unset keeps HyperPod's default.")
+    # Continuous is what HyperPod's cluster events (CLUSTER_EVENTS_PAGE: "SageMaker HyperPod Cluster Event" is emitted
+    # in Continuous mode only), the external accounting database (EXTERNAL_ACCOUNTING_PAGE) and the multi-head
+    # controllers that need it rest on. The platform's alarm topic and the login load balancer subscribe to those
+    # events, so a new cluster is Continuous unless asked otherwise.
+    node_provisioning_mode: Literal["Continuous", "Standard"] = Field(
+        "Continuous", description="Slurm only (EKS has eks.node_provisioning_mode). Continuous: HyperPod's continuous "
+                                  "provisioning, which sends cluster, instance-group and instance events (the alarm "
+                                  "topic's error events, the login load balancer's login-group events) and which an "
+                                  "external accounting database (accounting.database: managed, and with it multi-head "
+                                  "controllers) needs; it takes no slurm_config_strategy. Standard: no "
+                                  "NodeProvisioningMode in the template (CloudFormation's \"standard scaling "
+                                  "approach\"), for a cluster created that way: AWS documents no switch of an existing "
+                                  "cluster, so keep the mode a cluster was created with.")
     instance_groups: list[InstanceGroup] = Field(default_factory=lambda: [
         InstanceGroup(name="controller-machine", role="controller", instance_type="ml.m5.xlarge", instance_count=1),
         InstanceGroup(name="login-group", role="login", instance_type="ml.m5.xlarge", instance_count=1),
         InstanceGroup(name="worker-group-1", role="compute", instance_type="ml.g5.8xlarge", instance_count=1,
-                      deep_health_checks=["InstanceStress", "InstanceConnectivity"], partitions=["gpu"]),
+                      deep_health_checks=["InstanceStress"], partitions=["gpu"]),
     ], min_length=1, description="The cluster's instance groups.")
+
+    def node_provisioning_mode_sent(self) -> Optional[str]:
+        """What NodeProvisioningMode carries: Continuous, or nothing for Standard (the API's only value is Continuous)."""
+        return self.node_provisioning_mode if self.node_provisioning_mode == "Continuous" else None
 
     def slurm_config_strategy_sent(self) -> Optional[str]:
         """What Orchestrator.Slurm.SlurmConfigStrategy carries: nothing on a continuous cluster, else the setting
@@ -165,6 +194,12 @@ def instance_group_errors(cfg: PlatformConfig) -> list[str]:
             # (sagemaker-hyperpod-eks-resiliency-deep-health-checks); HyperPod rejects them on CPU-only types.
             add(f"{path}.deep_health_checks: {g.deep_health_checks} on {g.instance_type!r}; deep health checks "
                 "run only on instance types with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json)")
+        if "InstanceConnectivity" in g.deep_health_checks and g.instance_count < CONNECTIVITY_CHECK_MIN_INSTANCES:
+            add(f"{path}.deep_health_checks: InstanceConnectivity with {path}.instance_count: {g.instance_count}; the "
+                "connectivity check tests the network between the group's instances and needs at least "
+                f"{CONNECTIVITY_CHECK_MIN_INSTANCES} of them ({DEEP_HEALTH_CHECK_PAGES[cfg.orchestrator]}). Allowed: "
+                f"instance_count of {CONNECTIVITY_CHECK_MIN_INSTANCES} or more, or deep_health_checks without "
+                "InstanceConnectivity (e.g. [InstanceStress])")
         if g.role != "compute" and g.partitions:
             add(f"{path}.partitions: {g.partitions} on a {g.role} group; only compute groups belong to partitions")
         if cfg.orchestrator == "slurm" and g.role == "compute" and not g.partitions:
@@ -240,9 +275,24 @@ def container_runtime_errors(cfg: PlatformConfig) -> list[str]:
     return errors
 
 
+# AWS's reference builds the module on every node from the matching Slurm release's source, fetched from GitHub
+# (awslabs/awsome-distributed-ai@95b939cd, base-config/utils/pam_adopt_cgroup_wheel.sh).
+PAM_ADOPT_REFERENCE = ("awslabs/awsome-distributed-ai@95b939cd 1.architectures/5.sagemaker-hyperpod/LifecycleScripts/"
+                       "base-config/utils/pam_adopt_cgroup_wheel.sh")
+
+
 def pam_slurm_adopt_errors(cfg: PlatformConfig) -> list[str]:
     errors: list[str] = []
     add = errors.append
+    artifacts = cfg.cluster.pam_slurm_adopt_artifacts
+    if cfg.cluster.pam_slurm_adopt and cfg.orchestrator == "slurm" and not artifacts:
+        add("cluster.pam_slurm_adopt: true with cluster.pam_slurm_adopt_artifacts: []; HyperPod's AMI has no "
+            "pam_slurm_adopt.so and the platform fetches nothing from GitHub at deploy time, so every compute node "
+            "would stop. Allowed: false, or a .deb of pam_slurm_adopt.so built from the source of the Slurm release "
+            f"HyperPod runs (as {PAM_ADOPT_REFERENCE} builds it) in pam_slurm_adopt_artifacts")
+    if artifacts and not cfg.cluster.pam_slurm_adopt:
+        add(f"cluster.pam_slurm_adopt_artifacts: {len(artifacts)} package(s) with cluster.pam_slurm_adopt: false; "
+            "allowed only with pam_slurm_adopt: true (nothing would install them)")
     if cfg.cluster.pam_slurm_adopt and cfg.orchestrator != "slurm":
         add(f"cluster.pam_slurm_adopt: true with orchestrator {cfg.orchestrator!r}; it is a Slurm PAM module, "
             "allowed only with orchestrator slurm")

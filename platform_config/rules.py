@@ -50,6 +50,7 @@ def per_user_mode_errors(cfg: PlatformConfig) -> list[str]:
 # Lists of records whose identity is a subset of their fields; the API or synth refuses two with the same identity.
 _RECORD_KEYS = {
     "cluster.container_runtime.artifacts": ("name",),
+    "cluster.pam_slurm_adopt_artifacts": ("name",),
     "network.existing.private_subnets": ("id",),
     "network.existing.control_plane_subnets": ("id",),
     "cluster.instance_groups[].kubernetes_taints": ("key", "effect"),  # Kubernetes: one taint per key and effect

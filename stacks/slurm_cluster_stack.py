@@ -78,7 +78,7 @@ class SlurmClusterStack(cdk.Stack):
             self, "HyperPod", cluster_name=config.name, groups=group_specs(config, network),
             orchestrator=SlurmOrchestrator(
                 config_strategy=config.cluster.slurm_config_strategy_sent(),
-                node_provisioning_mode=config.cluster.node_provisioning_mode,
+                node_provisioning_mode=config.cluster.node_provisioning_mode_sent(),
                 accounting_database=ExternalAccountingDatabase(
                     endpoint=self.accounting_database.endpoint, secret_arn=self.accounting_database.secret_arn,
                     name=self.accounting_database.schema, port=self.accounting_database.port)
@@ -266,7 +266,8 @@ def artifact_s3_uris(config: PlatformConfig) -> list[str]:
     directory = config.cluster.directory
     return ([a.s3_uri for a in runtime.artifacts] if runtime.enabled else []) + \
         ([a.s3_uri for a in metrics.artifacts] if metrics.enabled else []) + \
-        ([a.s3_uri for a in directory.artifacts] if directory.enabled else [])
+        ([a.s3_uri for a in directory.artifacts] if directory.enabled else []) + \
+        ([a.s3_uri for a in config.cluster.pam_slurm_adopt_artifacts] if config.cluster.pam_slurm_adopt else [])
 
 
 # Beside the scripts in the lifecycle prefix (HyperPod copies the prefix to every node); configure_sssd.sh checks its
@@ -349,4 +350,6 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
         "accounting": accounting_parameters(config),
         "node_metrics": node_metrics_parameters(config, node_metrics_remote_write_url),
         "directory": directory_parameters(config),
+        # configure_pam_adopt.sh installs these on a compute node without pam_slurm_adopt.so
+        "pam_slurm_adopt": {"artifacts": [a.model_dump() for a in config.cluster.pam_slurm_adopt_artifacts]},
     }

@@ -191,11 +191,11 @@ def test_multi_head_needs_the_external_database():
                             "cluster.accounting.database: 'hyperpod'; allowed: 1, or 2 or more with "
                             "cluster.accounting.database: managed") for e in err.value.errors), err.value.errors
     # ... which in turn needs continuous provisioning: without it, that is the error.
-    data = multi_head(managed_data(node_provisioning_mode=None))
+    data = multi_head(managed_data(node_provisioning_mode="Standard"))
     with pytest.raises(ConfigError) as err:
         parse_config(data, "x")
     assert [e.split(";")[0] for e in err.value.errors] == [
-        "cluster.node_provisioning_mode: None with cluster.accounting.database: managed"]
+        "cluster.node_provisioning_mode: 'Standard' with cluster.accounting.database: managed"]
 
 
 def test_a_strategy_on_the_continuous_cluster_is_refused():
@@ -213,8 +213,8 @@ def test_cfn_lint_is_clean(cluster):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"node_provisioning_mode": None}, "cluster.node_provisioning_mode: None with cluster.accounting.database: "
-                                       "managed; allowed: 'Continuous'"),
+    ({"node_provisioning_mode": "Standard"}, "cluster.node_provisioning_mode: 'Standard' with "
+                                             "cluster.accounting.database: managed; allowed: 'Continuous'"),
     ({"accounting": {"enabled": False, "database": "managed"}},
      "cluster.accounting.database: 'managed' with cluster.accounting.enabled: false"),
 ])
@@ -248,14 +248,18 @@ def test_refused_with_eks_and_unknown_value():
     assert any("cluster.accounting.database" in e and "hyperpod" in e and "managed" in e for e in err.value.errors)
 
 
-def test_default_stays_on_hyperpods_database():
+def test_default_stays_on_hyperpods_database_in_continuous_mode():
     config = parse_config(yaml.safe_load(VARIANT_FILES["default"].read_text()), "default")
-    assert config.cluster.accounting.database == "hyperpod" and config.cluster.node_provisioning_mode is None
+    assert config.cluster.accounting.database == "hyperpod" and config.cluster.node_provisioning_mode == "Continuous"
 
 
-def test_default_template_has_no_database_and_no_provisioning_mode(synth):
+def test_default_template_has_no_database_is_continuous_and_sends_no_strategy(synth):
+    # Continuous for HyperPod's cluster events (the alarm topic and the login load balancer subscribe to them);
+    # continuous clusters reject SlurmConfigStrategy, so none is sent.
     t = synth("default").template("cluster")
     t.resource_count_is("AWS::RDS::DBInstance", 0)
     hp = next(iter(t.find_resources("AWS::SageMaker::Cluster").values()))["Properties"]
-    assert "NodeProvisioningMode" not in hp and "AccountingDatabase" not in hp["Orchestrator"]["Slurm"]
+    assert hp["NodeProvisioningMode"] == "Continuous"
+    assert "AccountingDatabase" not in hp["Orchestrator"]["Slurm"] and "SlurmConfigStrategy" not in \
+        hp["Orchestrator"]["Slurm"]
     assert all("OverrideVpcConfig" not in g for g in hp["InstanceGroups"])

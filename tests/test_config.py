@@ -282,11 +282,29 @@ def test_all_errors_are_reported_together():
 
 
 @pytest.mark.parametrize("strategy, mode, sent", [
-    (None, None, "Managed"), ("Overwrite", None, "Overwrite"), ("Merge", None, "Merge"), (None, "Continuous", None)])
+    (None, "Standard", "Managed"), ("Overwrite", "Standard", "Overwrite"), ("Merge", "Standard", "Merge"),
+    (None, "Continuous", None)])
 def test_slurm_config_strategy_is_never_sent_on_a_continuous_cluster(strategy, mode, sent):
     data = base()
     data["cluster"].update(slurm_config_strategy=strategy, node_provisioning_mode=mode)
     assert parse_config(data).cluster.slurm_config_strategy_sent() == sent
+
+
+def test_slurm_clusters_are_continuous_unless_created_standard():
+    # Continuous by default: HyperPod's cluster events, the external accounting database and multi-head controllers
+    # need it. Standard sends no NodeProvisioningMode (the API's one value is Continuous) and may take a strategy.
+    assert parse_config(base()).cluster.node_provisioning_mode_sent() == "Continuous"
+    assert parse_config(base()).cluster.slurm_config_strategy_sent() is None
+    standard = base()
+    standard["cluster"].update(node_provisioning_mode="Standard", slurm_config_strategy="Overwrite")
+    assert parse_config(standard).cluster.node_provisioning_mode_sent() is None
+    assert errors_of(with_("cluster.slurm_config_strategy", "Managed")) == [
+        "cluster.slurm_config_strategy: 'Managed' with cluster.node_provisioning_mode: Continuous; allowed: unset "
+        "(continuous provisioning clusters support only the Merge behavior and reject requests that set "
+        "SlurmConfigStrategy: https://docs.aws.amazon.com/sagemaker/latest/dg/"
+        "sagemaker-hyperpod-slurm-api-config-migration.html)"]
+    assert errors_of(with_("cluster.node_provisioning_mode", None))[0].startswith(
+        "cluster.node_provisioning_mode: None — Input should be 'Continuous' or 'Standard'")
 
 
 def test_valid_subscriptions_for_every_protocol():
@@ -320,7 +338,64 @@ def test_defaults_are_a_small_real_cluster():
 
 @pytest.mark.parametrize("variant", VARIANT_FILES)
 def test_shipped_configs_are_valid(variant):
-    load_config(VARIANT_FILES[variant])
+    load_config(VARIANT_FILES[variant])  # shapes, then every rule in platform_config.rules.RULES
+
+
+def test_every_shipped_config_is_a_variant_the_suite_loads_and_synthesizes():
+    # VARIANT_FILES feeds test_shipped_configs_are_valid (every rule) and the synth fixtures (cfn-lint, cdk-nag, the
+    # shape tests): a config added to config/ or config/examples/ without an entry there would be checked by nothing.
+    shipped = {*(ROOT / "config").glob("*.yaml"), *(ROOT / "config" / "examples").glob("*.yaml")}
+    assert shipped == set(VARIANT_FILES.values())
+
+
+def test_every_rule_of_the_config_model_runs_on_every_config():
+    # A rule function written beside its section but left out of RULES would never refuse anything.
+    import importlib
+    import inspect
+    import pkgutil
+
+    import platform_config
+    from platform_config.rules import RULES
+    defined = set()
+    for module in pkgutil.iter_modules(platform_config.__path__):
+        for name, fn in inspect.getmembers(importlib.import_module(f"platform_config.{module.name}"),
+                                           inspect.isfunction):
+            if name.endswith("_errors") and not name.startswith("_") and fn.__module__.startswith("platform_config."):
+                defined.add(fn)
+    # accounting_errors runs managed_database_errors; semantic_errors runs RULES.
+    assert {fn.__name__ for fn in defined - set(RULES)} == {"managed_database_errors", "semantic_errors"}
+
+
+@pytest.mark.parametrize("orchestrator, page", [("slurm", "sagemaker-hyperpod-resiliency-slurm-deep-health-checks"),
+                                                ("eks", "sagemaker-hyperpod-eks-resiliency-deep-health-checks")])
+@pytest.mark.parametrize("count", [0, 1])
+def test_connectivity_check_needs_two_instances_in_the_group(orchestrator, page, count):
+    data = with_("cluster.instance_groups.1.instance_count", count)
+    data["cluster"]["instance_groups"][1]["deep_health_checks"] = ["InstanceStress", "InstanceConnectivity"]
+    if orchestrator == "eks":
+        data.update(orchestrator="eks", shared_fsx=False)
+        data["cluster"]["instance_groups"] = data["cluster"]["instance_groups"][1:]
+    errors = [e for e in errors_of(data) if ".deep_health_checks" in e]
+    group = 1 if orchestrator == "slurm" else 0
+    assert errors == [
+        f"cluster.instance_groups[{group}].deep_health_checks: InstanceConnectivity with "
+        f"cluster.instance_groups[{group}].instance_count: {count}; the connectivity check tests the network between "
+        "the group's instances and needs at least 2 of them "
+        f"(https://docs.aws.amazon.com/sagemaker/latest/dg/{page}.html). Allowed: instance_count of 2 or more, or "
+        "deep_health_checks without InstanceConnectivity (e.g. [InstanceStress])"]
+    # The stress check runs on one instance; two instances take the connectivity check.
+    data["cluster"]["instance_groups"][group]["deep_health_checks"] = ["InstanceStress"]
+    assert not [e for e in _errors_or_none(data) if ".deep_health_checks" in e]
+    data["cluster"]["instance_groups"][group].update(instance_count=2, deep_health_checks=["InstanceConnectivity"])
+    assert not [e for e in _errors_or_none(data) if ".deep_health_checks" in e]
+
+
+def _errors_or_none(data) -> list[str]:
+    try:
+        parse_config(data, "test.yaml")
+    except ConfigError as error:
+        return error.errors
+    return []
 
 
 def test_default_yaml_spells_out_the_model_defaults():
@@ -789,9 +864,38 @@ def test_controller_ssh_is_admins_unless_opened_to_all():
         parse_config(data, "test.yaml")
 
 
-def test_pam_slurm_adopt_is_a_slurm_setting():
+PAM_ADOPT_PACKAGE = {"name": "slurm-pam-adopt", "s3_uri": "s3://mirror/pam/slurm-pam-adopt_24.11.5-1_amd64.deb",
+                     "sha256": "a" * 64}
+
+
+def test_pam_slurm_adopt_needs_the_module_package_the_ami_lacks():
     data = base()
     data["cluster"]["pam_slurm_adopt"] = True
+    assert errors_of(data) == [
+        "cluster.pam_slurm_adopt: true with cluster.pam_slurm_adopt_artifacts: []; HyperPod's AMI has no "
+        "pam_slurm_adopt.so and the platform fetches nothing from GitHub at deploy time, so every compute node would "
+        "stop. Allowed: false, or a .deb of pam_slurm_adopt.so built from the source of the Slurm release HyperPod "
+        "runs (as awslabs/awsome-distributed-ai@95b939cd 1.architectures/5.sagemaker-hyperpod/LifecycleScripts/"
+        "base-config/utils/pam_adopt_cgroup_wheel.sh builds it) in pam_slurm_adopt_artifacts"]
+    data["cluster"]["pam_slurm_adopt_artifacts"] = [PAM_ADOPT_PACKAGE]
+    assert parse_config(data, "test.yaml").cluster.pam_slurm_adopt is True
+    data["cluster"]["pam_slurm_adopt"] = False
+    assert errors_of(data) == [
+        "cluster.pam_slurm_adopt_artifacts: 1 package(s) with cluster.pam_slurm_adopt: false; allowed only with "
+        "pam_slurm_adopt: true (nothing would install them)"]
+
+
+def test_the_module_package_reaches_the_nodes_and_only_that_object_is_readable():
+    from stacks.slurm_cluster_stack import artifact_s3_uris
+    data = base()
+    data["cluster"].update(pam_slurm_adopt=True, pam_slurm_adopt_artifacts=[PAM_ADOPT_PACKAGE])
+    assert artifact_s3_uris(parse_config(data)) == [PAM_ADOPT_PACKAGE["s3_uri"]]
+    assert artifact_s3_uris(parse_config(base())) == []
+
+
+def test_pam_slurm_adopt_is_a_slurm_setting():
+    data = base()
+    data["cluster"].update(pam_slurm_adopt=True, pam_slurm_adopt_artifacts=[PAM_ADOPT_PACKAGE])
     assert parse_config(data, "test.yaml").cluster.pam_slurm_adopt is True
     data["orchestrator"] = "eks"
     assert ("cluster.pam_slurm_adopt: true with orchestrator 'eks'; it is a Slurm PAM module, allowed only with "

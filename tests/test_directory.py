@@ -97,6 +97,8 @@ def test_an_admin_group_with_a_space_is_refused_only_with_pam_slurm_adopt():
     data["cluster"]["directory"] = _with(admin_groups=["hpc admins", "ops"])
     parse_config(copy.deepcopy(data))  # without pam_slurm_adopt a space is fine (sudoers escapes it)
     data["cluster"]["pam_slurm_adopt"] = True
+    data["cluster"]["pam_slurm_adopt_artifacts"] = [  # the module's package, which pam_slurm_adopt needs
+        {"name": "slurm-pam-adopt", "s3_uri": "s3://mirror/pam/slurm-pam-adopt_24.11.5-1_amd64.deb", "sha256": "a" * 64}]
     with pytest.raises(ConfigError) as e:
         parse_config(data)
     assert e.value.errors == [

@@ -26,6 +26,7 @@ from constructs.hyperpod_cluster import NOT_GRANTED
 
 sys.path.insert(0, str(ROOT / "tools"))
 import instance_role_facts  # noqa: E402
+import execution_role_network_facts  # noqa: E402
 
 MANAGED = json.loads((ROOT / "config" / "facts" / "cluster_instance_role_policy.json").read_text())
 REFERENCE = json.loads((ROOT / "config" / "facts" / "hyperpod_reference_roles.json").read_text())
@@ -232,3 +233,101 @@ def test_the_eks_node_role_grants_the_managed_policy_and_the_eks_reference_role(
     attach = next(s for s in statements if "ec2:AttachNetworkInterface" in listed(s["Action"]))
     assert sorted(map(resolve, attach["Resource"])) == [
         "arn:aws:ec2:us-west-2:123456789012:instance/*", "arn:aws:ec2:us-west-2:123456789012:network-interface/*"]
+
+
+# ---------------------------------------------------------------------------------------------- EC2 and FSx, derived
+
+NETWORK = json.loads((ROOT / "config" / "facts" / "execution_role_network.json").read_text())
+# What each EC2 resource type's ARN looks like once the stack's placeholders are filled in (resolve()).
+TYPE_ARNS = {"network-interface": "arn:aws:ec2:us-west-2:*:network-interface/*",
+             "instance": "arn:aws:ec2:us-west-2:*:instance/*",
+             "subnet": "arn:aws:ec2:us-west-2:*:subnet/*",
+             "security-group": "arn:aws:ec2:us-west-2:*:security-group/*"}
+
+
+def ungrantable(statements: list[dict], authorization: dict[str, dict], reference: list[dict]) -> list[str]:
+    """Every (action, resource type) that AWS's reference grants and the Service Authorization Reference says the
+    action authorizes, which no statement allows: none names a resource of that type with a condition whose keys that
+    type (or the action) accepts. IAM authorizes each resource of a request on its own, so one such gap denies the
+    action every time."""
+    problems = []
+    for upstream in reference:
+        named = execution_role_network_facts._named_types(upstream["Resource"])
+        for action in listed(upstream["Action"]):
+            facts = authorization[action]
+            types = [t for t in facts["resource_types"] if named is None or t in named] or [None]
+            for resource_type in types:
+                accepted = set(facts["condition_keys"])
+                if resource_type:
+                    accepted |= set(facts["resource_types"][resource_type]["condition_keys"])
+                shape = TYPE_ARNS.get(resource_type, "*") if resource_type else "*"
+                if not any(action in listed(s["Action"])
+                           and any(r == "*" or iam_match(r.replace("<token>", "*"), shape)
+                                   or iam_match(shape, r.replace("<token>", "x")) for r in map(resolve,
+                                                                                              listed(s["Resource"])))
+                           and {k for keys in s.get("Condition", {}).values() for k in keys} <= accepted
+                           for s in statements):
+                    problems.append(f"{action} on {resource_type or '*'}")
+    return problems
+
+
+def test_network_statements_are_derived_from_the_committed_reference_and_authorization():
+    reference, authorization = NETWORK["reference"]["statements"], NETWORK["authorization"]["actions"]
+    assert execution_role_network_facts.derive(reference, authorization) == NETWORK["statements"]
+    assert NETWORK["reference"]["commit"] == REFERENCE["commit"]
+    assert {a for s in reference for a in listed(s["Action"])} == set(authorization)
+
+
+def test_network_reference_statements_are_what_the_pinned_commit_says():
+    if not AWSOME.exists():
+        pytest.skip(f"no clone at {AWSOME} (set UPSTREAM_MIRRORS; CI cannot reach GitHub)")
+    git_dir = AWSOME / ".git" if (AWSOME / ".git").exists() else AWSOME
+    assert execution_role_network_facts.reference_statements(git_dir, NETWORK["reference"]["commit"]) == \
+        NETWORK["reference"]["statements"]
+
+
+def test_a_vpc_condition_on_detach_is_ungrantable_and_the_derived_statements_are_not():
+    """The statement the roles had before: DetachNetworkInterface on network-interface/* only, under ec2:Vpc. It
+    authorizes the instance too, which carries no ec2:Vpc, so it could never be allowed; CreateTags only on create."""
+    reference, authorization = NETWORK["reference"]["statements"], NETWORK["authorization"]["actions"]
+    eni = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":ec2:", {"Ref": "AWS::Region"}, ":",
+                             {"Ref": "AWS::AccountId"}, ":network-interface/*"]]}
+    before = [{"Action": ["ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions",
+                          "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "fsx:DescribeFileSystems"],
+               "Resource": "*"},
+              {"Action": "ec2:CreateNetworkInterface", "Resource": ["arn:aws:ec2:us-west-2:1:subnet/s",
+                                                                    "arn:aws:ec2:us-west-2:1:security-group/g", eni]},
+              {"Action": ["ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+                          "ec2:DeleteNetworkInterfacePermission", "ec2:DetachNetworkInterface"],
+               "Resource": eni, "Condition": {"ArnEquals": {"ec2:Vpc": "arn:aws:ec2:us-west-2:1:vpc/v"}}},
+              {"Action": "ec2:CreateTags", "Resource": eni,
+               "Condition": {"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}}}]
+    assert ungrantable(before, authorization, reference) == ["ec2:DetachNetworkInterface on instance"]
+    vpc_only = copy.deepcopy(before)
+    vpc_only[2]["Action"].append("ec2:DetachNetworkInterface")
+    vpc_only.append({"Action": "ec2:DetachNetworkInterface", "Resource": "arn:aws:ec2:us-west-2:*:instance/*",
+                     "Condition": {"ArnEquals": {"ec2:Vpc": "arn:aws:ec2:us-west-2:1:vpc/v"}}})
+    assert ungrantable(vpc_only, authorization, reference) == ["ec2:DetachNetworkInterface on instance"]
+
+
+@pytest.mark.parametrize("variant", ["default", "eks"])
+def test_every_node_role_grants_the_derived_network_statements_exactly(synth, variant):
+    template = synth(variant).templates["cluster"]
+    reference, authorization = NETWORK["reference"]["statements"], NETWORK["authorization"]["actions"]
+    sids = {s["sid"] for s in NETWORK["statements"]}
+    for role in node_roles(template):
+        statements = statements_of(template, role)
+        assert ungrantable(statements, authorization, reference) == [], role
+        ours = {s["Sid"]: s for s in statements if s.get("Sid") in sids}
+        assert set(ours) == sids, role
+        for fact in NETWORK["statements"]:
+            granted = ours[fact["sid"]]
+            assert sorted(listed(granted["Action"])) == fact["actions"]
+            shape = fact["resource"].replace("${Partition}", "aws").replace("${Region}", "us-west-2") \
+                .replace("${Account}", "123456789012").replace("${SubnetId}", "<token>") \
+                .replace("${SecurityGroupId}", "<token>")
+            assert {resolve(r) for r in listed(granted["Resource"])} == {shape}, fact["sid"]
+            assert {op: set(keys) for op, keys in granted.get("Condition", {}).items()} == \
+                {op: set(keys) for op, keys in fact.get("condition", {}).items()}, fact["sid"]
+        # Every role that mounts FSx for Lustre (EFA-enabled clients) can describe it (ADA#1202).
+        assert "fsx:DescribeFileSystems" in actions_of(statements), role

@@ -21,7 +21,8 @@ def test_default_cluster_groups_and_slurm_node_types(synth):
     props = _cluster(s)
     assert props["ClusterName"] == "ml-cluster"
     assert props["NodeRecovery"] == "Automatic"
-    assert props["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+    # Continuous (HyperPod's cluster events), so no SlurmConfigStrategy: continuous clusters reject one.
+    assert props["NodeProvisioningMode"] == "Continuous" and props["Orchestrator"] == {"Slurm": {}}
     groups = _groups(s)
     assert {n: (g["InstanceType"], g["InstanceCount"], g["SlurmConfig"]) for n, g in groups.items()} == {
         "controller-machine": ("ml.m5.xlarge", 1, {"NodeType": "Controller"}),
@@ -29,7 +30,7 @@ def test_default_cluster_groups_and_slurm_node_types(synth):
         "worker-group-1": ("ml.g5.8xlarge", 1, {"NodeType": "Compute", "PartitionNames": ["gpu"]}),
     }
     worker = groups["worker-group-1"]
-    assert worker["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert worker["OnStartDeepHealthChecks"] == ["InstanceStress"]  # one instance: no connectivity check
     assert worker["ThreadsPerCore"] == 1
     assert worker["InstanceStorageConfigs"][0] == {"EbsVolumeConfig": {"VolumeSizeInGB": 500}}
     assert "OnStartDeepHealthChecks" not in groups["controller-machine"]
@@ -73,12 +74,17 @@ def test_execution_role_is_least_privilege(synth):
             {"Principal": {"Service": "sagemaker.amazonaws.com"}})]}),
         "ManagedPolicyArns": Match.absent()})
     statements = _role_statements(s)
-    assert set(statements) == {"DescribeNetwork", "CreateInterfacesInClusterSubnets", "ManageInterfacesInClusterVpc",
-                               "TagNewInterfaces", "ReadOwnLifecycleScripts", "ListOwnLifecycleScripts",
-                               "CreateClusterLogGroup", "PublishClusterLogStreams", "PublishClusterMetrics",
-                               "SessionManagerChannels", "PublishSlurmLoginSecret", "PublishSlurmClientBundle",
-                               "DescribeFileSystems"}
-    assert all(a.startswith("ec2:Describe") for a in statements["DescribeNetwork"]["Action"])
+    # The EC2 and FSx statements come from config/facts/execution_role_network.json (tests/test_instance_role_policy.py
+    # checks them against AWS's reference and the Service Authorization Reference).
+    assert set(statements) == {"DescribeNetworkAndFileSystems", "CreateInterfaces",
+                               "CreateInterfacesInClusterSecurityGroup", "CreateInterfacesInClusterSubnets",
+                               "ManageInterfacesInClusterVpc", "TagInterfacesOnCreate",
+                               "DetachInterfacesFromHyperPodInstances", "ReadOwnLifecycleScripts",
+                               "ListOwnLifecycleScripts", "CreateClusterLogGroup", "PublishClusterLogStreams",
+                               "PublishClusterMetrics", "SessionManagerChannels", "PublishSlurmLoginSecret",
+                               "PublishSlurmClientBundle"}
+    assert all(a.startswith("ec2:Describe") or a == "fsx:DescribeFileSystems"
+               for a in statements["DescribeNetworkAndFileSystems"]["Action"])
     assert statements["ManageInterfacesInClusterVpc"]["Condition"]["ArnEquals"]["ec2:Vpc"]
     assert "hyperpod/ml-cluster/*" in json.dumps(statements["ReadOwnLifecycleScripts"]["Resource"])
     rendered = json.dumps(s.templates["cluster"])
@@ -306,15 +312,17 @@ def test_slurm_groups_use_the_extended_hook_and_eks_groups_on_create(synth):
 
 def test_the_hook_never_starts_or_rewrites_slurm():
     """Static half of the contract (the bats tests run it): no lifecycle script starts, stops or restarts a Slurm
-    daemon or writes slurm.conf; scontrol appears only as `scontrol reconfigure` or the read-only `scontrol show`
-    (apply_accounting.sh reads the running configuration)."""
+    daemon or writes slurm.conf; scontrol appears only as `scontrol reconfigure`, the read-only `scontrol show`
+    (apply_accounting.sh reads the running configuration) or `scontrol update NodeName=` (a login node drains itself,
+    configure_slurm.sh)."""
     import re
     for script in (ROOT / "lifecycle" / "hyperpod").rglob("*.sh"):
         code = "\n".join(line for line in script.read_text().splitlines() if not line.lstrip().startswith("#"))
         assert not re.search(r"systemctl\s+(start|restart|stop|enable|disable|mask)[^\n]*slurm", code), script
         assert not re.search(r"slurm(ctld|d)\s+-D|--conf-server", code), script
         assert not re.search(r">>?\s*\S*slurm\.conf", code), script
-        assert all(m in ("reconfigure", "show") for m in re.findall(r"\bscontrol\s+(\w+)", code)), script
+        assert all(m in ("reconfigure", "show", "update NodeName")
+                   for m in re.findall(r"\bscontrol\s+(\w+(?: NodeName)?)", code)), script
 
 
 def test_slurm_login_secret_uses_its_own_rotating_key_and_names_its_readers_and_writer(synth):

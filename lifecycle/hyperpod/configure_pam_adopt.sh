@@ -9,9 +9,13 @@
 #               account sufficient pam_access.so accessfile=$ACCESS_FILE   (the admins, then -:ALL:ALL)
 #               account required   <path>/pam_slurm_adopt.so service=sshd
 #             (the module acts only for the PAM service named by `service=`, the name of the file it is in.)
-#             The module must already be on the node, built for the Slurm HyperPod runs (a distribution's package is
-#             built against its own libslurm; AWS's reference script compiles it from the matching Slurm release,
-#             awslabs/awsome-distributed-ai@95b939cd base-config/utils/pam_adopt_cgroup_wheel.sh). Without it: stop.
+#             The module must be built for the Slurm HyperPod runs (a distribution's package is built against its own
+#             libslurm; AWS's reference script compiles it from the matching Slurm release at boot, fetching it from
+#             GitHub: awslabs/awsome-distributed-ai@95b939cd base-config/utils/pam_adopt_cgroup_wheel.sh). HyperPod's
+#             AMI has none, so a node without it installs the operator's package(s) from cluster.pam_slurm_adopt_
+#             artifacts (platform_parameters.json `pam_slurm_adopt.artifacts`: S3 mirror, SHA-256 checked before
+#             anything is installed, lib/artifacts.sh). The config refuses pam_slurm_adopt without them. Still no
+#             module: stop, naming the paths looked in.
 # controller: PrologFlags=Contain (every allocation gets the "extern" step sessions are adopted into) in a delimited
 #             block of accounting.conf, the file HyperPod's slurm.conf includes, then `scontrol reconfigure`. AWS's
 #             HyperPod notes add PrologFlags and apply it with `scontrol reconfigure` (awsome-distributed-ai@95b939cd,
@@ -30,6 +34,8 @@ HERE="${BASH_SOURCE[0]%/*}"
 [[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$HERE/lib/common.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/artifacts.sh
+source "$HERE/lib/artifacts.sh"
 
 node_type="${1:?usage: configure_pam_adopt.sh controller|login|compute}"
 PAM_SSHD="${PAM_SSHD:-/etc/pam.d/sshd}"
@@ -90,6 +96,20 @@ find_module() {
   return 1
 }
 
+# install_module_packages : the operator's pam_slurm_adopt package(s), downloaded and verified before any is installed.
+install_module_packages() {
+  local name uri sha download_dir verified=()
+  download_dir="$(mktemp -d)"
+  while IFS=$'\t' read -r name uri sha; do
+    [[ -n "$name" ]] && fetch_artifact "$name" "$uri" "$sha"
+  done < <(params_py artifacts "$PARAMS_FILE" pam_slurm_adopt)
+  if ((${#verified[@]})); then
+    apt_install "${verified[@]}"
+    log "installed: ${verified[*]##*/}"
+  fi
+  rm -rf "$download_dir"
+}
+
 configure_compute() {
   local module admins=()
   if [[ "$enabled" == false ]]; then
@@ -101,9 +121,11 @@ configure_compute() {
     set_block "$ACCESS_FILE" || true
     return 0
   fi
-  module="$(find_module)" || die "pam_slurm_adopt.so is not on this node (looked in: $PAM_SLURM_ADOPT_CANDIDATES)." \
+  module="$(find_module)" || { install_module_packages && module="$(find_module)"; } ||
+    die "pam_slurm_adopt.so is not on this node (looked in: $PAM_SLURM_ADOPT_CANDIDATES)." \
     "It must be built for the Slurm release HyperPod runs ($(sinfo --version 2>/dev/null || echo 'sinfo --version'))," \
-    "not taken from the distribution; or set cluster.pam_slurm_adopt: false"
+    "not taken from the distribution: list its package in cluster.pam_slurm_adopt_artifacts, or set" \
+    "cluster.pam_slurm_adopt: false"
   [[ -f "$PAM_SSHD" ]] || die "$PAM_SSHD does not exist: is openssh-server installed?"
   mapfile -t admins < <(pam_access_admins)
   # pam_access(8) file: root, the config's sudo users and the directory's admin groups may log in without a job;

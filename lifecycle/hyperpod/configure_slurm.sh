@@ -16,6 +16,15 @@
 #   rotate at 50 MB (the daemons reopen them on SIGUSR2), so a busy controller does not fill its root volume.
 # - The controller waits (bounded) for HyperPod's slurm.conf, and runs `scontrol reconfigure` only if plugstack.conf
 #   changed: that pushes it to the configless slurmd daemons.
+# - A login node takes no jobs. HyperPod's API places an instance group by SlurmConfig.NodeType and PartitionNames
+#   (AWS::SageMaker::Cluster ClusterSlurmConfig); the platform gives the login group NodeType Login and no partition,
+#   but HyperPod still registers login nodes as slurmd nodes, members of its catch-all `Nodes=ALL` default partition
+#   (awsome-distributed-ai@95b939cd, hyperpod-mental-model.md, "Login node scheduling caveat"), and the API has no
+#   default-partition setting. So the login node drains itself in Slurm (that caveat's own remedy): running jobs
+#   finish, no new job is placed there, whatever partition names it; `srun`/`sbatch` from it work as before. HyperPod's
+#   recovery acts only on a Reason of exactly Action:Reboot or Action:Replace, and a node drained with another reason
+#   "sits drained ... but no action is taken" (same notes, "Slurm Reason="Action:..." matching is exact"); the
+#   platform's reason contains no "Action:". A node another party drained is left as it is; slurm.conf is never touched.
 #
 # Usage: configure_slurm.sh controller|login|compute
 set -euo pipefail
@@ -162,6 +171,34 @@ fi
 enable_pyxis
 ensure_log_rotation
 check_auto_resume
+
+LOGIN_DRAIN_REASON="login node: jobs run on the compute partitions (hyperpod platform)"
+
+# keep_jobs_off_login_node : drains this login node in Slurm with LOGIN_DRAIN_REASON, once.
+keep_jobs_off_login_node() {
+  local node="${SLURM_NODE_NAME:-$(hostname -s)}" info reason
+  if [[ -z "$node" ]]; then
+    log "WARNING: this node has no host name to look up in Slurm: login node left as HyperPod registered it"
+    return 0
+  fi
+  if ! info="$(scontrol show node "$node" 2>/dev/null)" || [[ -z "$info" ]]; then
+    log "WARNING: Slurm does not know node $node: login node left as HyperPod registered it (jobs may land on it)"
+    return 0
+  fi
+  reason="$(sed -n 's/^[[:space:]]*Reason=\(.*\) \[.*$/\1/p; s/^[[:space:]]*Reason=\([^[]*\)$/\1/p' <<<"$info" | head -n1)"
+  if [[ "$reason" == "$LOGIN_DRAIN_REASON" ]]; then
+    log "login node $node is drained for jobs already"
+  elif grep -qE 'State=[A-Z+]*DRAIN' <<<"$info"; then
+    log "login node $node is drained by someone else (Reason=$reason): left as it is"
+  else
+    scontrol update NodeName="$node" State=DRAIN Reason="$LOGIN_DRAIN_REASON"
+    log "login node $node drained: no job lands on it, in any partition"
+  fi
+}
+
+if [[ "$node_type" == login ]]; then
+  keep_jobs_off_login_node
+fi
 
 if [[ "$changed" == true && "$node_type" == controller ]]; then
   if systemctl is-active --quiet slurmctld; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Entry point on EKS-orchestrated clusters (LifeCycleConfig.OnCreate): HyperPod runs this once per node, as root.
 # The node joins the EKS cluster by itself; pods mount FSx through the CSI driver and bring their users in their
-# images, so there is nothing to set up beyond checking the parameters and saying which node this is.
+# images. On the node: the parameters are checked, the node is named, and containerd's and kubelet's data move onto
+# the instance group's EBS volume at /opt/sagemaker (eks_data_volume.sh, as AWS's EKS reference scripts do).
 # Slurm clusters use on_init_complete.sh instead (see README.md, "Which hook, and who starts Slurm").
 set -euo pipefail
 
@@ -20,4 +21,4 @@ fi
 read -ra addresses <<<"$(hostname -I)"
 detected="$(params_py node-type "$RESOURCE_CONFIG" "$PARAMS_FILE" "${addresses[@]}")"
 log "node type: ${detected%%$'\t'*} (instance group ${detected#*$'\t'})"
-log "orchestrator: eks, nothing else to configure on the node"
+step eks_data_volume bash "$HERE/eks_data_volume.sh"

@@ -86,3 +86,14 @@ enable_pyxis() {
   [ "$(stat -c %Y "$LOGROTATE_CONF")" = "$(date -d 2020-01-01 +%s)" ]
   [[ "$output" != *"wrote $LOGROTATE_CONF"* ]]
 }
+
+@test "a login node Slurm does not know yet is reported and not failed; compute and controller never drain" {
+  # The drain itself runs against a real slurmctld: tests/e2e/test_slurm_login_partition.py.
+  SLURM_NODE_NAME=ip-10-1-0-5 run bash "$SCRIPTS/configure_slurm.sh" login
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"WARNING: Slurm does not know node ip-10-1-0-5: login node left as HyperPod registered it"* ]]
+  [ "$(calls scontrol)" = "scontrol show node ip-10-1-0-5" ]
+  run bash "$SCRIPTS/configure_slurm.sh" compute
+  [ "$status" -eq 0 ]
+  [[ "$output" != *"login node"* ]]
+}

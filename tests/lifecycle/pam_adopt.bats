@@ -145,3 +145,58 @@ setup_pam() {
   [ "$status" -ne 0 ]
   [[ "$output" == *"usage: configure_pam_adopt.sh controller|login|compute (got 'worker')"* ]]
 }
+
+# The node as HyperPod's AMI has it: no pam_slurm_adopt.so. apt-get (the stub records the package as installed) also
+# puts the module where the package would, so the script finds it afterwards.
+module_from_package() {
+  setup_pam
+  set_param pam_slurm_adopt '{"artifacts": []}'
+  rm -f "$PAM_SLURM_ADOPT_CANDIDATES"
+  mkdir -p "$T/real-stub"
+  mv "$T/bin/apt-get" "$T/real-stub/apt-get"
+  printf '#!/usr/bin/env bash\n[[ " $* " == *" install "* ]] && touch "%s"\nexec "%s" "$@"\n' \
+    "$PAM_SLURM_ADOPT_CANDIDATES" "$T/real-stub/apt-get" >"$T/bin/apt-get"
+  chmod +x "$T/bin/apt-get"
+}
+
+@test "compute without the module: the operator's package is downloaded, verified, installed, then used" {
+  module_from_package
+  add_section_artifact pam_slurm_adopt pam slurm-pam-adopt slurm-pam-adopt_24.11.5-1_amd64.deb "fake module package"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" compute
+  [ "$status" -eq 0 ]
+  calls aws | grep -q "s3 cp --only-show-errors s3://mirror-bucket/pam/slurm-pam-adopt_24.11.5-1_amd64.deb "
+  [[ "$output" == *"installed: slurm-pam-adopt_24.11.5-1_amd64.deb"* ]]
+  grep -qxF "account required $PAM_SLURM_ADOPT_CANDIDATES service=sshd" "$PAM_SSHD"
+  # A second run finds the module: nothing downloaded again.
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" compute
+  [ "$status" -eq 0 ]
+  [ -z "$(calls aws)" ]
+}
+
+@test "compute without the module: a package whose checksum differs stops the node and installs nothing" {
+  module_from_package
+  add_section_artifact pam_slurm_adopt pam slurm-pam-adopt slurm-pam-adopt_24.11.5-1_amd64.deb "tampered" "$(printf '0%.0s' {1..64})"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" compute
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"artifact slurm-pam-adopt: checksum mismatch"* ]]
+  [ -z "$(calls apt-get | grep install)" ]
+  [ ! -e "$PAM_SLURM_ADOPT_CANDIDATES" ]
+  ! grep -qF "pam_slurm_adopt" "$PAM_SSHD"
+}
+
+@test "compute without the module and without packages stops with what to do" {
+  setup_pam
+  rm -f "$PAM_SLURM_ADOPT_CANDIDATES"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" compute
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"pam_slurm_adopt.so is not on this node"*"list its package in cluster.pam_slurm_adopt_artifacts"* ]]
+}
+
+@test "the parameters' module packages are checked before a node uses them" {
+  set_param pam_slurm_adopt '{"artifacts": [{"name": "slurm-pam-adopt", "s3_uri": "https://example.com/x.deb", "sha256": "abc"}]}'
+  run python3 "$SCRIPTS/lib/params.py" validate "$PARAMS_FILE"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"pam_slurm_adopt.artifacts[0].s3_uri: must be an s3:// URI"* ]]
+  [[ "$output" == *"pam_slurm_adopt.artifacts[0].sha256: must be 64 lowercase hex digits"* ]]
+}

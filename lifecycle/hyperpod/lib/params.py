@@ -95,6 +95,11 @@ def validate(params):
             problems.append(f"node_metrics.artifacts[{i}].s3_uri: must be an s3:// URI")
         if not SHA256.match(str(artifact.get("sha256", ""))):
             problems.append(f"node_metrics.artifacts[{i}].sha256: must be 64 lowercase hex digits")
+    for i, artifact in enumerate((params.get("pam_slurm_adopt") or {}).get("artifacts") or []):
+        if not str(artifact.get("s3_uri", "")).startswith("s3://"):
+            problems.append(f"pam_slurm_adopt.artifacts[{i}].s3_uri: must be an s3:// URI")
+        if not SHA256.match(str(artifact.get("sha256", ""))):
+            problems.append(f"pam_slurm_adopt.artifacts[{i}].sha256: must be 64 lowercase hex digits")
     if problems:
         raise ParamsError("invalid provisioning parameters: " + "; ".join(problems))
 
@@ -176,7 +181,7 @@ def main(argv):
             raise ParamsError(f"{args[1]} is not a list")
         for item in items or []:
             print(scalar(item))
-    elif command == "artifacts":  # artifacts PARAMS [SECTION]: container_runtime (default) or node_metrics
+    elif command == "artifacts":  # artifacts PARAMS [SECTION]: container_runtime (default), node_metrics, ...
         section = load(args[0]).get(args[1] if len(args) > 1 else "container_runtime") or {}
         for a in section.get("artifacts") or []:
             print(f"{a['name']}\t{a['s3_uri']}\t{a['sha256']}")
