@@ -33,20 +33,25 @@ def namespace(name: str, platform: str) -> dict:
 
 
 def job_submitter_role(*, namespace: str, platform: str) -> dict:
-    """What a team member needs to run the documented jobs in the team's namespace, and to see them run: no
-    secrets, no RBAC, no bare pods or deployments (work goes through the job CRDs, so through Kueue)."""
+    """What a team member needs to run the documented jobs in the team's namespace, and to see them run: the job
+    kinds (each held to the member's own uid by manifests/team_identities.job_identity_policy), batch Jobs for
+    evaluation, and the ConfigMaps jobs mount (AWS's team Role allows ConfigMap writes too: aws/sagemaker-hyperpod-cli
+    @a00b22d helm_chart/HyperPodHelmChart/charts/team-role-and-bindings/templates/team-level-namespaced-role.yaml; the
+    platform's own ConfigMaps there are guarded by team_identities.platform_config_guard). No secrets, no RBAC, no
+    bare pods or deployments: work goes through the job kinds, so through Kueue and the job policies."""
     read = ["get", "list", "watch"]
+    write = ["create", "delete", "patch", "update"]
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": {"name": JOB_ROLE, "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
             "rules": [
-                {"apiGroups": ["sagemaker.amazonaws.com"], "resources": ["hyperpodpytorchjobs"],
-                 "verbs": [*read, "create", "delete", "patch", "update"]},
+                {"apiGroups": ["sagemaker.amazonaws.com"], "resources": ["hyperpodpytorchjobs"], "verbs": read + write},
                 {"apiGroups": ["sagemaker.amazonaws.com"], "resources": ["hyperpodpytorchjobs/status"], "verbs": read},
-                {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "mpijobs"],
-                 "verbs": [*read, "create", "delete", "patch", "update"]},
+                {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "mpijobs"], "verbs": read + write},
+                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": read + write},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": read + write},
                 {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": read},
                 {"apiGroups": [""], "resources": ["pods", "pods/log", "events", "services",
-                                                  "persistentvolumeclaims", "configmaps"], "verbs": read},
+                                                  "persistentvolumeclaims"], "verbs": read},
             ]}
 
 
