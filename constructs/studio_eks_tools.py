@@ -7,8 +7,10 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Mapping, Sequence
 
 from constructs import layer_binaries
+from manifests.kubernetes_objects import team_namespace
 
 ROOT = Path(__file__).resolve().parent.parent
 # Same skew rule as constructs/eks_control_plane.KUBECTL_LAYERS: kubectl within one minor version of the cluster.
@@ -38,3 +40,14 @@ def studio_eks_tools(kubernetes_version: str) -> StudioEksTools:
         manifest.write_text(json.dumps(digests, sort_keys=True))
     return StudioEksTools(directory=directory, environment={"KUBECTL_SHA256": digests["kubectl"],
                                                             "HELM_SHA256": digests["helm"]})
+
+
+def studio_eks_environment(teams: Mapping[str, Sequence[str]], *, mlflow: bool) -> dict[str, str]:
+    """The lifecycle config's settings for lifecycle/studio/eks_login_node.sh: each team namespace with its members
+    (KUBE_NAMESPACES "hyperpod-ns-<team>=alice,carol ...": a space's profile picks its team's namespace as the
+    kube context's default, a profile in no team `default`), and MLflow artifact uploads through presigned URLs."""
+    environment = {"KUBE_NAMESPACES": " ".join(f"{team_namespace(team)}={','.join(members)}"
+                                               for team, members in sorted(teams.items()) if members)}
+    if mlflow:
+        environment["MLFLOW_PRESIGNED_UPLOADS"] = "true"
+    return environment

@@ -1,6 +1,8 @@
 """Kubernetes objects the EKS stack applies, as plain dicts built from typed inputs (validated offline in tests)."""
 from __future__ import annotations
 
+from typing import Sequence
+
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 FSX_CLAIM = "fsx-claim"          # the team's own directory, read-write
 DATASETS_CLAIM = "fsx-datasets"  # the shared datasets directory, read-only
@@ -25,11 +27,6 @@ JOB_ROLE = "hyperpod-job-submitter"
 def team_group(team: str) -> str:
     """The Kubernetes group a team's access entry carries; RoleBindings in its namespace name it."""
     return f"hyperpod-team-{team}"
-
-
-def namespace(name: str, platform: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name, "labels": {PLATFORM_LABEL: platform, **POD_SECURITY_LABELS}}}
 
 
 def job_submitter_role(*, namespace: str, platform: str) -> dict:
@@ -126,6 +123,25 @@ def deny_node_credentials(*, namespace: str, platform: str) -> dict:
                      "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [NODE_LINK_LOCAL]}},
                                         {"ipBlock": {"cidr": POD_IDENTITY_AGENT}},
                                         {"namespaceSelector": {}}]}]}}
+
+
+# Ingress into a team's pods: from the team's own pods (a job's workers rendezvous with each other: PyTorch's c10d
+# TCPStore is unauthenticated and its elastic state unpickled, so another team's pod must not reach it) and from the
+# platform's components that talk to job pods, named by the stack (the training operator's namespace, the observability
+# collector's); nothing else, whatever namespace it runs in. Enforced by the VPC CNI's network policy agent like the
+# egress guard above. Traffic from a node to its pods (kubelet probes) is not pod-to-pod and is not decided here
+# (docs/eks.md says what an admin checks on the first job).
+TEAM_INGRESS_POLICY = "team-ingress-only"
+
+
+def team_ingress(*, namespace: str, platform_namespaces: Sequence[str], platform: str) -> dict:
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": TEAM_INGRESS_POLICY, "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [{"podSelector": {}},
+                                           {"namespaceSelector": {"matchExpressions": [{
+                                               "key": "kubernetes.io/metadata.name", "operator": "In",
+                                               "values": sorted(platform_namespaces)}]}}]}]}}
 
 
 # The FSx CSI driver passes a PersistentVolume's mountOptions to mount(8) (kubernetes-sigs/aws-fsx-csi-driver@01a89278
