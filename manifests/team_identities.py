@@ -16,12 +16,14 @@ alice, mode 0700) hers is that no pod there can run as anyone but a team member,
   it) must run as a member's uid and a team gid, stated in the pod (the image's USER is invisible to admission, and an
   unset runAsGroup means the image's group for that uid, or 0); fsGroup and supplementalGroups only team gids.
   Team gids: the team's own (its FSx directory's group), each member's primary group and, in shared mode, the shared
-  partition's group (every user's group in Studio then).
-- Team members cannot change the ConfigMap (their Role reads configmaps only: kubernetes_objects.job_submitter_role).
+  partition's group (every user's group in Studio then). Every container states allowPrivilegeEscalation: false and
+  adds no capabilities, so a setuid binary in the image cannot leave the admitted uid.
+- Team members may write their own ConfigMaps (their jobs mount them) but not the platform's: platform_config_guard.
 
-Teammates are not kept apart: they share the team's IAM role (one Kubernetes identity) and the training operator, not
-they, creates the pods, so a pod can be held to the team's uids but not to its submitter's; a member can run a job as
-a teammate's uid (docs/eks.md says what closing that takes).
+Teammates are kept apart at the job: the training operator, not the member, creates the pods, so a pod is held to the
+team's uids; each member has a Kubernetes username of their own (member_username, set by their access entry), and
+job_identity_policy holds every job object a member creates or changes, of every kind their Role allows, to that
+member's own uid (the ConfigMap's member.<name>). A job that states no user is refused at creation with the fix.
 
 Not covered by admission (said here so nobody relies on it): groups an image's /etc/group gives the uid's name
 (supplementalGroupsPolicy Merge, the default; Strict needs a runtime that supports it), which matters for the team
