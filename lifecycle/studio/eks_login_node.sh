@@ -14,6 +14,8 @@
 #   KUBE_NAMESPACES   optional, without KUBE_NAMESPACE: "namespace=profile,profile ..." (each team's members);
 #                     this space's profile (fsx_paths.sh profile_name) picks its own, a profile in no team gets
 #                     default (read-only there: docs/eks.md, "Users in no team")
+#   KUBE_TEAM_GROUPS  optional, without either: "hyperpod-team-=hyperpod-ns-": the namespace comes from the caller's
+#                     Kubernetes groups (kubectl auth whoami), group <prefix><team> -> namespace <ns prefix><team>
 #   MLFLOW_PRESIGNED_UPLOADS  optional, "true": MLflow artifacts go through the tracking server's presigned URLs
 #                     (sagemaker-mlflow's SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED), in terminals and notebooks
 
@@ -152,6 +154,28 @@ resolve_namespace() {
     "(eks.task_governance.teams[].members; docs/eks.md, Users in no team)"
 }
 
+# namespace_from_groups : KUBE_NAMESPACE from the caller's team group, as the API server sees the caller (used when the
+# lifecycle config holds no member list, which a large platform's would not fit); default when none or unreachable.
+namespace_from_groups() {
+  local groups group prefix="${KUBE_TEAM_GROUPS:-}" ns_prefix="${KUBE_TEAM_GROUPS:-}"
+  prefix="${prefix%%=*}" ns_prefix="${ns_prefix#*=}"
+  [[ -n "${KUBE_NAMESPACE:-}" || -z "${KUBE_TEAM_GROUPS:-}" ]] && return 0
+  KUBE_NAMESPACE=default
+  if ! groups="$("$PREFIX/bin/kubectl" --kubeconfig "$KUBECONFIG_FILE" --context "$EKS_CLUSTER_NAME" \
+    --request-timeout=15s auth whoami -o 'jsonpath={.status.userInfo.groups[*]}' 2>/dev/null)"; then
+    log "WARNING: cannot ask the API server who this space is; namespace default until the next start" >&2
+    return 0
+  fi
+  for group in $groups; do
+    if [[ "$group" == "$prefix"* && "$group" != "$prefix" ]]; then
+      KUBE_NAMESPACE="$ns_prefix${group#"$prefix"}"
+      [[ "$KUBE_NAMESPACE" =~ ^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$ ]] || die "group $group gives no namespace name"
+      return 0
+    fi
+  done
+  log "this space's role is in no team: namespace default, where it may only read (docs/eks.md, Users in no team)"
+}
+
 # ensure_presigned_uploads : SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED=true for new terminals (.bashrc) and Python kernels
 # (an IPython startup file), so mlflow.log_artifact needs no S3 rights on the tracking server's bucket.
 ensure_presigned_uploads() {
@@ -186,6 +210,7 @@ update_kubeconfig() {
     sleep "$RETRY_DELAY"
     attempt=$((attempt + 1))
   done
+  namespace_from_groups
   if [[ -n "${KUBE_NAMESPACE:-}" ]]; then
     "$PREFIX/bin/kubectl" config set-context "$EKS_CLUSTER_NAME" --namespace "$KUBE_NAMESPACE" \
       --kubeconfig "$KUBECONFIG_FILE" >/dev/null || die "cannot set namespace $KUBE_NAMESPACE in $KUBECONFIG_FILE"

@@ -222,3 +222,18 @@ load eks_helper
   [ "$(grep -c SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED "$HOME/.bashrc")" -eq 1 ]
   [[ "$output" == *"nothing changed"* ]]
 }
+
+@test "KUBE_TEAM_GROUPS takes the namespace from the caller's team group when the config lists no members" {
+  export KUBE_TEAM_GROUPS="hyperpod-team-=hyperpod-ns-"
+  STUB_K8S_GROUPS="system:authenticated hyperpod-team-research" run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [ "$(kubeconfig_get '[x["context"].get("namespace") for x in c["contexts"] if x["name"] == "ml-cluster"][0]')" = hyperpod-ns-research ]
+  [[ "$(calls kubectl)" == *"auth whoami"* ]]
+  STUB_K8S_GROUPS="system:authenticated" run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [ "$(kubeconfig_get '[x["context"].get("namespace") for x in c["contexts"] if x["name"] == "ml-cluster"][0]')" = default ]
+  [[ "$output" == *"in no team: namespace default"* ]]
+  STUB_API_DOWN=1 STUB_K8S_GROUPS="hyperpod-team-research" run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"cannot ask the API server who this space is; namespace default"* ]]
+}
