@@ -1,7 +1,7 @@
 """Kubernetes objects the EKS stack applies, as plain dicts built from typed inputs (validated offline in tests)."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 FSX_CLAIM = "fsx-claim"          # the team's own directory, read-write
@@ -210,3 +210,23 @@ def default_requests(*, namespace: str, platform: str) -> dict:
     return {"apiVersion": "v1", "kind": "LimitRange",
             "metadata": {"name": "default-requests", "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
             "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "250m", "memory": "512Mi"}}]}}
+
+
+MAX_NAMESPACE_LIST = 4096  # characters of KUBE_NAMESPACES in the Studio lifecycle config
+
+
+def studio_kube_settings(teams: Mapping[str, Sequence[str]], *, mlflow: bool) -> dict[str, str]:
+    """The lifecycle config's settings for lifecycle/studio/eks_login_node.sh: each team namespace with its members
+    (KUBE_NAMESPACES "hyperpod-ns-<team>=alice,carol ...": a space's profile picks its team's namespace as the
+    kube context's default, a profile in no team `default`), and MLflow artifact uploads through presigned URLs."""
+    namespaces = " ".join(f"{team_namespace(team)}={','.join(members)}" for team, members in sorted(teams.items())
+                          if members)
+    # The lifecycle config's content is at most 16 KB, base64: a platform with many members has each space ask the API
+    # server for its own groups instead (kubectl auth whoami), which needs the API reachable at the space's start.
+    if len(namespaces) <= MAX_NAMESPACE_LIST:
+        environment = {"KUBE_NAMESPACES": namespaces}
+    else:
+        environment = {"KUBE_TEAM_GROUPS": f"{team_group('')}={team_namespace('')}"}
+    if mlflow:
+        environment["MLFLOW_PRESIGNED_UPLOADS"] = "true"
+    return environment

@@ -107,10 +107,11 @@ class StudioStack(cdk.Stack):
         # hyp and jq (both orchestrators) and eksctl (EKS, when switched on), checked by build_platform.
         tools, eksctl = (tools.bundle, tools.eksctl) if tools else (None, None)
         if on_eks:
-            from constructs.studio_eks_tools import studio_eks_environment, studio_eks_tools  # EKS only
+            from constructs.studio_eks_tools import studio_eks_tools  # EKS only: kubectl/helm from the layer package
+            from manifests.kubernetes_objects import studio_kube_settings
             eks_tools = studio_eks_tools(config.eks.kubernetes_version)
-            eks_settings = studio_eks_environment({t.name: t.members for t in config.eks.task_governance.teams},
-                                                  mlflow=studio.mlflow.enabled)
+            eks_settings = studio_kube_settings({t.name: t.members for t in config.eks.task_governance.teams},
+                                                mlflow=studio.mlflow.enabled)
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=EKS_ENTRY_POINT,
                 upload_role_name=upload_role_name(config.name, "studio"),

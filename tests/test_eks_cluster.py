@@ -706,9 +706,9 @@ def test_studio_spaces_default_to_the_members_namespace_and_read_the_cluster_for
 
 
 def test_a_member_list_too_long_for_the_lifecycle_config_becomes_a_group_lookup():
-    from constructs.studio_eks_tools import MAX_NAMESPACE_LIST, studio_eks_environment
-    small = studio_eks_environment({"research": ["alice", "carol"], "idle": [], "dev": ["bob"]}, mlflow=False)
+    from manifests.kubernetes_objects import MAX_NAMESPACE_LIST, studio_kube_settings
+    small = studio_kube_settings({"research": ["alice", "carol"], "idle": [], "dev": ["bob"]}, mlflow=False)
     assert small == {"KUBE_NAMESPACES": "hyperpod-ns-dev=bob hyperpod-ns-research=alice,carol"}
     many = {"research": [f"user{i:05d}" for i in range(MAX_NAMESPACE_LIST // 9 + 1)]}
-    assert studio_eks_environment(many, mlflow=True) == {"KUBE_TEAM_GROUPS": "hyperpod-team-=hyperpod-ns-",
+    assert studio_kube_settings(many, mlflow=True) == {"KUBE_TEAM_GROUPS": "hyperpod-team-=hyperpod-ns-",
                                                          "MLFLOW_PRESIGNED_UPLOADS": "true"}
