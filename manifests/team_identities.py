@@ -145,13 +145,15 @@ def _every(path: str, always: bool, body: str) -> str:
 
 def _effective(spec: str, field: str) -> str:
     """The container `c`'s `field`: its own, else the pod's; -1 when neither states it (never an allowed id)."""
-    return f"({_set('c', field)} ? c.securityContext.{field} : ({_set(spec, field)} ? {spec}.securityContext.{field} : -1))"
+    own, pod = f"c.securityContext.{field}", f"{spec}.securityContext.{field}"
+    return f"({_set('c', field)} ? {own} : ({_set(spec, field)} ? {pod} : -1))"
 
 
-def _spec_checks(spec: str, *, uid_allowed: str, ephemeral: bool) -> list[tuple[str, str]]:
+def _spec_checks(spec: str, *, uid_allowed: str, whose: str, ephemeral: bool) -> list[tuple[str, str]]:
     """(expression, what to fix) for one pod spec: every container runs as an allowed uid (`uid_allowed`, an
-    expression of `u`) and a team gid, stated in the pod; fsGroup and supplementalGroups only team gids; no
-    privilege escalation (a setuid binary in the image would otherwise undo the uid) and no added capabilities."""
+    expression of `u`; `whose` uid, for the message) and a team gid, stated in the pod; fsGroup and
+    supplementalGroups only team gids; no privilege escalation (a setuid binary in the image would otherwise undo the
+    uid) and no added capabilities."""
     sc = f"{spec}.securityContext"
     checks = [
         (f"!({_set(spec, 'fsGroup')}) || {_member(GID_KEY, f'{sc}.fsGroup')}",
@@ -163,8 +165,8 @@ def _spec_checks(spec: str, *, uid_allowed: str, ephemeral: bool) -> list[tuple[
         uid = _effective(spec, "runAsUser")
         checks += [
             (_every(path, always, f"[{uid}].all(u, {uid_allowed})"),
-             f"every one of {name} must run as {'your' if 'variables' in uid_allowed else 'a team member' + chr(39) + 's'}"
-             " uid: set securityContext.runAsUser (the image's USER is not seen at admission)"),
+             f"every one of {name} must run as {whose} uid: set securityContext.runAsUser (the image's USER is not "
+             "seen at admission)"),
             (_every(path, always, _member(GID_KEY, _effective(spec, "runAsGroup"))),
              f"every one of {name} must run with a team gid: set securityContext.runAsGroup (unset, it is the "
              "image's group for the uid, or 0)"),
@@ -183,7 +185,7 @@ def identity_policy(*, platform: str) -> dict:
     """The pod ValidatingAdmissionPolicy; it applies where identity_binding says (the team namespaces). Pods are
     created by the training operator, not the member, so a pod is held to the team's uids; the job policies
     (job_identity_policy) hold each job to its submitter's."""
-    checks = _spec_checks("object.spec", uid_allowed=_member(UID_KEY, "u"), ephemeral=True)
+    checks = _spec_checks("object.spec", uid_allowed=_member(UID_KEY, "u"), whose="a team member's", ephemeral=True)
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
             "metadata": {"name": POLICY_NAME, "labels": {PLATFORM_LABEL: platform}},
             "spec": {"failurePolicy": "Fail",
@@ -237,7 +239,8 @@ def job_identity_policy(*, resource: str, platform: str) -> dict:
     variables = [
         {"name": "memberKey", "expression": f"{user}.startsWith('{MEMBER_USERNAME_PREFIX}') ? "
                                             f"'{MEMBER_KEY}' + {user}.substring({len(MEMBER_USERNAME_PREFIX)}) : ''"},
-        {"name": "uid", "expression": "variables.memberKey in params.data ? int(params.data[variables.memberKey]) : -1"},
+        {"name": "uid",
+         "expression": "variables.memberKey in params.data ? int(params.data[variables.memberKey]) : -1"},
         {"name": "templates", "expression": kind.templates},
     ]
     queue = f"'{QUEUE_LABEL}'"
@@ -268,7 +271,7 @@ def job_identity_policy(*, resource: str, platform: str) -> dict:
         "messageExpression": f"'{STATE_YOUR_USER}: securityContext.runAsUser: ' + string(variables.uid) + "
                              f"', runAsGroup: one of ' + {gids} + ' and, on every container, "
                              f"allowPrivilegeEscalation: false ({HYP_FIX})'"})
-    for expression, fix in _spec_checks("t.spec", uid_allowed="u == variables.uid", ephemeral=False):
+    for expression, fix in _spec_checks("t.spec", uid_allowed="u == variables.uid", whose="your", ephemeral=False):
         entry = {"expression": f"variables.templates.all(t, {expression})", "message": fix, "reason": "Forbidden"}
         if "runAsUser" in fix:
             entry["messageExpression"] = f"'{fix.split(':')[0]}: runAsUser ' + string(variables.uid) + ' (yours)'"

@@ -186,8 +186,8 @@ class EksClusterStack(cdk.Stack):
         admission = team_identities.team_admission(namespaces=namespaces, platform=config.name)
         policies = plane.manifest("TeamIdentityPolicy", *[o for o in admission
                                                           if o["kind"] == "ValidatingAdmissionPolicy"], scope=self)
-        plane.manifest("TeamIdentityBinding", *[o for o in admission if o["kind"] == "ValidatingAdmissionPolicyBinding"],
-                       after=[policies, self.namespaces], scope=self)
+        bindings = [o for o in admission if o["kind"] == "ValidatingAdmissionPolicyBinding"]
+        plane.manifest("TeamIdentityBinding", *bindings, after=[policies, self.namespaces], scope=self)
         objects = []
         for team in teams:
             uids, gids = team_identities.team_ids(config, team)
