@@ -4,7 +4,8 @@ resource (API group and resource) and operation match, the binding's namespace s
 (paramRef without a namespace), parameterNotFoundAction, the policy's variables and validations evaluated with
 cel-expr-python (the CEL C++ implementation: like cel-go in the API server, selecting a field that is not there is an
 error, not false), messageExpression, and failurePolicy Fail turning an evaluation error into a refusal. `object`
-is null on DELETE and `oldObject` on CREATE, as in the API server; `request.userInfo` carries the requester.
+is null on DELETE and `oldObject` on CREATE, as in the API server; `request.userInfo` carries the requester. The
+messages come back in the policy's order; the API server answers a denied request with the first one.
 Kubernetes' own CEL libraries (lists, regex, quantity, authorizer) are not here; the policies under test use none of
 them (the strings extension, which Kubernetes includes, is)."""
 from __future__ import annotations
