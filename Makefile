@@ -39,7 +39,7 @@ BUILD_PACKAGES := gcc:gcc make:make strip:binutils
 DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: studio-tools studio-eksctl build-deps synth test train-venv lint schema docs bench deps system-deps \
+.PHONY: examples studio-tools studio-eksctl build-deps synth test train-venv lint schema docs bench deps system-deps \
   hyperpod-chart clean deploy diff plan graph preflight connect destroy status logs diagnose help
 .DEFAULT_GOAL := synth
 
@@ -232,6 +232,11 @@ schema: $(VENV)/.installed
 ## descriptions (tests/test_config_reference.py fails when either is stale).
 docs: schema
 	$(PY) tools/config_reference.py
+
+## The EKS example jobs for your platform: `make examples IMAGE=<your pushed training image> CONFIG=<your config>`
+## writes them under build/examples/ (the committed examples/ render the example config's placeholder account).
+examples: $(VENV)/.installed
+	$(PY) tools/render_examples.py --config $(CONFIG) $(if $(IMAGE),--image $(IMAGE))
 
 ## The HyperPod dependency Helm chart (EKS) at its pinned commit, remote subcharts vendored, into build/.
 ## Needs network access to github.com and the charts' registries; not part of `make test` (CI has neither).

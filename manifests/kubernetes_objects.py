@@ -1,6 +1,8 @@
 """Kubernetes objects the EKS stack applies, as plain dicts built from typed inputs (validated offline in tests)."""
 from __future__ import annotations
 
+from typing import Mapping, Sequence
+
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 FSX_CLAIM = "fsx-claim"          # the team's own directory, read-write
 DATASETS_CLAIM = "fsx-datasets"  # the shared datasets directory, read-only
@@ -27,26 +29,26 @@ def team_group(team: str) -> str:
     return f"hyperpod-team-{team}"
 
 
-def namespace(name: str, platform: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name, "labels": {PLATFORM_LABEL: platform, **POD_SECURITY_LABELS}}}
-
-
 def job_submitter_role(*, namespace: str, platform: str) -> dict:
-    """What a team member needs to run the documented jobs in the team's namespace, and to see them run: no
-    secrets, no RBAC, no bare pods or deployments (work goes through the job CRDs, so through Kueue)."""
+    """What a team member needs to run the documented jobs in the team's namespace, and to see them run: the job
+    kinds (each held to the member's own uid by manifests/team_identities.job_identity_policy), batch Jobs for
+    evaluation, and the ConfigMaps jobs mount (AWS's team Role allows ConfigMap writes too: aws/sagemaker-hyperpod-cli
+    @a00b22d helm_chart/HyperPodHelmChart/charts/team-role-and-bindings/templates/team-level-namespaced-role.yaml; the
+    platform's own ConfigMaps there are guarded by team_identities.platform_config_guard). No secrets, no RBAC, no
+    bare pods or deployments: work goes through the job kinds, so through Kueue and the job policies."""
     read = ["get", "list", "watch"]
+    write = ["create", "delete", "patch", "update"]
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": {"name": JOB_ROLE, "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
             "rules": [
-                {"apiGroups": ["sagemaker.amazonaws.com"], "resources": ["hyperpodpytorchjobs"],
-                 "verbs": [*read, "create", "delete", "patch", "update"]},
+                {"apiGroups": ["sagemaker.amazonaws.com"], "resources": ["hyperpodpytorchjobs"], "verbs": read + write},
                 {"apiGroups": ["sagemaker.amazonaws.com"], "resources": ["hyperpodpytorchjobs/status"], "verbs": read},
-                {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "mpijobs"],
-                 "verbs": [*read, "create", "delete", "patch", "update"]},
+                {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "mpijobs"], "verbs": read + write},
+                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": read + write},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": read + write},
                 {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": read},
                 {"apiGroups": [""], "resources": ["pods", "pods/log", "events", "services",
-                                                  "persistentvolumeclaims", "configmaps"], "verbs": read},
+                                                  "persistentvolumeclaims"], "verbs": read},
             ]}
 
 
@@ -123,6 +125,25 @@ def deny_node_credentials(*, namespace: str, platform: str) -> dict:
                                         {"namespaceSelector": {}}]}]}}
 
 
+# Ingress into a team's pods: from the team's own pods (a job's workers rendezvous with each other: PyTorch's c10d
+# TCPStore is unauthenticated and its elastic state unpickled, so another team's pod must not reach it) and from the
+# platform's components that talk to job pods, named by the stack (the training operator's namespace, the observability
+# collector's); nothing else, whatever namespace it runs in. Enforced by the VPC CNI's network policy agent like the
+# egress guard above. Traffic from a node to its pods (kubelet probes) is not pod-to-pod and is not decided here
+# (docs/eks.md says what an admin checks on the first job).
+TEAM_INGRESS_POLICY = "team-ingress-only"
+
+
+def team_ingress(*, namespace: str, platform_namespaces: Sequence[str], platform: str) -> dict:
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": TEAM_INGRESS_POLICY, "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [{"podSelector": {}},
+                                           {"namespaceSelector": {"matchExpressions": [{
+                                               "key": "kubernetes.io/metadata.name", "operator": "In",
+                                               "values": sorted(platform_namespaces)}]}}]}]}}
+
+
 # The FSx CSI driver passes a PersistentVolume's mountOptions to mount(8) (kubernetes-sigs/aws-fsx-csi-driver@01a89278
 # pkg/driver/node.go NodePublishVolume: the volume capability's MountFlags). nosuid, nodev: a setuid binary or device
 # file someone planted on FSx (root squash maps only uid 0; Studio root can still write as any other uid) does nothing
@@ -189,3 +210,23 @@ def default_requests(*, namespace: str, platform: str) -> dict:
     return {"apiVersion": "v1", "kind": "LimitRange",
             "metadata": {"name": "default-requests", "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
             "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "250m", "memory": "512Mi"}}]}}
+
+
+MAX_NAMESPACE_LIST = 4096  # characters of KUBE_NAMESPACES in the Studio lifecycle config
+
+
+def studio_kube_settings(teams: Mapping[str, Sequence[str]], *, mlflow: bool) -> dict[str, str]:
+    """The lifecycle config's settings for lifecycle/studio/eks_login_node.sh: each team namespace with its members
+    (KUBE_NAMESPACES "hyperpod-ns-<team>=alice,carol ...": a space's profile picks its team's namespace as the
+    kube context's default, a profile in no team `default`), and MLflow artifact uploads through presigned URLs."""
+    namespaces = " ".join(f"{team_namespace(team)}={','.join(members)}" for team, members in sorted(teams.items())
+                          if members)
+    # The lifecycle config's content is at most 16 KB, base64: a platform with many members has each space ask the API
+    # server for its own groups instead (kubectl auth whoami), which needs the API reachable at the space's start.
+    if len(namespaces) <= MAX_NAMESPACE_LIST:
+        environment = {"KUBE_NAMESPACES": namespaces}
+    else:
+        environment = {"KUBE_TEAM_GROUPS": f"{team_group('')}={team_namespace('')}"}
+    if mlflow:
+        environment["MLFLOW_PRESIGNED_UPLOADS"] = "true"
+    return environment

@@ -45,11 +45,20 @@ AGENT_CONFIG_DIR = "/opt/ml/input/config"
 # optional, so without MLflow the variable is simply unset and the scripts log nothing.
 MLFLOW_ENV = {"name": "MLFLOW_TRACKING_URI",
               "valueFrom": {"configMapKeyRef": {"name": MLFLOW_CONFIG_MAP, "key": MLFLOW_URI_KEY, "optional": True}}}
+# Artifacts go through URLs the tracking server issues, so a job needs no S3 rights on the server's artifact bucket:
+# sagemaker-mlflow 0.5.0 (the image's pin) sagemaker_mlflow/s3_presigned_artifact_repo.py, registered as MLflow's s3
+# artifact repository; its README, "Presigned S3 artifact uploads" (aws/sagemaker-mlflow). The request is a
+# sagemaker-mlflow action on the server, which the team's job role has (constructs/mlflow_job_access.py).
+PRESIGNED_UPLOAD = {"name": "SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED", "value": "true"}
+# The uid a job runs as has no home in the image (HOME would be /): an emptyDir is its home, writable by any uid.
+HOME = "/home/job"
 # Set by the renderer on every job, with where the value comes from; train_elastic.py reads the first three.
 RESERVED_ENV = {"CHECKPOINT_DIR": "from checkpoint_dir", "GLOBAL_BATCH_SIZE": "from global_batch_size",
                 "MICRO_BATCH_SIZE": "from micro_batch_size",
                 SIGNAL_COORDINATION["name"]: "always 'distributed': the elastic agent reports scaling events only then",
-                MLFLOW_ENV["name"]: f"from the team namespace's ConfigMap {MLFLOW_CONFIG_MAP}"}
+                MLFLOW_ENV["name"]: f"from the team namespace's ConfigMap {MLFLOW_CONFIG_MAP}",
+                PRESIGNED_UPLOAD["name"]: "always 'true': MLflow artifacts go through the tracking server's URLs",
+                "HOME": f"always {HOME}, an emptyDir: the job's uid has no home in the image"}
 
 
 def namespace(team: str) -> str:
@@ -275,7 +284,7 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
     env = [{"name": "CHECKPOINT_DIR", "value": job.checkpoint_dir},
            {"name": "GLOBAL_BATCH_SIZE", "value": str(job.global_batch_size)},
            {"name": "MICRO_BATCH_SIZE", "value": str(job.micro_batch_size)},
-           dict(SIGNAL_COORDINATION), MLFLOW_ENV]
+           dict(SIGNAL_COORDINATION), MLFLOW_ENV, dict(PRESIGNED_UPLOAD), {"name": "HOME", "value": HOME}]
     env += [{"name": k, "value": v} for k, v in sorted(job.env.items())]
     container = {"name": "pytorch", "image": image, "imagePullPolicy": "IfNotPresent",
                  "command": list(job.command)} | ({"args": list(job.args)} if job.args else {}) | {
@@ -285,7 +294,8 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
         "volumeMounts": [{"name": "fsx", "mountPath": FSX_MOUNT},
                          {"name": "datasets", "mountPath": DATASETS_MOUNT, "readOnly": True},
                          {"name": "shm", "mountPath": "/dev/shm"},
-                         {"name": "agent-config", "mountPath": AGENT_CONFIG_DIR}],
+                         {"name": "agent-config", "mountPath": AGENT_CONFIG_DIR},
+                         {"name": "home", "mountPath": HOME}],
     }
     gid = team_gids[job.team]
     pod_spec = {
@@ -300,22 +310,25 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
                     {"name": "datasets", "persistentVolumeClaim": {"claimName": DATASETS_CLAIM, "readOnly": True}},
                     # The container runtime's default 64 MiB /dev/shm is too small for NCCL and DataLoader workers.
                     {"name": "shm", "emptyDir": {"medium": "Memory"}},
-                    {"name": "agent-config", "emptyDir": {}}],
+                    {"name": "agent-config", "emptyDir": {}},
+                    {"name": "home", "emptyDir": {}}],
     }
     if job.user is not None:
         _run_as_studio_user(pod_spec, studio_files[job.team][job.user])
+    # On the job (Kueue admits it by them) and on the pod template (task governance admits pods by them), as AWS's CLI
+    # sets them (aws/sagemaker-hyperpod-cli@a00b22d hyperpod-pytorch-job-template/.../v1_1/template.py).
+    labels = {QUEUE_LABEL: queue_name(job.team), PRIORITY_LABEL: priority_label(job.priority)}
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {"name": job.name, "namespace": namespace(job.team),
-                     "labels": {QUEUE_LABEL: queue_name(job.team), PRIORITY_LABEL: priority_label(job.priority)}},
+        "metadata": {"name": job.name, "namespace": namespace(job.team), "labels": dict(labels)},
         "spec": {
             "nprocPerNode": str(job.nproc_per_node),
             "runPolicy": {"cleanPodPolicy": "None", "jobMaxRetryCount": job.max_retries},
             "elasticPolicy": elastic,
             # The job starts at min_replicas; maxReplicas on the replica spec matches the elastic policy's.
             "replicaSpecs": [{"name": "worker", "replicas": ep.min_replicas, "maxReplicas": ep.max_replicas,
-                              "template": {"spec": pod_spec}}],
+                              "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec}}],
         },
     }
 

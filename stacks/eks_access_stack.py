@@ -10,23 +10,27 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from manifests import kubernetes_objects as k8s
+from manifests import team_identities
 
 
 class EksAccessStack(cdk.Stack):
     def __init__(self, scope: Construct, id_: str, *, eks_cluster_name: str, studio_role: iam.IRole,
-                 team_roles: Mapping[str, iam.IRole], **kwargs) -> None:
+                 member_roles: Mapping[str, tuple[str, iam.IRole]], **kwargs) -> None:
         """Nobody from Studio edits anything directly. Users outside a team read `default`; a team's members
         read their team's namespace and, through the team's Kubernetes group and the RoleBinding the cluster
-        stack creates there, submit and delete jobs in it. No cluster-wide rights, no secrets."""
+        stack creates there, submit and delete jobs in it. No cluster-wide rights, no secrets.
+        `member_roles`: user -> (their team, their own Studio role). Each member's access entry gives them their own
+        Kubernetes username (team_identities.member_username), which the job policies match to their uid."""
         super().__init__(scope, id_, **kwargs)
         view = f"arn:{cdk.Aws.PARTITION}:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
 
-        def entry(id_: str, role: iam.IRole, namespace: str, groups: list[str]) -> None:
+        def entry(id_: str, role: iam.IRole, namespace: str, groups: list[str], username: str | None = None) -> None:
             eks.CfnAccessEntry(self, id_, cluster_name=eks_cluster_name, principal_arn=role.role_arn,
-                               type="STANDARD", kubernetes_groups=groups or None, access_policies=[
+                               type="STANDARD", kubernetes_groups=groups or None, username=username, access_policies=[
                                    eks.CfnAccessEntry.AccessPolicyProperty(
                                        policy_arn=view, access_scope=eks.CfnAccessEntry.AccessScopeProperty(
                                            type="namespace", namespaces=[namespace]))])
         entry("StudioAccessEntry", studio_role, "default", [])
-        for team, role in team_roles.items():
-            entry(f"TeamAccessEntry-{team}", role, k8s.team_namespace(team), [k8s.team_group(team)])
+        for user, (team, role) in member_roles.items():
+            entry(f"MemberAccessEntry-{user}", role, k8s.team_namespace(team), [k8s.team_group(team)],
+                  username=team_identities.member_username(user))

@@ -49,6 +49,7 @@ def observability_addon_values(workspace: MetricsWorkspace) -> dict:
     Grafana dashboards (observability/grafana/) in the observability stack, which deploys after this one."""
     return {"ampWorkspace": {"prometheusEndpoint": workspace.prometheus_endpoint, "arn": workspace.workspace_arn}}
 FSX_CSI_CONTROLLER = ("kube-system", "fsx-csi-controller-sa")
+KUEUE_CONTROLLER = ("kueue-system", "kueue-controller-manager")  # namespace, deployment (task governance's Kueue)
 TEAM_DIRECTORY_ROOT = EKS_TEAM_DIRECTORY_ROOT  # <data repository path>/eks/teams/<team> and .../eks/datasets on FSx
 DATASETS_DIRECTORY = "datasets"
 # Regions whose CloudFormation has the type (cfn-lint 1.58's registry schemas; tests/test_eks_cluster.py keeps this
@@ -115,10 +116,12 @@ class EksClusterStack(cdk.Stack):
 
         team_namespaces = [k8s.team_namespace(t.name) for t in eks_config.task_governance.teams] \
             if eks_config.task_governance.enabled else []
-        self.namespaces = plane.manifest("TeamNamespaces", *[k8s.namespace(n, config.name) for n in team_namespaces],
-                                         scope=self) \
-            if team_namespaces else None
-        if self.namespaces:
+        # Task governance owns the team namespaces: it creates hyperpod-ns-<team> with the team's compute quota
+        # (aws/sagemaker-hyperpod-cli@a00b22d examples/end_to_end_walkthrough/00-getting-started/00-setup.md, "This
+        # will create the team-specific compute quotas as well as the corresponding Kubernetes namespaces"), so the
+        # stack waits for each, labels it, and puts its own objects there; it never creates or deletes one.
+        self.namespaces = self._task_governance(config) if eks_config.task_governance.enabled else None
+        if self.namespaces is not None:
             # Job rights per team: the team's access entry (Studio stack) carries its Kubernetes group.
             plane.manifest("TeamJobAccess", *[obj for t in eks_config.task_governance.teams for obj in (
                 k8s.job_submitter_role(namespace=k8s.team_namespace(t.name), platform=config.name),
@@ -131,8 +134,12 @@ class EksClusterStack(cdk.Stack):
         guarded = ["default", *team_namespaces]
         self.node_credentials_guard = plane.manifest(
             "NodeCredentialsGuard", *[k8s.deny_node_credentials(namespace=n, platform=config.name) for n in guarded],
-            after=[self.namespaces] if self.namespaces else [], scope=self)
+            after=[self.namespaces] if self.namespaces is not None else [], scope=self)
         if team_namespaces:
+            # A team's pods accept connections from its own pods and the platform components that talk to them.
+            plane.manifest("TeamIngress", *[k8s.team_ingress(
+                namespace=n, platform_namespaces=[TRAINING_OPERATOR[0], HYPERPOD_OBSERVABILITY[0]],
+                platform=config.name) for n in team_namespaces], after=[self.namespaces], scope=self)
             self._team_volumes(config, storage)
             self._team_identities(config, storage)
 
@@ -140,8 +147,6 @@ class EksClusterStack(cdk.Stack):
             self._training_operator(eks_config.addons.training_operator)
         if storage.metrics_workspace is not None:
             self._observability_addon(config, storage.metrics_workspace)
-        if eks_config.task_governance.enabled:
-            self._task_governance(config)
 
         cdk.CfnOutput(self, "ClusterName", value=config.name)
         cdk.CfnOutput(self, "ClusterArn", value=self.hyperpod.cluster_arn)
@@ -178,15 +183,16 @@ class EksClusterStack(cdk.Stack):
         teams = config.eks.task_governance.teams
         namespaces = [k8s.team_namespace(t.name) for t in teams]
         plane = self.control_plane
-        policy = plane.manifest("TeamIdentityPolicy", team_identities.identity_policy(platform=config.name),
-                                scope=self)
-        plane.manifest("TeamIdentityBinding", team_identities.identity_binding(namespaces=namespaces,
-                                                                               platform=config.name),
-                       after=[policy, self.namespaces], scope=self)
+        admission = team_identities.team_admission(namespaces=namespaces, platform=config.name)
+        policies = plane.manifest("TeamIdentityPolicy", *[o for o in admission
+                                                          if o["kind"] == "ValidatingAdmissionPolicy"], scope=self)
+        bindings = [o for o in admission if o["kind"] == "ValidatingAdmissionPolicyBinding"]
+        plane.manifest("TeamIdentityBinding", *bindings, after=[policies, self.namespaces], scope=self)
         objects = []
         for team in teams:
             uids, gids = team_identities.team_ids(config, team)
             objects.append(team_identities.identities(namespace=k8s.team_namespace(team.name), uids=uids, gids=gids,
+                                                      members=team_identities.team_members(config, team),
                                                       platform=config.name))
         if config.studio.enabled:
             lustre = storage.lustre
@@ -362,12 +368,24 @@ class EksClusterStack(cdk.Stack):
         addon.node.add_dependency(self.untainted_node, association, plane.addons["cert-manager"])
         plane.addons[HYPERPOD_OBSERVABILITY_ADDON] = addon
 
-    def _task_governance(self, config: PlatformConfig) -> None:
+    def _task_governance(self, config: PlatformConfig) -> Construct:
+        """The task-governance add-on, then (once Kueue runs) the scheduler policy and each team's compute quota,
+        which creates the team's namespace; returns the construct holding each namespace's wait and labels, which
+        everything the stack puts in a team namespace depends on."""
         plane = self.control_plane
         governance = config.eks.task_governance
-        # Kueue's controller and webhook run on HyperPod nodes; the quotas below need its webhook ready.
+        # Kueue's controller and webhook run on HyperPod nodes; the quotas below need them running. CloudFormation
+        # reports an add-on whose pods cannot run as created (DEGRADED), so the stack waits, as AWS's Terraform does
+        # before creating quotas, for deployment/kueue-controller-manager in kueue-system to be available
+        # (awslabs/awsome-distributed-ai@95b939cd .../hyperpod-eks-tf/modules/task_governance/main.tf
+        # wait_for_kueue_webhook): aws_eks_v2's object-value read retries until the field has a value.
         addon = plane.addon(Addon("amazon-sagemaker-hyperpod-taskgovernance", config.eks.addons.task_governance),
                             after=[self.untainted_node], scope=self)
+        namespace, deployment = KUEUE_CONTROLLER
+        self.kueue_ready = eks_v2.KubernetesObjectValue(
+            self, "KueueReady", cluster=plane.cluster, object_type="deployment", object_name=deployment,
+            object_namespace=namespace, json_path=".status.availableReplicas", timeout=cdk.Duration.minutes(10))
+        self.kueue_ready.node.add_dependency(addon)
         types = {t: governance_resource_type(t, self.region)
                  for t in ("AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota")}
         provider = None
@@ -379,7 +397,7 @@ class EksClusterStack(cdk.Stack):
             if kind.startswith("Custom::"):
                 properties = {"ServiceToken": provider.service_token, **properties}
             created = cdk.CfnResource(self, id_, type=kind, properties=properties)
-            created.node.add_dependency(addon)
+            created.node.add_dependency(self.kueue_ready)
             if not kind.startswith("Custom::"):
                 acknowledge(created, "CloudFormation-Validate::F3006", f"{kind} is in this region's CloudFormation registry (cfn-lint's schemas "
                             "validate it), but aws-cdk-lib's bundled schema predates it")
@@ -391,11 +409,24 @@ class EksClusterStack(cdk.Stack):
                                                     for c in governance.priority_classes],
                                 "FairShare": governance.fair_share}})
         quotas = []
+        namespaces = Construct(self, "TeamNamespaces")
+        labels = {k8s.PLATFORM_LABEL: config.name, **k8s.POD_SECURITY_LABELS}
         for team in governance.teams:
             quota = resource(f"Quota-{team.name}", "AWS::SageMaker::ComputeQuota", compute_quota_properties(
                 team, cluster_name=config.name, cluster_arn=self.hyperpod.cluster_arn))
             quota.node.add_dependency(self.scheduler_config)
             quotas.append(quota)
+            name = k8s.team_namespace(team.name)
+            created = eks_v2.KubernetesObjectValue(
+                namespaces, f"Wait-{team.name}", cluster=plane.cluster, object_type="namespace", object_name=name,
+                json_path=".metadata.name", timeout=cdk.Duration.minutes(5))
+            created.node.add_dependency(quota)
+            # Labelled, not applied: Pod Security baseline; restored (labels removed) when the stack goes.
+            patch = eks_v2.KubernetesPatch(
+                namespaces, f"Labels-{team.name}", cluster=plane.cluster, resource_name=f"namespace/{name}",
+                apply_patch={"metadata": {"labels": labels}},
+                restore_patch={"metadata": {"labels": {k: None for k in labels}}})
+            patch.node.add_dependency(created)
         limits = [k8s.resource_quota(namespace=k8s.team_namespace(t.name), resource=ACCELERATORS[t.instance_type][0],
                                      count=borrowable_accelerators(t), platform=config.name, vcpu=t.max_vcpu,
                                      memory_gib=t.max_memory_gib)
@@ -403,7 +434,8 @@ class EksClusterStack(cdk.Stack):
         limits += [k8s.default_requests(namespace=k8s.team_namespace(t.name), platform=config.name)
                    for t in governance.teams if t.resource_quota and (t.max_vcpu or t.max_memory_gib)]
         if limits:
-            plane.manifest("TeamResourceQuotas", *limits, after=[*quotas, self.namespaces], scope=self)
+            plane.manifest("TeamResourceQuotas", *limits, after=[*quotas, namespaces], scope=self)
+        return namespaces
 
 
 def cert_manager_values(tolerations: list[dict]) -> dict | None:

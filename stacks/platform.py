@@ -125,7 +125,7 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
         if eks is not None:
             from stacks.eks_access_stack import EksAccessStack
             eks_access = EksAccessStack(app, f"{name}-eks-access", eks_cluster_name=eks.control_plane.cluster.cluster_name,
-                                        studio_role=studio.execution_role, team_roles=studio.team_roles, env=env,
+                                        studio_role=studio.execution_role, member_roles=studio.member_roles, env=env,
                                         description=f"HyperPod platform {name}: EKS access entries of the Studio roles")
     observability = ObservabilityStack(app, f"{name}-observability", config=config, storage=storage, cluster=cluster,
                                        studio=studio, other_stacks=[eks] if eks is not None else [],

@@ -80,11 +80,12 @@ class StudioStack(cdk.Stack):
                                                           lustre_access_group=storage.lustre_access_group)
         # Named: the Slurm login secret's key and resource policies name it before it exists.
         self.execution_role = self._execution_role(on_eks=on_eks, role_name=studio_execution_role_name(config.name))
-        # On EKS each task-governance team's members run as the team's own role (job rights in its namespace only).
-        self.team_roles = {t.name: self._execution_role(on_eks=on_eks, id_=f"TeamRole-{t.name}",
-                                                        description=f"Studio apps of team {t.name}")
-                           for t in config.eks.task_governance.teams if t.members} if on_eks else {}
-        self.app_roles = [self.execution_role, *self.team_roles.values()]
+        # On EKS each member of a task-governance team runs as a role of their own, whose access entry gives them their
+        # own Kubernetes username (stacks/eks_access_stack.py): admission holds their jobs to their own uid.
+        self.member_roles = {m: (t.name, self._execution_role(on_eks=on_eks, id_=f"MemberRole-{m}",
+                                                              description=f"Studio apps of {m}, team {t.name}"))
+                             for t in config.eks.task_governance.teams for m in t.members} if on_eks else {}
+        self.app_roles = [self.execution_role, *(role for _, role in self.member_roles.values())]
         tracking_server_arn = self._mlflow(config) if studio.mlflow.enabled else None
 
         repo = config.storage.lustre.data_repository
@@ -107,11 +108,14 @@ class StudioStack(cdk.Stack):
         tools, eksctl = (tools.bundle, tools.eksctl) if tools else (None, None)
         if on_eks:
             from constructs.studio_eks_tools import studio_eks_tools  # EKS only: kubectl/helm from the layer package
+            from manifests.kubernetes_objects import studio_kube_settings
             eks_tools = studio_eks_tools(config.eks.kubernetes_version)
+            eks_settings = studio_kube_settings({t.name: t.members for t in config.eks.task_governance.teams},
+                                                mlflow=studio.mlflow.enabled)
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=EKS_ENTRY_POINT,
                 upload_role_name=upload_role_name(config.name, "studio"),
-                environment={"EKS_CLUSTER_NAME": config.name, **eks_tools.environment, **fsx_paths},
+                environment={"EKS_CLUSTER_NAME": config.name, **eks_tools.environment, **eks_settings, **fsx_paths},
                 extra_dirs=[eks_tools.directory], tools=tools, eksctl=eksctl)
         else:
             lifecycle = StudioLifecycleConfigs(
@@ -208,8 +212,7 @@ class StudioStack(cdk.Stack):
         per_stack = USERS_PER_NESTED_STACK_WITH_TOKENS if self.token_issuer else USERS_PER_NESTED_STACK
         self.user_stacks = [
             StudioUsers(self, f"Users{index + 1}", config=config, users=config.users[start:start + per_stack],
-                        team_roles={m: self.team_roles[t.name].role_arn for t in config.eks.task_governance.teams
-                                    if t.name in self.team_roles for m in t.members},
+                        team_roles={m: role.role_arn for m, (_, role) in self.member_roles.items()},
                         domain_id=self.domain.attr_domain_id, partitions=self.partitions,
                         file_system_id=storage.lustre.file_system_id, shared_fsx=self.shared_fsx.value_as_string,
                         token_issuer=self.token_issuer, user_policy=self.user_policy)
@@ -343,8 +346,12 @@ class StudioStack(cdk.Stack):
                     "spaces', config/facts/studio_access_policy.json); tagging only what Studio creates",
                     findings=["Resource::*", *(f"Resource::{r}" for r in own_spaces_wildcards(self))])
         if on_eks:
+            # eks:AccessKubernetesApi: AWS services (Studio's HyperPod task pages) read the cluster's Kubernetes objects
+            # as this role ("Grant AWS services write access to Kubernetes APIs", EKS user guide,
+            # https://docs.aws.amazon.com/eks/latest/userguide/mutate-workloads.html: reads need it, writes also
+            # eks:MutateViaKubernetesApi, not granted). What they see is what the role's access entry allows.
             role.add_to_policy(iam.PolicyStatement(
-                sid="DescribeEksCluster", actions=["eks:DescribeCluster"],
+                sid="DescribeEksCluster", actions=["eks:DescribeCluster", "eks:AccessKubernetesApi"],
                 resources=[self.format_arn(service="eks", resource="cluster", resource_name=self.platform_name)]))
         else:
             role.add_to_policy(iam.PolicyStatement(

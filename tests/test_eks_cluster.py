@@ -148,6 +148,19 @@ def test_access_entries_are_scoped_by_role(synth):
                       (("hyperpod-team-production",), ("hyperpod-ns-production",)),
                       (("hyperpod-team-research",), ("hyperpod-ns-research",))]
 
+    # One Kubernetes identity per member: each member's own Studio role (the ExecutionRole of their profile) maps to
+    # their own username, which the job policies tie to their uid; the shared role gets EKS's default username.
+    profiles = {p["Properties"]["UserProfileName"]: p["Properties"]["UserSettings"].get("ExecutionRole")
+                for t in s.nested.values() for p in resources(t, "AWS::SageMaker::UserProfile").values()}
+    members = {m: t.name for t in s.config.eks.task_governance.teams for m in t.members}
+    usernames = {e.get("Username"): e for e in studio}
+    assert set(usernames) == {None} | {f"hyperpod-user:{m}" for m in members}
+    for member, team in members.items():
+        entry = usernames[f"hyperpod-user:{member}"]
+        assert entry["KubernetesGroups"] == [f"hyperpod-team-{team}"]
+        assert json.dumps(entry["PrincipalArn"]).split("MemberRole")[1].startswith(member)
+        assert f"MemberRole{member}" in json.dumps(profiles[member])
+
 
 def rbac_allows(objects: list[dict], groups: list[str], *, verb: str, group: str, resource: str, namespace: str) -> bool:
     """Kubernetes RBAC for namespaced requests, evaluated over the objects the stack applies."""
@@ -185,14 +198,18 @@ def test_team_members_submit_jobs_in_their_namespace_only(synth):
 def test_writable_namespaces_enforce_pod_security_and_default_gets_no_accelerators(synth):
     t = synth("eks").templates["cluster"]
     objects = all_objects(t)
-    for ns in (o for o in objects if o["kind"] == "Namespace"):
-        assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] in ("baseline", "restricted")
-    (patch,) = resources(t, "Custom::AWSCDK-EKS-KubernetesPatch").values()
-    assert patch["Properties"]["ResourceName"] == "namespace/default"
-    applied = json.loads(patch["Properties"]["ApplyPatchJson"])
-    assert applied["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
-    kubernetes_validate.validate({"apiVersion": "v1", "kind": "Namespace",
-                                  "metadata": {"name": "default", **applied["metadata"]}}, KUBERNETES_VERSION, strict=True)
+    # The stack creates no namespace (task governance does, with each quota); it labels default and each team's.
+    assert not [o for o in objects if o["kind"] == "Namespace"]
+    patches = {p["Properties"]["ResourceName"]: p["Properties"]
+               for p in resources(t, "Custom::AWSCDK-EKS-KubernetesPatch").values()}
+    teams = synth("eks").config.eks.task_governance.teams
+    assert set(patches) == {"namespace/default"} | {f"namespace/hyperpod-ns-{team.name}" for team in teams}
+    for name, patch in patches.items():
+        applied = json.loads(patch["ApplyPatchJson"])
+        assert applied["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+        kubernetes_validate.validate({"apiVersion": "v1", "kind": "Namespace",
+                                      "metadata": {"name": name.split("/")[1], **applied["metadata"]}},
+                                     KUBERNETES_VERSION, strict=True)
     (default_quota,) = [o for o in objects if o["kind"] == "ResourceQuota" and o["metadata"]["namespace"] == "default"]
     assert default_quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
     assert default_quota["spec"]["hard"]["requests.aws.amazon.com/neurondevice"] == "0"
@@ -487,8 +504,8 @@ def test_pods_of_teams_and_default_cannot_reach_the_nodes_instance_metadata(synt
     components (kube-system, aws-hyperpod, ...) carry none."""
     s = synth(variant)
     objects = all_objects(s.templates["cluster"])
-    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
-    writable = {"default"} | {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy" and "Egress" in o["spec"]["policyTypes"]]
+    writable = {"default"} | {f"hyperpod-ns-{t.name}" for t in s.config.eks.task_governance.teams}
     assert {p["metadata"]["namespace"] for p in policies} == writable
     assert len(writable) == 1 + len(s.config.eks.task_governance.teams)
     for namespace in writable:
@@ -501,9 +518,102 @@ def test_pods_of_teams_and_default_cannot_reach_the_nodes_instance_metadata(synt
         kubernetes_validate.validate(policy, KUBERNETES_VERSION, strict=True)
     assert egress_allowed(policies, "kube-system", "169.254.169.254")  # the platform's own: not selected
     # The guard is applied once the team namespaces exist.
-    (guard_id,) = [k for k, v in manifests(s.templates["cluster"]).items() if any(o["kind"] == "NetworkPolicy" for o in v)]
-    namespaces_id = [k for k, v in manifests(s.templates["cluster"]).items() if any(o["kind"] == "Namespace" for o in v)]
-    assert set(namespaces_id) <= set(s.templates["cluster"]["Resources"][guard_id].get("DependsOn", []))
+    (guard_id,) = [k for k, v in manifests(s.templates["cluster"]).items()
+                   if any(o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "deny-node-credentials" for o in v)]
+    assert set(namespace_labels(s.templates["cluster"])) <= set(s.templates["cluster"]["Resources"][guard_id]["DependsOn"])
+
+
+def namespace_labels(template: dict) -> list[str]:
+    """The ids of the patches that label each team namespace once task governance has created it."""
+    return [k for k, r in resources(template, "Custom::AWSCDK-EKS-KubernetesPatch").items()
+            if r["Properties"]["ResourceName"].startswith("namespace/hyperpod-ns-")]
+
+
+def ingress_allowed(policies: list[dict], namespace: str, source_namespace: str) -> bool:
+    """NetworkPolicy semantics for a connection into a pod of `namespace` from a pod of `source_namespace`: with no
+    policy selecting the pod for Ingress everything is allowed; otherwise only what some rule's peer admits (a
+    podSelector alone means the policy's own namespace; a namespaceSelector matches the namespace's name label)."""
+    selecting = [p for p in policies if p["metadata"]["namespace"] == namespace and p["spec"]["podSelector"] == {}
+                 and "Ingress" in p["spec"]["policyTypes"]]
+    if not selecting:
+        return True
+    for policy in selecting:
+        for rule in policy["spec"].get("ingress", []):
+            for peer in rule.get("from", []):
+                assert set(peer) <= {"podSelector", "namespaceSelector"}, peer
+                if "namespaceSelector" not in peer:
+                    assert peer["podSelector"] == {}
+                    if source_namespace == namespace:
+                        return True
+                    continue
+                selector = peer["namespaceSelector"]
+                assert set(selector) == {"matchExpressions"}, selector
+                if all(e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "In"
+                       and source_namespace in e["values"] for e in selector["matchExpressions"]):
+                    return True
+    return False
+
+
+@pytest.mark.parametrize("variant", ["eks", "eks_shared"])
+def test_team_namespaces_accept_connections_only_from_their_own_pods_and_the_platform(synth, variant):
+    """Another team's pod (or default's) cannot reach a job's rendezvous (c10d TCPStore: unauthenticated); the
+    training operator and the observability collector can."""
+    s = synth(variant)
+    objects = all_objects(s.templates["cluster"])
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    teams = [f"hyperpod-ns-{t.name}" for t in s.config.eks.task_governance.teams]
+    for namespace in teams:
+        assert ingress_allowed(policies, namespace, namespace)
+        for other in {"default", "kube-system", "kueue-system", *teams} - {namespace}:
+            assert not ingress_allowed(policies, namespace, other), (namespace, other)
+        for platform in ("aws-hyperpod", "hyperpod-observability"):
+            assert ingress_allowed(policies, namespace, platform), (namespace, platform)
+        for policy in (p for p in policies if p["metadata"]["namespace"] == namespace):
+            kubernetes_validate.validate(policy, KUBERNETES_VERSION, strict=True)
+    applied = manifests(s.templates["cluster"])
+    (ingress_id,) = [k for k, v in applied.items() if any(o["metadata"]["name"] == "team-ingress-only" for o in v)]
+    assert set(namespace_labels(s.templates["cluster"])) <= set(s.templates["cluster"]["Resources"][ingress_id]["DependsOn"])
+
+
+def test_the_ingress_evaluator_is_not_a_rubber_stamp():
+    from manifests.kubernetes_objects import team_ingress
+    open_to_all = team_ingress(namespace="hyperpod-ns-a", platform_namespaces=["aws-hyperpod"], platform="p")
+    open_to_all["spec"]["ingress"][0]["from"][1]["namespaceSelector"]["matchExpressions"][0]["values"].append(
+        "hyperpod-ns-b")
+    assert ingress_allowed([open_to_all], "hyperpod-ns-a", "hyperpod-ns-b")
+    assert not ingress_allowed([team_ingress(namespace="hyperpod-ns-a", platform_namespaces=["aws-hyperpod"],
+                                             platform="p")], "hyperpod-ns-a", "hyperpod-ns-b")
+    assert ingress_allowed([], "hyperpod-ns-a", "hyperpod-ns-b")
+
+
+def test_quotas_and_the_scheduler_policy_wait_for_kueue_and_team_objects_for_their_namespace(synth):
+    """As AWS's Terraform: quotas only once deployment/kueue-controller-manager (kueue-system) is available. Each
+    quota makes task governance create the team's namespace; the stack waits for it, labels it, and only then puts
+    its objects there."""
+    t = synth("eks").templates["cluster"]
+    res = t["Resources"]
+    values = {k: r["Properties"] for k, r in resources(t, "Custom::AWSCDK-EKS-KubernetesObjectValue").items()}
+    (kueue,) = [k for k, v in values.items() if v["ObjectType"] == "deployment"]
+    assert (values[kueue]["ObjectName"], values[kueue]["ObjectNamespace"]) == ("kueue-controller-manager", "kueue-system")
+    assert values[kueue]["JsonPath"] == ".status.availableReplicas"
+    (addon,) = [k for k, r in res.items() if r["Type"] == "AWS::EKS::Addon"
+                and r["Properties"]["AddonName"] == "amazon-sagemaker-hyperpod-taskgovernance"]
+    assert addon in res[kueue]["DependsOn"]
+    governance = {k: r for k, r in res.items() if r["Type"].endswith(("ComputeQuota", "ClusterSchedulerConfig"))}
+    assert len(governance) == 1 + len(synth("eks").config.eks.task_governance.teams)
+    for rid, r in governance.items():
+        assert kueue in r["DependsOn"], rid
+    for team in synth("eks").config.eks.task_governance.teams:
+        (wait,) = [k for k, v in values.items() if v["ObjectType"] == "namespace"
+                   and v["ObjectName"] == f"hyperpod-ns-{team.name}"]
+        (quota,) = [k for k, r in governance.items()
+                    if r["Properties"].get("ComputeQuotaTarget", {}).get("TeamName") == team.name]
+        assert quota in res[wait]["DependsOn"]
+        (label,) = [k for k in namespace_labels(t) if res[k]["Properties"]["ResourceName"].endswith(f"-{team.name}")]
+        assert wait in res[label]["DependsOn"]
+    for rid, objects in manifests(t).items():
+        if any(o.get("metadata", {}).get("namespace", "").startswith("hyperpod-ns-") for o in objects):
+            assert set(namespace_labels(t)) <= set(res[rid]["DependsOn"]), rid
 
 
 def test_fsx_volumes_of_pods_are_mounted_nosuid_nodev(synth):
@@ -568,3 +678,37 @@ def test_without_mlflow_jobs_get_their_service_account_and_no_aws_role(synth):
             and o["metadata"]["name"] == "training-job"} == {f"hyperpod-ns-{team}" for team in teams}
     assert not [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "mlflow"]
     assert "sagemaker-mlflow" not in json.dumps(t)
+
+
+@pytest.mark.parametrize("variant", ["eks", "eks_shared"])
+def test_studio_spaces_default_to_the_members_namespace_and_read_the_cluster_for_the_task_pages(synth, variant):
+    """The lifecycle config tells each space its profile's team namespace (lifecycle/studio/eks_login_node.sh makes it
+    the kube context's default; tests/lifecycle/studio_eks_login_node.bats runs that), and with MLflow turns on
+    presigned artifact uploads; every Studio role may call eks:AccessKubernetesApi on this cluster only."""
+    s = synth(variant)
+    studio = s.templates["studio"]
+    text = json.dumps(resources(studio, "AWS::SageMaker::StudioLifecycleConfig"))
+    for team in s.config.eks.task_governance.teams:
+        if team.members:
+            assert f"hyperpod-ns-{team.name}={','.join(team.members)}" in text
+    assert ("MLFLOW_PRESIGNED_UPLOADS" in text) is s.config.studio.mlflow.enabled
+    roles = [k for k, r in resources(studio, "AWS::IAM::Role").items()
+             if "sagemaker.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
+             and (k.startswith("ExecutionRole") or k.startswith("MemberRole"))]
+    assert len(roles) == 1 + sum(len(t.members) for t in s.config.eks.task_governance.teams)
+    for role in roles:
+        statements = [st for p in resources(studio, "AWS::IAM::Policy").values()
+                      if {"Ref": role} in p["Properties"]["Roles"] for st in p["Properties"]["PolicyDocument"]["Statement"]]
+        (eks_api,) = [st for st in statements if "eks:AccessKubernetesApi" in json.dumps(st["Action"])]
+        assert sorted(eks_api["Action"]) == ["eks:AccessKubernetesApi", "eks:DescribeCluster"]
+        assert f":cluster/{s.config.name}" in json.dumps(eks_api["Resource"])
+        assert not any("eks:MutateViaKubernetesApi" in json.dumps(st["Action"]) for st in statements)
+
+
+def test_a_member_list_too_long_for_the_lifecycle_config_becomes_a_group_lookup():
+    from manifests.kubernetes_objects import MAX_NAMESPACE_LIST, studio_kube_settings
+    small = studio_kube_settings({"research": ["alice", "carol"], "idle": [], "dev": ["bob"]}, mlflow=False)
+    assert small == {"KUBE_NAMESPACES": "hyperpod-ns-dev=bob hyperpod-ns-research=alice,carol"}
+    many = {"research": [f"user{i:05d}" for i in range(MAX_NAMESPACE_LIST // 9 + 1)]}
+    assert studio_kube_settings(many, mlflow=True) == {"KUBE_TEAM_GROUPS": "hyperpod-team-=hyperpod-ns-",
+                                                         "MLFLOW_PRESIGNED_UPLOADS": "true"}

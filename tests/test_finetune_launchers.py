@@ -107,13 +107,15 @@ def test_manifest_carries_args_yaml_and_the_image_it_names():
     assert {"name": "finetune-args", "configMap": {"name": config_map["metadata"]["name"]}} in pod["volumes"]
     assert config_map["metadata"]["namespace"] == job["metadata"]["namespace"] == f"hyperpod-ns-{ARGS['eks']['team']}"
     assert container["command"] == ["hyperpodrun"]
+    # The job's user's Studio files, at the path their Studio space has them too (inside the S3 link): the scripts
+    # are read from there, not from the image, so an edit in Studio reaches the next run.
+    files = f"/fsx/data/studio/{ARGS['eks']['user']}"
     assert container["args"][:3] == [f"--nproc-per-node={ARGS['eks']['gpus_per_pod']}", "--rdzv-backend=hyperpod",
-                                     "/workspace/finetune/train.py"]
+                                     f"{files}/hyperpod-examples/finetune/train.py"]
+    assert {"name": "fsx", "mountPath": files} in container["volumeMounts"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["HYPERPOD_SIGNAL_COORDINATION"] == "distributed"
     assert env["GLOBAL_BATCH_SIZE"] == str(ARGS["training"]["global_batch_size"])
-    # The job's user's Studio files, at the path their Studio space has them too (inside the S3 link).
-    files = f"/fsx/data/studio/{ARGS['eks']['user']}"
     assert env["CHECKPOINT_DIR"] == f"{files}/checkpoints/{ARGS['name']}"
     assert container["args"][-2:] == ["--work-dir", f"{files}/finetune/{ARGS['name']}"]
     assert {"name": "fsx", "mountPath": files} in container["volumeMounts"]
@@ -273,3 +275,40 @@ def test_every_step_refuses_a_bad_args_file_with_its_errors_and_exit_1(step, tmp
     assert result.returncode == 1, result.stderr
     assert "bogus: unknown key" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "model").exists()
+
+
+def test_the_evaluation_job_runs_evaluate_py_as_the_training_jobs_user_with_its_files():
+    """The article's evaluation step on EKS: a batch/v1 Job (the team Role allows them), one GPU, the training job's
+    user, files, labels and security context, evaluate.py from the user's Studio files."""
+    _, training = documents()
+    (evaluation,) = yaml.safe_load_all((FINETUNE / "manifests" / f"{ARGS['name']}-evaluate.yaml").read_text())
+    assert evaluation["apiVersion"] == "batch/v1" and evaluation["kind"] == "Job"
+    assert evaluation["metadata"]["labels"] == training["metadata"]["labels"]
+    train_template = training["spec"]["replicaSpecs"][0]["template"]
+    template = evaluation["spec"]["template"]
+    assert template["metadata"] == train_template["metadata"]
+    assert template["spec"]["securityContext"] == train_template["spec"]["securityContext"]
+    assert template["spec"]["volumes"] == train_template["spec"]["volumes"]
+    assert template["spec"]["restartPolicy"] == "Never" and evaluation["spec"]["backoffLimit"] == 0
+    (container,) = template["spec"]["containers"]
+    files = f"/fsx/data/studio/{ARGS['eks']['user']}"
+    assert container["command"] == ["python", f"{files}/hyperpod-examples/finetune/evaluate.py"]
+    assert container["args"] == ["--args", "/etc/finetune/args.yaml", "--work-dir", f"{files}/finetune/{ARGS['name']}",
+                                 "--checkpoint-dir", f"{files}/checkpoints/{ARGS['name']}"]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_make_examples_renders_the_users_image_not_the_placeholder(tmp_path):
+    image = "444455556666.dkr.ecr.eu-west-1.amazonaws.com/my-finetune:2.0.1"
+    assert render_examples.main(["--image", image, "--out", str(tmp_path / "m"),
+                                 "--finetune-out", str(tmp_path / "f")]) == 0
+    texts = [p.read_text() for p in (tmp_path / "m").glob("*.yaml")] + \
+        [p.read_text() for p in (tmp_path / "f").glob("*.yaml")]
+    assert len(texts) == 5
+    for text in texts:
+        assert "111122223333" not in text
+        assert image in text
+    config_map, _ = [d for d in yaml.safe_load_all((tmp_path / "f" / f"{ARGS['name']}.yaml").read_text())]
+    assert f"image: {image}" in config_map["data"]["args.yaml"]
+    assert render_examples.main(["--image", "my-finetune:latest", "--out", str(tmp_path / "x")]) == 1

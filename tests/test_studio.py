@@ -391,7 +391,7 @@ def _as_set(value):
 
 
 @pytest.mark.parametrize("variant,role_prefix", [("multi_az", "ExecutionRole"), ("eks", "ExecutionRole"),
-                                                 ("eks", "TeamRoleresearch")])
+                                                 ("eks", "MemberRolealice")])
 def test_studio_roles_grant_what_aws_documents_for_own_spaces_and_hyperpod_pages(synth, variant, role_prefix):
     s = synth(variant)
     granted = _role_statements(s.templates["studio"], s.config.deployment.region, role_prefix)

@@ -17,15 +17,18 @@ from manifests.kubernetes_objects import team_namespace
 
 PLATFORM = "ml-eks"
 RESEARCH, DEVELOPERS, OTHER = team_namespace("research"), team_namespace("developers"), "kube-system"
-ALICE, CAROL, BOB = (10001, 10001), (10003, 10003), (10002, 10002)  # (uid, gid)
+# (uid, gid): never equal, so a policy that checks a uid against the gids (or a gid against the uids) is caught.
+ALICE, CAROL, BOB = (10001, 20001), (10003, 20003), (10002, 20002)
 RESEARCH_GID, DEVELOPERS_GID = 1_100_001, 1_100_002
 POLICY = ti.identity_policy(platform=PLATFORM)
 BINDING = ti.identity_binding(namespaces=[RESEARCH, DEVELOPERS], platform=PLATFORM)
 PARAMS = {
     RESEARCH: ti.identities(namespace=RESEARCH, uids={10001: "alice", 10003: "carol"},
-                            gids={10001: "alice", 10003: "carol", RESEARCH_GID: "team research"}, platform=PLATFORM),
+                            gids={20001: "alice", 20003: "carol", RESEARCH_GID: "team research"}, platform=PLATFORM,
+                            members={"alice": 10001, "carol": 10003}),
     DEVELOPERS: ti.identities(namespace=DEVELOPERS, uids={10002: "bob"},
-                              gids={10002: "bob", DEVELOPERS_GID: "team developers"}, platform=PLATFORM),
+                              gids={20002: "bob", DEVELOPERS_GID: "team developers"}, platform=PLATFORM,
+                              members={"bob": 10002}),
 }
 
 
@@ -35,9 +38,13 @@ def admit(pod: dict, *, namespace: str = RESEARCH, params: Optional[dict[str, di
                            params=PARAMS if params is None else params, resource=resource, operation=operation)
 
 
+SAFE = {"allowPrivilegeEscalation": False}  # what every container must state (docs/eks.md)
+
+
 def pod(uid: Optional[int] = ALICE[0], gid: Optional[int] = ALICE[1], **pod_sc) -> dict:
     sc = {k: v for k, v in (("runAsUser", uid), ("runAsGroup", gid)) if v is not None} | pod_sc
-    spec: dict[str, Any] = {"containers": [{"name": "train", "image": "repo/train:1.0"}]}
+    spec: dict[str, Any] = {"containers": [{"name": "train", "image": "repo/train:1.0",
+                                            "securityContext": dict(SAFE)}]}
     if sc:
         spec["securityContext"] = sc
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": RESEARCH}, "spec": spec}
@@ -45,10 +52,15 @@ def pod(uid: Optional[int] = ALICE[0], gid: Optional[int] = ALICE[1], **pod_sc) 
 
 def with_container(p: dict, where: str = "containers", **sc) -> dict:
     p = copy.deepcopy(p)
-    container = {"name": f"c{len(p['spec'].get(where, []))}", "image": "repo/tool:1.0"}
-    if sc:
-        container["securityContext"] = sc
+    container = {"name": f"c{len(p['spec'].get(where, []))}", "image": "repo/tool:1.0",
+                 "securityContext": SAFE | sc}
     p["spec"].setdefault(where, []).append(container)
+    return p
+
+
+def _without_safe(p: dict) -> dict:
+    p = copy.deepcopy(p)
+    del p["spec"]["containers"][0]["securityContext"]
     return p
 
 
@@ -62,7 +74,8 @@ def with_container(p: dict, where: str = "containers", **sc) -> dict:
     with_container(pod(), "initContainers"),
     with_container(pod(), "ephemeralContainers", runAsUser=ALICE[0]),
     {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [
-        {"name": "a", "image": "repo/train:1.0", "securityContext": {"runAsUser": ALICE[0], "runAsGroup": ALICE[1]}}]}},
+        {"name": "a", "image": "repo/train:1.0",
+         "securityContext": {"runAsUser": ALICE[0], "runAsGroup": ALICE[1], **SAFE}}]}},
 ], ids=["member", "other-member", "team-fsgroup-and-supplemental", "team-gid", "container-override",
         "init-inherits", "ephemeral-member", "only-container-level"])
 def test_team_members_pods_are_admitted(case):
@@ -98,10 +111,22 @@ def test_pods_outside_team_namespaces_and_other_operations_are_not_its_business(
     (with_container(pod(), "initContainers", runAsGroup=BOB[1]), "initContainers"),
     (with_container(pod(), "ephemeralContainers", runAsUser=0), "ephemeralContainers"),
     (with_container(pod(None, None), "initContainers", runAsUser=ALICE[0], runAsGroup=ALICE[1]), "containers"),
+    (pod(ALICE[1], ALICE[1]), "runAsUser"),                           # alice's gid number as a uid
+    (pod(RESEARCH_GID, RESEARCH_GID), "runAsUser"),                   # the team's gid number as a uid
+    (pod(ALICE[0], ALICE[0]), "runAsGroup"),                          # alice's uid number as a gid
+    (pod(fsGroup=CAROL[0]), "fsGroup"),                               # a member's uid number as a group
+    (with_container(pod(), allowPrivilegeEscalation=True), "allowPrivilegeEscalation"),
+    (_without_safe(pod()), "allowPrivilegeEscalation"),               # unset is true for a non-root container
+    (with_container(pod(), "initContainers", allowPrivilegeEscalation=True), "allowPrivilegeEscalation"),
+    (with_container(pod(), "ephemeralContainers", allowPrivilegeEscalation=True), "allowPrivilegeEscalation"),
+    (with_container(pod(), capabilities={"add": ["SETUID"]}), "capabilities"),
+    (with_container(pod(), "initContainers", capabilities={"add": ["NET_RAW"]}), "capabilities"),
 ], ids=["nothing-set", "no-uid", "no-gid", "root", "root-uid", "other-team-uid", "foreign-user-gid",
         "other-team-gid", "root-gid", "foreign-fsgroup", "root-fsgroup", "foreign-supplemental", "root-supplemental",
         "container-root", "container-other-uid", "container-foreign-gid", "init-root", "init-foreign-gid",
-        "ephemeral-root", "init-set-but-main-not"])
+        "ephemeral-root", "init-set-but-main-not", "gid-as-uid", "team-gid-as-uid", "uid-as-gid",
+        "uid-as-fsgroup", "escalation", "escalation-unset", "init-escalation", "ephemeral-escalation",
+        "added-capability", "init-added-capability"])
 def test_pods_not_running_as_the_team_are_refused(case, why):
     refused = admit(case)
     assert refused, "admitted"
@@ -133,6 +158,7 @@ def test_a_policy_that_forgets_init_containers_lets_root_in():
     weakened = copy.deepcopy(POLICY)
     weakened["spec"]["validations"] = [v for v in weakened["spec"]["validations"]
                                        if "initContainers" not in v["expression"]]
+    assert len(weakened["spec"]["validations"]) < len(POLICY["spec"]["validations"])
     root_init = with_container(pod(), "initContainers", runAsUser=0)
     assert admit(root_init, policy=weakened) == []
     assert admit(root_init)
@@ -140,8 +166,8 @@ def test_a_policy_that_forgets_init_containers_lets_root_in():
 
 def test_the_parameters_name_who_each_id_is():
     data = PARAMS[RESEARCH]["data"]
-    assert data == {"uid.10001": "alice", "uid.10003": "carol", "gid.10001": "alice", "gid.10003": "carol",
-                    f"gid.{RESEARCH_GID}": "team research"}
+    assert data == {"uid.10001": "alice", "uid.10003": "carol", "gid.20001": "alice", "gid.20003": "carol",
+                    f"gid.{RESEARCH_GID}": "team research", "member.alice": "10001", "member.carol": "10003"}
 
 
 @pytest.mark.parametrize("obj", [POLICY, BINDING, PARAMS[RESEARCH]], ids=["policy", "binding", "params"])
@@ -159,3 +185,36 @@ def test_studio_files_are_at_the_clusters_path_of_the_partition():
                              partition_parent="/data/studio", cluster_mount_path="/fsx")
     assert shared == ti.StudioFiles(claim="studio-shared", directory="/data/studio/shared",
                                     mount_path="/fsx/data/studio/shared", uid=10001, gid=5000)
+
+
+# ---------------------------------------------------------------------------------------------- each team's ids
+def _config(shared: bool):
+    import yaml as yaml_
+    from conftest import ROOT
+    from platform_config.loading import parse_config
+    data = yaml_.safe_load((ROOT / "config" / "examples" / "eks.yaml").read_text())
+    data["users"] = [{"name": "alice", "uid": 10001, "gid": 20001}, {"name": "bob", "uid": 10002, "gid": 20002},
+                     {"name": "carol", "uid": 10003, "gid": 20003}, {"name": "dave", "uid": 10004, "gid": 20004}]
+    teams = data["eks"]["task_governance"]["teams"]
+    teams[0]["members"] = ["alice", "carol"]
+    teams[1]["members"] = []
+    data["shared_fsx"] = shared
+    return parse_config(data, "test")
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["per-user", "shared"])
+def test_each_team_may_use_exactly_its_members_ids_and_its_own_groups(shared):
+    """Exactly: the members' uids; the team's gid, the members' primary gids and, in shared mode, the shared
+    partition's gid. Not another team's member's gid, not a user in no team, not a uid number as a gid."""
+    config = _config(shared)
+    research, production, developers = config.eks.task_governance.teams
+    uids, gids = ti.team_ids(config, research)
+    shared_gid = {config.studio.shared_gid} if shared and config.studio.enabled else set()
+    assert set(uids) == {10001, 10003}
+    assert set(gids) == {ti.team_gid(research), 20001, 20003} | shared_gid
+    assert ti.team_members(config, research) == {"alice": 10001, "carol": 10003}
+    uids, gids = ti.team_ids(config, developers)
+    assert (set(uids), set(gids)) == ({10002}, {ti.team_gid(developers), 20002} | shared_gid)
+    assert ti.team_ids(config, production) == ({}, {ti.team_gid(production): "team production",
+                                                    **({config.studio.shared_gid: "the shared Studio partition"}
+                                                       if shared_gid else {})})

@@ -155,6 +155,14 @@ def test_manifest_follows_task_governance_and_mounts_fsx(name):
     assert env["CHECKPOINT_DIR"].startswith(files.mount_path + "/")
     assert container["resources"]["requests"] == container["resources"]["limits"]
     assert pod["nodeSelector"]["node.kubernetes.io/instance-type"].startswith("ml.")
+    # The pods carry the job's Kueue labels (task governance admits pods by them), as AWS's CLI sets them; the script
+    # comes from the user's files; the job's uid gets a writable HOME; MLflow artifacts go through presigned URLs.
+    assert replica["template"]["metadata"]["labels"] == meta["labels"]
+    script = next(a for a in container["args"] if a.endswith(".py"))
+    assert script.startswith(files.mount_path + "/hyperpod-examples/")
+    assert env["HOME"] == "/home/job" and {"name": "home", "emptyDir": {}} in pod["volumes"]
+    assert {"name": "home", "mountPath": "/home/job"} in container["volumeMounts"]
+    assert env["SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED"] == "true"
 
 
 def test_crd_accepts_every_run_policy_field_of_the_upstream_model():

@@ -26,7 +26,7 @@ FACTS = ROOT / "config" / "facts" / "iam_actions.json"
 # The actions whose resource scoping the platform's tests check against the reference.
 ACTIONS = (
     "fsx:DescribeFileSystems",
-    "eks:DescribeCluster",
+    "eks:DescribeCluster", "eks:AccessKubernetesApi",
     "sagemaker:ListClusters", "sagemaker:DescribeCluster", "sagemaker:ListClusterNodes",
     "sagemaker:DescribeClusterNode",
     "sagemaker:CreateSpace", "sagemaker:UpdateSpace", "sagemaker:DeleteSpace",

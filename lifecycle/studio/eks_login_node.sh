@@ -11,6 +11,13 @@
 #                     default: this script's directory, where the bootstrap copies the scripts and tools
 #   EKSCTL_S3_URI, EKSCTL_SHA256   optional, together: an eksctl release tarball or binary on S3
 #   KUBE_NAMESPACE    optional default namespace of the context (for example the team's namespace)
+#   KUBE_NAMESPACES   optional, without KUBE_NAMESPACE: "namespace=profile,profile ..." (each team's members);
+#                     this space's profile (fsx_paths.sh profile_name) picks its own, a profile in no team gets
+#                     default (read-only there: docs/eks.md, "Users in no team")
+#   KUBE_TEAM_GROUPS  optional, without either: "hyperpod-team-=hyperpod-ns-": the namespace comes from the caller's
+#                     Kubernetes groups (kubectl auth whoami), group <prefix><team> -> namespace <ns prefix><team>
+#   MLFLOW_PRESIGNED_UPLOADS  optional, "true": MLflow artifacts go through the tracking server's presigned URLs
+#                     (sagemaker-mlflow's SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED), in terminals and notebooks
 
 # The background run executes a copy elsewhere; it inherits the value resolved here by the first run.
 EKS_TOOLS_DIR="${EKS_TOOLS_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
@@ -128,6 +135,66 @@ ensure_path_in_bashrc() {
   CHANGED+=("PATH in $BASHRC")
 }
 
+# resolve_namespace : KUBE_NAMESPACE from KUBE_NAMESPACES and this space's profile, when not given directly.
+resolve_namespace() {
+  local profile entry
+  [[ -n "${KUBE_NAMESPACE:-}" || -z "${KUBE_NAMESPACES:-}" ]] && return 0
+  if ! profile="$(profile_name)"; then
+    log "WARNING: cannot tell this space's user profile; the context keeps namespace default" >&2
+    return 0
+  fi
+  for entry in $KUBE_NAMESPACES; do
+    if [[ ",${entry#*=}," == *",$profile,"* ]]; then
+      KUBE_NAMESPACE="${entry%%=*}"
+      return 0
+    fi
+  done
+  KUBE_NAMESPACE=default
+  log "profile $profile is in no team: namespace default, where it may only read; an admin adds it to a team" \
+    "(eks.task_governance.teams[].members; docs/eks.md, Users in no team)"
+}
+
+# namespace_from_groups : KUBE_NAMESPACE from the caller's team group, as the API server sees the caller (used when the
+# lifecycle config holds no member list, which a large platform's would not fit); default when none or unreachable.
+namespace_from_groups() {
+  local groups group prefix="${KUBE_TEAM_GROUPS:-}" ns_prefix="${KUBE_TEAM_GROUPS:-}"
+  prefix="${prefix%%=*}" ns_prefix="${ns_prefix#*=}"
+  [[ -n "${KUBE_NAMESPACE:-}" || -z "${KUBE_TEAM_GROUPS:-}" ]] && return 0
+  KUBE_NAMESPACE=default
+  if ! groups="$("$PREFIX/bin/kubectl" --kubeconfig "$KUBECONFIG_FILE" --context "$EKS_CLUSTER_NAME" \
+    --request-timeout=15s auth whoami -o 'jsonpath={.status.userInfo.groups[*]}' 2>/dev/null)"; then
+    log "WARNING: cannot ask the API server who this space is; namespace default until the next start" >&2
+    return 0
+  fi
+  for group in $groups; do
+    if [[ "$group" == "$prefix"* && "$group" != "$prefix" ]]; then
+      KUBE_NAMESPACE="$ns_prefix${group#"$prefix"}"
+      [[ "$KUBE_NAMESPACE" =~ ^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$ ]] || die "group $group gives no namespace name"
+      return 0
+    fi
+  done
+  log "this space's role is in no team: namespace default, where it may only read (docs/eks.md, Users in no team)"
+}
+
+# ensure_presigned_uploads : SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED=true for new terminals (.bashrc) and Python kernels
+# (an IPython startup file), so mlflow.log_artifact needs no S3 rights on the tracking server's bucket.
+ensure_presigned_uploads() {
+  local marker="# eks-login: MLflow artifacts through presigned URLs" startup
+  [[ "${MLFLOW_PRESIGNED_UPLOADS:-}" == true ]] || return 0
+  if ! grep -qxF "$marker" "$BASHRC" 2>/dev/null; then
+    mkdir -p "$(dirname "$BASHRC")"
+    printf '%s\nexport SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED=true\n' "$marker" >>"$BASHRC"
+    CHANGED+=("presigned MLflow uploads in $BASHRC")
+  fi
+  startup="${EKS_LOGIN_IPYTHON_STARTUP:-${HOME:-/home/sagemaker-user}/.ipython/profile_default/startup}"
+  if [[ ! -f "$startup/00-mlflow-presigned-uploads.py" ]]; then
+    mkdir -p "$startup"
+    printf '%s\nimport os\nos.environ.setdefault("SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED", "true")\n' "$marker" \
+      >"$startup/00-mlflow-presigned-uploads.py"
+    CHANGED+=("presigned MLflow uploads in Python kernels")
+  fi
+}
+
 # update_kubeconfig REGION : the context named after the cluster, current, with the namespace if given.
 update_kubeconfig() {
   local region=$1 before="" attempt=1
@@ -143,6 +210,7 @@ update_kubeconfig() {
     sleep "$RETRY_DELAY"
     attempt=$((attempt + 1))
   done
+  namespace_from_groups
   if [[ -n "${KUBE_NAMESPACE:-}" ]]; then
     "$PREFIX/bin/kubectl" config set-context "$EKS_CLUSTER_NAME" --namespace "$KUBE_NAMESPACE" \
       --kubeconfig "$KUBECONFIG_FILE" >/dev/null || die "cannot set namespace $KUBE_NAMESPACE in $KUBECONFIG_FILE"
@@ -156,6 +224,7 @@ setup() {
   umask 022
   local region work
   CHANGED=()
+  resolve_namespace
   check_env
   region="${AWS_DEFAULT_REGION:-$AWS_REGION}"
   command -v aws >/dev/null || die "the AWS CLI is not on PATH (SageMaker Distribution images include it)"
@@ -168,6 +237,7 @@ setup() {
   install_tool "$EKS_TOOLS_DIR/helm/helm" helm "$HELM_SHA256"
   if [[ -n "${EKSCTL_S3_URI:-}" ]]; then install_eksctl "$work"; fi
   ensure_path_in_bashrc
+  ensure_presigned_uploads
   update_kubeconfig "$region"
   # The team's pods mount this space's partition at the cluster's path; the space gets that path too.
   link_fsx_paths || log "ERROR: the cluster's FSx paths are not linked in this space (see above)"

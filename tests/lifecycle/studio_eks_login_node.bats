@@ -195,3 +195,45 @@ load eks_helper
   [ "$("$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" config view --minify -o 'jsonpath={..namespace}')" = team-a ]
   [ "$("$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" config current-context)" = ml-cluster ]
 }
+
+@test "KUBE_NAMESPACES gives each profile its team's namespace, and a profile in no team default" {
+  export KUBE_NAMESPACES="hyperpod-ns-research=alice,bobby hyperpod-ns-developers=bob,carol"
+  STUDIO_PROFILE=bob run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [ "$(kubeconfig_get '[x["context"].get("namespace") for x in c["contexts"] if x["name"] == "ml-cluster"][0]')" = hyperpod-ns-developers ]
+  [[ "$output" == *"context ml-cluster (namespace hyperpod-ns-developers)"* ]]
+  STUDIO_PROFILE=dave run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [ "$(kubeconfig_get '[x["context"].get("namespace") for x in c["contexts"] if x["name"] == "ml-cluster"][0]')" = default ]
+  [[ "$output" == *"profile dave is in no team: namespace default, where it may only read"* ]]
+  # a name that is not a namespace is refused, as KUBE_NAMESPACE is
+  KUBE_NAMESPACES="Bad_NS=erin" STUDIO_PROFILE=erin run bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"KUBE_NAMESPACE='Bad_NS' is not a Kubernetes namespace name"* ]]
+}
+
+@test "MLFLOW_PRESIGNED_UPLOADS turns on presigned artifact uploads in terminals and Python kernels, once" {
+  export EKS_LOGIN_IPYTHON_STARTUP="$HOME/.ipython/profile_default/startup"
+  MLFLOW_PRESIGNED_UPLOADS=true run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [ "$(bash -c "source '$HOME/.bashrc'; echo \$SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED")" = true ]
+  [ "$(env -u SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED python3 -c "exec(open('$EKS_LOGIN_IPYTHON_STARTUP/00-mlflow-presigned-uploads.py').read()); import os; print(os.environ['SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED'])")" = true ]
+  MLFLOW_PRESIGNED_UPLOADS=true run bash "$LCC"
+  [ "$(grep -c SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED "$HOME/.bashrc")" -eq 1 ]
+  [[ "$output" == *"nothing changed"* ]]
+}
+
+@test "KUBE_TEAM_GROUPS takes the namespace from the caller's team group when the config lists no members" {
+  export KUBE_TEAM_GROUPS="hyperpod-team-=hyperpod-ns-"
+  STUB_K8S_GROUPS="system:authenticated hyperpod-team-research" run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [ "$(kubeconfig_get '[x["context"].get("namespace") for x in c["contexts"] if x["name"] == "ml-cluster"][0]')" = hyperpod-ns-research ]
+  [[ "$(calls kubectl)" == *"auth whoami"* ]]
+  STUB_K8S_GROUPS="system:authenticated" run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [ "$(kubeconfig_get '[x["context"].get("namespace") for x in c["contexts"] if x["name"] == "ml-cluster"][0]')" = default ]
+  [[ "$output" == *"in no team: namespace default"* ]]
+  STUB_API_DOWN=1 STUB_K8S_GROUPS="hyperpod-team-research" run bash "$LCC"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"cannot ask the API server who this space is; namespace default"* ]]
+}
