@@ -163,11 +163,10 @@ enable_pyxis
 ensure_log_rotation
 check_auto_resume
 
+# HyperPod may start slurmctld only after this script (node_contract.json, slurmctld-starts-in-parallel): whether its
+# unit is active says nothing about whether it answers yet, so wait for an answer, then reconfigure.
 if [[ "$changed" == true && "$node_type" == controller ]]; then
-  if systemctl is-active --quiet slurmctld; then
-    scontrol reconfigure
-    log "slurmctld reconfigured"
-  else
-    log "slurmctld is not running: it reads the new plugstack.conf when HyperPod starts it"
-  fi
+  wait_for_slurmctld "scontrol reconfigure (plugstack.conf changed)"
+  scontrol reconfigure
+  log "slurmctld reconfigured"
 fi
