@@ -9,8 +9,9 @@ The node's own credentials are root's only (block_imds.sh). The broker runs as r
 may connect to, and decides from what the kernel and Slurm say about the peer, never from what the peer says:
 - the peer's pid and uid come from the socket (SO_PEERCRED, set by the kernel at connect);
 - the pid must be one of a running job's processes on this node as slurmstepd tracks them (`scontrol listpids`, run
-  by root: the job's cgroup with proctrack/cgroup, its process tree otherwise); a SLURM_JOB_ID in the client's
-  environment counts for nothing;
+  by root: the job's cgroup with proctrack/cgroup, its process tree otherwise; node_contract.json,
+  slurmstepd-lists-job-pids: a process it does not list gets nothing); a SLURM_JOB_ID in the client's environment
+  counts for nothing;
 - that job's owner (`scontrol show job`) must be the peer's uid, and the pid must still be the same process (its start
   time) after the checks, so a pid reused meanwhile gets nothing.
 Then it assumes the job role with the node's credentials (`aws sts assume-role`, session name slurm-<job>-<user>, so
