@@ -101,7 +101,7 @@ def install_and_start(cluster: SlurmCluster, moto_url: str) -> Node:
                                        "[ \"$1\" != is-active ]\n")
     aws_env = {"AWS_ENDPOINT_URL": moto_url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "AWS_DEFAULT_REGION": REGION, "AWS_EC2_METADATA_DISABLED": "true", "AWS_PAGER": ""}
-    if not any((Path(d) / "aws").exists() for d in os.environ["PATH"].split(":")):
+    if not any((Path(d) / "aws").exists() for d in cluster.env()["PATH"].split(":")):
         (bin_dir / "aws").write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'aws_shim.py'} \"$@\"\n")
         (bin_dir / "aws").chmod(0o755)
     (bin_dir / "systemctl").chmod(0o755)
@@ -109,7 +109,7 @@ def install_and_start(cluster: SlurmCluster, moto_url: str) -> Node:
     params.write_text(json.dumps({"version": 1, "job_credentials": {"role_arn": ROLE_ARN, "region": REGION}}))
     socket_path = base / "run" / "broker.sock"
     aws_config = base / "etc" / "aws-config"
-    env = {**cluster.env(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "PARAMS_FILE": str(params),
+    env = {**cluster.env(), "PATH": f"{bin_dir}:{cluster.env()['PATH']}", "PARAMS_FILE": str(params),
            "PLATFORM_DIR": str(base / "platform"), "SYSTEMD_DIR": str(base / "systemd"),
            "AWS_JOB_CONFIG": str(aws_config), "BROKER_SOCKET": str(socket_path), "LOG_DIR": str(base / "log")}
     result = run(["bash", str(HYPERPOD / "install_job_credentials.sh")], env=env)

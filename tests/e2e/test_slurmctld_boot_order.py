@@ -73,13 +73,20 @@ def controller_steps(cluster: SlurmCluster, **extra: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
-def start_slurmctld_again(cluster: SlurmCluster) -> None:
-    cluster.spawn("slurmctld", ["slurmctld", "-D", "-f", str(cluster.conf)])
+def stop_slurmctld(cluster: SlurmCluster) -> list[str]:
+    """Stops slurmctld; returns the command line the harness started it with, to start it again the same way."""
+    argv = list(cluster.procs["slurmctld"].args)
+    cluster.stop_primary()
+    return argv
+
+
+def start_slurmctld_again(cluster: SlurmCluster, argv: list[str]) -> None:
+    cluster.spawn("slurmctld", argv)
     wait_for("slurmctld to listen", cluster.slurmctld_listening, timeout=60)
 
 
 def test_a_slurmctld_that_starts_late_is_waited_for_by_every_controller_step(cluster: SlurmCluster):
-    cluster.stop_primary()  # slurmctld not started yet, as while HyperPod's unit comes up
+    argv = stop_slurmctld(cluster)  # slurmctld not started yet, as while HyperPod's unit comes up
     steps = controller_steps(cluster, SLURM_WAIT_ATTEMPTS="60")
     out = cluster.base / "steps.out"
     try:
@@ -88,7 +95,7 @@ def test_a_slurmctld_that_starts_late_is_waited_for_by_every_controller_step(clu
         time.sleep(2)  # a few more unanswered checks
         assert steps.poll() is None, out.read_text()
     finally:
-        start_slurmctld_again(cluster)
+        start_slurmctld_again(cluster, argv)
     assert steps.wait(timeout=120) == 0, out.read_text()
     text = out.read_text()
     assert "[apply_accounting] waiting for slurmctld to answer before reading its configuration" in text
@@ -104,7 +111,7 @@ def test_a_slurmctld_that_starts_late_is_waited_for_by_every_controller_step(clu
 
 
 def test_a_slurmctld_that_never_starts_fails_the_node_with_one_line_after_the_log_is_complete(cluster: SlurmCluster):
-    cluster.stop_primary()
+    argv = stop_slurmctld(cluster)
     log = cluster.base / "log" / "node.log"
     # An entry point built as on_init_complete.sh is: start_log, then each sub-script as a step.
     entry = (f'set -euo pipefail; source {HYPERPOD}/lib/common.sh; start_log node; '
@@ -126,5 +133,5 @@ def test_a_slurmctld_that_never_starts_fails_the_node_with_one_line_after_the_lo
         assert "[apply_accounting] ERROR: slurmctld did not answer `scontrol ping` within" in errors[0]
         assert "(3 checks, 1s apart), needed before reading its configuration" in errors[0]
     finally:
-        start_slurmctld_again(cluster)
+        start_slurmctld_again(cluster, argv)
         cluster.wait_node_idle()
