@@ -84,12 +84,19 @@ def layout(tmp_path: Path, node_type: str, absent: set[str]) -> dict[str, str]:
     (fake / "mounts").write_text("")
     for f in (fake / "dpkg").glob("*") if (fake / "dpkg").exists() else []:
         f.unlink()
+    for f in fake.iterdir():  # the stubs' state of an earlier layout (packages, services)
+        if f.is_file() and f.name != "mounts":
+            f.unlink()
     ami_model.lay_out(CONTRACT, ami_model.Layout(root, {}, fake), node_type, absent)
-    files = {str(p.relative_to(root)): (p.read_text() if p.is_file() and not p.is_symlink() else str(p.readlink())
-                                        if p.is_symlink() else "dir") for p in root.rglob("*")}
+    # Paths relative to the layout's root, so two layouts compare by what they hold, not where they are.
+    files = {str(p.relative_to(root)): (p.read_text() if p.is_file() and not p.is_symlink() else
+                                        str(p.readlink()).replace(str(root), "") if p.is_symlink() else "dir")
+             for p in root.rglob("*")}
     files.update({f"dpkg:{p.name}": p.read_text() for p in (fake / "dpkg").glob("*")} if (fake / "dpkg").exists()
                  else {})
-    files.update({f"mount:{m}": "" for m in (fake / "mounts").read_text().split()})
+    files.update({f"mount:{m.replace(str(root), '')}": "" for m in (fake / "mounts").read_text().split()
+                  if m.startswith(str(root))})
+    files.update({f"state:{p.name}": p.read_text() for p in fake.iterdir() if p.is_file() and p.name != "mounts"})
     return files
 
 

@@ -29,7 +29,7 @@ enable_pyxis() {
   [ "$(cat "$SLURM_CONF_DIR/plugstack.conf")" = "$(printf 'required /opt/hyperpod/lib/spank_hyperpod.so\ninclude %s' "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" ]
   # optional: a pyxis built for another Slurm release must not fail every srun
   [ "$(cat "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "optional /usr/local/lib/slurm/spank_pyxis.so" ]
-  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol reconfigure")" ]
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol ping" "scontrol ping" "scontrol reconfigure")" ]
 
   : >"$STUB_LOG"
   run bash "$SCRIPTS/configure_slurm.sh" controller

@@ -56,8 +56,10 @@ run_as() {
   # accounting.conf gets DisableRootJobs=YES (shared mode too): one reconfigure; the rest reads only.
   grep -qxF "DisableRootJobs=YES" "$SLURM_CONF_DIR/accounting.conf"
   # Each step that talks to slurmctld first waits for it to answer (scontrol ping).
-  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol show config" "scontrol ping" "scontrol reconfigure" \
+  # slurmctld is still starting when the first of them asks (the AMI model: two checks unanswered).
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol ping" "scontrol ping" "scontrol show config" "scontrol ping" "scontrol reconfigure" \
     "scontrol ping" "scontrol show config")" ]
+  grep -q "\[apply_accounting\] waiting for slurmctld to answer before reading its configuration" "$LOG_DIR/on_init_complete.log"
   grep -q "\[check_gres\] WARNING: worker-group-1 has 1 GPU(s) per node but slurmctld's GresTypes is '(none)'" \
     "$LOG_DIR/on_init_complete.log"
   cmp "$T/slurm.conf.hyperpod" "$SLURM_CONF_DIR/slurm.conf"

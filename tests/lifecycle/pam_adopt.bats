@@ -99,7 +99,7 @@ setup_pam() {
   [ "$status" -eq 0 ]
   [ "$(cat "$SLURM_CONF_DIR/accounting.conf")" = "$(printf '%s\n' "AccountingStorageType=accounting_storage/slurmdbd" \
     "$BEGIN" "PrologFlags=Contain" "$END")" ]
-  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol reconfigure")" ]
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol ping" "scontrol ping" "scontrol reconfigure")" ]
   cmp "$T/slurm.conf.before" "$SLURM_CONF_DIR/slurm.conf"
   : >"$STUB_LOG"
   run bash "$SCRIPTS/configure_pam_adopt.sh" controller
