@@ -307,14 +307,14 @@ def test_slurm_groups_use_the_extended_hook_and_eks_groups_on_create(synth):
 def test_the_hook_never_starts_or_rewrites_slurm():
     """Static half of the contract (the bats tests run it): no lifecycle script starts, stops or restarts a Slurm
     daemon or writes slurm.conf; scontrol appears only as `scontrol reconfigure` or the read-only `scontrol show`
-    (apply_accounting.sh reads the running configuration)."""
+    (apply_accounting.sh reads the running configuration) and `scontrol ping` (lib/common.sh waits for slurmctld)."""
     import re
     for script in (ROOT / "lifecycle" / "hyperpod").rglob("*.sh"):
         code = "\n".join(line for line in script.read_text().splitlines() if not line.lstrip().startswith("#"))
         assert not re.search(r"systemctl\s+(start|restart|stop|enable|disable|mask)[^\n]*slurm", code), script
         assert not re.search(r"slurm(ctld|d)\s+-D|--conf-server", code), script
         assert not re.search(r">>?\s*\S*slurm\.conf", code), script
-        assert all(m in ("reconfigure", "show") for m in re.findall(r"\bscontrol\s+(\w+)", code)), script
+        assert all(m in ("reconfigure", "show", "ping") for m in re.findall(r"\bscontrol\s+(\w+)", code)), script
 
 
 def test_slurm_login_secret_uses_its_own_rotating_key_and_names_its_readers_and_writer(synth):
