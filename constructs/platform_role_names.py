@@ -29,6 +29,12 @@ def cluster_execution_role_name(cluster_name: str) -> str:
     return f"{cluster_name.lower()[:20]}-cluster-execution-{cdk.Aws.REGION}"
 
 
+def slurm_job_role_name(cluster_name: str) -> str:
+    """The role a Slurm job's processes get credentials of (constructs/slurm_job_role.py): named, so the nodes'
+    parameters name it before it exists (the parameters are uploaded before the cluster and its roles)."""
+    return f"{cluster_name.lower()[:20]}-slurm-job-{cdk.Aws.REGION}"
+
+
 def slurm_token_issuer_role_name(cluster_name: str) -> str:
     """The Slurm token issuer (per-user mode): the only reader of the cluster's auth/jwt signing key."""
     return f"{cluster_name.lower()[:20]}-slurm-tokens-{cdk.Aws.REGION}"

@@ -17,11 +17,12 @@ from constructs.hyperpod_cluster import (ExternalAccountingDatabase, GroupSpec, 
 from constructs.lifecycle_scripts import (ON_INIT_COMPLETE, PARAMETERS_FILE, SLURM_CLIENT_PREFIX, LifecycleScripts,
                                          lifecycle_bucket_name)
 from constructs.login_load_balancer import LoginLoadBalancer
-from constructs.mlflow_job_access import allow_mlflow_logging, tracking_server_arn
+from constructs.mlflow_job_access import tracking_server_arn
 from constructs.nag_acknowledgments import acknowledge
 from constructs.session_run_as import SessionRunAsDocument
-from constructs.platform_role_names import (cluster_execution_role_name, slurm_jwt_key_secret_name,
-                                           slurm_token_issuer_role_name, upload_role_name)
+from constructs.slurm_job_role import SlurmJobRole
+from constructs.platform_role_names import (cluster_execution_role_name, slurm_job_role_name,
+                                           slurm_jwt_key_secret_name, slurm_token_issuer_role_name, upload_role_name)
 
 from platform_config import PlatformConfig
 from platform_config.directory import ca_certificate_bytes
@@ -127,10 +128,12 @@ class SlurmClusterStack(cdk.Stack):
         if storage.metrics_workspace is not None:
             for role in self.hyperpod.node_roles:  # every node's agent writes its own metrics
                 role.add_to_policy(storage.metrics_workspace.remote_write_statement())
-        if config.studio.enabled and config.studio.mlflow.enabled:
-            # Jobs run on the login and compute nodes with their role's credentials; the controller logs nothing.
-            allow_mlflow_logging(self.hyperpod.worker_role, tracking_server_arn=tracking_server_arn(self, config.name),
-                                 who="Slurm jobs on the compute and login nodes")
+        if job_credentials_enabled(config):
+            # Jobs run on the login and compute nodes as their users, who get no instance credentials (block_imds.sh):
+            # the nodes' job credential broker gives a job's processes this role's; the controller runs no jobs.
+            self.slurm_job_role = SlurmJobRole(self, "SlurmJobRole", node_role=self.hyperpod.worker_role,
+                                               role_name=slurm_job_role_name(config.name),
+                                               tracking_server_arn=tracking_server_arn(self, config.name))
         # Nodes run on_create.sh from the bucket at creation: the scripts must be there first.
         self.hyperpod.cluster.node.add_dependency(self.lifecycle.deployment)
 
@@ -352,4 +355,14 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
         "directory": directory_parameters(config),
         # configure_pam_adopt.sh installs these on a compute node without pam_slurm_adopt.so
         "pam_slurm_adopt": {"artifacts": [a.model_dump() for a in config.cluster.pam_slurm_adopt_artifacts]},
+
+        # lifecycle/hyperpod/install_job_credentials.sh: the role the job credential broker gives jobs credentials of.
+        "job_credentials": {"role_arn": f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
+                                        f"{slurm_job_role_name(config.name)}", "region": cdk.Aws.REGION}
+        if job_credentials_enabled(config) else None,
     }
+
+
+def job_credentials_enabled(config: PlatformConfig) -> bool:
+    """Jobs get AWS credentials (of the Slurm job role) when there is something for them to reach: MLflow."""
+    return config.studio.enabled and config.studio.mlflow.enabled

@@ -313,15 +313,15 @@ def test_slurm_groups_use_the_extended_hook_and_eks_groups_on_create(synth):
 def test_the_hook_never_starts_or_rewrites_slurm():
     """Static half of the contract (the bats tests run it): no lifecycle script starts, stops or restarts a Slurm
     daemon or writes slurm.conf; scontrol appears only as `scontrol reconfigure`, the read-only `scontrol show`
-    (apply_accounting.sh reads the running configuration) or `scontrol update NodeName=` (a login node drains itself,
-    configure_slurm.sh)."""
+    (apply_accounting.sh reads the running configuration), `scontrol ping` (lib/common.sh waits for slurmctld) or
+    `scontrol update NodeName=` (a login node drains itself, configure_slurm.sh)."""
     import re
     for script in (ROOT / "lifecycle" / "hyperpod").rglob("*.sh"):
         code = "\n".join(line for line in script.read_text().splitlines() if not line.lstrip().startswith("#"))
         assert not re.search(r"systemctl\s+(start|restart|stop|enable|disable|mask)[^\n]*slurm", code), script
         assert not re.search(r"slurm(ctld|d)\s+-D|--conf-server", code), script
         assert not re.search(r">>?\s*\S*slurm\.conf", code), script
-        assert all(m in ("reconfigure", "show", "update NodeName")
+        assert all(m in ("reconfigure", "show", "ping", "update NodeName")
                    for m in re.findall(r"\bscontrol\s+(\w+(?: NodeName)?)", code)), script
 
 
@@ -408,19 +408,37 @@ def _policies_by_role(s) -> dict[str, list[dict]]:
     return out
 
 
-def test_slurm_jobs_log_to_the_platforms_mlflow_server_from_the_worker_nodes_only(synth):
+def test_slurm_jobs_log_to_mlflow_through_a_job_role_only_the_worker_nodes_may_assume(synth):
+    """No node role may use MLflow itself (a user never gets a node role's credentials, block_imds.sh): the Slurm job
+    role may, on the one tracking server only; it trusts the worker role alone, which may assume it and no other; the
+    nodes' parameters name it (lifecycle/hyperpod/install_job_credentials.sh)."""
     s = synth("multi_az")
     assert s.config.studio.mlflow.enabled and s.config.shared_fsx
     groups = _groups(s)
     worker = {g["ExecutionRole"]["Fn::GetAtt"][0] for name, g in groups.items() if not name.startswith("controller")}
     controller = {g["ExecutionRole"]["Fn::GetAtt"][0] for name, g in groups.items() if name.startswith("controller")}
     (worker,), (controller,) = worker, controller
+    resources = s.templates["cluster"]["Resources"]
+    (job_role,) = [k for k, r in resources.items() if r["Type"] == "AWS::IAM::Role"
+                   and "slurm-job" in _joined(r["Properties"].get("RoleName", ""))]
+    props = resources[job_role]["Properties"]
+    assert _joined(props["RoleName"]) == f"{s.config.name.lower()[:20]}-slurm-job-<AWS::Region>"
+    assert props["MaxSessionDuration"] == 3600
+    (trust,) = props["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Action"] == "sts:AssumeRole" and trust["Effect"] == "Allow"
+    assert trust["Principal"] == {"AWS": {"Fn::GetAtt": [worker, "Arn"]}}
     statements = _policies_by_role(s)
-    (mlflow,) = [st for st in statements[worker] if st.get("Sid") == "LogToPlatformMlflow"]
-    assert mlflow["Action"] == "sagemaker-mlflow:*"
+    (mlflow,) = statements[job_role]
+    assert mlflow["Sid"] == "LogToPlatformMlflow" and mlflow["Action"] == "sagemaker-mlflow:*"
     server = [r["Properties"]["TrackingServerName"] for r in s.templates["studio"]["Resources"].values()
               if r["Type"] == "AWS::SageMaker::MlflowTrackingServer"]
     assert _joined(mlflow["Resource"]) == \
         f"arn:aws:sagemaker:{s.config.deployment.region}:<AWS::AccountId>:mlflow-tracking-server/{server[0]}"
-    assert "sagemaker-mlflow" not in json.dumps(statements[controller])
-    assert "sagemaker-mlflow" not in json.dumps(synth("default").templates["cluster"])  # MLflow off: nothing
+    (assume,) = [st for st in statements[worker] if "sts:AssumeRole" in json.dumps(st)]
+    assert assume == {"Sid": "AssumeSlurmJobRole", "Action": "sts:AssumeRole", "Effect": "Allow",
+                      "Resource": {"Fn::GetAtt": [job_role, "Arn"]}}
+    for role in (worker, controller):
+        assert "sagemaker-mlflow" not in json.dumps(statements[role]), role
+    assert "sts:AssumeRole\"" not in json.dumps(statements[controller])
+    default = json.dumps(synth("default").templates["cluster"])
+    assert "sagemaker-mlflow" not in default and "slurm-job" not in default  # MLflow off: no role, nothing

@@ -38,7 +38,8 @@ accounting_py() {
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-scontrol show config >"$work/config.txt" || die "scontrol show config failed: is slurmctld running?"
+wait_for_slurmctld "reading its configuration (scontrol show config)"
+scontrol show config >"$work/config.txt" || die "scontrol show config failed, though slurmctld answered a moment ago"
 config_value() {
   awk -F' *= *' -v key="$1" '$1 == key {print $2}' "$work/config.txt"
 }

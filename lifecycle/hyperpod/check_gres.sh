@@ -47,6 +47,7 @@ if [[ -z "$gpu_groups" ]]; then
 fi
 
 warnings=0
+wait_for_slurmctld "reading its GresTypes and nodes (scontrol show config, sinfo)"
 gres_types="$(scontrol show config | sed -n 's/^GresTypes[[:space:]]*=[[:space:]]*//p')"
 while IFS=$'\t' read -r group partition want; do
   if [[ ",$gres_types," != *,gpu,* ]]; then

@@ -81,6 +81,7 @@ configure_controller() {
   fi
   if set_block "$INCLUDED_CONF" "${lines[@]}"; then
     log "wrote the pam_slurm_adopt settings (${lines[*]:-none}) to $INCLUDED_CONF"
+    wait_for_slurmctld "scontrol reconfigure (pam_slurm_adopt settings)"
     SLURM_CONF="$SLURM_CONF" scontrol reconfigure
     log "slurmctld reconfigured"
   else

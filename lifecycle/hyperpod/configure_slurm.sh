@@ -181,6 +181,7 @@ keep_jobs_off_login_node() {
     log "WARNING: this node has no host name to look up in Slurm: login node left as HyperPod registered it"
     return 0
   fi
+  wait_for_slurmctld "the drain of login node $node"
   if ! info="$(scontrol show node "$node" 2>/dev/null)" || [[ -z "$info" ]]; then
     log "WARNING: Slurm does not know node $node: login node left as HyperPod registered it (jobs may land on it)"
     return 0
@@ -200,11 +201,10 @@ if [[ "$node_type" == login ]]; then
   keep_jobs_off_login_node
 fi
 
+# HyperPod may start slurmctld only after this script (node_contract.json, slurmctld-starts-in-parallel): whether its
+# unit is active says nothing about whether it answers yet, so wait for an answer, then reconfigure.
 if [[ "$changed" == true && "$node_type" == controller ]]; then
-  if systemctl is-active --quiet slurmctld; then
-    scontrol reconfigure
-    log "slurmctld reconfigured"
-  else
-    log "slurmctld is not running: it reads the new plugstack.conf when HyperPod starts it"
-  fi
+  wait_for_slurmctld "scontrol reconfigure (plugstack.conf changed)"
+  scontrol reconfigure
+  log "slurmctld reconfigured"
 fi

@@ -195,12 +195,14 @@ else
   cp "$new" "$INCLUDED_CONF.platform-tmp"
   mv -f "$INCLUDED_CONF.platform-tmp" "$INCLUDED_CONF"
   log "wrote the $mode settings to $INCLUDED_CONF"
+  wait_for_slurmctld "scontrol reconfigure ($mode settings)"
   SLURM_CONF="$SLURM_CONF" scontrol reconfigure
   log "slurmctld reconfigured"
 fi
 
 log "root jobs are refused (DisableRootJobs=YES)"
 if [[ "$mode" == jwt ]]; then
+  wait_for_slurmctld "checking that it accepts auth/jwt tokens"
   if jwt_accepted; then
     log "slurmctld accepts auth/jwt tokens; users cannot create tokens of their own"
   else

@@ -263,6 +263,7 @@ install_boot_unit() {
   same_file "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json" ||
     install -m 0644 "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json"
   unit="$(mktemp)"
+  # Ordered against HyperPod's units (node_contract.json, systemd-unit-names); another name loses only the order.
   cat >"$unit" <<UNIT
 # Written by the HyperPod platform's install_container_runtime.sh.
 [Unit]

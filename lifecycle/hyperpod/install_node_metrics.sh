@@ -154,6 +154,7 @@ UNIT
 if [[ "$gpu" == yes ]]; then
   retire_unit nvidia-dcgm-exporter # NVIDIA's packaged unit listens on every interface (:9400)
   # Flags: NVIDIA/dcgm-exporter pkg/cmd/app.go@d5e5f51 (--address, -f); the counters file is the package's default.
+  # After DCGM's own unit (node_contract.json, systemd-unit-names).
   put_file 0644 "$SYSTEMD_DIR/hyperpod-dcgm-exporter.service" hyperpod-dcgm-exporter.service <<UNIT
 [Unit]
 Description=NVIDIA DCGM exporter on loopback (HyperPod platform)

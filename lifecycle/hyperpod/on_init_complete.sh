@@ -55,6 +55,8 @@ step configure_slurm bash "$HERE/configure_slurm.sh" "$NODE_TYPE"
 # observability.node_metrics: exporters and the Prometheus agent (only when the parameters carry node_metrics).
 [[ -n "$(param node_metrics.remote_write_url)" ]] &&
   CONTROLLER_ROLE="$CONTROLLER_ROLE" step install_node_metrics bash "$HERE/install_node_metrics.sh" "$NODE_TYPE" "${detected#*$'\t'}"
+# Slurm jobs' AWS credentials (the Slurm job role, MLflow only) from a root broker, on the nodes that run jobs.
+[[ "$NODE_TYPE" != controller ]] && step install_job_credentials bash "$HERE/install_job_credentials.sh"
 # Every user gets a Slurm association (slurm.conf may enforce them); departments, QoS and fair share when enabled.
 # The one accounting database is written from the primary controller only.
 [[ "$CONTROLLER_ROLE" == primary ]] && step apply_accounting bash "$HERE/apply_accounting.sh"

@@ -5,6 +5,7 @@ clean CI machine). It speaks to the same moto server through boto3 (AWS_ENDPOINT
     aws secretsmanager get-secret-value --secret-id ARN [--region R] --query SecretString --output text
     aws secretsmanager put-secret-value --secret-id ARN [--region R] --secret-string file://PATH
     aws s3 cp [--only-show-errors] [--region R] SOURCE DESTINATION   (one side s3://bucket/key, the other a file)
+    aws sts assume-role --role-arn ARN --role-session-name NAME [--duration-seconds N] [--region R] --output json
 """
 from __future__ import annotations
 
@@ -32,6 +33,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     s3.add_argument("--region")
     s3.add_argument("source")
     s3.add_argument("destination")
+    sts = services.add_parser("sts")
+    sts.add_argument("operation", choices=["assume-role"])
+    sts.add_argument("--role-arn", required=True)
+    sts.add_argument("--role-session-name", required=True)
+    sts.add_argument("--duration-seconds", type=int, default=3600)
+    sts.add_argument("--region")
+    sts.add_argument("--output", choices=["json"], required=True)
     args = parser.parse_args(argv)
     if args.service == "secretsmanager" and args.operation == "get-secret-value" and (
             args.query != "SecretString" or args.output != "text"):
@@ -49,7 +57,13 @@ def s3_location(uri: str) -> tuple[str, str]:
 def main(argv: list[str]) -> int:
     args = parse(argv)
     try:
-        if args.service == "s3":
+        if args.service == "sts":
+            client = boto3.client("sts", region_name=args.region)
+            response = client.assume_role(RoleArn=args.role_arn, RoleSessionName=args.role_session_name,
+                                          DurationSeconds=args.duration_seconds)
+            response.pop("ResponseMetadata", None)
+            print(json.dumps(response, default=lambda t: t.isoformat()))  # the CLI prints datetimes as ISO 8601
+        elif args.service == "s3":
             client = boto3.client("s3", region_name=args.region)
             if args.source.startswith("s3://"):
                 client.download_file(*s3_location(args.source), args.destination)

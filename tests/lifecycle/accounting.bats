@@ -31,6 +31,7 @@ EOF
   cat >"$T/bin/scontrol" <<'EOF'
 #!/bin/bash
 echo "scontrol $*" >>"$STUB_LOG"
+[[ "$1" == ping ]] && { echo "Slurmctld(primary) at ip-10-1-0-12 is UP"; exit 0; }
 cat "$SACCT/config.txt"
 EOF
   chmod +x "$T/bin/scontrol"

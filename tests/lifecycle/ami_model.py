@@ -2,7 +2,9 @@
 """Lays out a test node the way lifecycle/node_contract.json says HyperPod leaves it, for the bats and e2e tests.
 
 Every fact's `fixture` says what HyperPod has put on the node before OnInitComplete: files (with the cluster's names
-filled in), links, directories and their modes, installed packages and mount points. `--absent FACT` leaves one fact
+filled in), links, directories and their modes, installed packages and mount points, and the state of its services
+when OnInitComplete begins (`state`: e.g. slurmctld-starts-in-parallel's `slurmctld_late`, the calls slurmctld leaves
+unanswered while it starts, which the bats stub counts down). `--absent FACT` leaves one fact
 out, which is how a test shows the scripts adapt when an unverified fact does not hold. Nothing here is typed by
 hand: change the contract, and every test node changes with it.
 
@@ -14,7 +16,8 @@ hand: change the contract, and every test node changes with it.
 
 Node paths go to the longest `--map`ped prefix, else under --root; the same mapping rewrites the paths inside the files
 (enroot.conf names /fsx and /opt/dlami/nvme). Packages and mount points go to the bats stubs' state under --fake-root
-(`dpkg/<package>` holds a version, `mounts` one mount point a line), as tests/lifecycle/stubs/stub reads them.
+(`dpkg/<package>` holds a version, `mounts` one mount point a line, `<state name>` its value), as
+tests/lifecycle/stubs/stub reads them.
 Standard library only.
 """
 from __future__ import annotations
@@ -105,6 +108,14 @@ class Layout:
         path.write_text(version + "\n")
         self.created.append(str(path))
 
+    def state(self, name: str, value: str) -> None:
+        if self.fake_root is None:
+            return
+        path = self.fake_root / name
+        self._parent(path)
+        path.write_text(value + "\n")
+        self.created.append(str(path))
+
     def mount(self, node_path: str) -> None:
         if self.fake_root is None:
             return
@@ -169,6 +180,8 @@ def lay_out(contract: dict, layout: Layout, node_type: str, absent: set[str]) ->
             layout.package(name, version)
         for mount in fixture.get("mounts", []):
             layout.mount(mount)
+        for name, value in (fixture.get("state") or {}).items():
+            layout.state(name, str(value))
 
 
 def clean(manifest: Path) -> None:

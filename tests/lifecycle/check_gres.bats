@@ -40,7 +40,8 @@ gpu:ip-10-1-0-33 (null)"
   [[ "$output" == *"WARNING: node ip-10-1-0-32 of research-gpus (partition gpu) has 3 GPU GRES"* ]]
   [[ "$output" == *"WARNING: node ip-10-1-0-33 of research-gpus (partition gpu) has 0 GPU GRES"* ]]
   [[ "$output" == *"2 GPU GRES warning(s)"* ]]
-  [ "$(calls scontrol)" = "scontrol show config" ]
+  # the AMI model's slurmctld is still starting: two checks go unanswered (node_contract.json)
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol ping" "scontrol ping" "scontrol show config")" ]
 }
 
 @test "GresTypes without gpu: one warning per GPU group, nodes not listed" {

@@ -149,3 +149,30 @@ EOF
   [ "${#lines[@]}" -eq 5 ]
   grep -qx '.*\[node\] FAILED with exit code 3, see the lines above' "$T/log/node.log"
 }
+
+# AWS's OnInitComplete entry point waits 60 s before a failed exit "to make sure logs are uploaded"
+# (awslabs/awsome-distributed-ai@95b939cd Extensions/run_extensions.sh): start_log's exit trap does the same, after its
+# log is complete, for LOG_FLUSH_SECONDS.
+@test "start_log: a failed run waits LOG_FLUSH_SECONDS with its log complete; a successful one exits at once" {
+  export T
+  # shellcheck disable=SC2016
+  node='set -euo pipefail; LOG_DIR="$T/log"; source "$1/lib/common.sh"; start_log node; step only_step bash -c "exit $2"'
+  LOG_FLUSH_SECONDS=2 bash -c "$node" node "$SCRIPTS" 4 &
+  pid=$!
+  started=$SECONDS
+  for _ in $(seq 50); do
+    [[ "$(tail -n1 "$T/log/node.log" 2>/dev/null)" == *STEP-FAILED* ]] && break
+    sleep 0.1
+  done
+  [[ "$(tail -n1 "$T/log/node.log")" =~ \[node\]\ STEP-FAILED\ only_step\ rc=4$ ]]
+  kill -0 "$pid" # the log is complete, and the script has not exited yet
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 4 ]
+  ((SECONDS - started >= 2))
+  started=$SECONDS
+  LOG_FLUSH_SECONDS=30 run bash -c "$node" node "$SCRIPTS" 0
+  [ "$status" -eq 0 ]
+  ((SECONDS - started < 20))
+  [[ "$(tail -n1 "$T/log/node.log")" == *"[node] done" ]]
+}

@@ -29,7 +29,7 @@ enable_pyxis() {
   [ "$(cat "$SLURM_CONF_DIR/plugstack.conf")" = "$(printf 'required /opt/hyperpod/lib/spank_hyperpod.so\ninclude %s' "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" ]
   # optional: a pyxis built for another Slurm release must not fail every srun
   [ "$(cat "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "optional /usr/local/lib/slurm/spank_pyxis.so" ]
-  [ "$(calls scontrol)" = "scontrol reconfigure" ]
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol ping" "scontrol ping" "scontrol reconfigure")" ]
 
   : >"$STUB_LOG"
   run bash "$SCRIPTS/configure_slurm.sh" controller
@@ -50,12 +50,24 @@ enable_pyxis() {
   [ -z "$(calls scontrol)" ]
 }
 
-@test "controller with slurmctld not yet running skips the reconfigure" {
+@test "controller whose slurmctld starts after the script: waits for it to answer, then reconfigures" {
   enable_pyxis
-  STUB_ACTIVE_UNITS="" run bash "$SCRIPTS/configure_slurm.sh" controller
+  # Its unit already active but not answering, as while it starts: the state of the unit is not what is asked.
+  STUB_SLURMCTLD_LATE=3 run bash "$SCRIPTS/configure_slurm.sh" controller
   [ "$status" -eq 0 ]
-  [ -z "$(calls scontrol)" ]
-  [[ "$output" == *"slurmctld is not running: it reads the new plugstack.conf when HyperPod starts it"* ]]
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol ping" "scontrol ping" "scontrol ping" \
+    "scontrol reconfigure")" ]
+  [ "$(grep -c "waiting for slurmctld to answer before scontrol reconfigure" <<<"$output")" -eq 1 ]
+  [[ "$output" == *"slurmctld answered after "* ]]
+}
+
+@test "controller whose slurmctld never answers: bounded wait, then one line saying so, nothing reconfigured" {
+  enable_pyxis
+  SLURM_WAIT_ATTEMPTS=4 STUB_SLURMCTLD_LATE=never run bash "$SCRIPTS/configure_slurm.sh" controller
+  [ "$status" -eq 1 ]
+  [ "$(calls scontrol)" = "$(printf 'scontrol ping\n%.0s' 1 2 3 4)" ]
+  [ "$(grep -c ERROR <<<"$output")" -eq 1 ]
+  [[ "$output" == *"ERROR: slurmctld did not answer \`scontrol ping\` within "*"s (4 checks, 0s apart), needed before scontrol reconfigure"* ]]
 }
 
 @test "a missing --auto-resume flag is reported but does not fail the node" {

@@ -22,7 +22,7 @@ jwt_mode() {
   [ "$status" -eq 0 ]
   [ "$(cat "$SLURM_CONF_DIR/accounting.conf")" = "$(printf '%s\n' "AccountingStorageType=accounting_storage/none" "$BEGIN" \
     "DisableRootJobs=YES" "$END")" ]
-  [ "$(calls scontrol)" = "scontrol reconfigure" ]
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol ping" "scontrol ping" "scontrol reconfigure")" ]
   [[ "$output" == *"root jobs are refused (DisableRootJobs=YES)"* ]]
   : >"$STUB_LOG"
   run bash "$SCRIPTS/configure_slurm_auth.sh"
@@ -37,7 +37,7 @@ jwt_mode() {
   [ "$status" -eq 0 ]
   [ "$(cat "$SLURM_CONF_DIR/accounting.conf")" = "$(printf '%s\n' "AccountingStorageType=accounting_storage/none" "$BEGIN" \
     "DisableRootJobs=YES" "$END")" ]
-  [ "$(calls scontrol)" = "scontrol reconfigure" ]
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol ping" "scontrol ping" "scontrol reconfigure")" ]
 }
 
 @test "per-user mode (jwt): auth/jwt with user token creation off and a lifespan cap, root jobs refused, key made and published" {
@@ -47,7 +47,7 @@ jwt_mode() {
   [ "$(cat "$SLURM_CONF_DIR/accounting.conf")" = "$(printf '%s\n' "$BEGIN" "AuthAltTypes=auth/jwt" \
     "AuthAltParameters=jwt_key=$JWT_KEY_FILE,disable_token_creation,max_token_lifespan=3600" "DisableRootJobs=YES" "$END")" ]
   [ "$(stat -c '%a %s' "$JWT_KEY_FILE")" = "600 32" ]
-  [ "$(calls scontrol | grep -v -- --version)" = "scontrol reconfigure" ]
+  [ "$(calls scontrol | grep -v -- --version)" = "$(printf '%s\n' "scontrol ping" "scontrol ping" "scontrol ping" "scontrol reconfigure" "scontrol ping")" ]
   calls aws | grep -q "^aws secretsmanager put-secret-value --secret-id arn:aws:secretsmanager:us-east-1:111122223333:secret:ml-cluster/slurm-jwt-key-AbCdEf "
   : >"$STUB_LOG"
   run bash "$SCRIPTS/configure_slurm_auth.sh"

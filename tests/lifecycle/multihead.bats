@@ -71,7 +71,8 @@ run_controller() {
   chmod +x "$T/bin/sacctmgr"
   set_param accounting.enabled true
   multihead_resource_config '{"PrimaryControllerIp": "10.1.0.12", "SecondaryControllerIps": ["10.1.0.13"]}'
-  STUB_IPS="$1 172.17.0.1" SLURM_WAIT_ATTEMPTS=1 run bash "$SCRIPTS/on_init_complete.sh"
+  # One check for slurmdbd (SLURM_WAIT_ATTEMPTS), so slurmctld answers at once here (STUB_SLURMCTLD_LATE=0).
+  STUB_IPS="$1 172.17.0.1" SLURM_WAIT_ATTEMPTS=1 STUB_SLURMCTLD_LATE=0 run bash "$SCRIPTS/on_init_complete.sh"
 }
 
 @test "the backup runs every controller step but accounting" {

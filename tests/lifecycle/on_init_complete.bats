@@ -22,11 +22,11 @@ enable_everything() {
 }
 
 # slurm_daemon_calls -> any call that starts, stops, enables or restarts a Slurm daemon, or scontrol other than
-# reconfigure and the read-only `show config` (check_gres.sh)
+# reconfigure and the read-only `show config` (check_gres.sh) and `ping` (lib/common.sh wait_for_slurmctld)
 slurm_daemon_calls() {
   {
     grep -E '^systemctl (start|stop|restart|reload|enable|disable|mask) .*slurm' "$STUB_LOG"
-    grep -E '^scontrol ' "$STUB_LOG" | grep -vx -e 'scontrol reconfigure' -e 'scontrol show config'
+    grep -E '^scontrol ' "$STUB_LOG" | grep -vx -e 'scontrol reconfigure' -e 'scontrol show config' -e 'scontrol ping'
   } || true
 }
 
@@ -55,7 +55,11 @@ run_as() {
   # Read-only: apply_accounting.sh (users' associations) and check_gres.sh.
   # accounting.conf gets DisableRootJobs=YES (shared mode too): one reconfigure; the rest reads only.
   grep -qxF "DisableRootJobs=YES" "$SLURM_CONF_DIR/accounting.conf"
-  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol show config" "scontrol reconfigure" "scontrol show config")" ]
+  # Each step that talks to slurmctld first waits for it to answer (scontrol ping).
+  # slurmctld is still starting when the first of them asks (the AMI model: two checks unanswered).
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol ping" "scontrol ping" "scontrol show config" "scontrol ping" "scontrol reconfigure" \
+    "scontrol ping" "scontrol show config")" ]
+  grep -q "\[apply_accounting\] waiting for slurmctld to answer before reading its configuration" "$LOG_DIR/on_init_complete.log"
   grep -q "\[check_gres\] WARNING: worker-group-1 has 1 GPU(s) per node but slurmctld's GresTypes is '(none)'" \
     "$LOG_DIR/on_init_complete.log"
   cmp "$T/slurm.conf.hyperpod" "$SLURM_CONF_DIR/slurm.conf"
@@ -72,8 +76,8 @@ run_as() {
   [ "$(cat "$SLURM_CONF_DIR/plugstack.conf.d/pyxis.conf")" = "optional /usr/local/lib/slurm/spank_pyxis.so" ]
   grep -q '^/var/log/slurm/\*.log {' "$LOGROTATE_CONF"
   # plugstack.conf (pyxis), then accounting.conf (DisableRootJobs=YES, shared mode too); the rest reads only.
-  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol reconfigure" "scontrol show config" "scontrol reconfigure" \
-    "scontrol show config")" ]
+  [ "$(calls scontrol | grep -vx "scontrol ping")" = "$(printf '%s\n' "scontrol reconfigure" "scontrol show config" \
+    "scontrol reconfigure" "scontrol show config")" ]
   [ "$(cut -f1 "$STATE_DIR/contract_warnings" | sort | paste -sd' ')" = "enroot-conf pyxis slurm-log-rotation" ]
 }
 
@@ -173,4 +177,47 @@ run_as() {
   [ "$status" -ne 0 ]
   [ -z "$(mutating_calls)" ]
   grep -q "orchestrator: expected slurm or eks, got 'pbs'" "$LOG_DIR/on_init_complete.log"
+}
+
+# HyperPod's boot order (node_contract.json, slurmctld-starts-in-parallel): OnInitComplete may begin before slurmctld
+# answers. The stub slurmctld answers from its STUB_SLURMCTLD_LATE+1th call on (stubs/stub, slurmctld_down).
+@test "controller whose slurmctld starts after OnInitComplete began: the steps wait for it, the node comes up" {
+  enable_everything
+  STUB_SLURMCTLD_LATE=4 run_as "$CONTROLLER_IP"
+  [ "$status" -eq 0 ]
+  # apply_accounting is the first step to talk to slurmctld: it waits (logged), the later steps find it answering.
+  grep -q "\[apply_accounting\] waiting for slurmctld to answer before reading its configuration" \
+    "$LOG_DIR/on_init_complete.log"
+  grep -q "\[apply_accounting\] slurmctld answered after " "$LOG_DIR/on_init_complete.log"
+  [ "$(grep -c "waiting for slurmctld" "$LOG_DIR/on_init_complete.log")" -eq 1 ]
+  [ "$(calls scontrol | head -n5 | sort -u)" = "scontrol ping" ]
+  grep -qxF "DisableRootJobs=YES" "$SLURM_CONF_DIR/accounting.conf"
+  grep -q "\[on_init_complete\] done" "$LOG_DIR/on_init_complete.log"
+}
+
+@test "controller whose slurmctld never starts: one line says so, the step is named last, the exit waits for the log" {
+  enable_everything
+  # The entry point in the background: while it waits before exiting, its log is already complete.
+  SLURM_WAIT_ATTEMPTS=3 STUB_SLURMCTLD_LATE=never LOG_FLUSH_SECONDS=3 STUB_IPS="$CONTROLLER_IP" \
+    bash "$SCRIPTS/on_init_complete.sh" >"$T/out" 2>&1 &
+  pid=$!
+  started=$SECONDS
+  for _ in $(seq 100); do
+    [[ "$(tail -n1 "$LOG_DIR/on_init_complete.log" 2>/dev/null)" == *STEP-FAILED* ]] && break
+    sleep 0.1
+  done
+  kill -0 "$pid" # still running: the log reached its end first
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 1 ]
+  ((SECONDS - started >= 3))
+  log="$LOG_DIR/on_init_complete.log"
+  [[ "$(tail -n1 "$log")" =~ \[on_init_complete\]\ STEP-FAILED\ apply_accounting\ rc=1$ ]]
+  grep -q "STEP-START apply_accounting" "$log"
+  grep -q "STEP-END apply_accounting rc=1 " "$log"
+  [ "$(grep -c "ERROR" "$log")" -eq 1 ]
+  grep -q "\[apply_accounting\] ERROR: slurmctld did not answer \`scontrol ping\` within .* (3 checks, 0s apart), needed before reading its configuration" "$log"
+  # Nothing after slurmctld's absence was attempted.
+  [ -z "$(calls scontrol | grep -vx "scontrol ping")" ]
+  ! grep -q "STEP-START configure_slurm_auth" "$log"
 }

@@ -99,7 +99,7 @@ setup_pam() {
   [ "$status" -eq 0 ]
   [ "$(cat "$SLURM_CONF_DIR/accounting.conf")" = "$(printf '%s\n' "AccountingStorageType=accounting_storage/slurmdbd" \
     "$BEGIN" "PrologFlags=Contain" "$END")" ]
-  [ "$(calls scontrol)" = "scontrol reconfigure" ]
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol ping" "scontrol ping" "scontrol reconfigure")" ]
   cmp "$T/slurm.conf.before" "$SLURM_CONF_DIR/slurm.conf"
   : >"$STUB_LOG"
   run bash "$SCRIPTS/configure_pam_adopt.sh" controller
@@ -110,7 +110,7 @@ setup_pam() {
   run bash "$SCRIPTS/configure_pam_adopt.sh" controller
   [ "$status" -eq 0 ]
   [ "$(cat "$SLURM_CONF_DIR/accounting.conf")" = "AccountingStorageType=accounting_storage/slurmdbd" ]
-  [ "$(calls scontrol)" = "scontrol reconfigure" ]
+  [ "$(calls scontrol)" = "$(printf '%s\n' "scontrol ping" "scontrol reconfigure")" ]
 }
 
 @test "controller: warns when ProctrackType is not proctrack/cgroup (sessions not contained)" {

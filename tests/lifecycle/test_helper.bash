@@ -97,6 +97,7 @@ setup() {
   done
   hash -r
   export RETRY_DELAY=0 STUB_IPS="10.1.0.12 172.17.0.1" STUB_ACTIVE_UNITS="slurmctld"
+  export LOG_FLUSH_SECONDS=0 # a failed entry point waits this long for CloudWatch (lib/common.sh); common.bats times it
   # slurmctld's `scontrol show config` (stubs/stub): the cluster's name only, so no accounting database to talk to.
   export STUB_SCONTROL_CONFIG="ClusterName = ml-cluster"
   # block_imds.sh's connection test as nobody needs a metadata service: tests/e2e/test_imds_block.py has a real one.
@@ -146,12 +147,12 @@ calls() {
   done <"$STUB_LOG"
 }
 
-# mutating_calls -> every recorded call that changes the node (`scontrol show ...` and `--version` only read)
+# mutating_calls -> every recorded call that changes the node (`scontrol show ...`, `ping` and `--version` only read)
 MUTATING='^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-mark|aws) |^ip6?tables -w -A |^systemctl (daemon-reload|enable|restart|reload)'
 mutating_calls() {
   local line
   while IFS= read -r line || [[ -n "$line" ]]; do
-    [[ "$line" =~ $MUTATING && "$line" != "scontrol show "* && "$line" != "scontrol --version" ]] || continue
+    [[ "$line" =~ $MUTATING && "$line" != "scontrol show "* && "$line" != "scontrol --version" && "$line" != "scontrol ping" ]] || continue
     printf '%s\n' "$line"
   done <"$STUB_LOG"
 }

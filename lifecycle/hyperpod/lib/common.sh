@@ -29,6 +29,10 @@ export SLURM_BIN_DIR="${SLURM_BIN_DIR:-/opt/slurm/bin}"
 export PATH="$PATH:$SLURM_BIN_DIR" # HyperPod installs the Slurm commands there
 export OS_RELEASE="${OS_RELEASE:-/etc/os-release}"
 export RETRY_DELAY="${RETRY_DELAY:-10}"
+# How long a failed entry point waits, its log complete, before it exits: HyperPod ships the node's log to CloudWatch
+# while the script runs, and AWS's own OnInitComplete entry point waits 60 s "to make sure logs are uploaded"
+# (awslabs/awsome-distributed-ai@95b939cd 1.architectures/5.sagemaker-hyperpod/Extensions/run_extensions.sh, run_feature).
+export LOG_FLUSH_SECONDS="${LOG_FLUSH_SECONDS:-60}"
 # What create_users.sh created on this node (so it removes only those), and the digest of the applied parameters.
 export STATE_DIR="${STATE_DIR:-/var/lib/hyperpod-platform}"
 # The node's own copy of the user scripts and the parameters the users sync runs (HyperPod's download may not last).
@@ -171,11 +175,45 @@ wait_until() {
   done
 }
 
+# wait_for_slurmctld BEFORE : returns once a slurmctld answers `scontrol ping` (the primary or a backup: Slurm's
+# clients turn to whichever answers), so that BEFORE (what the caller does next, e.g. "reading its configuration") talks
+# to a running one. HyperPod may start slurmctld after OnInitComplete has begun (node_contract.json,
+# slurmctld-starts-in-parallel): polls every RETRY_DELAY seconds, at most SLURM_WAIT_ATTEMPTS times, the wait logged;
+# when none answers, the script fails with one line saying what it waited for and where to look.
+wait_for_slurmctld() {
+  local before=$1 attempts=${SLURM_WAIT_ATTEMPTS:-60} n=1 started=$SECONDS
+  until _slurmctld_answers; do
+    if ((n >= attempts)); then
+      die "slurmctld did not answer \`scontrol ping\` within $((SECONDS - started))s ($attempts checks," \
+        "${RETRY_DELAY}s apart), needed before $before: HyperPod starts slurmctld on the controller; see" \
+        "\`systemctl status slurmctld\` and /var/log/slurm/slurmctld.log"
+    fi
+    ((n > 1)) || log "waiting for slurmctld to answer before $before (at most $attempts checks, ${RETRY_DELAY}s apart)"
+    sleep "$RETRY_DELAY"
+    n=$((n + 1))
+  done
+  ((n == 1)) || log "slurmctld answered after $((SECONDS - started))s"
+}
+
+# _slurmctld_answers : `scontrol ping` reports a controller UP ("Slurmctld(primary) at HOST is UP", scontrol(1); it
+# says DOWN for one that does not answer, and exits 1 then, so the text is what is read).
+_slurmctld_answers() {
+  local out conf="${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}"
+  if [[ -f "$conf" ]]; then
+    out="$(SLURM_CONF="$conf" scontrol ping 2>/dev/null)" || true
+  else # a configless login or compute node: scontrol reads slurmd's cached configuration
+    out="$(scontrol ping 2>/dev/null)" || true
+  fi
+  [[ "$out" == *" is UP"* ]]
+}
+
 # start_log NAME : sends this script's output to LOG_DIR/NAME.log as well, and on exit logs done/FAILED and
-# waits for the log to be complete, so HyperPod reads the exit code after the last line is written.
+# waits for the log to be complete, so HyperPod reads the exit code after the last line is written. A failed run then
+# waits LOG_FLUSH_SECONDS more before it exits, the log already complete, so its last lines reach CloudWatch.
 start_log() {
   mkdir -p "$LOG_DIR"
-  exec > >(tee -a "$LOG_DIR/$1.log") 2>&1
+  LOG_FILE="$LOG_DIR/$1.log"
+  exec > >(tee -a "$LOG_FILE") 2>&1
   TEE_PID=$!
   trap _finish_log EXIT
 }
@@ -190,6 +228,10 @@ _finish_log() {
   fi
   exec >&- 2>&-
   wait "$TEE_PID" || true
+  if ((rc != 0)); then
+    sync "$LOG_FILE" 2>/dev/null || true
+    sleep "$LOG_FLUSH_SECONDS"
+  fi
   exit "$rc"
 }
 
