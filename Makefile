@@ -39,7 +39,7 @@ BUILD_PACKAGES := gcc:gcc make:make strip:binutils
 DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: examples studio-tools studio-eksctl build-deps synth test train-venv lint schema docs bench deps system-deps \
+.PHONY: examples studio-tools studio-tools-if-wanted studio-eksctl build-deps synth test train-venv lint schema docs bench deps system-deps \
   hyperpod-chart clean deploy diff plan graph preflight connect destroy status logs diagnose help
 .DEFAULT_GOAL := synth
 
@@ -83,6 +83,10 @@ $(STUDIO_TOOLS): config/facts/studio_tools.json $(wildcard lifecycle/studio_tool
 	$(MAKE) --no-print-directory build-deps
 	$(PY) tools/build_studio_tools.py
 
+# The bundle only when CONFIG ships it (studio.tools.hyp_and_jq): synth, deploy, plan and diff synthesize CONFIG.
+studio-tools-if-wanted: $(VENV)/.installed
+	@if $(PY) tools/studio_tools_wanted.py $(CONFIG); then $(MAKE) --no-print-directory studio-tools; fi
+
 studio-tools: $(STUDIO_TOOLS)
 	$(PY) tools/pack_studio_tools.py
 
@@ -107,8 +111,7 @@ system-deps:
 
 ## Offline synthesis of $(CONFIG) into cdk.out/ with a summary. No AWS credentials needed. The Studio tools bundle is
 ## built first only when CONFIG gives Studio spaces the tools (studio.tools.hyp_and_jq).
-synth: deps
-	@if $(PY) tools/studio_tools_wanted.py $(CONFIG); then $(MAKE) --no-print-directory studio-tools; fi
+synth: deps studio-tools-if-wanted
 	$(CDK) synth --quiet --no-notices -c config=$(CONFIG)
 	$(PY) -m cli.summarize cdk.out --config $(CONFIG)
 
@@ -124,12 +127,12 @@ graph: synth
 ## deleted; ARGS='--no-rollback', '--profile NAME', a stack name (only that stack), '-- <any cdk deploy option>'.
 ALLOW ?=
 GUARD_ARGS = $(foreach id,$(ALLOW),--allow $(id)) $(ARGS)
-deploy: deps studio-tools
+deploy: deps studio-tools-if-wanted
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard deploy $(GUARD_ARGS)
 
 ## The dry run of `make deploy`: synth, day-2 rules, change sets, the guard's verdict per stack (changes, parameters,
 ## IAM widening, refused replacements and deletions), then the change sets deleted. Exit 1 when deploy would refuse.
-plan: deps studio-tools
+plan: deps studio-tools-if-wanted
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard plan $(GUARD_ARGS)
 
 ## Online pre-flight checks of CONFIG with your AWS credentials, read-only (cli/preflight.py). ARGS=--json for CI.
@@ -144,7 +147,7 @@ connect: deps
 
 ## `cdk diff` of CONFIG against the deployed stacks, with the config's value for every template parameter: the
 ## template-level view. `make plan` is what `make deploy` would do and refuse.
-diff: deps studio-tools
+diff: deps studio-tools-if-wanted
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard diff $(ARGS)
 
 ## Where the deployed platform is: each stack's state and last failure, the HyperPod cluster and its nodes per group

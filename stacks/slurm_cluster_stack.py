@@ -355,7 +355,6 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
         "directory": directory_parameters(config),
         # configure_pam_adopt.sh installs these on a compute node without pam_slurm_adopt.so
         "pam_slurm_adopt": {"artifacts": [a.model_dump() for a in config.cluster.pam_slurm_adopt_artifacts]},
-
         # lifecycle/hyperpod/install_job_credentials.sh: the role the job credential broker gives jobs credentials of.
         "job_credentials": {"role_arn": f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
                                         f"{slurm_job_role_name(config.name)}", "region": cdk.Aws.REGION}
