@@ -104,7 +104,9 @@ enable_pyxis() {
   SLURM_NODE_NAME=ip-10-1-0-5 run bash "$SCRIPTS/configure_slurm.sh" login
   [ "$status" -eq 0 ]
   [[ "$output" == *"WARNING: Slurm does not know node ip-10-1-0-5: login node left as HyperPod registered it"* ]]
-  [ "$(calls scontrol)" = "scontrol show node ip-10-1-0-5" ]
+  # It waits for slurmctld to answer first (lib/common.sh wait_for_slurmctld), then looks the node up.
+  [ "$(calls scontrol | head -n1)" = "scontrol ping" ]
+  [ "$(calls scontrol | grep -vx 'scontrol ping')" = "scontrol show node ip-10-1-0-5" ]
   run bash "$SCRIPTS/configure_slurm.sh" compute
   [ "$status" -eq 0 ]
   [[ "$output" != *"login node"* ]]
