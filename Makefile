@@ -21,7 +21,7 @@ export AWS_EC2_METADATA_DISABLED := true
 # libnss-sss, libpam-sss and sudo run the directory test (tests/e2e/test_directory_sssd.py); iproute2 (ip) joins the
 # backup slurmctld's network namespace to the host in the multi-head test (tests/e2e/test_slurm_multihead.py). GNU
 # parallel runs bats --jobs (checked as a package: moreutils has a `parallel` command too).
-APT_PACKAGES := shellcheck:shellcheck bats:bats -:parallel slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin \
+APT_PACKAGES := shellcheck:shellcheck bats:bats -:parallel debootstrap:debootstrap slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin \
   slurmdbd:slurmdbd mariadbd:mariadb-server -:libpam-slurm-adopt pamtester:pamtester prometheus:prometheus \
   prometheus-node-exporter:prometheus-node-exporter slapd:slapd ldapsearch:ldap-utils sssd:sssd -:sssd-ldap \
   -:libnss-sss -:libpam-sss sudo:sudo logrotate:logrotate iptables:iptables ip:iproute2 -:python3-venv \
@@ -35,7 +35,7 @@ DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: studio-tools studio-eksctl build-deps synth test train-venv lint schema docs bench deps system-deps \
-  hyperpod-chart clean deploy diff graph preflight connect destroy
+  hyperpod-chart clean deploy diff graph preflight connect destroy slurm-root
 .DEFAULT_GOAL := synth
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -132,6 +132,14 @@ diff: deps
 destroy: synth
 	$(PY) -m cli.destroy cdk.out $(ARGS)
 
+## The Debian 13 (trixie) root the end-to-end tests run Slurm 24.11 in (HyperPod's release), built once per machine
+## with debootstrap (tools/build_slurm_root.sh) from the Debian mirror this machine's APT sources name, outside the
+## checkout (docs/testing.md: its build time and size). Remove the directory to rebuild it.
+SLURM_ROOT ?= /var/cache/hyperpod-platform-tests/slurm-24.11-trixie
+export HYPERPOD_SLURM_ROOT := $(SLURM_ROOT)
+slurm-root: system-deps
+	@[ -f "$(SLURM_ROOT)/.slurm-root-built" ] || $(SUDO) tools/build_slurm_root.sh "$(SLURM_ROOT)"
+
 ## The whole test suite on every core: shell lint and the lifecycle-script tests (bats --jobs, GNU parallel) beside
 ## pytest under xdist (config, stacks, cfn-lint, nag, limits, e2e; tests/conftest.py says how the work is shared).
 ## Shellcheck's and bats' output (build/lint.log, build/bats.tap) is printed after pytest's report, then the counts.
@@ -144,7 +152,7 @@ TEST_JOBS ?= $(shell nproc)
 ## Bytecode is written (PYTHONDONTWRITEBYTECODE unset): pytest's rewritten test modules and the project's modules are
 ## compiled once per checkout, not in every process (~3.4 s of each pytest process's 7 s collection here); the
 ## __pycache__ directories are git-ignored and left out of every asset.
-test: deps system-deps train-venv studio-tools
+test: deps system-deps slurm-root train-venv studio-tools
 	@if [ "$$(id -u)" = 0 ] && ! setpriv --reuid=65534 --regid=65534 --clear-groups \
 	  test -r "$(CURDIR)/tests/lifecycle/stubs/stub"; then \
 	  echo "make test: other users cannot reach $(CURDIR), and the tests run scripts as them: let them traverse it" \

@@ -1,0 +1,78 @@
+#!/bin/bash
+# Builds the Debian 13 (trixie) root the real-Slurm tests run their daemons and commands in: Slurm 24.11 (the release
+# HyperPod's AMI runs) whatever Debian this machine is. tests/e2e/slurm_root.py enters it (a mount namespace of its
+# own per command, then chroot); `make test` runs this when the root is missing.
+#
+# Usage: build_slurm_root.sh ROOT
+# ROOT is made atomically (built beside it, renamed into place) and then never changed: ROOT/.slurm-root-built holds
+# the Slurm version it carries. The Debian mirror is the one this machine's APT sources use (deb822 .sources or
+# sources.list), so the build reaches nothing apt would not.
+set -euo pipefail
+
+ROOT="${1:?usage: $0 ROOT}"
+SUITE=trixie
+# What the e2e tests run inside the root: the Slurm daemons and clients (slurmctld, slurmd, slurmdbd and the
+# client commands), Slurm's auth/jwt plugin, munge, MariaDB for slurmdbd, pam_slurm_adopt with pamtester, Python
+# with boto3 for the AWS CLI stand-in (tests/e2e/aws_shim.py) and for the lifecycle scripts' own Python.
+PACKAGES=slurmctld,slurmd,slurmdbd,slurm-client,slurm-wlm-jwt-plugin,munge,mariadb-server,libpam-slurm-adopt
+PACKAGES+=,pamtester,python3,python3-boto3,procps,iproute2
+# Files the tests' users and host names come from: the host's, read live through ROOT/host-etc (bind-mounted there
+# per command), so a user the test adds after a daemon started is seen by that daemon too.
+HOST_FILES=(passwd group shadow gshadow hosts)
+
+# mirror -> the URI of this machine's APT source for its own Debian release (not -security, not -updates).
+mirror() {
+  local codename uri
+  # shellcheck source=/dev/null
+  codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
+  [[ -n "$codename" ]] || { echo "build_slurm_root.sh: no VERSION_CODENAME in /etc/os-release" >&2; return 1; }
+  uri="$(awk -v want="$codename" '
+    FNR == 1 { uris = ""; suites = ""; types = "" }
+    /^[[:space:]]*$/ { if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " want " ") && uris) { split(uris, u, " "); print u[1]; exit }
+                       uris = ""; suites = ""; types = ""; next }
+    /^URIs:/ { sub(/^URIs:[[:space:]]*/, ""); uris = $0 }
+    /^Suites:/ { sub(/^Suites:[[:space:]]*/, ""); suites = $0 }
+    /^Types:/ { sub(/^Types:[[:space:]]*/, ""); types = $0 }
+    END { if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " want " ") && uris) { split(uris, u, " "); print u[1] } }
+  ' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)"
+  if [[ -z "$uri" ]]; then
+    uri="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+      awk -v want="$codename" '$1 == "deb" { i = 2; if ($2 ~ /^\[/) while ($i !~ /\]$/) i++; if ($2 ~ /^\[/) i++
+                                             if ($(i + 1) == want) { print $i; exit } }')"
+  fi
+  [[ "$uri" == http*://* ]] || { echo "build_slurm_root.sh: no APT source for $codename found" >&2; return 1; }
+  echo "$uri"
+}
+
+[[ "$(id -u)" == 0 ]] || { echo "build_slurm_root.sh: needs root (debootstrap, chroot)" >&2; exit 2; }
+command -v debootstrap >/dev/null || PATH="$PATH:/usr/sbin"
+command -v debootstrap >/dev/null || { echo "build_slurm_root.sh: debootstrap is not installed" >&2; exit 2; }
+if [[ -f "$ROOT/.slurm-root-built" ]]; then
+  echo "$ROOT: Slurm $(cat "$ROOT/.slurm-root-built") (built already)"
+  exit 0
+fi
+MIRROR="$(mirror)"
+mkdir -p "${ROOT%/*}"
+WORK="$(mktemp -d "$ROOT.building.XXXXXX")"
+chmod 0755 "$WORK" # a root directory: packages' scripts run commands in it as their own users (munge, mysql)
+trap 'rm -rf "$WORK"' EXIT
+start=$SECONDS
+echo "building the $SUITE root for the Slurm tests in $ROOT from $MIRROR (a minute or two)"
+debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$WORK" "$MIRROR" >"$WORK.log" 2>&1 || {
+  tail -n 30 "$WORK.log" >&2
+  echo "build_slurm_root.sh: debootstrap failed (log: $WORK.log)" >&2
+  exit 1
+}
+rm -f "$WORK.log"
+# Packages' services are never started here (no init in a chroot); their caches are not needed.
+rm -rf "$WORK"/var/cache/apt/archives/*.deb "$WORK"/var/lib/apt/lists/*
+mkdir -p "$WORK/host-etc"
+for f in "${HOST_FILES[@]}"; do
+  ln -sfn "/host-etc/$f" "$WORK/etc/$f"
+done
+version="$(chroot "$WORK" /usr/sbin/slurmctld -V | awk '{print $2}')"
+[[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+ ]] || { echo "build_slurm_root.sh: slurmctld -V said '$version'" >&2; exit 1; }
+echo "$version" >"$WORK/.slurm-root-built"
+mv -T "$WORK" "$ROOT"
+trap - EXIT
+echo "$ROOT: Slurm $version, $(du -sm "$ROOT" | awk '{print $1}') MB, built in $((SECONDS - start)) s"
