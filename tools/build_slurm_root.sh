@@ -12,10 +12,17 @@ set -euo pipefail
 ROOT="${1:?usage: $0 ROOT}"
 SUITE=trixie
 # What the e2e tests run inside the root: the Slurm daemons and clients (slurmctld, slurmd, slurmdbd and the
-# client commands), Slurm's auth/jwt plugin, munge, MariaDB for slurmdbd, pam_slurm_adopt with pamtester, Python
-# with boto3 for the AWS CLI stand-in (tests/e2e/aws_shim.py) and for the lifecycle scripts' own Python.
-PACKAGES=slurmctld,slurmd,slurmdbd,slurm-client,slurm-wlm-jwt-plugin,munge,mariadb-server,libpam-slurm-adopt
-PACKAGES+=,pamtester,python3,python3-boto3,procps,iproute2
+# client commands), Slurm's auth/jwt plugin, munge, pam_slurm_adopt with pamtester, Python with boto3 for the AWS CLI
+# stand-in (tests/e2e/aws_shim.py) and for the lifecycle scripts' own Python.
+PACKAGES=slurmctld,slurmd,slurmdbd,slurm-client,slurm-wlm-jwt-plugin,munge,libpam-slurm-adopt,pamtester,python3
+PACKAGES+=,python3-boto3,procps,iproute2
+# slurmdbd's MariaDB server, in a root of its own inside this one (DATABASE_ROOT): Debian 12's MariaDB 10.11. Debian
+# 13's 11.8 (11.8.9+ds-0+deb13u1) fails Debian 13's slurmdbd 24.11.5 at its first query ("Number of columns in result
+# (=1) set execeeds maxmimum allowed number of columns (=0)" for `select @var := concat('')`), while the same slurmdbd
+# works against 10.11; HyperPod's controller runs the MariaDB of its Ubuntu 22.04 AMI, a 10.x as well.
+DATABASE_SUITE=bookworm
+DATABASE_ROOT=opt/mariadb-$DATABASE_SUITE
+DATABASE_PACKAGES=mariadb-server
 # Files the tests' users and host names come from: the host's, read live through ROOT/host-etc (bind-mounted there
 # per command), so a user the test adds after a daemon started is seen by that daemon too.
 HOST_FILES=(passwd group shadow gshadow hosts)
@@ -58,18 +65,26 @@ chmod 0755 "$WORK" # a root directory: packages' scripts run commands in it as t
 trap 'rm -rf "$WORK"' EXIT
 start=$SECONDS
 echo "building the $SUITE root for the Slurm tests in $ROOT from $MIRROR (a minute or two)"
-debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$WORK" "$MIRROR" >"$WORK.log" 2>&1 || {
-  tail -n 30 "$WORK.log" >&2
-  echo "build_slurm_root.sh: debootstrap failed (log: $WORK.log)" >&2
-  exit 1
+# bootstrap SUITE DIR PACKAGES : a minimal Debian SUITE in DIR with PACKAGES; no package caches kept, the users and
+# host names this machine's.
+bootstrap() {
+  local f
+  debootstrap --variant=minbase --include="$3" "$1" "$2" "$MIRROR" >"$WORK.log" 2>&1 || {
+    tail -n 30 "$WORK.log" >&2
+    echo "build_slurm_root.sh: debootstrap of $1 failed (log: $WORK.log)" >&2
+    exit 1
+  }
+  rm -f "$WORK.log"
+  rm -rf "$2"/var/cache/apt/archives/*.deb "$2"/var/lib/apt/lists/*
+  mkdir -p "$2/host-etc" # tests/e2e/enter_slurm_root.sh mounts the machine's /etc there
+  for f in "${HOST_FILES[@]}"; do
+    ln -sfn "/host-etc/$f" "$2/etc/$f"
+  done
 }
-rm -f "$WORK.log"
-# Packages' services are never started here (no init in a chroot); their caches are not needed.
-rm -rf "$WORK"/var/cache/apt/archives/*.deb "$WORK"/var/lib/apt/lists/*
-mkdir -p "$WORK/host-etc"
-for f in "${HOST_FILES[@]}"; do
-  ln -sfn "/host-etc/$f" "$WORK/etc/$f"
-done
+bootstrap "$SUITE" "$WORK" "$PACKAGES"
+mkdir "$WORK/$DATABASE_ROOT" && chmod 0755 "$WORK/$DATABASE_ROOT" # its packages run commands as their users
+bootstrap "$DATABASE_SUITE" "$WORK/$DATABASE_ROOT" "$DATABASE_PACKAGES"
+rm -rf "${WORK:?}/$DATABASE_ROOT"/var/lib/mysql/* # the package's own database: the tests make theirs
 version="$(chroot "$WORK" /usr/sbin/slurmctld -V | awk '{print $2}')"
 [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+ ]] || { echo "build_slurm_root.sh: slurmctld -V said '$version'" >&2; exit 1; }
 echo "$version" >"$WORK/.slurm-root-built"
