@@ -13,16 +13,14 @@ export AWS_EC2_METADATA_DISABLED := true
 
 # Debian packages the tests need, as command:package; installed with apt-get when the command is missing (a package
 # without a command is written -:package and checked with dpkg-query).
-# slurm-wlm and munge run real Slurm daemons on loopback for the end-to-end tests; slurm-wlm-jwt-plugin is Slurm's
-# auth/jwt, which per-user mode (shared_fsx: false) uses for Studio users; slurmdbd and mariadb-server add Slurm
-# accounting (tests/e2e/test_slurm_accounting.py); libpam-slurm-adopt (a PAM module, no command) and pamtester run the
-# pam_slurm_adopt test (tests/e2e/test_slurm_gres_adopt.py); prometheus and prometheus-node-exporter run the
-# real-metrics test (tests/e2e/test_node_metrics.py); slapd, ldap-utils (slapadd, slappasswd), sssd, sssd-ldap,
-# libnss-sss, libpam-sss and sudo run the directory test (tests/e2e/test_directory_sssd.py); iproute2 (ip) joins the
-# backup slurmctld's network namespace to the host in the multi-head test (tests/e2e/test_slurm_multihead.py). GNU
-# parallel runs bats --jobs (checked as a package: moreutils has a `parallel` command too).
-APT_PACKAGES := shellcheck:shellcheck bats:bats -:parallel debootstrap:debootstrap slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin \
-  slurmdbd:slurmdbd mariadbd:mariadb-server -:libpam-slurm-adopt pamtester:pamtester prometheus:prometheus \
+# debootstrap builds the Debian 13 root in which the end-to-end tests run real Slurm 24.11 (slurm-root below:
+# slurmctld, slurmd, slurmdbd with MariaDB, munge, the auth/jwt plugin, pam_slurm_adopt and pamtester are Debian 13's,
+# inside it); prometheus and prometheus-node-exporter run the real-metrics test (tests/e2e/test_node_metrics.py);
+# slapd, ldap-utils (slapadd, slappasswd), sssd, sssd-ldap, libnss-sss, libpam-sss and sudo run the directory test
+# (tests/e2e/test_directory_sssd.py); iproute2 (ip) joins the backup slurmctld's network namespace to the host in the
+# multi-head test (tests/e2e/test_slurm_multihead.py). GNU parallel runs bats --jobs (checked as a package: moreutils
+# has a `parallel` command too).
+APT_PACKAGES := shellcheck:shellcheck bats:bats -:parallel debootstrap:debootstrap prometheus:prometheus \
   prometheus-node-exporter:prometheus-node-exporter slapd:slapd ldapsearch:ldap-utils sssd:sssd -:sssd-ldap \
   -:libnss-sss -:libpam-sss sudo:sudo logrotate:logrotate iptables:iptables ip:iproute2 -:python3-venv \
   $(BUILD_PACKAGES)
