@@ -4,12 +4,15 @@
 # own per command, then chroot); `make test` runs this when the root is missing.
 #
 # Usage: build_slurm_root.sh ROOT
+#        build_slurm_root.sh --mirror     prints the mirror it would use (OS_RELEASE and APT_ETC name other files)
 # ROOT is made atomically (built beside it, renamed into place) and then never changed: ROOT/.slurm-root-built holds
 # the Slurm version it carries. The Debian mirror is the one this machine's APT sources use (deb822 .sources or
 # sources.list), so the build reaches nothing apt would not.
 set -euo pipefail
 
-ROOT="${1:?usage: $0 ROOT}"
+ROOT="${1:?usage: $0 ROOT | --mirror}"
+OS_RELEASE="${OS_RELEASE:-/etc/os-release}"
+APT_ETC="${APT_ETC:-/etc/apt}"
 SUITE=trixie
 # What the e2e tests run inside the root: the Slurm daemons and clients (slurmctld, slurmd, slurmdbd and the
 # client commands), Slurm's auth/jwt plugin, munge, pam_slurm_adopt with pamtester, Python with boto3 for the AWS CLI
@@ -31,26 +34,38 @@ HOST_FILES=(passwd group shadow gshadow hosts)
 mirror() {
   local codename uri
   # shellcheck source=/dev/null
-  codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
-  [[ -n "$codename" ]] || { echo "build_slurm_root.sh: no VERSION_CODENAME in /etc/os-release" >&2; return 1; }
-  uri="$(awk -v want="$codename" '
-    FNR == 1 { uris = ""; suites = ""; types = "" }
-    /^[[:space:]]*$/ { if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " want " ") && uris) { split(uris, u, " "); print u[1]; exit }
-                       uris = ""; suites = ""; types = ""; next }
+  codename="$(. "$OS_RELEASE" && echo "${VERSION_CODENAME:-}")"
+  [[ -n "$codename" ]] || { echo "build_slurm_root.sh: no VERSION_CODENAME in $OS_RELEASE" >&2; return 1; }
+  # deb822 stanzas (blank-line separated, per file): the first URI of a `deb` stanza whose Suites name the release.
+  uri="$(shopt -s nullglob; files=("$APT_ETC"/sources.list.d/*.sources)
+    ((${#files[@]} == 0)) || awk -v want="$codename" '
+    function flush() {
+      if (!found && types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " want " ") && uris) { split(uris, u, " "); found = u[1] }
+      uris = ""; suites = ""; types = ""
+    }
+    FNR == 1 { flush() }
+    /^[[:space:]]*$/ { flush(); next }
     /^URIs:/ { sub(/^URIs:[[:space:]]*/, ""); uris = $0 }
     /^Suites:/ { sub(/^Suites:[[:space:]]*/, ""); suites = $0 }
     /^Types:/ { sub(/^Types:[[:space:]]*/, ""); types = $0 }
-    END { if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " want " ") && uris) { split(uris, u, " "); print u[1] } }
-  ' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)"
+    END { flush(); print found }
+  ' "${files[@]}")"
   if [[ -z "$uri" ]]; then
-    uri="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-      awk -v want="$codename" '$1 == "deb" { i = 2; if ($2 ~ /^\[/) while ($i !~ /\]$/) i++; if ($2 ~ /^\[/) i++
-                                             if ($(i + 1) == want) { print $i; exit } }')"
+    # one-line style: deb [options] URI SUITE COMPONENT...
+    uri="$(shopt -s nullglob; existing=()
+      for f in "$APT_ETC"/sources.list "$APT_ETC"/sources.list.d/*.list; do [[ -f "$f" ]] && existing+=("$f"); done
+      ((${#existing[@]} == 0)) || awk -v want="$codename" '
+        $1 == "deb" { i = 2; if ($2 ~ /^\[/) { while (i < NF && $i !~ /\]$/) i++; i++ }
+                      if ($(i + 1) == want) { print $i; exit } }' "${existing[@]}")"
   fi
   [[ "$uri" == http*://* ]] || { echo "build_slurm_root.sh: no APT source for $codename found" >&2; return 1; }
   echo "$uri"
 }
 
+if [[ "$ROOT" == --mirror ]]; then
+  mirror
+  exit
+fi
 [[ "$(id -u)" == 0 ]] || { echo "build_slurm_root.sh: needs root (debootstrap, chroot)" >&2; exit 2; }
 command -v debootstrap >/dev/null || PATH="$PATH:/usr/sbin"
 command -v debootstrap >/dev/null || { echo "build_slurm_root.sh: debootstrap is not installed" >&2; exit 2; }
