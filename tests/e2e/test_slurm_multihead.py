@@ -12,7 +12,7 @@ value, every controller in it, the second run writing nothing. The Studio LCC th
 controller's client bundle installed); a Studio user's sbatch runs; the primary is stopped; sbatch, squeue and the job
 still work, through the backup the published slurm.conf names.
 
-Needs root, iproute2 (ip), useradd, and the Debian packages slurm-wlm and munge.
+Needs root, iproute2 (ip), useradd, and the Slurm root (`make slurm-root`).
 """
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ missing = [b for b in HOST if shutil.which(b) is None and shutil.which(b, path="
 pytestmark = pytest.mark.skipif(bool(missing or missing_in_root(REQUIRED)),
                                 reason=f"missing {', '.join(missing)}: apt-get install iproute2" if missing
                                 else skip_reason(REQUIRED))
-# Seconds a backup waits for a silent primary before taking over (SlurmctldTimeout; HyperPod's is its own). Slurm
-# 22.05's rules on both sides (src/slurmctld/backup.c, src/common/slurm_protocol_api.c): the backup pings the primary
+# Seconds a backup waits for a silent primary before taking over (SlurmctldTimeout; HyperPod's is its own). Measured
+# on Slurm 22.05 (the 24.11 of tests/e2e/slurm_root.py passes with the same value). 22.05's rules on both sides (src/slurmctld/backup.c, src/common/slurm_protocol_api.c): the backup pings the primary
 # every TAKEOVER/3 s and takes over once more than TAKEOVER s have passed since its last answer; a client told
 # "standby" sleeps TAKEOVER/2 s (whole seconds) and tries again while less than 1.5 x TAKEOVER s have passed since
 # its first try. Measured here (several runs each), from the primary's stop: with 5 the takeover comes at 6.0 s and

@@ -677,7 +677,10 @@ def test_a_bundle_with_another_checksum_is_refused(cluster: Cluster, published: 
     _nothing_installed(sandbox.root)
 
 
-SLURM_EXAMPLES = sorted((REPO / "examples" / "slurm").glob("*.sbatch"))
+# The Slurm examples and the fine-tuning example's batch script (run as `bash finetune.sbatch`, it submits itself;
+# its #SBATCH lines are what sbatch reads).
+SLURM_EXAMPLES = [*sorted((REPO / "examples" / "slurm").glob("*.sbatch")),
+                  REPO / "examples" / "finetune" / "finetune.sbatch"]
 # What `sbatch --test-only` here does not exercise, and why:
 # - The loopback cluster has one node with this machine's CPUs, so every example is submitted with
 #   --nodes=1 --ntasks-per-node=1 on the command line (which overrides the #SBATCH lines); the examples' own counts
