@@ -29,7 +29,7 @@ Parameters:
   submitted).
 - auth: the daemons always start with auth/munge, as HyperPod's do. Per-user mode (auth/jwt) is what the project's
   configure_slurm_auth.sh adds to accounting.conf; Slurm 24.11 loads it on `scontrol reconfigure` (22.05 loaded a
-  new auth plugin only at start, hence `restart_slurmctld()`, kept for a test that restarts slurmctld).
+  new auth plugin only at start, which `restart_slurmctld()` was for; it stays for any test that restarts slurmctld).
 
 Every file (state, spool, logs, pid files, sockets) is under `base`. Standard library only.
 """
