@@ -18,16 +18,14 @@ export AWS_EC2_METADATA_DISABLED := true
 
 # Debian packages the tests need, as command:package; installed with apt-get when the command is missing (a package
 # without a command is written -:package and checked with dpkg-query).
-# slurm-wlm and munge run real Slurm daemons on loopback for the end-to-end tests; slurm-wlm-jwt-plugin is Slurm's
-# auth/jwt, which per-user mode (shared_fsx: false) uses for Studio users; slurmdbd and mariadb-server add Slurm
-# accounting (tests/e2e/test_slurm_accounting.py); libpam-slurm-adopt (a PAM module, no command) and pamtester run the
-# pam_slurm_adopt test (tests/e2e/test_slurm_gres_adopt.py); prometheus and prometheus-node-exporter run the
-# real-metrics test (tests/e2e/test_node_metrics.py); slapd, ldap-utils (slapadd, slappasswd), sssd, sssd-ldap,
-# libnss-sss, libpam-sss and sudo run the directory test (tests/e2e/test_directory_sssd.py); iproute2 (ip) joins the
-# backup slurmctld's network namespace to the host in the multi-head test (tests/e2e/test_slurm_multihead.py). GNU
-# parallel runs bats --jobs (checked as a package: moreutils has a `parallel` command too).
-APT_PACKAGES := shellcheck:shellcheck bats:bats -:parallel slurmctld:slurm-wlm munged:munge -:slurm-wlm-jwt-plugin \
-  slurmdbd:slurmdbd mariadbd:mariadb-server -:libpam-slurm-adopt pamtester:pamtester prometheus:prometheus \
+# debootstrap builds the Debian 13 root in which the end-to-end tests run real Slurm 24.11 (slurm-root below:
+# slurmctld, slurmd, slurmdbd with MariaDB, munge, the auth/jwt plugin, pam_slurm_adopt and pamtester are Debian 13's,
+# inside it); prometheus and prometheus-node-exporter run the real-metrics test (tests/e2e/test_node_metrics.py);
+# slapd, ldap-utils (slapadd, slappasswd), sssd, sssd-ldap, libnss-sss, libpam-sss and sudo run the directory test
+# (tests/e2e/test_directory_sssd.py); iproute2 (ip) joins the backup slurmctld's network namespace to the host in the
+# multi-head test (tests/e2e/test_slurm_multihead.py). GNU parallel runs bats --jobs (checked as a package: moreutils
+# has a `parallel` command too).
+APT_PACKAGES := shellcheck:shellcheck bats:bats -:parallel debootstrap:debootstrap prometheus:prometheus \
   prometheus-node-exporter:prometheus-node-exporter slapd:slapd ldapsearch:ldap-utils sssd:sssd -:sssd-ldap \
   -:libnss-sss -:libpam-sss sudo:sudo logrotate:logrotate iptables:iptables ip:iproute2 -:python3-venv \
   $(BUILD_PACKAGES)
@@ -40,7 +38,7 @@ DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: examples studio-tools studio-tools-if-wanted studio-eksctl build-deps synth test train-venv lint schema docs bench deps system-deps \
-  hyperpod-chart clean deploy diff plan graph preflight connect destroy status logs diagnose help
+  hyperpod-chart clean deploy diff plan graph preflight connect destroy status logs diagnose help slurm-root
 .DEFAULT_GOAL := synth
 
 # What synth and the user commands need, hash-locked (requirements.lock, written from requirements.txt by
@@ -190,6 +188,14 @@ help:
 destroy: synth
 	$(PY) -m cli.destroy cdk.out $(ARGS)
 
+## The Debian 13 (trixie) root the end-to-end tests run Slurm 24.11 in (HyperPod's release), built once per machine
+## with debootstrap (tools/build_slurm_root.sh) from the Debian mirror this machine's APT sources name, outside the
+## checkout (docs/testing.md: its build time and size). Remove the directory to rebuild it.
+SLURM_ROOT ?= /var/cache/hyperpod-platform-tests/slurm-24.11-trixie
+export HYPERPOD_SLURM_ROOT := $(SLURM_ROOT)
+slurm-root: system-deps
+	@[ -f "$(SLURM_ROOT)/.slurm-root-built" ] || $(SUDO) tools/build_slurm_root.sh "$(SLURM_ROOT)"
+
 ## The whole test suite on every core: shell lint and the lifecycle-script tests (bats --jobs, GNU parallel) beside
 ## pytest under xdist (config, stacks, cfn-lint, nag, limits, e2e; tests/conftest.py says how the work is shared).
 ## Shellcheck's and bats' output (build/lint.log, build/bats.tap) is printed after pytest's report, then the counts.
@@ -202,7 +208,7 @@ TEST_JOBS ?= $(shell nproc)
 ## Bytecode is written (PYTHONDONTWRITEBYTECODE unset): pytest's rewritten test modules and the project's modules are
 ## compiled once per checkout, not in every process (~3.4 s of each pytest process's 7 s collection here); the
 ## __pycache__ directories are git-ignored and left out of every asset.
-test: deps $(VENV)/.dev-installed system-deps train-venv studio-tools
+test: deps $(VENV)/.dev-installed system-deps slurm-root train-venv studio-tools
 	@if [ "$$(id -u)" = 0 ] && ! setpriv --reuid=65534 --regid=65534 --clear-groups \
 	  test -r "$(CURDIR)/tests/lifecycle/stubs/stub"; then \
 	  echo "make test: other users cannot reach $(CURDIR), and the tests run scripts as them: let them traverse it" \

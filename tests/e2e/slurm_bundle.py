@@ -1,8 +1,10 @@
 """Helpers for the e2e tests of the Slurm client bundle (lifecycle/hyperpod/build_slurm_client_bundle.sh).
 
-`hide_system_slurm` makes a "stock Studio image" out of this machine inside a mount namespace: every Slurm client
-command, munge's commands, Slurm's plugin directory (with libslurmfull.so) and libmunge are covered by bind mounts
-(/dev/null over files, an empty directory over directories), so whatever runs there can only be the bundle's.
+`hide_system_slurm` makes a "stock Studio image" out of the Slurm root (tests/e2e/slurm_root.py) inside a mount
+namespace: every Slurm client command, munge's commands, Slurm's plugin directory (with libslurmfull.so) and libmunge
+of the root are covered by bind mounts (/dev/null over files, an empty directory over directories), so whatever runs
+there (`in_root(...)` from that namespace) can only be the bundle's. The root's glibc is the image's, as new as the
+controller's: the bundle carries no glibc of its own.
 """
 from __future__ import annotations
 
@@ -10,19 +12,22 @@ import glob
 import subprocess
 from pathlib import Path
 
+from slurm_root import SLURM_ROOT
+
 BUNDLE_BUCKET = "e2e-lifecycle"
 BUNDLE_PREFIX = f"s3://{BUNDLE_BUCKET}/slurm-client/"
 CLIENT_COMMANDS = ("sinfo", "sbatch", "squeue", "scancel", "sacct", "scontrol", "srun", "salloc", "sacctmgr",
                    "sattach", "sbcast", "sdiag", "sprio", "sreport", "sshare", "sstat", "strigger")
 
 
-def system_slurm_paths() -> list[Path]:
-    """What Debian's slurm-client, slurm-wlm-basic-plugins, munge and libmunge2 install that a client would load."""
-    paths = [Path("/usr/bin") / c for c in CLIENT_COMMANDS]
-    paths += [Path("/usr/bin/munge"), Path("/usr/bin/unmunge"), Path("/usr/sbin/munged")]
-    paths += [Path(p) for p in glob.glob("/usr/lib/*-linux-gnu/slurm-wlm")]
-    paths += [Path(p) for p in glob.glob("/usr/lib/*-linux-gnu/libmunge.so*")]
-    paths += [Path(p) for p in glob.glob("/usr/lib/*-linux-gnu/libslurm*.so*")]
+def system_slurm_paths(root: Path = SLURM_ROOT) -> list[Path]:
+    """What Debian's slurm-client, slurm-wlm-basic-plugins, munge and libmunge2 install under `root` that a client
+    would load (paths on this machine)."""
+    paths = [root / "usr" / "bin" / c for c in CLIENT_COMMANDS]
+    paths += [root / "usr" / "bin" / "munge", root / "usr" / "bin" / "unmunge", root / "usr" / "sbin" / "munged"]
+    for pattern in ("usr/lib/*-linux-gnu/slurm-wlm", "usr/lib/*-linux-gnu/libmunge.so*",
+                    "usr/lib/*-linux-gnu/libslurm*.so*"):
+        paths += [Path(p) for p in glob.glob(str(root / pattern))]
     return [p for p in paths if p.exists() and not p.is_symlink()]
 
 

@@ -1,5 +1,9 @@
 """A loopback Slurm cluster shaped like a HyperPod controller, shared by the e2e tests.
 
+Every daemon runs from the Debian 13 root with Slurm 24.11, HyperPod's release (tests/e2e/slurm_root.py: `in_root`),
+with this cluster's files at the same paths inside and outside it; a test runs the Slurm commands and the scripts
+that use them through `in_root(...)` as well.
+
 munged with a fresh key, a HyperPod-shaped /opt/slurm/etc under `base` (slurm.conf from slurm_conf.render_slurm_conf
 with `enable_configless` and `include accounting.conf`, an empty plugstack.conf), slurmctld, and a configless slurmd
 (`slurmd --conf-server`) as HyperPod starts them. Before it has a config, slurmd authenticates through munge's
@@ -24,8 +28,8 @@ Parameters:
 - `scheduler_parameters`: SchedulerParameters, `BATCH_SCHEDULING` unless given (a batch job is scheduled when
   submitted).
 - auth: the daemons always start with auth/munge, as HyperPod's do. Per-user mode (auth/jwt) is what the project's
-  configure_slurm_auth.sh adds to accounting.conf; Slurm 22.05 loads a new auth plugin only at start, hence
-  `restart_slurmctld()`.
+  configure_slurm_auth.sh adds to accounting.conf; Slurm 24.11 loads it on `scontrol reconfigure` (22.05 loaded a
+  new auth plugin only at start, which `restart_slurmctld()` was for; it stays for any test that restarts slurmctld).
 
 Every file (state, spool, logs, pid files, sockets) is under `base`. Standard library only.
 """
@@ -41,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slurm_conf import ACCOUNTING_CONF, render_slurm_conf
+from slurm_root import DATABASE_ROOT, in_root
 
 SLURM_BINARIES = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "squeue", "sbatch", "scontrol", "unshare")
 ACCOUNTING_BINARIES = ("mariadbd", "mariadb-install-db", "mariadb", "slurmdbd", "sacctmgr", "sacct", "sshare")
@@ -104,8 +109,8 @@ def start_munged(key: Path, run_dir: Path, state_dir: Path) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     run_dir.chmod(0o755)  # munged insists that every user can reach its socket
     sock = run_dir / "munge.socket.2"  # munge's default name: configless slurmd asks the default socket first
-    result = run(["munged", f"--key-file={key}", f"--socket={sock}", f"--pid-file={run_dir / 'munged.pid'}",
-                  f"--log-file={state_dir / 'munged.log'}", f"--seed-file={state_dir / 'munged.seed'}"])
+    result = run(in_root("munged", f"--key-file={key}", f"--socket={sock}", f"--pid-file={run_dir / 'munged.pid'}",
+                  f"--log-file={state_dir / 'munged.log'}", f"--seed-file={state_dir / 'munged.seed'}"))
     assert result.returncode == 0, result.stderr
     return sock
 
@@ -212,23 +217,25 @@ class SlurmCluster:
 
     def node_idle(self) -> bool:
         self._alive("the node to be idle")
-        return run(["sinfo", "-h", "-o", "%T"], env=self.env()).stdout.split() == ["idle"]
+        return run(in_root("sinfo", "-h", "-o", "%T"), env=self.env()).stdout.split() == ["idle"]
 
     def _start_database(self) -> tuple[int, str]:
-        """A MariaDB of its own on a loopback port, and a password-protected user for slurmdbd."""
+        """A MariaDB of its own on a loopback port (Debian 12's 10.11, slurm_root.DATABASE_ROOT), and a
+        password-protected user for slurmdbd."""
         data, sock = self.ctl / "mysql", self.ctl / "mysqld.sock"
-        result = run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
-                      "--auth-root-authentication-method=socket", "--skip-test-db"])
+        result = run(in_root("mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
+                             "--auth-root-authentication-method=socket", "--skip-test-db", root=DATABASE_ROOT))
         assert result.returncode == 0, result.stdout + result.stderr
         port = free_port()
-        self._spawn("mariadbd", ["mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={sock}",
-                                 f"--port={port}", "--bind-address=127.0.0.1", "--user=root", "--skip-log-bin",
-                                 f"--pid-file={self.ctl / 'mariadbd.pid'}", "--innodb-buffer-pool-size=64M",
-                                 f"--log-error={self.ctl / 'mariadbd.log'}"])
+        self._spawn("mariadbd", in_root("mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={sock}",
+                                        f"--port={port}", "--bind-address=127.0.0.1", "--user=root", "--skip-log-bin",
+                                        f"--pid-file={self.ctl / 'mariadbd.pid'}", "--innodb-buffer-pool-size=64M",
+                                        f"--log-error={self.ctl / 'mariadbd.log'}", root=DATABASE_ROOT))
         password = secrets.token_hex(16)
         grant = (f"CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
                  "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';")
-        self._wait("MariaDB", lambda: run(["mariadb", f"--socket={sock}", "-u", "root", "-e", grant]).returncode == 0)
+        self._wait("MariaDB", lambda: run(in_root("mariadb", f"--socket={sock}", "-u", "root", "-e", grant,
+                                                  root=DATABASE_ROOT)).returncode == 0)
         return port, password
 
     def _start_slurmdbd(self) -> None:
@@ -251,8 +258,9 @@ class SlurmCluster:
             dbd_host=dbd_host, dbd_port=dbd_port, munge_socket=self.munge_socket,
             priority_weights=self.priority_weights))
         # slurmdbd reads the slurmdbd.conf beside the slurm.conf that SLURM_CONF names.
-        self._spawn("slurmdbd", ["env", f"SLURM_CONF={self.conf}", "slurmdbd", "-D"])
-        self._wait("slurmdbd", lambda: run(["sacctmgr", "-n", "-P", "show", "cluster"], env=self.env()).returncode == 0)
+        self._spawn("slurmdbd", in_root("env", f"SLURM_CONF={self.conf}", "slurmdbd", "-D"))
+        self._wait("slurmdbd", lambda: run(in_root("sacctmgr", "-n", "-P", "show", "cluster"),
+                                           env=self.env()).returncode == 0)
 
     def _backup_network(self, index: int) -> tuple[str, str, subprocess.Popen]:
         """A network namespace (held by a sleeping process) joined to this one by a veth pair on a free /30 of
@@ -287,12 +295,11 @@ class SlurmCluster:
         name, _ = self.controllers[index]
         own = self.ctl / f"slurmctld-{index}"
         own.mkdir(exist_ok=True)
-        enter = [] if index == 0 else ["nsenter", "-t", str(self.procs[f"netns-backup{index}"].pid), "-n"]
-        rename = "" if index == 0 else f"hostname {name} && "
-        self._spawn(f"slurmctld-{index}" if index else "slurmctld", [
-            *enter, "unshare", "--mount", "--propagation", "private", *(["--uts"] if index else []), "sh", "-c",
-            f'{rename}mount --bind "$1" "$2" && exec slurmctld -D -f "$0"', str(self.conf), str(own),
-            str(self.ctl / "slurmctld-run")])
+        slurmctld = in_root("slurmctld", "-D", "-f", str(self.conf), binds=[(own, str(self.ctl / "slurmctld-run"))])
+        if index:  # in the backup's network namespace, under its own host name
+            slurmctld = ["nsenter", "-t", str(self.procs[f"netns-backup{index}"].pid), "-n", "unshare", "--uts",
+                         "sh", "-c", f'hostname {name} && exec "$@"', "slurmctld", *slurmctld]
+        self._spawn(f"slurmctld-{index}" if index else "slurmctld", slurmctld)
 
     def stop_primary(self) -> None:
         """Stops the first controller, as a failed primary; clients and slurmd turn to the backups."""
@@ -337,7 +344,6 @@ class SlurmCluster:
             self._start_slurmdbd()
         else:
             (self.etc / "accounting.conf").write_text(ACCOUNTING_CONF)
-        Path("/run/munge").mkdir(parents=True, exist_ok=True)
         if self.backup_controllers:
             # The primary first, as on a cluster: a backup started beside it may create the shared state's
             # clustername file at the moment the primary reads it, and the primary then stops on "CLUSTER NAME
@@ -348,12 +354,11 @@ class SlurmCluster:
             for i in range(1, len(self.controllers)):
                 self._spawn_slurmctld(i)
         else:
-            self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
+            self._spawn("slurmctld", in_root("slurmctld", "-D", "-f", str(self.conf)))
         self._wait("slurmctld to listen", self.slurmctld_listening)
         servers = ",".join(f"{addr}:{self.slurmctld_port}" for _, addr in self.controllers)
-        self._spawn("slurmd", ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                               'mount --bind "$0" /run/munge && exec slurmd -D --conf-server "$1"',
-                               str(self.munge_socket.parent), servers])
+        self._spawn("slurmd", in_root("slurmd", "-D", "--conf-server", servers,
+                                      binds=[(self.munge_socket.parent, "/run/munge")]))
         self.wait_node_idle()
 
     def restart_slurmctld(self) -> None:
@@ -362,7 +367,7 @@ class SlurmCluster:
         p = self.procs.pop("slurmctld")
         p.terminate()
         p.wait(timeout=30)
-        self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
+        self._spawn("slurmctld", in_root("slurmctld", "-D", "-f", str(self.conf)))
         self._wait("slurmctld to listen after the restart", self.slurmctld_listening)
 
     def wait_node_idle(self) -> None:

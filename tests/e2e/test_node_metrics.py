@@ -36,6 +36,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 from slurm_cluster import SLURM_BINARIES, SlurmCluster, free_port, run, wait_for  # noqa: E402
+from slurm_root import in_root, missing as missing_in_root, skip_reason  # noqa: E402
 
 from constructs import node_metric_names as node_metrics  # noqa: E402
 
@@ -46,11 +47,11 @@ NODE_EXPORTER = shutil.which("prometheus-node-exporter")
 PROMETHEUS = shutil.which("prometheus")
 SCRAPE_SECONDS = 10  # the smallest observability.node_metrics.scrape_interval_seconds allows
 
-missing = [b for b in (*SLURM_BINARIES, "prometheus", "prometheus-node-exporter") if shutil.which(b) is None]
+missing = [b for b in ("prometheus", "prometheus-node-exporter") if shutil.which(b) is None]
 pytestmark = pytest.mark.skipif(
-    bool(missing) or os.geteuid() != 0,
-    reason=f"needs root, real Slurm and Debian's prometheus (missing {', '.join(missing) or 'nothing'}): "
-           "apt-get install slurm-wlm munge prometheus prometheus-node-exporter")
+    bool(missing or missing_in_root(SLURM_BINARIES)) or os.geteuid() != 0,
+    reason=f"needs root and Debian's prometheus (missing {', '.join(missing) or 'nothing'}): "
+           f"apt-get install prometheus prometheus-node-exporter; {skip_reason(SLURM_BINARIES)}")
 
 
 def api(port: int, path: str, **query: str) -> dict:
@@ -92,7 +93,8 @@ def metrics() -> Iterator[Metrics]:
     cluster = SlurmCluster(base=base, cluster_name="metrics")
     try:
         cluster.start()
-        job = run(["sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", "--wrap=sleep 600"], env=cluster.env())
+        job = run(in_root("sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", "--wrap=sleep 600"),
+                  env=cluster.env())
         assert job.returncode == 0, job.stderr
 
         # The textfile collectors, as their timers run them (controller: Slurm; compute with EFA: EFA). The Slurm one
@@ -110,7 +112,7 @@ def metrics() -> Iterator[Metrics]:
         collector_env = cluster.env(TEXTFILE_DIR=str(textfile), SYS_INFINIBAND=str(sysfs))
 
         def collect(collector: str) -> None:
-            result = run(["bash", str(LIFECYCLE / "collectors" / collector)], env=collector_env)
+            result = run(in_root("bash", str(LIFECYCLE / "collectors" / collector)), env=collector_env)
             assert result.returncode == 0, result.stdout + result.stderr
 
         collect("efa_metrics.sh")
@@ -152,16 +154,16 @@ def metrics() -> Iterator[Metrics]:
                  f"--storage.agent.path={base / name}", f"--web.listen-address=127.0.0.1:{port}"],
                 env=env, stdout=open(base / f"{name}.log", "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         wait_for("the receiver", lambda: up(receiver_port), timeout=60)
-        wait_for("the job to run", lambda: run(["squeue", "-h", "-o", "%T"], env=cluster.env()).stdout.split()
+        wait_for("the job to run", lambda: run(in_root("squeue", "-h", "-o", "%T"), env=cluster.env()).stdout.split()
                  == ["RUNNING"], timeout=30)
         collect("slurm_metrics.sh")
         yield Metrics(cluster, receiver_port, agent_conf, base / "unsigned-agent.log")
     finally:
         # The job's slurmstepd is no child of ours: cancel the job while slurmd runs, or its `sleep 600` outlives us.
         if "slurmd" in cluster.procs and cluster.procs["slurmd"].poll() is None:
-            run(["scancel", "--full", "--quiet", "--state=RUNNING", "--partition=debug"], env=cluster.env())
+            run(in_root("scancel", "--full", "--quiet", "--state=RUNNING", "--partition=debug"), env=cluster.env())
             try:
-                wait_for("the job to end", lambda: not run(["squeue", "-h"], env=cluster.env()).stdout.strip(),
+                wait_for("the job to end", lambda: not run(in_root("squeue", "-h"), env=cluster.env()).stdout.strip(),
                          timeout=30, interval=0.3)
             except AssertionError:
                 pass  # stopping the cluster comes first; a job left over ends with its sleep

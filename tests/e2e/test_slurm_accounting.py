@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
 from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, run  # noqa: E402
+from slurm_root import in_root, missing as missing_in_root, skip_reason  # noqa: E402
 
 from platform_config import PlatformConfig, parse_config  # noqa: E402
 from platform_config.accounting_plan import accounting_parameters  # noqa: E402
@@ -35,11 +36,9 @@ APPLY = REPO / "lifecycle" / "hyperpod" / "apply_accounting.sh"
 EXAMPLE = REPO / "config" / "examples" / "research-institution.yaml"
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"}
 
-missing = [b for b in (*SLURM_BINARIES, *ACCOUNTING_BINARIES, "setpriv") if shutil.which(b) is None]
-pytestmark = pytest.mark.skipif(
-    bool(missing) or os.geteuid() != 0,
-    reason=f"needs root and real Slurm accounting (missing {', '.join(missing) or 'nothing'}): "
-           "apt-get install slurm-wlm slurmdbd munge mariadb-server")
+REQUIRED = (*SLURM_BINARIES, *ACCOUNTING_BINARIES, "setpriv")
+pytestmark = pytest.mark.skipif(bool(missing_in_root(REQUIRED)) or os.geteuid() != 0,
+                                reason=f"needs root; {skip_reason(REQUIRED)}")
 
 
 def example() -> dict:
@@ -61,24 +60,24 @@ class Env:
         users = [{"name": u.name, "uid": u.uid, "gid": u.group_id, "sudo": u.sudo} for u in config.users]
         self.params.write_text(json.dumps({"version": 1, "users": users, "accounting": accounting_parameters(config)}))
         env = {**self.cluster.env(), "PARAMS_FILE": str(self.params), "RETRY_DELAY": "1", "SLURM_WAIT_ATTEMPTS": "5"}
-        result = run(["bash", str(APPLY)], env=env, timeout=120)
+        result = run(in_root("bash", str(APPLY)), env=env, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout
 
     def sacctmgr(self, *args: str) -> list[list[str]]:
-        result = run(["sacctmgr", "-n", "-P", *args], env=self.cluster.env())
+        result = run(in_root("sacctmgr", "-n", "-P", *args), env=self.cluster.env())
         assert result.returncode == 0, result.stderr
         return [line.split("|") for line in result.stdout.splitlines()]
 
     def sbatch(self, user: str, *args: str) -> tuple[int, str, str]:
         uid = os.popen(f"id -u {user}").read().strip()
         gid = os.popen(f"id -g {user}").read().strip()
-        result = run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "sbatch", "--parsable",
-                      "--chdir=/tmp", "--output=/dev/null", *args], env=self.cluster.env())
+        result = run(in_root("setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "sbatch", "--parsable",
+                      "--chdir=/tmp", "--output=/dev/null", *args), env=self.cluster.env())
         return result.returncode, result.stdout.strip(), result.stderr
 
     def job(self, job_id: str) -> dict[str, str]:
-        out = run(["scontrol", "show", "job", job_id], env=self.cluster.env()).stdout
+        out = run(in_root("scontrol", "show", "job", job_id), env=self.cluster.env()).stdout
         return dict(f.split("=", 1) for f in out.split() if "=" in f)
 
     def wait_job(self, job_id: str, until, what: str, timeout: float = 30) -> dict[str, str]:
@@ -95,7 +94,7 @@ class Env:
         messages (a record written from the end message alone has no QoS yet), so wait for the expected one."""
         deadline = time.monotonic() + timeout
         while True:
-            out = run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "account,user,qos,state"],
+            out = run(in_root("sacct", "-n", "-P", "-X", "-j", job_id, "-o", "account,user,qos,state"),
                       env=self.cluster.env()).stdout.split()
             record = out[0].split("|") if out else []
             if record == expected or time.monotonic() > deadline:
@@ -165,7 +164,7 @@ def test_a_second_apply_changes_nothing(applied: tuple[str, str]):
 
 
 def test_fair_share_appears_in_sshare(env: Env, applied):
-    out = run(["sshare", "-a", "-n", "-P", "-o", "account,user,rawshares"], env=env.cluster.env()).stdout
+    out = run(in_root("sshare", "-a", "-n", "-P", "-o", "account,user,rawshares"), env=env.cluster.env()).stdout
     shares = {(a.strip(), u): s for a, u, s in (line.split("|") for line in out.splitlines())}
     assert (shares[("physics", "")], shares[("biology", "")], shares[("teaching", "")]) == ("40", "40", "20")
     assert ("physics", "ada") in shares and ("teaching", "student1") in shares
@@ -184,7 +183,7 @@ def test_a_job_over_max_wall_is_held_with_the_qos_reason(env: Env, applied):
     rc, job_id, err = env.sbatch("ada", "--account=physics", "--qos=short", "--time=300", "--wrap", "true")
     assert rc == 0, err
     job = env.wait_job(job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL, "a reason")
-    run(["scancel", job_id], env=env.cluster.env())
+    run(in_root("scancel", job_id), env=env.cluster.env())
     assert (job["JobState"], job["Reason"]) == ("PENDING", "QOSMaxWallDurationPerJobLimit"), job
 
 
@@ -210,7 +209,7 @@ def test_a_changed_limit_is_applied_and_a_job_over_max_tres_per_user_waits(env: 
                                  "--wrap", "true")
     assert rc == 0, err
     job = env.wait_job(job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL, "a reason")
-    run(["scancel", job_id], env=env.cluster.env())
+    run(in_root("scancel", job_id), env=env.cluster.env())
     assert (job["JobState"], job["Reason"]) == ("PENDING", "QOSMaxCpuPerUserLimit"), job
     restored = env.apply(example())
     assert "modify qos where name=short set MaxTRESPerUser=cpu=-1,gres/gpu=4" in restored

@@ -6,8 +6,9 @@ beside slurm.conf), with empty files standing in for the GPU devices. The depart
 research-institution example's, applied by apply_accounting.sh; the GPU count the controller expects comes from
 the example's instance type through the same function the cluster stack uses (worker_groups).
 
-pam_slurm_adopt is Debian's libpam-slurm-adopt, built for the same Slurm (22.05) as the daemons; the PAM stack is
-a real one under /etc/pam.d (a service of its own, removed afterwards), exercised with pamtester's acct_mgmt, the
+pam_slurm_adopt is Debian's libpam-slurm-adopt, built for the same Slurm (24.11) as the daemons, in the Slurm root
+(tests/e2e/slurm_root.py); the PAM stack is a real one, the root's /etc/pam.d with a service of its own (a copy of
+that directory in the test's own, mounted over it for pamtester), exercised with pamtester's acct_mgmt, the
 account phase sshd runs after authentication.
 
 Needs root and the Debian packages slurm-wlm, slurmdbd, munge, mariadb-server, libpam-slurm-adopt and pamtester.
@@ -29,20 +30,21 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
 from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, run, wait_for  # noqa: E402
+from slurm_root import SLURM_ROOT, in_root, missing as missing_in_root, skip_reason  # noqa: E402
 from test_slurm_accounting import TERMINAL, Env, example  # noqa: E402
 
 from platform_config import parse_config  # noqa: E402
 from platform_config.accounting_plan import accounting_parameters, worker_groups  # noqa: E402
 
 HYPERPOD = REPO / "lifecycle" / "hyperpod"
-PAM_MODULE = Path("/lib/security/pam_slurm_adopt.so")  # where Debian's libpam-slurm-adopt installs it
-PAM_SERVICE = f"hyperpod-e2e-sshd-{os.getpid()}"
+# Where Debian 13's libpam-slurm-adopt installs it (Debian 12's was /lib/security/pam_slurm_adopt.so)
+PAM_MODULE = Path("/usr/lib/x86_64-linux-gnu/security/pam_slurm_adopt.so")
+PAM_SERVICE = "hyperpod-e2e-sshd"
 
-missing = [b for b in (*SLURM_BINARIES, *ACCOUNTING_BINARIES, "setpriv", "pamtester") if shutil.which(b) is None]
+REQUIRED = (*SLURM_BINARIES, *ACCOUNTING_BINARIES, "setpriv", "pamtester")
 pytestmark = pytest.mark.skipif(
-    bool(missing) or os.geteuid() != 0 or not PAM_MODULE.exists(),
-    reason=f"needs root, real Slurm accounting and pam_slurm_adopt (missing {', '.join(missing) or 'nothing'}): "
-           "apt-get install slurm-wlm slurmdbd munge mariadb-server libpam-slurm-adopt pamtester")
+    bool(missing_in_root(REQUIRED)) or os.geteuid() != 0 or not (SLURM_ROOT / PAM_MODULE.relative_to("/")).exists(),
+    reason="needs root; " + (skip_reason(REQUIRED) if missing_in_root(REQUIRED) else f"the Slurm root lacks {PAM_MODULE}"))
 
 ADMIN = "ada"  # sudo: true in the parameters this test writes
 
@@ -67,12 +69,18 @@ class GresEnv(Env):
         etc = self.cluster.conf.parent
         full = {**self.cluster.env(), "PARAMS_FILE": str(self.platform), "SLURM_CONF_DIR": str(etc),
                 "LOG_DIR": str(self.cluster.base / "log"), "SLURM_WAIT_ATTEMPTS": "5", **env}
-        result = run(["bash", str(HYPERPOD / name), *args], env=full, timeout=120)
+        result = run(in_root("bash", str(HYPERPOD / name), *args), env=full, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout + result.stderr
 
+    @property
+    def pam_dir(self) -> Path:
+        """The node's /etc/pam.d: a copy of the root's, mounted over it for pamtester."""
+        return self.cluster.base / "pam.d"
+
     def pamtester(self, user: str) -> tuple[int, str]:
-        result = run(["pamtester", "-v", PAM_SERVICE, user, "acct_mgmt"], env=self.cluster.env())
+        result = run(in_root("pamtester", "-v", PAM_SERVICE, user, "acct_mgmt", binds=[(self.pam_dir, "/etc/pam.d")]),
+                     env=self.cluster.env())
         return result.returncode, result.stdout + result.stderr
 
 
@@ -89,7 +97,6 @@ def env() -> Iterator[GresEnv]:
     cluster = SlurmCluster(base=base, cluster_name="research", accounting=True, priority_weights=weights,
                            partition=group.partitions[0], gpus=4)
     created: list[tuple[str, bool, bool]] = []
-    pam_file = Path("/etc/pam.d") / PAM_SERVICE
     try:
         for user in data["users"]:
             created.append((user["name"], *ensure_posix_user(PosixUser(user["name"], user["uid"], user["uid"]))))
@@ -99,7 +106,6 @@ def env() -> Iterator[GresEnv]:
         gres_env.apply(data)
         yield gres_env
     finally:
-        pam_file.unlink(missing_ok=True)
         cluster.stop()
         remove_posix_users(created)
         shutil.rmtree(base, ignore_errors=True)
@@ -108,7 +114,7 @@ def env() -> Iterator[GresEnv]:
 def pending_reason(env: GresEnv, job_id: str) -> tuple[str, str]:
     job = env.wait_job(job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL,
                        "a reason")
-    run(["scancel", job_id], env=env.cluster.env())
+    run(in_root("scancel", job_id), env=env.cluster.env())
     return job["JobState"], job["Reason"]
 
 
@@ -143,7 +149,7 @@ def test_a_job_asking_for_one_gpu_runs_with_it(env: GresEnv):
     assert job["JobState"] == "COMPLETED", job
     # slurmdbd gets the record from slurmctld asynchronously: wait for it rather than read it once.
     def alloc_tres() -> str:
-        return run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "alloctres"], env=env.cluster.env()).stdout
+        return run(in_root("sacct", "-n", "-P", "-X", "-j", job_id, "-o", "alloctres"), env=env.cluster.env()).stdout
 
     wait_for(f"job {job_id}'s GPU TRES in slurmdbd", lambda: "gres/gpu=" in alloc_tres(), timeout=60)
     assert "gres/gpu=1" in alloc_tres(), alloc_tres()
@@ -170,7 +176,8 @@ def adopt(env: GresEnv) -> tuple[str, str]:
     """The controller step (PrologFlags=Contain, reconfigure), then the compute step on a PAM service of its own."""
     controller = env.script("configure_pam_adopt.sh", "controller",
                             INCLUDED_CONF=str(env.cluster.conf.parent / "accounting.conf"))
-    pam_file = Path("/etc/pam.d") / PAM_SERVICE
+    shutil.copytree(SLURM_ROOT / "etc" / "pam.d", env.pam_dir, symlinks=True)
+    pam_file = env.pam_dir / PAM_SERVICE
     pam_file.write_text("account required pam_unix.so\n")  # sshd's common-account, in short
     compute_env = {"PAM_SSHD": str(pam_file), "ACCESS_FILE": str(env.cluster.base / "admins.conf"),
                    "PAM_SLURM_ADOPT_CANDIDATES": str(PAM_MODULE)}
@@ -182,7 +189,7 @@ def adopt(env: GresEnv) -> tuple[str, str]:
 def test_the_controller_adds_prolog_flags_contain_and_slurmctld_uses_it(env: GresEnv, adopt):
     controller, _ = adopt
     assert "wrote the pam_slurm_adopt settings (PrologFlags=Contain)" in controller
-    out = run(["scontrol", "show", "config"], env=env.cluster.env()).stdout
+    out = run(in_root("scontrol", "show", "config"), env=env.cluster.env()).stdout
     assert any(line.split("=")[0].strip() == "PrologFlags" and "Contain" in line for line in out.splitlines()), out
     again = env.script("configure_pam_adopt.sh", "controller",
                        INCLUDED_CONF=str(env.cluster.conf.parent / "accounting.conf"))
@@ -205,14 +212,14 @@ def test_a_user_with_a_running_job_is_allowed_and_an_admin_always(env: GresEnv, 
         # the node's stepds: wait for the step's processes there (`scontrol listpids` asks the same stepds).
         wait_for(f"job {job_id}'s batch step on the node", lambda: any(
             line.split()[1:3] == [job_id, "batch"]
-            for line in run(["scontrol", "listpids", job_id], env=env.cluster.env()).stdout.splitlines()[1:]),
+            for line in run(in_root("scontrol", "listpids", job_id), env=env.cluster.env()).stdout.splitlines()[1:]),
             timeout=30, interval=0.2)
         rc, out = env.pamtester("rosalind")
         assert rc == 0, out
         # Someone else still has no job here.
         assert env.pamtester("gregor")[0] != 0
     finally:
-        run(["scancel", job_id], env=env.cluster.env())
+        run(in_root("scancel", job_id), env=env.cluster.env())
     rc, out = env.pamtester(ADMIN)
     assert rc == 0, out
     # Her job over, rosalind is refused again.
@@ -240,7 +247,7 @@ def test_a_member_of_a_directory_admin_group_is_allowed_without_a_job(env: GresE
 
 
 def test_turning_it_off_restores_the_pam_stack(env: GresEnv, adopt):
-    pam_file = Path("/etc/pam.d") / PAM_SERVICE
+    pam_file = env.pam_dir / PAM_SERVICE
     env.write_params(slurm={"pam_slurm_adopt": False})
     try:
         out = env.script("configure_pam_adopt.sh", "compute", **env.compute_env)

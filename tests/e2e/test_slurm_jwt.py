@@ -35,6 +35,8 @@ sys.path.insert(0, str(HERE))
 from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
 from slurm_conf import ACCOUNTING_CONF  # noqa: E402
 from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm  # noqa: E402
+from slurm_root import SLURM_ROOT, as_user, in_root, plugin_dir, skip_reason, write_aws_command  # noqa: E402
+from slurm_root import missing as missing_in_root  # noqa: E402
 from test_studio_slurm_login import (  # noqa: E402,F401 - studio_users is a fixture used below
     PARAMS_FIXTURE, REGION, TERMINAL_JOB_STATES, PosixUser, studio_users)
 
@@ -49,13 +51,12 @@ RESERVED = issuer.Reserved(frozenset(RESERVED_USER_NAMES), tuple(RESERVED_USER_P
 
 CONFIGURE_AUTH = REPO / "lifecycle" / "hyperpod" / "configure_slurm_auth.sh"
 PUBLISH = REPO / "lifecycle" / "hyperpod" / "publish_slurm_login.sh"
-JWT_PLUGIN_DIRS = (Path("/usr/lib/x86_64-linux-gnu/slurm-wlm"), Path("/usr/lib/aarch64-linux-gnu/slurm-wlm"),
-                   Path("/usr/lib64/slurm"), Path("/usr/lib/slurm"))
 TOKEN_PREFIX = "e2e/slurm-token/"
 
+REQUIRED = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "setpriv", "python3")
 pytestmark = pytest.mark.skipif(
-    not any((d / "auth_jwt.so").exists() for d in JWT_PLUGIN_DIRS) or not Path("/usr/sbin/slurmctld").exists(),
-    reason="Slurm's auth/jwt plugin is not installed: apt-get install slurm-wlm slurm-wlm-jwt-plugin munge")
+    bool(missing_in_root(REQUIRED)) or not (SLURM_ROOT / plugin_dir() / "auth_jwt.so").exists(),
+    reason=skip_reason(REQUIRED) if missing_in_root(REQUIRED) else "the Slurm root lacks slurm-wlm-jwt-plugin")
 
 
 @dataclass
@@ -80,8 +81,8 @@ class JwtCluster:
 
     def space(self, *argv: str, uid: int | None = None, gid: int | None = None) -> list[str]:
         """argv inside the Studio space's namespace (no munge there), as root or as a user's uid/gid."""
-        as_user = [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
-        return ["nsenter", "-t", str(self.holder.pid), "-m", "--", *as_user, *argv]
+        prefix = [] if uid is None else as_user(uid, gid)
+        return ["nsenter", "-t", str(self.holder.pid), "-m", "--", *in_root(*prefix, *argv)]
 
 
 def secrets(url: str):
@@ -118,12 +119,7 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
         aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         aws_env.update(AWS_ENDPOINT_URL=moto_url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
                        AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
-        if not any((Path(d) / "aws").exists() for d in aws_env["PATH"].split(":")):
-            shim = base / "bin"
-            shim.mkdir()
-            (shim / "aws").write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'aws_shim.py'} \"$@\"\n")
-            (shim / "aws").chmod(0o755)
-            aws_env["PATH"] = f"{shim}:{aws_env['PATH']}"
+        aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"  # the nodes have no AWS CLI
 
         params = json.loads(PARAMS_FIXTURE.read_text())
         params["slurm"].update(auth="jwt", jwt_key_secret_arn=key_secret)
@@ -133,18 +129,17 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
                       "SLURM_CONF_DIR": str(etc), "LOG_DIR": str(ctl / "provision"), "JWT_KEY_FILE": str(jwt_key),
                       "RETRY_DELAY": "1"}
         outputs = []
-        first = run(["bash", str(CONFIGURE_AUTH)], env=script_env)
+        first = run(in_root("bash", str(CONFIGURE_AUTH)), env=script_env)
         assert first.returncode == 0, first.stdout + first.stderr
         outputs.append(first.stdout)
-        # Slurm 22.05 (Debian) loads a new auth plugin only at start; the script said so. Restart as an admin would.
-        # The node answers the new slurmctld a few seconds later: waited for below, once the login is published.
-        if "does not accept auth/jwt tokens yet" in first.stdout:
-            slurm.restart_slurmctld()
-        again = run(["bash", str(CONFIGURE_AUTH)], env=script_env)
+        # Since 23.11 `scontrol reconfigure` starts slurmctld anew (scontrol(1), 24.11), which loads the new
+        # AuthAltTypes: tokens work after the first run, no restart (22.05 needed one, and the script said so).
+        assert "slurmctld accepts auth/jwt tokens" in first.stdout, first.stdout
+        again = run(in_root("bash", str(CONFIGURE_AUTH)), env=script_env)
         assert again.returncode == 0, again.stdout + again.stderr
         outputs.append(again.stdout)
 
-        publish = run(["bash", str(PUBLISH), login_secret],
+        publish = run(in_root("bash", str(PUBLISH), login_secret),
                       env={**aws_env, "SLURM_CONF": str(conf), "SLURM_AUTH": "jwt", "MUNGE_KEY": str(munge_key),
                            "LOG_DIR": str(ctl / "provision"), "SLURM_CONF_DIR": str(etc),
                            "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX}, timeout=600)
@@ -215,7 +210,7 @@ def sbatch(c: JwtCluster, user: PosixUser | None, token: str | None, *args: str)
 
 def job_fields(c: JwtCluster, job_id: str) -> dict[str, str]:
     def finished() -> dict[str, str] | None:
-        out = run(["scontrol", "show", "job", job_id], env=c.env())
+        out = run(in_root("scontrol", "show", "job", job_id), env=c.env())
         assert out.returncode == 0, out.stderr
         fields = dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
         return fields if fields.get("JobState") in TERMINAL_JOB_STATES else None
@@ -236,7 +231,7 @@ def test_controller_settings_in_the_included_file_only(jwt_cluster: JwtCluster):
     assert "AuthAlt" not in c.conf.read_text(), "slurm.conf itself is HyperPod's and untouched"
     assert oct(c.jwt_key.stat().st_mode & 0o777) == "0o600" and c.jwt_key.stat().st_uid == 0  # SlurmUser=root here
     assert len(c.jwt_key.read_bytes()) == 32
-    show = run(["scontrol", "show", "config"], env=c.env()).stdout
+    show = run(in_root("scontrol", "show", "config"), env=c.env()).stdout
     assert any(line.split() == ["AuthAltTypes", "=", "auth/jwt"] for line in show.splitlines()), show
     # The second run: slurmctld accepts tokens, nothing rewritten, the key not written again.
     second = c.outputs[1]
@@ -276,12 +271,18 @@ def test_a_user_acts_only_as_themselves(jwt_cluster: JwtCluster, studio_users, t
     assert (mine / "out.txt").read_text() == f"uid={alice.uid}\n"
     assert ((mine / "out.txt").stat().st_uid, (mine / "out.txt").stat().st_gid) == (alice.uid, alice.gid)
 
-    # alice's token in a process running as bob's uid, or as root in the space: slurmctld takes the user from the
-    # token (alice) and refuses a job description that names another uid. Nothing runs, nothing reaches bob's dir.
+    # alice's token in a process running as bob's uid, or as root in the space: the job is alice's, whoever runs
+    # sbatch. Slurm 22.05's sbatch put the process's uid in the job description and slurmctld refused one that was not
+    # the token's ("Invalid user id"); since 23.02 the client leaves it unset (src/common/slurm_opt.c: uid reset to
+    # SLURM_AUTH_NOBODY) and slurmctld fills in the authenticated user (src/slurmctld/proc_req.c, _valid_id). Either
+    # way the token acts only as alice: her job cannot write bob's partition.
     for runner in (bob, None):
         result = sbatch(c, runner, tokens[alice.name], f"--chdir={mine}", f"--output={mine}/slurm-%j.out",
                         "--wrap", f"echo x > {theirs}/intruder.txt")
-        assert result.returncode != 0 and "Invalid user id" in result.stderr, (runner, result)
+        assert result.returncode == 0, (runner, result)
+        job = job_fields(c, result.stdout.strip())
+        assert job["UserId"] == f"{alice.name}({alice.uid})" and job["JobState"] == "FAILED", (runner, job)
+        assert "Permission denied" in (mine / f"slurm-{result.stdout.strip()}.out").read_text()
     assert not (theirs / "intruder.txt").exists()
 
     # Asking for bob explicitly with alice's token is refused (only root and SlurmUser may submit for others).
@@ -319,7 +320,7 @@ def test_root_jobs_are_refused_on_the_cluster(jwt_cluster: JwtCluster):
     """DisableRootJobs=YES: even root on a node, with the cluster's munge, cannot run a job as uid 0."""
     log = jwt_cluster.base / "ctl" / "state" / "slurmctld.log"
     before = log.read_text().count("for user root disabled")
-    result = run(["sbatch", "--parsable", "--wrap", "true"], env=jwt_cluster.env())
+    result = run(in_root("sbatch", "--parsable", "--wrap", "true"), env=jwt_cluster.env())
     assert result.returncode != 0 and "Invalid user id" in result.stderr, result
     assert log.read_text().count("for user root disabled") == before + 1
 
@@ -330,16 +331,17 @@ def test_a_user_cannot_mint_tokens_of_their_own(jwt_cluster: JwtCluster, studio_
     slurmctld itself reports both parameters, max_token_lifespan included (the cap if creation were ever allowed)."""
     c = jwt_cluster
     alice, _ = studio_users
-    as_alice = ["setpriv", f"--reuid={alice.uid}", f"--regid={alice.gid}", "--clear-groups", "--"]
+
     for argv in (["scontrol", "token"], ["scontrol", "token", "lifespan=999999"]):
-        result = run([*as_alice, *argv], env=c.env())
+        result = run(in_root(*as_user(alice.uid, alice.gid), *argv), env=c.env())
         assert result.returncode != 0 and "SLURM_JWT=" not in result.stdout, (argv, result)
         assert "denied" in result.stderr.lower() or "disabled" in result.stderr.lower(), result.stderr
-    show = run(["scontrol", "show", "config"], env=c.env()).stdout
+    show = run(in_root("scontrol", "show", "config"), env=c.env()).stdout
     params = next(line.split("=", 1)[1].strip() for line in show.splitlines()
                   if line.split("=")[0].strip() == "AuthAltParameters")
     assert params.split(",")[1:] == ["disable_token_creation", "max_token_lifespan=3600"], params
-    assert any(line.split() == ["DisableRootJobs", "=", "Yes"] for line in show.splitlines()), show
+    # 22.05 printed "Yes", 24.11 prints "yes"
+    assert any(line.lower().split() == ["disablerootjobs", "=", "yes"] for line in show.splitlines()), show
 
 
 LCC = REPO / "lifecycle" / "studio" / "slurm_login_node.sh"
@@ -367,8 +369,8 @@ def test_studio_script_in_per_user_mode_gives_the_user_their_token_and_no_munge(
 
 def _lcc_in_a_stock_space(c: JwtCluster, studio_users, tokens, partitions, pid: int) -> None:
     def space(*argv: str, uid: int | None = None, gid: int | None = None) -> list[str]:
-        as_user = [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
-        return ["nsenter", "-t", str(pid), "-m", "--", *as_user, *argv]
+        prefix = [] if uid is None else as_user(uid, gid)
+        return ["nsenter", "-t", str(pid), "-m", "--", *in_root(*prefix, *argv)]
 
     alice, _ = studio_users
     root, state = c.base / "space" / "root", c.base / "space" / "home" / ".slurm-login"
@@ -417,12 +419,12 @@ def test_shared_mode_keeps_root_jobs_refused(jwt_cluster: JwtCluster):
     params = json.loads(Path(c.script_env["PARAMS_FILE"]).read_text())
     params["slurm"]["auth"] = "munge"
     Path(c.script_env["PARAMS_FILE"]).write_text(json.dumps(params))
-    result = run(["bash", str(CONFIGURE_AUTH)], env=c.script_env)
+    result = run(in_root("bash", str(CONFIGURE_AUTH)), env=c.script_env)
     assert result.returncode == 0, result.stdout + result.stderr
     block = c.accounting.read_text()[len(ACCOUNTING_CONF):].splitlines()
     assert block[1:-1] == ["DisableRootJobs=YES"], block
     log = c.base / "ctl" / "state" / "slurmctld.log"
     before = log.read_text().count("for user root disabled")
-    refused = run(["sbatch", "--parsable", "--wrap", "true"], env=c.env())
+    refused = run(in_root("sbatch", "--parsable", "--wrap", "true"), env=c.env())
     assert refused.returncode != 0 and "Invalid user id" in refused.stderr, refused
     assert log.read_text().count("for user root disabled") == before + 1

@@ -12,7 +12,7 @@ value, every controller in it, the second run writing nothing. The Studio LCC th
 controller's client bundle installed); a Studio user's sbatch runs; the primary is stopped; sbatch, squeue and the job
 still work, through the backup the published slurm.conf names.
 
-Needs root, iproute2 (ip), useradd, and the Debian packages slurm-wlm and munge.
+Needs root, iproute2 (ip), useradd, and the Slurm root (`make slurm-root`).
 """
 from __future__ import annotations
 
@@ -32,15 +32,18 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm  # noqa: E402
 from slurm_cluster import BATCH_SCHEDULING, SlurmCluster, free_port, run, wait_for  # noqa: E402
+from slurm_root import in_root, missing as missing_in_root, skip_reason, write_aws_command  # noqa: E402
 from test_studio_slurm_login import (LCC, PUBLISH, REGION, TERMINAL_JOB_STATES, Ide, PosixUser,  # noqa: E402
                                      ensure_posix_user, remove_posix_users)
 
-REQUIRED = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "ip", "nsenter", "unshare", "setpriv", "useradd")
-missing = [b for b in REQUIRED if shutil.which(b) is None and shutil.which(b, path="/usr/sbin:/sbin") is None]
-pytestmark = pytest.mark.skipif(bool(missing), reason=f"missing {', '.join(missing)}: apt-get install slurm-wlm "
-                                                      "munge iproute2")
-# Seconds a backup waits for a silent primary before taking over (SlurmctldTimeout; HyperPod's is its own). Slurm
-# 22.05's rules on both sides (src/slurmctld/backup.c, src/common/slurm_protocol_api.c): the backup pings the primary
+REQUIRED = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "setpriv", "python3")
+HOST = ("ip", "nsenter", "unshare", "useradd", "hostname")
+missing = [b for b in HOST if shutil.which(b) is None and shutil.which(b, path="/usr/sbin:/sbin") is None]
+pytestmark = pytest.mark.skipif(bool(missing or missing_in_root(REQUIRED)),
+                                reason=f"missing {', '.join(missing)}: apt-get install iproute2" if missing
+                                else skip_reason(REQUIRED))
+# Seconds a backup waits for a silent primary before taking over (SlurmctldTimeout; HyperPod's is its own). Measured
+# on Slurm 22.05 (the 24.11 of tests/e2e/slurm_root.py passes with the same value). 22.05's rules on both sides (src/slurmctld/backup.c, src/common/slurm_protocol_api.c): the backup pings the primary
 # every TAKEOVER/3 s and takes over once more than TAKEOVER s have passed since its last answer; a client told
 # "standby" sleeps TAKEOVER/2 s (whole seconds) and tries again while less than 1.5 x TAKEOVER s have passed since
 # its first try. Measured here (several runs each), from the primary's stop: with 5 the takeover comes at 6.0 s and
@@ -90,12 +93,7 @@ def ha() -> Iterator[HaCluster]:
         aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         aws_env.update(AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
                        AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
-        if shutil.which("aws") is None:  # as tests/e2e/test_studio_slurm_login.py does
-            shim = base / "bin"
-            shim.mkdir()
-            (shim / "aws").write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'aws_shim.py'} \"$@\"\n")
-            (shim / "aws").chmod(0o755)
-            aws_env["PATH"] = f"{shim}:{aws_env['PATH']}"
+        aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"  # the nodes have no AWS CLI
         yield HaCluster(slurm, aws_env, url)
     finally:
         slurm.stop()
@@ -109,11 +107,11 @@ def published(ha: HaCluster) -> tuple[str, dict]:
     env = {**ha.aws_env, "SLURM_CONF": str(ha.conf), "MUNGE_KEY": str(ha.slurm.munge_key),
            "LOG_DIR": str(ha.base / "provision"), "SLURM_CONF_DIR": str(ha.conf.parent),
            "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX, "RETRY_DELAY": "1"}
-    primary = run(["bash", str(PUBLISH), arn], env=env, timeout=600)
+    primary = run(in_root("bash", str(PUBLISH), arn), env=env, timeout=600)
     assert primary.returncode == 0, primary.stdout + primary.stderr
     backup_name = ha.slurm.controllers[1][0]
-    backup = run(["unshare", "--uts", "sh", "-c", f'hostname {backup_name} && exec bash "$0" "$1"', str(PUBLISH), arn],
-                 env=env, timeout=600)
+    backup = run(["unshare", "--uts", "sh", "-c", f'hostname {backup_name} && exec "$@"', "publish",
+                  *in_root("bash", str(PUBLISH), arn)], env=env, timeout=600)
     assert backup.returncode == 0, backup.stdout + backup.stderr
     assert "nothing to publish" in backup.stdout, backup.stdout
     assert len(ha.secrets().list_secret_version_ids(SecretId=arn)["Versions"]) == 1
@@ -142,9 +140,9 @@ def ide(ha: HaCluster) -> Iterator[Ide]:
         own = os.readlink("/proc/self/ns/mnt")
         wait_for("the mount namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != own, timeout=10,
                  interval=0.05)
-        bind = run(sandbox.cmd("mount", "--bind", str(shadow), str(ha.slurm.munge_socket.parent)))
+        bind = run(sandbox.host("mount", "--bind", str(shadow), str(ha.slurm.munge_socket.parent)))
         assert bind.returncode == 0, bind.stderr
-        hide_system_slurm(sandbox.cmd(), ha.base / "ide" / "empty")
+        hide_system_slurm(sandbox.host(), ha.base / "ide" / "empty")
         yield sandbox
     finally:
         # The sandbox's munged (the LCC's MUNGE_PID_FILE) stops with the cluster, beside the cluster's own.
@@ -198,7 +196,7 @@ def test_studio_keeps_submitting_when_the_primary_controller_stops(ha: HaCluster
     assert finished(ide, ha, alice, before)["JobState"] == "COMPLETED"
 
     ha.slurm.stop_primary()
-    ping = run(["scontrol", "ping"], env=ha.slurm_env())
+    ping = run(in_root("scontrol", "ping"), env=ha.slurm_env())
     assert "(primary) at" in ping.stdout and "is DOWN" in ping.stdout.splitlines()[0], ping.stdout
     # sbatch from the space waits while the backup takes over (SlurmctldTimeout), then the backup accepts the job.
     after = submit(ide, ha, alice, out, "after")
@@ -209,5 +207,5 @@ def test_studio_keeps_submitting_when_the_primary_controller_stops(ha: HaCluster
     queue = run(ide.cmd("squeue", "--me", "--states=all", "-h", "-o", "%i", user=alice),
                 env=ide.user_env(ha, alice))
     assert queue.returncode == 0 and after in queue.stdout.split(), queue
-    ping = run(["scontrol", "ping"], env=ha.slurm_env())
+    ping = run(in_root("scontrol", "ping"), env=ha.slurm_env())
     assert f"(backup) at {backup} is UP" in ping.stdout, ping.stdout

@@ -8,10 +8,15 @@ publish_slurm_login.sh publishes the cluster's real munge key, slurm.conf and it
 Studio LCC script runs in a sandbox (its own root prefix and state dir) inside a private mount
 namespace in which the munge socket directory named by slurm.conf is a different, empty directory.
 So the "IDE" side runs its own munged with the key the LCC wrote, and a job it submits is accepted
-only if that key is the cluster's. The controller side also builds its client bundle from this machine's Debian Slurm
-(build_slurm_client_bundle.sh) and uploads it to moto's S3; in the IDE namespace the system's Slurm client, munge and
+only if that key is the cluster's. The controller side also builds its client bundle from its Slurm
+(build_slurm_client_bundle.sh) and uploads it to moto's S3; in the IDE namespace the root's Slurm client, munge and
 their libraries are hidden (bind mounts, tests/e2e/slurm_bundle.py), so sinfo, sbatch, squeue, scontrol, sacct and
 munged there run from the installed bundle alone.
+
+Every node here (controller, compute, the Studio space) is the Debian 13 root with Slurm 24.11, HyperPod's release
+(tests/e2e/slurm_root.py): the daemons, the project's scripts and every Slurm command run inside it (`in_root`), with
+the test's files at the same paths. The Studio space is that root with its Slurm hidden: a Studio image whose glibc
+is at least the controller's, as the bundle requires.
 
 Jobs are submitted as the Studio users, not as root: in Studio the IDE runs as the profile's POSIX
 identity (CustomPosixUserConfig Uid/Gid), and on the cluster create_users.sh creates the same uid/gid.
@@ -22,7 +27,7 @@ setpriv, so munge credentials the job with that uid; the test then checks that t
 (`id -u` in the job, owner of the file it wrote, UserId in slurmctld) and that another user's job can
 neither read nor write the first user's partition.
 
-Needs root, useradd/groupadd, and the Debian packages slurm-wlm and munge (CI installs them).
+Needs root, useradd/groupadd, and the Slurm root (`make slurm-root`; `make test` builds it).
 """
 from __future__ import annotations
 
@@ -49,6 +54,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
 from slurm_conf import ACCOUNTING_CONF  # noqa: E402
 from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm  # noqa: E402
+from slurm_root import SLURM_RELEASE, as_user, in_root, skip_reason, write_aws_command  # noqa: E402
+from slurm_root import version as slurm_version  # noqa: E402
+from slurm_root import missing as missing_in_root  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLISH = REPO / "lifecycle" / "hyperpod" / "publish_slurm_login.sh"
@@ -59,15 +67,15 @@ PARAMS_FIXTURE = REPO / "tests" / "lifecycle" / "fixtures" / "platform_parameter
 MISMATCHED_PYXIS = "/nonexistent/slurm-other-release/spank_pyxis.so"
 LCC = REPO / "lifecycle" / "studio" / "slurm_login_node.sh"
 REGION = "us-east-1"
-REQUIRED_BINARIES = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "setpriv",
-                     "useradd", "userdel", "groupadd", "groupdel")
+REQUIRED_BINARIES = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "setpriv", "python3")
+HOST_BINARIES = ("useradd", "userdel", "groupadd", "groupdel", "unshare", "nsenter")
 TERMINAL_JOB_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
                        "DEADLINE", "PREEMPTED"}
 
-missing = [b for b in REQUIRED_BINARIES if shutil.which(b) is None]
+missing = [b for b in HOST_BINARIES if shutil.which(b) is None and shutil.which(b, path="/usr/sbin:/sbin") is None]
 pytestmark = pytest.mark.skipif(
-    bool(missing),
-    reason=f"real Slurm not installed (missing {', '.join(missing)}): apt-get install slurm-wlm munge",
+    bool(missing or missing_in_root(REQUIRED_BINARIES)),
+    reason=f"missing on this machine: {', '.join(missing)}" if missing else skip_reason(REQUIRED_BINARIES),
 )
 
 
@@ -191,7 +199,7 @@ def cluster() -> Iterator[Cluster]:
                       "LOGROTATE_CONF": str(ctl / "logrotate.d" / "hyperpod-slurm"), "RETRY_DELAY": "1"}
         outputs = {}
         for node_type in ("controller", "compute"):
-            result = run(["bash", str(CONFIGURE), node_type], env=script_env)
+            result = run(in_root("bash", str(CONFIGURE), node_type), env=script_env)
             assert result.returncode == 0, result.stdout + result.stderr
             outputs[node_type] = result.stdout
         assert "slurmctld reconfigured" in outputs["controller"]
@@ -213,12 +221,8 @@ def cluster() -> Iterator[Cluster]:
         aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         aws_env.update(AWS_ENDPOINT_URL=moto_url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
                        AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
-        if shutil.which("aws") is None:  # no AWS CLI here: a boto3 stand-in for the two calls the scripts make
-            shim = base / "bin"
-            shim.mkdir()
-            (shim / "aws").write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'aws_shim.py'} \"$@\"\n")
-            (shim / "aws").chmod(0o755)
-            aws_env["PATH"] = f"{shim}:{aws_env['PATH']}"
+        # The nodes (the root) have no AWS CLI: a boto3 stand-in for the calls the scripts make.
+        aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"
         yield Cluster(base=base, conf=conf, key=key, munge_socket=sock, aws_env=aws_env, moto_url=moto_url,
                       spool=slurm.state / "spool", script_env=script_env, slurm=slurm)
     finally:
@@ -243,7 +247,7 @@ def published(cluster: Cluster) -> tuple[str, dict]:
     env = {**cluster.aws_env, "SLURM_CONF": str(cluster.conf), "MUNGE_KEY": str(cluster.key),
            "LOG_DIR": str(cluster.base / "provision"), "SLURM_CONF_DIR": str(cluster.conf.parent),
            "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX, "RETRY_DELAY": "1"}
-    result = run(["bash", str(PUBLISH), arn], env=env, timeout=600)
+    result = run(in_root("bash", str(PUBLISH), arn), env=env, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     key_b64 = base64.b64encode(cluster.key.read_bytes()).decode()
     assert key_b64 not in result.stdout + result.stderr
@@ -252,7 +256,7 @@ def published(cluster: Cluster) -> tuple[str, dict]:
     assert len(objects) == 1 and objects[0]["Key"].startswith("slurm-client/slurm-client-")
 
     # A second run on the same controller changes nothing: same build, same sha256, no upload, no new version.
-    again = run(["bash", str(PUBLISH)], env={**env, "SLURM_LOGIN_SECRET_ARN": arn}, timeout=600)
+    again = run(in_root("bash", str(PUBLISH)), env={**env, "SLURM_LOGIN_SECRET_ARN": arn}, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "nothing to publish" in again.stdout and "is already published" in again.stdout
     assert "uploaded" not in again.stdout
@@ -279,13 +283,16 @@ class Ide:
         return self.root / "usr" / "local" / "bin"
 
     def cmd(self, *argv: str, user: PosixUser | None = None) -> list[str]:
-        """argv inside the sandbox, as root (the LCC) or, like the IDE's processes, as a Studio user. A Slurm command
-        name runs from the installed bundle (the system's are hidden there)."""
-        as_user = [] if user is None else [
-            "setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups", "--"]
+        """argv inside the sandbox (the Slurm root as a Studio image, its own Slurm hidden), as root (the LCC) or, like
+        the IDE's processes, as a Studio user. A Slurm command name runs from the installed bundle."""
+        prefix = [] if user is None else as_user(user.uid, user.gid, init_groups=True)
         if argv and (self.bin / argv[0]).exists():
             argv = (str(self.bin / argv[0]), *argv[1:])
-        return ["nsenter", "-t", str(self.holder.pid), "-m", "--", *as_user, *argv]
+        return self.host(*in_root(*prefix, *argv))
+
+    def host(self, *argv: str) -> list[str]:
+        """argv in the sandbox's mount namespace on this machine: mounts made there are the sandbox's."""
+        return ["nsenter", "-t", str(self.holder.pid), "-m", "--", *argv]
 
     def user_env(self, cluster: Cluster, user: PosixUser) -> dict[str, str]:
         """The environment of a user's IDE terminal, pointed at the slurm.conf the LCC wrote."""
@@ -328,9 +335,9 @@ def ide(cluster: Cluster) -> Iterator[Ide]:
         own_ns = os.readlink("/proc/self/ns/mnt")
         wait_for("the mount namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != own_ns, timeout=10,
                  interval=0.05)
-        bind = run(ide.cmd("mount", "--bind", str(shadow), str(cluster.munge_socket.parent)))
+        bind = run(ide.host("mount", "--bind", str(shadow), str(cluster.munge_socket.parent)))
         assert bind.returncode == 0, bind.stderr
-        hide_system_slurm(ide.cmd(), cluster.base / "ide" / "empty")
+        hide_system_slurm(ide.host(), cluster.base / "ide" / "empty")
         yield ide
     finally:
         # The sandbox's munged (the LCC's MUNGE_PID_FILE) stops with the cluster, beside the cluster's own.
@@ -351,7 +358,7 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     assert secret["slurmctld_port"] == int(next(
         line.split("=")[1] for line in secret["slurm_conf"].splitlines() if line.startswith("SlurmctldPort=")))
     assert secret["controller_addr"] == "127.0.0.1"
-    sinfo_version = run(["sinfo", "--version"], env=cluster.slurm_env()).stdout.split()[1]
+    sinfo_version = run(in_root("sinfo", "--version"), env=cluster.slurm_env()).stdout.split()[1]
     assert secret["slurm_version"] == sinfo_version
 
     # Before the LCC runs, the IDE has no munged of its own: its view of the socket directory is empty. Nor has it
@@ -384,7 +391,7 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     assert sinfo.returncode == 0, sinfo.stderr
     assert sinfo.stdout.split() == ["debug*", "idle"]
     version = run(ide.cmd("sinfo", "--version"), env=cluster.slurm_env(ide.conf))
-    assert version.stdout.split()[1] == secret["slurm_version"], version  # Debian's says "slurm-wlm 22.05.8"
+    assert version.stdout.split()[1] == secret["slurm_version"], version  # Debian's says "slurm-wlm 24.11.5"
     # The bundle's commands load the bundle's libraries only: nothing from the hidden system directories. squeue -i 1
     # keeps running; its maps are read once it has loaded the auth plugin (for its first request), and libmunge with it.
     watch = (f'{ide.bin}/squeue -h -i 1 & p=$!; n=0; until grep -q auth_munge "/proc/$p/maps" 2>/dev/null || '
@@ -448,7 +455,7 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     # cluster's config: slurmd puts its own slurm.conf (configless: its conf-cache) in every job's SLURM_CONF.
     studio_only = cluster.base / "ide" / "studio-only-etc"
     studio_only.mkdir()
-    bind = run(ide.cmd("mount", "--bind", str(ide.conf.parent), str(studio_only)))
+    bind = run(ide.host("mount", "--bind", str(ide.conf.parent), str(studio_only)))
     assert bind.returncode == 0, bind.stderr
     studio_conf = studio_only / "slurm.conf"
     assert not studio_conf.exists() and run(ide.cmd("test", "-f", str(studio_conf))).returncode == 0
@@ -500,7 +507,7 @@ def test_sbatch_from_a_studio_directory_runs_there_on_the_cluster(cluster: Clust
         studio_mount.mkdir(parents=True)
         no_fsx.mkdir()
         for source, target in ((partition, studio_mount), (no_fsx, fsx_root)):
-            bind = run(ide.cmd("mount", "--bind", str(source), str(target)))
+            bind = run(ide.host("mount", "--bind", str(source), str(target)))
             assert bind.returncode == 0, bind.stderr
             mounts.insert(0, target)
         assert run(ide.cmd("test", "-e", str(partition))).returncode != 0  # the space has no cluster FSx path
@@ -552,9 +559,24 @@ def test_sbatch_from_a_studio_directory_runs_there_on_the_cluster(cluster: Clust
         assert f"/ is not on the cluster's FSx" in home.stderr and str(partition) in home.stderr, home.stderr
     finally:
         for target in mounts:
-            run(ide.cmd("umount", str(target)))
+            run(ide.host("umount", str(target)))
         errors = remove_posix_users(created)
         assert not errors, errors
+
+
+def test_the_cluster_runs_hyperpods_slurm_release(cluster: Cluster):
+    """The daemons the e2e tests start are Slurm 24.11, HyperPod's release, whatever Debian this machine runs: asked of
+    the running slurmctld (`scontrol show config`) and slurmd (the version it registered with), and of the binaries
+    (`slurmctld -V`, `scontrol version`) in the root they run from."""
+    config = run(in_root("scontrol", "show", "config"), env=cluster.slurm_env())
+    assert config.returncode == 0, config.stderr
+    daemon = next(line.split("=", 1)[1].strip() for line in config.stdout.splitlines()
+                  if line.split("=")[0].strip() == "SLURM_VERSION")
+    node = run(in_root("scontrol", "show", "node"), env=cluster.slurm_env()).stdout
+    registered = next(f.split("=", 1)[1] for f in node.split() if f.startswith("Version="))
+    client = run(in_root("scontrol", "version"), env=cluster.slurm_env()).stdout.split()[1]
+    assert {daemon.rsplit(".", 1)[0], registered.rsplit(".", 1)[0], client.rsplit(".", 1)[0],
+            slurm_version("slurmctld", "-V").rsplit(".", 1)[0]} == {SLURM_RELEASE}, (daemon, registered, client)
 
 
 def test_hyperpod_shaped_cluster_runs_jobs_after_the_project_scripts(cluster: Cluster):
@@ -570,12 +592,13 @@ def test_hyperpod_shaped_cluster_runs_jobs_after_the_project_scripts(cluster: Cl
              timeout=30)
     assert (cached / "slurm.conf").read_text() == cluster.conf.read_text()
     out = cluster.base / "step.out"
-    result = run(["sbatch", "--parsable", f"--output={out}", "--wrap", "srun echo step-ran"], env=cluster.slurm_env())
+    result = run(in_root("sbatch", "--parsable", f"--output={out}", "--wrap", "srun echo step-ran"),
+                 env=cluster.slurm_env())
     assert result.returncode == 0, result.stderr
     job_id = result.stdout.strip()
 
     def done():
-        fields = run(["scontrol", "show", "job", job_id], env=cluster.slurm_env()).stdout
+        fields = run(in_root("scontrol", "show", "job", job_id), env=cluster.slurm_env()).stdout
         state = next((f.split("=", 1)[1] for f in fields.split() if f.startswith("JobState=")), "")
         return state if state in TERMINAL_JOB_STATES else None
 
@@ -654,7 +677,10 @@ def test_a_bundle_with_another_checksum_is_refused(cluster: Cluster, published: 
     _nothing_installed(sandbox.root)
 
 
-SLURM_EXAMPLES = sorted((REPO / "examples" / "slurm").glob("*.sbatch"))
+# The Slurm examples and the fine-tuning example's batch script (run as `bash finetune.sbatch`, it submits itself;
+# its #SBATCH lines are what sbatch reads).
+SLURM_EXAMPLES = [*sorted((REPO / "examples" / "slurm").glob("*.sbatch")),
+                  REPO / "examples" / "finetune" / "finetune.sbatch"]
 # What `sbatch --test-only` here does not exercise, and why:
 # - The loopback cluster has one node with this machine's CPUs, so every example is submitted with
 #   --nodes=1 --ntasks-per-node=1 on the command line (which overrides the #SBATCH lines); the examples' own counts
@@ -668,7 +694,7 @@ ONE_NODE = ("--nodes=1", "--ntasks-per-node=1")
 @pytest.mark.parametrize("script", SLURM_EXAMPLES, ids=[s.name for s in SLURM_EXAMPLES])
 def test_slurm_examples_pass_sbatch_test_only(cluster: Cluster, script: Path):
     assert run(["bash", "-n", str(script)]).returncode == 0
-    result = run(["sbatch", "--test-only", *ONE_NODE, str(script)], env=cluster.slurm_env())
+    result = run(in_root("sbatch", "--test-only", *ONE_NODE, str(script)), env=cluster.slurm_env())
     assert result.returncode == 0, result.stderr
     assert "to start at" in result.stderr
 
@@ -678,6 +704,6 @@ def test_a_broken_directive_fails_sbatch_test_only(cluster: Cluster):
     broken = cluster.base / "broken.sbatch"
     text = (REPO / "examples" / "slurm" / "nccl-all-reduce.sbatch").read_text()
     broken.write_text(text.replace("#SBATCH --exclusive", "#SBATCH --exclusiv-nodes"))
-    result = run(["sbatch", "--test-only", *ONE_NODE, str(broken)], env=cluster.slurm_env())
+    result = run(in_root("sbatch", "--test-only", *ONE_NODE, str(broken)), env=cluster.slurm_env())
     assert result.returncode != 0
     assert "exclusiv-nodes" in result.stderr

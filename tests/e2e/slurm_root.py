@@ -1,0 +1,88 @@
+"""The Debian 13 (trixie) root the e2e tests run Slurm in: Slurm 24.11, the release HyperPod's AMI runs, on a Debian 12
+host as on a Debian 13 one.
+
+tools/build_slurm_root.sh builds it once per machine (debootstrap from the machine's own Debian mirror) into
+`SLURM_ROOT`, outside the checkout; `make test` builds it when it is missing (target `slurm-root`). Every Slurm daemon
+(slurmctld, slurmd, slurmdbd, munged, MariaDB), every Slurm and munge command, pamtester with pam_slurm_adopt and the
+lifecycle scripts that drive them run inside it through `in_root(...)`, which is a command line for
+enter_slurm_root.sh: a mount namespace of its own per command, this machine's /proc, /dev and /sys, the temporary
+directories and the checkout at the same paths as outside, and this machine's users (the root's passwd and group are
+links to the machine's). So a test names the same paths inside and outside, and the nodes it plays (controller,
+compute, a Studio space) all run Debian 13's Slurm. What is not Slurm stays on the machine: pytest, moto server,
+Prometheus, slapd and sssd.
+
+Standard library only.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# The Makefile's SLURM_ROOT, where `make test` builds it; HYPERPOD_SLURM_ROOT points the tests at another one.
+SLURM_ROOT = Path(os.environ.get("HYPERPOD_SLURM_ROOT", "/var/cache/hyperpod-platform-tests/slurm-24.11-trixie"))
+BUILT = SLURM_ROOT / ".slurm-root-built"  # the Slurm version, written last by tools/build_slurm_root.sh
+# slurmdbd's MariaDB server: Debian 12's 10.11 in a root of its own inside the Slurm root (tools/build_slurm_root.sh
+# says why not Debian 13's 11.8).
+DATABASE_ROOT = SLURM_ROOT / "opt" / "mariadb-bookworm"
+ENTER = Path(__file__).resolve().with_name("enter_slurm_root.sh")
+# The Slurm release HyperPod's AMI runs (AWS's Studio sample pins 24.11.3; Debian 13 ships 24.11.5).
+SLURM_RELEASE = "24.11"
+SYSTEM_DIRS = ("usr/sbin", "usr/bin", "sbin", "bin")
+
+
+def shared_dirs() -> list[str]:
+    """The directories a node sees at the same path as the tests: the temporary directories and the checkout."""
+    dirs = sorted({"/tmp", os.path.realpath(tempfile.gettempdir()), str(REPO)})
+    return [d for d in dirs if not any(d != o and d.startswith(o.rstrip("/") + "/") for o in dirs)]
+
+
+def in_root(*argv: str, binds: Iterable[tuple[Path | str, str]] = (), root: Path = SLURM_ROOT) -> list[str]:
+    """argv run inside the root; each (source, target) of `binds` is mounted at target inside the root for it."""
+    return ["/bin/sh", str(ENTER), str(root), *shared_dirs(), *(f"{s}:{t}" for s, t in binds), "--", *argv]
+
+
+def as_user(uid: int, gid: int, *, init_groups: bool = False) -> list[str]:
+    """The prefix that runs a command as uid/gid inside the root: in_root(*as_user(...), "sbatch", ...)."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups" if init_groups else "--clear-groups", "--"]
+
+
+def missing(commands: Iterable[str]) -> list[str]:
+    """The commands neither the root nor its database root has (all of them when it is not built)."""
+    if not BUILT.exists():
+        return list(commands)
+    return [c for c in commands
+            if not any((root / d / c).exists() for root in (SLURM_ROOT, DATABASE_ROOT) for d in SYSTEM_DIRS)]
+
+
+def skip_reason(commands: Iterable[str]) -> str:
+    lacking = missing(commands)
+    if not BUILT.exists():
+        return f"no Slurm root at {SLURM_ROOT}: `make slurm-root` (tools/build_slurm_root.sh) builds it"
+    return f"the Slurm root at {SLURM_ROOT} lacks {', '.join(lacking)}: rebuild it (remove it, `make slurm-root`)"
+
+
+def plugin_dir() -> Path:
+    """Slurm's plugin directory inside the root (Debian's pkglibdir)."""
+    return next(p.relative_to(SLURM_ROOT) for p in (SLURM_ROOT / "usr" / "lib").glob("*-linux-gnu/slurm-wlm"))
+
+
+def write_aws_command(directory: Path) -> Path:
+    """`aws` for the scripts run inside the root: tests/e2e/aws_shim.py on the root's Python and boto3 (the root has
+    no AWS CLI), against whatever AWS_ENDPOINT_URL the caller's environment names. Returns the directory for PATH."""
+    directory.mkdir(parents=True, exist_ok=True)
+    aws = directory / "aws"
+    aws.write_text(f"#!/bin/sh\nexec python3 {Path(__file__).resolve().with_name('aws_shim.py')} \"$@\"\n")
+    aws.chmod(0o755)
+    return directory
+
+
+def version(command: str = "slurmctld", flag: str = "-V") -> str:
+    """What a Slurm command inside the root says its version is (`slurmctld -V`: "slurm 24.11.5")."""
+    result = subprocess.run(in_root(command, flag), capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()[1]
