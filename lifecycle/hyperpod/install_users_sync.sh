@@ -28,10 +28,18 @@ put() {
 uri="$(param users_sync.parameters_s3_uri)"
 [[ -n "$uri" ]] || die "$PARAMS_FILE names no users_sync.parameters_s3_uri: the users sync needs it"
 
+# With configure_sssd.sh and configure_pam_adopt.sh: a revoked access group, directory admin group or sudo user is
+# taken off running nodes by the sync too, not only off new ones.
 for f in sync_users.sh create_users.sh setup_ssh_keys.sh configure_controller_ssh.sh apply_accounting.sh enroot_dirs.sh \
-  lib/common.sh lib/user_paths.sh lib/params.py lib/marked_block.py lib/accounting.py lib/safe_dirs.py; do
+  configure_sssd.sh configure_pam_adopt.sh lib/common.sh lib/user_paths.sh lib/params.py lib/marked_block.py \
+  lib/accounting.py lib/safe_dirs.py lib/artifacts.sh lib/sssd.py; do
   put "$HERE/$f" "$PLATFORM_DIR/$f" 0755
 done
+# The directory's CA certificate, which configure_sssd.sh checks against the parameters' digest.
+ca="$(param directory.ca_certificate.file)"
+if [[ -n "$ca" && -f "$HERE/$ca" ]]; then
+  put "$HERE/$ca" "$PLATFORM_DIR/$ca" 0644
+fi
 put "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json" 0644
 mkdir -p "$STATE_DIR"
 digest="$(sha256sum "$PARAMS_FILE")"

@@ -134,6 +134,44 @@ bob_has_keys() {
   bob_has_keys
 }
 
+# ----------------------------------------------------------------------------------- the users sync (sync_users.sh)
+
+# hold_locks UID GID : that user tries to take and keep every lock file root's scripts use under STATE_DIR, each in a
+# background flock(1); HELD_PIDS lists them (killed by the caller), $T/held the locks she got.
+hold_locks() {
+  local f
+  install -d -m 0777 "$T/attacker"
+  HELD_PIDS=()
+  while IFS= read -r f; do
+    as "$1" "$2" flock -n "$f" sh -c "echo '$f' >>'$T/attacker/held'; exec sleep 60" 2>/dev/null &
+    HELD_PIDS+=($!)
+  done < <(find "$STATE_DIR" -name '*.lock' 2>/dev/null)
+  sleep 0.5
+}
+
+@test "a user cannot stop the users sync by holding its lock: sudo revoked in S3 is revoked on the node" {
+  bash "$SCRIPTS/create_users.sh"
+  bash "$SCRIPTS/install_users_sync.sh"
+  cp "$PARAMS_FILE" "$STUB_S3_DIR/platform_parameters.json"
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": false}, {"name": "bob", "uid": 2002, "gid": 2102, "sudo": true}, {"name": "carol", "uid": 2003, "gid": 2103, "sudo": false}]'
+  cp "$PARAMS_FILE" "$STUB_S3_DIR/platform_parameters.json"
+  run env -u PARAMS_FILE bash "$PLATFORM_DIR/sync_users.sh" # a first timer run: root's lock exists from now on
+  [ "$status" -eq 0 ]
+  [ -e "$SUDOERS_DIR/90-hyperpod-bob" ]
+  hold_locks "${ALICE[@]}"
+  # bob's sudo is revoked in the stack; alice holds whatever lock she could open
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": false}, {"name": "bob", "uid": 2002, "gid": 2102, "sudo": false}]'
+  cp "$PARAMS_FILE" "$STUB_S3_DIR/platform_parameters.json"
+  USERS_SYNC_LOCK_WAIT=2 run env -u PARAMS_FILE bash "$PLATFORM_DIR/sync_users.sh"
+  kill "${HELD_PIDS[@]}" 2>/dev/null || true
+  cat "$LOG_DIR/users_sync.log"
+  cat "$T/attacker/held" 2>/dev/null || true
+  [ "$status" -eq 0 ]
+  [ ! -e "$T/attacker/held" ]
+  [ ! -e "$SUDOERS_DIR/90-hyperpod-bob" ]
+  grep -q "usermod --lock --expiredate 1 carol" "$STUB_LOG"
+}
+
 # ------------------------------------------------------------------------------------------ homes (create_users.sh)
 
 @test "a home root a user created first is refused: no account gets a home the user controls" {

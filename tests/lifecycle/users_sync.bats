@@ -200,17 +200,49 @@ changes() {
   calls useradd | grep -q -- "--uid 2005 "
 }
 
-@test "runs never overlap: a sync that finds the lock taken leaves at once" {
+# metric NAME -> the value of NAME in the sync's node-exporter textfile
+metric() {
+  awk -v n="$1" '$1 == n { print $2 }' "$TEXTFILE_DIR/hyperpod_users_sync.prom"
+}
+
+@test "runs never overlap: a sync that finds root's lock taken skips, with a warning and a metric" {
   node_created
   publish users '[]'
-  mkdir -p "$STATE_DIR"
-  exec 7>"$STATE_DIR/users_sync.lock"
+  sync # the first run makes root's lock directory
+  [ "$status" -eq 0 ]
+  [ "$(metric hyperpod_users_sync_skipped)" = 0 ]
+  [ "$(stat -c '%u %a' "$STATE_DIR/locks")" = "0 700" ]
+  [ "$(stat -c '%u %a' "$STATE_DIR/locks/users_sync.lock")" = "0 600" ]
+  publish users '[{"name": "bob", "uid": 2002, "gid": 2102, "sudo": false}]'
+  exec 7>"$STATE_DIR/locks/users_sync.lock"
   flock 7
-  sync
+  : >"$STUB_LOG"
+  USERS_SYNC_LOCK_WAIT=0 sync
   exec 7>&-
   [ "$status" -eq 0 ]
-  grep -q "another sync is still running; skipping this one" "$LOG_DIR/users_sync.log"
+  grep -q "WARNING: another users sync has held $STATE_DIR/locks/users_sync.lock for over 0 s; skipping this run" \
+    "$LOG_DIR/users_sync.log"
   [ -z "$(cat "$STUB_LOG")" ]
+  [ "$(metric hyperpod_users_sync_skipped)" = 1 ]
+  [ "$(metric hyperpod_users_sync_failed)" = 0 ]
+}
+
+@test "every run's outcome is a metric: last run, last success, failed" {
+  node_created
+  before="$(date +%s)"
+  sync
+  [ "$status" -eq 0 ]
+  [ "$(metric hyperpod_users_sync_failed)" = 0 ]
+  ok="$(metric hyperpod_users_sync_last_success_timestamp_seconds)"
+  ((ok >= before))
+  grep -qxF '# TYPE hyperpod_users_sync_last_success_timestamp_seconds gauge' "$TEXTFILE_DIR/hyperpod_users_sync.prom"
+  rm "$STUB_S3_DIR/platform_parameters.json" # S3 unreachable
+  sleep 1
+  sync
+  [ "$status" -ne 0 ]
+  [ "$(metric hyperpod_users_sync_failed)" = 1 ]
+  [ "$(metric hyperpod_users_sync_last_success_timestamp_seconds)" = "$ok" ]
+  (($(metric hyperpod_users_sync_last_run_timestamp_seconds) > ok))
 }
 
 @test "on_init_complete.sh installs the sync on every node type" {
