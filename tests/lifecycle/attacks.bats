@@ -118,6 +118,20 @@ bob_has_keys() {
   [ "$(stat -c '%u %a' "$STATE_DIR/locks")" = "0 700" ]
 }
 
+@test "a FIFO planted as the private key cannot hang root's step: that user is stopped at the time limit, others get keys" {
+  fsx_homes
+  as "${ALICE[@]}" mkfifo "$T/fsx/home/alice/.ssh/id_ed25519_cluster"
+  # Bounded by the time limit (2 s, then at most 10 s to kill), not by the FIFO: 60 s is the test's own limit.
+  USER_STEP_TIMEOUT=2 run timeout 60 bash "$SCRIPTS/setup_ssh_keys.sh"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"WARNING: a step run as uid 2001 did not finish within 2s and was stopped"* ]]
+  [[ "$output" == *"WARNING: could not set up the cluster SSH key of alice"* ]]
+  bob_has_keys
+  # and no process of alice's is left behind holding anything of root's
+  [ -z "$(pgrep -u 2001 -f id_ed25519_cluster || true)" ]
+}
+
 @test "the users-sync timer's run follows no link either" {
   make_victim
   fsx_homes
