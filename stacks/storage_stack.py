@@ -20,7 +20,7 @@ from constructs.lustre_file_system import LustreFileSystem
 from constructs.secure_bucket import access_log_bucket, allow_account_through_s3, secure_bucket
 
 from platform_config.observability import NodeMetrics
-from platform_config.storage import ExistingLustre, Storage
+from platform_config.storage import ExistingLustre, Storage, exported_prefix, private_fsx_roots
 from stacks.network_stack import NetworkRefs
 
 if TYPE_CHECKING:  # opt-in: constructs/metrics_workspace.py (and aws_aps) loads only when node metrics are on
@@ -108,6 +108,13 @@ class StorageStack(cdk.Stack):
                                          if squash.enabled else [])
         if studio_partition_root is not None:
             self._only_fsx_and_handlers_touch_partitions(cluster_name, f"{repo.s3_prefix}{studio_partition_root}/")
+        # Every other private directory the association mirrors (users' checkpoints; homes and enroot caches when the
+        # whole file system is linked): the same deny, FSx alone exempt.
+        studio_prefix = f"{repo.s3_prefix}{studio_partition_root}/" if studio_partition_root is not None else None
+        private = [p for p in (exported_prefix(repo, root) for root in private_fsx_roots(storage, studio_partition_root))
+                   if p is not None and p != studio_prefix]
+        if private:
+            self._only_fsx_touches_private_directories(private)
 
         cdk.CfnOutput(self, "FsxFileSystemId", value=self.lustre.file_system_id)
         cdk.CfnOutput(self, "FsxDnsName", value=self.lustre.dns_name)
@@ -179,6 +186,18 @@ class StorageStack(cdk.Stack):
             principals=[iam.AnyPrincipal()], actions=list(OBJECT_ACTIONS),
             resources=[self.data_bucket.arn_for_objects(f"{prefix}*")],
             conditions={"ArnNotLike": {"aws:PrincipalArn": allowed}}))
+
+    def _only_fsx_touches_private_directories(self, prefixes: list[str]) -> None:
+        """Objects mirroring users' private FSx directories (0700 checkpoints, homes): whoever reads them reads a
+        user's private files, whoever writes them plants a file (a pickle checkpoint) that FSx imports into the
+        user's directory with the owner the object's metadata names. Only FSx, as for the Studio partitions."""
+        fsx = (f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/aws-service-role/"
+               f"s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_{self.lustre.file_system_id}")
+        self.data_bucket.add_to_resource_policy(iam.PolicyStatement(
+            sid="OnlyFsxTouchesPrivateDirectories", effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()], actions=list(OBJECT_ACTIONS),
+            resources=[self.data_bucket.arn_for_objects(f"{prefix}*") for prefix in prefixes],
+            conditions={"ArnNotLike": {"aws:PrincipalArn": [fsx]}}))
 
     def _allow_fsx_s3_access_role(self, key: kms.Key) -> None:
         """FSx reads and writes the linked bucket as its per-file-system service-linked role, which IAM cannot

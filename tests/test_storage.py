@@ -344,3 +344,50 @@ def test_studio_partitions_deny_covers_every_s3_object_action():
     uncovered = [a for a in object_actions
                  if not any(fnmatch.fnmatchcase("s3:" + a, p.lower()) for p in OBJECT_ACTIONS)]
     assert uncovered == []
+
+
+# ------------------------------------------------------------------------------------ private directories through S3
+def _data_bucket_denies(t) -> dict[str, dict]:
+    (policy,) = [p for p in t.find_resources("AWS::S3::BucketPolicy").values()
+                 if p["Properties"]["Bucket"]["Ref"].startswith("DataBucket")]
+    return {st["Sid"]: st for st in policy["Properties"]["PolicyDocument"]["Statement"]
+            if st.get("Effect") == "Deny" and st.get("Sid", "").startswith("Only")}
+
+
+@pytest.mark.parametrize("variant", ["default", "eks"])
+def test_every_s3_prefix_that_mirrors_a_private_fsx_directory_is_denied_to_all_but_fsx(synth, variant):
+    """Each private directory root the platform makes on FSx (private_fsx_roots, which
+    tests/lifecycle/private_dirs.bats checks against what the node scripts make) that the association mirrors has a
+    deny on its prefix, and no other prefix has one: a user's checkpoints are as closed in S3 as on FSx."""
+    from platform_config.storage import exported_prefix, private_fsx_roots
+    s = synth(variant)
+    storage = s.config.storage
+    partition_root = s.config.studio.partition_root if s.config.studio.enabled else None
+    expected = {p for p in (exported_prefix(storage.lustre.data_repository, r)
+                            for r in private_fsx_roots(storage, partition_root)) if p is not None}
+    assert "checkpoints/" in expected
+    denies = _data_bucket_denies(s.template("storage"))
+    denied = set()
+    for st in denies.values():
+        for resource in st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]:
+            text = _text(resource)
+            assert text.startswith("<DataBucketE3889A50.Arn>/") and text.endswith("*")
+            denied.add(text[len("<DataBucketE3889A50.Arn>/"):-1])
+    assert denied == expected
+    private = denies["OnlyFsxTouchesPrivateDirectories"]
+    assert private["Principal"] == {"AWS": "*"} and set(private["Action"]) == set(denies[
+        "OnlyFsxAndPartitionHandlersTouchStudioPartitions"]["Action"])
+    fs = next(iter(s.template("storage").find_resources("AWS::FSx::FileSystem")))
+    assert {_text(a) for a in private["Condition"]["ArnNotLike"]["aws:PrincipalArn"]} == {
+        "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
+        f"AWSServiceRoleForFSxS3Access_<{fs}>"}
+
+
+def test_a_whole_file_system_association_mirrors_homes_and_enroot_caches_too():
+    from platform_config.storage import DataRepository, exported_prefix
+    whole = DataRepository.model_validate({"file_system_path": "/", "s3_prefix": "fsx/"})
+    assert exported_prefix(whole, "/home") == "fsx/home/"
+    assert exported_prefix(whole, "/.hyperpod-platform/enroot-cache") == "fsx/.hyperpod-platform/enroot-cache/"
+    data = DataRepository.model_validate({"file_system_path": "/data"})
+    assert exported_prefix(data, "/data/checkpoints") == "checkpoints/"
+    assert exported_prefix(data, "/home") is None and exported_prefix(data, "/database/x") is None
