@@ -37,6 +37,24 @@ OBJECT_ACTIONS = ("s3:GetObject*", "s3:PutObject*", "s3:DeleteObject*", "s3:List
                   "s3:UpdateObjectEncryption")
 
 
+# Every S3 action that creates, replaces or removes an object or what S3 keeps of it (a version, a replica, its ACL,
+# tags, retention): OBJECT_ACTIONS without the reads.
+OBJECT_WRITE_ACTIONS = ("s3:PutObject*", "s3:DeleteObject*", "s3:Replicate*", "s3:RestoreObject",
+                        "s3:AbortMultipartUpload", "s3:BypassGovernanceRetention", "s3:InitiateReplication",
+                        "s3:ObjectOwnerOverrideToBucketOwner", "s3:UpdateObjectEncryption")
+
+
+def cdk_deploy_role_arns(stack: cdk.Stack) -> list[str]:
+    """The CDK bootstrap's CloudFormation execution role and deploy role of this account and region, exactly as the
+    default synthesizer names them (their qualifier from the app's context)."""
+    qualifier = (stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
+                 or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
+    return [arn.replace("${AWS::Partition}", cdk.Aws.PARTITION).replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
+            .replace("${AWS::Region}", cdk.Aws.REGION).replace("${Qualifier}", qualifier)
+            for arn in (cdk.DefaultStackSynthesizer.DEFAULT_CLOUDFORMATION_ROLE_ARN,
+                        cdk.DefaultStackSynthesizer.DEFAULT_DEPLOY_ROLE_ARN)]
+
+
 @dataclass(frozen=True)
 class ExistingLustreRefs:
     file_system_id: str
@@ -146,27 +164,27 @@ class StorageStack(cdk.Stack):
                        security_group_id=group.attr_group_id, vpc_id=network.vpc_id)
 
     def _only_deployments_write(self, bucket: s3.Bucket, cluster_name: str) -> None:
-        """Every node runs what this bucket holds as root: only CDK's deploy roles and the platform's own upload
-        functions (fixed names, constructs/platform_role_names.py) may change it, whatever else IAM grants. One
-        prefix is the exception: the Slurm controller uploads its client bundle under slurm-client/, which only the
-        cluster's execution role may write; nothing there runs unless its sha256 matches the one the cluster wrote
-        to the Slurm login secret (lifecycle/studio/slurm_login_node.sh checks before unpacking)."""
-        qualifier = (self.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
-                     or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
+        """Every node runs what this bucket holds as root: only CloudFormation's CDK deploy roles and the platform's
+        own upload functions (fixed names, constructs/platform_role_names.py), each named exactly (ArnNotEquals: a
+        role an account principal names like cdk-<qualifier>-x-role-... is none of them), may change it, with any
+        object write (a replica, an ACL or a version included), whatever else IAM grants. One prefix is the
+        exception: the Slurm controller uploads its client bundle under slurm-client/, which only the cluster's
+        execution role may write; nothing there runs unless its sha256 matches the one the cluster wrote to the Slurm
+        login secret (lifecycle/studio/slurm_login_node.sh checks before unpacking)."""
         role = f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
-        writers = [f"{role}cdk-{qualifier}-*-role-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"] + [
-            role + upload_role_name(cluster_name, kind) for kind in ("cluster", "studio")]
-        writes = ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"]
+        writers = cdk_deploy_role_arns(self) + [role + upload_role_name(cluster_name, kind)
+                                               for kind in ("cluster", "studio")]
+        writes = list(OBJECT_WRITE_ACTIONS)
         bundles = bucket.arn_for_objects(f"{SLURM_CLIENT_PREFIX}/*")
         bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyDeploymentsWriteLifecycleScripts", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=writes, not_resources=[bundles],
-            conditions={"ArnNotLike": {"aws:PrincipalArn": writers}}))
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": writers}}))
         bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyTheClusterWritesSlurmClientBundles", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=writes, resources=[bundles],
-            conditions={"ArnNotLike": {"aws:PrincipalArn": [
-                writers[0], role + cluster_execution_role_name(cluster_name)]}}))
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": [
+                *cdk_deploy_role_arns(self), role + cluster_execution_role_name(cluster_name)]}}))
 
     def _only_fsx_and_handlers_touch_partitions(self, cluster_name: str, prefix: str) -> None:
         """The objects behind the Studio partitions (the DRA's prefix + partition root, constructs/fsx_partitions.py)
