@@ -66,6 +66,9 @@ hyperpod_users_sync_failed $([[ "$OUTCOME" == failed ]] && echo 1 || echo 0)
 # HELP hyperpod_users_sync_skipped 1 when the last users sync found another run holding root's lock and did nothing.
 # TYPE hyperpod_users_sync_skipped gauge
 hyperpod_users_sync_skipped $([[ "$OUTCOME" == skipped ]] && echo 1 || echo 0)
+# HELP hyperpod_users_sync_duration_seconds How long the last users sync took (steps run as users are bounded each).
+# TYPE hyperpod_users_sync_duration_seconds gauge
+hyperpod_users_sync_duration_seconds $SECONDS
 METRICS
   chmod 0644 "$tmp"
   mv -f "$tmp" "$USERS_SYNC_METRICS"

@@ -263,6 +263,7 @@ metric() {
   ok="$(metric hyperpod_users_sync_last_success_timestamp_seconds)"
   ((ok >= before))
   grep -qxF '# TYPE hyperpod_users_sync_last_success_timestamp_seconds gauge' "$TEXTFILE_DIR/hyperpod_users_sync.prom"
+  [[ "$(metric hyperpod_users_sync_duration_seconds)" =~ ^[0-9]+$ ]]
   rm "$STUB_S3_DIR/platform_parameters.json" # S3 unreachable
   sleep 1
   sync
