@@ -156,6 +156,33 @@ def checkpoint_dir(storage: Storage) -> str:
     return storage.checkpoint_dir or storage.lustre.data_repository.file_system_path.rstrip("/") + "/checkpoints"
 
 
+# Directories on FSx (paths under the mount) whose every entry is one user's own private directory, made by root on
+# the Slurm nodes: homes (create_users.sh, 0750), the enroot layer caches (install_container_runtime.sh and
+# enroot_dirs.sh, user-<uid>, 0700); with the checkpoint directory (checkpoint_dir) and Studio's partitions they are
+# what private_fsx_roots lists. tests/lifecycle/private_dirs.bats checks the list against what the scripts make.
+HOME_ROOT = "/home"
+ENROOT_CACHE_ROOT = "/.hyperpod-platform/enroot-cache"
+
+
+def private_fsx_roots(storage: Storage, studio_partition_root: Optional[str]) -> list[str]:
+    """Every FSx directory whose entries are users' private directories (studio_partition_root: Studio's, when
+    Studio is on)."""
+    roots = [HOME_ROOT, checkpoint_dir(storage).rstrip("/"), ENROOT_CACHE_ROOT]
+    if studio_partition_root is not None:
+        roots.append(storage.lustre.data_repository.file_system_path.rstrip("/") + "/" + studio_partition_root)
+    return roots
+
+
+def exported_prefix(repo: DataRepository, path: str) -> Optional[str]:
+    """The key prefix (ending in '/') of the data bucket that mirrors FSx directory PATH through the data repository
+    association, or None when PATH is outside the linked directory."""
+    linked = repo.file_system_path.rstrip("/")
+    path = path.rstrip("/")
+    if not path.startswith(linked + "/"):
+        return None
+    return repo.s3_prefix + path[len(linked) + 1:] + "/"
+
+
 def checkpoint_errors(cfg: PlatformConfig) -> list[str]:
     storage = cfg.storage
     repo = storage.lustre.data_repository

@@ -63,6 +63,10 @@ class Studio(Strict):
                           "no one owner whose identity the cluster knows). Create it as an account the team shares.")
 
 
+# The group every Slurm node makes for shared_gid, which every user joins (lifecycle/hyperpod/create_users.sh).
+SHARED_GROUP_NAME = "studio-shared"
+
+
 def studio_errors(cfg: PlatformConfig) -> list[str]:
     """studio.shared_space_user names a user, in shared mode; eksctl only on EKS."""
     studio = cfg.studio

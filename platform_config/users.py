@@ -8,7 +8,7 @@ from pydantic import Field, StrictBool
 
 from platform_config.facts import NOBODY_ID, reserved_user
 from platform_config.fields import PosixName, Strict
-from platform_config.studio import STUDIO_PROFILE_NAME
+from platform_config.studio import SHARED_GROUP_NAME, STUDIO_PROFILE_NAME
 
 if TYPE_CHECKING:
     from platform_config.model import PlatformConfig
@@ -48,7 +48,23 @@ def user_errors(cfg: PlatformConfig) -> list[str]:
         if cfg.studio.enabled and not STUDIO_PROFILE_NAME.fullmatch(u.name):
             add(f"users[{i}].name: {u.name!r} cannot be a Studio user profile name; with studio.enabled use "
                 "letters, digits and hyphens only")
+        if cfg.studio.enabled:
+            add_shared_group_conflicts(add, i, u, cfg.studio.shared_gid)
     return errors
+
+
+def add_shared_group_conflicts(add, i: int, u: User, shared_gid: int) -> None:
+    """Every node makes the group SHARED_GROUP_NAME with studio.shared_gid and adds every user to it: a user of that
+    name, or whose primary group is it, would make create_users.sh refuse the entry on every node, or hand the user's
+    home (0750, group-readable) to every other user."""
+    if u.name == SHARED_GROUP_NAME:
+        add(f"users[{i}].name: {u.name!r} is the group every node makes for studio.shared_gid; a user's own group "
+            f"of that name would take its place on the nodes; allowed: any other name")
+    if u.group_id == shared_gid:
+        key, value = ("gid", u.gid) if u.gid is not None else ("uid", u.uid)
+        add(f"users[{i}].{key}: {value} makes studio.shared_gid ({shared_gid}) the primary group of {u.name!r}, which "
+            "every user is in on the nodes: their home and files would be every user's to read; allowed: a gid "
+            f"other than {shared_gid} (set users[{i}].gid)")
 
 
 def identity_errors(cfg: PlatformConfig) -> list[str]:

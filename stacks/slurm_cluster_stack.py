@@ -28,6 +28,7 @@ from platform_config import PlatformConfig
 from platform_config.directory import ca_certificate_bytes
 from platform_config.login_access import login_load_balancer, session_run_as
 from platform_config.storage import checkpoint_dir
+from platform_config.studio import SHARED_GROUP_NAME
 from stacks.network_stack import NetworkRefs
 from platform_config.accounting_plan import accounting_parameters, worker_groups
 from stacks.storage_stack import StorageStack
@@ -346,7 +347,7 @@ def provisioning_parameters(config: PlatformConfig, storage: StorageStack,
                   "client_bundle_s3_prefix": f"s3://{lifecycle_bucket_name(config.name)}/{SLURM_CLIENT_PREFIX}/"
                   if slurm_login_secret_arn else None},
         "users_sync": {"parameters_s3_uri": parameters_s3_uri},
-        "shared_group": {"name": "studio-shared", "gid": config.studio.shared_gid} if config.studio.enabled else None,
+        "shared_group": {"name": SHARED_GROUP_NAME, "gid": config.studio.shared_gid} if config.studio.enabled else None,
         "container_runtime": {"enabled": runtime.enabled, "ubuntu_release": runtime.ubuntu_release,
                               "docker_apt_version": runtime.docker_apt_version,
                               "artifacts": [a.model_dump() for a in runtime.artifacts]},

@@ -20,7 +20,7 @@ from constructs.lustre_file_system import LustreFileSystem
 from constructs.secure_bucket import access_log_bucket, allow_account_through_s3, secure_bucket
 
 from platform_config.observability import NodeMetrics
-from platform_config.storage import ExistingLustre, Storage
+from platform_config.storage import ExistingLustre, Storage, exported_prefix, private_fsx_roots
 from stacks.network_stack import NetworkRefs
 
 if TYPE_CHECKING:  # opt-in: constructs/metrics_workspace.py (and aws_aps) loads only when node metrics are on
@@ -35,6 +35,24 @@ OBJECT_ACTIONS = ("s3:GetObject*", "s3:PutObject*", "s3:DeleteObject*", "s3:List
                   "s3:RestoreObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts",
                   "s3:BypassGovernanceRetention", "s3:InitiateReplication", "s3:ObjectOwnerOverrideToBucketOwner",
                   "s3:UpdateObjectEncryption")
+
+
+# Every S3 action that creates, replaces or removes an object or what S3 keeps of it (a version, a replica, its ACL,
+# tags, retention): OBJECT_ACTIONS without the reads.
+OBJECT_WRITE_ACTIONS = ("s3:PutObject*", "s3:DeleteObject*", "s3:Replicate*", "s3:RestoreObject",
+                        "s3:AbortMultipartUpload", "s3:BypassGovernanceRetention", "s3:InitiateReplication",
+                        "s3:ObjectOwnerOverrideToBucketOwner", "s3:UpdateObjectEncryption")
+
+
+def cdk_deploy_role_arns(stack: cdk.Stack) -> list[str]:
+    """The CDK bootstrap's CloudFormation execution role and deploy role of this account and region, exactly as the
+    default synthesizer names them (their qualifier from the app's context)."""
+    qualifier = (stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
+                 or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
+    return [arn.replace("${AWS::Partition}", cdk.Aws.PARTITION).replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
+            .replace("${AWS::Region}", cdk.Aws.REGION).replace("${Qualifier}", qualifier)
+            for arn in (cdk.DefaultStackSynthesizer.DEFAULT_CLOUDFORMATION_ROLE_ARN,
+                        cdk.DefaultStackSynthesizer.DEFAULT_DEPLOY_ROLE_ARN)]
 
 
 @dataclass(frozen=True)
@@ -108,6 +126,13 @@ class StorageStack(cdk.Stack):
                                          if squash.enabled else [])
         if studio_partition_root is not None:
             self._only_fsx_and_handlers_touch_partitions(cluster_name, f"{repo.s3_prefix}{studio_partition_root}/")
+        # Every other private directory the association mirrors (users' checkpoints; homes and enroot caches when the
+        # whole file system is linked): the same deny, FSx alone exempt.
+        studio_prefix = f"{repo.s3_prefix}{studio_partition_root}/" if studio_partition_root is not None else None
+        private = [p for p in (exported_prefix(repo, root) for root in private_fsx_roots(storage, studio_partition_root))
+                   if p is not None and p != studio_prefix]
+        if private:
+            self._only_fsx_touches_private_directories(private)
 
         cdk.CfnOutput(self, "FsxFileSystemId", value=self.lustre.file_system_id)
         cdk.CfnOutput(self, "FsxDnsName", value=self.lustre.dns_name)
@@ -139,27 +164,27 @@ class StorageStack(cdk.Stack):
                        security_group_id=group.attr_group_id, vpc_id=network.vpc_id)
 
     def _only_deployments_write(self, bucket: s3.Bucket, cluster_name: str) -> None:
-        """Every node runs what this bucket holds as root: only CDK's deploy roles and the platform's own upload
-        functions (fixed names, constructs/platform_role_names.py) may change it, whatever else IAM grants. One
-        prefix is the exception: the Slurm controller uploads its client bundle under slurm-client/, which only the
-        cluster's execution role may write; nothing there runs unless its sha256 matches the one the cluster wrote
-        to the Slurm login secret (lifecycle/studio/slurm_login_node.sh checks before unpacking)."""
-        qualifier = (self.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
-                     or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
+        """Every node runs what this bucket holds as root: only CloudFormation's CDK deploy roles and the platform's
+        own upload functions (fixed names, constructs/platform_role_names.py), each named exactly (ArnNotEquals: a
+        role an account principal names like cdk-<qualifier>-x-role-... is none of them), may change it, with any
+        object write (a replica, an ACL or a version included), whatever else IAM grants. One prefix is the
+        exception: the Slurm controller uploads its client bundle under slurm-client/, which only the cluster's
+        execution role may write; nothing there runs unless its sha256 matches the one the cluster wrote to the Slurm
+        login secret (lifecycle/studio/slurm_login_node.sh checks before unpacking)."""
         role = f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
-        writers = [f"{role}cdk-{qualifier}-*-role-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"] + [
-            role + upload_role_name(cluster_name, kind) for kind in ("cluster", "studio")]
-        writes = ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"]
+        writers = cdk_deploy_role_arns(self) + [role + upload_role_name(cluster_name, kind)
+                                               for kind in ("cluster", "studio")]
+        writes = list(OBJECT_WRITE_ACTIONS)
         bundles = bucket.arn_for_objects(f"{SLURM_CLIENT_PREFIX}/*")
         bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyDeploymentsWriteLifecycleScripts", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=writes, not_resources=[bundles],
-            conditions={"ArnNotLike": {"aws:PrincipalArn": writers}}))
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": writers}}))
         bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyTheClusterWritesSlurmClientBundles", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=writes, resources=[bundles],
-            conditions={"ArnNotLike": {"aws:PrincipalArn": [
-                writers[0], role + cluster_execution_role_name(cluster_name)]}}))
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": [
+                *cdk_deploy_role_arns(self), role + cluster_execution_role_name(cluster_name)]}}))
 
     def _only_fsx_and_handlers_touch_partitions(self, cluster_name: str, prefix: str) -> None:
         """The objects behind the Studio partitions (the DRA's prefix + partition root, constructs/fsx_partitions.py)
@@ -179,6 +204,18 @@ class StorageStack(cdk.Stack):
             principals=[iam.AnyPrincipal()], actions=list(OBJECT_ACTIONS),
             resources=[self.data_bucket.arn_for_objects(f"{prefix}*")],
             conditions={"ArnNotLike": {"aws:PrincipalArn": allowed}}))
+
+    def _only_fsx_touches_private_directories(self, prefixes: list[str]) -> None:
+        """Objects mirroring users' private FSx directories (0700 checkpoints, homes): whoever reads them reads a
+        user's private files, whoever writes them plants a file (a pickle checkpoint) that FSx imports into the
+        user's directory with the owner the object's metadata names. Only FSx, as for the Studio partitions."""
+        fsx = (f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/aws-service-role/"
+               f"s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_{self.lustre.file_system_id}")
+        self.data_bucket.add_to_resource_policy(iam.PolicyStatement(
+            sid="OnlyFsxTouchesPrivateDirectories", effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()], actions=list(OBJECT_ACTIONS),
+            resources=[self.data_bucket.arn_for_objects(f"{prefix}*") for prefix in prefixes],
+            conditions={"ArnNotLike": {"aws:PrincipalArn": [fsx]}}))
 
     def _allow_fsx_s3_access_role(self, key: kms.Key) -> None:
         """FSx reads and writes the linked bucket as its per-file-system service-linked role, which IAM cannot

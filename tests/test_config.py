@@ -1089,3 +1089,24 @@ def test_shared_space_user_names_a_user_in_shared_mode():
         "shared space may use. Allowed: unset in per-user mode, or shared_fsx: true"]
     data["shared_fsx"] = True
     assert parse_config(data).studio.shared_space_user == "alice"
+
+
+@pytest.mark.parametrize("entry, studio, message", [
+    ({"name": "studio-shared", "uid": 20001}, {},
+     "users[0].name: 'studio-shared' is the group every node makes for studio.shared_gid; a user's own group of that "
+     "name would take its place on the nodes; allowed: any other name"),
+    ({"name": "ada", "uid": 20001, "gid": 2000}, {},
+     "users[0].gid: 2000 makes studio.shared_gid (2000) the primary group of 'ada', which every user is in on the nodes: "
+     "their home and files would be every user's to read; allowed: a gid other than 2000 (set users[0].gid)"),
+    # No gid: the effective gid is the uid.
+    ({"name": "ada", "uid": 20001}, {"shared_gid": 20001},
+     "users[0].uid: 20001 makes studio.shared_gid (20001) the primary group of 'ada', which every user is in on the "
+     "nodes: their home and files would be every user's to read; allowed: a gid other than 20001 (set "
+     "users[0].gid)"),
+])
+def test_a_user_entry_that_conflicts_with_the_shared_group_is_refused_with_key_value_and_reason(entry, studio, message):
+    assert errors_of(users(entry, studio=studio)) == [message]
+
+
+def test_the_shared_group_is_free_without_studio():
+    parse_config(users({"name": "studio-shared", "uid": 20001, "gid": 2000}, studio={"enabled": False}))

@@ -8,6 +8,8 @@ import pytest
 
 from aws_cdk.assertions import Match
 
+from stacks.storage_stack import OBJECT_WRITE_ACTIONS
+
 
 def test_lustre_file_system_from_config(synth):
     t = synth("default").template("storage")
@@ -177,15 +179,14 @@ def test_only_deploy_roles_and_platform_upload_roles_write_lifecycle_scripts(syn
     s = synth(variant)
     deny = _lifecycle_write_guard(s.template("storage"))
     assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"}
-    assert set(deny["Action"]) == {"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"}
+    assert set(deny["Action"]) == set(OBJECT_WRITE_ACTIONS)
     assert "Resource" not in deny and _text(deny["NotResource"]).endswith("/slurm-client/*")
-    writers = {_text(a) for a in deny["Condition"]["ArnNotLike"]["aws:PrincipalArn"]}
+    writers = {_text(a) for a in deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]}
     role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/"
-    assert f"{role}cdk-hnb659fds-*-role-<AWS::AccountId>-<AWS::Region>" in writers
     # The roles that really upload (cluster and Studio stacks) carry exactly the names the policy allows.
     uploaders = _upload_role_names(s.templates["cluster"]) | _upload_role_names(s.templates["studio"])
     assert len(uploaders) == 2
-    assert writers == {f"{role}cdk-hnb659fds-*-role-<AWS::AccountId>-<AWS::Region>"} | {role + n for n in uploaders}
+    assert writers == CDK_DEPLOY_ROLES | {role + n for n in uploaders}
     assert all(len(n.replace("<AWS::Region>", "ap-southeast-5")) <= 64 for n in uploaders)
 
 
@@ -204,18 +205,50 @@ def test_only_the_cluster_writes_slurm_client_bundles_and_nothing_else_in_the_li
     guard = _bucket_statement(t, "OnlyDeploymentsWriteLifecycleScripts")
     bundles = _bucket_statement(t, "OnlyTheClusterWritesSlurmClientBundles")
     assert bundles["Effect"] == "Deny" and bundles["Principal"] == {"AWS": "*"}
-    assert set(bundles["Action"]) == set(guard["Action"]) == {"s3:PutObject", "s3:DeleteObject",
-                                                               "s3:DeleteObjectVersion"}
+    assert set(bundles["Action"]) == set(guard["Action"]) == set(OBJECT_WRITE_ACTIONS)
     assert _text(bundles["Resource"]) == _text(guard["NotResource"])
     assert _text(bundles["Resource"]) == "<LifecycleBucket0668F9AE.Arn>/slurm-client/*"
     role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/"
-    allowed = {_text(a) for a in bundles["Condition"]["ArnNotLike"]["aws:PrincipalArn"]}
+    allowed = {_text(a) for a in bundles["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]}
     cluster_role = _text(s.templates["cluster"]["Resources"][next(
         k for k, r in s.templates["cluster"]["Resources"].items()
         if r["Type"] == "AWS::IAM::Role" and k.startswith("HyperPodExecutionRole"))]["Properties"]["RoleName"])
-    assert allowed == {f"{role}cdk-hnb659fds-*-role-<AWS::AccountId>-<AWS::Region>", role + cluster_role}
+    assert allowed == CDK_DEPLOY_ROLES | {role + cluster_role}
     # ... and the cluster's role is none of the scripts' writers.
-    assert role + cluster_role not in {_text(a) for a in guard["Condition"]["ArnNotLike"]["aws:PrincipalArn"]}
+    assert role + cluster_role not in {_text(a) for a in guard["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]}
+
+
+CDK_DEPLOY_ROLES = {"arn:<AWS::Partition>:iam::<AWS::AccountId>:role/cdk-hnb659fds-cfn-exec-role-<AWS::AccountId>-"
+                    "<AWS::Region>",
+                    "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/cdk-hnb659fds-deploy-role-<AWS::AccountId>-"
+                    "<AWS::Region>"}
+
+
+def _condition_lets_through(condition: dict, principal_arn: str) -> bool:
+    """IAM's evaluation of the deny's one condition for a principal (Arn*Like: * and ? wildcards; Arn*Equals:
+    exact), with the pseudo parameters rendered as <...> on both sides: True when the deny does NOT apply."""
+    ((operator, values),) = condition.items()
+    patterns = [_text(v) for v in values["aws:PrincipalArn"]]
+    if operator == "ArnNotLike":
+        return any(fnmatch.fnmatchcase(principal_arn, p) for p in patterns)
+    assert operator == "ArnNotEquals", operator
+    return principal_arn in patterns
+
+
+def test_an_account_principal_cannot_rewrite_the_lifecycle_scripts_by_naming_a_role_like_cdk_or_replicating(synth):
+    """Attack as an account principal: a role the attacker creates and names like a CDK bootstrap role, and a
+    replication rule writing into the bucket (s3:ReplicateObject), must both meet the deny."""
+    deny = _lifecycle_write_guard(synth("default").template("storage"))
+    role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/"
+    for impostor in (f"{role}cdk-hnb659fds-attacker-role-<AWS::AccountId>-<AWS::Region>",
+                     f"{role}cdk-hnb659fds-cfn-exec-role-<AWS::AccountId>-<AWS::Region>-copy",
+                     f"{role}team/cdk-hnb659fds-deploy-role-<AWS::AccountId>-<AWS::Region>"):
+        assert not _condition_lets_through(deny["Condition"], impostor), impostor
+    for real in CDK_DEPLOY_ROLES:
+        assert _condition_lets_through(deny["Condition"], real)
+    for action in ("s3:PutObject", "s3:DeleteObjectVersion", "s3:ReplicateObject", "s3:ReplicateDelete",
+                   "s3:ReplicateTags", "s3:PutObjectAcl", "s3:RestoreObject"):
+        assert any(fnmatch.fnmatchcase(action, pattern) for pattern in deny["Action"]), action
 
 
 def test_storage_outputs(synth):
@@ -344,3 +377,50 @@ def test_studio_partitions_deny_covers_every_s3_object_action():
     uncovered = [a for a in object_actions
                  if not any(fnmatch.fnmatchcase("s3:" + a, p.lower()) for p in OBJECT_ACTIONS)]
     assert uncovered == []
+
+
+# ------------------------------------------------------------------------------------ private directories through S3
+def _data_bucket_denies(t) -> dict[str, dict]:
+    (policy,) = [p for p in t.find_resources("AWS::S3::BucketPolicy").values()
+                 if p["Properties"]["Bucket"]["Ref"].startswith("DataBucket")]
+    return {st["Sid"]: st for st in policy["Properties"]["PolicyDocument"]["Statement"]
+            if st.get("Effect") == "Deny" and st.get("Sid", "").startswith("Only")}
+
+
+@pytest.mark.parametrize("variant", ["default", "eks"])
+def test_every_s3_prefix_that_mirrors_a_private_fsx_directory_is_denied_to_all_but_fsx(synth, variant):
+    """Each private directory root the platform makes on FSx (private_fsx_roots, which
+    tests/lifecycle/private_dirs.bats checks against what the node scripts make) that the association mirrors has a
+    deny on its prefix, and no other prefix has one: a user's checkpoints are as closed in S3 as on FSx."""
+    from platform_config.storage import exported_prefix, private_fsx_roots
+    s = synth(variant)
+    storage = s.config.storage
+    partition_root = s.config.studio.partition_root if s.config.studio.enabled else None
+    expected = {p for p in (exported_prefix(storage.lustre.data_repository, r)
+                            for r in private_fsx_roots(storage, partition_root)) if p is not None}
+    assert "checkpoints/" in expected
+    denies = _data_bucket_denies(s.template("storage"))
+    denied = set()
+    for st in denies.values():
+        for resource in st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]:
+            text = _text(resource)
+            assert text.startswith("<DataBucketE3889A50.Arn>/") and text.endswith("*")
+            denied.add(text[len("<DataBucketE3889A50.Arn>/"):-1])
+    assert denied == expected
+    private = denies["OnlyFsxTouchesPrivateDirectories"]
+    assert private["Principal"] == {"AWS": "*"} and set(private["Action"]) == set(denies[
+        "OnlyFsxAndPartitionHandlersTouchStudioPartitions"]["Action"])
+    fs = next(iter(s.template("storage").find_resources("AWS::FSx::FileSystem")))
+    assert {_text(a) for a in private["Condition"]["ArnNotLike"]["aws:PrincipalArn"]} == {
+        "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
+        f"AWSServiceRoleForFSxS3Access_<{fs}>"}
+
+
+def test_a_whole_file_system_association_mirrors_homes_and_enroot_caches_too():
+    from platform_config.storage import DataRepository, exported_prefix
+    whole = DataRepository.model_validate({"file_system_path": "/", "s3_prefix": "fsx/"})
+    assert exported_prefix(whole, "/home") == "fsx/home/"
+    assert exported_prefix(whole, "/.hyperpod-platform/enroot-cache") == "fsx/.hyperpod-platform/enroot-cache/"
+    data = DataRepository.model_validate({"file_system_path": "/data"})
+    assert exported_prefix(data, "/data/checkpoints") == "checkpoints/"
+    assert exported_prefix(data, "/home") is None and exported_prefix(data, "/database/x") is None

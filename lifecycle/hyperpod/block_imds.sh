@@ -11,10 +11,15 @@
 #     the second (the filter table sees a redirected packet's new destination, never 169.254.169.254;
 #     iptables-extensions(8), conntrack --ctorigdst). `--ctdir ORIGINAL` keeps the second rule off REJECT's own
 #     answer, which carries the same connection: without it the caller waits for a timeout instead of being refused
-#     (tests/e2e/test_imds_block.py shows both). The DNAT rules the node has for the address are logged.
+#     (tests/e2e/test_imds_block.py shows both). The nat rules the node has for the address (any chain) are logged.
+#   - the proxy such a rule leads to (DNAT --to-destination IP:PORT, REDIRECT --to-ports PORT) is refused to every uid
+#     but root as well: a user who connects to its port directly never goes through the metadata address.
 #   - a HyperPod unit (sagemaker-*.service) that runs as a user other than root keeps access: an ACCEPT for its uid
 #     ahead of the rejects, and a contract warning naming the unit.
-#   - then, as `nobody`, a connection to 169.254.169.254:80 must be refused; one that succeeds fails the node.
+#   - then, as `nobody`, a connection to 169.254.169.254:80 and to each proxy endpoint found must be refused; one that
+#     succeeds fails the node. "The block holds" is said only when every path was tested so: a nat rule for the
+#     address of another kind (a jump to a chain of its own, a DNAT without a port, ...) gets a contract warning that
+#     the block is not verified for it.
 #
 # A security control, so it fails the node rather than skip: no iptables, no node.
 # Idempotent: each rule is checked with `-C` before it is added. A systemd oneshot unit re-applies the rules at every
@@ -67,22 +72,77 @@ block() {
   done <<<"$EXEMPT"
   ensure "$tool" -A OUTPUT -d "$address" -m owner ! --uid-owner 0 -j REJECT
   ensure "$tool" -A OUTPUT -m conntrack --ctorigdst "$address" --ctdir ORIGINAL -m owner ! --uid-owner 0 -j REJECT
-  "$tool" -w -t nat -S OUTPUT 2>/dev/null | grep -F -- "$address" | while read -r rule; do
-    log "$tool: this node redirects metadata traffic ($rule); the block matches it by its original destination"
-  done || true
 }
 
-# probe : a connection to the metadata service as `nobody` must be refused (REJECT answers at once).
+# redirects TOOL ADDRESS : every nat rule of the node (any chain) that names ADDRESS, one a line, as `iptables -S`
+# prints it.
+redirects() {
+  "$1" -w -t nat -S 2>/dev/null | grep -F -- "$2" || true
+}
+
+# PROXIES: "address port" of each local endpoint a nat rule sends metadata traffic to; UNTESTED: the nat rules for the
+# address whose arrangement this script does not know (so cannot test).
+PROXIES=()
+UNTESTED=()
+
+# block_proxies ADDRESS : the credential proxy a DNAT (--to-destination IP:PORT, or IP with the rule's --dport) or a
+# REDIRECT (--to-ports PORT, a port of this host) of ADDRESS leads to is itself refused to every uid but root and the
+# exempt ones: a user who connects to it directly, not through ADDRESS, never passes the original-destination rule.
+block_proxies() {
+  local address=$1 rule ip port uid unit
+  while IFS= read -r rule; do
+    [[ -n "$rule" ]] || continue
+    log "iptables: this node redirects metadata traffic ($rule); the block matches it by its original destination"
+    ip="" port=""
+    if [[ "$rule" =~ -j\ DNAT\ --to-destination\ ([0-9.]+)(:([0-9]+))?($|\ ) ]]; then
+      ip="${BASH_REMATCH[1]}" port="${BASH_REMATCH[3]}"
+      if [[ -z "$port" && "$rule" =~ --dport\ ([0-9]+)($|\ ) ]]; then port="${BASH_REMATCH[1]}"; fi
+    elif [[ "$rule" =~ -j\ REDIRECT\ --to-ports\ ([0-9]+)($|\ ) ]]; then
+      ip=127.0.0.1 port="${BASH_REMATCH[1]}"
+    fi
+    if [[ -z "$ip" || -z "$port" || "$rule" != *" -p tcp "* ]]; then
+      UNTESTED+=("$rule")
+      continue
+    fi
+    while read -r uid unit; do
+      [[ -n "$uid" ]] || continue
+      ensure iptables -I OUTPUT -d "$ip" -p tcp --dport "$port" -m owner --uid-owner "$uid" -j ACCEPT
+    done <<<"$EXEMPT"
+    ensure iptables -A OUTPUT -d "$ip" -p tcp --dport "$port" -m owner ! --uid-owner 0 -j REJECT
+    PROXIES+=("$ip $port")
+  done < <(redirects iptables "$address")
+}
+
+# reach ADDRESS PORT : how a connection as `nobody` to ADDRESS:PORT ends: connected, refused, or the error/timeout.
+reach() {
+  timeout 5 setpriv --reuid=65534 --regid=65534 --clear-groups \
+    bash -c "exec 3<>/dev/tcp/$1/$2 && echo connected" 2>&1 || true
+}
+
+# probe : as `nobody`, the metadata service and every proxy endpoint found must refuse the connection (REJECT answers
+# at once); one that accepts fails the node. "The block holds" only when every path was tested and refused, and no
+# redirection of another kind was found: for one this script does not know, it says it could not test it.
 probe() {
-  local result
+  local result target address port tested=() silent=()
   [[ "$IMDS_PROBE" == 1 ]] || return 0
-  result="$(timeout 5 setpriv --reuid=65534 --regid=65534 --clear-groups \
-    bash -c "exec 3<>/dev/tcp/$IMDS_V4/80 && echo connected" 2>&1 || true)"
-  case "$result" in
-    *connected*) die "a process running as nobody still reached $IMDS_V4:80: the metadata block is not effective" ;;
-    *"Connection refused"*) log "as nobody, $IMDS_V4:80 refuses the connection: the block holds" ;;
-    *) log "as nobody, $IMDS_V4:80 gave no answer within 5 s (${result:-timed out}); the rules are in place" ;;
-  esac
+  for target in "$IMDS_V4 80" "${PROXIES[@]}"; do
+    read -r address port <<<"$target"
+    result="$(reach "$address" "$port")"
+    case "$result" in
+      *connected*) die "a process running as nobody still reached $address:$port$([[ "$address" == "$IMDS_V4" ]] ||
+        echo " (the credential proxy the metadata address is redirected to)"): the metadata block is not effective" ;;
+      *"Connection refused"*) tested+=("$address:$port") ;;
+      *) silent+=("$address:$port (${result:-timed out})") ;;
+    esac
+  done
+  if ((${#UNTESTED[@]})); then
+    contract_warn role-proxy-imds "metadata traffic is redirected in a way this check does not know how to test" \
+      "(${UNTESTED[*]}); the rules are in place, but the block is NOT verified for that path"
+  elif ((${#silent[@]})); then
+    log "as nobody, ${silent[*]} gave no answer within 5 s; the rules are in place, the block is not verified"
+  else
+    log "as nobody, ${tested[*]} refuse the connection: the block holds"
+  fi
 }
 
 command -v iptables >/dev/null || die "iptables is not installed: it is needed to keep instance credentials from non-root processes"
@@ -93,8 +153,13 @@ while read -r uid unit; do
     "access (an ACCEPT ahead of the block); any other process of that uid has it too"
 done <<<"$EXEMPT"
 block iptables "$IMDS_V4"
+block_proxies "$IMDS_V4"
 if command -v ip6tables >/dev/null; then
   block ip6tables "$IMDS_V6"
+  redirects ip6tables "$IMDS_V6" | while IFS= read -r rule; do
+    contract_warn role-proxy-imds "IPv6 metadata traffic is redirected ($rule): the original-destination rule" \
+      "covers it, but the proxy it leads to is not blocked or tested"
+  done
 else
   log "ip6tables is not installed: the IPv6 metadata endpoint $IMDS_V6 is left as the node has it"
 fi

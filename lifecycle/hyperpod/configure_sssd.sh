@@ -46,6 +46,11 @@ CA_DEST="$SSSD_CONF_DIR/hyperpod-directory-ca.pem"
 params directory.search_base directory.start_tls directory.ca_certificate.file directory.ca_certificate.sha256 \
   directory.bind_password_secret_arn directory.region fsx.mount_path
 if [[ -z "$(param directory.search_base)" ]]; then
+  # Turned off on a running node (the users sync): the admin groups' sudo goes with it.
+  if [[ -e "$SUDOERS_FILE" ]]; then
+    rm -f "$SUDOERS_FILE"
+    log "removed $SUDOERS_FILE: the directory integration is off"
+  fi
   log "directory integration is off: nothing to change"
   exit 0
 fi

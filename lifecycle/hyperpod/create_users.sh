@@ -11,6 +11,9 @@
 # user gets no account here (reported, and the script fails once the others are done). In the checkpoint directory,
 # an entry named after a user that is not that user's own directory (a link, or a directory another user made while
 # earlier versions left it world-writable) is moved aside, never followed, and the user gets a fresh one.
+#
+# An entry this node cannot honour (a name or id another account has here) costs that entry only: revocation never
+# waits for the list to be clean (see conflict).
 set -euo pipefail
 
 # This script's directory, as dirname would print it (without starting one: see lib/common.sh).
@@ -58,12 +61,22 @@ getent_field() {
   printf '%s\n' "${fields[$3 - 1]-}"
 }
 
+# conflict MESSAGE : an entry of the list that this node cannot honour (an id or name another account has here). Only
+# that entry is skipped: the others, the locks of removed users and the sudo sweep still happen; the script fails at
+# the end.
+conflicts=()
+conflict() {
+  conflicts+=("$*")
+  log "ERROR: $*" >&2
+  return 1
+}
+
 ensure_group() {
   local name=$1 gid=$2 current owner
   current="$(getent_field group "$name" 3)"
   if [[ -n "$current" ]]; then
-    [[ "$current" == "$gid" ]] || die "group $name exists with gid $current, expected $gid; fix the node or the users list"
-    return 0
+    [[ "$current" == "$gid" ]] || conflict "group $name exists with gid $current, expected $gid; fix the node or the users list"
+    return
   fi
   owner="$(getent_field group "$gid" 1)"
   if [[ -n "$owner" ]]; then
@@ -79,7 +92,10 @@ ensure_user() {
   local name=$1 uid=$2 gid=$3 current owner
   current="$(getent_field passwd "$name" 3)"
   if [[ -n "$current" ]]; then
-    [[ "$current" == "$uid" ]] || die "user $name exists with uid $current, expected $uid; fix the node or the users list"
+    [[ "$current" == "$uid" ]] || {
+      conflict "user $name exists with uid $current, expected $uid; $name gets no account here (fix the node or the users list)"
+      return
+    }
     if listed "$LOCKED" "$name"; then
       # Back in the list after a removal: the same account, home and files as before.
       usermod --unlock --expiredate '' "$name"
@@ -91,7 +107,10 @@ ensure_user() {
     return 0
   fi
   owner="$(getent_field passwd "$uid" 1)"
-  [[ -z "$owner" ]] || die "uid $uid for user $name is already used by user $owner"
+  [[ -z "$owner" ]] || {
+    conflict "uid $uid for user $name is already used by user $owner; $name gets no account here"
+    return
+  }
   # The home is ensure_home's: useradd would copy /etc/skel as root into a directory the user already owns.
   useradd --uid "$uid" --gid "$gid" --no-create-home --home-dir "$HOME_ROOT/$name" --shell /bin/bash "$name"
   add_line "$CREATED" "$name"
@@ -209,27 +228,32 @@ names=()
 directory_users=()
 home_problems=()
 set_up=() # "name uid gid" of every user whose account and home are in place
+refused=() # names whose entry conflicts with this node's accounts
 while IFS=$'\t' read -r name uid gid sudo; do
   [[ -n "$name" ]] || continue
   names+=("$name")
   problem="$(user_dir_problem "$HOME_ROOT" "$name" "$uid")"
   if [[ -n "$problem" ]]; then
     home_problems+=("$problem")
+    refused+=("$name")
     continue
   fi
   if from_directory "$name" "$uid" "$gid"; then
     directory_users+=("$name")
-  else
-    ensure_group "$name" "$gid"
-    ensure_user "$name" "$uid" "$gid"
+  elif ! ensure_group "$name" "$gid" || ! ensure_user "$name" "$uid" "$gid"; then
+    refused+=("$name") # no sudo, and the account of that name (if this script made it) is locked below
+    continue
   fi
   ensure_home "$name" "$uid" "$gid"
   ensure_sudo "$name" "$sudo"
   set_up+=("$name $uid $gid")
 done <<<"$users"
 
+# is_current NAME : the list names NAME and this node could give it the listed identity (a refused entry's name is not:
+# the account of that name here is someone else's, so it keeps no sudo and, if this script made it, is locked).
 is_current() {
   local n
+  for n in "${refused[@]}"; do [[ "$n" == "$1" ]] && return 1; done
   for n in "${names[@]}"; do [[ "$n" == "$1" ]] && return 0; done
   return 1
 }
@@ -253,11 +277,11 @@ done <"$CREATED"
 # cluster too (in Studio it is their primary group).
 shared_name="$(param shared_group.name)"
 shared_gid="$(param shared_group.gid)"
-if [[ -n "$shared_name" && -n "$shared_gid" ]]; then
-  ensure_group "$shared_name" "$shared_gid"
+if [[ -n "$shared_name" && -n "$shared_gid" ]] && ensure_group "$shared_name" "$shared_gid"; then
   members=",$(getent_field group "$shared_name" 4),"
   while IFS=$'\t' read -r name _; do
     [[ -n "$name" && "$members" != *",$name,"* ]] || continue
+    is_current "$name" || continue
     if [[ " ${directory_users[*]} " == *" $name "* ]]; then
       gpasswd --add "$name" "$shared_name" >/dev/null # usermod edits only local accounts
     else
@@ -295,3 +319,5 @@ if ((${#mismatches[@]})); then
     "directory's uidNumber/gidNumber, or take them out of users; Studio and Slurm tokens use the config's ids"
 fi
 ((${#home_problems[@]} == 0)) || die "${#home_problems[@]} user(s) have a home that is not their own (above)"
+((${#conflicts[@]} == 0)) || die "${#conflicts[@]} entr(ies) of the users list conflict with this node's accounts" \
+  "(above); every other user is set up, removed users are locked and sudo is swept"

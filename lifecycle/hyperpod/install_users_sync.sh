@@ -12,6 +12,7 @@ source "$HERE/lib/common.sh"
 
 SERVICE=hyperpod-users-sync.service
 TIMER=hyperpod-users-sync.timer
+NOSUID=hyperpod-fsx-nosuid.service
 
 # put SOURCE DEST MODE : installs SOURCE as DEST when they differ, and then sets WROTE=1.
 WROTE=0
@@ -28,10 +29,18 @@ put() {
 uri="$(param users_sync.parameters_s3_uri)"
 [[ -n "$uri" ]] || die "$PARAMS_FILE names no users_sync.parameters_s3_uri: the users sync needs it"
 
-for f in sync_users.sh create_users.sh setup_ssh_keys.sh configure_controller_ssh.sh apply_accounting.sh enroot_dirs.sh \
-  lib/common.sh lib/user_paths.sh lib/params.py lib/marked_block.py lib/accounting.py lib/safe_dirs.py; do
+# With configure_sssd.sh and configure_pam_adopt.sh: a revoked access group, directory admin group or sudo user is
+# taken off running nodes by the sync too, not only off new ones.
+for f in sync_users.sh fsx_nosuid.sh create_users.sh setup_ssh_keys.sh configure_controller_ssh.sh apply_accounting.sh enroot_dirs.sh \
+  configure_sssd.sh configure_pam_adopt.sh lib/common.sh lib/user_paths.sh lib/params.py lib/marked_block.py \
+  lib/accounting.py lib/safe_dirs.py lib/artifacts.sh lib/sssd.py; do
   put "$HERE/$f" "$PLATFORM_DIR/$f" 0755
 done
+# The directory's CA certificate, which configure_sssd.sh checks against the parameters' digest.
+ca="$(param directory.ca_certificate.file)"
+if [[ -n "$ca" && -f "$HERE/$ca" ]]; then
+  put "$HERE/$ca" "$PLATFORM_DIR/$ca" 0644
+fi
 put "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json" 0644
 mkdir -p "$STATE_DIR"
 digest="$(sha256sum "$PARAMS_FILE")"
@@ -71,12 +80,36 @@ RandomizedDelaySec=30s
 WantedBy=timers.target
 UNIT
 
+# nosuid,nodev on FSx at every boot before logins and jobs (fsx_nosuid.sh), and whenever its mount unit comes up.
+fsx="$(param fsx.mount_path)"
+mount_unit=""
+[[ -z "$fsx" ]] || mount_unit="$(systemd-escape --path --suffix=mount "$fsx" 2>/dev/null)" || mount_unit=""
+cat >"$units/$NOSUID" <<UNIT
+# Written by the HyperPod platform's install_users_sync.sh.
+[Unit]
+Description=FSx for Lustre mounted nosuid,nodev before logins and jobs
+DefaultDependencies=no
+After=local-fs.target network-online.target remote-fs.target${mount_unit:+ $mount_unit}
+Wants=network-online.target
+Before=systemd-user-sessions.service sshd.service ssh.service slurmd.service
+
+[Service]
+Type=oneshot
+ExecStart=/bin/bash $PLATFORM_DIR/fsx_nosuid.sh
+TimeoutStartSec=180
+
+[Install]
+WantedBy=multi-user.target${mount_unit:+ $mount_unit}
+UNIT
+
 WROTE=0
 put "$units/$SERVICE" "$SYSTEMD_DIR/$SERVICE" 0644
 put "$units/$TIMER" "$SYSTEMD_DIR/$TIMER" 0644
-if ((WROTE)) || ! systemctl is-enabled --quiet "$TIMER"; then
+put "$units/$NOSUID" "$SYSTEMD_DIR/$NOSUID" 0644
+if ((WROTE)) || ! systemctl is-enabled --quiet "$TIMER" || ! systemctl is-enabled --quiet "$NOSUID"; then
   systemctl daemon-reload
   systemctl enable "$TIMER"
+  systemctl enable "$NOSUID"
   systemctl restart "$TIMER"
-  log "users sync timer active: $uri, every 2 minutes"
+  log "users sync timer active: $uri, every 2 minutes; $NOSUID enabled"
 fi

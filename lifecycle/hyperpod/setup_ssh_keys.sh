@@ -48,7 +48,9 @@ rm -f "$client_conf"
 
 mkdir -p "$STATE_DIR"
 problem="$(ensure_root_dir "$LOCK_DIR" 0700)" || die "cannot keep root's lock: $problem"
+umask 077 # 0600: a lock anybody may open, anybody may hold
 exec 9>"$LOCK_DIR/setup_ssh_keys.lock"
+umask 022
 flock -w 600 9 || die "another setup_ssh_keys.sh run on this node holds $LOCK_DIR/setup_ssh_keys.lock"
 
 # user_keys NAME : runs as the user, in their home. Never call it as root.

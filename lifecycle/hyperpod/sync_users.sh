@@ -2,16 +2,26 @@
 # Brings user changes to a running node. HyperPod runs the lifecycle scripts once, when a node is created; a cluster
 # stack update only replaces platform_parameters.json in the lifecycle prefix. A systemd timer (install_users_sync.sh)
 # runs this every two minutes: it fetches that file, and when its digest differs from the one applied last, runs
-# create_users.sh (adds, locks removed users, grants and revokes sudo), setup_ssh_keys.sh and enroot_dirs.sh (new users'
-# enroot directories) against it, and on the controller configure_controller_ssh.sh (SSH for the admins) and, on the
-# primary controller, apply_accounting.sh (every user's association; with cluster.accounting, departments and QoS).
+# configure_sssd.sh (the directory's access groups and admin groups), create_users.sh (adds, locks removed users,
+# grants and revokes sudo), configure_pam_adopt.sh (the admins pam_access lets past pam_slurm_adopt),
+# setup_ssh_keys.sh and enroot_dirs.sh (new users' enroot directories) against it, and on the controller
+# configure_controller_ssh.sh (SSH for the admins) and, on the primary controller, apply_accounting.sh (every user's
+# association; with cluster.accounting, departments and QoS).
 #
-# Only the parameters travel: the scripts are the node's copy from its creation. A failed download, invalid
-# parameters or a failed step keep the node as it is and the last applied digest, so the next run tries again.
+# Only the parameters travel: the scripts are the node's copy from its creation. A failed download or invalid
+# parameters keep the node as it is; a failed step keeps the last applied digest, so the next run tries again.
 #
 # Every run, whatever the digest, it also checks that FSx is still mounted nosuid,nodev (mount_fsx.sh): a reboot does
 # not run the lifecycle scripts, and HyperPod mounts FSx again its own way. It remounts it so, or logs an ERROR and
 # fails the run (the node keeps running: nothing here can stop it any more).
+#
+# Revocation must arrive: the steps that take rights away (create_users.sh locks removed users and sweeps sudo;
+# configure_sssd.sh rewrites the directory's access groups and admin sudoers; configure_pam_adopt.sh the admins who
+# may SSH to a compute node without a job) each run even when another step failed, and the run then fails. Root's
+# lock is in root's own 0700 directory (lib/user_paths.sh LOCK_DIR), 0600: no user can open it, so no user can hold it
+# and make the timer skip. Every run's outcome is a metric the node exporter serves (USERS_SYNC_METRICS, see
+# write_metrics): when it last ran, when it last succeeded, whether the last run failed or was skipped; a skip is a
+# WARNING too, never a quiet exit.
 set -euo pipefail
 
 # This script's directory, as dirname would print it (without starting one: see lib/common.sh).
@@ -26,9 +36,64 @@ mkdir -p "$LOG_DIR" "$STATE_DIR"
 # Quiet when nothing changed: only downloads that fail and changes that are applied are logged.
 exec >>"$LOG_DIR/users_sync.log" 2>&1
 
-exec 8>"$STATE_DIR/users_sync.lock"
-if ! flock -n 8; then
-  log "another sync is still running; skipping this one"
+# The node exporter's textfile directory (install_node_metrics.sh): the run's outcome, whether or not node metrics are on.
+USERS_SYNC_METRICS="${USERS_SYNC_METRICS:-${TEXTFILE_DIR:-/var/lib/prometheus/node-exporter}/hyperpod_users_sync.prom}"
+LAST_SUCCESS="$STATE_DIR/users_sync_last_success"
+OUTCOME=failed # until the run says otherwise
+work=""
+
+# shellcheck disable=SC2317 # write_metrics and finish run from the EXIT trap
+# write_metrics : the outcome of this run as node-exporter textfile metrics, written atomically (a rename never
+# follows a link). The last success time survives runs in STATE_DIR.
+write_metrics() {
+  local now last=0 tmp PARENT
+  printf -v now '%(%s)T' -1
+  [[ "$OUTCOME" != ok ]] || echo "$now" >"$LAST_SUCCESS"
+  [[ ! -f "$LAST_SUCCESS" ]] || last="$(<"$LAST_SUCCESS")"
+  parent_dir "$USERS_SYNC_METRICS"
+  mkdir -p "$PARENT"
+  tmp="$(mktemp "$PARENT/.hyperpod_users_sync.XXXXXX")" || return 0
+  cat >"$tmp" <<METRICS
+# HELP hyperpod_users_sync_last_run_timestamp_seconds When the users sync last ran on this node, whatever its outcome.
+# TYPE hyperpod_users_sync_last_run_timestamp_seconds gauge
+hyperpod_users_sync_last_run_timestamp_seconds $now
+# HELP hyperpod_users_sync_last_success_timestamp_seconds When the users sync last left this node as the parameters in S3 say (0: never).
+# TYPE hyperpod_users_sync_last_success_timestamp_seconds gauge
+hyperpod_users_sync_last_success_timestamp_seconds $last
+# HELP hyperpod_users_sync_failed 1 when the last users sync failed: a user change (a revocation too) may not be applied.
+# TYPE hyperpod_users_sync_failed gauge
+hyperpod_users_sync_failed $([[ "$OUTCOME" == failed ]] && echo 1 || echo 0)
+# HELP hyperpod_users_sync_skipped 1 when the last users sync found another run holding root's lock and did nothing.
+# TYPE hyperpod_users_sync_skipped gauge
+hyperpod_users_sync_skipped $([[ "$OUTCOME" == skipped ]] && echo 1 || echo 0)
+# HELP hyperpod_users_sync_duration_seconds How long the last users sync took (steps run as users are bounded each).
+# TYPE hyperpod_users_sync_duration_seconds gauge
+hyperpod_users_sync_duration_seconds $SECONDS
+METRICS
+  chmod 0644 "$tmp"
+  mv -f "$tmp" "$USERS_SYNC_METRICS"
+}
+
+# shellcheck disable=SC2317
+finish() {
+  local rc=$?
+  ((rc == 0)) || [[ "$OUTCOME" == skipped ]] || OUTCOME=failed
+  [[ -z "$work" ]] || rm -rf "$work"
+  write_metrics || log "WARNING: could not write $USERS_SYNC_METRICS"
+  exit "$rc"
+}
+trap finish EXIT
+
+# Root's lock, where no user can open it: a user holding it would stop every later sync (lifecycle/README.md, 3).
+problem="$(ensure_root_dir "$LOCK_DIR" 0700)" || die "cannot keep root's lock: $problem"
+umask 077
+exec 8>"$LOCK_DIR/users_sync.lock"
+umask 022
+if ! flock -w "${USERS_SYNC_LOCK_WAIT:-60}" 8; then
+  OUTCOME=skipped
+  log "WARNING: another users sync has held $LOCK_DIR/users_sync.lock for over ${USERS_SYNC_LOCK_WAIT:-60} s;" \
+    "skipping this run" \
+    "(hyperpod_users_sync_skipped 1)"
   exit 0
 fi
 
@@ -45,7 +110,6 @@ uri="$(param users_sync.parameters_s3_uri)"
 [[ -n "$uri" ]] || die "$PARAMS_FILE names no users_sync.parameters_s3_uri"
 
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
 new="$work/platform_parameters.json"
 
 if ! aws s3 cp --only-show-errors "$uri" "$new"; then
@@ -57,6 +121,7 @@ digest="${digest%% *}"
 applied=""
 [[ ! -f "$APPLIED" ]] || applied="$(<"$APPLIED")"
 if [[ "$digest" == "$applied" ]]; then
+  ((fsx_safe)) || OUTCOME=ok
   exit "$fsx_safe"
 fi
 
@@ -64,24 +129,43 @@ log "$uri changed (sha256 $digest); applying the users list"
 if ! params_py validate "$new"; then
   die "the new parameters are invalid; users stay as they are"
 fi
-PARAMS_FILE="$new" bash "$HERE/create_users.sh" || die "create_users.sh failed; the next run tries again"
-PARAMS_FILE="$new" bash "$HERE/setup_ssh_keys.sh" || die "setup_ssh_keys.sh failed; the next run tries again"
-PARAMS_FILE="$new" bash "$HERE/enroot_dirs.sh" || die "enroot_dirs.sh failed; the next run tries again"
 read -ra addresses <<<"$(hostname -I)"
-node="$(params_py node-type "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" || die "cannot tell this node's type"
-if [[ "${node%%$'\t'*}" == controller ]]; then
+node="$(params_py node-type "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" || node=""
+node_type="${node%%$'\t'*}"
+
+# Every step runs, whatever an earlier one did: one failure must not hold back the revocations after it.
+failed=()
+apply() {
+  local name=$1
+  shift
+  PARAMS_FILE="$new" "$@" || { failed+=("$name"); log "ERROR: $name failed; the next run tries again"; }
+}
+# The directory's access groups and admin sudoers (before create_users.sh, which asks SSSD who the directory has).
+apply configure_sssd.sh bash "$HERE/configure_sssd.sh"
+apply create_users.sh bash "$HERE/create_users.sh"
+if [[ -n "$node_type" ]]; then
+  # Who may SSH to a compute node without a job (the sudo users, the directory's admin groups).
+  apply configure_pam_adopt.sh bash "$HERE/configure_pam_adopt.sh" "$node_type"
+else
+  failed+=("node type")
+  log "ERROR: cannot tell this node's type; the next run tries again"
+fi
+apply setup_ssh_keys.sh bash "$HERE/setup_ssh_keys.sh"
+apply enroot_dirs.sh bash "$HERE/enroot_dirs.sh"
+if [[ "$node_type" == controller ]]; then
   # Who may SSH here follows users[].sudo.
-  PARAMS_FILE="$new" bash "$HERE/configure_controller_ssh.sh" ||
-    die "configure_controller_ssh.sh failed; the next run tries again"
+  apply configure_controller_ssh.sh bash "$HERE/configure_controller_ssh.sh"
   # Every user's Slurm association (slurm.conf may enforce them), and with accounting on, departments and QoS; written
   # from the primary controller only (the one accounting database).
   if [[ "$(params_py controller-role "$RESOURCE_CONFIG" "$new" "${addresses[@]}")" == primary$'\t'* ]]; then
-    PARAMS_FILE="$new" bash "$HERE/apply_accounting.sh" || die "apply_accounting.sh failed; the next run tries again"
+    apply apply_accounting.sh bash "$HERE/apply_accounting.sh"
   fi
 fi
+((${#failed[@]} == 0)) || die "${failed[*]} failed (above); the applied digest stays, so the next run tries again"
 
 install -m 0644 "$new" "$PARAMS_FILE"
 echo "$digest" >"$APPLIED.new"
 mv "$APPLIED.new" "$APPLIED"
 log "applied parameters sha256 $digest"
+((fsx_safe)) || OUTCOME=ok
 exit "$fsx_safe"

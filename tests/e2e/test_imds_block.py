@@ -64,11 +64,11 @@ fetch() {
   timeout 10 setpriv --reuid="$1" --regid="$1" --clear-groups /usr/bin/python3 -c '
 import sys, urllib.request
 try:
-    print(urllib.request.urlopen("http://169.254.169.254/latest/meta-data/iam/security-credentials/node-role",
+    print(urllib.request.urlopen(f"http://{sys.argv[1]}/latest/meta-data/iam/security-credentials/node-role",
                                  timeout=3).read().decode().strip())
 except Exception as e:
     print(f"error: {e}")
-' 2>&1
+' "${2:-169.254.169.254}" 2>&1
 }
 for _ in $(seq 100); do [[ "$(fetch 0)" == "$CREDENTIALS" ]] && break; sleep 0.1; done
 echo "before root: $(fetch 0)"
@@ -79,6 +79,9 @@ env BLOCK_IMDS_RULES_ONLY=1 IMDS_PROBE=1 LOG_DIR="$WORK/log" STATE_DIR="$WORK/st
 echo "block rc: $rc"
 echo "after root: $(fetch 0)"
 echo "after nobody: $(fetch 65534)"
+# The proxy's own port, not through the metadata address (only the DNAT scenario has one).
+echo "after nobody direct: $(fetch 65534 127.0.0.1:8181)"
+echo "after root direct: $(fetch 0 127.0.0.1:8181)"
 """
 
 
@@ -104,7 +107,7 @@ def test_direct_metadata_service_is_root_only():
     assert seen["block rc"] == "0", log
     assert seen["after root"] == CREDENTIALS
     assert seen["after nobody"].startswith("error:") and "refused" in seen["after nobody"], seen
-    assert "as nobody, 169.254.169.254:80 refuses the connection: the block holds" in log
+    assert "as nobody, 169.254.169.254:80 refuse the connection: the block holds" in log
 
 
 def test_metadata_proxy_behind_dnat_is_root_only():
@@ -115,3 +118,8 @@ def test_metadata_proxy_behind_dnat_is_root_only():
     assert seen["after nobody"].startswith("error:") and "refused" in seen["after nobody"], seen
     assert "this node redirects metadata traffic (-A OUTPUT -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -j DNAT " \
            "--to-destination 127.0.0.1:8181)" in log
+    # A user who connects to the proxy's own port, not through the metadata address, is refused too; root is not.
+    assert seen["after nobody direct"].startswith("error:") and "refused" in seen["after nobody direct"], seen
+    assert seen["after root direct"] == CREDENTIALS
+    # and only with both paths tested does the script say the block holds
+    assert "as nobody, 169.254.169.254:80 127.0.0.1:8181 refuse the connection: the block holds" in log

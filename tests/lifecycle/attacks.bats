@@ -118,6 +118,20 @@ bob_has_keys() {
   [ "$(stat -c '%u %a' "$STATE_DIR/locks")" = "0 700" ]
 }
 
+@test "a FIFO planted as the private key cannot hang root's step: that user is stopped at the time limit, others get keys" {
+  fsx_homes
+  as "${ALICE[@]}" mkfifo "$T/fsx/home/alice/.ssh/id_ed25519_cluster"
+  # Bounded by the time limit (2 s, then at most 10 s to kill), not by the FIFO: 60 s is the test's own limit.
+  USER_STEP_TIMEOUT=2 run timeout 60 bash "$SCRIPTS/setup_ssh_keys.sh"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"WARNING: a step run as uid 2001 did not finish within 2s and was stopped"* ]]
+  [[ "$output" == *"WARNING: could not set up the cluster SSH key of alice"* ]]
+  bob_has_keys
+  # and no process of alice's is left behind holding anything of root's
+  [ -z "$(pgrep -u 2001 -f id_ed25519_cluster || true)" ]
+}
+
 @test "the users-sync timer's run follows no link either" {
   make_victim
   fsx_homes
@@ -132,6 +146,44 @@ bob_has_keys() {
   victim_unchanged
   [ "$status" -eq 0 ]
   bob_has_keys
+}
+
+# ----------------------------------------------------------------------------------- the users sync (sync_users.sh)
+
+# hold_locks UID GID : that user tries to take and keep every lock file root's scripts use under STATE_DIR, each in a
+# background flock(1); HELD_PIDS lists them (killed by the caller), $T/held the locks she got.
+hold_locks() {
+  local f
+  install -d -m 0777 "$T/attacker"
+  HELD_PIDS=()
+  while IFS= read -r f; do
+    as "$1" "$2" flock -n "$f" sh -c "echo '$f' >>'$T/attacker/held'; exec sleep 60" 2>/dev/null &
+    HELD_PIDS+=($!)
+  done < <(find "$STATE_DIR" -name '*.lock' 2>/dev/null)
+  sleep 0.5
+}
+
+@test "a user cannot stop the users sync by holding its lock: sudo revoked in S3 is revoked on the node" {
+  bash "$SCRIPTS/create_users.sh"
+  bash "$SCRIPTS/install_users_sync.sh"
+  cp "$PARAMS_FILE" "$STUB_S3_DIR/platform_parameters.json"
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": false}, {"name": "bob", "uid": 2002, "gid": 2102, "sudo": true}, {"name": "carol", "uid": 2003, "gid": 2103, "sudo": false}]'
+  cp "$PARAMS_FILE" "$STUB_S3_DIR/platform_parameters.json"
+  run env -u PARAMS_FILE bash "$PLATFORM_DIR/sync_users.sh" # a first timer run: root's lock exists from now on
+  [ "$status" -eq 0 ]
+  [ -e "$SUDOERS_DIR/90-hyperpod-bob" ]
+  hold_locks "${ALICE[@]}"
+  # bob's sudo is revoked in the stack; alice holds whatever lock she could open
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": false}, {"name": "bob", "uid": 2002, "gid": 2102, "sudo": false}]'
+  cp "$PARAMS_FILE" "$STUB_S3_DIR/platform_parameters.json"
+  USERS_SYNC_LOCK_WAIT=2 run env -u PARAMS_FILE bash "$PLATFORM_DIR/sync_users.sh"
+  kill "${HELD_PIDS[@]}" 2>/dev/null || true
+  cat "$LOG_DIR/users_sync.log"
+  cat "$T/attacker/held" 2>/dev/null || true
+  [ "$status" -eq 0 ]
+  [ ! -e "$T/attacker/held" ]
+  [ ! -e "$SUDOERS_DIR/90-hyperpod-bob" ]
+  grep -q "usermod --lock --expiredate 1 carol" "$STUB_LOG"
 }
 
 # ------------------------------------------------------------------------------------------ homes (create_users.sh)

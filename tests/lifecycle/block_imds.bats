@@ -43,8 +43,8 @@ path_without() {
   [ "$status" -eq 0 ]
   [ "$(cat "$FAKE_ROOT/iptables.rules")" = "$V4_RULE" ]
   [ "$(cat "$FAKE_ROOT/ip6tables.rules")" = "$V6_RULE" ]
-  [ "$(calls iptables | grep -v -- ' -t nat -S OUTPUT$')" = "$(sed 's/^/iptables -w -C /' <<<"$V4_RULE")" ]
-  [ "$(calls ip6tables | grep -v -- ' -t nat -S OUTPUT$')" = "$(sed 's/^/ip6tables -w -C /' <<<"$V6_RULE")" ]
+  [ "$(calls iptables | grep -v -- ' -t nat -S$')" = "$(sed 's/^/iptables -w -C /' <<<"$V4_RULE")" ]
+  [ "$(calls ip6tables | grep -v -- ' -t nat -S$')" = "$(sed 's/^/ip6tables -w -C /' <<<"$V6_RULE")" ]
   [ -z "$(mutating_calls)" ]
   [ "$(stat -c %Y.%i "$SYSTEMD_DIR/$UNIT_NAME")" = "$before" ]
 }
@@ -126,4 +126,72 @@ $V4_RULE" ]
   [ "$status" -eq 0 ]
   [[ "$output" == *"this node redirects metadata traffic (-A OUTPUT -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination 127.0.0.1:8181)"* ]]
   grep -qxF "OUTPUT -m conntrack --ctorigdst 169.254.169.254 --ctdir ORIGINAL -m owner ! --uid-owner 0 -j REJECT" "$FAKE_ROOT/iptables.rules"
+}
+
+@test "a REDIRECT of the metadata address to a local port: that port is refused to every uid but root" {
+  export STUB_NAT_RULES="-A OUTPUT -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -j REDIRECT --to-ports 8182"
+  run bash "$SCRIPTS/block_imds.sh"
+  [ "$status" -eq 0 ]
+  grep -qxF "OUTPUT -d 127.0.0.1 -p tcp --dport 8182 -m owner ! --uid-owner 0 -j REJECT" "$FAKE_ROOT/iptables.rules"
+}
+
+# in_netns LISTEN... -- CMD... : CMD in a network namespace of its own, where 169.254.169.254 is an address of the
+# loopback (nothing listening there refuses at once, as the REJECT rules make it) and a TCP server listens on each
+# LISTEN (ADDRESS:PORT) as a metadata service or credential proxy that answers.
+in_netns() {
+  local listen=()
+  while [[ "$1" != -- ]]; do listen+=("$1"); shift; done
+  shift
+  unshare --net bash -c '
+    set -e
+    ip link set lo up
+    ip addr add 169.254.169.254/32 dev lo
+    while [[ "$1" != -- ]]; do
+      /usr/bin/python3 -c "
+import socket, sys
+host, port = sys.argv[1].rsplit(\":\", 1)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((host, int(port))); s.listen()
+while True: s.accept()[0].close()" "$1" </dev/null >/dev/null 2>&1 &
+      for _ in $(seq 50); do (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null && break; sleep 0.1; done
+      shift
+    done
+    shift
+    rc=0
+    "$@" || rc=$?
+    kill $(jobs -p) 2>/dev/null || true
+    exit "$rc"' _ "${listen[@]}" -- "$@"
+}
+
+@test "nobody still reaches a faked metadata service: the node fails and says why" {
+  IMDS_PROBE=1 run in_netns 169.254.169.254:80 -- bash "$SCRIPTS/block_imds.sh"
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"ERROR: a process running as nobody still reached 169.254.169.254:80: the metadata block is not effective"* ]]
+  [[ "$output" != *"the block holds"* ]]
+  # with the service refusing nobody (as the rules make it), the same check passes and says so
+  IMDS_PROBE=1 run in_netns -- bash "$SCRIPTS/block_imds.sh"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"as nobody, 169.254.169.254:80 refuse the connection: the block holds"* ]]
+}
+
+@test "a DNAT'd credential proxy that nobody reaches on its own port: the node fails, though the address refuses" {
+  export STUB_NAT_RULES="-A OUTPUT -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination 127.0.0.1:8181"
+  IMDS_PROBE=1 run in_netns 127.0.0.1:8181 -- bash "$SCRIPTS/block_imds.sh"
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"ERROR: a process running as nobody still reached 127.0.0.1:8181 (the credential proxy the metadata address is redirected to)"* ]]
+  # the proxy port refusing nobody too: both paths tested, the block holds
+  IMDS_PROBE=1 run in_netns -- bash "$SCRIPTS/block_imds.sh"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"as nobody, 169.254.169.254:80 127.0.0.1:8181 refuse the connection: the block holds"* ]]
+}
+
+@test "a redirection of a kind the check cannot test: the rules go in, but it never says the block holds" {
+  export STUB_NAT_RULES="-A HYPERPOD-PROXY -d 169.254.169.254/32 -j HYPERPOD-CREDENTIALS"
+  IMDS_PROBE=1 run in_netns -- bash "$SCRIPTS/block_imds.sh"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(head -n2 "$FAKE_ROOT/iptables.rules")" = "$V4_RULE" ]
+  [[ "$output" == *"WARNING: [contract:role-proxy-imds] metadata traffic is redirected in a way this check does not know how to test (-A HYPERPOD-PROXY -d 169.254.169.254/32 -j HYPERPOD-CREDENTIALS)"* ]]
+  [[ "$output" != *"the block holds"* ]]
 }

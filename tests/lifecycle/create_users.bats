@@ -51,7 +51,8 @@ load test_helper
   run bash "$SCRIPTS/create_users.sh"
   [ "$status" -ne 0 ]
   [[ "$output" == *"user alice exists with uid 1500, expected 2001"* ]]
-  [ -z "$(calls useradd)" ]
+  # That entry only: bob is set up all the same.
+  [ "$(calls useradd)" = "useradd --uid 2002 --gid 2102 --no-create-home --home-dir $T/home/bob --shell /bin/bash bob" ]
 }
 
 @test "a uid taken by another user fails and names that user" {
@@ -59,7 +60,48 @@ load test_helper
   run bash "$SCRIPTS/create_users.sh"
   [ "$status" -ne 0 ]
   [[ "$output" == *"uid 2001 for user alice is already used by user carol"* ]]
+  [ -z "$(calls useradd | grep -- ' alice$')" ]
+  calls useradd | grep -q -- ' bob$'
+}
+
+@test "a departed user's uid given to a new hire: that entry is refused, and the revocations still happen" {
+  # carol (2003) had sudo; she leaves, her uid goes to erin, and bob loses sudo in the same change.
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": false}, {"name": "bob", "uid": 2002, "gid": 2102, "sudo": true}, {"name": "carol", "uid": 2003, "gid": 2103, "sudo": true}]'
+  bash "$SCRIPTS/create_users.sh"
+  [ -e "$SUDOERS_DIR/90-hyperpod-carol" ]
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": false}, {"name": "bob", "uid": 2002, "gid": 2102, "sudo": false}, {"name": "erin", "uid": 2003, "gid": 2103, "sudo": true}]'
+  : >"$STUB_LOG"
+  run bash "$SCRIPTS/create_users.sh"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"ERROR: uid 2003 for user erin is already used by user carol; erin gets no account here"* ]]
+  [[ "$output" == *"1 entr(ies) of the users list conflict with this node's accounts"* ]]
+  # carol is locked and loses sudo, bob loses sudo; erin gets neither an account nor sudo
+  grep -qxF "carol:1" "$FAKE_ROOT/expired"
+  [ ! -e "$SUDOERS_DIR/90-hyperpod-carol" ]
+  [ ! -e "$SUDOERS_DIR/90-hyperpod-bob" ]
+  [ ! -e "$SUDOERS_DIR/90-hyperpod-erin" ]
   [ -z "$(calls useradd)" ]
+}
+
+@test "a name the node has with another uid: the account of that name keeps no sudo and is locked if ours" {
+  set_param users '[{"name": "alice", "uid": 2001, "gid": 2101, "sudo": true}, {"name": "bob", "uid": 2002, "gid": 2102, "sudo": true}]'
+  bash "$SCRIPTS/create_users.sh"
+  # alice (2001) left; a new alice with another uid is listed, with sudo
+  set_param users '[{"name": "alice", "uid": 2009, "gid": 2101, "sudo": true}, {"name": "bob", "uid": 2002, "gid": 2102, "sudo": true}]'
+  run bash "$SCRIPTS/create_users.sh"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"ERROR: $T/home/alice is owned by uid 2001, not alice (2009)"* ]]
+  grep -qxF "alice:1" "$FAKE_ROOT/expired"
+  [ ! -e "$SUDOERS_DIR/90-hyperpod-alice" ]
+  [ -e "$SUDOERS_DIR/90-hyperpod-bob" ]
+  # Her home moved away (another home root): the account itself is found to be someone else's.
+  rm -rf "$T/home/alice"
+  run bash "$SCRIPTS/create_users.sh"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"ERROR: user alice exists with uid 2001, expected 2009"* ]]
+  grep -qxF "alice:1" "$FAKE_ROOT/expired"
+  [ ! -e "$SUDOERS_DIR/90-hyperpod-alice" ]
+  [ -e "$SUDOERS_DIR/90-hyperpod-bob" ]
 }
 
 @test "an existing group with another gid fails loudly" {

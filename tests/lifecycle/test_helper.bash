@@ -66,7 +66,7 @@ node_env() {
   export SSHD_CONFIG="$T/ssh/sshd_config" PAM_SLURM_ADOPT_CANDIDATES="$T/security/pam_slurm_adopt.so"
   export SKEL_DIR="$T/skel"
   export ENROOT_CONF="$T/enroot/enroot.conf" NVME_PATHS="$T/nvme $T/opt-sagemaker" OS_RELEASE="$T/os-release"
-  export LOGROTATE_DIR="$T/logrotate.d"
+  export LOGROTATE_DIR="$T/logrotate.d" TEXTFILE_DIR="$T/textfile"
 }
 
 setup() {

@@ -62,3 +62,25 @@ setup() {
   [ "$(root_dir_problem "$T/link/d")" = "$T/link/d is writable by group or others (mode 757)" ]
   [ "$(root_dir_problem relative/path)" = "relative/path is not an absolute path" ]
 }
+
+@test "as_user: the user's process inherits none of root's descriptors, and its output is marked as the user's" {
+  # setpriv's stub: the test's uids are in no passwd of this machine (--init-groups becomes --clear-groups)
+  mkdir -p "$T/bin" && ln -s "$BATS_TEST_DIRNAME/stubs/stub" "$T/bin/setpriv"
+  export PATH="$T/bin:$PATH" STUB_LOG="$T/calls.log" LOCK_DIR="$T/locks" TMPDIR="$T/tmp"
+  install -d -m 0700 "$T/locks" && install -d -m 0711 "$T/tmp"
+  chmod 0711 "$BATS_RUN_TMPDIR" "$T"
+  install -d -m 0777 "$T/out"
+  exec 8>"$T/locks/root.lock"
+  flock 8
+  # fd 1 and 2 are root's log, fd 8 root's lock; the user lists where its own descriptors lead.
+  as_user 2001 2101 sh -c "ls -l /proc/\$\$/fd >'$T/out/fds'; echo '2026-01-01T00:00:00Z [sync_users] applied parameters'" \
+    >"$T/root.log" 2>&1
+  exec 8>&-
+  cat "$T/out/fds" "$T/root.log"
+  ! grep -q -e "$T/locks/root.lock" -e "$T/root.log" "$T/out/fds"
+  # What it has: /dev/null, root's capture file (sh keeps a copy of its stdout while redirected) and its own file.
+  [ -z "$(grep -- ' -> ' "$T/out/fds" | grep -v -e ' -> /dev/null$' -e " -> $T/tmp/tmp\.[A-Za-z0-9]*$" \
+    -e " -> $T/out/fds$")" ]
+  # A line the user writes cannot pass for root's own.
+  [ "$(cat "$T/root.log")" = "  [as uid 2001] 2026-01-01T00:00:00Z [sync_users] applied parameters" ]
+}

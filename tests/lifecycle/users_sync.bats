@@ -6,6 +6,7 @@ load test_helper
 
 SERVICE=hyperpod-users-sync.service
 TIMER=hyperpod-users-sync.timer
+NOSUID=hyperpod-fsx-nosuid.service
 
 # A node as on_init_complete.sh leaves it: users created, the sync installed; S3 holds the same parameters.
 node_created() {
@@ -48,7 +49,7 @@ sync_log() {
   grep -qxF "OnUnitActiveSec=2min" "$SYSTEMD_DIR/$TIMER"
   grep -qxF "RandomizedDelaySec=30s" "$SYSTEMD_DIR/$TIMER"
   grep -qxF "WantedBy=timers.target" "$SYSTEMD_DIR/$TIMER"
-  [ "$(calls systemctl | grep -v is-enabled)" = "$(printf 'systemctl daemon-reload\nsystemctl enable %s\nsystemctl restart %s' "$TIMER" "$TIMER")" ]
+  [ "$(calls systemctl | grep -v is-enabled)" = "$(printf 'systemctl daemon-reload\nsystemctl enable %s\nsystemctl enable %s\nsystemctl restart %s' "$TIMER" "$NOSUID" "$TIMER")" ]
   cp -p "$SYSTEMD_DIR/$TIMER" "$T/timer.before"
   : >"$STUB_LOG"
   run bash "$SCRIPTS/install_users_sync.sh"
@@ -72,7 +73,8 @@ sync_log() {
   command -v systemd-analyze >/dev/null || skip "systemd-analyze not installed"
   bash "$SCRIPTS/install_users_sync.sh"
   # verify resolves ExecStart: point it at real files
-  run env SYSTEMD_LOG_LEVEL=err systemd-analyze verify --man=no "$SYSTEMD_DIR/$SERVICE" "$SYSTEMD_DIR/$TIMER"
+  run env SYSTEMD_LOG_LEVEL=err systemd-analyze verify --man=no "$SYSTEMD_DIR/$SERVICE" "$SYSTEMD_DIR/$TIMER" \
+    "$SYSTEMD_DIR/$NOSUID"
   echo "$output"
   [ "$status" -eq 0 ]
   [ -z "$output" ]
@@ -85,6 +87,31 @@ sync_log() {
   [[ "$output" == *"users_sync.parameters_s3_uri: must be an s3:// URI, got ''"* ]]
   [ -z "$(mutating_calls)" ]
   [ ! -e "$SYSTEMD_DIR/$TIMER" ]
+}
+
+@test "after a reboot, FSx is nosuid,nodev again before logins and jobs, not only at the sync's first run" {
+  mkdir -p "$T/fsx" && echo "$T/fsx" >>"$FAKE_ROOT/mounts"
+  node_created
+  unit="$SYSTEMD_DIR/$NOSUID"
+  # Ordered before what lets users in (logins, SSH, Slurm jobs), after the FSx mount, and started with it too.
+  mount_unit="$(systemd-escape --path --suffix=mount "$T/fsx")"
+  grep -qxF "Before=systemd-user-sessions.service sshd.service ssh.service slurmd.service" "$unit"
+  grep -qxF "WantedBy=multi-user.target $mount_unit" "$unit"
+  [ "$(sed -n 's/^After=.* //p' "$unit")" = "$mount_unit" ]
+  grep -qxF "$NOSUID" "$FAKE_ROOT/enabled_units"
+  # The reboot: HyperPod mounts FSx again with its own options; systemd runs the unit's command, the node's copy.
+  rm -rf "$FAKE_ROOT/mount_opts"
+  : >"$STUB_LOG"
+  cmd="$(sed -n 's/^ExecStart=//p' "$unit")"
+  run env -u PARAMS_FILE $cmd
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(calls mount)" = "mount -i -o remount,bind,rw,relatime,nosuid,nodev $T/fsx" ]
+  # and a remount that fails fails the unit, with the reason
+  rm -rf "$FAKE_ROOT/mount_opts"
+  STUB_REMOUNT_FAIL=1 run env -u PARAMS_FILE $cmd
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"ERROR: $T/fsx is mounted with 'rw,relatime', without nosuid and nodev"* ]]
 }
 
 # changes -> the recorded calls but the read-only look at the FSx mount every run makes
@@ -200,17 +227,50 @@ changes() {
   calls useradd | grep -q -- "--uid 2005 "
 }
 
-@test "runs never overlap: a sync that finds the lock taken leaves at once" {
+# metric NAME -> the value of NAME in the sync's node-exporter textfile
+metric() {
+  awk -v n="$1" '$1 == n { print $2 }' "$TEXTFILE_DIR/hyperpod_users_sync.prom"
+}
+
+@test "runs never overlap: a sync that finds root's lock taken skips, with a warning and a metric" {
   node_created
   publish users '[]'
-  mkdir -p "$STATE_DIR"
-  exec 7>"$STATE_DIR/users_sync.lock"
+  sync # the first run makes root's lock directory
+  [ "$status" -eq 0 ]
+  [ "$(metric hyperpod_users_sync_skipped)" = 0 ]
+  [ "$(stat -c '%u %a' "$STATE_DIR/locks")" = "0 700" ]
+  [ "$(stat -c '%u %a' "$STATE_DIR/locks/users_sync.lock")" = "0 600" ]
+  publish users '[{"name": "bob", "uid": 2002, "gid": 2102, "sudo": false}]'
+  exec 7>"$STATE_DIR/locks/users_sync.lock"
   flock 7
-  sync
+  : >"$STUB_LOG"
+  USERS_SYNC_LOCK_WAIT=0 sync
   exec 7>&-
   [ "$status" -eq 0 ]
-  grep -q "another sync is still running; skipping this one" "$LOG_DIR/users_sync.log"
+  grep -q "WARNING: another users sync has held $STATE_DIR/locks/users_sync.lock for over 0 s; skipping this run" \
+    "$LOG_DIR/users_sync.log"
   [ -z "$(cat "$STUB_LOG")" ]
+  [ "$(metric hyperpod_users_sync_skipped)" = 1 ]
+  [ "$(metric hyperpod_users_sync_failed)" = 0 ]
+}
+
+@test "every run's outcome is a metric: last run, last success, failed" {
+  node_created
+  before="$(date +%s)"
+  sync
+  [ "$status" -eq 0 ]
+  [ "$(metric hyperpod_users_sync_failed)" = 0 ]
+  ok="$(metric hyperpod_users_sync_last_success_timestamp_seconds)"
+  ((ok >= before))
+  grep -qxF '# TYPE hyperpod_users_sync_last_success_timestamp_seconds gauge' "$TEXTFILE_DIR/hyperpod_users_sync.prom"
+  [[ "$(metric hyperpod_users_sync_duration_seconds)" =~ ^[0-9]+$ ]]
+  rm "$STUB_S3_DIR/platform_parameters.json" # S3 unreachable
+  sleep 1
+  sync
+  [ "$status" -ne 0 ]
+  [ "$(metric hyperpod_users_sync_failed)" = 1 ]
+  [ "$(metric hyperpod_users_sync_last_success_timestamp_seconds)" = "$ok" ]
+  (($(metric hyperpod_users_sync_last_run_timestamp_seconds) > ok))
 }
 
 @test "on_init_complete.sh installs the sync on every node type" {

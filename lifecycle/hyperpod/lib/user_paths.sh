@@ -13,12 +13,28 @@ USER_STEP_TIMEOUT="${USER_STEP_TIMEOUT:-120}"
 
 # as_user UID GID CMD... : CMD as that user, with their groups (the account must exist: setpriv --init-groups looks
 # it up), no way to gain privileges (no_new_privs: setuid files do not elevate), HOME unset unless the caller sets it,
-# and at most USER_STEP_TIMEOUT seconds. The caller closes file descriptors the user must not inherit (a lock).
+# and at most USER_STEP_TIMEOUT seconds. CMD inherits none of root's open files: every descriptor above 2 is closed
+# (a lock root holds would be the user's to keep, after root's step ends, by a process left behind), stdin is
+# /dev/null, and its output goes to a file of root's (0600, mktemp) that root copies to its own output afterwards,
+# each line marked as the user's: never root's log itself, which the user could then write at will or keep open.
 as_user() {
-  local uid=$1 gid=$2
+  local uid=$1 gid=$2 out rc=0 line fd
   shift 2
-  timeout --kill-after=10 "$USER_STEP_TIMEOUT" \
-    setpriv --reuid="$uid" --regid="$gid" --init-groups --no-new-privs -- "$@"
+  out="$(mktemp)"
+  (
+    for fd in /proc/"$BASHPID"/fd/*; do
+      fd="${fd##*/}"
+      if ((fd > 2)); then eval "exec $fd>&-"; fi
+    done
+    exec timeout --kill-after=10 "$USER_STEP_TIMEOUT" \
+      setpriv --reuid="$uid" --regid="$gid" --init-groups --no-new-privs -- "$@"
+  ) </dev/null >"$out" 2>&1 || rc=$?
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    printf '  [as uid %s] %s\n' "$uid" "$line"
+  done <"$out"
+  rm -f "$out"
+  ((rc != 124)) || log "WARNING: a step run as uid $uid did not finish within ${USER_STEP_TIMEOUT}s and was stopped"
+  return "$rc"
 }
 
 # root_dir_problem PATH [sticky] : prints why PATH is not a directory only root can change (nothing when it is):
