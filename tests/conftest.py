@@ -53,6 +53,8 @@ VARIANT_FILES = {
     "containers": ROOT / "config" / "examples" / "containers-per-user.yaml",
     "eks": ROOT / "config" / "examples" / "eks.yaml",
     "research": ROOT / "config" / "examples" / "research-institution.yaml",
+    "attach_slurm": ROOT / "config" / "examples" / "attach-existing-slurm.yaml",
+    "attach_eks": ROOT / "config" / "examples" / "attach-existing-eks.yaml",
 }
 # CI cannot reach GitHub, so EKS variants synthesize against a stand-in generated from the pinned chart's facts
 # (tools/hyperpod_chart_facts.py); synth accepts it only with allow_chart_stand_in, and the cluster template then
