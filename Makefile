@@ -166,7 +166,7 @@ test: deps system-deps train-venv studio-tools
 	[ $$pytest_rc -eq 0 ] && [ $$bats_rc -eq 0 ] && [ $$lint_rc -eq 0 ]
 
 lint: system-deps
-	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/hyperpod/collectors/*.sh lifecycle/studio/*.sh tools/*.sh \
+	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/hyperpod/collectors/*.sh lifecycle/studio/*.sh lifecycle/attach/*.sh tools/*.sh \
 	  examples/finetune/*.sbatch
 
 ## JSON Schema of the config, for editors (config/schema.json is committed; a test keeps it current).
