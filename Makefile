@@ -35,7 +35,7 @@ DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: studio-tools studio-eksctl build-deps synth test train-venv lint schema docs bench deps system-deps \
-  hyperpod-chart clean deploy diff graph preflight connect destroy
+  hyperpod-chart clean deploy diff graph preflight connect destroy attach
 .DEFAULT_GOAL := synth
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -114,6 +114,11 @@ deploy: deps
 ARGS ?=
 preflight: deps
 	$(PY) -m cli.preflight --config $(CONFIG) $(if $(wildcard cdk.out/manifest.json),--templates cdk.out) $(ARGS)
+
+## Attach mode (cluster.existing), after `make deploy`: the Studio partitions on a file system without an S3 link,
+## made on the existing Slurm controller through Session Manager (prints and asks first). ARGS=--profiles --dry-run --yes
+attach: deps
+	$(PY) -m cli.attach --config $(CONFIG) $(ARGS)
 
 ## A shell on a cluster node through SSM: NODE=controller|login|<group>[:index]. ARGS=--print or --ssh-config.
 NODE ?= controller

@@ -1,0 +1,141 @@
+"""cli/attach.py (`make attach`): the partition step on a file system without an S3 link. The command it builds is run
+for real (bash, the real script, a directory listed as a Lustre mount); the controller is found on a moto server's
+HyperPod cluster; only Session Manager itself (the session-manager-plugin and a HyperPod node) is not here."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import urllib.request
+
+import pytest
+import yaml
+
+from conftest import ROOT, VARIANT_FILES
+from moto_server import moto_server
+from platform_config import parse_config
+
+from cli import attach
+
+SLURM = yaml.safe_load(VARIANT_FILES["attach_slurm"].read_text())
+# moto's cluster ARN ends in the cluster's name (a real one in a generated 12-character id): name it like an id.
+CLUSTER = "a1b2c3d4e5f6"
+
+
+def config(**changes):
+    data = copy.deepcopy(SLURM)
+    data["cluster"]["existing"].update(name=CLUSTER, arn=f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{CLUSTER}")
+    for key, value in changes.items():
+        node = data
+        *parents, last = key.split("__")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return parse_config(data)
+
+
+def test_config_partitions_per_user_and_shared():
+    per_user = config()
+    assert [p.entry for p in attach.config_partitions(per_user)] == ["data-scientist:10001:10001:0700",
+                                                                     "ml-engineer:10002:10002:0700"]
+    shared = config(shared_fsx=True)
+    assert [p.entry for p in attach.config_partitions(shared)] == ["shared:0:2000:2775"]
+    assert attach.partition_parent(per_user) == "data/studio"
+    assert attach.partition_parent(config(storage__lustre__data_repository={"file_system_path": "/"})) == "studio"
+
+
+def test_the_remote_command_runs_the_real_script_and_makes_the_partitions(tmp_path):
+    """The command exactly as the session would run it (without sudo: the test runs as root), through bash: the
+    base64 payload, the quoting and the arguments reach the script intact."""
+    fsx = tmp_path / "fsx"
+    fsx.mkdir(mode=0o755)
+    os.chmod(tmp_path, 0o755)
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"10.0.0.5@tcp:/abcdefgh {fsx} lustre rw 0 0\n")
+    cfg = config(storage__lustre__mount_path=str(fsx))
+    command = attach.remote_command(cfg, attach.config_partitions(cfg))
+    assert command.startswith("sudo bash -c ")
+    result = subprocess.run(["bash", "-c", command.removeprefix("sudo ")], capture_output=True, text=True,
+                            env={**os.environ, "PROC_MOUNTS": str(mounts)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    for user in cfg.users:
+        st = (fsx / "data" / "studio" / user.name).stat()
+        assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777)) == (user.uid, user.group_id, "0o700")
+    # A changed script is a changed payload: what runs is what the repository holds.
+    assert attach.remote_command(cfg, [], script=b"echo other") != attach.remote_command(cfg, [])
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def clients(endpoint, monkeypatch):
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-west-2"}.items():
+        monkeypatch.setenv(key, value)
+    import boto3
+    return lambda service: boto3.client(service, region_name="us-west-2", endpoint_url=endpoint)
+
+
+def create_cluster(clients, groups=(("controller-machine", 1), ("workers", 2))):
+    role = "arn:aws:iam::123456789012:role/hyperpod"
+    clients("sagemaker").create_cluster(ClusterName=CLUSTER, InstanceGroups=[
+        {"InstanceGroupName": name, "InstanceType": "ml.m5.xlarge", "InstanceCount": count, "ExecutionRole": role,
+         "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/lc/", "OnCreate": "on_create.sh"}, "ThreadsPerCore": 1}
+        for name, count in groups], VpcConfig={"SecurityGroupIds": ["sg-0123456789abcdef0"],
+                                               "Subnets": ["subnet-0123456789abcdef0"]})
+
+
+def test_the_controller_target_is_the_running_node_of_the_controller_group(clients):
+    create_cluster(clients)
+    target = attach.controller_target(clients("sagemaker"), config())
+    (node,) = [n for n in clients("sagemaker").list_cluster_nodes(ClusterName=CLUSTER)["ClusterNodeSummaries"]
+               if n["InstanceGroupName"] == "controller-machine"]
+    assert target == f"sagemaker-cluster:{CLUSTER}_controller-machine-{node['InstanceId']}"
+
+
+def test_a_cluster_other_than_the_configured_arn_or_without_the_group_is_refused(clients):
+    create_cluster(clients, groups=(("head", 1), ("workers", 1)))
+    with pytest.raises(attach.AttachError, match="no running node in group 'controller-machine'"):
+        attach.controller_target(clients("sagemaker"), config())
+    other = config(cluster__existing__arn="arn:aws:sagemaker:us-west-2:123456789012:cluster/zzzzzzzzzzzz")
+    with pytest.raises(attach.AttachError, match="cluster.existing.arn: 'arn:aws:sagemaker:us-west-2:123456789012:"
+                                                 "cluster/zzzzzzzzzzzz', but cluster a1b2c3d4e5f6 is"):
+        attach.controller_target(clients("sagemaker"), other)
+
+
+def test_run_prints_the_session_asks_first_and_runs_it_once(clients, tmp_path, capsys):
+    create_cluster(clients)
+    path = tmp_path / "attach.yaml"
+    data = copy.deepcopy(SLURM)
+    data["cluster"]["existing"].update(name=CLUSTER, arn=f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{CLUSTER}")
+    path.write_text(yaml.safe_dump(data))
+    ran: list[list[str]] = []
+    status = attach.run(["--config", str(path)], clients=clients, execute=lambda cmd: ran.append(cmd) or 0,
+                        ask=lambda _: "wrong")
+    assert status == 1 and ran == []  # not confirmed: nothing ran
+    status = attach.run(["--config", str(path)], clients=clients, execute=lambda cmd: ran.append(cmd) or 0,
+                        ask=lambda _: "studio-front")
+    assert status == 0 and len(ran) == 1
+    cmd = ran[0]
+    assert cmd[:3] == ["aws", "ssm", "start-session"]
+    assert cmd[cmd.index("--document-name") + 1] == "AWS-StartInteractiveCommand"
+    assert cmd[cmd.index("--target") + 1].startswith(f"sagemaker-cluster:{CLUSTER}_controller-machine-")
+    (remote,) = json.loads(cmd[cmd.index("--parameters") + 1])["command"]
+    assert remote == attach.remote_command(parse_config(data), attach.config_partitions(parse_config(data)))
+    out = capsys.readouterr().out
+    assert "data-scientist (10001:10001 0700)" in out and "start-session" in out
+    # A refused partition on the node is a failed run.
+    assert attach.run(["--config", str(path), "--yes"], clients=clients, execute=lambda cmd: 1) == 1
+
+
+def test_a_build_config_is_not_attached(tmp_path, capsys):
+    path = tmp_path / "build.yaml"
+    path.write_text((ROOT / "config" / "default.yaml").read_text())
+    assert attach.run(["--config", str(path)], clients=lambda s: None) == 2
+    assert "not an attach config" in capsys.readouterr().err
