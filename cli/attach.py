@@ -15,15 +15,33 @@ file on the node. With `--profiles`, the profiles created in the domain outside 
 partition too, and their FSx mount is merged into the profile (what lambda/fsx_partitions/profile_events.py does for
 S3-linked file systems). Session Manager's own logging, where the account turns it on, records the session.
 
-Exit status: 0 done; 1 not confirmed, or a partition refused on the node; 2 bad input, no credentials, an AWS error.
+Slurm login (Slurm, every run): a Studio space is a login node of the existing cluster once the Slurm login secret holds
+its controller's slurm.conf, Slurm version, munge key and client bundle, which the platform's own controller
+publishes in build mode (lifecycle/hyperpod/publish_slurm_login.sh). Here a session runs
+lifecycle/attach/read_slurm_login.sh as root on the existing controller, from a tools archive this step stores under
+the lifecycle bucket's slurm-client/ prefix and the controller fetches by a presigned URL, checked against the sha256
+in the command. It builds the same value (lifecycle/hyperpod/lib/slurm_login_value.py) and the controller's own client
+bundle (build_slurm_client_bundle.sh) and uploads both through presigned PUT URLs, so the munge key never appears in the
+session's output. This step then checks them (the bundle's bytes against the sha256 the value names, the names Studio
+expects), stores the bundle under its sha256 name, writes the secret when it changed, and deletes the hand-over
+objects. Studio's lifecycle config installs the bundle only if its sha256 is the secret's (slurm_login_node.sh), as in
+build mode. Per-user mode (auth/jwt) is refused: the controller would need auth/jwt, which this step does not set up.
+
+Exit status: 0 done; 1 not confirmed, or a step refused on the node; 2 bad input, no credentials, an AWS error.
 """
 from __future__ import annotations
 
 import argparse
 import base64
+import gzip
+import hashlib
+import io
+import json
+import secrets
 import shlex
 import subprocess
 import sys
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -37,6 +55,13 @@ PARTITION_SCRIPT = ROOT / "lifecycle" / "attach" / "make_partitions.sh"
 SHARED_PARTITION = "shared"  # stacks/studio_stack.py SHARED_PARTITION
 PRIVATE_MODE, SHARED_MODE = "0700", "2775"
 SESSION_DOCUMENT = "AWS-StartInteractiveCommand"
+# The prefix of the lifecycle bucket the attach role may write (constructs/lifecycle_scripts.py SLURM_CLIENT_PREFIX;
+# importing it would start the CDK's kernel): the client bundle, and the hand-over objects of this step.
+SLURM_CLIENT_PREFIX = "slurm-client"
+# What the controller runs for the login step, by its name in the archive (the repository's layout below lifecycle/).
+LOGIN_TOOLS = ("attach/read_slurm_login.sh", "hyperpod/lib/common.sh", "hyperpod/lib/slurm_login_value.py",
+               "hyperpod/build_slurm_client_bundle.sh")
+PRESIGNED_SECONDS = 3600
 
 
 class AttachError(RuntimeError):
@@ -123,7 +148,6 @@ def controller_target(sagemaker, cfg: PlatformConfig) -> str:
 
 def session_command(target: str, command: str, region: str) -> list[str]:
     """The AWS CLI command line that runs `command` on `target` (needs the session-manager-plugin)."""
-    import json
     return ["aws", "ssm", "start-session", "--region", region, "--target", target, "--document-name",
             SESSION_DOCUMENT, "--parameters", json.dumps({"command": [command]})]
 
@@ -146,6 +170,92 @@ def merge_mounts(sagemaker, domain: str, cfg: PlatformConfig, partitions: Sequen
                                  f"{parent}/{p.name}")
 
 
+def tools_archive() -> bytes:
+    """LOGIN_TOOLS as a reproducible tar.gz (sorted, fixed owner and times, gzip without a timestamp)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(LOGIN_TOOLS):
+            data = (ROOT / "lifecycle" / name).read_bytes()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime, info.uid, info.gid = len(data), 0o755, 0, 0, 0
+            tar.addfile(info, io.BytesIO(data))
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()
+
+
+@dataclass(frozen=True)
+class LoginHandover:
+    bucket: str
+    value_key: str
+    bundle_key: str
+    remote: str  # the command the session runs on the controller
+
+
+def prepare_login(s3, bucket: str, nonce: str | None = None) -> LoginHandover:
+    """Stores the tools archive (named by its sha256), signs the URLs for this run and builds the command."""
+    archive = tools_archive()
+    sha = hashlib.sha256(archive).hexdigest()
+    tools_key = f"{SLURM_CLIENT_PREFIX}/attach-tools-{sha}.tar.gz"
+    s3.put_object(Bucket=bucket, Key=tools_key, Body=archive)
+    nonce = nonce or secrets.token_hex(8)
+    value_key = f"{SLURM_CLIENT_PREFIX}/attach-{nonce}/value.json"
+    bundle_key = f"{SLURM_CLIENT_PREFIX}/attach-{nonce}/bundle.tar.gz"
+
+    def url(method: str, key: str) -> str:
+        return s3.generate_presigned_url(method, Params={"Bucket": bucket, "Key": key}, ExpiresIn=PRESIGNED_SECONDS)
+
+    script = ("set -euo pipefail; umask 077; d=\"$(mktemp -d)\"; trap 'rm -rf \"$d\"' EXIT; "
+              f"curl -fsS -o \"$d/tools.tgz\" {shlex.quote(url('get_object', tools_key))}; "
+              f"echo \"{sha}  $d/tools.tgz\" | sha256sum -c --quiet; tar -xzf \"$d/tools.tgz\" -C \"$d\"; "
+              f"bash \"$d/attach/read_slurm_login.sh\" munge s3://{bucket}/{SLURM_CLIENT_PREFIX}/ "
+              f"{shlex.quote(url('put_object', value_key))} {shlex.quote(url('put_object', bundle_key))}")
+    return LoginHandover(bucket=bucket, value_key=value_key, bundle_key=bundle_key,
+                         remote=f"sudo bash -c {shlex.quote(script)}")
+
+
+LOGIN_FIELDS = ("slurm_version", "controller_host", "controller_addr", "controllers", "slurmctld_port", "cluster_name",
+                "auth", "slurm_conf", "slurm_conf_includes", "client_bundle", "munge_key_b64")
+
+
+def finish_login(s3, secretsmanager, handover: LoginHandover, secret_arn: str) -> str:
+    """Checks what the controller handed over, stores the bundle under its sha256 name, writes the secret when it
+    changed; the hand-over objects are deleted whatever happens. Returns a one-line summary."""
+    try:
+        value = json.loads(s3.get_object(Bucket=handover.bucket, Key=handover.value_key)["Body"].read())
+        missing = [f for f in LOGIN_FIELDS if f not in value]
+        if missing or value.get("auth") != "munge":
+            raise AttachError(f"the controller's login value lacks {missing or 'auth: munge'}; nothing written")
+        bundle = value["client_bundle"]
+        data = s3.get_object(Bucket=handover.bucket, Key=handover.bundle_key)["Body"].read()
+        sha = hashlib.sha256(data).hexdigest()
+        prefix = f"s3://{handover.bucket}/{SLURM_CLIENT_PREFIX}/"
+        name = bundle.get("s3_uri", "").removeprefix(prefix)
+        if sha != bundle.get("sha256") or not bundle.get("s3_uri", "").startswith(prefix) \
+                or name != f"slurm-client-{value['slurm_version']}-{sha}.tar.gz":
+            raise AttachError(f"the client bundle handed over (sha256 {sha}) is not the one the value names "
+                              f"({bundle.get('s3_uri')}, {bundle.get('sha256')}); nothing written")
+        s3.put_object(Bucket=handover.bucket, Key=f"{SLURM_CLIENT_PREFIX}/{name}", Body=data)
+        try:
+            current = json.loads(secretsmanager.get_secret_value(SecretId=secret_arn)["SecretString"])
+        except secretsmanager.exceptions.ResourceNotFoundException:  # a new secret has no value yet
+            current = None
+        if current != value:
+            secretsmanager.put_secret_value(SecretId=secret_arn, SecretString=json.dumps(value, sort_keys=True))
+        return (f"Slurm {value['slurm_version']} of cluster {value['cluster_name']}, slurmctld "
+                f"{value['controller_host']} ({value['controller_addr']}), bundle {name}: "
+                + ("secret updated" if current != value else "secret already current"))
+    finally:
+        for key in (handover.value_key, handover.bundle_key):
+            s3.delete_object(Bucket=handover.bucket, Key=key)
+
+
+def stack_outputs(cloudformation, stack_name: str) -> dict[str, str]:
+    stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
+    return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+
 def run(argv: list[str] | None = None, clients: Callable[[str], object] | None = None,
         execute: Callable[[list[str]], int] | None = None, ask: Callable[[str], str] = input) -> int:
     args = parse_args(argv)
@@ -157,12 +267,18 @@ def run(argv: list[str] | None = None, clients: Callable[[str], object] | None =
         print(f"{args.config}: not an attach config (no cluster.existing); nothing to attach", file=sys.stderr)
         return 2
     if cfg.orchestrator != "slurm":
-        print("orchestrator: eks: the partition Job is not part of `make attach` yet; create the partitions as "
-              "docs/attach.md shows", file=sys.stderr)
+        print("orchestrator: eks: nothing for `make attach` yet; the Studio roles' access entries are in the "
+              "eks-access stack, and partitions without an S3 link are made as docs/attach.md shows", file=sys.stderr)
         return 2
-    if cfg.storage.lustre.existing.data_bucket is not None:
-        print("storage.lustre.existing.data_bucket is set: the stack creates the partitions through S3; nothing to "
-              "do on the controller", file=sys.stderr)
+    steps = [s for s in ("login", "partitions") if args.step in (s, "all")]
+    if cfg.storage.lustre.existing.data_bucket is not None and "partitions" in steps:
+        print("storage.lustre.existing.data_bucket is set: the stack creates the partitions through S3")
+        steps.remove("partitions")
+    if "login" in steps and not cfg.shared_fsx:
+        print("shared_fsx: false needs per-user Slurm tokens (auth/jwt) on the existing controller, which make attach "
+              "does not set up: the login step is skipped (docs/attach.md, \"Not yet done\")", file=sys.stderr)
+        steps.remove("login")
+    if not steps:
         return 0
     if clients is None:
         problem = missing_credentials(args.profile)
@@ -173,42 +289,59 @@ def run(argv: list[str] | None = None, clients: Callable[[str], object] | None =
         session = boto3.Session(profile_name=args.profile, region_name=cfg.deployment.region)
         clients = session.client
     from botocore.exceptions import BotoCoreError, ClientError
+    run_session = execute or (lambda cmd: subprocess.run(cmd, check=False).returncode)
     try:
         sagemaker = clients("sagemaker")
-        partitions = config_partitions(cfg)
+        target = controller_target(sagemaker, cfg)
+        print(f"cluster {existing.name}, controller {target}")
+        partitions: list[Partition] = []
         extra: list[Partition] = []
         domain = ""
-        if args.profiles:
-            domain = domain_id(clients("cloudformation"), cfg)
-            extra = profile_partitions(sagemaker, domain, cfg)
-        target = controller_target(sagemaker, cfg)
-    except (AttachError, ClientError, BotoCoreError) as error:
+        if "partitions" in steps:
+            partitions = config_partitions(cfg)
+            if args.profiles:
+                domain = domain_id(clients("cloudformation"), cfg)
+                extra = profile_partitions(sagemaker, domain, cfg)
+            print(f"partitions: as root, lifecycle/attach/make_partitions.sh under {cfg.storage.lustre.mount_path}/"
+                  f"{partition_parent(cfg)}: "
+                  + ", ".join(f"{p.name} ({p.uid}:{p.gid} {p.mode})" for p in [*partitions, *extra]))
+        if "login" in steps:
+            print("login: as root, lifecycle/attach/read_slurm_login.sh reads slurm.conf, the Slurm version, the munge "
+                  "key and the controller's client; they come back through presigned S3 URLs and go into the Slurm "
+                  "login secret")
+        print("each through: " + shlex.join(session_command(target, "<command>", cfg.deployment.region)))
+        if args.dry_run:
+            if partitions or extra:
+                print(remote_command(cfg, [*partitions, *extra]))
+            return 0
+        if not args.yes and ask(f"Type the platform's name ({cfg.name}) to go on: ").strip() != cfg.name:
+            print("not confirmed; nothing changed", file=sys.stderr)
+            return 1
+        if "login" in steps:
+            s3 = clients("s3")
+            bucket = stack_outputs(clients("cloudformation"), f"{cfg.name}-storage")["LifecycleBucketName"]
+            secret_arn = stack_outputs(clients("cloudformation"), f"{cfg.name}-slurm-login")["SlurmLoginSecretArn"]
+            handover = prepare_login(s3, bucket)
+            status = run_session(session_command(target, handover.remote, cfg.deployment.region))
+            if status != 0:
+                for key in (handover.value_key, handover.bundle_key):
+                    s3.delete_object(Bucket=bucket, Key=key)
+                print(f"login: the session ended with status {status}; see the lines above", file=sys.stderr)
+                return 1
+            print("login: " + finish_login(s3, clients("secretsmanager"), handover, secret_arn))
+        if partitions or extra:
+            status = run_session(session_command(target, remote_command(cfg, [*partitions, *extra]),
+                                                 cfg.deployment.region))
+            if status != 0:
+                print(f"partitions: the session ended with status {status}: see the lines above (a refused "
+                      "partition names why)", file=sys.stderr)
+                return 1
+            if extra:
+                merge_mounts(sagemaker, domain, cfg, extra)
+                print(f"partitions: mounted in {len(extra)} profile(s) created outside the stack")
+    except (AttachError, ClientError, BotoCoreError, ValueError, KeyError) as error:
         print(one_line(error), file=sys.stderr)
         return 2
-    command = session_command(target, remote_command(cfg, [*partitions, *extra]), cfg.deployment.region)
-    print(f"cluster {existing.name}, controller {target}")
-    print(f"partitions under {cfg.storage.lustre.mount_path}/{partition_parent(cfg)}: "
-          + ", ".join(f"{p.name} ({p.uid}:{p.gid} {p.mode})" for p in [*partitions, *extra]))
-    print("runs, as root on the controller, lifecycle/attach/make_partitions.sh through:")
-    print("  " + shlex.join(command[:-2]) + " --parameters '<the command: the script, base64, and its arguments>'")
-    if args.dry_run:
-        print(command[-1])
-        return 0
-    if not args.yes and ask(f"Type the platform's name ({cfg.name}) to go on: ").strip() != cfg.name:
-        print("not confirmed; nothing changed", file=sys.stderr)
-        return 1
-    status = (execute or (lambda cmd: subprocess.run(cmd, check=False).returncode))(command)
-    if status != 0:
-        print(f"the session ended with status {status}: see the lines above (a refused partition names why)",
-              file=sys.stderr)
-        return 1
-    if extra:
-        try:
-            merge_mounts(sagemaker, domain, cfg, extra)
-        except (ClientError, BotoCoreError, ValueError) as error:
-            print(one_line(error), file=sys.stderr)
-            return 2
-        print(f"mounted their partitions in {len(extra)} profile(s) created outside the stack")
     return 0
 
 
@@ -218,6 +351,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", help="AWS profile (default: boto3's chain)")
     parser.add_argument("--profiles", action="store_true",
                         help="also the partitions of profiles created in the domain outside the stack")
+    parser.add_argument("--step", choices=("all", "login", "partitions"), default="all",
+                        help="login: the Slurm login secret; partitions: partitions without an S3 link; all (default)")
     parser.add_argument("--dry-run", action="store_true", help="print what would run, run nothing")
     parser.add_argument("--yes", action="store_true", help="do not ask")
     return parser.parse_args(argv)

@@ -139,3 +139,86 @@ def test_a_build_config_is_not_attached(tmp_path, capsys):
     path.write_text((ROOT / "config" / "default.yaml").read_text())
     assert attach.run(["--config", str(path)], clients=lambda s: None) == 2
     assert "not an attach config" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------- the login step
+BUCKET = "studio-front-lifecycle"
+
+
+@pytest.fixture
+def controller(tmp_path):
+    """What an existing controller has: HyperPod's slurm.conf and a munge key (this machine's Debian Slurm client
+    stands in for the AMI's; the bundle is built from it for real)."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=ml-cluster\nSlurmctldHost=ip-10-1-0-12(10.1.0.12)\nSlurmctldPort=6817\n")
+    key = tmp_path / "munge.key"
+    key.write_bytes(bytes(range(256)) * 4)
+    key.chmod(0o400)
+    return {"SLURM_CONF": str(conf), "MUNGE_KEY": str(key), "ATTACH_ALLOW_HTTP": "1"}
+
+
+def login_handover(clients, controller):
+    s3 = clients("s3")
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    secret = clients("secretsmanager").create_secret(Name="studio-front/slurm-login")["ARN"]
+    handover = attach.prepare_login(s3, BUCKET, nonce="0123456789abcdef")
+    assert handover.remote.startswith("sudo bash -c ")
+    result = subprocess.run(["bash", "-c", handover.remote.removeprefix("sudo ")], capture_output=True, text=True,
+                            env={**os.environ, **controller}, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    key = __import__("base64").b64encode(bytes(range(256)) * 4).decode()
+    assert key not in result.stdout + result.stderr  # the munge key never passes through the session's output
+    return s3, secret, handover
+
+
+def keys(s3) -> set[str]:
+    return {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])}
+
+
+def test_the_login_step_hands_over_the_controllers_value_and_bundle_into_the_secret(clients, controller):
+    s3, secret, handover = login_handover(clients, controller)
+    summary = attach.finish_login(s3, clients("secretsmanager"), handover, secret)
+    value = json.loads(clients("secretsmanager").get_secret_value(SecretId=secret)["SecretString"])
+    assert value["controller_addr"] == "10.1.0.12" and value["cluster_name"] == "ml-cluster"
+    assert value["munge_key_b64"] == __import__("base64").b64encode(bytes(range(256)) * 4).decode()
+    bundle = value["client_bundle"]
+    key = bundle["s3_uri"].removeprefix(f"s3://{BUCKET}/")
+    data = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    assert __import__("hashlib").sha256(data).hexdigest() == bundle["sha256"]
+    assert key == f"slurm-client/slurm-client-{value['slurm_version']}-{bundle['sha256']}.tar.gz"
+    # The hand-over objects are gone; the tools archive (named by its sha256) and the bundle stay.
+    assert not any("attach-0123456789abcdef" in k for k in keys(s3))
+    assert "secret updated" in summary
+    assert "secret already current" in attach.finish_login(
+        s3, clients("secretsmanager"), login_handover_again(s3, handover, controller), secret)
+
+
+def login_handover_again(s3, handover, controller):
+    result = subprocess.run(["bash", "-c", handover.remote.removeprefix("sudo ")], capture_output=True, text=True,
+                            env={**os.environ, **controller}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return handover
+
+
+def test_a_bundle_other_than_the_one_the_value_names_writes_nothing(clients, controller):
+    s3, secret, handover = login_handover(clients, controller)
+    s3.put_object(Bucket=BUCKET, Key=handover.bundle_key, Body=b"a planted bundle")
+    with pytest.raises(attach.AttachError, match="is not the one the value names"):
+        attach.finish_login(s3, clients("secretsmanager"), handover, secret)
+    sm = clients("secretsmanager")
+    with pytest.raises(sm.exceptions.ResourceNotFoundException):  # the secret still has no value
+        sm.get_secret_value(SecretId=secret)
+    assert not any("attach-0123456789abcdef" in k for k in keys(s3))
+    assert not any(k.startswith("slurm-client/slurm-client-") for k in keys(s3))
+
+
+def test_a_tools_archive_changed_in_the_bucket_is_refused_on_the_controller(clients, controller):
+    s3 = clients("s3")
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    handover = attach.prepare_login(s3, BUCKET, nonce="0123456789abcdef")
+    (tools_key,) = [k for k in keys(s3) if k.startswith("slurm-client/attach-tools-")]
+    s3.put_object(Bucket=BUCKET, Key=tools_key, Body=b"#!/bin/bash\necho changed\n")
+    result = subprocess.run(["bash", "-c", handover.remote.removeprefix("sudo ")], capture_output=True, text=True,
+                            env={**os.environ, **controller}, timeout=120)
+    assert result.returncode != 0 and "FAILED" in result.stdout + result.stderr
+    assert handover.value_key not in keys(s3)
