@@ -220,6 +220,9 @@ def variant_config(variant: str) -> PlatformConfig:
         return directory_config()
     if variant.startswith("per_user_"):  # per_user_<count>: generated, see per_user_config
         return per_user_config(int(variant.removeprefix("per_user_")))
+    if variant == "attach_slurm_per_user":  # attach mode, Slurm, per-user: the auth/jwt pieces without a cluster stack
+        data = yaml.safe_load(VARIANT_FILES["attach_slurm"].read_text())
+        return parse_config({**data, "shared_fsx": False}, "attach_slurm_per_user")
     if variant == "eks_metrics":
         data = yaml.safe_load(VARIANT_FILES["eks"].read_text())
         data["eks"]["hyperpod_dependencies"]["chart_dir"] = str(STAND_IN_CHART)

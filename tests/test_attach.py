@@ -1,6 +1,6 @@
 """Attach mode (cluster.existing): Studio as the front door of a HyperPod cluster this project did not build. The
-config rules and the day-2 rule without CDK; the two attach examples synthesized once (a Slurm one, per-user with
-MLflow on a file system without an S3 link, and an EKS one, shared)."""
+config rules and the day-2 rule without CDK; the two attach examples synthesized once (Slurm: shared, on a file system
+without an S3 link; EKS: per-user with MLflow, partitions through the file system's S3 link)."""
 from __future__ import annotations
 
 import copy
@@ -52,8 +52,8 @@ def test_both_examples_are_attach_configs():
     slurm, eks = parse_config(SLURM), parse_config(EKS)
     assert slurm.cluster.existing.controller_group == "controller-machine"
     assert slurm.storage.lustre.existing.data_bucket is None  # a file system without an S3 link
-    assert not slurm.shared_fsx and slurm.studio.mlflow.enabled  # per-user partitions with MLflow
     assert eks.cluster.existing.eks_cluster_name == "hyperpod-eks-cluster"
+    assert not eks.shared_fsx and eks.studio.mlflow.enabled  # per-user partitions with MLflow
 
 
 def test_build_only_rules_name_real_rules():
@@ -108,16 +108,15 @@ def test_eks_attach_needs_the_eks_cluster_name():
 
 
 def test_eks_without_an_s3_link_needs_the_claim_to_make_partitions_with():
-    errors = errors_of(edited(EKS, cluster__existing__partition_claim=None, cluster__existing__partition_namespace=None))
+    unlinked = edited(EKS, storage__lustre__existing__data_bucket=None)
     assert any(e.startswith("cluster.existing.partition_claim: not set, and storage.lustre.existing has no "
-                            "data_bucket") for e in errors)
-    errors = errors_of(edited(EKS, cluster__existing__partition_namespace=None))
+                            "data_bucket") for e in errors_of(unlinked))
+    errors = errors_of(edited(unlinked, cluster__existing__partition_claim="fsx-claim"))
     assert any(e.startswith("cluster.existing.partition_namespace and partition_claim: set both or neither")
                for e in errors)
-    # With an S3 link, partitions are imported from S3: no claim needed.
-    linked = edited(EKS, cluster__existing__partition_claim=None, cluster__existing__partition_namespace=None)
-    linked["storage"]["lustre"]["existing"]["data_bucket"] = "datasets-bucket"
-    parse_config(linked)
+    parse_config(edited(unlinked, cluster__existing__partition_claim="fsx-claim",
+                        cluster__existing__partition_namespace="default"))
+    parse_config(EKS)  # with an S3 link, partitions are imported from S3: no claim needed
 
 
 @pytest.mark.parametrize("changes, key", [
@@ -237,30 +236,48 @@ def test_lustre_group_is_on_the_domain_and_attached_to_the_file_systems_interfac
     assert domain["DefaultUserSettings"]["SecurityGroups"] == [{"Fn::GetAtt": ["StudioAppsGroup", "GroupId"]}]
 
 
-def test_per_user_profiles_carry_their_posix_identity_and_a_partition_path_without_s3(synth):
-    """No S3 link: no partition custom resource, no S3 marker rights; each profile mounts /data/studio/<user>."""
+def test_without_an_s3_link_the_shared_partition_is_a_known_path_and_nothing_imports(synth):
+    """No S3 link: no partition custom resource, no S3 marker rights, no profile-event rule; the domain mounts
+    /data/studio/shared, which `make attach` creates on the controller."""
     synthesized = synth("attach_slurm")
     resources = _all_resources(synthesized)
-    assert [lid for _, lid, r in resources if r["Type"] == "Custom::FsxPartition"] == []
+    assert [lid for _, lid, r in resources if r["Type"] in ("Custom::FsxPartition", "AWS::Events::Rule")] == []
+    assert '"Sid": "PartitionMarkers"' not in json.dumps(synthesized.templates["studio"])
+    (domain,) = [r["Properties"] for _, _, r in resources if r["Type"] == "AWS::SageMaker::Domain"]
+    condition, shared, _ = domain["DefaultUserSettings"]["CustomFileSystemConfigs"]["Fn::If"]
+    assert condition == "IsSharedFSx"
+    assert shared == [{"FSxLustreFileSystemConfig": {"FileSystemId": "fs-0a1b2c3d4e5f60718",
+                                                     "FileSystemPath": "/data/studio/shared"}}]
+
+
+def test_per_user_profiles_carry_their_posix_identity_and_a_partition_imported_through_s3(synth):
+    synthesized = synth("attach_eks")
+    resources = _all_resources(synthesized)
+    partitions = {r["Properties"]["RelativePath"]: r["Properties"] for _, _, r in resources
+                  if r["Type"] == "Custom::FsxPartition"}
     profiles = {r["Properties"]["UserProfileName"]: r["Properties"]["UserSettings"] for _, _, r in resources
                 if r["Type"] == "AWS::SageMaker::UserProfile"}
-    assert set(profiles) == {"data-scientist", "ml-engineer"}
+    assert set(profiles) == {"alice", "bob"}
     for user in synthesized.config.users:
         settings = profiles[user.name]
         assert settings["CustomPosixUserConfig"]["Uid"] == user.uid
+        partition = partitions[f"studio/{user.name}"]
+        assert (partition["Uid"], partition["Mode"], partition["FileSystemPath"]) == (str(user.uid), "0700", "/data")
         fsx = settings["CustomFileSystemConfigs"]["Fn::If"][1][0]["FSxLustreFileSystemConfig"]
-        assert fsx["FileSystemPath"] == f"/data/studio/{user.name}"
-    assert '"Sid": "PartitionMarkers"' not in json.dumps(synthesized.templates["studio"])  # no S3 marker writer
+        assert fsx["FileSystemPath"]["Fn::GetAtt"][1] == "Path"
+    # Profiles created later get theirs from the CreateUserProfile rule, as in build mode.
+    rules = [r for _, _, r in resources if r["Type"] == "AWS::Events::Rule"]
+    assert any("CreateUserProfile" in json.dumps(r["Properties"]["EventPattern"]) for r in rules)
 
 
 def test_per_user_mlflow_server_is_one_server_every_profile_role_may_use(synth):
-    synthesized = synth("attach_slurm")
+    synthesized = synth("attach_eks")
     studio = synthesized.templates["studio"]["Resources"]
     servers = [lid for lid, r in studio.items() if r["Type"] == "AWS::SageMaker::MlflowTrackingServer"]
     assert len(servers) == 1
-    (user_policy,) = [r["Properties"] for r in studio.values() if r["Type"] == "AWS::IAM::ManagedPolicy"]
-    use = [s for s in user_policy["PolicyDocument"]["Statement"] if s.get("Sid") == "UseMlflow"]
-    assert use and use[0]["Resource"] == {"Fn::GetAtt": [servers[0], "TrackingServerArn"]}
+    uses = [s for r in studio.values() if r["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")
+            for s in r["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "UseMlflow"]
+    assert uses and all(s["Resource"] == {"Fn::GetAtt": [servers[0], "TrackingServerArn"]} for s in uses)
 
 
 @pytest.mark.parametrize("variant", ATTACH_VARIANTS)
@@ -290,7 +307,7 @@ def test_only_the_attach_role_writes_the_login_secret_and_the_client_bundle(synt
     writes = [s for r in login.values() if r["Type"] == "AWS::SecretsManager::ResourcePolicy"
               for s in r["Properties"]["ResourcePolicy"]["Statement"]
               if s["Sid"] in ("OnlyTheClusterWrites", "OnlyTheAttachStepWrites")]
-    assert len(writes) == 2  # the login secret and (per-user mode) the auth/jwt key secret
+    assert len(writes) == 1  # the login secret (shared mode: no auth/jwt key secret)
     assert all(role in s["Condition"]["ArnNotEquals"]["aws:PrincipalArn"] for s in writes)
     assert "cluster-execution" not in json.dumps(login)
     bucket_policy = [s for r in synthesized.templates["storage"]["Resources"].values()
@@ -307,3 +324,23 @@ def test_attach_stacks_are_termination_protected_and_carry_the_snapshot(synth, v
     assert all(stack.termination_protection for stack in platform.stacks)
     metadata = synthesized.templates["storage"]["Metadata"]
     assert metadata["HyperPodPlatformCreateOnly"]["attach"] == synthesized.config.cluster.existing.arn
+
+
+def test_per_user_slurm_attach_keeps_the_jwt_key_for_the_token_issuer_only(synth):
+    """Per-user mode on an attached Slurm cluster: no cluster stack holds the auth/jwt key's secret, so the slurm-login
+    stack does, written by the attach role only and read by the token issuer only; and still no cluster, network or
+    storage resource, and cdk-nag passes."""
+    synthesized = synth("attach_slurm_per_user")
+    assert [r["Type"] for _, _, r in _all_resources(synthesized) if r["Type"] in FORBIDDEN_TYPES] == []
+    assert all(r["success"] for r in synthesized.nag_reports.values())
+    role = synthesized.config.cluster.existing.attach_role_arn
+    login = synthesized.templates["slurm-login"]["Resources"]
+    (secret,) = [r["Properties"] for r in login.values() if r["Type"] == "AWS::SecretsManager::Secret"
+                 and r["Properties"].get("Name") == "studio-front/slurm-jwt-key"]
+    statements = {s["Sid"]: s for r in login.values() if r["Type"] == "AWS::SecretsManager::ResourcePolicy"
+                  for s in r["Properties"]["ResourcePolicy"]["Statement"]}
+    assert role in statements["OnlyTheAttachStepWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    reader = json.dumps(statements["OnlyTheTokenIssuerReads"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"])
+    assert "slurm-tokens-" in reader
+    studio = json.dumps(synthesized.templates["studio"])
+    assert "studio-front/slurm-jwt-key" in studio  # the token issuer addresses it by name

@@ -36,7 +36,7 @@ def config(**changes):
 
 
 def test_config_partitions_per_user_and_shared():
-    per_user = config()
+    per_user = config(shared_fsx=False)
     assert [p.entry for p in attach.config_partitions(per_user)] == ["data-scientist:10001:10001:0700",
                                                                      "ml-engineer:10002:10002:0700"]
     shared = config(shared_fsx=True)
@@ -53,7 +53,7 @@ def test_the_remote_command_runs_the_real_script_and_makes_the_partitions(tmp_pa
     os.chmod(tmp_path, 0o755)
     mounts = tmp_path / "mounts"
     mounts.write_text(f"10.0.0.5@tcp:/abcdefgh {fsx} lustre rw 0 0\n")
-    cfg = config(storage__lustre__mount_path=str(fsx))
+    cfg = config(storage__lustre__mount_path=str(fsx), shared_fsx=False)
     command = attach.remote_command(cfg, attach.config_partitions(cfg))
     assert command.startswith("sudo bash -c ")
     result = subprocess.run(["bash", "-c", command.removeprefix("sudo ")], capture_output=True, text=True,
@@ -114,6 +114,7 @@ def test_run_prints_the_session_asks_first_and_runs_it_once(clients, tmp_path, c
     path = tmp_path / "attach.yaml"
     data = copy.deepcopy(SLURM)
     data["cluster"]["existing"].update(name=CLUSTER, arn=f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{CLUSTER}")
+    data["shared_fsx"] = False  # per-user: the login step is skipped (auth/jwt), the partition step runs
     path.write_text(yaml.safe_dump(data))
     ran: list[list[str]] = []
     status = attach.run(["--config", str(path)], clients=clients, execute=lambda cmd: ran.append(cmd) or 0,
@@ -222,3 +223,38 @@ def test_a_tools_archive_changed_in_the_bucket_is_refused_on_the_controller(clie
                             env={**os.environ, **controller}, timeout=120)
     assert result.returncode != 0 and "FAILED" in result.stdout + result.stderr
     assert handover.value_key not in keys(s3)
+
+
+def test_make_attach_in_shared_mode_fills_the_secret_and_makes_the_shared_partition(clients, controller, tmp_path):
+    """The whole run, as `make attach --yes` does it: both sessions' commands executed for real by bash (the
+    controller's part), the stacks' outputs read from moto's CloudFormation."""
+    create_cluster(clients)
+    s3 = clients("s3")
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    secret = clients("secretsmanager").create_secret(Name="studio-front/slurm-login")["ARN"]
+    cloudformation = clients("cloudformation")
+    for stack, outputs in (("studio-front-storage", {"LifecycleBucketName": BUCKET}),
+                           ("studio-front-slurm-login", {"SlurmLoginSecretArn": secret})):
+        cloudformation.create_stack(StackName=stack, TemplateBody=json.dumps({
+            "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+            "Outputs": {k: {"Value": v} for k, v in outputs.items()}}))
+    fsx = tmp_path / "fsx"
+    fsx.mkdir(mode=0o755)
+    os.chmod(tmp_path, 0o755)
+    (tmp_path / "mounts").write_text(f"10.0.0.5@tcp:/abcdefgh {fsx} lustre rw 0 0\n")
+    data = copy.deepcopy(SLURM)
+    data["cluster"]["existing"].update(name=CLUSTER, arn=f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{CLUSTER}")
+    data["storage"]["lustre"]["mount_path"] = str(fsx)
+    path = tmp_path / "attach.yaml"
+    path.write_text(yaml.safe_dump(data))
+
+    def on_the_controller(cmd: list[str]) -> int:
+        (remote,) = json.loads(cmd[cmd.index("--parameters") + 1])["command"]
+        env = {**os.environ, **controller, "PROC_MOUNTS": str(tmp_path / "mounts")}
+        return subprocess.run(["bash", "-c", remote.removeprefix("sudo ")], env=env, timeout=300).returncode
+
+    assert attach.run(["--config", str(path), "--yes"], clients=clients, execute=on_the_controller) == 0
+    value = json.loads(clients("secretsmanager").get_secret_value(SecretId=secret)["SecretString"])
+    assert value["auth"] == "munge" and value["client_bundle"]["s3_uri"].startswith(f"s3://{BUCKET}/slurm-client/")
+    st = (fsx / "data" / "studio" / "shared").stat()
+    assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777)) == (0, 2000, "0o2775")
