@@ -132,7 +132,9 @@ def attach_errors(cfg: PlatformConfig) -> list[str]:
     }
     for key, (on, why) in refused.items():
         if on:
-            add(f"{key}: set with cluster.existing; attach mode cannot offer it: {why}. Allowed: off (its default)")
+            allowed = "false or unset (unused in attach mode)" if key.startswith("cluster.login_access") \
+                else "off (its default)"
+            add(f"{key}: set with cluster.existing; attach mode cannot offer it: {why}. Allowed: {allowed}")
     return errors
 
 
