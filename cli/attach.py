@@ -206,7 +206,7 @@ def prepare_login(s3, bucket: str, nonce: str | None = None) -> LoginHandover:
     def url(method: str, key: str) -> str:
         return s3.generate_presigned_url(method, Params={"Bucket": bucket, "Key": key}, ExpiresIn=PRESIGNED_SECONDS)
 
-    script = ("set -euo pipefail; umask 077; d=\"$(mktemp -d)\"; trap 'rm -rf \"$d\"' EXIT; "
+    script = ("set -euo pipefail; d=\"$(mktemp -d)\"; trap 'rm -rf \"$d\"' EXIT; "
               f"curl -fsS -o \"$d/tools.tgz\" {shlex.quote(url('get_object', tools_key))}; "
               f"echo \"{sha}  $d/tools.tgz\" | sha256sum -c --quiet; tar -xzf \"$d/tools.tgz\" -C \"$d\"; "
               f"bash \"$d/attach/read_slurm_login.sh\" munge s3://{bucket}/{SLURM_CLIENT_PREFIX}/ "

@@ -18,6 +18,9 @@ set -euo pipefail
 HERE="${BASH_SOURCE[0]%/*}"
 [[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=.
 HYPERPOD="$HERE/../hyperpod"
+# The bundle's modes come from the files it is built from: the umask the platform's own controller runs with, so
+# Studio users may run the commands and the same build gives the same sha256 in both modes.
+umask 022
 WORK="$(mktemp -d)"
 chmod 700 "$WORK"
 trap 'rm -rf "$WORK"' EXIT
