@@ -65,7 +65,13 @@ def attach_errors(cfg: PlatformConfig) -> list[str]:
     """What attach mode needs (the network and file system named, the orchestrator's keys) and what it cannot do:
     every feature that runs on nodes this platform builds or in stacks it no longer deploys."""
     existing = cfg.cluster.existing
+    lustre = cfg.storage.lustre.existing
     if existing is None:
+        if lustre is not None and lustre.data_bucket is None and cfg.studio.enabled:
+            return ["storage.lustre.existing.data_bucket: not set on a platform that builds its own cluster; its Studio "
+                    "partitions are made through the file system's S3 link. Without one, partitions are made by "
+                    "`make attach`, in attach mode only (cluster.existing). Allowed: the bucket the file system's data "
+                    "repository association links, or studio.enabled: false"]
         return []
     errors: list[str] = []
     add = errors.append
@@ -105,7 +111,6 @@ def attach_errors(cfg: PlatformConfig) -> list[str]:
         if (existing.partition_namespace is None) != (existing.partition_claim is None):
             add("cluster.existing.partition_namespace and partition_claim: set both or neither (the Job that creates "
                 "partitions mounts the claim in the namespace)")
-    lustre = cfg.storage.lustre.existing
     if (lustre is not None and lustre.data_bucket is None and cfg.orchestrator == "eks"
             and existing.partition_claim is None):
         add("cluster.existing.partition_claim: not set, and storage.lustre.existing has no data_bucket; without an S3 "

@@ -52,10 +52,10 @@ class ExistingLustre(Strict):
     data_bucket: Optional[Annotated[str, pattern(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", "an S3 bucket name")]] = Field(
         None, description="The bucket the file system's data repository association links at storage.lustre."
                           "data_repository, through which Studio partitions are created (an S3 directory marker "
-                          "imported by FSx). Unset: the file system has no S3 link (AWS's workshop file systems have "
-                          "none); the partitions are created on the file system itself by `make attach` (attach "
-                          "mode: through the Slurm controller, or a Kubernetes Job on EKS), and "
-                          "data_repository.file_system_path is only the directory that holds them.")
+                          "imported by FSx). Unset (attach mode only, cluster.existing): the file system has no S3 link "
+                          "(AWS's workshop file systems have none); `make attach` creates the partitions on the file "
+                          "system through the existing Slurm controller, and data_repository.file_system_path is only "
+                          "the directory that holds them.")
 
 
 def _squash_id(value: str) -> str:

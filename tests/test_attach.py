@@ -69,6 +69,20 @@ def test_attach_needs_the_network_and_file_system_named(key, message):
     assert any(e.startswith(message) for e in errors_of(edited(SLURM, **{key: None})))
 
 
+def test_a_file_system_without_an_s3_link_needs_attach_mode():
+    build = copy.deepcopy(SLURM)
+    del build["cluster"]["existing"]
+    build["cluster"]["instance_groups"] = [
+        {"name": "controller-machine", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1},
+        {"name": "workers", "role": "compute", "instance_type": "ml.g5.8xlarge", "instance_count": 1,
+         "partitions": ["gpu"]}]
+    build["cluster"]["login_access"] = {"load_balancer": False}
+    assert any(e.startswith("storage.lustre.existing.data_bucket: not set on a platform that builds its own cluster")
+               for e in errors_of(build))
+    build["storage"]["lustre"]["existing"]["data_bucket"] = "datasets-bucket"
+    parse_config(build)
+
+
 def test_attach_needs_studio():
     assert any(e.startswith("studio.enabled: false with cluster.existing")
                for e in errors_of(edited(SLURM, studio__enabled=False)))
@@ -160,6 +174,7 @@ def test_switching_between_attach_and_build_is_refused_with_the_reason():
         {"name": "workers", "role": "compute", "instance_type": "ml.g5.8xlarge", "instance_count": 1,
          "partitions": ["gpu"]}]
     build_data["cluster"]["login_access"] = {"load_balancer": False}
+    build_data["storage"]["lustre"]["existing"]["data_bucket"] = "datasets-bucket"
     build = parse_config(build_data)
     errors, _ = check_day2(snapshot(build), attach)
     assert any(e.startswith("cluster.existing: build -> attach cannot be deployed in place: the deployed platform "
