@@ -25,7 +25,8 @@ bundle (build_slurm_client_bundle.sh) and uploads both through presigned PUT URL
 session's output. This step then checks them (the bundle's bytes against the sha256 the value names, the names Studio
 expects), stores the bundle under its sha256 name, writes the secret when it changed, and deletes the hand-over
 objects. Studio's lifecycle config installs the bundle only if its sha256 is the secret's (slurm_login_node.sh), as in
-build mode. Per-user mode (auth/jwt) is refused: the controller would need auth/jwt, which this step does not set up.
+build mode. In per-user mode (auth/jwt) the login step is skipped, with the controller-side change it would need
+stated (read_slurm_login.sh says which); this step does not make it.
 
 Exit status: 0 done; 1 not confirmed, or a step refused on the node; 2 bad input, no credentials, an AWS error.
 """
