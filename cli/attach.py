@@ -15,6 +15,11 @@ file on the node. With `--profiles`, the profiles created in the domain outside 
 partition too, and their FSx mount is merged into the profile (what lambda/fsx_partitions/profile_events.py does for
 S3-linked file systems). Session Manager's own logging, where the account turns it on, records the session.
 
+On EKS (cluster.existing.partition_claim): a Kubernetes Job, as AWS's Studio + HyperPod EKS template makes them
+(sagemaker-studio-fsx-stack.yaml, `create_fsx_partition`: a pod mounting the file system's claim), runs the same script
+as root in cluster.existing.partition_image with the claim mounted; the script comes in a ConfigMap. `make attach`
+applies both with the caller's kubectl context, waits for the Job and prints its log.
+
 Slurm login (Slurm, every run): a Studio space is a login node of the existing cluster once the Slurm login secret holds
 its controller's slurm.conf, Slurm version, munge key and client bundle, which the platform's own controller
 publishes in build mode (lifecycle/hyperpod/publish_slurm_login.sh). Here a session runs
@@ -171,6 +176,49 @@ def merge_mounts(sagemaker, domain: str, cfg: PlatformConfig, partitions: Sequen
                                  f"{parent}/{p.name}")
 
 
+JOB_MOUNT = "/fsx"  # where the partition Job mounts the claim (the file system's root)
+
+
+def partition_job(cfg: PlatformConfig, partitions: Sequence[Partition], script: bytes | None = None) -> list[dict]:
+    """A ConfigMap holding make_partitions.sh and a Job running it as root with the claim mounted at JOB_MOUNT. Named
+    after what it does (the entries and the script), so a rerun with the same partitions is the same Job."""
+    existing = cfg.cluster.existing
+    body = (script if script is not None else PARTITION_SCRIPT.read_bytes()).decode()
+    args = [JOB_MOUNT, partition_parent(cfg), *(p.entry for p in partitions)]
+    digest = hashlib.sha256(json.dumps([body, args]).encode()).hexdigest()[:10]
+    name = f"{cfg.name[:30]}-partitions-{digest}".lower()
+    labels = {"app.kubernetes.io/name": "studio-partitions", "app.kubernetes.io/part-of": cfg.name.lower()}
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": name, "namespace": existing.partition_namespace, "labels": labels},
+                  "data": {"make_partitions.sh": body}}
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": name, "namespace": existing.partition_namespace, "labels": labels},
+           "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": 3600, "template": {
+               "metadata": {"labels": labels},
+               "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
+                        "containers": [{
+                            "name": "partitions", "image": existing.partition_image,
+                            "command": ["bash", "/attach/make_partitions.sh"], "args": args,
+                            # root: it creates root-owned parents and chowns each partition to its user
+                            "securityContext": {"runAsUser": 0, "runAsGroup": 0, "allowPrivilegeEscalation": False,
+                                                "capabilities": {"drop": ["ALL"],
+                                                                 "add": ["CHOWN", "FOWNER"]}},
+                            "volumeMounts": [{"name": "fsx", "mountPath": JOB_MOUNT},
+                                             {"name": "script", "mountPath": "/attach", "readOnly": True}]}],
+                        "volumes": [{"name": "fsx", "persistentVolumeClaim": {"claimName": existing.partition_claim}},
+                                    {"name": "script", "configMap": {"name": name}}]}}}}
+    return [config_map, job]
+
+
+def kubectl_steps(objects: list[dict], manifest: Path) -> list[list[str]]:
+    """Apply, wait for the Job, print its log (the caller's current kubectl context)."""
+    job = objects[-1]["metadata"]
+    return [["kubectl", "apply", "-f", str(manifest)],
+            ["kubectl", "-n", job["namespace"], "wait", "--for=condition=complete", "--timeout=600s",
+             f"job/{job['name']}"],
+            ["kubectl", "-n", job["namespace"], "logs", f"job/{job['name']}"]]
+
+
 def tools_archive() -> bytes:
     """LOGIN_TOOLS as a reproducible tar.gz (sorted, fixed owner and times, gzip without a timestamp)."""
     raw = io.BytesIO()
@@ -268,9 +316,7 @@ def run(argv: list[str] | None = None, clients: Callable[[str], object] | None =
         print(f"{args.config}: not an attach config (no cluster.existing); nothing to attach", file=sys.stderr)
         return 2
     if cfg.orchestrator != "slurm":
-        print("orchestrator: eks: nothing for `make attach` yet; the Studio roles' access entries are in the "
-              "eks-access stack, and partitions without an S3 link are made as docs/attach.md shows", file=sys.stderr)
-        return 2
+        return run_eks(args, cfg, execute, ask)
     steps = [s for s in ("login", "partitions") if args.step in (s, "all")]
     if cfg.storage.lustre.existing.data_bucket is not None and "partitions" in steps:
         print("storage.lustre.existing.data_bucket is set: the stack creates the partitions through S3")
@@ -343,6 +389,39 @@ def run(argv: list[str] | None = None, clients: Callable[[str], object] | None =
     except (AttachError, ClientError, BotoCoreError, ValueError, KeyError) as error:
         print(one_line(error), file=sys.stderr)
         return 2
+    return 0
+
+
+def run_eks(args: argparse.Namespace, cfg: PlatformConfig, execute: Callable[[list[str]], int] | None,
+            ask: Callable[[str], str]) -> int:
+    """EKS: the partition Job, when the file system has no S3 link (the access entries are the eks-access stack's)."""
+    existing = cfg.cluster.existing
+    if cfg.storage.lustre.existing.data_bucket is not None or existing.partition_claim is None:
+        print("nothing to do on EKS: the stack makes the partitions through the file system's S3 link, and the Studio "
+              "roles' access entries are in the eks-access stack")
+        return 0
+    import tempfile
+    objects = partition_job(cfg, config_partitions(cfg))
+    manifest = Path(tempfile.mkdtemp(prefix="attach-")) / "partitions.json"
+    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=1))
+    steps = kubectl_steps(objects, manifest)
+    print(f"partitions: a Job in namespace {existing.partition_namespace} runs lifecycle/attach/make_partitions.sh as "
+          f"root in {existing.partition_image} with claim {existing.partition_claim} mounted; through your kubectl "
+          f"context (the EKS cluster {existing.eks_cluster_name}):")
+    print("\n".join("  " + shlex.join(step) for step in steps) + f"\n  ({manifest})")
+    if args.dry_run:
+        print(manifest.read_text())
+        return 0
+    if not args.yes and ask(f"Type the platform's name ({cfg.name}) to go on: ").strip() != cfg.name:
+        print("not confirmed; nothing changed", file=sys.stderr)
+        return 1
+    run_step = execute or (lambda cmd: subprocess.run(cmd, check=False).returncode)
+    for step in steps:
+        status = run_step(step)
+        if status != 0:
+            print(f"`{shlex.join(step)}` ended with status {status}; see the Job's log (a refused partition names why)",
+                  file=sys.stderr)
+            return 1
     return 0
 
 

@@ -54,6 +54,11 @@ class ExistingCluster(Strict):
                                                      "a PersistentVolumeClaim name")]] = Field(
         None, description="EKS only: the PersistentVolumeClaim in partition_namespace that mounts the file system's "
                           "root (AWS's Studio + HyperPod EKS template's FSxClaimName).")
+    partition_image: Optional[Annotated[str, pattern(r"[a-z0-9][a-z0-9./:_-]*@sha256:[0-9a-f]{64}",
+                                                     "a container image pinned by digest, <repository>@sha256:<64 hex>")]] \
+        = Field(None, description="EKS only, with partition_claim: the image of the partition Job (bash and coreutils; "
+                                  "e.g. your ECR copy of an Ubuntu image), pinned by digest; the Job runs "
+                                  "lifecycle/attach/make_partitions.sh in it as root.")
 
 
 def attached(cfg: PlatformConfig) -> bool:
@@ -96,7 +101,7 @@ def attach_errors(cfg: PlatformConfig) -> list[str]:
             if getattr(existing, key) is None:
                 add(f"cluster.existing.{key}: not set with orchestrator: slurm; required to read the existing "
                     "controller's Slurm client and auth material (`make attach`)")
-        for key in ("eks_cluster_name", "partition_namespace", "partition_claim"):
+        for key in ("eks_cluster_name", "partition_namespace", "partition_claim", "partition_image"):
             if getattr(existing, key) is not None:
                 add(f"cluster.existing.{key}: {getattr(existing, key)!r} with orchestrator: slurm; only an EKS "
                     "cluster uses it")
@@ -108,9 +113,10 @@ def attach_errors(cfg: PlatformConfig) -> list[str]:
             if getattr(existing, key) is not None:
                 add(f"cluster.existing.{key}: {getattr(existing, key)!r} with orchestrator: eks; only a Slurm cluster "
                     "uses it")
-        if (existing.partition_namespace is None) != (existing.partition_claim is None):
-            add("cluster.existing.partition_namespace and partition_claim: set both or neither (the Job that creates "
-                "partitions mounts the claim in the namespace)")
+        if not ((existing.partition_namespace is None) == (existing.partition_claim is None)
+                == (existing.partition_image is None)):
+            add("cluster.existing.partition_namespace, partition_claim and partition_image: set all three or none (the "
+                "Job that creates partitions runs the image with the claim mounted in the namespace)")
     if (lustre is not None and lustre.data_bucket is None and cfg.orchestrator == "eks"
             and existing.partition_claim is None):
         add("cluster.existing.partition_claim: not set, and storage.lustre.existing has no data_bucket; without an S3 "

@@ -18,6 +18,7 @@ from platform_config.rules import RULES
 SLURM = yaml.safe_load(VARIANT_FILES["attach_slurm"].read_text())
 EKS = yaml.safe_load(VARIANT_FILES["attach_eks"].read_text())
 ATTACH_VARIANTS = ("attach_slurm", "attach_eks")
+IMAGE = "111122223333.dkr.ecr.us-west-2.amazonaws.com/ubuntu@sha256:" + "0" * 64
 # What attach mode must never create: the cluster, its network, its storage.
 FORBIDDEN_TYPES = ("AWS::SageMaker::Cluster", "AWS::EKS::Cluster", "AWS::EC2::VPC", "AWS::EC2::Subnet",
                    "AWS::EC2::NatGateway", "AWS::EC2::InternetGateway", "AWS::EC2::RouteTable", "AWS::EC2::Route",
@@ -126,10 +127,12 @@ def test_eks_without_an_s3_link_needs_the_claim_to_make_partitions_with():
     assert any(e.startswith("cluster.existing.partition_claim: not set, and storage.lustre.existing has no "
                             "data_bucket") for e in errors_of(unlinked))
     errors = errors_of(edited(unlinked, cluster__existing__partition_claim="fsx-claim"))
-    assert any(e.startswith("cluster.existing.partition_namespace and partition_claim: set both or neither")
-               for e in errors)
+    assert any(e.startswith("cluster.existing.partition_namespace, partition_claim and partition_image: set all three "
+                            "or none") for e in errors)
     parse_config(edited(unlinked, cluster__existing__partition_claim="fsx-claim",
-                        cluster__existing__partition_namespace="default"))
+                        cluster__existing__partition_namespace="default", cluster__existing__partition_image=IMAGE))
+    assert any(e.startswith("cluster.existing.partition_image: 'ubuntu:24.04' — must be a container image pinned by "
+                            "digest") for e in errors_of(edited(unlinked, cluster__existing__partition_image="ubuntu:24.04")))
     parse_config(EKS)  # with an S3 link, partitions are imported from S3: no claim needed
 
 

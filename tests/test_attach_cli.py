@@ -258,3 +258,68 @@ def test_make_attach_in_shared_mode_fills_the_secret_and_makes_the_shared_partit
     assert value["auth"] == "munge" and value["client_bundle"]["s3_uri"].startswith(f"s3://{BUCKET}/slurm-client/")
     st = (fsx / "data" / "studio" / "shared").stat()
     assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777)) == (0, 2000, "0o2775")
+
+
+# ----------------------------------------------------------------------------------------------- EKS: the partition Job
+EKS = yaml.safe_load(VARIANT_FILES["attach_eks"].read_text())
+IMAGE = "111122223333.dkr.ecr.us-west-2.amazonaws.com/ubuntu@sha256:" + "a" * 64
+
+
+def eks_unlinked():
+    data = copy.deepcopy(EKS)
+    del data["storage"]["lustre"]["existing"]["data_bucket"]
+    data["cluster"]["existing"].update(partition_namespace="studio-admin", partition_claim="fsx-root",
+                                       partition_image=IMAGE)
+    return parse_config(data)
+
+
+def test_the_partition_job_is_a_valid_job_that_runs_the_repositorys_script(tmp_path):
+    """The objects pass Kubernetes' schemas (kubernetes-validate, offline); the Job's container command, run by bash
+    here with the ConfigMap's script and the Job's arguments (the claim's mount point replaced by a directory listed
+    as Lustre), makes the partitions."""
+    import kubernetes_validate
+    from platform_config.eks import DEFAULT_KUBERNETES
+    cfg = eks_unlinked()
+    config_map, job = attach.partition_job(cfg, attach.config_partitions(cfg))
+    for obj in (config_map, job):
+        kubernetes_validate.validate(obj, DEFAULT_KUBERNETES, strict=True)
+    assert config_map["data"]["make_partitions.sh"] == (ROOT / "lifecycle" / "attach" / "make_partitions.sh").read_text()
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == IMAGE and container["securityContext"]["runAsUser"] == 0
+    assert pod["volumes"][0]["persistentVolumeClaim"] == {"claimName": "fsx-root"}
+    assert job["metadata"]["namespace"] == config_map["metadata"]["namespace"] == "studio-admin"
+    assert attach.partition_job(cfg, attach.config_partitions(cfg)) == [config_map, job]  # a rerun: the same Job
+
+    (tmp_path / "attach").mkdir()
+    (tmp_path / "attach" / "make_partitions.sh").write_text(config_map["data"]["make_partitions.sh"])
+    fsx = tmp_path / "fsx"
+    fsx.mkdir(mode=0o755)
+    os.chmod(tmp_path, 0o755)
+    (tmp_path / "mounts").write_text(f"fs@tcp:/x {fsx} lustre rw 0 0\n")
+    args = container["args"]
+    assert args[0] == container["volumeMounts"][0]["mountPath"] == "/fsx"
+    result = subprocess.run(["bash", str(tmp_path / "attach" / "make_partitions.sh"), str(fsx), *args[1:]],
+                            capture_output=True, text=True, env={**os.environ, "PROC_MOUNTS": str(tmp_path / "mounts")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    for user in cfg.users:  # the example's per-user partitions, under data/studio
+        st = (fsx / "data" / "studio" / user.name).stat()
+        assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o777)) == (user.uid, user.group_id, "0o700")
+
+
+def test_make_attach_on_eks_applies_waits_and_shows_the_log(tmp_path, capsys):
+    cfg_path = tmp_path / "eks.yaml"
+    data = copy.deepcopy(EKS)
+    del data["storage"]["lustre"]["existing"]["data_bucket"]
+    data["cluster"]["existing"].update(partition_namespace="studio-admin", partition_claim="fsx-root",
+                                       partition_image=IMAGE)
+    cfg_path.write_text(yaml.safe_dump(data))
+    assert attach.run(["--config", str(cfg_path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "kubectl apply -f" in out and '"kind": "Job"' in out
+    ran: list[list[str]] = []
+    assert attach.run(["--config", str(cfg_path), "--yes"], execute=lambda cmd: ran.append(cmd) or 0) == 0
+    assert [cmd[:2] for cmd in ran] == [["kubectl", "apply"], ["kubectl", "-n"], ["kubectl", "-n"]]
+    assert ran[1][3:5] == ["wait", "--for=condition=complete"]
+    # A failed Job (a refused partition) is a failed run.
+    assert attach.run(["--config", str(cfg_path), "--yes"], execute=lambda cmd: 0 if cmd[1] == "apply" else 1) == 1
