@@ -38,7 +38,7 @@ DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: examples studio-tools studio-tools-if-wanted studio-eksctl build-deps synth test train-venv lint schema docs bench deps system-deps \
-  hyperpod-chart clean deploy diff plan graph preflight connect destroy status logs diagnose help slurm-root
+  hyperpod-chart clean deploy diff plan graph preflight connect destroy status logs diagnose help slurm-root attach
 .DEFAULT_GOAL := synth
 
 # What synth and the user commands need, hash-locked (requirements.lock, written from requirements.txt by
@@ -138,6 +138,11 @@ ARGS ?=
 preflight: deps
 	$(PY) -m cli.preflight --config $(CONFIG) $(if $(wildcard cdk.out/manifest.json),--templates cdk.out) $(ARGS)
 
+## Attach mode (cluster.existing), after `make deploy`: the Studio partitions on a file system without an S3 link,
+## made on the existing Slurm controller through Session Manager (prints and asks first). ARGS=--profiles --dry-run --yes
+attach: deps
+	$(PY) -m cli.attach --config $(CONFIG) $(ARGS)
+
 ## A shell on a cluster node through SSM: NODE=controller|login|<group>[:index]. ARGS=--print or --ssh-config.
 NODE ?= controller
 connect: deps
@@ -230,7 +235,7 @@ test: deps $(VENV)/.dev-installed system-deps slurm-root train-venv studio-tools
 	[ $$pytest_rc -eq 0 ] && [ $$bats_rc -eq 0 ] && [ $$lint_rc -eq 0 ]
 
 lint: system-deps
-	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/hyperpod/collectors/*.sh lifecycle/studio/*.sh tools/*.sh \
+	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/hyperpod/collectors/*.sh lifecycle/studio/*.sh lifecycle/attach/*.sh tools/*.sh \
 	  examples/finetune/*.sbatch
 
 ## JSON Schema of the config, for editors (config/schema.json is committed; a test keeps it current).

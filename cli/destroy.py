@@ -21,13 +21,19 @@ stack templates), not from a list in this file:
  5. The stack that holds a retained FSx file system also holds its data repository association, which goes with
     it (the file system stays, no longer linked to S3). So before that stack is deleted, an EXPORT_TO_REPOSITORY
     task writes what is on the file system under its associations to S3, and must succeed.
- 6. The network stack is kept while any FSx file system uses its subnets: the output says which and how to finish by
+ 6. Before the stack that holds the Studio domain is deleted, the apps and spaces people created in Studio (which
+    CloudFormation does not know, and which keep a user profile, and so the domain, from being deleted) are deleted:
+    every app of the domain, waited until Deleted, then every space, waited until gone. The plan lists them before
+    the question. The domain is found by the name its template gives it (DomainName).
+ 7. The network stack is kept while any FSx file system uses its subnets: the output says which and how to finish by
     hand (then `make destroy` again). With --delete-file-systems the platform's own file systems (those carrying
     every tag the template gives them) are deleted right after their stack, each after a backup where FSx takes one
     (a persistent file system not linked to a data repository), and the network goes last. FSx cannot back up a
     file system linked to S3 (CreateBackup, FSx API reference), so for the platform's (linked in its template)
     --delete-file-systems also needs --without-backup: what was under its association paths stays in S3, anything
     else on it is lost. A file system that is not the platform's keeps the network in every case.
+ 8. Attach mode (cluster.existing): the assembly holds no cluster, network or file system, so none is touched; the
+    existing file system's interfaces lose only the platform's security group (its custom resource detaches it).
 
 Region: each stack's own when the assembly pins one, else boto3's (AWS_REGION / AWS_PROFILE / config file); credentials
 come from boto3's chain. Exit status: 0 done (a kept network included); 1 not confirmed (nothing changed) or a
@@ -54,6 +60,10 @@ POLL_SECONDS = 15.0
 KEEPING_POLICIES = ("Retain", "RetainExceptOnCreate")
 FSX = "AWS::FSx::FileSystem"
 DRA = "AWS::FSx::DataRepositoryAssociation"
+DOMAIN = "AWS::SageMaker::Domain"
+# SageMaker's app and space states (DescribeApp Status, DescribeSpace Status; botocore's SageMaker model).
+APP_GONE, APP_FAILED = {"Deleted"}, {"Failed"}
+SPACE_FAILED = {"Delete_Failed", "Failed"}
 # FSx: "you can create a backup only for file systems that have ... A Persistent deployment type; Are not linked to a
 # data repository" (CreateBackup, https://docs.aws.amazon.com/goto/WebAPI/fsx-2018-03-01/CreateBackup, and botocore's
 # FSx model); the Lustre guide's backup page, which the API reference links, says the same.
@@ -93,6 +103,7 @@ class AssemblyStack:
     deleted: Counter = field(default_factory=Counter)  # resource type -> count, nested stacks included
     kept: list[Kept] = field(default_factory=list)
     nested: list[str] = field(default_factory=list)
+    domain_name: str | None = None  # the Studio domain's DomainName, when this stack holds it
 
 
 def _references(value: Any, stacks: Iterable[str]) -> set[str]:
@@ -152,6 +163,8 @@ def _walk(stack: AssemblyStack, out_dir: Path, template_file: str, names: set[st
         if nested and (out_dir / nested).is_file():
             stack.nested.append(nested)
             _walk(stack, out_dir, nested, names, assets)
+        if rtype == DOMAIN and isinstance(resource.get("Properties", {}).get("DomainName"), str):
+            stack.domain_name = resource["Properties"]["DomainName"]
         policy = resource.get("DeletionPolicy", "Delete")
         if policy in KEEPING_POLICIES or policy == "Snapshot":
             stack.kept.append(Kept(stack=stack.name, logical_id=lid, resource_type=rtype, policy=policy,
@@ -224,6 +237,25 @@ class FileSystem:
         return set(tags) <= set(self.tags)
 
 
+@dataclass(frozen=True)
+class StudioContent:
+    domain_id: str
+    apps: list[dict[str, Any]]  # ListApps entries: AppType, AppName, UserProfileName or SpaceName, Status
+    spaces: list[str]
+
+    @staticmethod
+    def owner(app: dict[str, Any]) -> dict[str, str]:
+        return {"SpaceName": app["SpaceName"]} if app.get("SpaceName") else \
+            {"UserProfileName": app["UserProfileName"]}
+
+    def describe(self) -> str:
+        apps = ", ".join(f"{a['AppType']} {a['AppName']} of {a.get('SpaceName') or a.get('UserProfileName')}"
+                         for a in self.apps)
+        return (f"{len(self.apps)} app(s) and {len(self.spaces)} space(s) people created in Studio domain "
+                f"{self.domain_id}" + (f": apps {apps}" if apps else "")
+                + (f"; spaces {', '.join(self.spaces)}" if self.spaces else ""))
+
+
 class Account:
     """The read and write calls, per region, on clients from one boto3 session (profile and region from its chain)."""
 
@@ -267,6 +299,20 @@ class Account:
                         tags=tuple(sorted((t["Key"], t["Value"]) for t in fs.get("Tags", [])))))
         return found
 
+    def studio(self, region: str | None, domain_name: str) -> StudioContent | None:
+        """The domain of that name and what people created in it: apps not yet Deleted, spaces."""
+        sagemaker = self.client("sagemaker", region)
+        domains = [d["DomainId"] for page in sagemaker.get_paginator("list_domains").paginate()
+                   for d in page["Domains"] if d["DomainName"] == domain_name]
+        if not domains:
+            return None
+        domain = domains[0]
+        apps = [a for page in sagemaker.get_paginator("list_apps").paginate(DomainIdEquals=domain)
+                for a in page["Apps"] if a.get("Status") not in APP_GONE]
+        spaces = [sp["SpaceName"] for page in sagemaker.get_paginator("list_spaces").paginate(DomainIdEquals=domain)
+                  for sp in page["Spaces"]]
+        return StudioContent(domain_id=domain, apps=apps, spaces=spaces)
+
     def associations(self, region: str | None, file_system_id: str) -> list[dict[str, Any]]:
         response = self.client("fsx", region).describe_data_repository_associations(
             Filters=[{"Name": "file-system-id", "Values": [file_system_id]}])
@@ -296,6 +342,7 @@ class Plan:
     deployed: dict[str, Deployed | None] = field(default_factory=dict)
     file_systems: list[FileSystem] = field(default_factory=list)   # in the regions of the stacks that hold FSx
     subnets: dict[str, set[str]] = field(default_factory=dict)     # stack used by a kept FSx -> its subnet ids
+    studio: dict[str, StudioContent] = field(default_factory=dict)  # stack holding the domain -> what is in it
 
     @property
     def kept(self) -> list[Kept]:
@@ -358,6 +405,9 @@ def render(plan: Plan) -> list[str]:
                          "subnets" + ("" if plan.delete_file_systems else
                                       " (rerun with --delete-file-systems to delete the platform's own first)"))
             continue
+        if artifact_id in plan.studio and (plan.studio[artifact_id].apps or plan.studio[artifact_id].spaces):
+            lines.append(f"     first: deletes the {plan.studio[artifact_id].describe()} (their EFS home folders stay "
+                         "with the retained domain volume)")
         if holds_fsx:
             for fs in plan.ours():
                 lines.append(f"     first: FSx {fs.file_system_id}: export to S3 of what is under its data "
@@ -450,6 +500,34 @@ def delete_file_system(account: Account, region: str | None, fs: FileSystem) -> 
     print(f"FSx {fs.file_system_id}: deleted")
 
 
+def delete_studio_content(account: Account, region: str | None, content: StudioContent) -> None:
+    """Every app, waited until Deleted; then every space, waited until gone (a space with a running app cannot be
+    deleted, and a profile with apps or spaces cannot either)."""
+    from botocore.exceptions import ClientError
+    sagemaker = account.client("sagemaker", region)
+    for app in content.apps:
+        key = {"DomainId": content.domain_id, "AppType": app["AppType"], "AppName": app["AppName"],
+               **StudioContent.owner(app)}
+        if app.get("Status") != "Deleting":
+            sagemaker.delete_app(**key)
+        print(f"Studio: deleting app {app['AppType']} {app['AppName']} ...", flush=True)
+        _wait(f"app {app['AppName']}", lambda k=key: sagemaker.describe_app(**k).get("Status"),
+              done=APP_GONE, failed=APP_FAILED)
+    for space in content.spaces:
+        sagemaker.delete_space(DomainId=content.domain_id, SpaceName=space)
+        print(f"Studio: deleting space {space} ...", flush=True)
+
+        def status(name: str = space) -> str | None:
+            try:
+                return sagemaker.describe_space(DomainId=content.domain_id, SpaceName=name).get("Status")
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") in ("ResourceNotFound", "ValidationException"):
+                    return None
+                raise
+        _wait(f"space {space}", status, done=set(), failed=SPACE_FAILED)
+    print(f"Studio: {len(content.apps)} app(s) and {len(content.spaces)} space(s) of {content.domain_id} deleted")
+
+
 def delete_stack(account: Account, stack: AssemblyStack, deployed: Deployed) -> None:
     cfn = account.client("cloudformation", stack.region)
     if deployed.protected:
@@ -507,6 +585,10 @@ def _look(account: Account, plan: Plan) -> None:
     plan.file_systems = [fs for region in sorted(regions, key=str) for fs in account.file_systems(region)]
     plan.subnets = {a: account.physical_ids(plan.stacks[a], ["AWS::EC2::Subnet"])
                     for a in plan.used_stacks() if plan.deployed[a]}
+    for a in plan.order:
+        stack = plan.stacks[a]
+        if stack.domain_name and plan.deployed[a] and (content := account.studio(stack.region, stack.domain_name)):
+            plan.studio[a] = content
 
 
 def run(argv: list[str] | None = None, session=None) -> int:
@@ -550,6 +632,10 @@ def run(argv: list[str] | None = None, session=None) -> int:
             if holds_fsx:  # while its data repository associations exist: they go with this stack
                 for fs in plan.ours():
                     export_to_s3(account, stack.region, fs)
+            if artifact_id in plan.studio:  # read again: people may have made more since the plan was shown
+                content = account.studio(stack.region, stack.domain_name)
+                if content is not None:
+                    delete_studio_content(account, stack.region, content)
             delete_stack(account, stack, deployed)
         if holds_fsx and plan.delete_file_systems:
             for fs in plan.ours():

@@ -45,6 +45,15 @@ CLUSTER_QUOTA = "{} for cluster usage"
 # What the platform always creates; with --templates, the types come from the synthesized templates instead.
 CORE_TYPES = ("AWS::SageMaker::Cluster", "AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation",
               "AWS::SageMaker::Domain", "AWS::SageMaker::UserProfile", "AWS::SageMaker::StudioLifecycleConfig")
+# Attach mode (cluster.existing) creates only Studio's side; with --templates, the templates' types instead.
+ATTACH_TYPES = ("AWS::SageMaker::Domain", "AWS::SageMaker::UserProfile", "AWS::SageMaker::StudioLifecycleConfig")
+# Lustre's ports (FSx for Lustre guide, "File system access control with Amazon VPC").
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+# A network interface takes at most five security groups by default (Amazon VPC quotas, "Security groups per network
+# interface"); the platform adds one to each of the file system's interfaces.
+GROUPS_PER_INTERFACE = 5
+# What `make attach` does with the caller's credentials (cli/attach.py), per resource it acts on.
+ATTACH_ACTIONS = ("sagemaker:DescribeCluster", "sagemaker:ListClusterNodes", "ssm:StartSession")
 # An IPv4 subnet loses five addresses to AWS (https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html).
 AWS_RESERVED_IPS = 5
 # Warn this many days before a Kubernetes version leaves EKS standard support.
@@ -95,6 +104,8 @@ class Preflight:
             self.add(check, UNKNOWN, f"cannot check: {exc}")
 
     def run(self) -> list[Result]:
+        if self.cfg.cluster.existing is not None:
+            return self.attach_checks()
         net = self.cfg.network
         self.guarded("region-resource-types", self.resource_types)
         self.guarded("availability-zones", self.availability_zones)
@@ -121,8 +132,155 @@ class Preflight:
         return self.results
 
     # ------------------------------------------------------------------------------------------ checks
+    def attach_checks(self) -> list[Result]:
+        """Attach mode: the existing cluster, network and file system as the config names them, Lustre between Studio's
+        subnet and the file system, room for the platform's group on the file system's interfaces, and (Slurm) the
+        controller `make attach` reaches and what the caller may do there."""
+        self.guarded("region-resource-types", self.resource_types)
+        self.guarded("existing-network", self.existing_network)
+        self.guarded("existing-fsx", self.existing_fsx)
+        self.guarded("attach-cluster", self.attach_cluster)
+        self.guarded("attach-lustre-path", self.attach_lustre_path)
+        self.guarded("attach-fsx-interfaces", self.attach_fsx_interfaces)
+        if self.cfg.orchestrator == "slurm":
+            self.guarded("attach-controller", self.attach_controller)
+            self.guarded("attach-caller", self.attach_caller)
+        return self.results
+
+    def attach_cluster(self) -> None:
+        existing = self.cfg.cluster.existing
+        sagemaker = self.client("sagemaker", "cluster")
+        try:
+            cluster = sagemaker.describe_cluster(ClusterName=existing.name)
+        except Exception as exc:  # noqa: BLE001 - ResourceNotFound is modelled per client
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("ResourceNotFound",
+                                                                           "ValidationException"):
+                self.add("attach-cluster", FAILED, f"cluster.existing.name: no HyperPod cluster {existing.name!r} in "
+                                                   f"{self.cfg.deployment.region}")
+                return
+            raise
+        problems = []
+        if cluster["ClusterArn"] != existing.arn:
+            problems.append(f"cluster.existing.arn: {existing.arn!r}, the cluster is {cluster['ClusterArn']!r}")
+        if cluster.get("ClusterStatus") != "InService":
+            problems.append(f"the cluster is {cluster.get('ClusterStatus')}, not InService: attach once it is")
+        eks_arn = cluster.get("Orchestrator", {}).get("Eks", {}).get("ClusterArn")
+        actual = "eks" if eks_arn else "slurm"
+        if actual != self.cfg.orchestrator:
+            problems.append(f"orchestrator: {self.cfg.orchestrator}, the cluster is orchestrated by {actual}")
+        elif eks_arn and eks_arn.rsplit("/", 1)[-1] != existing.eks_cluster_name:
+            problems.append(f"cluster.existing.eks_cluster_name: {existing.eks_cluster_name!r}, the cluster's EKS "
+                            f"cluster is {eks_arn.rsplit('/', 1)[-1]!r}")
+        groups = [g["InstanceGroupName"] for g in cluster.get("InstanceGroups", [])]
+        if actual == "slurm" and existing.controller_group and existing.controller_group not in groups:
+            problems.append(f"cluster.existing.controller_group: {existing.controller_group!r} is not a group of the "
+                            f"cluster ({', '.join(groups)})")
+        vpc = cluster.get("VpcConfig", {})
+        net = self.cfg.network.existing
+        if vpc and net.security_group_id not in vpc.get("SecurityGroupIds", []):
+            problems.append(f"network.existing.security_group_id: {net.security_group_id} is not the cluster's "
+                            f"({', '.join(vpc.get('SecurityGroupIds', []))})")
+        if vpc and not {s.id for s in net.private_subnets} & set(vpc.get("Subnets", [])):
+            problems.append(f"network.existing.private_subnets: none is a subnet of the cluster "
+                            f"({', '.join(vpc.get('Subnets', []))})")
+        if problems:
+            self.add("attach-cluster", FAILED, "; ".join(problems))
+        else:
+            self.add("attach-cluster", OK, f"{existing.name} InService, {actual}, as configured")
+
+    def _studio_subnet(self) -> str:
+        net = self.cfg.network.existing
+        return (net.studio_subnet or net.private_subnets[0]).id
+
+    def attach_lustre_path(self) -> None:
+        """Studio's subnet and the file system's: the same VPC (the local route), and network ACLs that let Lustre
+        through both ways."""
+        existing = self.cfg.storage.lustre.existing
+        fs = self.client("fsx", "file-systems").describe_file_systems(
+            FileSystemIds=[existing.file_system_id])["FileSystems"][0]
+        ec2 = self.client("ec2", "network")
+        studio = self._studio_subnet()
+        subnets = {s["SubnetId"]: s for s in ec2.describe_subnets(SubnetIds=[studio, *fs["SubnetIds"]])["Subnets"]}
+        if subnets[studio]["VpcId"] != fs.get("VpcId"):
+            self.add("attach-lustre-path", FAILED, f"Studio's subnet {studio} is in {subnets[studio]['VpcId']}, the "
+                                                   f"file system in {fs.get('VpcId')}; give Studio a subnet of the "
+                                                   "file system's VPC (network.existing.studio_subnet)")
+            return
+        acls = ec2.describe_network_acls(Filters=[{"Name": "association.subnet-id",
+                                                   "Values": sorted({studio, *fs["SubnetIds"]})}])["NetworkAcls"]
+        problems = []
+        for acl in acls:
+            for egress in (False, True):
+                for low, high in LUSTRE_PORTS:
+                    if not _acl_allows(acl, egress, low, high):
+                        problems.append(f"network ACL {acl['NetworkAclId']} denies Lustre TCP {low}-{high} "
+                                        f"{'out' if egress else 'in'}")
+        if problems:
+            self.add("attach-lustre-path", FAILED, "; ".join(problems) + "; allow it between Studio's subnet and the "
+                                                                       "file system's")
+        else:
+            self.add("attach-lustre-path", OK, f"Studio's subnet {studio} and the file system share "
+                                               f"{fs.get('VpcId')}; network ACLs let Lustre through both ways")
+
+    def attach_fsx_interfaces(self) -> None:
+        """The platform attaches its Lustre group to every network interface of the file system: each needs room."""
+        existing = self.cfg.storage.lustre.existing
+        fs = self.client("fsx", "file-system-interfaces").describe_file_systems(
+            FileSystemIds=[existing.file_system_id])["FileSystems"][0]
+        ids = fs.get("NetworkInterfaceIds", [])
+        if not ids:
+            raise CannotCheck(f"FSx names no network interfaces of {existing.file_system_id}")
+        interfaces = self.client("ec2", "network").describe_network_interfaces(
+            NetworkInterfaceIds=ids)["NetworkInterfaces"]
+        full = [i["NetworkInterfaceId"] for i in interfaces if len(i.get("Groups", [])) >= GROUPS_PER_INTERFACE]
+        if full:
+            self.add("attach-fsx-interfaces", FAILED, f"{', '.join(full)} of {existing.file_system_id} already have "
+                                                      f"{GROUPS_PER_INTERFACE} security groups; the platform adds its "
+                                                      "Lustre group: remove one, or raise the quota 'Security groups "
+                                                      "per network interface'")
+        else:
+            self.add("attach-fsx-interfaces", OK, f"{len(interfaces)} interface(s) of {existing.file_system_id} with "
+                                                  "room for the platform's Lustre group")
+
+    def attach_controller(self) -> None:
+        existing = self.cfg.cluster.existing
+        nodes = [n for n in self.client("sagemaker", "nodes").list_cluster_nodes(
+            ClusterName=existing.name, InstanceGroupNameContains=existing.controller_group)["ClusterNodeSummaries"]
+            if n["InstanceGroupName"] == existing.controller_group]
+        running = [n for n in nodes if n["InstanceStatus"]["Status"] == "Running"]
+        if not running:
+            self.add("attach-controller", FAILED, f"cluster.existing.controller_group: no running node in "
+                                                  f"{existing.controller_group!r} ({len(nodes)} node(s)); make attach "
+                                                  "reaches the controller through Session Manager")
+            return
+        target = f"sagemaker-cluster:{existing.arn.rsplit('/', 1)[1]}_{existing.controller_group}-" \
+                 f"{running[0]['InstanceId']}"
+        self.add("attach-controller", OK, f"Session Manager target {target}")
+
+    def attach_caller(self) -> None:
+        """The caller is the config's attach role (the lifecycle bucket and the login secret admit only it) and IAM
+        lets it describe the cluster, list its nodes and start a session on it."""
+        existing = self.cfg.cluster.existing
+        caller = self.client("sts", "identity").get_caller_identity()["Arn"]
+        role = _role_of(caller)
+        if role.rsplit("/", 1)[-1] != existing.attach_role_arn.rsplit("/", 1)[-1] \
+                or role.split(":")[4] != existing.attach_role_arn.split(":")[4]:
+            self.add("attach-caller", FAILED, f"you are {caller}; cluster.existing.attach_role_arn "
+                                              f"{existing.attach_role_arn} is the only role the login secret and the "
+                                              "client bundle prefix admit: run make attach as it, or name your role")
+            return
+        evaluations = self.client("iam", "simulate").simulate_principal_policy(
+            PolicySourceArn=existing.attach_role_arn, ActionNames=list(ATTACH_ACTIONS),
+            ResourceArns=[existing.arn])["EvaluationResults"]
+        denied = [e["EvalActionName"] for e in evaluations if e["EvalDecision"] != "allowed"]
+        if denied:
+            self.add("attach-caller", FAILED, f"{role} may not {', '.join(denied)} on {existing.arn}; allow them "
+                                              "(make attach needs them)")
+        else:
+            self.add("attach-caller", OK, f"{role} may {', '.join(ATTACH_ACTIONS)} on the cluster")
+
     def resource_types(self) -> None:
-        types = set(CORE_TYPES)
+        types = set(ATTACH_TYPES if self.cfg.cluster.existing else CORE_TYPES)
         if self.templates and self.templates.is_dir():
             types = {r["Type"] for t in self.templates.glob("*.template.json")
                      for r in json.loads(t.read_text()).get("Resources", {}).values()
@@ -444,6 +602,28 @@ def _allows_self(group: dict) -> bool:
                                                         for pair in p.get("UserIdGroupPairs", []))
                    for p in perms)
     return has(group.get("IpPermissions", [])) and has(group.get("IpPermissionsEgress", []))
+
+
+def _acl_allows(acl: dict, egress: bool, low: int, high: int) -> bool:
+    """The first matching rule by number decides (Amazon VPC, network ACL rules); a rule matches when its protocol is
+    all or TCP and its ports cover the range. Any CIDR counts: Studio and the file system share the VPC."""
+    for entry in sorted((e for e in acl.get("Entries", []) if e.get("Egress") == egress), key=lambda e: e["RuleNumber"]):
+        if entry.get("Protocol") not in ("-1", "6"):
+            continue
+        ports = entry.get("PortRange")
+        if ports and not (ports["From"] <= low and high <= ports["To"]):
+            continue
+        return entry["RuleAction"] == "allow"
+    return False
+
+
+def _role_of(arn: str) -> str:
+    """arn:aws:sts::123:assumed-role/Name/session -> arn:aws:iam::123:role/Name (a session ARN carries no role path,
+    so callers compare the role's name and account)."""
+    parts = arn.split(":")
+    if len(parts) == 6 and parts[2] == "sts" and parts[5].startswith("assumed-role/"):
+        return f"arn:{parts[1]}:iam::{parts[4]}:role/{parts[5].split('/')[1]}"
+    return arn
 
 
 def exit_code(results: list[Result], strict: bool = False) -> int:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Optional
 from pydantic import Field, StrictBool
 
 from platform_config.accounting import Accounting
+from platform_config.attach import ExistingCluster
 from platform_config.budgets import ClusterBudget
 from platform_config.directory import Directory
 from platform_config.facts import ACCELERATORS
@@ -107,7 +108,14 @@ class ContainerRuntime(Strict):
 
 
 class Cluster(Strict):
-    """The HyperPod cluster: its instance groups and, on Slurm, the features for departments."""
+    """The HyperPod cluster: its instance groups and, on Slurm, the features for departments; or, with `existing`,
+    a cluster this platform did not build (attach mode: only Studio is built, docs/attach.md)."""
+    existing: Optional[ExistingCluster] = Field(
+        None, description="Attach mode: the HyperPod cluster to put Studio in front of. The platform then builds no "
+                          "cluster, network or file system (network.existing and storage.lustre.existing name "
+                          "them), ignores instance_groups, and deploy, update and `make destroy` never touch the "
+                          "cluster, its network or its storage. Switching a deployed platform between attach and "
+                          "build is refused (create-only).")
     node_recovery: Literal["Automatic", "None"] = Field(
         "Automatic", description="Automatic: HyperPod replaces a node that fails its health checks.")
     # Continuous clusters "support only the Merge behavior and reject requests that set SlurmConfigStrategy"

@@ -31,6 +31,8 @@ def snapshot(config: PlatformConfig) -> dict[str, Any]:
     network = config.network
     return {
         "name": config.name,
+        # Attach mode: the existing cluster's ARN; build mode: "" (no nulls in template metadata).
+        "attach": config.cluster.existing.arn if config.cluster.existing else "",
         "orchestrator": config.orchestrator,
         "region": config.deployment.region,
         "network": {"existing": network.existing.vpc_id if network.existing else "",
@@ -66,6 +68,22 @@ def check_day2(deployed: dict[str, Any], config: PlatformConfig | dict[str, Any]
     changed("orchestrator", deployed.get("orchestrator"), new["orchestrator"],
             "the HyperPod cluster's orchestrator is create-only (AWS::SageMaker::Cluster Orchestrator/Eks) and the "
             "cluster has a fixed name: it would have to be deleted with its nodes")
+
+    old_attach, new_attach = deployed.get("attach", ""), new.get("attach", "")
+    if bool(old_attach) != bool(new_attach):
+        errors.append(
+            f"cluster.existing: {'attach' if old_attach else 'build'} -> {'attach' if new_attach else 'build'} cannot "
+            "be deployed in place: "
+            + ("the deployed platform built its own cluster, network and file system; attach mode would delete the "
+               "cluster and its nodes from the cluster stack and orphan the retained file system"
+               if new_attach else
+               "the deployed platform is the Studio front door of a cluster it did not build; build mode would create "
+               "a second cluster, network and file system beside it and move Studio to them")
+            + ". Deploy the other mode as a separate platform (another name) and destroy this one when done")
+    elif old_attach and old_attach != new_attach:
+        changed("cluster.existing.arn", old_attach, new_attach,
+                "Studio's partitions, login secret and access entries belong to the attached cluster",
+                fix="attach the other cluster as a separate platform (another name)")
 
     old_net, new_net = deployed.get("network", {}), new["network"]
     if old_net.get("existing", "") != new_net["existing"]:

@@ -35,12 +35,12 @@ class LoginAccess(Strict):
 
 def login_load_balancer(cfg: PlatformConfig) -> bool:
     """An SSH load balancer in front of the login group: Slurm, a login group with instances, and not turned off."""
-    logins = cfg.group("login") if cfg.orchestrator == "slurm" else []
+    logins = cfg.group("login") if cfg.orchestrator == "slurm" and cfg.cluster.existing is None else []
     return bool(logins) and logins[0].instance_count >= 1 and cfg.cluster.login_access.load_balancer
 
 
 def session_run_as(cfg: PlatformConfig) -> bool:
-    return cfg.orchestrator == "slurm" and cfg.cluster.login_access.run_as
+    return cfg.orchestrator == "slurm" and cfg.cluster.login_access.run_as and cfg.cluster.existing is None
 
 
 def login_access_errors(cfg: PlatformConfig) -> list[str]:

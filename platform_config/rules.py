@@ -9,6 +9,7 @@ from typing import Any, Callable
 from pydantic import BaseModel
 
 from platform_config.accounting import accounting_errors
+from platform_config.attach import BUILD_ONLY_RULES, attach_errors, attached
 from platform_config.budgets import budget_errors
 from platform_config.cluster import (container_runtime_errors, instance_group_errors, pam_slurm_adopt_errors,
                                      slurm_config_strategy_errors, slurm_node_role_errors)
@@ -28,7 +29,8 @@ Rule = Callable[[PlatformConfig], list[str]]
 
 # ----------------------------------------------------------------------- rules that tie sections together
 def per_user_mode_errors(cfg: PlatformConfig) -> list[str]:
-    """What shared mode (shared_fsx: true) and per-user mode each cannot offer safely."""
+    """What shared mode (shared_fsx: true) cannot offer safely. (MLflow in per-user mode is allowed, with the trust
+    docs/security.md writes down: one tracking server is readable by every profile that may use it.)"""
     errors: list[str] = []
     departments = cfg.cluster.accounting.departments
     if cfg.orchestrator == "slurm" and cfg.studio.enabled and cfg.shared_fsx and departments:
@@ -37,13 +39,6 @@ def per_user_mode_errors(cfg: PlatformConfig) -> list[str]:
                       "compute nodes and can change every department's associations, limits and fair share with "
                       "sacctmgr as root. Allowed: shared_fsx: false (per-user mode: each profile its own Slurm "
                       "token and role), or no departments")
-    if cfg.studio.enabled and cfg.studio.mlflow.enabled and not cfg.shared_fsx:
-        errors.append("studio.mlflow.enabled: true with shared_fsx: false; SageMaker managed MLflow authorizes per "
-                      "tracking server only (the sagemaker-mlflow actions' one resource type is the tracking server, "
-                      "their one condition key aws:ResourceTag: Service Authorization Reference, Amazon SageMaker "
-                      "with MLflow), so every profile that may use the platform's server reads and deletes every "
-                      "other user's experiments, runs and models, which per-user mode promises they cannot. Allowed: "
-                      "studio.mlflow.enabled: false in per-user mode, or shared_fsx: true")
     return errors
 
 
@@ -115,10 +110,12 @@ RULES: tuple[Rule, ...] = (
     user_errors,                    # users: unique names and uids, Studio profile names
     identity_errors,                # users: no system name, no squash identity
     studio_errors,                  # studio: the shared spaces' user
-    per_user_mode_errors,           # shared_fsx with departments or MLflow
+    per_user_mode_errors,           # shared_fsx with departments
+    attach_errors,                  # cluster.existing: what attach mode needs and cannot offer
 )
 
 
 def semantic_errors(cfg: PlatformConfig) -> list[str]:
-    """Every rule's errors, in the order of RULES."""
-    return [error for rule in RULES for error in rule(cfg)]
+    """Every rule's errors, in the order of RULES; in attach mode without the rules about what it does not build."""
+    skip = BUILD_ONLY_RULES if attached(cfg) else ()
+    return [error for rule in RULES if rule.__name__ not in skip for error in rule(cfg)]

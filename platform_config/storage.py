@@ -40,7 +40,8 @@ class ExistingLustre(Strict):
     """Bring-your-own FSx for Lustre in the cluster's VPC. The platform creates no file system, association or
     data bucket; Studio's partitions are written through the file system's existing association to `data_bucket`
     (described by storage.lustre.data_repository), and a security group of the platform's is attached to the file
-    system's network interfaces so the cluster and Studio reach it."""
+    system's network interfaces so the cluster and Studio reach it. Without `data_bucket` the file system needs no
+    S3 link at all (docs/attach.md, "Partitions without S3")."""
     file_system_id: Annotated[str, pattern(r"fs-[0-9a-f]{8,17}", "a file system ID such as fs-0123456789abcdef0")] = \
         Field(description="The file system's ID.")
     dns_name: Annotated[str, pattern(r"fs-[0-9a-f]{8,17}\.fsx\.[a-z0-9-]+\.amazonaws\.com(\.cn)?",
@@ -48,9 +49,13 @@ class ExistingLustre(Strict):
         Field(description="The file system's DNS name.")
     mount_name: Annotated[str, pattern(r"[a-z0-9]{8}|fsx", "the file system's LustreConfiguration.MountName")] = \
         Field(description="The file system's mount name (LustreConfiguration.MountName).")
-    data_bucket: Annotated[str, pattern(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", "an S3 bucket name")] = Field(
-        description="The bucket the file system's data repository association links at storage.lustre."
-                    "data_repository, where Studio partitions are written.")
+    data_bucket: Optional[Annotated[str, pattern(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", "an S3 bucket name")]] = Field(
+        None, description="The bucket the file system's data repository association links at storage.lustre."
+                          "data_repository, through which Studio partitions are created (an S3 directory marker "
+                          "imported by FSx). Unset (attach mode only, cluster.existing): the file system has no S3 link "
+                          "(AWS's workshop file systems have none); `make attach` creates the partitions on the file "
+                          "system through the existing Slurm controller, and data_repository.file_system_path is only "
+                          "the directory that holds them.")
 
 
 def _squash_id(value: str) -> str:
@@ -185,6 +190,8 @@ def exported_prefix(repo: DataRepository, path: str) -> Optional[str]:
 
 def checkpoint_errors(cfg: PlatformConfig) -> list[str]:
     storage = cfg.storage
+    if cfg.cluster.existing is not None:
+        return []  # attach mode: the existing cluster's nodes decide where checkpoints go, not this platform
     repo = storage.lustre.data_repository
     linked = repo.file_system_path.rstrip("/")
     ckpt = checkpoint_dir(storage).rstrip("/")

@@ -20,8 +20,10 @@ class Mlflow(Strict):
     """SageMaker managed MLflow: one tracking server for the domain."""
     enabled: StrictBool = Field(
         False, description="A managed MLflow tracking server with its own KMS-encrypted, versioned, retained artifact "
-                           "bucket. Shared mode only: refused with shared_fsx: false, because MLflow's IAM stops at the "
-                           "tracking server, so users would read and delete each other's runs (docs/studio.md, "
+                           "bucket. In both modes; in per-user mode too, with the trust docs/security.md states: "
+                           "MLflow's IAM stops at the tracking server, so every profile that may use it reads and can "
+                           "delete every experiment, run and model on it. Where departments must not see each other's "
+                           "runs, deploy one platform (one tracking server) per department (docs/studio.md, "
                            "\"MLflow\").")
     size: Literal["Small", "Medium", "Large"] = Field("Small", description="The tracking server's size.")
     mlflow_version: Annotated[str, pattern(r"\d+\.\d+(\.\d+)?", "an MLflow version such as 2.16")] = Field(

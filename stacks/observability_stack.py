@@ -57,7 +57,8 @@ class ObservabilityStack(cdk.Stack):
                                  capacity_gib=lustre.storage_capacity_gib if owned else None,
                                  throughput_mb_per_tib=lustre.throughput_mib_per_tib if owned else None),
             functions=platform_functions(watched),
-            dead_letter_queue=studio.partitions.dead_letters if studio is not None else None,
+            dead_letter_queue=studio.partitions.dead_letters
+            if studio is not None and studio.partitions is not None else None,
             instance_groups=[(g.name, g.role) for g in config.cluster.instance_groups],
             subscriptions_=[Subscription(s.protocol, s.endpoint) for s in obs.subscriptions],
             log_retention_days=obs.log_retention_days, free_capacity_percent=obs.fsx_free_capacity_percent,

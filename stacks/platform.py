@@ -34,11 +34,13 @@ class Platform:
     Slurm: network -> storage -> cluster; slurm-login (no inputs) -> cluster, studio; storage -> studio.
     EKS:   network -> eks (control plane, add-ons, chart) and storage side by side -> cluster;
            storage -> studio; eks + studio -> eks-access.
-    Both:  every stack with functions to alarm on (storage, eks, cluster, studio) -> observability."""
+    Both:  every stack with functions to alarm on (storage, eks, cluster, studio) -> observability.
+    Attach mode (cluster.existing): storage (lifecycle bucket, the Lustre access group on the existing file system),
+           slurm-login (Slurm), studio, eks-access (EKS): no network, cluster, EKS or observability stack."""
     network: NetworkRefs
     network_stack: Optional[NetworkStack]
     storage: StorageStack
-    cluster: Union[SlurmClusterStack, EksClusterStack]
+    cluster: Optional[Union[SlurmClusterStack, EksClusterStack]]
     studio: Optional[StudioStack]
     slurm_login: Optional[SlurmLoginStack] = None
     eks: Optional[EksControlPlaneStack] = None
@@ -70,7 +72,8 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     not what is pinned. `allow_chart_stand_in` (tests only) accepts a stand-in dependency chart; the cluster
     stack's template then fails CloudFormation validation."""
     on_eks = config.orchestrator == "eks"
-    if on_eks:
+    existing = config.cluster.existing
+    if on_eks and existing is None:
         from platform_config.chart_pin import chart_directory
         chart_directory(config, allow_stand_in=allow_chart_stand_in)
     studio_tools = studio_tool_artifacts(config) if config.studio.enabled else None
@@ -90,11 +93,22 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
                            node_metrics=config.observability.node_metrics,
                            root_squash_exempt_subnet_ids=[s.subnet_id for s in network.private_subnets]
                            if root_squash_exempts_cluster_subnets(config) else [],
+                           bundle_writer_role_arn=existing.attach_role_arn if existing else None,
                            description=f"HyperPod platform {name}: FSx for Lustre, data and lifecycle buckets "
                                        "(retained on delete)")
-    slurm_login = eks = eks_access = None
+    slurm_login = eks = eks_access = cluster = None
     kind = "EKS" if on_eks else "Slurm"
-    if on_eks:
+    if existing is not None:
+        if not on_eks:
+            from stacks.slurm_cluster_stack import slurm_auth
+            from stacks.slurm_login_stack import SlurmLoginStack
+            slurm_login = SlurmLoginStack(app, f"{name}-slurm-login", cluster_name=name, studio_reads=True,
+                                          per_user_roles_read=slurm_auth(config) == "jwt",
+                                          attach_role_arn=existing.attach_role_arn, env=env,
+                                          description=f"HyperPod platform {name}: Slurm login secret of the existing "
+                                                      f"cluster {existing.name} (written by make attach, read by "
+                                                      "Studio)")
+    elif on_eks:
         from stacks.eks_cluster_stack import EksClusterStack
         from stacks.eks_control_plane_stack import EksControlPlaneStack
         eks = EksControlPlaneStack(app, f"{name}-eks", config=config, network=network, env=env,
@@ -122,12 +136,14 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
                                                   "shared or per-user FSx partitions")
         # FSx partitions and the domain's file system configs need the file system.
         studio.add_stack_dependency(storage)
-        if eks is not None:
+        if on_eks:
             from stacks.eks_access_stack import EksAccessStack
-            eks_access = EksAccessStack(app, f"{name}-eks-access", eks_cluster_name=eks.control_plane.cluster.cluster_name,
+            eks_cluster_name = (existing.eks_cluster_name if existing is not None
+                                else eks.control_plane.cluster.cluster_name)
+            eks_access = EksAccessStack(app, f"{name}-eks-access", eks_cluster_name=eks_cluster_name,
                                         studio_role=studio.execution_role, member_roles=studio.member_roles, env=env,
                                         description=f"HyperPod platform {name}: EKS access entries of the Studio roles")
-    observability = ObservabilityStack(app, f"{name}-observability", config=config, storage=storage, cluster=cluster,
+    observability = None if cluster is None else ObservabilityStack(app, f"{name}-observability", config=config, storage=storage, cluster=cluster,
                                        studio=studio, other_stacks=[eks] if eks is not None else [],
                                        env=env,
                                        description=f"HyperPod platform {name}: alarms, HyperPod events, dashboard")
@@ -156,7 +172,7 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
             cdk.Tags.of(stack).add(key, value, exclude_resource_types=list(TAGS_CREATE_ONLY))
     # The deployed storage stack remembers what can never change in place; cli/replacement_guard.py compares.
     storage.template_options.metadata = {SNAPSHOT_METADATA_KEY: snapshot(config)}
-    for stack in (storage, slurm_login, eks, cluster, studio):
+    for stack in (storage, slurm_login, eks, cluster, studio, eks_access if existing is not None else None):
         if stack is not None:  # hold the file system, buckets, keys, secret, EKS and HyperPod clusters, domain, profiles
             stack.termination_protection = True
     return platform

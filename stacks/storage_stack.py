@@ -65,12 +65,14 @@ class ExistingLustreRefs:
 class StorageStack(cdk.Stack):
     def __init__(self, scope: Construct, id_: str, *, cluster_name: str, storage: Storage, network: NetworkRefs,
                  studio_partition_root: str | None = None, node_metrics: NodeMetrics | None = None,
-                 root_squash_exempt_subnet_ids: Sequence[str] = (), **kwargs) -> None:
+                 root_squash_exempt_subnet_ids: Sequence[str] = (), bundle_writer_role_arn: str | None = None,
+                 **kwargs) -> None:
         """studio_partition_root: Studio's `studio.partition_root` when Studio is enabled; its prefix in the data
         bucket is then closed to everyone but FSx and the partition handlers. node_metrics: when enabled, the
         Prometheus workspace the nodes write to (constructs/metrics_workspace.py says why it lives here).
         root_squash_exempt_subnet_ids: the subnets whose clients keep root on the platform's file system
-        (storage.lustre.root_squash)."""
+        (storage.lustre.root_squash). bundle_writer_role_arn (attach mode): the role that runs `make attach`, which
+        uploads the existing controller's Slurm client bundle instead of the platform's controller."""
         super().__init__(scope, id_, **kwargs)
         self.metrics_workspace: MetricsWorkspace | None = None
         if node_metrics is not None and node_metrics.enabled:
@@ -91,7 +93,7 @@ class StorageStack(cdk.Stack):
         self.lifecycle_bucket = secure_bucket(self, "LifecycleBucket", access_logs=self.access_logs,
                                               log_prefix="lifecycle/", bucket_name=lifecycle_bucket_name(cluster_name),
                                               encryption_key=self.lifecycle_key)
-        self._only_deployments_write(self.lifecycle_bucket, cluster_name)
+        self._only_deployments_write(self.lifecycle_bucket, cluster_name, bundle_writer_role_arn)
         lustre = storage.lustre
         repo = lustre.data_repository
         self.mount_path = lustre.mount_path
@@ -163,7 +165,7 @@ class StorageStack(cdk.Stack):
         FsxAccessGroup(self, "LustreAccess", file_system_id=existing.file_system_id,
                        security_group_id=group.attr_group_id, vpc_id=network.vpc_id)
 
-    def _only_deployments_write(self, bucket: s3.Bucket, cluster_name: str) -> None:
+    def _only_deployments_write(self, bucket: s3.Bucket, cluster_name: str, bundle_writer: str | None) -> None:
         """Every node runs what this bucket holds as root: only CloudFormation's CDK deploy roles and the platform's
         own upload functions (fixed names, constructs/platform_role_names.py), each named exactly (ArnNotEquals: a
         role an account principal names like cdk-<qualifier>-x-role-... is none of them), may change it, with any
@@ -184,7 +186,7 @@ class StorageStack(cdk.Stack):
             sid="OnlyTheClusterWritesSlurmClientBundles", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=writes, resources=[bundles],
             conditions={"ArnNotEquals": {"aws:PrincipalArn": [
-                *cdk_deploy_role_arns(self), role + cluster_execution_role_name(cluster_name)]}}))
+                *cdk_deploy_role_arns(self), bundle_writer or role + cluster_execution_role_name(cluster_name)]}}))
 
     def _only_fsx_and_handlers_touch_partitions(self, cluster_name: str, prefix: str) -> None:
         """The objects behind the Studio partitions (the DRA's prefix + partition root, constructs/fsx_partitions.py)

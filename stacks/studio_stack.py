@@ -59,6 +59,10 @@ class StudioStack(cdk.Stack):
         studio = config.studio
         self.platform_name = config.name
         self.slurm_login_secret = slurm_login_secret
+        # Attach mode: the cluster is named in the config, not found by this platform's tag.
+        existing = config.cluster.existing
+        self.attached_cluster_arn = existing.arn if existing else None
+        self.eks_cluster_name = (existing.eks_cluster_name if existing else None) or config.name
         self._mlflow_enabled = studio.mlflow.enabled
         self.shared_fsx = cdk.CfnParameter(
             self, "SharedFSx", type="String", allowed_values=["True", "False"],
@@ -66,8 +70,6 @@ class StudioStack(cdk.Stack):
             description="True: every user mounts one shared FSx partition; False: each user gets a private one")
         self.is_shared = cdk.CfnCondition(self, "IsSharedFSx",
                                           expression=cdk.Fn.condition_equals(self.shared_fsx.value_as_string, "True"))
-        self.is_per_user = cdk.CfnCondition(self, "IsPerUserFSx",
-                                            expression=cdk.Fn.condition_not(self.is_shared))
         self.key = kms.Key(self, "StudioKey", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
                            description="Studio domain home volumes and MLflow artifacts")
 
@@ -89,20 +91,28 @@ class StudioStack(cdk.Stack):
         tracking_server_arn = self._mlflow(config) if studio.mlflow.enabled else None
 
         repo = config.storage.lustre.data_repository
-        self.partitions = FsxPartitions(
-            self, "Partitions", file_system_id=storage.lustre.file_system_id,
-            file_system_path=repo.file_system_path, data_bucket_name=storage.data_bucket_name,
-            s3_prefix=repo.s3_prefix, partition_root=studio.partition_root,
-            role_names={h: partition_handler_role_name(config.name, h) for h in PARTITION_HANDLERS})
-        shared_partition = self.partitions.partition(self, "SharedPartition", relative_name=SHARED_PARTITION,
-                                                     uid="0", gid=str(studio.shared_gid), mode="2775",
-                                                     condition=self.is_shared)
+        # Partitions through the file system's S3 link (a marker FSx imports), or, on a file system without one,
+        # created on the file system by `make attach` (cli/attach.py): the profiles then mount the known path.
+        self.partitions: FsxPartitions | None = None
+        shared_partition = None
+        if storage.data_bucket_name is not None:
+            self.partitions = FsxPartitions(
+                self, "Partitions", file_system_id=storage.lustre.file_system_id,
+                file_system_path=repo.file_system_path, data_bucket_name=storage.data_bucket_name,
+                s3_prefix=repo.s3_prefix, partition_root=studio.partition_root,
+                role_names={h: partition_handler_role_name(config.name, h) for h in PARTITION_HANDLERS})
+            shared_partition = self.partitions.partition(self, "SharedPartition", relative_name=SHARED_PARTITION,
+                                                         uid="0", gid=str(studio.shared_gid), mode="2775",
+                                                         condition=self.is_shared)
+        self.partition_parent = f"{repo.file_system_path.rstrip('/')}/{studio.partition_root}"
+        shared_path = (FsxPartitions.path_attribute(shared_partition) if shared_partition is not None
+                       else f"{self.partition_parent}/{SHARED_PARTITION}")
 
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         # One path everywhere (lifecycle/studio/fsx_paths.sh): the space links the cluster's path of its partition.
         fsx_paths = {"FSX_FILE_SYSTEM_ID": storage.lustre.file_system_id,
                      "FSX_CLUSTER_MOUNT_PATH": config.storage.lustre.mount_path,
-                     "FSX_PARTITION_PARENT": f"{repo.file_system_path.rstrip('/')}/{studio.partition_root}",
+                     "FSX_PARTITION_PARENT": self.partition_parent,
                      "FSX_SHARED_MODE": self.shared_fsx.value_as_string}
         # hyp and jq (both orchestrators) and eksctl (EKS, when switched on), checked by build_platform.
         tools, eksctl = (tools.bundle, tools.eksctl) if tools else (None, None)
@@ -115,7 +125,7 @@ class StudioStack(cdk.Stack):
             lifecycle = StudioLifecycleConfigs(
                 self, "LifecycleConfigs", name=config.name, bucket=lifecycle_bucket, entry_point=EKS_ENTRY_POINT,
                 upload_role_name=upload_role_name(config.name, "studio"),
-                environment={"EKS_CLUSTER_NAME": config.name, **eks_tools.environment, **eks_settings, **fsx_paths},
+                environment={"EKS_CLUSTER_NAME": self.eks_cluster_name, **eks_tools.environment, **eks_settings, **fsx_paths},
                 extra_dirs=[eks_tools.directory], tools=tools, eksctl=eksctl)
         else:
             lifecycle = StudioLifecycleConfigs(
@@ -182,7 +192,7 @@ class StudioStack(cdk.Stack):
                     self.is_shared.logical_id,
                     # The attribute, not the literal path: the domain waits until the directory exists.
                     [{"FSxLustreFileSystemConfig": {"FileSystemId": storage.lustre.file_system_id,
-                                                    "FileSystemPath": FsxPartitions.path_attribute(shared_partition)}}],
+                                                    "FileSystemPath": shared_path}}],
                     cdk.Aws.NO_VALUE)),
             # Shared spaces: the JupyterLab lifecycle config (DefaultSpaceSettings has no Code Editor settings) and, in
             # shared mode with studio.shared_space_user, that user's uid with the shared gid and the shared partition.
@@ -192,7 +202,7 @@ class StudioStack(cdk.Stack):
                     default_resource_spec=sagemaker.CfnDomain.ResourceSpecProperty(
                         lifecycle_config_arn=lifecycle.jupyter_lab_arn),
                     lifecycle_config_arns=[lifecycle.jupyter_lab_arn]),
-                **self._shared_space_storage(config, storage, shared_partition)),
+                **self._shared_space_storage(config, storage, shared_path)),
             # With budgets, profiles carry their department's tag; propagation passes it (and the platform's) on to
             # the spaces and apps they create (the resource schema: "tags added to Domain, User Profile and Space
             # entity is propagated to all SageMaker resources").
@@ -201,9 +211,11 @@ class StudioStack(cdk.Stack):
         # CloudFormation exposes no way to ask otherwise.
         domain_arn_prefix = self.format_arn(service="sagemaker", resource="user-profile",
                                             resource_name=self.domain.attr_domain_id)
-        self.partitions.watch_profiles(domain_id=self.domain.attr_domain_id, domain_arn_prefix=domain_arn_prefix,
-                                       condition=self.is_per_user,
-                                       reserved_uids={u.uid: u.name for u in config.users})
+        if self.partitions is not None:  # without an S3 link, `make attach --profiles` makes later profiles' partitions
+            self.is_per_user = cdk.CfnCondition(self, "IsPerUserFSx", expression=cdk.Fn.condition_not(self.is_shared))
+            self.partitions.watch_profiles(domain_id=self.domain.attr_domain_id, domain_arn_prefix=domain_arn_prefix,
+                                           condition=self.is_per_user,
+                                           reserved_uids={u.uid: u.name for u in config.users})
 
         # Per-user mode on Slurm: each profile runs as its own role and gets its own Slurm token; no munge key.
         self.token_issuer = self.user_policy = None
@@ -214,6 +226,7 @@ class StudioStack(cdk.Stack):
             StudioUsers(self, f"Users{index + 1}", config=config, users=config.users[start:start + per_stack],
                         team_roles={m: role.role_arn for m, (_, role) in self.member_roles.items()},
                         domain_id=self.domain.attr_domain_id, partitions=self.partitions,
+                        partition_parent=self.partition_parent,
                         file_system_id=storage.lustre.file_system_id, shared_fsx=self.shared_fsx.value_as_string,
                         token_issuer=self.token_issuer, user_policy=self.user_policy)
             for index, start in enumerate(range(0, len(config.users), per_stack))]
@@ -225,8 +238,7 @@ class StudioStack(cdk.Stack):
         if tracking_server_arn:
             cdk.CfnOutput(self, "MlflowTrackingServerArn", value=tracking_server_arn)
 
-    def _shared_space_storage(self, config: PlatformConfig, storage: StorageStack,
-                              shared_partition: cdk.CfnResource) -> dict:
+    def _shared_space_storage(self, config: PlatformConfig, storage: StorageStack, shared_path: object) -> dict:
         user = next((u for u in config.users if u.name == config.studio.shared_space_user), None)
         if user is None:
             return {}
@@ -236,7 +248,7 @@ class StudioStack(cdk.Stack):
                 "custom_file_system_configs": cdk.Fn.condition_if(
                     shared, [{"FSxLustreFileSystemConfig": {
                         "FileSystemId": storage.lustre.file_system_id,
-                        "FileSystemPath": FsxPartitions.path_attribute(shared_partition)}}], cdk.Aws.NO_VALUE)}
+                        "FileSystemPath": shared_path}}], cdk.Aws.NO_VALUE)}
 
     def _per_user_identities(self, config: PlatformConfig) -> tuple[SlurmTokenIssuer, iam.ManagedPolicy]:
         """The token issuer, and the managed policy every per-user execution role gets: exactly the shared execution
@@ -268,11 +280,12 @@ class StudioStack(cdk.Stack):
         studio_logs = self.format_arn(service="logs", resource="log-group", resource_name="/aws/sagemaker/studio:*",
                                       arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
         mlflow = ["Action::sagemaker-mlflow:*"] if self._mlflow_enabled else []
-        clusters = self.format_arn(service="sagemaker", resource="cluster", resource_name="*")  # tag-conditioned
+        clusters = ([] if self.attached_cluster_arn else  # tag-conditioned
+                    [f"Resource::{self.format_arn(service='sagemaker', resource='cluster', resource_name='*')}"])
         bundles = [f"Resource::{bucket.arn_for_objects(f'{SLURM_CLIENT_PREFIX}/*')}"] if self.slurm_login_secret else []
         tool_objects = [f"Resource::{bucket.arn_for_objects(f'{tools.prefix}/*')}"] if tools else []
         return [f"Resource::{studio_logs}", f"Resource::{bucket.arn_for_objects(f'{lifecycle_prefix}/*')}",
-                *tool_objects, f"Resource::{clusters}", *mlflow, *bundles, "Resource::*",
+                *tool_objects, *clusters, *mlflow, *bundles, "Resource::*",
                 *(f"Resource::{r}" for r in own_spaces_wildcards(self))]
 
     def _studio_security_group(self, network: NetworkRefs, *, on_eks: bool,
@@ -328,13 +341,18 @@ class StudioStack(cdk.Stack):
         # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonsagemaker.html).
         # What AWS's own Studio + HyperPod template grants for Studio's HyperPod pages (config/facts/
         # studio_access_policy.json), scoped to this platform's clusters.
-        clusters = self.format_arn(service="sagemaker", resource="cluster", resource_name="*")
-        role.add_to_policy(iam.PolicyStatement(
-            sid="DescribeCluster", actions=list(HYPERPOD_PAGE_ACTIONS),
-            resources=[clusters], conditions={"StringEquals": {f"aws:ResourceTag/{PLATFORM_TAG}": self.platform_name}}))
-        acknowledge(role, "AwsSolutions-IAM5",
-                    f"read-only on the HyperPod clusters tagged {PLATFORM_TAG}={self.platform_name} (this platform's); "
-                    "the cluster's ARN holds an id generated at creation, after this stack", findings=[f"Resource::{clusters}"])
+        if self.attached_cluster_arn:  # attach mode: the one existing cluster, by the ARN the config names
+            role.add_to_policy(iam.PolicyStatement(
+                sid="DescribeCluster", actions=list(HYPERPOD_PAGE_ACTIONS), resources=[self.attached_cluster_arn]))
+        else:
+            clusters = self.format_arn(service="sagemaker", resource="cluster", resource_name="*")
+            role.add_to_policy(iam.PolicyStatement(
+                sid="DescribeCluster", actions=list(HYPERPOD_PAGE_ACTIONS), resources=[clusters],
+                conditions={"StringEquals": {f"aws:ResourceTag/{PLATFORM_TAG}": self.platform_name}}))
+            acknowledge(role, "AwsSolutions-IAM5",
+                        f"read-only on the HyperPod clusters tagged {PLATFORM_TAG}={self.platform_name} (this "
+                        "platform's); the cluster's ARN holds an id generated at creation, after this stack",
+                        findings=[f"Resource::{clusters}"])
         # The HyperPod page lists clusters first; ListClusters authorizes no resource type (config/facts/iam_actions.json).
         role.add_to_policy(iam.PolicyStatement(sid="ListClusters", actions=["sagemaker:ListClusters"], resources=["*"]))
         for statement in own_spaces_statements(self):
@@ -352,7 +370,7 @@ class StudioStack(cdk.Stack):
             # eks:MutateViaKubernetesApi, not granted). What they see is what the role's access entry allows.
             role.add_to_policy(iam.PolicyStatement(
                 sid="DescribeEksCluster", actions=["eks:DescribeCluster", "eks:AccessKubernetesApi"],
-                resources=[self.format_arn(service="eks", resource="cluster", resource_name=self.platform_name)]))
+                resources=[self.format_arn(service="eks", resource="cluster", resource_name=self.eks_cluster_name)]))
         else:
             role.add_to_policy(iam.PolicyStatement(
                 sid="ReadSlurmLoginSecret", actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
@@ -399,7 +417,7 @@ class StudioUsers(cdk.NestedStack):
     """Up to USERS_PER_NESTED_STACK user profiles, each with its POSIX identity and, in per-user mode, its partition."""
 
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, users: list[User], domain_id: str,
-                 partitions: FsxPartitions, file_system_id: str, shared_fsx: str,
+                 partitions: FsxPartitions | None, partition_parent: str, file_system_id: str, shared_fsx: str,
                  team_roles: Mapping[str, str] = {},  # noqa: B006 - read only
                  token_issuer: SlurmTokenIssuer | None = None, user_policy: iam.ManagedPolicy | None = None) -> None:
         super().__init__(scope, id_, parameters={"SharedFSx": shared_fsx},
@@ -419,10 +437,15 @@ class StudioUsers(cdk.NestedStack):
         partition_ids = []
         for user in users:
             partition_id = top_level_logical_id(f"Partition-{user.name}")
-            resources[partition_id] = partitions.partition_template(
-                template, relative_name=user.name, uid=str(user.uid), gid=str(user.group_id), mode="0700",
-                condition="IsPerUserFSx")
-            partition_ids.append(partition_id)
+            # Without an S3 link there is no partition resource: `make attach` creates the directory on the file
+            # system and the profile mounts its known path.
+            partition_path: object = f"{partition_parent}/{user.name}"
+            if partitions is not None:
+                resources[partition_id] = partitions.partition_template(
+                    template, relative_name=user.name, uid=str(user.uid), gid=str(user.group_id), mode="0700",
+                    condition="IsPerUserFSx")
+                partition_ids.append(partition_id)
+                partition_path = {"Fn::GetAtt": [partition_id, "Path"]}
             profile = {"Type": "AWS::SageMaker::UserProfile", "Properties": {
                 "DomainId": template.value(domain_id), "UserProfileName": user.name,
                 "UserSettings": {
@@ -431,7 +454,7 @@ class StudioUsers(cdk.NestedStack):
                     # The partition's attribute: the profile (and its mount) exists only once the directory does.
                     "CustomFileSystemConfigs": {"Fn::If": ["IsPerUserFSx", [{"FSxLustreFileSystemConfig": {
                         "FileSystemId": template.value(file_system_id),
-                        "FileSystemPath": {"Fn::GetAtt": [partition_id, "Path"]}}}], {"Ref": "AWS::NoValue"}]},
+                        "FileSystemPath": partition_path}}], {"Ref": "AWS::NoValue"}]},
                     **({"ExecutionRole": template.value(team_roles[user.name])} if user.name in team_roles else {}),
                     **({"ExecutionRole": user_roles[user.name]} if user.name in user_roles else {}),
                 },
@@ -441,7 +464,7 @@ class StudioUsers(cdk.NestedStack):
                    if user.name in departments else {})}}
             resources[top_level_logical_id(f"Profile-{user.name}")] = profile
         # Not 150 imports at once: a few lanes, each partition after the one MAX_IMPORTS_IN_FLIGHT before it.
-        partitions.chain_template(resources, partition_ids)
+        FsxPartitions.chain_template(resources, partition_ids)
         template.include({
             "Parameters": {"SharedFSx": {"Type": "String", "AllowedValues": ["True", "False"]}},
             "Conditions": {"IsSharedFSx": {"Fn::Equals": [{"Ref": "SharedFSx"}, "True"]},

@@ -56,6 +56,8 @@ VARIANT_FILES = {
     "containers": ROOT / "config" / "examples" / "containers-per-user.yaml",
     "eks": ROOT / "config" / "examples" / "eks.yaml",
     "research": ROOT / "config" / "examples" / "research-institution.yaml",
+    "attach_slurm": ROOT / "config" / "examples" / "attach-existing-slurm.yaml",
+    "attach_eks": ROOT / "config" / "examples" / "attach-existing-eks.yaml",
 }
 # CI cannot reach GitHub, so EKS variants synthesize against a stand-in generated from the pinned chart's facts
 # (tools/hyperpod_chart_facts.py); synth accepts it only with allow_chart_stand_in, and the cluster template then
@@ -221,6 +223,9 @@ def variant_config(variant: str) -> PlatformConfig:
         return directory_config()
     if variant.startswith("per_user_"):  # per_user_<count>: generated, see per_user_config
         return per_user_config(int(variant.removeprefix("per_user_")))
+    if variant == "attach_slurm_per_user":  # attach mode, Slurm, per-user: the auth/jwt pieces without a cluster stack
+        data = yaml.safe_load(VARIANT_FILES["attach_slurm"].read_text())
+        return parse_config({**data, "shared_fsx": False}, "attach_slurm_per_user")
     if variant == "eks_metrics":
         data = yaml.safe_load(VARIANT_FILES["eks"].read_text())
         data["eks"]["hyperpod_dependencies"]["chart_dir"] = str(STAND_IN_CHART)
@@ -291,12 +296,15 @@ E2E = ROOT / "tests" / "e2e"
 # ends the run alone. Any other unit counts half a second a test (a group of many quick tests before a single one).
 # The figures only order the work; a stale one costs minutes, never a result.
 LONGEST = {
-    "e2e": 210,
+    "e2e": 265,
     "tests/test_finetune.py": 85,
     "tests/test_studio_tools.py::test_the_built_bundle_installs_offline_and_hyp_and_jq_run": 42,
     "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[large]": 25,
     "tests/test_destroy.py": 20,
     "tests/test_preflight.py": 18,
+    "tests/test_attach_cli.py": 15,
+    "tests/test_preflight_attach.py": 10,
+    "tests/test_destroy_studio.py": 10,
     "tests/test_training_jobs.py::test_train_elastic_logs_one_mlflow_run_across_a_resize": 17,
     "tests/test_parallel_suite.py": 14,
     "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[multi_az]": 11,

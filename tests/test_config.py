@@ -1056,25 +1056,22 @@ def test_research_example_runs_in_per_user_mode():
     assert cfg.shared_fsx is False and cfg.cluster.accounting.departments
 
 
-MLFLOW_PER_USER = (
-    "studio.mlflow.enabled: true with shared_fsx: false; SageMaker managed MLflow authorizes per tracking server only "
-    "(the sagemaker-mlflow actions' one resource type is the tracking server, their one condition key "
-    "aws:ResourceTag: Service Authorization Reference, Amazon SageMaker with MLflow), so every profile that may use "
-    "the platform's server reads and deletes every other user's experiments, runs and models, which per-user mode "
-    "promises they cannot. Allowed: studio.mlflow.enabled: false in per-user mode, or shared_fsx: true")
-
-
 @pytest.mark.parametrize("orchestrator", ["slurm", "eks"])
-def test_mlflow_is_refused_in_per_user_mode(orchestrator):
+def test_mlflow_is_allowed_in_per_user_mode(orchestrator):
+    """As the Studio + HyperPod article runs it: per-user partitions and the managed MLflow server. The trust this
+    costs (every profile reads every run on the one server) is written in docs/security.md, "MLflow"."""
     data = with_("studio.mlflow", {"enabled": True})
     data["shared_fsx"] = False
     if orchestrator == "eks":
         data = yaml.safe_load(VARIANT_FILES["eks"].read_text())
         data["studio"] = {"mlflow": {"enabled": True}}
         assert data["shared_fsx"] is False
-    assert MLFLOW_PER_USER in errors_of(data)
-    data["shared_fsx"] = True
-    parse_config(data)
+    assert parse_config(data).studio.mlflow.enabled
+
+
+def test_the_university_example_has_mlflow_in_per_user_mode():
+    cfg = load_config(VARIANT_FILES["research"])
+    assert cfg.shared_fsx is False and cfg.studio.mlflow.enabled
 
 
 def test_shared_space_user_names_a_user_in_shared_mode():

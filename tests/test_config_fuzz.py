@@ -26,7 +26,7 @@ from stacks.platform import add_security_checks, build_platform
 
 EXAMPLES = {name: yaml.safe_load(path.read_text()) for name, path in VARIANT_FILES.items()}
 for data in EXAMPLES.values():
-    if data.get("orchestrator") == "eks":
+    if data.get("orchestrator") == "eks" and "hyperpod_dependencies" in data.get("eks", {}):  # attach: no chart
         data["eks"]["hyperpod_dependencies"]["chart_dir"] = str(STAND_IN_CHART)
 
 # "path: ..." where path is a config path (name, a.b[2].c, a.b key) or <root>/YAML/config.
@@ -125,4 +125,5 @@ def test_accepted_edits_synthesize(seed, tmp_path):
     except ConfigError as error:  # e.g. a chart directory that does not exist: a clear error is fine
         assert all(ERROR_LINE.match(line) for line in error.errors), error
         return
-    assert any(name.endswith("-cluster.template.json") for name in templates), templates
+    built = "-studio" if accepted[0].cluster.existing else "-cluster"  # attach mode builds no cluster stack
+    assert any(name.endswith(f"{built}.template.json") for name in templates), templates

@@ -31,6 +31,15 @@ def test_each_stack_waits_only_for_what_it_consumes(synth, variant):
     deps = stack_dependencies(s.out_dir)
     assert graph_problems(deps) == []
     name = s.config.name
+    if s.config.cluster.existing is not None:  # attach mode: Studio in front of a cluster this platform did not build
+        extra = "eks-access" if s.config.orchestrator == "eks" else "slurm-login"
+        assert set(deps) == {f"{name}-{role}" for role in ("storage", "studio", extra)}
+        assert deps[f"{name}-studio"] >= {f"{name}-storage"}
+        if extra == "eks-access":
+            assert deps[f"{name}-eks-access"] == {f"{name}-studio"}
+        else:
+            assert deps[f"{name}-slurm-login"] == set() and f"{name}-slurm-login" in deps[f"{name}-studio"]
+        return
     if s.config.orchestrator == "eks":
         assert f"{name}-eks" in deps and f"{name}-storage" not in ancestors(deps, f"{name}-eks")
         # the control plane and FSx are created side by side, then HyperPod and Studio

@@ -1,0 +1,325 @@
+"""cli/attach.py (`make attach`): the partition step on a file system without an S3 link. The command it builds is run
+for real (bash, the real script, a directory listed as a Lustre mount); the controller is found on a moto server's
+HyperPod cluster; only Session Manager itself (the session-manager-plugin and a HyperPod node) is not here."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import urllib.request
+
+import pytest
+import yaml
+
+from conftest import ROOT, VARIANT_FILES
+from moto_server import moto_server
+from platform_config import parse_config
+
+from cli import attach
+
+SLURM = yaml.safe_load(VARIANT_FILES["attach_slurm"].read_text())
+# moto's cluster ARN ends in the cluster's name (a real one in a generated 12-character id): name it like an id.
+CLUSTER = "a1b2c3d4e5f6"
+
+
+def config(**changes):
+    data = copy.deepcopy(SLURM)
+    data["cluster"]["existing"].update(name=CLUSTER, arn=f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{CLUSTER}")
+    for key, value in changes.items():
+        node = data
+        *parents, last = key.split("__")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return parse_config(data)
+
+
+def test_config_partitions_per_user_and_shared():
+    per_user = config(shared_fsx=False)
+    assert [p.entry for p in attach.config_partitions(per_user)] == ["data-scientist:10001:10001:0700",
+                                                                     "ml-engineer:10002:10002:0700"]
+    shared = config(shared_fsx=True)
+    assert [p.entry for p in attach.config_partitions(shared)] == ["shared:0:2000:2775"]
+    assert attach.partition_parent(per_user) == "data/studio"
+    assert attach.partition_parent(config(storage__lustre__data_repository={"file_system_path": "/"})) == "studio"
+
+
+def test_the_remote_command_runs_the_real_script_and_makes_the_partitions(tmp_path):
+    """The command exactly as the session would run it (without sudo: the test runs as root), through bash: the
+    base64 payload, the quoting and the arguments reach the script intact."""
+    fsx = tmp_path / "fsx"
+    fsx.mkdir(mode=0o755)
+    os.chmod(tmp_path, 0o755)
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"10.0.0.5@tcp:/abcdefgh {fsx} lustre rw 0 0\n")
+    cfg = config(storage__lustre__mount_path=str(fsx), shared_fsx=False)
+    command = attach.remote_command(cfg, attach.config_partitions(cfg))
+    assert command.startswith("sudo bash -c ")
+    result = subprocess.run(["bash", "-c", command.removeprefix("sudo ")], capture_output=True, text=True,
+                            env={**os.environ, "PROC_MOUNTS": str(mounts)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    for user in cfg.users:
+        st = (fsx / "data" / "studio" / user.name).stat()
+        assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777)) == (user.uid, user.group_id, "0o700")
+    # A changed script is a changed payload: what runs is what the repository holds.
+    assert attach.remote_command(cfg, [], script=b"echo other") != attach.remote_command(cfg, [])
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def clients(endpoint, monkeypatch):
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-west-2"}.items():
+        monkeypatch.setenv(key, value)
+    import boto3
+    return lambda service: boto3.client(service, region_name="us-west-2", endpoint_url=endpoint)
+
+
+def create_cluster(clients, groups=(("controller-machine", 1), ("workers", 2))):
+    role = "arn:aws:iam::123456789012:role/hyperpod"
+    clients("sagemaker").create_cluster(ClusterName=CLUSTER, InstanceGroups=[
+        {"InstanceGroupName": name, "InstanceType": "ml.m5.xlarge", "InstanceCount": count, "ExecutionRole": role,
+         "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/lc/", "OnCreate": "on_create.sh"}, "ThreadsPerCore": 1}
+        for name, count in groups], VpcConfig={"SecurityGroupIds": ["sg-0123456789abcdef0"],
+                                               "Subnets": ["subnet-0123456789abcdef0"]})
+
+
+def test_the_controller_target_is_the_running_node_of_the_controller_group(clients):
+    create_cluster(clients)
+    target = attach.controller_target(clients("sagemaker"), config())
+    (node,) = [n for n in clients("sagemaker").list_cluster_nodes(ClusterName=CLUSTER)["ClusterNodeSummaries"]
+               if n["InstanceGroupName"] == "controller-machine"]
+    assert target == f"sagemaker-cluster:{CLUSTER}_controller-machine-{node['InstanceId']}"
+
+
+def test_a_cluster_other_than_the_configured_arn_or_without_the_group_is_refused(clients):
+    create_cluster(clients, groups=(("head", 1), ("workers", 1)))
+    with pytest.raises(attach.AttachError, match="no running node in group 'controller-machine'"):
+        attach.controller_target(clients("sagemaker"), config())
+    other = config(cluster__existing__arn="arn:aws:sagemaker:us-west-2:123456789012:cluster/zzzzzzzzzzzz")
+    with pytest.raises(attach.AttachError, match="cluster.existing.arn: 'arn:aws:sagemaker:us-west-2:123456789012:"
+                                                 "cluster/zzzzzzzzzzzz', but cluster a1b2c3d4e5f6 is"):
+        attach.controller_target(clients("sagemaker"), other)
+
+
+def test_run_prints_the_session_asks_first_and_runs_it_once(clients, tmp_path, capsys):
+    create_cluster(clients)
+    path = tmp_path / "attach.yaml"
+    data = copy.deepcopy(SLURM)
+    data["cluster"]["existing"].update(name=CLUSTER, arn=f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{CLUSTER}")
+    data["shared_fsx"] = False  # per-user: the login step is skipped (auth/jwt), the partition step runs
+    path.write_text(yaml.safe_dump(data))
+    ran: list[list[str]] = []
+    status = attach.run(["--config", str(path)], clients=clients, execute=lambda cmd: ran.append(cmd) or 0,
+                        ask=lambda _: "wrong")
+    assert status == 1 and ran == []  # not confirmed: nothing ran
+    status = attach.run(["--config", str(path)], clients=clients, execute=lambda cmd: ran.append(cmd) or 0,
+                        ask=lambda _: "studio-front")
+    assert status == 0 and len(ran) == 1
+    cmd = ran[0]
+    assert cmd[:3] == ["aws", "ssm", "start-session"]
+    assert cmd[cmd.index("--document-name") + 1] == "AWS-StartInteractiveCommand"
+    assert cmd[cmd.index("--target") + 1].startswith(f"sagemaker-cluster:{CLUSTER}_controller-machine-")
+    (remote,) = json.loads(cmd[cmd.index("--parameters") + 1])["command"]
+    assert remote == attach.remote_command(parse_config(data), attach.config_partitions(parse_config(data)))
+    out = capsys.readouterr().out
+    assert "data-scientist (10001:10001 0700)" in out and "start-session" in out
+    # A refused partition on the node is a failed run.
+    assert attach.run(["--config", str(path), "--yes"], clients=clients, execute=lambda cmd: 1) == 1
+
+
+def test_a_build_config_is_not_attached(tmp_path, capsys):
+    path = tmp_path / "build.yaml"
+    path.write_text((ROOT / "config" / "default.yaml").read_text())
+    assert attach.run(["--config", str(path)], clients=lambda s: None) == 2
+    assert "not an attach config" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------- the login step
+BUCKET = "studio-front-lifecycle"
+
+
+@pytest.fixture
+def controller(tmp_path):
+    """What an existing controller has: HyperPod's slurm.conf and a munge key (this machine's Debian Slurm client
+    stands in for the AMI's; the bundle is built from it for real)."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=ml-cluster\nSlurmctldHost=ip-10-1-0-12(10.1.0.12)\nSlurmctldPort=6817\n")
+    key = tmp_path / "munge.key"
+    key.write_bytes(bytes(range(256)) * 4)
+    key.chmod(0o400)
+    return {"SLURM_CONF": str(conf), "MUNGE_KEY": str(key), "ATTACH_ALLOW_HTTP": "1"}
+
+
+def login_handover(clients, controller):
+    s3 = clients("s3")
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    secret = clients("secretsmanager").create_secret(Name="studio-front/slurm-login")["ARN"]
+    handover = attach.prepare_login(s3, BUCKET, nonce="0123456789abcdef")
+    assert handover.remote.startswith("sudo bash -c ")
+    result = subprocess.run(["bash", "-c", handover.remote.removeprefix("sudo ")], capture_output=True, text=True,
+                            env={**os.environ, **controller}, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    key = __import__("base64").b64encode(bytes(range(256)) * 4).decode()
+    assert key not in result.stdout + result.stderr  # the munge key never passes through the session's output
+    return s3, secret, handover
+
+
+def keys(s3) -> set[str]:
+    return {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])}
+
+
+def test_the_login_step_hands_over_the_controllers_value_and_bundle_into_the_secret(clients, controller):
+    s3, secret, handover = login_handover(clients, controller)
+    summary = attach.finish_login(s3, clients("secretsmanager"), handover, secret)
+    value = json.loads(clients("secretsmanager").get_secret_value(SecretId=secret)["SecretString"])
+    assert value["controller_addr"] == "10.1.0.12" and value["cluster_name"] == "ml-cluster"
+    assert value["munge_key_b64"] == __import__("base64").b64encode(bytes(range(256)) * 4).decode()
+    bundle = value["client_bundle"]
+    key = bundle["s3_uri"].removeprefix(f"s3://{BUCKET}/")
+    data = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    assert __import__("hashlib").sha256(data).hexdigest() == bundle["sha256"]
+    assert key == f"slurm-client/slurm-client-{value['slurm_version']}-{bundle['sha256']}.tar.gz"
+    # The hand-over objects are gone; the tools archive (named by its sha256) and the bundle stay.
+    assert not any("attach-0123456789abcdef" in k for k in keys(s3))
+    assert "secret updated" in summary
+    assert "secret already current" in attach.finish_login(
+        s3, clients("secretsmanager"), login_handover_again(s3, handover, controller), secret)
+
+
+def login_handover_again(s3, handover, controller):
+    result = subprocess.run(["bash", "-c", handover.remote.removeprefix("sudo ")], capture_output=True, text=True,
+                            env={**os.environ, **controller}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return handover
+
+
+def test_a_bundle_other_than_the_one_the_value_names_writes_nothing(clients, controller):
+    s3, secret, handover = login_handover(clients, controller)
+    s3.put_object(Bucket=BUCKET, Key=handover.bundle_key, Body=b"a planted bundle")
+    with pytest.raises(attach.AttachError, match="is not the one the value names"):
+        attach.finish_login(s3, clients("secretsmanager"), handover, secret)
+    sm = clients("secretsmanager")
+    with pytest.raises(sm.exceptions.ResourceNotFoundException):  # the secret still has no value
+        sm.get_secret_value(SecretId=secret)
+    assert not any("attach-0123456789abcdef" in k for k in keys(s3))
+    assert not any(k.startswith("slurm-client/slurm-client-") for k in keys(s3))
+
+
+def test_a_tools_archive_changed_in_the_bucket_is_refused_on_the_controller(clients, controller):
+    s3 = clients("s3")
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    handover = attach.prepare_login(s3, BUCKET, nonce="0123456789abcdef")
+    (tools_key,) = [k for k in keys(s3) if k.startswith("slurm-client/attach-tools-")]
+    s3.put_object(Bucket=BUCKET, Key=tools_key, Body=b"#!/bin/bash\necho changed\n")
+    result = subprocess.run(["bash", "-c", handover.remote.removeprefix("sudo ")], capture_output=True, text=True,
+                            env={**os.environ, **controller}, timeout=120)
+    assert result.returncode != 0 and "FAILED" in result.stdout + result.stderr
+    assert handover.value_key not in keys(s3)
+
+
+def test_make_attach_in_shared_mode_fills_the_secret_and_makes_the_shared_partition(clients, controller, tmp_path):
+    """The whole run, as `make attach --yes` does it: both sessions' commands executed for real by bash (the
+    controller's part), the stacks' outputs read from moto's CloudFormation."""
+    create_cluster(clients)
+    s3 = clients("s3")
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    secret = clients("secretsmanager").create_secret(Name="studio-front/slurm-login")["ARN"]
+    cloudformation = clients("cloudformation")
+    for stack, outputs in (("studio-front-storage", {"LifecycleBucketName": BUCKET}),
+                           ("studio-front-slurm-login", {"SlurmLoginSecretArn": secret})):
+        cloudformation.create_stack(StackName=stack, TemplateBody=json.dumps({
+            "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+            "Outputs": {k: {"Value": v} for k, v in outputs.items()}}))
+    fsx = tmp_path / "fsx"
+    fsx.mkdir(mode=0o755)
+    os.chmod(tmp_path, 0o755)
+    (tmp_path / "mounts").write_text(f"10.0.0.5@tcp:/abcdefgh {fsx} lustre rw 0 0\n")
+    data = copy.deepcopy(SLURM)
+    data["cluster"]["existing"].update(name=CLUSTER, arn=f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{CLUSTER}")
+    data["storage"]["lustre"]["mount_path"] = str(fsx)
+    path = tmp_path / "attach.yaml"
+    path.write_text(yaml.safe_dump(data))
+
+    def on_the_controller(cmd: list[str]) -> int:
+        (remote,) = json.loads(cmd[cmd.index("--parameters") + 1])["command"]
+        env = {**os.environ, **controller, "PROC_MOUNTS": str(tmp_path / "mounts")}
+        return subprocess.run(["bash", "-c", remote.removeprefix("sudo ")], env=env, timeout=300).returncode
+
+    assert attach.run(["--config", str(path), "--yes"], clients=clients, execute=on_the_controller) == 0
+    value = json.loads(clients("secretsmanager").get_secret_value(SecretId=secret)["SecretString"])
+    assert value["auth"] == "munge" and value["client_bundle"]["s3_uri"].startswith(f"s3://{BUCKET}/slurm-client/")
+    st = (fsx / "data" / "studio" / "shared").stat()
+    assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777)) == (0, 2000, "0o2775")
+
+
+# ----------------------------------------------------------------------------------------------- EKS: the partition Job
+EKS = yaml.safe_load(VARIANT_FILES["attach_eks"].read_text())
+IMAGE = "111122223333.dkr.ecr.us-west-2.amazonaws.com/ubuntu@sha256:" + "a" * 64
+
+
+def eks_unlinked():
+    data = copy.deepcopy(EKS)
+    del data["storage"]["lustre"]["existing"]["data_bucket"]
+    data["cluster"]["existing"].update(partition_namespace="studio-admin", partition_claim="fsx-root",
+                                       partition_image=IMAGE)
+    return parse_config(data)
+
+
+def test_the_partition_job_is_a_valid_job_that_runs_the_repositorys_script(tmp_path):
+    """The objects pass Kubernetes' schemas (kubernetes-validate, offline); the Job's container command, run by bash
+    here with the ConfigMap's script and the Job's arguments (the claim's mount point replaced by a directory listed
+    as Lustre), makes the partitions."""
+    import kubernetes_validate
+    from platform_config.eks import DEFAULT_KUBERNETES
+    cfg = eks_unlinked()
+    config_map, job = attach.partition_job(cfg, attach.config_partitions(cfg))
+    for obj in (config_map, job):
+        kubernetes_validate.validate(obj, DEFAULT_KUBERNETES, strict=True)
+    assert config_map["data"]["make_partitions.sh"] == (ROOT / "lifecycle" / "attach" / "make_partitions.sh").read_text()
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == IMAGE and container["securityContext"]["runAsUser"] == 0
+    assert pod["volumes"][0]["persistentVolumeClaim"] == {"claimName": "fsx-root"}
+    assert job["metadata"]["namespace"] == config_map["metadata"]["namespace"] == "studio-admin"
+    assert attach.partition_job(cfg, attach.config_partitions(cfg)) == [config_map, job]  # a rerun: the same Job
+
+    (tmp_path / "attach").mkdir()
+    (tmp_path / "attach" / "make_partitions.sh").write_text(config_map["data"]["make_partitions.sh"])
+    fsx = tmp_path / "fsx"
+    fsx.mkdir(mode=0o755)
+    os.chmod(tmp_path, 0o755)
+    (tmp_path / "mounts").write_text(f"fs@tcp:/x {fsx} lustre rw 0 0\n")
+    args = container["args"]
+    assert args[0] == container["volumeMounts"][0]["mountPath"] == "/fsx"
+    result = subprocess.run(["bash", str(tmp_path / "attach" / "make_partitions.sh"), str(fsx), *args[1:]],
+                            capture_output=True, text=True, env={**os.environ, "PROC_MOUNTS": str(tmp_path / "mounts")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    for user in cfg.users:  # the example's per-user partitions, under data/studio
+        st = (fsx / "data" / "studio" / user.name).stat()
+        assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o777)) == (user.uid, user.group_id, "0o700")
+
+
+def test_make_attach_on_eks_applies_waits_and_shows_the_log(tmp_path, capsys):
+    cfg_path = tmp_path / "eks.yaml"
+    data = copy.deepcopy(EKS)
+    del data["storage"]["lustre"]["existing"]["data_bucket"]
+    data["cluster"]["existing"].update(partition_namespace="studio-admin", partition_claim="fsx-root",
+                                       partition_image=IMAGE)
+    cfg_path.write_text(yaml.safe_dump(data))
+    assert attach.run(["--config", str(cfg_path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "kubectl apply -f" in out and '"kind": "Job"' in out
+    ran: list[list[str]] = []
+    assert attach.run(["--config", str(cfg_path), "--yes"], execute=lambda cmd: ran.append(cmd) or 0) == 0
+    assert [cmd[:2] for cmd in ran] == [["kubectl", "apply"], ["kubectl", "-n"], ["kubectl", "-n"]]
+    assert ran[1][3:5] == ["wait", "--for=condition=complete"]
+    # A failed Job (a refused partition) is a failed run.
+    assert attach.run(["--config", str(cfg_path), "--yes"], execute=lambda cmd: 0 if cmd[1] == "apply" else 1) == 1
