@@ -201,7 +201,7 @@ _slurmctld_answers() {
   local out conf="${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}"
   if [[ -f "$conf" ]]; then
     out="$(SLURM_CONF="$conf" scontrol ping 2>/dev/null)" || true
-  else # a configless login or compute node: scontrol reads slurmd's cached configuration
+  else # a configless login or compute node: the client reads slurmd's cached configuration
     out="$(scontrol ping 2>/dev/null)" || true
   fi
   [[ "$out" == *" is UP"* ]]
