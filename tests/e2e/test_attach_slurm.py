@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_bundle import BUNDLE_BUCKET  # noqa: E402
 from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
 from slurm_root import in_root, missing as missing_in_root, skip_reason, write_aws_command  # noqa: E402
-from test_studio_slurm_login import (LCC, REGION, REQUIRED_BINARIES, Cluster, ide, missing, s3_client,  # noqa: E402,F401
-                                     secrets, studio_users)
+from test_studio_slurm_login import (  # noqa: E402,F401
+    LCC, REGION, REQUIRED_BINARIES, Cluster, ide, missing, s3_client, secrets, studio_users)
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
