@@ -21,13 +21,15 @@ export AWS_EC2_METADATA_DISABLED := true
 # debootstrap builds the Debian 13 root in which the end-to-end tests run real Slurm 24.11 (slurm-root below:
 # slurmctld, slurmd, slurmdbd with MariaDB, munge, the auth/jwt plugin, pam_slurm_adopt and pamtester are Debian 13's,
 # inside it); prometheus and prometheus-node-exporter run the real-metrics test (tests/e2e/test_node_metrics.py);
-# slapd, ldap-utils (slapadd, slappasswd), sssd, sssd-ldap, libnss-sss, libpam-sss and sudo run the directory test
-# (tests/e2e/test_directory_sssd.py); iproute2 (ip) joins the backup slurmctld's network namespace to the host in the
-# multi-head test (tests/e2e/test_slurm_multihead.py). GNU parallel runs bats --jobs (checked as a package: moreutils
+# slapd, ldap-utils (slapadd, slappasswd), sssd, sssd-ldap, libnss-sss, libpam-sss, sudo and pamtester (on this
+# machine: it asks the host's sssd, not Slurm) run the directory test (tests/e2e/test_directory_sssd.py); iproute2
+# (ip) joins the backup slurmctld's network namespace to the host in the multi-head test
+# (tests/e2e/test_slurm_multihead.py). GNU parallel runs bats --jobs (checked as a package: moreutils
 # has a `parallel` command too).
 APT_PACKAGES := shellcheck:shellcheck bats:bats -:parallel debootstrap:debootstrap prometheus:prometheus \
   prometheus-node-exporter:prometheus-node-exporter slapd:slapd ldapsearch:ldap-utils sssd:sssd -:sssd-ldap \
-  -:libnss-sss -:libpam-sss sudo:sudo logrotate:logrotate iptables:iptables ip:iproute2 -:python3-venv \
+  -:libnss-sss -:libpam-sss sudo:sudo pamtester:pamtester logrotate:logrotate iptables:iptables ip:iproute2 \
+  -:python3-venv \
   $(BUILD_PACKAGES)
 # What tools/build_studio_tools.py needs to build the static jq for Studio spaces (studio-tools); python3-venv above
 # lets tests/lifecycle/studio_tools.bats make a venv as an unprivileged user with Debian's Python.

@@ -16,9 +16,10 @@ APT_ETC="${APT_ETC:-/etc/apt}"
 SUITE=trixie
 # What the e2e tests run inside the root: the Slurm daemons and clients (slurmctld, slurmd, slurmdbd and the
 # client commands), Slurm's auth/jwt plugin, munge, pam_slurm_adopt with pamtester, Python with boto3 for the AWS CLI
-# stand-in (tests/e2e/aws_shim.py) and for the lifecycle scripts' own Python.
+# stand-in (tests/e2e/aws_shim.py) and for the lifecycle scripts' own Python, and curl (node contract: on the controller;
+# `make attach`'s controller step fetches and uploads with it).
 PACKAGES=slurmctld,slurmd,slurmdbd,slurm-client,slurm-wlm-jwt-plugin,munge,libpam-slurm-adopt,pamtester,python3
-PACKAGES+=,python3-boto3,procps,iproute2
+PACKAGES+=,python3-boto3,procps,iproute2,curl
 # slurmdbd's MariaDB server, in a root of its own inside this one (DATABASE_ROOT): Debian 12's MariaDB 10.11. Debian
 # 13's 11.8 (11.8.9+ds-0+deb13u1) fails Debian 13's slurmdbd 24.11.5 at its first query ("Number of columns in result
 # (=1) set execeeds maxmimum allowed number of columns (=0)" for `select @var := concat('')`), while the same slurmdbd

@@ -10,10 +10,11 @@ nothing more: no configure_slurm.sh, no publish_slurm_login.sh. moto server acts
   and finish_login checking them and writing the secret;
 - the partition step: make_partitions.sh as root on a directory the mount table lists as Lustre, without any S3 link.
 The Studio lifecycle config then runs in the sandbox of tests/e2e/test_studio_slurm_login.py (its own root, the
-system's Slurm and munge hidden, its own munged), and alice submits a job that writes in her partition, as her; bob's
-job is refused her partition.
+root's Slurm and munge hidden, its own munged), and alice submits a job that writes in her partition, as her; bob's
+job is refused her partition. The controller, the Studio space and every Slurm command are the Debian 13 root with
+Slurm 24.11 (tests/e2e/slurm_root.py: `in_root`).
 
-Needs root, useradd/groupadd, and the Debian packages slurm-wlm and munge (CI installs them).
+Needs root, useradd/groupadd, and the Slurm root with curl (`make slurm-root`; `make test` builds it).
 """
 from __future__ import annotations
 
@@ -33,15 +34,20 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_bundle import BUNDLE_BUCKET  # noqa: E402
 from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
-from test_studio_slurm_login import (LCC, REGION, Cluster, ide, missing, s3_client, secrets,  # noqa: E402,F401
-                                     studio_users)
+from slurm_root import in_root, missing as missing_in_root, skip_reason, write_aws_command  # noqa: E402
+from test_studio_slurm_login import (  # noqa: E402,F401
+    LCC, REGION, REQUIRED_BINARIES, Cluster, ide, missing, s3_client, secrets, studio_users)
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 from cli import attach  # noqa: E402
 from platform_config import parse_config  # noqa: E402
 
-pytestmark = pytest.mark.skipif(bool(missing), reason=f"real Slurm not installed (missing {', '.join(missing)})")
+# curl: the controller step fetches the tools archive and uploads the hand-over with it (make attach).
+REQUIRED = (*REQUIRED_BINARIES, "curl", "tar", "sha256sum")
+pytestmark = pytest.mark.skipif(
+    bool(missing or missing_in_root(REQUIRED)),
+    reason=f"missing on this machine: {', '.join(missing)}" if missing else skip_reason(REQUIRED))
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +74,8 @@ def cluster() -> Iterator[Cluster]:
         aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         aws_env.update(AWS_ENDPOINT_URL=moto_url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
                        AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
-        if shutil.which("aws") is None:  # the Studio side's two AWS calls, as tests/e2e/test_studio_slurm_login.py
-            shim = base / "bin"
-            shim.mkdir()
-            (shim / "aws").write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'aws_shim.py'} \"$@\"\n")
-            (shim / "aws").chmod(0o755)
-            aws_env["PATH"] = f"{shim}:{aws_env['PATH']}"
+        # The Studio side's two AWS calls: the root has no AWS CLI (as tests/e2e/test_studio_slurm_login.py).
+        aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"
         yield Cluster(base=base, conf=slurm.conf, key=slurm.munge_key, munge_socket=slurm.munge_socket,
                       aws_env=aws_env, moto_url=moto_url, spool=slurm.state / "spool", script_env={}, slurm=slurm)
     finally:
@@ -82,10 +84,10 @@ def cluster() -> Iterator[Cluster]:
 
 
 def on_the_controller(cluster: Cluster, command: str, **env: str) -> subprocess.CompletedProcess:
-    """A session's command, run by bash on this machine (the controller) as root, as Session Manager would run it
+    """A session's command, run by bash as root on the controller (the Slurm root), as Session Manager would run it
     there; SLURM_CONF and MUNGE_KEY point at the harness's files instead of /opt/slurm/etc and /etc/munge."""
     assert command.startswith("sudo bash -c ")
-    return run(["bash", "-c", command.removeprefix("sudo ")], timeout=600, env={
+    return run(in_root("bash", "-c", command.removeprefix("sudo ")), timeout=600, env={
         **os.environ, "SLURM_CONF": str(cluster.conf), "MUNGE_KEY": str(cluster.key), "ATTACH_ALLOW_HTTP": "1", **env})
 
 

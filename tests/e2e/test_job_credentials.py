@@ -2,15 +2,18 @@
 
 install_job_credentials.sh installs the broker (lifecycle/hyperpod/lib/job_credentials.py) as it would on a login or
 compute node: the broker is then started with the exact ExecStart of the unit it wrote (there is no systemd here; a
-stand-in `systemctl` records the calls), as root, beside the loopback cluster of tests/e2e/slurm_cluster.py. STS is a
-moto server (the node's own credentials are moto's test keys), reached through the AWS CLI, or tests/e2e/aws_shim.py
-where there is none. An unprivileged user:
+stand-in `systemctl` records the calls), as root, beside the loopback cluster of tests/e2e/slurm_cluster.py. The node
+is the Debian 13 root with Slurm 24.11 (tests/e2e/slurm_root.py: `in_root`): the installer, the broker (which must
+see the jobs' processes and ask slurmctld about them, as on a node), the jobs and the user's commands all run there.
+STS is a moto server (the node's own credentials are moto's test keys), reached through tests/e2e/aws_shim.py, the
+root's stand-in for the AWS CLI. An unprivileged user:
 - in a job, asks through the AWS config the installer wrote (profile slurm-job, credential_process) with a real AWS
   SDK, and is the assumed job role, session slurm-<job>-<user>: exactly the broker's credentials;
 - outside any job gets nothing; with another running job's SLURM_JOB_ID in its environment, still nothing;
 - the broker never hands out the credentials it holds for a job to a process outside it.
 
-Needs root, the Debian packages slurm-wlm and munge, setpriv, and moto[server] and boto3 (requirements-dev.txt).
+Needs root, the Slurm root (`make slurm-root`; `make test` builds it), and moto[server] and boto3
+(requirements-dev.txt).
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests"))
 from slurm_cluster import SLURM_BINARIES, SlurmCluster, run, wait_for  # noqa: E402
+from slurm_root import as_user, in_root, missing as missing_in_root, skip_reason, write_aws_command  # noqa: E402
 
 HYPERPOD = REPO / "lifecycle" / "hyperpod"
 REGION = "us-east-1"
@@ -38,9 +42,9 @@ ROLE_NAME = "ml-cluster-slurm-job-us-east-1"
 ROLE_ARN = f"arn:aws:iam::123456789012:role/{ROLE_NAME}"
 USER = ("hpjobcred", 61234)
 
-missing = [b for b in (*SLURM_BINARIES, "setpriv") if shutil.which(b) is None]
-pytestmark = pytest.mark.skipif(bool(missing) or os.geteuid() != 0,
-                                reason=f"needs root, real Slurm and setpriv (missing {', '.join(missing) or 'nothing'})")
+REQUIRED = (*SLURM_BINARIES, "setpriv", "python3")
+pytestmark = pytest.mark.skipif(bool(missing_in_root(REQUIRED)) or os.geteuid() != 0,
+                                reason=f"needs root; {skip_reason(REQUIRED)}")
 
 
 @dataclass
@@ -53,8 +57,7 @@ class Node:
 
     def as_user(self, *argv: str, **env: str):
         base = {k: v for k, v in self.cluster.env().items() if not k.startswith("AWS_")}
-        return run(["setpriv", f"--reuid={USER[1]}", f"--regid={USER[1]}", "--clear-groups", "--", *argv],
-                   env={**base, **env})
+        return run(in_root(*as_user(USER[1], USER[1]), *argv), env={**base, **env})
 
     def sbatch(self, script: str) -> str:
         result = self.as_user("sbatch", "--parsable", f"--chdir={self.work}", f"--output={self.work}/%j.out",
@@ -64,7 +67,7 @@ class Node:
 
     def wait_done(self, job_id: str) -> str:
         def state():
-            out = run(["scontrol", "show", "job", "-o", job_id], env=self.cluster.env()).stdout
+            out = run(in_root("scontrol", "show", "job", "-o", job_id), env=self.cluster.env()).stdout
             fields = dict(f.split("=", 1) for f in out.split() if "=" in f)
             return fields.get("JobState") if fields.get("JobState") not in ("PENDING", "RUNNING", "COMPLETING", None) else None
         assert wait_for(f"job {job_id} to end", state, timeout=60) == "COMPLETED", \
@@ -101,9 +104,7 @@ def install_and_start(cluster: SlurmCluster, moto_url: str) -> Node:
                                        "[ \"$1\" != is-active ]\n")
     aws_env = {"AWS_ENDPOINT_URL": moto_url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "AWS_DEFAULT_REGION": REGION, "AWS_EC2_METADATA_DISABLED": "true", "AWS_PAGER": ""}
-    if not any((Path(d) / "aws").exists() for d in cluster.env()["PATH"].split(":")):
-        (bin_dir / "aws").write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'aws_shim.py'} \"$@\"\n")
-        (bin_dir / "aws").chmod(0o755)
+    write_aws_command(bin_dir)  # the root has no AWS CLI
     (bin_dir / "systemctl").chmod(0o755)
     params = base / "platform_parameters.json"
     params.write_text(json.dumps({"version": 1, "job_credentials": {"role_arn": ROLE_ARN, "region": REGION}}))
@@ -112,7 +113,7 @@ def install_and_start(cluster: SlurmCluster, moto_url: str) -> Node:
     env = {**cluster.env(), "PATH": f"{bin_dir}:{cluster.env()['PATH']}", "PARAMS_FILE": str(params),
            "PLATFORM_DIR": str(base / "platform"), "SYSTEMD_DIR": str(base / "systemd"),
            "AWS_JOB_CONFIG": str(aws_config), "BROKER_SOCKET": str(socket_path), "LOG_DIR": str(base / "log")}
-    result = run(["bash", str(HYPERPOD / "install_job_credentials.sh")], env=env)
+    result = run(in_root("bash", str(HYPERPOD / "install_job_credentials.sh")), env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     calls = (base / "systemctl.calls").read_text().splitlines()
     assert calls[-1] == "systemctl restart hyperpod-job-credentials.service", calls
@@ -122,7 +123,7 @@ def install_and_start(cluster: SlurmCluster, moto_url: str) -> Node:
     assert argv[:3] == ["/usr/bin/python3", "-S", str(base / "platform" / "job_credentials.py")], argv
     (base / "run").mkdir(mode=0o755)  # systemd's RuntimeDirectory=
     broker_env = [f"{k}={v}" for k, v in {**aws_env, "PATH": env["PATH"], "SLURM_CONF": str(cluster.conf)}.items()]
-    cluster.spawn("job-credentials", ["env", *broker_env, *argv])
+    cluster.spawn("job-credentials", in_root("env", *broker_env, *argv))
     wait_for("the broker's socket", socket_path.exists, timeout=20)
     work = base / "work"
     work.mkdir()
@@ -184,7 +185,7 @@ def test_a_user_s_process_outside_a_job_gets_nothing_even_naming_a_running_job(n
         assert "is not in a running Slurm job on this node" in forged.stderr
         assert "AccessKeyId" not in forged.stdout + forged.stderr
         # root outside a job is refused too: the broker gives the job role to jobs only
-        as_root = run(fetch, env=node.cluster.env())
+        as_root = run(in_root(*fetch), env=node.cluster.env())
         assert as_root.returncode == 1 and "not in a running Slurm job" in as_root.stderr
     finally:
-        run(["scancel", sleeper], env=node.cluster.env())
+        run(in_root("scancel", sleeper), env=node.cluster.env())

@@ -6,7 +6,9 @@ tests/e2e/slurm_cluster.py stands for the login node: it is in the default parti
 login node is. The script runs as on the node, against the real slurmctld; a job submitted without -p must not run
 there, and runs once the node is resumed, so the drain is what kept it off.
 
-Needs root and the Debian packages slurm-wlm and munge.
+The script, the daemons and every Slurm command run in the Slurm 24.11 root (tests/e2e/slurm_root.py: `in_root`).
+
+Needs root and the Slurm root (`make slurm-root`; `make test` builds it).
 """
 from __future__ import annotations
 
@@ -24,14 +26,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_cluster import SLURM_BINARIES, SlurmCluster, run  # noqa: E402
+from slurm_root import in_root, missing as missing_in_root, skip_reason  # noqa: E402
 
 SCRIPT = REPO / "lifecycle" / "hyperpod" / "configure_slurm.sh"
 REASON = "login node: jobs run on the compute partitions (hyperpod platform)"
 
-missing = [b for b in SLURM_BINARIES if shutil.which(b) is None]
-pytestmark = pytest.mark.skipif(bool(missing) or os.geteuid() != 0,
-                                reason=f"needs root and real Slurm (missing {', '.join(missing) or 'nothing'}): "
-                                       "apt-get install slurm-wlm munge")
+pytestmark = pytest.mark.skipif(bool(missing_in_root(SLURM_BINARIES)) or os.geteuid() != 0,
+                                reason=f"needs root; {skip_reason(SLURM_BINARIES)}")
 
 
 class Login:
@@ -46,23 +47,23 @@ class Login:
         env = {**self.cluster.env(), "PARAMS_FILE": str(self.params), "SLURM_CONF_DIR": str(self.cluster.etc),
                "LOG_DIR": str(self.cluster.base / "log"), "LOGROTATE_CONF": str(self.cluster.base / "logrotate.conf"),
                "SLURM_NODE_NAME": self.node}
-        result = run(["bash", str(SCRIPT), node_type], env=env, timeout=120)
+        result = run(in_root("bash", str(SCRIPT), node_type), env=env, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout + result.stderr
 
     def node_fields(self) -> dict[str, str]:
-        out = run(["scontrol", "show", "node", self.node], env=self.cluster.env()).stdout
+        out = run(in_root("scontrol", "show", "node", self.node), env=self.cluster.env()).stdout
         fields = dict(f.split("=", 1) for f in out.split() if "=" in f)
         reason = [line.strip() for line in out.splitlines() if line.strip().startswith("Reason=")]
         fields["Reason"] = reason[0].removeprefix("Reason=").split(" [")[0] if reason else ""
         return fields
 
     def scontrol(self, *args: str) -> None:
-        result = run(["scontrol", *args], env=self.cluster.env())
+        result = run(in_root("scontrol", *args), env=self.cluster.env())
         assert result.returncode == 0, result.stderr
 
     def job_state(self, job_id: str) -> dict[str, str]:
-        out = run(["scontrol", "show", "job", job_id], env=self.cluster.env()).stdout
+        out = run(in_root("scontrol", "show", "job", job_id), env=self.cluster.env()).stdout
         return dict(f.split("=", 1) for f in out.split() if "=" in f)
 
 
@@ -92,7 +93,7 @@ def test_a_login_node_drains_itself_and_a_job_without_partition_never_runs_there
     assert "DRAIN" in fields["State"] and fields["Reason"] == REASON, fields
     assert "Action:" not in fields["Reason"]  # HyperPod's node recovery acts on Action:Replace / Action:Reboot
 
-    submitted = run(["sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", "--wrap", "true"],
+    submitted = run(in_root("sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", "--wrap", "true"),
                     env=login.cluster.env())
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
@@ -108,7 +109,7 @@ def test_a_login_node_drains_itself_and_a_job_without_partition_never_runs_there
             time.sleep(0.3)
         assert login.job_state(job_id)["JobState"] == "COMPLETED"
     finally:
-        run(["scancel", job_id], env=login.cluster.env())
+        run(in_root("scancel", job_id), env=login.cluster.env())
 
 
 def test_running_again_keeps_one_drain_and_someone_else_s_drain_is_left(login: Login):

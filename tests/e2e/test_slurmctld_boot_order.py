@@ -9,7 +9,9 @@ against the loopback cluster of tests/e2e/slurm_cluster.py while its slurmctld i
 - it never starts: the first step fails with one ERROR line, bounded, and an entry point built like
   on_init_complete.sh (start_log, step) ends its log with STEP-FAILED and exits only LOG_FLUSH_SECONDS later.
 
-Needs root and the Debian packages slurm-wlm and munge.
+The steps, the daemons and every Slurm command run in the Slurm 24.11 root (tests/e2e/slurm_root.py: `in_root`).
+
+Needs root and the Slurm root (`make slurm-root`; `make test` builds it).
 """
 from __future__ import annotations
 
@@ -28,13 +30,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_cluster import SLURM_BINARIES, SlurmCluster, run, wait_for  # noqa: E402
+from slurm_root import in_root, missing as missing_in_root, skip_reason  # noqa: E402
 
 HYPERPOD = REPO / "lifecycle" / "hyperpod"
 
-missing = [b for b in SLURM_BINARIES if shutil.which(b) is None]
-pytestmark = pytest.mark.skipif(bool(missing) or os.geteuid() != 0,
-                                reason=f"needs root and real Slurm (missing {', '.join(missing) or 'nothing'}): "
-                                       "apt-get install slurm-wlm munge")
+pytestmark = pytest.mark.skipif(bool(missing_in_root(SLURM_BINARIES)) or os.geteuid() != 0,
+                                reason=f"needs root; {skip_reason(SLURM_BINARIES)}")
 
 # The controller steps of on_init_complete.sh that talk to slurmctld, in its order (configure_slurm.sh talks to it only
 # when plugstack.conf changes, which needs pyxis: tests/lifecycle/configure_slurm.bats covers its wait).
@@ -66,10 +67,11 @@ def script_env(cluster: SlurmCluster, **extra: str) -> dict[str, str]:
 
 
 def controller_steps(cluster: SlurmCluster, **extra: str) -> subprocess.Popen:
-    """The steps one after the other, as on_init_complete.sh runs them, in the background; output in one file."""
+    """The steps one after the other, as on_init_complete.sh runs them, in the background (in the root, as the
+    controller); output in one file."""
     chain = " && ".join(f"bash {HYPERPOD / step[0]} {' '.join(step[1:])}" for step in CONTROLLER_STEPS)
     out = open(cluster.base / "steps.out", "w")
-    return subprocess.Popen(["bash", "-c", chain], env=script_env(cluster, **extra), stdout=out,
+    return subprocess.Popen(in_root("bash", "-c", chain), env=script_env(cluster, **extra), stdout=out,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
@@ -102,9 +104,9 @@ def test_a_slurmctld_that_starts_late_is_waited_for_by_every_controller_step(clu
     assert "[apply_accounting] slurmctld answered after " in text
     assert text.count("waiting for slurmctld") == 1, text  # the later steps find it answering
     # Each did its work against the real daemon: DisableRootJobs through reconfigure, GRES read from slurmctld.
-    config = run(["scontrol", "show", "config"], env=cluster.env()).stdout
-    assert any(line.split() == ["DisableRootJobs", "=", "Yes"] or line.split() == ["DisableRootJobs", "=", "YES"]
-               for line in config.splitlines()), config
+    config = run(in_root("scontrol", "show", "config"), env=cluster.env()).stdout
+    # 22.05 printed "Yes", 24.11 prints "yes"
+    assert any(line.lower().split() == ["disablerootjobs", "=", "yes"] for line in config.splitlines()), config
     assert "PrologFlags=Contain" in (cluster.etc / "accounting.conf").read_text()
     assert "[check_gres] WARNING: workers has 1 GPU(s) per node but slurmctld's GresTypes is" in text
     cluster.wait_node_idle()
@@ -117,7 +119,7 @@ def test_a_slurmctld_that_never_starts_fails_the_node_with_one_line_after_the_lo
     entry = (f'set -euo pipefail; source {HYPERPOD}/lib/common.sh; start_log node; '
              f'step apply_accounting bash {HYPERPOD}/apply_accounting.sh')
     started = time.monotonic()
-    node = subprocess.Popen(["bash", "-c", entry, "node"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    node = subprocess.Popen(in_root("bash", "-c", entry, "node"), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL,
                             env=script_env(cluster, SLURM_WAIT_ATTEMPTS="3", LOG_FLUSH_SECONDS="3"))
     try:
