@@ -303,6 +303,49 @@ def test_the_force_tag_hands_an_existing_partition_to_the_new_uid(s3, bucket, fs
     assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20001"
 
 
+# Only the value true (in any case: the handler compares it lowercased) hands a partition over; CloudTrail records
+# the call's tags as {key, value} (also accepted as {Key, Value}).
+NOT_FORCED = {
+    "false": [{"key": "hyperpod:force-uid-change", "value": "false"}],
+    "empty": [{"key": "hyperpod:force-uid-change", "value": ""}],
+    "yes": [{"key": "hyperpod:force-uid-change", "value": "yes"}],
+    "1": [{"key": "hyperpod:force-uid-change", "value": "1"}],
+    "padded": [{"key": "hyperpod:force-uid-change", "value": " true"}],
+    "truthy-prefix": [{"key": "hyperpod:force-uid-change", "value": "true-ish"}],
+    "other-key": [{"key": "hyperpod:force-uid", "value": "true"}],
+    "key-case": [{"key": "Hyperpod:Force-Uid-Change", "value": "true"}],
+    "no-tags": [],
+    "another-tag": [{"key": "team", "value": "true"}],
+}
+
+
+@pytest.mark.parametrize("tags", NOT_FORCED.values(), ids=NOT_FORCED.keys())
+def test_only_the_force_tag_set_to_true_hands_over_a_partition(tags, s3, bucket, s3_calls, fsx, sagemaker, sleeps):
+    sm_client, sm_stub = sagemaker
+    put_partition(s3, bucket, 20009)
+    s3_calls.calls.clear()
+    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    expect_uid_check(sm_stub)
+    with pytest.raises(profile_events.UidConflict, match="belongs to uid 20009, the profile has uid 20001"):
+        profile_events.handler(cloudtrail_event(tags=tags), None, settings=SETTINGS, s3=s3, fsx=fsx[0],
+                               sagemaker=sm_client, sleep=sleeps)
+    sm_stub.assert_no_pending_responses()  # no update_user_profile: nothing mounted
+    assert s3_calls.names() == ["HeadObject"]
+    assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20009"
+
+
+@pytest.mark.parametrize("tag", [{"key": "hyperpod:force-uid-change", "value": "TRUE"},
+                                 {"key": "hyperpod:force-uid-change", "value": "True"},
+                                 {"Key": "hyperpod:force-uid-change", "Value": "true"}])
+def test_the_force_tag_value_true_in_any_case_hands_over_a_partition(tag, s3, bucket, fsx, sagemaker, sleeps):
+    fsx_client, fsx_stub = fsx
+    sm_client, sm_stub = sagemaker
+    put_partition(s3, bucket, 20009)
+    event = cloudtrail_event(tags=[{"key": "team", "value": "nlp"}, tag])
+    assert run_to_done(event, s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps)["status"] == "done"
+    assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20001"
+
+
 def test_an_existing_partition_of_the_same_uid_is_reused(s3, bucket, fsx, sagemaker, sleeps):
     fsx_client, fsx_stub = fsx
     sm_client, sm_stub = sagemaker
