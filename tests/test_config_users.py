@@ -68,3 +68,40 @@ def test_a_uid_that_is_squash_uid_and_group_is_refused_once():
     assert errors_of(config({"name": "ada", "uid": 30000}, squash_to="30000:30000")) == [
         "users[0].uid: 30000 is storage.lustre.root_squash.squash_to (what root in Studio is on FSx); allowed: a uid "
         "from 10000 to 4000000 that is no system or squash identity"]
+
+
+def test_names_and_uids_are_unique_and_each_repeat_names_the_first_holder():
+    errors = errors_of(config({"name": "ada", "uid": 20001}, {"name": "ada", "uid": 20002},
+                              {"name": "ada", "uid": 20001}, {"name": "bob", "uid": 20001}))
+    assert errors == [
+        "users[1].name: 'ada' is already used by users[0]; user names must be unique",
+        "users[2].name: 'ada' is already used by users[0]; user names must be unique",
+        "users[2].uid: 20001 is already used by users[0]; uids must be unique",
+        "users[3].uid: 20001 is already used by users[0]; uids must be unique"]
+
+
+@pytest.mark.parametrize("user, message", [
+    ({"name": "ada", "uid": 9999}, "users[0].uid: 9999 — Input should be greater than or equal to 10000"),
+    ({"name": "ada", "uid": 4000001}, "users[0].uid: 4000001 — Input should be less than or equal to 4000000"),
+    ({"name": "ada", "uid": 20001, "gid": 1000}, "users[0].gid: 1000 — Input should be greater than or equal to 1001"),
+    ({"name": "ada", "uid": 20001, "gid": 4000001},
+     "users[0].gid: 4000001 — Input should be less than or equal to 4000000"),
+    ({"name": "ada", "uid": 20001, "sudo": "yes"}, "users[0].sudo: 'yes' — must be true or false"),
+])
+def test_ids_outside_studios_range_and_loose_booleans_are_refused(user, message):
+    assert errors_of(config(user)) == [message]
+
+
+def test_the_edges_of_the_ranges_pass_and_sudo_is_off_unless_asked_for():
+    parsed = parse_config(config({"name": "ada", "uid": 10000, "gid": 1001}, {"name": "bob", "uid": 4000000,
+                                                                           "gid": 4000000, "sudo": True}),
+                          "test.yaml").users
+    assert [(u.uid, u.group_id, u.sudo) for u in parsed] == [(10000, 1001, False), (4000000, 4000000, True)]
+
+
+def test_studio_profile_names_are_required_only_with_studio():
+    data = config({"name": "data_sci", "uid": 20001})
+    assert errors_of(data) == ["users[0].name: 'data_sci' cannot be a Studio user profile name; with studio.enabled "
+                               "use letters, digits and hyphens only"]
+    data["studio"] = {"enabled": False}
+    assert parse_config(data, "test.yaml").users[0].name == "data_sci"
