@@ -8,6 +8,7 @@ with, so a renamed or misspelt key in the rules must fail here rather than silen
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import yaml
@@ -100,3 +101,125 @@ def test_a_skipped_or_reversed_kubernetes_upgrade_is_refused(deployed, new, mess
 @pytest.mark.parametrize("deployed, new", [("1.30", "1.31"), ("1.31", "1.32"), ("1.33", "1.34"), ("1.32", "1.32")])
 def test_one_minor_version_up_or_none_passes(deployed, new):
     assert check_day2(deployed_eks(deployed), eks_at(new)) == ([], [])
+
+
+def test_the_guard_reads_a_deployed_stacks_snapshot_and_refuses_a_shrink(monkeypatch):
+    """A storage stack deployed by this version carries the snapshot under HyperPodPlatformCreateOnly; the replacement
+    guard reads it back from CloudFormation (GetTemplate, the real client under botocore's Stubber, which checks the
+    request and response against CloudFormation's model, as tests/test_replacement_guard.py does) and the rules judge
+    the edit against it. Renaming the key would make every already deployed platform look like a different one."""
+    import boto3
+    from botocore.stub import Stubber
+    from cli import replacement_guard as guard
+
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(name, value)
+    client = boto3.client("cloudformation", region_name="us-west-2")
+    template = {"Metadata": {"HyperPodPlatformCreateOnly": deployed_with(storage_capacity_gib=2400)},
+                "Resources": {"LustreFileSystem": {"Type": "AWS::FSx::FileSystem"}}}
+    with Stubber(client) as stub:
+        stub.add_response("get_template", {"TemplateBody": json.dumps(template)},
+                          {"StackName": "ml-cluster-storage", "TemplateStage": "Original"})
+        deployed = guard.deployed_snapshot(client, "ml-cluster-storage")
+    assert check_day2(deployed, default_with(storage_capacity_gib=1200))[0] == [
+        "storage.lustre.storage_capacity_gib: 2400 -> 1200 cannot be deployed: FSx for Lustre storage capacity only "
+        "grows (UpdateFileSystem); keep 2400 or more"]
+
+
+def edited(edit) -> dict:
+    new = copy.deepcopy(DEPLOYED_DEFAULT)
+    edit(new)
+    return new
+
+
+def two_azs(snapshot: dict) -> None:
+    snapshot["network"].update(az_ids=["usw2-az2", "usw2-az1"], private_subnet_cidrs=["10.0.64.0/18", "10.0.128.0/18"])
+
+
+# edit of the new snapshot (the deployed one is DEPLOYED_DEFAULT, or two_azs of it for *_second) -> (the beginning of
+# each error, the beginning of each warning)
+EDITS = {
+    "name": (lambda s: s.update(name="ml-other"),
+             ["name: 'ml-cluster' -> 'ml-other' cannot be deployed in place: every resource name"], []),
+    "region": (lambda s: s.update(region="eu-west-1"),
+               ["deployment.region: 'us-west-2' -> 'eu-west-1' cannot be deployed in place: stacks cannot move"], []),
+    "orchestrator": (lambda s: s.update(orchestrator="eks"),
+                     ["orchestrator: 'slurm' -> 'eks' cannot be deployed in place: the HyperPod cluster's orchestrator"],
+                     []),
+    "existing_vpc": (lambda s: s["network"].update(existing="vpc-0123456789abcdef0", vpc_cidr="10.9.0.0/16"),
+                     ["network.existing.vpc_id: '' -> 'vpc-0123456789abcdef0' cannot be deployed in place: switching"],
+                     []),
+    "vpc_cidr": (lambda s: s["network"].update(vpc_cidr="10.1.0.0/16"),
+                 ["network.vpc_cidr: '10.0.0.0/16' -> '10.1.0.0/16' cannot be deployed in place: AWS::EC2::VPC"], []),
+    "first_az": (lambda s: s["network"].update(az_ids=["usw2-az1"]),
+                 ["network.az_ids[0]: 'usw2-az2' -> 'usw2-az1' cannot be deployed in place: AWS::EC2::Subnet "
+                  "AvailabilityZoneId is create-only: the subnet is replaced, and the FSx file system in it"], []),
+    "first_subnet": (lambda s: s["network"].update(private_subnet_cidrs=["10.0.128.0/18"]),
+                     ["network.private_subnet_cidrs[0]: '10.0.64.0/18' -> '10.0.128.0/18' cannot be deployed in "
+                      "place: AWS::EC2::Subnet CidrBlock is create-only: the subnet is replaced, and the FSx file "
+                      "system in it"], []),
+    "public_subnet": (lambda s: s["network"].update(public_subnet_cidr="10.0.1.0/24"), [],
+                      ["network.public_subnet_cidr: '10.0.0.0/24' -> '10.0.1.0/24' replaces the public subnet"]),
+    "existing_fsx": (lambda s: s["lustre"].update(existing="fs-0123456789abcdef0"),
+                     ["storage.lustre.existing: '' -> 'fs-0123456789abcdef0' cannot be deployed in place: switching"],
+                     []),
+    "throughput": (lambda s: s["lustre"].update(throughput_mib_per_tib=500),
+                   ["storage.lustre.throughput_mib_per_tib: 250 -> 500 cannot be deployed in place: CloudFormation "
+                    "documents LustreConfiguration.PerUnitStorageThroughput as 'Update requires: Replacement', i.e. a "
+                    "new, empty file system; change it in place with `aws fsx update-file-system --file-system-id "
+                    "<id> --lustre-configuration PerUnitStorageThroughput=500` and keep 250 in the config"], []),
+    "file_system_path": (lambda s: s["lustre"].update(file_system_path="/datasets"),
+                         ["storage.lustre.data_repository.file_system_path: '/data' -> '/datasets' cannot be deployed"],
+                         []),
+    "s3_prefix": (lambda s: s["lustre"].update(s3_prefix="datasets/"),
+                  ["storage.lustre.data_repository.s3_prefix: '' -> 'datasets/' cannot be deployed in place"], []),
+    "partition_root": (lambda s: s.update(partition_root="home"), [],
+                       ["studio.partition_root: 'studio' -> 'home': new partitions are created under the new root"]),
+}
+
+
+@pytest.mark.parametrize("change", sorted(EDITS))
+def test_each_create_only_edit_is_refused_and_each_disruptive_one_warned_about(change):
+    edit, error_starts, warning_starts = EDITS[change]
+    errors, warnings = check_day2(DEPLOYED_DEFAULT, edited(edit))
+    assert len(errors) == len(error_starts) and all(e.startswith(s) for e, s in zip(errors, error_starts)), errors
+    assert len(warnings) == len(warning_starts) and all(w.startswith(s) for w, s in zip(warnings, warning_starts)), (
+        warnings)
+
+
+def test_a_second_az_is_judged_on_its_own_and_may_not_be_removed():
+    deployed = edited(two_azs)
+    assert check_day2(deployed, deployed) == ([], [])
+    moved = copy.deepcopy(deployed)
+    moved["network"]["az_ids"][1] = "usw2-az3"
+    moved["network"]["private_subnet_cidrs"][1] = "10.0.192.0/18"
+    assert check_day2(deployed, moved)[0] == [
+        "network.az_ids[1]: 'usw2-az1' -> 'usw2-az3' cannot be deployed in place: AWS::EC2::Subnet AvailabilityZoneId "
+        "is create-only: the subnet is replaced; append new AZ IDs (and CIDRs) at the end instead",
+        "network.private_subnet_cidrs[1]: '10.0.128.0/18' -> '10.0.192.0/18' cannot be deployed in place: "
+        "AWS::EC2::Subnet CidrBlock is create-only: the subnet is replaced; append a new subnet at the end instead"]
+    assert check_day2(deployed, DEPLOYED_DEFAULT)[0] == [
+        "network.az_ids: 2 -> 1 AZs: removing a private subnet deletes it while cluster groups or Studio may still use "
+        "it"]
+    assert check_day2(DEPLOYED_DEFAULT, deployed) == ([], [])  # adding one at the end is routine
+
+
+def test_an_existing_vpc_is_not_judged_by_the_cidrs_of_a_platform_built_one():
+    deployed = edited(lambda s: s["network"].update(existing="vpc-0123456789abcdef0"))
+    new = edited(lambda s: s["network"].update(existing="vpc-0123456789abcdef0", vpc_cidr="10.9.0.0/16",
+                                               az_ids=["euw1-az1"], private_subnet_cidrs=["10.9.64.0/18"],
+                                               public_subnet_cidr="10.9.0.0/24"))
+    assert check_day2(deployed, new) == ([], [])
+
+
+def test_a_changed_uid_is_a_warning_about_file_owners_and_a_removed_user_is_not():
+    deployed = edited(lambda s: s.update(uids={"ada": 20001, "bob": 20002}))
+    new = edited(lambda s: s.update(uids={"ada": 20011}))
+    assert check_day2(deployed, new) == ([], [
+        "users[ada].uid: 20001 -> 20011: files the user owns on FSx keep the old uid; chown them after the change"])
+
+
+def test_a_snapshot_from_before_partition_root_was_recorded_raises_no_warning():
+    deployed = {k: v for k, v in DEPLOYED_DEFAULT.items() if k != "partition_root"}
+    assert check_day2(deployed, edited(lambda s: s.update(partition_root="home"))) == ([], [])
