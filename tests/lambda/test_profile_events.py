@@ -359,3 +359,102 @@ def test_reserved_uids_come_from_the_file_the_environment_names(monkeypatch, tmp
                         "DATA_BUCKET": "b", "RESERVED_UIDS_FILE": str(tmp_path / "reserved.json")}.items():
         monkeypatch.setenv(name, value)
     assert Settings.from_env(os.environ).reserved_uids == {20001: "alice"}
+
+
+@pytest.mark.parametrize("detail", [
+    {"sourceIPAddress": "cloudformation.amazonaws.com"},
+    {"userAgent": "cloudformation.amazonaws.com"},
+    {"requestParameters": {"domainId": "d-ours0000001", "userProfileName": "alice",
+                           "tags": [{"key": "aws:cloudformation:logical-id", "value": "Profilealice"}]}},
+], ids=["source-ip", "user-agent", "logical-id-tag"])
+def test_each_mark_of_a_cloudformation_call_alone_is_enough_to_ignore_it(detail, s3, bucket, s3_calls, fsx,
+                                                                       sagemaker, sleeps):
+    event = cloudtrail_event()
+    event["detail"].update(detail)
+    result = profile_events.handler(event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0],
+                                    sleep=sleeps)
+    assert result == {"status": "ignored", "reason": "created by CloudFormation"}
+    assert s3_calls.names() == []
+
+
+def test_an_event_without_a_profile_name_is_ignored(s3, bucket, s3_calls, fsx, sagemaker, sleeps):
+    event = cloudtrail_event()
+    del event["detail"]["requestParameters"]["userProfileName"]
+    result = profile_events.handler(event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0],
+                                    sleep=sleeps)
+    assert result == {"status": "ignored", "reason": "not a CreateUserProfile call"}
+
+
+@pytest.mark.parametrize("status", ["Deleting", "Delete_Failed"])
+def test_a_profile_going_away_raises_at_once(status, s3, bucket, s3_calls, fsx, sagemaker, sleeps):
+    sm_client, sm_stub = sagemaker
+    sm_stub.add_response("describe_user_profile", profile(status), WHO)
+    with pytest.raises(profile_events.ProfileNotReady, match=f"is {status}"):
+        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0],
+                               sagemaker=sm_client, sleep=sleeps)
+    assert sleeps == [] and s3_calls.names() == []
+
+
+def test_settings_defaults_and_limits_from_the_environment(monkeypatch):
+    for name, value in {"DOMAIN_ID": "d-x", "FILE_SYSTEM_ID": FS, "FILE_SYSTEM_PATH": "/data", "DATA_BUCKET": "b",
+                        "PARTITION_ROOT": "/home/", "MAX_IMPORTS_IN_FLIGHT": "2"}.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings.from_env(os.environ)
+    assert (settings.partition_root, settings.max_in_flight, settings.max_wait_seconds, settings.s3_prefix,
+            settings.reserved_uids) == ("home", 2, 600.0, "", {})
+    for name in ("DOMAIN_ID", "FILE_SYSTEM_ID", "FILE_SYSTEM_PATH"):
+        with monkeypatch.context() as missing:
+            missing.delenv(name)
+            with pytest.raises(RuntimeError, match=f"missing environment variables: {name}$"):
+                Settings.from_env(os.environ)
+
+
+def test_tags_that_are_not_key_value_pairs_are_skipped(s3, bucket, fsx, sagemaker, sleeps):
+    fsx_client, fsx_stub = fsx
+    sm_client, sm_stub = sagemaker
+    put_partition(s3, bucket, 20009)
+    event = cloudtrail_event(tags=["hyperpod:force-uid-change", {"key": "hyperpod:force-uid-change", "value": "true"}])
+    assert run_to_done(event, s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps)["status"] == "done"
+
+
+def test_a_marker_without_a_numeric_owner_is_no_other_owner(s3, bucket, fsx, sagemaker, sleeps):
+    fsx_client, fsx_stub = fsx
+    sm_client, sm_stub = sagemaker
+    s3.put_object(Bucket=bucket, Key="studio/alice/", Body=b"", Metadata={"file-owner": "alice"})
+    assert run_to_done(cloudtrail_event(), s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps)["status"] == "done"
+    assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20001"
+
+
+def test_other_profiles_are_described_once_per_modification(monkeypatch, sagemaker):
+    """ListUserProfiles' LastModifiedTime says when a profile's uid may have changed: a warm environment describes
+    each other profile once, again only after it changed, and every time when no time is given."""
+    monkeypatch.setattr(profile_events, "_UIDS", {})
+    sm_client, sm_stub = sagemaker
+    first, later = datetime(2026, 11, 21, tzinfo=timezone.utc), datetime(2026, 11, 22, tzinfo=timezone.utc)
+
+    def listing(modified):
+        summary = {"DomainId": "d-ours0000001", "UserProfileName": "bob"}
+        if modified:
+            summary["LastModifiedTime"] = modified
+        sm_stub.add_response("list_user_profiles", {"UserProfiles": [summary]},
+                             {"DomainIdEquals": "d-ours0000001", "MaxResults": 100})
+
+    def described(uid):
+        sm_stub.add_response("describe_user_profile", {
+            "DomainId": "d-ours0000001", "UserProfileName": "bob", "Status": "InService",
+            "UserSettings": {"CustomPosixUserConfig": {"Uid": uid, "Gid": 1001}}},
+            {"DomainId": "d-ours0000001", "UserProfileName": "bob"})
+
+    def owner():
+        return profile_events.uid_owner(sm_client, "d-ours0000001", "alice", 20002, {}, sleep=lambda _: None)
+
+    listing(first), described(20002)
+    assert owner() == "user profile 'bob'"
+    listing(first)  # unchanged: no describe
+    assert owner() == "user profile 'bob'"
+    listing(later), described(20003)  # changed: described again, and the new uid counts
+    assert owner() is None
+    listing(None), described(20002)
+    listing(None), described(20002)
+    assert owner() == owner() == "user profile 'bob'"
+    sm_stub.assert_no_pending_responses()
