@@ -223,3 +223,26 @@ def test_a_changed_uid_is_a_warning_about_file_owners_and_a_removed_user_is_not(
 def test_a_snapshot_from_before_partition_root_was_recorded_raises_no_warning():
     deployed = {k: v for k, v in DEPLOYED_DEFAULT.items() if k != "partition_root"}
     assert check_day2(deployed, edited(lambda s: s.update(partition_root="home"))) == ([], [])
+
+
+def test_an_error_without_an_in_place_alternative_ends_with_what_would_be_lost():
+    assert check_day2(DEPLOYED_DEFAULT, edited(lambda s: s.update(region="eu-west-1")))[0] == [
+        "deployment.region: 'us-west-2' -> 'eu-west-1' cannot be deployed in place: stacks cannot move between regions"]
+
+
+@pytest.mark.parametrize("section, key, existing", [("network", "network.existing.vpc_id", "vpc-0123456789abcdef0"),
+                                                    ("lustre", "storage.lustre.existing", "fs-0123456789abcdef0")])
+def test_leaving_an_existing_vpc_or_file_system_for_a_platform_built_one_is_refused(section, key, existing):
+    deployed = edited(lambda s: s[section].update(existing=existing))
+    (error,) = check_day2(deployed, DEPLOYED_DEFAULT)[0]
+    assert error.startswith(f"{key}: {existing!r} -> '' cannot be deployed in place: switching between")
+
+
+def test_a_snapshot_written_before_the_existing_keys_is_a_platform_built_one():
+    """Snapshots from before network.existing and storage.lustre.existing were recorded lack the keys: they describe
+    a platform-built VPC and file system, whose rules still apply."""
+    deployed = copy.deepcopy(DEPLOYED_DEFAULT)
+    del deployed["network"]["existing"], deployed["lustre"]["existing"]
+    assert check_day2(deployed, DEPLOYED_DEFAULT) == ([], [])
+    errors, _ = check_day2(deployed, edited(lambda s: s["lustre"].update(storage_capacity_gib=600)))
+    assert [e.split(":")[0] for e in errors] == ["storage.lustre.storage_capacity_gib"]

@@ -95,3 +95,12 @@ def test_every_target_and_its_test_files_exist(module):
     assert (ROOT / module).is_file()
     for run in mutation.TARGETS[module]:
         assert all((ROOT / arg).is_file() for arg in run if arg.startswith("tests/")), run
+
+
+def test_a_mutant_inside_a_statement_that_spans_lines_is_covered_by_the_statements_head():
+    """Python reports a line event where an instruction starts: an element on a later line of a multi-line literal
+    may have none, so coverage is judged by the enclosing statement (an `if` by its head, not its body)."""
+    source = 'FIELDS = (\n    "containers",\n    "initContainers",\n)\nif FIELDS:\n    print(\n        "x")\n'
+    by_text = {m.original: m.statement for m in mutation.find_mutants("f.py", source)}
+    assert by_text['"initContainers"'] == (1, 4)
+    assert by_text["FIELDS"] == (5, 5)

@@ -88,6 +88,7 @@ class Mutant:
     path: str
     line: int
     end_line: int
+    statement: tuple[int, int]  # the lines of the enclosing statement's head: it runs when they do
     function: str
     operator: str
     original: str
@@ -112,14 +113,25 @@ def _segment(lines: list[str], node: ast.AST) -> str:
 class _Finder(ast.NodeVisitor):
     """Collects mutants of one module; skips docstrings, annotations, f-strings and log calls."""
 
-    def __init__(self, path: str, source: str) -> None:
+    def __init__(self, path: str, source: str, tree: ast.Module) -> None:
         self.path, self.source = path, source
         self.mutants: list[Mutant] = []
         self.scope: list[str] = []
+        self.parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+
+    def statement_lines(self, node: ast.AST) -> tuple[int, int]:
+        """A node inside a statement that spans lines may have no line event of its own (Python reports the lines
+        where instructions start): the statement's head (up to its body, if it has one) stands for it."""
+        while not isinstance(node, ast.stmt):
+            node = self.parents[node]
+        body = getattr(node, "body", None)
+        end = body[0].lineno - 1 if isinstance(body, list) and body else node.end_lineno
+        return node.lineno, max(node.lineno, end)
 
     def add(self, node: ast.AST, operator: str, replacement: str) -> None:
         original = ast.get_source_segment(self.source, node) or ast.unparse(node)
-        self.mutants.append(Mutant(self.path, node.lineno, node.end_lineno, ".".join(self.scope) or "<module>",
+        self.mutants.append(Mutant(self.path, node.lineno, node.end_lineno, self.statement_lines(node),
+                                   ".".join(self.scope) or "<module>",
                                    operator, " ".join(original.split()), replacement,
                                    (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)))
 
@@ -247,8 +259,9 @@ def _is_log_call(call: ast.Call) -> bool:
 
 
 def find_mutants(path: str, source: str) -> list[Mutant]:
-    finder = _Finder(path, source)
-    finder.visit(ast.parse(source))
+    tree = ast.parse(source)
+    finder = _Finder(path, source, tree)
+    finder.visit(tree)
     seen: dict[str, int] = {}
     valid = []
     for mutant in finder.mutants:
@@ -435,7 +448,8 @@ def main(argv: list[str] | None = None) -> int:
                 for mutant in mutants:
                     if mutant.key in equivalents:
                         mutant.status = "equivalent"
-                    elif not covered.intersection(range(mutant.line, mutant.end_line + 1)):
+                    elif not covered.intersection(range(mutant.line, mutant.end_line + 1),
+                                                  range(mutant.statement[0], mutant.statement[1] + 1)):
                         mutant.status = "not covered"
                     else:
                         target.write_text(apply(original, mutant))
