@@ -246,3 +246,12 @@ def test_a_snapshot_written_before_the_existing_keys_is_a_platform_built_one():
     assert check_day2(deployed, DEPLOYED_DEFAULT) == ([], [])
     errors, _ = check_day2(deployed, edited(lambda s: s["lustre"].update(storage_capacity_gib=600)))
     assert [e.split(":")[0] for e in errors] == ["storage.lustre.storage_capacity_gib"]
+
+
+def test_moving_a_slurm_platform_to_eks_is_refused_as_an_orchestrator_change_not_a_kubernetes_upgrade():
+    """The Slurm snapshot records no Kubernetes version (""): the version rules must not read one from it."""
+    errors, _ = check_day2(DEPLOYED_DEFAULT, {**snapshot(eks_at("1.34")), **{k: DEPLOYED_DEFAULT[k] for k in (
+        "name", "region", "network", "lustre", "partition_root")}})
+    assert [e.split(":")[0] for e in errors] == ["orchestrator"]
+    errors, _ = check_day2(deployed_eks("1.34"), {**deployed_eks("1.34"), "orchestrator": "slurm", "eks_version": ""})
+    assert [e.split(":")[0] for e in errors] == ["orchestrator"]

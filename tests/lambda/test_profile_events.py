@@ -397,11 +397,11 @@ def test_a_profile_going_away_raises_at_once(status, s3, bucket, s3_calls, fsx, 
 
 def test_settings_defaults_and_limits_from_the_environment(monkeypatch):
     for name, value in {"DOMAIN_ID": "d-x", "FILE_SYSTEM_ID": FS, "FILE_SYSTEM_PATH": "/data", "DATA_BUCKET": "b",
-                        "PARTITION_ROOT": "/home/", "MAX_IMPORTS_IN_FLIGHT": "2"}.items():
+                        "PARTITION_ROOT": "/sandbox/", "MAX_IMPORTS_IN_FLIGHT": "2"}.items():
         monkeypatch.setenv(name, value)
     settings = Settings.from_env(os.environ)
     assert (settings.partition_root, settings.max_in_flight, settings.max_wait_seconds, settings.s3_prefix,
-            settings.reserved_uids) == ("home", 2, 600.0, "", {})
+            settings.reserved_uids) == ("sandbox", 2, 600.0, "", {})
     for name in ("DOMAIN_ID", "FILE_SYSTEM_ID", "FILE_SYSTEM_PATH"):
         with monkeypatch.context() as missing:
             missing.delenv(name)
