@@ -145,7 +145,7 @@ EDITS = {
     "region": (lambda s: s.update(region="eu-west-1"),
                ["deployment.region: 'us-west-2' -> 'eu-west-1' cannot be deployed in place: stacks cannot move"], []),
     "orchestrator": (lambda s: s.update(orchestrator="eks"),
-                     ["orchestrator: 'slurm' -> 'eks' cannot be deployed in place: the HyperPod cluster's orchestrator"],
+                     ["orchestrator: 'slurm' -> 'eks' cannot be deployed in place: the HyperPod cluster's"],
                      []),
     "existing_vpc": (lambda s: s["network"].update(existing="vpc-0123456789abcdef0", vpc_cidr="10.9.0.0/16"),
                      ["network.existing.vpc_id: '' -> 'vpc-0123456789abcdef0' cannot be deployed in place: switching"],

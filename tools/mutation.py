@@ -14,11 +14,11 @@ by people; the tests check the ones that matter through the refusals they belong
 The run works in a copy of the work tree (tracked and untracked files, .venv and node_modules linked), so the tree
 you work in is never touched. For each module it first runs the module's tests unmutated, tracing which lines they
 execute; a mutant on a line they never run survives without a run ("not covered"). Every other mutant is written
-into the copy and the module's tests run in a fresh interpreter (`pytest -x`, no bytecode cache), cheapest test
-files first; the mutant is killed when they fail (or exceed their time limit: 3 times the unmutated run plus 10
+into the copy and the module's tests run (`pytest -x`, no bytecode cache) in a fork of this process, which has
+imported pytest, boto3 and pydantic but nothing of the project, cheapest test files first; the mutant is killed when they fail (or exceed their time limit: 3 times the unmutated run plus 10
 s), survives when they pass. Results go to build/mutation/results.json; the report lists every survivor not judged
 equivalent in tools/mutation_equivalents.json (key -> reason), and the kill rate is
-killed / (mutants - equivalent).
+killed / (mutants - equivalent). --rerun RESULTS runs only the survivors of an earlier run.
 
 Why not mutmut (3.x, PyPI): it names a mutant by the dotted module path of its file and activates it only when the
 running function's `__module__` matches (boxed/mutmut@523a19c, src/mutmut/__main__.py
@@ -64,7 +64,8 @@ TARGETS: dict[str, list[list[str]]] = {
     "lambda/default_security_group/restrict.py": [["tests/lambda/test_default_security_group.py"]],
     "lambda/fsx_access_group/access_group.py": [["tests/lambda/test_fsx_access_group.py"]],
     "lambda/fsx_partitions/custom_resource.py": [["tests/lambda/test_custom_resource.py"]],
-    "lambda/fsx_partitions/partitions.py": [["tests/lambda/test_partitions.py"], ["tests/lambda/test_custom_resource.py"],
+    "lambda/fsx_partitions/partitions.py": [["tests/lambda/test_partitions.py"],
+                                            ["tests/lambda/test_custom_resource.py"],
                                             ["tests/lambda/test_profile_events.py"]],
     "lambda/fsx_partitions/profile_events.py": [["tests/lambda/test_profile_events.py"]],
     "lambda/fsx_root_squash/root_squash.py": [["tests/lambda/test_fsx_root_squash.py"]],
