@@ -5,6 +5,8 @@ import os
 from datetime import datetime, timezone
 
 import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ClientError
 from botocore.stub import ANY
 
 import profile_events
@@ -457,4 +459,38 @@ def test_other_profiles_are_described_once_per_modification(monkeypatch, sagemak
     listing(None), described(20002)
     listing(None), described(20002)
     assert owner() == owner() == "user profile 'bob'"
+    sm_stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize("event, reason", [
+    (cloudtrail_event(errorCode="ValidationException"), "the CreateUserProfile call failed"),
+    (cloudtrail_event(domain_id="d-someoneelse"), "other domain"),
+], ids=["failed-call", "other-domain"])
+def test_an_ignored_event_says_why(event, reason, s3, bucket, fsx, sagemaker, sleeps):
+    assert profile_events.handler(event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0],
+                                  sleep=sleeps) == {"status": "ignored", "reason": reason}
+
+
+class _Empty:
+    def stream(self, **_):
+        yield b""
+
+
+def test_a_marker_that_cannot_be_read_fails_the_event_and_changes_nothing(s3, bucket, s3_calls, fsx, sagemaker,
+                                                                         sleeps):
+    """S3 answers 403 (not 404) when the role may not list the bucket: that is no proof the partition is free, so the
+    handler fails (EventBridge retries) instead of writing a marker over whatever is there. The 403 is injected at
+    before-send, below botocore's parsing and retries, on the real client talking to moto server."""
+    sm_client, sm_stub = sagemaker
+    put_partition(s3, bucket, 20009)
+    s3_calls.calls.clear()
+    s3.meta.events.register("before-send.s3.HeadObject", lambda request, **_: AWSResponse(
+        request.url, 403, {"Content-Length": "0"}, _Empty()))
+    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    expect_uid_check(sm_stub)
+    with pytest.raises(ClientError) as failure:
+        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sm_client,
+                               sleep=sleeps)
+    assert failure.value.response["Error"]["Code"] == "403"
+    assert set(s3_calls.names()) == {"HeadObject"}
     sm_stub.assert_no_pending_responses()
