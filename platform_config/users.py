@@ -91,4 +91,8 @@ def identity_errors(cfg: PlatformConfig) -> list[str]:
         if u.gid is not None and u.gid in gids:
             errors.append(f"users[{i}].gid: {u.gid} is {gids[u.gid]}; allowed: a gid from 1001 to 4000000 that is "
                           "no system or squash identity")
+        elif u.gid is None and u.uid in gids and u.uid not in taken:  # the uid error above already names it
+            errors.append(f"users[{i}].uid: {u.uid} is also the user's gid (users[{i}].gid is unset), and that gid "
+                          f"is {gids[u.uid]}; allowed: set users[{i}].gid to a gid from 1001 to 4000000 that is no "
+                          "system or squash identity, or choose another uid")
     return errors

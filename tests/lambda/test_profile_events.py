@@ -5,6 +5,8 @@ import os
 from datetime import datetime, timezone
 
 import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ClientError
 from botocore.stub import ANY
 
 import profile_events
@@ -303,6 +305,49 @@ def test_the_force_tag_hands_an_existing_partition_to_the_new_uid(s3, bucket, fs
     assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20001"
 
 
+# Only the value true (in any case: the handler compares it lowercased) hands a partition over; CloudTrail records
+# the call's tags as {key, value} (also accepted as {Key, Value}).
+NOT_FORCED = {
+    "false": [{"key": "hyperpod:force-uid-change", "value": "false"}],
+    "empty": [{"key": "hyperpod:force-uid-change", "value": ""}],
+    "yes": [{"key": "hyperpod:force-uid-change", "value": "yes"}],
+    "1": [{"key": "hyperpod:force-uid-change", "value": "1"}],
+    "padded": [{"key": "hyperpod:force-uid-change", "value": " true"}],
+    "truthy-prefix": [{"key": "hyperpod:force-uid-change", "value": "true-ish"}],
+    "other-key": [{"key": "hyperpod:force-uid", "value": "true"}],
+    "key-case": [{"key": "Hyperpod:Force-Uid-Change", "value": "true"}],
+    "no-tags": [],
+    "another-tag": [{"key": "team", "value": "true"}],
+}
+
+
+@pytest.mark.parametrize("tags", NOT_FORCED.values(), ids=NOT_FORCED.keys())
+def test_only_the_force_tag_set_to_true_hands_over_a_partition(tags, s3, bucket, s3_calls, fsx, sagemaker, sleeps):
+    sm_client, sm_stub = sagemaker
+    put_partition(s3, bucket, 20009)
+    s3_calls.calls.clear()
+    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    expect_uid_check(sm_stub)
+    with pytest.raises(profile_events.UidConflict, match="belongs to uid 20009, the profile has uid 20001"):
+        profile_events.handler(cloudtrail_event(tags=tags), None, settings=SETTINGS, s3=s3, fsx=fsx[0],
+                               sagemaker=sm_client, sleep=sleeps)
+    sm_stub.assert_no_pending_responses()  # no update_user_profile: nothing mounted
+    assert s3_calls.names() == ["HeadObject"]
+    assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20009"
+
+
+@pytest.mark.parametrize("tag", [{"key": "hyperpod:force-uid-change", "value": "TRUE"},
+                                 {"key": "hyperpod:force-uid-change", "value": "True"},
+                                 {"Key": "hyperpod:force-uid-change", "Value": "true"}])
+def test_the_force_tag_value_true_in_any_case_hands_over_a_partition(tag, s3, bucket, fsx, sagemaker, sleeps):
+    fsx_client, fsx_stub = fsx
+    sm_client, sm_stub = sagemaker
+    put_partition(s3, bucket, 20009)
+    event = cloudtrail_event(tags=[{"key": "team", "value": "nlp"}, tag])
+    assert run_to_done(event, s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps)["status"] == "done"
+    assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20001"
+
+
 def test_an_existing_partition_of_the_same_uid_is_reused(s3, bucket, fsx, sagemaker, sleeps):
     fsx_client, fsx_stub = fsx
     sm_client, sm_stub = sagemaker
@@ -316,3 +361,159 @@ def test_reserved_uids_come_from_the_file_the_environment_names(monkeypatch, tmp
                         "DATA_BUCKET": "b", "RESERVED_UIDS_FILE": str(tmp_path / "reserved.json")}.items():
         monkeypatch.setenv(name, value)
     assert Settings.from_env(os.environ).reserved_uids == {20001: "alice"}
+
+
+@pytest.mark.parametrize("detail", [
+    {"sourceIPAddress": "cloudformation.amazonaws.com"},
+    {"userAgent": "cloudformation.amazonaws.com"},
+    {"requestParameters": {"domainId": "d-ours0000001", "userProfileName": "alice",
+                           "tags": [{"key": "aws:cloudformation:logical-id", "value": "Profilealice"}]}},
+], ids=["source-ip", "user-agent", "logical-id-tag"])
+def test_each_mark_of_a_cloudformation_call_alone_is_enough_to_ignore_it(detail, s3, bucket, s3_calls, fsx,
+                                                                       sagemaker, sleeps):
+    event = cloudtrail_event()
+    event["detail"].update(detail)
+    result = profile_events.handler(event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0],
+                                    sleep=sleeps)
+    assert result == {"status": "ignored", "reason": "created by CloudFormation"}
+    assert s3_calls.names() == []
+
+
+def test_an_event_without_a_profile_name_is_ignored(s3, bucket, s3_calls, fsx, sagemaker, sleeps):
+    event = cloudtrail_event()
+    del event["detail"]["requestParameters"]["userProfileName"]
+    result = profile_events.handler(event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0],
+                                    sleep=sleeps)
+    assert result == {"status": "ignored", "reason": "not a CreateUserProfile call"}
+
+
+@pytest.mark.parametrize("status", ["Deleting", "Delete_Failed"])
+def test_a_profile_going_away_raises_at_once(status, s3, bucket, s3_calls, fsx, sagemaker, sleeps):
+    sm_client, sm_stub = sagemaker
+    sm_stub.add_response("describe_user_profile", profile(status), WHO)
+    with pytest.raises(profile_events.ProfileNotReady, match=f"is {status}"):
+        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0],
+                               sagemaker=sm_client, sleep=sleeps)
+    assert sleeps == [] and s3_calls.names() == []
+
+
+def test_settings_defaults_and_limits_from_the_environment(monkeypatch):
+    for name, value in {"DOMAIN_ID": "d-x", "FILE_SYSTEM_ID": FS, "FILE_SYSTEM_PATH": "/data", "DATA_BUCKET": "b",
+                        "PARTITION_ROOT": "/sandbox/", "MAX_IMPORTS_IN_FLIGHT": "2"}.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings.from_env(os.environ)
+    assert (settings.partition_root, settings.max_in_flight, settings.max_wait_seconds, settings.s3_prefix,
+            settings.reserved_uids) == ("sandbox", 2, 600.0, "", {})
+    for name in ("DOMAIN_ID", "FILE_SYSTEM_ID", "FILE_SYSTEM_PATH"):
+        with monkeypatch.context() as missing:
+            missing.delenv(name)
+            with pytest.raises(RuntimeError, match=f"missing environment variables: {name}$"):
+                Settings.from_env(os.environ)
+
+
+def test_tags_that_are_not_key_value_pairs_are_skipped(s3, bucket, fsx, sagemaker, sleeps):
+    fsx_client, fsx_stub = fsx
+    sm_client, sm_stub = sagemaker
+    put_partition(s3, bucket, 20009)
+    event = cloudtrail_event(tags=["hyperpod:force-uid-change", {"key": "hyperpod:force-uid-change", "value": "true"}])
+    assert run_to_done(event, s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps)["status"] == "done"
+
+
+def test_a_marker_without_a_numeric_owner_is_no_other_owner(s3, bucket, fsx, sagemaker, sleeps):
+    fsx_client, fsx_stub = fsx
+    sm_client, sm_stub = sagemaker
+    s3.put_object(Bucket=bucket, Key="studio/alice/", Body=b"", Metadata={"file-owner": "alice"})
+    assert run_to_done(cloudtrail_event(), s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps)["status"] == "done"
+    assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20001"
+
+
+def test_other_profiles_are_described_once_per_modification(monkeypatch, sagemaker):
+    """ListUserProfiles' LastModifiedTime says when a profile's uid may have changed: a warm environment describes
+    each other profile once, again only after it changed, and every time when no time is given."""
+    monkeypatch.setattr(profile_events, "_UIDS", {})
+    sm_client, sm_stub = sagemaker
+    first, later = datetime(2026, 11, 21, tzinfo=timezone.utc), datetime(2026, 11, 22, tzinfo=timezone.utc)
+
+    def listing(modified):
+        summary = {"DomainId": "d-ours0000001", "UserProfileName": "bob"}
+        if modified:
+            summary["LastModifiedTime"] = modified
+        sm_stub.add_response("list_user_profiles", {"UserProfiles": [summary]},
+                             {"DomainIdEquals": "d-ours0000001", "MaxResults": 100})
+
+    def described(uid):
+        sm_stub.add_response("describe_user_profile", {
+            "DomainId": "d-ours0000001", "UserProfileName": "bob", "Status": "InService",
+            "UserSettings": {"CustomPosixUserConfig": {"Uid": uid, "Gid": 1001}}},
+            {"DomainId": "d-ours0000001", "UserProfileName": "bob"})
+
+    def owner():
+        return profile_events.uid_owner(sm_client, "d-ours0000001", "alice", 20002, {}, sleep=lambda _: None)
+
+    listing(first), described(20002)
+    assert owner() == "user profile 'bob'"
+    listing(first)  # unchanged: no describe
+    assert owner() == "user profile 'bob'"
+    listing(later), described(20003)  # changed: described again, and the new uid counts
+    assert owner() is None
+    listing(None), described(20002)
+    listing(None), described(20002)
+    assert owner() == owner() == "user profile 'bob'"
+    sm_stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize("event, reason", [
+    (cloudtrail_event(errorCode="ValidationException"), "the CreateUserProfile call failed"),
+    (cloudtrail_event(domain_id="d-someoneelse"), "other domain"),
+], ids=["failed-call", "other-domain"])
+def test_an_ignored_event_says_why(event, reason, s3, bucket, fsx, sagemaker, sleeps):
+    assert profile_events.handler(event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0],
+                                  sleep=sleeps) == {"status": "ignored", "reason": reason}
+
+
+class _Empty:
+    def stream(self, **_):
+        yield b""
+
+
+def test_a_marker_that_cannot_be_read_fails_the_event_and_changes_nothing(s3, bucket, s3_calls, fsx, sagemaker,
+                                                                         sleeps):
+    """S3 answers 403 (not 404) when the role may not list the bucket: that is no proof the partition is free, so the
+    handler fails (EventBridge retries) instead of writing a marker over whatever is there. The 403 is injected at
+    before-send, below botocore's parsing and retries, on the real client talking to moto server."""
+    sm_client, sm_stub = sagemaker
+    put_partition(s3, bucket, 20009)
+    s3_calls.calls.clear()
+    s3.meta.events.register("before-send.s3.HeadObject", lambda request, **_: AWSResponse(
+        request.url, 403, {"Content-Length": "0"}, _Empty()))
+    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    expect_uid_check(sm_stub)
+    with pytest.raises(ClientError) as failure:
+        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sm_client,
+                               sleep=sleeps)
+    assert failure.value.response["Error"]["Code"] == "403"
+    assert set(s3_calls.names()) == {"HeadObject"}
+    sm_stub.assert_no_pending_responses()
+
+
+def test_the_handler_makes_the_clients_it_needs_as_in_lambda(monkeypatch, s3, bucket, fsx, sagemaker, sleeps):
+    """In Lambda nothing passes clients in: the handler makes them by service name through partitions.client (S3 a
+    real client to moto server; SageMaker and FSx the real clients under Stubber that every other test uses)."""
+    import partitions
+    fsx_client, fsx_stub = fsx
+    sm_client, sm_stub = sagemaker
+    real = partitions.client
+    stubbed = {"sagemaker": sm_client, "fsx": fsx_client}
+    monkeypatch.setattr(partitions, "client", lambda service: stubbed.get(service) or real(service))
+    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    expect_uid_check(sm_stub)
+    expect_start(fsx_stub)
+    fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [task("SUCCEEDED")]},
+                          {"TaskIds": [TASK]})
+    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
+    sm_stub.add_response("update_user_profile", {}, {**WHO, "UserSettings": {
+        "CustomPosixUserConfig": POSIX, "CustomFileSystemConfigs": [EFS_ENTRY, OUR_ENTRY]}})
+    assert profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, sleep=sleeps)["status"] == "done"
+    assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20001"
+    sm_stub.assert_no_pending_responses()
+    fsx_stub.assert_no_pending_responses()
