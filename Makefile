@@ -184,6 +184,8 @@ help:
 	  "make diagnose   CONFIG=...  why the last deploy failed and what to do (BUNDLE=1: redacted tarball)" \
 	  "make connect    NODE=...    a shell on a node through SSM (ARGS=--print, --ssh-config)" \
 	  "make destroy    CONFIG=...  delete the platform, keeping its data (ARGS=--yes, --delete-file-systems)" \
+	  "make attach     CONFIG=...  attach mode: the Studio login and partition steps on the existing controller" \
+	  "make examples   IMAGE=...   the EKS example jobs for your image and config, into build/examples/" \
 	  "make docs                   regenerate the configuration reference and JSON Schema" \
 	  "make bench                  synth CPU time against a trivial app"
 
@@ -270,7 +272,7 @@ bench: deps
 ## and every survivor, writes build/mutation/results.json. Not part of `make test`: about 2,200 mutants, hours of CPU
 ## on 2 cores for all of them. MODULES='platform_config/day2.py lambda/...' runs those only.
 .PHONY: mutation
-mutation: $(VENV)/.installed
+mutation: $(VENV)/.dev-installed
 	$(PY) tools/mutation.py $(foreach module,$(MODULES),--module $(module))
 
 clean:

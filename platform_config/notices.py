@@ -17,8 +17,8 @@ SLURM_ONLY_CLUSTER_KEYS = ("slurm_config_strategy", "slurm_auto_resume", "contai
 def unused_on_eks(cfg: "PlatformConfig") -> list[str]:
     """On EKS: head-node groups (only compute groups become HyperPod instance groups, stacks/eks_cluster_stack.py),
     Slurm partitions, and every Slurm-only cluster key set to something other than its default."""
-    if cfg.orchestrator != "eks":
-        return []
+    if cfg.orchestrator != "eks" or cfg.cluster.existing is not None:
+        return []  # Slurm reads them all; attach mode builds no groups and no cluster (platform_config/attach.py)
     notices = []
     for i, g in enumerate(cfg.cluster.instance_groups):
         if g.role != "compute":

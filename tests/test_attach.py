@@ -332,7 +332,7 @@ def test_only_the_attach_role_writes_the_login_secret_and_the_client_bundle(synt
                      if r["Type"] == "AWS::S3::BucketPolicy"
                      for s in r["Properties"]["PolicyDocument"]["Statement"]
                      if s.get("Sid") == "OnlyTheClusterWritesSlurmClientBundles"]
-    assert bucket_policy and role in bucket_policy[0]["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
+    assert bucket_policy and role in bucket_policy[0]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
 
 
 @pytest.mark.parametrize("variant", ATTACH_VARIANTS)

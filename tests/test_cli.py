@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT
 
 COMMANDS = ("preflight", "connect", "replacement_guard", "template_replacements", "stack_graph", "summarize", "sizing",
-            "destroy", "watch", "status", "logs", "diagnose")
+            "destroy", "watch", "status", "logs", "diagnose", "attach")
 
 
 def no_credentials_env() -> dict[str, str]:

@@ -94,7 +94,8 @@ step mount_fsx bash -c 'echo "mounting fs-0123456789abcdef0 at /fsx"; \
 echo "mount.lustre: mount 10.0.64.5@tcp:/abcdefgh at /fsx failed: Connection timed out" >&2; exit 5'
 step create_users true
 """)
-    env = dict(os.environ, LOG_DIR=str(tmp_path / "log"))
+    # LOG_FLUSH_SECONDS: a failed node waits 60 s for CloudWatch before it exits (lib/common.sh); not here.
+    env = dict(os.environ, LOG_DIR=str(tmp_path / "log"), LOG_FLUSH_SECONDS="0")
     result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 5, result.stderr
     return (tmp_path / "log" / "on_init_complete.log").read_text()

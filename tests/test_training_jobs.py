@@ -252,7 +252,9 @@ INVALID = [
     ("image short digest", with_("image", "train@sha256:abc123"),
      f"jobs[0].image: 'train@sha256:abc123' — {UNPINNED}"),
     ("instance type not ml.*", with_("instance_type", "p5.48xlarge"),
-     "jobs[0].instance_type: 'p5.48xlarge' — must be a SageMaker instance type such as ml.g5.8xlarge"),
+     "jobs[0].instance_type: 'p5.48xlarge' — not an instance type HyperPod clusters accept; did you mean one of "
+     "'ml.p5.48xlarge', 'ml.p5e.48xlarge', 'ml.p5.4xlarge'? allowed: one of the types CreateCluster accepts "
+     "(config/facts/cluster_instance_types.json, from botocore's ClusterInstanceType), such as ml.g5.8xlarge"),
     ("unknown accelerator", with_("accelerator", "amd.com/gpu"),
      "jobs[0].accelerator: 'amd.com/gpu' — Input should be 'nvidia.com/gpu' or 'aws.amazon.com/neurondevice'"),
     ("GPU resource on Trainium", with_("instance_type", "ml.trn1.32xlarge"),
