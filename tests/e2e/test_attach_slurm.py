@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,9 +32,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_bundle import BUNDLE_BUCKET  # noqa: E402
-from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
-from slurm_root import in_root, missing as missing_in_root, skip_reason, write_aws_command  # noqa: E402
-from test_studio_slurm_login import (  # noqa: E402,F401
+from slurm_cluster import SlurmCluster, run  # noqa: E402
+from slurm_root import in_root, missing as missing_in_root, skip_reason  # noqa: E402
+from test_studio_slurm_login import (start_moto,   # noqa: E402,F401
     LCC, REGION, REQUIRED_BINARIES, Cluster, ide, missing, s3_client, secrets, studio_users)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,24 +57,7 @@ def cluster() -> Iterator[Cluster]:
     slurm = SlurmCluster(base=base, cluster_name="foreign")
     try:
         slurm.start()
-        moto_port = free_port()
-        moto_log = open(base / "moto.log", "w")
-        slurm.procs["moto"] = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)], stdout=moto_log,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        moto_url = f"http://127.0.0.1:{moto_port}"
-
-        def moto_up() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", moto_port)) == 0
-
-        wait_for("moto server", moto_up, timeout=30, interval=0.2)
-        s3_client(moto_url).create_bucket(Bucket=BUNDLE_BUCKET)
-        aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        aws_env.update(AWS_ENDPOINT_URL=moto_url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-                       AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
-        # The Studio side's two AWS calls: the root has no AWS CLI (as tests/e2e/test_studio_slurm_login.py).
-        aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"
+        moto_url, aws_env = start_moto(slurm, base)
         yield Cluster(base=base, conf=slurm.conf, key=slurm.munge_key, munge_socket=slurm.munge_socket,
                       aws_env=aws_env, moto_url=moto_url, spool=slurm.state / "spool", script_env={}, slurm=slurm)
     finally:

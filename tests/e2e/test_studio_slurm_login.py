@@ -138,6 +138,30 @@ def remove_posix_users(created: list[tuple[str, bool, bool]]) -> list[str]:
     return errors
 
 
+
+def start_moto(slurm, base: Path) -> tuple[str, dict[str, str]]:
+    """A moto server for S3 and Secrets Manager, stopped with the cluster (`slurm.procs`), its bundle bucket made; and
+    the environment that points the AWS CLI stand-in at it. The nodes (the root) have no AWS CLI: a boto3 stand-in
+    for the calls the scripts make comes first on PATH."""
+    moto_port = free_port()
+    moto_log = open(base / "moto.log", "w")
+    slurm.procs["moto"] = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)], stdout=moto_log,
+        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    moto_url = f"http://127.0.0.1:{moto_port}"
+
+    def moto_up() -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", moto_port)) == 0
+
+    wait_for("moto server", moto_up, timeout=30, interval=0.2)
+    s3_client(moto_url).create_bucket(Bucket=BUNDLE_BUCKET)
+    aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    aws_env.update(AWS_ENDPOINT_URL=moto_url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                   AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
+    aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"
+    return moto_url, aws_env
+
 @pytest.fixture(scope="module")
 def studio_users() -> Iterator[tuple[PosixUser, PosixUser]]:
     """Two Studio users with their profiles' uid/gid, created on this machine (the "cluster") for the module."""
@@ -205,24 +229,7 @@ def cluster() -> Iterator[Cluster]:
         assert "slurmctld reconfigured" in outputs["controller"]
         assert "reconfigure" not in outputs["compute"]
 
-        moto_port = free_port()
-        moto_log = open(base / "moto.log", "w")
-        slurm.procs["moto"] = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)], stdout=moto_log,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        moto_url = f"http://127.0.0.1:{moto_port}"
-
-        def moto_up() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", moto_port)) == 0
-
-        wait_for("moto server", moto_up, timeout=30, interval=0.2)
-        s3_client(moto_url).create_bucket(Bucket=BUNDLE_BUCKET)
-        aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        aws_env.update(AWS_ENDPOINT_URL=moto_url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-                       AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
-        # The nodes (the root) have no AWS CLI: a boto3 stand-in for the calls the scripts make.
-        aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"
+        moto_url, aws_env = start_moto(slurm, base)
         yield Cluster(base=base, conf=conf, key=key, munge_socket=sock, aws_env=aws_env, moto_url=moto_url,
                       spool=slurm.state / "spool", script_env=script_env, slurm=slurm)
     finally:
