@@ -426,7 +426,7 @@ def run_eks(args: argparse.Namespace, cfg: PlatformConfig, execute: Callable[[li
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="make attach", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m cli.attach", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True, help="an attach config (cluster.existing)")
     parser.add_argument("--profile", help="AWS profile (default: boto3's chain)")
     parser.add_argument("--profiles", action="store_true",

@@ -45,7 +45,7 @@ def test_the_refusal_names_the_user_it_is_about():
 
 
 @pytest.mark.parametrize("user", [
-    {"name": "ada", "uid": 30001, "gid": 2000},  # a gid of its own: the uid alone is no squash identity
+    {"name": "ada", "uid": 30001, "gid": 2100},  # a gid of its own: the uid alone is no squash identity
     {"name": "ada", "uid": 30002},  # the gid is 30002
     {"name": "ada", "uid": 20001, "gid": 30000},  # the squash uid as a group is no squash group
 ])

@@ -24,7 +24,7 @@ DEPLOYED_DEFAULT = {
                 "public_subnet_cidr": "10.0.0.0/24", "private_subnet_cidrs": ["10.0.64.0/18"]},
     "lustre": {"existing": "", "storage_capacity_gib": 1200, "throughput_mib_per_tib": 250,
                "file_system_path": "/data", "s3_prefix": ""},
-    "eks_version": "", "partition_root": "studio", "uids": {},
+    "eks_version": "", "partition_root": "studio", "uids": {}, "attach": "",
 }
 
 
