@@ -281,20 +281,6 @@ def put_partition(s3, bucket, owner):
                   Metadata={"file-owner": str(owner), "file-group": "1001", "file-permissions": "040700"})
 
 
-def test_an_existing_partition_of_another_uid_is_refused(s3, bucket, s3_calls, fsx, sagemaker, sleeps):
-    sm_client, sm_stub = sagemaker
-    put_partition(s3, bucket, 20009)
-    s3_calls.calls.clear()
-    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
-    expect_uid_check(sm_stub)
-    with pytest.raises(profile_events.UidConflict, match="belongs to uid 20009, the profile has uid 20001"):
-        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0],
-                               sagemaker=sm_client, sleep=sleeps)
-    sm_stub.assert_no_pending_responses()
-    assert s3_calls.names() == ["HeadObject"]  # looked, changed nothing
-    assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20009"
-
-
 def test_the_force_tag_hands_an_existing_partition_to_the_new_uid(s3, bucket, fsx, sagemaker, sleeps):
     fsx_client, fsx_stub = fsx
     sm_client, sm_stub = sagemaker
@@ -317,6 +303,7 @@ NOT_FORCED = {
     "other-key": [{"key": "hyperpod:force-uid", "value": "true"}],
     "key-case": [{"key": "Hyperpod:Force-Uid-Change", "value": "true"}],
     "no-tags": [],
+    "tags-absent": None,  # CreateUserProfile without Tags: the request has no tags parameter at all
     "another-tag": [{"key": "team", "value": "true"}],
 }
 
