@@ -97,20 +97,6 @@ find_module() {
   return 1
 }
 
-# install_module_packages : the operator's pam_slurm_adopt package(s), downloaded and verified before any is installed.
-install_module_packages() {
-  local name uri sha download_dir verified=()
-  download_dir="$(mktemp -d)"
-  while IFS=$'\t' read -r name uri sha; do
-    [[ -n "$name" ]] && fetch_artifact "$name" "$uri" "$sha"
-  done < <(params_py artifacts "$PARAMS_FILE" pam_slurm_adopt)
-  if ((${#verified[@]})); then
-    apt_install "${verified[@]}"
-    log "installed: ${verified[*]##*/}"
-  fi
-  rm -rf "$download_dir"
-}
-
 configure_compute() {
   local module admins=()
   if [[ "$enabled" == false ]]; then
@@ -122,7 +108,7 @@ configure_compute() {
     set_block "$ACCESS_FILE" || true
     return 0
   fi
-  module="$(find_module)" || { install_module_packages && module="$(find_module)"; } ||
+  module="$(find_module)" || { install_artifacts pam_slurm_adopt && module="$(find_module)"; } ||
     die "pam_slurm_adopt.so is not on this node (looked in: $PAM_SLURM_ADOPT_CANDIDATES)." \
     "It must be built for the Slurm release HyperPod runs ($(sinfo --version 2>/dev/null || echo 'sinfo --version'))," \
     "not taken from the distribution: list its package in cluster.pam_slurm_adopt_artifacts, or set" \

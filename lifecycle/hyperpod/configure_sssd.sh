@@ -70,16 +70,7 @@ has_sssd() {
   return 1
 }
 if ! has_sssd; then
-  download_dir="$(mktemp -d)"
-  trap 'rm -rf "$download_dir"' EXIT
-  verified=()
-  while IFS=$'\t' read -r name uri sha; do
-    [[ -n "$name" ]] && fetch_artifact "$name" "$uri" "$sha"
-  done < <(params_py artifacts "$PARAMS_FILE" directory)
-  if ((${#verified[@]})); then
-    apt_install "${verified[@]}"
-    log "installed: ${verified[*]##*/}"
-  fi
+  install_artifacts directory
   has_sssd || die "sssd with its LDAP provider is not on this node (looked for $SSSD_COMMAND and" \
     "$SSSD_LDAP_PROVIDERS). Mirror the Debian packages sssd-common, sssd-ldap, libnss-sss and libpam-sss built" \
     "for the node's Ubuntu release to S3 and list them in cluster.directory.artifacts, or use an AMI that has them"

@@ -118,7 +118,7 @@ on_node() {
 
 # Artifacts for packages the node lacks: downloaded and verified (all of them) before one apt call installs them.
 install_missing_artifacts() {
-  local name uri sha package have missing=() lines=()
+  local name uri sha package have missing=()
   while IFS=$'\t' read -r name uri sha; do
     [[ -n "$name" ]] || continue
     package="$(basename "$uri")"
@@ -129,24 +129,15 @@ install_missing_artifacts() {
       continue
     fi
     missing+=("$name")
-    lines+=("$name"$'\t'"$uri"$'\t'"$sha")
   done < <(params_py artifacts "$PARAMS_FILE")
   ((${#missing[@]})) || return 0
   local fact=enroot-installed
   [[ "${missing[*]}" == *pyxis* && "${missing[*]}" != *enroot* ]] && fact=pyxis
   release_matches "${missing[*]}" || return 0
   contract_warn "$fact" "the node lacks ${missing[*]}: installing the container_runtime artifacts"
-  download_dir="$(mktemp -d)"
-  trap 'rm -rf "$download_dir"' EXIT
-  verified=()
-  for line in "${lines[@]}"; do
-    IFS=$'\t' read -r name uri sha <<<"$line"
-    fetch_artifact "$name" "$uri" "$sha"
-  done
-  if ((${#verified[@]})); then
-    apt_install "${verified[@]}"
-    log "installed: ${verified[*]##*/}"
-  fi
+  # shellcheck disable=SC2317 # called by install_artifacts
+  is_missing() { [[ " ${missing[*]} " == *" $1 "* ]]; }
+  install_artifacts container_runtime is_missing
 }
 
 # root_dir PATH MODE [PATH MODE]... : each PATH made, in order, as root's own directory (lib/safe_dirs.py, one start

@@ -97,21 +97,14 @@ retire_unit() {
 }
 
 # --- packages: every one verified before any is installed
-download_dir="$(mktemp -d)"
-trap 'rm -rf "$download_dir"' EXIT
-verified=()
-while IFS=$'\t' read -r name uri sha; do
-  [[ -n "$name" ]] || continue
-  if [[ "$GPU_ONLY_ARTIFACTS" == *" $name "* && "$gpu" != yes ]]; then
-    log "artifact $name: only for compute nodes with an NVIDIA GPU, not installed on this $NODE_TYPE node"
-    continue
+# wanted_here NAME : GPU-only artifacts are skipped on nodes without an NVIDIA GPU.
+wanted_here() {
+  if [[ "$GPU_ONLY_ARTIFACTS" == *" $1 "* && "$gpu" != yes ]]; then
+    log "artifact $1: only for compute nodes with an NVIDIA GPU, not installed on this $NODE_TYPE node"
+    return 1
   fi
-  fetch_artifact "$name" "$uri" "$sha"
-done <<<"$(params_py artifacts "$PARAMS_FILE" node_metrics)"
-if ((${#verified[@]})); then
-  apt_install "${verified[@]}"
-  log "installed: ${verified[*]##*/}"
-fi
+}
+install_artifacts node_metrics wanted_here
 
 # --- node exporter (the package's unit, our flags)
 mkdir -p "$TEXTFILE_DIR"

@@ -87,6 +87,7 @@ drop_in() { echo "$(dirname "$ENROOT_CONF")/enroot.conf.d/50-hyperpod-platform.c
   [[ "$output" == *"artifact pyxis: checksum mismatch for s3://mirror-bucket/artifacts/pyxis_0.20.0-1_amd64.deb"* ]]
   [ "$(calls apt-get | grep -c '\.deb')" -eq 0 ]
   [ ! -e "$FAKE_ROOT/dpkg/enroot" ]
+  [ -z "$(ls -A "$TMPDIR")" ]
 }
 
 @test "a pyxis artifact is not installed where HyperPod's pyxis is (built from source: only its pyxis.conf)" {

@@ -177,6 +177,8 @@ PY
   [ -z "$(calls systemctl)" ]
   [ ! -e "$SYSTEMD_DIR" ] || [ -z "$(ls "$SYSTEMD_DIR")" ]
   [ ! -e "$NODE_EXPORTER_DEFAULTS" ]
+  # The failed run removed its download directory (it holds the verified node exporter package).
+  [ -z "$(ls -A "$TMPDIR")" ]
 }
 
 @test "second run changes nothing, on every node type" {

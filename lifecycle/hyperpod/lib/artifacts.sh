@@ -21,23 +21,48 @@ apt_install() {
 
 # fetch_artifact NAME S3_URI SHA256 : downloads into $download_dir and verifies it, unless the same version is
 # installed; appends the verified file to the caller's `verified` array. The file name must follow Debian's
-# package_version_arch.deb.
-# shellcheck disable=SC2154 # download_dir is the caller's (made and removed there)
+# package_version_arch.deb. Logs the reason and returns 1 on any failure, so the caller can clean up before it dies.
+# shellcheck disable=SC2154 # download_dir and verified are install_artifacts' locals
 fetch_artifact() {
   local name=$1 uri=$2 sha=$3 file package version
   file="$(basename "$uri")"
-  [[ "$file" =~ ^([^_]+)_([^_]+)_([^_]+)\.deb$ ]] \
-    || die "artifact $name: $file is not named package_version_arch.deb"
+  if [[ ! "$file" =~ ^([^_]+)_([^_]+)_([^_]+)\.deb$ ]]; then
+    log "ERROR: artifact $name: $file is not named package_version_arch.deb" >&2
+    return 1
+  fi
   package="${BASH_REMATCH[1]}"
   version="${BASH_REMATCH[2]}"
   if [[ "$(installed_version "$package")" == "$version" ]]; then
     log "artifact $name: $package $version already installed"
     return 0
   fi
-  retry_backoff 5 aws s3 cp --only-show-errors "$uri" "$download_dir/$file" \
-    || die "artifact $name: could not download $uri"
+  if ! retry_backoff 5 aws s3 cp --only-show-errors "$uri" "$download_dir/$file"; then
+    log "ERROR: artifact $name: could not download $uri" >&2
+    return 1
+  fi
   echo "$sha  $file" >"$download_dir/$file.sha256"
-  (cd "$download_dir" && sha256sum --check --quiet "$file.sha256") \
-    || die "artifact $name: checksum mismatch for $uri (expected sha256 $sha); nothing installed"
+  if ! (cd "$download_dir" && sha256sum --check --quiet "$file.sha256"); then
+    log "ERROR: artifact $name: checksum mismatch for $uri (expected sha256 $sha); nothing installed" >&2
+    return 1
+  fi
   verified+=("$download_dir/$file")
+}
+
+# install_artifacts SECTION [WANTED] : the artifacts platform_parameters.json lists under SECTION (those the function
+# WANTED NAME accepts, when given), all downloaded and verified before one apt call installs them. Any failure
+# installs none and ends the script; the download directory is removed either way.
+install_artifacts() {
+  local section=$1 wanted=${2:-} listing name uri sha download_dir verified=()
+  listing="$(params_py artifacts "$PARAMS_FILE" "$section")" || die "could not read $section.artifacts from $PARAMS_FILE"
+  download_dir="$(mktemp -d)"
+  while IFS=$'\t' read -r name uri sha; do
+    [[ -n "$name" ]] || continue
+    [[ -z "$wanted" ]] || "$wanted" "$name" || continue
+    fetch_artifact "$name" "$uri" "$sha" || { rm -rf "$download_dir"; exit 1; }
+  done <<<"$listing"
+  if ((${#verified[@]})); then
+    apt_install "${verified[@]}" || { rm -rf "$download_dir"; die "apt could not install ${verified[*]##*/}"; }
+    log "installed: ${verified[*]##*/}"
+  fi
+  rm -rf "$download_dir"
 }
