@@ -195,6 +195,10 @@ def test_the_controller_adds_prolog_flags_contain_and_slurmctld_uses_it(env: Gre
     assert "wrote the pam_slurm_adopt settings (PrologFlags=Contain)" in controller
     out = run(in_root("scontrol", "show", "config"), env=env.cluster.env()).stdout
     assert any(line.split("=")[0].strip() == "PrologFlags" and "Contain" in line for line in out.splitlines()), out
+    # The daemons track processes by cgroup, so the controller step has nothing to warn about.
+    assert any(line.split("=")[0].strip() == "ProctrackType" and line.split("=")[1].strip() == "proctrack/cgroup"
+               for line in out.splitlines()), out
+    assert "ProctrackType" not in controller
     again = env.script("configure_pam_adopt.sh", "controller",
                        INCLUDED_CONF=str(env.cluster.conf.parent / "accounting.conf"))
     assert "already has the pam_slurm_adopt settings" in again

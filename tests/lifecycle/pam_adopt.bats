@@ -121,6 +121,17 @@ setup_pam() {
   [[ "$output" == *"WARNING: ProctrackType is 'proctrack/linuxproc', not proctrack/cgroup"* ]]
 }
 
+@test "controller: no ProctrackType warning when slurm.conf sets proctrack/cgroup or leaves Slurm's default" {
+  setup_pam
+  run bash "$SCRIPTS/configure_pam_adopt.sh" controller
+  [ "$status" -eq 0 ]
+  [[ "$output" != *ProctrackType* ]]
+  printf 'ProctrackType = Proctrack/Cgroup # as written by hand\n' >>"$SLURM_CONF_DIR/slurm.conf"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" controller
+  [ "$status" -eq 0 ]
+  [[ "$output" != *ProctrackType* ]]
+}
+
 @test "controller: refuses a slurm.conf whose PrologFlags lack Contain" {
   setup_pam
   printf 'PrologFlags=Alloc\n' >>"$SLURM_CONF_DIR/slurm.conf"
