@@ -25,11 +25,11 @@
 #             slurmd fetches a cgroup.conf with slurm.conf (hyperpod-mental-model.md at awsome-distributed-ai@95b939cd),
 #             so its Slurm has it. slurm.conf is HyperPod's and ProctrackType is the slurmd's process tracking for
 #             every running step, so the platform does not change it (AWS's reference rewrites slurm.conf and restarts
-#             the daemons: base-config/utils/pam_adopt_cgroup_wheel.sh): it warns when slurm.conf sets another value.
-#             tests/e2e/test_slurm_gres_adopt.py shows a session ending with its job on proctrack/cgroup. A
-#             slurm.conf that includes no
-#             accounting.conf (lifecycle/node_contract.json, slurm-conf-includes-accounting-conf, unverified for the
-#             API-driven configuration) gets nothing: a contract warning, and the node continues.
+#             the daemons: base-config/utils/pam_adopt_cgroup_wheel.sh): a contract warning when slurm.conf sets
+#             another value (node_contract.json, slurm-proctrack-cgroup). tests/e2e/test_slurm_gres_adopt.py shows
+#             a session ending with its job on proctrack/cgroup. A slurm.conf that includes no accounting.conf
+#             (lifecycle/node_contract.json, slurm-conf-includes-accounting-conf, unverified for the API-driven
+#             configuration) gets nothing: a contract warning, and the node continues.
 # Disabled: removes the blocks an earlier run wrote. Idempotent: a second run changes nothing.
 #
 # Usage: configure_pam_adopt.sh controller|login|compute
@@ -76,7 +76,7 @@ configure_controller() {
     # Unset is Slurm's default, proctrack/cgroup (see the header).
     proctrack="$(slurm_setting ProctrackType)"
     if [[ -n "$proctrack" && "${proctrack,,}" != proctrack/cgroup ]]; then
-      log "WARNING: ProctrackType is '$proctrack', not proctrack/cgroup: users without a job are" \
+      contract_warn slurm-proctrack-cgroup "ProctrackType is '$proctrack', not proctrack/cgroup: users without a job are" \
         "still refused, but adopted SSH sessions are not contained and may outlive the job (changing ProctrackType" \
         "needs a restart of every Slurm daemon, which the platform never does)"
     fi
