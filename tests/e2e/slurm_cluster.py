@@ -414,3 +414,24 @@ class SlurmCluster:
             run(["ip", "link", "del", link])
         for route in self._routes:
             run(["ip", "route", "del", *route])
+        if self.proctrack_type == "proctrack/cgroup":
+            self._remove_empty_cgroups()
+
+    def _remove_empty_cgroups(self) -> None:
+        """The cgroups slurmd left on the machine, deepest first, each only if empty (rmdir refuses a cgroup with a
+        process in it): cgroup/v1's per-controller /slurm_<node> trees (CgroupPrepend's default with multiple slurmd,
+        as Debian builds it), cgroup/v2's <node>_slurmstepd.scope or slurmstepd.scope."""
+        node = self.controllers[0][0] if self.controllers else ""
+        roots = [*Path("/sys/fs/cgroup").glob(f"*/slurm_{node}"),
+                 *Path("/sys/fs/cgroup").glob(f"*/{node}_slurmstepd.scope"),
+                 *Path("/sys/fs/cgroup").glob("*/slurmstepd.scope")]
+        for root in roots:
+            for directory in sorted((d for d in root.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
+                try:
+                    directory.rmdir()
+                except OSError:
+                    pass
+            try:
+                root.rmdir()
+            except OSError:
+                pass

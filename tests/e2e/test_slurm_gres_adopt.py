@@ -268,25 +268,28 @@ uid=$(id -u "$PAM_USER") gid=$(id -g "$PAM_USER")
     pid = None
     job_id = running_job(env, "rosalind", "biology")
     try:
-        result = run(in_root("pamtester", "-v", PAM_SERVICE, "rosalind", "acct_mgmt", "open_session",
-                             binds=[(env.pam_dir, "/etc/pam.d")]), env=env.cluster.env())
-        assert result.returncode == 0, result.stdout + result.stderr
-        pid = int(wait_for("the session's process", lambda: pid_file.exists() and pid_file.read_text().strip(),
-                           timeout=10, interval=0.05))
-        # Adopted: in the job's extern step (cgroup v1: .../job_<id>/step_extern; v2: .../job_<id>/step_extern/...),
-        # as the user, and no child of any Slurm process.
-        cgroups = Path(f"/proc/{pid}/cgroup").read_text()
-        assert f"/job_{job_id}/step_extern" in cgroups, cgroups
-        uid_line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Uid:"))
-        assert uid_line.split()[1] == str(pwd.getpwnam("rosalind").pw_uid), uid_line
-        assert Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1] == "1", "not detached"
-    finally:
-        run(in_root("scancel", job_id), env=env.cluster.env())
-        pam_file.write_text(configured)
-    env.wait_job(job_id, lambda j: j.get("JobState") in TERMINAL, "the end")
-    try:
+        try:
+            result = run(in_root("pamtester", "-v", PAM_SERVICE, "rosalind", "acct_mgmt", "open_session",
+                                 binds=[(env.pam_dir, "/etc/pam.d")]), env=env.cluster.env())
+            assert result.returncode == 0, result.stdout + result.stderr
+            pid = int(wait_for("the session's process", lambda: pid_file.exists() and pid_file.read_text().strip(),
+                               timeout=10, interval=0.05))
+            wait_for("the session's sleep", lambda: Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0"),
+                     timeout=10, interval=0.05)
+            # Adopted: in the job's extern step (cgroup v1: .../job_<id>/step_extern; v2: .../job_<id>/step_extern/
+            # ...), as the user, and no child of any Slurm process.
+            cgroups = Path(f"/proc/{pid}/cgroup").read_text()
+            assert f"/job_{job_id}/step_extern" in cgroups, cgroups
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+            uid_line = next(line for line in status if line.startswith("Uid:"))
+            assert uid_line.split()[1] == str(pwd.getpwnam("rosalind").pw_uid), uid_line
+            assert Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1] == "1", "not detached"
+        finally:
+            run(in_root("scancel", job_id), env=env.cluster.env())
+            pam_file.write_text(configured)
+        env.wait_job(job_id, lambda j: j.get("JobState") in TERMINAL, "the end")
         wait_for(f"the adopted session {pid} to end with job {job_id}", lambda: exited(pid), timeout=30)
-    finally:
+    finally:  # a failed run leaves no session behind
         if pid is not None and not exited(pid):
             os.kill(pid, signal.SIGKILL)
 
