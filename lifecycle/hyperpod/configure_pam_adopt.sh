@@ -76,9 +76,9 @@ configure_controller() {
     # Unset is Slurm's default, proctrack/cgroup (see the header).
     proctrack="$(slurm_setting ProctrackType)"
     if [[ -n "$proctrack" && "${proctrack,,}" != proctrack/cgroup ]]; then
-      contract_warn slurm-proctrack-cgroup "ProctrackType is '$proctrack', not proctrack/cgroup: users without a job are" \
-        "still refused, but adopted SSH sessions are not contained and may outlive the job (changing ProctrackType" \
-        "needs a restart of every Slurm daemon, which the platform never does)"
+      contract_warn slurm-proctrack-cgroup "ProctrackType is '$proctrack', not proctrack/cgroup: users without" \
+        "a job are still refused, but adopted SSH sessions are not contained and may outlive the job (changing" \
+        "ProctrackType needs a restart of every Slurm daemon, which the platform never does)"
     fi
   fi
   # Only a setting to write needs the included file; removing our own block from it does not.
