@@ -191,9 +191,11 @@ def test_sbatch_submits_itself_with_the_nodes_and_partition_of_args_yaml(tmp_pat
         f"--export=ALL,FINETUNE_DIR=examples/finetune,ARGS={os.path.relpath(args, ROOT)}", str(SBATCH)]
 
 
-def test_sbatch_in_a_job_runs_torchrun_per_node_in_the_image_then_evaluates(tmp_path):
+@pytest.mark.parametrize("code_on_fsx", [False, True])
+def test_sbatch_in_a_job_runs_torchrun_per_node_in_the_image_then_evaluates(tmp_path, code_on_fsx):
     """Inside the allocation: srun (recorded) gets pyxis's form of args.yaml's image, torchrun with one process per
-    GPU and the work and checkpoint directories; then evaluation on one node."""
+    GPU and the work and checkpoint directories; then evaluation on one node. The scripts are the submitted files:
+    on FSx the container's FSx mount shows them, elsewhere their folder is mounted read-only as well."""
     work_root, ckpt_root = tmp_path / "work", tmp_path / "ckpt"
     (work_root / os.environ.get("USER", "root") / ARGS["name"] / "data").mkdir(parents=True)
     (work_root / os.environ.get("USER", "root") / ARGS["name"] / "data" / "train.jsonl").write_text("{}\n")
@@ -206,13 +208,16 @@ def test_sbatch_in_a_job_runs_torchrun_per_node_in_the_image_then_evaluates(tmp_
                         "SLURM_SUBMIT_DIR": "/home/sagemaker-user/studio-fsx/repo", "FINETUNE_DIR": "examples/finetune",
                         "ARGS": "examples/finetune/args.yaml",
                         "WORK_ROOT": str(work_root), "CHECKPOINT_ROOT": str(ckpt_root), "USER": os.environ.get("USER", "root")}
+    fsx = str(ROOT.parent) if code_on_fsx else "/fsx"  # the checkout as if it were on FSx; else the default mount
+    env.pop("FSX_MOUNT", None)
+    if code_on_fsx:
+        env["FSX_MOUNT"] = fsx
     subprocess.run(["bash", SBATCH], check=True, env=env, capture_output=True, cwd=ROOT)
     train, evaluate = (tmp_path / "sruns").read_text().splitlines()
     registry, repository = ARGS["image"].split("/", 1)
-    # The scripts are the submitted files, not a copy in the image; outside /fsx their folder is mounted read-only.
     examples = ROOT / "examples"
-    assert train.startswith(f"--container-image={registry}#{repository} "
-                            f"--container-mounts=/fsx:/fsx,{examples}:{examples}:ro "
+    mounts = f"{fsx}:{fsx}" if code_on_fsx else f"/fsx:/fsx,{examples}:{examples}:ro"
+    assert train.startswith(f"--container-image={registry}#{repository} --container-mounts={mounts} "
                             "--no-container-mount-home --auto-resume=1 torchrun --nnodes=2 --nproc-per-node=8 ")
     assert f"--rdzv-endpoint=node-a:29500 --rdzv-id=42 {examples}/finetune/train.py" in train
     ckpt = ckpt_root / env["USER"] / ARGS["name"]
