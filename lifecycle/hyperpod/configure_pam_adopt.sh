@@ -20,10 +20,16 @@
 #             block of accounting.conf, the file HyperPod's slurm.conf includes, then `scontrol reconfigure`. AWS's
 #             HyperPod notes add PrologFlags and apply it with `scontrol reconfigure` (awsome-distributed-ai@95b939cd,
 #             5.sagemaker-hyperpod/health_check/README.md), so HyperPod does not set it. slurm.conf(5) wants
-#             ProctrackType=proctrack/cgroup for pam_slurm_adopt; that needs a daemon restart, which the platform never
-#             does: it warns when slurm.conf has another ProctrackType. A slurm.conf that includes no
-#             accounting.conf (lifecycle/node_contract.json, slurm-conf-includes-accounting-conf, unverified for the
-#             API-driven configuration) gets nothing: a contract warning, and the node continues.
+#             ProctrackType=proctrack/cgroup for pam_slurm_adopt, and it is Slurm 24.11's default where Slurm is built
+#             with cgroup support (src/common/read_config.h DEFAULT_PROCTRACK_TYPE at slurm-24-11-5-1); HyperPod's
+#             slurmd fetches a cgroup.conf with slurm.conf (hyperpod-mental-model.md at awsome-distributed-ai@95b939cd),
+#             so its Slurm has it. slurm.conf is HyperPod's and ProctrackType is the slurmd's process tracking for
+#             every running step, so the platform does not change it (AWS's reference rewrites slurm.conf and restarts
+#             the daemons: base-config/utils/pam_adopt_cgroup_wheel.sh): a contract warning when slurm.conf sets
+#             another value (node_contract.json, slurm-proctrack-cgroup). tests/e2e/test_slurm_gres_adopt.py shows
+#             a session ending with its job on proctrack/cgroup. A slurm.conf that includes no accounting.conf
+#             (lifecycle/node_contract.json, slurm-conf-includes-accounting-conf, unverified for the API-driven
+#             configuration) gets nothing: a contract warning, and the node continues.
 # Disabled: removes the blocks an earlier run wrote. Idempotent: a second run changes nothing.
 #
 # Usage: configure_pam_adopt.sh controller|login|compute
@@ -67,11 +73,12 @@ configure_controller() {
         "platform does not edit slurm.conf: add Contain there or set cluster.pam_slurm_adopt: false"
     fi
     [[ -n "$prolog_flags" ]] || lines=("PrologFlags=Contain")
+    # Unset is Slurm's default, proctrack/cgroup (see the header).
     proctrack="$(slurm_setting ProctrackType)"
-    if [[ "$proctrack" != proctrack/cgroup ]]; then
-      log "WARNING: ProctrackType is '${proctrack:-unset}', not proctrack/cgroup: users without a job are" \
-        "still refused, but adopted SSH sessions are not contained and may outlive the job (changing ProctrackType" \
-        "needs a restart of every Slurm daemon, which the platform never does)"
+    if [[ -n "$proctrack" && "${proctrack,,}" != proctrack/cgroup ]]; then
+      contract_warn slurm-proctrack-cgroup "ProctrackType is '$proctrack', not proctrack/cgroup: users without" \
+        "a job are still refused, but adopted SSH sessions are not contained and may outlive the job (changing" \
+        "ProctrackType needs a restart of every Slurm daemon, which the platform never does)"
     fi
   fi
   # Only a setting to write needs the included file; removing our own block from it does not.

@@ -27,6 +27,9 @@ Parameters:
   address. `stop_primary()` stops the first controller; the backups take over after `slurmctld_timeout` seconds.
 - `scheduler_parameters`: SchedulerParameters, `BATCH_SCHEDULING` unless given (a batch job is scheduled when
   submitted).
+- `proctrack_type`: ProctrackType, proctrack/linuxproc unless given; proctrack/cgroup (Slurm 24.11's default, what
+  pam_slurm_adopt adopts sessions into) also writes `slurm_conf.CGROUP_CONF` as cgroup.conf, which configless slurmd
+  fetches with slurm.conf. slurmd then needs a writable cgroup hierarchy at /sys/fs/cgroup.
 - auth: the daemons always start with auth/munge, as HyperPod's do. Per-user mode (auth/jwt) is what the project's
   configure_slurm_auth.sh adds to accounting.conf; Slurm 24.11 loads it on `scontrol reconfigure` (22.05 loaded a
   new auth plugin only at start, which `restart_slurmctld()` was for; it stays for any test that restarts slurmctld).
@@ -44,7 +47,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slurm_conf import ACCOUNTING_CONF, render_slurm_conf
+from slurm_conf import ACCOUNTING_CONF, CGROUP_CONF, render_slurm_conf
 from slurm_root import DATABASE_ROOT, in_root
 
 SLURM_BINARIES = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "squeue", "sbatch", "scontrol", "unshare")
@@ -161,6 +164,7 @@ class SlurmCluster:
     backup_controllers: int = 0
     slurmctld_timeout: int = 30
     scheduler_parameters: str = BATCH_SCHEDULING  # SchedulerParameters in slurm.conf
+    proctrack_type: str = "proctrack/linuxproc"
     # (name, address) of every controller, primary first; the host end of each backup's veth, to remove at stop
     controllers: list[tuple[str, str]] = field(default_factory=list)
     _links: list[str] = field(default_factory=list)
@@ -330,7 +334,7 @@ class SlurmCluster:
             gres=f"gpu:{self.gpu_type}:{self.gpus}" if self.gpus else "", address=self.controllers[0][1],
             include_accounting_conf=self.include_accounting_conf,
             backup_controllers=self.controllers[1:], slurmctld_timeout=self.slurmctld_timeout,
-            scheduler_parameters=self.scheduler_parameters,
+            scheduler_parameters=self.scheduler_parameters, proctrack_type=self.proctrack_type,
             slurmctld_run_dir=self.ctl / "slurmctld-run" if self.backup_controllers else None))
         if self.gpus:
             devices = self.ctl / "dev"
@@ -339,6 +343,8 @@ class SlurmCluster:
                 (devices / f"nvidia{i}").touch()
             (self.etc / "gres.conf").write_text(
                 f"Name=gpu Type={self.gpu_type} File={devices}/nvidia[0-{self.gpus - 1}]\n")
+        if self.proctrack_type == "proctrack/cgroup":
+            (self.etc / "cgroup.conf").write_text(CGROUP_CONF)
         (self.etc / "plugstack.conf").write_text("")  # HyperPod's own SPANK entries would be here
         if self.accounting:
             self._start_slurmdbd()
@@ -408,3 +414,24 @@ class SlurmCluster:
             run(["ip", "link", "del", link])
         for route in self._routes:
             run(["ip", "route", "del", *route])
+        if self.proctrack_type == "proctrack/cgroup":
+            self._remove_empty_cgroups()
+
+    def _remove_empty_cgroups(self) -> None:
+        """The cgroups slurmd left on the machine, deepest first, each only if empty (rmdir refuses a cgroup with a
+        process in it): cgroup/v1's per-controller /slurm_<node> trees (CgroupPrepend's default with multiple slurmd,
+        as Debian builds it), cgroup/v2's <node>_slurmstepd.scope or slurmstepd.scope."""
+        node = self.controllers[0][0] if self.controllers else ""
+        roots = [*Path("/sys/fs/cgroup").glob(f"*/slurm_{node}"),
+                 *Path("/sys/fs/cgroup").glob(f"*/{node}_slurmstepd.scope"),
+                 *Path("/sys/fs/cgroup").glob("*/slurmstepd.scope")]
+        for root in roots:
+            for directory in sorted((d for d in root.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
+                try:
+                    directory.rmdir()
+                except OSError:
+                    pass
+            try:
+                root.rmdir()
+            except OSError:
+                pass

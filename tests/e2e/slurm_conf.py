@@ -45,6 +45,7 @@ def render_slurm_conf(
     slurmctld_run_dir: Path | str | None = None,
     slurmctld_timeout: int = 30,
     scheduler_parameters: str = "",
+    proctrack_type: str = "proctrack/linuxproc",
 ) -> str:
     """Returns slurm.conf text for one controller and one compute node on the same host.
 
@@ -56,7 +57,8 @@ def render_slurm_conf(
     HyperPod controller group has; they share StateSaveLocation (slurm.conf(5): it "must be readable and writable from
     both the primary and backup controllers"). ``slurmctld_run_dir`` holds slurmctld's pid and log files instead of
     ``state_dir``: each controller mounts its own directory there, since slurmctld kills the process a pid file names.
-    ``scheduler_parameters`` is SchedulerParameters (none: Slurm's defaults).
+    ``scheduler_parameters`` is SchedulerParameters (none: Slurm's defaults). ``proctrack_type`` is ProctrackType:
+    proctrack/cgroup needs a cgroup.conf beside slurm.conf (``CGROUP_CONF``).
     """
     if not cluster_name or not cluster_name.replace("-", "").replace("_", "").isalnum():
         raise ValueError(f"cluster_name must be alphanumeric with - or _, got {cluster_name!r}")
@@ -65,6 +67,8 @@ def render_slurm_conf(
             raise ValueError(f"{name} must be 1024-65535, got {port}")
     if slurmctld_port == slurmd_port:
         raise ValueError("slurmctld_port and slurmd_port must differ")
+    if proctrack_type not in ("proctrack/linuxproc", "proctrack/cgroup"):
+        raise ValueError(f"proctrack_type must be proctrack/linuxproc or proctrack/cgroup, got {proctrack_type!r}")
     if cpus < 1 or real_memory_mb < 1:
         raise ValueError("cpus and real_memory_mb must be >= 1")
     state = Path(state_dir)
@@ -91,7 +95,7 @@ def render_slurm_conf(
         f"SlurmdLogFile={state / 'slurmd.log'}",
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
-        "ProctrackType=proctrack/linuxproc",
+        f"ProctrackType={proctrack_type}",
         "TaskPlugin=task/none",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
@@ -117,3 +121,10 @@ def render_slurm_conf(
 # What HyperPod's slurm.conf includes (empty until accounting is set up; here the "none" settings, so that a client
 # that cannot resolve the include fails loudly instead of silently using defaults).
 ACCOUNTING_CONF = "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
+
+
+# cgroup.conf for ProctrackType=proctrack/cgroup. autodetect picks cgroup/v1 or cgroup/v2 from what /sys/fs/cgroup is
+# (cgroup.conf(5)), as AWS's reference lifecycle script writes it (awslabs/awsome-distributed-ai@95b939cd,
+# base-config/utils/pam_adopt_cgroup_wheel.sh). IgnoreSystemd: no systemd or D-Bus runs in the test's root, so under
+# cgroup/v2 slurmd makes its own cgroup instead of asking systemd for a scope (cgroup.conf(5) at slurm-24-11-5-1).
+CGROUP_CONF = "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n"

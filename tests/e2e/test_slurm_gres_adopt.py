@@ -9,7 +9,9 @@ the example's instance type through the same function the cluster stack uses (wo
 pam_slurm_adopt is Debian's libpam-slurm-adopt, built for the same Slurm (24.11) as the daemons, in the Slurm root
 (tests/e2e/slurm_root.py); the PAM stack is a real one, the root's /etc/pam.d with a service of its own (a copy of
 that directory in the test's own, mounted over it for pamtester), exercised with pamtester's acct_mgmt, the
-account phase sshd runs after authentication.
+account phase sshd runs after authentication. slurmd runs proctrack/cgroup, Slurm 24.11's default and what
+pam_slurm_adopt needs to contain a session (slurm.conf(5)): an adopted session's processes, a daemonized one
+included, end with the job.
 
 Needs root and the Debian packages slurm-wlm, slurmdbd, munge, mariadb-server, libpam-slurm-adopt and pamtester.
 """
@@ -18,7 +20,9 @@ from __future__ import annotations
 import copy
 import json
 import os
+import pwd
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -29,7 +33,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
-from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, run, wait_for  # noqa: E402
+from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, exited, run, wait_for  # noqa: E402
 from slurm_root import SLURM_ROOT, in_root, missing as missing_in_root, skip_reason  # noqa: E402
 from test_slurm_accounting import TERMINAL, Env, example  # noqa: E402
 
@@ -95,7 +99,7 @@ def env() -> Iterator[GresEnv]:
     base.chmod(0o755)
     weights = accounting_parameters(config)["priority_weights"]
     cluster = SlurmCluster(base=base, cluster_name="research", accounting=True, priority_weights=weights,
-                           partition=group.partitions[0], gpus=4)
+                           partition=group.partitions[0], gpus=4, proctrack_type="proctrack/cgroup")
     created: list[tuple[str, bool, bool]] = []
     try:
         for user in data["users"]:
@@ -191,6 +195,10 @@ def test_the_controller_adds_prolog_flags_contain_and_slurmctld_uses_it(env: Gre
     assert "wrote the pam_slurm_adopt settings (PrologFlags=Contain)" in controller
     out = run(in_root("scontrol", "show", "config"), env=env.cluster.env()).stdout
     assert any(line.split("=")[0].strip() == "PrologFlags" and "Contain" in line for line in out.splitlines()), out
+    # The daemons track processes by cgroup, so the controller step has nothing to warn about.
+    assert any(line.split("=")[0].strip() == "ProctrackType" and line.split("=")[1].strip() == "proctrack/cgroup"
+               for line in out.splitlines()), out
+    assert "ProctrackType" not in controller
     again = env.script("configure_pam_adopt.sh", "controller",
                        INCLUDED_CONF=str(env.cluster.conf.parent / "accounting.conf"))
     assert "already has the pam_slurm_adopt settings" in again
@@ -225,6 +233,65 @@ def test_a_user_with_a_running_job_is_allowed_and_an_admin_always(env: GresEnv, 
     # Her job over, rosalind is refused again.
     env.wait_job(job_id, lambda j: j.get("JobState") in TERMINAL, "the end")
     assert env.pamtester("rosalind")[0] != 0
+
+
+def running_job(env: GresEnv, user: str, account: str) -> str:
+    """A job of `user` running on the node, its batch step's slurmstepd up (pam_slurm_adopt asks the node's stepds;
+    slurmctld says RUNNING before they are: `scontrol listpids` asks the same stepds)."""
+    rc, job_id, err = env.sbatch(user, f"--account={account}", "--partition=gpu", "--time=10", "--wrap", "sleep 120")
+    assert rc == 0, err
+    env.wait_job(job_id, lambda j: j.get("JobState") == "RUNNING", "RUNNING")
+    wait_for(f"job {job_id}'s batch step on the node", lambda: any(
+        line.split()[1:3] == [job_id, "batch"]
+        for line in run(in_root("scontrol", "listpids", job_id), env=env.cluster.env()).stdout.splitlines()[1:]),
+        timeout=30, interval=0.2)
+    return job_id
+
+
+def test_an_adopted_session_ends_with_the_job(env: GresEnv, adopt):
+    """What sshd does after the account phase, in short: the session's process (started by the PAM stack once
+    pam_slurm_adopt has moved the login into the job) detaches as a daemon would, and lives in the job's extern step
+    until the job ends; then proctrack/cgroup kills it. With proctrack/linuxproc it survives the job."""
+    pid_file = env.cluster.base / "adopted-session.pid"
+    session = env.cluster.base / "adopted-session.sh"
+    # pam_exec(8) gives the script PAM_USER and PAM_TYPE; the subshell exits at once, so the sleep's parent is init.
+    session.write_text(f"""#!/bin/sh
+[ "$PAM_TYPE" = open_session ] || exit 0
+uid=$(id -u "$PAM_USER") gid=$(id -g "$PAM_USER")
+( setsid sh -c 'echo $$ >{pid_file}; exec setpriv --reuid='$uid' --regid='$gid' --clear-groups sleep 600' \
+  </dev/null >/dev/null 2>&1 & )
+""")
+    session.chmod(0o755)
+    pam_file = env.pam_dir / PAM_SERVICE
+    configured = pam_file.read_text()
+    pam_file.write_text(configured + f"session optional pam_exec.so {session}\n")
+    pid = None
+    job_id = running_job(env, "rosalind", "biology")
+    try:
+        try:
+            result = run(in_root("pamtester", "-v", PAM_SERVICE, "rosalind", "acct_mgmt", "open_session",
+                                 binds=[(env.pam_dir, "/etc/pam.d")]), env=env.cluster.env())
+            assert result.returncode == 0, result.stdout + result.stderr
+            pid = int(wait_for("the session's process", lambda: pid_file.exists() and pid_file.read_text().strip(),
+                               timeout=10, interval=0.05))
+            wait_for("the session's sleep", lambda: Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0"),
+                     timeout=10, interval=0.05)
+            # Adopted: in the job's extern step (cgroup v1: .../job_<id>/step_extern; v2: .../job_<id>/step_extern/
+            # ...), as the user, and no child of any Slurm process.
+            cgroups = Path(f"/proc/{pid}/cgroup").read_text()
+            assert f"/job_{job_id}/step_extern" in cgroups, cgroups
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+            uid_line = next(line for line in status if line.startswith("Uid:"))
+            assert uid_line.split()[1] == str(pwd.getpwnam("rosalind").pw_uid), uid_line
+            assert Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1] == "1", "not detached"
+        finally:
+            run(in_root("scancel", job_id), env=env.cluster.env())
+            pam_file.write_text(configured)
+        env.wait_job(job_id, lambda j: j.get("JobState") in TERMINAL, "the end")
+        wait_for(f"the adopted session {pid} to end with job {job_id}", lambda: exited(pid), timeout=30)
+    finally:  # a failed run leaves no session behind
+        if pid is not None and not exited(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_member_of_a_directory_admin_group_is_allowed_without_a_job(env: GresEnv, adopt):

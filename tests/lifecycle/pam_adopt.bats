@@ -118,7 +118,21 @@ setup_pam() {
   printf 'ProctrackType=proctrack/linuxproc\n' >>"$SLURM_CONF_DIR/slurm.conf"
   run bash "$SCRIPTS/configure_pam_adopt.sh" controller
   [ "$status" -eq 0 ]
-  [[ "$output" == *"WARNING: ProctrackType is 'proctrack/linuxproc', not proctrack/cgroup"* ]]
+  [[ "$output" == *"WARNING: [contract:slurm-proctrack-cgroup] ProctrackType is 'proctrack/linuxproc', not proctrack/cgroup"* ]]
+  grep -q "^slurm-proctrack-cgroup"$'\t' "$STATE_DIR/contract_warnings"
+}
+
+@test "controller: no ProctrackType warning when slurm.conf sets proctrack/cgroup or leaves Slurm's default" {
+  setup_pam
+  run bash "$SCRIPTS/configure_pam_adopt.sh" controller
+  [ "$status" -eq 0 ]
+  [[ "$output" != *ProctrackType* ]]
+  printf 'ProctrackType = Proctrack/Cgroup # as written by hand\n' >>"$SLURM_CONF_DIR/slurm.conf"
+  run bash "$SCRIPTS/configure_pam_adopt.sh" controller
+  [ "$status" -eq 0 ]
+  [[ "$output" != *ProctrackType* ]]
+  run grep -q "^slurm-proctrack-cgroup" "$STATE_DIR/contract_warnings"
+  [ "$status" -ne 0 ]
 }
 
 @test "controller: refuses a slurm.conf whose PrologFlags lack Contain" {
