@@ -156,6 +156,15 @@ record_deploy() {
   export STUB_LIFECYCLE_RECORD="$T/lifecycle_record.json"
 }
 
+# copy_installed : the node's copy of the scripts ($PLATFORM_DIR) as it is now is what install_users_sync.sh recorded,
+# for a test that replaces one of its scripts with a fake (the users sync runs only the recorded copy, lib/verify.sh).
+copy_installed() {
+  local names
+  mapfile -t names < <(cut -d' ' -f3- "$STATE_DIR/platform_scripts.sha256")
+  python3 "$SCRIPTS/lib/verify.py" manifest "$PLATFORM_DIR" "${names[@]}" >"$T/manifest"
+  mv "$T/manifest" "$STATE_DIR/platform_scripts.sha256"
+}
+
 mutating_calls() {
   local line
   while IFS= read -r line || [[ -n "$line" ]]; do
