@@ -71,6 +71,33 @@ def cloudformation_execution_role_arn(stack: cdk.Stack) -> str:
             .replace("${Qualifier}", qualifier))
 
 
+def _record_size(record: Mapping[str, Any]) -> int:
+    """The record's size once CloudFormation resolved its tokens, bounded from above."""
+    rendered = json.dumps(record, default=str)
+    return len(rendered) + TOKEN_ALLOWANCE * rendered.count("${Token[")
+
+
+def canonical_sha256(value: Any) -> str:
+    """The sha256 a node computes for a parameter value (lifecycle/hyperpod/lib/verify.py canonical_sha256)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def record_value(scripts: Mapping[str, str], parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The lifecycle record: the scripts' digests and the parameters verbatim, so a node names the very key that
+    differs. When that would not fit a secret (a long users list), the largest parameters without a token go in as the
+    sha256 of their canonical JSON instead (`parameter_digests`), largest first, until it fits."""
+    verbatim, digests = dict(parameters), {}
+    record = {"version": 1, "scripts": dict(scripts), "parameters": verbatim, "parameter_digests": digests}
+    while _record_size(record) > SECRET_VALUE_LIMIT:
+        static = [k for k, v in verbatim.items() if "${Token[" not in json.dumps(v, default=str)]
+        if not static:
+            raise ValueError(f"the lifecycle record would be over Secrets Manager's {SECRET_VALUE_LIMIT}-byte limit "
+                             "on a secret value even with every parameter as a digest")
+        largest = max(static, key=lambda k: len(json.dumps(verbatim[k])))
+        digests[largest] = canonical_sha256(verbatim.pop(largest))
+    return record
+
+
 def lifecycle_bucket_name(cluster_name: str) -> str:
     """Deterministic, so the cluster stack can address the bucket without a cross-stack reference.
 
@@ -176,14 +203,7 @@ class LifecycleScripts(Construct):
         (docs/security.md, "The lifecycle record"). Nodes check their scripts and parameters against it before running
         them as root (lifecycle/hyperpod/lib/verify.sh)."""
         stack = cdk.Stack.of(self)
-        record = {"version": 1, "scripts": dict(scripts), "parameters": parameters}
-        rendered = json.dumps(record, default=str)
-        size = len(rendered) + TOKEN_ALLOWANCE * rendered.count("${Token[")
-        if size > SECRET_VALUE_LIMIT:
-            raise ValueError(
-                f"users: {len(parameters.get('users') or [])} entries make the lifecycle record about {size} bytes, "
-                f"over Secrets Manager's {SECRET_VALUE_LIMIT}-byte limit on a secret value; list fewer users in the "
-                "config (cluster.directory serves a larger population)")
+        record = record_value(scripts, parameters)
         secret = secretsmanager.CfnSecret(
             self, "Record", name=name, secret_string=stack.to_json_string(record),
             description=f"{name}: sha256 of the lifecycle scripts and the parameters of this deploy; nodes refuse "

@@ -154,3 +154,30 @@ def test_no_role_the_platform_creates_can_change_the_record_and_node_roles_only_
     node_roles = {k for k, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role"
                   and "sagemaker.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])}
     assert readers == node_roles and node_roles
+
+
+def test_a_users_list_too_long_for_the_secret_is_recorded_by_its_digest_and_still_checked(tmp_path):
+    """1,000 users with 32-character names (the large variant's shape) do not fit Secrets Manager's 64 KiB as values:
+    the record keeps `users` as the sha256 of its canonical JSON, the rest verbatim, and fits; the node accepts the
+    same parameters and refuses them with one user's sudo changed, naming `users`."""
+    from constructs.lifecycle_scripts import SECRET_VALUE_LIMIT, record_value, shipped_digests
+    users = [{"name": f"u{i:031d}", "uid": 100000 + i, "gid": 100000 + i, "sudo": False} for i in range(1000)]
+    params = {"version": 1, "cluster_name": "large", "users": users,
+              "lifecycle_record": {"secret_name": "hyperpod-platform/large/lifecycle-record", "region": "${Token[AWS.Region.1]}"}}
+    record = record_value(shipped_digests([SCRIPTS]), params)
+    assert set(record["parameter_digests"]) == {"users"} and "users" not in record["parameters"]
+    assert record["parameters"]["cluster_name"] == "large"
+    assert len(json.dumps(record)) < SECRET_VALUE_LIMIT
+    small = record_value({}, {**params, "users": users[:3]})
+    assert small["parameter_digests"] == {} and small["parameters"]["users"] == users[:3]
+    record["parameters"]["lifecycle_record"]["region"] = "us-east-1"  # as CloudFormation resolves it
+    (tmp_path / "record.json").write_text(json.dumps(record))
+    deployed = {**params, "lifecycle_record": record["parameters"]["lifecycle_record"]}
+    (tmp_path / "params.json").write_text(json.dumps(deployed))
+    check = [sys.executable, str(VERIFY), "download", str(tmp_path / "record.json"), str(SCRIPTS)]
+    ok = subprocess.run([*check, str(tmp_path / "params.json")], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    deployed["users"][7]["sudo"] = True
+    (tmp_path / "params.json").write_text(json.dumps(deployed))
+    refused = subprocess.run([*check, str(tmp_path / "params.json")], capture_output=True, text=True)
+    assert refused.returncode == 1 and "parameters.users: sha256 " in refused.stderr, refused.stderr

@@ -4,7 +4,10 @@
 The record is the Secrets Manager secret constructs/lifecycle_scripts.py writes through CloudFormation, and that
 only CloudFormation's execution role may change (docs/security.md, "The lifecycle record"):
 
-    {"version": 1, "scripts": {"<relative path>": "<sha256>", ...}, "parameters": {...platform_parameters.json...}}
+    {"version": 1, "scripts": {"<relative path>": "<sha256>", ...}, "parameters": {...platform_parameters.json...},
+     "parameter_digests": {"<key>": "<sha256 of its canonical JSON>", ...}}
+
+(a parameter too large for the secret, e.g. a long users list, is recorded as a digest instead of its value.)
 
 Commands (each prints what differed, one line per difference, to stderr, and exits 1 on any):
     download RECORD DIR PARAMS   every file the record lists is in DIR with its sha256; PARAMS holds the recorded
@@ -111,13 +114,31 @@ def value_differences(recorded, actual, where="parameters"):
     return [f"{where}: {json.dumps(actual)} here, {json.dumps(recorded)} in the record"]
 
 
+def canonical_sha256(value):
+    """The sha256 of a value's canonical JSON, as the deploy records a large parameter (constructs/lifecycle_scripts.py
+    canonical_sha256)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def parameter_differences(record, params_path):
+    """Recorded parameters verbatim compared key by key; those recorded as a digest (parameter_digests) by it."""
     try:
         with open(params_path, encoding="utf-8") as f:
             actual = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         return [f"{params_path}: unreadable ({e})"]
-    return [f"{params_path}: {line}" for line in value_differences(record["parameters"], actual)]
+    if not isinstance(actual, dict):
+        return [f"{params_path}: not a JSON object"]
+    digests = record.get("parameter_digests") or {}
+    differences = []
+    for key, digest in sorted(digests.items()):
+        if key not in actual:
+            differences.append(f"parameters.{key}: missing here, recorded with sha256 {digest}")
+        elif canonical_sha256(actual[key]) != digest:
+            differences.append(f"parameters.{key}: sha256 {canonical_sha256(actual[key])} here, {digest} in the record")
+    rest = {k: v for k, v in actual.items() if k not in digests}
+    differences += value_differences(record["parameters"], rest)
+    return [f"{params_path}: {line}" for line in differences]
 
 
 def unsafe_path(path):
