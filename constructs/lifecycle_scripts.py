@@ -3,14 +3,17 @@ the scripts and the prebuilt tools zip)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_s3_deployment as s3deploy
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge
 
@@ -28,6 +31,71 @@ HYPERPOD_RESERVED_FILE = "provisioning_parameters.json"
 # The lifecycle bucket's prefix where the Slurm controller uploads its client bundle for Studio
 # (lifecycle/hyperpod/build_slurm_client_bundle.sh): the only place in that bucket the cluster's own role may write.
 SLURM_CLIENT_PREFIX = "slurm-client"
+
+
+# The lifecycle record (lifecycle/hyperpod/lib/verify.sh): the only Secrets Manager actions anyone but CloudFormation's
+# execution role may take on it. Everything else (PutSecretValue, UpdateSecret, UpdateSecretVersionStage, which could
+# make an older version current, PutResourcePolicy, DeleteSecret, replication, rotation, and any action added later)
+# is denied by NotAction.
+RECORD_READ_ACTIONS = ("secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret",
+                       "secretsmanager:ListSecretVersionIds", "secretsmanager:GetResourcePolicy")
+# Secrets Manager's limit on a secret value (https://docs.aws.amazon.com/secretsmanager/latest/userguide/reference_limits.html).
+SECRET_VALUE_LIMIT = 65536
+# A token's value can be longer than its placeholder at synth: ARNs and DNS names stay well within this.
+TOKEN_ALLOWANCE = 256
+
+
+def lifecycle_record_name(cluster_name: str) -> str:
+    """The Secrets Manager name of a cluster's lifecycle record."""
+    return f"hyperpod-platform/{cluster_name}/lifecycle-record"
+
+
+def shipped_digests(directories: Sequence[Path]) -> dict[str, str]:
+    """SHA-256 of every file a scripts asset ships (the asset's exclusions applied), by relative path."""
+    digests = {}
+    for directory in directories:
+        for path in sorted(directory.rglob("*")):
+            relative = path.relative_to(directory)
+            if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".md":
+                digests[relative.as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def cloudformation_execution_role_arn(stack: cdk.Stack) -> str:
+    """The CDK bootstrap's CloudFormation execution role of this account and region, as the default synthesizer names
+    it (its qualifier from the app's context): the role CloudFormation creates and changes resources as."""
+    qualifier = (stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
+                 or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
+    return (cdk.DefaultStackSynthesizer.DEFAULT_CLOUDFORMATION_ROLE_ARN.replace("${AWS::Partition}", cdk.Aws.PARTITION)
+            .replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID).replace("${AWS::Region}", cdk.Aws.REGION)
+            .replace("${Qualifier}", qualifier))
+
+
+def _record_size(record: Mapping[str, Any]) -> int:
+    """The record's size once CloudFormation resolved its tokens, bounded from above."""
+    rendered = json.dumps(record, default=str)
+    return len(rendered) + TOKEN_ALLOWANCE * rendered.count("${Token[")
+
+
+def canonical_sha256(value: Any) -> str:
+    """The sha256 a node computes for a parameter value (lifecycle/hyperpod/lib/verify.py canonical_sha256)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def record_value(scripts: Mapping[str, str], parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The lifecycle record: the scripts' digests and the parameters verbatim, so a node names the very key that
+    differs. When that would not fit a secret (a long users list), the largest parameters without a token go in as the
+    sha256 of their canonical JSON instead (`parameter_digests`), largest first, until it fits."""
+    verbatim, digests = dict(parameters), {}
+    record = {"version": 1, "scripts": dict(scripts), "parameters": verbatim, "parameter_digests": digests}
+    while _record_size(record) > SECRET_VALUE_LIMIT:
+        static = [k for k, v in verbatim.items() if "${Token[" not in json.dumps(v, default=str)]
+        if not static:
+            raise ValueError(f"the lifecycle record would be over Secrets Manager's {SECRET_VALUE_LIMIT}-byte limit "
+                             "on a secret value even with every parameter as a digest")
+        largest = max(static, key=lambda k: len(json.dumps(verbatim[k])))
+        digests[largest] = canonical_sha256(verbatim.pop(largest))
+    return record
 
 
 def lifecycle_bucket_name(cluster_name: str) -> str:
@@ -92,11 +160,13 @@ def keep_link_only_if_staged(deployment: s3deploy.BucketDeployment, archive_sha2
 
 class LifecycleScripts(Construct):
     """The scripts travel as a CDK asset (never fetched from GitHub at deploy time); parameters carry tokens.
-    `source_dir=None` ships only `extra_sources` (the Studio tools: prebuilt_zip_source, constructs/studio_tools.py)."""
+    `source_dir=None` ships only `extra_sources` (the Studio tools: prebuilt_zip_source, constructs/studio_tools.py).
+    `record_name`: with parameters, the lifecycle record (a secret of that name) the nodes check both against; the
+    parameters then name it (`lifecycle_record`)."""
 
     def __init__(self, scope: Construct, id_: str, *, bucket: s3.IBucket, prefix: str, upload_role_name: str,
                  parameters: dict[str, Any] | None = None, source_dir: Optional[Path] = HYPERPOD_SCRIPTS_DIR,
-                 extra_sources: Sequence[s3deploy.ISource] = ()) -> None:
+                 extra_sources: Sequence[s3deploy.ISource] = (), record_name: str | None = None) -> None:
         super().__init__(scope, id_)
         sources = []
         if source_dir is not None:
@@ -108,6 +178,10 @@ class LifecycleScripts(Construct):
             sources.append(s3deploy.Source.asset(str(source_dir), exclude=["**/__pycache__", "*.md"]))
         self.bucket = bucket
         self.prefix = prefix.strip("/")
+        self.record: secretsmanager.CfnSecret | None = None
+        if parameters is not None and record_name is not None and source_dir is not None:
+            parameters = {**parameters, "lifecycle_record": {"secret_name": record_name, "region": cdk.Aws.REGION}}
+            self.record = self._record(record_name, shipped_digests([source_dir]), parameters)
         if parameters is not None:
             sources.append(s3deploy.Source.json_data(PARAMETERS_FILE, parameters))
         sources.extend(extra_sources)
@@ -119,7 +193,38 @@ class LifecycleScripts(Construct):
         role = self.deployment.handler_role.node.default_child
         role.add_property_override("RoleName", upload_role_name)
         self.upload_role_name = upload_role_name
+        if self.record is not None:
+            # The record changes first: a node's users sync that sees the new parameters finds them recorded.
+            self.deployment.node.add_dependency(self.record)
         self._acknowledge_deployment_handler()
+
+    def _record(self, name: str, scripts: Mapping[str, str], parameters: dict[str, Any]) -> secretsmanager.CfnSecret:
+        """The lifecycle record: what this deploy ships, in a secret only CloudFormation's execution role may change
+        (docs/security.md, "The lifecycle record"). Nodes check their scripts and parameters against it before running
+        them as root (lifecycle/hyperpod/lib/verify.sh)."""
+        stack = cdk.Stack.of(self)
+        record = record_value(scripts, parameters)
+        secret = secretsmanager.CfnSecret(
+            self, "Record", name=name, secret_string=stack.to_json_string(record),
+            description=f"{name}: sha256 of the lifecycle scripts and the parameters of this deploy; nodes refuse "
+                        "anything else (written by CloudFormation only)")
+        acknowledge(secret, "AwsSolutions-SMG4",
+                    "the value is the deploy's record of the lifecycle scripts' digests and parameters, written by "
+                    "CloudFormation at every deploy; it is no credential, and a rotation would only break it")
+        writer = cloudformation_execution_role_arn(stack)
+        secretsmanager.CfnResourcePolicy(
+            self, "RecordPolicy", secret_id=secret.ref, block_public_policy=True,
+            resource_policy=iam.PolicyDocument(statements=[iam.PolicyStatement(
+                sid="OnlyCloudFormationChangesTheRecord", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+                not_actions=list(RECORD_READ_ACTIONS), resources=["*"],
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": writer}})]).to_json())
+        return secret
+
+    def grant_read_record(self, role: iam.IRole) -> None:
+        """A node role reads its cluster's record, and nothing else of Secrets Manager through this grant."""
+        if self.record is not None:
+            role.add_to_principal_policy(iam.PolicyStatement(
+                sid="ReadLifecycleRecord", actions=["secretsmanager:GetSecretValue"], resources=[self.record.ref]))
 
     def _acknowledge_deployment_handler(self) -> None:
         # The handler is aws-cdk-lib's BucketDeployment singleton; its role and runtime are not ours to shape.

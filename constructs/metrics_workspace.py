@@ -5,6 +5,8 @@ node roles write to it and whose EKS add-on points at it) and the observability 
 after storage, and storage deploys beside the EKS control plane (tests/test_stack_graph.py)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import aws_cdk as cdk
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_iam as iam
@@ -16,6 +18,8 @@ from constructs import Construct
 # prometheusEndpoint: ".../workspaces/ws-.../api/v1/"), so appending to it could double the path. Remote write is
 # <base>api/v1/remote_write (docs.aws.amazon.com/prometheus/latest/userguide/AMP-onboard-ingest-metrics-remote-write.html).
 REMOTE_WRITE_PATH = "api/v1/remote_write"
+# Alerting rules on what the nodes write (observability/rules/*.yaml, Prometheus rule files, shipped unchanged).
+NODE_RULES_DIR = Path(__file__).resolve().parent.parent / "observability" / "rules"
 
 
 class MetricsWorkspace(Construct):
@@ -34,6 +38,12 @@ class MetricsWorkspace(Construct):
                 retention_period_in_days=retention_days))
         self.workspace.apply_removal_policy(cdk.RemovalPolicy.RETAIN)  # metric history is user data
         self.workspace_arn = self.workspace.attr_arn
+        # The workspace evaluates these (e.g. a node whose users sync stopped succeeding); its firing alerts are the
+        # ALERTS series here and in Grafana's alert list (docs/observability.md, "Node alerts").
+        self.rule_namespaces = [
+            aps.CfnRuleGroupsNamespace(self, f"Rules{rules.stem.title().replace('_', '')}", workspace=self.workspace_arn,
+                                       name=f"hyperpod-platform-{rules.stem.replace('_', '-')}", data=rules.read_text())
+            for rules in sorted(NODE_RULES_DIR.glob("*.yaml"))]
         self.workspace_id = self.workspace.attr_workspace_id
         self.prometheus_endpoint = cdk.Fn.join("", [
             "https://aps-workspaces.", cdk.Aws.REGION, ".", cdk.Aws.URL_SUFFIX, "/workspaces/", self.workspace_id, "/"])

@@ -17,7 +17,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 from constructs.lifecycle_scripts import (STUDIO_SCRIPTS_DIR, LifecycleScripts, keep_link_only_if_staged,
-                                         prebuilt_zip_source)
+                                         prebuilt_zip_source, shipped_digests)
 from constructs.studio_tools import EksctlArtifact, StudioToolsBundle
 
 SLURM_ENTRY_POINT = "slurm_login_node.sh"
@@ -53,17 +53,6 @@ trap - EXIT
 TOOLS_STEP = ('bash "$scripts/studio_tools.sh" || echo "studio-lifecycle: hyp and jq were not installed; see '
               '$HOME/.studio-tools/setup.log" >&2\n')
 ASSET_EXCLUDE = ["**/__pycache__", "*.md"]
-
-
-def shipped_digests(directories: Sequence[Path]) -> dict[str, str]:
-    """SHA-256 of every file the Studio scripts asset ships (the asset's exclusions applied), by relative path."""
-    digests = {}
-    for directory in directories:
-        for path in sorted(directory.rglob("*")):
-            relative = path.relative_to(directory)
-            if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".md":
-                digests[relative.as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return digests
 
 
 def render_bootstrap(*, exports: str, region: str, source: str, entry: str, digests: Mapping[str, str],

@@ -15,7 +15,7 @@ from constructs.hyperpod_cluster import EksOrchestrator, HyperPodCluster
 from constructs.fsx_partitions import FsxPartitions
 from constructs.metrics_workspace import MetricsWorkspace
 from constructs.mlflow_job_access import allow_mlflow_logging, tracking_server_arn
-from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, lifecycle_bucket_name
+from constructs.lifecycle_scripts import ON_CREATE, LifecycleScripts, lifecycle_bucket_name, lifecycle_record_name
 from constructs.platform_role_names import upload_role_name
 from constructs.nag_acknowledgments import acknowledge
 from constructs.schedulable_node import SchedulableNodeWaiter
@@ -83,7 +83,8 @@ class EksClusterStack(cdk.Stack):
         lifecycle_bucket = s3.Bucket.from_bucket_name(self, "LifecycleBucket", lifecycle_bucket_name(config.name))
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", bucket=lifecycle_bucket,
                                           upload_role_name=upload_role_name(config.name, "cluster"),
-                                          prefix=f"hyperpod/{config.name}", parameters=provisioning_parameters(config))
+                                          prefix=f"hyperpod/{config.name}", parameters=provisioning_parameters(config),
+                                          record_name=lifecycle_record_name(config.name))
         addons = eks_config.addons
         self.control_plane = plane = eks.control_plane
         self.dependency_chart = eks.dependency_chart
@@ -101,6 +102,8 @@ class EksClusterStack(cdk.Stack):
             node_recovery=config.cluster.node_recovery)
         self.hyperpod.node.add_dependency(self.lifecycle.deployment)
         self.hyperpod.node.add_dependency(self.dependency_chart)
+        for role in self.hyperpod.node_roles:  # every node checks what it runs against the deploy's record
+            self.lifecycle.grant_read_record(role)
         self._allow_eks_nodes(self.hyperpod.execution_role, vpc_id=network.vpc_id)
 
         self._node_waits(config, network)

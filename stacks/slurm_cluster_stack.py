@@ -15,7 +15,7 @@ from constructs import Construct
 from constructs.hyperpod_cluster import (ExternalAccountingDatabase, GroupSpec, HyperPodCluster, NativeLustreMount,
                                          SlurmOrchestrator)
 from constructs.lifecycle_scripts import (ON_INIT_COMPLETE, PARAMETERS_FILE, SLURM_CLIENT_PREFIX, LifecycleScripts,
-                                         lifecycle_bucket_name)
+                                         lifecycle_bucket_name, lifecycle_record_name)
 from constructs.login_load_balancer import LoginLoadBalancer
 from constructs.mlflow_job_access import tracking_server_arn
 from constructs.nag_acknowledgments import acknowledge
@@ -73,7 +73,8 @@ class SlurmClusterStack(cdk.Stack):
                                               self.jwt_key_secret.secret_arn if self.jwt_key_secret else None,
                                               parameters_s3_uri=parameters_s3_uri,
                                               node_metrics_remote_write_url=self.node_metrics_remote_write_url),
-                                          extra_sources=directory_sources(config))
+                                          extra_sources=directory_sources(config),
+                                          record_name=lifecycle_record_name(config.name))
         native = config.storage.lustre.mount_by == "native"
         self._accounting_database(config, network)
         self.hyperpod = HyperPodCluster(
@@ -99,6 +100,8 @@ class SlurmClusterStack(cdk.Stack):
             # Only the controller writes what Studio trusts: it runs as its own role (the fixed name the login secret
             # and its key name as writer); login and compute groups run as a worker role that has no secret access.
             execution_role_name=cluster_execution_role_name(config.name), separate_controller_role=True)
+        for role in self.hyperpod.node_roles:  # every node checks what it runs against the deploy's record
+            self.lifecycle.grant_read_record(role)
         self.hyperpod.controller_role.add_to_policy(iam.PolicyStatement(
             sid="PublishSlurmLoginSecret",
             actions=["secretsmanager:PutSecretValue", "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],

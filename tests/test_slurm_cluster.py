@@ -82,7 +82,7 @@ def test_execution_role_is_least_privilege(synth):
                                "DetachInterfacesFromHyperPodInstances", "ReadOwnLifecycleScripts",
                                "ListOwnLifecycleScripts", "CreateClusterLogGroup", "PublishClusterLogStreams",
                                "PublishClusterMetrics", "SessionManagerChannels", "PublishSlurmLoginSecret",
-                               "PublishSlurmClientBundle"}
+                               "PublishSlurmClientBundle", "ReadLifecycleRecord"}
     assert all(a.startswith("ec2:Describe") or a == "fsx:DescribeFileSystems"
                for a in statements["DescribeNetworkAndFileSystems"]["Action"])
     assert statements["ManageInterfacesInClusterVpc"]["Condition"]["ArnEquals"]["ec2:Vpc"]

@@ -29,12 +29,14 @@ put() {
 uri="$(param users_sync.parameters_s3_uri)"
 [[ -n "$uri" ]] || die "$PARAMS_FILE names no users_sync.parameters_s3_uri: the users sync needs it"
 
+copied=()
 # With configure_sssd.sh and configure_pam_adopt.sh: a revoked access group, directory admin group or sudo user is
 # taken off running nodes by the sync too, not only off new ones.
 for f in sync_users.sh fsx_nosuid.sh create_users.sh setup_ssh_keys.sh configure_controller_ssh.sh apply_accounting.sh enroot_dirs.sh \
   configure_sssd.sh configure_pam_adopt.sh lib/common.sh lib/user_paths.sh lib/params.py lib/marked_block.py \
-  lib/accounting.py lib/safe_dirs.py lib/artifacts.sh lib/sssd.py; do
+  lib/accounting.py lib/safe_dirs.py lib/artifacts.sh lib/sssd.py lib/verify.sh lib/verify.py; do
   put "$HERE/$f" "$PLATFORM_DIR/$f" 0755
+  copied+=("$f")
 done
 # The directory's CA certificate, which configure_sssd.sh checks against the parameters' digest.
 ca="$(param directory.ca_certificate.file)"
@@ -43,6 +45,10 @@ if [[ -n "$ca" && -f "$HERE/$ca" ]]; then
 fi
 put "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json" 0644
 mkdir -p "$STATE_DIR"
+# What the copy holds now, checked against the deploy's record by on_init_complete.sh: the users sync runs these as
+# root only while they still hold these bytes and only root can change them (lib/verify.sh verify_local_copy).
+lib_py verify.py manifest "$PLATFORM_DIR" "${copied[@]}" >"$STATE_DIR/platform_scripts.sha256.new"
+mv -f "$STATE_DIR/platform_scripts.sha256.new" "$STATE_DIR/platform_scripts.sha256"
 digest="$(sha256sum "$PARAMS_FILE")"
 digest="${digest%% *}"
 applied=""

@@ -17,9 +17,13 @@ HERE="${BASH_SOURCE[0]%/*}"
 [[ "$HERE" != "${BASH_SOURCE[0]}" ]] || HERE=. # run as `bash x.sh` from its own directory
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$HERE/lib/common.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/verify.sh
+source "$HERE/lib/verify.sh"
 start_log on_init_complete
 
 log "parameters: $PARAMS_FILE, resource config: $RESOURCE_CONFIG"
+# Nothing below runs unless every script here and the parameters are the deploy's (lib/verify.sh).
+step verify_lifecycle_record verify_download "$HERE" "$PARAMS_FILE"
 step validate_parameters params_py validate "$PARAMS_FILE"
 params orchestrator node_metrics.remote_write_url slurm.login_secret_arn slurm.auth slurm.client_bundle_s3_prefix
 if [[ "$(param orchestrator)" == eks ]]; then

@@ -8,8 +8,9 @@
 # configure_controller_ssh.sh (SSH for the admins) and, on the primary controller, apply_accounting.sh (every user's
 # association; with cluster.accounting, departments and QoS).
 #
-# Only the parameters travel: the scripts are the node's copy from its creation. A failed download or invalid
-# parameters keep the node as it is; a failed step keeps the last applied digest, so the next run tries again.
+# Only the parameters travel: the scripts are the node's copy from its creation. A failed download, parameters that
+# are not the ones the deploy recorded (lib/verify.sh), a copy of the scripts that changed since its creation, or
+# invalid parameters keep the node as it is; a failed step keeps the last applied digest, so the next run tries again.
 #
 # Every run, whatever the digest, it also checks that FSx is still mounted nosuid,nodev (mount_fsx.sh): a reboot does
 # not run the lifecycle scripts, and HyperPod mounts FSx again its own way. It remounts it so, or logs an ERROR and
@@ -31,6 +32,8 @@ HERE="${BASH_SOURCE[0]%/*}"
 source "$HERE/lib/common.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/user_paths.sh
 source "$HERE/lib/user_paths.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/verify.sh
+source "$HERE/lib/verify.sh"
 
 mkdir -p "$LOG_DIR" "$STATE_DIR"
 # Quiet when nothing changed: only downloads that fail and changes that are applied are logged.
@@ -126,6 +129,13 @@ if [[ "$digest" == "$applied" ]]; then
 fi
 
 log "$uri changed (sha256 $digest); applying the users list"
+# Root runs the node's copy of the scripts with the new parameters only when both are the deploy's (lib/verify.sh).
+if ! verify_local_copy "$STATE_DIR/platform_scripts.sha256" "$HERE"; then
+  die "refusing to run the node's copy of the scripts; users stay as they are"
+fi
+if ! verify_parameters "$new"; then
+  die "refusing parameters the deploy did not record; users stay as they are"
+fi
 if ! params_py validate "$new"; then
   die "the new parameters are invalid; users stay as they are"
 fi

@@ -229,6 +229,7 @@ sacctmgr -i add coordinator account=physics names=alice" ]
 @test "on_init_complete.sh applies accounting on the controller only, whether or not it is enabled" {
   cp -r "$SCRIPTS" "$T/scripts"
   printf '#!/bin/bash\necho applied >>"%s"\n' "$T/apply.calls" >"$T/scripts/apply_accounting.sh"
+  record_deploy "$T/scripts"
   STUB_IPS="10.1.0.31" run bash "$T/scripts/on_init_complete.sh" # compute
   [ "$status" -eq 0 ]
   [ ! -e "$T/apply.calls" ]

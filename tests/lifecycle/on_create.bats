@@ -10,7 +10,8 @@ eks_params() {
   export DATA_VOLUME_WAIT_ATTEMPTS=1
   cat >"$PARAMS_FILE" <<'JSON'
 {"version": 1, "orchestrator": "eks", "cluster_name": "ml-cluster",
- "worker_groups": [{"instance_group_name": "controller-machine"}]}
+ "worker_groups": [{"instance_group_name": "controller-machine"}],
+ "lifecycle_record": {"secret_name": "hyperpod-platform/ml-cluster/lifecycle-record", "region": "us-east-1"}}
 JSON
 }
 

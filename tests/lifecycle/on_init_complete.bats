@@ -99,6 +99,7 @@ run_as() {
   cp -r "$SCRIPTS" "$T/scripts"
   printf '#!/bin/bash\necho "publish $*" >>"%s"\n' "$T/publish.calls" >"$T/scripts/publish_slurm_login.sh"
   set_param slurm.login_secret_arn '"arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-login-AbCdEf"'
+  record_deploy "$T/scripts"
   STUB_IPS="$LOGIN_IP" run bash "$T/scripts/on_init_complete.sh"
   [ "$status" -eq 0 ]
   grep -q "node type: login" "$LOG_DIR/on_init_complete.log"

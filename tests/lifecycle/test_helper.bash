@@ -149,10 +149,27 @@ calls() {
 
 # mutating_calls -> every recorded call that changes the node (`scontrol show ...`, `ping` and `--version` only read)
 MUTATING='^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-mark|aws) |^ip6?tables -w -A |^systemctl (daemon-reload|enable|restart|reload)'
+# record_deploy DIR : the deploy recorded DIR's scripts and the parameters as they are now ($PARAMS_FILE); stubs/stub
+# serves that as the lifecycle record (lib/verify.sh), e.g. for a test that runs a copy of the scripts with one replaced.
+record_deploy() {
+  python3 "$BATS_TEST_DIRNAME/lifecycle_record.py" "$1" "$PARAMS_FILE" >"$T/lifecycle_record.json"
+  export STUB_LIFECYCLE_RECORD="$T/lifecycle_record.json"
+}
+
+# copy_installed : the node's copy of the scripts ($PLATFORM_DIR) as it is now is what install_users_sync.sh recorded,
+# for a test that replaces one of its scripts with a fake (the users sync runs only the recorded copy, lib/verify.sh).
+copy_installed() {
+  local names
+  mapfile -t names < <(cut -d' ' -f3- "$STATE_DIR/platform_scripts.sha256")
+  python3 "$SCRIPTS/lib/verify.py" manifest "$PLATFORM_DIR" "${names[@]}" >"$T/manifest"
+  mv "$T/manifest" "$STATE_DIR/platform_scripts.sha256"
+}
+
 mutating_calls() {
   local line
   while IFS= read -r line || [[ -n "$line" ]]; do
-    [[ "$line" =~ $MUTATING && "$line" != "scontrol show "* && "$line" != "scontrol --version" && "$line" != "scontrol ping" ]] || continue
+    [[ "$line" =~ $MUTATING && "$line" != "scontrol show "* && "$line" != "scontrol --version" && "$line" != "scontrol ping" &&
+      "$line" != "aws secretsmanager get-secret-value "* ]] || continue
     printf '%s\n' "$line"
   done <"$STUB_LOG"
 }

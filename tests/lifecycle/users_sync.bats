@@ -286,6 +286,7 @@ metric() {
   node_created
   printf '#!/bin/bash\necho "apply $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\\"accounting\\"][\\"departments\\"])" "$PARAMS_FILE")" >>"%s"\n' \
     "$T/apply.calls" >"$PLATFORM_DIR/apply_accounting.sh"
+  copy_installed
   publish accounting.departments '[{"name": "physics"}]'
   STUB_IPS="10.1.0.31" sync # a compute node
   [ "$status" -eq 0 ]
@@ -300,6 +301,7 @@ metric() {
   set_param accounting.enabled true
   node_created
   printf '#!/bin/bash\nexit 1\n' >"$PLATFORM_DIR/apply_accounting.sh"
+  copy_installed
   before="$(cat "$STATE_DIR/applied_parameters.sha256")"
   publish accounting.departments '[{"name": "physics"}]'
   STUB_IPS="10.1.0.12 172.17.0.1" sync
