@@ -8,6 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cli import costs, prices  # noqa: E402
 from cli.preconditions import loaded_config, missing_assembly  # noqa: E402
 from cli.sizing import render, size  # noqa: E402
 
@@ -87,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cli.summarize", description=__doc__)
     parser.add_argument("out_dir", nargs="?", default="cdk.out")
     parser.add_argument("--config", help="the config file that was synthesized")
+    parser.add_argument("--prices", type=Path, default=prices.PRICES_FACTS,
+                        help="the price table for the cost estimate (default: %(default)s)")
     args = parser.parse_args(argv)
     out = Path(args.out_dir)
     problem = missing_assembly(out)
@@ -115,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print()
         print("\n".join(render(size(cfg), cfg)))
+        print()
+        print("\n".join(costs.estimate(costs.quantities({**templates, **nested}), cfg.deployment.region,
+                                        prices.load(args.prices))))
     print("Review with `make diff CONFIG=...`, deploy with `make deploy CONFIG=...`: it refuses to replace or delete "
           "stateful resources (see docs/deploy.md: Day-2 changes).")
     return 0
