@@ -8,9 +8,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli import costs, prices  # noqa: E402
+from cli import costs, deploy_times, prices  # noqa: E402
 from cli.preconditions import loaded_config, missing_assembly  # noqa: E402
 from cli.sizing import render, size  # noqa: E402
+from cli.stack_graph import stack_dependencies  # noqa: E402
 
 
 # What a reader looks for first, by CloudFormation type: the things that cost money or hold data.
@@ -112,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     if key:
         print("\nWhat it creates that matters:")
         print("\n".join(key))
+    print()
+    print("\n".join(deploy_times.lines(stack_dependencies(out), templates, nested)))
     if args.config:
         cfg = loaded_config(args.config)
         if cfg is None:
