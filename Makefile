@@ -135,7 +135,8 @@ deploy: deps studio-tools-if-wanted
 plan: deps studio-tools-if-wanted
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard plan $(GUARD_ARGS)
 
-## Online pre-flight checks of CONFIG with your AWS credentials, read-only (cli/preflight.py). ARGS=--json for CI.
+## Online pre-flight checks of CONFIG with your AWS credentials, read-only in AWS (cli/preflight.py); it refreshes the
+## region's prices in config/facts/prices.json for the synth summary's estimate (pricing:GetProducts). ARGS=--json for CI.
 ARGS ?=
 preflight: deps
 	$(PY) -m cli.preflight --config $(CONFIG) $(if $(wildcard cdk.out/manifest.json),--templates cdk.out) $(ARGS)
@@ -175,7 +176,7 @@ help:
 	  "make synth      CONFIG=...  synthesize the platform into cdk.out/ and summarize what it buys (no AWS)" \
 	  "make test                   the whole test suite (shellcheck, bats, pytest)" \
 	  "make graph                  the stack graph: which stacks deploy side by side" \
-	  "make preflight  CONFIG=...  read-only online checks: quotas, AZs, subnets, roles (ARGS=--json)" \
+	  "make preflight  CONFIG=...  read-only online checks: quotas, AZs, subnets, roles; refreshes prices (ARGS=--json)" \
 	  "make plan       CONFIG=...  what make deploy would change and refuse, then nothing left behind" \
 	  "make diff       CONFIG=...  cdk diff of the templates against the deployed stacks" \
 	  "make deploy     CONFIG=...  deploy through the replacement guard (ALLOW='Id ...', ARGS=--no-rollback|--profile P|STACK)" \

@@ -3,6 +3,10 @@
     make preflight CONFIG=config/default.yaml            # one line per check
     .venv/bin/python -m cli.preflight --config ... --json
 
+Last, it refreshes the config's region in the price table behind the synth summary's cost estimate
+(config/facts/prices.json, or --prices; cli/prices.py) from the Price List Query API (pricing:GetProducts): the only
+file it writes, and it changes nothing in AWS.
+
 Each check ends ok, warning, failed (with what to do) or cannot-check (AccessDenied, throttling, an API the region
 does not offer): a check that could not run is never reported as a pass. Exit status: 1 when any check failed
 (also, with --strict, when any could not run), else 0. Without usable credentials (none found, or STS refuses
