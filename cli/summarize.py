@@ -8,8 +8,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cli import costs, deploy_times, prices  # noqa: E402
 from cli.preconditions import loaded_config, missing_assembly  # noqa: E402
 from cli.sizing import render, size  # noqa: E402
+from cli.stack_graph import stack_dependencies  # noqa: E402
 
 
 # What a reader looks for first, by CloudFormation type: the things that cost money or hold data.
@@ -87,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cli.summarize", description=__doc__)
     parser.add_argument("out_dir", nargs="?", default="cdk.out")
     parser.add_argument("--config", help="the config file that was synthesized")
+    parser.add_argument("--prices", type=Path, default=prices.PRICES_FACTS,
+                        help="the price table for the cost estimate (default: %(default)s)")
     args = parser.parse_args(argv)
     out = Path(args.out_dir)
     problem = missing_assembly(out)
@@ -109,12 +113,17 @@ def main(argv: list[str] | None = None) -> int:
     if key:
         print("\nWhat it creates that matters:")
         print("\n".join(key))
+    print()
+    print("\n".join(deploy_times.lines(stack_dependencies(out), templates, nested)))
     if args.config:
         cfg = loaded_config(args.config)
         if cfg is None:
             return 2
         print()
         print("\n".join(render(size(cfg), cfg)))
+        print()
+        print("\n".join(costs.estimate(costs.quantities({**templates, **nested}), cfg.deployment.region,
+                                        prices.load(args.prices))))
     print("Review with `make diff CONFIG=...`, deploy with `make deploy CONFIG=...`: it refuses to replace or delete "
           "stateful resources (see docs/deploy.md: Day-2 changes).")
     return 0

@@ -180,12 +180,22 @@ STAND_IN_PROPERTIES = {"AWS::EC2::VPC": ("CidrBlock",), "AWS::EC2::Subnet": ("Vp
                        "AWS::EC2::SecurityGroup": ("GroupDescription", "VpcId")}
 
 
+# Retained resources moto's CloudFormation can create, with only what moto needs (a key policy): their physical ids are
+# what `make destroy` names them by.
+RETAINED_STAND_INS = {"AWS::Logs::LogGroup": {}, "AWS::S3::Bucket": {},
+                      "AWS::KMS::Key": {"KeyPolicy": {"Version": "2012-10-17", "Statement": []}}}
+
+
 def stand_in(template: dict[str, Any]) -> dict[str, Any]:
     """The template's VPC, subnets and security groups that it makes itself (not from another stack's outputs,
-    which moto cannot read), with the properties moto needs, under their logical ids; a placeholder besides."""
+    which moto cannot read), with the properties moto needs, under their logical ids; its retained log groups,
+    buckets and keys; a placeholder besides."""
     resources = {lid: {"Type": r["Type"], "Properties": {k: r["Properties"][k] for k in keep}}
                  for lid, r in template["Resources"].items() for keep in [STAND_IN_PROPERTIES.get(r["Type"])]
                  if keep and "Fn::GetStackOutput" not in json.dumps(r)}
+    resources |= {lid: {"Type": r["Type"], "Properties": RETAINED_STAND_INS[r["Type"]]}
+                  for lid, r in template["Resources"].items()
+                  if r.get("DeletionPolicy") == "Retain" and r["Type"] in RETAINED_STAND_INS}
     resources["StandIn"] = {"Type": "AWS::CloudFormation::WaitConditionHandle"}
     return {"Resources": resources}
 
@@ -329,11 +339,25 @@ def test_the_plan_names_what_goes_and_what_stays(platform, monkeypatch, capsys):
     order = [line.split(". ", 1)[1].split(" [")[0] for line in plan.splitlines()
              if line[:4].strip().rstrip(".").isdigit()]
     assert order == destroy.deletion_order(stack_dependencies(platform.out_dir))
-    # every Retain resource of every template is listed as kept, and nothing else
-    listed = {(line.split(": ")[0].strip(), line.split(": ")[1].split(" (")[0])
-              for line in kept.splitlines()[1:] if line.startswith("  ") and not line.startswith("   ")}
+    # every Retain resource of every template is listed as kept, and nothing else: "<stack>: <type> <physical id>
+    # (<logical id>): kept", the physical id as the deployed stack lists it
+    lines = [line for line in kept.splitlines()[1:] if line.startswith("  ") and not line.startswith("   ")]
+    listed = {(line.split(": ")[0].strip(), line.rsplit(" (", 1)[1].split(")")[0]) for line in lines}
     assert listed == retained(platform)
     assert {r for _, r in listed} >= {"LustreFileSystem4AFDAE78", "DataBucketE3889A50", "VpcFlowLogGroupBF601037"}
+    types = {(stack, lid): r["Type"] for stack, t in platform.templates.items() for lid, r in t["Resources"].items()}
+    named = 0
+    for line in lines:
+        stack, rest = line.strip().split(": ", 1)
+        logical = line.rsplit(" (", 1)[1].split(")")[0]
+        physical = {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in platform.cfn.list_stack_resources(
+            StackName=stack)["StackResourceSummaries"]}.get(logical)
+        assert rest.startswith(f"{types[stack, logical]} {physical or '(not in the deployed stack)'} ({logical}): ")
+        named += physical is not None
+    assert named == len([1 for s, lid in retained(platform) if types[s, lid] in RETAINED_STAND_INS])
+    # the logs key every stack has under one logical id: told apart by its physical id
+    logs_keys = [line.split()[2] for line in lines if "(LogsKeyA6AB43B2)" in line]
+    assert len(logs_keys) == len(set(logs_keys)) >= 4
     assert f"FSx file system(s) {fs} use its subnets" in plan
     assert "termination protection on (turned off just before its deletion)" in plan
 
@@ -520,6 +544,43 @@ def test_a_stack_that_fails_to_delete_stops_the_run(platform, capsys):
     assert err.startswith(f"destroy: {NAME}-studio ended DELETE_FAILED") and err.count("\n") == 1
     deleted = [platform.protection.ids[s] for _, s in platform.calls.names("DeleteStack")]
     assert deleted == [f"{NAME}-observability", f"{NAME}-cluster", f"{NAME}-studio"]
+
+
+def test_a_stack_that_does_not_finish_deleting_stops_the_run_at_the_limit_with_progress(platform, monkeypatch,
+                                                                                          capsys):
+    """DescribeStacks keeps answering DELETE_IN_PROGRESS for the observability stack (the first deleted) after its
+    deletion was asked for; with the stack limit at 0 minutes the run stops there, saying so, and deletes nothing
+    else."""
+    asked = []
+    platform.session.events.register("before-call.cloudformation.DeleteStack", lambda **_: asked.append(1))
+
+    def in_progress(parsed, **_):
+        for stack in parsed.get("Stacks", []):
+            if asked and platform.protection.ids.get(stack["StackId"]) == f"{NAME}-observability":
+                stack["StackStatus"] = "DELETE_IN_PROGRESS"
+    platform.session.events.register("after-call.cloudformation.DescribeStacks", in_progress)
+    monkeypatch.setitem(destroy.LIMIT_MINUTES, "stack", 0)
+
+    assert destroy_main(platform, "--yes") == 1
+    captured = capsys.readouterr()
+    assert captured.err == (f"destroy: {NAME}-observability still DELETE_IN_PROGRESS after 0 min (the limit is 0 min): "
+                            "nothing was undone; check it in the console and run `make destroy` again\n")
+    assert [platform.protection.ids[s] for _, s in platform.calls.names("DeleteStack")] == [f"{NAME}-observability"]
+
+
+def test_a_wait_prints_each_new_state_and_a_line_every_progress_interval(monkeypatch, capsys):
+    states = iter(["CREATING", "CREATING", "UPDATING", "UPDATING", "AVAILABLE"])
+    clock = iter([0.0, 0.0, 30.0, 120.0, 200.0, 210.0])  # the start, then one reading per poll
+    monkeypatch.setattr(destroy, "clock", lambda: next(clock))
+    monkeypatch.setattr(destroy, "POLL_SECONDS", 0.0)
+    monkeypatch.setattr(destroy, "PROGRESS_SECONDS", 60.0)
+    assert destroy._wait("backup b-1", lambda: next(states), done={"AVAILABLE"}, failed={"FAILED"},
+                         limit_seconds=3600) == "AVAILABLE"
+    assert capsys.readouterr().out.splitlines() == [
+        "  backup b-1: CREATING, 0 of at most 60 min",    # first state
+        "  backup b-1: UPDATING, 2 of at most 60 min",    # a new state
+        "  backup b-1: UPDATING, 3 of at most 60 min",    # the same state, a progress interval later
+    ]
 
 
 def test_nested_stacks_are_read_with_their_parent(synth):

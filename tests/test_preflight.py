@@ -14,6 +14,7 @@ from botocore.config import Config
 from botocore.stub import Stubber
 
 from moto_server import moto_server
+from price_list_answers import answers, stubbed_pricing
 from platform_config import parse_config
 from cli.preflight import CORE_TYPES, FAILED, OK, UNKNOWN, WARNING, Preflight, exit_code, main, render
 
@@ -263,10 +264,14 @@ def test_main_checks_once_sts_knows_the_caller(account, capsys, tmp_path):
     service_linked_roles(account)
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump({"name": "mine", "cluster": {"instance_groups": GROUPS}}))
-    assert main(["--config", str(path)], client=harness(account).client) == 0
+    h = harness(account)
+    pricing, _ = stubbed_pricing(answers({"ml.m5.xlarge": "0.23"}))
+    h.stubbed[("pricing", "prices")] = (pricing, None)
+    assert main(["--config", str(path), "--prices", str(tmp_path / "prices.json")], client=h.client) == 0
     out = capsys.readouterr()
     assert out.err == ""
     assert len(out.out.splitlines()) >= 6 and all(line.startswith("ok ") for line in out.out.splitlines()), out.out
+    assert out.out.splitlines()[-1].startswith("ok            price-table: 11 prices for us-west-2 written to ")
 
 
 @pytest.mark.parametrize("code", ["ExpiredToken", "InvalidClientTokenId"])

@@ -43,3 +43,35 @@ def test_what_bills_with_every_group_at_zero_is_counted_from_the_templates(synth
     line = next(line for line in out.splitlines() if line.startswith("  billed even with every group at 0:"))
     assert f"{nat} x NAT gateway" in line and f"{keys} x KMS key" in line
     assert "endpoint" not in line  # the default has only the S3 gateway endpoint, which is free
+
+
+def test_each_deploy_step_takes_as_long_as_its_slowest_stack(synth):
+    """The steps are the stack graph's waves; the cluster's step carries the HyperPod figure of the facts file."""
+    import json
+
+    from cli.stack_graph import stack_dependencies, waves
+    out, cfg = summary(synth, "default")
+    built = synth("default")
+    facts = json.loads((ROOT / "config" / "facts" / "deploy_times.json").read_text())
+    steps = [line for line in out.splitlines() if line.startswith("  step ")]
+    assert len(steps) == len(waves(stack_dependencies(built.out_dir)))
+    low, high = facts["types"]["AWS::SageMaker::Cluster"]["minutes"]
+    cluster_step = next(line for line in steps if f"{cfg.name}-cluster (" in line)
+    assert cluster_step.split()[2] == f"{low}-{high}"
+    assert f"{cfg.name}-cluster ({low}-{high} min: HyperPod cluster)" in cluster_step
+    assert any(line.startswith("  total: at least ") for line in out.splitlines())
+
+
+def test_a_nested_stacks_resources_count_for_its_parent_and_the_slowest_stack_sets_the_step():
+    from cli.deploy_times import lines
+    facts = {"source": "src", "types": {"AWS::FSx::FileSystem": {"minutes": [10, 10], "label": "FSx"},
+                                         "AWS::SageMaker::Cluster": {"minutes": [15, 25], "label": "HyperPod"}}}
+    templates = {"net": {"Resources": {}},
+                 "z-fast": {"Resources": {"F": {"Type": "AWS::FSx::FileSystem"}}},
+                 "slow": {"Resources": {"N": {"Type": "AWS::CloudFormation::Stack",
+                                              "Metadata": {"aws:asset:path": "slowInner1234.nested.template.json"}}}}}
+    nested = {"slowInner1234": {"Resources": {"C": {"Type": "AWS::SageMaker::Cluster"}}}}
+    out = lines({"net": set(), "z-fast": {"net"}, "slow": {"net"}}, templates, nested, facts)
+    assert out[1] == "  step 1: no time on record  net (no time on record)"
+    assert out[2] == "  step 2: 15-25 min          slow (15-25 min: HyperPod), z-fast (~10 min: FSx)"
+    assert out[3].startswith("  total: at least 15-25 min, plus what has no time on record; figures from src ")
