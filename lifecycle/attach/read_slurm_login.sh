@@ -47,7 +47,9 @@ case "$AUTH" in
   jwt)
     # Per-user mode: the value carries no munge key, so slurmctld must take tokens. enable_slurm_jwt.sh (make attach's
     # jwt step, run just before) turns it on; here it is only checked.
-    scontrol show config 2>/dev/null | grep -qiE '^AuthAltTypes[[:space:]]*=.*auth/jwt' ||
+    # (the output in a variable first: with pipefail, grep -q quitting early would fail scontrol with SIGPIPE)
+    config="$(scontrol show config 2>/dev/null)" || true
+    grep -qiE '^AuthAltTypes[[:space:]]*=.*auth/jwt' <<<"$config" ||
       die "per-user mode needs auth/jwt at slurmctld ('scontrol show config' has no AuthAltTypes=auth/jwt): run" \
         "make attach's jwt step first (ARGS=\"--step jwt\")" ;;
   *) die "AUTH must be munge or jwt, got '$AUTH'" ;;

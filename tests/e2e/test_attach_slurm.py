@@ -185,6 +185,17 @@ def test_per_user_mode_the_attach_step_turns_on_auth_jwt_and_each_token_acts_as_
     assert not (accounting.parent / "accounting.conf.before-jwt-second").exists()
     assert "already current" in attach.finish_jwt(s3, sm, again, key_secret)
 
+    # The login step in per-user mode: the value Studio reads names auth jwt, carries the included file with the
+    # settings, and no munge key.
+    login_secret = sm.create_secret(Name="studio-front/slurm-login-per-user")["ARN"]
+    login = attach.prepare_login(s3, BUNDLE_BUCKET, auth="jwt")
+    read = on_the_controller(cluster, login.remote)
+    assert read.returncode == 0, read.stdout + read.stderr
+    assert "secret updated" in attach.finish_login(s3, sm, login, login_secret, auth="jwt")
+    value = json.loads(sm.get_secret_value(SecretId=login_secret)["SecretString"])
+    assert value["auth"] == "jwt" and "munge_key_b64" not in value
+    assert value["slurm_conf_includes"]["accounting.conf"] == written
+
     # The project's token issuer reads the key secret the attach step wrote; each user's token acts as that user.
     prefix = "studio-front/slurm-token/"
     for user in (alice, bob):
