@@ -139,8 +139,14 @@ slurmctld_up() {
   done
 }
 
+controllers="$(grep -ciE '^\s*SlurmctldHost\s*=' "$SLURM_CONF")"
 if [[ "$ACTION" == plan ]]; then
   echo "auth/jwt on this controller ($(hostname), Slurm $version, plugin $plugin):"
+  if ((controllers > 1)); then
+    echo "  WARNING: $SLURM_CONF names $controllers controllers. This changes this one only; the key is in the"
+    echo "  StateSaveLocation they share, but a backup controller that reads an accounting.conf of its own takes"
+    echo "  no tokens until it holds the same block: copy it there, or turn per-user mode off (shared_fsx: true)"
+  fi
   if [[ -s "$JWT_KEY_FILE" ]]; then
     echo "  key: keep $JWT_KEY_FILE (exists)"
   else

@@ -141,6 +141,15 @@ assert base64.b64decode(json.load(open(sys.argv[1]))["jwt_hs256_key_b64"]) == op
   [ -s "$T/handed_over" ]
 }
 
+@test "with several controllers the key goes to their StateSaveLocation and the plan says only this one changes" {
+  unset JWT_KEY_FILE
+  printf 'SlurmctldHost=ctl2(127.0.0.2)\nStateSaveLocation=%s\n' "$T/spool" >>"$T/etc/slurm.conf"
+  run "$SCRIPT" plan
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"key: create $T/spool/jwt_hs256.key"* ]]
+  [[ "$output" == *"WARNING: $T/etc/slurm.conf names 2 controllers. This changes this one only"* ]]
+}
+
 @test "an existing key is kept and not removed by a rollback" {
   head -c 32 /dev/urandom >"$JWT_KEY_FILE"
   key="$(base64 -w0 "$JWT_KEY_FILE")"
