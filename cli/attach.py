@@ -42,7 +42,8 @@ UP or it refuses the key's tokens. It hands the key over through a presigned PUT
 platform's key secret (<name>/slurm-jwt-key, read by the token issuer only) and deletes the hand-over object. A second
 run changes nothing on the controller. The login step then publishes the login value without a munge key.
 
-Exit status: 0 done; 1 not confirmed, or a step refused (or rolled back) on the node; 2 bad input, no credentials, an AWS error.
+Exit status: 0 done; 1 not confirmed, or a step refused (or rolled back) on the node; 2 bad input, no credentials, an
+AWS error.
 """
 from __future__ import annotations
 
@@ -317,8 +318,10 @@ def finish_jwt(s3, secretsmanager, handover: JwtHandover, secret_id: str) -> str
     when it changed; the hand-over object is deleted whatever happens. Returns a one-line summary."""
     try:
         value = json.loads(s3.get_object(Bucket=handover.bucket, Key=handover.key_key)["Body"].read())
-        key = base64.b64decode(value.get("jwt_hs256_key_b64", ""), validate=True)
-        if len(key) < 32 or set(value) != {"jwt_hs256_key_b64"}:
+        if not isinstance(value, dict) or set(value) != {"jwt_hs256_key_b64"}:
+            raise AttachError("the controller handed over something else than {\"jwt_hs256_key_b64\": ...}; "
+                              "nothing written")
+        if len(base64.b64decode(value["jwt_hs256_key_b64"], validate=True)) < 32:
             raise AttachError("the controller handed over no auth/jwt key of 32 bytes or more; nothing written")
         try:
             current = json.loads(secretsmanager.get_secret_value(SecretId=secret_id)["SecretString"])

@@ -326,7 +326,8 @@ def test_a_handed_over_key_that_is_not_a_32_byte_key_is_not_written(clients):
     sm = clients("secretsmanager")
     secret = sm.create_secret(Name="studio-front/slurm-jwt-key")["ARN"]
     handover = attach.prepare_jwt(s3, BUCKET, nonce="0123456789abcdef")
-    for body in (b'{"jwt_hs256_key_b64": "c2hvcnQ="}', b"not json", b'{"jwt_hs256_key_b64": "%%%"}'):
+    for body in (b'{"jwt_hs256_key_b64": "c2hvcnQ="}', b"not json", b'{"jwt_hs256_key_b64": "%%%"}', b"[1]",
+                 b'{"jwt_hs256_key_b64": "' + __import__("base64").b64encode(bytes(32)) + b'", "other": 1}'):
         s3.put_object(Bucket=BUCKET, Key=handover.key_key, Body=body)
         with pytest.raises((attach.AttachError, ValueError)):
             attach.finish_jwt(s3, sm, handover, secret)
