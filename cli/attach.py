@@ -30,10 +30,20 @@ bundle (build_slurm_client_bundle.sh) and uploads both through presigned PUT URL
 session's output. This step then checks them (the bundle's bytes against the sha256 the value names, the names Studio
 expects), stores the bundle under its sha256 name, writes the secret when it changed, and deletes the hand-over
 objects. Studio's lifecycle config installs the bundle only if its sha256 is the secret's (slurm_login_node.sh), as in
-build mode. In per-user mode (auth/jwt) the login step is skipped, with the controller-side change it would need
-stated (read_slurm_login.sh says which); this step does not make it.
+build mode.
 
-Exit status: 0 done; 1 not confirmed, or a step refused on the node; 2 bad input, no credentials, an AWS error.
+Per-user auth/jwt (Slurm, `shared_fsx: false`): Studio spaces get no munge key, so the existing slurmctld must accept
+Slurm's auth/jwt tokens, signed with a key only it and the platform's token issuer hold. Before the login step, a first
+session runs lifecycle/attach/enable_slurm_jwt.sh `plan` on the controller (from the same tools archive), which prints
+the exact change (the key file it makes, the diff of the file slurm.conf includes, the backup, the reconfigure or
+restart, the rollback); nothing changes until you confirm (or pass `--yes`). A second session then runs it with
+`apply`: backup, key, settings, `scontrol reconfigure`, and a rollback when `scontrol ping` does not report slurmctld
+UP or it refuses the key's tokens. It hands the key over through a presigned PUT URL; this step writes it to the
+platform's key secret (<name>/slurm-jwt-key, read by the token issuer only) and deletes the hand-over object. A second
+run changes nothing on the controller. The login step then publishes the login value without a munge key.
+
+Exit status: 0 done; 1 not confirmed, or a step refused (or rolled back) on the node; 2 bad input, no credentials, an
+AWS error.
 """
 from __future__ import annotations
 
@@ -65,7 +75,8 @@ SESSION_DOCUMENT = "AWS-StartInteractiveCommand"
 # importing it would start the CDK's kernel): the client bundle, and the hand-over objects of this step.
 SLURM_CLIENT_PREFIX = "slurm-client"
 # What the controller runs for the login step, by its name in the archive (the repository's layout below lifecycle/).
-LOGIN_TOOLS = ("attach/read_slurm_login.sh", "hyperpod/lib/common.sh", "hyperpod/lib/slurm_login_value.py",
+LOGIN_TOOLS = ("attach/read_slurm_login.sh", "attach/enable_slurm_jwt.sh", "hyperpod/lib/common.sh",
+               "hyperpod/lib/marked_block.py", "hyperpod/lib/slurm_login_value.py",
                "hyperpod/build_slurm_client_bundle.sh")
 PRESIGNED_SECONDS = 3600
 
@@ -242,40 +253,101 @@ class LoginHandover:
     remote: str  # the command the session runs on the controller
 
 
-def prepare_login(s3, bucket: str, nonce: str | None = None) -> LoginHandover:
-    """Stores the tools archive (named by its sha256), signs the URLs for this run and builds the command."""
+def store_tools(s3, bucket: str) -> tuple[str, str]:
+    """Stores the tools archive under its sha256 name; returns (key, sha256)."""
     archive = tools_archive()
     sha = hashlib.sha256(archive).hexdigest()
-    tools_key = f"{SLURM_CLIENT_PREFIX}/attach-tools-{sha}.tar.gz"
-    s3.put_object(Bucket=bucket, Key=tools_key, Body=archive)
+    key = f"{SLURM_CLIENT_PREFIX}/attach-tools-{sha}.tar.gz"
+    s3.put_object(Bucket=bucket, Key=key, Body=archive)
+    return key, sha
+
+
+def presigned(s3, method: str, bucket: str, key: str) -> str:
+    return s3.generate_presigned_url(method, Params={"Bucket": bucket, "Key": key}, ExpiresIn=PRESIGNED_SECONDS)
+
+
+def tools_command(s3, bucket: str, tools: tuple[str, str], tool: str, *args: str) -> str:
+    """The command a session runs as root on the controller: fetch the tools archive by a presigned URL, check its
+    sha256, unpack it in a private directory (removed on exit) and run `tool` (its path in the archive) with args."""
+    key, sha = tools
+    script = ("set -euo pipefail; d=\"$(mktemp -d)\"; trap 'rm -rf \"$d\"' EXIT; "
+              f"curl -fsS -o \"$d/tools.tgz\" {shlex.quote(presigned(s3, 'get_object', bucket, key))}; "
+              f"echo \"{sha}  $d/tools.tgz\" | sha256sum -c --quiet; tar -xzf \"$d/tools.tgz\" -C \"$d\"; "
+              f"bash \"$d/{tool}\" " + " ".join(shlex.quote(a) for a in args))
+    return f"sudo bash -c {shlex.quote(script)}"
+
+
+def prepare_login(s3, bucket: str, nonce: str | None = None, auth: str = "munge",
+                  tools: tuple[str, str] | None = None) -> LoginHandover:
+    """Stores the tools archive (named by its sha256), signs the URLs for this run and builds the command."""
+    tools = tools or store_tools(s3, bucket)
     nonce = nonce or secrets.token_hex(8)
     value_key = f"{SLURM_CLIENT_PREFIX}/attach-{nonce}/value.json"
     bundle_key = f"{SLURM_CLIENT_PREFIX}/attach-{nonce}/bundle.tar.gz"
+    remote = tools_command(s3, bucket, tools, "attach/read_slurm_login.sh", auth,
+                           f"s3://{bucket}/{SLURM_CLIENT_PREFIX}/", presigned(s3, "put_object", bucket, value_key),
+                           presigned(s3, "put_object", bucket, bundle_key))
+    return LoginHandover(bucket=bucket, value_key=value_key, bundle_key=bundle_key, remote=remote)
 
-    def url(method: str, key: str) -> str:
-        return s3.generate_presigned_url(method, Params={"Bucket": bucket, "Key": key}, ExpiresIn=PRESIGNED_SECONDS)
 
-    script = ("set -euo pipefail; d=\"$(mktemp -d)\"; trap 'rm -rf \"$d\"' EXIT; "
-              f"curl -fsS -o \"$d/tools.tgz\" {shlex.quote(url('get_object', tools_key))}; "
-              f"echo \"{sha}  $d/tools.tgz\" | sha256sum -c --quiet; tar -xzf \"$d/tools.tgz\" -C \"$d\"; "
-              f"bash \"$d/attach/read_slurm_login.sh\" munge s3://{bucket}/{SLURM_CLIENT_PREFIX}/ "
-              f"{shlex.quote(url('put_object', value_key))} {shlex.quote(url('put_object', bundle_key))}")
-    return LoginHandover(bucket=bucket, value_key=value_key, bundle_key=bundle_key,
-                         remote=f"sudo bash -c {shlex.quote(script)}")
+@dataclass(frozen=True)
+class JwtHandover:
+    bucket: str
+    key_key: str
+    plan: str  # the command that prints the controller-side change
+    apply: str  # the command that makes it and hands the key over
+
+
+def prepare_jwt(s3, bucket: str, nonce: str | None = None, tools: tuple[str, str] | None = None) -> JwtHandover:
+    """The two sessions of the auth/jwt step (enable_slurm_jwt.sh plan, then apply) and where the key comes back."""
+    tools = tools or store_tools(s3, bucket)
+    key_key = f"{SLURM_CLIENT_PREFIX}/attach-{nonce or secrets.token_hex(8)}/jwt_key.json"
+    return JwtHandover(bucket=bucket, key_key=key_key,
+                       plan=tools_command(s3, bucket, tools, "attach/enable_slurm_jwt.sh", "plan"),
+                       apply=tools_command(s3, bucket, tools, "attach/enable_slurm_jwt.sh", "apply",
+                                           presigned(s3, "put_object", bucket, key_key)))
+
+
+def jwt_key_secret_name(cfg: PlatformConfig) -> str:
+    """constructs/platform_role_names.py slurm_jwt_key_secret_name (importing it would start the CDK's kernel)."""
+    return f"{cfg.name}/slurm-jwt-key"
+
+
+def finish_jwt(s3, secretsmanager, handover: JwtHandover, secret_id: str) -> str:
+    """Checks the key the controller handed over (an HS256 key of at least 32 bytes) and writes it to the key secret
+    when it changed; the hand-over object is deleted whatever happens. Returns a one-line summary."""
+    try:
+        value = json.loads(s3.get_object(Bucket=handover.bucket, Key=handover.key_key)["Body"].read())
+        if not isinstance(value, dict) or set(value) != {"jwt_hs256_key_b64"}:
+            raise AttachError("the controller handed over something else than {\"jwt_hs256_key_b64\": ...}; "
+                              "nothing written")
+        if len(base64.b64decode(value["jwt_hs256_key_b64"], validate=True)) < 32:
+            raise AttachError("the controller handed over no auth/jwt key of 32 bytes or more; nothing written")
+        try:
+            current = json.loads(secretsmanager.get_secret_value(SecretId=secret_id)["SecretString"])
+        except secretsmanager.exceptions.ResourceNotFoundException:  # a new secret has no value yet
+            current = None
+        if current != value:
+            secretsmanager.put_secret_value(SecretId=secret_id, SecretString=json.dumps(value))
+        return f"the auth/jwt key is in {secret_id}: " + ("updated" if current != value else "already current")
+    finally:
+        s3.delete_object(Bucket=handover.bucket, Key=handover.key_key)
 
 
 LOGIN_FIELDS = ("slurm_version", "controller_host", "controller_addr", "controllers", "slurmctld_port", "cluster_name",
-                "auth", "slurm_conf", "slurm_conf_includes", "client_bundle", "munge_key_b64")
+                "auth", "slurm_conf", "slurm_conf_includes", "client_bundle")
 
 
-def finish_login(s3, secretsmanager, handover: LoginHandover, secret_arn: str) -> str:
+def finish_login(s3, secretsmanager, handover: LoginHandover, secret_arn: str, auth: str = "munge") -> str:
     """Checks what the controller handed over, stores the bundle under its sha256 name, writes the secret when it
-    changed; the hand-over objects are deleted whatever happens. Returns a one-line summary."""
+    changed; the hand-over objects are deleted whatever happens. Returns a one-line summary. In per-user mode
+    (auth jwt) the value must hold no munge key; in shared mode it must hold one."""
     try:
         value = json.loads(s3.get_object(Bucket=handover.bucket, Key=handover.value_key)["Body"].read())
         missing = [f for f in LOGIN_FIELDS if f not in value]
-        if missing or value.get("auth") != "munge":
-            raise AttachError(f"the controller's login value lacks {missing or 'auth: munge'}; nothing written")
+        if missing or value.get("auth") != auth or ("munge_key_b64" in value) != (auth == "munge"):
+            raise AttachError(f"the controller's login value lacks {missing or f'auth: {auth}'} (or has a munge key "
+                              "in per-user mode, or none in shared mode); nothing written")
         bundle = value["client_bundle"]
         data = s3.get_object(Bucket=handover.bucket, Key=handover.bundle_key)["Body"].read()
         sha = hashlib.sha256(data).hexdigest()
@@ -317,14 +389,17 @@ def run(argv: list[str] | None = None, clients: Callable[[str], object] | None =
         return 2
     if cfg.orchestrator != "slurm":
         return run_eks(args, cfg, execute, ask)
-    steps = [s for s in ("login", "partitions") if args.step in (s, "all")]
+    auth = "munge" if cfg.shared_fsx else "jwt"
+    steps = [s for s in ("jwt", "login", "partitions") if args.step in (s, "all")]
     if cfg.storage.lustre.existing.data_bucket is not None and "partitions" in steps:
         print("storage.lustre.existing.data_bucket is set: the stack creates the partitions through S3")
         steps.remove("partitions")
-    if "login" in steps and not cfg.shared_fsx:
-        print("shared_fsx: false needs per-user Slurm tokens (auth/jwt) on the existing controller, which make attach "
-              "does not set up: the login step is skipped (docs/attach.md, \"Not yet done\")", file=sys.stderr)
-        steps.remove("login")
+    if "jwt" in steps and auth == "munge":
+        if args.step == "jwt":
+            print("shared_fsx: true: Studio users authenticate with the cluster's munge key; per-user auth/jwt is "
+                  "for shared_fsx: false", file=sys.stderr)
+            return 2
+        steps.remove("jwt")
     if not steps:
         return 0
     if clients is None:
@@ -352,30 +427,60 @@ def run(argv: list[str] | None = None, clients: Callable[[str], object] | None =
             print(f"partitions: as root, lifecycle/attach/make_partitions.sh under {cfg.storage.lustre.mount_path}/"
                   f"{partition_parent(cfg)}: "
                   + ", ".join(f"{p.name} ({p.uid}:{p.gid} {p.mode})" for p in [*partitions, *extra]))
+        if "jwt" in steps:
+            print("jwt: as root, lifecycle/attach/enable_slurm_jwt.sh turns on auth/jwt at slurmctld (per-user "
+                  "mode): a first session prints the exact change and changes nothing, then you are asked, then a "
+                  "second session makes it (backup, key, settings, reconfigure; rollback when slurmctld does not come "
+                  f"back) and the key goes into the secret {jwt_key_secret_name(cfg)}")
         if "login" in steps:
-            print("login: as root, lifecycle/attach/read_slurm_login.sh reads slurm.conf, the Slurm version, the munge "
-                  "key and the controller's client; they come back through presigned S3 URLs and go into the Slurm "
+            print("login: as root, lifecycle/attach/read_slurm_login.sh reads slurm.conf, the Slurm version"
+                  + (", the munge key" if auth == "munge" else " (no munge key: per-user mode)")
+                  + " and the controller's client; they come back through presigned S3 URLs and go into the Slurm "
                   "login secret")
         print("each through: " + shlex.join(session_command(target, "<command>", cfg.deployment.region)))
         if args.dry_run:
             if partitions or extra:
                 print(remote_command(cfg, [*partitions, *extra]))
             return 0
-        if not args.yes and ask(f"Type the platform's name ({cfg.name}) to go on: ").strip() != cfg.name:
+        question = f"Type the platform's name ({cfg.name}) to go on: "
+        s3 = bucket = tools = None
+        if "jwt" in steps or "login" in steps:
+            s3 = clients("s3")
+            bucket = stack_outputs(clients("cloudformation"), f"{cfg.name}-storage")["LifecycleBucketName"]
+            tools = store_tools(s3, bucket)
+        if "jwt" in steps:
+            handover = prepare_jwt(s3, bucket, tools=tools)
+            print("jwt: the change on the controller (nothing is changed yet):", flush=True)
+            status = run_session(session_command(target, handover.plan, cfg.deployment.region))
+            if status != 0:
+                print(f"jwt: the controller refused (status {status}, see the lines above); nothing changed",
+                      file=sys.stderr)
+                return 1
+            if not args.yes and ask(f"Type the platform's name ({cfg.name}) to make this change on the "
+                                    "controller: ").strip() != cfg.name:
+                print("not confirmed; nothing changed", file=sys.stderr)
+                return 1
+            question = ""  # confirmed once for the whole run
+            status = run_session(session_command(target, handover.apply, cfg.deployment.region))
+            if status != 0:
+                s3.delete_object(Bucket=bucket, Key=handover.key_key)
+                print(f"jwt: the session ended with status {status}; see the lines above (when slurmctld did not come "
+                      "back, the script restored the backup and says so)", file=sys.stderr)
+                return 1
+            print("jwt: " + finish_jwt(s3, clients("secretsmanager"), handover, jwt_key_secret_name(cfg)))
+        if question and not args.yes and ask(question).strip() != cfg.name:
             print("not confirmed; nothing changed", file=sys.stderr)
             return 1
         if "login" in steps:
-            s3 = clients("s3")
-            bucket = stack_outputs(clients("cloudformation"), f"{cfg.name}-storage")["LifecycleBucketName"]
             secret_arn = stack_outputs(clients("cloudformation"), f"{cfg.name}-slurm-login")["SlurmLoginSecretArn"]
-            handover = prepare_login(s3, bucket)
+            handover = prepare_login(s3, bucket, auth=auth, tools=tools)
             status = run_session(session_command(target, handover.remote, cfg.deployment.region))
             if status != 0:
                 for key in (handover.value_key, handover.bundle_key):
                     s3.delete_object(Bucket=bucket, Key=key)
                 print(f"login: the session ended with status {status}; see the lines above", file=sys.stderr)
                 return 1
-            print("login: " + finish_login(s3, clients("secretsmanager"), handover, secret_arn))
+            print("login: " + finish_login(s3, clients("secretsmanager"), handover, secret_arn, auth=auth))
         if partitions or extra:
             status = run_session(session_command(target, remote_command(cfg, [*partitions, *extra]),
                                                  cfg.deployment.region))
@@ -431,8 +536,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", help="AWS profile (default: boto3's chain)")
     parser.add_argument("--profiles", action="store_true",
                         help="also the partitions of profiles created in the domain outside the stack")
-    parser.add_argument("--step", choices=("all", "login", "partitions"), default="all",
-                        help="login: the Slurm login secret; partitions: partitions without an S3 link; all (default)")
+    parser.add_argument("--step", choices=("all", "jwt", "login", "partitions"), default="all",
+                        help="jwt: auth/jwt at the controller (per-user mode); login: the Slurm login secret; "
+                             "partitions: partitions without an S3 link; all (default)")
     parser.add_argument("--dry-run", action="store_true", help="print what would run, run nothing")
     parser.add_argument("--yes", action="store_true", help="do not ask")
     return parser.parse_args(argv)

@@ -114,14 +114,13 @@ def test_run_prints_the_session_asks_first_and_runs_it_once(clients, tmp_path, c
     path = tmp_path / "attach.yaml"
     data = copy.deepcopy(SLURM)
     data["cluster"]["existing"].update(name=CLUSTER, arn=f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{CLUSTER}")
-    data["shared_fsx"] = False  # per-user: the login step is skipped (auth/jwt), the partition step runs
+    data["shared_fsx"] = False
     path.write_text(yaml.safe_dump(data))
     ran: list[list[str]] = []
-    status = attach.run(["--config", str(path)], clients=clients, execute=lambda cmd: ran.append(cmd) or 0,
-                        ask=lambda _: "wrong")
+    step = ["--config", str(path), "--step", "partitions"]
+    status = attach.run(step, clients=clients, execute=lambda cmd: ran.append(cmd) or 0, ask=lambda _: "wrong")
     assert status == 1 and ran == []  # not confirmed: nothing ran
-    status = attach.run(["--config", str(path)], clients=clients, execute=lambda cmd: ran.append(cmd) or 0,
-                        ask=lambda _: "studio-front")
+    status = attach.run(step, clients=clients, execute=lambda cmd: ran.append(cmd) or 0, ask=lambda _: "studio-front")
     assert status == 0 and len(ran) == 1
     cmd = ran[0]
     assert cmd[:3] == ["aws", "ssm", "start-session"]
@@ -132,7 +131,7 @@ def test_run_prints_the_session_asks_first_and_runs_it_once(clients, tmp_path, c
     out = capsys.readouterr().out
     assert "data-scientist (10001:10001 0700)" in out and "start-session" in out
     # A refused partition on the node is a failed run.
-    assert attach.run(["--config", str(path), "--yes"], clients=clients, execute=lambda cmd: 1) == 1
+    assert attach.run([*step, "--yes"], clients=clients, execute=lambda cmd: 1) == 1
 
 
 def test_a_build_config_is_not_attached(tmp_path, capsys):
@@ -258,6 +257,83 @@ def test_make_attach_in_shared_mode_fills_the_secret_and_makes_the_shared_partit
     assert value["auth"] == "munge" and value["client_bundle"]["s3_uri"].startswith(f"s3://{BUCKET}/slurm-client/")
     st = (fsx / "data" / "studio" / "shared").stat()
     assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777)) == (0, 2000, "0o2775")
+
+
+# ----------------------------------------------------------------------------------------------- per-user auth/jwt
+def test_the_jwt_step_shows_the_change_first_applies_it_only_when_confirmed_and_fills_the_key_secret(clients, tmp_path,
+                                                                                                     capsys):
+    """make attach --step jwt in per-user mode: the plan session runs first, the apply session only after the
+    platform's name is typed (or --yes), and the key it hands over through its presigned URL lands in the key secret.
+    The controller here only answers the sessions (the plan prints, the apply PUTs a key to the URL in its command);
+    tests/lifecycle/enable_slurm_jwt.bats runs the script and tests/e2e/test_attach_slurm.py runs it on slurmctld."""
+    import base64
+    import shlex
+    create_cluster(clients)
+    s3 = clients("s3")
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    sm = clients("secretsmanager")
+    key_secret = sm.create_secret(Name="studio-front/slurm-jwt-key")["ARN"]
+    clients("cloudformation").create_stack(StackName="studio-front-storage", TemplateBody=json.dumps({
+        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}, "Outputs": {"LifecycleBucketName": {"Value": BUCKET}}}))
+    data = copy.deepcopy(SLURM)
+    data["cluster"]["existing"].update(name=CLUSTER, arn=f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{CLUSTER}")
+    data["shared_fsx"] = False
+    path = tmp_path / "attach.yaml"
+    path.write_text(yaml.safe_dump(data))
+    key = bytes(range(32))
+    sessions: list[str] = []
+
+    def controller(cmd: list[str]) -> int:
+        (remote,) = json.loads(cmd[cmd.index("--parameters") + 1])["command"]
+        script = shlex.split(remote)[3]  # sudo bash -c SCRIPT
+        action = "apply" if "enable_slurm_jwt.sh\" apply" in script else "plan"
+        sessions.append(action)
+        if action == "apply":
+            url = shlex.split(script.rsplit("enable_slurm_jwt.sh\" apply ", 1)[1])[0]
+            body = json.dumps({"jwt_hs256_key_b64": base64.b64encode(key).decode()}).encode()
+            # as curl -T sends it (a form Content-Type would have moto's server read the body as a form)
+            urllib.request.urlopen(urllib.request.Request(url, data=body, method="PUT", headers={
+                "Content-Type": "application/octet-stream"}), timeout=10).close()
+        return 0
+
+    argv = ["--config", str(path), "--step", "jwt"]
+    assert attach.run(argv, clients=clients, execute=controller, ask=lambda _: "no") == 1
+    assert sessions == ["plan"]  # shown, not made
+    with pytest.raises(sm.exceptions.ResourceNotFoundException):
+        sm.get_secret_value(SecretId=key_secret)
+    assert attach.run(argv, clients=clients, execute=controller, ask=lambda _: "studio-front") == 0
+    assert sessions == ["plan", "plan", "apply"]
+    value = json.loads(sm.get_secret_value(SecretId=key_secret)["SecretString"])
+    assert base64.b64decode(value["jwt_hs256_key_b64"]) == key
+    assert "the auth/jwt key is in studio-front/slurm-jwt-key: updated" in capsys.readouterr().out
+    assert not any(k.endswith("jwt_key.json") for k in keys(s3))
+    # --yes asks nothing; a second run leaves the secret as it is.
+    assert attach.run([*argv, "--yes"], clients=clients, execute=controller, ask=lambda _: pytest.fail("asked")) == 0
+    assert "already current" in capsys.readouterr().out
+    assert len(sm.list_secret_version_ids(SecretId=key_secret)["Versions"]) == 1
+    # A controller that refuses the plan (or rolls back the apply) fails the run; nothing is written.
+    assert attach.run([*argv, "--yes"], clients=clients, execute=lambda cmd: 1) == 1
+    # In shared mode there is no jwt step.
+    data["shared_fsx"] = True
+    path.write_text(yaml.safe_dump(data))
+    assert attach.run(argv, clients=clients, execute=controller) == 2
+    assert "per-user auth/jwt is for shared_fsx: false" in capsys.readouterr().err
+
+
+def test_a_handed_over_key_that_is_not_a_32_byte_key_is_not_written(clients):
+    s3 = clients("s3")
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    sm = clients("secretsmanager")
+    secret = sm.create_secret(Name="studio-front/slurm-jwt-key")["ARN"]
+    handover = attach.prepare_jwt(s3, BUCKET, nonce="0123456789abcdef")
+    for body in (b'{"jwt_hs256_key_b64": "c2hvcnQ="}', b"not json", b'{"jwt_hs256_key_b64": "%%%"}', b"[1]",
+                 b'{"jwt_hs256_key_b64": "' + __import__("base64").b64encode(bytes(32)) + b'", "other": 1}'):
+        s3.put_object(Bucket=BUCKET, Key=handover.key_key, Body=body)
+        with pytest.raises((attach.AttachError, ValueError)):
+            attach.finish_jwt(s3, sm, handover, secret)
+        assert handover.key_key not in keys(s3)
+    with pytest.raises(sm.exceptions.ResourceNotFoundException):
+        sm.get_secret_value(SecretId=secret)
 
 
 # ----------------------------------------------------------------------------------------------- EKS: the partition Job

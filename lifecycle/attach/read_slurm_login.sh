@@ -8,8 +8,8 @@
 #
 #   read_slurm_login.sh AUTH BUNDLE_S3_PREFIX VALUE_PUT_URL BUNDLE_PUT_URL
 #
-# AUTH              munge (shared mode). jwt is refused: it needs auth/jwt on the controller, a change this step does
-#                   not make (it says which).
+# AUTH              munge (shared mode: the value carries the munge key) or jwt (per-user mode: no munge key; slurmctld
+#                   must already take auth/jwt tokens, which enable_slurm_jwt.sh turns on).
 # BUNDLE_S3_PREFIX  s3://BUCKET/slurm-client/: where the attach step stores the bundle; the value names it there.
 # *_PUT_URL         presigned S3 PUT URLs the attach step signed for this run: the value (which holds the munge key)
 #                   and the bundle never pass through the session's output, which Session Manager may log.
@@ -45,13 +45,17 @@ export SLURM_CONF
 case "$AUTH" in
   munge) ;;
   jwt)
-    die "per-user mode needs auth/jwt on this controller, which make attach does not set up. The change, for the" \
-      "cluster's admin: AuthAltTypes=auth/jwt and AuthAltParameters=jwt_key=<a root-only key file> in $SLURM_CONF," \
-      "then restart slurmctld (and slurmdbd for sacct). Attach this cluster in shared mode (shared_fsx: true) meanwhile" ;;
+    # Per-user mode: the value carries no munge key, so slurmctld must take tokens. enable_slurm_jwt.sh (make attach's
+    # jwt step, run just before) turns it on; here it is only checked.
+    # (the output in a variable first: with pipefail, grep -q quitting early would fail scontrol with SIGPIPE)
+    config="$(scontrol show config 2>/dev/null)" || true
+    grep -qiE '^AuthAltTypes[[:space:]]*=.*auth/jwt' <<<"$config" ||
+      die "per-user mode needs auth/jwt at slurmctld ('scontrol show config' has no AuthAltTypes=auth/jwt): run" \
+        "make attach's jwt step first (ARGS=\"--step jwt\")" ;;
   *) die "AUTH must be munge or jwt, got '$AUTH'" ;;
 esac
 MUNGE_KEY="${MUNGE_KEY:-/etc/munge/munge.key}"
-[[ -r "$MUNGE_KEY" && ! -L "$MUNGE_KEY" ]] || die "cannot read $MUNGE_KEY (or it is a symlink)"
+[[ "$AUTH" == jwt ]] || [[ -r "$MUNGE_KEY" && ! -L "$MUNGE_KEY" ]] || die "cannot read $MUNGE_KEY (or it is a symlink)"
 
 if [[ -x "$SLURM_BIN_DIR/sinfo" ]]; then PATH="$SLURM_BIN_DIR:$PATH"; fi
 SLURM_VERSION="$(sinfo --version | awk '{print $2}')"

@@ -9,6 +9,10 @@ nothing more: no configure_slurm.sh, no publish_slurm_login.sh. moto server acts
   login value and the controller's own client bundle (built from this machine's Debian Slurm) through presigned URLs,
   and finish_login checking them and writing the secret;
 - the partition step: make_partitions.sh as root on a directory the mount table lists as Lustre, without any S3 link.
+In per-user mode (`shared_fsx: false`) make attach's jwt step turns on auth/jwt at the controller, which had none:
+enable_slurm_jwt.sh's plan prints the change and makes none, its apply makes it (backup, key, settings, reconfigure),
+the attach step puts the key into the key secret, the project's token issuer (lambda/slurm_tokens) mints each user's
+token from it, and slurmctld runs a job under a user's token as that user, and under another user's token as the other.
 The Studio lifecycle config then runs in the sandbox of tests/e2e/test_studio_slurm_login.py (its own root, the
 root's Slurm and munge hidden, its own munged), and alice submits a job that writes in her partition, as her; bob's
 job is refused her partition. The controller, the Studio space and every Slurm command are the Debian 13 root with
@@ -32,15 +36,19 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_bundle import BUNDLE_BUCKET  # noqa: E402
-from slurm_cluster import SlurmCluster, run  # noqa: E402
-from slurm_root import in_root, missing as missing_in_root, skip_reason  # noqa: E402
+from slurm_cluster import SlurmCluster, run, wait_for  # noqa: E402
+from slurm_root import SLURM_ROOT, as_user, in_root, missing as missing_in_root, plugin_dir, skip_reason  # noqa: E402
 from test_studio_slurm_login import (start_moto,   # noqa: E402,F401
-    LCC, REGION, REQUIRED_BINARIES, Cluster, ide, missing, s3_client, secrets, studio_users)
+    LCC, REGION, REQUIRED_BINARIES, TERMINAL_JOB_STATES, Cluster, ide, missing, s3_client, secrets, studio_users)
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 from cli import attach  # noqa: E402
 from platform_config import parse_config  # noqa: E402
+from platform_config.facts import RESERVED_USER_NAMES, RESERVED_USER_PREFIXES  # noqa: E402
+
+sys.path.insert(0, str(REPO / "lambda" / "slurm_tokens"))
+import issuer  # noqa: E402
 
 # curl: the controller step fetches the tools archive and uploads the hand-over with it (make attach).
 REQUIRED = (*REQUIRED_BINARIES, "curl", "tar", "sha256sum")
@@ -124,3 +132,119 @@ def test_a_studio_space_becomes_a_login_node_of_a_cluster_this_project_did_not_b
     assert job["JobState"] == "FAILED" and job["UserId"] == f"{bob.name}({bob.uid})", job
     assert not (mine / "intruder.txt").exists()
     assert "Permission denied" in (theirs / f"slurm-{bob_job}.out").read_text()
+
+
+def test_per_user_mode_the_attach_step_turns_on_auth_jwt_and_each_token_acts_as_its_user(studio_users, cluster):
+    """A controller without auth/jwt; make attach's jwt step (plan, then apply) turns it on, idempotently; a job run
+    with alice's token is alice's and writes her partition, one run with bob's token is bob's and cannot."""
+    if not (SLURM_ROOT / plugin_dir() / "auth_jwt.so").exists():
+        pytest.skip("the Slurm root lacks slurm-wlm-jwt-plugin (rebuild it: make slurm-root)")
+    alice, bob = studio_users
+    s3, sm = s3_client(cluster.moto_url), secrets(cluster)
+    key_secret = sm.create_secret(Name="studio-front/slurm-jwt-key")["ARN"]
+    accounting = cluster.conf.parent / "accounting.conf"
+    before = accounting.read_text()
+    key_file = cluster.slurm.ctl / "spool" / "jwt_hs256.key"
+    env = {"JWT_KEY_FILE": str(key_file), "BACKUP_SUFFIX": "e2e", "RETRY_DELAY": "1"}
+
+    def config_lines() -> list[str]:
+        show = run(in_root("scontrol", "show", "config"), env={**os.environ, "SLURM_CONF": str(cluster.conf)})
+        return [" ".join(line.split()) for line in show.stdout.splitlines() if line.startswith("AuthAlt")]
+
+    assert config_lines() == ["AuthAltTypes = (null)", "AuthAltParameters = (null)"]  # no jwt on this cluster
+
+    handover = attach.prepare_jwt(s3, BUNDLE_BUCKET)
+    plan = on_the_controller(cluster, handover.plan, **env)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    params = f"jwt_key={key_file},disable_token_creation,max_token_lifespan=3600"
+    assert f"key: create {key_file}" in plan.stdout
+    assert "+AuthAltTypes=auth/jwt" in plan.stdout and f"+AuthAltParameters={params}" in plan.stdout
+    assert f"backed up first to {accounting}.before-jwt-e2e" in plan.stdout and "scontrol reconfigure" in plan.stdout
+    assert accounting.read_text() == before and not key_file.exists()  # the plan changed nothing
+
+    applied = on_the_controller(cluster, handover.apply, **env)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "slurmctld is UP and accepts auth/jwt tokens" in applied.stdout
+    assert (accounting.parent / "accounting.conf.before-jwt-e2e").read_text() == before
+    assert accounting.read_text().startswith(before) and "AuthAlt" not in cluster.conf.read_text()
+    assert oct(accounting.stat().st_mode & 0o777) == "0o644"  # every Slurm command reads it, users' included
+    assert (key_file.stat().st_uid, oct(key_file.stat().st_mode & 0o777), key_file.stat().st_size) == (0, "0o600", 32)
+    assert config_lines() == ["AuthAltTypes = auth/jwt", f"AuthAltParameters = {params}"]
+    assert "updated" in attach.finish_jwt(s3, sm, handover, key_secret)
+    value = json.loads(sm.get_secret_value(SecretId=key_secret)["SecretString"])
+    assert __import__("base64").b64decode(value["jwt_hs256_key_b64"]) == key_file.read_bytes()
+    assert value["jwt_hs256_key_b64"] not in plan.stdout + applied.stdout + applied.stderr
+    assert not any("jwt_key.json" in o["Key"] for o in s3.list_objects_v2(Bucket=BUNDLE_BUCKET).get("Contents", []))
+
+    # make attach again: nothing changes on the controller, the secret stays.
+    written = accounting.read_text()
+    again = attach.prepare_jwt(s3, BUNDLE_BUCKET)
+    rerun = on_the_controller(cluster, again.apply, **{**env, "BACKUP_SUFFIX": "second"})
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert "auth/jwt is already on" in rerun.stdout and accounting.read_text() == written
+    assert not (accounting.parent / "accounting.conf.before-jwt-second").exists()
+    assert "already current" in attach.finish_jwt(s3, sm, again, key_secret)
+
+    # The login step in per-user mode: the value Studio reads names auth jwt, carries the included file with the
+    # settings, and no munge key.
+    login_secret = sm.create_secret(Name="studio-front/slurm-login-per-user")["ARN"]
+    login = attach.prepare_login(s3, BUNDLE_BUCKET, auth="jwt")
+    read = on_the_controller(cluster, login.remote)
+    assert read.returncode == 0, read.stdout + read.stderr
+    assert "secret updated" in attach.finish_login(s3, sm, login, login_secret, auth="jwt")
+    value = json.loads(sm.get_secret_value(SecretId=login_secret)["SecretString"])
+    assert value["auth"] == "jwt" and "munge_key_b64" not in value
+    assert value["slurm_conf_includes"]["accounting.conf"] == written
+
+    # The project's token issuer reads the key secret the attach step wrote; each user's token acts as that user.
+    prefix = "studio-front/slurm-token/"
+    for user in (alice, bob):
+        sm.create_secret(Name=prefix + user.name)
+    reserved = issuer.Reserved(frozenset(RESERVED_USER_NAMES), tuple(RESERVED_USER_PREFIXES))
+    issuer.issue(sm, key_secret_id=key_secret, prefix=prefix, users=[alice.name, bob.name], lifetime=3600,
+                 reserved=reserved)
+    tokens = {u.name: json.loads(sm.get_secret_value(SecretId=prefix + u.name)["SecretString"])["token"]
+              for u in (alice, bob)}
+    studio = cluster.base / "jwt-fsx" / "studio"
+    studio.mkdir(parents=True)
+    studio.parent.chmod(0o755)
+    studio.chmod(0o755)
+    dirs = {}
+    for user in (alice, bob):
+        dirs[user.name] = studio / user.name
+        dirs[user.name].mkdir(mode=0o700)
+        os.chown(dirs[user.name], user.uid, user.gid)
+    mine, theirs = dirs[alice.name], dirs[bob.name]
+
+    def submit(token: str, *args: str, runner=None) -> subprocess.CompletedProcess:
+        """sbatch with SLURM_JWT=token, run as `runner`'s uid (root when None): the token, not the uid, names the
+        job's user (Slurm 24.11's client leaves the uid to slurmctld, which takes the authenticated one)."""
+        prefix_argv = as_user(runner.uid, runner.gid) if runner else []
+        env = {**os.environ, "SLURM_CONF": str(cluster.conf), "SLURM_JWT": token}
+        return run(in_root(*prefix_argv, "sbatch", "--parsable", *args), env=env)
+
+    def ended(job_id: str) -> dict[str, str]:
+        def check():
+            out = run(in_root("scontrol", "show", "job", job_id), env={**os.environ, "SLURM_CONF": str(cluster.conf)})
+            fields = dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
+            return fields if fields.get("JobState") in TERMINAL_JOB_STATES else None
+        return wait_for(f"job {job_id} to end", check, timeout=60)
+
+    result = submit(tokens[alice.name], f"--chdir={mine}", f"--output={mine}/slurm-%j.out", "--wrap",
+                    f'echo "uid=$(id -u)" > {mine}/out.txt')
+    assert result.returncode == 0, result.stderr
+    job = ended(result.stdout.strip())
+    assert job["JobState"] == "COMPLETED" and job["UserId"] == f"{alice.name}({alice.uid})", job
+    assert (mine / "out.txt").read_text() == f"uid={alice.uid}\n" and (mine / "out.txt").stat().st_uid == alice.uid
+
+    # bob's token, even run from alice's uid, is bob: his job cannot write her partition.
+    result = submit(tokens[bob.name], f"--chdir={theirs}", f"--output={theirs}/slurm-%j.out", "--wrap",
+                    f"echo intruder > {mine}/intruder.txt", runner=alice)
+    assert result.returncode == 0, result.stderr
+    job = ended(result.stdout.strip())
+    assert job["JobState"] == "FAILED" and job["UserId"] == f"{bob.name}({bob.uid})", job
+    assert not (mine / "intruder.txt").exists()
+    # A token not signed with the controller's key is refused.
+    forged = issuer.mint(os.urandom(32), alice.name, now=int(__import__("time").time()), lifetime=3600,
+                         reserved=reserved)
+    assert submit(forged, "--wrap", "true").returncode != 0
