@@ -314,8 +314,12 @@ def jwt_key_secret_name(cfg: PlatformConfig) -> str:
 
 
 def finish_jwt(s3, secretsmanager, handover: JwtHandover, secret_id: str) -> str:
-    """Checks the key the controller handed over (an HS256 key of at least 32 bytes) and writes it to the key secret
-    when it changed; the hand-over object is deleted whatever happens. Returns a one-line summary."""
+    """Checks the key the controller handed over (an HS256 key of at least 32 bytes) and writes it to the key secret;
+    the hand-over object is deleted whatever happens. Returns a one-line summary. The attach role may not read the
+    secret (its policy lets only the token issuer read: stacks/slurm_login_stack.py, OnlyTheTokenIssuerReads), so a
+    rerun is made idempotent by the version's ClientRequestToken, derived from the value: Secrets Manager ignores a
+    PutSecretValue whose token and value match an existing version (PutSecretValue, ClientRequestToken:
+    https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_PutSecretValue.html)."""
     try:
         value = json.loads(s3.get_object(Bucket=handover.bucket, Key=handover.key_key)["Body"].read())
         if not isinstance(value, dict) or set(value) != {"jwt_hs256_key_b64"}:
@@ -323,13 +327,10 @@ def finish_jwt(s3, secretsmanager, handover: JwtHandover, secret_id: str) -> str
                               "nothing written")
         if len(base64.b64decode(value["jwt_hs256_key_b64"], validate=True)) < 32:
             raise AttachError("the controller handed over no auth/jwt key of 32 bytes or more; nothing written")
-        try:
-            current = json.loads(secretsmanager.get_secret_value(SecretId=secret_id)["SecretString"])
-        except secretsmanager.exceptions.ResourceNotFoundException:  # a new secret has no value yet
-            current = None
-        if current != value:
-            secretsmanager.put_secret_value(SecretId=secret_id, SecretString=json.dumps(value))
-        return f"the auth/jwt key is in {secret_id}: " + ("updated" if current != value else "already current")
+        string = json.dumps(value)
+        version = hashlib.sha256(b"hyperpod-platform slurm-jwt-key\n" + string.encode()).hexdigest()
+        secretsmanager.put_secret_value(SecretId=secret_id, SecretString=string, ClientRequestToken=version)
+        return f"the auth/jwt key is in {secret_id} (version {version[:12]}...; a rerun with the same key adds none)"
     finally:
         s3.delete_object(Bucket=handover.bucket, Key=handover.key_key)
 

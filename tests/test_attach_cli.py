@@ -296,27 +296,39 @@ def test_the_jwt_step_shows_the_change_first_applies_it_only_when_confirmed_and_
                 "Content-Type": "application/octet-stream"}), timeout=10).close()
         return 0
 
+    def only_the_issuer_reads(params, **_):
+        # The key secret's policy denies GetSecretValue to all but the token issuer (stacks/slurm_login_stack.py,
+        # OnlyTheTokenIssuerReads); moto does not enforce resource policies, so the attach step's client refuses here.
+        if "slurm-jwt-key" in params.get("SecretId", ""):
+            raise AssertionError("make attach read the key secret, which its policy denies to the attach role")
+
+    def attach_clients(service):
+        client = clients(service)
+        if service == "secretsmanager":
+            client.meta.events.register("provide-client-params.secrets-manager.GetSecretValue", only_the_issuer_reads)
+        return client
+
     argv = ["--config", str(path), "--step", "jwt"]
-    assert attach.run(argv, clients=clients, execute=controller, ask=lambda _: "no") == 1
+    assert attach.run(argv, clients=attach_clients, execute=controller, ask=lambda _: "no") == 1
     assert sessions == ["plan"]  # shown, not made
     with pytest.raises(sm.exceptions.ResourceNotFoundException):
         sm.get_secret_value(SecretId=key_secret)
-    assert attach.run(argv, clients=clients, execute=controller, ask=lambda _: "studio-front") == 0
+    assert attach.run(argv, clients=attach_clients, execute=controller, ask=lambda _: "studio-front") == 0
     assert sessions == ["plan", "plan", "apply"]
     value = json.loads(sm.get_secret_value(SecretId=key_secret)["SecretString"])
     assert base64.b64decode(value["jwt_hs256_key_b64"]) == key
-    assert "the auth/jwt key is in studio-front/slurm-jwt-key: updated" in capsys.readouterr().out
+    assert "the auth/jwt key is in studio-front/slurm-jwt-key (version" in capsys.readouterr().out
     assert not any(k.endswith("jwt_key.json") for k in keys(s3))
     # --yes asks nothing; a second run leaves the secret as it is.
-    assert attach.run([*argv, "--yes"], clients=clients, execute=controller, ask=lambda _: pytest.fail("asked")) == 0
-    assert "already current" in capsys.readouterr().out
+    assert attach.run([*argv, "--yes"], clients=attach_clients, execute=controller, ask=lambda _: pytest.fail("asked")) == 0
     assert len(sm.list_secret_version_ids(SecretId=key_secret)["Versions"]) == 1
+    capsys.readouterr()
     # A controller that refuses the plan (or rolls back the apply) fails the run; nothing is written.
-    assert attach.run([*argv, "--yes"], clients=clients, execute=lambda cmd: 1) == 1
+    assert attach.run([*argv, "--yes"], clients=attach_clients, execute=lambda cmd: 1) == 1
     # In shared mode there is no jwt step.
     data["shared_fsx"] = True
     path.write_text(yaml.safe_dump(data))
-    assert attach.run(argv, clients=clients, execute=controller) == 2
+    assert attach.run(argv, clients=attach_clients, execute=controller) == 2
     assert "per-user auth/jwt is for shared_fsx: false" in capsys.readouterr().err
 
 

@@ -170,7 +170,7 @@ def test_per_user_mode_the_attach_step_turns_on_auth_jwt_and_each_token_acts_as_
     assert oct(accounting.stat().st_mode & 0o777) == "0o644"  # every Slurm command reads it, users' included
     assert (key_file.stat().st_uid, oct(key_file.stat().st_mode & 0o777), key_file.stat().st_size) == (0, "0o600", 32)
     assert config_lines() == ["AuthAltTypes = auth/jwt", f"AuthAltParameters = {params}"]
-    assert "updated" in attach.finish_jwt(s3, sm, handover, key_secret)
+    assert "version" in attach.finish_jwt(s3, sm, handover, key_secret)
     value = json.loads(sm.get_secret_value(SecretId=key_secret)["SecretString"])
     assert __import__("base64").b64decode(value["jwt_hs256_key_b64"]) == key_file.read_bytes()
     assert value["jwt_hs256_key_b64"] not in plan.stdout + applied.stdout + applied.stderr
@@ -183,7 +183,8 @@ def test_per_user_mode_the_attach_step_turns_on_auth_jwt_and_each_token_acts_as_
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert "auth/jwt is already on" in rerun.stdout and accounting.read_text() == written
     assert not (accounting.parent / "accounting.conf.before-jwt-second").exists()
-    assert "already current" in attach.finish_jwt(s3, sm, again, key_secret)
+    attach.finish_jwt(s3, sm, again, key_secret)
+    assert len(sm.list_secret_version_ids(SecretId=key_secret)["Versions"]) == 1  # the same key: no new version
 
     # The login step in per-user mode: the value Studio reads names auth jwt, carries the included file with the
     # settings, and no munge key.
