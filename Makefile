@@ -187,7 +187,8 @@ help:
 	  "make attach     CONFIG=...  attach mode: the Studio login and partition steps on the existing controller" \
 	  "make examples   IMAGE=...   the EKS example jobs for your image and config, into build/examples/" \
 	  "make docs                   regenerate the configuration reference and JSON Schema" \
-	  "make bench                  synth CPU time against a trivial app"
+	  "make bench                  synth CPU time against a trivial app" \
+	  "make bench-test             what make test costs: wall and CPU per part and per test module (COLD=1)"
 
 ## Delete CONFIG's deployed platform (cli/destroy.py), from its synthesized assembly: prints what it deletes, in the
 ## reverse order of the stack graph, and what it keeps (DeletionPolicy Retain: FSx, buckets, keys, log groups), asks
