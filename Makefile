@@ -39,7 +39,7 @@ BUILD_PACKAGES := gcc:gcc make:make strip:binutils
 DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: examples studio-tools studio-tools-if-wanted studio-eksctl build-deps synth test train-venv lint schema docs bench deps system-deps \
+.PHONY: examples studio-tools studio-tools-if-wanted studio-eksctl build-deps synth test test-suite bench-test train-venv lint schema docs bench deps system-deps \
   bench-first-synth \
   hyperpod-chart clean deploy diff plan graph preflight connect destroy status logs diagnose help slurm-root attach
 .DEFAULT_GOAL := synth
@@ -193,7 +193,8 @@ help:
 	  "make examples   IMAGE=...   the EKS example jobs for your image and config, into build/examples/" \
 	  "make docs                   regenerate the configuration reference and JSON Schema" \
 	  "make bench                  synth CPU time against a trivial app" \
-	  "make bench-first-synth      a fresh clone's first and second make synth, phase by phase"
+	  "make bench-first-synth      a fresh clone's first and second make synth, phase by phase" \
+	  "make bench-test             what make test costs: wall and CPU per part and per test module (COLD=1)"
 
 ## Delete CONFIG's deployed platform (cli/destroy.py), from its synthesized assembly: prints what it deletes, in the
 ## reverse order of the stack graph, and what it keeps (DeletionPolicy Retain: FSx, buckets, keys, log groups), asks
@@ -215,6 +216,8 @@ slurm-root: system-deps
 ## pytest under xdist (config, stacks, cfn-lint, nag, limits, e2e; tests/conftest.py says how the work is shared).
 ## Shellcheck's and bats' output (build/lint.log, build/bats.tap) is printed after pytest's report, then the counts.
 TEST_JOBS ?= $(shell nproc)
+TEST_DURATIONS ?= 20
+PYTEST_ARGS ?=
 ## The scripts under test start `python3` ~3,500 times. On a node they run the system's Python, so build/bin/python3
 ## links the system's /usr/bin/python3 (Debian's: ~11 ms a start); only without one, the interpreter `python3`
 ## resolves to. A pyenv `python3` is a shim (a bash script, ~90 ms a start) and its interpreter's site imports
@@ -224,6 +227,14 @@ TEST_JOBS ?= $(shell nproc)
 ## compiled once per checkout, not in every process (~3.4 s of each pytest process's 7 s collection here); the
 ## __pycache__ directories are git-ignored and left out of every asset.
 test: deps $(VENV)/.dev-installed system-deps slurm-root train-venv studio-tools
+	@$(MAKE) --no-print-directory test-suite
+
+## The suite alone, its prerequisites taken as they are. TEST_TIMES=DIR writes each part's wall and CPU seconds
+## (`/usr/bin/time`: elapsed, user, system of it and every process it waited for) to DIR/lint, DIR/bats, DIR/pytest;
+## `make bench-test` (tools/time_test_suite.sh) reports them.
+TEST_TIMES ?=
+timed = $(if $(TEST_TIMES),/usr/bin/time -f '%e %U %S' -o $(TEST_TIMES)/$(1))
+test-suite:
 	@if [ "$$(id -u)" = 0 ] && ! setpriv --reuid=65534 --regid=65534 --clear-groups \
 	  test -r "$(CURDIR)/tests/lifecycle/stubs/stub"; then \
 	  echo "make test: other users cannot reach $(CURDIR), and the tests run scripts as them: let them traverse it" \
@@ -232,10 +243,10 @@ test: deps $(VENV)/.dev-installed system-deps slurm-root train-venv studio-tools
 	if [ -x /usr/bin/python3 ]; then ln -sfn /usr/bin/python3 build/bin/python3; \
 	else ln -sfn "$$(python3 -c 'import sys; print(sys.executable)')" build/bin/python3; fi; \
 	export PATH="$(CURDIR)/build/bin:$$PATH"; \
-	$(MAKE) --no-print-directory lint >build/lint.log 2>&1 & lint_pid=$$!; \
-	bats --jobs $(TEST_JOBS) tests/lifecycle tests/tools >build/bats.tap 2>&1 & bats_pid=$$!; \
+	$(call timed,lint) $(MAKE) --no-print-directory lint >build/lint.log 2>&1 & lint_pid=$$!; \
+	$(call timed,bats) bats --jobs $(TEST_JOBS) tests/lifecycle tests/tools >build/bats.tap 2>&1 & bats_pid=$$!; \
 	trap 'kill $$bats_pid $$lint_pid 2>/dev/null' INT TERM; \
-	$(PY) -m pytest -n $(TEST_JOBS) --durations=20 | tee build/pytest.log; pytest_rc=$${PIPESTATUS[0]}; \
+	$(call timed,pytest) $(PY) -m pytest -n $(TEST_JOBS) --durations=$(TEST_DURATIONS) $(PYTEST_ARGS) | tee build/pytest.log; pytest_rc=$${PIPESTATUS[0]}; \
 	wait $$lint_pid; lint_rc=$$?; wait $$bats_pid; bats_rc=$$?; \
 	cat build/lint.log build/bats.tap; \
 	echo "shellcheck: $$([ $$lint_rc -eq 0 ] && echo clean || echo "FAILED (build/lint.log)")"; \
@@ -276,6 +287,11 @@ bench: deps
 ## A fresh clone's first `make synth` (and its second), phase by phase, wall and CPU time, empty pip/npm caches.
 bench-first-synth:
 	$(PYTHON) tools/bench_first_synth.py --config $(CONFIG)
+
+## What `make test` costs: the suite (test-suite) under `/usr/bin/time`, its wall and CPU in all and per part,
+## with pytest's 40 slowest set-ups and calls; COLD=1 first removes the checkout's bytecode, as a fresh clone has none.
+bench-test: deps $(VENV)/.dev-installed system-deps slurm-root train-venv studio-tools
+	tools/time_test_suite.sh $(if $(COLD),--cold)
 
 ## Mutation testing of the modules that guard data and identity (tools/mutation.py, docs/testing.md "Mutation
 ## testing"): rewrites them one plausible bug at a time in a copy of the tree and runs their tests; prints the kill rate

@@ -27,6 +27,9 @@ from stacks.platform import build_platform
 from cli.template_replacements import compare, load_assembly
 
 Change = Callable[[dict], None]
+# One worker runs the whole matrix: `_synth` caches per process, and spread over two workers each base (default,
+# per_user, eks) was synthesized by both.
+pytestmark = pytest.mark.xdist_group("day2")
 # Removed when the test process exits (cloud assemblies hold asset copies).
 _OUT_ROOT = tempfile.TemporaryDirectory(prefix="day2-")
 

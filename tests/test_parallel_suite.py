@@ -112,7 +112,7 @@ def test_the_longest_units_are_handed_out_first_and_the_rest_keep_their_order(gr
         starts.setdefault(unit, index)
         assert starts[unit] == index or units[index - 1] == unit, f"{unit} is split"
     firsts = list(starts)
-    assert firsts[:3] == ["e2e", "tests/test_finetune.py",
+    assert firsts[:4] == ["e2e", "day2", "tests/test_finetune.py",
                           "tests/test_studio_tools.py::test_the_built_bundle_installs_offline_and_hyp_and_jq_run"]
     estimates = [LONGEST.get(unit, units.count(unit) / 2) for unit in firsts]
     assert estimates == sorted(estimates, reverse=True)

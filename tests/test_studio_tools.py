@@ -394,14 +394,18 @@ def test_a_link_cdk_does_not_use_is_removed_and_cdk_copies(tmp_path, monkeypatch
 
 def test_the_built_bundle_installs_offline_and_hyp_and_jq_run(tmp_path):
     """The real bundle, through the real installer, in a network namespace without any network and with no index
-    (pip --no-index, no pip configuration): a venv for this Python, hyp answering --help, the static jq 1.8.2."""
+    (pip --no-index, no pip configuration): a venv for this Python, hyp answering --help, the static jq 1.8.2.
+    pip leaves the installed modules uncompiled here (PIP_NO_COMPILE=0: pip reads a --no-* option's variable as
+    the value of the option it negates, so 0 is --no-compile): byte-compiling hyp's 6,499 modules is pip's own work,
+    not the installer's, and was most of this test's CPU (measured: docs/testing.md); what hyp imports compiles when
+    it runs."""
     bundle = _built()
     home = tmp_path / "home"
     home.mkdir()
     env = {"HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
            "STUDIO_TOOLS_SOURCE_DIR": str(bundle), "STUDIO_TOOLS_SHA256": sha256(bundle / MANIFEST),
            "STUDIO_TOOLS_FOREGROUND": "1", "STUDIO_TOOLS_PYTHON": shutil.which("python3.11") or sys.executable,
-           "PIP_NO_INDEX": "1", "PIP_CONFIG_FILE": os.devnull}
+           "PIP_NO_INDEX": "1", "PIP_CONFIG_FILE": os.devnull, "PIP_NO_COMPILE": "0"}
     run = subprocess.run(["unshare", "--net", "bash", str(SCRIPT)], env=env, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
