@@ -39,7 +39,8 @@ SLURM_CLIENT_PREFIX = "slurm-client"
 # is denied by NotAction.
 RECORD_READ_ACTIONS = ("secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret",
                        "secretsmanager:ListSecretVersionIds", "secretsmanager:GetResourcePolicy")
-# Secrets Manager's limit on a secret value (https://docs.aws.amazon.com/secretsmanager/latest/userguide/reference_limits.html).
+# Secrets Manager's limit on a secret value
+# (https://docs.aws.amazon.com/secretsmanager/latest/userguide/reference_limits.html).
 SECRET_VALUE_LIMIT = 65536
 # A token's value can be longer than its placeholder at synth: ARNs and DNS names stay well within this.
 TOKEN_ALLOWANCE = 256

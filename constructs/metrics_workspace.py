@@ -41,8 +41,9 @@ class MetricsWorkspace(Construct):
         # The workspace evaluates these (e.g. a node whose users sync stopped succeeding); its firing alerts are the
         # ALERTS series here and in Grafana's alert list (docs/observability.md, "Node alerts").
         self.rule_namespaces = [
-            aps.CfnRuleGroupsNamespace(self, f"Rules{rules.stem.title().replace('_', '')}", workspace=self.workspace_arn,
-                                       name=f"hyperpod-platform-{rules.stem.replace('_', '-')}", data=rules.read_text())
+            aps.CfnRuleGroupsNamespace(
+                self, f"Rules{rules.stem.title().replace('_', '')}", workspace=self.workspace_arn,
+                name=f"hyperpod-platform-{rules.stem.replace('_', '-')}", data=rules.read_text())
             for rules in sorted(NODE_RULES_DIR.glob("*.yaml"))]
         self.workspace_id = self.workspace.attr_workspace_id
         self.prometheus_endpoint = cdk.Fn.join("", [

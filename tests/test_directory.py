@@ -146,7 +146,8 @@ def test_every_node_role_reads_exactly_the_bind_secret_and_decrypts_only_through
     # Secrets Manager or KMS action, and no managed policy was added for them.
     worker = _statements_of(t, worker_id)
     touching = [st for st in worker if any(a.startswith(("secretsmanager:", "kms:")) for a in _actions(st))]
-    assert sorted(st["Sid"] for st in touching) == ["DecryptDirectoryBindPassword", "ReadDirectoryBindPassword"]
+    assert sorted(st["Sid"] for st in touching) == ["DecryptDirectoryBindPassword", "ReadDirectoryBindPassword",
+                                                    "ReadLifecycleRecord"]  # tests/test_lifecycle_record.py
     default = synth("default").templates["cluster"]
     (default_worker,) = [r for k, r in _of_type(default, "AWS::IAM::Role").items() if k.startswith("HyperPodWorkerRole")]
     assert roles[worker_id]["Properties"].get("ManagedPolicyArns") == \

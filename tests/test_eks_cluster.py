@@ -328,7 +328,11 @@ def test_eks_nodes_run_the_lifecycle_entry_point_with_eks_parameters(synth):
     s = synth("eks")
     deployment = only(s.templates["cluster"], "Custom::CDKBucketDeployment")["Properties"]
     assert deployment["DestinationBucketKeyPrefix"] == "hyperpod/ml-eks/"
-    params = [json.loads(p.read_text()) for p in s.out_dir.glob("asset.*/platform_parameters.json")]
+    # The lifecycle record's name, with the region CloudFormation fills in (a marker; tests/test_lifecycle_record.py).
+    params = [json.loads(re.sub(r"<<marker:[^>]*>>", '"TOKEN"', p.read_text()))
+              for p in s.out_dir.glob("asset.*/platform_parameters.json")]
+    assert [p.pop("lifecycle_record") for p in params] == [
+        {"secret_name": "hyperpod-platform/ml-eks/lifecycle-record", "region": "TOKEN"}]
     assert params == [{"version": 1, "orchestrator": "eks", "cluster_name": "ml-eks",
                        "worker_groups": [{"instance_group_name": "training-p5"}, {"instance_group_name": "dev-g5"}]}]
 

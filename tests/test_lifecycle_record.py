@@ -140,7 +140,8 @@ def test_no_role_the_platform_creates_can_change_the_record_and_node_roles_only_
             if statement.get("NotAction"):
                 granted = [w for w in writes if not any(fnmatch.fnmatchcase(w, p.lower())
                                                         for p in as_list(statement["NotAction"]))]
-            if granted and any(_could_touch(r, logical_id, _record_name(s)) for r in as_list(statement.get("Resource", []))):
+            resources = as_list(statement.get("Resource", []))
+            if granted and any(_could_touch(r, logical_id, _record_name(s)) for r in resources):
                 violations.append(f"{policy_id} {statement.get('Sid')}: {granted}")
     assert violations == []
     naming = [(policy_id, st) for policy_id, st in statements(s.templates[CLUSTER_STACK[variant]])
@@ -163,7 +164,8 @@ def test_a_users_list_too_long_for_the_secret_is_recorded_by_its_digest_and_stil
     from constructs.lifecycle_scripts import SECRET_VALUE_LIMIT, record_value, shipped_digests
     users = [{"name": f"u{i:031d}", "uid": 100000 + i, "gid": 100000 + i, "sudo": False} for i in range(1000)]
     params = {"version": 1, "cluster_name": "large", "users": users,
-              "lifecycle_record": {"secret_name": "hyperpod-platform/large/lifecycle-record", "region": "${Token[AWS.Region.1]}"}}
+              "lifecycle_record": {"secret_name": "hyperpod-platform/large/lifecycle-record",
+                                   "region": "${Token[AWS.Region.1]}"}}
     record = record_value(shipped_digests([SCRIPTS]), params)
     assert set(record["parameter_digests"]) == {"users"} and "users" not in record["parameters"]
     assert record["parameters"]["cluster_name"] == "large"

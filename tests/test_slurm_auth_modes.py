@@ -174,7 +174,9 @@ def test_shared_mode_keeps_one_role_and_no_tokens(synth):
             assert "ExecutionRole" not in profile["Properties"]["UserSettings"]
     assert "SLURM_TOKEN_SECRET_PREFIX" not in json.dumps(_of_type(studio, "AWS::SageMaker::StudioLifecycleConfig"))
     # No signing key secret in the cluster stack; the login secret is the slurm-login stack's only resource secret.
-    assert not _of_type(s.templates["cluster"], "AWS::SecretsManager::Secret")
+    # (The cluster stack's one secret is the lifecycle record: tests/test_lifecycle_record.py.)
+    assert [r["Properties"]["Name"] for r in _of_type(s.templates["cluster"], "AWS::SecretsManager::Secret").values()
+            ] == ["hyperpod-platform/ml-cluster/lifecycle-record"]
     assert len(_of_type(s.templates["slurm-login"], "AWS::SecretsManager::Secret")) == 1
 
 
@@ -189,7 +191,8 @@ def _actions(statement: dict) -> list[str]:
 
 def test_only_the_controller_group_runs_as_the_role_that_writes_what_studio_trusts(synth):
     """Both modes: the controller group runs as the fixed-name role the login secret (and, per-user, the signing
-    key) name as writer; login and compute groups run as another role with no Secrets Manager or KMS action at all."""
+    key) name as writer; login and compute groups run as another role with no Secrets Manager or KMS action but reading
+    the lifecycle record."""
     for variant, name in ((SHARED, "ml-cluster"), (PER_USER, "course-cluster")):
         s = synth(variant)
         t = s.templates["cluster"]
@@ -208,7 +211,10 @@ def test_only_the_controller_group_runs_as_the_role_that_writes_what_studio_trus
         login_secret = s.platform.slurm_login.secret
         login_arn = s.platform.cluster.resolve(login_secret.secret_arn)
         worker = _statements_of(t, worker_id)
-        assert worker and not [st for st in worker if any(a.startswith(("secretsmanager:", "kms:")) for a in _actions(st))]
+        # Its one Secrets Manager statement reads the lifecycle record (tests/test_lifecycle_record.py), nothing else.
+        touching = [st for st in worker if any(a.startswith(("secretsmanager:", "kms:")) for a in _actions(st))]
+        assert [(st["Sid"], st["Action"]) for st in touching] == [("ReadLifecycleRecord", "secretsmanager:GetSecretValue")]
+        assert worker
         assert login_arn not in [st["Resource"] for st in worker]
         controller = _statements_of(t, controller_id)
         (publish,) = [st for st in controller if st["Resource"] == login_arn]
@@ -238,7 +244,8 @@ def test_secret_and_key_policies_name_only_the_controller_role_as_writer(synth):
         assert worker_id not in json.dumps([r for r in t["Resources"].values()
                                             if r["Type"] in ("AWS::SecretsManager::ResourcePolicy", "AWS::KMS::Key")])
         if variant == PER_USER:
-            (jwt_policy,) = [r["Properties"]["ResourcePolicy"] for r in _of_type(t, "AWS::SecretsManager::ResourcePolicy").values()]
+            (jwt_policy,) = [r["Properties"]["ResourcePolicy"] for r in _of_type(t, "AWS::SecretsManager::ResourcePolicy").values()
+                             if "OnlyTheControllerWrites" in json.dumps(r)]
             jwt_deny = {st["Sid"]: st for st in jwt_policy["Statement"]}
             jwt_writers = jwt_deny["OnlyTheControllerWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
             (controller_id,) = [k for k in _of_type(t, "AWS::IAM::Role") if k.startswith("HyperPodExecutionRole")]

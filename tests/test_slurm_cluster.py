@@ -168,6 +168,8 @@ def test_provisioning_parameters_follow_config(synth):
     assert params["users"][3] == {"name": "ta", "uid": 10100, "gid": 10100, "sudo": True}
     assert params["container_runtime"]["enabled"] is True
     fixture = json.loads((ROOT / "tests" / "lifecycle" / "fixtures" / "platform_parameters.json").read_text())
+    # LifecycleScripts adds the record's name (tests/test_lifecycle_record.py checks the uploaded block).
+    assert set(fixture.pop("lifecycle_record")) == {"secret_name", "region"}
     assert _shape(fixture) == _shape(json.loads(json.dumps(params, default=str))), \
         "the bats fixture and the generated parameters must have the same keys"
 

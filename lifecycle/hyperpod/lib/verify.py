@@ -198,7 +198,8 @@ def main(argv):
             differences = script_differences(record["scripts"], args[1])
             differences += parameter_differences(record, args[2])
             for name in unlisted_files(record["scripts"], args[1]):
-                print(f"WARNING: {name} is not in the lifecycle record; nothing of the platform runs it", file=sys.stderr)
+                print(f"WARNING: {name} is not in the lifecycle record; nothing of the platform runs it",
+                      file=sys.stderr)
         elif command == "parameters" and len(args) == 2:
             differences = parameter_differences(load_record(args[0]), args[1])
         elif command == "manifest" and len(args) >= 2:

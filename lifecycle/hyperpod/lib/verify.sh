@@ -7,8 +7,9 @@
 # resource policy lets no principal but CloudFormation's execution role change it, so an account principal who gets a
 # file into the lifecycle bucket (or the node's copy) still cannot make a node run it. The parameters name the record
 # (lifecycle_record.secret_name, .region); a node role may read only its own cluster's record (IAM), so parameters
-# that name another secret fail the read. What HyperPod runs first, the entry point itself, is the one file this
-# cannot cover: it runs before anything checks it (docs/security.md, "The lifecycle record").
+# that name another secret fail the read. What HyperPod runs first cannot be covered: the entry point, and what it
+# runs to make this check (lib/common.sh, this file, lib/verify.py, lib/params.py), run before anything checks them;
+# they are checked too, but only after they ran (docs/security.md, "The lifecycle record").
 
 # _verify_py ARG... : lib/verify.py, each line it prints logged; its exit status.
 _verify_py() {
