@@ -46,6 +46,8 @@ class Query:
 
 
 def queries(fsx_tiers: Iterable[int] = (125, 250, 500, 1000)) -> list[Query]:
+    # A usage type is filtered with CONTAINS, not TERM_MATCH: its region prefix (USW2-, none in some regions) would
+    # make an exact match miss; `usage` then picks the exact entries from the answers.
     found = [
         Query("hyperpod_instance_hour:{0}", "AmazonSageMaker", (("CONTAINS", "usagetype", "Cluster:ml."),),
               r"Cluster:(ml\.[a-z0-9-]+\.[a-z0-9]+)", "Hrs"),
@@ -58,7 +60,7 @@ def queries(fsx_tiers: Iterable[int] = (125, 250, 500, 1000)) -> list[Query]:
         Query("kms_key_month", "awskms", (("TERM_MATCH", "productFamily", "Encryption Key"),), r"KMS-Keys", "Keys"),
         Query("cloudwatch_alarm_month", "AmazonCloudWatch", (("TERM_MATCH", "productFamily", "Alarm"),),
               r"CW:AlarmMonitorUsage", "Alarms"),
-        Query("eks_cluster_hour", "AmazonEKS", (("TERM_MATCH", "usagetype", "AmazonEKS-Hours:perCluster"),),
+        Query("eks_cluster_hour", "AmazonEKS", (("CONTAINS", "usagetype", "AmazonEKS-Hours:perCluster"),),
               r"AmazonEKS-Hours:perCluster", "Hours"),
     ]
     for tier in fsx_tiers:
