@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from conftest import VARIANT_FILES
+from support.variants import VARIANT_FILES
 from platform_config import ConfigError, parse_config
 from platform_config.attach import BUILD_ONLY_RULES
 from platform_config.day2 import check_day2, snapshot

@@ -12,8 +12,9 @@ import urllib.request
 import pytest
 import yaml
 
-from conftest import ROOT, VARIANT_FILES
-from moto_server import moto_server
+from support.paths import ROOT
+from support.variants import VARIANT_FILES
+from support.moto import moto_server
 from platform_config import parse_config
 
 from cli import attach

@@ -9,7 +9,8 @@ import sys
 import pytest
 import yaml
 
-from conftest import APP_PATH, ROOT, VARIANT_FILES
+from support.paths import APP_PATH, ROOT
+from support.variants import VARIANT_FILES
 from platform_config import ConfigError, PlatformConfig, json_schema, load_config, parse_config
 
 CONTROLLER = {"name": "controller-machine", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1}

@@ -10,7 +10,7 @@ import pytest
 from botocore.config import Config
 from botocore.stub import Stubber
 
-from moto_server import moto_server
+from support.moto import moto_server
 from cli import connect
 
 REGION = "us-west-2"

@@ -35,8 +35,8 @@ from botocore.validate import validate_parameters
 
 import cli.destroy as destroy
 from cli.stack_graph import ancestors, stack_dependencies
-from conftest import ROOT
-from moto_server import moto_server
+from support.paths import ROOT
+from support.moto import moto_server
 from test_cli import no_credentials_env
 
 REGION = "us-west-2"

@@ -11,7 +11,8 @@ import re
 import pytest
 import yaml
 
-from conftest import DIRECTORY, DIRECTORY_KEY_ARN, DIRECTORY_SECRET_ARN, ROOT, VARIANT_FILES
+from support.paths import ROOT
+from support.variants import DIRECTORY, DIRECTORY_KEY_ARN, DIRECTORY_SECRET_ARN, VARIANT_FILES
 from platform_config import ConfigError, parse_config
 from test_slurm_auth_modes import _actions, _of_type, _statements_of
 

@@ -9,8 +9,9 @@ import sys
 import kubernetes_validate
 import pytest
 
-import iam_facts
-from conftest import APP_PATH, ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
+from support import iam_facts
+from support.paths import APP_PATH, ROOT
+from support.variants import cdk_json_context, eks_config, VARIANT_FILES
 from constructs import layer_binaries
 from constructs.studio_eks_tools import studio_eks_tools
 from platform_config import ConfigError, load_config

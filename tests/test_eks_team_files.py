@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-import admission
-from conftest import ROOT
+from support import admission
+from support.paths import ROOT
 from manifests import team_identities as ti
 from test_eks_cluster import all_objects, manifests, namespace_labels, resources
 

@@ -9,7 +9,8 @@ import pytest
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from conftest import ROOT, cdk_json_context
+from support.paths import ROOT
+from support.variants import cdk_json_context
 from constructs.fsx_access_group import FsxAccessGroup
 
 

@@ -11,7 +11,7 @@ import json
 import aws_cdk as cdk
 import pytest
 
-from conftest import cdk_json_context
+from support.variants import cdk_json_context
 from constructs.fsx_partitions import FsxPartitions
 
 BUCKET = "ml-cluster-data-111122223333"

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from conftest import GRAFANA_VIEWERS, ROOT
+from support.paths import ROOT
+from support.variants import GRAFANA_VIEWERS
 from constructs.grafana_dashboards import (CLOUDWATCH_UID, PROMETHEUS_UID, SCHEMA_VERSION, cloudwatch_metrics_named,
                                            dashboards, prometheus_metrics_named)
 from constructs.observability_dashboard import DOCUMENTED_METRICS

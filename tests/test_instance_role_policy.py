@@ -20,13 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from support.paths import ROOT
 
 from constructs.hyperpod_cluster import NOT_GRANTED
-
-sys.path.insert(0, str(ROOT / "tools"))
-import instance_role_facts  # noqa: E402
-import execution_role_network_facts  # noqa: E402
+import instance_role_facts
+import execution_role_network_facts
 
 MANAGED = json.loads((ROOT / "config" / "facts" / "cluster_instance_role_policy.json").read_text())
 REFERENCE = json.loads((ROOT / "config" / "facts" / "hyperpod_reference_roles.json").read_text())

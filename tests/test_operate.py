@@ -20,8 +20,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from conftest import ROOT
-from moto_server import moto_server
+from support.paths import ROOT
+from support.moto import moto_server
 from cli import diagnose, logs, status, watch
 
 NAME = "ops-cluster"

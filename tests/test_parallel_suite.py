@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from conftest import (GROUPS_DIR, LONGEST, ROOT, GroupScheduling, longest_first, pytest_xdist_make_scheduler,
-                      xdist_group_of)
+from support.paths import ROOT
+from conftest import GROUPS_DIR, GroupScheduling, LONGEST, longest_first, pytest_xdist_make_scheduler, xdist_group_of
 
 
 class Groups:

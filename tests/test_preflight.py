@@ -13,7 +13,7 @@ import yaml
 from botocore.config import Config
 from botocore.stub import Stubber
 
-from moto_server import moto_server
+from support.moto import moto_server
 from platform_config import parse_config
 from cli.preflight import CORE_TYPES, FAILED, OK, UNKNOWN, WARNING, Preflight, exit_code, main, render
 

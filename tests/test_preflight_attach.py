@@ -11,7 +11,7 @@ import copy
 import pytest
 import yaml
 
-from conftest import VARIANT_FILES
+from support.variants import VARIANT_FILES
 from platform_config import parse_config
 from test_preflight import REGION, Harness, account, endpoint, real  # noqa: F401 - fixtures
 

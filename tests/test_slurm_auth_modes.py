@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import ROOT
+from support.paths import ROOT
 from test_slurm_cluster import _joined
 
 PER_USER, SHARED = "containers", "default"  # cluster names course-cluster and ml-cluster

@@ -3,7 +3,7 @@ import json
 
 from aws_cdk.assertions import Match
 
-from conftest import ROOT
+from support.paths import ROOT
 
 
 def _cluster(s):

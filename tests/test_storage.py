@@ -354,7 +354,7 @@ def test_root_squash_exempts_nothing_on_eks_and_skips_a_brought_file_system(synt
 def test_root_squash_off_is_0_0_without_exemptions():
     import aws_cdk as cdk
 
-    from conftest import cdk_json_context
+    from support.variants import cdk_json_context
     from platform_config import parse_config
     from stacks.platform import build_platform
     app = cdk.App(context=cdk_json_context(stage_assets=False))

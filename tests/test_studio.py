@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-import iam_facts
+from support import iam_facts
+from support.paths import ROOT
 
 from aws_cdk.assertions import Match
 
@@ -306,7 +307,7 @@ def test_studio_can_be_turned_off(synth):
 
     from platform_config import parse_config
     from stacks.platform import build_platform
-    from conftest import cdk_json_context
+    from support.variants import cdk_json_context
     app = cdk.App(context=cdk_json_context(stage_assets=False))
     platform = build_platform(app, parse_config({"studio": {"enabled": False}}))
     assert platform.studio is None
@@ -360,7 +361,7 @@ def test_lustre_flows_both_ways_between_studio_and_the_file_system(synth, varian
         assert has(egress, fs_group, "DestinationSecurityGroupId", "StudioAppsGroup", low, high), ("fs out", low)
 
 
-STUDIO_ACCESS = json.loads((__import__("conftest").ROOT / "config" / "facts" / "studio_access_policy.json").read_text())
+STUDIO_ACCESS = json.loads((ROOT / "config" / "facts" / "studio_access_policy.json").read_text())
 # The one place the platform grants less than AWS's page: apps of spaces without an owner in this domain only.
 NARROWED = {"arn:aws:sagemaker:${Region}:${Account}:app/*":
             "arn:aws:sagemaker:${Region}:${Account}:app/${sagemaker:DomainId}/*"}

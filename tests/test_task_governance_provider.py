@@ -9,7 +9,7 @@ import pytest
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from conftest import cdk_json_context
+from support.variants import cdk_json_context
 from constructs.task_governance_provider import TaskGovernanceProvider
 
 CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef012345"

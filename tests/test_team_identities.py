@@ -11,7 +11,7 @@ from typing import Any, Optional
 import kubernetes_validate
 import pytest
 
-import admission
+from support import admission
 from manifests import team_identities as ti
 from manifests.kubernetes_objects import team_namespace
 
@@ -190,7 +190,7 @@ def test_studio_files_are_at_the_clusters_path_of_the_partition():
 # ---------------------------------------------------------------------------------------------- each team's ids
 def _config(shared: bool):
     import yaml as yaml_
-    from conftest import ROOT
+    from support.paths import ROOT
     from platform_config.loading import parse_config
     data = yaml_.safe_load((ROOT / "config" / "examples" / "eks.yaml").read_text())
     data["users"] = [{"name": "alice", "uid": 10001, "gid": 20001}, {"name": "bob", "uid": 10002, "gid": 20002},

@@ -14,7 +14,9 @@ import pytest
 from aws_cdk import aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 
-from conftest import APP_PATH, ALL_VARIANTS, ROOT, exclusive, shared_dir
+from support.paths import APP_PATH, ROOT
+from support.variants import ALL_VARIANTS
+from conftest import exclusive, shared_dir
 from platform_config.users import User
 
 MAX_RESOURCES = 500

@@ -17,8 +17,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import ROOT
-from process_tree import descendants
+from support.paths import ROOT
+from support.process_tree import descendants
 from platform_config import ConfigError
 from manifests.team_identities import StudioFiles
 from platform_config.eks import DEFAULT_KUBERNETES
@@ -568,7 +568,7 @@ def test_a_job_with_no_image_anywhere_is_refused_and_its_own_image_wins():
 
 
 def test_the_platforms_training_image_must_be_pinned():
-    from conftest import VARIANT_FILES, eks_config
+    from support.variants import eks_config, VARIANT_FILES
     with pytest.raises(ConfigError) as info:
         eks_config(VARIANT_FILES["eks"], eks={"training_image": "registry.example/train:latest"})
     assert any(e.startswith("eks.training_image: 'registry.example/train:latest' — must be pinned") for e in info.value.errors)

@@ -22,25 +22,22 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_bundle import BUNDLE_BUCKET  # noqa: E402
-from slurm_cluster import SlurmCluster, run  # noqa: E402
-from slurm_root import in_root, missing as missing_in_root, skip_reason  # noqa: E402
-from test_studio_slurm_login import (start_moto,   # noqa: E402,F401
+from slurm_bundle import BUNDLE_BUCKET
+from slurm_cluster import SlurmCluster, run
+from slurm_root import in_root, missing as missing_in_root, skip_reason
+from test_studio_slurm_login import (start_moto,   # noqa: F401
     LCC, REGION, REQUIRED_BINARIES, Cluster, ide, missing, s3_client, secrets, studio_users)
 
+from cli import attach
+from platform_config import parse_config
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-from cli import attach  # noqa: E402
-from platform_config import parse_config  # noqa: E402
 
 # curl: the controller step fetches the tools archive and uploads the hand-over with it (make attach).
 REQUIRED = (*REQUIRED_BINARIES, "curl", "tar", "sha256sum")

@@ -29,7 +29,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(REPO / "tests"))
 HYPERPOD = REPO / "lifecycle" / "hyperpod"
 SSS_PROVIDER = Path("/usr/lib/x86_64-linux-gnu/sssd/libsss_ldap.so")
 COMMANDS = ("slapd", "slapadd", "slappasswd", "sssd", "pamtester", "sudo", "unshare", "nsenter", "openssl",
@@ -279,7 +278,7 @@ class Directory:
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[dict]:
-    from moto_server import moto_server
+    from support.moto import moto_server
     import boto3
 
     base = Path(tempfile.mkdtemp(prefix="sssd-e2e-"))

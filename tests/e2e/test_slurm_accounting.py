@@ -14,7 +14,6 @@ import copy
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -23,14 +22,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(REPO))
-from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, run  # noqa: E402
-from slurm_root import in_root, missing as missing_in_root, skip_reason  # noqa: E402
+from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, run
+from slurm_root import in_root, missing as missing_in_root, skip_reason
 
-from platform_config import PlatformConfig, parse_config  # noqa: E402
-from platform_config.accounting_plan import accounting_parameters  # noqa: E402
+from platform_config import PlatformConfig, parse_config
+from platform_config.accounting_plan import accounting_parameters
+
+REPO = Path(__file__).resolve().parents[2]
 
 APPLY = REPO / "lifecycle" / "hyperpod" / "apply_accounting.sh"
 EXAMPLE = REPO / "config" / "examples" / "research-institution.yaml"

@@ -49,14 +49,12 @@ from pathlib import Path
 
 import boto3
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
-from slurm_conf import ACCOUNTING_CONF  # noqa: E402
-from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm  # noqa: E402
-from slurm_root import SLURM_RELEASE, as_user, in_root, skip_reason, write_aws_command  # noqa: E402
-from slurm_root import version as slurm_version  # noqa: E402
-from slurm_root import missing as missing_in_root  # noqa: E402
+from slurm_cluster import SlurmCluster, free_port, run, wait_for
+from slurm_conf import ACCOUNTING_CONF
+from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm
+from slurm_root import SLURM_RELEASE, as_user, in_root, skip_reason, write_aws_command
+from slurm_root import version as slurm_version
+from slurm_root import missing as missing_in_root
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLISH = REPO / "lifecycle" / "hyperpod" / "publish_slurm_login.sh"

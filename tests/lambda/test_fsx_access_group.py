@@ -2,7 +2,6 @@
 (moto 5.2 does not report a file system's NetworkInterfaceIds)."""
 from __future__ import annotations
 
-import sys
 from types import SimpleNamespace
 
 import botocore.endpoint
@@ -10,11 +9,10 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 
-from .conftest import ROOT, Recorder
+from support.recording import Recorder
 
-sys.path.insert(0, str(ROOT / "lambda" / "fsx_access_group"))
 
-import access_group  # noqa: E402
+import access_group
 
 FS = "fs-0123456789abcdef0"
 OTHER_FS = "fs-0fedcba9876543210"

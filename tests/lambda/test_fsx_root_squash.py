@@ -4,16 +4,13 @@ reference (LustreRootSquashConfiguration)."""
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
 from botocore.stub import Stubber
 
-from .conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "lambda" / "fsx_root_squash"))
 
-import root_squash  # noqa: E402
+import root_squash
 
 FS = "fs-0123456789abcdef0"
 # The NoSquashNids pattern and length limits from the FSx API reference; botocore's model carries the same ones.

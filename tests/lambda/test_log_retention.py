@@ -1,15 +1,13 @@
 """log_retention: the real CloudWatch Logs API of moto server."""
 from __future__ import annotations
 
-import sys
 
 import pytest
 
-from .conftest import ROOT, Recorder
+from support.recording import Recorder
 
-sys.path.insert(0, str(ROOT / "lambda" / "cluster_log_retention"))
 
-import log_retention  # noqa: E402
+import log_retention
 
 GROUP = "/aws/sagemaker/Clusters/ml-cluster/abc123def456"
 

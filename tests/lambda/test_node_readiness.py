@@ -12,7 +12,6 @@ import http.server
 import ipaddress
 import json
 import ssl
-import sys
 import threading
 import time
 import urllib.parse
@@ -25,10 +24,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lambda" / "node_readiness"))
 
-import readiness  # noqa: E402
-from readiness import ReadinessError  # noqa: E402
+import readiness
+from readiness import ReadinessError
 
 CLUSTER = "ml-eks"
 HEALTH = "sagemaker.amazonaws.com/node-health-status"

@@ -3,20 +3,17 @@ real client with botocore.stub.Stubber; the throttling test injects faults below
 from __future__ import annotations
 
 import json
-import sys
 import types
 from datetime import datetime, timezone
-from pathlib import Path
 
 import botocore.endpoint
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lambda" / "task_governance"))
 
-import governance  # noqa: E402
-from governance import GovernanceError  # noqa: E402
+import governance
+from governance import GovernanceError
 
 ACCOUNT = "111122223333"
 CLUSTER = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:cluster/abcdef012345"
