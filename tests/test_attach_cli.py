@@ -7,14 +7,13 @@ import copy
 import json
 import os
 import subprocess
-import urllib.request
 
 import pytest
 import yaml
 
 from support.paths import ROOT
 from support.variants import VARIANT_FILES
-from support.moto import moto_server
+from support.moto import CREDENTIALS, client, moto_server, reset
 from platform_config import parse_config
 
 from cli import attach
@@ -75,12 +74,10 @@ def endpoint():
 
 @pytest.fixture
 def clients(endpoint, monkeypatch):
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-west-2"}.items():
+    reset(endpoint)
+    for key, value in {**CREDENTIALS, "AWS_DEFAULT_REGION": "us-west-2"}.items():
         monkeypatch.setenv(key, value)
-    import boto3
-    return lambda service: boto3.client(service, region_name="us-west-2", endpoint_url=endpoint)
+    return lambda service: client(endpoint, service, "us-west-2")
 
 
 def create_cluster(clients, groups=(("controller-machine", 1), ("workers", 2))):

@@ -19,33 +19,9 @@ from platform_config.chart_pin import chart_directory
 from platform_config.eks_governance import team_gid
 from stacks.eks_cluster_stack import CFN_REGIONS, governance_resource_type
 from cli.stack_graph import stack_dependencies
+from support.template import kubernetes_manifests, kubernetes_objects, kubernetes_patches, only, resources
 
 KUBERNETES_VERSION = "1.34"
-
-
-def resources(template: dict, kind: str) -> dict[str, dict]:
-    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
-
-
-def only(template: dict, kind: str) -> dict:
-    (found,) = resources(template, kind).values()
-    return found
-
-
-def manifests(template: dict) -> dict[str, list[dict]]:
-    """Kubernetes objects applied by the stack, with deploy-time tokens replaced by a placeholder string."""
-    def render(value) -> str:
-        if isinstance(value, str):
-            return value
-        if "Fn::Join" in value:
-            return "".join(part if isinstance(part, str) else "TOKEN" for part in value["Fn::Join"][1])
-        raise AssertionError(f"unexpected manifest value {value!r}")
-    return {k: json.loads(render(v["Properties"]["Manifest"]))
-            for k, v in resources(template, "Custom::AWSCDK-EKS-KubernetesResource").items()}
-
-
-def all_objects(template: dict) -> list[dict]:
-    return [obj for objs in manifests(template).values() for obj in objs]
 
 
 # ---------------------------------------------------------------------------------------------- control plane
@@ -178,7 +154,7 @@ def rbac_allows(objects: list[dict], groups: list[str], *, verb: str, group: str
 
 def test_team_members_submit_jobs_in_their_namespace_only(synth):
     s = synth("eks")
-    objects = all_objects(s.templates["cluster"])
+    objects = kubernetes_objects(s.templates["cluster"])
     entries = [e["Properties"] for e in resources(s.templates["eks-access"], "AWS::EKS::AccessEntry").values()]
     groups = {e["AccessPolicies"][0]["AccessScope"]["Namespaces"][0]: e.get("KubernetesGroups", []) for e in entries}
     job = dict(group="sagemaker.amazonaws.com", resource="hyperpodpytorchjobs")
@@ -198,7 +174,7 @@ def test_team_members_submit_jobs_in_their_namespace_only(synth):
 
 def test_writable_namespaces_enforce_pod_security_and_default_gets_no_accelerators(synth):
     t = synth("eks").templates["cluster"]
-    objects = all_objects(t)
+    objects = kubernetes_objects(t)
     # The stack creates no namespace (task governance does, with each quota); it labels default and each team's.
     assert not [o for o in objects if o["kind"] == "Namespace"]
     patches = {p["Properties"]["ResourceName"]: p["Properties"]
@@ -339,7 +315,7 @@ def test_each_team_mounts_its_own_directory_and_shared_datasets_read_only(synth)
     s = synth("eks")
     t = s.templates["cluster"]
     # The members' Studio partitions are claimed beside these: tests/test_eks_team_files.py.
-    objects = [o for o in all_objects(t) if "studio-" not in o["metadata"]["name"]]
+    objects = [o for o in kubernetes_objects(t) if "studio-" not in o["metadata"]["name"]]
     claims = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "PersistentVolumeClaim"}
     teams = ("research", "production", "developers")
     assert claims == {(f"hyperpod-ns-{team}", claim) for team in teams for claim in ("fsx-claim", "fsx-datasets")}
@@ -362,12 +338,12 @@ def test_each_team_mounts_its_own_directory_and_shared_datasets_read_only(synth)
     assert {p: (d["Gid"], d["Mode"]) for p, d in directories.items()} == {
         "eks/datasets": ("0", "0755"), **{f"eks/teams/{n}": (str(g), "2770") for n, g in gids.items()}}
     assert len(set(gids.values())) == len(gids)
-    (volumes_id,) = [k for k in manifests(t) if k.startswith("FsxVolumes")]
+    (volumes_id,) = [k for k in kubernetes_manifests(t) if k.startswith("FsxVolumes")]
     assert set(resources(t, "Custom::FsxPartition")) <= set(t["Resources"][volumes_id]["DependsOn"])
 
 
 def test_team_resource_quotas_equal_guaranteed_plus_borrowable(synth):
-    quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in all_objects(synth("eks").templates["cluster"])
+    quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in kubernetes_objects(synth("eks").templates["cluster"])
               if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"}
     assert {ns: q["requests.nvidia.com/gpu"] for ns, q in quotas.items()} == {
         "hyperpod-ns-research": "24",    # 2 x p5 (16 GPUs) + 50% borrow limit
@@ -377,7 +353,7 @@ def test_team_resource_quotas_equal_guaranteed_plus_borrowable(synth):
 
 
 def test_cpu_and_memory_are_capped_where_autoscaling_could_provision_for_them(synth):
-    objects = all_objects(synth("eks_shared").templates["cluster"])
+    objects = kubernetes_objects(synth("eks_shared").templates["cluster"])
     quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in objects
               if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"}
     assert quotas["hyperpod-ns-research"] | {} == {"requests.nvidia.com/gpu": "24", "requests.cpu": "576",
@@ -395,7 +371,7 @@ def test_cpu_and_memory_are_capped_where_autoscaling_could_provision_for_them(sy
 
 @pytest.mark.parametrize("variant", ["eks", "eks_shared"])
 def test_every_kubernetes_object_validates_against_kubernetes_schemas(synth, variant):
-    objects = all_objects(synth(variant).templates["cluster"])
+    objects = kubernetes_objects(synth(variant).templates["cluster"])
     assert objects
     for obj in objects:
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
@@ -504,7 +480,7 @@ def test_pods_of_teams_and_default_cannot_reach_the_nodes_instance_metadata(synt
     closed, the Pod Identity Agent, other pods, the VPC and the internet stay open. Namespaces of the platform's own
     components (kube-system, aws-hyperpod, ...) carry none."""
     s = synth(variant)
-    objects = all_objects(s.templates["cluster"])
+    objects = kubernetes_objects(s.templates["cluster"])
     policies = [o for o in objects if o["kind"] == "NetworkPolicy" and "Egress" in o["spec"]["policyTypes"]]
     writable = {"default"} | {f"hyperpod-ns-{t.name}" for t in s.config.eks.task_governance.teams}
     assert {p["metadata"]["namespace"] for p in policies} == writable
@@ -519,15 +495,14 @@ def test_pods_of_teams_and_default_cannot_reach_the_nodes_instance_metadata(synt
         kubernetes_validate.validate(policy, KUBERNETES_VERSION, strict=True)
     assert egress_allowed(policies, "kube-system", "169.254.169.254")  # the platform's own: not selected
     # The guard is applied once the team namespaces exist.
-    (guard_id,) = [k for k, v in manifests(s.templates["cluster"]).items()
+    (guard_id,) = [k for k, v in kubernetes_manifests(s.templates["cluster"]).items()
                    if any(o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "deny-node-credentials" for o in v)]
     assert set(namespace_labels(s.templates["cluster"])) <= set(s.templates["cluster"]["Resources"][guard_id]["DependsOn"])
 
 
 def namespace_labels(template: dict) -> list[str]:
     """The ids of the patches that label each team namespace once task governance has created it."""
-    return [k for k, r in resources(template, "Custom::AWSCDK-EKS-KubernetesPatch").items()
-            if r["Properties"]["ResourceName"].startswith("namespace/hyperpod-ns-")]
+    return kubernetes_patches(template, "namespace/hyperpod-ns-")
 
 
 def ingress_allowed(policies: list[dict], namespace: str, source_namespace: str) -> bool:
@@ -560,7 +535,7 @@ def test_team_namespaces_accept_connections_only_from_their_own_pods_and_the_pla
     """Another team's pod (or default's) cannot reach a job's rendezvous (c10d TCPStore: unauthenticated); the
     training operator and the observability collector can."""
     s = synth(variant)
-    objects = all_objects(s.templates["cluster"])
+    objects = kubernetes_objects(s.templates["cluster"])
     policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
     teams = [f"hyperpod-ns-{t.name}" for t in s.config.eks.task_governance.teams]
     for namespace in teams:
@@ -571,7 +546,7 @@ def test_team_namespaces_accept_connections_only_from_their_own_pods_and_the_pla
             assert ingress_allowed(policies, namespace, platform), (namespace, platform)
         for policy in (p for p in policies if p["metadata"]["namespace"] == namespace):
             kubernetes_validate.validate(policy, KUBERNETES_VERSION, strict=True)
-    applied = manifests(s.templates["cluster"])
+    applied = kubernetes_manifests(s.templates["cluster"])
     (ingress_id,) = [k for k, v in applied.items() if any(o["metadata"]["name"] == "team-ingress-only" for o in v)]
     assert set(namespace_labels(s.templates["cluster"])) <= set(s.templates["cluster"]["Resources"][ingress_id]["DependsOn"])
 
@@ -612,13 +587,13 @@ def test_quotas_and_the_scheduler_policy_wait_for_kueue_and_team_objects_for_the
         assert quota in res[wait]["DependsOn"]
         (label,) = [k for k in namespace_labels(t) if res[k]["Properties"]["ResourceName"].endswith(f"-{team.name}")]
         assert wait in res[label]["DependsOn"]
-    for rid, objects in manifests(t).items():
+    for rid, objects in kubernetes_manifests(t).items():
         if any(o.get("metadata", {}).get("namespace", "").startswith("hyperpod-ns-") for o in objects):
             assert set(namespace_labels(t)) <= set(res[rid]["DependsOn"]), rid
 
 
 def test_fsx_volumes_of_pods_are_mounted_nosuid_nodev(synth):
-    for volume in (o for o in all_objects(synth("eks").templates["cluster"]) if o["kind"] == "PersistentVolume"):
+    for volume in (o for o in kubernetes_objects(synth("eks").templates["cluster"]) if o["kind"] == "PersistentVolume"):
         assert {"nosuid", "nodev", "flock"} <= set(volume["spec"]["mountOptions"])
         assert not {"suid", "dev"} & set(volume["spec"]["mountOptions"])
 
@@ -660,7 +635,7 @@ def test_each_teams_jobs_log_to_the_platforms_mlflow_server_through_their_own_po
         assert statement["Action"] == "sagemaker-mlflow:*" and statement["Effect"] == "Allow"
         assert server_arn_name(statement["Resource"]) == server  # the Studio stack's server, by its fixed name
     assert len(roles) == len(teams)  # a role per team: MLflow and CloudTrail see the team
-    objects = {(o["kind"], o["metadata"]["namespace"]): o for o in all_objects(t) if o["kind"] in
+    objects = {(o["kind"], o["metadata"]["namespace"]): o for o in kubernetes_objects(t) if o["kind"] in
                ("ServiceAccount", "ConfigMap") and o["metadata"]["name"] != "hyperpod-team-identities"}
     for team in teams:
         assert objects[("ServiceAccount", f"hyperpod-ns-{team}")]["metadata"]["name"] == "training-job"
@@ -673,7 +648,7 @@ def test_without_mlflow_jobs_get_their_service_account_and_no_aws_role(synth):
     s = synth("eks")
     assert not s.config.studio.mlflow.enabled
     t = s.templates["cluster"]
-    objects = all_objects(t)
+    objects = kubernetes_objects(t)
     teams = {team.name for team in s.config.eks.task_governance.teams}
     assert {o["metadata"]["namespace"] for o in objects if o["kind"] == "ServiceAccount"
             and o["metadata"]["name"] == "training-job"} == {f"hyperpod-ns-{team}" for team in teams}

@@ -12,6 +12,7 @@ from cdk_nag import AwsSolutionsChecks
 from support.paths import ROOT
 from support.variants import cdk_json_context
 from constructs.fsx_access_group import FsxAccessGroup
+from support.iam import statements_of
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +31,7 @@ def synthesized(tmp_path_factory):
 
 
 def _handler_statements(template: Template) -> list[dict]:
-    return [statement for policy in template.find_resources("AWS::IAM::Policy").values()
-            if "LustreAccessOnEventServiceRole" in json.dumps(policy["Properties"]["Roles"])
-            for statement in policy["Properties"]["PolicyDocument"]["Statement"]]
+    return statements_of(template.to_json(), "LustreAccessOnEventServiceRole", prefix=True)
 
 
 def test_custom_resource_carries_file_system_and_group(synthesized):

@@ -33,7 +33,7 @@ T0 = datetime(2026, 11, 28, 10, 0, tzinfo=timezone.utc)
 
 @pytest.fixture(scope="module")
 def endpoint():
-    with moto_server(ROOT / "tests" / "moto_cloudformation.py") as url:
+    with moto_server(ROOT / "tests" / "support" / "moto_cloudformation.py") as url:
         yield url
 
 

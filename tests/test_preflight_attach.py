@@ -13,7 +13,8 @@ import yaml
 
 from support.variants import VARIANT_FILES
 from platform_config import parse_config
-from test_preflight import REGION, Harness, account, endpoint, real  # noqa: F401 - fixtures
+from support.moto import moto_server, reset
+from support.preflight_harness import REGION, Harness, real
 
 from cli.preflight import ATTACH_ACTIONS, ATTACH_TYPES, FAILED, OK, Preflight, render
 
@@ -21,6 +22,19 @@ ACCOUNT = "123456789012"
 CLUSTER = "a1b2c3d4e5f6"  # moto's cluster ARN ends in the name; a real one in a 12-character id
 FS_ID = "fs-0123456789abcdef0"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/PlatformAdmin"
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def account(endpoint):
+    """moto's state, emptied before each test."""
+    reset(endpoint)
+    return {"endpoint": endpoint}
 
 
 def network(account, groups_on_interface=1):

@@ -172,7 +172,7 @@ def test_every_template_parameter_is_passed_with_the_config_value(tmp_path):
 
 @pytest.fixture(scope="module")
 def cloudformation_endpoint():
-    with moto_server(ROOT / "tests" / "moto_cloudformation.py") as url:
+    with moto_server(ROOT / "tests" / "support" / "moto_cloudformation.py") as url:
         yield url
 
 

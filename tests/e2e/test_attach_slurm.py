@@ -31,8 +31,8 @@ import yaml
 from slurm_bundle import BUNDLE_BUCKET
 from slurm_cluster import SlurmCluster, run
 from slurm_root import in_root, missing as missing_in_root, skip_reason
-from test_studio_slurm_login import (start_moto,   # noqa: F401
-    LCC, REGION, REQUIRED_BINARIES, Cluster, ide, missing, s3_client, secrets, studio_users)
+from studio_space import (LCC, MISSING_HOST_BINARIES, REQUIRED_BINARIES, Cluster, s3_client, secrets,
+                          start_moto)
 
 from cli import attach
 from platform_config import parse_config
@@ -42,8 +42,9 @@ REPO = Path(__file__).resolve().parents[2]
 # curl: the controller step fetches the tools archive and uploads the hand-over with it (make attach).
 REQUIRED = (*REQUIRED_BINARIES, "curl", "tar", "sha256sum")
 pytestmark = pytest.mark.skipif(
-    bool(missing or missing_in_root(REQUIRED)),
-    reason=f"missing on this machine: {', '.join(missing)}" if missing else skip_reason(REQUIRED))
+    bool(MISSING_HOST_BINARIES or missing_in_root(REQUIRED)),
+    reason=(f"missing on this machine: {', '.join(MISSING_HOST_BINARIES)}" if MISSING_HOST_BINARIES
+            else skip_reason(REQUIRED)))
 
 
 @pytest.fixture(scope="module")

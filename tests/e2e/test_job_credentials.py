@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from slurm_cluster import SLURM_BINARIES, SlurmCluster, run, wait_for
+from studio_space import PosixUser, ensure_posix_user, remove_posix_users
 from slurm_root import as_user, in_root, missing as missing_in_root, skip_reason, write_aws_command
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,8 +77,6 @@ class Node:
 @pytest.fixture(scope="module")
 def node() -> Iterator[Node]:
     from support.moto import moto_server
-    from test_studio_slurm_login import PosixUser, ensure_posix_user, remove_posix_users
-
     base = Path(tempfile.mkdtemp(prefix="slurm-jobcred-"))
     base.chmod(0o755)
     cluster = SlurmCluster(base=base, cluster_name="jobcred")

@@ -31,7 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_cluster import SLURM_BINARIES, SlurmCluster, free_port, run, wait_for
+from slurm_cluster import SLURM_BINARIES, SlurmCluster, run, wait_for
+from support.ports import free_port
 from slurm_root import in_root, missing as missing_in_root, skip_reason
 
 from constructs import node_metric_names as node_metrics

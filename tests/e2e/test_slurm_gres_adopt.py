@@ -27,7 +27,9 @@ import pytest
 
 from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, run, wait_for
 from slurm_root import SLURM_ROOT, in_root, missing as missing_in_root, skip_reason
-from test_slurm_accounting import TERMINAL, Env, example
+from accounting_env import Env, example
+from slurm_cluster import TERMINAL_JOB_STATES as TERMINAL
+from studio_space import PosixUser, ensure_posix_user, remove_posix_users
 
 from platform_config import parse_config
 from platform_config.accounting_plan import accounting_parameters, worker_groups
@@ -84,8 +86,6 @@ class GresEnv(Env):
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[GresEnv]:
-    from test_studio_slurm_login import PosixUser, ensure_posix_user, remove_posix_users
-
     data = example()
     config = parse_config(data)
     group = next(g for g in config.cluster.instance_groups if g.role == "compute")

@@ -30,13 +30,13 @@ from pathlib import Path
 import boto3
 import pytest
 
-from slurm_cluster import SlurmCluster, free_port, run, wait_for
+from slurm_cluster import TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
+from support.ports import free_port
 from slurm_conf import ACCOUNTING_CONF
 from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm
 from slurm_root import SLURM_ROOT, as_user, in_root, plugin_dir, skip_reason, write_aws_command
 from slurm_root import missing as missing_in_root
-from test_studio_slurm_login import (  # noqa: F401 - studio_users is a fixture used below
-    PARAMS_FIXTURE, REGION, TERMINAL_JOB_STATES, PosixUser, studio_users)
+from studio_space import PARAMS_FIXTURE, REGION, PosixUser
 
 import issuer
 

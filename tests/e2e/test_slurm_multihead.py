@@ -29,10 +29,10 @@ from pathlib import Path
 import boto3
 import pytest
 from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm
-from slurm_cluster import BATCH_SCHEDULING, SlurmCluster, free_port, run, wait_for
+from slurm_cluster import BATCH_SCHEDULING, TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
+from support.ports import free_port
 from slurm_root import in_root, missing as missing_in_root, skip_reason, write_aws_command
-from test_studio_slurm_login import (LCC, PUBLISH, REGION, TERMINAL_JOB_STATES, Ide, PosixUser,
-                                     ensure_posix_user, remove_posix_users)
+from studio_space import LCC, PUBLISH, REGION, Ide, PosixUser, ensure_posix_user, remove_posix_users
 
 REQUIRED = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "setpriv", "python3")
 HOST = ("ip", "nsenter", "unshare", "useradd", "hostname")

@@ -2,6 +2,7 @@
 empty account, clients, the environment a command line reads."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -78,3 +79,12 @@ def environment(url: str, region: str) -> dict[str, str]:
     """What a process reads to reach moto as this account: endpoint, credentials, region, no profile or metadata."""
     return {"AWS_ENDPOINT_URL": url, **CREDENTIALS, "AWS_DEFAULT_REGION": region, "AWS_REGION": region,
             "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+def no_credentials_env() -> dict[str, str]:
+    """This process's environment without any AWS credential source: no AWS_* variables, config and credential files
+    /dev/null, no instance metadata. A command run with it must fail for want of credentials, never reach AWS."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null",
+               JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+    return env

@@ -35,8 +35,24 @@ def all_resources(synthesized: Synthesized) -> list[tuple[str, str, dict[str, An
     return [(where, lid, r) for where, t in templates for lid, r in t["Resources"].items()]
 
 
+def manifest_objects(resource: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Kubernetes objects a Custom::AWSCDK-EKS-KubernetesResource applies; a value known only at deploy time
+    reads "TOKEN"."""
+    return json.loads(flatten(resource["Properties"]["Manifest"], token="TOKEN"))
+
+
 def kubernetes_manifests(template: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """The Kubernetes objects each Custom::AWSCDK-EKS-KubernetesResource applies, by logical id; a value known only
-    at deploy time reads "TOKEN"."""
-    return {lid: json.loads(flatten(r["Properties"]["Manifest"], token="TOKEN"))
-            for lid, r in resources(template, "Custom::AWSCDK-EKS-KubernetesResource").items()}
+    """The Kubernetes objects of each Custom::AWSCDK-EKS-KubernetesResource of the template, by logical id."""
+    return {lid: manifest_objects(r) for lid, r in resources(template, "Custom::AWSCDK-EKS-KubernetesResource").items()}
+
+
+def kubernetes_objects(template: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every Kubernetes object the template applies, in template order."""
+    return [obj for objects in kubernetes_manifests(template).values() for obj in objects]
+
+
+def kubernetes_patches(template: dict[str, Any], name_prefix: str) -> list[str]:
+    """The logical ids of the Custom::AWSCDK-EKS-KubernetesPatch resources patching objects whose ResourceName
+    (kind/name) starts with `name_prefix`."""
+    return [lid for lid, r in resources(template, "Custom::AWSCDK-EKS-KubernetesPatch").items()
+            if r["Properties"]["ResourceName"].startswith(name_prefix)]
