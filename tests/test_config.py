@@ -7,6 +7,7 @@ import pytest
 
 from platform_config import ConfigError, PlatformConfig, load_config, parse_config, rules
 from support.configs import CONTROLLER, WORKERS, base, errors_of, with_
+from support.docs import stated_count
 from support.paths import ROOT
 from support.variants import VARIANT_FILES
 
@@ -401,3 +402,7 @@ def _errors_or_none(data) -> list[str]:
     except ConfigError as error:
         return error.errors
     return []
+
+
+def test_docs_state_the_size_of_the_invalid_table():
+    assert stated_count(r"a table of (\d+) invalid configurations") == len(INVALID)

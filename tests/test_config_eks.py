@@ -7,6 +7,7 @@ import pytest
 
 from platform_config import load_config, parse_config
 from support.configs import CONTROLLER, WORKERS, errors_of, with_
+from support.docs import stated_count
 from support.variants import VARIANT_FILES
 
 
@@ -161,3 +162,7 @@ def test_existing_file_system_needs_real_identifiers():
         "fs-....fsx.<region>.amazonaws.com",
         "storage.lustre.existing.mount_name: 'ABC' — must be the file system's LustreConfiguration.MountName",
         "storage.lustre.existing.data_bucket: 'Data_Bucket' — must be an S3 bucket name"]
+
+
+def test_docs_state_the_size_of_the_eks_table():
+    assert stated_count(r"EKS bad-input table \((\d+) cases") == len(EKS_BAD_INPUT)

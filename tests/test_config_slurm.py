@@ -9,6 +9,7 @@ import yaml
 
 from platform_config import ConfigError, PlatformConfig, parse_config
 from support.configs import base, errors_of, with_
+from support.docs import stated_count
 from support.variants import VARIANT_FILES
 
 
@@ -311,3 +312,8 @@ def test_departments_need_per_user_mode():
         "mode: each profile its own Slurm token and role), or no departments"]
     data["studio"] = {"enabled": False}  # no Studio: nobody but the nodes has the key
     parse_config(data)
+
+
+def test_docs_state_the_size_of_the_accounting_and_login_tables():
+    assert stated_count(r"one of (\d+) for `cluster.accounting`") == len(ACCOUNTING_INVALID)
+    assert stated_count(r"one of (\d+) for `cluster.login_access`") == len(LOGIN_AND_BUDGET_INVALID)

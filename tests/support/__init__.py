@@ -14,7 +14,9 @@
   cli/destroy.py's and cli/preflight.py's tests run against.
 - recording: what a handler test injects to see calls and sleeps.
 - ports: a free loopback port.
-- data: a nested value set by its dotted path.
+- data: a nested value set by its dotted path; configs: a small config, one key changed, its errors; job_files: a
+  job file, one key changed.
+- docs: the figures docs/testing.md states, for the module that owns each table to check.
 - modules: a module loaded from a file that is not on the path.
 - job_crd: the HyperPodPyTorchJob CRD as the API server applies it; teams: two EKS teams for the admission tests;
   admission: a ValidatingAdmissionPolicy evaluated as the API server does.

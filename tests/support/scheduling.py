@@ -28,7 +28,7 @@ LONGEST = {
     "tests/test_attach_cli.py": 15,
     "tests/test_preflight_attach.py": 10,
     "tests/test_destroy_studio.py": 10,
-    "tests/test_training_jobs.py::test_train_elastic_logs_one_mlflow_run_across_a_resize": 17,
+    "tests/test_train_elastic.py::test_train_elastic_logs_one_mlflow_run_across_a_resize": 17,
     "tests/test_parallel_suite.py": 14,
     "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[multi_az]": 11,
     **{f"tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[{variant}]": 5

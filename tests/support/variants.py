@@ -23,6 +23,8 @@ VARIANT_FILES = {
 # CI cannot reach GitHub, so EKS variants synthesize against a stand-in generated from the pinned chart's facts
 # (tools/hyperpod_chart_facts.py); synth accepts it only with allow_chart_stand_in, and the cluster template then
 # fails CloudFormation validation. `make hyperpod-chart` fetches the real chart for deployments.
+# The Kubernetes version of config/examples/eks.yaml: its control plane, and the schemas its objects validate against.
+EKS_KUBERNETES_VERSION = "1.34"
 STAND_IN_CHART = ROOT / "tests" / "fixtures" / "hyperpod-helm-chart"
 
 

@@ -1,0 +1,17 @@
+"""Job files (examples/*.yaml's `jobs:` list) for the training-job tests: one valid job, and it with one key changed."""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from support.data import set_path
+
+BASE = {"name": "job-a", "team": "research", "priority": "training", "image": "repo.example/train:1.0",
+        "command": ["hyperpodrun"], "args": ["--nproc-per-node=8", "train.py"], "instance_type": "ml.p5.48xlarge",
+        "accelerators_per_pod": 8, "nproc_per_node": 8, "global_batch_size": 192, "micro_batch_size": 2,
+        "checkpoint_dir": "/fsx/ckpt/job-a", "elastic_policy": {"min_replicas": 1, "max_replicas": 4}}
+
+
+def with_(path: str, value: Any) -> dict[str, Any]:
+    """A one-job file with one dotted path of the job set to value (support.data.DROP removes the key)."""
+    return {"jobs": [set_path(copy.deepcopy(BASE), path, value)]}
