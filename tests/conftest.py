@@ -28,10 +28,18 @@ from pathlib import Path
 
 import pytest
 
+from support.moto import moto_server
 from support.scheduling import E2E, GROUPS_DIR, longest_first, make_scheduler, xdist_group_of
 from support.synthesis import shared_dir, synthesized
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint():
+    """A moto server for the module's tests (each module its own); a test empties it with support.moto.reset."""
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import yaml
 
 from support.paths import ROOT
 from support.variants import VARIANT_FILES
-from support.moto import CREDENTIALS, client, moto_server, reset
+from support.moto import CREDENTIALS, client, reset
 from platform_config import parse_config
 
 from cli import attach
@@ -66,18 +66,12 @@ def test_the_remote_command_runs_the_real_script_and_makes_the_partitions(tmp_pa
     assert attach.remote_command(cfg, [], script=b"echo other") != attach.remote_command(cfg, [])
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    with moto_server() as url:
-        yield url
-
-
 @pytest.fixture
-def clients(endpoint, monkeypatch):
-    reset(endpoint)
+def clients(moto_endpoint, monkeypatch):
+    reset(moto_endpoint)
     for key, value in {**CREDENTIALS, "AWS_DEFAULT_REGION": "us-west-2"}.items():
         monkeypatch.setenv(key, value)
-    return lambda service: client(endpoint, service, "us-west-2")
+    return lambda service: client(moto_endpoint, service, "us-west-2")
 
 
 def create_cluster(clients, groups=(("controller-machine", 1), ("workers", 2))):

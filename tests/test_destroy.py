@@ -31,19 +31,13 @@ import cli.destroy as destroy
 from cli.stack_graph import ancestors, stack_dependencies
 from support.destroy_harness import (MUTATING, NAME, REGION, Platform, answer, destroy_main, moto_session,
                                      retained)
-from support.moto import moto_server, no_credentials_env
+from support.moto import no_credentials_env
 from support.paths import ROOT
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    with moto_server() as url:
-        yield url
-
-
 @pytest.fixture
-def aws(endpoint, monkeypatch):
-    return moto_session(endpoint, monkeypatch)
+def aws(moto_endpoint, monkeypatch):
+    return moto_session(moto_endpoint, monkeypatch)
 
 
 @pytest.fixture

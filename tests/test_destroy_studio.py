@@ -13,18 +13,11 @@ from botocore.awsrequest import AWSResponse
 
 from support.destroy_harness import Calls, Platform, answer, destroy_main, moto_session
 from support.destroy_harness import answered as _shaped_answer
-from support.moto import moto_server
-
-
-@pytest.fixture(scope="module")
-def endpoint():
-    with moto_server() as url:
-        yield url
 
 
 @pytest.fixture
-def aws(endpoint, monkeypatch):
-    return moto_session(endpoint, monkeypatch)
+def aws(moto_endpoint, monkeypatch):
+    return moto_session(moto_endpoint, monkeypatch)
 
 
 def _answer(session, operation_model, parsed: dict[str, Any], status: int = 200):

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from botocore.stub import Stubber
 
-from support.moto import moto_server, reset
+from support.moto import reset
 from support.preflight_harness import REGION, Harness, real
 from platform_config import parse_config
 from cli.preflight import CORE_TYPES, FAILED, OK, UNKNOWN, WARNING, Preflight, exit_code, main, render
@@ -23,17 +23,11 @@ GROUPS = [
 PLAN = f"arn:aws:sagemaker:{REGION}:123456789012:training-plan/plan-a"
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    with moto_server() as url:
-        yield url
-
-
 @pytest.fixture
-def account(endpoint):
+def account(moto_endpoint):
     """moto's state, emptied before each test."""
-    reset(endpoint)
-    return {"endpoint": endpoint}
+    reset(moto_endpoint)
+    return {"endpoint": moto_endpoint}
 
 
 def quotas(values: dict[str, float]) -> dict:

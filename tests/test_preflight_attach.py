@@ -13,7 +13,7 @@ import yaml
 
 from support.variants import VARIANT_FILES
 from platform_config import parse_config
-from support.moto import moto_server, reset
+from support.moto import reset
 from support.preflight_harness import REGION, Harness, real
 
 from cli.preflight import ATTACH_ACTIONS, ATTACH_TYPES, FAILED, OK, Preflight, render
@@ -24,17 +24,11 @@ FS_ID = "fs-0123456789abcdef0"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/PlatformAdmin"
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    with moto_server() as url:
-        yield url
-
-
 @pytest.fixture
-def account(endpoint):
+def account(moto_endpoint):
     """moto's state, emptied before each test."""
-    reset(endpoint)
-    return {"endpoint": endpoint}
+    reset(moto_endpoint)
+    return {"endpoint": moto_endpoint}
 
 
 def network(account, groups_on_interface=1):

@@ -11,21 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from support.paths import ROOT
 from support.modules import load_module
 from support.process_tree import descendants
 
-TEAMS = ("research", "production")
-GIDS = {"research": 3001, "production": 3002}
-PRIORITY_CLASSES = ("inference", "training", "experimentation")
-MANIFESTS = ROOT / "examples" / "manifests"
 train_elastic = load_module(ROOT / "examples" / "train_elastic.py")
-
-
-def committed() -> dict[str, dict]:
-    return {p.name: yaml.safe_load(p.read_text()) for p in sorted(MANIFESTS.glob("*.yaml"))}
 
 
 # ---------------------------------------------------------------------------------------------- train_elastic.py

@@ -7,23 +7,13 @@ import pytest
 import yaml
 
 from support.data import DROP
-from support.job_files import BASE, with_
+from support.job_files import BASE, GIDS, PRIORITY_CLASSES, TEAMS, committed, with_
 from support.paths import ROOT
-from support.modules import load_module
 from platform_config import ConfigError
 from manifests.team_identities import StudioFiles
 from manifests.training_jobs import parse_jobs, render_job
 import render_examples
 
-TEAMS = ("research", "production")
-GIDS = {"research": 3001, "production": 3002}
-PRIORITY_CLASSES = ("inference", "training", "experimentation")
-MANIFESTS = ROOT / "examples" / "manifests"
-train_elastic = load_module(ROOT / "examples" / "train_elastic.py")
-
-
-def committed() -> dict[str, dict]:
-    return {p.name: yaml.safe_load(p.read_text()) for p in sorted(MANIFESTS.glob("*.yaml"))}
 
 
 # ---------------------------------------------------------------------------------------------- jobs that run

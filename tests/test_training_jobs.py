@@ -1,4 +1,5 @@
-"""Elastic training job examples: typed inputs, the rendered HyperPodPyTorchJob manifests, and train_elastic.py."""
+"""Elastic training job examples: typed inputs (the bad-input table), the rendered HyperPodPyTorchJob manifests and the
+CRD they are checked against."""
 from __future__ import annotations
 
 import copy
@@ -8,27 +9,15 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from support.docs import stated_count
-from support.job_files import BASE, with_
-from support.paths import ROOT
+from support.job_files import BASE, GIDS, MANIFESTS, PRIORITY_CLASSES, TEAMS, committed, with_
 from support.job_crd import CRD, CRD_TEXT, crd_errors
-from support.modules import load_module
 from platform_config import ConfigError
 from platform_config.eks import DEFAULT_KUBERNETES
 from manifests.training_jobs import load_jobs, parse_jobs, render_job
 import render_examples
 
-TEAMS = ("research", "production")
-GIDS = {"research": 3001, "production": 3002}
-PRIORITY_CLASSES = ("inference", "training", "experimentation")
-MANIFESTS = ROOT / "examples" / "manifests"
-train_elastic = load_module(ROOT / "examples" / "train_elastic.py")
-
-
-def committed() -> dict[str, dict]:
-    return {p.name: yaml.safe_load(p.read_text()) for p in sorted(MANIFESTS.glob("*.yaml"))}
 
 
 # ---------------------------------------------------------------------------------------------- manifests
