@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from support.moto import moto_server
+from support.moto_server import moto_server
 from support.scheduling import E2E, GROUPS_DIR, longest_first, make_scheduler, xdist_group_of
 from support.synthesis import shared_dir, synthesized
 
@@ -37,7 +37,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 @pytest.fixture(scope="module")
 def moto_endpoint():
-    """A moto server for the module's tests (each module its own); a test empties it with support.moto.reset."""
+    """A moto server for the module's tests (each module its own); a test empties it with support.moto_server.reset."""
     with moto_server() as url:
         yield url
 

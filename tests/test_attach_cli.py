@@ -13,7 +13,7 @@ import yaml
 
 from support.paths import ROOT
 from support.variants import VARIANT_FILES
-from support.moto import CREDENTIALS, client, reset
+from support.moto_server import CREDENTIALS, client, reset
 from platform_config import parse_config
 
 from cli import attach

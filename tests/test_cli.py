@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.moto import no_credentials_env
+from support.moto_server import no_credentials_env
 from support.paths import ROOT
 
 COMMANDS = ("preflight", "connect", "replacement_guard", "template_replacements", "stack_graph", "summarize", "sizing",

@@ -8,7 +8,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from support.moto import client, moto_server
+from support.moto_server import client, moto_server
 from cli import connect
 
 REGION = "us-west-2"

@@ -31,7 +31,7 @@ import cli.destroy as destroy
 from cli.stack_graph import ancestors, stack_dependencies
 from support.destroy_harness import (MUTATING, NAME, REGION, Platform, answer, destroy_main, moto_session,
                                      retained)
-from support.moto import no_credentials_env
+from support.moto_server import no_credentials_env
 from support.paths import ROOT
 
 

@@ -21,7 +21,7 @@ import pytest
 from botocore.stub import Stubber
 
 from support.paths import ROOT
-from support.moto import moto_server
+from support.moto_server import moto_server
 from cli import diagnose, logs, status, watch
 
 NAME = "ops-cluster"

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from botocore.stub import Stubber
 
-from support.moto import reset
+from support.moto_server import reset
 from support.preflight_harness import REGION, Harness, real
 from platform_config import parse_config
 from cli.preflight import CORE_TYPES, FAILED, OK, UNKNOWN, WARNING, Preflight, exit_code, main, render

@@ -13,7 +13,7 @@ import yaml
 
 from support.variants import VARIANT_FILES
 from platform_config import parse_config
-from support.moto import reset
+from support.moto_server import reset
 from support.preflight_harness import REGION, Harness, real
 
 from cli.preflight import ATTACH_ACTIONS, ATTACH_TYPES, FAILED, OK, Preflight, render

@@ -23,7 +23,7 @@ import pytest
 from botocore.stub import Stubber
 
 from test_day2 import _synth
-from support.moto import moto_server
+from support.moto_server import moto_server
 from support.paths import ROOT
 from cli import replacement_guard as guard
 from cli.template_replacements import compare, iam_widening

@@ -18,7 +18,7 @@ from slurm_bundle import BUNDLE_BUCKET
 from slurm_cluster import TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
 from slurm_root import as_user, in_root, write_aws_command
 
-from support.moto import client, environment, moto_command
+from support.moto_server import client, environment, moto_command
 from support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]

@@ -273,7 +273,7 @@ class Directory:
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[dict]:
-    from support.moto import moto_server
+    from support.moto_server import moto_server
     import boto3
 
     base = Path(tempfile.mkdtemp(prefix="sssd-e2e-"))

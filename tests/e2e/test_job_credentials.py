@@ -76,7 +76,7 @@ class Node:
 
 @pytest.fixture(scope="module")
 def node() -> Iterator[Node]:
-    from support.moto import moto_server
+    from support.moto_server import moto_server
     base = Path(tempfile.mkdtemp(prefix="slurm-jobcred-"))
     base.chmod(0o755)
     cluster = SlurmCluster(base=base, cluster_name="jobcred")

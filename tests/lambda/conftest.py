@@ -9,7 +9,7 @@ import partitions
 import pytest
 from botocore.stub import Stubber
 
-from support.moto import moto_server, reset
+from support.moto_server import moto_server, reset
 from support.recording import Recorder, Sleeps
 
 REGION = "us-east-1"

@@ -13,7 +13,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.validate import validate_parameters
 
 import cli.destroy as destroy
-from support.moto import reset
+from support.moto_server import reset
 
 REGION = "us-west-2"
 NAME = "ml-cluster"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import boto3
 from botocore.stub import Stubber
 
-from support.moto import client
+from support.moto_server import client
 
 REGION = "us-west-2"
 
