@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from support.paths import ROOT
 from platform_config import facts
 from platform_config.facts import ACCELERATORS, nvidia_gpus
 from tools import accelerator_counts

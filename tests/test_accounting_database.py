@@ -12,7 +12,8 @@ import pytest
 import yaml
 from aws_cdk.assertions import Match, Template
 
-from conftest import ROOT, VARIANT_FILES, cdk_json_context
+from support.paths import ROOT
+from support.variants import cdk_json_context, VARIANT_FILES
 from platform_config import ConfigError, parse_config
 from stacks.platform import add_security_checks, build_platform
 

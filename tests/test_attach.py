@@ -9,11 +9,15 @@ import json
 import pytest
 import yaml
 
-from conftest import VARIANT_FILES
-from platform_config import ConfigError, parse_config
+from support.variants import VARIANT_FILES
+from platform_config import parse_config
 from platform_config.attach import BUILD_ONLY_RULES
 from platform_config.day2 import check_day2, snapshot
 from platform_config.rules import RULES
+from support.iam import by_sid, resource_policy_statements
+from support.iam_facts import statements as policy_statements
+from support.template import all_resources, properties, resources
+from support.configs import errors_of
 
 SLURM = yaml.safe_load(VARIANT_FILES["attach_slurm"].read_text())
 EKS = yaml.safe_load(VARIANT_FILES["attach_eks"].read_text())
@@ -25,12 +29,6 @@ FORBIDDEN_TYPES = ("AWS::SageMaker::Cluster", "AWS::EKS::Cluster", "AWS::EC2::VP
                    "AWS::EC2::VPCEndpoint", "AWS::EC2::FlowLog", "AWS::FSx::FileSystem",
                    "AWS::FSx::DataRepositoryAssociation", "AWS::SageMaker::ClusterSchedulerConfig",
                    "Custom::FsxRootSquash")
-
-
-def errors_of(data: dict) -> list[str]:
-    with pytest.raises(ConfigError) as info:
-        parse_config(data, "attach.yaml")
-    return info.value.errors
 
 
 def edited(base: dict, **changes) -> dict:
@@ -199,17 +197,10 @@ def test_attaching_another_cluster_is_refused():
 
 
 # ----------------------------------------------------------------------------------------------- synthesized
-def _all_resources(synthesized) -> list[tuple[str, str, dict]]:
-    """(template, logical id, resource) of every stack and nested stack."""
-    found = [(role, lid, r) for role, t in synthesized.templates.items() for lid, r in t["Resources"].items()]
-    found += [(name, lid, r) for name, t in synthesized.nested.items() for lid, r in t["Resources"].items()]
-    return found
-
-
 @pytest.mark.parametrize("variant", ATTACH_VARIANTS)
 def test_attach_builds_no_cluster_network_or_storage(synth, variant):
     synthesized = synth(variant)
-    bad = [(where, lid, r["Type"]) for where, lid, r in _all_resources(synthesized) if r["Type"] in FORBIDDEN_TYPES]
+    bad = [(where, lid, r["Type"]) for where, lid, r in all_resources(synthesized) if r["Type"] in FORBIDDEN_TYPES]
     assert bad == []
     # Only what the article adds, in these stacks.
     expected = {"storage", "studio", *(("slurm-login",) if variant == "attach_slurm" else ("eks-access",))}
@@ -226,31 +217,28 @@ def test_attach_passes_cdk_nag(synth, variant):
 def test_the_domain_lives_in_the_existing_vpc_with_both_lifecycle_configs(synth, variant):
     synthesized = synth(variant)
     cfg = synthesized.config
-    studio = synthesized.templates["studio"]["Resources"]
-    (domain,) = [r["Properties"] for r in studio.values() if r["Type"] == "AWS::SageMaker::Domain"]
+    studio = synthesized.templates["studio"]
+    (domain,) = properties(studio, "AWS::SageMaker::Domain")
     assert domain["VpcId"] == cfg.network.existing.vpc_id
     assert domain["SubnetIds"] == [cfg.network.existing.private_subnets[0].id]
-    configs = sorted(r["Properties"]["StudioLifecycleConfigAppType"] for r in studio.values()
-                     if r["Type"] == "AWS::SageMaker::StudioLifecycleConfig")
+    configs = sorted(p["StudioLifecycleConfigAppType"] for p in properties(studio, "AWS::SageMaker::StudioLifecycleConfig"))
     assert configs == ["CodeEditor", "JupyterLab"]
 
 
 @pytest.mark.parametrize("variant", ATTACH_VARIANTS)
 def test_lustre_group_is_on_the_domain_and_attached_to_the_file_systems_interfaces(synth, variant):
     synthesized = synth(variant)
-    storage = synthesized.templates["storage"]["Resources"]
-    (attach,) = [r["Properties"] for r in storage.values() if r["Type"] == "Custom::FsxAccessGroup"]
+    (attach,) = properties(synthesized.templates["storage"], "Custom::FsxAccessGroup")
     assert attach["FileSystemId"] == synthesized.config.storage.lustre.existing.file_system_id
-    studio = synthesized.templates["studio"]["Resources"]
+    studio = synthesized.templates["studio"]
     # Studio apps reach Lustre (988, 1018-1023) on the access group, and the file system's servers answer.
-    lustre_out = {(r["Properties"]["FromPort"], r["Properties"]["ToPort"]) for r in studio.values()
-                  if r["Type"] == "AWS::EC2::SecurityGroupEgress" and "Lustre" in r["Properties"]["Description"]
-                  and "Studio apps" in r["Properties"]["Description"] and "on the cluster" in
-                  r["Properties"]["Description"]}
-    lustre_in = {(r["Properties"]["FromPort"], r["Properties"]["ToPort"]) for r in studio.values()
-                 if r["Type"] == "AWS::EC2::SecurityGroupIngress" and "Lustre" in r["Properties"]["Description"]}
+    lustre_out = {(p["FromPort"], p["ToPort"]) for p in properties(studio, "AWS::EC2::SecurityGroupEgress")
+                  if "Lustre" in p["Description"] and "Studio apps" in p["Description"]
+                  and "on the cluster" in p["Description"]}
+    lustre_in = {(p["FromPort"], p["ToPort"]) for p in properties(studio, "AWS::EC2::SecurityGroupIngress")
+                 if "Lustre" in p["Description"]}
     assert lustre_out == lustre_in == {(988, 988), (1018, 1023)}
-    (domain,) = [r["Properties"] for r in studio.values() if r["Type"] == "AWS::SageMaker::Domain"]
+    (domain,) = properties(studio, "AWS::SageMaker::Domain")
     assert domain["DefaultUserSettings"]["SecurityGroups"] == [{"Fn::GetAtt": ["StudioAppsGroup", "GroupId"]}]
 
 
@@ -258,10 +246,10 @@ def test_without_an_s3_link_the_shared_partition_is_a_known_path_and_nothing_imp
     """No S3 link: no partition custom resource, no S3 marker rights, no profile-event rule; the domain mounts
     /data/studio/shared, which `make attach` creates on the controller."""
     synthesized = synth("attach_slurm")
-    resources = _all_resources(synthesized)
-    assert [lid for _, lid, r in resources if r["Type"] in ("Custom::FsxPartition", "AWS::Events::Rule")] == []
+    everything = all_resources(synthesized)
+    assert [lid for _, lid, r in everything if r["Type"] in ("Custom::FsxPartition", "AWS::Events::Rule")] == []
     assert '"Sid": "PartitionMarkers"' not in json.dumps(synthesized.templates["studio"])
-    (domain,) = [r["Properties"] for _, _, r in resources if r["Type"] == "AWS::SageMaker::Domain"]
+    (domain,) = [r["Properties"] for _, _, r in everything if r["Type"] == "AWS::SageMaker::Domain"]
     condition, shared, _ = domain["DefaultUserSettings"]["CustomFileSystemConfigs"]["Fn::If"]
     assert condition == "IsSharedFSx"
     assert shared == [{"FSxLustreFileSystemConfig": {"FileSystemId": "fs-0a1b2c3d4e5f60718",
@@ -270,10 +258,10 @@ def test_without_an_s3_link_the_shared_partition_is_a_known_path_and_nothing_imp
 
 def test_per_user_profiles_carry_their_posix_identity_and_a_partition_imported_through_s3(synth):
     synthesized = synth("attach_eks")
-    resources = _all_resources(synthesized)
-    partitions = {r["Properties"]["RelativePath"]: r["Properties"] for _, _, r in resources
+    everything = all_resources(synthesized)
+    partitions = {r["Properties"]["RelativePath"]: r["Properties"] for _, _, r in everything
                   if r["Type"] == "Custom::FsxPartition"}
-    profiles = {r["Properties"]["UserProfileName"]: r["Properties"]["UserSettings"] for _, _, r in resources
+    profiles = {r["Properties"]["UserProfileName"]: r["Properties"]["UserSettings"] for _, _, r in everything
                 if r["Type"] == "AWS::SageMaker::UserProfile"}
     assert set(profiles) == {"alice", "bob"}
     for user in synthesized.config.users:
@@ -284,34 +272,30 @@ def test_per_user_profiles_carry_their_posix_identity_and_a_partition_imported_t
         fsx = settings["CustomFileSystemConfigs"]["Fn::If"][1][0]["FSxLustreFileSystemConfig"]
         assert fsx["FileSystemPath"]["Fn::GetAtt"][1] == "Path"
     # Profiles created later get theirs from the CreateUserProfile rule, as in build mode.
-    rules = [r for _, _, r in resources if r["Type"] == "AWS::Events::Rule"]
+    rules = [r for _, _, r in everything if r["Type"] == "AWS::Events::Rule"]
     assert any("CreateUserProfile" in json.dumps(r["Properties"]["EventPattern"]) for r in rules)
 
 
 def test_per_user_mlflow_server_is_one_server_every_profile_role_may_use(synth):
     synthesized = synth("attach_eks")
-    studio = synthesized.templates["studio"]["Resources"]
-    servers = [lid for lid, r in studio.items() if r["Type"] == "AWS::SageMaker::MlflowTrackingServer"]
+    studio = synthesized.templates["studio"]
+    servers = list(resources(studio, "AWS::SageMaker::MlflowTrackingServer"))
     assert len(servers) == 1
-    uses = [s for r in studio.values() if r["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")
-            for s in r["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "UseMlflow"]
+    uses = [s for _, s in policy_statements(studio) if s.get("Sid") == "UseMlflow"]
     assert uses and all(s["Resource"] == {"Fn::GetAtt": [servers[0], "TrackingServerArn"]} for s in uses)
 
 
 @pytest.mark.parametrize("variant", ATTACH_VARIANTS)
 def test_studio_may_describe_exactly_the_attached_cluster(synth, variant):
     synthesized = synth(variant)
-    studio = synthesized.templates["studio"]["Resources"]
-    describe = [s for r in studio.values() if r["Type"] == "AWS::IAM::Policy"
-                for s in r["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "DescribeCluster"]
+    describe = [s for _, s in policy_statements(synthesized.templates["studio"]) if s.get("Sid") == "DescribeCluster"]
     assert describe and all(s["Resource"] == synthesized.config.cluster.existing.arn and "Condition" not in s
                             for s in describe)
 
 
 def test_eks_roles_get_access_entries_on_the_existing_eks_cluster_and_its_kube_context(synth):
     synthesized = synth("attach_eks")
-    entries = [r["Properties"] for r in synthesized.templates["eks-access"]["Resources"].values()
-               if r["Type"] == "AWS::EKS::AccessEntry"]
+    entries = properties(synthesized.templates["eks-access"], "AWS::EKS::AccessEntry")
     assert entries and {e["ClusterName"] for e in entries} == {"hyperpod-eks-cluster"}
     studio = json.dumps(synthesized.templates["studio"])
     assert ":eks:us-west-2:" in studio or "cluster/hyperpod-eks-cluster" in studio
@@ -321,16 +305,13 @@ def test_eks_roles_get_access_entries_on_the_existing_eks_cluster_and_its_kube_c
 def test_only_the_attach_role_writes_the_login_secret_and_the_client_bundle(synth):
     synthesized = synth("attach_slurm")
     role = synthesized.config.cluster.existing.attach_role_arn
-    login = synthesized.templates["slurm-login"]["Resources"]
-    writes = [s for r in login.values() if r["Type"] == "AWS::SecretsManager::ResourcePolicy"
-              for s in r["Properties"]["ResourcePolicy"]["Statement"]
+    login = synthesized.templates["slurm-login"]
+    writes = [s for s in resource_policy_statements(login, "AWS::SecretsManager::ResourcePolicy")
               if s["Sid"] in ("OnlyTheClusterWrites", "OnlyTheAttachStepWrites")]
     assert len(writes) == 1  # the login secret (shared mode: no auth/jwt key secret)
     assert all(role in s["Condition"]["ArnNotEquals"]["aws:PrincipalArn"] for s in writes)
     assert "cluster-execution" not in json.dumps(login)
-    bucket_policy = [s for r in synthesized.templates["storage"]["Resources"].values()
-                     if r["Type"] == "AWS::S3::BucketPolicy"
-                     for s in r["Properties"]["PolicyDocument"]["Statement"]
+    bucket_policy = [s for s in resource_policy_statements(synthesized.templates["storage"], "AWS::S3::BucketPolicy")
                      if s.get("Sid") == "OnlyTheClusterWritesSlurmClientBundles"]
     assert bucket_policy and role in bucket_policy[0]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
 
@@ -349,14 +330,13 @@ def test_per_user_slurm_attach_keeps_the_jwt_key_for_the_token_issuer_only(synth
     stack does, written by the attach role only and read by the token issuer only; and still no cluster, network or
     storage resource, and cdk-nag passes."""
     synthesized = synth("attach_slurm_per_user")
-    assert [r["Type"] for _, _, r in _all_resources(synthesized) if r["Type"] in FORBIDDEN_TYPES] == []
+    assert [r["Type"] for _, _, r in all_resources(synthesized) if r["Type"] in FORBIDDEN_TYPES] == []
     assert all(r["success"] for r in synthesized.nag_reports.values())
     role = synthesized.config.cluster.existing.attach_role_arn
-    login = synthesized.templates["slurm-login"]["Resources"]
-    (secret,) = [r["Properties"] for r in login.values() if r["Type"] == "AWS::SecretsManager::Secret"
-                 and r["Properties"].get("Name") == "studio-front/slurm-jwt-key"]
-    statements = {s["Sid"]: s for r in login.values() if r["Type"] == "AWS::SecretsManager::ResourcePolicy"
-                  for s in r["Properties"]["ResourcePolicy"]["Statement"]}
+    login = synthesized.templates["slurm-login"]
+    (secret,) = [p for p in properties(login, "AWS::SecretsManager::Secret")
+                 if p.get("Name") == "studio-front/slurm-jwt-key"]
+    statements = by_sid(resource_policy_statements(login, "AWS::SecretsManager::ResourcePolicy"))
     assert role in statements["OnlyTheAttachStepWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
     reader = json.dumps(statements["OnlyTheTokenIssuerReads"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"])
     assert "slurm-tokens-" in reader

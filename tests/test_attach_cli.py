@@ -7,13 +7,13 @@ import copy
 import json
 import os
 import subprocess
-import urllib.request
 
 import pytest
 import yaml
 
-from conftest import ROOT, VARIANT_FILES
-from moto_server import moto_server
+from support.paths import ROOT
+from support.variants import VARIANT_FILES
+from support.moto_server import CREDENTIALS, client, reset
 from platform_config import parse_config
 
 from cli import attach
@@ -66,20 +66,12 @@ def test_the_remote_command_runs_the_real_script_and_makes_the_partitions(tmp_pa
     assert attach.remote_command(cfg, [], script=b"echo other") != attach.remote_command(cfg, [])
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    with moto_server() as url:
-        yield url
-
-
 @pytest.fixture
-def clients(endpoint, monkeypatch):
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-west-2"}.items():
+def clients(moto_endpoint, monkeypatch):
+    reset(moto_endpoint)
+    for key, value in {**CREDENTIALS, "AWS_DEFAULT_REGION": "us-west-2"}.items():
         monkeypatch.setenv(key, value)
-    import boto3
-    return lambda service: boto3.client(service, region_name="us-west-2", endpoint_url=endpoint)
+    return lambda service: client(moto_endpoint, service, "us-west-2")
 
 
 def create_cluster(clients, groups=(("controller-machine", 1), ("workers", 2))):

@@ -5,24 +5,17 @@ No AWS credentials here means what a fresh laptop or CI has: no AWS_* variables,
 hold nothing, and no instance metadata."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from support.moto_server import no_credentials_env
+from support.paths import ROOT
 
 COMMANDS = ("preflight", "connect", "replacement_guard", "template_replacements", "stack_graph", "summarize", "sizing",
             "destroy", "watch", "status", "logs", "diagnose", "attach")
-
-
-def no_credentials_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null",
-               JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
-    return env
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

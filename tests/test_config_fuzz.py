@@ -20,7 +20,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import STAND_IN_CHART, VARIANT_FILES, cdk_json_context
+from support.variants import cdk_json_context, STAND_IN_CHART, VARIANT_FILES
 from platform_config import ConfigError, PlatformConfig, load_config
 from stacks.platform import add_security_checks, build_platform
 

@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 import yaml
 
-from conftest import ROOT, VARIANT_FILES
+from support.paths import ROOT
+from support.variants import VARIANT_FILES
 from platform_config import ConfigError, context_overrides, json_schema, load_config
 
 DEFAULT = ROOT / "config" / "default.yaml"

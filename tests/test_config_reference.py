@@ -7,7 +7,7 @@ import typing
 
 from pydantic import BaseModel
 
-from conftest import ROOT
+from support.paths import ROOT
 from platform_config import PlatformConfig
 from tools import config_reference
 

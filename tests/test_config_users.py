@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from platform_config import ConfigError, parse_config
+from platform_config import parse_config
+from support.configs import errors_of
 
 CONTROLLER = {"name": "controller-machine", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1}
 WORKERS = {"name": "workers", "role": "compute", "instance_type": "ml.g5.8xlarge", "instance_count": 2,
@@ -17,12 +18,6 @@ def config(*users: dict, squash_to: str = "30000:30001", squash: bool = True) ->
     return {"name": "test", "cluster": {"instance_groups": [dict(CONTROLLER), dict(WORKERS)]},
             "storage": {"lustre": {"root_squash": {"enabled": squash, "squash_to": squash_to}}},
             "users": list(users)}
-
-
-def errors_of(data: dict) -> list[str]:
-    with pytest.raises(ConfigError) as info:
-        parse_config(data, "test.yaml")
-    return info.value.errors
 
 
 def test_a_user_whose_uid_is_the_squash_group_and_has_no_gid_is_refused():

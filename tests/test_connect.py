@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import shlex
 import sys
-import urllib.request
 
 import boto3
 import pytest
-from botocore.config import Config
 from botocore.stub import Stubber
 
-from moto_server import moto_server
+from support.moto_server import client, moto_server
 from cli import connect
 
 REGION = "us-west-2"
@@ -19,17 +17,15 @@ REGION = "us-west-2"
 @pytest.fixture(scope="module")
 def sagemaker():
     with moto_server() as url:
-        urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).close()
-        client = boto3.client("sagemaker", region_name=REGION, endpoint_url=url, aws_access_key_id="t",
-                              aws_secret_access_key="t", config=Config(retries={"total_max_attempts": 1}))
+        api = client(url, "sagemaker", REGION)
         groups = [("controller-machine", "ml.m5.xlarge", 1), ("login-group", "ml.m5.xlarge", 1),
                   ("worker-group-1", "ml.g5.8xlarge", 3), ("worker-group-10", "ml.g5.8xlarge", 1)]
-        client.create_cluster(ClusterName="ml-cluster", InstanceGroups=[{
+        api.create_cluster(ClusterName="ml-cluster", InstanceGroups=[{
             "InstanceGroupName": g, "InstanceType": t, "InstanceCount": n, "ThreadsPerCore": 1,
             "ExecutionRole": "arn:aws:iam::123456789012:role/r",
             "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/p", "OnInitComplete": "on_init_complete.sh"}}
             for g, t, n in groups], VpcConfig={"SecurityGroupIds": ["sg-12345678"], "Subnets": ["subnet-12345678"]})
-        yield client
+        yield api
 
 
 def nodes(client, group):

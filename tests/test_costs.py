@@ -16,8 +16,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from conftest import ROOT, VARIANT_FILES
-from price_list_answers import REGION, answers, item, stubbed_pricing
+from support.paths import ROOT
+from support.variants import VARIANT_FILES
+from support.price_list_answers import REGION, answers, item, stubbed_pricing
 from cli import costs, prices
 from cli.preflight import OK, UNKNOWN, WARNING, refresh_prices
 

@@ -3,7 +3,7 @@ synthesizes (tools/render_dashboard.py), and that body follows CloudWatch's docu
 (docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/CloudWatch-Dashboard-Body-Structure.html)."""
 from __future__ import annotations
 
-from conftest import ROOT
+from support.paths import ROOT
 from tools.render_dashboard import OUT, body_from_template, layout, render_svg
 
 # Widget types and what each needs, per the body structure page (metric widgets need metrics or an expression in

@@ -20,7 +20,7 @@ import aws_cdk as cdk
 import pytest
 import yaml
 
-from conftest import ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, per_user_data
+from support.variants import cdk_json_context, per_user_data, STAND_IN_CHART, VARIANT_FILES
 from platform_config import PlatformConfig, parse_config
 from platform_config.day2 import check_day2, snapshot
 from stacks.platform import build_platform

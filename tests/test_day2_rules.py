@@ -13,7 +13,7 @@ import json
 import pytest
 import yaml
 
-from conftest import VARIANT_FILES
+from support.variants import VARIANT_FILES
 from platform_config import PlatformConfig, parse_config
 from platform_config.day2 import check_day2, snapshot
 

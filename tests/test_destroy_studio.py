@@ -1,6 +1,6 @@
 """`make destroy` (cli/destroy.py) of an attach-mode platform: the apps and spaces people created in Studio go first,
 after the question; the existing cluster's file system and network are never touched. The harness is
-tests/test_destroy.py's (moto server, stand-in stacks, termination protection); Studio's apps and spaces, which moto
+tests/support/destroy_harness.py (moto server, stand-in stacks, termination protection); Studio's apps and spaces, which moto
 5.2 lacks (ListApps, DeleteApp, DescribeApp, ListSpaces, DeleteSpace, DescribeSpace), are answered per operation on
 the real clients from `StudioApps` below, every answer checked against botocore's output shape."""
 from __future__ import annotations
@@ -11,12 +11,17 @@ import pytest
 
 from botocore.awsrequest import AWSResponse
 
-from test_destroy import REGION, Calls, Platform, answer, aws, destroy_main, endpoint  # noqa: F401
-from test_destroy import _answer as _shaped_answer
+from support.destroy_harness import Calls, Platform, answer, destroy_main, moto_session
+from support.destroy_harness import answered as _shaped_answer
+
+
+@pytest.fixture
+def aws(moto_endpoint, monkeypatch):
+    return moto_session(moto_endpoint, monkeypatch)
 
 
 def _answer(session, operation_model, parsed: dict[str, Any], status: int = 200):
-    """test_destroy's answer (checked against the output shape); DeleteApp and DeleteSpace have no output shape."""
+    """The harness's answer (checked against the output shape); DeleteApp and DeleteSpace have no output shape."""
     if operation_model.output_shape is None and status == 200:
         return AWSResponse(None, 200, {}, None), parsed
     return _shaped_answer(session, operation_model, parsed, status)

@@ -11,9 +11,11 @@ import re
 import pytest
 import yaml
 
-from conftest import DIRECTORY, DIRECTORY_KEY_ARN, DIRECTORY_SECRET_ARN, ROOT, VARIANT_FILES
+from support.paths import ROOT
+from support.variants import DIRECTORY, DIRECTORY_KEY_ARN, DIRECTORY_SECRET_ARN, VARIANT_FILES
 from platform_config import ConfigError, parse_config
-from test_slurm_auth_modes import _actions, _of_type, _statements_of
+from support.iam import actions, statements_of
+from support.template import resources
 
 
 def _errors(directory: dict, **top) -> list[str]:
@@ -132,11 +134,11 @@ def test_nodes_get_the_directory_settings_and_the_ca_digest_but_never_the_passwo
 
 def test_every_node_role_reads_exactly_the_bind_secret_and_decrypts_only_through_secrets_manager(synth):
     t = synth("directory").templates["cluster"]
-    roles = _of_type(t, "AWS::IAM::Role")
+    roles = resources(t, "AWS::IAM::Role")
     (controller_id,) = [k for k in roles if k.startswith("HyperPodExecutionRole")]
     (worker_id,) = [k for k in roles if k.startswith("HyperPodWorkerRole")]
     for role_id in (controller_id, worker_id):
-        statements = _statements_of(t, role_id)
+        statements = statements_of(t, role_id)
         (read,) = [st for st in statements if st.get("Sid") == "ReadDirectoryBindPassword"]
         assert read["Action"] == "secretsmanager:GetSecretValue" and read["Resource"] == DIRECTORY_SECRET_ARN
         (decrypt,) = [st for st in statements if st.get("Sid") == "DecryptDirectoryBindPassword"]
@@ -144,11 +146,11 @@ def test_every_node_role_reads_exactly_the_bind_secret_and_decrypts_only_through
         assert decrypt["Condition"] == {"StringEquals": {"kms:ViaService": "secretsmanager.us-west-2.amazonaws.com"}}
     # The worker role reaches no other secret and no other key: those two statements are its only ones with a
     # Secrets Manager or KMS action, and no managed policy was added for them.
-    worker = _statements_of(t, worker_id)
-    touching = [st for st in worker if any(a.startswith(("secretsmanager:", "kms:")) for a in _actions(st))]
+    worker = statements_of(t, worker_id)
+    touching = [st for st in worker if any(a.startswith(("secretsmanager:", "kms:")) for a in actions(st))]
     assert sorted(st["Sid"] for st in touching) == ["DecryptDirectoryBindPassword", "ReadDirectoryBindPassword",
                                                     "ReadLifecycleRecord"]  # tests/test_lifecycle_record.py
     default = synth("default").templates["cluster"]
-    (default_worker,) = [r for k, r in _of_type(default, "AWS::IAM::Role").items() if k.startswith("HyperPodWorkerRole")]
+    (default_worker,) = [r for k, r in resources(default, "AWS::IAM::Role").items() if k.startswith("HyperPodWorkerRole")]
     assert roles[worker_id]["Properties"].get("ManagedPolicyArns") == \
         default_worker["Properties"].get("ManagedPolicyArns")

@@ -9,8 +9,9 @@ import sys
 import kubernetes_validate
 import pytest
 
-import iam_facts
-from conftest import APP_PATH, ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
+from support import iam_facts
+from support.paths import APP_PATH, ROOT
+from support.variants import EKS_KUBERNETES_VERSION, cdk_json_context, eks_config, VARIANT_FILES
 from constructs import layer_binaries
 from constructs.studio_eks_tools import studio_eks_tools
 from platform_config import ConfigError, load_config
@@ -18,40 +19,16 @@ from platform_config.chart_pin import chart_directory
 from platform_config.eks_governance import team_gid
 from stacks.eks_cluster_stack import CFN_REGIONS, governance_resource_type
 from cli.stack_graph import stack_dependencies
-
-KUBERNETES_VERSION = "1.34"
-
-
-def resources(template: dict, kind: str) -> dict[str, dict]:
-    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+from support.template import kubernetes_manifests, kubernetes_objects, only, resources
 
 
-def only(template: dict, kind: str) -> dict:
-    (found,) = resources(template, kind).values()
-    return found
-
-
-def manifests(template: dict) -> dict[str, list[dict]]:
-    """Kubernetes objects applied by the stack, with deploy-time tokens replaced by a placeholder string."""
-    def render(value) -> str:
-        if isinstance(value, str):
-            return value
-        if "Fn::Join" in value:
-            return "".join(part if isinstance(part, str) else "TOKEN" for part in value["Fn::Join"][1])
-        raise AssertionError(f"unexpected manifest value {value!r}")
-    return {k: json.loads(render(v["Properties"]["Manifest"]))
-            for k, v in resources(template, "Custom::AWSCDK-EKS-KubernetesResource").items()}
-
-
-def all_objects(template: dict) -> list[dict]:
-    return [obj for objs in manifests(template).values() for obj in objs]
 
 
 # ---------------------------------------------------------------------------------------------- control plane
 def test_control_plane_is_private_encrypted_and_logs_everything(synth):
     t = synth("eks").templates["eks"]
     props = only(t, "AWS::EKS::Cluster")["Properties"]
-    assert props["Version"] == KUBERNETES_VERSION
+    assert props["Version"] == EKS_KUBERNETES_VERSION
     assert props["AccessConfig"] == {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False}
     # vpc-cni, kube-proxy and coredns are managed add-ons; EKS must not install its own copies first.
     assert props["BootstrapSelfManagedAddons"] is False
@@ -177,7 +154,7 @@ def rbac_allows(objects: list[dict], groups: list[str], *, verb: str, group: str
 
 def test_team_members_submit_jobs_in_their_namespace_only(synth):
     s = synth("eks")
-    objects = all_objects(s.templates["cluster"])
+    objects = kubernetes_objects(s.templates["cluster"])
     entries = [e["Properties"] for e in resources(s.templates["eks-access"], "AWS::EKS::AccessEntry").values()]
     groups = {e["AccessPolicies"][0]["AccessScope"]["Namespaces"][0]: e.get("KubernetesGroups", []) for e in entries}
     job = dict(group="sagemaker.amazonaws.com", resource="hyperpodpytorchjobs")
@@ -197,7 +174,7 @@ def test_team_members_submit_jobs_in_their_namespace_only(synth):
 
 def test_writable_namespaces_enforce_pod_security_and_default_gets_no_accelerators(synth):
     t = synth("eks").templates["cluster"]
-    objects = all_objects(t)
+    objects = kubernetes_objects(t)
     # The stack creates no namespace (task governance does, with each quota); it labels default and each team's.
     assert not [o for o in objects if o["kind"] == "Namespace"]
     patches = {p["Properties"]["ResourceName"]: p["Properties"]
@@ -209,7 +186,7 @@ def test_writable_namespaces_enforce_pod_security_and_default_gets_no_accelerato
         assert applied["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
         kubernetes_validate.validate({"apiVersion": "v1", "kind": "Namespace",
                                       "metadata": {"name": name.split("/")[1], **applied["metadata"]}},
-                                     KUBERNETES_VERSION, strict=True)
+                                     EKS_KUBERNETES_VERSION, strict=True)
     (default_quota,) = [o for o in objects if o["kind"] == "ResourceQuota" and o["metadata"]["namespace"] == "default"]
     assert default_quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
     assert default_quota["spec"]["hard"]["requests.aws.amazon.com/neurondevice"] == "0"
@@ -342,7 +319,7 @@ def test_each_team_mounts_its_own_directory_and_shared_datasets_read_only(synth)
     s = synth("eks")
     t = s.templates["cluster"]
     # The members' Studio partitions are claimed beside these: tests/test_eks_team_files.py.
-    objects = [o for o in all_objects(t) if "studio-" not in o["metadata"]["name"]]
+    objects = [o for o in kubernetes_objects(t) if "studio-" not in o["metadata"]["name"]]
     claims = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "PersistentVolumeClaim"}
     teams = ("research", "production", "developers")
     assert claims == {(f"hyperpod-ns-{team}", claim) for team in teams for claim in ("fsx-claim", "fsx-datasets")}
@@ -365,12 +342,12 @@ def test_each_team_mounts_its_own_directory_and_shared_datasets_read_only(synth)
     assert {p: (d["Gid"], d["Mode"]) for p, d in directories.items()} == {
         "eks/datasets": ("0", "0755"), **{f"eks/teams/{n}": (str(g), "2770") for n, g in gids.items()}}
     assert len(set(gids.values())) == len(gids)
-    (volumes_id,) = [k for k in manifests(t) if k.startswith("FsxVolumes")]
+    (volumes_id,) = [k for k in kubernetes_manifests(t) if k.startswith("FsxVolumes")]
     assert set(resources(t, "Custom::FsxPartition")) <= set(t["Resources"][volumes_id]["DependsOn"])
 
 
 def test_team_resource_quotas_equal_guaranteed_plus_borrowable(synth):
-    quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in all_objects(synth("eks").templates["cluster"])
+    quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in kubernetes_objects(synth("eks").templates["cluster"])
               if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"}
     assert {ns: q["requests.nvidia.com/gpu"] for ns, q in quotas.items()} == {
         "hyperpod-ns-research": "24",    # 2 x p5 (16 GPUs) + 50% borrow limit
@@ -380,7 +357,7 @@ def test_team_resource_quotas_equal_guaranteed_plus_borrowable(synth):
 
 
 def test_cpu_and_memory_are_capped_where_autoscaling_could_provision_for_them(synth):
-    objects = all_objects(synth("eks_shared").templates["cluster"])
+    objects = kubernetes_objects(synth("eks_shared").templates["cluster"])
     quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in objects
               if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"}
     assert quotas["hyperpod-ns-research"] | {} == {"requests.nvidia.com/gpu": "24", "requests.cpu": "576",
@@ -398,10 +375,10 @@ def test_cpu_and_memory_are_capped_where_autoscaling_could_provision_for_them(sy
 
 @pytest.mark.parametrize("variant", ["eks", "eks_shared"])
 def test_every_kubernetes_object_validates_against_kubernetes_schemas(synth, variant):
-    objects = all_objects(synth(variant).templates["cluster"])
+    objects = kubernetes_objects(synth(variant).templates["cluster"])
     assert objects
     for obj in objects:
-        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        kubernetes_validate.validate(obj, EKS_KUBERNETES_VERSION, strict=True)
 
 
 # ---------------------------------------------------------------------------------------------- governance
@@ -455,7 +432,7 @@ def test_studio_spaces_become_eks_clients_with_checksummed_tools(synth):
     digests = layer_binaries.digests(layer_binaries.layer_zip(layer_binaries.jsii_tarball()))
     assert variables["KUBECTL_SHA256"] == digests["kubectl"] and variables["HELM_SHA256"] == digests["helm"]
     assert "SLURM_LOGIN_SECRET_ARN" not in body
-    tools = studio_eks_tools(KUBERNETES_VERSION)
+    tools = studio_eks_tools(EKS_KUBERNETES_VERSION)
     assert (tools.directory / "kubectl" / "kubectl").stat().st_mode & 0o111
 
 
@@ -472,247 +449,3 @@ def test_studio_reaches_the_eks_api_not_slurm(synth):
 @pytest.mark.parametrize("variant, default", [("eks", "False"), ("eks_shared", "True")])
 def test_both_shared_fsx_values_synthesize_on_eks(synth, variant, default):
     assert synth(variant).templates["studio"]["Parameters"]["SharedFSx"]["Default"] == default
-
-
-# ---------------------------------------------------------------------------------------------- node credentials
-def egress_allowed(policies: list[dict], namespace: str, address: str) -> bool:
-    """NetworkPolicy semantics for an egress to `address` from a pod of `namespace` (not another pod's IP): with no
-    policy selecting the pod everything is allowed; otherwise only what some rule's ipBlock admits."""
-    import ipaddress
-    selecting = [p for p in policies if p["metadata"]["namespace"] == namespace and p["spec"]["podSelector"] == {}
-                 and "Egress" in p["spec"]["policyTypes"]]
-    if not selecting:
-        return True
-    ip = ipaddress.ip_address(address)
-    for policy in selecting:
-        for rule in policy["spec"].get("egress", []):
-            for peer in rule.get("to", []):
-                block = peer.get("ipBlock")
-                if block and ip in ipaddress.ip_network(block["cidr"]) and not any(
-                        ip in ipaddress.ip_network(e) for e in block.get("except", [])):
-                    return True
-    return False
-
-
-def test_vpc_cni_enforces_network_policies(synth):
-    (cni,) = [a["Properties"] for a in resources(synth("eks").templates["eks"], "AWS::EKS::Addon").values()
-              if a["Properties"]["AddonName"] == "vpc-cni"]
-    assert json.loads(cni["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
-
-
-@pytest.mark.parametrize("variant", ["eks", "eks_shared"])
-def test_pods_of_teams_and_default_cannot_reach_the_nodes_instance_metadata(synth, variant):
-    """Every namespace a Studio user can run pods in (their team's, and default) carries the egress policy: the
-    instance metadata address (and every other IPv4 link-local address a node serves, such as a credential proxy) is
-    closed, the Pod Identity Agent, other pods, the VPC and the internet stay open. Namespaces of the platform's own
-    components (kube-system, aws-hyperpod, ...) carry none."""
-    s = synth(variant)
-    objects = all_objects(s.templates["cluster"])
-    policies = [o for o in objects if o["kind"] == "NetworkPolicy" and "Egress" in o["spec"]["policyTypes"]]
-    writable = {"default"} | {f"hyperpod-ns-{t.name}" for t in s.config.eks.task_governance.teams}
-    assert {p["metadata"]["namespace"] for p in policies} == writable
-    assert len(writable) == 1 + len(s.config.eks.task_governance.teams)
-    for namespace in writable:
-        for closed in ("169.254.169.254", "169.254.169.253", "169.254.169.123", "169.254.170.2", "169.254.0.1"):
-            assert not egress_allowed(policies, namespace, closed), (namespace, closed)
-        for open_ in ("169.254.170.23", "10.0.64.17", "172.20.0.10", "52.94.1.1"):
-            assert egress_allowed(policies, namespace, open_), (namespace, open_)
-        (policy,) = [p for p in policies if p["metadata"]["namespace"] == namespace]
-        assert {"namespaceSelector": {}} in policy["spec"]["egress"][0]["to"]  # every pod, in any namespace
-        kubernetes_validate.validate(policy, KUBERNETES_VERSION, strict=True)
-    assert egress_allowed(policies, "kube-system", "169.254.169.254")  # the platform's own: not selected
-    # The guard is applied once the team namespaces exist.
-    (guard_id,) = [k for k, v in manifests(s.templates["cluster"]).items()
-                   if any(o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "deny-node-credentials" for o in v)]
-    assert set(namespace_labels(s.templates["cluster"])) <= set(s.templates["cluster"]["Resources"][guard_id]["DependsOn"])
-
-
-def namespace_labels(template: dict) -> list[str]:
-    """The ids of the patches that label each team namespace once task governance has created it."""
-    return [k for k, r in resources(template, "Custom::AWSCDK-EKS-KubernetesPatch").items()
-            if r["Properties"]["ResourceName"].startswith("namespace/hyperpod-ns-")]
-
-
-def ingress_allowed(policies: list[dict], namespace: str, source_namespace: str) -> bool:
-    """NetworkPolicy semantics for a connection into a pod of `namespace` from a pod of `source_namespace`: with no
-    policy selecting the pod for Ingress everything is allowed; otherwise only what some rule's peer admits (a
-    podSelector alone means the policy's own namespace; a namespaceSelector matches the namespace's name label)."""
-    selecting = [p for p in policies if p["metadata"]["namespace"] == namespace and p["spec"]["podSelector"] == {}
-                 and "Ingress" in p["spec"]["policyTypes"]]
-    if not selecting:
-        return True
-    for policy in selecting:
-        for rule in policy["spec"].get("ingress", []):
-            for peer in rule.get("from", []):
-                assert set(peer) <= {"podSelector", "namespaceSelector"}, peer
-                if "namespaceSelector" not in peer:
-                    assert peer["podSelector"] == {}
-                    if source_namespace == namespace:
-                        return True
-                    continue
-                selector = peer["namespaceSelector"]
-                assert set(selector) == {"matchExpressions"}, selector
-                if all(e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "In"
-                       and source_namespace in e["values"] for e in selector["matchExpressions"]):
-                    return True
-    return False
-
-
-@pytest.mark.parametrize("variant", ["eks", "eks_shared"])
-def test_team_namespaces_accept_connections_only_from_their_own_pods_and_the_platform(synth, variant):
-    """Another team's pod (or default's) cannot reach a job's rendezvous (c10d TCPStore: unauthenticated); the
-    training operator and the observability collector can."""
-    s = synth(variant)
-    objects = all_objects(s.templates["cluster"])
-    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
-    teams = [f"hyperpod-ns-{t.name}" for t in s.config.eks.task_governance.teams]
-    for namespace in teams:
-        assert ingress_allowed(policies, namespace, namespace)
-        for other in {"default", "kube-system", "kueue-system", *teams} - {namespace}:
-            assert not ingress_allowed(policies, namespace, other), (namespace, other)
-        for platform in ("aws-hyperpod", "hyperpod-observability"):
-            assert ingress_allowed(policies, namespace, platform), (namespace, platform)
-        for policy in (p for p in policies if p["metadata"]["namespace"] == namespace):
-            kubernetes_validate.validate(policy, KUBERNETES_VERSION, strict=True)
-    applied = manifests(s.templates["cluster"])
-    (ingress_id,) = [k for k, v in applied.items() if any(o["metadata"]["name"] == "team-ingress-only" for o in v)]
-    assert set(namespace_labels(s.templates["cluster"])) <= set(s.templates["cluster"]["Resources"][ingress_id]["DependsOn"])
-
-
-def test_the_ingress_evaluator_is_not_a_rubber_stamp():
-    from manifests.kubernetes_objects import team_ingress
-    open_to_all = team_ingress(namespace="hyperpod-ns-a", platform_namespaces=["aws-hyperpod"], platform="p")
-    open_to_all["spec"]["ingress"][0]["from"][1]["namespaceSelector"]["matchExpressions"][0]["values"].append(
-        "hyperpod-ns-b")
-    assert ingress_allowed([open_to_all], "hyperpod-ns-a", "hyperpod-ns-b")
-    assert not ingress_allowed([team_ingress(namespace="hyperpod-ns-a", platform_namespaces=["aws-hyperpod"],
-                                             platform="p")], "hyperpod-ns-a", "hyperpod-ns-b")
-    assert ingress_allowed([], "hyperpod-ns-a", "hyperpod-ns-b")
-
-
-def test_quotas_and_the_scheduler_policy_wait_for_kueue_and_team_objects_for_their_namespace(synth):
-    """As AWS's Terraform: quotas only once deployment/kueue-controller-manager (kueue-system) is available. Each
-    quota makes task governance create the team's namespace; the stack waits for it, labels it, and only then puts
-    its objects there."""
-    t = synth("eks").templates["cluster"]
-    res = t["Resources"]
-    values = {k: r["Properties"] for k, r in resources(t, "Custom::AWSCDK-EKS-KubernetesObjectValue").items()}
-    (kueue,) = [k for k, v in values.items() if v["ObjectType"] == "deployment"]
-    assert (values[kueue]["ObjectName"], values[kueue]["ObjectNamespace"]) == ("kueue-controller-manager", "kueue-system")
-    assert values[kueue]["JsonPath"] == ".status.availableReplicas"
-    (addon,) = [k for k, r in res.items() if r["Type"] == "AWS::EKS::Addon"
-                and r["Properties"]["AddonName"] == "amazon-sagemaker-hyperpod-taskgovernance"]
-    assert addon in res[kueue]["DependsOn"]
-    governance = {k: r for k, r in res.items() if r["Type"].endswith(("ComputeQuota", "ClusterSchedulerConfig"))}
-    assert len(governance) == 1 + len(synth("eks").config.eks.task_governance.teams)
-    for rid, r in governance.items():
-        assert kueue in r["DependsOn"], rid
-    for team in synth("eks").config.eks.task_governance.teams:
-        (wait,) = [k for k, v in values.items() if v["ObjectType"] == "namespace"
-                   and v["ObjectName"] == f"hyperpod-ns-{team.name}"]
-        (quota,) = [k for k, r in governance.items()
-                    if r["Properties"].get("ComputeQuotaTarget", {}).get("TeamName") == team.name]
-        assert quota in res[wait]["DependsOn"]
-        (label,) = [k for k in namespace_labels(t) if res[k]["Properties"]["ResourceName"].endswith(f"-{team.name}")]
-        assert wait in res[label]["DependsOn"]
-    for rid, objects in manifests(t).items():
-        if any(o.get("metadata", {}).get("namespace", "").startswith("hyperpod-ns-") for o in objects):
-            assert set(namespace_labels(t)) <= set(res[rid]["DependsOn"]), rid
-
-
-def test_fsx_volumes_of_pods_are_mounted_nosuid_nodev(synth):
-    for volume in (o for o in all_objects(synth("eks").templates["cluster"]) if o["kind"] == "PersistentVolume"):
-        assert {"nosuid", "nodev", "flock"} <= set(volume["spec"]["mountOptions"])
-        assert not {"suid", "dev"} & set(volume["spec"]["mountOptions"])
-
-
-# ---------------------------------------------------------------------------------------------- jobs and MLflow
-def policy_statements(template: dict, role_id: str) -> list[dict]:
-    return [st for p in resources(template, "AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]
-            for st in p["Properties"]["PolicyDocument"]["Statement"]]
-
-
-def tracking_server_name(studio: dict) -> str:
-    return only(studio, "AWS::SageMaker::MlflowTrackingServer")["Properties"]["TrackingServerName"]
-
-
-def server_arn_name(resource) -> str:
-    """The resource name of a `format_arn` of a tracking server: arn:<partition>:sagemaker:<region>:<account>:mlflow-
-    tracking-server/<name>."""
-    parts = resource["Fn::Join"][1]
-    text = "".join(p if isinstance(p, str) else "<" + p["Ref"] + ">" for p in parts)
-    assert text.startswith("arn:aws:sagemaker:us-west-2:<AWS::AccountId>:mlflow-tracking-server/")
-    return text.rsplit("mlflow-tracking-server/", 1)[1]
-
-
-def test_each_teams_jobs_log_to_the_platforms_mlflow_server_through_their_own_pod_identity(synth):
-    s = synth("eks_shared")
-    t = s.templates["cluster"]
-    teams = [team.name for team in s.config.eks.task_governance.teams]
-    associations = {(a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"]): a["Properties"]["RoleArn"]
-                    for a in resources(t, "AWS::EKS::PodIdentityAssociation").values()}
-    server = tracking_server_name(s.templates["studio"])
-    roles = set()
-    for team in teams:
-        role = associations[(f"hyperpod-ns-{team}", "training-job")]["Fn::GetAtt"][0]
-        roles.add(role)
-        (trust,) = t["Resources"][role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
-        assert trust["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == f"hyperpod-ns-{team}"
-        assert trust["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "training-job"
-        (statement,) = policy_statements(t, role)
-        assert statement["Action"] == "sagemaker-mlflow:*" and statement["Effect"] == "Allow"
-        assert server_arn_name(statement["Resource"]) == server  # the Studio stack's server, by its fixed name
-    assert len(roles) == len(teams)  # a role per team: MLflow and CloudTrail see the team
-    objects = {(o["kind"], o["metadata"]["namespace"]): o for o in all_objects(t) if o["kind"] in
-               ("ServiceAccount", "ConfigMap") and o["metadata"]["name"] != "hyperpod-team-identities"}
-    for team in teams:
-        assert objects[("ServiceAccount", f"hyperpod-ns-{team}")]["metadata"]["name"] == "training-job"
-        config_map = objects[("ConfigMap", f"hyperpod-ns-{team}")]
-        assert config_map["metadata"]["name"] == "mlflow"
-        assert config_map["data"]["tracking-uri"].endswith(f":mlflow-tracking-server/{server}")
-
-
-def test_without_mlflow_jobs_get_their_service_account_and_no_aws_role(synth):
-    s = synth("eks")
-    assert not s.config.studio.mlflow.enabled
-    t = s.templates["cluster"]
-    objects = all_objects(t)
-    teams = {team.name for team in s.config.eks.task_governance.teams}
-    assert {o["metadata"]["namespace"] for o in objects if o["kind"] == "ServiceAccount"
-            and o["metadata"]["name"] == "training-job"} == {f"hyperpod-ns-{team}" for team in teams}
-    assert not [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "mlflow"]
-    assert "sagemaker-mlflow" not in json.dumps(t)
-
-
-@pytest.mark.parametrize("variant", ["eks", "eks_shared"])
-def test_studio_spaces_default_to_the_members_namespace_and_read_the_cluster_for_the_task_pages(synth, variant):
-    """The lifecycle config tells each space its profile's team namespace (lifecycle/studio/eks_login_node.sh makes it
-    the kube context's default; tests/lifecycle/studio_eks_login_node.bats runs that), and with MLflow turns on
-    presigned artifact uploads; every Studio role may call eks:AccessKubernetesApi on this cluster only."""
-    s = synth(variant)
-    studio = s.templates["studio"]
-    text = json.dumps(resources(studio, "AWS::SageMaker::StudioLifecycleConfig"))
-    for team in s.config.eks.task_governance.teams:
-        if team.members:
-            assert f"hyperpod-ns-{team.name}={','.join(team.members)}" in text
-    assert ("MLFLOW_PRESIGNED_UPLOADS" in text) is s.config.studio.mlflow.enabled
-    roles = [k for k, r in resources(studio, "AWS::IAM::Role").items()
-             if "sagemaker.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
-             and (k.startswith("ExecutionRole") or k.startswith("MemberRole"))]
-    assert len(roles) == 1 + sum(len(t.members) for t in s.config.eks.task_governance.teams)
-    for role in roles:
-        statements = [st for p in resources(studio, "AWS::IAM::Policy").values()
-                      if {"Ref": role} in p["Properties"]["Roles"] for st in p["Properties"]["PolicyDocument"]["Statement"]]
-        (eks_api,) = [st for st in statements if "eks:AccessKubernetesApi" in json.dumps(st["Action"])]
-        assert sorted(eks_api["Action"]) == ["eks:AccessKubernetesApi", "eks:DescribeCluster"]
-        assert f":cluster/{s.config.name}" in json.dumps(eks_api["Resource"])
-        assert not any("eks:MutateViaKubernetesApi" in json.dumps(st["Action"]) for st in statements)
-
-
-def test_a_member_list_too_long_for_the_lifecycle_config_becomes_a_group_lookup():
-    from manifests.kubernetes_objects import MAX_NAMESPACE_LIST, studio_kube_settings
-    small = studio_kube_settings({"research": ["alice", "carol"], "idle": [], "dev": ["bob"]}, mlflow=False)
-    assert small == {"KUBE_NAMESPACES": "hyperpod-ns-dev=bob hyperpod-ns-research=alice,carol"}
-    many = {"research": [f"user{i:05d}" for i in range(MAX_NAMESPACE_LIST // 9 + 1)]}
-    assert studio_kube_settings(many, mlflow=True) == {"KUBE_TEAM_GROUPS": "hyperpod-team-=hyperpod-ns-",
-                                                         "MLFLOW_PRESIGNED_UPLOADS": "true"}

@@ -9,6 +9,7 @@ from typing import Any, Iterator
 import pytest
 
 from cli.stack_graph import ancestors, stack_dependencies
+from support.template import manifest_objects
 
 # EKS add-ons made only of DaemonSets (and their configuration): complete on a cluster without nodes. Every other
 # add-on runs a Deployment, whose pods must schedule before EKS reports it ACTIVE.
@@ -107,13 +108,6 @@ def addon_tolerations(resource: dict) -> list[dict]:
                                                if isinstance(v, dict) and "tolerations" in v]
     assert all(f == found[0] for f in found), f"components tolerate different taints: {found}"
     return found[0]
-
-
-def manifest_objects(resource: dict) -> list[dict]:
-    manifest = resource["Properties"]["Manifest"]
-    if not isinstance(manifest, str):  # deploy-time tokens inside: keep the literal parts
-        manifest = "".join(p if isinstance(p, str) else "TOKEN" for p in manifest["Fn::Join"][1])
-    return json.loads(manifest)
 
 
 def node_wait_problems(template: dict, before: dict[str, set[str]], hyperpod: str) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """EKS, as synthesized: each team's namespace claims its members' Studio partitions (or the shared one), and the
 team-identity admission policy (manifests/team_identities.py) lets pods there run only as the team's members. The
-committed job examples are run through that synthesized policy (tests/admission.py evaluates its CEL)."""
+committed job examples are run through that synthesized policy (tests/support/admission.py evaluates its CEL)."""
 from __future__ import annotations
 
 import copy
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-import admission
-from conftest import ROOT
+from support import admission
+from support.paths import ROOT
 from manifests import team_identities as ti
-from test_eks_cluster import all_objects, manifests, namespace_labels, resources
+from support.template import kubernetes_manifests, kubernetes_objects, kubernetes_patches, resources
 
 EXAMPLES = sorted((ROOT / "examples" / "manifests").glob("*.yaml")) + \
     sorted(p for p in (ROOT / "examples" / "finetune" / "manifests").glob("*.yaml") if not p.stem.endswith("-evaluate"))
@@ -25,7 +25,7 @@ def identity_objects(template: dict) -> tuple[dict, dict, dict[str, dict]]:
 
 
 def admission_objects(template: dict) -> tuple[dict[str, dict], dict[str, dict], dict[str, dict]]:
-    objects = all_objects(template)
+    objects = kubernetes_objects(template)
     policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
     bindings = {o["spec"]["policyName"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"}
     params = {o["metadata"]["namespace"]: o for o in objects
@@ -61,14 +61,14 @@ def test_every_team_namespace_is_bound_with_its_members_as_parameters(synth, var
         assert f"gid.{ti.team_gid(team)}" in data
         assert (f"gid.{s.config.studio.shared_gid}" in data) is s.config.shared_fsx
     # Applied in order: the binding after the policy and the namespaces, the parameters after the namespaces.
-    applied = manifests(s.templates["cluster"])
+    applied = kubernetes_manifests(s.templates["cluster"])
     (policy_id,) = [k for k, objs in applied.items() if any(o["kind"] == "ValidatingAdmissionPolicy" for o in objs)]
     (binding_id,) = [k for k, objs in applied.items()
                      if any(o["kind"] == "ValidatingAdmissionPolicyBinding" for o in objs)]
     bound = {o["spec"]["policyName"] for o in applied[binding_id]}
     assert bound == {ti.POLICY_NAME, ti.CONFIG_GUARD_NAME, *(ti.job_policy_name(r) for r in ti.JOB_KINDS)}
     assert {o["metadata"]["name"] for o in applied[policy_id]} == bound
-    namespaces_ids = set(namespace_labels(s.templates["cluster"]))
+    namespaces_ids = set(kubernetes_patches(s.templates["cluster"], "namespace/hyperpod-ns-"))
     (params_id,) = [k for k, objs in applied.items() if any(o["kind"] == "ConfigMap" and
                                                             o["metadata"]["name"] == ti.PARAMS_NAME for o in objs)]
     resources_ = s.templates["cluster"]["Resources"]
@@ -79,7 +79,7 @@ def test_every_team_namespace_is_bound_with_its_members_as_parameters(synth, var
 def test_per_user_mode_claims_each_members_partition_in_their_team_namespace(synth):
     s = synth("eks")
     assert not s.config.shared_fsx
-    objects = all_objects(s.templates["cluster"])
+    objects = kubernetes_objects(s.templates["cluster"])
     claims = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects
               if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"].startswith("studio-")}
     assert claims == {(f"hyperpod-ns-{t.name}", f"studio-{m}") for t in s.config.eks.task_governance.teams
@@ -95,7 +95,7 @@ def test_per_user_mode_claims_each_members_partition_in_their_team_namespace(syn
 
 def test_shared_mode_claims_the_shared_partition_once_per_team(synth):
     s = synth("eks_shared")
-    objects = all_objects(s.templates["cluster"])
+    objects = kubernetes_objects(s.templates["cluster"])
     claims = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects
               if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"].startswith("studio-")]
     with_members = {f"hyperpod-ns-{t.name}" for t in s.config.eks.task_governance.teams if t.members}
@@ -162,7 +162,7 @@ def test_every_shipped_example_is_created_by_its_user_and_by_nobody_else(synth, 
 
 def test_the_policy_is_applied_by_the_stack_not_a_controller(synth):
     t = synth("eks").templates["cluster"]
-    kinds = {o["kind"] for o in all_objects(t)}
+    kinds = {o["kind"] for o in kubernetes_objects(t)}
     assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= kinds
     assert "ValidatingWebhookConfiguration" not in kinds and "Deployment" not in kinds
     assert resources(t, "Custom::AWSCDK-EKS-KubernetesResource")

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
-from process_tree import children
+from support.paths import ROOT
+from support.process_tree import children
 
 FINETUNE = ROOT / "examples" / "finetune"
 TRAIN_VENV = ROOT / ".venv-train"

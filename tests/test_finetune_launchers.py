@@ -14,18 +14,18 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import ROOT
+from support.modules import load_module
+from support.paths import ROOT
 from platform_config import PlatformConfig
 from platform_config.eks import DEFAULT_KUBERNETES
 from platform_config.storage import checkpoint_dir
 from manifests.training_jobs import job_errors, parse_jobs
-from test_training_jobs import crd_errors
+from support.job_crd import crd_errors
+import render_examples
 
 FINETUNE = ROOT / "examples" / "finetune"
-sys.path.insert(0, str(FINETUNE))
-import args as ft_args  # noqa: E402
+ft_args = load_module(FINETUNE / "args.py", "finetune_args")
 
-render_examples = __import__("test_training_jobs").render_examples
 ARGS = yaml.safe_load((FINETUNE / "args.yaml").read_text())
 MANIFEST = FINETUNE / "manifests" / f"{ARGS['name']}.yaml"
 

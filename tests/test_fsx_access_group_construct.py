@@ -9,8 +9,10 @@ import pytest
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from conftest import ROOT, cdk_json_context
+from support.paths import ROOT
+from support.variants import cdk_json_context
 from constructs.fsx_access_group import FsxAccessGroup
+from support.iam import statements_of
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +31,7 @@ def synthesized(tmp_path_factory):
 
 
 def _handler_statements(template: Template) -> list[dict]:
-    return [statement for policy in template.find_resources("AWS::IAM::Policy").values()
-            if "LustreAccessOnEventServiceRole" in json.dumps(policy["Properties"]["Roles"])
-            for statement in policy["Properties"]["PolicyDocument"]["Statement"]]
+    return statements_of(template.to_json(), "LustreAccessOnEventServiceRole", prefix=True)
 
 
 def test_custom_resource_carries_file_system_and_group(synthesized):

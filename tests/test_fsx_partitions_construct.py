@@ -11,8 +11,10 @@ import json
 import aws_cdk as cdk
 import pytest
 
-from conftest import cdk_json_context
+from support.variants import cdk_json_context
 from constructs.fsx_partitions import FsxPartitions
+from support.iam import actions, statements_of
+from support.intrinsics import flatten
 
 BUCKET = "ml-cluster-data-111122223333"
 S3_PREFIX = "datasets/"
@@ -45,32 +47,11 @@ def role_of(template: dict, handler: str) -> str:
     return function["Properties"]["Role"]["Fn::GetAtt"][0]
 
 
-def statements_of(template: dict, role: str) -> list[dict]:
-    """Every statement granted to the role: its inline policies and every AWS::IAM::Policy attached to it."""
-    resources = template["Resources"]
-    inline = [p["PolicyDocument"] for p in resources[role]["Properties"].get("Policies", [])]
-    attached = [r["Properties"]["PolicyDocument"] for r in resources.values()
-                if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]]
-    return [statement for document in inline + attached for statement in document["Statement"]]
-
-
-def actions(statement: dict) -> list[str]:
-    action = statement.get("Action", [])
-    return [action] if isinstance(action, str) else action
-
-
 def arns(statement: dict) -> list[str]:
     """The statement's resources with the partition (the only token in them) resolved to aws."""
     resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
 
-    def flat(value) -> str:
-        if isinstance(value, str):
-            return value
-        if value == {"Ref": "AWS::Partition"}:
-            return "aws"
-        separator, parts = value["Fn::Join"]
-        return separator.join(flat(part) for part in parts)
-    return [flat(resource) for resource in resources]
+    return [flatten(resource, {"AWS::Partition": "aws"}) for resource in resources]
 
 
 def is_listing(statement: dict) -> bool:

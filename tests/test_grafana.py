@@ -7,33 +7,21 @@ import json
 
 import pytest
 
-from conftest import GRAFANA_VIEWERS, ROOT
+from support.paths import ROOT
+from support.variants import GRAFANA_VIEWERS
 from constructs.grafana_dashboards import (CLOUDWATCH_UID, PROMETHEUS_UID, SCHEMA_VERSION, cloudwatch_metrics_named,
                                            dashboards, prometheus_metrics_named)
 from constructs.observability_dashboard import DOCUMENTED_METRICS
 from platform_config import ConfigError, parse_config
 from constructs.node_metric_names import DCGM_FACTS, PROMETHEUS_METRICS
 from tools.generate_grafana_dashboards import OUT, rendered
-
-
-def resources(template: dict, type_: str) -> dict[str, dict]:
-    return {k: r for k, r in template["Resources"].items() if r["Type"] == type_}
-
-
-def statements(template: dict) -> list[dict]:
-    found = []
-    for kind in ("AWS::IAM::Policy", "AWS::IAM::Role"):
-        for r in resources(template, kind).values():
-            props = r["Properties"]
-            docs = [props["PolicyDocument"]] if "PolicyDocument" in props else \
-                [p["PolicyDocument"] for p in props.get("Policies", [])]
-            found += [s for d in docs for s in d["Statement"]]
-    return found
+from support.iam import actions
+from support.iam_facts import statements as policy_statements
+from support.template import resources
 
 
 def aps_statements(template: dict) -> list[dict]:
-    return [s for s in statements(template) if any(str(a).startswith("aps:") or a == "*" for a in
-                                                    (s["Action"] if isinstance(s["Action"], list) else [s["Action"]]))]
+    return [s for _, s in policy_statements(template) if any(a.startswith("aps:") or a == "*" for a in actions(s))]
 
 
 def is_workspace_arn(value) -> bool:
@@ -146,8 +134,7 @@ def test_provisioning_carries_the_committed_dashboards_and_the_viewer_group(metr
     assert props["Dashboards"] == [p.read_text() for p in sorted(OUT.glob("*.json"))]
     assert props["ViewerGroupIds"] == [GRAFANA_VIEWERS] and props["AdminGroupIds"] == []
     assert (props["PrometheusUid"], props["CloudWatchUid"]) == (PROMETHEUS_UID, CLOUDWATCH_UID)
-    grafana_actions = [s for s in statements(obs) if any(a.startswith("grafana:") for a in
-                                                         (s["Action"] if isinstance(s["Action"], list) else [s["Action"]]))]
+    grafana_actions = [s for _, s in policy_statements(obs) if any(a.startswith("grafana:") for a in actions(s))]
     assert {s["Sid"] for s in grafana_actions} == {"ShortLivedGrafanaToken", "GrantGroupRoles"}
     for s in grafana_actions:  # the workspace's ARN, arn:<partition>:grafana:<region>:<account>:/workspaces/<id>
         parts = s["Resource"]["Fn::Join"][1]

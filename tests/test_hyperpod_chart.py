@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import APP_PATH, ROOT, STAND_IN_CHART, VARIANT_FILES, cdk_json_context, eks_config
+from support.paths import APP_PATH, ROOT
+from support.variants import cdk_json_context, eks_config, STAND_IN_CHART, VARIANT_FILES
 from manifests.hyperpod_dependency_chart import dependency_chart_values
 from platform_config import ConfigError, chart_pin
 from platform_config.chart_pin import chart_directory

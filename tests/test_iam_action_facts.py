@@ -4,12 +4,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import iam_facts
-from conftest import ROOT
+from support import iam_facts
+from support.paths import ROOT
 
 
 def test_facts_name_their_source_and_every_action_the_tool_lists():
-    sys.path.insert(0, str(ROOT / "tools"))
     from iam_action_facts import ACTIONS
     assert sorted(iam_facts.ACTIONS) == sorted(ACTIONS)
     source = iam_facts.FACTS["source"]

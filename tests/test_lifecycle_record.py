@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
-from iam_facts import as_list, statements
+from support.iam_facts import as_list, statements
+from support.modules import load_module
+from support.paths import ROOT
 
 VERIFY = ROOT / "lifecycle" / "hyperpod" / "lib" / "verify.py"
 SCRIPTS = ROOT / "lifecycle" / "hyperpod"
@@ -67,8 +68,8 @@ def test_the_record_is_what_the_deploy_ships_and_a_node_accepts_exactly_that(syn
     s = synth(variant)
     logical_id, resources = _record(s, variant)
     record = json.loads(_render(resources[logical_id]["Properties"]["SecretString"]))
-    sys.path.insert(0, str(ROOT / "tests" / "lifecycle"))
-    from lifecycle_record import record as stub_record  # the lifecycle tests' fake Secrets Manager serves this
+    # the lifecycle tests' fake Secrets Manager serves this
+    stub_record = load_module(ROOT / "tests" / "lifecycle" / "lifecycle_record.py").record
     params = _uploaded_parameters(s, variant)
     assert record["parameters"] == params
     assert params["lifecycle_record"] == {"secret_name": _record_name(s), "region": "AWS::Region"}

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from conftest import ROOT
+from support.paths import ROOT
 from tools import mutation
 
 SOURCE = textwrap.dedent('''\

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import ROOT
+from support.paths import ROOT
 
 RULES = ROOT / "observability" / "rules" / "users_sync.yaml"
 RULES_TEST = ROOT / "tests" / "fixtures" / "users_sync_rules_test.yaml"

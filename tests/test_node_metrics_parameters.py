@@ -12,7 +12,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_aps as aps
 
-from conftest import ROOT
+from support.paths import ROOT
 from platform_config import load_config
 from stacks.slurm_cluster_stack import artifact_s3_uris, node_metrics_parameters, provisioning_parameters
 

@@ -17,12 +17,9 @@ from constructs.observability_dashboard import (CONTRACT_WARNING_MARK, DOCUMENTE
 from constructs.platform_observability import (CLUSTER_EVENT, NODE_HEALTH, STATE_CHANGE, LustreTargets,
                                                PlatformObservability, Subscription)
 from tools.render_dashboard import flatten
+from support.template import resources
 
 WIDGET_TYPES = {"metric", "text", "alarm", "log"}
-
-
-def resources(template: dict, type_: str) -> dict[str, dict]:
-    return {k: r for k, r in template["Resources"].items() if r["Type"] == type_}
 
 
 def alarm_by_id(template: dict, fragment: str) -> dict:

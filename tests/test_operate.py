@@ -20,8 +20,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from conftest import ROOT
-from moto_server import moto_server
+from support.paths import ROOT
+from support.moto_server import moto_server
 from cli import diagnose, logs, status, watch
 
 NAME = "ops-cluster"
@@ -33,7 +33,7 @@ T0 = datetime(2026, 11, 28, 10, 0, tzinfo=timezone.utc)
 
 @pytest.fixture(scope="module")
 def endpoint():
-    with moto_server(ROOT / "tests" / "moto_cloudformation.py") as url:
+    with moto_server(ROOT / "tests" / "support" / "moto_cloudformation.py") as url:
         yield url
 
 

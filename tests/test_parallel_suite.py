@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from conftest import (GROUPS_DIR, LONGEST, ROOT, GroupScheduling, longest_first, pytest_xdist_make_scheduler,
-                      xdist_group_of)
+from support.paths import ROOT
+from support.scheduling import GROUPS_DIR, LONGEST, GroupScheduling, longest_first, make_scheduler, xdist_group_of
 
 
 class Groups:
@@ -134,6 +134,6 @@ def test_the_scheduler_keeps_the_workers_order():
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(GROUPS_DIR, "unused")
         patch.setattr(GroupScheduling, "__init__", lambda self, config, log: None)
-        scheduler = pytest_xdist_make_scheduler(Config(), log=None)
+        scheduler = make_scheduler(Config(), log=None)
     assert isinstance(scheduler, GroupScheduling)
     assert Config.option.loadscopereorder is False  # xdist would otherwise order the units by their number of tests

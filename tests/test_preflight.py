@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import copy
 import datetime
-import urllib.request
 
 import boto3
 import pytest
 import yaml
-from botocore.config import Config
 from botocore.stub import Stubber
 
-from moto_server import moto_server
-from price_list_answers import answers, stubbed_pricing
+from support.moto_server import reset
+from support.preflight_harness import REGION, Harness, real
+from support.price_list_answers import answers, stubbed_pricing
 from platform_config import parse_config
 from cli.preflight import CORE_TYPES, FAILED, OK, UNKNOWN, WARNING, Preflight, exit_code, main, render
 
-REGION = "us-west-2"
 GROUPS = [
     {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1},
     {"name": "gpu", "role": "compute", "instance_type": "ml.p5.48xlarge", "instance_count": 2, "partitions": ["gpu"]},
@@ -26,51 +24,16 @@ GROUPS = [
 PLAN = f"arn:aws:sagemaker:{REGION}:123456789012:training-plan/plan-a"
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    with moto_server() as url:
-        yield url
-
-
 @pytest.fixture
-def account(endpoint):
+def account(moto_endpoint):
     """moto's state, emptied before each test."""
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
-    return {"endpoint": endpoint}
-
-
-def real(account, service):
-    return boto3.client(service, region_name=REGION, endpoint_url=account["endpoint"],
-                        aws_access_key_id="testing", aws_secret_access_key="testing",
-                        config=Config(retries={"total_max_attempts": 1}, read_timeout=120))
+    reset(moto_endpoint)
+    return {"endpoint": moto_endpoint}
 
 
 def quotas(values: dict[str, float]) -> dict:
     return {"Quotas": [{"QuotaName": n, "Value": v, "QuotaCode": f"L-{i:08X}", "ServiceCode": "x"}
                        for i, (n, v) in enumerate(values.items())]}
-
-
-class Harness:
-    """Real moto clients; Stubber-backed clients for the APIs moto lacks, each with its queued answers."""
-
-    def __init__(self, account):
-        self.account = account
-        self.stubbed: dict[tuple[str, str], tuple[object, Stubber]] = {}
-        self.real: dict[str, object] = {}
-
-    def stub(self, service: str, purpose: str) -> Stubber:
-        client = boto3.client(service, region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
-        stubber = Stubber(client)
-        stubber.activate()
-        self.stubbed[(service, purpose)] = (client, stubber)
-        return stubber
-
-    def client(self, service: str, purpose: str):
-        if (service, purpose) in self.stubbed:
-            return self.stubbed[(service, purpose)][0]
-        if service not in self.real:
-            self.real[service] = real(self.account, service)
-        return self.real[service]
 
 
 def harness(account, sagemaker_quota=4, fsx_quota=100_800, types_missing=()):

@@ -11,9 +11,10 @@ import copy
 import pytest
 import yaml
 
-from conftest import VARIANT_FILES
+from support.variants import VARIANT_FILES
 from platform_config import parse_config
-from test_preflight import REGION, Harness, account, endpoint, real  # noqa: F401 - fixtures
+from support.moto_server import reset
+from support.preflight_harness import REGION, Harness, real
 
 from cli.preflight import ATTACH_ACTIONS, ATTACH_TYPES, FAILED, OK, Preflight, render
 
@@ -21,6 +22,13 @@ ACCOUNT = "123456789012"
 CLUSTER = "a1b2c3d4e5f6"  # moto's cluster ARN ends in the name; a real one in a 12-character id
 FS_ID = "fs-0123456789abcdef0"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/PlatformAdmin"
+
+
+@pytest.fixture
+def account(moto_endpoint):
+    """moto's state, emptied before each test."""
+    reset(moto_endpoint)
+    return {"endpoint": moto_endpoint}
 
 
 def network(account, groups_on_interface=1):

@@ -23,8 +23,8 @@ import pytest
 from botocore.stub import Stubber
 
 from test_day2 import _synth
-from moto_server import moto_server
-from conftest import ROOT
+from support.moto_server import moto_server
+from support.paths import ROOT
 from cli import replacement_guard as guard
 from cli.template_replacements import compare, iam_widening
 
@@ -172,7 +172,7 @@ def test_every_template_parameter_is_passed_with_the_config_value(tmp_path):
 
 @pytest.fixture(scope="module")
 def cloudformation_endpoint():
-    with moto_server(ROOT / "tests" / "moto_cloudformation.py") as url:
+    with moto_server(ROOT / "tests" / "support" / "moto_cloudformation.py") as url:
         yield url
 
 

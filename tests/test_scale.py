@@ -1,6 +1,6 @@
 """A university's Studio: 5,000 users in per-user mode stay within CloudFormation's quotas.
 
-Checked on a smaller generated config (tests/conftest.py per_user_config: 181 users whose names and uids are as long
+Checked on a smaller generated config (tests/support/variants.py per_user_config: 181 users whose names and uids are as long
 as the config allows, so each user's share of a template is the largest it can be): every template within the quotas,
 then the arithmetic that takes it to 5,000 users (resources and bytes per user and per users stack, users per nested
 stack, what each users stack adds to the parent). `make bench` synthesizes 5,000 users (tools/bench.py).

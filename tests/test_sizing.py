@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from support.paths import ROOT
 from platform_config import parse_config
 from cli.sizing import MB_PER_GIB, render, size
 

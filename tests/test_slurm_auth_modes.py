@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import json
 
-from conftest import ROOT
-from test_slurm_cluster import _joined
+from support.paths import ROOT
+from support.iam import actions, statements_of
+from support.intrinsics import flatten
+from support.template import resources
 
 PER_USER, SHARED = "containers", "default"  # cluster names course-cluster and ml-cluster
 
 
-def _of_type(template: dict, type_: str) -> dict[str, dict]:
-    return {k: r for k, r in template["Resources"].items() if r["Type"] == type_}
-
-
 def _user_stacks(s) -> list[dict]:
-    return [t for t in s.nested.values() if _of_type(t, "AWS::SageMaker::UserProfile")]
+    return [t for t in s.nested.values() if resources(t, "AWS::SageMaker::UserProfile")]
 
 
 def test_per_user_mode_tells_the_controller_jwt_and_names_the_key_secret(synth):
@@ -40,52 +38,52 @@ def test_per_user_mode_tells_the_controller_jwt_and_names_the_key_secret(synth):
 def test_the_signing_key_is_written_by_the_cluster_and_read_only_by_the_issuer(synth):
     t = synth(PER_USER).templates["cluster"]
     res = t["Resources"]
-    (secret_id,) = [k for k in _of_type(t, "AWS::SecretsManager::Secret") if k.startswith("SlurmJwtKeySecret")]
-    (key_id,) = [k for k in _of_type(t, "AWS::KMS::Key") if k.startswith("SlurmJwtKeyKey")]
-    (role_id,) = [k for k in _of_type(t, "AWS::IAM::Role") if k.startswith("HyperPodExecutionRole")]
+    (secret_id,) = [k for k in resources(t, "AWS::SecretsManager::Secret") if k.startswith("SlurmJwtKeySecret")]
+    (key_id,) = [k for k in resources(t, "AWS::KMS::Key") if k.startswith("SlurmJwtKeyKey")]
+    (role_id,) = [k for k in resources(t, "AWS::IAM::Role") if k.startswith("HyperPodExecutionRole")]
     assert res[secret_id]["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    (policy,) = [r["Properties"]["ResourcePolicy"] for r in _of_type(t, "AWS::SecretsManager::ResourcePolicy").values()
+    (policy,) = [r["Properties"]["ResourcePolicy"] for r in resources(t, "AWS::SecretsManager::ResourcePolicy").values()
                  if r["Properties"]["SecretId"] == {"Ref": secret_id}]
     deny = {s["Sid"]: s for s in policy["Statement"]}
     issuer = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/course-cluster-slurm-tokens-<AWS::Region>"
-    assert _joined(deny["OnlyTheTokenIssuerReads"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]) == issuer
+    assert flatten(deny["OnlyTheTokenIssuerReads"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]) == issuer
     assert deny["OnlyTheTokenIssuerReads"]["Action"] == "secretsmanager:GetSecretValue"
     writers = deny["OnlyTheControllerWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
-    assert writers[0] == {"Fn::GetAtt": [role_id, "Arn"]} and "cfn-exec-role" in _joined(writers[1])
+    assert writers[0] == {"Fn::GetAtt": [role_id, "Arn"]} and "cfn-exec-role" in flatten(writers[1])
     # The cluster's own role may write the key but never read it back.
-    statements = [st for p in _of_type(t, "AWS::IAM::Policy").values()
+    statements = [st for p in resources(t, "AWS::IAM::Policy").values()
                   for st in p["Properties"]["PolicyDocument"]["Statement"]]
     on_key = [st for st in statements if st["Resource"] == {"Ref": secret_id}]
     assert [st["Action"] for st in on_key] == ["secretsmanager:PutSecretValue"]
     key_policy = {s.get("Sid"): s for s in res[key_id]["Properties"]["KeyPolicy"]["Statement"]}
     assert key_policy["TokenIssuerDecryptsTheJwtKey"]["Action"] == "kms:Decrypt"
-    assert _joined(key_policy["TokenIssuerDecryptsTheJwtKey"]["Condition"]["ArnEquals"]["aws:PrincipalArn"]) == issuer
+    assert flatten(key_policy["TokenIssuerDecryptsTheJwtKey"]["Condition"]["ArnEquals"]["aws:PrincipalArn"]) == issuer
     assert "kms:Decrypt" not in key_policy["ClusterEncryptsTheJwtKey"]["Action"]
     # And the issuer's role in the Studio stack really has that name.
     studio = synth(PER_USER).templates["studio"]
-    names = [_joined(r["Properties"].get("RoleName", "")) for r in _of_type(studio, "AWS::IAM::Role").values()]
+    names = [flatten(r["Properties"].get("RoleName", "")) for r in resources(studio, "AWS::IAM::Role").values()]
     assert issuer.split("role/")[1] in names
     # The issuer names the key secret by its fixed name, not by a reference to the cluster stack (which Studio does
     # not wait for): reading it and decrypting through Secrets Manager only under that secret's ARN.
     assert res[secret_id]["Properties"]["Name"] == "course-cluster/slurm-jwt-key"
-    issuer_statements = {st["Sid"]: st for p in _of_type(studio, "AWS::IAM::Policy").values()
+    issuer_statements = {st["Sid"]: st for p in resources(studio, "AWS::IAM::Policy").values()
                          for st in p["Properties"]["PolicyDocument"]["Statement"] if st.get("Sid")}
     pattern = "arn:aws:secretsmanager:us-west-2:<AWS::AccountId>:secret:course-cluster/slurm-jwt-key-??????"
-    assert _joined(issuer_statements["ReadSigningKey"]["Resource"]) == pattern
+    assert flatten(issuer_statements["ReadSigningKey"]["Resource"]) == pattern
     decrypt = issuer_statements["DecryptSigningKey"]
-    assert _joined(decrypt["Condition"]["StringLike"]["kms:EncryptionContext:SecretARN"]) == pattern
+    assert flatten(decrypt["Condition"]["StringLike"]["kms:EncryptionContext:SecretARN"]) == pattern
     # ... and only through Secrets Manager: the key decrypts nothing for the issuer called directly.
     assert decrypt["Action"] == "kms:Decrypt"
-    assert _joined(decrypt["Condition"]["StringEquals"]["kms:ViaService"]) == "secretsmanager.<AWS::Region>.amazonaws.com"
+    assert flatten(decrypt["Condition"]["StringEquals"]["kms:ViaService"]) == "secretsmanager.<AWS::Region>.amazonaws.com"
     assert "course-cluster-cluster:" not in json.dumps(studio)  # imports none of the cluster stack's exports
 
 
 def test_login_secret_readers_include_the_per_user_role_path(synth):
     t = synth(PER_USER).templates["slurm-login"]
-    (policy,) = [r["Properties"]["ResourcePolicy"] for r in _of_type(t, "AWS::SecretsManager::ResourcePolicy").values()
+    (policy,) = [r["Properties"]["ResourcePolicy"] for r in resources(t, "AWS::SecretsManager::ResourcePolicy").values()
                  if "OnlyTheClusterAndStudioRead" in json.dumps(r)]
     deny = {s["Sid"]: s for s in policy["Statement"]}
-    readers = [_joined(r) for r in deny["OnlyTheClusterAndStudioRead"]["Condition"]["ArnNotLike"]["aws:PrincipalArn"][1:]]
+    readers = [flatten(r) for r in deny["OnlyTheClusterAndStudioRead"]["Condition"]["ArnNotLike"]["aws:PrincipalArn"][1:]]
     assert readers == ["arn:<AWS::Partition>:iam::<AWS::AccountId>:role/course-cluster-studio-execution-<AWS::Region>",
                        "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/hyperpod/course-cluster-<AWS::Region>/studio-users/*"]
 
@@ -95,10 +93,10 @@ def test_each_profile_runs_as_its_own_role_that_reads_only_its_own_token(synth):
     names = {u.name for u in s.config.users}
     seen = set()
     for t in _user_stacks(s):
-        secrets = _of_type(t, "AWS::SecretsManager::Secret")
-        roles = _of_type(t, "AWS::IAM::Role")
-        policies = _of_type(t, "AWS::SecretsManager::ResourcePolicy")
-        profiles = _of_type(t, "AWS::SageMaker::UserProfile")
+        secrets = resources(t, "AWS::SecretsManager::Secret")
+        roles = resources(t, "AWS::IAM::Role")
+        policies = resources(t, "AWS::SecretsManager::ResourcePolicy")
+        profiles = resources(t, "AWS::SageMaker::UserProfile")
         secret_of = {r["Properties"]["Name"].rsplit("/", 1)[1]: lid for lid, r in secrets.items()}
         for profile in profiles.values():
             user = profile["Properties"]["UserProfileName"]
@@ -107,7 +105,7 @@ def test_each_profile_runs_as_its_own_role_that_reads_only_its_own_token(synth):
             role_ref = profile["Properties"]["UserSettings"]["ExecutionRole"]
             role_id = role_ref["Fn::GetAtt"][0]
             role = roles[role_id]["Properties"]
-            assert _joined(role["Path"]) == "/hyperpod/course-cluster-<AWS::Region>/studio-users/"
+            assert flatten(role["Path"]) == "/hyperpod/course-cluster-<AWS::Region>/studio-users/"
             # Identity side: the only statement naming a secret is on this user's own secret, and the only decrypt
             # is of that secret, through Secrets Manager.
             (inline,) = role["Policies"]
@@ -129,7 +127,7 @@ def test_each_profile_runs_as_its_own_role_that_reads_only_its_own_token(synth):
             writers = deny["OnlyTheIssuerWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
             assert len(writers) == 2 and "cfn-exec-role" in json.dumps(writers[1])
         # One schedule per nested stack, carrying exactly its users.
-        (rule,) = _of_type(t, "AWS::Events::Rule").values()
+        (rule,) = resources(t, "AWS::Events::Rule").values()
         (target,) = rule["Properties"]["Targets"]
         assert sorted(json.loads(target["Input"])["users"]) == sorted(p["Properties"]["UserProfileName"]
                                                                      for p in profiles.values())
@@ -139,8 +137,8 @@ def test_each_profile_runs_as_its_own_role_that_reads_only_its_own_token(synth):
 
 def test_per_user_roles_share_exactly_the_shared_roles_app_permissions(synth):
     t = synth(PER_USER).templates["studio"]
-    (managed,) = _of_type(t, "AWS::IAM::ManagedPolicy").values()
-    shared = [p for p in _of_type(t, "AWS::IAM::Policy").values()
+    (managed,) = resources(t, "AWS::IAM::ManagedPolicy").values()
+    shared = [p for p in resources(t, "AWS::IAM::Policy").values()
               if any(r["Ref"].startswith("ExecutionRole") for r in p["Properties"]["Roles"])]
     (shared,) = shared
     assert managed["Properties"]["PolicyDocument"] == shared["Properties"]["PolicyDocument"]
@@ -149,7 +147,7 @@ def test_per_user_roles_share_exactly_the_shared_roles_app_permissions(synth):
 
 def test_issuer_function_and_lcc_environment(synth):
     t = synth(PER_USER).templates["studio"]
-    (fn,) = [f for f in _of_type(t, "AWS::Lambda::Function").values()
+    (fn,) = [f for f in resources(t, "AWS::Lambda::Function").values()
              if f["Properties"].get("Handler") == "issuer.handler"]
     env = fn["Properties"]["Environment"]["Variables"]
     assert env["TOKEN_SECRET_PREFIX"] == "course-cluster/slurm-token/" and env["TOKEN_LIFETIME"] == "3600"
@@ -158,35 +156,26 @@ def test_issuer_function_and_lcc_environment(synth):
     assert env["RESERVED_USERS"].split(",") == sorted(facts["names"])
     assert env["RESERVED_USER_PREFIXES"].split(",") == list(facts["prefixes"])
     assert {"root", "slurm", "ubuntu"} <= set(env["RESERVED_USERS"].split(","))
-    lcc = json.dumps(_of_type(t, "AWS::SageMaker::StudioLifecycleConfig"))
+    lcc = json.dumps(resources(t, "AWS::SageMaker::StudioLifecycleConfig"))
     assert "SLURM_TOKEN_SECRET_PREFIX" in lcc and "course-cluster/slurm-token/" in lcc
 
 
 def test_shared_mode_keeps_one_role_and_no_tokens(synth):
     s = synth(SHARED)
     studio = s.templates["studio"]
-    assert not [f for f in _of_type(studio, "AWS::Lambda::Function").values()
+    assert not [f for f in resources(studio, "AWS::Lambda::Function").values()
                 if f["Properties"].get("Handler") == "issuer.handler"]
-    assert not _of_type(studio, "AWS::IAM::ManagedPolicy")
+    assert not resources(studio, "AWS::IAM::ManagedPolicy")
     for t in _user_stacks(s):
-        assert not _of_type(t, "AWS::SecretsManager::Secret") and not _of_type(t, "AWS::IAM::Role")
-        for profile in _of_type(t, "AWS::SageMaker::UserProfile").values():
+        assert not resources(t, "AWS::SecretsManager::Secret") and not resources(t, "AWS::IAM::Role")
+        for profile in resources(t, "AWS::SageMaker::UserProfile").values():
             assert "ExecutionRole" not in profile["Properties"]["UserSettings"]
-    assert "SLURM_TOKEN_SECRET_PREFIX" not in json.dumps(_of_type(studio, "AWS::SageMaker::StudioLifecycleConfig"))
+    assert "SLURM_TOKEN_SECRET_PREFIX" not in json.dumps(resources(studio, "AWS::SageMaker::StudioLifecycleConfig"))
     # No signing key secret in the cluster stack; the login secret is the slurm-login stack's only resource secret.
     # (The cluster stack's one secret is the lifecycle record: tests/test_lifecycle_record.py.)
-    assert [r["Properties"]["Name"] for r in _of_type(s.templates["cluster"], "AWS::SecretsManager::Secret").values()
+    assert [r["Properties"]["Name"] for r in resources(s.templates["cluster"], "AWS::SecretsManager::Secret").values()
             ] == ["hyperpod-platform/ml-cluster/lifecycle-record"]
-    assert len(_of_type(s.templates["slurm-login"], "AWS::SecretsManager::Secret")) == 1
-
-
-def _statements_of(template: dict, role_id: str) -> list[dict]:
-    return [st for p in _of_type(template, "AWS::IAM::Policy").values()
-            if {"Ref": role_id} in p["Properties"]["Roles"] for st in p["Properties"]["PolicyDocument"]["Statement"]]
-
-
-def _actions(statement: dict) -> list[str]:
-    return [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+    assert len(resources(s.templates["slurm-login"], "AWS::SecretsManager::Secret")) == 1
 
 
 def test_only_the_controller_group_runs_as_the_role_that_writes_what_studio_trusts(synth):
@@ -196,12 +185,12 @@ def test_only_the_controller_group_runs_as_the_role_that_writes_what_studio_trus
     for variant, name in ((SHARED, "ml-cluster"), (PER_USER, "course-cluster")):
         s = synth(variant)
         t = s.templates["cluster"]
-        roles = _of_type(t, "AWS::IAM::Role")
+        roles = resources(t, "AWS::IAM::Role")
         (controller_id,) = [k for k in roles if k.startswith("HyperPodExecutionRole")]
         (worker_id,) = [k for k in roles if k.startswith("HyperPodWorkerRole")]
-        assert _joined(roles[controller_id]["Properties"]["RoleName"]) == f"{name}-cluster-execution-<AWS::Region>"
+        assert flatten(roles[controller_id]["Properties"]["RoleName"]) == f"{name}-cluster-execution-<AWS::Region>"
         assert "RoleName" not in roles[worker_id]["Properties"]
-        (cluster,) = _of_type(t, "AWS::SageMaker::Cluster").values()
+        (cluster,) = resources(t, "AWS::SageMaker::Cluster").values()
         by_type = {}
         for group in cluster["Properties"]["InstanceGroups"]:
             by_type.setdefault(group["SlurmConfig"]["NodeType"], set()).add(group["ExecutionRole"]["Fn::GetAtt"][0])
@@ -210,16 +199,16 @@ def test_only_the_controller_group_runs_as_the_role_that_writes_what_studio_trus
 
         login_secret = s.platform.slurm_login.secret
         login_arn = s.platform.cluster.resolve(login_secret.secret_arn)
-        worker = _statements_of(t, worker_id)
+        worker = statements_of(t, worker_id)
         # Its one Secrets Manager statement reads the lifecycle record (tests/test_lifecycle_record.py), nothing else.
-        touching = [st for st in worker if any(a.startswith(("secretsmanager:", "kms:")) for a in _actions(st))]
+        touching = [st for st in worker if any(a.startswith(("secretsmanager:", "kms:")) for a in actions(st))]
         assert [(st["Sid"], st["Action"]) for st in touching] == [("ReadLifecycleRecord", "secretsmanager:GetSecretValue")]
         assert worker
         assert login_arn not in [st["Resource"] for st in worker]
-        controller = _statements_of(t, controller_id)
+        controller = statements_of(t, controller_id)
         (publish,) = [st for st in controller if st["Resource"] == login_arn]
-        assert "secretsmanager:PutSecretValue" in _actions(publish)
-        jwt = [st for st in controller if "secretsmanager:PutSecretValue" in _actions(st) and st is not publish]
+        assert "secretsmanager:PutSecretValue" in actions(publish)
+        jwt = [st for st in controller if "secretsmanager:PutSecretValue" in actions(st) and st is not publish]
         assert len(jwt) == (1 if variant == PER_USER else 0), variant
 
 
@@ -230,27 +219,27 @@ def test_secret_and_key_policies_name_only_the_controller_role_as_writer(synth):
         s = synth(variant)
         login = s.templates["slurm-login"]
         controller = f"arn:<AWS::Partition>:iam::<AWS::AccountId>:role/{name}-cluster-execution-<AWS::Region>"
-        (policy,) = [r["Properties"]["ResourcePolicy"] for r in _of_type(login, "AWS::SecretsManager::ResourcePolicy").values()]
+        (policy,) = [r["Properties"]["ResourcePolicy"] for r in resources(login, "AWS::SecretsManager::ResourcePolicy").values()]
         deny = {st["Sid"]: st for st in policy["Statement"]}
-        writers = [_joined(w) for w in deny["OnlyTheClusterWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]]
+        writers = [flatten(w) for w in deny["OnlyTheClusterWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]]
         assert writers[0] == controller and len(writers) == 2 and "cfn-exec-role" in writers[1]
-        (key,) = _of_type(login, "AWS::KMS::Key").values()
+        (key,) = resources(login, "AWS::KMS::Key").values()
         encrypting = [st for st in key["Properties"]["KeyPolicy"]["Statement"]
-                      if "kms:Encrypt" in _actions(st) or "kms:GenerateDataKey" in _actions(st)]
-        assert [_joined(st["Condition"]["ArnEquals"]["aws:PrincipalArn"]) for st in encrypting
+                      if "kms:Encrypt" in actions(st) or "kms:GenerateDataKey" in actions(st)]
+        assert [flatten(st["Condition"]["ArnEquals"]["aws:PrincipalArn"]) for st in encrypting
                 if "ArnEquals" in st.get("Condition", {})] == [controller]
         t = s.templates["cluster"]
-        (worker_id,) = [k for k in _of_type(t, "AWS::IAM::Role") if k.startswith("HyperPodWorkerRole")]
+        (worker_id,) = [k for k in resources(t, "AWS::IAM::Role") if k.startswith("HyperPodWorkerRole")]
         assert worker_id not in json.dumps([r for r in t["Resources"].values()
                                             if r["Type"] in ("AWS::SecretsManager::ResourcePolicy", "AWS::KMS::Key")])
         if variant == PER_USER:
-            (jwt_policy,) = [r["Properties"]["ResourcePolicy"] for r in _of_type(t, "AWS::SecretsManager::ResourcePolicy").values()
+            (jwt_policy,) = [r["Properties"]["ResourcePolicy"] for r in resources(t, "AWS::SecretsManager::ResourcePolicy").values()
                              if "OnlyTheControllerWrites" in json.dumps(r)]
             jwt_deny = {st["Sid"]: st for st in jwt_policy["Statement"]}
             jwt_writers = jwt_deny["OnlyTheControllerWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
-            (controller_id,) = [k for k in _of_type(t, "AWS::IAM::Role") if k.startswith("HyperPodExecutionRole")]
+            (controller_id,) = [k for k in resources(t, "AWS::IAM::Role") if k.startswith("HyperPodExecutionRole")]
             assert jwt_writers[0] == {"Fn::GetAtt": [controller_id, "Arn"]} and len(jwt_writers) == 2
-            (jwt_key,) = [r for k, r in _of_type(t, "AWS::KMS::Key").items() if k.startswith("SlurmJwtKeyKey")]
+            (jwt_key,) = [r for k, r in resources(t, "AWS::KMS::Key").items() if k.startswith("SlurmJwtKeyKey")]
             (encrypt,) = [st for st in jwt_key["Properties"]["KeyPolicy"]["Statement"]
                           if st.get("Sid") == "ClusterEncryptsTheJwtKey"]
             assert encrypt["Principal"] == {"AWS": {"Fn::GetAtt": [controller_id, "Arn"]}}
@@ -258,17 +247,17 @@ def test_secret_and_key_policies_name_only_the_controller_role_as_writer(synth):
 
 def test_token_secrets_use_a_customer_key_the_issuer_may_use_only_for_token_secrets(synth):
     t = synth(PER_USER).templates["studio"]
-    (key_id,) = [k for k in _of_type(t, "AWS::KMS::Key") if k.startswith("SlurmTokenIssuerTokenKey")]
+    (key_id,) = [k for k in resources(t, "AWS::KMS::Key") if k.startswith("SlurmTokenIssuerTokenKey")]
     key = t["Resources"][key_id]
     assert key["Properties"]["EnableKeyRotation"] is True and key["DeletionPolicy"] == "Retain"
-    statements = {st["Sid"]: st for p in _of_type(t, "AWS::IAM::Policy").values()
+    statements = {st["Sid"]: st for p in resources(t, "AWS::IAM::Policy").values()
                   for st in p["Properties"]["PolicyDocument"]["Statement"] if st.get("Sid")}
     encrypt = statements["EncryptUserTokens"]
     assert encrypt["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    assert _joined(encrypt["Condition"]["StringEquals"]["kms:ViaService"]) == "secretsmanager.<AWS::Region>.amazonaws.com"
-    assert _joined(encrypt["Condition"]["StringLike"]["kms:EncryptionContext:SecretARN"]) == (
+    assert flatten(encrypt["Condition"]["StringEquals"]["kms:ViaService"]) == "secretsmanager.<AWS::Region>.amazonaws.com"
+    assert flatten(encrypt["Condition"]["StringLike"]["kms:EncryptionContext:SecretARN"]) == (
         "arn:aws:secretsmanager:us-west-2:<AWS::AccountId>:secret:course-cluster/slurm-token/*")
     # Every user stack passes exactly this key to its secrets.
     for nested in _user_stacks(synth(PER_USER)):
-        for secret in _of_type(nested, "AWS::SecretsManager::Secret").values():
+        for secret in resources(nested, "AWS::SecretsManager::Secret").values():
             assert "KmsKeyId" in secret["Properties"]

@@ -3,7 +3,11 @@ import json
 
 from aws_cdk.assertions import Match
 
-from conftest import ROOT
+from support.paths import ROOT
+from support.iam import by_sid, statements_by_role, statements_of
+from support.intrinsics import flatten
+
+PSEUDO_BY_NAME = {name: name for name in ("AWS::AccountId", "AWS::Partition", "AWS::Region", "AWS::URLSuffix")}
 
 
 def _cluster(s):
@@ -60,10 +64,7 @@ def test_native_lustre_mount_when_configured(synth):
 
 
 def _role_statements(s):
-    policies = [r["Properties"] for r in s.templates["cluster"]["Resources"].values()
-                if r["Type"] == "AWS::IAM::Policy" and "HyperPodExecutionRole" in json.dumps(r["Properties"]["Roles"])]
-    (policy,) = policies
-    return {st["Sid"]: st for st in policy["PolicyDocument"]["Statement"]}
+    return by_sid(statements_of(s.templates["cluster"], "HyperPodExecutionRole", prefix=True))
 
 
 def test_execution_role_is_least_privilege(synth):
@@ -97,7 +98,7 @@ def test_execution_role_is_least_privilege(synth):
     # The one write into the lifecycle bucket: PutObject on its slurm-client/ prefix, nothing else.
     bundle = statements["PublishSlurmClientBundle"]
     assert bundle["Action"] == "s3:PutObject"
-    assert _joined(bundle["Resource"]) == \
+    assert flatten(bundle["Resource"]) == \
         "arn:aws:s3:::sagemaker-lc-ml-cluster-<AWS::AccountId>-<AWS::Region>/slurm-client/*"
 
 
@@ -105,27 +106,17 @@ def test_the_controller_learns_where_to_upload_its_client_bundle(synth):
     s = synth("default")
     from stacks.slurm_cluster_stack import provisioning_parameters
     params = provisioning_parameters(s.config, s.platform.storage, s.platform.cluster.slurm_login_secret.secret_arn)
-    assert _joined(s.platform.cluster.resolve(params["slurm"]["client_bundle_s3_prefix"])) == \
+    assert flatten(s.platform.cluster.resolve(params["slurm"]["client_bundle_s3_prefix"])) == \
         "s3://sagemaker-lc-ml-cluster-<AWS::AccountId>-<AWS::Region>/slurm-client/"
     assert provisioning_parameters(s.config, s.platform.storage, None)["slurm"]["client_bundle_s3_prefix"] is None
-
-
-def _joined(value) -> str:
-    """An ARN built with Fn::Join, as text with pseudo parameters kept as <Ref>."""
-    if isinstance(value, str):
-        return value
-    if "Ref" in value:
-        return f"<{value['Ref']}>"
-    sep, parts = value["Fn::Join"]
-    return sep.join(_joined(p) for p in parts)
 
 
 def test_execution_role_logs_and_metrics_only_for_this_cluster(synth):
     statements = _role_statements(synth("default"))
     group = "arn:aws:logs:us-west-2:<AWS::AccountId>:log-group:/aws/sagemaker/Clusters/ml-cluster/*"
-    assert _joined(statements["CreateClusterLogGroup"]["Resource"]) == group
+    assert flatten(statements["CreateClusterLogGroup"]["Resource"]) == group
     assert statements["CreateClusterLogGroup"]["Action"] == "logs:CreateLogGroup"
-    assert _joined(statements["PublishClusterLogStreams"]["Resource"]) == group + ":log-stream:*"
+    assert flatten(statements["PublishClusterLogStreams"]["Resource"]) == group + ":log-stream:*"
     metrics = statements["PublishClusterMetrics"]
     assert metrics["Action"] == "cloudwatch:PutMetricData"
     assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Clusters"}}
@@ -191,16 +182,10 @@ def test_accounting_reaches_the_controller_in_the_uploaded_parameters(synth):
     assert accounting["priority_weights"]["PriorityWeightFairshare"] == 10000
 
 
-def _render(value) -> str:
-    """A CloudFormation string expression as text, pseudo parameters by name (Ref AWS::Region -> 'AWS::Region')."""
-    if isinstance(value, str):
-        return value
-    if "Ref" in value:
-        return value["Ref"]
-    if "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return separator.join(_render(p) for p in parts)
-    return "<other>"  # e.g. the FSx DNS name, read from the storage stack's outputs
+def _by_name(value) -> str:
+    """A CloudFormation string with pseudo parameters by name (Ref AWS::Region -> 'AWS::Region'), any other value
+    known at deploy time as <other> (e.g. the FSx DNS name, read from the storage stack's outputs)."""
+    return flatten(value, PSEUDO_BY_NAME, token="<other>")
 
 
 def test_the_users_sync_polls_the_uploaded_parameters_which_the_nodes_may_read(synth):
@@ -214,12 +199,12 @@ def test_the_users_sync_polls_the_uploaded_parameters_which_the_nodes_may_read(s
                       if r["Type"] == "Custom::CDKBucketDeployment")["Properties"]
     markers = {k: v for source in deployment.get("SourceMarkers", []) for k, v in source.items()}
     (raw,) = [p.read_text() for p in s.out_dir.glob("asset.*/platform_parameters.json")]
-    params = json.loads(re.sub(r"<<marker:[^>]*>>", lambda m: _render(markers[m.group(0)]), raw))
+    params = json.loads(re.sub(r"<<marker:[^>]*>>", lambda m: _by_name(markers[m.group(0)]), raw))
     uri = params["users_sync"]["parameters_s3_uri"]
     bucket = "sagemaker-lc-ml-cluster-AWS::AccountId-AWS::Region"
     assert uri == f"s3://{bucket}/{deployment['DestinationBucketKeyPrefix']}{PARAMETERS_FILE}"
-    assert _render(deployment["DestinationBucketName"]) == bucket
-    readable = _render(_role_statements(s)["ReadOwnLifecycleScripts"]["Resource"])
+    assert _by_name(deployment["DestinationBucketName"]) == bucket
+    readable = _by_name(_role_statements(s)["ReadOwnLifecycleScripts"]["Resource"])
     assert readable.startswith("arn:") and ":s3:::" in readable, readable
     assert fnmatch.fnmatchcase(uri.removeprefix("s3://"), readable.split(":s3:::", 1)[1]), readable
 
@@ -343,27 +328,27 @@ def test_slurm_login_secret_uses_its_own_rotating_key_and_names_its_readers_and_
     deny = {s["Sid"]: s for s in policy["ResourcePolicy"]["Statement"]}
     assert all(s["Effect"] == "Deny" and s["Principal"] == {"AWS": "*"} for s in deny.values())
     writers = deny["OnlyTheClusterWrites"]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
-    assert _joined(writers[0]) == cluster_role and "cfn-exec-role" in _joined(writers[1]) and len(writers) == 2
+    assert flatten(writers[0]) == cluster_role and "cfn-exec-role" in flatten(writers[1]) and len(writers) == 2
     assert "secretsmanager:PutSecretValue" in deny["OnlyTheClusterWrites"]["Action"]
     readers = deny["OnlyTheClusterAndStudioRead"]["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
-    assert [_joined(r) for r in readers] == [cluster_role, studio_role]
+    assert [flatten(r) for r in readers] == [cluster_role, studio_role]
 
     key_statements = {s.get("Sid"): s for s in res[key_id]["Properties"]["KeyPolicy"]["Statement"]}
     cluster = key_statements["ClusterEncryptsAndDecryptsTheLoginSecret"]
     assert cluster["Principal"] == {"AWS": "*"}
-    assert _joined(cluster["Condition"]["ArnEquals"]["aws:PrincipalArn"]) == cluster_role
-    assert "secretsmanager." in _joined(cluster["Condition"]["StringEquals"]["kms:ViaService"])
+    assert flatten(cluster["Condition"]["ArnEquals"]["aws:PrincipalArn"]) == cluster_role
+    assert "secretsmanager." in flatten(cluster["Condition"]["StringEquals"]["kms:ViaService"])
     studio = key_statements["StudioDecryptsTheLoginSecret"]
     assert studio["Action"] == "kms:Decrypt"
-    assert [_joined(r) for r in studio["Condition"]["ArnLike"]["aws:PrincipalArn"]] == [studio_role]
+    assert [flatten(r) for r in studio["Condition"]["ArnLike"]["aws:PrincipalArn"]] == [studio_role]
     # The cluster's execution role and the Studio stack's execution role really have those names.
     cluster_res = s.templates["cluster"]["Resources"]
     (cluster_role_props,) = [r["Properties"] for k, r in cluster_res.items()
                              if k.startswith("HyperPodExecutionRole") and r["Type"] == "AWS::IAM::Role"]
-    assert _joined(cluster_role_props["RoleName"]) == "ml-cluster-cluster-execution-<AWS::Region>"
+    assert flatten(cluster_role_props["RoleName"]) == "ml-cluster-cluster-execution-<AWS::Region>"
     studio_roles = [r["Properties"].get("RoleName") for lid, r in s.templates["studio"]["Resources"].items()
                     if lid.startswith("ExecutionRole") and r["Type"] == "AWS::IAM::Role"]
-    assert [_joined(n) for n in studio_roles] == ["ml-cluster-studio-execution-<AWS::Region>"]
+    assert [flatten(n) for n in studio_roles] == ["ml-cluster-studio-execution-<AWS::Region>"]
 
 
 def _bare_cluster(orchestrator):
@@ -400,16 +385,6 @@ def test_a_continuous_cluster_carries_no_slurm_config_strategy_and_the_construct
         _bare_cluster(SlurmOrchestrator(config_strategy="Merge", node_provisioning_mode="Continuous"))
 
 
-def _policies_by_role(s) -> dict[str, list[dict]]:
-    """Statements of each role of the cluster stack, by the role's logical id."""
-    out: dict[str, list[dict]] = {}
-    for r in s.templates["cluster"]["Resources"].values():
-        if r["Type"] == "AWS::IAM::Policy":
-            for role in r["Properties"]["Roles"]:
-                out.setdefault(role["Ref"], []).extend(r["Properties"]["PolicyDocument"]["Statement"])
-    return out
-
-
 def test_slurm_jobs_log_to_mlflow_through_a_job_role_only_the_worker_nodes_may_assume(synth):
     """No node role may use MLflow itself (a user never gets a node role's credentials, block_imds.sh): the Slurm job
     role may, on the one tracking server only; it trusts the worker role alone, which may assume it and no other; the
@@ -422,19 +397,19 @@ def test_slurm_jobs_log_to_mlflow_through_a_job_role_only_the_worker_nodes_may_a
     (worker,), (controller,) = worker, controller
     resources = s.templates["cluster"]["Resources"]
     (job_role,) = [k for k, r in resources.items() if r["Type"] == "AWS::IAM::Role"
-                   and "slurm-job" in _joined(r["Properties"].get("RoleName", ""))]
+                   and "slurm-job" in flatten(r["Properties"].get("RoleName", ""))]
     props = resources[job_role]["Properties"]
-    assert _joined(props["RoleName"]) == f"{s.config.name.lower()[:20]}-slurm-job-<AWS::Region>"
+    assert flatten(props["RoleName"]) == f"{s.config.name.lower()[:20]}-slurm-job-<AWS::Region>"
     assert props["MaxSessionDuration"] == 3600
     (trust,) = props["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Action"] == "sts:AssumeRole" and trust["Effect"] == "Allow"
     assert trust["Principal"] == {"AWS": {"Fn::GetAtt": [worker, "Arn"]}}
-    statements = _policies_by_role(s)
+    statements = statements_by_role(s.templates["cluster"])
     (mlflow,) = statements[job_role]
     assert mlflow["Sid"] == "LogToPlatformMlflow" and mlflow["Action"] == "sagemaker-mlflow:*"
     server = [r["Properties"]["TrackingServerName"] for r in s.templates["studio"]["Resources"].values()
               if r["Type"] == "AWS::SageMaker::MlflowTrackingServer"]
-    assert _joined(mlflow["Resource"]) == \
+    assert flatten(mlflow["Resource"]) == \
         f"arn:aws:sagemaker:{s.config.deployment.region}:<AWS::AccountId>:mlflow-tracking-server/{server[0]}"
     (assume,) = [st for st in statements[worker] if "sts:AssumeRole" in json.dumps(st)]
     assert assume == {"Sid": "AssumeSlurmJobRole", "Action": "sts:AssumeRole", "Effect": "Allow",

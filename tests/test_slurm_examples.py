@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT
+from support.paths import ROOT
 from platform_config import PlatformConfig
 from platform_config.storage import checkpoint_dir
 

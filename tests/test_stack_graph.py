@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import ALL_VARIANTS
+from support.variants import ALL_VARIANTS
 from cli.stack_graph import ancestors, concurrency, mermaid, stack_dependencies, waves
 
 
@@ -98,7 +98,7 @@ def test_a_slurm_config_imports_nothing_of_the_eks_path_or_of_features_it_leaves
     pydantic, platform_config.eks), so its modules do not count."""
     import subprocess
     import sys
-    from conftest import ROOT
+    from support.paths import ROOT
     unused = ("eks", "kubectl", "aws_rds", "accounting_database", "aws_aps", "metrics_workspace", "aws_grafana",
               "grafana_workspace", "aws_budgets", "platform_budgets")
     code = ("import json, sys, aws_cdk as cdk; from platform_config import load_config; from stacks.platform import "

@@ -9,6 +9,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from stacks.storage_stack import OBJECT_WRITE_ACTIONS
+from support.intrinsics import flatten
 
 
 def test_lustre_file_system_from_config(synth):
@@ -119,7 +120,7 @@ def test_bucket_keys_serve_this_account_through_s3_for_their_bucket_only(synth, 
     assert statement["Principal"] == {"AWS": "*"}
     assert statement["Condition"]["StringEquals"] == {"kms:CallerAccount": {"Ref": "AWS::AccountId"},
                                                       "kms:ViaService": "s3.us-west-2.amazonaws.com"}
-    arns = [_text(a) for a in statement["Condition"]["ArnLike"]["kms:EncryptionContext:aws:s3:arn"]]
+    arns = [flatten(a) for a in statement["Condition"]["ArnLike"]["kms:EncryptionContext:aws:s3:arn"]]
     assert arns == [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]
 
 
@@ -149,18 +150,6 @@ def test_lifecycle_bucket_has_a_deterministic_sagemaker_name(synth):
         "sagemaker-lc-ml-cluster-", {"Ref": "AWS::AccountId"}, "-", {"Ref": "AWS::Region"}]]}
 
 
-def _text(value) -> str:
-    """A CloudFormation string (literal, Ref or Fn::Join) as text, pseudo parameters kept as <Ref>."""
-    if isinstance(value, str):
-        return value
-    if "Ref" in value:
-        return f"<{value['Ref']}>"
-    if "Fn::GetAtt" in value:
-        return "<{}.{}>".format(*value["Fn::GetAtt"])
-    sep, parts = value["Fn::Join"]
-    return sep.join(_text(p) for p in parts)
-
-
 def _lifecycle_write_guard(t) -> dict:
     (policy,) = [p for p in t.find_resources("AWS::S3::BucketPolicy").values()
                  if p["Properties"]["Bucket"]["Ref"].startswith("LifecycleBucket")]
@@ -170,7 +159,7 @@ def _lifecycle_write_guard(t) -> dict:
 
 
 def _upload_role_names(template: dict) -> set[str]:
-    return {_text(r["Properties"]["RoleName"]) for lid, r in template["Resources"].items()
+    return {flatten(r["Properties"]["RoleName"]) for lid, r in template["Resources"].items()
             if r["Type"] == "AWS::IAM::Role" and lid.startswith("CustomCDKBucketDeployment")}
 
 
@@ -180,8 +169,8 @@ def test_only_deploy_roles_and_platform_upload_roles_write_lifecycle_scripts(syn
     deny = _lifecycle_write_guard(s.template("storage"))
     assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"}
     assert set(deny["Action"]) == set(OBJECT_WRITE_ACTIONS)
-    assert "Resource" not in deny and _text(deny["NotResource"]).endswith("/slurm-client/*")
-    writers = {_text(a) for a in deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]}
+    assert "Resource" not in deny and flatten(deny["NotResource"]).endswith("/slurm-client/*")
+    writers = {flatten(a) for a in deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]}
     role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/"
     # The roles that really upload (cluster and Studio stacks) carry exactly the names the policy allows.
     uploaders = _upload_role_names(s.templates["cluster"]) | _upload_role_names(s.templates["studio"])
@@ -206,16 +195,16 @@ def test_only_the_cluster_writes_slurm_client_bundles_and_nothing_else_in_the_li
     bundles = _bucket_statement(t, "OnlyTheClusterWritesSlurmClientBundles")
     assert bundles["Effect"] == "Deny" and bundles["Principal"] == {"AWS": "*"}
     assert set(bundles["Action"]) == set(guard["Action"]) == set(OBJECT_WRITE_ACTIONS)
-    assert _text(bundles["Resource"]) == _text(guard["NotResource"])
-    assert _text(bundles["Resource"]) == "<LifecycleBucket0668F9AE.Arn>/slurm-client/*"
+    assert flatten(bundles["Resource"]) == flatten(guard["NotResource"])
+    assert flatten(bundles["Resource"]) == "<LifecycleBucket0668F9AE.Arn>/slurm-client/*"
     role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/"
-    allowed = {_text(a) for a in bundles["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]}
-    cluster_role = _text(s.templates["cluster"]["Resources"][next(
+    allowed = {flatten(a) for a in bundles["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]}
+    cluster_role = flatten(s.templates["cluster"]["Resources"][next(
         k for k, r in s.templates["cluster"]["Resources"].items()
         if r["Type"] == "AWS::IAM::Role" and k.startswith("HyperPodExecutionRole"))]["Properties"]["RoleName"])
     assert allowed == CDK_DEPLOY_ROLES | {role + cluster_role}
     # ... and the cluster's role is none of the scripts' writers.
-    assert role + cluster_role not in {_text(a) for a in guard["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]}
+    assert role + cluster_role not in {flatten(a) for a in guard["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]}
 
 
 CDK_DEPLOY_ROLES = {"arn:<AWS::Partition>:iam::<AWS::AccountId>:role/cdk-hnb659fds-cfn-exec-role-<AWS::AccountId>-"
@@ -228,7 +217,7 @@ def _condition_lets_through(condition: dict, principal_arn: str) -> bool:
     """IAM's evaluation of the deny's one condition for a principal (Arn*Like: * and ? wildcards; Arn*Equals:
     exact), with the pseudo parameters rendered as <...> on both sides: True when the deny does NOT apply."""
     ((operator, values),) = condition.items()
-    patterns = [_text(v) for v in values["aws:PrincipalArn"]]
+    patterns = [flatten(v) for v in values["aws:PrincipalArn"]]
     if operator == "ArnNotLike":
         return any(fnmatch.fnmatchcase(principal_arn, p) for p in patterns)
     assert operator == "ArnNotEquals", operator
@@ -306,14 +295,14 @@ def test_only_fsx_and_the_partition_handlers_touch_the_studio_partitions_prefix(
         assert any(fnmatch.fnmatchcase(action, pattern) for pattern in deny["Action"]), action
     # <s3_prefix><partition_root>/ exactly as the handlers write markers (constructs/fsx_partitions.py): default
     # config has s3_prefix "" and partition_root "studio".
-    assert _text(deny["Resource"]) == "<DataBucketE3889A50.Arn>/studio/*"
-    allowed = {_text(a) for a in deny["Condition"]["ArnNotLike"]["aws:PrincipalArn"]}
+    assert flatten(deny["Resource"]) == "<DataBucketE3889A50.Arn>/studio/*"
+    allowed = {flatten(a) for a in deny["Condition"]["ArnNotLike"]["aws:PrincipalArn"]}
     role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/"
     fs = next(iter(s.template("storage").find_resources("AWS::FSx::FileSystem")))
     slr = f"{role}aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_<{fs}>"
     # Every role a partition handler really runs as (Studio stack) carries a name the policy allows, and only those.
     studio = s.templates["studio"]["Resources"]
-    handler_roles = {_text(studio[fn["Properties"]["Role"]["Fn::GetAtt"][0]]["Properties"].get("RoleName", "<none>"))
+    handler_roles = {flatten(studio[fn["Properties"]["Role"]["Fn::GetAtt"][0]]["Properties"].get("RoleName", "<none>"))
                      for lid, fn in studio.items()
                      if fn["Type"] == "AWS::Lambda::Function" and lid.startswith("Partitions")
                      and fn["Properties"]["Handler"].startswith(("custom_resource.", "profile_events."))}
@@ -354,7 +343,7 @@ def test_root_squash_exempts_nothing_on_eks_and_skips_a_brought_file_system(synt
 def test_root_squash_off_is_0_0_without_exemptions():
     import aws_cdk as cdk
 
-    from conftest import cdk_json_context
+    from support.variants import cdk_json_context
     from platform_config import parse_config
     from stacks.platform import build_platform
     app = cdk.App(context=cdk_json_context(stage_assets=False))
@@ -403,7 +392,7 @@ def test_every_s3_prefix_that_mirrors_a_private_fsx_directory_is_denied_to_all_b
     denied = set()
     for st in denies.values():
         for resource in st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]:
-            text = _text(resource)
+            text = flatten(resource)
             assert text.startswith("<DataBucketE3889A50.Arn>/") and text.endswith("*")
             denied.add(text[len("<DataBucketE3889A50.Arn>/"):-1])
     assert denied == expected
@@ -411,7 +400,7 @@ def test_every_s3_prefix_that_mirrors_a_private_fsx_directory_is_denied_to_all_b
     assert private["Principal"] == {"AWS": "*"} and set(private["Action"]) == set(denies[
         "OnlyFsxAndPartitionHandlersTouchStudioPartitions"]["Action"])
     fs = next(iter(s.template("storage").find_resources("AWS::FSx::FileSystem")))
-    assert {_text(a) for a in private["Condition"]["ArnNotLike"]["aws:PrincipalArn"]} == {
+    assert {flatten(a) for a in private["Condition"]["ArnNotLike"]["aws:PrincipalArn"]} == {
         "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
         f"AWSServiceRoleForFSxS3Access_<{fs}>"}
 

@@ -3,23 +3,18 @@ import json
 
 import pytest
 
-import iam_facts
+from support import iam_facts
+from support.paths import ROOT
 
 from aws_cdk.assertions import Match
-
-
-def _resources(template, type_):
-    return {k: v for k, v in template["Resources"].items() if v["Type"] == type_}
-
-
-def _one(template, type_):
-    (resource,) = _resources(template, type_).values()
-    return resource
+from support.iam import listed, statements_of
+from support.intrinsics import flatten
+from support.template import only, resources
 
 
 def test_domain_is_vpc_only_iam_with_key_and_default_lifecycle_configs(synth):
     s = synth("default")
-    domain = _one(s.templates["studio"], "AWS::SageMaker::Domain")["Properties"]
+    domain = only(s.templates["studio"], "AWS::SageMaker::Domain")["Properties"]
     assert domain["AuthMode"] == "IAM" and domain["AppNetworkAccessType"] == "VpcOnly"
     assert "StudioKey" in json.dumps(domain["KmsKeyId"])
     # Studio's own subnet: the cluster's subnets keep root on FSx (root squash exemption), Studio's addresses do not.
@@ -32,14 +27,14 @@ def test_domain_is_vpc_only_iam_with_key_and_default_lifecycle_configs(synth):
         assert lcc in json.dumps(settings[app]["LifecycleConfigArns"]), app
         idle = settings[app]["AppLifecycleManagement"]["IdleSettings"]
         assert idle["LifecycleManagement"] == "ENABLED" and idle["IdleTimeoutInMinutes"] == 120
-    configs = _resources(s.templates["studio"], "AWS::SageMaker::StudioLifecycleConfig")
+    configs = resources(s.templates["studio"], "AWS::SageMaker::StudioLifecycleConfig")
     assert sorted(c["Properties"]["StudioLifecycleConfigAppType"] for c in configs.values()) == ["CodeEditor", "JupyterLab"]
 
 
 def test_lifecycle_config_bootstraps_the_shipped_slurm_login_script(synth):
     s = synth("default")
     t = s.templates["studio"]
-    configs = _resources(t, "AWS::SageMaker::StudioLifecycleConfig")
+    configs = resources(t, "AWS::SageMaker::StudioLifecycleConfig")
     content = next(iter(configs.values()))["Properties"]["StudioLifecycleConfigContent"]
     body, variables = content["Fn::Base64"]["Fn::Sub"]
     assert "export SLURM_LOGIN_SECRET_ARN='${SLURM_LOGIN_SECRET_ARN}'" in body and "SlurmLoginSecret" in json.dumps(variables)
@@ -47,7 +42,7 @@ def test_lifecycle_config_bootstraps_the_shipped_slurm_login_script(synth):
     assert "/studio/ml-cluster/" in json.dumps(variables["Source"])
     assert 'exec bash "${!scripts}/slurm_login_node.sh"' in body
     prefixes = sorted(r["Properties"]["DestinationBucketKeyPrefix"]
-                      for r in _resources(t, "Custom::CDKBucketDeployment").values())
+                      for r in resources(t, "Custom::CDKBucketDeployment").values())
     assert prefixes == ["studio-tools/ml-cluster/", "studio/ml-cluster/"]  # the tools: tests/test_studio_tools.py
     assert sorted(p.name for p in s.out_dir.glob("asset.*/slurm_login_node.sh")) == ["slurm_login_node.sh"]
 
@@ -61,13 +56,13 @@ def test_shared_fsx_parameter_defaults_to_the_config(synth):
 def test_shared_mode_mounts_one_shared_partition_for_everyone(synth):
     t = synth("default").templates["studio"]
     assert t["Conditions"]["IsSharedFSx"] == {"Fn::Equals": [{"Ref": "SharedFSx"}, "True"]}
-    configs = _one(t, "AWS::SageMaker::Domain")["Properties"]["DefaultUserSettings"]["CustomFileSystemConfigs"]
+    configs = only(t, "AWS::SageMaker::Domain")["Properties"]["DefaultUserSettings"]["CustomFileSystemConfigs"]
     if_true, if_false = configs["Fn::If"][1:]
     assert configs["Fn::If"][0] == "IsSharedFSx" and if_false == {"Ref": "AWS::NoValue"}
     # The partition's Path attribute: the domain is created (or updated) only once the directory exists.
-    (shared_id,) = _resources(t, "Custom::FsxPartition")
+    (shared_id,) = resources(t, "Custom::FsxPartition")
     assert if_true[0]["FSxLustreFileSystemConfig"]["FileSystemPath"] == {"Fn::GetAtt": [shared_id, "Path"]}
-    shared = [r for r in _resources(t, "Custom::FsxPartition").values()]
+    shared = [r for r in resources(t, "Custom::FsxPartition").values()]
     assert len(shared) == 1 and shared[0]["Condition"] == "IsSharedFSx"
     props = shared[0]["Properties"]
     assert (props["RelativePath"], props["Uid"], props["Gid"], props["Mode"]) == ("studio/shared", "0", "2000", "2775")
@@ -78,18 +73,18 @@ def test_per_user_mode_gives_each_profile_a_private_partition(synth):
     (nested,) = s.nested.values()
     assert nested["Conditions"]["IsPerUserFSx"] == {"Fn::Not": [{"Condition": "IsSharedFSx"}]}
     profiles = {r["Properties"]["UserProfileName"]: r["Properties"]
-                for r in _resources(nested, "AWS::SageMaker::UserProfile").values()}
+                for r in resources(nested, "AWS::SageMaker::UserProfile").values()}
     assert sorted(profiles) == ["alice", "bob", "carol", "ta"]
     alice = profiles["alice"]["UserSettings"]
     assert alice["CustomPosixUserConfig"]["Uid"] == 10001
     assert alice["CustomPosixUserConfig"]["Gid"] == {"Fn::If": ["IsSharedFSx", 2000, 10001]}
     partition_ids = {r["Properties"]["RelativePath"]: logical_id
-                     for logical_id, r in _resources(nested, "Custom::FsxPartition").items()}
+                     for logical_id, r in resources(nested, "Custom::FsxPartition").items()}
     fs_if = alice["CustomFileSystemConfigs"]["Fn::If"]
     # The profile mounts the partition's Path attribute, so it is created only after its directory exists.
     assert fs_if[0] == "IsPerUserFSx" and fs_if[1][0]["FSxLustreFileSystemConfig"]["FileSystemPath"] == {
         "Fn::GetAtt": [partition_ids["studio/alice"], "Path"]}
-    partitions = {r["Properties"]["RelativePath"]: r for r in _resources(nested, "Custom::FsxPartition").values()}
+    partitions = {r["Properties"]["RelativePath"]: r for r in resources(nested, "Custom::FsxPartition").values()}
     assert sorted(partitions) == ["studio/alice", "studio/bob", "studio/carol", "studio/ta"]
     for partition in partitions.values():
         assert partition["Condition"] == "IsPerUserFSx" and partition["Properties"]["Mode"] == "0700"
@@ -101,13 +96,13 @@ def test_partitions_are_created_a_few_at_a_time(synth):
     s = synth("large")
     from stacks.studio_stack import USERS_PER_NESTED_STACK_WITH_TOKENS
     nested = next(t for t in s.nested.values()
-                  if len(_resources(t, "Custom::FsxPartition")) == USERS_PER_NESTED_STACK_WITH_TOKENS)
-    partitions = _resources(nested, "Custom::FsxPartition")
+                  if len(resources(t, "Custom::FsxPartition")) == USERS_PER_NESTED_STACK_WITH_TOKENS)
+    partitions = resources(nested, "Custom::FsxPartition")
     # Partitions nothing waits on start at once: exactly MAX_IMPORTS_IN_FLIGHT lanes.
     heads = [i for i, r in partitions.items()
              if not [d for d in r.get("DependsOn", []) if d in partitions]]
     assert len(heads) == MAX_IMPORTS_IN_FLIGHT
-    functions = [f for f in _resources(s.templates["studio"], "AWS::Lambda::Function").values()
+    functions = [f for f in resources(s.templates["studio"], "AWS::Lambda::Function").values()
                  if f["Properties"].get("Handler", "").startswith(("custom_resource.", "profile_events."))]
     assert len(functions) == 3
     for fn in functions:
@@ -116,7 +111,7 @@ def test_partitions_are_created_a_few_at_a_time(synth):
 
 def test_nested_user_stacks_receive_the_parent_parameter(synth):
     t = synth("containers").templates["studio"]
-    (stack,) = _resources(t, "AWS::CloudFormation::Stack").values()
+    (stack,) = resources(t, "AWS::CloudFormation::Stack").values()
     assert stack["Properties"]["Parameters"]["SharedFSx"] == {"Ref": "SharedFSx"}
 
 
@@ -157,33 +152,33 @@ def test_per_user_resources_keep_their_logical_ids_and_parameters(synth):
                 for user in s.config.users for prefix, type_ in PER_USER_RESOURCES.items()}
     expected |= {"SlurmTokenSchedule": "AWS::Events::Rule", "SlurmTokenScheduleInvokes": "AWS::Lambda::Permission"}
     assert {logical_id: r["Type"] for logical_id, r in nested["Resources"].items()} == expected
-    (stack,) = _resources(s.templates["studio"], "AWS::CloudFormation::Stack").values()
+    (stack,) = resources(s.templates["studio"], "AWS::CloudFormation::Stack").values()
     assert stack["Properties"]["Parameters"] == USERS_STACK_PARAMETERS
     assert sorted(nested["Parameters"]) == sorted(USERS_STACK_PARAMETERS)
     assert nested["Parameters"]["SharedFSx"] == {"Type": "String", "AllowedValues": ["True", "False"]}
     # Every user's resources read the shared values from those parameters (or pseudo parameters), each its own.
     by_name = {name.removeprefix("referencetocourseclusterstudio"): {"Ref": name} for name in USERS_STACK_PARAMETERS}
-    resources = nested["Resources"]
-    profile = resources["Profilealice"]["Properties"]
+    users_stack = nested["Resources"]
+    profile = users_stack["Profilealice"]["Properties"]
     assert profile["DomainId"] == by_name["DomainC5D0DE60DomainId"] and profile["UserProfileName"] == "alice"
     settings = profile["UserSettings"]
     assert settings["ExecutionRole"] == {"Fn::GetAtt": ["ExecutionRolealice", "Arn"]}
     assert settings["CustomFileSystemConfigs"]["Fn::If"][1][0]["FSxLustreFileSystemConfig"]["FileSystemPath"] == {
         "Fn::GetAtt": ["Partitionalice", "Path"]}
-    role = resources["ExecutionRolealice"]["Properties"]
+    role = users_stack["ExecutionRolealice"]["Properties"]
     assert role["Path"] == {"Fn::Join": ["", ["/hyperpod/course-cluster-", {"Ref": "AWS::Region"}, "/studio-users/"]]}
     assert role["ManagedPolicyArns"] == [by_name["StudioUserPolicyAB0ED23FRef"]]
     assert role["Policies"][0]["PolicyDocument"]["Statement"][0]["Resource"] == {"Ref": "SlurmTokenalice"}
-    assert resources["SlurmTokenalice"]["Properties"]["Name"] == "course-cluster/slurm-token/alice"
-    assert resources["SlurmTokenalice"]["Properties"]["KmsKeyId"] == by_name["SlurmTokenIssuerTokenKey352CD991Arn"]
-    policy = resources["SlurmTokenPolicyalice"]["Properties"]
+    assert users_stack["SlurmTokenalice"]["Properties"]["Name"] == "course-cluster/slurm-token/alice"
+    assert users_stack["SlurmTokenalice"]["Properties"]["KmsKeyId"] == by_name["SlurmTokenIssuerTokenKey352CD991Arn"]
+    policy = users_stack["SlurmTokenPolicyalice"]["Properties"]
     assert policy["SecretId"] == {"Ref": "SlurmTokenalice"}
     readers, writers = (st["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
                         for st in policy["ResourcePolicy"]["Statement"])
     assert readers == {"Fn::GetAtt": ["ExecutionRolealice", "Arn"]}
     assert writers[0] == by_name["SlurmTokenIssuerRole9F97022DArn"]
     assert writers[1]["Fn::Join"][1][:2] == ["arn:", {"Ref": "AWS::Partition"}]
-    partition = resources["Partitionalice"]["Properties"]
+    partition = users_stack["Partitionalice"]["Properties"]
     assert partition["ServiceToken"] == by_name["PartitionsProviderframeworkonEvent23F60A65Arn"]
     file_system = by_name["referencetocourseclusterstorageLustreFileSystem81795A70Ref".removeprefix(
         "referencetocourseclusterstudio")]
@@ -191,20 +186,20 @@ def test_per_user_resources_keep_their_logical_ids_and_parameters(synth):
     mount = settings["CustomFileSystemConfigs"]["Fn::If"][1][0]["FSxLustreFileSystemConfig"]
     assert mount["FileSystemId"] == file_system
     # Partitions exist only in per-user mode and start MAX_IMPORTS_IN_FLIGHT at a time.
-    partitions = [logical_id for logical_id in resources if logical_id.startswith("Partition")]
-    assert all(resources[p]["Condition"] == "IsPerUserFSx" for p in partitions)
-    assert [resources[p].get("DependsOn") for p in partitions] == [None] * 4  # containers: 4 users, 4 lanes
+    partitions = [logical_id for logical_id in users_stack if logical_id.startswith("Partition")]
+    assert all(users_stack[p]["Condition"] == "IsPerUserFSx" for p in partitions)
+    assert [users_stack[p].get("DependsOn") for p in partitions] == [None] * 4  # containers: 4 users, 4 lanes
     # Nothing tags them in the template (the nested stack's tags reach them through CloudFormation, as before).
-    assert not [i for i, r in resources.items() if "Tags" in r.get("Properties", {})]
+    assert not [i for i, r in users_stack.items() if "Tags" in r.get("Properties", {})]
     assert partition["DataBucket"] == {"Fn::Join": ["", ["course-cluster-data-", {"Ref": "AWS::AccountId"}, "-",
                                                          {"Ref": "AWS::Region"}]]}
-    assert resources["SlurmTokenSchedule"]["Properties"]["Targets"][0]["Arn"] == by_name[
+    assert users_stack["SlurmTokenSchedule"]["Properties"]["Targets"][0]["Arn"] == by_name[
         "SlurmTokenIssuerFunctionE1BDD6C0Arn"]
 
 
 def test_profiles_created_outside_the_stack_get_partitions(synth):
     t = synth("containers").templates["studio"]
-    rule = _one(t, "AWS::Events::Rule")
+    rule = only(t, "AWS::Events::Rule")
     assert rule["Condition"] == "IsPerUserFSx"
     pattern = rule["Properties"]["EventPattern"]
     assert pattern["detail"]["eventName"] == ["CreateUserProfile"]
@@ -212,10 +207,10 @@ def test_profiles_created_outside_the_stack_get_partitions(synth):
     (target,) = rule["Properties"]["Targets"]
     assert "ProfileEventsDeadLetters" in json.dumps(target["DeadLetterConfig"])
     assert target["RetryPolicy"]["MaximumRetryAttempts"] == 8
-    for permission in _resources(t, "AWS::Lambda::Permission").values():
+    for permission in resources(t, "AWS::Lambda::Permission").values():
         if "OnCreateUserProfile" in json.dumps(permission):
             assert permission["Condition"] == "IsPerUserFSx"
-    fn = [f for f in _resources(t, "AWS::Lambda::Function").values()
+    fn = [f for f in resources(t, "AWS::Lambda::Function").values()
           if f["Properties"].get("Handler") == "profile_events.handler"][0]
     assert "ProfileEventsDeadLetters" in json.dumps(fn["Properties"]["DeadLetterConfig"])
 
@@ -225,7 +220,7 @@ def test_profile_events_know_the_config_users_uids_and_may_list_profiles(synth):
     user's uid, and its role may list the domain's profiles."""
     s = synth("containers")
     t = s.templates["studio"]
-    (logical, fn), = [(k, f) for k, f in _resources(t, "AWS::Lambda::Function").items()
+    (logical, fn), = [(k, f) for k, f in resources(t, "AWS::Lambda::Function").items()
                       if f["Properties"].get("Handler") == "profile_events.handler"]
     path = fn["Properties"]["Environment"]["Variables"]["RESERVED_UIDS_FILE"]
     assert path == "/var/task/reserved_uids.json"
@@ -233,7 +228,7 @@ def test_profile_events_know_the_config_users_uids_and_may_list_profiles(synth):
     reserved = json.loads((asset / "reserved_uids.json").read_text())
     assert reserved == {str(u.uid): u.name for u in s.config.users} and reserved
     assert (asset / "profile_events.py").is_file() and (asset / "partitions.py").is_file()
-    statements = [st for p in _resources(t, "AWS::IAM::Policy").values()
+    statements = [st for p in resources(t, "AWS::IAM::Policy").values()
                   for st in p["Properties"]["PolicyDocument"]["Statement"]]
     (listing,) = [st for st in statements if st.get("Sid") == "ListProfilesForUids"]
     assert listing["Action"] == "sagemaker:ListUserProfiles" and listing["Resource"] == "*"
@@ -241,15 +236,15 @@ def test_profile_events_know_the_config_users_uids_and_may_list_profiles(synth):
 
 def test_partition_handlers_reach_only_the_partition_prefix(synth):
     t = synth("default").templates["studio"]
-    rendered = json.dumps([p for p in _resources(t, "AWS::IAM::Policy").values() if "PartitionMarkers" in json.dumps(p)])
+    rendered = json.dumps([p for p in resources(t, "AWS::IAM::Policy").values() if "PartitionMarkers" in json.dumps(p)])
     assert "/studio/*" in rendered and "ml-cluster-data-" in rendered
     assert '"s3:DeleteObject' not in rendered  # partitions are never deleted by the stack
 
 
 def test_studio_reaches_lustre_and_slurm_through_declared_rules(synth):
     t = synth("default").templates["studio"]
-    egress = [r["Properties"] for r in _resources(t, "AWS::EC2::SecurityGroupEgress").values()]
-    ingress = [r["Properties"] for r in _resources(t, "AWS::EC2::SecurityGroupIngress").values()]
+    egress = [r["Properties"] for r in resources(t, "AWS::EC2::SecurityGroupEgress").values()]
+    ingress = [r["Properties"] for r in resources(t, "AWS::EC2::SecurityGroupIngress").values()]
     for low, high in ((988, 988), (1018, 1023), (6817, 6817), (6819, 6819)):
         assert any(r["FromPort"] == low and r["ToPort"] == high and "DestinationSecurityGroupId" in r
                    and "EfaSecurityGroup" in json.dumps(r["DestinationSecurityGroupId"]) for r in egress), low
@@ -260,10 +255,10 @@ def test_studio_reaches_lustre_and_slurm_through_declared_rules(synth):
 
 def test_studio_role_is_least_privilege(synth):
     t = synth("multi_az").templates["studio"]
-    roles = {k: v for k, v in _resources(t, "AWS::IAM::Role").items() if k.startswith("ExecutionRole")}
+    roles = {k: v for k, v in resources(t, "AWS::IAM::Role").items() if k.startswith("ExecutionRole")}
     (role,) = roles.values()
     assert "ManagedPolicyArns" not in role["Properties"]
-    policy = [p for p in _resources(t, "AWS::IAM::Policy").values()
+    policy = [p for p in resources(t, "AWS::IAM::Policy").values()
               if "ExecutionRole" in json.dumps(p["Properties"]["Roles"])][0]
     statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
     own_spaces = {st.get("Sid") for st in STUDIO_ACCESS["own_spaces"]["policy"]["Statement"]} - {None}
@@ -283,19 +278,19 @@ def test_studio_role_is_least_privilege(synth):
 
 def test_mlflow_tracking_server_with_encrypted_artifact_bucket(synth):
     t = synth("multi_az").templates["studio"]
-    server = _one(t, "AWS::SageMaker::MlflowTrackingServer")["Properties"]
+    server = only(t, "AWS::SageMaker::MlflowTrackingServer")["Properties"]
     assert server["TrackingServerSize"] == "Medium" and server["TrackingServerName"] == "llm-pretrain-mlflow"
-    buckets = {k: v for k, v in _resources(t, "AWS::S3::Bucket").items() if k.startswith("MlflowArtifacts")}
+    buckets = {k: v for k, v in resources(t, "AWS::S3::Bucket").items() if k.startswith("MlflowArtifacts")}
     (bucket,) = buckets.values()
     sse = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
     assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms" and bucket["DeletionPolicy"] == "Retain"
-    assert _resources(synth("default").templates["studio"], "AWS::SageMaker::MlflowTrackingServer") == {}
+    assert resources(synth("default").templates["studio"], "AWS::SageMaker::MlflowTrackingServer") == {}
 
 
 def test_thousand_users_split_into_nested_stacks_within_limits(synth):
     s = synth("large")
     assert len(s.nested) == 12  # 1,000 users at 90 per nested stack (per-user mode: a token secret and role each)
-    profiles = sum(len(_resources(n, "AWS::SageMaker::UserProfile")) for n in s.nested.values())
+    profiles = sum(len(resources(n, "AWS::SageMaker::UserProfile")) for n in s.nested.values())
     assert profiles == 1000
     for name, template in s.nested.items():
         assert len(template["Resources"]) < 500, name
@@ -306,7 +301,7 @@ def test_studio_can_be_turned_off(synth):
 
     from platform_config import parse_config
     from stacks.platform import build_platform
-    from conftest import cdk_json_context
+    from support.variants import cdk_json_context
     app = cdk.App(context=cdk_json_context(stage_assets=False))
     platform = build_platform(app, parse_config({"studio": {"enabled": False}}))
     assert platform.studio is None
@@ -323,11 +318,11 @@ def test_bootstrap_pins_the_digest_of_every_file_it_fetches(synth, variant):
     import re
     s = synth(variant)
     t = s.templates["studio"]
-    (config, *_) = _resources(t, "AWS::SageMaker::StudioLifecycleConfig").values()
+    (config, *_) = resources(t, "AWS::SageMaker::StudioLifecycleConfig").values()
     body = config["Properties"]["StudioLifecycleConfigContent"]["Fn::Base64"]["Fn::Sub"][0]
     pinned = dict((path, digest) for digest, path in re.findall(r"^([0-9a-f]{64})  (\S+)$", body, re.M))
     assets = {h: a for m in s.out_dir.glob("*.assets.json") for h, a in json.loads(m.read_text())["files"].items()}
-    (deployment,) = [r for r in _resources(t, "Custom::CDKBucketDeployment").values()
+    (deployment,) = [r for r in resources(t, "Custom::CDKBucketDeployment").values()
                      if r["Properties"]["DestinationBucketKeyPrefix"] == f"studio/{s.config.name}/"]
     shipped = {}
     for key in deployment["Properties"]["SourceObjectKeys"]:
@@ -360,34 +355,26 @@ def test_lustre_flows_both_ways_between_studio_and_the_file_system(synth, varian
         assert has(egress, fs_group, "DestinationSecurityGroupId", "StudioAppsGroup", low, high), ("fs out", low)
 
 
-STUDIO_ACCESS = json.loads((__import__("conftest").ROOT / "config" / "facts" / "studio_access_policy.json").read_text())
+STUDIO_ACCESS = json.loads((ROOT / "config" / "facts" / "studio_access_policy.json").read_text())
 # The one place the platform grants less than AWS's page: apps of spaces without an owner in this domain only.
+PAGE_REFS = {"AWS::Partition": "aws", "AWS::AccountId": "${Account}", "AWS::Region": "${Region}"}
 NARROWED = {"arn:aws:sagemaker:${Region}:${Account}:app/*":
             "arn:aws:sagemaker:${Region}:${Account}:app/${sagemaker:DomainId}/*"}
 
 
 def _rendered(value, region):
     """A policy value with CloudFormation's pseudo parameters as the page writes them."""
-    if isinstance(value, dict) and "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return separator.join(_rendered(p, region) for p in parts)
-    if isinstance(value, dict) and "Ref" in value:
-        return {"AWS::Partition": "aws", "AWS::AccountId": "${Account}", "AWS::Region": "${Region}"}[value["Ref"]]
-    if isinstance(value, dict):
-        return {k: _rendered(v, region) for k, v in value.items()}
     if isinstance(value, list):
         return [_rendered(v, region) for v in value]
-    return value.replace(f":{region}:", ":${Region}:") if isinstance(value, str) else value
+    if isinstance(value, dict) and not value.keys() & {"Fn::Join", "Ref"}:
+        return {k: _rendered(v, region) for k, v in value.items()}
+    if not isinstance(value, (str, dict)):
+        return value
+    return flatten(value, PAGE_REFS).replace(f":{region}:", ":${Region}:")
 
 
 def _role_statements(template, region, role_prefix):
-    policies = [p for p in _resources(template, "AWS::IAM::Policy").values()
-                if any(json.dumps(r).startswith(f'{{"Ref": "{role_prefix}') for r in p["Properties"]["Roles"])]
-    return [_rendered(s, region) for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
-
-
-def _as_set(value):
-    return set(value) if isinstance(value, list) else {value}
+    return [_rendered(s, region) for s in statements_of(template, role_prefix, prefix=True)]
 
 
 @pytest.mark.parametrize("variant,role_prefix", [("multi_az", "ExecutionRole"), ("eks", "ExecutionRole"),
@@ -398,7 +385,7 @@ def test_studio_roles_grant_what_aws_documents_for_own_spaces_and_hyperpod_pages
     assert granted, role_prefix
     for documented in STUDIO_ACCESS["own_spaces"]["policy"]["Statement"]:
         want_resource = NARROWED.get(documented["Resource"], documented["Resource"])
-        matches = [g for g in granted if _as_set(g["Action"]) == set(documented["Action"])
+        matches = [g for g in granted if set(listed(g["Action"])) == set(documented["Action"])
                    and g.get("Condition") == documented.get("Condition") and g["Resource"] == want_resource]
         assert len(matches) == 1, (documented, [g for g in granted if "sagemaker:" in json.dumps(g["Action"])])
         if "Sid" in documented:
@@ -407,10 +394,10 @@ def test_studio_roles_grant_what_aws_documents_for_own_spaces_and_hyperpod_pages
     writes = {"sagemaker:CreateSpace", "sagemaker:UpdateSpace", "sagemaker:DeleteSpace", "sagemaker:CreateApp",
               "sagemaker:DeleteApp", "sagemaker:AddTags", "sagemaker:CreatePresignedDomainUrl"}
     documented_writes = sum(1 for d in STUDIO_ACCESS["own_spaces"]["policy"]["Statement"] if set(d["Action"]) & writes)
-    assert sum(1 for g in granted if _as_set(g["Action"]) & writes) == documented_writes
+    assert sum(1 for g in granted if set(listed(g["Action"])) & writes) == documented_writes
     # Studio's HyperPod pages: the reference template's actions on this platform's clusters, and the cluster list.
     (pages,) = [g for g in granted if g.get("Sid") == "DescribeCluster"]
-    assert _as_set(pages["Action"]) == set(STUDIO_ACCESS["hyperpod_pages"]["actions"])
+    assert set(listed(pages["Action"])) == set(STUDIO_ACCESS["hyperpod_pages"]["actions"])
     assert pages["Resource"] == "arn:aws:sagemaker:${Region}:${Account}:cluster/*"
     assert pages["Condition"] == {"StringEquals": {"aws:ResourceTag/hyperpod-platform": s.config.name}}
     (listing,) = [g for g in granted if g.get("Sid") == "ListClusters"]
@@ -421,7 +408,7 @@ def test_studio_roles_grant_what_aws_documents_for_own_spaces_and_hyperpod_pages
 def test_per_user_roles_get_the_same_studio_access(synth):
     """Per-user mode on Slurm: each profile's own role gets the shared execution role's document (StudioUserPolicy)."""
     s = synth("large")
-    (policy,) = _resources(s.templates["studio"], "AWS::IAM::ManagedPolicy").values()
+    (policy,) = resources(s.templates["studio"], "AWS::IAM::ManagedPolicy").values()
     sids = {st.get("Sid") for st in policy["Properties"]["PolicyDocument"]["Statement"]}
     assert {"SMStudioRestrictSpacesToOwnerUserProfile", "SMStudioRestrictCreatePrivateSpaceAppsToOwnerUserProfile",
             "ListClusters", "DescribeCluster"} <= sids
@@ -429,7 +416,7 @@ def test_per_user_roles_get_the_same_studio_access(synth):
 
 def test_shared_spaces_get_the_lifecycle_config_and_in_shared_mode_the_shared_partition(synth):
     t = synth("multi_az").templates["studio"]
-    domain = _one(t, "AWS::SageMaker::Domain")["Properties"]
+    domain = only(t, "AWS::SageMaker::Domain")["Properties"]
     spaces = domain["DefaultSpaceSettings"]
     lab = domain["DefaultUserSettings"]["JupyterLabAppSettings"]
     assert spaces["JupyterLabAppSettings"]["LifecycleConfigArns"] == lab["LifecycleConfigArns"]
@@ -439,6 +426,6 @@ def test_shared_spaces_get_the_lifecycle_config_and_in_shared_mode_the_shared_pa
     posix = spaces["CustomPosixUserConfig"]
     assert posix == {"Fn::If": ["IsSharedFSx", {"Uid": 10010, "Gid": 2000}, {"Ref": "AWS::NoValue"}]}
     # Without studio.shared_space_user: the lifecycle config, no file system and no identity.
-    plain = _one(synth("default").templates["studio"], "AWS::SageMaker::Domain")["Properties"]["DefaultSpaceSettings"]
+    plain = only(synth("default").templates["studio"], "AWS::SageMaker::Domain")["Properties"]["DefaultSpaceSettings"]
     assert "JupyterLabAppSettings" in plain
     assert "CustomFileSystemConfigs" not in plain and "CustomPosixUserConfig" not in plain

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from support.paths import ROOT
 
 spec = importlib.util.spec_from_file_location("build_studio_tools", ROOT / "tools" / "build_studio_tools.py")
 build = importlib.util.module_from_spec(spec)

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, VARIANT_FILES
+from support.paths import ROOT
+from support.variants import VARIANT_FILES
 
 
 def summary(synth, variant: str) -> tuple[str, object]:

@@ -9,8 +9,9 @@ import pytest
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from conftest import cdk_json_context
+from support.variants import cdk_json_context
 from constructs.task_governance_provider import TaskGovernanceProvider
+from support.iam import by_sid, statements_of
 
 CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef012345"
 QUOTA_PROPERTIES = {
@@ -33,10 +34,8 @@ def synthesized(tmp_path_factory):
     return stack, Template.from_json(json.loads((out_dir / "Probe.template.json").read_text()))
 
 
-def _statements(template: Template, role: str) -> dict[str, dict]:
-    return {statement["Sid"]: statement for policy in template.find_resources("AWS::IAM::Policy").values()
-            if role in json.dumps(policy["Properties"]["Roles"])
-            for statement in policy["Properties"]["PolicyDocument"]["Statement"]}
+def _statements_by_sid(template: Template, role: str) -> dict[str, dict]:
+    return by_sid(statements_of(template.to_json(), role, prefix=True))
 
 
 def _arn(resource: str) -> dict:
@@ -70,7 +69,7 @@ def test_waiter_polls_every_20_seconds_for_30_minutes(synthesized):
 
 def test_on_event_is_scoped_to_the_cluster_and_governance_resources(synthesized):
     _, template = synthesized
-    statements = _statements(template, "GovernanceOnEventServiceRole")
+    statements = _statements_by_sid(template, "GovernanceOnEventServiceRole")
     assert set(statements) == {"CreateOnCluster", "ManageGovernance", "FindEarlierAttempts"}
     create = statements["CreateOnCluster"]
     assert sorted(create["Action"]) == ["sagemaker:CreateClusterSchedulerConfig", "sagemaker:CreateComputeQuota"]
@@ -87,7 +86,7 @@ def test_on_event_is_scoped_to_the_cluster_and_governance_resources(synthesized)
 
 def test_is_complete_only_describes_and_deletes(synthesized):
     _, template = synthesized
-    (watch,) = _statements(template, "GovernanceIsCompleteServiceRole").values()
+    (watch,) = _statements_by_sid(template, "GovernanceIsCompleteServiceRole").values()
     assert sorted(watch["Action"]) == ["sagemaker:DeleteClusterSchedulerConfig", "sagemaker:DeleteComputeQuota",
                                        "sagemaker:DescribeClusterSchedulerConfig", "sagemaker:DescribeComputeQuota"]
     assert watch["Resource"] == GOVERNANCE

@@ -11,25 +11,12 @@ from typing import Any, Optional
 import kubernetes_validate
 import pytest
 
-import admission
+from support import admission
 from manifests import team_identities as ti
-from manifests.kubernetes_objects import team_namespace
+from support.teams import ALICE, BOB, CAROL, DEVELOPERS, DEVELOPERS_GID, OTHER, PARAMS, PLATFORM, RESEARCH, RESEARCH_GID
 
-PLATFORM = "ml-eks"
-RESEARCH, DEVELOPERS, OTHER = team_namespace("research"), team_namespace("developers"), "kube-system"
-# (uid, gid): never equal, so a policy that checks a uid against the gids (or a gid against the uids) is caught.
-ALICE, CAROL, BOB = (10001, 20001), (10003, 20003), (10002, 20002)
-RESEARCH_GID, DEVELOPERS_GID = 1_100_001, 1_100_002
 POLICY = ti.identity_policy(platform=PLATFORM)
 BINDING = ti.identity_binding(namespaces=[RESEARCH, DEVELOPERS], platform=PLATFORM)
-PARAMS = {
-    RESEARCH: ti.identities(namespace=RESEARCH, uids={10001: "alice", 10003: "carol"},
-                            gids={20001: "alice", 20003: "carol", RESEARCH_GID: "team research"}, platform=PLATFORM,
-                            members={"alice": 10001, "carol": 10003}),
-    DEVELOPERS: ti.identities(namespace=DEVELOPERS, uids={10002: "bob"},
-                              gids={20002: "bob", DEVELOPERS_GID: "team developers"}, platform=PLATFORM,
-                              members={"bob": 10002}),
-}
 
 
 def admit(pod: dict, *, namespace: str = RESEARCH, params: Optional[dict[str, dict]] = None,
@@ -190,7 +177,7 @@ def test_studio_files_are_at_the_clusters_path_of_the_partition():
 # ---------------------------------------------------------------------------------------------- each team's ids
 def _config(shared: bool):
     import yaml as yaml_
-    from conftest import ROOT
+    from support.paths import ROOT
     from platform_config.loading import parse_config
     data = yaml_.safe_load((ROOT / "config" / "examples" / "eks.yaml").read_text())
     data["users"] = [{"name": "alice", "uid": 10001, "gid": 20001}, {"name": "bob", "uid": 10002, "gid": 20002},

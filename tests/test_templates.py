@@ -14,7 +14,9 @@ import pytest
 from aws_cdk import aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 
-from conftest import APP_PATH, ALL_VARIANTS, ROOT, exclusive, shared_dir
+from support.paths import APP_PATH, ROOT
+from support.variants import ALL_VARIANTS
+from support.synthesis import exclusive, shared_dir
 from platform_config.users import User
 
 MAX_RESOURCES = 500
@@ -238,11 +240,11 @@ def test_library_and_local_constructs_folder_coexist():
 
 
 def test_a_synthesis_without_staged_assets_writes_the_same_templates(synth, tmp_path):
-    """Tests that read only templates synthesize with cdk_json_context(stage_assets=False) (tests/conftest.py): the
+    """Tests that read only templates synthesize with cdk_json_context(stage_assets=False) (tests/support/variants.py): the
     assets are hashed into the templates as before, just not copied into the assembly."""
-    from conftest import _synthesize
+    from support.synthesis import synthesize
 
-    _synthesize("eks", tmp_path, stage_assets=False)
+    synthesize("eks", tmp_path, stage_assets=False)
     staged = synth("eks").out_dir
     names = sorted(p.name for p in staged.glob("*.template.json"))
     assert names == sorted(p.name for p in tmp_path.glob("*.template.json")) and len(names) >= 6

@@ -58,7 +58,8 @@ USER_TESTS = "user or uid or gid or squash or reserved or studio_profile or uniq
 TARGETS: dict[str, list[list[str]]] = {
     "cli/replacement_guard.py": [["tests/test_replacement_guard.py"]],
     "platform_config/day2.py": [["tests/test_day2_rules.py"]],
-    "platform_config/users.py": [["tests/test_config_users.py"], ["tests/test_config.py", "-k", USER_TESTS]],
+    "platform_config/users.py": [["tests/test_config_users.py"], ["tests/test_config_identities.py", "-k", USER_TESTS],
+                                 ["tests/test_config.py", "-k", USER_TESTS]],
     "manifests/team_identities.py": [["tests/test_team_identities.py"]],
     "lambda/cluster_log_retention/log_retention.py": [["tests/lambda/test_log_retention.py"]],
     "lambda/default_security_group/restrict.py": [["tests/lambda/test_default_security_group.py"]],

@@ -50,6 +50,8 @@ from pathlib import Path
 from slurm_conf import ACCOUNTING_CONF, CGROUP_CONF, render_slurm_conf
 from slurm_root import DATABASE_ROOT, in_root
 
+from support.ports import free_port
+
 SLURM_BINARIES = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "squeue", "sbatch", "scontrol", "unshare")
 ACCOUNTING_BINARIES = ("mariadbd", "mariadb-install-db", "mariadb", "slurmdbd", "sacctmgr", "sacct", "sshare")
 
@@ -60,10 +62,9 @@ ACCOUNTING_BINARIES = ("mariadbd", "mariadb-install-db", "mariadb", "slurmdbd", 
 BATCH_SCHEDULING = "batch_sched_delay=0"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# The states a job ends in (squeue/scontrol JobState): a wait for a job's end stops on any of them.
+TERMINAL_JOB_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
+                       "DEADLINE", "PREEMPTED"}
 
 
 def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -26,35 +26,31 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import issuer
 import pytest
 import yaml
+from slurm_bundle import BUNDLE_BUCKET
+from slurm_cluster import TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
+from slurm_root import SLURM_ROOT, as_user, in_root, missing as missing_in_root, plugin_dir, skip_reason
+from studio_space import (LCC, MISSING_HOST_BINARIES, REQUIRED_BINARIES, Cluster, s3_client, secrets,
+                          start_moto)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_bundle import BUNDLE_BUCKET  # noqa: E402
-from slurm_cluster import SlurmCluster, run, wait_for  # noqa: E402
-from slurm_root import SLURM_ROOT, as_user, in_root, missing as missing_in_root, plugin_dir, skip_reason  # noqa: E402
-from test_studio_slurm_login import (start_moto,   # noqa: E402,F401
-    LCC, REGION, REQUIRED_BINARIES, TERMINAL_JOB_STATES, Cluster, ide, missing, s3_client, secrets, studio_users)
+from cli import attach
+from platform_config import parse_config
+from platform_config.facts import RESERVED_USER_NAMES, RESERVED_USER_PREFIXES
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-from cli import attach  # noqa: E402
-from platform_config import parse_config  # noqa: E402
-from platform_config.facts import RESERVED_USER_NAMES, RESERVED_USER_PREFIXES  # noqa: E402
-
-sys.path.insert(0, str(REPO / "lambda" / "slurm_tokens"))
-import issuer  # noqa: E402
 
 # curl: the controller step fetches the tools archive and uploads the hand-over with it (make attach).
 REQUIRED = (*REQUIRED_BINARIES, "curl", "tar", "sha256sum")
 pytestmark = pytest.mark.skipif(
-    bool(missing or missing_in_root(REQUIRED)),
-    reason=f"missing on this machine: {', '.join(missing)}" if missing else skip_reason(REQUIRED))
+    bool(MISSING_HOST_BINARIES or missing_in_root(REQUIRED)),
+    reason=(f"missing on this machine: {', '.join(MISSING_HOST_BINARIES)}" if MISSING_HOST_BINARIES
+            else skip_reason(REQUIRED)))
 
 
 @pytest.fixture(scope="module")

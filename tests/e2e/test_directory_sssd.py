@@ -26,10 +26,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(REPO / "tests"))
 HYPERPOD = REPO / "lifecycle" / "hyperpod"
 SSS_PROVIDER = Path("/usr/lib/x86_64-linux-gnu/sssd/libsss_ldap.so")
 COMMANDS = ("slapd", "slapadd", "slappasswd", "sssd", "pamtester", "sudo", "unshare", "nsenter", "openssl",
@@ -61,12 +61,6 @@ WRITTEN = ("/etc/sssd/sssd.conf", "/etc/sssd/hyperpod-directory-ca.pem", "/etc/n
 
 def run(cmd, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=kw.pop("timeout", 120), **kw)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ------------------------------------------------------------------------------------------ certificates and slapd
@@ -279,7 +273,7 @@ class Directory:
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[dict]:
-    from moto_server import moto_server
+    from support.moto_server import moto_server
     import boto3
 
     base = Path(tempfile.mkdtemp(prefix="sssd-e2e-"))

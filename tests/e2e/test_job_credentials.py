@@ -21,7 +21,6 @@ import json
 import os
 import shlex
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,12 +28,12 @@ from pathlib import Path
 
 import pytest
 
+from slurm_cluster import SLURM_BINARIES, SlurmCluster, run, wait_for
+from studio_space import PosixUser, ensure_posix_user, remove_posix_users
+from slurm_root import as_user, in_root, missing as missing_in_root, skip_reason, write_aws_command
+
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO / "tests"))
-from slurm_cluster import SLURM_BINARIES, SlurmCluster, run, wait_for  # noqa: E402
-from slurm_root import as_user, in_root, missing as missing_in_root, skip_reason, write_aws_command  # noqa: E402
 
 HYPERPOD = REPO / "lifecycle" / "hyperpod"
 REGION = "us-east-1"
@@ -77,9 +76,7 @@ class Node:
 
 @pytest.fixture(scope="module")
 def node() -> Iterator[Node]:
-    from moto_server import moto_server
-    from test_studio_slurm_login import PosixUser, ensure_posix_user, remove_posix_users
-
+    from support.moto_server import moto_server
     base = Path(tempfile.mkdtemp(prefix="slurm-jobcred-"))
     base.chmod(0o755)
     cluster = SlurmCluster(base=base, cluster_name="jobcred")

@@ -31,14 +31,14 @@ from pathlib import Path
 
 import pytest
 
+from slurm_cluster import SLURM_BINARIES, SlurmCluster, run, wait_for
+from support.ports import free_port
+from slurm_root import in_root, missing as missing_in_root, skip_reason
+
+from constructs import node_metric_names as node_metrics
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO))
-from slurm_cluster import SLURM_BINARIES, SlurmCluster, free_port, run, wait_for  # noqa: E402
-from slurm_root import in_root, missing as missing_in_root, skip_reason  # noqa: E402
-
-from constructs import node_metric_names as node_metrics  # noqa: E402
 
 LIFECYCLE = REPO / "lifecycle" / "hyperpod"
 PARAMS_FIXTURE = REPO / "tests" / "lifecycle" / "fixtures" / "platform_parameters.json"

@@ -23,22 +23,22 @@ import os
 import pwd
 import shutil
 import signal
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(REPO))
-from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, exited, run, wait_for  # noqa: E402
-from slurm_root import SLURM_ROOT, in_root, missing as missing_in_root, skip_reason  # noqa: E402
-from test_slurm_accounting import TERMINAL, Env, example  # noqa: E402
+from accounting_env import Env, example
+from slurm_cluster import ACCOUNTING_BINARIES, SLURM_BINARIES, SlurmCluster, exited, run, wait_for
+from slurm_cluster import TERMINAL_JOB_STATES as TERMINAL
+from slurm_root import SLURM_ROOT, in_root, missing as missing_in_root, skip_reason
+from studio_space import PosixUser, ensure_posix_user, remove_posix_users
 
-from platform_config import parse_config  # noqa: E402
-from platform_config.accounting_plan import accounting_parameters, worker_groups  # noqa: E402
+from platform_config import parse_config
+from platform_config.accounting_plan import accounting_parameters, worker_groups
+
+REPO = Path(__file__).resolve().parents[2]
 
 HYPERPOD = REPO / "lifecycle" / "hyperpod"
 # Where Debian 13's libpam-slurm-adopt installs it (Debian 12's was /lib/security/pam_slurm_adopt.so)
@@ -90,8 +90,6 @@ class GresEnv(Env):
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[GresEnv]:
-    from test_studio_slurm_login import PosixUser, ensure_posix_user, remove_posix_users
-
     data = example()
     config = parse_config(data)
     group = next(g for g in config.cluster.instance_groups if g.role == "compute")

@@ -30,21 +30,20 @@ from pathlib import Path
 import boto3
 import pytest
 
+from slurm_cluster import TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
+from support.ports import free_port
+from slurm_conf import ACCOUNTING_CONF
+from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm
+from slurm_root import SLURM_ROOT, as_user, in_root, plugin_dir, skip_reason, write_aws_command
+from slurm_root import missing as missing_in_root
+from studio_space import PARAMS_FIXTURE, REGION, PosixUser
+
+import issuer
+
+from platform_config.facts import RESERVED_USER_NAMES, RESERVED_USER_PREFIXES
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
-from slurm_conf import ACCOUNTING_CONF  # noqa: E402
-from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm  # noqa: E402
-from slurm_root import SLURM_ROOT, as_user, in_root, plugin_dir, skip_reason, write_aws_command  # noqa: E402
-from slurm_root import missing as missing_in_root  # noqa: E402
-from test_studio_slurm_login import (  # noqa: E402,F401 - studio_users is a fixture used below
-    PARAMS_FIXTURE, REGION, TERMINAL_JOB_STATES, PosixUser, studio_users)
-
 REPO = HERE.parents[1]
-sys.path.insert(0, str(REPO / "lambda" / "slurm_tokens"))
-import issuer  # noqa: E402
-
-from platform_config.facts import RESERVED_USER_NAMES, RESERVED_USER_PREFIXES  # noqa: E402
 
 # What constructs/slurm_token_issuer.py gives the issuer: the reserved system names config validation refuses too.
 RESERVED = issuer.Reserved(frozenset(RESERVED_USER_NAMES), tuple(RESERVED_USER_PREFIXES))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -23,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from slurm_cluster import SLURM_BINARIES, SlurmCluster, run
+from slurm_root import in_root, missing as missing_in_root, skip_reason
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_cluster import SLURM_BINARIES, SlurmCluster, run  # noqa: E402
-from slurm_root import in_root, missing as missing_in_root, skip_reason  # noqa: E402
 
 SCRIPT = REPO / "lifecycle" / "hyperpod" / "configure_slurm.sh"
 REASON = "login node: jobs run on the compute partitions (hyperpod platform)"

@@ -28,13 +28,11 @@ from pathlib import Path
 
 import boto3
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm  # noqa: E402
-from slurm_cluster import BATCH_SCHEDULING, SlurmCluster, free_port, run, wait_for  # noqa: E402
-from slurm_root import in_root, missing as missing_in_root, skip_reason, write_aws_command  # noqa: E402
-from test_studio_slurm_login import (LCC, PUBLISH, REGION, TERMINAL_JOB_STATES, Ide, PosixUser,  # noqa: E402
-                                     ensure_posix_user, remove_posix_users)
+from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm
+from slurm_cluster import BATCH_SCHEDULING, TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
+from support.ports import free_port
+from slurm_root import in_root, missing as missing_in_root, skip_reason, write_aws_command
+from studio_space import LCC, PUBLISH, REGION, Ide, PosixUser, ensure_posix_user, remove_posix_users
 
 REQUIRED = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "setpriv", "python3")
 HOST = ("ip", "nsenter", "unshare", "useradd", "hostname")

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -27,10 +26,10 @@ from pathlib import Path
 
 import pytest
 
+from slurm_cluster import SLURM_BINARIES, SlurmCluster, run, wait_for
+from slurm_root import in_root, missing as missing_in_root, skip_reason
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_cluster import SLURM_BINARIES, SlurmCluster, run, wait_for  # noqa: E402
-from slurm_root import in_root, missing as missing_in_root, skip_reason  # noqa: E402
 
 HYPERPOD = REPO / "lifecycle" / "hyperpod"
 

@@ -32,165 +32,36 @@ Needs root, useradd/groupadd, and the Slurm root (`make slurm-root`; `make test`
 from __future__ import annotations
 
 import base64
-import grp
 import hashlib
 import json
 import os
-import pwd
 import shutil
-import socket
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import boto3
 import pytest
+from slurm_cluster import TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
+from slurm_conf import ACCOUNTING_CONF
+from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX
+from slurm_root import SLURM_RELEASE, in_root, skip_reason
+from slurm_root import version as slurm_version
+from slurm_root import missing as missing_in_root
+from studio_space import (LCC, MISSING_HOST_BINARIES, PARAMS_FIXTURE, PUBLISH, REPO, REQUIRED_BINARIES, Cluster, Ide,
+                          PosixUser, ensure_posix_user, remove_posix_users, s3_client, secrets, start_moto)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_cluster import SlurmCluster, free_port, run, wait_for  # noqa: E402
-from slurm_conf import ACCOUNTING_CONF  # noqa: E402
-from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm  # noqa: E402
-from slurm_root import SLURM_RELEASE, as_user, in_root, skip_reason, write_aws_command  # noqa: E402
-from slurm_root import version as slurm_version  # noqa: E402
-from slurm_root import missing as missing_in_root  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-PUBLISH = REPO / "lifecycle" / "hyperpod" / "publish_slurm_login.sh"
 CONFIGURE = REPO / "lifecycle" / "hyperpod" / "configure_slurm.sh"
-PARAMS_FIXTURE = REPO / "tests" / "lifecycle" / "fixtures" / "platform_parameters.json"
 # A pyxis build that does not match the running Slurm, as the package's pyxis.conf names it. configure_slurm.sh makes
 # its SPANK entry optional; were it `required`, every job step would fail to start.
 MISMATCHED_PYXIS = "/nonexistent/slurm-other-release/spank_pyxis.so"
-LCC = REPO / "lifecycle" / "studio" / "slurm_login_node.sh"
-REGION = "us-east-1"
-REQUIRED_BINARIES = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "setpriv", "python3")
-HOST_BINARIES = ("useradd", "userdel", "groupadd", "groupdel", "unshare", "nsenter")
-TERMINAL_JOB_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
-                       "DEADLINE", "PREEMPTED"}
 
-missing = [b for b in HOST_BINARIES if shutil.which(b) is None and shutil.which(b, path="/usr/sbin:/sbin") is None]
 pytestmark = pytest.mark.skipif(
-    bool(missing or missing_in_root(REQUIRED_BINARIES)),
-    reason=f"missing on this machine: {', '.join(missing)}" if missing else skip_reason(REQUIRED_BINARIES),
+    bool(MISSING_HOST_BINARIES or missing_in_root(REQUIRED_BINARIES)),
+    reason=(f"missing on this machine: {', '.join(MISSING_HOST_BINARIES)}" if MISSING_HOST_BINARIES
+            else skip_reason(REQUIRED_BINARIES)),
 )
-
-
-@dataclass(frozen=True)
-class PosixUser:
-    """A Studio user profile's POSIX identity (CustomPosixUserConfig), also present on the cluster."""
-    name: str
-    uid: int
-    gid: int
-
-
-# Marks the accounts this test creates, so a run that died before its teardown is cleaned up by the next one.
-TEST_USER_COMMENT = "slurm e2e test user (tests/e2e), safe to delete"
-
-
-def ensure_posix_user(user: PosixUser) -> tuple[bool, bool]:
-    """Creates the group and user with fixed ids unless they exist; returns (user is ours, group is ours).
-
-    Like create_users.sh on the cluster, but without a home directory, sudo or shared group.
-    """
-    try:
-        existing = pwd.getpwuid(user.uid)
-    except KeyError:
-        existing = None
-    if existing is not None:  # already there (another test run, or the machine has it): use it as it is
-        if existing.pw_name != user.name or existing.pw_gid != user.gid:
-            pytest.fail(f"uid {user.uid} exists as {existing.pw_name} with gid {existing.pw_gid}, "
-                        f"expected {user.name} with gid {user.gid}")
-        ours = existing.pw_gecos == TEST_USER_COMMENT
-        return ours, ours and any(g.gr_gid == user.gid and g.gr_name == user.name for g in grp.getgrall())
-    group_ours = False
-    try:
-        grp.getgrgid(user.gid)
-    except KeyError:
-        result = run(["groupadd", "--gid", str(user.gid), user.name])
-        assert result.returncode == 0, result.stderr
-        group_ours = True
-    # --system: no /etc/subuid range and no mail spool; no home either (jobs run in their --chdir).
-    result = run(["useradd", "--system", "--uid", str(user.uid), "--gid", str(user.gid), "--no-create-home",
-                  "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "--comment", TEST_USER_COMMENT,
-                  user.name])
-    if result.returncode != 0:
-        if group_ours:
-            run(["groupdel", user.name])
-        pytest.fail(f"useradd {user.name} ({user.uid}:{user.gid}) failed: {result.stderr}")
-    return True, group_ours
-
-
-def remove_posix_users(created: list[tuple[str, bool, bool]]) -> list[str]:
-    """Undoes ensure_posix_user for (name, user is ours, group is ours), newest first; returns the errors."""
-    errors = []
-    for name, user_ours, group_ours in reversed(created):
-        if user_ours:
-            result = run(["userdel", name])
-            errors += [result.stderr] if result.returncode else []
-        # userdel already removes a primary group named after the user when USERGROUPS_ENAB is on.
-        if group_ours and run(["getent", "group", name]).returncode == 0:
-            result = run(["groupdel", name])
-            errors += [result.stderr] if result.returncode else []
-    return errors
-
-
-
-def start_moto(slurm, base: Path) -> tuple[str, dict[str, str]]:
-    """A moto server for S3 and Secrets Manager, stopped with the cluster (`slurm.procs`), its bundle bucket made; and
-    the environment that points the AWS CLI stand-in at it. The nodes (the root) have no AWS CLI: a boto3 stand-in
-    for the calls the scripts make comes first on PATH."""
-    moto_port = free_port()
-    moto_log = open(base / "moto.log", "w")
-    slurm.procs["moto"] = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)], stdout=moto_log,
-        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    moto_url = f"http://127.0.0.1:{moto_port}"
-
-    def moto_up() -> bool:
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", moto_port)) == 0
-
-    wait_for("moto server", moto_up, timeout=30, interval=0.2)
-    s3_client(moto_url).create_bucket(Bucket=BUNDLE_BUCKET)
-    aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    aws_env.update(AWS_ENDPOINT_URL=moto_url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-                   AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
-    aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"
-    return moto_url, aws_env
-
-@pytest.fixture(scope="module")
-def studio_users() -> Iterator[tuple[PosixUser, PosixUser]]:
-    """Two Studio users with their profiles' uid/gid, created on this machine (the "cluster") for the module."""
-    # gid != uid: a script that passed the uid as the gid would show in the jobs' GroupId and files' group.
-    users = (PosixUser("alice", 10001, 10101), PosixUser("bob", 10002, 10102))
-    created: list[tuple[str, bool, bool]] = []
-    try:
-        for user in users:
-            created.append((user.name, *ensure_posix_user(user)))
-        yield users
-    finally:
-        errors = remove_posix_users(created)
-        assert not errors, errors
-
-
-@dataclass
-class Cluster:
-    base: Path
-    conf: Path
-    key: Path
-    munge_socket: Path
-    aws_env: dict[str, str]
-    moto_url: str
-    spool: Path
-    script_env: dict[str, str]
-    slurm: SlurmCluster
-
-    def slurm_env(self, conf: Path | None = None) -> dict[str, str]:
-        return {**os.environ, "SLURM_CONF": str(conf or self.conf)}
 
 
 @pytest.fixture(scope="module")
@@ -237,16 +108,6 @@ def cluster() -> Iterator[Cluster]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def s3_client(url: str):
-    return boto3.client("s3", region_name=REGION, endpoint_url=url, aws_access_key_id="testing",
-                        aws_secret_access_key="testing")
-
-
-def secrets(cluster: Cluster):
-    return boto3.client("secretsmanager", region_name=REGION, endpoint_url=cluster.moto_url,
-                        aws_access_key_id="testing", aws_secret_access_key="testing")
-
-
 @pytest.fixture(scope="module")
 def published(cluster: Cluster) -> tuple[str, dict]:
     """The secret as the CDK stack creates it (no value), then filled by publish_slurm_login.sh."""
@@ -271,86 +132,6 @@ def published(cluster: Cluster) -> tuple[str, dict]:
     versions = secrets(cluster).list_secret_version_ids(SecretId=arn)["Versions"]
     assert len(versions) == 1
     return arn, json.loads(secrets(cluster).get_secret_value(SecretId=arn)["SecretString"])
-
-
-@dataclass
-class Ide:
-    """A sandboxed Studio space: own root prefix and state dir, own view of the munge socket directory."""
-    root: Path
-    state: Path
-    holder: subprocess.Popen
-
-    @property
-    def conf(self) -> Path:
-        return self.root / "etc" / "slurm" / "slurm.conf"
-
-    @property
-    def bin(self) -> Path:
-        """Where the LCC puts the bundle's commands on users' PATH (WRAPPER_DIR: <root>/usr/local/bin)."""
-        return self.root / "usr" / "local" / "bin"
-
-    def cmd(self, *argv: str, user: PosixUser | None = None) -> list[str]:
-        """argv inside the sandbox (the Slurm root as a Studio image, its own Slurm hidden), as root (the LCC) or, like
-        the IDE's processes, as a Studio user. A Slurm command name runs from the installed bundle."""
-        prefix = [] if user is None else as_user(user.uid, user.gid, init_groups=True)
-        if argv and (self.bin / argv[0]).exists():
-            argv = (str(self.bin / argv[0]), *argv[1:])
-        return self.host(*in_root(*prefix, *argv))
-
-    def host(self, *argv: str) -> list[str]:
-        """argv in the sandbox's mount namespace on this machine: mounts made there are the sandbox's."""
-        return ["nsenter", "-t", str(self.holder.pid), "-m", "--", *argv]
-
-    def user_env(self, cluster: Cluster, user: PosixUser) -> dict[str, str]:
-        """The environment of a user's IDE terminal, pointed at the slurm.conf the LCC wrote."""
-        home = pwd.getpwuid(user.uid).pw_dir
-        return {**cluster.slurm_env(self.conf), "USER": user.name, "LOGNAME": user.name, "HOME": home}
-
-    def sbatch(self, cluster: Cluster, user: PosixUser, *args: str) -> str:
-        """Submits a batch job as `user` from the IDE; returns the job id."""
-        result = run(self.cmd("sbatch", "--parsable", *args, user=user), env=self.user_env(cluster, user))
-        assert result.returncode == 0, result.stderr
-        return result.stdout.strip().split(";")[0]
-
-    def wait_for_job(self, cluster: Cluster, user: PosixUser, job_id: str) -> dict[str, str]:
-        """Waits, asking slurmctld as `user`, until the job ends; returns its `scontrol show job` fields."""
-        def finished() -> dict[str, str] | None:
-            out = run(self.cmd("scontrol", "show", "job", job_id, user=user), env=self.user_env(cluster, user))
-            assert out.returncode == 0, out.stderr
-            fields = dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
-            return fields if fields.get("JobState") in TERMINAL_JOB_STATES else None
-
-        return wait_for(f"job {job_id} of {user.name} to end", finished, timeout=60)
-
-    def lcc_env(self, cluster: Cluster, arn: str) -> dict[str, str]:
-        return {**cluster.aws_env, "SLURM_LOGIN_SECRET_ARN": arn, "SLURM_LOGIN_FOREGROUND": "1",
-                "SLURM_LOGIN_ROOT": str(self.root),
-                "SLURM_LOGIN_STATE_DIR": str(self.state), "MUNGE_USER": "root",
-                "SLURM_LOGIN_RETRY_DELAY": "1"}
-
-
-@pytest.fixture(scope="module")
-def ide(cluster: Cluster) -> Iterator[Ide]:
-    root, state = cluster.base / "ide" / "root", cluster.base / "ide" / "home" / ".slurm-login"
-    shadow = cluster.base / "ide" / "munge-run"
-    shadow.mkdir(parents=True)
-    shadow.chmod(0o755)
-    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "600"],
-                              stdin=subprocess.DEVNULL)
-    ide = Ide(root=root, state=state, holder=holder)
-    try:
-        own_ns = os.readlink("/proc/self/ns/mnt")
-        wait_for("the mount namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != own_ns, timeout=10,
-                 interval=0.05)
-        bind = run(ide.host("mount", "--bind", str(shadow), str(cluster.munge_socket.parent)))
-        assert bind.returncode == 0, bind.stderr
-        hide_system_slurm(ide.host(), cluster.base / "ide" / "empty")
-        yield ide
-    finally:
-        # The sandbox's munged (the LCC's MUNGE_PID_FILE) stops with the cluster, beside the cluster's own.
-        cluster.slurm.adopt(root / "run" / "munge" / "munged.pid", "munged")
-        holder.kill()
-        holder.wait()
 
 
 def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixUser], cluster: Cluster,

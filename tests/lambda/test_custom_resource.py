@@ -10,8 +10,10 @@ from botocore.stub import ANY
 import custom_resource
 import partitions
 
+from support.events import PROVIDER_TOKEN, custom_resource_event, is_complete_event
+
 FS = "fs-0123456789abcdef0"
-PROPS = {"ServiceToken": "arn:aws:lambda:us-east-1:111122223333:function:provider", "FileSystemId": FS,
+PROPS = {"ServiceToken": PROVIDER_TOKEN, "FileSystemId": FS,
          "FileSystemPath": "/data", "DataBucket": "data-bucket", "S3Prefix": "lustre/",
          "RelativePath": "studio/shared", "Uid": "0", "Gid": "1001", "Mode": "2775"}
 PHYSICAL_ID = f"{FS}:/data/studio/shared"
@@ -19,14 +21,9 @@ MARKER = "lustre/studio/shared/"
 
 
 def cfn_event(request_type, props=None, old_props=None, physical_id=None):
-    event = {"RequestType": request_type, "RequestId": "req-1", "StackId": "arn:aws:cloudformation:stack",
-             "LogicalResourceId": "SharedPartition", "ResourceType": "Custom::FsxPartition",
-             "ResponseURL": "https://example.invalid", "ResourceProperties": dict(props or PROPS)}
-    if old_props is not None:
-        event["OldResourceProperties"] = dict(old_props)
-    if physical_id is not None:
-        event["PhysicalResourceId"] = physical_id
-    return event
+    return custom_resource_event(request_type, props or PROPS, logical_id="SharedPartition",
+                                 resource_type="Custom::FsxPartition", old_properties=old_props,
+                                 physical_id=physical_id)
 
 
 def task(task_id="task-0123456789abcdef0", lifecycle="PENDING", **extra):
@@ -64,11 +61,6 @@ def expect_status(stub, lifecycle, task_id="task-0123456789abcdef0", **extra):
                       {"TaskIds": [task_id]})
 
 
-def provider_is_complete_event(on_event_request, on_event_response):
-    """What the Provider framework hands is_complete: the request merged with on_event's response."""
-    return {**on_event_request, **on_event_response}
-
-
 def test_create_writes_marker_and_starts_import(s3, bucket, fsx, sleeps):
     client, stub = fsx
     expect_import(stub)
@@ -86,7 +78,7 @@ def test_create_writes_marker_and_starts_import(s3, bucket, fsx, sleeps):
 def test_is_complete_follows_the_task(fsx):
     client, stub = fsx
     request = cfn_event("Create")
-    event = provider_is_complete_event(request, {
+    event = is_complete_event(request, {
         "PhysicalResourceId": PHYSICAL_ID, "Data": {"TaskId": "task-0123456789abcdef0", "Path": "/data/studio/shared"}})
     expect_status(stub, "PENDING")
     expect_status(stub, "EXECUTING")
@@ -102,7 +94,7 @@ def test_is_complete_follows_the_task(fsx):
 def test_is_complete_raises_with_the_failure_reason(fsx, lifecycle):
     client, stub = fsx
     expect_status(stub, lifecycle, FailureDetails={"Message": "Path s3://data-bucket/lustre/x is not linked"})
-    event = provider_is_complete_event(cfn_event("Create"), {
+    event = is_complete_event(cfn_event("Create"), {
         "PhysicalResourceId": PHYSICAL_ID, "Data": {"TaskId": "task-0123456789abcdef0", "Path": "/data/studio/shared"}})
     with pytest.raises(partitions.ImportFailed, match=f"{lifecycle}: Path s3://data-bucket/lustre/x is not linked"):
         custom_resource.is_complete(event, None, fsx=client)
@@ -143,7 +135,7 @@ def test_update_without_relevant_change_skips_the_import(s3, bucket, fsx):
     result = custom_resource.on_event(cfn_event("Update", PROPS, PROPS, PHYSICAL_ID), None, s3=s3, fsx=client)
     stub.assert_no_pending_responses()
     assert result["Data"]["TaskId"] == ""
-    event = provider_is_complete_event(cfn_event("Update", PROPS, PROPS, PHYSICAL_ID), result)
+    event = is_complete_event(cfn_event("Update", PROPS, PROPS, PHYSICAL_ID), result)
     assert custom_resource.is_complete(event, None, fsx=client) == {"IsComplete": True}
 
 
@@ -253,7 +245,7 @@ def test_still_busy_defers_the_start_to_is_complete_with_the_same_token(s3, buck
     request = cfn_event("Create")
     result = custom_resource.on_event(request, None, s3=s3, fsx=client, sleep=sleeps)
     assert result["Data"] == {"TaskId": "", "Path": "/data/studio/shared", "ImportPending": "true"}
-    event = provider_is_complete_event(request, result)
+    event = is_complete_event(request, result)
     # Poll 1: the file system is at its limit -> nothing is started.
     expect_in_flight(stub, count=custom_resource.max_in_flight())
     assert custom_resource.is_complete(event, None, fsx=client, sleep=sleeps) == {"IsComplete": False}

@@ -1,15 +1,13 @@
 """default_security_group: a VPC's default group closed, against the real EC2 API of moto server."""
 from __future__ import annotations
 
-import sys
 
 import pytest
 
-from .conftest import ROOT, Recorder
+from support.recording import Recorder
 
-sys.path.insert(0, str(ROOT / "lambda" / "default_security_group"))
 
-import restrict  # noqa: E402
+import restrict
 
 
 @pytest.fixture

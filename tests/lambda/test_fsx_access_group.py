@@ -2,7 +2,6 @@
 (moto 5.2 does not report a file system's NetworkInterfaceIds)."""
 from __future__ import annotations
 
-import sys
 from types import SimpleNamespace
 
 import botocore.endpoint
@@ -10,11 +9,11 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 
-from .conftest import ROOT, Recorder
+from support.recording import Recorder
 
-sys.path.insert(0, str(ROOT / "lambda" / "fsx_access_group"))
 
-import access_group  # noqa: E402
+import access_group
+from support.events import PROVIDER_TOKEN, custom_resource_event
 
 FS = "fs-0123456789abcdef0"
 OTHER_FS = "fs-0fedcba9876543210"
@@ -69,17 +68,11 @@ def expect_file_system(stub, eni_ids, file_system_id=FS, times=1):
 
 
 def cfn_event(request_type, group_id, file_system_id=FS, old=None, physical_id=None):
-    event = {"RequestType": request_type, "RequestId": "req-1", "StackId": "arn:aws:cloudformation:stack",
-             "LogicalResourceId": "LustreAccess", "ResourceType": "Custom::FsxAccessGroup",
-             "ResponseURL": "https://example.invalid",
-             "ResourceProperties": {"ServiceToken": "arn:aws:lambda:us-east-1:111122223333:function:provider",
-                                    "FileSystemId": file_system_id, "SecurityGroupId": group_id}}
-    if old is not None:
-        event["OldResourceProperties"] = {"ServiceToken": "arn:aws:lambda:us-east-1:111122223333:function:provider",
-                                          "FileSystemId": old[0], "SecurityGroupId": old[1]}
-    if physical_id is not None:
-        event["PhysicalResourceId"] = physical_id
-    return event
+    def props(file_system, group):
+        return {"ServiceToken": PROVIDER_TOKEN, "FileSystemId": file_system, "SecurityGroupId": group}
+    return custom_resource_event(request_type, props(file_system_id, group_id), logical_id="LustreAccess",
+                                 resource_type="Custom::FsxAccessGroup",
+                                 old_properties=None if old is None else props(*old), physical_id=physical_id)
 
 
 def modified(calls: Recorder) -> list[str]:

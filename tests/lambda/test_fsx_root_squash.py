@@ -4,16 +4,13 @@ reference (LustreRootSquashConfiguration)."""
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
 from botocore.stub import Stubber
 
-from .conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "lambda" / "fsx_root_squash"))
-
-import root_squash  # noqa: E402
+import root_squash
+from support.events import custom_resource_event
 
 FS = "fs-0123456789abcdef0"
 # The NoSquashNids pattern and length limits from the FSx API reference; botocore's model carries the same ones.
@@ -54,8 +51,10 @@ def _describe(stub, squash: str | None, nids=(), lifecycle="AVAILABLE"):
 
 
 def _event(request="Create", squash="65534:65534", subnet_ids=()):
-    return {"RequestType": request, "PhysicalResourceId": f"{FS}/root-squash",
-            "ResourceProperties": {"FileSystemId": FS, "RootSquash": squash, "NoSquashSubnetIds": list(subnet_ids)}}
+    return custom_resource_event(request, {"FileSystemId": FS, "RootSquash": squash,
+                                           "NoSquashSubnetIds": list(subnet_ids)},
+                                 logical_id="RootSquash", resource_type="Custom::FsxRootSquash",
+                                 physical_id=f"{FS}/root-squash")
 
 
 def test_create_squashes_root_and_exempts_exactly_the_cluster_subnets(subnets):

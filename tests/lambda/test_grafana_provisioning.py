@@ -4,7 +4,6 @@ documents: /api/datasources, /api/datasources/uid/<uid>, /api/dashboards/db)."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -14,9 +13,8 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "lambda" / "grafana_provisioning"))
 
-import grafana_provision  # noqa: E402
+import grafana_provision
 
 WORKSPACE = "g-0123456789"
 TOKEN = "glsa_test_token"

@@ -1,15 +1,14 @@
 """log_retention: the real CloudWatch Logs API of moto server."""
 from __future__ import annotations
 
-import sys
 
 import pytest
 
-from .conftest import ROOT, Recorder
+from support.recording import Recorder
 
-sys.path.insert(0, str(ROOT / "lambda" / "cluster_log_retention"))
 
-import log_retention  # noqa: E402
+import log_retention
+from support.events import custom_resource_event
 
 GROUP = "/aws/sagemaker/Clusters/ml-cluster/abc123def456"
 
@@ -20,8 +19,9 @@ def logs():
 
 
 def event(request_type: str, days="90", **extra) -> dict:
-    return {"RequestType": request_type, "ResourceProperties": {"LogGroupName": GROUP, "RetentionInDays": days},
-            **extra}
+    request = custom_resource_event(request_type, {"LogGroupName": GROUP, "RetentionInDays": days},
+                                    logical_id="ClusterLogRetention", resource_type="Custom::LogRetention")
+    return {**request, **extra}
 
 
 def retention(logs) -> int | None:
@@ -58,7 +58,6 @@ def test_delete_keeps_the_group_and_calls_nothing(logs, monkeypatch):
     assert log_retention.on_event(event("Delete", PhysicalResourceId=GROUP)) == {"PhysicalResourceId": GROUP}
     assert recorder.names() == []
     assert retention(logs) == 90
-
 
 
 KEY = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"

@@ -4,7 +4,6 @@ so a replaced login node cannot be expressed there. Stubber checks every request
 sagemaker service model."""
 from __future__ import annotations
 
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -12,9 +11,8 @@ import pytest
 from botocore.stub import Stubber
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "lambda" / "login_targets"))
 
-import login_targets  # noqa: E402
+import login_targets
 
 CLUSTER, GROUP = "research-cluster", "login-group"
 LAUNCHED = datetime(2026, 11, 1, tzinfo=timezone.utc)

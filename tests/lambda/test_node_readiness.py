@@ -12,7 +12,6 @@ import http.server
 import ipaddress
 import json
 import ssl
-import sys
 import threading
 import time
 import urllib.parse
@@ -25,10 +24,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lambda" / "node_readiness"))
 
-import readiness  # noqa: E402
-from readiness import ReadinessError  # noqa: E402
+import readiness
+from readiness import ReadinessError
+from support.events import PROVIDER_TOKEN, custom_resource_event, is_complete_event
 
 CLUSTER = "ml-eks"
 HEALTH = "sagemaker.amazonaws.com/node-health-status"
@@ -165,16 +164,17 @@ def node(name: str, *, ready: bool = True, taints: list[dict] = (), health: str 
 
 def event(api: FakeApiServer, request: str = "Create", tolerations: list[dict] = (), wait_minutes: int = 50,
           ca: bytes | None = None) -> dict:
-    return {"RequestType": request, "LogicalResourceId": "UntaintedNode", "ResourceProperties": {
-        "ServiceToken": "arn:aws:lambda:us-east-1:111122223333:function:provider", "ClusterName": CLUSTER,
+    return custom_resource_event(request, {
+        "ServiceToken": PROVIDER_TOKEN, "ClusterName": CLUSTER,
         "Region": "us-east-1", "Endpoint": api.endpoint,
         "CertificateAuthorityData": base64.b64encode(ca or api.ca).decode(),
-        "ToleratedTaints": json.dumps(list(tolerations)), "WaitMinutes": str(wait_minutes)}}
+        "ToleratedTaints": json.dumps(list(tolerations)), "WaitMinutes": str(wait_minutes)},
+        logical_id="UntaintedNode", resource_type="Custom::SchedulableNode")
 
 
 def started(evt: dict) -> dict:
     """The event is_complete receives: the framework merges on_event's answer into it."""
-    return {**evt, **readiness.on_event(evt)}
+    return is_complete_event(evt, readiness.on_event(evt))
 
 
 def test_waits_until_a_node_the_pods_tolerate_is_ready(api):

@@ -26,6 +26,8 @@ import partitions
 import profile_events
 from profile_events import Settings
 
+from support.events import create_user_profile_event
+
 PROFILES = 300
 CONCURRENCY = 4
 THROTTLE_EVERY = 7  # every 7th call of each operation is throttled
@@ -122,11 +124,7 @@ class FakeAws:
 
 
 def event(name: str) -> dict:
-    return {"id": f"eb-{name}", "source": "aws.sagemaker", "detail-type": "AWS API Call via CloudTrail",
-            "detail": {"eventSource": "sagemaker.amazonaws.com", "eventName": "CreateUserProfile",
-                       "eventID": f"ct-{name}", "userIdentity": {"type": "AssumedRole"},
-                       "sourceIPAddress": "203.0.113.7", "userAgent": "aws-cli/2.22.0",
-                       "requestParameters": {"domainId": DOMAIN, "userProfileName": name}}}
+    return create_user_profile_event(DOMAIN, name, event_id=f"ct-{name}", delivery_id=f"eb-{name}")
 
 
 def test_hundreds_of_profiles_created_at_once(s3, bucket, monkeypatch):

@@ -12,6 +12,8 @@ from botocore.stub import ANY
 import profile_events
 from profile_events import Settings
 
+from support.events import create_user_profile_event
+
 FS = "fs-0123456789abcdef0"
 TASK = "task-0123456789abcdef0"
 POSIX = {"Uid": 20001, "Gid": 1001}
@@ -21,8 +23,6 @@ SETTINGS = Settings(domain_id="d-ours0000001", file_system_id=FS, file_system_pa
                     data_bucket="data-bucket", s3_prefix="", max_wait_seconds=60)
 
 
-USER_CALL = {"userIdentity": {"type": "AssumedRole", "arn": "arn:aws:sts::111122223333:assumed-role/Admin/alice"},
-             "sourceIPAddress": "203.0.113.7", "userAgent": "aws-cli/2.22.0"}
 # What CloudTrail records when CloudFormation calls the API for a stack (userIdentity.invokedBy names the service).
 CFN_CALL = {"userIdentity": {"type": "AssumedRole", "invokedBy": "cloudformation.amazonaws.com",
                              "arn": "arn:aws:sts::111122223333:assumed-role/cdk-deploy-role/session"},
@@ -31,13 +31,7 @@ CFN_CALL = {"userIdentity": {"type": "AssumedRole", "invokedBy": "cloudformation
 
 def cloudtrail_event(domain_id="d-ours0000001", name="alice", tags=None, event_id="7c0ee8b6-0000-4000-8000-1",
                      **detail):
-    params = {"domainId": domain_id, "userProfileName": name}
-    if tags is not None:
-        params["tags"] = tags
-    return {"version": "0", "id": "eb-delivery-1", "source": "aws.sagemaker",
-            "detail-type": "AWS API Call via CloudTrail",
-            "detail": {"eventSource": "sagemaker.amazonaws.com", "eventName": "CreateUserProfile",
-                       "eventID": event_id, **USER_CALL, "requestParameters": params, **detail}}
+    return create_user_profile_event(domain_id, name, event_id=event_id, tags=tags, **detail)
 
 
 def profile(status="InService", posix=POSIX, configs=(EFS_ENTRY,)):

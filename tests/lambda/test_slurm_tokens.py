@@ -7,16 +7,14 @@ import hashlib
 import hmac
 import json
 import os
-import sys
 
 import boto3
 import pytest
 
-from .conftest import ROOT
+from support.paths import ROOT
 
-sys.path.insert(0, str(ROOT / "lambda" / "slurm_tokens"))
 
-import issuer  # noqa: E402
+import issuer
 
 PREFIX = "ml/slurm-token/"
 KEY = os.urandom(32)

@@ -3,20 +3,19 @@ real client with botocore.stub.Stubber; the throttling test injects faults below
 from __future__ import annotations
 
 import json
-import sys
 import types
 from datetime import datetime, timezone
-from pathlib import Path
 
 import botocore.endpoint
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lambda" / "task_governance"))
 
-import governance  # noqa: E402
-from governance import GovernanceError  # noqa: E402
+import governance
+from governance import GovernanceError
+
+from support.events import custom_resource_event, is_complete_event
 
 ACCOUNT = "111122223333"
 CLUSTER = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:cluster/abcdef012345"
@@ -54,19 +53,8 @@ QUOTA_CONFIG = {
 
 
 def cfn_event(request_type, props, *, resource_type="Custom::ComputeQuota", old_props=None, physical_id=None):
-    event = {"RequestType": request_type, "RequestId": "req-1", "StackId": "arn:aws:cloudformation:stack",
-             "LogicalResourceId": "TeamAQuota", "ResourceType": resource_type,
-             "ResponseURL": "https://example.invalid", "ResourceProperties": dict(props)}
-    if old_props is not None:
-        event["OldResourceProperties"] = dict(old_props)
-    if physical_id is not None:
-        event["PhysicalResourceId"] = physical_id
-    return event
-
-
-def provider_is_complete_event(on_event_request, on_event_response):
-    """What the Provider framework hands is_complete: the request merged with on_event's response."""
-    return {**on_event_request, **on_event_response}
+    return custom_resource_event(request_type, props, logical_id="TeamAQuota", resource_type=resource_type,
+                                 old_properties=old_props, physical_id=physical_id)
 
 
 def quota(status="Created", version=1, arn=QUOTA_ARN, **extra):
@@ -167,7 +155,7 @@ def test_update_in_place_targets_the_current_version_and_waits_for_it(sagemaker)
     assert response == {"PhysicalResourceId": QUOTA_ARN, "Data": {"Arn": QUOTA_ARN, "Id": QUOTA_ID},
                         "ExpectedVersion": 4}
 
-    event = provider_is_complete_event(request, response)
+    event = is_complete_event(request, response)
     stub.add_response("describe_compute_quota", quota("Created", version=3), {"ComputeQuotaId": QUOTA_ID})
     stub.add_response("describe_compute_quota", quota("Updating", version=4), {"ComputeQuotaId": QUOTA_ID})
     stub.add_response("describe_compute_quota", quota("Updated", version=4), {"ComputeQuotaId": QUOTA_ID})
@@ -238,7 +226,7 @@ def test_delete_leaves_a_quota_another_owner_tagged(sagemaker):
     request = cfn_event("Delete", QUOTA_PROPS, physical_id=QUOTA_ARN)
     response = governance.on_event(request, None, sagemaker=client)  # no delete_compute_quota stubbed
     assert response == {"PhysicalResourceId": QUOTA_ARN, "NotOwned": True}
-    assert governance.is_complete(provider_is_complete_event(request, response), None, sagemaker=client) == \
+    assert governance.is_complete(is_complete_event(request, response), None, sagemaker=client) == \
         {"IsComplete": True}
 
 
@@ -282,7 +270,7 @@ def test_delete_of_a_failed_create_calls_nothing(sagemaker):
 def test_is_complete_follows_the_status(sagemaker):
     client, stub = sagemaker
     request = cfn_event("Create", CONFIG_PROPS, resource_type="Custom::ClusterSchedulerConfig")
-    event = provider_is_complete_event(request, {"PhysicalResourceId": CONFIG_ARN,
+    event = is_complete_event(request, {"PhysicalResourceId": CONFIG_ARN,
                                                  "Data": {"Arn": CONFIG_ARN, "Id": CONFIG_ID}})
     stub.add_response("describe_cluster_scheduler_config", config("Creating"), {"ClusterSchedulerConfigId": CONFIG_ID})
     stub.add_response("describe_cluster_scheduler_config", config("Created"), {"ClusterSchedulerConfigId": CONFIG_ID})
@@ -293,7 +281,7 @@ def test_is_complete_follows_the_status(sagemaker):
 
 def test_is_complete_fails_with_sagemakers_reason(sagemaker):
     client, stub = sagemaker
-    event = provider_is_complete_event(cfn_event("Create", QUOTA_PROPS), {"PhysicalResourceId": QUOTA_ARN})
+    event = is_complete_event(cfn_event("Create", QUOTA_PROPS), {"PhysicalResourceId": QUOTA_ARN})
     reason = "Team team-a already has a compute quota on this cluster"
     stub.add_response("describe_compute_quota", quota("CreateFailed", FailureReason=reason),
                       {"ComputeQuotaId": QUOTA_ID})

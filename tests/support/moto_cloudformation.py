@@ -1,7 +1,7 @@
 """moto server with three CloudFormation change-set behaviours of the real service that moto 5.2.5 lacks, for tests
 that run the guard's whole flow (and the pinned CDK CLI) against it:
 
-  python tests/moto_cloudformation.py -H 127.0.0.1 -p PORT
+  python tests/support/moto_cloudformation.py -H 127.0.0.1 -p PORT
 
 1. A change set named by name (not ARN) belongs to the stack named with it. moto looks names up across every stack,
    so with one change-set name for several stacks (what `cdk deploy --all --change-set-name` creates) it answers for

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Iterator
 
-FACTS = json.loads((Path(__file__).resolve().parent.parent / "config" / "facts" / "iam_actions.json").read_text())
+from support.paths import ROOT
+
+FACTS = json.loads((ROOT / "config" / "facts" / "iam_actions.json").read_text())
 ACTIONS: dict[str, dict] = FACTS["actions"]
 
 

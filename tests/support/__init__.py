@@ -1,0 +1,26 @@
+"""Helpers shared by the tests, one module a job (pytest.ini puts tests/ on the path: `from support.x import y`).
+
+- paths: the repository root and the PATH app.py runs with in a subprocess.
+- variants: the config variants the suite synthesizes and the configs built from the examples; synthesis: each
+  variant synthesized once per run and shared by the xdist workers; scheduling: how the work is shared over them.
+- template: queries of a synthesized template (resources of a type, their properties, the only one, every resource
+  of a variant, Kubernetes manifests and patches).
+- intrinsics: a CloudFormation value with Fn::Join (and Ref, Fn::GetAtt, Fn::Select) as text.
+- iam: the statements of a role, by Sid, of resource policies; iam_facts: statements checked against the Service
+  Authorization Reference.
+- events: the events a handler receives (custom-resource requests, is_complete, CloudTrail via EventBridge).
+- moto_server: a moto server on loopback, its reset, clients and environments; moto_cloudformation: the server with
+  CloudFormation's change-set behaviours moto lacks; destroy_harness and preflight_harness: the AWS that
+  cli/destroy.py's and cli/preflight.py's tests run against.
+- recording: what a handler test injects to see calls and sleeps.
+- ports: a free loopback port.
+- data: a nested value set by its dotted path; configs: a small config, one key changed, its errors; job_files: a
+  job file, one key changed.
+- docs: the figures docs/testing.md states, for the module that owns each table to check.
+- modules: a module loaded from a file that is not on the path.
+- job_crd: the HyperPodPyTorchJob CRD as the API server applies it; teams: two EKS teams for the admission tests;
+  admission: a ValidatingAdmissionPolicy evaluated as the API server does.
+- process_tree: the processes under a process.
+
+Fixtures stay in conftest.py; a test imports helpers from here, never from conftest or from another test module.
+"""

@@ -1,0 +1,90 @@
+"""A moto server on loopback for tests that drive real boto3 clients over HTTP, and what each test needs of it: an
+empty account, clients, the environment a command line reads."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from support.ports import free_port
+
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+def moto_command(port: int, script: Path | None = None) -> list[str]:
+    """moto's server on 127.0.0.1:port; `script` runs instead of moto's own (a harness that patches moto first,
+    e.g. support/moto_cloudformation.py)."""
+    server = Path(sys.executable).parent / "moto_server"
+    cmd = ([sys.executable, str(script)] if script else [str(server)] if server.exists()
+           else [sys.executable, "-m", "moto.server"])
+    return cmd + ["-H", "127.0.0.1", "-p", str(port)]
+
+
+@contextmanager
+def moto_server(script: Path | None = None, *, timeout: float = 20) -> Iterator[str]:
+    """A moto server on a free loopback port, its URL once it answers; stopped on exit."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(moto_command(port, script), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if proc.poll() is not None:
+                    log.seek(0)
+                    raise RuntimeError(f"moto server exited with {proc.returncode}: {log.read().decode()[-2000:]}")
+                try:
+                    with urllib.request.urlopen(f"{url}/moto-api/", timeout=1):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"moto server did not answer on {url} within {timeout:.0f}s") from None
+                    time.sleep(0.1)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def reset(url: str) -> None:
+    """Empties moto's account: every test starts from nothing."""
+    urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).close()
+
+
+def client(url: str, service: str, region: str, **config: Any):
+    """A real boto3 client of `service` at moto with test credentials, one attempt per call (a failure shows at
+    once); `config` adds botocore Config keys (e.g. read_timeout)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(service, region_name=region, endpoint_url=url,
+                        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                        config=Config(retries={"total_max_attempts": 1}, **config))
+
+
+def environment(url: str, region: str) -> dict[str, str]:
+    """What a process reads to reach moto as this account: endpoint, credentials, region, no profile or metadata."""
+    return {"AWS_ENDPOINT_URL": url, **CREDENTIALS, "AWS_DEFAULT_REGION": region, "AWS_REGION": region,
+            "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+def no_credentials_env() -> dict[str, str]:
+    """This process's environment without any AWS credential source: no AWS_* variables, config and credential files
+    /dev/null, no instance metadata. A command run with it must fail for want of credentials, never reach AWS."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null",
+               JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+    return env

@@ -1,0 +1,45 @@
+"""What the tests import, as pytest.ini's `pythonpath` sets it up: every Lambda handler's folder is on it, no two
+folders on it hold a module of the same name (the first on the path would silently stand in for the other), and
+none, nor any module of tests/support, is named like an installed package."""
+from __future__ import annotations
+
+import configparser
+from collections import defaultdict
+
+from support.paths import ROOT
+
+
+def pythonpath() -> list[str]:
+    ini = configparser.ConfigParser()
+    ini.read(ROOT / "pytest.ini")
+    return ini["pytest"]["pythonpath"].split()
+
+
+def test_every_lambda_handler_folder_is_on_the_path():
+    handlers = sorted(f"lambda/{p.name}" for p in (ROOT / "lambda").iterdir() if any(p.glob("*.py")))
+    assert sorted(d for d in pythonpath() if d.startswith("lambda/")) == handlers
+
+
+def test_no_two_folders_on_the_path_hold_a_module_of_one_name():
+    holders: dict[str, list[str]] = defaultdict(list)
+    for folder in pythonpath():
+        for entry in (ROOT / folder).iterdir():
+            if entry.suffix == ".py" and entry.stem != "__init__":
+                holders[entry.stem].append(folder)
+            elif entry.is_dir() and (entry / "__init__.py").exists():
+                holders[entry.name].append(folder)
+    # conftest.py is pytest's, imported by path; tests/ and tests/e2e each have their own.
+    assert {name: where for name, where in holders.items() if len(where) > 1 and name != "conftest"} == {}
+
+
+def test_no_module_on_the_path_or_in_support_shadows_an_installed_package():
+    """tests/support is first on sys.path when one of its files runs as a script (support/moto_cloudformation.py):
+    a support module named like an installed package (it was moto.py) would stand in for the package there."""
+    import importlib.metadata
+
+    installed = set(importlib.metadata.packages_distributions())
+    shadowing = [f"{folder}/{entry.name}" for folder in [*pythonpath(), "tests/support"]
+                 for entry in (ROOT / folder).iterdir()
+                 if (entry.stem if entry.suffix == ".py" else entry.name if (entry / "__init__.py").exists() else None)
+                 in installed]
+    assert shadowing == []
