@@ -316,7 +316,7 @@ def test_slurm_only_groups_are_not_created_on_eks(synth):
     cfg = load_config(VARIANT_FILES["default"], {"orchestrator": "eks"})
     assert {g.role for g in cfg.cluster.instance_groups} == {"controller", "login", "compute"}
     # The stack keeps compute groups only; a second platform synth would cost seconds, so check the selection.
-    from stacks.network_stack import NetworkRefs
+    from constructs.platform_refs import NetworkRefs
     from stacks.slurm_cluster_stack import group_specs
     from constructs.hyperpod_vpc import PrivateSubnet
     refs = NetworkRefs(vpc_id="vpc-1", security_group_id="sg-1",

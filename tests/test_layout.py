@@ -151,12 +151,10 @@ NOT_YET_COMPOSITIONS = {
     "eks_access_stack.py": "the Studio roles' access entries",
     "eks_cluster_stack.py": "node role statements, pod roles, governance resources, helpers",
     "eks_control_plane_stack.py": "the kubectl provider's acknowledgment",
-    "network_stack.py": "NetworkRefs, the refs every other stack takes",
     "observability_stack.py": "platform_functions and imports of the stacks it watches",
     "slurm_cluster_stack.py": "controller grants, the JWT key secret, the node parameters",
     "slurm_login_stack.py": "the login secret, its key and resource policies",
     "storage_stack.py": "keys, bucket policies, the Lustre access group",
-    "studio_stack.py": "domain, MLflow, security-group rules, execution role statements",
 }
 
 
