@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
@@ -13,6 +13,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge
+from constructs.node_parameters import NodeParameters
 
 HYPERPOD_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "hyperpod"
 STUDIO_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "studio"
@@ -95,7 +96,7 @@ class LifecycleScripts(Construct):
     `source_dir=None` ships only `extra_sources` (the Studio tools: prebuilt_zip_source, constructs/studio_tools.py)."""
 
     def __init__(self, scope: Construct, id_: str, *, bucket: s3.IBucket, prefix: str, upload_role_name: str,
-                 parameters: dict[str, Any] | None = None, source_dir: Optional[Path] = HYPERPOD_SCRIPTS_DIR,
+                 parameters: NodeParameters | None = None, source_dir: Optional[Path] = HYPERPOD_SCRIPTS_DIR,
                  extra_sources: Sequence[s3deploy.ISource] = ()) -> None:
         super().__init__(scope, id_)
         sources = []
@@ -109,7 +110,7 @@ class LifecycleScripts(Construct):
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         if parameters is not None:
-            sources.append(s3deploy.Source.json_data(PARAMETERS_FILE, parameters))
+            sources.append(s3deploy.Source.json_data(PARAMETERS_FILE, parameters.model_dump()))
         sources.extend(extra_sources)
         self.deployment = s3deploy.BucketDeployment(
             self, "Upload", destination_bucket=bucket, destination_key_prefix=self.prefix + "/", sources=sources,

@@ -14,7 +14,7 @@ from constructs.nag_acknowledgments import acknowledge
 from manifests.hyperpod_dependency_chart import chart_values, dependency_chart_values
 from platform_config import PlatformConfig
 from platform_config.chart_pin import chart_directory, chart_is_pinned
-from stacks.network_stack import NetworkRefs
+from constructs.platform_refs import NetworkRefs
 
 
 class EksControlPlaneStack(cdk.Stack):

@@ -15,6 +15,7 @@ from constructs.studio_tools import StudioToolArtifacts
 from platform_config import ConfigError, PlatformConfig
 from platform_config.storage import root_squash_exempts_cluster_subnets
 from platform_config.day2 import SNAPSHOT_METADATA_KEY, snapshot
+from constructs.hyperpod_cluster import GroupSpec
 from constructs.hyperpod_vpc import PrivateSubnet
 from constructs.platform_refs import NetworkRefs
 from constructs.studio_execution_role import PLATFORM_TAG
@@ -82,6 +83,18 @@ def existing_network_refs(network: Network) -> NetworkRefs:
                        if ex.studio_subnet else None)
 
 
+def group_specs(config: PlatformConfig, network: NetworkRefs) -> list[GroupSpec]:
+    """The config's instance groups as the cluster stacks hand them to HyperPod (EKS keeps the compute groups)."""
+    return [GroupSpec(name=g.name, role=g.role, instance_type=g.instance_type, instance_count=g.instance_count,
+                      threads_per_core=g.threads_per_core, ebs_volume_gib=g.ebs_volume_gib,
+                      deep_health_checks=tuple(g.deep_health_checks), partitions=tuple(g.partitions),
+                      training_plan_arn=g.training_plan_arn,
+                      subnet_id=network.subnet_in(g.az_id) if g.az_id else None,
+                      kubernetes_labels=dict(g.kubernetes_labels) or None,
+                      kubernetes_taints=tuple((t.key, t.value, t.effect) for t in g.kubernetes_taints))
+            for g in config.cluster.instance_groups]
+
+
 def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in: bool = False) -> Platform:
     """Raises ConfigError, before any stack exists, when something the config points at on disk is missing or is
     not what is pinned. `allow_chart_stand_in` (tests only) accepts a stand-in dependency chart; the cluster
@@ -129,8 +142,12 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
                                    allow_chart_stand_in=allow_chart_stand_in,
                                    description=f"HyperPod platform {name}: EKS control plane, node add-ons and the "
                                                "HyperPod dependency chart")
-        cluster = EksClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage, eks=eks,
+        cluster = EksClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage,
+                                  control_plane=eks.control_plane, dependency_chart=eks.dependency_chart,
+                                  groups=[g for g in group_specs(config, network) if g.role == "compute"],
                                   env=env, description=f"HyperPod platform {name}: SageMaker HyperPod cluster ({kind})")
+        cluster.add_stack_dependency(storage)
+        cluster.add_stack_dependency(eks)
     else:
         from stacks.slurm_cluster_stack import SlurmClusterStack
         from stacks.slurm_login_stack import SlurmLoginStack
@@ -140,8 +157,9 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
                                       description=f"HyperPod platform {name}: Slurm login secret (written by the "
                                                   "controller, read by Studio)")
         cluster = SlurmClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage,
-                                    slurm_login_secret=slurm_login.secret, env=env,
+                                    groups=group_specs(config, network), slurm_login_secret=slurm_login.secret, env=env,
                                     description=f"HyperPod platform {name}: SageMaker HyperPod cluster ({kind})")
+        cluster.add_stack_dependency(storage)
     studio = None
     if config.studio.enabled:
         studio = StudioStack(app, f"{name}-studio", config=config, network=network, storage=storage,
