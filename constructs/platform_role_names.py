@@ -75,3 +75,8 @@ def deploy_role_arn(scope: cdk.Stack | object) -> str:
                  or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
     return (f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/cdk-{qualifier}-cfn-exec-role-"
             f"{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}")
+
+
+def role_arn(name: str) -> str:
+    """A role of this account by its name (with its path, if any)."""
+    return f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/{name}"
