@@ -38,7 +38,7 @@ def message(text: str, **constraints: Any) -> Any:
 
 
 class Part(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 Name = Annotated[str, message("missing", min_length=1)]
