@@ -210,6 +210,12 @@ def schema() -> dict[str, Any]:
     # The Slurm file has no orchestrator key; a Slurm file that names its orchestrator names slurm.
     slurm["properties"]["orchestrator"] = {"const": "slurm", "x-message": "expected slurm or eks"}
     defs = {**slurm.pop("$defs"), **eks.pop("$defs", {}), "SlurmNodeParameters": slurm, "EksNodeParameters": eks}
+    # Synth refuses a key the models lack (extra="forbid"); a node ignores one. A running node's users sync reads the
+    # file a later deployment publishes with the scripts it was created with: a key added since must not stop it.
+    # A change older nodes cannot read is a new version.
+    for definition in defs.values():
+        if definition.get("additionalProperties") is False:
+            del definition["additionalProperties"]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "platform_parameters.json",

@@ -60,7 +60,7 @@ def has_type(value, name):
 def schema_problems(value, schema, root, path=""):
     """Every way `value` breaks `schema`, each as '<path>: <what>'. The keywords the generator emits: $ref (to
     #/$defs), if/then/else, anyOf, allOf, type, const, enum, pattern, minLength, minimum, properties, required,
-    additionalProperties, items; `x-message` words a failed rule."""
+    additionalProperties (a map's values), items; `x-message` words a failed rule."""
     problems = []
     where = path or "(the file)"
 
@@ -100,13 +100,11 @@ def schema_problems(value, schema, root, path=""):
             if key not in value:
                 problems.append(f"{path + '.' if path else ''}{key}: missing")
         properties = schema.get("properties", {})
-        extra = schema.get("additionalProperties", True)
+        extra = schema.get("additionalProperties")  # the schema of a map's values; other keys are ignored
         for key, item in value.items():
             inner = f"{path}.{key}" if path else key
             if key in properties:
                 problems += schema_problems(item, properties[key], root, inner)
-            elif extra is False:
-                problems.append(f"{inner}: not a key of platform_parameters.json")
             elif isinstance(extra, dict):
                 problems += schema_problems(item, extra, root, inner)
     if isinstance(value, list) and "items" in schema:
