@@ -262,6 +262,7 @@ lint: system-deps
 ## JSON Schema of the config, for editors (config/schema.json is committed; a test keeps it current).
 schema: $(VENV)/.installed
 	$(PY) tools/export_schema.py > config/schema.json
+	$(PY) constructs/node_parameters.py > lifecycle/hyperpod/lib/platform_parameters.schema.json
 
 ## The configuration reference in docs/configuration.md and the JSON Schema, both from the config model's field
 ## descriptions (tests/test_config_reference.py fails when either is stale).

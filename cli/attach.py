@@ -68,7 +68,7 @@ from cli.preconditions import loaded_config, missing_credentials, one_line  # no
 from platform_config import PlatformConfig  # noqa: E402
 
 PARTITION_SCRIPT = ROOT / "lifecycle" / "attach" / "make_partitions.sh"
-SHARED_PARTITION = "shared"  # stacks/studio_stack.py SHARED_PARTITION
+SHARED_PARTITION = "shared"  # stacks/studio_stack.py StudioStack.SHARED_PARTITION
 PRIVATE_MODE, SHARED_MODE = "0700", "2775"
 SESSION_DOCUMENT = "AWS-StartInteractiveCommand"
 # The prefix of the lifecycle bucket the attach role may write (constructs/lifecycle_scripts.py SLURM_CLIENT_PREFIX;

@@ -97,3 +97,12 @@ class AccountingDatabase(Construct):
         role.add_to_principal_policy(iam.PolicyStatement(
             sid="DecryptAccountingDatabaseSecret", actions=["kms:Decrypt"], resources=[self.key.key_arn],
             conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com"}}))
+
+
+def controller_security_group(scope: Construct, *, cluster_name: str, vpc_id: str) -> ec2.SecurityGroup:
+    """The Slurm controller's own security group (OverrideVpcConfig of its instance group): the one source the
+    accounting database admits. Created in `scope` (the stack), where it has always been."""
+    vpc = ec2.Vpc.from_vpc_attributes(scope, "ControllerVpc", vpc_id=vpc_id, availability_zones=["unused"])
+    return ec2.SecurityGroup(scope, "ControllerSecurityGroup", vpc=vpc, allow_all_outbound=False,
+                             description=f"{cluster_name} Slurm controller: the one source the accounting database "
+                                         "admits")

@@ -14,8 +14,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 from constructs.hyperpod_vpc import PrivateSubnet
+from constructs.lifecycle_scripts import assets_bucket_name
 from constructs.nag_acknowledgments import acknowledge
 
 # kubectl supports one minor version of skew either way; each supported Kubernetes version maps to a pinned layer
@@ -151,6 +153,24 @@ class EksControlPlane(Construct):
         for dependency in after:
             resource.node.add_dependency(dependency)
         return resource
+
+    def helm_chart(self, scope: Construct, id_: str, *, asset_id: str, chart_dir: str, release: str, namespace: str,
+                   values: Mapping) -> eks.HelmChart:
+        """A chart from a local directory (a CDK asset `asset_id`), installed without waiting, after every add-on this
+        control plane has so far; in `scope` (the stack), where the platform's chart has always been."""
+        chart = eks.HelmChart(
+            scope, id_, cluster=self.cluster, release=release, namespace=namespace,
+            chart_asset=s3_assets.Asset(scope, asset_id, path=chart_dir), values=dict(values), wait=False,
+            timeout=cdk.Duration.minutes(15))
+        for addon in self.addons.values():
+            chart.node.add_dependency(addon)
+        stack = cdk.Stack.of(scope)
+        acknowledge(self.cluster.kubectl_provider, "AwsSolutions-IAM5",
+                    "the kubectl/helm handler reads the HyperPod dependency chart asset from the CDK assets bucket; "
+                    "aws-cdk-lib grants read on that bucket's objects",
+                    findings=["Action::s3:GetBucket*", "Action::s3:GetObject*", "Action::s3:List*",
+                              f"Resource::arn:{stack.partition}:s3:::{assets_bucket_name(stack)}/*"])
+        return chart
 
     def _run_kubectl_in(self, subnets: Sequence[ec2.ISubnet]) -> None:
         """With a private endpoint, aws_eks_v2 puts the kubectl/helm handler and its provider framework in the

@@ -170,6 +170,97 @@ class HyperPodCluster(Construct):
         # arn:<partition>:sagemaker:<region>:<account>:cluster/<cluster-id>
         self.cluster_id = cdk.Fn.select(1, cdk.Fn.split("/", self.cluster.attr_cluster_arn))
 
+    def grant_controller_publish_login(self, *, login_secret_arn: str, bucket: s3.IBucket,
+                                       client_prefix: str) -> None:
+        """The controller's OnInitComplete hook (lifecycle/hyperpod/publish_slurm_login.sh) publishes the Slurm
+        login (version, address, slurm.conf, munge key) to the login secret, and its own Slurm client for Studio to
+        `client_prefix` of the lifecycle bucket: the one prefix the cluster may write (the bucket policy,
+        stacks/storage_stack.py, refuses it everything else)."""
+        self.controller_role.add_to_policy(iam.PolicyStatement(
+            sid="PublishSlurmLoginSecret",
+            actions=["secretsmanager:PutSecretValue", "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+            resources=[login_secret_arn]))
+        bundles = bucket.arn_for_objects(f"{client_prefix}/*")
+        self.controller_role.add_to_policy(iam.PolicyStatement(
+            sid="PublishSlurmClientBundle", actions=["s3:PutObject"], resources=[bundles]))
+        acknowledge(self.controller_role, "AwsSolutions-IAM5",
+                    "the controller uploads its Slurm client bundle under a name that carries the build's sha256, "
+                    f"unknown at synth; the wildcard is the lifecycle bucket's {client_prefix}/ prefix only",
+                    findings=[f"Resource::{bundles}"])
+
+    def grant_controller_interface_group(self, security_group_id: str) -> None:
+        """The controller's network interface carries its own security group too (CreateInterfacesInClusterSubnets
+        names the cluster's group only)."""
+        self.controller_role.add_to_policy(iam.PolicyStatement(
+            sid="CreateControllerInterfaceWithItsGroup", actions=["ec2:CreateNetworkInterface"],
+            resources=[cdk.Stack.of(self).format_arn(service="ec2", resource="security-group",
+                                                     resource_name=security_group_id)]))
+
+    def grant_nodes_read_secret(self, *, secret_arn: str, kms_key_arn: str | None, sid: str) -> None:
+        """Every node role (the worker role has no other secret access) may read exactly this secret, and decrypt
+        with its key (`kms_key_arn`, when it is a customer key) only through Secrets Manager: statements
+        Read<sid> and Decrypt<sid>."""
+        for role in self.node_roles:
+            role.add_to_policy(iam.PolicyStatement(
+                sid=f"Read{sid}", actions=["secretsmanager:GetSecretValue"], resources=[secret_arn]))
+            if kms_key_arn:
+                role.add_to_policy(iam.PolicyStatement(
+                    sid=f"Decrypt{sid}", actions=["kms:Decrypt"], resources=[kms_key_arn],
+                    conditions={"StringEquals": {
+                        "kms:ViaService": f"secretsmanager.{kms_key_arn.split(':')[3]}.amazonaws.com"}}))
+
+    def grant_eks_node(self, *, vpc_id: str, eks_cluster_arn: str) -> None:
+        """What a HyperPod instance needs as an EKS node beyond the managed instance policy: pull images, and let
+        the VPC CNI give pods secondary IPs on the node's interfaces (the actions AWS's HyperPod-on-EKS reference
+        execution role grants), scoped to this VPC like the role's other ENI actions.
+        HyperPod creates the node's access entry itself (DescribeCluster's EksRoleAccessEntries)."""
+        role, stack = self.execution_role, cdk.Stack.of(self)
+        role.add_to_policy(iam.PolicyStatement(
+            sid="VpcCniPodAddresses", actions=["ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
+                                               "ec2:ModifyNetworkInterfaceAttribute"],
+            resources=[stack.format_arn(service="ec2", resource="network-interface", resource_name="*")],
+            conditions={"ArnEquals": {"ec2:Vpc": stack.format_arn(service="ec2", resource="vpc",
+                                                                   resource_name=vpc_id)}}))
+        repositories = stack.format_arn(service="ecr", resource="repository", resource_name="*", account="*")
+        role.add_to_policy(iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="PullImages", actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage",
+                                       "ecr:GetDownloadUrlForLayer"], resources=[repositories]))
+        role.add_to_policy(iam.PolicyStatement(sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"],
+                                               resources=[eks_cluster_arn]))
+        # The VPC CNI on the node (it runs with the node's role) finds the instance, its type's interface limits and
+        # tags, and attaches interfaces to it: the actions AWS's HyperPod-on-EKS reference role adds for the CNI
+        # (config/facts/hyperpod_reference_roles.json, awsome-distributed-ai terraform sagemaker_iam_role
+        # eks_cni_policy, same resources). The Describe calls support no resource-level permissions.
+        instances, interfaces = (stack.format_arn(service="ec2", resource=r, resource_name="*")
+                                 for r in ("instance", "network-interface"))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="VpcCniDescribeInstances",
+            actions=["ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeTags"], resources=["*"]))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="VpcCniAttachInterfaces", actions=["ec2:AttachNetworkInterface"], resources=[instances, interfaces]))
+        # Both of AWS's EKS reference roles (CloudFormation and Terraform) grant it; read-only, this account's alarms.
+        alarms = stack.format_arn(service="cloudwatch", resource="alarm", resource_name="*",
+                                  arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
+        role.add_to_policy(iam.PolicyStatement(sid="ReadAlarms", actions=["cloudwatch:DescribeAlarms"],
+                                               resources=[alarms]))
+        acknowledge(role, "AwsSolutions-IAM5",
+                    "EKS nodes pull add-on and system images from AWS-owned ECR registries in other accounts (which "
+                    "vary by region) as well as the user's; pulls are read-only and limited to this region. The VPC "
+                    "CNI attaches interfaces to instances HyperPod creates after this role (their IDs are unknown at "
+                    "synth), in this account and region as AWS's reference role scopes it; DescribeAlarms reads this "
+                    "account's alarms in this region only",
+                    findings=[f"Resource::{repositories}", f"Resource::{instances}", f"Resource::{interfaces}",
+                              f"Resource::{alarms}"])
+
+    def controller_shell_command(self, group: str) -> str:
+        """Session Manager targets HyperPod nodes as sagemaker-cluster:<cluster-id>_<group>-<instance-id>."""
+        lookup = (f"aws sagemaker list-cluster-nodes --region {cdk.Aws.REGION} --cluster-name {self.cluster_name} "
+                  f"--instance-group-name-contains {group} --query 'ClusterNodeSummaries[0].InstanceId' "
+                  "--output text")
+        return (f"INSTANCE_ID=$({lookup}) && aws ssm start-session --region {cdk.Aws.REGION} "
+                f"--target sagemaker-cluster:{self.cluster_id}_{group}-$INSTANCE_ID")
+
     def _network_statement(self, statement: dict, *, vpc_id: str, subnet_ids: Sequence[str],
                            security_group_id: str) -> iam.PolicyStatement:
         """One statement of NETWORK_STATEMENTS with its placeholders filled in: ${SubnetId} gives one ARN per subnet."""

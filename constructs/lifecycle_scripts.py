@@ -16,6 +16,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge
+from constructs.node_parameters import LifecycleRecordRef, NodeParameters
 
 HYPERPOD_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "hyperpod"
 STUDIO_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "studio"
@@ -166,7 +167,7 @@ class LifecycleScripts(Construct):
     parameters then name it (`lifecycle_record`)."""
 
     def __init__(self, scope: Construct, id_: str, *, bucket: s3.IBucket, prefix: str, upload_role_name: str,
-                 parameters: dict[str, Any] | None = None, source_dir: Optional[Path] = HYPERPOD_SCRIPTS_DIR,
+                 parameters: NodeParameters | None = None, source_dir: Optional[Path] = HYPERPOD_SCRIPTS_DIR,
                  extra_sources: Sequence[s3deploy.ISource] = (), record_name: str | None = None) -> None:
         super().__init__(scope, id_)
         sources = []
@@ -181,10 +182,11 @@ class LifecycleScripts(Construct):
         self.prefix = prefix.strip("/")
         self.record: secretsmanager.CfnSecret | None = None
         if parameters is not None and record_name is not None and source_dir is not None:
-            parameters = {**parameters, "lifecycle_record": {"secret_name": record_name, "region": cdk.Aws.REGION}}
-            self.record = self._record(record_name, shipped_digests([source_dir]), parameters)
+            parameters = parameters.model_copy(
+                update={"lifecycle_record": LifecycleRecordRef(secret_name=record_name, region=cdk.Aws.REGION)})
+            self.record = self._record(record_name, shipped_digests([source_dir]), parameters.model_dump())
         if parameters is not None:
-            sources.append(s3deploy.Source.json_data(PARAMETERS_FILE, parameters))
+            sources.append(s3deploy.Source.json_data(PARAMETERS_FILE, parameters.model_dump()))
         sources.extend(extra_sources)
         self.deployment = s3deploy.BucketDeployment(
             self, "Upload", destination_bucket=bucket, destination_key_prefix=self.prefix + "/", sources=sources,

@@ -54,6 +54,10 @@ class MetricsWorkspace(Construct):
         """Exactly what a collector needs: aps:RemoteWrite on this workspace, nothing else."""
         return iam.PolicyStatement(sid=sid, actions=["aps:RemoteWrite"], resources=[self.workspace_arn])
 
+    def grant_remote_write(self, *roles: iam.IRole) -> None:
+        for role in roles:
+            role.add_to_principal_policy(self.remote_write_statement())
+
     def query_statement(self, sid: str = "QueryNodeMetrics") -> iam.PolicyStatement:
         """What Grafana's Prometheus data source needs to read this workspace (the query APIs, all scoped to it)."""
         return iam.PolicyStatement(sid=sid, resources=[self.workspace_arn], actions=[

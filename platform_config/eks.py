@@ -363,3 +363,12 @@ def _addon_errors(eks: Eks) -> list[str]:
                       "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-elastic-training.html)")
     return errors
 
+
+
+def cert_manager_values(tolerations: list[dict]) -> dict | None:
+    """cert-manager's controller, webhook and cainjector each take tolerations (the keys AWS's HyperPod Terraform sets:
+    awslabs/awsome-distributed-ai@95b939cd .../hyperpod-eks-tf/modules/hyperpod_cluster/cert_manager.tf)."""
+    if not tolerations:
+        return None
+    return {"tolerations": tolerations, "webhook": {"tolerations": tolerations},
+            "cainjector": {"tolerations": tolerations}}

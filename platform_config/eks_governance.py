@@ -4,7 +4,7 @@ unique names, quotas that fit the compute groups, gids of their own, caps with a
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 from pydantic import Field, StrictBool
 
@@ -201,3 +201,29 @@ def _governance_errors(gov: TaskGovernance, compute: list[InstanceGroup]) -> lis
             add(f"eks.task_governance.teams: {count} guaranteed {instance_type} instance(s) across teams; the "
                 f"compute groups have {capacity[instance_type]}")
     return errors
+
+
+def compute_quota_properties(team: TeamQuota, *, cluster_name: str, cluster_arn: str) -> dict[str, Any]:
+    """A team's AWS::SageMaker::ComputeQuota properties."""
+    resource: dict[str, Any] = {"InstanceType": team.instance_type}
+    if team.instance_count is not None:
+        resource["Count"] = team.instance_count
+    else:
+        resource["Accelerators"] = team.accelerators
+    sharing: dict[str, Any] = {"Strategy": team.sharing}
+    if team.sharing == "LendAndBorrow":
+        sharing["BorrowLimit"] = team.borrow_limit_percent
+    return {"Name": f"{cluster_name}-{team.name}"[:63], "ClusterArn": cluster_arn,
+            "ComputeQuotaTarget": {"TeamName": team.name, "FairShareWeight": team.fair_share_weight},
+            "ComputeQuotaConfig": {"ComputeQuotaResources": [resource], "ResourceSharingConfig": sharing,
+                                   "PreemptTeamTasks": team.preempt_team_tasks},
+            "ActivationState": "Enabled"}
+
+
+def borrowable_accelerators(team: TeamQuota) -> int:
+    """Guaranteed accelerators plus what the team may borrow on top (its borrow limit is a percentage)."""
+    per_instance = ACCELERATORS[team.instance_type][1]
+    guaranteed = team.accelerators if team.accelerators is not None else team.instance_count * per_instance
+    if team.sharing != "LendAndBorrow":
+        return guaranteed
+    return guaranteed + guaranteed * team.borrow_limit_percent // 100

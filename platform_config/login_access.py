@@ -62,3 +62,10 @@ def login_access_errors(cfg: PlatformConfig) -> list[str]:
                           "session only as a user that exists on the node: allowed: nobody (untagged principals are "
                           f"refused) or one of users ({', '.join(users) or 'none defined'}); never ssm-user or root")
     return errors
+
+
+def slurm_auth(config: PlatformConfig) -> str:
+    """How Studio users authenticate to slurmctld, fixed at synth from the config: `jwt` (their own token, no munge
+    key in Studio) when Studio partitions are per user (`shared_fsx: false`), else `munge` (the cluster's key).
+    The Studio stack's SharedFSx parameter only switches partitions; it does not change this (docs/security.md)."""
+    return "jwt" if config.orchestrator == "slurm" and config.studio.enabled and not config.shared_fsx else "munge"

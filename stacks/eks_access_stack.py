@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Mapping
 
 import aws_cdk as cdk
-from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
+from constructs.studio_access_entries import namespace_view_entry
 
 from manifests import kubernetes_objects as k8s
 from manifests import team_identities
@@ -22,14 +22,10 @@ class EksAccessStack(cdk.Stack):
         `member_roles`: user -> (their team, their own Studio role). Each member's access entry gives them their own
         Kubernetes username (team_identities.member_username), which the job policies match to their uid."""
         super().__init__(scope, id_, **kwargs)
-        view = f"arn:{cdk.Aws.PARTITION}:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
 
         def entry(id_: str, role: iam.IRole, namespace: str, groups: list[str], username: str | None = None) -> None:
-            eks.CfnAccessEntry(self, id_, cluster_name=eks_cluster_name, principal_arn=role.role_arn,
-                               type="STANDARD", kubernetes_groups=groups or None, username=username, access_policies=[
-                                   eks.CfnAccessEntry.AccessPolicyProperty(
-                                       policy_arn=view, access_scope=eks.CfnAccessEntry.AccessScopeProperty(
-                                           type="namespace", namespaces=[namespace]))])
+            namespace_view_entry(self, id_, cluster_name=eks_cluster_name, role=role, namespace=namespace,
+                                 groups=groups, username=username)
         entry("StudioAccessEntry", studio_role, "default", [])
         for user, (team, role) in member_roles.items():
             entry(f"MemberAccessEntry-{user}", role, k8s.team_namespace(team), [k8s.team_group(team)],

@@ -4,17 +4,13 @@ while FSx for Lustre is (the storage stack); the HyperPod cluster stack follows 
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 from constructs.eks_control_plane import Addon, EksControlPlane
-from constructs.lifecycle_scripts import assets_bucket_name
-from constructs.nag_acknowledgments import acknowledge
+from constructs.platform_refs import NetworkRefs
 
 from manifests.hyperpod_dependency_chart import chart_values, dependency_chart_values
 from platform_config import PlatformConfig
 from platform_config.chart_pin import chart_directory, chart_is_pinned
-from stacks.network_stack import NetworkRefs
 
 
 class EksControlPlaneStack(cdk.Stack):
@@ -54,18 +50,10 @@ class EksControlPlaneStack(cdk.Stack):
 
         # No waiting: before HyperPod nodes exist none of the chart's pods can schedule (AWS's own templates install
         # this chart without waiting too). Its device plugins and health agent must be there when nodes join.
-        self.dependency_chart = eks.HelmChart(
-            self, "HyperPodDependencies", cluster=plane.cluster, release="hyperpod-dependencies",
-            namespace="kube-system", chart_asset=s3_assets.Asset(self, "HyperPodDependencyChart", path=str(chart_dir)),
-            values=dependency_chart_values(config, region=self.region, chart_values=chart_values(chart_dir)),
-            wait=False, timeout=cdk.Duration.minutes(15))
-        for addon in plane.addons.values():
-            self.dependency_chart.node.add_dependency(addon)
-        acknowledge(plane.cluster.kubectl_provider, "AwsSolutions-IAM5",
-                    "the kubectl/helm handler reads the HyperPod dependency chart asset from the CDK assets bucket; "
-                    "aws-cdk-lib grants read on that bucket's objects",
-                    findings=["Action::s3:GetBucket*", "Action::s3:GetObject*", "Action::s3:List*",
-                              f"Resource::arn:{self.partition}:s3:::{assets_bucket_name(self)}/*"])
+        self.dependency_chart = plane.helm_chart(
+            self, "HyperPodDependencies", asset_id="HyperPodDependencyChart", chart_dir=str(chart_dir),
+            release="hyperpod-dependencies", namespace="kube-system",
+            values=dependency_chart_values(config, region=self.region, chart_values=chart_values(chart_dir)))
 
         cdk.CfnOutput(self, "EksClusterName", value=config.name)
         cdk.CfnOutput(self, "EksClusterArn", value=plane.cluster_arn)

@@ -1,48 +1,16 @@
 """Network: a new VPC pinned to AZ IDs with the EFA security group, or references to an existing one."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import aws_cdk as cdk
 from constructs import Construct
 from constructs.efa_security_group import EfaSecurityGroup
-from constructs.hyperpod_vpc import HyperPodVpc, PrivateSubnet
+from constructs.hyperpod_vpc import HyperPodVpc
+from constructs.platform_refs import NetworkRefs
 
 from platform_config.eks import ControlPlaneSubnet
 from platform_config.network import Network
-
-
-@dataclass(frozen=True)
-class NetworkRefs:
-    """What the other stacks need from the network, whoever created it."""
-    vpc_id: str
-    private_subnets: tuple[PrivateSubnet, ...]
-    security_group_id: str
-    control_plane_subnets: tuple[PrivateSubnet, ...] = ()  # EKS only
-    studio_subnet: PrivateSubnet | None = None  # Studio's own; None: Studio uses the primary subnet
-
-    @property
-    def studio_subnet_id(self) -> str:
-        return (self.studio_subnet or self.primary_subnet).subnet_id
-
-    @property
-    def primary_subnet(self) -> PrivateSubnet:
-        """FSx and the cluster's default placement live here (FSx for Lustre is single-AZ)."""
-        return self.private_subnets[0]
-
-    def subnet_in(self, az_id: str) -> str:
-        return next(s.subnet_id for s in self.private_subnets if s.az_id == az_id)
-
-    @classmethod
-    def existing(cls, network: Network) -> NetworkRefs:
-        ex = network.existing
-        return cls(vpc_id=ex.vpc_id, security_group_id=ex.security_group_id,
-                   private_subnets=tuple(PrivateSubnet(az_id=s.az_id, subnet_id=s.id) for s in ex.private_subnets),
-                   control_plane_subnets=tuple(PrivateSubnet(az_id=s.az_id, subnet_id=s.id)
-                                               for s in ex.control_plane_subnets),
-                   studio_subnet=PrivateSubnet(az_id=ex.studio_subnet.az_id, subnet_id=ex.studio_subnet.id)
-                   if ex.studio_subnet else None)
 
 
 class NetworkStack(cdk.Stack):

@@ -14,7 +14,8 @@ from constructs.platform_observability import LustreTargets, PlatformObservabili
 
 from platform_config import PlatformConfig
 from stacks.storage_stack import StorageStack
-from stacks.studio_stack import PLATFORM_TAG, StudioStack
+from constructs.studio_execution_role import PLATFORM_TAG
+from stacks.studio_stack import StudioStack
 
 if TYPE_CHECKING:  # annotations only: a Slurm config imports nothing of the EKS path (tests/test_stack_graph.py)
     from stacks.eks_cluster_stack import EksClusterStack

@@ -15,10 +15,16 @@ from constructs.studio_tools import StudioToolArtifacts
 from platform_config import ConfigError, PlatformConfig
 from platform_config.storage import root_squash_exempts_cluster_subnets
 from platform_config.day2 import SNAPSHOT_METADATA_KEY, snapshot
-from stacks.network_stack import NetworkRefs, NetworkStack
+from constructs.hyperpod_cluster import GroupSpec
+from constructs.hyperpod_vpc import PrivateSubnet
+from constructs.platform_refs import NetworkRefs
+from constructs.studio_execution_role import PLATFORM_TAG
+from platform_config.login_access import slurm_auth
+from platform_config.network import Network
+from stacks.network_stack import NetworkStack
 from stacks.observability_stack import ObservabilityStack
 from stacks.storage_stack import StorageStack
-from stacks.studio_stack import PLATFORM_TAG, StudioStack, StudioUsers
+from stacks.studio_stack import StudioStack, StudioUsers
 
 if TYPE_CHECKING:  # the EKS path's modules (and its kubectl layer) are imported only for an EKS config
     from stacks.eks_access_stack import EksAccessStack
@@ -67,6 +73,28 @@ def studio_tool_artifacts(config: PlatformConfig) -> StudioToolArtifacts:
     return StudioToolArtifacts(bundle=bundle, eksctl=eksctl)
 
 
+def existing_network_refs(network: Network) -> NetworkRefs:
+    ex = network.existing
+    return NetworkRefs(vpc_id=ex.vpc_id, security_group_id=ex.security_group_id,
+                       private_subnets=tuple(PrivateSubnet(az_id=s.az_id, subnet_id=s.id) for s in ex.private_subnets),
+                       control_plane_subnets=tuple(PrivateSubnet(az_id=s.az_id, subnet_id=s.id)
+                                                   for s in ex.control_plane_subnets),
+                       studio_subnet=PrivateSubnet(az_id=ex.studio_subnet.az_id, subnet_id=ex.studio_subnet.id)
+                       if ex.studio_subnet else None)
+
+
+def group_specs(config: PlatformConfig, network: NetworkRefs) -> list[GroupSpec]:
+    """The config's instance groups as the cluster stacks hand them to HyperPod (EKS keeps the compute groups)."""
+    return [GroupSpec(name=g.name, role=g.role, instance_type=g.instance_type, instance_count=g.instance_count,
+                      threads_per_core=g.threads_per_core, ebs_volume_gib=g.ebs_volume_gib,
+                      deep_health_checks=tuple(g.deep_health_checks), partitions=tuple(g.partitions),
+                      training_plan_arn=g.training_plan_arn,
+                      subnet_id=network.subnet_in(g.az_id) if g.az_id else None,
+                      kubernetes_labels=dict(g.kubernetes_labels) or None,
+                      kubernetes_taints=tuple((t.key, t.value, t.effect) for t in g.kubernetes_taints))
+            for g in config.cluster.instance_groups]
+
+
 def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in: bool = False) -> Platform:
     """Raises ConfigError, before any stack exists, when something the config points at on disk is missing or is
     not what is pinned. `allow_chart_stand_in` (tests only) accepts a stand-in dependency chart; the cluster
@@ -81,7 +109,7 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     name = config.name
     network_stack = None
     if config.network.existing:
-        network = NetworkRefs.existing(config.network)
+        network = existing_network_refs(config.network)
     else:
         network_stack = NetworkStack(app, f"{name}-network", network=config.network, env=env,
                                      control_plane_subnets=config.eks.control_plane_subnets
@@ -100,7 +128,6 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     kind = "EKS" if on_eks else "Slurm"
     if existing is not None:
         if not on_eks:
-            from stacks.slurm_cluster_stack import slurm_auth
             from stacks.slurm_login_stack import SlurmLoginStack
             slurm_login = SlurmLoginStack(app, f"{name}-slurm-login", cluster_name=name, studio_reads=True,
                                           per_user_roles_read=slurm_auth(config) == "jwt",
@@ -115,10 +142,14 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
                                    allow_chart_stand_in=allow_chart_stand_in,
                                    description=f"HyperPod platform {name}: EKS control plane, node add-ons and the "
                                                "HyperPod dependency chart")
-        cluster = EksClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage, eks=eks,
+        cluster = EksClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage,
+                                  control_plane=eks.control_plane, dependency_chart=eks.dependency_chart,
+                                  groups=[g for g in group_specs(config, network) if g.role == "compute"],
                                   env=env, description=f"HyperPod platform {name}: SageMaker HyperPod cluster ({kind})")
+        cluster.add_stack_dependency(storage)
+        cluster.add_stack_dependency(eks)
     else:
-        from stacks.slurm_cluster_stack import SlurmClusterStack, slurm_auth
+        from stacks.slurm_cluster_stack import SlurmClusterStack
         from stacks.slurm_login_stack import SlurmLoginStack
         slurm_login = SlurmLoginStack(app, f"{name}-slurm-login", cluster_name=name,
                                       studio_reads=config.studio.enabled,
@@ -126,8 +157,9 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
                                       description=f"HyperPod platform {name}: Slurm login secret (written by the "
                                                   "controller, read by Studio)")
         cluster = SlurmClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage,
-                                    slurm_login_secret=slurm_login.secret, env=env,
+                                    groups=group_specs(config, network), slurm_login_secret=slurm_login.secret, env=env,
                                     description=f"HyperPod platform {name}: SageMaker HyperPod cluster ({kind})")
+        cluster.add_stack_dependency(storage)
     studio = None
     if config.studio.enabled:
         studio = StudioStack(app, f"{name}-studio", config=config, network=network, storage=storage,

@@ -21,7 +21,7 @@ from constructs.secure_bucket import access_log_bucket, allow_account_through_s3
 
 from platform_config.observability import NodeMetrics
 from platform_config.storage import ExistingLustre, Storage, exported_prefix, private_fsx_roots
-from stacks.network_stack import NetworkRefs
+from constructs.platform_refs import NetworkRefs
 
 if TYPE_CHECKING:  # opt-in: constructs/metrics_workspace.py (and aws_aps) loads only when node metrics are on
     from constructs.metrics_workspace import MetricsWorkspace

@@ -263,7 +263,7 @@ def test_pam_slurm_adopt_needs_the_module_package_the_ami_lacks():
 
 
 def test_the_module_package_reaches_the_nodes_and_only_that_object_is_readable():
-    from stacks.slurm_cluster_stack import artifact_s3_uris
+    from manifests.node_parameters import artifact_s3_uris
     data = base()
     data["cluster"].update(pam_slurm_adopt=True, pam_slurm_adopt_artifacts=[PAM_ADOPT_PACKAGE])
     assert artifact_s3_uris(parse_config(data)) == [PAM_ADOPT_PACKAGE["s3_uri"]]

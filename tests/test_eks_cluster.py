@@ -17,7 +17,7 @@ from constructs.studio_eks_tools import studio_eks_tools
 from platform_config import ConfigError, load_config
 from platform_config.chart_pin import chart_directory
 from platform_config.eks_governance import team_gid
-from stacks.eks_cluster_stack import CFN_REGIONS, governance_resource_type
+from constructs.task_governance import CFN_REGIONS, governance_resource_type
 from cli.stack_graph import stack_dependencies
 from support.template import kubernetes_manifests, kubernetes_objects, only, resources
 
@@ -293,8 +293,8 @@ def test_slurm_only_groups_are_not_created_on_eks(synth):
     cfg = load_config(VARIANT_FILES["default"], {"orchestrator": "eks"})
     assert {g.role for g in cfg.cluster.instance_groups} == {"controller", "login", "compute"}
     # The stack keeps compute groups only; a second platform synth would cost seconds, so check the selection.
-    from stacks.network_stack import NetworkRefs
-    from stacks.slurm_cluster_stack import group_specs
+    from constructs.platform_refs import NetworkRefs
+    from stacks.platform import group_specs
     from constructs.hyperpod_vpc import PrivateSubnet
     refs = NetworkRefs(vpc_id="vpc-1", security_group_id="sg-1",
                        private_subnets=(PrivateSubnet(az_id="usw2-az2", subnet_id="subnet-1"),))
@@ -418,7 +418,7 @@ def test_region_table_matches_cfn_lint_registry_schemas():
     commercial = [p for p in providers.glob("*.json") if re.fullmatch(r"[a-z]{2}-[a-z]+-\d", p.stem)]
     for cfn_type, regions in CFN_REGIONS.items():
         actual = {p.stem for p in commercial if cfn_type in json.loads(p.read_text())}
-        assert actual == set(regions), f"{cfn_type}: update CFN_REGIONS in stacks/eks_cluster_stack.py"
+        assert actual == set(regions), f"{cfn_type}: update CFN_REGIONS in constructs/task_governance.py"
 
 
 # ---------------------------------------------------------------------------------------------- Studio on EKS

@@ -7,7 +7,7 @@ import json
 from aws_cdk.assertions import Match
 
 from constructs.platform_observability import CLUSTER_EVENT, NODE_HEALTH, STATE_CHANGE
-from stacks.studio_stack import PLATFORM_TAG
+from constructs.studio_execution_role import PLATFORM_TAG
 
 
 def of_type(template: dict, type_: str) -> dict[str, dict]:

@@ -14,7 +14,7 @@ from aws_cdk import aws_aps as aps
 
 from support.paths import ROOT
 from platform_config import load_config
-from stacks.slurm_cluster_stack import artifact_s3_uris, node_metrics_parameters, provisioning_parameters
+from manifests.node_parameters import artifact_s3_uris, node_metrics_parameters, slurm_node_parameters
 
 SHA = "c" * 64
 ARTIFACTS = [
@@ -38,7 +38,7 @@ def workspace_url() -> tuple[cdk.Stack, str]:
 
 def test_enabled_puts_the_workspace_url_region_interval_and_artifacts_into_the_parameters():
     stack, url = workspace_url()
-    block = stack.resolve(node_metrics_parameters(config(), url))
+    block = stack.resolve(node_metrics_parameters(config(), url, cdk.Aws.REGION))
     assert block["remote_write_url"] == {"Fn::Join": ["", [{"Fn::GetAtt": ["Workspace", "PrometheusEndpoint"]},
                                                           "api/v1/remote_write"]]}
     assert block["region"] == {"Ref": "AWS::Region"}  # the workspace is in the stack's region
@@ -47,14 +47,14 @@ def test_enabled_puts_the_workspace_url_region_interval_and_artifacts_into_the_p
 
 
 def test_disabled_ships_no_block_and_the_node_role_reads_no_metrics_artifact():
-    assert node_metrics_parameters(config(enabled=False), "https://example") is None
+    assert node_metrics_parameters(config(enabled=False), "https://example", "us-west-2") is None
     assert artifact_s3_uris(config(enabled=False)) == []
 
 
 def test_enabled_without_a_workspace_url_fails_synth_with_the_reason():
     with pytest.raises(ValueError, match="observability.node_metrics.enabled is true but the Slurm cluster stack "
                                          "got no node_metrics_remote_write_url"):
-        node_metrics_parameters(config(), None)
+        node_metrics_parameters(config(), None, "us-west-2")
 
 
 def test_the_node_role_may_read_exactly_the_metrics_artifacts():
@@ -65,10 +65,12 @@ def test_the_parameters_pass_the_nodes_own_check(synth, tmp_path):
     """What the stack writes is what lib/params.py on the node accepts (tokens replaced by what they resolve to)."""
     s = synth("default")
     cfg = config()
-    params = provisioning_parameters(cfg, s.platform.storage, parameters_s3_uri="s3://b/hyperpod/x/p.json",
-                                     node_metrics_remote_write_url="https://aps-workspaces.us-west-2.amazonaws.com/"
-                                                                   "workspaces/ws-1/api/v1/remote_write")
-    params["node_metrics"]["region"] = "us-west-2"  # cdk.Aws.REGION, resolved at deploy
+    params = slurm_node_parameters(
+        cfg, lustre=s.platform.storage.lustre, region="us-west-2",  # cdk.Aws.REGION, resolved at deploy
+        slurm_login_secret_arn=None, jwt_key_secret_arn=None, parameters_s3_uri="s3://b/hyperpod/x/p.json",
+        client_bundle_s3_prefix=None, job_role_arn=None,
+        node_metrics_remote_write_url="https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-1/api/v1/"
+                                      "remote_write")
     params["fsx"] = None
     path = tmp_path / "platform_parameters.json"
     path.write_text(json.dumps(params))

@@ -18,7 +18,9 @@ import math
 
 import pytest
 
-from stacks.studio_stack import USERS_PER_NESTED_STACK_WITH_TOKENS
+from stacks.studio_stack import StudioStack
+
+USERS_PER_NESTED_STACK_WITH_TOKENS = StudioStack.USERS_PER_NESTED_STACK_WITH_TOKENS
 
 MAX_RESOURCES = 500
 MAX_PARAMETERS = 200

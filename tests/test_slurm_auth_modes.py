@@ -23,16 +23,14 @@ def _user_stacks(s) -> list[dict]:
 
 
 def test_per_user_mode_tells_the_controller_jwt_and_names_the_key_secret(synth):
-    from stacks.slurm_cluster_stack import provisioning_parameters
     s = synth(PER_USER)
     cluster = s.platform.cluster
     assert cluster.slurm_auth == "jwt"
-    params = provisioning_parameters(s.config, s.platform.storage, cluster.slurm_login_secret.secret_arn,
-                                     cluster.jwt_key_secret.secret_arn)
-    assert params["slurm"]["auth"] == "jwt" and params["slurm"]["jwt_key_secret_arn"] is not None
+    params = cluster.node_parameters.slurm
+    assert params.auth == "jwt" and params.jwt_key_secret_arn == cluster.jwt_key.secret_arn
     shared = synth(SHARED)
-    assert shared.platform.cluster.slurm_auth == "munge" and shared.platform.cluster.jwt_key_secret is None
-    assert provisioning_parameters(shared.config, shared.platform.storage)["slurm"]["auth"] == "munge"
+    assert shared.platform.cluster.slurm_auth == "munge" and shared.platform.cluster.jwt_key is None
+    assert shared.platform.cluster.node_parameters.slurm.auth == "munge"
 
 
 def test_the_signing_key_is_written_by_the_cluster_and_read_only_by_the_issuer(synth):

@@ -104,11 +104,15 @@ def test_execution_role_is_least_privilege(synth):
 
 def test_the_controller_learns_where_to_upload_its_client_bundle(synth):
     s = synth("default")
-    from stacks.slurm_cluster_stack import provisioning_parameters
-    params = provisioning_parameters(s.config, s.platform.storage, s.platform.cluster.slurm_login_secret.secret_arn)
+    from manifests.node_parameters import slurm_node_parameters
+    params = s.platform.cluster.node_parameters.model_dump()
     assert flatten(s.platform.cluster.resolve(params["slurm"]["client_bundle_s3_prefix"])) == \
         "s3://sagemaker-lc-ml-cluster-<AWS::AccountId>-<AWS::Region>/slurm-client/"
-    assert provisioning_parameters(s.config, s.platform.storage, None)["slurm"]["client_bundle_s3_prefix"] is None
+    without_login = slurm_node_parameters(
+        s.config, lustre=s.platform.storage.lustre, region="us-west-2", slurm_login_secret_arn=None,
+        jwt_key_secret_arn=None, parameters_s3_uri="s3://b/p.json", client_bundle_s3_prefix="s3://b/slurm-client/",
+        node_metrics_remote_write_url=None, job_role_arn=None)
+    assert without_login["slurm"]["client_bundle_s3_prefix"] is None
 
 
 def test_execution_role_logs_and_metrics_only_for_this_cluster(synth):
@@ -146,9 +150,8 @@ def test_lifecycle_scripts_ship_as_asset_with_generated_parameters(synth):
 
 
 def test_provisioning_parameters_follow_config(synth):
-    from stacks.slurm_cluster_stack import provisioning_parameters
     s = synth("containers")
-    params = provisioning_parameters(s.config, s.platform.storage, s.platform.cluster.slurm_login_secret.secret_arn)
+    params = s.platform.cluster.node_parameters.model_dump()
     assert params["controller_group"] == "controller-machine" and params["login_group"] == "login-group"
     # ml.g5.2xlarge: one NVIDIA A10G, the GRES count check_gres.sh expects HyperPod's slurm.conf to give each node.
     assert params["worker_groups"] == [{"instance_group_name": "students", "partition_name": "class", "gpus": 1}]

@@ -94,9 +94,9 @@ def test_per_user_mode_gives_each_profile_a_private_partition(synth):
 def test_partitions_are_created_a_few_at_a_time(synth):
     from constructs.fsx_partitions import MAX_IMPORTS_IN_FLIGHT
     s = synth("large")
-    from stacks.studio_stack import USERS_PER_NESTED_STACK_WITH_TOKENS
+    from stacks.studio_stack import StudioStack
     nested = next(t for t in s.nested.values()
-                  if len(resources(t, "Custom::FsxPartition")) == USERS_PER_NESTED_STACK_WITH_TOKENS)
+                  if len(resources(t, "Custom::FsxPartition")) == StudioStack.USERS_PER_NESTED_STACK_WITH_TOKENS)
     partitions = resources(nested, "Custom::FsxPartition")
     # Partitions nothing waits on start at once: exactly MAX_IMPORTS_IN_FLIGHT lanes.
     heads = [i for i, r in partitions.items()

@@ -251,6 +251,8 @@ install_boot_unit() {
   for f in enroot_dirs.sh lib/common.sh lib/params.py lib/safe_dirs.py; do
     same_file "$HERE/$f" "$PLATFORM_DIR/$f" || install -m 0755 "$HERE/$f" "$PLATFORM_DIR/$f"
   done
+  f=lib/platform_parameters.schema.json  # what lib/params.py validates against
+  same_file "$HERE/$f" "$PLATFORM_DIR/$f" || install -m 0644 "$HERE/$f" "$PLATFORM_DIR/$f"
   same_file "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json" ||
     install -m 0644 "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json"
   unit="$(mktemp)"

@@ -38,6 +38,7 @@ for f in sync_users.sh fsx_nosuid.sh create_users.sh setup_ssh_keys.sh configure
   put "$HERE/$f" "$PLATFORM_DIR/$f" 0755
   copied+=("$f")
 done
+put "$HERE/lib/platform_parameters.schema.json" "$PLATFORM_DIR/lib/platform_parameters.schema.json" 0644  # params.py validate
 # The directory's CA certificate, which configure_sssd.sh checks against the parameters' digest.
 ca="$(param directory.ca_certificate.file)"
 if [[ -n "$ca" && -f "$HERE/$ca" ]]; then

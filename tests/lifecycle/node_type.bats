@@ -29,7 +29,7 @@ load test_helper
 }
 
 @test "a group missing from the parameters file fails and names the group" {
-  set_param worker_groups '[{"instance_group_name": "other-group", "partition_name": "gpu"}]'
+  set_param worker_groups '[{"instance_group_name": "other-group", "partition_name": "gpu", "gpus": 1}]'
   STUB_IPS="10.1.0.30" run bash "$SCRIPTS/on_init_complete.sh"
   [ "$status" -ne 0 ]
   [[ "$output" == *"instance group 'worker-group-1' is neither the controller"* ]]

@@ -6,12 +6,15 @@ Output is one value or one record per line, tab-separated, so bash can `read` it
 Errors go to stderr as a single line and exit with status 2.
 """
 import json
+import os
 import re
 import sys
 
-SUPPORTED_VERSION = 1
-USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# The file's one definition is constructs/node_parameters.py; this is the JSON Schema generated from it (make schema),
+# shipped beside this script. `validate` checks the file against it with the subset of JSON Schema the generator
+# emits (schema_problems), standard library only.
+SCHEMA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "platform_parameters.schema.json")
+TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
 
 
 class ParamsError(Exception):
@@ -46,60 +49,73 @@ def scalar(value):
     return str(value)
 
 
-def validate(params):
+def has_type(value, name):
+    if name == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if name == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, TYPES[name])
+
+
+def schema_problems(value, schema, root, path=""):
+    """Every way `value` breaks `schema`, each as '<path>: <what>'. The keywords the generator emits: $ref (to
+    #/$defs), if/then/else, anyOf, allOf, type, const, enum, pattern, minLength, minimum, properties, required,
+    additionalProperties (a map's values), items; `x-message` words a failed rule."""
     problems = []
-    if params.get("version") != SUPPORTED_VERSION:
-        problems.append(f"version: expected {SUPPORTED_VERSION}, got {params.get('version')!r}")
-    orchestrator = params.get("orchestrator", "slurm")
-    if orchestrator not in ("slurm", "eks"):
-        problems.append(f"orchestrator: expected slurm or eks, got {orchestrator!r}")
-    if orchestrator == "slurm" and not params.get("controller_group"):
-        problems.append("controller_group: missing")
-    if orchestrator == "slurm":
-        uri = str((params.get("users_sync") or {}).get("parameters_s3_uri") or "")
-        if not uri.startswith("s3://"):
-            problems.append(f"users_sync.parameters_s3_uri: must be an s3:// URI, got {uri!r}")
-    for i, group in enumerate(params.get("worker_groups") or []):
-        if not group.get("instance_group_name"):
-            problems.append(f"worker_groups[{i}].instance_group_name: missing")
-    fsx = params.get("fsx")
-    if fsx and fsx.get("mount"):
-        for key in ("dns_name", "mount_name", "mount_path"):
-            if not fsx.get(key):
-                problems.append(f"fsx.{key}: missing while fsx.mount is true")
-    for i, user in enumerate(params.get("users") or []):
-        if not USER_NAME.match(str(user.get("name", ""))):
-            problems.append(f"users[{i}].name: {user.get('name')!r} is not a valid user name")
-        for key in ("uid", "gid"):
-            value = user.get(key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1000:
-                problems.append(f"users[{i}].{key}: {value!r} must be an integer >= 1000")
-    runtime = params.get("container_runtime") or {}
-    for i, artifact in enumerate(runtime.get("artifacts") or []):
-        if not str(artifact.get("s3_uri", "")).startswith("s3://"):
-            problems.append(f"container_runtime.artifacts[{i}].s3_uri: must be an s3:// URI")
-        if not SHA256.match(str(artifact.get("sha256", ""))):
-            problems.append(f"container_runtime.artifacts[{i}].sha256: must be 64 lowercase hex digits")
-    metrics = params.get("node_metrics")
-    if metrics:
-        url = str(metrics.get("remote_write_url") or "")
-        if not url.startswith("https://"):
-            problems.append(f"node_metrics.remote_write_url: must be an https:// URL, got {url!r}")
-        if not metrics.get("region"):
-            problems.append("node_metrics.region: missing")
-        interval = metrics.get("scrape_interval_seconds")
-        if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
-            problems.append(f"node_metrics.scrape_interval_seconds: {interval!r} must be a positive integer")
-    for i, artifact in enumerate((metrics or {}).get("artifacts") or []):
-        if not str(artifact.get("s3_uri", "")).startswith("s3://"):
-            problems.append(f"node_metrics.artifacts[{i}].s3_uri: must be an s3:// URI")
-        if not SHA256.match(str(artifact.get("sha256", ""))):
-            problems.append(f"node_metrics.artifacts[{i}].sha256: must be 64 lowercase hex digits")
-    for i, artifact in enumerate((params.get("pam_slurm_adopt") or {}).get("artifacts") or []):
-        if not str(artifact.get("s3_uri", "")).startswith("s3://"):
-            problems.append(f"pam_slurm_adopt.artifacts[{i}].s3_uri: must be an s3:// URI")
-        if not SHA256.match(str(artifact.get("sha256", ""))):
-            problems.append(f"pam_slurm_adopt.artifacts[{i}].sha256: must be 64 lowercase hex digits")
+    where = path or "(the file)"
+
+    def fail(what):
+        problems.append(f"{where}: {schema.get('x-message', what)}, got {value!r}")
+
+    if "$ref" in schema:
+        name = schema["$ref"].removeprefix("#/$defs/")
+        problems += schema_problems(value, root["$defs"][name], root, path)
+    if "if" in schema:
+        branch = "else" if schema_problems(value, schema["if"], root, path) else "then"
+        if branch in schema:
+            problems += schema_problems(value, schema[branch], root, path)
+    for sub in schema.get("allOf", []):
+        problems += schema_problems(value, sub, root, path)
+    if "anyOf" in schema:
+        tried = [schema_problems(value, sub, root, path) for sub in schema["anyOf"]]
+        if all(tried):  # report the branch of the value's type (a null where an object goes: the object's problems)
+            typed = [t for sub, t in zip(schema["anyOf"], tried) if "type" not in sub or has_type(value, sub["type"])]
+            problems += (typed or [t for sub, t in zip(schema["anyOf"], tried) if sub.get("type") != "null"])[0]
+    if "type" in schema and not has_type(value, schema["type"]):
+        fail(f"must be of type {schema['type']}")
+        return problems
+    if "const" in schema and (value != schema["const"] or type(value) is not type(schema["const"])):
+        problems.append(f"{where}: {schema.get('x-message', 'expected ' + json.dumps(schema['const']))}, got {value!r}")
+    if "enum" in schema and value not in schema["enum"]:
+        fail("expected one of " + ", ".join(json.dumps(v) for v in schema["enum"]))
+    if isinstance(value, str):
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            fail(f"must match {schema['pattern']}")
+        if len(value) < schema.get("minLength", 0):
+            fail("missing" if schema["minLength"] == 1 else f"must have at least {schema['minLength']} characters")
+    if has_type(value, "number") and "minimum" in schema and value < schema["minimum"]:
+        fail(f"must be >= {schema['minimum']}")
+    if isinstance(value, dict):
+        for key in schema.get("required", []):
+            if key not in value:
+                problems.append(f"{path + '.' if path else ''}{key}: missing")
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")  # the schema of a map's values; other keys are ignored
+        for key, item in value.items():
+            inner = f"{path}.{key}" if path else key
+            if key in properties:
+                problems += schema_problems(item, properties[key], root, inner)
+            elif isinstance(extra, dict):
+                problems += schema_problems(item, extra, root, inner)
+    if isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            problems += schema_problems(item, schema["items"], root, f"{path}[{i}]")
+    return problems
+
+
+def validate(params, schema_file=SCHEMA_FILE):
+    schema = load(schema_file)
+    problems = list(dict.fromkeys(schema_problems(params, schema, schema)))  # once each, in order
     if problems:
         raise ParamsError("invalid provisioning parameters: " + "; ".join(problems))
 
