@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "lifecycle" / "hyperpod" / "lib" / \
     "platform_parameters.schema.json"
@@ -177,7 +177,18 @@ class LifecycleRecordRef(Part):
     region: str
 
 
-class SlurmNodeParameters(Part):
+class NodeFile(Part):
+    """The file's top level: `lifecycle_record` is written only once LifecycleScripts has set it."""
+
+    @model_serializer(mode="wrap")
+    def _without_unset_record(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("lifecycle_record") is None:
+            data.pop("lifecycle_record", None)
+        return data
+
+
+class SlurmNodeParameters(NodeFile):
     """What lifecycle/hyperpod/on_init_complete.sh and the scripts it runs read on a Slurm node."""
     version: Literal[1]
     cluster_name: str
@@ -198,7 +209,7 @@ class SlurmNodeParameters(Part):
     lifecycle_record: Optional[LifecycleRecordRef] = None
 
 
-class EksNodeParameters(Part):
+class EksNodeParameters(NodeFile):
     """What lifecycle/hyperpod/on_create.sh reads on an EKS node (no Slurm, no FSx mount: pods mount FSx through
     the CSI driver)."""
     version: Literal[1]

@@ -20,7 +20,7 @@ MAY_IMPORT = {
     "constructs": set(),
     "stacks": {"platform_config", "manifests", "constructs"},
     "cli": {"platform_config", "constructs"},
-    "tools": {"platform_config", "manifests", "constructs", "stacks"},
+    "tools": {"platform_config", "manifests", "constructs", "stacks", "cli"},
     "lambda": set(),
     "lifecycle": set(),
     "examples": set(),
