@@ -53,9 +53,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from cli.preconditions import loaded_config, missing_credentials, one_line  # noqa: E402
-from platform_config import PlatformConfig  # noqa: E402
+from cli.preconditions import loaded_config, missing_credentials, one_line
+from platform_config import PlatformConfig
 
 PARTITION_SCRIPT = ROOT / "lifecycle" / "attach" / "make_partitions.sh"
 SHARED_PARTITION = "shared"  # stacks/studio_stack.py SHARED_PARTITION

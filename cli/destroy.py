@@ -51,10 +51,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from cli.preconditions import missing_assembly, missing_credentials, one_line  # noqa: E402
-from cli.stack_graph import stack_dependencies  # noqa: E402
-from platform_config.day2 import SNAPSHOT_METADATA_KEY  # noqa: E402
+from cli.preconditions import missing_assembly, missing_credentials, one_line
+from cli.stack_graph import stack_dependencies
+from platform_config.day2 import SNAPSHOT_METADATA_KEY
 
 POLL_SECONDS = 15.0
 KEEPING_POLICIES = ("Retain", "RetainExceptOnCreate")

@@ -23,11 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.preconditions import one_line  # noqa: E402
-from cli.status import failed_events, file_systems, platform_stacks, report, session_for, target  # noqa: E402
-from cli.watch import cluster_log_group, cluster_nodes  # noqa: E402
+from cli.preconditions import one_line
+from cli.status import failed_events, file_systems, platform_stacks, report, session_for, target
+from cli.watch import cluster_log_group, cluster_nodes
 
 ROOT = Path(__file__).resolve().parent.parent
 

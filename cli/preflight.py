@@ -21,11 +21,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.preconditions import loaded_config, missing_credentials, one_line  # noqa: E402
-from platform_config import PlatformConfig  # noqa: E402
-from platform_config.eks import (ADDON_NAMES, ELASTIC_TRAINING_OPERATOR, KUBERNETES_SUPPORT,  # noqa: E402
+from cli.preconditions import loaded_config, missing_credentials, one_line
+from platform_config import PlatformConfig
+from platform_config.eks import (ADDON_NAMES, ELASTIC_TRAINING_OPERATOR, KUBERNETES_SUPPORT,
                                  enabled_addons)
 
 OK, WARNING, FAILED, UNKNOWN = "ok", "warning", "failed", "cannot-check"

@@ -58,12 +58,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from cli.preconditions import missing_assembly, missing_credentials, one_line  # noqa: E402
-from cli.watch import node_watcher  # noqa: E402
-from cli.stack_graph import concurrency, stack_dependencies  # noqa: E402
-from cli.template_replacements import STATEFUL_TYPES, iam_widening  # noqa: E402
-from platform_config.day2 import SNAPSHOT_METADATA_KEY, check_day2  # noqa: E402
+from cli.preconditions import missing_assembly, missing_credentials, one_line
+from cli.watch import node_watcher
+from cli.stack_graph import concurrency, stack_dependencies
+from cli.template_replacements import STATEFUL_TYPES, iam_widening
+from platform_config.day2 import SNAPSHOT_METADATA_KEY, check_day2
 
 CHANGE_SET = "hyperpod-replacement-guard"
 CDK_PARAMETERS = frozenset({"BootstrapVersion"})  # the CDK's own, resolved from SSM

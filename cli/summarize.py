@@ -6,10 +6,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.preconditions import loaded_config, missing_assembly  # noqa: E402
-from cli.sizing import render, size  # noqa: E402
+from cli.preconditions import loaded_config, missing_assembly
+from cli.sizing import render, size
 
 
 # What a reader looks for first, by CloudFormation type: the things that cost money or hold data.
