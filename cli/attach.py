@@ -50,7 +50,7 @@ import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 from cli.preconditions import loaded_config, missing_credentials, one_line

@@ -48,7 +48,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 ROOT = Path(__file__).resolve().parent.parent
 from cli.preconditions import missing_assembly, missing_credentials, one_line

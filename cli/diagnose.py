@@ -201,7 +201,7 @@ def gather(session, tgt, log_lines: int = 200) -> list[Evidence]:
 
 SECRETS = (
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "[REDACTED]"),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S), "[REDACTED]"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL), "[REDACTED]"),
     (re.compile(r"(?i)((?:secret|password|passwd|token|session_token|private_key|api_key)[\w-]*[\"']?\s*[:=]\s*[\"']?)"
                 r"[^\s\"',}]+"), r"\1[REDACTED]"),
     (re.compile(r"\b[A-Za-z0-9/+]{40}\b"), "[REDACTED]"),  # the shape of a secret access key

@@ -19,7 +19,7 @@ import sys
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 
 from cli.preconditions import loaded_config, missing_credentials, one_line
@@ -75,7 +75,7 @@ class Preflight:
                  today: datetime.date | None = None):
         """`client(service, purpose)` returns a boto3 client; purpose only lets tests stub one API of a service."""
         self.cfg = cfg
-        self.today = today or datetime.datetime.now(datetime.timezone.utc).date()
+        self.today = today or datetime.datetime.now(datetime.UTC).date()
         self.client = client
         self.templates = templates
         self.results: list[Result] = []
@@ -151,7 +151,7 @@ class Preflight:
         sagemaker = self.client("sagemaker", "cluster")
         try:
             cluster = sagemaker.describe_cluster(ClusterName=existing.name)
-        except Exception as exc:  # noqa: BLE001 - ResourceNotFound is modelled per client
+        except Exception as exc:  # ResourceNotFound is modelled per client
             if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("ResourceNotFound",
                                                                            "ValidationException"):
                 self.add("attach-cluster", FAILED, f"cluster.existing.name: no HyperPod cluster {existing.name!r} in "
@@ -289,7 +289,7 @@ class Preflight:
         for name in sorted(types):
             try:
                 cfn.describe_type(Type="RESOURCE", TypeName=name)
-            except Exception as exc:  # noqa: BLE001 - TypeNotFound is modelled per client
+            except Exception as exc:  # TypeNotFound is modelled per client
                 if getattr(exc, "response", {}).get("Error", {}).get("Code") == "TypeNotFoundException":
                     missing.append(name)
                 else:

@@ -16,7 +16,8 @@ import argparse
 import sys
 import time
 from collections import Counter
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 
 from cli.preconditions import missing_credentials, one_line

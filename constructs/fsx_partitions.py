@@ -15,7 +15,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
@@ -39,7 +39,7 @@ RESERVED_UIDS_FILE = "/var/task/reserved_uids.json"  # Lambda unpacks the code i
 class FsxPartitions(Construct):
     def __init__(self, scope: Construct, id_: str, *, file_system_id: str, file_system_path: str,
                  data_bucket_name: str, s3_prefix: str, partition_root: str,
-                 role_names: Optional[dict[str, str]] = None) -> None:
+                 role_names: dict[str, str] | None = None) -> None:
         """role_names: fixed IAM role names per handler ("OnEvent", "IsComplete", "ProfileEvents") for a bucket
         policy that names them before they exist; generated names when None."""
         super().__init__(scope, id_)
@@ -74,7 +74,7 @@ class FsxPartitions(Construct):
         self._service_token = self.provider.service_token
 
     def partition(self, scope: Construct, id_: str, *, relative_name: str, uid: str, gid: str, mode: str,
-                  condition: Optional[cdk.CfnCondition] = None) -> cdk.CfnResource:
+                  condition: cdk.CfnCondition | None = None) -> cdk.CfnResource:
         resource = cdk.CfnResource(scope, id_, type="Custom::FsxPartition", properties=self._properties(
             relative_name=relative_name, uid=uid, gid=gid, mode=mode))
         # Deleting this resource never deletes the directory: the handler's Delete only detaches.
@@ -83,7 +83,7 @@ class FsxPartitions(Construct):
         return resource
 
     def partition_template(self, template: NestedTemplate, *, relative_name: str, uid: str, gid: str, mode: str,
-                           condition: Optional[str] = None) -> dict:
+                           condition: str | None = None) -> dict:
         """The same partition as a resource of a nested stack's template (constructs/nested_template.py), for stacks
         of many: the shared values (service token, file system, bucket) become parameters once per stack."""
         return {"Type": "Custom::FsxPartition",
@@ -114,7 +114,7 @@ class FsxPartitions(Construct):
         return f"{self.file_system_path}/{self.partition_root}/{relative_name}"
 
     def watch_profiles(self, *, domain_id: str, domain_arn_prefix: str,
-                       condition: Optional[cdk.CfnCondition], reserved_uids: Mapping[int, str]) -> None:
+                       condition: cdk.CfnCondition | None, reserved_uids: Mapping[int, str]) -> None:
         """Profiles created outside the stack (console, CLI) get a private partition too, unless their uid is
         another profile's or a config user's (`reserved_uids`: uid -> user name), see profile_events.py."""
         self.dead_letters = sqs.Queue(self, "ProfileEventsDeadLetters", enforce_ssl=True,
@@ -174,7 +174,7 @@ class FsxPartitions(Construct):
             json.dumps({str(uid): name for uid, name in sorted(reserved_uids.items())}, indent=0, sort_keys=True))
         return str(folder)
 
-    def _role(self, handler: str) -> Optional[iam.Role]:
+    def _role(self, handler: str) -> iam.Role | None:
         """A fixed-name role when one was asked for (else the function makes its own, as before)."""
         if handler not in self.role_names:
             return None

@@ -4,7 +4,7 @@ UpdateFileSystem (lambda/fsx_root_squash/)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_grafana as grafana
@@ -41,7 +41,7 @@ class SamlSettings:
 class GrafanaWorkspace(Construct):
     def __init__(self, scope: Construct, id_: str, *, name: str, metrics: MetricsWorkspace, file_system_id: str,
                  authentication_provider: str, viewer_group_ids: Sequence[str] = (),
-                 admin_group_ids: Sequence[str] = (), saml: Optional[SamlSettings] = None) -> None:
+                 admin_group_ids: Sequence[str] = (), saml: SamlSettings | None = None) -> None:
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         self.role = iam.Role(self, "WorkspaceRole", description=f"{name}: Grafana reads its metrics",

@@ -7,7 +7,7 @@ would also look up the region's AZs at synth time, which this project never does
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2

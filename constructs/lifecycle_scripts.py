@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
@@ -95,7 +96,7 @@ class LifecycleScripts(Construct):
     `source_dir=None` ships only `extra_sources` (the Studio tools: prebuilt_zip_source, constructs/studio_tools.py)."""
 
     def __init__(self, scope: Construct, id_: str, *, bucket: s3.IBucket, prefix: str, upload_role_name: str,
-                 parameters: dict[str, Any] | None = None, source_dir: Optional[Path] = HYPERPOD_SCRIPTS_DIR,
+                 parameters: dict[str, Any] | None = None, source_dir: Path | None = HYPERPOD_SCRIPTS_DIR,
                  extra_sources: Sequence[s3deploy.ISource] = ()) -> None:
         super().__init__(scope, id_)
         sources = []

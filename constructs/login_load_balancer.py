@@ -13,7 +13,7 @@ for IP targets), so that rule is all the nodes need; sshd logs the load balancer
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2

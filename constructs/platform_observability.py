@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 import jsii
@@ -42,7 +42,7 @@ class _TopicTarget:
     def __init__(self, topic: sns.ITopic) -> None:
         self.topic = topic
 
-    def bind(self, _rule: events.IRule, _id: Optional[str] = None) -> events.RuleTargetConfig:
+    def bind(self, _rule: events.IRule, _id: str | None = None) -> events.RuleTargetConfig:
         return events.RuleTargetConfig(arn=self.topic.topic_arn)
 
 
@@ -55,17 +55,17 @@ class Subscription:
 @dataclass(frozen=True)
 class LustreTargets:
     file_system_id: str
-    capacity_gib: Optional[int]  # None for a file system the platform does not own
-    throughput_mb_per_tib: Optional[int]
+    capacity_gib: int | None  # None for a file system the platform does not own
+    throughput_mb_per_tib: int | None
 
 
 class PlatformObservability(Construct):
     def __init__(self, scope: Construct, id_: str, *, name: str, cluster_name: str, cluster_id: str,
                  lustre: LustreTargets, functions: Sequence[tuple[str, lambda_.IFunction]],
-                 dead_letter_queue: Optional[sqs.IQueue], instance_groups: Sequence[tuple[str, str]],
+                 dead_letter_queue: sqs.IQueue | None, instance_groups: Sequence[tuple[str, str]],
                  subscriptions_: Sequence[Subscription], log_retention_days: int, free_capacity_percent: int,
                  throughput_percent: int, throughput_minutes: int, export_backlog_minutes: int,
-                 cluster_log_key: Optional[kms.IKey] = None) -> None:
+                 cluster_log_key: kms.IKey | None = None) -> None:
         """cluster_log_key: the customer managed key HyperPod's own cluster log group is created with (or associated
         with, if HyperPod made the group first); its policy must let CloudWatch Logs use it (constructs/log_encryption)."""
         super().__init__(scope, id_)
@@ -205,7 +205,7 @@ class PlatformObservability(Construct):
             conditions={"ArnEquals": {"aws:SourceArn": [r.rule_arn for r in rules]}}))
         return rules
 
-    def _cluster_log_retention(self, log_group_name: str, days: int, key: Optional[kms.IKey]) -> cdk.CfnResource:
+    def _cluster_log_retention(self, log_group_name: str, days: int, key: kms.IKey | None) -> cdk.CfnResource:
         stack = cdk.Stack.of(self)
         own_logs = logs.LogGroup(self, "RetentionLogs", retention=logs.RetentionDays.THREE_MONTHS,
                                  removal_policy=cdk.RemovalPolicy.DESTROY)

@@ -34,7 +34,8 @@ charts/aws-fsx-csi-driver/values.yaml), so kubelet never re-owns these ReadWrite
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
 
 from manifests.kubernetes_objects import MLFLOW_CONFIG_MAP, PLATFORM_LABEL
 from platform_config.eks_governance import team_gid

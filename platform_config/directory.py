@@ -3,7 +3,7 @@ SSSD, over encrypted connections only; with the rules on URIs, required keys, th
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, StrictBool
 
@@ -51,17 +51,17 @@ class Directory(Strict):
         description="Required when enabled: ldaps://host[:port] URIs, or ldap:// with start_tls: true; plaintext LDAP "
                     "is refused.")
     start_tls: StrictBool = Field(False, description="StartTLS on ldap:// URIs (refused with ldaps://).")
-    search_base: Optional[DistinguishedName] = Field(
+    search_base: DistinguishedName | None = Field(
         None, description="Required when enabled: where users and groups are searched, e.g. dc=example,dc=org.")
-    bind_dn: Optional[DistinguishedName] = Field(None, description="Required when enabled: the account SSSD binds as.")
-    bind_password_secret_arn: Optional[SecretArn] = Field(
+    bind_dn: DistinguishedName | None = Field(None, description="Required when enabled: the account SSSD binds as.")
+    bind_password_secret_arn: SecretArn | None = Field(
         None, description="Required when enabled: the complete ARN (with the 6-character suffix) of a Secrets Manager "
                           "secret whose SecretString is the bind password. Every node role may GetSecretValue on "
                           "exactly this ARN.")
-    bind_password_kms_key_arn: Optional[KmsKeyArn] = Field(
+    bind_password_kms_key_arn: KmsKeyArn | None = Field(
         None, description="The secret's customer managed key, if any: nodes may kms:Decrypt with it only through "
                           "Secrets Manager; same region as the secret.")
-    ca_certificate: Optional[RepoPath] = Field(
+    ca_certificate: RepoPath | None = Field(
         None, description="Required when enabled: a PEM file of CA certificates (nothing else) relative to the "
                           "repository root, e.g. config/directory-ca.pem; shipped with the lifecycle scripts and "
                           "checked by sha256 on the node; sssd demands server certificates it signed.")

@@ -4,7 +4,7 @@ unique names, quotas that fit the compute groups, gids of their own, caps with a
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, StrictBool
 
@@ -33,10 +33,10 @@ class TeamQuota(Strict):
     """A team's guaranteed compute, what it lends and borrows, and whether it preempts lower-priority work."""
     name: GovernanceName = Field(description="The team's name, unique; its namespace is hyperpod-ns-<name>.")
     instance_type: InstanceType = Field(description="The instance type of the quota: one of the compute groups'.")
-    instance_count: Optional[int] = Field(
+    instance_count: int | None = Field(
         default=None, ge=0, description="Guaranteed instances; give this or accelerators. The guaranteed counts of all "
                                         "teams must fit in the compute groups.")
-    accelerators: Optional[int] = Field(default=None, ge=0, description="Guaranteed accelerators, instead of "
+    accelerators: int | None = Field(default=None, ge=0, description="Guaranteed accelerators, instead of "
                                                                         "instance_count.")
     sharing: Literal["LendAndBorrow", "Lend", "DontLend"] = Field(
         "LendAndBorrow", description="Whether idle guaranteed compute is lent to other teams and whether the team "
@@ -53,15 +53,15 @@ class TeamQuota(Strict):
     members: list[str] = Field(
         [], description="Studio users (names from users) whose profiles run as this team's role: they may submit jobs "
                         "in the team's namespace only. A user is a member of one team at most.")
-    gid: Optional[int] = Field(
+    gid: int | None = Field(
         default=None, ge=1001, le=4000000,
         description="The POSIX group owning the team's FSx directory; its pods run with it as fsGroup. Unset: derived "
                     "from the name (stable when teams are reordered). Not a user's gid or studio.shared_gid.")
-    max_vcpu: Optional[int] = Field(
+    max_vcpu: int | None = Field(
         default=None, ge=1, description="CPUs the team's namespace may request in total. Required with "
                                         "eks.autoscaling: Karpenter adds nodes for pending pods, so without a cap a "
                                         "runaway job provisions instances.")
-    max_memory_gib: Optional[int] = Field(
+    max_memory_gib: int | None = Field(
         default=None, ge=1, description="Memory the team's namespace may request in total, GiB; required with "
                                         "eks.autoscaling.")
 
@@ -70,7 +70,7 @@ def team_gid(team: TeamQuota) -> int:
     return team.gid if team.gid is not None else 1_000_000 + zlib.crc32(team.name.encode()) % 1_000_000
 
 
-def guaranteed_accelerators(team: TeamQuota) -> Optional[int]:
+def guaranteed_accelerators(team: TeamQuota) -> int | None:
     """The accelerators a team's quota guarantees; None on an instance type without known accelerators."""
     per_instance = ACCELERATORS.get(team.instance_type)
     if per_instance is None:
@@ -78,7 +78,7 @@ def guaranteed_accelerators(team: TeamQuota) -> Optional[int]:
     return team.accelerators if team.accelerators is not None else (team.instance_count or 0) * per_instance[1]
 
 
-def reachable_accelerators(gov: TaskGovernance, compute: list[InstanceGroup], team: TeamQuota) -> Optional[int]:
+def reachable_accelerators(gov: TaskGovernance, compute: list[InstanceGroup], team: TeamQuota) -> int | None:
     """The most accelerators of the team's instance type that Kueue can ever admit for it at once: its guarantee,
     plus what it may borrow (LendAndBorrow only: borrow_limit_percent of the guarantee) bounded by what the other
     teams lend on that type (their guarantees, unless DontLend), all bounded by the cluster's instances of that type.

@@ -6,7 +6,8 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
-from typing import Annotated, Iterable
+from typing import Annotated
+from collections.abc import Iterable
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
@@ -69,7 +70,7 @@ GroupName = Annotated[str, *api_string(_HYPHENATED, 63, "1-63 letters, digits an
                                                          "with a letter or digit")]
 
 
-def did_you_mean(value: str, choices: "Iterable[str]") -> str:
+def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """' did you mean 'x'?' (or ' did you mean one of 'x', 'y'?') for the choices closest to a misspelt value; ''
     when none is close."""
     close = difflib.get_close_matches(value, list(choices), n=3, cutoff=0.75)

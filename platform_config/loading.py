@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -182,8 +182,8 @@ def read_yaml(path: Path, text: str) -> Any:
             raise ConfigError(str(path), ["YAML: " + str(exc).replace("\n", "\n    ")]) from None
 
 
-def load_config(path: str | Path = DEFAULT_CONFIG_PATH, overrides: Optional[dict[str, Any]] = None,
-                notices: Optional[list[str]] = None) -> PlatformConfig:
+def load_config(path: str | Path = DEFAULT_CONFIG_PATH, overrides: dict[str, Any] | None = None,
+                notices: list[str] | None = None) -> PlatformConfig:
     """Read a YAML file, apply `-c key.path=value` overrides (which win over the file) and validate. An error caused by
     an override names it (`(from -c key=value)`). What the user should know but is no error (an empty file) is
     appended to `notices`."""

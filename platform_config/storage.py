@@ -3,7 +3,7 @@ you bring, the data bucket's encryption, and where checkpoints go; with the rule
 the checkpoint directory's export to S3."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, Field, StrictBool
 
@@ -17,7 +17,7 @@ class LustreMetadata(Strict):
     """The file system's metadata performance."""
     mode: Literal["AUTOMATIC", "USER_PROVISIONED"] = Field(
         "AUTOMATIC", description="AUTOMATIC: FSx scales metadata IOPS with capacity; USER_PROVISIONED needs iops.")
-    iops: Optional[int] = Field(
+    iops: int | None = Field(
         None, description="Provisioned metadata IOPS, with mode USER_PROVISIONED only: 1500, 3000, 6000 or a multiple "
                           "of 12000 up to 192000.")
 
@@ -49,7 +49,7 @@ class ExistingLustre(Strict):
         Field(description="The file system's DNS name.")
     mount_name: Annotated[str, pattern(r"[a-z0-9]{8}|fsx", "the file system's LustreConfiguration.MountName")] = \
         Field(description="The file system's mount name (LustreConfiguration.MountName).")
-    data_bucket: Optional[Annotated[str, pattern(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", "an S3 bucket name")]] = Field(
+    data_bucket: Annotated[str, pattern(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", "an S3 bucket name")] | None = Field(
         None, description="The bucket the file system's data repository association links at storage.lustre."
                           "data_repository, through which Studio partitions are created (an S3 directory marker "
                           "imported by FSx). Unset (attach mode only, cluster.existing): the file system has no S3 link "
@@ -101,7 +101,7 @@ class Lustre(Strict):
                               "API-driven way) and on_init_complete.sh waits for it; lifecycle: on_init_complete.sh "
                               "mounts it and writes fstab.")
     data_repository: DataRepository = Field(DataRepository(), description="The link to the data bucket.")
-    existing: Optional[ExistingLustre] = Field(
+    existing: ExistingLustre | None = Field(
         None, description="Bring your own file system in the cluster's VPC. No FSx, association or data bucket is "
                           "created; a security group of the platform's (Lustre from the cluster and Studio) is "
                           "attached to the file system's network interfaces by a custom resource and detached on "
@@ -121,14 +121,14 @@ class Storage(Strict):
     """The file system, the data bucket and where checkpoints go."""
     lustre: Lustre = Field(Lustre(), description="FSx for Lustre.")
     data_bucket: DataBucket = Field(DataBucket(), description="The data bucket.")
-    checkpoint_dir: Optional[AbsolutePath] = Field(
+    checkpoint_dir: AbsolutePath | None = Field(
         None, description="Where jobs write checkpoints, relative to lustre.mount_path; unset: "
                           "<data_repository.file_system_path>/checkpoints. It must lie inside "
                           "lustre.data_repository.file_system_path (with NEW and CHANGED exported), so the association "
                           "exports checkpoints to S3: FSx cannot back up a file system linked to S3, so the export is "
                           "what makes them durable. Nodes create it (root's, 0755) with a directory of each user's own "
                           "inside (<checkpoint_dir>/<user>, 0700).")
-    checkpoint_gib: Optional[int] = Field(
+    checkpoint_gib: int | None = Field(
         default=None, ge=1, le=1_000_000,
         description="Size of one checkpoint of the models you train: the synth summary prints its write and read time.")
     checkpoint_budget_minutes: int = Field(
@@ -169,7 +169,7 @@ HOME_ROOT = "/home"
 ENROOT_CACHE_ROOT = "/.hyperpod-platform/enroot-cache"
 
 
-def private_fsx_roots(storage: Storage, studio_partition_root: Optional[str]) -> list[str]:
+def private_fsx_roots(storage: Storage, studio_partition_root: str | None) -> list[str]:
     """Every FSx directory whose entries are users' private directories (studio_partition_root: Studio's, when
     Studio is on)."""
     roots = [HOME_ROOT, checkpoint_dir(storage).rstrip("/"), ENROOT_CACHE_ROOT]
@@ -178,7 +178,7 @@ def private_fsx_roots(storage: Storage, studio_partition_root: Optional[str]) ->
     return roots
 
 
-def exported_prefix(repo: DataRepository, path: str) -> Optional[str]:
+def exported_prefix(repo: DataRepository, path: str) -> str | None:
     """The key prefix (ending in '/') of the data bucket that mirrors FSx directory PATH through the data repository
     association, or None when PATH is outside the linked directory."""
     linked = repo.file_system_path.rstrip("/")

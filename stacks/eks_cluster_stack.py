@@ -3,7 +3,7 @@ stacks/eks_control_plane_stack.py): late add-ons, FSx for pods, elastic training
 classes, one compute quota per team)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks_v2
@@ -63,7 +63,7 @@ CFN_REGIONS = {
 }
 
 
-def governance_resource_type(cfn_type: str, region: Optional[str]) -> str:
+def governance_resource_type(cfn_type: str, region: str | None) -> str:
     """The native type where CloudFormation has it in `region`, else the equivalent custom resource."""
     if region in CFN_REGIONS[cfn_type]:
         return cfn_type
@@ -253,7 +253,7 @@ class EksClusterStack(cdk.Stack):
         plane = self.control_plane
         eks_v2.KubernetesPatch(self, "DefaultPodSecurity", cluster=plane.cluster, resource_name="namespace/default",
                             apply_patch={"metadata": {"labels": k8s.POD_SECURITY_LABELS}},
-                            restore_patch={"metadata": {"labels": {k: None for k in k8s.POD_SECURITY_LABELS}}})
+                            restore_patch={"metadata": {"labels": dict.fromkeys(k8s.POD_SECURITY_LABELS)}})
         plane.manifest("DefaultNoAccelerators", k8s.zero_accelerator_quota(namespace="default", platform=config.name),
                        scope=self)
 
@@ -425,7 +425,7 @@ class EksClusterStack(cdk.Stack):
             patch = eks_v2.KubernetesPatch(
                 namespaces, f"Labels-{team.name}", cluster=plane.cluster, resource_name=f"namespace/{name}",
                 apply_patch={"metadata": {"labels": labels}},
-                restore_patch={"metadata": {"labels": {k: None for k in labels}}})
+                restore_patch={"metadata": {"labels": dict.fromkeys(labels)}})
             patch.node.add_dependency(created)
         limits = [k8s.resource_quota(namespace=k8s.team_namespace(t.name), resource=ACCELERATORS[t.instance_type][0],
                                      count=borrowable_accelerators(t), platform=config.name, vcpu=t.max_vcpu,

@@ -2,7 +2,7 @@
 cluster's FSx mounted as one shared partition or one private partition per user (`SharedFSx`)."""
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -53,8 +53,8 @@ class StudioStack(cdk.Stack):
     stack's."""
 
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, network: NetworkRefs,
-                 storage: StorageStack, slurm_login_secret: Optional[secretsmanager.ISecret] = None,
-                 tools: Optional[StudioToolArtifacts] = None, **kwargs) -> None:
+                 storage: StorageStack, slurm_login_secret: secretsmanager.ISecret | None = None,
+                 tools: StudioToolArtifacts | None = None, **kwargs) -> None:
         super().__init__(scope, id_, **kwargs)
         studio = config.studio
         self.platform_name = config.name
@@ -418,7 +418,7 @@ class StudioUsers(cdk.NestedStack):
 
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, users: list[User], domain_id: str,
                  partitions: FsxPartitions | None, partition_parent: str, file_system_id: str, shared_fsx: str,
-                 team_roles: Mapping[str, str] = {},  # noqa: B006 - read only
+                 team_roles: Mapping[str, str] = {},
                  token_issuer: SlurmTokenIssuer | None = None, user_policy: iam.ManagedPolicy | None = None) -> None:
         super().__init__(scope, id_, parameters={"SharedFSx": shared_fsx},
                          description=f"Studio user profiles {users[0].name} .. {users[-1].name}")

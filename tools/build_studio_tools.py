@@ -26,7 +26,6 @@ runs it; an operator without github.com can copy the file into build/studio-eksc
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform

@@ -16,7 +16,8 @@ import sys
 import types
 import typing
 from pathlib import Path
-from typing import Any, Iterator, Literal, Union
+from typing import Any, Literal, Union
+from collections.abc import Iterator
 
 import annotated_types
 import yaml

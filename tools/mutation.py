@@ -347,7 +347,7 @@ def warm_up() -> None:
     """Import what every test run imports and nothing of the project: each run is a fork of this process, so it
     starts with them loaded, and imports the project's modules (the mutated one among them) from the files."""
     import boto3  # noqa: F401
-    import botocore.session  # noqa: F401
+    import botocore.session
     import botocore.stub  # noqa: F401
     import pydantic  # noqa: F401
     import pytest  # noqa: F401

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import boto3
 from botocore.config import Config

@@ -15,7 +15,8 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
 
 import boto3
 from botocore.config import Config
@@ -147,7 +148,7 @@ class Partition:
 
     @classmethod
     def build(cls, *, file_system_id: str, file_system_path: str, data_bucket: str, s3_prefix: str,
-              relative_path: str, uid: Any, gid: Any, mode: Any) -> "Partition":
+              relative_path: str, uid: Any, gid: Any, mode: Any) -> Partition:
         if not file_system_id:
             raise ValueError("FileSystemId is required")
         if not data_bucket:

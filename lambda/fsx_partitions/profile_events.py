@@ -24,7 +24,8 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from botocore.exceptions import ClientError
 
@@ -61,7 +62,7 @@ class Settings:
     reserved_uids: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "Settings":
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
         missing = [name for name in ("DOMAIN_ID", "FILE_SYSTEM_ID", "FILE_SYSTEM_PATH", "DATA_BUCKET")
                    if not env.get(name)]
         if missing:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import boto3
 from botocore.config import Config

@@ -26,7 +26,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 import boto3
 
@@ -45,7 +45,7 @@ class Reserved:
         return user in self.names or any(user.startswith(p) for p in self.prefixes)
 
     @classmethod
-    def from_environment(cls, environ=os.environ) -> "Reserved":
+    def from_environment(cls, environ=os.environ) -> Reserved:
         names = frozenset(n for n in environ.get("RESERVED_USERS", "").split(",") if n)
         if not {"root", "slurm"} <= names:  # the list is the construct's to give: fail closed without it
             raise RuntimeError("RESERVED_USERS is missing or lacks root and slurm; refusing to mint any token")

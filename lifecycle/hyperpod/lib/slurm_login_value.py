@@ -6,7 +6,13 @@ described in publish_slurm_login.sh.
 Usage: slurm_login_value.py SLURM_CONF MUNGE_KEY OUT_JSON, with SLURM_VERSION, SLURM_AUTH (munge | jwt), BUNDLE_URI and
 BUNDLE_SHA in the environment (and optionally CONTROLLER_HOST, CONTROLLER_ADDR). Exit status 3: a backup controller
 that cannot resolve the primary (the primary publishes). Never prints the key."""
-import base64, json, os, re, socket, subprocess, sys
+import base64
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
 
 conf_path, key_path, out_path = sys.argv[1:]
 with open(conf_path) as f:
@@ -22,7 +28,7 @@ def setting(name):
     """Last value of NAME=VALUE in slurm.conf (keys are case-insensitive); None when absent."""
     found = None
     for line in conf.splitlines():
-        m = re.match(rf"\s*{name}\s*=\s*(\S+)", line.split("#", 1)[0], re.I)
+        m = re.match(rf"\s*{name}\s*=\s*(\S+)", line.split("#", 1)[0], re.IGNORECASE)
         if m:
             found = m.group(1)
     return found
@@ -53,7 +59,7 @@ def address_of(host, given):
 
 controllers = []
 for line in conf.splitlines():
-    m = re.match(r"\s*(?:SlurmctldHost|ControlMachine)\s*=\s*([^\s(#]+)(?:\(([^)]+)\))?", line, re.I)
+    m = re.match(r"\s*(?:SlurmctldHost|ControlMachine)\s*=\s*([^\s(#]+)(?:\(([^)]+)\))?", line, re.IGNORECASE)
     if m:
         controllers.append([m.group(1), m.group(2)])
 controllers = controllers or [[me, None]]
@@ -78,7 +84,7 @@ includes = {}
 def inline(text, base):
     out = []
     for line in text.splitlines():
-        m = re.match(r"(\s*include)\s+(\S+)\s*$", line, re.I)
+        m = re.match(r"(\s*include)\s+(\S+)\s*$", line, re.IGNORECASE)
         if not m:
             out.append(line)
             continue
