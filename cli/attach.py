@@ -52,9 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable, Sequence
 
-ROOT = Path(__file__).resolve().parent.parent
 from cli.preconditions import loaded_config, missing_credentials, one_line
 from platform_config import PlatformConfig
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PARTITION_SCRIPT = ROOT / "lifecycle" / "attach" / "make_partitions.sh"
 SHARED_PARTITION = "shared"  # stacks/studio_stack.py SHARED_PARTITION

@@ -396,7 +396,7 @@ class Preflight:
         net = self.cfg.network
         if not net.existing:  # subnets are created from the config's CIDRs
             return {az: ipaddress.ip_network(c).num_addresses - AWS_RESERVED_IPS
-                    for az, c in zip(net.az_ids, net.private_subnet_cidrs)}
+                    for az, c in zip(net.az_ids, net.private_subnet_cidrs, strict=True)}
         subnets = self.client("ec2", "subnets").describe_subnets(
             SubnetIds=[s.id for s in net.existing.private_subnets])["Subnets"]
         return {s["AvailabilityZoneId"]: s["AvailableIpAddressCount"] for s in subnets}

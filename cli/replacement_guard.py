@@ -58,12 +58,13 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable
 
-ROOT = Path(__file__).resolve().parent.parent
 from cli.preconditions import missing_assembly, missing_credentials, one_line
 from cli.watch import node_watcher
 from cli.stack_graph import concurrency, stack_dependencies
 from cli.template_replacements import STATEFUL_TYPES, iam_widening
 from platform_config.day2 import SNAPSHOT_METADATA_KEY, check_day2
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CHANGE_SET = "hyperpod-replacement-guard"
 CDK_PARAMETERS = frozenset({"BootstrapVersion"})  # the CDK's own, resolved from SSM

@@ -123,8 +123,8 @@ class TrainingJob(Strict):
     # Unset: the platform's eks.training_image.
     image: PinnedImage | None = None
     command: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
-    args: list[str] = []
-    env: dict[EnvName, str] = {}
+    args: list[str] = []  # noqa: RUF012 - a pydantic field: each job gets its own copy
+    env: dict[EnvName, str] = {}  # noqa: RUF012 - a pydantic field: each job gets its own copy
     instance_type: InstanceType
     accelerator: Literal[ACCELERATORS] = "nvidia.com/gpu"  # type: ignore[valid-type]
     accelerators_per_pod: int = Field(ge=1, le=16)
@@ -242,12 +242,12 @@ def studio_files_errors(job: TrainingJob, studio_files: Mapping[str, Mapping[str
         return []
     members = studio_files.get(job.team, {})
     if job.user not in members:
-        return [f"{p}user: {job.user!r} is not a member of team {job.team!r} with Studio files; allowed: "
-                f"{', '.join(sorted(members)) or '(none: the team has no members)'}"]
+        return [(f"{p}user: {job.user!r} is not a member of team {job.team!r} with Studio files; allowed: "
+                f"{', '.join(sorted(members)) or '(none: the team has no members)'}")]
     mount = members[job.user].mount_path
     if not job.checkpoint_dir.startswith(mount + "/"):
-        return [f"{p}checkpoint_dir: {job.checkpoint_dir!r} is outside {mount}, where {job.user}'s Studio files "
-                "are mounted; put it under that directory"]
+        return [(f"{p}checkpoint_dir: {job.checkpoint_dir!r} is outside {mount}, where {job.user}'s Studio files "
+                "are mounted; put it under that directory")]
     return []
 
 
@@ -294,7 +294,7 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [{"name": "fsx", "mountPath": FSX_MOUNT},
                          {"name": "datasets", "mountPath": DATASETS_MOUNT, "readOnly": True},
-                         {"name": "shm", "mountPath": "/dev/shm"},
+                         {"name": "shm", "mountPath": "/dev/shm"},  # noqa: S108 - the pod's own memory volume
                          {"name": "agent-config", "mountPath": AGENT_CONFIG_DIR},
                          {"name": "home", "mountPath": HOME}],
     }

@@ -69,10 +69,10 @@ def attach_errors(cfg: PlatformConfig) -> list[str]:
     lustre = cfg.storage.lustre.existing
     if existing is None:
         if lustre is not None and lustre.data_bucket is None and cfg.studio.enabled:
-            return ["storage.lustre.existing.data_bucket: not set on a platform that builds its own cluster; its Studio "
+            return [("storage.lustre.existing.data_bucket: not set on a platform that builds its own cluster; its Studio "
                     "partitions are made through the file system's S3 link. Without one, partitions are made by "
                     "`make attach`, in attach mode only (cluster.existing). Allowed: the bucket the file system's data "
-                    "repository association links, or studio.enabled: false"]
+                    "repository association links, or studio.enabled: false")]
         return []
     errors: list[str] = []
     add = errors.append
@@ -134,8 +134,8 @@ def attach_errors(cfg: PlatformConfig) -> list[str]:
         "observability.grafana.enabled": (cfg.observability.grafana.enabled,
                                           "it lives in the observability stack, which attach mode does not deploy"),
         "eks.task_governance.teams": (bool(cfg.eks.task_governance.teams) and cfg.orchestrator == "eks",
-                                      "team namespaces, quotas and role bindings are made by the platform's own "
-                                      "cluster stack"),
+                                      ("team namespaces, quotas and role bindings are made by the platform's own "
+                                      "cluster stack")),
     }
     for key, (on, why) in refused.items():
         if on:

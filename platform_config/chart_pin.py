@@ -94,8 +94,8 @@ def _stale_copy(chart_dir: Path, archive: str) -> list[str]:
     differing = sorted(name for name in set(packed) & set(own) if packed[name] != own[name])
     missing = sorted(name for name in own if name not in packed and not name.startswith("."))
     if differing or missing:
-        return [f"{archive} differs from {directory.relative_to(chart_dir).as_posix()}/ "
-                f"({', '.join((differing + missing)[:3])}); Helm would deploy either copy"]
+        return [(f"{archive} differs from {directory.relative_to(chart_dir).as_posix()}/ "
+                f"({', '.join((differing + missing)[:3])}); Helm would deploy either copy")]
     return []
 
 
@@ -106,15 +106,15 @@ def chart_directory(config: PlatformConfig, *, allow_stand_in: bool = False) -> 
     chart_dir = Path(path) if Path(path).is_absolute() else ROOT / path
     if not (chart_dir / "Chart.yaml").is_file():
         raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
-            f"eks.hyperpod_dependencies.chart_dir: {path!r} holds no Chart.yaml; "
+            (f"eks.hyperpod_dependencies.chart_dir: {path!r} holds no Chart.yaml; "
             "the HyperPod dependency chart is not committed: run `make hyperpod-chart` to fetch the pinned revision "
-            "(needs network access to github.com), or point chart_dir at a copy of it"])
+            "(needs network access to github.com), or point chart_dir at a copy of it")])
     found = problems(chart_dir)
     if found and not allow_stand_in:
         pinned = pin()
         raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
-            f"eks.hyperpod_dependencies.chart_dir: {path!r} is not the pinned HyperPod chart ({pinned['repository']} "
-            f"{pinned['path']} at {pinned['commit']}): {'; '.join(found)}; run `make hyperpod-chart`"])
+            (f"eks.hyperpod_dependencies.chart_dir: {path!r} is not the pinned HyperPod chart ({pinned['repository']} "
+            f"{pinned['path']} at {pinned['commit']}): {'; '.join(found)}; run `make hyperpod-chart`")])
     return chart_dir
 
 

@@ -250,10 +250,10 @@ def _controller_count_errors(cfg: PlatformConfig, path: str, count: int) -> list
     if count < 1:
         return [f"{path}.instance_count: {count} for the controller group; allowed: {allowed}"]
     if cfg.cluster.accounting.database != "managed":
-        return [f"{path}.instance_count: {count} for the controller group with cluster.accounting.database: "
+        return [(f"{path}.instance_count: {count} for the controller group with cluster.accounting.database: "
                 f"{cfg.cluster.accounting.database!r}; allowed: {allowed}. Backup controllers take over from the "
                 "primary, so Slurm accounting must live outside the controllers (an external database, which HyperPod "
-                f"attaches to continuous clusters only: {EXTERNAL_ACCOUNTING_PAGE}; {MULTIHEAD_PAGE})"]
+                f"attaches to continuous clusters only: {EXTERNAL_ACCOUNTING_PAGE}; {MULTIHEAD_PAGE})")]
     return []
 
 

@@ -90,8 +90,8 @@ def directory_errors(cfg: PlatformConfig) -> list[str]:
     if not directory.enabled:
         return []
     if cfg.orchestrator != "slurm":
-        return [f"{path}.enabled: true with orchestrator {cfg.orchestrator!r}; SSSD on the nodes is for Slurm "
-                "clusters only (EKS pods bring their users in their images): set it to false"]
+        return [(f"{path}.enabled: true with orchestrator {cfg.orchestrator!r}; SSSD on the nodes is for Slurm "
+                "clusters only (EKS pods bring their users in their images): set it to false")]
     errors: list[str] = []
     add = errors.append
     if not directory.uris:

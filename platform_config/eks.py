@@ -134,7 +134,7 @@ ADDON_NAMES = {"vpc_cni": "vpc-cni", "kube_proxy": "kube-proxy", "coredns": "cor
                "pod_identity_agent": "eks-pod-identity-agent", "fsx_csi_driver": "aws-fsx-csi-driver",
                "cert_manager": "cert-manager", "training_operator": "amazon-sagemaker-hyperpod-training-operator",
                "task_governance": "amazon-sagemaker-hyperpod-taskgovernance"}
-OptionalAddonVersion = Optional[AddonVersion]
+OptionalAddonVersion = Optional[AddonVersion]  # noqa: UP045 - an Annotated alias: `| None` cannot follow it
 _UNPINNED = " Unset: EKS's default version for eks.kubernetes_version (make preflight shows which)."
 
 

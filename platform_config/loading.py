@@ -113,9 +113,9 @@ class _Override:
                 self.parts.append(match[1])
                 self.parts += [int(i) for i in re.findall(r"\d+", match[2])]
             else:
-                raise ConfigError("-c", [f"{key}: not a config key path (from -c {key}=...) — allowed: keys joined "
+                raise ConfigError("-c", [(f"{key}: not a config key path (from -c {key}=...) — allowed: keys joined "
                                          "by '.', list entries as [N], e.g. -c cluster.instance_groups[2]."
-                                         "instance_count=4"])
+                                         "instance_count=4")])
         self.path = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p)
                             for i, p in enumerate(self.parts))
 
@@ -131,17 +131,17 @@ class _Override:
 
     def apply(self, data: dict) -> None:
         node: Any = data
-        for depth, (part, following) in enumerate(zip(self.parts, [*self.parts[1:], None])):
+        for depth, (part, following) in enumerate(zip(self.parts, [*self.parts[1:], None], strict=True)):
             last = following is None
             if isinstance(part, int):
                 if not isinstance(node, list) or part >= len(node):
                     have = f"{len(node)} entries" if isinstance(node, list) else "no list"
                     where = self.path[:self.path.rindex("[")] if "[" in self.path else self.path
-                    raise ConfigError("-c", [f"{self.path}: {self.raw!r} (from -c {self.key}=...) — the config has "
-                                             f"{have} at {where}; an override can change an entry, not add one"])
+                    raise ConfigError("-c", [(f"{self.path}: {self.raw!r} (from -c {self.key}=...) — the config has "
+                                             f"{have} at {where}; an override can change an entry, not add one")])
             elif not isinstance(node, dict):
-                raise ConfigError("-c", [f"{self.path}: {self.raw!r} (from -c {self.key}=...) — "
-                                         f"{'.'.join(map(str, self.parts[:depth])) or 'the config'} is not a mapping"])
+                raise ConfigError("-c", [(f"{self.path}: {self.raw!r} (from -c {self.key}=...) — "
+                                         f"{'.'.join(map(str, self.parts[:depth])) or 'the config'} is not a mapping")])
             if last:
                 node[part] = self.value()
             else:

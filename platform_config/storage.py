@@ -151,7 +151,7 @@ def lustre_errors(cfg: PlatformConfig) -> list[str]:
                 "or a multiple of 12000 up to 192000")
     elif md.iops is not None:
         add(f"storage.lustre.metadata.iops: {md.iops} with mode AUTOMATIC; remove it or set mode: USER_PROVISIONED")
-    if lustre.mount_path in ("/", "/home", "/opt", "/var", "/tmp", "/usr", "/etc"):
+    if lustre.mount_path in ("/", "/home", "/opt", "/var", "/tmp", "/usr", "/etc"):  # noqa: S108 - refused paths
         add(f"storage.lustre.mount_path: {lustre.mount_path!r} would hide a system directory; use e.g. /fsx")
     return errors
 
@@ -196,12 +196,12 @@ def checkpoint_errors(cfg: PlatformConfig) -> list[str]:
     linked = repo.file_system_path.rstrip("/")
     ckpt = checkpoint_dir(storage).rstrip("/")
     if ".." in ckpt.split("/") or ckpt == linked or not ckpt.startswith(linked + "/"):
-        return [f"storage.checkpoint_dir: {storage.checkpoint_dir!r} is not inside "
+        return [(f"storage.checkpoint_dir: {storage.checkpoint_dir!r} is not inside "
                 f"storage.lustre.data_repository.file_system_path {repo.file_system_path!r}; nothing would export its "
-                f"checkpoints to S3. Allowed: a subdirectory of it, e.g. {linked}/checkpoints"]
+                f"checkpoints to S3. Allowed: a subdirectory of it, e.g. {linked}/checkpoints")]
     if not {"NEW", "CHANGED"} <= set(repo.auto_export):
-        return [f"storage.lustre.data_repository.auto_export: {list(repo.auto_export)} with storage.checkpoint_dir "
-                f"{checkpoint_dir(storage)!r}; checkpoints reach S3 only when NEW and CHANGED are exported"]
+        return [(f"storage.lustre.data_repository.auto_export: {list(repo.auto_export)} with storage.checkpoint_dir "
+                f"{checkpoint_dir(storage)!r}; checkpoints reach S3 only when NEW and CHANGED are exported")]
     return []
 
 

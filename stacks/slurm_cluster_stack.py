@@ -241,8 +241,8 @@ class SlurmClusterStack(cdk.Stack):
         """CloudFormation updates the secret's description through CDK's deploy roles."""
         qualifier = (self.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
                      or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
-        return [f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/cdk-{qualifier}-cfn-exec-role-"
-                f"{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"]
+        return [(f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/cdk-{qualifier}-cfn-exec-role-"
+                f"{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}")]
 
 
 def controller_shell_command(*, cluster_name: str, cluster_id: str, group: str) -> str:

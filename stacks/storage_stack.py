@@ -199,8 +199,8 @@ class StorageStack(cdk.Stack):
         https://docs.aws.amazon.com/aws-managed-policy/latest/reference/FSxDeleteServiceLinkedRoleAccess.html).
         The handlers live in the Studio stack: fixed role names (constructs/platform_role_names.py)."""
         role = f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
-        allowed = [f"{role}aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
-                   f"AWSServiceRoleForFSxS3Access_{self.lustre.file_system_id}"] + [
+        allowed = [(f"{role}aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
+                   f"AWSServiceRoleForFSxS3Access_{self.lustre.file_system_id}")] + [
             role + partition_handler_role_name(cluster_name, handler) for handler in PARTITION_HANDLERS]
         self.data_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyFsxAndPartitionHandlersTouchStudioPartitions", effect=iam.Effect.DENY,

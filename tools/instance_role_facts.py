@@ -145,7 +145,7 @@ def _actions_of(statements: list[dict]) -> set[str]:
 
 
 def _cfn_role(text: str, role: str) -> tuple[set[str], list[str]]:
-    props = yaml.load(text, Loader=_CfnLoader)["Resources"][role]["Properties"]
+    props = yaml.load(text, Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass["Resources"][role]["Properties"]
     actions = set()
     for policy in props.get("Policies", []):
         actions |= _actions_of(policy["PolicyDocument"]["Statement"])

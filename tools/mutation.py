@@ -188,7 +188,7 @@ class _Finder(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_While(self, node):
-        if not (isinstance(node.test, ast.Constant) or isinstance(node.test, (ast.Compare, ast.UnaryOp))):
+        if not isinstance(node.test, (ast.Constant, ast.Compare, ast.UnaryOp)):
             self.add_expr(node.test, "negate condition", ast.UnaryOp(ast.Not(), node.test))
         self.generic_visit(node)
 

@@ -29,7 +29,7 @@ def rouge(predictions: list[str], references: list[str]) -> dict[str, float]:
         raise ValueError(f"{len(predictions)} predictions for {len(references)} references")
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
     totals = dict.fromkeys(ROUGE_TYPES, 0.0)
-    for prediction, reference in zip(predictions, references):
+    for prediction, reference in zip(predictions, references, strict=True):
         scores = scorer.score(reference, prediction)  # (target, prediction)
         for kind in ROUGE_TYPES:
             totals[kind] += scores[kind].fmeasure
@@ -73,7 +73,7 @@ def evaluate(a: Args, layout: Layout) -> dict:
     layout.eval_dir.mkdir(parents=True, exist_ok=True)
     with open(layout.eval_dir / "predictions.jsonl", "w") as f:
         f.writelines(json.dumps({"id": row["id"], "prompt": row["prompt"], "reference": row["response"],
-                                "base": base, "finetuned": tuned}, sort_keys=True) + "\n" for row, base, tuned in zip(rows, answers["base"], answers["finetuned"]))
+                                "base": base, "finetuned": tuned}, sort_keys=True) + "\n" for row, base, tuned in zip(rows, answers["base"], answers["finetuned"], strict=True))
     (layout.eval_dir / "rouge.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     log_to_mlflow(a, layout, scores)
     return result

@@ -43,7 +43,7 @@ def nid_range(cidr: str) -> str:
     the prefix ends in as [low-high], the rest [0-255]. 10.0.64.0/18 -> 10.0.[64-127].[0-255]@tcp."""
     network = ipaddress.IPv4Network(cidr, strict=True)
     low, high = network.network_address.packed, network.broadcast_address.packed
-    octets = [str(a) if a == b else f"[{a}-{b}]" for a, b in zip(low, high)]
+    octets = [str(a) if a == b else f"[{a}-{b}]" for a, b in zip(low, high, strict=True)]
     return ".".join(octets) + "@tcp"
 
 

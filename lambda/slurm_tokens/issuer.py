@@ -88,7 +88,7 @@ def issue(client, *, key_secret_id: str, prefix: str, users: Sequence[str], life
             client.put_secret_value(SecretId=prefix + user, SecretString=json.dumps(
                 {"user": user, "token": token, "expires": now + lifetime}, sort_keys=True))
             issued[user] = now + lifetime
-        except Exception as e:  # one user's secret must not stop the others' tokens
+        except Exception as e:  # noqa: BLE001 - one user's secret must not stop the others' tokens
             failed[user] = f"{type(e).__name__}: {e}"
     if failed:
         raise RuntimeError(f"no new token for {len(failed)} user(s): {json.dumps(failed, sort_keys=True)}")

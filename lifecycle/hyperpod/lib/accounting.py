@@ -51,7 +51,7 @@ def rows(path, fields):
         with open(path, encoding="utf-8") as f:
             lines = [line.rstrip("\n") for line in f if line.strip()]
     except FileNotFoundError:
-        raise AccountingError(f"{path} not found")
+        raise AccountingError(f"{path} not found") from None
     for line in lines:
         values = line.split("|")
         if len(values) < len(fields):
@@ -284,7 +284,7 @@ def load(path):
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except (OSError, json.JSONDecodeError) as e:
-        raise AccountingError(f"cannot read {path}: {e}")
+        raise AccountingError(f"cannot read {path}: {e}") from e
 
 
 def main(argv):

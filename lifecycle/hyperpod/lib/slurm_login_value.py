@@ -40,7 +40,7 @@ if not cluster:
 # Every SlurmctldHost=name or name(addr), in order: the first is the primary controller, the others its backups
 # (HyperPod multi-head), which Slurm clients try in turn. Each controller of a multi-head cluster runs this script:
 # the value depends on slurm.conf and DNS only, never on which controller runs it, so they all publish the same.
-me = subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip().split(".")[0]
+me = subprocess.run(["hostname"], capture_output=True, text=True, check=False).stdout.strip().split(".")[0]
 
 
 def address_of(host, given):
@@ -52,7 +52,7 @@ def address_of(host, given):
     except OSError:
         addr = ""
     if (not addr or addr.startswith("127.")) and host.split(".")[0] == me:
-        ips = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+        ips = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False).stdout.split()
         addr = ips[0] if ips else addr
     return "" if addr.startswith("127.") and host.split(".")[0] != me else addr
 
