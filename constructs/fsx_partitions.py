@@ -27,11 +27,11 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 from constructs.nested_template import NestedTemplate
 
-HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "fsx_partitions"
-RUNTIME = lambda_.Runtime.PYTHON_3_14
+HANDLER_DIR = function_dir("fsx_partitions")
 MAX_IMPORTS_IN_FLIGHT = 4
 RESERVED_UIDS_FILE = "/var/task/reserved_uids.json"  # Lambda unpacks the code in /var/task
 
@@ -49,7 +49,7 @@ class FsxPartitions(Construct):
         self.data_bucket_name = data_bucket_name
         self.s3_prefix = s3_prefix
         self.partition_root = partition_root
-        code = lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"])
+        code = handler_code(HANDLER_DIR)
 
         def function(name: str, handler: str, timeout: cdk.Duration, **kwargs) -> lambda_.Function:
             log_group = logs.LogGroup(self, f"{name}Logs", retention=logs.RetentionDays.THREE_MONTHS,
@@ -154,8 +154,7 @@ class FsxPartitions(Construct):
             self, "ProfileEvents", runtime=RUNTIME, handler="profile_events.handler", timeout=cdk.Duration.minutes(15),
             memory_size=256, log_group=log_group, retry_attempts=2, dead_letter_queue=self.dead_letters,
             role=self._role("ProfileEvents"),
-            code=lambda_.Code.from_asset(self._code_with_reserved_uids(reserved_uids),
-                                         exclude=["__pycache__", "*.pyc"]),
+            code=handler_code(self._code_with_reserved_uids(reserved_uids)),
             environment={"RESERVED_UIDS_FILE": RESERVED_UIDS_FILE, "DOMAIN_ID": domain_id, "FILE_SYSTEM_ID": self.file_system_id,
                          "FILE_SYSTEM_PATH": self.file_system_path, "DATA_BUCKET": self.data_bucket_name,
                          "S3_PREFIX": self.s3_prefix, "PARTITION_ROOT": self.partition_root,

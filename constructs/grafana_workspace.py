@@ -16,10 +16,11 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 from constructs.grafana_dashboards import CLOUDWATCH_UID, PROMETHEUS_UID
 from constructs.metrics_workspace import MetricsWorkspace
+from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
 ROOT = Path(__file__).resolve().parent.parent
-HANDLER_DIR = ROOT / "lambda" / "grafana_provisioning"
+HANDLER_DIR = function_dir("grafana_provisioning")
 DASHBOARD_DIR = ROOT / "observability" / "grafana"
 # The Grafana version the dashboards' schemaVersion (39) targets; AMG offers 8.4, 9.4 and 10.4
 # (docs.aws.amazon.com/grafana/latest/userguide/AMG-workspace-version-update.html).
@@ -78,8 +79,8 @@ class GrafanaWorkspace(Construct):
         log_group = logs.LogGroup(self, "ProvisionerLogs", retention=logs.RetentionDays.THREE_MONTHS,
                                   removal_policy=cdk.RemovalPolicy.DESTROY)
         self.handler = lambda_.Function(
-            self, "Provisioner", runtime=lambda_.Runtime.PYTHON_3_14, handler="grafana_provision.on_event",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            self, "Provisioner", runtime=RUNTIME, handler="grafana_provision.on_event",
+            code=handler_code(HANDLER_DIR),
             timeout=cdk.Duration.minutes(2), memory_size=256, log_group=log_group,
             description="Puts the platform's data sources and dashboards into its Grafana workspace")
         self.handler.add_to_role_policy(iam.PolicyStatement(

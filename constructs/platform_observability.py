@@ -3,7 +3,6 @@ EventBridge rules, the dashboard, and retention on HyperPod's own cluster log gr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from collections.abc import Sequence
 
 import aws_cdk as cdk
@@ -20,10 +19,11 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 from constructs.observability_dashboard import PERIOD, DashboardInputs, dashboard_body
 
-HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "cluster_log_retention"
+HANDLER_DIR = function_dir("cluster_log_retention")
 # EventBridge detail-types HyperPod sends (source aws.sagemaker), from "SageMaker HyperPod cluster events reference",
 # section "EventBridge integration":
 # https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-cluster-events-reference.html and the payloads
@@ -210,8 +210,8 @@ class PlatformObservability(Construct):
         own_logs = logs.LogGroup(self, "RetentionLogs", retention=logs.RetentionDays.THREE_MONTHS,
                                  removal_policy=cdk.RemovalPolicy.DESTROY)
         self.retention_function = lambda_.Function(
-            self, "ClusterLogRetention", runtime=lambda_.Runtime.PYTHON_3_14, handler="log_retention.on_event",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            self, "ClusterLogRetention", runtime=RUNTIME, handler="log_retention.on_event",
+            code=handler_code(HANDLER_DIR),
             timeout=cdk.Duration.minutes(2), memory_size=128, log_group=own_logs,
             description="Sets retention on the log group HyperPod creates for the cluster")
         # The one log group, by its full name (the cluster ID is a deploy-time value).

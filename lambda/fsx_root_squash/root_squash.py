@@ -20,22 +20,15 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import os
 from typing import Any
 from collections.abc import Mapping
 
-import boto3
-from botocore.config import Config
+from aws_clients import client
 
 LOG = logging.getLogger(__name__)
 LOG.setLevel(logging.INFO)
 
 MAX_NIDS = 64
-
-
-def client(service: str):
-    config = Config(retries={"mode": "standard", "total_max_attempts": 8})
-    return boto3.client(service, region_name=os.environ.get("AWS_REGION"), config=config)
 
 
 def nid_range(cidr: str) -> str:

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from collections.abc import Sequence
 
-import boto3
+from aws_clients import client
 
 USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 MIN_LIFETIME, MAX_LIFETIME = 300, 24 * 3600
@@ -99,7 +99,7 @@ def handler(event, _context):
     users = event.get("users") if isinstance(event, dict) else None
     if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
         raise ValueError(f"expected an event {{'users': [names]}}, got {event!r}")
-    issued = issue(boto3.client("secretsmanager"), key_secret_id=os.environ["KEY_SECRET_ID"],
+    issued = issue(client("secretsmanager"), key_secret_id=os.environ["KEY_SECRET_ID"],
                    prefix=os.environ["TOKEN_SECRET_PREFIX"], users=users,
                    lifetime=int(os.environ.get("TOKEN_LIFETIME", "3600")), reserved=Reserved.from_environment())
     print(json.dumps({"tokens_issued": len(issued)}))

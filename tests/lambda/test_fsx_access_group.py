@@ -15,6 +15,7 @@ from .conftest import ROOT, Recorder
 sys.path.insert(0, str(ROOT / "lambda" / "fsx_access_group"))
 
 import access_group  # noqa: E402
+import aws_clients  # noqa: E402
 
 FS = "fs-0123456789abcdef0"
 OTHER_FS = "fs-0fedcba9876543210"
@@ -312,5 +313,5 @@ def test_throttling_gives_up_after_bounded_attempts(ec2, fsx, lustre, backoffs):
     ec2.meta.events.register("before-send.ec2.ModifyNetworkInterfaceAttribute", throttle)
     with pytest.raises(RuntimeError, match=rf"{lustre.enis[0]}.*RequestLimitExceeded"):
         access_group.on_event(cfn_event("Create", lustre.studio), None, fsx=client, ec2=ec2)
-    assert throttle.attempts == access_group.MAX_ATTEMPTS
+    assert throttle.attempts == aws_clients.MAX_ATTEMPTS
     assert groups_of(ec2, lustre.enis[0]) == [lustre.own, lustre.extra]
