@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 
 from cli.preconditions import loaded_config, missing_credentials, one_line
 from platform_config import PlatformConfig
+from platform_config.network import LUSTRE_PORTS
 from platform_config.eks import (ADDON_NAMES, ELASTIC_TRAINING_OPERATOR, KUBERNETES_SUPPORT,
                                  enabled_addons)
 
@@ -46,8 +47,6 @@ CORE_TYPES = ("AWS::SageMaker::Cluster", "AWS::FSx::FileSystem", "AWS::FSx::Data
               "AWS::SageMaker::Domain", "AWS::SageMaker::UserProfile", "AWS::SageMaker::StudioLifecycleConfig")
 # Attach mode (cluster.existing) creates only Studio's side; with --templates, the templates' types instead.
 ATTACH_TYPES = ("AWS::SageMaker::Domain", "AWS::SageMaker::UserProfile", "AWS::SageMaker::StudioLifecycleConfig")
-# Lustre's ports (FSx for Lustre guide, "File system access control with Amazon VPC").
-LUSTRE_PORTS = ((988, 988), (1018, 1023))
 # A network interface takes at most five security groups by default (Amazon VPC quotas, "Security groups per network
 # interface"); the platform adds one to each of the file system's interfaces.
 GROUPS_PER_INTERFACE = 5

@@ -12,6 +12,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
+from constructs.cdk_bootstrap_roles import cloudformation_execution_role_arn
 from constructs.hyperpod_cluster import (ExternalAccountingDatabase, GroupSpec, HyperPodCluster, NativeLustreMount,
                                          SlurmOrchestrator)
 from constructs.lifecycle_scripts import (ON_INIT_COMPLETE, PARAMETERS_FILE, SLURM_CLIENT_PREFIX, LifecycleScripts,
@@ -239,10 +240,7 @@ class SlurmClusterStack(cdk.Stack):
 
     def _deploy_roles(self) -> list[str]:
         """CloudFormation updates the secret's description through CDK's deploy roles."""
-        qualifier = (self.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
-                     or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
-        return [(f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/cdk-{qualifier}-cfn-exec-role-"
-                f"{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}")]
+        return [cloudformation_execution_role_arn(self)]
 
 
 def controller_shell_command(*, cluster_name: str, cluster_id: str, group: str) -> str:

@@ -10,6 +10,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
+from constructs.cdk_bootstrap_roles import cloudformation_execution_role_arn
 from constructs.nag_acknowledgments import acknowledge
 from constructs.platform_role_names import (cluster_execution_role_name, slurm_jwt_key_secret_name,
                                            slurm_token_issuer_role_name, studio_execution_role_name,
@@ -110,9 +111,7 @@ class SlurmLoginStack(cdk.Stack):
 
     def _deploy_roles(self) -> list[str]:
         """CloudFormation updates the secret's description through CDK's deploy roles."""
-        qualifier = (self.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
-                     or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
-        return [role_arn(f"cdk-{qualifier}-cfn-exec-role-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}")]
+        return [cloudformation_execution_role_arn(self)]
 
 
 def role_arn(name: str) -> str:

@@ -12,6 +12,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
+from constructs.cdk_bootstrap_roles import cloudformation_execution_role_arn
 from constructs.fsx_partitions import FsxPartitions
 from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, lifecycle_bucket_name
 from constructs.mlflow_job_access import tracking_server_name
@@ -29,6 +30,7 @@ from constructs.studio_tools import StudioToolArtifacts
 from platform_config import PlatformConfig
 from platform_config.budgets import department_tags
 from platform_config.facts import RESERVED_USER_NAMES, RESERVED_USER_PREFIXES
+from platform_config.network import LUSTRE_PORTS
 from platform_config.users import User
 from stacks.network_stack import NetworkRefs
 from stacks.storage_stack import StorageStack
@@ -36,7 +38,6 @@ from stacks.storage_stack import StorageStack
 USERS_PER_NESTED_STACK = 150  # two resources each: a profile and its partition, well under 500 per template
 # Per-user mode on Slurm adds a token secret, its resource policy and an execution role per user: five resources.
 USERS_PER_NESTED_STACK_WITH_TOKENS = 90
-LUSTRE_PORTS = ((988, 988), (1018, 1023))
 SLURM_PORTS = ((6817, 6817), (6819, 6819))  # slurmctld, slurmdbd (sacct)
 EKS_API_PORTS = ((443, 443),)
 SHARED_PARTITION = "shared"
@@ -432,7 +433,7 @@ class StudioUsers(cdk.NestedStack):
         if token_issuer is not None:
             token_resources, user_roles = token_issuer.users(
                 self, template, users=[u.name for u in users], role_path=studio_user_role_path(config.name),
-                policy_arn=user_policy.managed_policy_arn, deploy_role_arn=deploy_role_arn(self))
+                policy_arn=user_policy.managed_policy_arn, deploy_role_arn=cloudformation_execution_role_arn(self))
             resources.update(token_resources)
         partition_ids = []
         for user in users:
@@ -523,10 +524,3 @@ def own_spaces_wildcards(scope: Construct) -> list[str]:
     return [stack.format_arn(service="sagemaker", resource=r, resource_name=n)
             for r, n in (("app", f"{domain}/*"), ("*", "*"), ("space", f"{domain}/*"))]
 
-
-def deploy_role_arn(scope: Construct) -> str:
-    """CDK's CloudFormation execution role, which creates and updates the token secrets."""
-    qualifier = (scope.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
-                 or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
-    return (f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/cdk-{qualifier}-cfn-exec-role-"
-            f"{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}")
