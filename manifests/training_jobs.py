@@ -260,7 +260,8 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
     `default_image` (the platform's eks.training_image) is the image of a job that names none; `studio_files`
     (team -> member -> files) is needed for a job with a `user`."""
     errors = job_errors(job, teams=teams, priority_classes=priority_classes, reach=reach)
-    errors += studio_files_errors(job, studio_files or {})
+    studio_files = studio_files or {}
+    errors += studio_files_errors(job, studio_files)
     image = job.image or default_image
     if image is None:
         errors.append("image: not set, and the platform config has no eks.training_image; build "
@@ -358,7 +359,7 @@ def _model_at(loc: tuple) -> type[BaseModel]:
     return model
 
 
-def _format_error(err: dict[str, Any]) -> str:
+def _format_error(err: Mapping[str, Any]) -> str:
     if err["type"] == "extra_forbidden":
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
         return f"{path}: unknown key; allowed here: {', '.join(_model_at(err['loc']).model_fields)}"

@@ -226,10 +226,10 @@ def accounting_errors(cfg: PlatformConfig) -> list[str]:
             add(f"{dpath}.name: {PLATFORM_USERS_ACCOUNT!r} is the platform's account for users no department lists; "
                 "choose another name")
         departments.setdefault(d.name, i)
-        for j, q in enumerate(d.qos):
-            if q not in known_qos:
-                add(f"{dpath}.qos[{j}]: {q!r} is not a QoS; allowed: {', '.join(sorted(known_qos))} (define it under "
-                    f"{path}.qos)")
+        for j, qos_name in enumerate(d.qos):
+            if qos_name not in known_qos:
+                add(f"{dpath}.qos[{j}]: {qos_name!r} is not a QoS; allowed: {', '.join(sorted(known_qos))} "
+                    f"(define it under {path}.qos)")
         if d.default_qos not in known_qos:
             add(f"{dpath}.default_qos: {d.default_qos!r} is not a QoS; allowed: {', '.join(sorted(known_qos))} "
                 f"(define it under {path}.qos)")

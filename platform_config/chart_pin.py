@@ -79,6 +79,15 @@ def problems(chart_dir: Path) -> list[str]:
     return found
 
 
+def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    """A regular file's bytes (extractfile answers None only for other kinds of member)."""
+    extracted = tar.extractfile(member)
+    if extracted is None:
+        raise ValueError(f"{member.name} in the chart archive is not a regular file")
+    return extracted.read()
+
+
+
 def _stale_copy(chart_dir: Path, archive: str) -> list[str]:
     """Helm loads both charts/<name>/ and charts/<name>-<version>.tgz and keeps one of them for the dependency
     <name>; they must not differ. (Upstream commits a stale health-monitoring-agent archive next to its
@@ -87,7 +96,7 @@ def _stale_copy(chart_dir: Path, archive: str) -> list[str]:
     if not (directory / "Chart.yaml").is_file():
         return []
     with tarfile.open(chart_dir / archive) as tar:
-        packed = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers()
+        packed = {m.name.split("/", 1)[1]: _member_bytes(tar, m) for m in tar.getmembers()
                   if m.isfile() and "/" in m.name and "/charts/" not in f"/{m.name.split('/', 1)[1]}"}
     own = {p.relative_to(directory).as_posix(): p.read_bytes() for p in directory.rglob("*")
            if p.is_file() and not p.relative_to(directory).as_posix().startswith("charts/")}

@@ -109,9 +109,9 @@ def directory_errors(cfg: PlatformConfig) -> list[str]:
     if not directory.access_groups:
         add(f"{path}.access_groups: [] with the directory enabled; name the directory groups whose members may log "
             "in (everyone else in the directory is refused)")
-    arn, key = directory.bind_password_secret_arn, directory.bind_password_kms_key_arn
-    if arn and key and arn.split(":")[3] != key.split(":")[3]:
-        add(f"{path}.bind_password_kms_key_arn: {key!r} is in region {key.split(':')[3]}, the secret in "
+    arn, kms_key = directory.bind_password_secret_arn, directory.bind_password_kms_key_arn
+    if arn and kms_key and arn.split(":")[3] != kms_key.split(":")[3]:
+        add(f"{path}.bind_password_kms_key_arn: {kms_key!r} is in region {kms_key.split(':')[3]}, the secret in "
             f"{arn.split(':')[3]}; a secret is encrypted with a key of its own region")
     if directory.ca_certificate is not None:
         problem = ca_certificate_problem(directory.ca_certificate)
@@ -149,4 +149,7 @@ def ca_certificate_problem(relative: str) -> str | None:
 
 
 def ca_certificate_bytes(cfg: PlatformConfig) -> bytes:
-    return (REPO_ROOT / cfg.cluster.directory.ca_certificate).read_bytes()
+    certificate = cfg.cluster.directory.ca_certificate
+    if certificate is None:
+        raise ValueError("cluster.directory.ca_certificate is not set")
+    return (REPO_ROOT / certificate).read_bytes()

@@ -187,7 +187,8 @@ def _governance_errors(gov: TaskGovernance, compute: list[InstanceGroup]) -> lis
         if team.accelerators is not None and per_instance is None:
             add(f"{path}.accelerators: {team.accelerators} on {team.instance_type!r}, which has no accelerators this "
                 "platform knows; use instance_count")
-        elif team.accelerators is not None and team.accelerators > per_instance[1] * capacity[team.instance_type]:
+        elif team.accelerators is not None and per_instance is not None \
+                and team.accelerators > per_instance[1] * capacity[team.instance_type]:
             add(f"{path}.accelerators: {team.accelerators}; the cluster has "
                 f"{per_instance[1] * capacity[team.instance_type]} on {team.instance_type}")
         if team.resource_quota and per_instance is None:

@@ -131,7 +131,7 @@ def network_errors(cfg: PlatformConfig) -> list[str]:
     if len(net.private_subnet_cidrs) != len(net.az_ids):
         errors.append(f"network.private_subnet_cidrs: {len(net.private_subnet_cidrs)} CIDR(s) for "
                       f"{len(net.az_ids)} AZ ID(s); give exactly one private subnet CIDR per AZ ID")
-    vpc = ipaddress.ip_network(net.vpc_cidr)
+    vpc = ipaddress.IPv4Network(net.vpc_cidr)
     if not 16 <= vpc.prefixlen <= 28:
         errors.append(f"network.vpc_cidr: {net.vpc_cidr!r}; VPC CIDRs must be between /16 and /28")
     subnets = [("network.public_subnet_cidr", net.public_subnet_cidr)] + \
@@ -141,7 +141,7 @@ def network_errors(cfg: PlatformConfig) -> list[str]:
     if net.studio_subnet_cidr:
         subnets.append(("network.studio_subnet_cidr", net.studio_subnet_cidr))
     for path, cidr in subnets:
-        if not ipaddress.ip_network(cidr).subnet_of(vpc):
+        if not ipaddress.IPv4Network(cidr).subnet_of(vpc):
             errors.append(f"{path}: {cidr!r} is not inside network.vpc_cidr {net.vpc_cidr!r}")
     for a in range(len(subnets)):
         for b in range(a + 1, len(subnets)):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, Field, StrictBool
 
-from platform_config.fields import AbsolutePath, Strict, pattern
+from platform_config.fields import AbsolutePath, Check, Strict, pattern
 
 if TYPE_CHECKING:
     from platform_config.model import PlatformConfig
@@ -66,8 +66,6 @@ def _squash_id(value: str) -> str:
     return value
 
 
-_squash_id.allowed = "'UID:GID', each from 1 to 4294967294"
-
 
 class RootSquash(Strict):
     """FSx root squash on the platform's own file system (set by a custom resource, constructs/fsx_root_squash.py):
@@ -77,7 +75,7 @@ class RootSquash(Strict):
         True, description="Root on a client acts as squash_to on the platform's file system. Slurm: the cluster's "
                           "private subnets are exempt; EKS: nothing is. false sets 0:0 (off). Not applied to a file "
                           "system you bring (docs/security.md).")
-    squash_to: Annotated[str, AfterValidator(_squash_id)] = Field(
+    squash_to: Annotated[str, AfterValidator(Check(_squash_id, "'UID:GID', each from 1 to 4294967294"))] = Field(
         "65534:65534", description="The UID:GID root on a client becomes (65534:65534 is nobody:nogroup).")
 
 

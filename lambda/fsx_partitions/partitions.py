@@ -292,7 +292,7 @@ def _fsx_entry(file_system_id: str, path: str) -> dict[str, Any]:
 
 
 def _same_fsx(entry: Mapping[str, Any], file_system_id: str, path: str) -> bool:
-    config = entry.get("FSxLustreFileSystemConfig")
+    config = entry.get("FSxLustreFileSystemConfig") or {}
     return bool(config) and config.get("FileSystemId") == file_system_id \
         and config.get("FileSystemPath", "/") == path
 

@@ -121,9 +121,10 @@ def _join(path: str, name: str) -> str:
 
 
 def value_at(props: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = props
     for name in path:
-        props = props.get(name) if isinstance(props, Mapping) else None
-    return props
+        value = value.get(name) if isinstance(value, Mapping) else None
+    return value
 
 
 def properties(event: Mapping[str, Any], key: str = "ResourceProperties") -> dict[str, Any]:
