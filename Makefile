@@ -174,6 +174,7 @@ help:
 	@printf '%s\n' \
 	  "make synth      CONFIG=...  synthesize the platform into cdk.out/ and summarize what it buys (no AWS)" \
 	  "make test                   the whole test suite (ruff, mypy, shellcheck, bats, pytest)" \
+	  "make lint                   ruff, mypy, shellcheck and ruff format --check (LINT_FORMAT=0: not the format)" \
 	  "make graph                  the stack graph: which stacks deploy side by side" \
 	  "make preflight  CONFIG=...  read-only online checks: quotas, AZs, subnets, roles (ARGS=--json)" \
 	  "make plan       CONFIG=...  what make deploy would change and refuse, then nothing left behind" \
