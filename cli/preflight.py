@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable
 
 
 from cli.preconditions import loaded_config, missing_credentials, one_line
+from constructs.lustre_ports import LUSTRE_PORTS
 from platform_config import PlatformConfig
-from platform_config.network import LUSTRE_PORTS
 from platform_config.eks import (ADDON_NAMES, ELASTIC_TRAINING_OPERATOR, KUBERNETES_SUPPORT,
                                  enabled_addons)
 

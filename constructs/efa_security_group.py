@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
-from platform_config.network import LUSTRE_PORTS as LUSTRE_PORT_RANGES
+from constructs.lustre_ports import LUSTRE_PORTS as LUSTRE_PORT_RANGES
 
 LUSTRE_PORTS = tuple(ec2.Port.tcp(first) if first == last else ec2.Port.tcp_range(first, last)
                      for first, last in LUSTRE_PORT_RANGES)

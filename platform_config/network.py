@@ -14,10 +14,6 @@ from platform_config.storage import root_squash_exempts_cluster_subnets
 if TYPE_CHECKING:
     from platform_config.model import PlatformConfig
 
-# The TCP ports Lustre (LNet) uses between clients and the file system's servers, in both directions, as (first,
-# last) ranges (FSx for Lustre User Guide, "File system access control with Amazon VPC",
-# https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html).
-LUSTRE_PORTS = ((988, 988), (1018, 1023))
 INTERFACE_ENDPOINT_SERVICES = ("ssm", "ssmmessages", "ec2messages", "sts", "logs", "ecr.api", "ecr.dkr",
                                "sagemaker.api")
 

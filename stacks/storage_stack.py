@@ -19,9 +19,9 @@ from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, data_bucket_name, 
 from constructs.platform_role_names import (PARTITION_HANDLERS, cluster_execution_role_name,
                                            partition_handler_role_name, upload_role_name)
 from constructs.lustre_file_system import LustreFileSystem
+from constructs.lustre_ports import LUSTRE_PORTS
 from constructs.secure_bucket import access_log_bucket, allow_account_through_s3, secure_bucket
 
-from platform_config.network import LUSTRE_PORTS
 from platform_config.observability import NodeMetrics
 from platform_config.storage import ExistingLustre, Storage, exported_prefix, private_fsx_roots
 from stacks.network_stack import NetworkRefs

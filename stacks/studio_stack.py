@@ -14,6 +14,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.cdk_bootstrap_roles import cloudformation_execution_role_arn
 from constructs.fsx_partitions import FsxPartitions
+from constructs.lustre_ports import LUSTRE_PORTS
 from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, lifecycle_bucket_name
 from constructs.mlflow_job_access import tracking_server_name
 from constructs.nested_template import NestedTemplate, top_level_logical_id
@@ -30,7 +31,6 @@ from constructs.studio_tools import StudioToolArtifacts
 from platform_config import PlatformConfig
 from platform_config.budgets import department_tags
 from platform_config.facts import RESERVED_USER_NAMES, RESERVED_USER_PREFIXES
-from platform_config.network import LUSTRE_PORTS
 from platform_config.users import User
 from stacks.network_stack import NetworkRefs
 from stacks.storage_stack import StorageStack
