@@ -240,12 +240,12 @@ test: deps $(VENV)/.dev-installed system-deps slurm-root train-venv studio-tools
 	[ $$pytest_rc -eq 0 ] && [ $$bats_rc -eq 0 ] && [ $$lint_rc -eq 0 ]
 
 ## ruff (pyproject.toml: lint rules, then the formatter's check), mypy (pyproject.toml: what it checks and how) and
-## shellcheck on the scripts; every step runs, and lint fails if any did. LINT_FORMAT=0 leaves out what the formatter
-## decides (`ruff format --check` and line length), for a tree the formatter has not been run over yet.
+## shellcheck on the scripts; every step runs, and lint fails if any did. LINT_FORMAT=0 leaves out `ruff format --check`,
+## for a tree the formatter has not been run over yet.
 LINT_FORMAT ?= 1
 lint: system-deps $(VENV)/.dev-installed
 	@rc=0; \
-	echo "ruff check"; $(VENV)/bin/ruff check --quiet $(if $(filter 0,$(LINT_FORMAT)),--extend-ignore E501) . || rc=1; \
+	echo "ruff check"; $(VENV)/bin/ruff check --quiet . || rc=1; \
 	echo "mypy"; $(VENV)/bin/mypy || rc=1; \
 	echo "shellcheck"; shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/hyperpod/collectors/*.sh \
 	  lifecycle/studio/*.sh lifecycle/attach/*.sh tools/*.sh examples/finetune/*.sbatch || rc=1; \
