@@ -178,7 +178,8 @@ diagnose: deps
 help:
 	@printf '%s\n' \
 	  "make synth      CONFIG=...  synthesize the platform into cdk.out/ and summarize what it buys (no AWS)" \
-	  "make test                   the whole test suite (shellcheck, bats, pytest)" \
+	  "make test                   the whole test suite (ruff, mypy, shellcheck, bats, pytest)" \
+	  "make lint                   ruff, mypy, shellcheck and ruff format --check (LINT_FORMAT=0: not the format)" \
 	  "make graph                  the stack graph: which stacks deploy side by side" \
 	  "make preflight  CONFIG=...  read-only online checks: quotas, AZs, subnets, roles; refreshes prices (ARGS=--json)" \
 	  "make plan       CONFIG=...  what make deploy would change and refuse, then nothing left behind" \
@@ -212,9 +213,9 @@ export HYPERPOD_SLURM_ROOT := $(SLURM_ROOT)
 slurm-root: system-deps
 	@[ -f "$(SLURM_ROOT)/.slurm-root-built" ] || $(SUDO) tools/build_slurm_root.sh "$(SLURM_ROOT)"
 
-## The whole test suite on every core: shell lint and the lifecycle-script tests (bats --jobs, GNU parallel) beside
+## The whole test suite on every core: lint (ruff, mypy, shellcheck) and the lifecycle-script tests (bats --jobs, GNU parallel) beside
 ## pytest under xdist (config, stacks, cfn-lint, nag, limits, e2e; tests/conftest.py says how the work is shared).
-## Shellcheck's and bats' output (build/lint.log, build/bats.tap) is printed after pytest's report, then the counts.
+## The linters' and bats' output (build/lint.log, build/bats.tap) is printed after pytest's report, then the counts.
 TEST_JOBS ?= $(shell nproc)
 TEST_DURATIONS ?= 20
 PYTEST_ARGS ?=
@@ -249,15 +250,24 @@ test-suite:
 	$(call timed,pytest) $(PY) -m pytest -n $(TEST_JOBS) --durations=$(TEST_DURATIONS) $(PYTEST_ARGS) | tee build/pytest.log; pytest_rc=$${PIPESTATUS[0]}; \
 	wait $$lint_pid; lint_rc=$$?; wait $$bats_pid; bats_rc=$$?; \
 	cat build/lint.log build/bats.tap; \
-	echo "shellcheck: $$([ $$lint_rc -eq 0 ] && echo clean || echo "FAILED (build/lint.log)")"; \
+	echo "lint (ruff, mypy, shellcheck): $$([ $$lint_rc -eq 0 ] && echo clean || echo "FAILED (build/lint.log)")"; \
 	echo "pytest: $$(tail -n 1 build/pytest.log | tr -d '=')"; \
 	echo "bats: $$(grep -c '^ok ' build/bats.tap) passed, $$(grep -c '^not ok ' build/bats.tap) failed" \
 	  "of $$(sed -n 's/^1\.\.//p' build/bats.tap) tests"; \
 	[ $$pytest_rc -eq 0 ] && [ $$bats_rc -eq 0 ] && [ $$lint_rc -eq 0 ]
 
-lint: system-deps
-	shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/hyperpod/collectors/*.sh lifecycle/studio/*.sh lifecycle/attach/*.sh tools/*.sh \
-	  examples/finetune/*.sbatch
+## ruff (pyproject.toml: lint rules, then the formatter's check), mypy (pyproject.toml: what it checks and how) and
+## shellcheck on the scripts; every step runs, and lint fails if any did. LINT_FORMAT=0 leaves out `ruff format --check`,
+## for a tree the formatter has not been run over yet.
+LINT_FORMAT ?= 1
+lint: system-deps $(VENV)/.dev-installed
+	@rc=0; \
+	echo "ruff check"; $(VENV)/bin/ruff check --quiet . || rc=1; \
+	echo "mypy"; $(VENV)/bin/mypy || rc=1; \
+	echo "shellcheck"; shellcheck -x lifecycle/hyperpod/*.sh lifecycle/hyperpod/lib/*.sh lifecycle/hyperpod/collectors/*.sh \
+	  lifecycle/studio/*.sh lifecycle/attach/*.sh tools/*.sh examples/finetune/*.sbatch || rc=1; \
+	if [ "$(LINT_FORMAT)" != 0 ]; then echo "ruff format --check"; $(VENV)/bin/ruff format --check --quiet . || rc=1; fi; \
+	exit $$rc
 
 ## JSON Schema of the config, for editors (config/schema.json is committed; a test keeps it current).
 schema: $(VENV)/.installed

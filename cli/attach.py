@@ -60,12 +60,12 @@ import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+
+from cli.preconditions import loaded_config, missing_credentials, one_line
+from platform_config import PlatformConfig
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from cli.preconditions import loaded_config, missing_credentials, one_line  # noqa: E402
-from platform_config import PlatformConfig  # noqa: E402
 
 PARTITION_SCRIPT = ROOT / "lifecycle" / "attach" / "make_partitions.sh"
 SHARED_PARTITION = "shared"  # stacks/studio_stack.py StudioStack.SHARED_PARTITION

@@ -23,11 +23,10 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.preconditions import missing_credentials, one_line  # noqa: E402
-from platform_config import ConfigError, PlatformConfig, load_config  # noqa: E402
-from platform_config.login_access import session_run_as  # noqa: E402
+from cli.preconditions import missing_credentials, one_line
+from platform_config import ConfigError, PlatformConfig, load_config
+from platform_config.login_access import session_run_as
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = "session-manager-plugin"

@@ -50,13 +50,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
+
+from cli.preconditions import missing_assembly, missing_credentials, one_line
+from cli.stack_graph import stack_dependencies
+from platform_config.day2 import SNAPSHOT_METADATA_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from cli.preconditions import missing_assembly, missing_credentials, one_line  # noqa: E402
-from cli.stack_graph import stack_dependencies  # noqa: E402
-from platform_config.day2 import SNAPSHOT_METADATA_KEY  # noqa: E402
 
 POLL_SECONDS = 15.0
 PROGRESS_SECONDS = 60.0
@@ -439,8 +440,8 @@ def check_flags(plan: Plan) -> None:
 
 
 def render(plan: Plan) -> list[str]:
-    lines = [f"Platform {plan.name} ({plan.out_dir}): stacks are deleted in this order, each once the stacks that "
-             "depend on it are gone:"]
+    lines = [(f"Platform {plan.name} ({plan.out_dir}): stacks are deleted in this order, each once the stacks that "
+             "depend on it are gone:")]
     for i, artifact_id in enumerate(plan.order, 1):
         stack, deployed = plan.stacks[artifact_id], plan.deployed[artifact_id]
         state = "not deployed: skipped" if deployed is None else deployed.status + (
@@ -607,10 +608,10 @@ def delete_stack(account: Account, stack: AssemblyStack, deployed: Deployed) -> 
 
 def finish_by_hand(stack: AssemblyStack, holders: list[FileSystem]) -> list[str]:
     region = f" --region {stack.region}" if stack.region else ""
-    lines = [f"{stack.name} KEPT: FSx file system(s) {', '.join(f.file_system_id for f in holders)} still use its "
-             "subnets and security group, and CloudFormation cannot delete a subnet or security group in use.",
-             "To finish by hand, once its data is where you want it (what was under its data repository associations "
-             "was exported to S3 before they were deleted; anything else is only on the file system):"]
+    lines = [(f"{stack.name} KEPT: FSx file system(s) {', '.join(f.file_system_id for f in holders)} still use its "
+             "subnets and security group, and CloudFormation cannot delete a subnet or security group in use."),
+             ("To finish by hand, once its data is where you want it (what was under its data repository associations "
+             "was exported to S3 before they were deleted; anything else is only on the file system):")]
     for fs in holders:
         lines.append(f"  aws fsx create-backup{region} --file-system-id {fs.file_system_id}   # optional: FSx takes "
                      "one only from a persistent file system not linked to S3")

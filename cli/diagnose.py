@@ -23,11 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.preconditions import one_line  # noqa: E402
-from cli.status import failed_events, file_systems, platform_stacks, report, session_for, target  # noqa: E402
-from cli.watch import cluster_log_group, cluster_nodes  # noqa: E402
+from cli.preconditions import one_line
+from cli.status import failed_events, file_systems, platform_stacks, report, session_for, target
+from cli.watch import cluster_log_group, cluster_nodes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -202,7 +201,7 @@ def gather(session, tgt, log_lines: int = 200) -> list[Evidence]:
 
 SECRETS = (
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "[REDACTED]"),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S), "[REDACTED]"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL), "[REDACTED]"),
     (re.compile(r"(?i)((?:secret|password|passwd|token|session_token|private_key|api_key)[\w-]*[\"']?\s*[:=]\s*[\"']?)"
                 r"[^\s\"',}]+"), r"\1[REDACTED]"),
     (re.compile(r"\b[A-Za-z0-9/+]{40}\b"), "[REDACTED]"),  # the shape of a secret access key

@@ -13,13 +13,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.preconditions import one_line  # noqa: E402
-from cli.status import session_for, target  # noqa: E402
-from cli.watch import cluster_log_group, cluster_nodes  # noqa: E402
+from cli.preconditions import one_line
+from cli.status import session_for, target
+from cli.watch import cluster_log_group, cluster_nodes
 
 
 def node_stream(sagemaker, cluster_name: str, node: str) -> tuple[str, str]:

@@ -23,14 +23,14 @@ import sys
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli import prices  # noqa: E402
-from cli.preconditions import loaded_config, missing_credentials, one_line  # noqa: E402
-from platform_config import PlatformConfig  # noqa: E402
-from platform_config.eks import (ADDON_NAMES, ELASTIC_TRAINING_OPERATOR, KUBERNETES_SUPPORT,  # noqa: E402
+from cli import prices
+from cli.preconditions import loaded_config, missing_credentials, one_line
+from constructs.lustre_ports import LUSTRE_PORTS
+from platform_config import PlatformConfig
+from platform_config.eks import (ADDON_NAMES, ELASTIC_TRAINING_OPERATOR, KUBERNETES_SUPPORT,
                                  enabled_addons)
 
 OK, WARNING, FAILED, UNKNOWN = "ok", "warning", "failed", "cannot-check"
@@ -52,8 +52,6 @@ CORE_TYPES = ("AWS::SageMaker::Cluster", "AWS::FSx::FileSystem", "AWS::FSx::Data
               "AWS::SageMaker::Domain", "AWS::SageMaker::UserProfile", "AWS::SageMaker::StudioLifecycleConfig")
 # Attach mode (cluster.existing) creates only Studio's side; with --templates, the templates' types instead.
 ATTACH_TYPES = ("AWS::SageMaker::Domain", "AWS::SageMaker::UserProfile", "AWS::SageMaker::StudioLifecycleConfig")
-# Lustre's ports (FSx for Lustre guide, "File system access control with Amazon VPC").
-LUSTRE_PORTS = ((988, 988), (1018, 1023))
 # A network interface takes at most five security groups by default (Amazon VPC quotas, "Security groups per network
 # interface"); the platform adds one to each of the file system's interfaces.
 GROUPS_PER_INTERFACE = 5
@@ -81,7 +79,7 @@ class Preflight:
                  today: datetime.date | None = None):
         """`client(service, purpose)` returns a boto3 client; purpose only lets tests stub one API of a service."""
         self.cfg = cfg
-        self.today = today or datetime.datetime.now(datetime.timezone.utc).date()
+        self.today = today or datetime.datetime.now(datetime.UTC).date()
         self.client = client
         self.templates = templates
         self.results: list[Result] = []
@@ -157,7 +155,7 @@ class Preflight:
         sagemaker = self.client("sagemaker", "cluster")
         try:
             cluster = sagemaker.describe_cluster(ClusterName=existing.name)
-        except Exception as exc:  # noqa: BLE001 - ResourceNotFound is modelled per client
+        except Exception as exc:  # ResourceNotFound is modelled per client
             if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("ResourceNotFound",
                                                                            "ValidationException"):
                 self.add("attach-cluster", FAILED, f"cluster.existing.name: no HyperPod cluster {existing.name!r} in "
@@ -295,7 +293,7 @@ class Preflight:
         for name in sorted(types):
             try:
                 cfn.describe_type(Type="RESOURCE", TypeName=name)
-            except Exception as exc:  # noqa: BLE001 - TypeNotFound is modelled per client
+            except Exception as exc:  # TypeNotFound is modelled per client
                 if getattr(exc, "response", {}).get("Error", {}).get("Code") == "TypeNotFoundException":
                     missing.append(name)
                 else:
@@ -402,7 +400,7 @@ class Preflight:
         net = self.cfg.network
         if not net.existing:  # subnets are created from the config's CIDRs
             return {az: ipaddress.ip_network(c).num_addresses - AWS_RESERVED_IPS
-                    for az, c in zip(net.az_ids, net.private_subnet_cidrs)}
+                    for az, c in zip(net.az_ids, net.private_subnet_cidrs, strict=True)}
         subnets = self.client("ec2", "subnets").describe_subnets(
             SubnetIds=[s.id for s in net.existing.private_subnets])["Subnets"]
         return {s["AvailabilityZoneId"]: s["AvailableIpAddressCount"] for s in subnets}

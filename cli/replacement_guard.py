@@ -53,17 +53,18 @@ import sys
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
+
+from cli.preconditions import missing_assembly, missing_credentials, one_line
+from cli.watch import node_watcher
+from cli.stack_graph import concurrency, stack_dependencies
+from cli.template_replacements import STATEFUL_TYPES, iam_widening
+from platform_config.day2 import SNAPSHOT_METADATA_KEY, check_day2
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from cli.preconditions import missing_assembly, missing_credentials, one_line  # noqa: E402
-from cli.watch import node_watcher  # noqa: E402
-from cli.stack_graph import concurrency, stack_dependencies  # noqa: E402
-from cli.template_replacements import STATEFUL_TYPES, iam_widening  # noqa: E402
-from platform_config.day2 import SNAPSHOT_METADATA_KEY, check_day2  # noqa: E402
 
 CHANGE_SET = "hyperpod-replacement-guard"
 CDK_PARAMETERS = frozenset({"BootstrapVersion"})  # the CDK's own, resolved from SSM
@@ -387,7 +388,7 @@ def execute(clients: Clients, stacks: list[Stack], deps: dict[str, set[str]], pr
 
     def run_one(name: str) -> None:
         cfn = clients("cloudformation", by_name[name].region)
-        since = datetime.now(timezone.utc) - timedelta(seconds=5)
+        since = datetime.now(UTC) - timedelta(seconds=5)
         cfn.execute_change_set(ChangeSetName=prepared[name]["ChangeSetId"], StackName=name,
                                **({"DisableRollback": True} if no_rollback else {}))
         print(f"{name}: executing change set {prepared[name]['ChangeSetName']}", flush=True)
@@ -526,7 +527,7 @@ def deploy(args: argparse.Namespace, stacks: list[Stack], out: str, params: list
                 print(f"  - {error}")
             return 1
     by_name = {s.name: s for s in stacks}
-    change_set = f"{CHANGE_SET}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}"
+    change_set = f"{CHANGE_SET}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
     started = False
     try:
         _cdk(*deploy_command(out, args.stacks, parallel, params, args, change_set=change_set))

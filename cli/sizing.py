@@ -19,12 +19,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.preconditions import loaded_config  # noqa: E402
-from platform_config import PlatformConfig  # noqa: E402
-from platform_config.facts import ACCELERATORS  # noqa: E402
-from platform_config.storage import checkpoint_dir  # noqa: E402
+from cli.preconditions import loaded_config
+from platform_config import PlatformConfig
+from platform_config.facts import ACCELERATORS
+from platform_config.storage import checkpoint_dir
 
 # Baseline MB/s per TiB of storage, by throughput tier (PERSISTENT_2 SSD; sources in the module docstring).
 DISK_BASELINE_MBPS_PER_TIB = {125: 125, 250: 250, 500: 500, 1000: 1000}

@@ -12,9 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.preconditions import missing_assembly  # noqa: E402
+from cli.preconditions import missing_assembly
 
 
 def stack_dependencies(out_dir: Path) -> dict[str, set[str]]:

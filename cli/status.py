@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.preconditions import missing_credentials, one_line  # noqa: E402
-from cli.watch import cluster_nodes  # noqa: E402
+from cli.preconditions import missing_credentials, one_line
+from cli.watch import cluster_nodes
 
 PLATFORM_TAG = "hyperpod-platform"
 CANCELLED = ("Resource creation cancelled", "Resource update cancelled")

@@ -6,12 +6,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli import costs, deploy_times, prices  # noqa: E402
-from cli.preconditions import loaded_config, missing_assembly  # noqa: E402
-from cli.sizing import render, size  # noqa: E402
-from cli.stack_graph import stack_dependencies  # noqa: E402
+from cli import costs, deploy_times, prices
+from cli.preconditions import loaded_config, missing_assembly
+from cli.sizing import render, size
+from cli.stack_graph import stack_dependencies
 
 
 # What a reader looks for first, by CloudFormation type: the things that cost money or hold data.

@@ -22,11 +22,11 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.preconditions import missing_assembly  # noqa: E402
+from cli.preconditions import missing_assembly
 
 # Resources that hold data or identity: never replaced or deleted by a routine update.
 STATEFUL_TYPES = frozenset({

@@ -16,12 +16,11 @@ import argparse
 import sys
 import time
 from collections import Counter
-from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.preconditions import missing_credentials, one_line  # noqa: E402
+from cli.preconditions import missing_credentials, one_line
 
 CLUSTER_TYPE = "AWS::SageMaker::Cluster"
 

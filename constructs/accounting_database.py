@@ -9,7 +9,7 @@ never scales to zero and bills its minimum capacity all month, for a load of a f
 burstable instance carries; one instance has one endpoint and one storage volume to snapshot and restore."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2

@@ -3,7 +3,6 @@ inbound and outbound rules, which CloudFormation cannot remove. aws-cdk-lib's `r
 same for its L2 Vpc only; the platform's VPC is an L1 (constructs/hyperpod_vpc.py says why)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -11,9 +10,10 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
-HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "default_security_group"
+HANDLER_DIR = function_dir("default_security_group")
 RESOURCE_TYPE = "Custom::RestrictDefaultSecurityGroup"
 
 
@@ -22,8 +22,8 @@ class RestrictDefaultSecurityGroup(Construct):
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         self.on_event = lambda_.Function(
-            self, "OnEvent", runtime=lambda_.Runtime.PYTHON_3_14, handler="restrict.on_event",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            self, "OnEvent", runtime=RUNTIME, handler="restrict.on_event",
+            code=handler_code(HANDLER_DIR),
             timeout=cdk.Duration.minutes(2), memory_size=128,
             log_group=logs.LogGroup(self, "OnEventLogs", removal_policy=cdk.RemovalPolicy.DESTROY),
             description="Removes every rule of the platform VPC's default security group")

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
+from constructs.lustre_ports import LUSTRE_PORTS as LUSTRE_PORT_RANGES
 
-LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
+LUSTRE_PORTS = tuple(ec2.Port.tcp(first) if first == last else ec2.Port.tcp_range(first, last)
+                     for first, last in LUSTRE_PORT_RANGES)
 
 
 class EfaSecurityGroup(Construct):

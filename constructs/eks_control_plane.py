@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -39,8 +40,8 @@ FSX_CSI_SERVICE_ACCOUNTS = ("fsx-csi-controller-sa", "fsx-csi-node-sa")
 @dataclass(frozen=True)
 class Addon:
     name: str                # the EKS add-on name, e.g. vpc-cni
-    version: Optional[str]   # pinned, e.g. v1.20.1-eksbuild.3; None: EKS's default for the cluster's version
-    configuration: Optional[Mapping[str, Any]] = None  # the add-on's configurationValues
+    version: str | None   # pinned, e.g. v1.20.1-eksbuild.3; None: EKS's default for the cluster's version
+    configuration: Mapping[str, Any] | None = None  # the add-on's configurationValues
 
 
 class EksControlPlane(Construct):
@@ -112,7 +113,7 @@ class EksControlPlane(Construct):
             self.addon(addon)
         self._acknowledge_cluster()
 
-    def addon(self, addon: Addon, *, after: Sequence[Construct] = (), scope: Optional[Construct] = None) -> eks.Addon:
+    def addon(self, addon: Addon, *, after: Sequence[Construct] = (), scope: Construct | None = None) -> eks.Addon:
         """A managed add-on, at its pinned version or, unpinned, at the version EKS makes the default for the cluster's
         Kubernetes version (no AddonVersion in the template). One whose pods must be scheduled (a Deployment) goes
         `after` a node it can run on, in the `scope` (another stack) that holds the nodes."""
@@ -125,8 +126,8 @@ class EksControlPlane(Construct):
         return created
 
     def pod_identity(self, id_: str, *, namespace: str, service_account: str, role: iam.IRole,
-                     after: Optional[eks.Addon] = None,
-                     scope: Optional[Construct] = None) -> eks.CfnPodIdentityAssociation:
+                     after: eks.Addon | None = None,
+                     scope: Construct | None = None) -> eks.CfnPodIdentityAssociation:
         association = eks.CfnPodIdentityAssociation(scope or self, id_, cluster_name=self.cluster.cluster_name,
                                                     namespace=namespace, service_account=service_account,
                                                     role_arn=role.role_arn)
@@ -147,7 +148,7 @@ class EksControlPlane(Construct):
         return iam.Role(scope, id_, description=description, assumed_by=principal.with_session_tags())
 
     def manifest(self, id_: str, *objects: Mapping, after: Sequence[Construct] = (),
-                 scope: Optional[Construct] = None) -> eks.KubernetesManifest:
+                 scope: Construct | None = None) -> eks.KubernetesManifest:
         resource = eks.KubernetesManifest(scope or self, id_, cluster=self.cluster, manifest=[dict(o) for o in objects],
                                           overwrite=True)
         for dependency in after:

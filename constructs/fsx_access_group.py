@@ -6,7 +6,6 @@ interfaces, keeping the groups they have, and removes only that group on delete 
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -14,9 +13,10 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
-HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "fsx_access_group"
+HANDLER_DIR = function_dir("fsx_access_group")
 RESOURCE_TYPE = "Custom::FsxAccessGroup"
 
 
@@ -28,8 +28,8 @@ class FsxAccessGroup(Construct):
         log_group = logs.LogGroup(self, "OnEventLogs", retention=logs.RetentionDays.THREE_MONTHS,
                                   removal_policy=cdk.RemovalPolicy.DESTROY)
         self.on_event = lambda_.Function(
-            self, "OnEvent", runtime=lambda_.Runtime.PYTHON_3_14, handler="access_group.on_event",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            self, "OnEvent", runtime=RUNTIME, handler="access_group.on_event",
+            code=handler_code(HANDLER_DIR),
             timeout=cdk.Duration.minutes(5), memory_size=256, log_group=log_group,
             description="Adds the Studio access security group to an existing FSx for Lustre file system's ENIs")
 

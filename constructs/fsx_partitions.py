@@ -15,7 +15,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
@@ -27,11 +27,11 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 from constructs.nested_template import NestedTemplate
 
-HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "fsx_partitions"
-RUNTIME = lambda_.Runtime.PYTHON_3_14
+HANDLER_DIR = function_dir("fsx_partitions")
 MAX_IMPORTS_IN_FLIGHT = 4
 RESERVED_UIDS_FILE = "/var/task/reserved_uids.json"  # Lambda unpacks the code in /var/task
 
@@ -39,7 +39,7 @@ RESERVED_UIDS_FILE = "/var/task/reserved_uids.json"  # Lambda unpacks the code i
 class FsxPartitions(Construct):
     def __init__(self, scope: Construct, id_: str, *, file_system_id: str, file_system_path: str,
                  data_bucket_name: str, s3_prefix: str, partition_root: str,
-                 role_names: Optional[dict[str, str]] = None) -> None:
+                 role_names: dict[str, str] | None = None) -> None:
         """role_names: fixed IAM role names per handler ("OnEvent", "IsComplete", "ProfileEvents") for a bucket
         policy that names them before they exist; generated names when None."""
         super().__init__(scope, id_)
@@ -49,7 +49,7 @@ class FsxPartitions(Construct):
         self.data_bucket_name = data_bucket_name
         self.s3_prefix = s3_prefix
         self.partition_root = partition_root
-        code = lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"])
+        code = handler_code(HANDLER_DIR)
 
         def function(name: str, handler: str, timeout: cdk.Duration, **kwargs) -> lambda_.Function:
             log_group = logs.LogGroup(self, f"{name}Logs", retention=logs.RetentionDays.THREE_MONTHS,
@@ -74,7 +74,7 @@ class FsxPartitions(Construct):
         self._service_token = self.provider.service_token
 
     def partition(self, scope: Construct, id_: str, *, relative_name: str, uid: str, gid: str, mode: str,
-                  condition: Optional[cdk.CfnCondition] = None) -> cdk.CfnResource:
+                  condition: cdk.CfnCondition | None = None) -> cdk.CfnResource:
         resource = cdk.CfnResource(scope, id_, type="Custom::FsxPartition", properties=self._properties(
             relative_name=relative_name, uid=uid, gid=gid, mode=mode))
         # Deleting this resource never deletes the directory: the handler's Delete only detaches.
@@ -83,7 +83,7 @@ class FsxPartitions(Construct):
         return resource
 
     def partition_template(self, template: NestedTemplate, *, relative_name: str, uid: str, gid: str, mode: str,
-                           condition: Optional[str] = None) -> dict:
+                           condition: str | None = None) -> dict:
         """The same partition as a resource of a nested stack's template (constructs/nested_template.py), for stacks
         of many: the shared values (service token, file system, bucket) become parameters once per stack."""
         return {"Type": "Custom::FsxPartition",
@@ -114,7 +114,7 @@ class FsxPartitions(Construct):
         return f"{self.file_system_path}/{self.partition_root}/{relative_name}"
 
     def watch_profiles(self, *, domain_id: str, domain_arn_prefix: str,
-                       condition: Optional[cdk.CfnCondition], reserved_uids: Mapping[int, str]) -> None:
+                       condition: cdk.CfnCondition | None, reserved_uids: Mapping[int, str]) -> None:
         """Profiles created outside the stack (console, CLI) get a private partition too, unless their uid is
         another profile's or a config user's (`reserved_uids`: uid -> user name), see profile_events.py."""
         self.dead_letters = sqs.Queue(self, "ProfileEventsDeadLetters", enforce_ssl=True,
@@ -154,8 +154,7 @@ class FsxPartitions(Construct):
             self, "ProfileEvents", runtime=RUNTIME, handler="profile_events.handler", timeout=cdk.Duration.minutes(15),
             memory_size=256, log_group=log_group, retry_attempts=2, dead_letter_queue=self.dead_letters,
             role=self._role("ProfileEvents"),
-            code=lambda_.Code.from_asset(self._code_with_reserved_uids(reserved_uids),
-                                         exclude=["__pycache__", "*.pyc"]),
+            code=handler_code(self._code_with_reserved_uids(reserved_uids)),
             environment={"RESERVED_UIDS_FILE": RESERVED_UIDS_FILE, "DOMAIN_ID": domain_id, "FILE_SYSTEM_ID": self.file_system_id,
                          "FILE_SYSTEM_PATH": self.file_system_path, "DATA_BUCKET": self.data_bucket_name,
                          "S3_PREFIX": self.s3_prefix, "PARTITION_ROOT": self.partition_root,
@@ -174,7 +173,7 @@ class FsxPartitions(Construct):
             json.dumps({str(uid): name for uid, name in sorted(reserved_uids.items())}, indent=0, sort_keys=True))
         return str(folder)
 
-    def _role(self, handler: str) -> Optional[iam.Role]:
+    def _role(self, handler: str) -> iam.Role | None:
         """A fixed-name role when one was asked for (else the function makes its own, as before)."""
         if handler not in self.role_names:
             return None

@@ -3,8 +3,7 @@ an unprivileged user on the file system. CloudFormation has no property for it, 
 UpdateFileSystem (lambda/fsx_root_squash/)."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -13,9 +12,10 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
-HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "fsx_root_squash"
+HANDLER_DIR = function_dir("fsx_root_squash")
 RESOURCE_TYPE = "Custom::FsxRootSquash"
 
 
@@ -26,13 +26,13 @@ class FsxRootSquash(Construct):
         root (the handler reads their CIDR blocks and turns each into one Lustre NID range)."""
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
-        code = lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"])
+        code = handler_code(HANDLER_DIR)
         functions = {}
         for name, handler in (("OnEvent", "on_event"), ("IsComplete", "is_complete")):
             log_group = logs.LogGroup(self, f"{name}Logs", retention=logs.RetentionDays.THREE_MONTHS,
                                       removal_policy=cdk.RemovalPolicy.DESTROY)
             fn = lambda_.Function(
-                self, name, runtime=lambda_.Runtime.PYTHON_3_14, handler=f"root_squash.{handler}", code=code,
+                self, name, runtime=RUNTIME, handler=f"root_squash.{handler}", code=code,
                 timeout=cdk.Duration.minutes(1), memory_size=256, log_group=log_group,
                 description="FSx for Lustre root squash (UpdateFileSystem): not a CloudFormation property")
             # Describe calls support no resource-level permissions.

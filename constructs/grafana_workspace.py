@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_grafana as grafana
@@ -16,10 +16,11 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 from constructs.grafana_dashboards import CLOUDWATCH_UID, PROMETHEUS_UID
 from constructs.metrics_workspace import MetricsWorkspace
+from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
 ROOT = Path(__file__).resolve().parent.parent
-HANDLER_DIR = ROOT / "lambda" / "grafana_provisioning"
+HANDLER_DIR = function_dir("grafana_provisioning")
 DASHBOARD_DIR = ROOT / "observability" / "grafana"
 # The Grafana version the dashboards' schemaVersion (39) targets; AMG offers 8.4, 9.4 and 10.4
 # (docs.aws.amazon.com/grafana/latest/userguide/AMG-workspace-version-update.html).
@@ -41,7 +42,7 @@ class SamlSettings:
 class GrafanaWorkspace(Construct):
     def __init__(self, scope: Construct, id_: str, *, name: str, metrics: MetricsWorkspace, file_system_id: str,
                  authentication_provider: str, viewer_group_ids: Sequence[str] = (),
-                 admin_group_ids: Sequence[str] = (), saml: Optional[SamlSettings] = None) -> None:
+                 admin_group_ids: Sequence[str] = (), saml: SamlSettings | None = None) -> None:
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         self.role = iam.Role(self, "WorkspaceRole", description=f"{name}: Grafana reads its metrics",
@@ -78,8 +79,8 @@ class GrafanaWorkspace(Construct):
         log_group = logs.LogGroup(self, "ProvisionerLogs", retention=logs.RetentionDays.THREE_MONTHS,
                                   removal_policy=cdk.RemovalPolicy.DESTROY)
         self.handler = lambda_.Function(
-            self, "Provisioner", runtime=lambda_.Runtime.PYTHON_3_14, handler="grafana_provision.on_event",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            self, "Provisioner", runtime=RUNTIME, handler="grafana_provision.on_event",
+            code=handler_code(HANDLER_DIR),
             timeout=cdk.Duration.minutes(2), memory_size=256, log_group=log_group,
             description="Puts the platform's data sources and dashboards into its Grafana workspace")
         self.handler.add_to_role_policy(iam.PolicyStatement(

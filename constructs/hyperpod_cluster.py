@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -42,9 +42,9 @@ class GroupSpec:
     ebs_volume_gib: int
     deep_health_checks: Sequence[str] = ()
     partitions: Sequence[str] = ()
-    training_plan_arn: Optional[str] = None
-    subnet_id: Optional[str] = None  # set to place the group outside the cluster's default subnet
-    kubernetes_labels: Optional[dict[str, str]] = None
+    training_plan_arn: str | None = None
+    subnet_id: str | None = None  # set to place the group outside the cluster's default subnet
+    kubernetes_labels: dict[str, str] | None = None
     kubernetes_taints: Sequence[tuple[str, str, str]] = ()  # (key, value, effect)
 
 
@@ -69,12 +69,12 @@ class SlurmOrchestrator:
     # Managed | Overwrite | Merge; None sends no SlurmConfigStrategy, the only choice in Continuous mode ("continuous
     # provisioning clusters support only the Merge behavior and reject requests that set SlurmConfigStrategy",
     # https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-slurm-api-config-migration.html).
-    config_strategy: Optional[str]
-    node_provisioning_mode: Optional[str] = None  # Continuous, or HyperPod's default when None
-    accounting_database: Optional[ExternalAccountingDatabase] = None
+    config_strategy: str | None
+    node_provisioning_mode: str | None = None  # Continuous, or HyperPod's default when None
+    accounting_database: ExternalAccountingDatabase | None = None
     # Security groups the controller group gets besides the cluster's (OverrideVpcConfig of that group only).
     controller_security_group_ids: Sequence[str] = ()
-    controller_subnet_id: Optional[str] = None  # the controller's subnet when it has no subnet_id of its own
+    controller_subnet_id: str | None = None  # the controller's subnet when it has no subnet_id of its own
 
 
 @dataclass(frozen=True)
@@ -86,12 +86,12 @@ class EksOrchestrator:
 
 class HyperPodCluster(Construct):
     def __init__(self, scope: Construct, id_: str, *, cluster_name: str, groups: Sequence[GroupSpec],
-                 orchestrator: Union[SlurmOrchestrator, EksOrchestrator],
+                 orchestrator: SlurmOrchestrator | EksOrchestrator,
                  vpc_id: str, subnet_ids: Sequence[str], default_subnet_id: str, security_group_id: str,
                  lifecycle_bucket: s3.IBucket, lifecycle_prefix: str, node_recovery: str,
-                 on_create: Optional[str] = None, on_init_complete: Optional[str] = None,
-                 native_lustre: Optional[NativeLustreMount] = None, artifact_s3_uris: Sequence[str] = (),
-                 execution_role_name: Optional[str] = None, separate_controller_role: bool = False) -> None:
+                 on_create: str | None = None, on_init_complete: str | None = None,
+                 native_lustre: NativeLustreMount | None = None, artifact_s3_uris: Sequence[str] = (),
+                 execution_role_name: str | None = None, separate_controller_role: bool = False) -> None:
         """separate_controller_role (Slurm): the controller group runs as `execution_role` (named
         `execution_role_name`), every other group as `worker_role`, which has the same node permissions and nothing
         the stack adds to the controller's (what Studio trusts: the login secret, the auth/jwt signing key). Without
@@ -282,8 +282,8 @@ class HyperPodCluster(Construct):
                                    conditions=conditions or None)
 
     @staticmethod
-    def _override_vpc_config(group: GroupSpec, orchestrator: Union[SlurmOrchestrator, EksOrchestrator],
-                             security_group_id: str) -> Optional[sagemaker.CfnCluster.VpcConfigProperty]:
+    def _override_vpc_config(group: GroupSpec, orchestrator: SlurmOrchestrator | EksOrchestrator,
+                             security_group_id: str) -> sagemaker.CfnCluster.VpcConfigProperty | None:
         extra = (list(orchestrator.controller_security_group_ids)
                  if isinstance(orchestrator, SlurmOrchestrator) and group.role == "controller" else [])
         subnet = group.subnet_id or (orchestrator.controller_subnet_id if extra else None)
@@ -294,7 +294,7 @@ class HyperPodCluster(Construct):
         return sagemaker.CfnCluster.VpcConfigProperty(security_group_ids=[security_group_id, *extra], subnets=[subnet])
 
     @staticmethod
-    def _orchestration_of(group: GroupSpec, orchestrator: Union[SlurmOrchestrator, EksOrchestrator]) -> dict:
+    def _orchestration_of(group: GroupSpec, orchestrator: SlurmOrchestrator | EksOrchestrator) -> dict:
         if isinstance(orchestrator, SlurmOrchestrator):
             return {"slurm_config": sagemaker.CfnCluster.ClusterSlurmConfigProperty(
                 node_type=SLURM_NODE_TYPES[group.role], partition_names=list(group.partitions) or None)}
@@ -325,7 +325,7 @@ class HyperPodCluster(Construct):
         return role
 
     def _execution_role(self, *, cluster_name: str, vpc_id: str, subnet_ids: Sequence[str], security_group_id: str,
-                        bucket: s3.IBucket, prefix: str, role_name: Optional[str], id_: str = "ExecutionRole",
+                        bucket: s3.IBucket, prefix: str, role_name: str | None, id_: str = "ExecutionRole",
                         description: str = "HyperPod cluster instances: CloudWatch, ENIs in the cluster subnets, "
                                            "lifecycle scripts") -> iam.Role:
         stack = cdk.Stack.of(self)

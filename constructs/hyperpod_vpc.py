@@ -7,7 +7,7 @@ would also look up the region's AZs at synth time, which this project never does
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -63,7 +63,7 @@ class HyperPodVpc(Construct):
 
         self.private_subnets: list[PrivateSubnet] = []
         route_tables: list[str] = []
-        for index, (az_id, subnet_cidr) in enumerate(zip(az_ids, private_subnet_cidrs), start=1):
+        for index, (az_id, subnet_cidr) in enumerate(zip(az_ids, private_subnet_cidrs, strict=True), start=1):
             subnet_id, route_table_id = self._subnet(f"Private{index}", az_id, subnet_cidr)
             ec2.CfnRoute(self, f"Private{index}DefaultRoute", route_table_id=route_table_id,
                          destination_cidr_block="0.0.0.0/0", nat_gateway_id=nat.ref)

@@ -2,7 +2,7 @@
 uploads default to two years, our handlers to three months)."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import jsii
 import aws_cdk as cdk

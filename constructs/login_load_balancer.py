@@ -12,8 +12,7 @@ for IP targets), so that rule is all the nodes need; sshd logs the load balancer
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -25,10 +24,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 from constructs.platform_observability import CLUSTER_EVENT, NODE_HEALTH, STATE_CHANGE
 
-HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "login_targets"
+HANDLER_DIR = function_dir("login_targets")
 SSH_PORT = 22
 
 
@@ -81,8 +81,8 @@ class LoginLoadBalancer(Construct):
 
     def _reconciler(self, *, cluster_name: str, cluster_arn: str, login_group: str) -> lambda_.Function:
         function = lambda_.Function(
-            self, "Reconciler", runtime=lambda_.Runtime.PYTHON_3_14, handler="login_targets.handler",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            self, "Reconciler", runtime=RUNTIME, handler="login_targets.handler",
+            code=handler_code(HANDLER_DIR),
             timeout=cdk.Duration.minutes(2), memory_size=128,
             log_group=logs.LogGroup(self, "ReconcilerLogs", removal_policy=cdk.RemovalPolicy.DESTROY),
             description=f"{cluster_name}: makes the SSH load balancer's targets the running login nodes",

@@ -1,7 +1,8 @@
 """cdk-nag 3 acknowledgments: one rule, one reason, narrowed to the exact findings where the rule has them."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_

@@ -9,7 +9,8 @@ widget over its lifecycle-script log streams instead.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 FSX_METRICS_DOC = "https://docs.aws.amazon.com/fsx/latest/LustreGuide/fs-metrics.html"
 FSX_HOW_TO_DOC = "https://docs.aws.amazon.com/fsx/latest/LustreGuide/how_to_use_metrics.html"

@@ -3,8 +3,7 @@ EventBridge rules, the dashboard, and retention on HyperPod's own cluster log gr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 import jsii
@@ -20,10 +19,11 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 from constructs.observability_dashboard import PERIOD, DashboardInputs, dashboard_body
 
-HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "cluster_log_retention"
+HANDLER_DIR = function_dir("cluster_log_retention")
 # EventBridge detail-types HyperPod sends (source aws.sagemaker), from "SageMaker HyperPod cluster events reference",
 # section "EventBridge integration":
 # https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-cluster-events-reference.html and the payloads
@@ -42,7 +42,7 @@ class _TopicTarget:
     def __init__(self, topic: sns.ITopic) -> None:
         self.topic = topic
 
-    def bind(self, _rule: events.IRule, _id: Optional[str] = None) -> events.RuleTargetConfig:
+    def bind(self, _rule: events.IRule, _id: str | None = None) -> events.RuleTargetConfig:
         return events.RuleTargetConfig(arn=self.topic.topic_arn)
 
 
@@ -55,17 +55,17 @@ class Subscription:
 @dataclass(frozen=True)
 class LustreTargets:
     file_system_id: str
-    capacity_gib: Optional[int]  # None for a file system the platform does not own
-    throughput_mb_per_tib: Optional[int]
+    capacity_gib: int | None  # None for a file system the platform does not own
+    throughput_mb_per_tib: int | None
 
 
 class PlatformObservability(Construct):
     def __init__(self, scope: Construct, id_: str, *, name: str, cluster_name: str, cluster_id: str,
                  lustre: LustreTargets, functions: Sequence[tuple[str, lambda_.IFunction]],
-                 dead_letter_queue: Optional[sqs.IQueue], instance_groups: Sequence[tuple[str, str]],
+                 dead_letter_queue: sqs.IQueue | None, instance_groups: Sequence[tuple[str, str]],
                  subscriptions_: Sequence[Subscription], log_retention_days: int, free_capacity_percent: int,
                  throughput_percent: int, throughput_minutes: int, export_backlog_minutes: int,
-                 cluster_log_key: Optional[kms.IKey] = None) -> None:
+                 cluster_log_key: kms.IKey | None = None) -> None:
         """cluster_log_key: the customer managed key HyperPod's own cluster log group is created with (or associated
         with, if HyperPod made the group first); its policy must let CloudWatch Logs use it (constructs/log_encryption)."""
         super().__init__(scope, id_)
@@ -205,13 +205,13 @@ class PlatformObservability(Construct):
             conditions={"ArnEquals": {"aws:SourceArn": [r.rule_arn for r in rules]}}))
         return rules
 
-    def _cluster_log_retention(self, log_group_name: str, days: int, key: Optional[kms.IKey]) -> cdk.CfnResource:
+    def _cluster_log_retention(self, log_group_name: str, days: int, key: kms.IKey | None) -> cdk.CfnResource:
         stack = cdk.Stack.of(self)
         own_logs = logs.LogGroup(self, "RetentionLogs", retention=logs.RetentionDays.THREE_MONTHS,
                                  removal_policy=cdk.RemovalPolicy.DESTROY)
         self.retention_function = lambda_.Function(
-            self, "ClusterLogRetention", runtime=lambda_.Runtime.PYTHON_3_14, handler="log_retention.on_event",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            self, "ClusterLogRetention", runtime=RUNTIME, handler="log_retention.on_event",
+            code=handler_code(HANDLER_DIR),
             timeout=cdk.Duration.minutes(2), memory_size=128, log_group=own_logs,
             description="Sets retention on the log group HyperPod creates for the cluster")
         # The one log group, by its full name (the cluster ID is a deploy-time value).

@@ -68,15 +68,6 @@ def partition_handler_role_name(cluster_name: str, handler: str) -> str:
     return f"{cluster_name.lower()[:20]}-fsx-part-{short}-{cdk.Aws.REGION}"
 
 
-def deploy_role_arn(scope: cdk.Stack | object) -> str:
-    """CDK's CloudFormation execution role (the bootstrap's cfn-exec-role, by the app's qualifier), which creates
-    and updates the stacks' resources."""
-    qualifier = (scope.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
-                 or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
-    return (f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/cdk-{qualifier}-cfn-exec-role-"
-            f"{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}")
-
-
 def role_arn(name: str) -> str:
     """A role of this account by its name (with its path, if any)."""
     return f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/{name}"

@@ -11,8 +11,7 @@ a CloudFormation custom resource may take an hour at most, and failing would rol
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -23,9 +22,10 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 from constructs.hyperpod_vpc import PrivateSubnet
+from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
-HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "node_readiness"
+HANDLER_DIR = function_dir("node_readiness")
 RESOURCE_TYPE = "Custom::SchedulableNode"
 # CloudFormation waits for a custom resource an hour at most (ServiceTimeout: 1-3600 s,
 # https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-cloudformation-customresource.html);
@@ -42,7 +42,7 @@ class SchedulableNodeWaiter(Construct):
         if not 1 <= wait_minutes <= MAX_WAIT_MINUTES:
             raise ValueError(f"wait_minutes {wait_minutes}: 1..{MAX_WAIT_MINUTES}")
         self.cluster, self.cluster_name, self.wait_minutes = cluster, cluster_name, wait_minutes
-        code = lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"])
+        code = handler_code(HANDLER_DIR)
         vpc = ec2.Vpc.from_vpc_attributes(self, "Vpc", vpc_id=vpc_id, availability_zones=[s.az_id for s in subnets],
                                           private_subnet_ids=[s.subnet_id for s in subnets])
         cdk.Annotations.of(vpc).acknowledge_warning(
@@ -54,7 +54,7 @@ class SchedulableNodeWaiter(Construct):
                                       removal_policy=cdk.RemovalPolicy.DESTROY)
             placement = dict(vpc=vpc, vpc_subnets=ec2.SubnetSelection(subnets=vpc.private_subnets),
                              security_groups=[group]) if in_vpc else {}
-            return lambda_.Function(self, name, runtime=lambda_.Runtime.PYTHON_3_14, code=code, handler=handler,
+            return lambda_.Function(self, name, runtime=RUNTIME, code=code, handler=handler,
                                     timeout=cdk.Duration.minutes(1), memory_size=256, log_group=log_group, **placement)
 
         # on_event only records the deadline; is_complete reads the nodes from the private API endpoint.

@@ -2,7 +2,6 @@
 versioned, TLS-only, private, logged, retained."""
 from __future__ import annotations
 
-from typing import Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -22,7 +21,7 @@ def access_log_bucket(scope: Construct, id_: str) -> s3.Bucket:
 
 
 def secure_bucket(scope: Construct, id_: str, *, access_logs: s3.IBucket, log_prefix: str,
-                  encryption_key: Optional[kms.IKey] = None, bucket_name: Optional[str] = None) -> s3.Bucket:
+                  encryption_key: kms.IKey | None = None, bucket_name: str | None = None) -> s3.Bucket:
     return s3.Bucket(
         scope, id_, bucket_name=bucket_name,
         encryption=s3.BucketEncryption.KMS if encryption_key else s3.BucketEncryption.S3_MANAGED,

@@ -16,8 +16,7 @@ A Studio user profile's spaces run as the profile's `UserSettings.ExecutionRole`
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -25,11 +24,11 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge
 from constructs.nested_template import NestedTemplate, top_level_logical_id
 
-HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "slurm_tokens"
-RUNTIME = lambda_.Runtime.PYTHON_3_14
+HANDLER_DIR = function_dir("slurm_tokens")
 TOKEN_LIFETIME_SECONDS = 3600
 SCHEDULE = "rate(15 minutes)"  # a token always has at least 45 minutes left while the issuer runs
 
@@ -52,7 +51,7 @@ class SlurmTokenIssuer(Construct):
         self.function = lambda_.Function(
             self, "Function", runtime=RUNTIME, handler="issuer.handler", timeout=cdk.Duration.minutes(5),
             memory_size=256, role=self.role, log_group=log_group, retry_attempts=0,
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            code=handler_code(HANDLER_DIR),
             environment={"KEY_SECRET_ID": key_secret_name, "TOKEN_SECRET_PREFIX": secret_prefix,
                          "TOKEN_LIFETIME": str(TOKEN_LIFETIME_SECONDS),
                          "RESERVED_USERS": ",".join(sorted(reserved_users)),

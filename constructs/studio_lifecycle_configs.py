@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
@@ -77,7 +77,7 @@ class StudioLifecycleConfigs(Construct):
     def __init__(self, scope: Construct, id_: str, *, name: str, bucket: s3.IBucket, entry_point: str,
                  upload_role_name: str,
                  environment: Mapping[str, str], extra_dirs: Sequence[Path] = (),
-                 tools: Optional[StudioToolsBundle] = None, eksctl: Optional[EksctlArtifact] = None) -> None:
+                 tools: StudioToolsBundle | None = None, eksctl: EksctlArtifact | None = None) -> None:
         """`environment` values may hold deploy-time tokens; the files in `extra_dirs` are shipped beside the
         scripts and checked like them. `tools` (hyp, jq: the packed bundle, extracted into the prefix) and `eksctl`
         go to a prefix of their own, which the space copies only when its installed tools differ (their digests are

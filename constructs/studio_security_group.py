@@ -6,8 +6,8 @@ from typing import Sequence
 
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
+from constructs.lustre_ports import LUSTRE_PORTS
 
-LUSTRE_PORTS = ((988, 988), (1018, 1023))
 SLURM_PORTS = ((6817, 6817), (6819, 6819))  # slurmctld, slurmdbd (sacct)
 EKS_API_PORTS = ((443, 443),)
 

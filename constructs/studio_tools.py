@@ -13,7 +13,6 @@ import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS = ROOT / "config" / "facts" / "studio_tools.json"
@@ -87,8 +86,8 @@ class EksctlArtifact:
 
 @dataclass(frozen=True)
 class StudioToolArtifacts:
-    bundle: Optional[StudioToolsBundle]   # studio.tools.hyp_and_jq
-    eksctl: Optional[EksctlArtifact]      # studio.tools.eksctl
+    bundle: StudioToolsBundle | None   # studio.tools.hyp_and_jq
+    eksctl: EksctlArtifact | None      # studio.tools.eksctl
 
 
 def studio_tools_bundle(archive: Path = BUNDLE_ZIP) -> StudioToolsBundle:

@@ -7,7 +7,6 @@ each resource Created or Updated, and fail with SageMaker's reason otherwise.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -16,9 +15,10 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
-HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambda" / "task_governance"
+HANDLER_DIR = function_dir("task_governance")
 NOUNS = ("ClusterSchedulerConfig", "ComputeQuota")
 
 
@@ -32,12 +32,12 @@ class TaskGovernanceProvider(Construct):
         stack = cdk.Stack.of(self)
         self.governance_arns = [stack.format_arn(service="sagemaker", resource=resource, resource_name="*")
                                 for resource in ("cluster-scheduler-config", "compute-quota")]
-        code = lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"])
+        code = handler_code(HANDLER_DIR)
 
         def function(name: str, handler: str, timeout: cdk.Duration) -> lambda_.Function:
             log_group = logs.LogGroup(self, f"{name}Logs", retention=logs.RetentionDays.THREE_MONTHS,
                                       removal_policy=cdk.RemovalPolicy.DESTROY)
-            return lambda_.Function(self, name, runtime=lambda_.Runtime.PYTHON_3_14, code=code, handler=handler,
+            return lambda_.Function(self, name, runtime=RUNTIME, code=code, handler=handler,
                                     timeout=timeout, memory_size=256, log_group=log_group)
 
         self.on_event = function("OnEvent", "governance.on_event", cdk.Duration.minutes(2))

@@ -30,7 +30,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 CHECKPOINT = re.compile(r"step-(\d{9})")
 META = "meta.json"
@@ -63,7 +63,7 @@ def checkpoint_name(step: int) -> str:
     return f"step-{step:09d}"
 
 
-def latest_checkpoint(root: str | Path) -> Optional[Path]:
+def latest_checkpoint(root: str | Path) -> Path | None:
     """The newest complete checkpoint: a `step-NNNNNNNNN` directory holding meta.json; anything else is ignored."""
     root = Path(root)
     if not root.is_dir():
@@ -117,7 +117,7 @@ def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
     return old
 
 
-def resumable_checkpoint(root: str | Path, global_batch: int, hint: str) -> tuple[Optional[Path], dict]:
+def resumable_checkpoint(root: str | Path, global_batch: int, hint: str) -> tuple[Path | None, dict]:
     """The newest complete checkpoint under root and its meta.json, or (None, {}). One trained with another global
     batch is refused (the data position and the loss curve would not continue): `hint` says what to do instead."""
     latest = latest_checkpoint(root)
@@ -141,7 +141,7 @@ def exit_without_finalizing(code: int) -> NoReturn:
     os._exit(code)
 
 
-def start_mlflow_run(run_id: Optional[str]):
+def start_mlflow_run(run_id: str | None):
     """The MLflow module with a run started (resumed when `run_id` is given), or None without MLFLOW_TRACKING_URI."""
     uri = os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
@@ -247,7 +247,7 @@ def train(args: argparse.Namespace) -> int:
     return 0
 
 
-def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     env = os.environ.get
     parser = argparse.ArgumentParser(description="Elastic training with atomic checkpoints on FSx.")
     parser.add_argument("--checkpoint-dir", default=env("CHECKPOINT_DIR"))

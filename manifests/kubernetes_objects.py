@@ -1,7 +1,7 @@
 """Kubernetes objects the EKS stack applies, as plain dicts built from typed inputs (validated offline in tests)."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 FSX_CLAIM = "fsx-claim"          # the team's own directory, read-write

@@ -34,7 +34,8 @@ charts/aws-fsx-csi-driver/values.yaml), so kubelet never re-owns these ReadWrite
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
 
 from manifests.kubernetes_objects import MLFLOW_CONFIG_MAP, PLATFORM_LABEL
 from platform_config.eks_governance import team_gid
@@ -165,15 +166,15 @@ def _spec_checks(spec: str, *, uid_allowed: str, whose: str, ephemeral: bool) ->
         uid = _effective(spec, "runAsUser")
         checks += [
             (_every(path, always, f"[{uid}].all(u, {uid_allowed})"),
-             f"every one of {name} must run as {whose} uid: set securityContext.runAsUser (the image's USER is not "
-             "seen at admission)"),
+             (f"every one of {name} must run as {whose} uid: set securityContext.runAsUser (the image's USER is not "
+             "seen at admission)")),
             (_every(path, always, _member(GID_KEY, _effective(spec, "runAsGroup"))),
-             f"every one of {name} must run with a team gid: set securityContext.runAsGroup (unset, it is the "
-             "image's group for the uid, or 0)"),
+             (f"every one of {name} must run with a team gid: set securityContext.runAsGroup (unset, it is the "
+             "image's group for the uid, or 0)")),
             (_every(path, always, f"{_set('c', 'allowPrivilegeEscalation')} && "
                                   "c.securityContext.allowPrivilegeEscalation == false"),
-             f"every one of {name} must set securityContext.allowPrivilegeEscalation: false (a setuid binary in "
-             "the image would otherwise run as another user)"),
+             (f"every one of {name} must set securityContext.allowPrivilegeEscalation: false (a setuid binary in "
+             "the image would otherwise run as another user)")),
             (_every(path, always, f"!({_set('c', 'capabilities')} && has(c.securityContext.capabilities.add) && "
                                   "size(c.securityContext.capabilities.add) > 0)"),
              f"{name} may add no capabilities (securityContext.capabilities.add)"),

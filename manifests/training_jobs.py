@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, Any, Collection, Literal, Mapping, Optional, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
+from collections.abc import Collection, Mapping
 
 import yaml
 from pydantic import BaseModel, Field, PositiveInt, ValidationError
@@ -99,8 +100,8 @@ class ElasticPolicy(Strict):
     """
     min_replicas: int = Field(ge=1)
     max_replicas: int = Field(ge=1, le=512)
-    replica_increment_step: Optional[int] = Field(default=None, ge=1)
-    replica_discrete_values: Optional[list[PositiveInt]] = Field(default=None, min_length=1)
+    replica_increment_step: int | None = Field(default=None, ge=1)
+    replica_discrete_values: list[PositiveInt] | None = Field(default=None, min_length=1)
     # Time the job gets to checkpoint and exit on a scaling event before the operator stops it.
     graceful_shutdown_timeout_seconds: int = Field(default=600, ge=30, le=7200)
     # Delay before scaling up, so short-lived free capacity does not cause a restart.
@@ -120,10 +121,10 @@ class TrainingJob(Strict):
     team: TeamName
     priority: PriorityName
     # Unset: the platform's eks.training_image.
-    image: Optional[PinnedImage] = None
+    image: PinnedImage | None = None
     command: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
-    args: list[str] = []
-    env: dict[EnvName, str] = {}
+    args: list[str] = []  # noqa: RUF012 - a pydantic field: each job gets its own copy
+    env: dict[EnvName, str] = {}  # noqa: RUF012 - a pydantic field: each job gets its own copy
     instance_type: InstanceType
     accelerator: Literal[ACCELERATORS] = "nvidia.com/gpu"  # type: ignore[valid-type]
     accelerators_per_pod: int = Field(ge=1, le=16)
@@ -140,7 +141,7 @@ class TrainingJob(Strict):
     # files (own partition, or the shared one) read-write at the path the cluster gives them, instead of the team's
     # directory at /fsx. The team's admission policy refuses pods that run as anyone but a member
     # (manifests/team_identities.py), so without `user` run_as_user must be a member's uid.
-    user: Optional[PosixName] = None
+    user: PosixName | None = None
     elastic_policy: ElasticPolicy
 
 
@@ -154,11 +155,11 @@ _NPROC_FLAG = re.compile(r"--nproc[-_]per[-_]node=(\S+)")
 
 # team -> (the instance type of its quota, the most accelerators of that type it can ever be admitted for):
 # platform_config.eks_governance.reachable_accelerators.
-Reach = Mapping[str, tuple[str, Optional[int]]]
+Reach = Mapping[str, tuple[str, int | None]]
 
 
 def job_errors(job: TrainingJob, *, teams: Collection[str], priority_classes: Collection[str],
-               path: str = "", reach: Optional[Reach] = None) -> list[str]:
+               path: str = "", reach: Reach | None = None) -> list[str]:
     """Cross-field rules for one job; `path` prefixes every error (e.g. 'jobs[2]'). With `reach`, a job larger than
     its team's quota can ever admit is refused."""
     errors: list[str] = []
@@ -241,25 +242,26 @@ def studio_files_errors(job: TrainingJob, studio_files: Mapping[str, Mapping[str
         return []
     members = studio_files.get(job.team, {})
     if job.user not in members:
-        return [f"{p}user: {job.user!r} is not a member of team {job.team!r} with Studio files; allowed: "
-                f"{', '.join(sorted(members)) or '(none: the team has no members)'}"]
+        return [(f"{p}user: {job.user!r} is not a member of team {job.team!r} with Studio files; allowed: "
+                f"{', '.join(sorted(members)) or '(none: the team has no members)'}")]
     mount = members[job.user].mount_path
     if not job.checkpoint_dir.startswith(mount + "/"):
-        return [f"{p}checkpoint_dir: {job.checkpoint_dir!r} is outside {mount}, where {job.user}'s Studio files "
-                "are mounted; put it under that directory"]
+        return [(f"{p}checkpoint_dir: {job.checkpoint_dir!r} is outside {mount}, where {job.user}'s Studio files "
+                "are mounted; put it under that directory")]
     return []
 
 
 def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Collection[str],
-               team_gids: Mapping[str, int], default_image: Optional[str] = None,
-               reach: Optional[Reach] = None,
-               studio_files: Optional[Mapping[str, Mapping[str, StudioFiles]]] = None) -> dict[str, Any]:
+               team_gids: Mapping[str, int], default_image: str | None = None,
+               reach: Reach | None = None,
+               studio_files: Mapping[str, Mapping[str, StudioFiles]] | None = None) -> dict[str, Any]:
     """The HyperPodPyTorchJob manifest for `job`; raises ConfigError if a cross-field rule fails. `team_gids`
     maps each team to the group that owns its FSx directory (platform_config.eks_governance.team_gid);
     `default_image` (the platform's eks.training_image) is the image of a job that names none; `studio_files`
     (team -> member -> files) is needed for a job with a `user`."""
     errors = job_errors(job, teams=teams, priority_classes=priority_classes, reach=reach)
-    errors += studio_files_errors(job, studio_files or {})
+    studio_files = studio_files or {}
+    errors += studio_files_errors(job, studio_files)
     image = job.image or default_image
     if image is None:
         errors.append("image: not set, and the platform config has no eks.training_image; build "
@@ -293,7 +295,7 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [{"name": "fsx", "mountPath": FSX_MOUNT},
                          {"name": "datasets", "mountPath": DATASETS_MOUNT, "readOnly": True},
-                         {"name": "shm", "mountPath": "/dev/shm"},
+                         {"name": "shm", "mountPath": "/dev/shm"},  # noqa: S108 - the pod's own memory volume
                          {"name": "agent-config", "mountPath": AGENT_CONFIG_DIR},
                          {"name": "home", "mountPath": HOME}],
     }
@@ -357,7 +359,7 @@ def _model_at(loc: tuple) -> type[BaseModel]:
     return model
 
 
-def _format_error(err: dict[str, Any]) -> str:
+def _format_error(err: Mapping[str, Any]) -> str:
     if err["type"] == "extra_forbidden":
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
         return f"{path}: unknown key; allowed here: {', '.join(_model_at(err['loc']).model_fields)}"
@@ -365,7 +367,7 @@ def _format_error(err: dict[str, Any]) -> str:
 
 
 def parse_jobs(data: Any, source: str = "<jobs>", *, teams: Collection[str],
-               priority_classes: Collection[str], reach: Optional[Reach] = None) -> list[TrainingJob]:
+               priority_classes: Collection[str], reach: Reach | None = None) -> list[TrainingJob]:
     if not isinstance(data, dict):
         raise ConfigError(source, [f"<root>: {type(data).__name__} — a job file is a mapping with a 'jobs' list"])
     try:
@@ -386,7 +388,7 @@ def parse_jobs(data: Any, source: str = "<jobs>", *, teams: Collection[str],
 
 
 def load_jobs(path: str | Path, *, teams: Collection[str], priority_classes: Collection[str],
-              reach: Optional[Reach] = None) -> list[TrainingJob]:
+              reach: Reach | None = None) -> list[TrainingJob]:
     """Read a job file strictly (no YAML-1.1 booleans, no duplicate keys) and validate every job."""
     path = Path(path)
     try:

@@ -4,7 +4,7 @@ rules: unique names, QoS that exist, users that exist, limits the compute groups
 accounting database needs."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, StrictBool
 
@@ -29,9 +29,9 @@ PLATFORM_USERS_ACCOUNT = "hyperpod-users"
 
 class Tres(Strict):
     """Trackable resources of a limit (sacctmgr TRES strings: cpu=N,node=N,gres/gpu=N). Unset means no limit."""
-    cpu: Optional[int] = Field(default=None, ge=1, description="CPUs.")
-    node: Optional[int] = Field(default=None, ge=1, description="Nodes; at most the compute groups' total.")
-    gpu: Optional[int] = Field(
+    cpu: int | None = Field(default=None, ge=1, description="CPUs.")
+    node: int | None = Field(default=None, ge=1, description="Nodes; at most the compute groups' total.")
+    gpu: int | None = Field(
         default=None, ge=1, description="GPUs (Slurm's gres/gpu); at most the compute groups' total (GPUs per instance "
                                         "type from config/facts/accelerators.json).")
 
@@ -48,8 +48,8 @@ class Qos(Strict):
     max_tres_per_user: Tres = Field(Tres(), description="What one user's jobs may hold at once (MaxTRESPerUser); no "
                                                         "more than grp_tres.")
     grp_tres: Tres = Field(Tres(), description="What all the QoS's jobs together may hold (GrpTRES).")
-    max_wall_minutes: Optional[int] = Field(default=None, ge=1, le=525600, description="A job's longest run (MaxWall).")
-    max_jobs_per_user: Optional[int] = Field(
+    max_wall_minutes: int | None = Field(default=None, ge=1, le=525600, description="A job's longest run (MaxWall).")
+    max_jobs_per_user: int | None = Field(
         default=None, ge=1, le=100000, description="Jobs one user may have running at once (MaxJobsPerUser).")
 
 
@@ -70,7 +70,7 @@ class Department(Strict):
     coordinators: list[PosixName] = Field(
         [], description="Users of this department who may manage its associations and limits (sacctmgr "
                         "coordinators).")
-    monthly_budget_usd: Optional[int] = Field(
+    monthly_budget_usd: int | None = Field(
         default=None, ge=1, le=100_000_000,
         description="An AWS Budgets monthly cost budget over what carries the tag "
                     "<cluster.budget.department_tag_key>=<name> (platform_config/budgets.py department_tags), alerting "
@@ -226,10 +226,10 @@ def accounting_errors(cfg: PlatformConfig) -> list[str]:
             add(f"{dpath}.name: {PLATFORM_USERS_ACCOUNT!r} is the platform's account for users no department lists; "
                 "choose another name")
         departments.setdefault(d.name, i)
-        for j, q in enumerate(d.qos):
-            if q not in known_qos:
-                add(f"{dpath}.qos[{j}]: {q!r} is not a QoS; allowed: {', '.join(sorted(known_qos))} (define it under "
-                    f"{path}.qos)")
+        for j, qos_name in enumerate(d.qos):
+            if qos_name not in known_qos:
+                add(f"{dpath}.qos[{j}]: {qos_name!r} is not a QoS; allowed: {', '.join(sorted(known_qos))} "
+                    f"(define it under {path}.qos)")
         if d.default_qos not in known_qos:
             add(f"{dpath}.default_qos: {d.default_qos!r} is not a QoS; allowed: {', '.join(sorted(known_qos))} "
                 f"(define it under {path}.qos)")

@@ -9,7 +9,7 @@ Synth never calls AWS, so what it cannot read from the cluster is given here and
 storage.lustre.existing; `make preflight` checks it against the account (cli/preflight.py)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
@@ -32,30 +32,26 @@ class ExistingCluster(Strict):
                                              "cluster/<12-character id>")] = Field(
         description="The cluster's ARN (DescribeCluster's ClusterArn): Studio's HyperPod pages may describe this "
                     "cluster and no other.")
-    controller_group: Optional[ClusterName] = Field(
+    controller_group: ClusterName | None = Field(
         None, description="Slurm only, required there: the instance group of the Slurm controller, which `make "
                           "attach` reaches through Session Manager to read the Slurm client, slurm.conf and the auth "
                           "material, and to create the Studio partitions on a file system without an S3 link.")
-    attach_role_arn: Optional[Annotated[str, pattern(ROLE_ARN, "an IAM role ARN, arn:aws:iam::<account>:role/<name>")]] \
+    attach_role_arn: Annotated[str, pattern(ROLE_ARN, "an IAM role ARN, arn:aws:iam::<account>:role/<name>")] | None \
         = Field(None, description="Slurm only, required there: the IAM role that runs `make attach`, the only "
                                   "principal besides CloudFormation allowed to write the Slurm login secret and the "
                                   "client bundle (the role the controller's own scripts write them with in build "
                                   "mode).")
-    eks_cluster_name: Optional[Annotated[str, pattern(EKS_CLUSTER_NAME, "an EKS cluster name: 1-100 letters, "
-                                                                        "digits, '-', '_'")]] = Field(
+    eks_cluster_name: Annotated[str, pattern(EKS_CLUSTER_NAME, "an EKS cluster name: 1-100 letters, digits, '-', '_'")] | None = Field(
         None, description="EKS only, required there: the EKS cluster the HyperPod cluster is orchestrated by "
                           "(DescribeCluster's Orchestrator.Eks.ClusterArn ends in it). Studio's roles get access "
                           "entries on it.")
-    partition_namespace: Optional[Annotated[str, pattern(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
-                                                         "a Kubernetes namespace name")]] = Field(
+    partition_namespace: Annotated[str, pattern(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a Kubernetes namespace name")] | None = Field(
         None, description="EKS only: the namespace where `make attach` runs the Kubernetes Job that creates the Studio "
                           "partitions on a file system without an S3 link (with partition_claim).")
-    partition_claim: Optional[Annotated[str, pattern(r"[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?",
-                                                     "a PersistentVolumeClaim name")]] = Field(
+    partition_claim: Annotated[str, pattern(r"[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?", "a PersistentVolumeClaim name")] | None = Field(
         None, description="EKS only: the PersistentVolumeClaim in partition_namespace that mounts the file system's "
                           "root (AWS's Studio + HyperPod EKS template's FSxClaimName).")
-    partition_image: Optional[Annotated[str, pattern(r"[a-z0-9][a-z0-9./:_-]*@sha256:[0-9a-f]{64}",
-                                                     "a container image pinned by digest, <repository>@sha256:<64 hex>")]] \
+    partition_image: Annotated[str, pattern(r"[a-z0-9][a-z0-9./:_-]*@sha256:[0-9a-f]{64}", "a container image pinned by digest, <repository>@sha256:<64 hex>")] | None \
         = Field(None, description="EKS only, with partition_claim: the image of the partition Job (bash and coreutils; "
                                   "e.g. your ECR copy of an Ubuntu image), pinned by digest; the Job runs "
                                   "lifecycle/attach/make_partitions.sh in it as root.")
@@ -73,10 +69,10 @@ def attach_errors(cfg: PlatformConfig) -> list[str]:
     lustre = cfg.storage.lustre.existing
     if existing is None:
         if lustre is not None and lustre.data_bucket is None and cfg.studio.enabled:
-            return ["storage.lustre.existing.data_bucket: not set on a platform that builds its own cluster; its Studio "
+            return [("storage.lustre.existing.data_bucket: not set on a platform that builds its own cluster; its Studio "
                     "partitions are made through the file system's S3 link. Without one, partitions are made by "
                     "`make attach`, in attach mode only (cluster.existing). Allowed: the bucket the file system's data "
-                    "repository association links, or studio.enabled: false"]
+                    "repository association links, or studio.enabled: false")]
         return []
     errors: list[str] = []
     add = errors.append
@@ -138,8 +134,8 @@ def attach_errors(cfg: PlatformConfig) -> list[str]:
         "observability.grafana.enabled": (cfg.observability.grafana.enabled,
                                           "it lives in the observability stack, which attach mode does not deploy"),
         "eks.task_governance.teams": (bool(cfg.eks.task_governance.teams) and cfg.orchestrator == "eks",
-                                      "team namespaces, quotas and role bindings are made by the platform's own "
-                                      "cluster stack"),
+                                      ("team namespaces, quotas and role bindings are made by the platform's own "
+                                      "cluster stack")),
     }
     for key, (on, why) in refused.items():
         if on:

@@ -79,6 +79,15 @@ def problems(chart_dir: Path) -> list[str]:
     return found
 
 
+def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    """A regular file's bytes (extractfile answers None only for other kinds of member)."""
+    extracted = tar.extractfile(member)
+    if extracted is None:
+        raise ValueError(f"{member.name} in the chart archive is not a regular file")
+    return extracted.read()
+
+
+
 def _stale_copy(chart_dir: Path, archive: str) -> list[str]:
     """Helm loads both charts/<name>/ and charts/<name>-<version>.tgz and keeps one of them for the dependency
     <name>; they must not differ. (Upstream commits a stale health-monitoring-agent archive next to its
@@ -87,15 +96,15 @@ def _stale_copy(chart_dir: Path, archive: str) -> list[str]:
     if not (directory / "Chart.yaml").is_file():
         return []
     with tarfile.open(chart_dir / archive) as tar:
-        packed = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers()
+        packed = {m.name.split("/", 1)[1]: _member_bytes(tar, m) for m in tar.getmembers()
                   if m.isfile() and "/" in m.name and "/charts/" not in f"/{m.name.split('/', 1)[1]}"}
     own = {p.relative_to(directory).as_posix(): p.read_bytes() for p in directory.rglob("*")
            if p.is_file() and not p.relative_to(directory).as_posix().startswith("charts/")}
     differing = sorted(name for name in set(packed) & set(own) if packed[name] != own[name])
     missing = sorted(name for name in own if name not in packed and not name.startswith("."))
     if differing or missing:
-        return [f"{archive} differs from {directory.relative_to(chart_dir).as_posix()}/ "
-                f"({', '.join((differing + missing)[:3])}); Helm would deploy either copy"]
+        return [(f"{archive} differs from {directory.relative_to(chart_dir).as_posix()}/ "
+                f"({', '.join((differing + missing)[:3])}); Helm would deploy either copy")]
     return []
 
 
@@ -106,15 +115,15 @@ def chart_directory(config: PlatformConfig, *, allow_stand_in: bool = False) -> 
     chart_dir = Path(path) if Path(path).is_absolute() else ROOT / path
     if not (chart_dir / "Chart.yaml").is_file():
         raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
-            f"eks.hyperpod_dependencies.chart_dir: {path!r} holds no Chart.yaml; "
+            (f"eks.hyperpod_dependencies.chart_dir: {path!r} holds no Chart.yaml; "
             "the HyperPod dependency chart is not committed: run `make hyperpod-chart` to fetch the pinned revision "
-            "(needs network access to github.com), or point chart_dir at a copy of it"])
+            "(needs network access to github.com), or point chart_dir at a copy of it")])
     found = problems(chart_dir)
     if found and not allow_stand_in:
         pinned = pin()
         raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
-            f"eks.hyperpod_dependencies.chart_dir: {path!r} is not the pinned HyperPod chart ({pinned['repository']} "
-            f"{pinned['path']} at {pinned['commit']}): {'; '.join(found)}; run `make hyperpod-chart`"])
+            (f"eks.hyperpod_dependencies.chart_dir: {path!r} is not the pinned HyperPod chart ({pinned['repository']} "
+            f"{pinned['path']} at {pinned['commit']}): {'; '.join(found)}; run `make hyperpod-chart`")])
     return chart_dir
 
 

@@ -6,7 +6,7 @@ strategy on continuous clusters, the pinned Docker build."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, StrictBool
 
@@ -70,9 +70,9 @@ class InstanceGroup(Strict):
                     "with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json). InstanceConnectivity tests "
                     "the network between the group's instances and needs instance_count of at least 2 (AWS's deep "
                     "health check pages).")
-    training_plan_arn: Optional[TrainingPlanArn] = Field(
+    training_plan_arn: TrainingPlanArn | None = Field(
         None, description="A SageMaker training plan (reserved capacity) the group runs on.")
-    az_id: Optional[AzId] = Field(
+    az_id: AzId | None = Field(
         None, description="Place this group in another configured AZ (OverrideVpcConfig); default: the first.")
     partitions: list[PartitionName] = Field(
         default=[], max_length=1,
@@ -110,7 +110,7 @@ class ContainerRuntime(Strict):
 class Cluster(Strict):
     """The HyperPod cluster: its instance groups and, on Slurm, the features for departments; or, with `existing`,
     a cluster this platform did not build (attach mode: only Studio is built, docs/attach.md)."""
-    existing: Optional[ExistingCluster] = Field(
+    existing: ExistingCluster | None = Field(
         None, description="Attach mode: the HyperPod cluster to put Studio in front of. The platform then builds no "
                           "cluster, network or file system (network.existing and storage.lustre.existing name "
                           "them), ignores instance_groups, and deploy, update and `make destroy` never touch the "
@@ -120,7 +120,7 @@ class Cluster(Strict):
         "Automatic", description="Automatic: HyperPod replaces a node that fails its health checks.")
     # Continuous clusters "support only the Merge behavior and reject requests that set SlurmConfigStrategy"
     # (SLURM_MIGRATION_PAGE), so setting it there is refused.
-    slurm_config_strategy: Optional[Literal["Managed", "Overwrite", "Merge"]] = Field(
+    slurm_config_strategy: Literal["Managed", "Overwrite", "Merge"] | None = Field(
         None, description="Slurm only: Orchestrator.Slurm.SlurmConfigStrategy, HyperPod's native Slurm configuration. "
                           "Unset sends Managed, except with node_provisioning_mode: Continuous, whose clusters "
                           "\"support only the Merge behavior and reject requests that set SlurmConfigStrategy\" "
@@ -132,7 +132,7 @@ class Cluster(Strict):
     container_runtime: ContainerRuntime = Field(ContainerRuntime(), description="Docker, enroot and pyxis.")
     accounting: Accounting = Field(Accounting(), description="Slurm accounting for departments (Slurm only).")
     login_access: LoginAccess = Field(LoginAccess(), description="How people reach the login group (Slurm only).")
-    budget: Optional[ClusterBudget] = Field(
+    budget: ClusterBudget | None = Field(
         None, description="An AWS Budgets monthly cost budget over everything tagged hyperpod-platform=<name>, and per "
                           "department with departments' monthly_budget_usd; alerts on actual spend.")
     pam_slurm_adopt: StrictBool = Field(
@@ -174,11 +174,11 @@ class Cluster(Strict):
                       deep_health_checks=["InstanceStress"], partitions=["gpu"]),
     ], min_length=1, description="The cluster's instance groups.")
 
-    def node_provisioning_mode_sent(self) -> Optional[str]:
+    def node_provisioning_mode_sent(self) -> str | None:
         """What NodeProvisioningMode carries: Continuous, or nothing for Standard (the API's only value is Continuous)."""
         return self.node_provisioning_mode if self.node_provisioning_mode == "Continuous" else None
 
-    def slurm_config_strategy_sent(self) -> Optional[str]:
+    def slurm_config_strategy_sent(self) -> str | None:
         """What Orchestrator.Slurm.SlurmConfigStrategy carries: nothing on a continuous cluster, else the setting
         (Managed when unset)."""
         if self.node_provisioning_mode == "Continuous":
@@ -250,10 +250,10 @@ def _controller_count_errors(cfg: PlatformConfig, path: str, count: int) -> list
     if count < 1:
         return [f"{path}.instance_count: {count} for the controller group; allowed: {allowed}"]
     if cfg.cluster.accounting.database != "managed":
-        return [f"{path}.instance_count: {count} for the controller group with cluster.accounting.database: "
+        return [(f"{path}.instance_count: {count} for the controller group with cluster.accounting.database: "
                 f"{cfg.cluster.accounting.database!r}; allowed: {allowed}. Backup controllers take over from the "
                 "primary, so Slurm accounting must live outside the controllers (an external database, which HyperPod "
-                f"attaches to continuous clusters only: {EXTERNAL_ACCOUNTING_PAGE}; {MULTIHEAD_PAGE})"]
+                f"attaches to continuous clusters only: {EXTERNAL_ACCOUNTING_PAGE}; {MULTIHEAD_PAGE})")]
     return []
 
 

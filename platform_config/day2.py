@@ -94,13 +94,13 @@ def check_day2(deployed: dict[str, Any], config: PlatformConfig | dict[str, Any]
         changed("network.vpc_cidr", old_net.get("vpc_cidr"), new_net["vpc_cidr"],
                 "AWS::EC2::VPC CidrBlock is create-only: a new VPC, and with it new subnets, a new FSx file system "
                 "(the old one retained but orphaned, its data unreachable by the cluster) and a new cluster")
-        for index, (old_az, new_az) in enumerate(zip(old_net.get("az_ids", []), new_net["az_ids"])):
+        for index, (old_az, new_az) in enumerate(zip(old_net.get("az_ids", []), new_net["az_ids"], strict=False)):
             changed(f"network.az_ids[{index}]", old_az, new_az,
                     "AWS::EC2::Subnet AvailabilityZoneId is create-only: the subnet is replaced"
                     + (", and the FSx file system in it (SubnetIds is create-only)" if index == 0 else ""),
                     fix="append new AZ IDs (and CIDRs) at the end instead")
         for index, (old_cidr, new_cidr) in enumerate(zip(old_net.get("private_subnet_cidrs", []),
-                                                         new_net["private_subnet_cidrs"])):
+                                                         new_net["private_subnet_cidrs"], strict=False)):
             changed(f"network.private_subnet_cidrs[{index}]", old_cidr, new_cidr,
                     "AWS::EC2::Subnet CidrBlock is create-only: the subnet is replaced"
                     + (", and the FSx file system in it (SubnetIds is create-only)" if index == 0 else ""),

@@ -3,7 +3,7 @@ SSSD, over encrypted connections only; with the rules on URIs, required keys, th
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, StrictBool
 
@@ -51,17 +51,17 @@ class Directory(Strict):
         description="Required when enabled: ldaps://host[:port] URIs, or ldap:// with start_tls: true; plaintext LDAP "
                     "is refused.")
     start_tls: StrictBool = Field(False, description="StartTLS on ldap:// URIs (refused with ldaps://).")
-    search_base: Optional[DistinguishedName] = Field(
+    search_base: DistinguishedName | None = Field(
         None, description="Required when enabled: where users and groups are searched, e.g. dc=example,dc=org.")
-    bind_dn: Optional[DistinguishedName] = Field(None, description="Required when enabled: the account SSSD binds as.")
-    bind_password_secret_arn: Optional[SecretArn] = Field(
+    bind_dn: DistinguishedName | None = Field(None, description="Required when enabled: the account SSSD binds as.")
+    bind_password_secret_arn: SecretArn | None = Field(
         None, description="Required when enabled: the complete ARN (with the 6-character suffix) of a Secrets Manager "
                           "secret whose SecretString is the bind password. Every node role may GetSecretValue on "
                           "exactly this ARN.")
-    bind_password_kms_key_arn: Optional[KmsKeyArn] = Field(
+    bind_password_kms_key_arn: KmsKeyArn | None = Field(
         None, description="The secret's customer managed key, if any: nodes may kms:Decrypt with it only through "
                           "Secrets Manager; same region as the secret.")
-    ca_certificate: Optional[RepoPath] = Field(
+    ca_certificate: RepoPath | None = Field(
         None, description="Required when enabled: a PEM file of CA certificates (nothing else) relative to the "
                           "repository root, e.g. config/directory-ca.pem; shipped with the lifecycle scripts and "
                           "checked by sha256 on the node; sssd demands server certificates it signed.")
@@ -90,8 +90,8 @@ def directory_errors(cfg: PlatformConfig) -> list[str]:
     if not directory.enabled:
         return []
     if cfg.orchestrator != "slurm":
-        return [f"{path}.enabled: true with orchestrator {cfg.orchestrator!r}; SSSD on the nodes is for Slurm "
-                "clusters only (EKS pods bring their users in their images): set it to false"]
+        return [(f"{path}.enabled: true with orchestrator {cfg.orchestrator!r}; SSSD on the nodes is for Slurm "
+                "clusters only (EKS pods bring their users in their images): set it to false")]
     errors: list[str] = []
     add = errors.append
     if not directory.uris:
@@ -109,9 +109,9 @@ def directory_errors(cfg: PlatformConfig) -> list[str]:
     if not directory.access_groups:
         add(f"{path}.access_groups: [] with the directory enabled; name the directory groups whose members may log "
             "in (everyone else in the directory is refused)")
-    arn, key = directory.bind_password_secret_arn, directory.bind_password_kms_key_arn
-    if arn and key and arn.split(":")[3] != key.split(":")[3]:
-        add(f"{path}.bind_password_kms_key_arn: {key!r} is in region {key.split(':')[3]}, the secret in "
+    arn, kms_key = directory.bind_password_secret_arn, directory.bind_password_kms_key_arn
+    if arn and kms_key and arn.split(":")[3] != kms_key.split(":")[3]:
+        add(f"{path}.bind_password_kms_key_arn: {kms_key!r} is in region {kms_key.split(':')[3]}, the secret in "
             f"{arn.split(':')[3]}; a secret is encrypted with a key of its own region")
     if directory.ca_certificate is not None:
         problem = ca_certificate_problem(directory.ca_certificate)
@@ -149,4 +149,7 @@ def ca_certificate_problem(relative: str) -> str | None:
 
 
 def ca_certificate_bytes(cfg: PlatformConfig) -> bytes:
-    return (REPO_ROOT / cfg.cluster.directory.ca_certificate).read_bytes()
+    certificate = cfg.cluster.directory.ca_certificate
+    if certificate is None:
+        raise ValueError("cluster.directory.ca_certificate is not set")
+    return (REPO_ROOT / certificate).read_bytes()

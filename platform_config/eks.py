@@ -83,7 +83,7 @@ HYPERPOD_EKS_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hy
 # copies stop at 1.32 or 1.33).
 HYPERPOD_KUBERNETES = frozenset({"1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34"})
 HYPERPOD_CLI = "aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea"
-MIGRATION_SCRIPT = (f"the version AWS installs on HyperPod clusters (aws/sagemaker-hyperpod-cli@011ca927123e02b35a399935bbb3ab1905fe33c7 "
+MIGRATION_SCRIPT = ("the version AWS installs on HyperPod clusters (aws/sagemaker-hyperpod-cli@011ca927123e02b35a399935bbb3ab1905fe33c7 "
                     "helm_chart/HyperPodHelmChart/charts/inference-operator/migration/helm_to_addon.sh)")
 
 
@@ -134,7 +134,7 @@ ADDON_NAMES = {"vpc_cni": "vpc-cni", "kube_proxy": "kube-proxy", "coredns": "cor
                "pod_identity_agent": "eks-pod-identity-agent", "fsx_csi_driver": "aws-fsx-csi-driver",
                "cert_manager": "cert-manager", "training_operator": "amazon-sagemaker-hyperpod-training-operator",
                "task_governance": "amazon-sagemaker-hyperpod-taskgovernance"}
-OptionalAddonVersion = Optional[AddonVersion]
+OptionalAddonVersion = Optional[AddonVersion]  # noqa: UP045 - an Annotated alias: `| None` cannot follow it
 _UNPINNED = " Unset: EKS's default version for eks.kubernetes_version (make preflight shows which)."
 
 
@@ -213,7 +213,7 @@ class Eks(Strict):
         True, description="The HyperPod training operator add-on (runs HyperPodPyTorchJobs, elastic scaling) with its "
                           "pod identity.")
     task_governance: TaskGovernance = Field(TaskGovernance(), description="Task governance.")
-    training_image: Optional[PinnedImage] = Field(
+    training_image: PinnedImage | None = Field(
         None, description="The training image of the example jobs: examples/finetune/Dockerfile built and pushed to "
                           "your registry (it holds hyperpod-elastic-agent, train_elastic.py and the fine-tuning "
                           "workflow). tools/render_examples.py writes it into every job of examples/elastic-jobs.yaml "

@@ -6,7 +6,8 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
-from typing import Annotated, Iterable
+from typing import Annotated
+from collections.abc import Callable, Iterable
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
@@ -14,6 +15,18 @@ from platform_config.facts import CLUSTER_INSTANCE_TYPES
 
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
                       2922, 3288, 3653)
+
+
+class Check:
+    """A field check that says what it allows: the configuration reference (tools/config_reference.py) shows
+    `allowed`, and config/schema.json carries `json_pattern` where there is one (platform_config/model.py), so editors
+    flag a value as it is typed."""
+
+    def __init__(self, check: Callable[[str], str], allowed: str, json_pattern: str | None = None) -> None:
+        self.check, self.allowed, self.json_pattern = check, allowed, json_pattern
+
+    def __call__(self, value: str) -> str:
+        return self.check(value)
 
 
 def pattern(regex: str, allowed: str):
@@ -25,9 +38,7 @@ def pattern(regex: str, allowed: str):
         if not compiled.fullmatch(value):
             raise ValueError(f"must be {allowed}")
         return value
-    check.allowed = allowed
-    check.json_pattern = f"^(?:{regex})$"  # config/schema.json carries it, so editors flag the value as it is typed
-    return AfterValidator(check)
+    return AfterValidator(Check(check, allowed, json_pattern=f"^(?:{regex})$"))
 
 
 def api_string(regex: str, max_length: int, allowed: str) -> tuple:
@@ -39,12 +50,11 @@ def api_string(regex: str, max_length: int, allowed: str) -> tuple:
         if not compiled.fullmatch(value) or len(value) > max_length:
             raise ValueError(f"must be {allowed}")
         return value
-    check.allowed = allowed
-    return (AfterValidator(check),
+    return (AfterValidator(Check(check, allowed)),
             WithJsonSchema({"type": "string", "pattern": f"^{regex}$", "minLength": 1, "maxLength": max_length}))
 
 
-def _cidr(value: str) -> str:
+def _cidr_block(value: str) -> str:
     try:
         network = ipaddress.ip_network(value, strict=True)
     except ValueError:
@@ -54,10 +64,10 @@ def _cidr(value: str) -> str:
     return value
 
 
-_cidr.allowed = "an IPv4 CIDR block with no host bits set, e.g. 10.0.0.0/16"
 # The shape of an IPv4 CIDR for editors (config/schema.json); host bits are checked at synth only.
 _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-_cidr.json_pattern = rf"^{_OCTET}(\.{_OCTET}){{3}}/(3[0-2]|[12]?[0-9])$"
+_cidr = Check(_cidr_block, "an IPv4 CIDR block with no host bits set, e.g. 10.0.0.0/16",
+              json_pattern=rf"^{_OCTET}(\.{_OCTET}){{3}}/(3[0-2]|[12]?[0-9])$")
 
 
 # Patterns and lengths of the SageMaker CreateCluster API (botocore's service model: ClusterName,
@@ -69,7 +79,7 @@ GroupName = Annotated[str, *api_string(_HYPHENATED, 63, "1-63 letters, digits an
                                                          "with a letter or digit")]
 
 
-def did_you_mean(value: str, choices: "Iterable[str]") -> str:
+def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """' did you mean 'x'?' (or ' did you mean one of 'x', 'y'?') for the choices closest to a misspelt value; ''
     when none is close."""
     close = difflib.get_close_matches(value, list(choices), n=3, cutoff=0.75)
@@ -79,17 +89,19 @@ def did_you_mean(value: str, choices: "Iterable[str]") -> str:
         f" did you mean one of {', '.join(repr(c) for c in close)}?"
 
 
+_INSTANCE_TYPE_ALLOWED = ("one of the types CreateCluster accepts (config/facts/cluster_instance_types.json, "
+                          "from botocore's ClusterInstanceType), such as ml.g5.8xlarge")
+
+
 def _cluster_instance_type(value: str) -> str:
     if value in CLUSTER_INSTANCE_TYPES:
         return value
     hint = did_you_mean(value, CLUSTER_INSTANCE_TYPES)
     raise ValueError(f"not an instance type HyperPod clusters accept;{hint} allowed: "
-                     f"{_cluster_instance_type.allowed}")
+                     f"{_INSTANCE_TYPE_ALLOWED}")
 
 
-_cluster_instance_type.allowed = ("one of the types CreateCluster accepts (config/facts/cluster_instance_types.json, "
-                                  "from botocore's ClusterInstanceType), such as ml.g5.8xlarge")
-InstanceType = Annotated[str, AfterValidator(_cluster_instance_type),
+InstanceType = Annotated[str, AfterValidator(Check(_cluster_instance_type, _INSTANCE_TYPE_ALLOWED)),
                          WithJsonSchema({"type": "string", "enum": list(CLUSTER_INSTANCE_TYPES)})]
 AzId = Annotated[str, pattern(r"[a-z]{2,}[0-9]+-az[0-9]{1,2}", "an AZ ID such as use1-az4 (not an AZ name)")]
 Cidr = Annotated[str, AfterValidator(_cidr)]
@@ -132,9 +144,9 @@ def _pinned_image(value: str) -> str:
     return value
 
 
-_pinned_image.allowed = "a container image pinned by a tag other than latest (repo:1.2.3) or a digest (repo@sha256:...)"
 # A container image reference that cannot drift: a tag other than `latest`, or a digest.
-PinnedImage = Annotated[str, AfterValidator(_pinned_image)]
+PinnedImage = Annotated[str, AfterValidator(Check(_pinned_image, "a container image pinned by a tag other than latest "
+                                                                 "(repo:1.2.3) or a digest (repo@sha256:...)"))]
 
 
 def _resource_id(prefix: str):

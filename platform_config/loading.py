@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -24,7 +25,13 @@ class StrictYamlLoader(yaml.SafeLoader):
     """SafeLoader that knows only `true`/`false` as booleans and rejects duplicate keys."""
 
 
-class FastStrictYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+if TYPE_CHECKING:
+    _LibyamlSafeLoader = yaml.SafeLoader
+else:  # libyaml's loader when PyYAML was built with it
+    _LibyamlSafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class FastStrictYamlLoader(_LibyamlSafeLoader):
     """The same on libyaml's parser when PyYAML has it: a thousand users parse in 0.03 s instead of 0.2 s. Its errors
     do not quote the offending line, so a file it refuses is read again by `StrictYamlLoader` for the message."""
 
@@ -61,7 +68,7 @@ def _allowed_keys(loc: tuple) -> list[str]:
     return list(model.model_fields)
 
 
-def format_pydantic_error(err: dict[str, Any]) -> str:
+def format_pydantic_error(err: Mapping[str, Any]) -> str:
     loc = list(err["loc"])
     is_key = loc[-1:] == ["[key]"]  # a bad mapping key: report the mapping's path
     if is_key:
@@ -113,9 +120,9 @@ class _Override:
                 self.parts.append(match[1])
                 self.parts += [int(i) for i in re.findall(r"\d+", match[2])]
             else:
-                raise ConfigError("-c", [f"{key}: not a config key path (from -c {key}=...) — allowed: keys joined "
+                raise ConfigError("-c", [(f"{key}: not a config key path (from -c {key}=...) — allowed: keys joined "
                                          "by '.', list entries as [N], e.g. -c cluster.instance_groups[2]."
-                                         "instance_count=4"])
+                                         "instance_count=4")])
         self.path = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p)
                             for i, p in enumerate(self.parts))
 
@@ -131,17 +138,17 @@ class _Override:
 
     def apply(self, data: dict) -> None:
         node: Any = data
-        for depth, (part, following) in enumerate(zip(self.parts, [*self.parts[1:], None])):
+        for depth, (part, following) in enumerate(zip(self.parts, [*self.parts[1:], None], strict=True)):
             last = following is None
             if isinstance(part, int):
                 if not isinstance(node, list) or part >= len(node):
                     have = f"{len(node)} entries" if isinstance(node, list) else "no list"
                     where = self.path[:self.path.rindex("[")] if "[" in self.path else self.path
-                    raise ConfigError("-c", [f"{self.path}: {self.raw!r} (from -c {self.key}=...) — the config has "
-                                             f"{have} at {where}; an override can change an entry, not add one"])
+                    raise ConfigError("-c", [(f"{self.path}: {self.raw!r} (from -c {self.key}=...) — the config has "
+                                             f"{have} at {where}; an override can change an entry, not add one")])
             elif not isinstance(node, dict):
-                raise ConfigError("-c", [f"{self.path}: {self.raw!r} (from -c {self.key}=...) — "
-                                         f"{'.'.join(map(str, self.parts[:depth])) or 'the config'} is not a mapping"])
+                raise ConfigError("-c", [(f"{self.path}: {self.raw!r} (from -c {self.key}=...) — "
+                                         f"{'.'.join(map(str, self.parts[:depth])) or 'the config'} is not a mapping")])
             if last:
                 node[part] = self.value()
             else:
@@ -182,8 +189,8 @@ def read_yaml(path: Path, text: str) -> Any:
             raise ConfigError(str(path), ["YAML: " + str(exc).replace("\n", "\n    ")]) from None
 
 
-def load_config(path: str | Path = DEFAULT_CONFIG_PATH, overrides: Optional[dict[str, Any]] = None,
-                notices: Optional[list[str]] = None) -> PlatformConfig:
+def load_config(path: str | Path = DEFAULT_CONFIG_PATH, overrides: dict[str, Any] | None = None,
+                notices: list[str] | None = None) -> PlatformConfig:
     """Read a YAML file, apply `-c key.path=value` overrides (which win over the file) and validate. An error caused by
     an override names it (`(from -c key=value)`). What the user should know but is no error (an empty file) is
     appended to `notices`."""
@@ -207,8 +214,8 @@ def load_config(path: str | Path = DEFAULT_CONFIG_PATH, overrides: Optional[dict
             raise
         named = []
         for line in error.errors:
-            override = next((o for o in applied if o.names(line)), None)
-            named.append(f"{line} (from -c {override.key}={override.raw})" if override else line)
+            culprit = next((o for o in applied if o.names(line)), None)
+            named.append(f"{line} (from -c {culprit.key}={culprit.raw})" if culprit else line)
         origin = f"{path} with -c " + ", ".join(f"{o.key}={o.raw}" for o in applied)
         raise ConfigError(origin, named) from None
     if notices is not None:

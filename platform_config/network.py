@@ -4,7 +4,7 @@ the cluster's."""
 from __future__ import annotations
 
 import ipaddress
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, StrictBool
 
@@ -41,7 +41,7 @@ class ExistingNetwork(Strict):
     control_plane_subnets: list[ExistingSubnet] = Field(
         [], description="EKS only: subnets in at least two AZs for the EKS control plane's network interfaces (instead "
                         "of eks.control_plane_subnets).")
-    studio_subnet: Optional[ExistingSubnet] = Field(
+    studio_subnet: ExistingSubnet | None = Field(
         None, description="Studio's own subnet (the VpcOnly domain), not one of private_subnets. Required with Studio "
                           "and root squash on a Slurm platform with a platform-owned FSx: the cluster's subnets keep "
                           "root on FSx, so Studio must not share them.")
@@ -60,7 +60,7 @@ class Network(Strict):
         default=["10.0.64.0/18"], min_length=1, max_length=6,
         description="One private subnet CIDR per AZ ID, inside vpc_cidr, not overlapping. Size them for EFA: each EFA "
                     "interface takes an IP.")
-    studio_subnet_cidr: Optional[Cidr] = Field(
+    studio_subnet_cidr: Cidr | None = Field(
         "10.0.4.0/22", description="Studio's own subnet (in the first AZ, beside FSx), inside vpc_cidr, not "
                                    "overlapping, so its addresses are not the cluster's: the cluster's subnets keep "
                                    "root on FSx (storage.lustre.root_squash). null puts Studio in the first private "
@@ -76,7 +76,7 @@ class Network(Strict):
     allow_http_egress: StrictBool = Field(
         True, description="Allow TCP 80 out from the nodes: HyperPod's Ubuntu images read apt mirrors over plain HTTP. "
                           "Turn off where a proxy or mirror serves HTTPS.")
-    existing: Optional[ExistingNetwork] = Field(
+    existing: ExistingNetwork | None = Field(
         None, description="Bring your own VPC, subnets and security group instead of the network stack.")
 
 
@@ -127,7 +127,7 @@ def network_errors(cfg: PlatformConfig) -> list[str]:
     if len(net.private_subnet_cidrs) != len(net.az_ids):
         errors.append(f"network.private_subnet_cidrs: {len(net.private_subnet_cidrs)} CIDR(s) for "
                       f"{len(net.az_ids)} AZ ID(s); give exactly one private subnet CIDR per AZ ID")
-    vpc = ipaddress.ip_network(net.vpc_cidr)
+    vpc = ipaddress.IPv4Network(net.vpc_cidr)
     if not 16 <= vpc.prefixlen <= 28:
         errors.append(f"network.vpc_cidr: {net.vpc_cidr!r}; VPC CIDRs must be between /16 and /28")
     subnets = [("network.public_subnet_cidr", net.public_subnet_cidr)] + \
@@ -137,7 +137,7 @@ def network_errors(cfg: PlatformConfig) -> list[str]:
     if net.studio_subnet_cidr:
         subnets.append(("network.studio_subnet_cidr", net.studio_subnet_cidr))
     for path, cidr in subnets:
-        if not ipaddress.ip_network(cidr).subnet_of(vpc):
+        if not ipaddress.IPv4Network(cidr).subnet_of(vpc):
             errors.append(f"{path}: {cidr!r} is not inside network.vpc_cidr {net.vpc_cidr!r}")
     for a in range(len(subnets)):
         for b in range(a + 1, len(subnets)):

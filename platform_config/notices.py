@@ -14,7 +14,7 @@ SLURM_ONLY_CLUSTER_KEYS = ("slurm_config_strategy", "slurm_auto_resume", "contai
                            "login_access", "pam_slurm_adopt", "directory", "controller_ssh")
 
 
-def unused_on_eks(cfg: "PlatformConfig") -> list[str]:
+def unused_on_eks(cfg: PlatformConfig) -> list[str]:
     """On EKS: head-node groups (only compute groups become HyperPod instance groups, stacks/eks_cluster_stack.py),
     Slurm partitions, and every Slurm-only cluster key set to something other than its default."""
     if cfg.orchestrator != "eks" or cfg.cluster.existing is not None:

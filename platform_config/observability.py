@@ -5,7 +5,7 @@ packages each node needs."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, StrictBool
 
@@ -101,7 +101,7 @@ class Grafana(Strict):
                         "group here.")
     admin_group_ids: list[SsoGroupId] = Field(
         [], description="IAM Identity Center groups given Grafana's Admin role (AWS_SSO only).")
-    saml: Optional[GrafanaSaml] = Field(None, description="With authentication_provider SAML only.")
+    saml: GrafanaSaml | None = Field(None, description="With authentication_provider SAML only.")
 
 
 class Observability(Strict):

@@ -4,7 +4,8 @@ run, so every problem is reported at once. Rules about one section live beside i
 together are here, above the list."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from pydantic import BaseModel
 

@@ -3,11 +3,11 @@ you bring, the data bucket's encryption, and where checkpoints go; with the rule
 the checkpoint directory's export to S3."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, Field, StrictBool
 
-from platform_config.fields import AbsolutePath, Strict, pattern
+from platform_config.fields import AbsolutePath, Check, Strict, pattern
 
 if TYPE_CHECKING:
     from platform_config.model import PlatformConfig
@@ -17,7 +17,7 @@ class LustreMetadata(Strict):
     """The file system's metadata performance."""
     mode: Literal["AUTOMATIC", "USER_PROVISIONED"] = Field(
         "AUTOMATIC", description="AUTOMATIC: FSx scales metadata IOPS with capacity; USER_PROVISIONED needs iops.")
-    iops: Optional[int] = Field(
+    iops: int | None = Field(
         None, description="Provisioned metadata IOPS, with mode USER_PROVISIONED only: 1500, 3000, 6000 or a multiple "
                           "of 12000 up to 192000.")
 
@@ -49,7 +49,7 @@ class ExistingLustre(Strict):
         Field(description="The file system's DNS name.")
     mount_name: Annotated[str, pattern(r"[a-z0-9]{8}|fsx", "the file system's LustreConfiguration.MountName")] = \
         Field(description="The file system's mount name (LustreConfiguration.MountName).")
-    data_bucket: Optional[Annotated[str, pattern(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", "an S3 bucket name")]] = Field(
+    data_bucket: Annotated[str, pattern(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", "an S3 bucket name")] | None = Field(
         None, description="The bucket the file system's data repository association links at storage.lustre."
                           "data_repository, through which Studio partitions are created (an S3 directory marker "
                           "imported by FSx). Unset (attach mode only, cluster.existing): the file system has no S3 link "
@@ -66,8 +66,6 @@ def _squash_id(value: str) -> str:
     return value
 
 
-_squash_id.allowed = "'UID:GID', each from 1 to 4294967294"
-
 
 class RootSquash(Strict):
     """FSx root squash on the platform's own file system (set by a custom resource, constructs/fsx_root_squash.py):
@@ -77,7 +75,7 @@ class RootSquash(Strict):
         True, description="Root on a client acts as squash_to on the platform's file system. Slurm: the cluster's "
                           "private subnets are exempt; EKS: nothing is. false sets 0:0 (off). Not applied to a file "
                           "system you bring (docs/security.md).")
-    squash_to: Annotated[str, AfterValidator(_squash_id)] = Field(
+    squash_to: Annotated[str, AfterValidator(Check(_squash_id, "'UID:GID', each from 1 to 4294967294"))] = Field(
         "65534:65534", description="The UID:GID root on a client becomes (65534:65534 is nobody:nogroup).")
 
 
@@ -101,7 +99,7 @@ class Lustre(Strict):
                               "API-driven way) and on_init_complete.sh waits for it; lifecycle: on_init_complete.sh "
                               "mounts it and writes fstab.")
     data_repository: DataRepository = Field(DataRepository(), description="The link to the data bucket.")
-    existing: Optional[ExistingLustre] = Field(
+    existing: ExistingLustre | None = Field(
         None, description="Bring your own file system in the cluster's VPC. No FSx, association or data bucket is "
                           "created; a security group of the platform's (Lustre from the cluster and Studio) is "
                           "attached to the file system's network interfaces by a custom resource and detached on "
@@ -121,14 +119,14 @@ class Storage(Strict):
     """The file system, the data bucket and where checkpoints go."""
     lustre: Lustre = Field(Lustre(), description="FSx for Lustre.")
     data_bucket: DataBucket = Field(DataBucket(), description="The data bucket.")
-    checkpoint_dir: Optional[AbsolutePath] = Field(
+    checkpoint_dir: AbsolutePath | None = Field(
         None, description="Where jobs write checkpoints, relative to lustre.mount_path; unset: "
                           "<data_repository.file_system_path>/checkpoints. It must lie inside "
                           "lustre.data_repository.file_system_path (with NEW and CHANGED exported), so the association "
                           "exports checkpoints to S3: FSx cannot back up a file system linked to S3, so the export is "
                           "what makes them durable. Nodes create it (root's, 0755) with a directory of each user's own "
                           "inside (<checkpoint_dir>/<user>, 0700).")
-    checkpoint_gib: Optional[int] = Field(
+    checkpoint_gib: int | None = Field(
         default=None, ge=1, le=1_000_000,
         description="Size of one checkpoint of the models you train: the synth summary prints its write and read time.")
     checkpoint_budget_minutes: int = Field(
@@ -151,7 +149,7 @@ def lustre_errors(cfg: PlatformConfig) -> list[str]:
                 "or a multiple of 12000 up to 192000")
     elif md.iops is not None:
         add(f"storage.lustre.metadata.iops: {md.iops} with mode AUTOMATIC; remove it or set mode: USER_PROVISIONED")
-    if lustre.mount_path in ("/", "/home", "/opt", "/var", "/tmp", "/usr", "/etc"):
+    if lustre.mount_path in ("/", "/home", "/opt", "/var", "/tmp", "/usr", "/etc"):  # noqa: S108 - refused paths
         add(f"storage.lustre.mount_path: {lustre.mount_path!r} would hide a system directory; use e.g. /fsx")
     return errors
 
@@ -169,7 +167,7 @@ HOME_ROOT = "/home"
 ENROOT_CACHE_ROOT = "/.hyperpod-platform/enroot-cache"
 
 
-def private_fsx_roots(storage: Storage, studio_partition_root: Optional[str]) -> list[str]:
+def private_fsx_roots(storage: Storage, studio_partition_root: str | None) -> list[str]:
     """Every FSx directory whose entries are users' private directories (studio_partition_root: Studio's, when
     Studio is on)."""
     roots = [HOME_ROOT, checkpoint_dir(storage).rstrip("/"), ENROOT_CACHE_ROOT]
@@ -178,7 +176,7 @@ def private_fsx_roots(storage: Storage, studio_partition_root: Optional[str]) ->
     return roots
 
 
-def exported_prefix(repo: DataRepository, path: str) -> Optional[str]:
+def exported_prefix(repo: DataRepository, path: str) -> str | None:
     """The key prefix (ending in '/') of the data bucket that mirrors FSx directory PATH through the data repository
     association, or None when PATH is outside the linked directory."""
     linked = repo.file_system_path.rstrip("/")
@@ -196,12 +194,12 @@ def checkpoint_errors(cfg: PlatformConfig) -> list[str]:
     linked = repo.file_system_path.rstrip("/")
     ckpt = checkpoint_dir(storage).rstrip("/")
     if ".." in ckpt.split("/") or ckpt == linked or not ckpt.startswith(linked + "/"):
-        return [f"storage.checkpoint_dir: {storage.checkpoint_dir!r} is not inside "
+        return [(f"storage.checkpoint_dir: {storage.checkpoint_dir!r} is not inside "
                 f"storage.lustre.data_repository.file_system_path {repo.file_system_path!r}; nothing would export its "
-                f"checkpoints to S3. Allowed: a subdirectory of it, e.g. {linked}/checkpoints"]
+                f"checkpoints to S3. Allowed: a subdirectory of it, e.g. {linked}/checkpoints")]
     if not {"NEW", "CHANGED"} <= set(repo.auto_export):
-        return [f"storage.lustre.data_repository.auto_export: {list(repo.auto_export)} with storage.checkpoint_dir "
-                f"{checkpoint_dir(storage)!r}; checkpoints reach S3 only when NEW and CHANGED are exported"]
+        return [(f"storage.lustre.data_repository.auto_export: {list(repo.auto_export)} with storage.checkpoint_dir "
+                f"{checkpoint_dir(storage)!r}; checkpoints reach S3 only when NEW and CHANGED are exported")]
     return []
 
 

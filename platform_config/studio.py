@@ -3,7 +3,7 @@ partitions' root and group, and managed MLflow."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, StrictBool
 
@@ -58,7 +58,7 @@ class Studio(Strict):
         description="The group owning the shared partition; in shared mode every user's primary group in Studio.")
     mlflow: Mlflow = Field(Mlflow(), description="Managed MLflow.")
     tools: StudioTools = Field(StudioTools(), description="Tools installed in every space.")
-    shared_space_user: Optional[str] = Field(
+    shared_space_user: str | None = Field(
         None, description="Shared mode only: the user (a name from users) whose uid shared spaces run as, with the "
                           "shared gid; they then mount the shared partition at the cluster's path like private spaces. "
                           "Unset: shared spaces get the lifecycle configs but no FSx (a space several people use has "

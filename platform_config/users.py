@@ -2,7 +2,7 @@
 and ids, names Studio accepts, no system account's name and no id root is squashed to."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from pydantic import Field, StrictBool
 
@@ -23,7 +23,7 @@ class User(Strict):
                     "name's source).")
     uid: int = Field(ge=10000, le=4000000, description="The user's uid on every node and in Studio, unique; never "
                                                        "65534 or the root squash identity.")
-    gid: Optional[int] = Field(default=None, ge=1001, le=4000000,
+    gid: int | None = Field(default=None, ge=1001, le=4000000,
                                description="The user's primary gid; unset: the uid. Never 65534 or the root squash "
                                            "group.")
     sudo: StrictBool = Field(False, description="Passwordless sudo on every node.")

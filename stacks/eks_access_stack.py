@@ -2,7 +2,7 @@
 stack), and nothing waits for them: on their own, neither the control plane nor Studio waits for the other."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam

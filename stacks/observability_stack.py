@@ -3,7 +3,8 @@ Deployed last; it only reads the other stacks."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Optional, Sequence, Union
+from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
@@ -40,7 +41,7 @@ def platform_functions(stacks: Sequence[cdk.Stack]) -> list[tuple[str, lambda_.F
 
 class ObservabilityStack(cdk.Stack):
     def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, storage: StorageStack,
-                 cluster: Union[SlurmClusterStack, EksClusterStack], studio: Optional[StudioStack],
+                 cluster: SlurmClusterStack | EksClusterStack, studio: StudioStack | None,
                  other_stacks: Sequence[cdk.Stack] = (), **kwargs) -> None:
         """`other_stacks`: the platform's further stacks with Lambda functions to alarm on (the EKS stack's kubectl
         and add-on handlers); this stack is deployed after each of them."""
@@ -88,7 +89,7 @@ class ObservabilityStack(cdk.Stack):
         cdk.CfnOutput(self, "DashboardName", value=f"{config.name}-platform")
         cdk.CfnOutput(self, "ClusterLogGroup", value=self.observability.cluster_log_group)
 
-    def _cluster_id(self, cluster: Union[SlurmClusterStack, EksClusterStack]) -> str:
+    def _cluster_id(self, cluster: SlurmClusterStack | EksClusterStack) -> str:
         """The cluster's ID as an output of the cluster stack, read here with Fn::GetStackOutput. A plain
         cross-stack reference would carry the cluster ARN and split it here, an Fn::Split over Fn::GetStackOutput
         that cfn-lint (E1022) cannot type; the value and the deploy order are the same."""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
@@ -44,14 +44,14 @@ class Platform:
     Attach mode (cluster.existing): storage (lifecycle bucket, the Lustre access group on the existing file system),
            slurm-login (Slurm), studio, eks-access (EKS): no network, cluster, EKS or observability stack."""
     network: NetworkRefs
-    network_stack: Optional[NetworkStack]
+    network_stack: NetworkStack | None
     storage: StorageStack
-    cluster: Optional[Union[SlurmClusterStack, EksClusterStack]]
-    studio: Optional[StudioStack]
-    slurm_login: Optional[SlurmLoginStack] = None
-    eks: Optional[EksControlPlaneStack] = None
-    eks_access: Optional[EksAccessStack] = None
-    observability: Optional[ObservabilityStack] = None
+    cluster: SlurmClusterStack | EksClusterStack | None
+    studio: StudioStack | None
+    slurm_login: SlurmLoginStack | None = None
+    eks: EksControlPlaneStack | None = None
+    eks_access: EksAccessStack | None = None
+    observability: ObservabilityStack | None = None
 
     @property
     def stacks(self) -> list[cdk.Stack]:

@@ -16,7 +16,8 @@ from constructs.login_load_balancer import LoginLoadBalancer
 from constructs.mlflow_job_access import tracking_server_arn
 from constructs.node_parameters import SlurmNodeParameters
 from constructs.platform_refs import NetworkRefs, StorageRefs
-from constructs.platform_role_names import (cluster_execution_role_name, deploy_role_arn, slurm_job_role_name,
+from constructs.cdk_bootstrap_roles import cloudformation_execution_role_arn
+from constructs.platform_role_names import (cluster_execution_role_name, slurm_job_role_name,
                                            slurm_jwt_key_secret_name, slurm_token_issuer_role_name, upload_role_name)
 from constructs.session_run_as import SessionRunAsDocument
 from constructs.slurm_job_role import SlurmJobRole
@@ -106,7 +107,7 @@ class SlurmClusterStack(cdk.Stack):
         if self.jwt_key is not None:
             self.jwt_key.grant_write(self.hyperpod.controller_role)
             self.jwt_key.restrict(
-                writer_role_arn=self.hyperpod.controller_role.role_arn, deploy_role_arn=deploy_role_arn(self),
+                writer_role_arn=self.hyperpod.controller_role.role_arn, deploy_role_arn=cloudformation_execution_role_arn(self),
                 reader_role_arn=f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
                                 f"{slurm_token_issuer_role_name(config.name)}")
         directory = config.cluster.directory

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from constructs import Construct
-from constructs.platform_role_names import (cluster_execution_role_name, deploy_role_arn, role_arn,
+from constructs.cdk_bootstrap_roles import cloudformation_execution_role_arn
+from constructs.platform_role_names import (cluster_execution_role_name, role_arn,
                                            slurm_jwt_key_secret_name, slurm_token_issuer_role_name,
                                            studio_execution_role_name, studio_user_role_path)
 from constructs.slurm_jwt_key import SlurmJwtKeySecret
@@ -32,7 +33,7 @@ class SlurmLoginStack(cdk.Stack):
         if studio_reads and per_user_roles_read:  # aws:PrincipalArn of a role carries its path
             readers.append(role_arn(f"{studio_user_role_path(cluster_name).lstrip('/')}*"))
         login.restrict(writer_role_arn=attach_role_arn or role_arn(cluster_execution_role_name(cluster_name)),
-                       reader_role_arns=readers, deploy_role_arn=deploy_role_arn(self))
+                       reader_role_arns=readers, deploy_role_arn=cloudformation_execution_role_arn(self))
         cdk.CfnOutput(self, "SlurmLoginSecretArn", value=self.secret.secret_arn,
                       description="Written by the Slurm controller at creation (attach mode: by `make attach`), read "
                                   "by Studio's login nodes")
@@ -44,6 +45,6 @@ class SlurmLoginStack(cdk.Stack):
             jwt_key = SlurmJwtKeySecret(self, cluster_name=cluster_name,
                                         secret_name=slurm_jwt_key_secret_name(cluster_name), attach=True)
             jwt_key.restrict_to_attach_step(
-                attach_role_arn=attach_role_arn, deploy_role_arn=deploy_role_arn(self),
+                attach_role_arn=attach_role_arn, deploy_role_arn=cloudformation_execution_role_arn(self),
                 reader_role_arn=role_arn(slurm_token_issuer_role_name(cluster_name)))
             self.jwt_key_secret = jwt_key.secret

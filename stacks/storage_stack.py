@@ -3,7 +3,8 @@ bucket. Everything retained."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -11,12 +12,14 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
+from constructs.cdk_bootstrap_roles import cloudformation_execution_role_arn, deploy_role_arn
 from constructs.fsx_access_group import FsxAccessGroup
 from constructs.fsx_root_squash import FsxRootSquash
 from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, data_bucket_name, lifecycle_bucket_name
 from constructs.platform_role_names import (PARTITION_HANDLERS, cluster_execution_role_name,
                                            partition_handler_role_name, upload_role_name)
 from constructs.lustre_file_system import LustreFileSystem
+from constructs.lustre_ports import LUSTRE_PORTS
 from constructs.secure_bucket import access_log_bucket, allow_account_through_s3, secure_bucket
 
 from platform_config.observability import NodeMetrics
@@ -26,7 +29,6 @@ from constructs.platform_refs import NetworkRefs
 if TYPE_CHECKING:  # opt-in: constructs/metrics_workspace.py (and aws_aps) loads only when node metrics are on
     from constructs.metrics_workspace import MetricsWorkspace
 
-LUSTRE_PORTS = ((988, 988), (1018, 1023))
 # Every S3 action on the object resource type: read, write or delete an object, any version of it, its ACL, tags,
 # attributes, retention, annotations, replicas, multipart parts. Prefix patterns, so actions S3 adds under the same
 # names are covered too. tests/test_storage.py checks the list against the Service Authorization Reference data
@@ -45,14 +47,8 @@ OBJECT_WRITE_ACTIONS = ("s3:PutObject*", "s3:DeleteObject*", "s3:Replicate*", "s
 
 
 def cdk_deploy_role_arns(stack: cdk.Stack) -> list[str]:
-    """The CDK bootstrap's CloudFormation execution role and deploy role of this account and region, exactly as the
-    default synthesizer names them (their qualifier from the app's context)."""
-    qualifier = (stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
-                 or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
-    return [arn.replace("${AWS::Partition}", cdk.Aws.PARTITION).replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
-            .replace("${AWS::Region}", cdk.Aws.REGION).replace("${Qualifier}", qualifier)
-            for arn in (cdk.DefaultStackSynthesizer.DEFAULT_CLOUDFORMATION_ROLE_ARN,
-                        cdk.DefaultStackSynthesizer.DEFAULT_DEPLOY_ROLE_ARN)]
+    """The CDK bootstrap's CloudFormation execution role and deploy role of this account and region."""
+    return [cloudformation_execution_role_arn(stack), deploy_role_arn(stack)]
 
 
 @dataclass(frozen=True)
@@ -198,8 +194,8 @@ class StorageStack(cdk.Stack):
         https://docs.aws.amazon.com/aws-managed-policy/latest/reference/FSxDeleteServiceLinkedRoleAccess.html).
         The handlers live in the Studio stack: fixed role names (constructs/platform_role_names.py)."""
         role = f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
-        allowed = [f"{role}aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
-                   f"AWSServiceRoleForFSxS3Access_{self.lustre.file_system_id}"] + [
+        allowed = [(f"{role}aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
+                   f"AWSServiceRoleForFSxS3Access_{self.lustre.file_system_id}")] + [
             role + partition_handler_role_name(cluster_name, handler) for handler in PARTITION_HANDLERS]
         self.data_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyFsxAndPartitionHandlersTouchStudioPartitions", effect=iam.Effect.DENY,

@@ -14,7 +14,8 @@ from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, lifecycle_bucket_n
 from constructs.mlflow_job_access import tracking_server_name
 from constructs.nested_template import NestedTemplate, top_level_logical_id
 from constructs.platform_refs import NetworkRefs, StorageRefs
-from constructs.platform_role_names import (PARTITION_HANDLERS, deploy_role_arn, partition_handler_role_name,
+from constructs.cdk_bootstrap_roles import cloudformation_execution_role_arn
+from constructs.platform_role_names import (PARTITION_HANDLERS, partition_handler_role_name,
                                            slurm_jwt_key_secret_name, slurm_token_issuer_role_name,
                                            slurm_token_secret_prefix, studio_execution_role_name,
                                            studio_user_role_path, upload_role_name)
@@ -217,7 +218,7 @@ class StudioUsers(cdk.NestedStack):
         if token_issuer is not None:
             token_resources, user_roles = token_issuer.users(
                 self, template, users=[u.name for u in users], role_path=studio_user_role_path(config.name),
-                policy_arn=user_policy.managed_policy_arn, deploy_role_arn=deploy_role_arn(self))
+                policy_arn=user_policy.managed_policy_arn, deploy_role_arn=cloudformation_execution_role_arn(self))
             resources.update(token_resources)
         partition_ids = []
         for user in users:

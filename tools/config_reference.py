@@ -16,7 +16,8 @@ import sys
 import types
 import typing
 from pathlib import Path
-from typing import Any, Iterator, Literal, Union
+from typing import Any, Literal, Union
+from collections.abc import Iterator
 
 import annotated_types
 import yaml
@@ -47,7 +48,7 @@ def _unwrap(annotation: Any) -> tuple[Any, list[Any], bool]:
         elif origin in (Union, types.UnionType) and type(None) in typing.get_args(annotation):
             nullable = True
             rest = [a for a in typing.get_args(annotation) if a is not type(None)]
-            annotation = rest[0] if len(rest) == 1 else Union[tuple(rest)]
+            annotation = rest[0] if len(rest) == 1 else Union[tuple(rest)]  # noqa: UP007 - built at run time from a tuple
         else:
             return annotation, metadata, nullable
 

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from committed_file import write_or_check
 
@@ -61,7 +61,7 @@ SIDS = {  # (resource, condition) -> the statement's Sid
 
 
 def scopes_of(action: str, resource_type: str, keys: list[str],
-              action_keys: list[str]) -> list[tuple[str, Optional[dict]]]:
+              action_keys: list[str]) -> list[tuple[str, dict | None]]:
     """The cluster's resources of `resource_type` for `action`, each with the narrowest condition the type accepts
     (`keys`: the condition keys of that resource type for this action; `action_keys`: the action's own)."""
     if resource_type == "subnet":
@@ -71,7 +71,7 @@ def scopes_of(action: str, resource_type: str, keys: list[str],
     if resource_type == "network-interface":
         if "ec2:Vpc" not in keys:  # CreateNetworkInterface: the interface does not exist yet; subnet and group bound it
             return [(f"{ARN}network-interface/*", None)]
-        scopes: list[tuple[str, Optional[dict]]] = [(f"{ARN}network-interface/*", IN_CLUSTER_VPC)]
+        scopes: list[tuple[str, dict | None]] = [(f"{ARN}network-interface/*", IN_CLUSTER_VPC)]
         if action == "ec2:CreateTags" and "ec2:CreateAction" in action_keys:
             scopes.append((f"{ARN}network-interface/*", TAGGED_ON_CREATE))  # tags given with CreateNetworkInterface
         return scopes
@@ -82,7 +82,7 @@ def scopes_of(action: str, resource_type: str, keys: list[str],
     raise SystemExit(f"{action} authorizes {resource_type}, for which the platform has no scope: add one to scopes_of")
 
 
-def _named_types(resource: Any) -> Optional[set[str]]:
+def _named_types(resource: Any) -> set[str] | None:
     """The EC2 resource types a reference statement names, or None when it names "*" (every type)."""
     resources = resource if isinstance(resource, list) else [resource]
     if "*" in resources:
@@ -91,13 +91,13 @@ def _named_types(resource: Any) -> Optional[set[str]]:
 
 
 def derive(reference_statements: list[dict], authorization: dict[str, dict]) -> list[dict]:
-    grouped: dict[tuple[str, Optional[str]], list[str]] = {}
+    grouped: dict[tuple[str, str | None], list[str]] = {}
     for statement in reference_statements:
         named = _named_types(statement["Resource"])
         actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
         for action in actions:
             facts = authorization[action]
-            scopes: list[tuple[str, Optional[dict]]] = [] if facts["resource_types"] else [("*", None)]
+            scopes: list[tuple[str, dict | None]] = [] if facts["resource_types"] else [("*", None)]
             for resource_type, type_facts in sorted(facts["resource_types"].items()):
                 if named is None or resource_type in named:
                     scopes += scopes_of(action, resource_type, type_facts["condition_keys"], facts["condition_keys"])

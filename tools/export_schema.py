@@ -4,6 +4,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from platform_config import json_schema  # noqa: E402
+from platform_config import json_schema
 
 print(json.dumps(json_schema(), indent=2, sort_keys=True))

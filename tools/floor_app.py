@@ -5,9 +5,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import aws_cdk as cdk  # noqa: E402
-from platform_config import DEFAULT_CONFIG_PATH, load_config  # noqa: E402
-from stacks.network_stack import NetworkStack  # noqa: E402
+import aws_cdk as cdk
+from platform_config import DEFAULT_CONFIG_PATH, load_config
+from stacks.network_stack import NetworkStack
 
 app = cdk.App()
 config = load_config(DEFAULT_CONFIG_PATH, {})

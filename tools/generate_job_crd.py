@@ -65,7 +65,7 @@ def structural(schema: dict, defs: dict) -> dict:
     titles and null defaults dropped, int-or-string unions marked the Kubernetes way."""
     if "$ref" in schema:
         return structural({**defs[schema["$ref"].rsplit("/", 1)[1]], **{k: v for k, v in schema.items()
-                                                                      if k not in ("$ref",)}}, defs)
+                                                                      if k != "$ref"}}, defs)
     schema = dict(schema)
     for key in ("anyOf", "oneOf"):
         if key in schema:

@@ -145,7 +145,7 @@ def _actions_of(statements: list[dict]) -> set[str]:
 
 
 def _cfn_role(text: str, role: str) -> tuple[set[str], list[str]]:
-    props = yaml.load(text, Loader=_CfnLoader)["Resources"][role]["Properties"]
+    props = yaml.load(text, Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass["Resources"][role]["Properties"]
     actions = set()
     for policy in props.get("Policies", []):
         actions |= _actions_of(policy["PolicyDocument"]["Statement"])
@@ -180,7 +180,7 @@ def _terraform_role(text: str) -> tuple[set[str], list[str]]:
         if policy == "rig_policy":
             continue
         body = _terraform_block(text, "aws_iam_policy", policy)
-        for lst in re.finditer(r"Action\s*=\s*\[(.*?)\]", body, re.S):
+        for lst in re.finditer(r"Action\s*=\s*\[(.*?)\]", body, re.DOTALL):
             actions.update(re.findall(r'"([a-z0-9-]+:[A-Za-z0-9*]+)"', lst.group(1)))
     return actions, sorted(managed)
 

@@ -189,7 +189,7 @@ class _Finder(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_While(self, node):
-        if not (isinstance(node.test, ast.Constant) or isinstance(node.test, (ast.Compare, ast.UnaryOp))):
+        if not isinstance(node.test, (ast.Constant, ast.Compare, ast.UnaryOp)):
             self.add_expr(node.test, "negate condition", ast.UnaryOp(ast.Not(), node.test))
         self.generic_visit(node)
 
@@ -348,7 +348,7 @@ def warm_up() -> None:
     """Import what every test run imports and nothing of the project: each run is a fork of this process, so it
     starts with them loaded, and imports the project's modules (the mutated one among them) from the files."""
     import boto3  # noqa: F401
-    import botocore.session  # noqa: F401
+    import botocore.session
     import botocore.stub  # noqa: F401
     import pydantic  # noqa: F401
     import pytest  # noqa: F401

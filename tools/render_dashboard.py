@@ -58,8 +58,8 @@ def title(widget: dict) -> str:
 def render_svg(body: dict) -> str:
     placed = layout(body)
     height = max(y + w.get("height", 6) for w, _, y in placed) * UNIT_Y
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{GRID * UNIT_X}" height="{height}" '
-             f'font-family="sans-serif" font-size="12">']
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{GRID * UNIT_X}" height="{height}" '
+             f'font-family="sans-serif" font-size="12">')]
     for widget, x, y in placed:
         w, h = widget.get("width", 6) * UNIT_X, widget.get("height", 6) * UNIT_Y
         px, py = x * UNIT_X, y * UNIT_Y

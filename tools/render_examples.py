@@ -13,7 +13,8 @@ import copy
 import re
 import sys
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, NamedTuple
+from collections.abc import Mapping
 
 import yaml
 
@@ -40,12 +41,12 @@ class Platform(NamedTuple):
     teams: tuple[str, ...]
     priority_classes: tuple[str, ...]
     team_gids: Mapping[str, int]
-    reach: Mapping[str, tuple[str, Optional[int]]]
-    training_image: Optional[str]
+    reach: Mapping[str, tuple[str, int | None]]
+    training_image: str | None
     studio_files: Mapping[str, Mapping[str, Any]]
 
 
-def platform(config_path: Path = EXAMPLE_CONFIG, image: Optional[str] = None) -> Platform:
+def platform(config_path: Path = EXAMPLE_CONFIG, image: str | None = None) -> Platform:
     config = load_config(config_path)
     governance = config.eks.task_governance
     return Platform(
@@ -97,7 +98,7 @@ def rendered(source: Path = SOURCE, p: Platform = EXAMPLE) -> dict[str, str]:
             for job in jobs}
 
 
-def finetune_job(a: Args, args_text: str, p: Platform = EXAMPLE, image: Optional[str] = None) -> list[dict]:
+def finetune_job(a: Args, args_text: str, p: Platform = EXAMPLE, image: str | None = None) -> list[dict]:
     """The ConfigMap holding args.yaml and the HyperPodPyTorchJob that trains with it (hyperpodrun, the image of
     args.yaml or `image`, the scripts and data in the user's Studio files). Validated by the same rules as
     examples/elastic-jobs.yaml."""
@@ -166,7 +167,7 @@ _Literal.add_representer(str, lambda dumper, value: dumper.represent_scalar(
 
 
 def rendered_finetune(source: Path = FINETUNE / "args.yaml", p: Platform = EXAMPLE,
-                      image: Optional[str] = None) -> dict[str, str]:
+                      image: str | None = None) -> dict[str, str]:
     a = load_args(source)
     args_text = source.read_text()
     if image:
@@ -212,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         p = platform(args.config or EXAMPLE_CONFIG, args.image) if own else EXAMPLE
         if args.image is not None:
-            from platform_config.fields import PinnedImage  # noqa: PLC0415 - only for this check
-            from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415
+            from platform_config.fields import PinnedImage
+            from pydantic import TypeAdapter, ValidationError
             try:
                 TypeAdapter(PinnedImage).validate_python(args.image)
             except ValidationError as exc:

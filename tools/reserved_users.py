@@ -70,7 +70,7 @@ def base_passwd_version() -> str:
 
 
 def base_passwd_names(directory: Path = BASE_PASSWD) -> dict[str, str]:
-    names = {n: "base-passwd passwd.master (static system user)" for n in _names(directory / "passwd.master")}
+    names = dict.fromkeys(_names(directory / "passwd.master"), "base-passwd passwd.master (static system user)")
     for group in _names(directory / "group.master"):
         names.setdefault(group, "base-passwd group.master (static system group)")
     return names

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from platform_config import ConfigError, load_config  # noqa: E402
+from platform_config import ConfigError, load_config
 
 
 def main(argv: list[str]) -> int:

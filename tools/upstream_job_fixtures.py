@@ -71,8 +71,8 @@ def hyp_job(mirrors: Path) -> str:
     tree = ast.parse(_read(mirrors, HYP))
     (template,) = [n.value.value for n in tree.body if isinstance(n, ast.Assign)
                    and any(isinstance(t, ast.Name) and t.id == "TEMPLATE_CONTENT" for t in n.targets)]
-    rendered = jinja2.Environment().from_string(
-        template).render(**HYP_OPTIONS)
+    environment = jinja2.Environment()  # noqa: S701 - renders YAML, not HTML
+    rendered = environment.from_string(template).render(**HYP_OPTIONS)
     yaml.safe_load(rendered)  # it must be one YAML document
     return _header(HYP, "TEMPLATE_CONTENT rendered with HYP_OPTIONS") + rendered.lstrip("\n") + "\n"
 

@@ -289,7 +289,7 @@ def _value(hint: Any, value: Any, key: str, errors: list[str]) -> Any:
             errors.append(f"{key}: {value!r} — a name or a list of names")
             return _BAD
         return tuple(items)
-    if hint is Optional[str]:
+    if hint is Optional[str]:  # noqa: UP045 - compares with typing.Optional[str] itself, which `str | None` is not
         hint = get_args(hint)[0]
     ok = {str: isinstance(value, str),
           int: isinstance(value, int) and not isinstance(value, bool),

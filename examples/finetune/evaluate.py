@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from args import Args, Layout, step_inputs  # noqa: E402
-from prepare_data import read_jsonl  # noqa: E402
+from args import Args, Layout, step_inputs
+from prepare_data import read_jsonl
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 
@@ -29,7 +29,7 @@ def rouge(predictions: list[str], references: list[str]) -> dict[str, float]:
         raise ValueError(f"{len(predictions)} predictions for {len(references)} references")
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
     totals = dict.fromkeys(ROUGE_TYPES, 0.0)
-    for prediction, reference in zip(predictions, references):
+    for prediction, reference in zip(predictions, references, strict=True):
         scores = scorer.score(reference, prediction)  # (target, prediction)
         for kind in ROUGE_TYPES:
             totals[kind] += scores[kind].fmeasure
@@ -72,9 +72,8 @@ def evaluate(a: Args, layout: Layout) -> dict:
               "improvement": {k: scores["finetuned"][k] - scores["base"][k] for k in ROUGE_TYPES}}
     layout.eval_dir.mkdir(parents=True, exist_ok=True)
     with open(layout.eval_dir / "predictions.jsonl", "w") as f:
-        for row, base, tuned in zip(rows, answers["base"], answers["finetuned"]):
-            f.write(json.dumps({"id": row["id"], "prompt": row["prompt"], "reference": row["response"],
-                                "base": base, "finetuned": tuned}, sort_keys=True) + "\n")
+        f.writelines(json.dumps({"id": row["id"], "prompt": row["prompt"], "reference": row["response"],
+                                "base": base, "finetuned": tuned}, sort_keys=True) + "\n" for row, base, tuned in zip(rows, answers["base"], answers["finetuned"], strict=True))
     (layout.eval_dir / "rouge.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     log_to_mlflow(a, layout, scores)
     return result

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 from args import Args, Layout, step_inputs
 

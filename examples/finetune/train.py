@@ -29,14 +29,14 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Optional
+from collections.abc import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # examples/: train_elastic.py
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from args import Args, Layout, step_inputs  # noqa: E402
-from prepare_data import read_jsonl  # noqa: E402
-from train_elastic import (accumulation_steps, checkpoint_name, commit_checkpoint,  # noqa: E402
+from args import Args, Layout, step_inputs
+from prepare_data import read_jsonl
+from train_elastic import (accumulation_steps, checkpoint_name, commit_checkpoint,
                            exit_without_finalizing, prune_checkpoints, rank_samples, remove_partial,
                            resumable_checkpoint)
 
@@ -111,7 +111,7 @@ class Tracker:
     run that survives restarts: its id is kept in the checkpoint. Off unless mlflow.tracking_arn or
     MLFLOW_TRACKING_URI is set; the ARN form needs the sagemaker-mlflow plugin (in the image)."""
 
-    def __init__(self, a: Args, *, rank: int, local_rank: int, run_id: Optional[str]):
+    def __init__(self, a: Args, *, rank: int, local_rank: int, run_id: str | None):
         self.uri = a.mlflow.tracking_arn or os.environ.get("MLFLOW_TRACKING_URI", "")
         self.rank, self.mlflow, self.run_id = rank, None, run_id
         if not self.uri or local_rank != 0:
@@ -129,7 +129,7 @@ class Tracker:
             if run_id is None:
                 mlflow.log_params(flatten("", asdict(a)))
 
-    def attach(self, run_id: Optional[str]) -> None:
+    def attach(self, run_id: str | None) -> None:
         """Other nodes' local rank 0 joins the run rank 0 made, for their system metrics."""
         if self.mlflow is not None and self.rank != 0 and run_id:
             self.run_id = run_id

@@ -13,20 +13,15 @@ Lambda), optionally AWS_ENDPOINT_URL (tests).
 from __future__ import annotations
 
 import logging
-import os
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import ClientError
+
+from aws_clients import client
 
 LOG = logging.getLogger(__name__)
 LOG.setLevel(logging.INFO)
-
-
-def client(service: str):
-    config = Config(retries={"mode": "standard", "total_max_attempts": 8})
-    return boto3.client(service, region_name=os.environ.get("AWS_REGION"), config=config)
 
 
 def apply(logs, name: str, days: int, kms_key_id: str | None = None) -> None:

@@ -15,21 +15,15 @@ ResourceProperties: SecurityGroupId. Environment: AWS_REGION (set by Lambda), op
 from __future__ import annotations
 
 import logging
-import os
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
-import boto3
-from botocore.config import Config
+from aws_clients import client
 
 LOG = logging.getLogger(__name__)
 LOG.setLevel(logging.INFO)
 # What DescribeSecurityGroups returns in IpPermissions that RevokeSecurityGroup* accepts back.
 PERMISSION_KEYS = ("IpProtocol", "FromPort", "ToPort", "IpRanges", "Ipv6Ranges", "PrefixListIds", "UserIdGroupPairs")
-
-
-def client(service: str):
-    config = Config(retries={"mode": "standard", "total_max_attempts": 8})
-    return boto3.client(service, region_name=os.environ.get("AWS_REGION"), config=config)
 
 
 def _permissions(rules: list[dict]) -> list[dict]:

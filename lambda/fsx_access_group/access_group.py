@@ -12,26 +12,18 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import ClientError
+
+from aws_clients import client
 
 LOG = logging.getLogger(__name__)
 LOG.setLevel(logging.INFO)
 
-MAX_ATTEMPTS = 8  # in all, the first attempt included
 FILE_SYSTEM_GONE = frozenset({"FileSystemNotFound"})
 INTERFACE_GONE = frozenset({"InvalidNetworkInterfaceID.NotFound"})
-
-
-def client(service: str):
-    """Standard retry mode backs off exponentially (with jitter) on Throttling, ThrottlingException and
-    RequestLimitExceeded. boto3 >= 1.28 honours AWS_ENDPOINT_URL itself, which is how tests reach moto server."""
-    # A fresh Config per client: botocore rewrites the retries dict it is given.
-    config = Config(retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS})
-    return boto3.client(service, region_name=os.environ.get("AWS_REGION"), config=config)
 
 
 def max_groups() -> int:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import partitions
 from partitions import Partition

@@ -15,11 +15,12 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import ClientError
+
+from aws_clients import client  # noqa: F401 - the handlers make their clients through partitions.client
 
 LOG = logging.getLogger(__name__)
 LOG.setLevel(logging.INFO)
@@ -27,8 +28,6 @@ LOG.setLevel(logging.INFO)
 T = TypeVar("T")
 Sleep = Callable[[float], None]
 
-THROTTLING_CODES = frozenset(
-    {"ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded", "SlowDown"})
 NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 # CreateDataRepositoryTask's own "come back later" answers (botocore's FSx model lists both for the operation):
 # DataRepositoryTaskExecuting "An existing data repository task is currently executing on the file system. Wait
@@ -46,21 +45,16 @@ META_PERMISSIONS = "file-permissions"
 MAX_CUSTOM_FILE_SYSTEMS = 10  # UserSettings.CustomFileSystemConfigs holds at most 10 entries
 
 
-def client(service: str):
-    """Client factory used by every handler. boto3 >= 1.28 honours AWS_ENDPOINT_URL itself (tests point it at
-    moto server); the standard retry mode already absorbs short throttling bursts before `retry` sees them."""
-    return boto3.client(service, config=Config(retries={"mode": "standard"}))
-
-
 def error_code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
 
 
-def retry(call: Callable[[], T], *, attempts: int = 5, base_delay: float = 0.5, max_delay: float = 8.0,
+def retry(call: Callable[[], T], *, attempts: int = 4, base_delay: float = 2.0, max_delay: float = 8.0,
           sleep: Sleep = time.sleep, jitter: Callable[[], float] = random.random,
-          codes: frozenset[str] = THROTTLING_CODES) -> T:
-    """Run `call`, retrying errors whose code is in `codes` (throttling by default) with capped exponential
-    backoff and full jitter.
+          codes: frozenset[str] = IMPORT_BUSY_CODES) -> T:
+    """Run `call`, retrying errors whose code is in `codes` (FSx's busy file system by default: answers that mean
+    "come back later", which botocore does not retry) with capped exponential backoff and full jitter. Throttling is
+    the client's to retry (aws_clients.py, botocore's standard mode).
 
     Any other error, or a retried error on the last attempt, propagates unchanged."""
     if attempts < 1:
@@ -147,7 +141,7 @@ class Partition:
 
     @classmethod
     def build(cls, *, file_system_id: str, file_system_path: str, data_bucket: str, s3_prefix: str,
-              relative_path: str, uid: Any, gid: Any, mode: Any) -> "Partition":
+              relative_path: str, uid: Any, gid: Any, mode: Any) -> Partition:
         if not file_system_id:
             raise ValueError("FileSystemId is required")
         if not data_bucket:
@@ -197,7 +191,7 @@ def ensure_marker(s3, bucket: str, key: str, uid: int, gid: int, mode: int, *, s
     rewritten in place with copy_object so nothing it holds is lost."""
     wanted = marker_metadata(uid, gid, mode)
     try:
-        head = retry(lambda: s3.head_object(Bucket=bucket, Key=key), sleep=sleep)
+        head = s3.head_object(Bucket=bucket, Key=key)
     except ClientError as error:
         code = error_code(error)
         if code in ("403", "AccessDenied", "Forbidden"):
@@ -208,7 +202,7 @@ def ensure_marker(s3, bucket: str, key: str, uid: int, gid: int, mode: int, *, s
             raise
         head = None
     if head is None:
-        retry(lambda: s3.put_object(Bucket=bucket, Key=key, Body=b"", Metadata=wanted), sleep=sleep)
+        s3.put_object(Bucket=bucket, Key=key, Body=b"", Metadata=wanted)
         LOG.info("created marker s3://%s/%s %s", bucket, key, wanted)
         return True
     current = {name.lower(): value for name, value in head.get("Metadata", {}).items()}
@@ -216,8 +210,8 @@ def ensure_marker(s3, bucket: str, key: str, uid: int, gid: int, mode: int, *, s
         LOG.info("marker s3://%s/%s already has %s", bucket, key, wanted)
         return False
     merged = {**current, **wanted}
-    retry(lambda: s3.copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": key},
-                                 Metadata=merged, MetadataDirective="REPLACE"), sleep=sleep)
+    s3.copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": key}, Metadata=merged,
+                   MetadataDirective="REPLACE")
     LOG.info("updated marker s3://%s/%s from %s to %s", bucket, key, current, merged)
     return True
 
@@ -238,7 +232,7 @@ def imports_in_flight(fsx, file_system_id: str, *, sleep: Sleep = time.sleep) ->
                                               {"Name": "task-lifecycle", "Values": list(IN_FLIGHT)}]}
         if token:
             kwargs["NextToken"] = token
-        response = retry(lambda: fsx.describe_data_repository_tasks(**kwargs), sleep=sleep)
+        response = fsx.describe_data_repository_tasks(**kwargs)
         count += sum(1 for task in response.get("DataRepositoryTasks", []) if task.get("Lifecycle") in IN_FLIGHT)
         token = response.get("NextToken")
         if not token:
@@ -260,8 +254,7 @@ def start_import(fsx, file_system_id: str, path: str, *, token: str,
     try:
         response = retry(lambda: fsx.create_data_repository_task(
             Type="IMPORT_METADATA_FROM_REPOSITORY", FileSystemId=file_system_id, Paths=[path],
-            Report={"Enabled": False}, ClientRequestToken=token), sleep=sleep, attempts=4, base_delay=2.0,
-            codes=THROTTLING_CODES | IMPORT_BUSY_CODES)
+            Report={"Enabled": False}, ClientRequestToken=token), sleep=sleep)
     except ClientError as error:
         if error_code(error) in IMPORT_BUSY_CODES:
             LOG.info("%s is busy (%s); %s waits", file_system_id, error_code(error), path)
@@ -278,7 +271,7 @@ class ImportFailed(RuntimeError):
 
 def import_status(fsx, task_id: str, *, sleep: Sleep = time.sleep) -> str:
     """'done' when the task SUCCEEDED, 'running' while PENDING/EXECUTING; raises ImportFailed otherwise."""
-    response = retry(lambda: fsx.describe_data_repository_tasks(TaskIds=[task_id]), sleep=sleep)
+    response = fsx.describe_data_repository_tasks(TaskIds=[task_id])
     tasks = response.get("DataRepositoryTasks", [])
     if not tasks:
         raise ImportFailed(f"import task {task_id} not found")
@@ -299,7 +292,7 @@ def _fsx_entry(file_system_id: str, path: str) -> dict[str, Any]:
 
 
 def _same_fsx(entry: Mapping[str, Any], file_system_id: str, path: str) -> bool:
-    config = entry.get("FSxLustreFileSystemConfig")
+    config = entry.get("FSxLustreFileSystemConfig") or {}
     return bool(config) and config.get("FileSystemId") == file_system_id \
         and config.get("FileSystemPath", "/") == path
 
@@ -309,15 +302,13 @@ def _update_file_systems(sagemaker, domain_id: str, profile_name: str, user_sett
     settings: dict[str, Any] = {"CustomFileSystemConfigs": configs}
     if "CustomPosixUserConfig" in user_settings:
         settings["CustomPosixUserConfig"] = user_settings["CustomPosixUserConfig"]
-    retry(lambda: sagemaker.update_user_profile(DomainId=domain_id, UserProfileName=profile_name,
-                                                UserSettings=settings), sleep=sleep)
+    sagemaker.update_user_profile(DomainId=domain_id, UserProfileName=profile_name, UserSettings=settings)
 
 
 def merge_file_system_config(sagemaker, domain_id: str, profile_name: str, file_system_id: str, path: str, *,
                              sleep: Sleep = time.sleep) -> bool:
     """Add the FSx entry to the profile's CustomFileSystemConfigs, keeping every other entry. True if updated."""
-    profile = retry(lambda: sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=profile_name),
-                    sleep=sleep)
+    profile = sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=profile_name)
     user_settings = profile.get("UserSettings", {})
     configs = list(user_settings.get("CustomFileSystemConfigs", []))
     if any(_same_fsx(entry, file_system_id, path) for entry in configs):
@@ -336,8 +327,7 @@ def remove_file_system_config(sagemaker, domain_id: str, profile_name: str, file
                               sleep: Sleep = time.sleep) -> bool:
     """Drop the FSx entry from the profile, keeping every other entry. Tolerates a missing profile."""
     try:
-        profile = retry(lambda: sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=profile_name),
-                        sleep=sleep)
+        profile = sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=profile_name)
     except ClientError as error:
         if error_code(error) == "ResourceNotFound":
             return False

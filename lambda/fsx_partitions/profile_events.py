@@ -24,7 +24,8 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from botocore.exceptions import ClientError
 
@@ -61,7 +62,7 @@ class Settings:
     reserved_uids: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "Settings":
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
         missing = [name for name in ("DOMAIN_ID", "FILE_SYSTEM_ID", "FILE_SYSTEM_PATH", "DATA_BUCKET")
                    if not env.get(name)]
         if missing:
@@ -114,8 +115,7 @@ def profile_uid(sagemaker, domain_id: str, summary: Mapping[str, Any], *, sleep=
     cached = _UIDS.get((domain_id, name))
     if modified is not None and cached is not None and cached[0] == modified:
         return cached[1]
-    described = partitions.retry(lambda: sagemaker.describe_user_profile(
-        DomainId=domain_id, UserProfileName=name), sleep=sleep)
+    described = sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=name)
     uid = ((described.get("UserSettings") or {}).get("CustomPosixUserConfig") or {}).get("Uid")
     if modified is not None:
         _UIDS[(domain_id, name)] = (modified, uid)
@@ -131,8 +131,8 @@ def uid_owner(sagemaker, domain_id: str, profile_name: str, uid: int, reserved: 
         return f"config user {reserved[uid]!r}"
     token = None
     while True:
-        page = partitions.retry(lambda: sagemaker.list_user_profiles(
-            DomainIdEquals=domain_id, MaxResults=LIST_PAGE, **({"NextToken": token} if token else {})), sleep=sleep)
+        page = sagemaker.list_user_profiles(DomainIdEquals=domain_id, MaxResults=LIST_PAGE,
+                                            **({"NextToken": token} if token else {}))
         for summary in page.get("UserProfiles", []):
             other = summary["UserProfileName"]
             if other != profile_name and profile_uid(sagemaker, domain_id, summary, sleep=sleep) == uid:
@@ -145,7 +145,7 @@ def uid_owner(sagemaker, domain_id: str, profile_name: str, uid: int, reserved: 
 def partition_owner(s3, bucket: str, key: str, *, sleep=time.sleep) -> int | None:
     """The uid the partition's marker gives its directory, None when there is no partition yet."""
     try:
-        head = partitions.retry(lambda: s3.head_object(Bucket=bucket, Key=key), sleep=sleep)
+        head = s3.head_object(Bucket=bucket, Key=key)
     except ClientError as error:
         if partitions.error_code(error) in partitions.NOT_FOUND_CODES:
             return None
@@ -232,8 +232,7 @@ def refuse(message: str) -> UidConflict:
 def wait_in_service(sagemaker, domain_id: str, profile_name: str, *, max_wait: float,
                     sleep=time.sleep) -> dict[str, Any]:
     def check() -> dict[str, Any] | None:
-        profile = partitions.retry(
-            lambda: sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=profile_name), sleep=sleep)
+        profile = sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=profile_name)
         status = profile.get("Status")
         if status == "InService":
             return profile

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import os
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
-import boto3
-from botocore.config import Config
+from aws_clients import client
 
 LOG = logging.getLogger(__name__)
 LOG.setLevel(logging.INFO)
@@ -32,17 +31,12 @@ LOG.setLevel(logging.INFO)
 MAX_NIDS = 64
 
 
-def client(service: str):
-    config = Config(retries={"mode": "standard", "total_max_attempts": 8})
-    return boto3.client(service, region_name=os.environ.get("AWS_REGION"), config=config)
-
-
 def nid_range(cidr: str) -> str:
     """The Lustre NID range holding exactly the addresses of an IPv4 CIDR block: fixed octets as numbers, the octet
     the prefix ends in as [low-high], the rest [0-255]. 10.0.64.0/18 -> 10.0.[64-127].[0-255]@tcp."""
     network = ipaddress.IPv4Network(cidr, strict=True)
     low, high = network.network_address.packed, network.broadcast_address.packed
-    octets = [str(a) if a == b else f"[{a}-{b}]" for a, b in zip(low, high)]
+    octets = [str(a) if a == b else f"[{a}-{b}]" for a, b in zip(low, high, strict=True)]
     return ".".join(octets) + "@tcp"
 
 

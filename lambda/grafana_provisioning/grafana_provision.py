@@ -15,7 +15,7 @@ import os
 import urllib.error
 import urllib.request
 
-import boto3
+from aws_clients import client
 
 SERVICE_ACCOUNT = "hyperpod-platform-provisioner"
 TOKEN_SECONDS = 300
@@ -28,7 +28,7 @@ def on_event(event, _context):
     physical_id = f"{workspace_id}/provisioning"
     if event["RequestType"] == "Delete":
         return {"PhysicalResourceId": event.get("PhysicalResourceId", physical_id)}
-    grafana = boto3.client("grafana", region_name=props["Region"])
+    grafana = client("grafana", region=props["Region"])
     provision(grafana, props, event.get("OldResourceProperties") if event["RequestType"] == "Update" else None)
     return {"PhysicalResourceId": physical_id}
 

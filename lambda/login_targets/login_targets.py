@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
-import boto3
-from botocore.config import Config
+from aws_clients import client
 
 LOG = logging.getLogger(__name__)
 LOG.setLevel(logging.INFO)
@@ -26,11 +26,6 @@ LOG.setLevel(logging.INFO)
 SERVING = "Running"
 # Targets on their way out; a login node that comes back is registered again.
 LEAVING = ("draining",)
-
-
-def client(service: str):
-    config = Config(retries={"mode": "standard", "total_max_attempts": 8})
-    return boto3.client(service, region_name=os.environ.get("AWS_REGION"), config=config)
 
 
 def login_node_ips(sagemaker, cluster: str, group: str) -> set[str]:

@@ -28,7 +28,8 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import boto3
 from botocore.auth import SigV4QueryAuth

@@ -26,9 +26,9 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
-import boto3
+from aws_clients import client
 
 USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 MIN_LIFETIME, MAX_LIFETIME = 300, 24 * 3600
@@ -45,7 +45,7 @@ class Reserved:
         return user in self.names or any(user.startswith(p) for p in self.prefixes)
 
     @classmethod
-    def from_environment(cls, environ=os.environ) -> "Reserved":
+    def from_environment(cls, environ=os.environ) -> Reserved:
         names = frozenset(n for n in environ.get("RESERVED_USERS", "").split(",") if n)
         if not {"root", "slurm"} <= names:  # the list is the construct's to give: fail closed without it
             raise RuntimeError("RESERVED_USERS is missing or lacks root and slurm; refusing to mint any token")
@@ -88,7 +88,7 @@ def issue(client, *, key_secret_id: str, prefix: str, users: Sequence[str], life
             client.put_secret_value(SecretId=prefix + user, SecretString=json.dumps(
                 {"user": user, "token": token, "expires": now + lifetime}, sort_keys=True))
             issued[user] = now + lifetime
-        except Exception as e:  # one user's secret must not stop the others' tokens
+        except Exception as e:  # noqa: BLE001 - one user's secret must not stop the others' tokens
             failed[user] = f"{type(e).__name__}: {e}"
     if failed:
         raise RuntimeError(f"no new token for {len(failed)} user(s): {json.dumps(failed, sort_keys=True)}")
@@ -99,7 +99,7 @@ def handler(event, _context):
     users = event.get("users") if isinstance(event, dict) else None
     if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
         raise ValueError(f"expected an event {{'users': [names]}}, got {event!r}")
-    issued = issue(boto3.client("secretsmanager"), key_secret_id=os.environ["KEY_SECRET_ID"],
+    issued = issue(client("secretsmanager"), key_secret_id=os.environ["KEY_SECRET_ID"],
                    prefix=os.environ["TOKEN_SECRET_PREFIX"], users=users,
                    lifetime=int(os.environ.get("TOKEN_LIFETIME", "3600")), reserved=Reserved.from_environment())
     print(json.dumps({"tokens_issued": len(issued)}))

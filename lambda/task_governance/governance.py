@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
-import boto3
 from botocore import xform_name
-from botocore.config import Config
 from botocore.exceptions import ClientError
+
+import aws_clients
 
 LOG = logging.getLogger(__name__)
 LOG.setLevel(logging.INFO)
@@ -54,9 +55,8 @@ class GovernanceError(RuntimeError):
 
 
 def client():
-    """boto3 >= 1.28 honours AWS_ENDPOINT_URL (tests). Standard retry mode backs off on throttling; ten attempts
-    ride out the burst of a stack creating or updating every team's quota at once."""
-    return boto3.client("sagemaker", config=Config(retries={"mode": "standard", "max_attempts": 10}))
+    """Eleven attempts in all ride out the burst of a stack creating or updating every team's quota at once."""
+    return aws_clients.client("sagemaker", max_attempts=11)
 
 
 def error_code(error: ClientError) -> str:
@@ -121,9 +121,10 @@ def _join(path: str, name: str) -> str:
 
 
 def value_at(props: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = props
     for name in path:
-        props = props.get(name) if isinstance(props, Mapping) else None
-    return props
+        value = value.get(name) if isinstance(value, Mapping) else None
+    return value
 
 
 def properties(event: Mapping[str, Any], key: str = "ResourceProperties") -> dict[str, Any]:

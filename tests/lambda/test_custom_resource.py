@@ -1,12 +1,17 @@
 """custom_resource.on_event / is_complete: S3 on moto server, FSx data repository tasks stubbed (not in moto 5.2)."""
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
+from types import SimpleNamespace
 
+import botocore.endpoint
 import pytest
+from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from botocore.stub import ANY
 
+import aws_clients
 import custom_resource
 import partitions
 
@@ -170,32 +175,57 @@ def test_delete_is_non_destructive(s3, s3_calls, bucket, fsx):
     assert s3.head_object(Bucket=bucket, Key=MARKER)["Metadata"]["file-permissions"] == "042775"
 
 
-def test_create_retries_a_throttled_import(s3, bucket, fsx, sleeps):
-    client, stub = fsx
-    expect_in_flight(stub)
-    stub.add_client_error("create_data_repository_task", service_error_code="ThrottlingException",
-                          http_status_code=400)
-    stub.add_client_error("create_data_repository_task", service_error_code="TooManyRequestsException",
-                          http_status_code=400)
-    stub.add_response("create_data_repository_task", task(), {
-        "Type": "IMPORT_METADATA_FROM_REPOSITORY", "FileSystemId": FS, "Paths": [f"s3://data-bucket/{MARKER}"],
-        "Report": {"Enabled": False}, "ClientRequestToken": ANY})
-    result = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
+class _Raw:
+    def __init__(self, body: bytes):
+        self._body = body
+
+    def stream(self, **_):
+        yield self._body
+
+
+class ThrottledFsx:
+    """A before-send hook on the handlers' real FSx client (partitions.client, botocore's standard retry mode): no
+    import task in flight, and CreateDataRepositoryTask throttled `times` times before FSx starts the task."""
+
+    def __init__(self, times: int):
+        self.times, self.creates = times, 0
+
+    def __call__(self, request, **_):
+        target = request.headers.get("X-Amz-Target", b"")
+        if (target.decode() if isinstance(target, bytes) else target).endswith("DescribeDataRepositoryTasks"):
+            return AWSResponse(request.url, 200, {}, _Raw(b'{"DataRepositoryTasks": []}'))
+        self.creates += 1
+        if self.creates <= self.times:
+            return AWSResponse(request.url, 400, {}, _Raw(b'{"__type": "ThrottlingException", "message": "Rate exceeded"}'))
+        started = {"DataRepositoryTask": {**task()["DataRepositoryTask"], "CreationTime": 1795000000}}
+        return AWSResponse(request.url, 200, {}, _Raw(json.dumps(started).encode()))
+
+
+@pytest.fixture
+def backoffs(monkeypatch):
+    """botocore sleeps between attempts in botocore.endpoint; record instead of sleeping."""
+    delays: list[float] = []
+    monkeypatch.setattr(botocore.endpoint, "time", SimpleNamespace(sleep=delays.append))
+    return delays
+
+
+def test_create_retries_a_throttled_import(s3, bucket, sleeps, backoffs):
+    """Throttling is the client's to retry (lambda/shared/aws_clients.py), not a loop of the handler's own."""
+    fsx = partitions.client("fsx")
+    answers = ThrottledFsx(times=2)
+    fsx.meta.events.register("before-send.fsx", answers)
+    result = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=fsx, sleep=sleeps)
     assert result["Data"]["TaskId"] == "task-0123456789abcdef0"
-    assert len(sleeps) == 2
-    stub.assert_no_pending_responses()
+    assert answers.creates == 3 and len(backoffs) == 2 and sleeps == []
 
 
-def test_create_gives_up_after_bounded_throttling(s3, bucket, fsx, sleeps):
-    client, stub = fsx
-    expect_in_flight(stub)
-    for _ in range(4):
-        stub.add_client_error("create_data_repository_task", service_error_code="ThrottlingException",
-                              http_status_code=400, service_message="Rate exceeded")
+def test_create_gives_up_after_bounded_throttling(s3, bucket, sleeps, backoffs):
+    fsx = partitions.client("fsx")
+    answers = ThrottledFsx(times=100)
+    fsx.meta.events.register("before-send.fsx", answers)
     with pytest.raises(ClientError, match="Rate exceeded"):
-        custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
-    assert len(sleeps) == 3
-    stub.assert_no_pending_responses()
+        custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=fsx, sleep=sleeps)
+    assert answers.creates == aws_clients.MAX_ATTEMPTS and sleeps == []
 
 
 def test_create_rejects_bad_properties_before_touching_anything(s3, bucket, s3_calls, fsx):

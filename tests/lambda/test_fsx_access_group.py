@@ -14,6 +14,7 @@ from support.recording import Recorder
 
 import access_group
 from support.events import PROVIDER_TOKEN, custom_resource_event
+import aws_clients
 
 FS = "fs-0123456789abcdef0"
 OTHER_FS = "fs-0fedcba9876543210"
@@ -305,5 +306,5 @@ def test_throttling_gives_up_after_bounded_attempts(ec2, fsx, lustre, backoffs):
     ec2.meta.events.register("before-send.ec2.ModifyNetworkInterfaceAttribute", throttle)
     with pytest.raises(RuntimeError, match=rf"{lustre.enis[0]}.*RequestLimitExceeded"):
         access_group.on_event(cfn_event("Create", lustre.studio), None, fsx=client, ec2=ec2)
-    assert throttle.attempts == access_group.MAX_ATTEMPTS
+    assert throttle.attempts == aws_clients.MAX_ATTEMPTS
     assert groups_of(ec2, lustre.enis[0]) == [lustre.own, lustre.extra]

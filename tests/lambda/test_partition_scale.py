@@ -2,9 +2,10 @@
 and Lambda deliver them: every event twice (at-least-once delivery), four at a time (as many as the file system's
 import slots, MAX_IMPORTS_IN_FLIGHT), with throttling injected into every service it calls.
 
-S3 is moto server over HTTP (the markers); throttling reaches it through botocore's before-call hook (S3's SlowDown).
-SageMaker user profiles and FSx data repository tasks, which moto 5.2 lacks, are `FakeAws`, answering through the same
-hook with their documented behaviour: a task goes PENDING -> EXECUTING -> SUCCEEDED as it is polled, a repeated
+S3 is moto server over HTTP (the markers); throttling reaches it through botocore's before-send hook (S3's SlowDown),
+inside the client's retry loop, so botocore's standard retry mode (lambda/shared/aws_clients.py) retries it as it would
+AWS's. SageMaker user profiles and FSx data repository tasks, which moto 5.2 lacks, are `FakeAws`, answering through
+the same hook, as JSON on the wire, with their documented behaviour: a task goes PENDING -> EXECUTING -> SUCCEEDED as it is polled, a repeated
 ClientRequestToken returns the task it started (botocore's FSx model: the idempotency token), ListUserProfiles pages
 hold at most MaxResults (default 10, at most 100), LastModifiedTime moves on UpdateUserProfile.
 
@@ -14,6 +15,7 @@ retried, and SageMaker describes growing with the number of profiles, not with i
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -21,6 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
+import botocore.endpoint
+from botocore.awsrequest import AWSResponse
 
 import partitions
 import profile_events
@@ -36,6 +40,14 @@ FS = "fs-0123456789abcdef0"
 SETTINGS = Settings(domain_id=DOMAIN, file_system_id=FS, file_system_path="/data", data_bucket="data-bucket",
                     s3_prefix="", max_wait_seconds=600, max_in_flight=4)
 EPOCH = datetime(2026, 11, 25, tzinfo=timezone.utc)
+
+
+class _Raw:
+    def __init__(self, body: bytes):
+        self._body = body
+
+    def stream(self, **_):
+        yield self._body
 
 
 def answer(parsed: dict, status: int = 200):
@@ -62,11 +74,25 @@ class FakeAws:
         self.injecting = True
 
     def attach(self, client, *, fake: bool) -> None:
-        # before-call sees the serialized request; the operation's own parameters are kept for it on the way in.
-        client.meta.events.register("before-parameter-build",
-                                    lambda params, context, **_: context.update(api_params=dict(params)))
-        client.meta.events.register("before-call", lambda model, context, **_: self.call(
-            model.name, context["api_params"], fake))
+        # before-send runs once per attempt, inside botocore's retry loop: a throttle answered there is retried by the
+        # client's standard retry mode, as one from AWS would be. SageMaker and FSx speak JSON: the request body holds
+        # the operation's parameters, and the fake's answer goes back as a JSON body.
+        client.meta.events.register("before-send", lambda request, event_name, **_: self.send(
+            request, event_name.rsplit(".", 1)[-1], fake))
+
+    def send(self, request, operation: str, fake: bool):
+        params = json.loads(request.body or b"{}") if fake else {}
+        result = self.call(operation, params, fake)
+        if result is None:
+            return None  # S3: on to moto server
+        http, parsed = result
+        if "Error" in parsed:
+            error_body = (f"<Error><Code>{parsed['Error']['Code']}</Code><Message>{parsed['Error']['Message']}"
+                          "</Message></Error>").encode() if not fake else json.dumps(
+                {"__type": parsed["Error"]["Code"], "message": parsed["Error"]["Message"]}).encode()
+            return AWSResponse(request.url, http.status_code, {}, _Raw(error_body))
+        body = json.dumps(parsed, default=lambda t: t.timestamp()).encode()
+        return AWSResponse(request.url, http.status_code, {}, _Raw(body))
 
     def call(self, operation: str, params: dict, fake: bool):
         with self.lock:
@@ -129,6 +155,8 @@ def event(name: str) -> dict:
 
 def test_hundreds_of_profiles_created_at_once(s3, bucket, monkeypatch):
     monkeypatch.setattr(profile_events, "_UIDS", {})  # a fresh environment
+    backoffs: list[float] = []  # botocore's, between attempts: recorded, not slept
+    monkeypatch.setattr(botocore.endpoint, "time", SimpleNamespace(sleep=backoffs.append))
     names = [f"student{i:04d}" for i in range(PROFILES)]
     fake = FakeAws({name: 20000 + i for i, name in enumerate(names)})
     fsx, sagemaker = partitions.client("fsx"), partitions.client("sagemaker")
@@ -188,6 +216,7 @@ def test_hundreds_of_profiles_created_at_once(s3, bucket, monkeypatch):
 
 def test_a_profile_is_described_again_only_when_listed_as_modified(monkeypatch):
     monkeypatch.setattr(profile_events, "_UIDS", {})
+    monkeypatch.setattr(botocore.endpoint, "time", SimpleNamespace(sleep=lambda _seconds: None))
     fake = FakeAws({"alice": 20001, "bob": 20002})
     sagemaker = partitions.client("sagemaker")
     fake.attach(sagemaker, fake=True)

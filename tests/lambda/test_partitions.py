@@ -1,4 +1,5 @@
-"""Core functions: POSIX metadata format, marker idempotency (moto S3), retry/backoff, profile merging (stubbed)."""
+"""Core functions: POSIX metadata format, marker idempotency (moto S3), busy-file-system backoff, profile merging
+(stubbed)."""
 from __future__ import annotations
 
 import pytest
@@ -9,8 +10,8 @@ import partitions
 from partitions import Partition
 
 
-def throttle(code: str = "ThrottlingException") -> ClientError:
-    return ClientError({"Error": {"Code": code, "Message": "slow down"}}, "SomeOperation")
+def busy(code: str = "DataRepositoryTaskExecuting") -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "come back later"}}, "CreateDataRepositoryTask")
 
 
 # --- metadata format ------------------------------------------------------------------------------------------------
@@ -97,9 +98,9 @@ def test_ensure_marker_propagates_other_errors(s3):
 
 # --- retry ---------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("code", sorted(partitions.THROTTLING_CODES))
-def test_retry_retries_throttling_then_succeeds(code, sleeps):
-    outcomes = [throttle(code), throttle(code), "ok"]
+@pytest.mark.parametrize("code", sorted(partitions.IMPORT_BUSY_CODES))
+def test_retry_retries_a_busy_file_system_then_succeeds(code, sleeps):
+    outcomes = [busy(code), busy(code), "ok"]
 
     def call():
         outcome = outcomes.pop(0)
@@ -117,20 +118,22 @@ def test_retry_backoff_is_exponential_and_capped(sleeps):
 
     def call():
         calls.append(1)
-        raise throttle()
+        raise busy()
 
     with pytest.raises(ClientError) as raised:
         partitions.retry(call, attempts=6, base_delay=1.0, max_delay=4.0, sleep=sleeps, jitter=lambda: 1.0)
-    assert raised.value.response["Error"]["Code"] == "ThrottlingException"
+    assert raised.value.response["Error"]["Code"] == "DataRepositoryTaskExecuting"
     assert len(calls) == 6
     assert sleeps == [1.0, 2.0, 4.0, 4.0, 4.0]
 
 
-def test_retry_does_not_retry_other_errors(sleeps):
+@pytest.mark.parametrize("code", ["AccessDenied", "ThrottlingException"])
+def test_retry_does_not_retry_other_errors(code, sleeps):
+    """Throttling included: the client retries it (aws_clients.py), and a second loop would multiply the attempts."""
     def call():
-        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "PutObject")
+        raise ClientError({"Error": {"Code": code, "Message": "no"}}, "PutObject")
 
-    with pytest.raises(ClientError, match="AccessDenied"):
+    with pytest.raises(ClientError, match=code):
         partitions.retry(call, sleep=sleeps)
     assert sleeps == []
 

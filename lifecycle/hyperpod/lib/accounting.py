@@ -51,7 +51,7 @@ def rows(path, fields):
         with open(path, encoding="utf-8") as f:
             lines = [line.rstrip("\n") for line in f if line.strip()]
     except FileNotFoundError:
-        raise AccountingError(f"{path} not found")
+        raise AccountingError(f"{path} not found") from None
     for line in lines:
         values = line.split("|")
         if len(values) < len(fields):
@@ -196,7 +196,8 @@ def plan(params, cluster, state):
 
     # Users: every (department, user) association, the user's default account (the first department listing them);
     # a configured user no department lists goes to USERS_ACCOUNT.
-    wanted, default_account = {}, {}
+    wanted: dict[tuple[str, str], dict | None] = {}
+    default_account: dict[str, str] = {}
     for d in departments:
         for user in d["users"]:
             wanted[(d["name"], user)] = d
@@ -208,7 +209,7 @@ def plan(params, cluster, state):
     if without_department and USERS_ACCOUNT not in account_assoc:
         commands.append(["add", "account", USERS_ACCOUNT, f"Cluster={cluster}",
                          f"Description={USERS_ACCOUNT_DESCRIPTION}", f"Organization={ORGANIZATION}"])
-    additions = {}  # one `add user a,b,c ...` per account and settings: each sacctmgr call commits on its own
+    additions: dict[tuple[str, ...], list[str]] = {}  # one `add user a,b,c ...` per account and settings: each sacctmgr call commits on its own
     for (account, user), d in wanted.items():
         now = user_assoc.get((account, user))
         if now is None:
@@ -284,7 +285,7 @@ def load(path):
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except (OSError, json.JSONDecodeError) as e:
-        raise AccountingError(f"cannot read {path}: {e}")
+        raise AccountingError(f"cannot read {path}: {e}") from e
 
 
 def main(argv):

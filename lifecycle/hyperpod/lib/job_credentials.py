@@ -57,7 +57,8 @@ def start_time(pid: int) -> str:
 
 def job_of(pid: int) -> str:
     """The job whose step on this node holds `pid`, from slurmstepd (`scontrol listpids`: PID JOBID STEPID ...)."""
-    result = subprocess.run(["scontrol", "listpids"], capture_output=True, text=True, timeout=30)
+    result = subprocess.run(["scontrol", "listpids"], capture_output=True, text=True, timeout=30,
+                            check=False)
     for line in result.stdout.splitlines():
         fields = line.split()
         if len(fields) >= 2 and fields[0] == str(pid) and fields[1].isdigit():
@@ -67,7 +68,8 @@ def job_of(pid: int) -> str:
 
 def job_owner(job_id: str) -> tuple[str, int]:
     """(user name, uid) of a running job: `scontrol show job` says UserId=NAME(UID) and JobState."""
-    result = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30)
+    result = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30,
+                            check=False)
     owner = re.search(r"\bUserId=([^(\s]+)\((\d+)\)", result.stdout)
     state = re.search(r"\bJobState=(\S+)", result.stdout)
     if result.returncode != 0 or not owner or not state or state.group(1) != "RUNNING":
@@ -102,7 +104,7 @@ class Broker:
         result = subprocess.run(
             ["aws", "sts", "assume-role", "--role-arn", self.role_arn, "--role-session-name", session,
              "--duration-seconds", str(SESSION_SECONDS), "--region", self.region, "--output", "json"],
-            capture_output=True, text=True, timeout=60)
+            capture_output=True, text=True, timeout=60, check=False)
         if result.returncode != 0:
             log(f"sts assume-role {self.role_arn} failed: {result.stderr.strip()}")
             raise Refused("the node could not assume the job role (see the broker's journal)")
@@ -152,7 +154,7 @@ def serve(args: argparse.Namespace) -> int:
     if os.path.lexists(args.socket):
         os.unlink(args.socket)
     with socketserver.ThreadingUnixStreamServer(args.socket, Handler) as server:
-        os.chmod(args.socket, 0o666)  # anyone may ask; the answer depends on who asks
+        os.chmod(args.socket, 0o666)  # noqa: S103 - anyone may ask; the answer depends on who asks
         log(f"listening on {args.socket} for {args.role_arn}")
         server.serve_forever()
     return 0

@@ -26,9 +26,9 @@ def load(path):
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except FileNotFoundError:
-        raise ParamsError(f"{path} not found")
+        raise ParamsError(f"{path} not found") from None
     except json.JSONDecodeError as e:
-        raise ParamsError(f"{path} is not valid JSON: {e}")
+        raise ParamsError(f"{path} is not valid JSON: {e}") from e
 
 
 def lookup(data, dotted):

@@ -1,0 +1,28 @@
+"""What every custom-resource function of the platform shares: its runtime and how its folder under lambda/ becomes
+its code asset.
+
+A function folder's modules are top-level modules in the asset (`import partitions`); the boto3 client helper,
+lambda/shared/aws_clients.py, reaches each folder that uses it as a link (lambda/<function>/aws_clients.py), which
+packaging follows, so every zip holds the file itself. __pycache__ stays out: its bytes change from run to run and
+would change the asset hash.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda as lambda_
+
+FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "lambda"
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+
+
+def function_dir(name: str) -> Path:
+    """lambda/<name>: one function's handler modules."""
+    return FUNCTIONS_DIR / name
+
+
+def handler_code(folder: Path | str) -> lambda_.Code:
+    """The folder as a Lambda code asset, links followed."""
+    return lambda_.Code.from_asset(str(folder), exclude=["__pycache__", "*.pyc"],
+                                   follow_symlinks=cdk.SymlinkFollowMode.ALWAYS)
