@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Reads the config (file + `-c` overrides), builds the stacks, adds cdk-nag, synthesizes. Nothing else."""
+
 import sys
 
 import aws_cdk as cdk
@@ -10,8 +11,11 @@ from stacks.platform import add_security_checks, build_platform
 app = cdk.App()
 try:
     notices: list[str] = []
-    config = load_config(app.node.try_get_context("config") or DEFAULT_CONFIG_PATH,
-                         context_overrides(app.node.get_all_context()), notices)
+    config = load_config(
+        app.node.try_get_context("config") or DEFAULT_CONFIG_PATH,
+        context_overrides(app.node.get_all_context()),
+        notices,
+    )
     for notice in notices:
         print(f"config: {notice}", file=sys.stderr)
     # Checks what the config points at on disk: the EKS dependency chart must be the pinned revision. Tests and

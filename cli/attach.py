@@ -45,6 +45,7 @@ run changes nothing on the controller. The login step then publishes the login v
 Exit status: 0 done; 1 not confirmed, or a step refused (or rolled back) on the node; 2 bad input, no credentials, an
 AWS error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,9 +76,14 @@ SESSION_DOCUMENT = "AWS-StartInteractiveCommand"
 # importing it would start the CDK's kernel): the client bundle, and the hand-over objects of this step.
 SLURM_CLIENT_PREFIX = "slurm-client"
 # What the controller runs for the login step, by its name in the archive (the repository's layout below lifecycle/).
-LOGIN_TOOLS = ("attach/read_slurm_login.sh", "attach/enable_slurm_jwt.sh", "hyperpod/lib/common.sh",
-               "hyperpod/lib/marked_block.py", "hyperpod/lib/slurm_login_value.py",
-               "hyperpod/build_slurm_client_bundle.sh")
+LOGIN_TOOLS = (
+    "attach/read_slurm_login.sh",
+    "attach/enable_slurm_jwt.sh",
+    "hyperpod/lib/common.sh",
+    "hyperpod/lib/marked_block.py",
+    "hyperpod/lib/slurm_login_value.py",
+    "hyperpod/build_slurm_client_bundle.sh",
+)
 PRESIGNED_SECONDS = 3600
 
 
@@ -116,17 +122,24 @@ def profile_partitions(sagemaker, domain_id: str, cfg: PlatformConfig) -> list[P
     files."""
     config_uids = {u.uid: u.name for u in cfg.users}
     found: list[Partition] = []
-    names = [p["UserProfileName"] for page in sagemaker.get_paginator("list_user_profiles").paginate(
-        DomainIdEquals=domain_id) for p in page["UserProfiles"]]
+    names = [
+        p["UserProfileName"]
+        for page in sagemaker.get_paginator("list_user_profiles").paginate(DomainIdEquals=domain_id)
+        for p in page["UserProfiles"]
+    ]
     for name in sorted(set(names) - {u.name for u in cfg.users}):
         settings = sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=name).get("UserSettings", {})
         posix = settings.get("CustomPosixUserConfig")
         if not posix:
-            raise AttachError(f"profile {name}: no CustomPosixUserConfig, so Studio does not run it as a known uid; "
-                              "give it one (UpdateUserProfile) or delete it")
+            raise AttachError(
+                f"profile {name}: no CustomPosixUserConfig, so Studio does not run it as a known uid; "
+                "give it one (UpdateUserProfile) or delete it"
+            )
         if posix["Uid"] in config_uids:
-            raise AttachError(f"profile {name}: uid {posix['Uid']} is config user {config_uids[posix['Uid']]}'s; "
-                              "a partition would give it their files")
+            raise AttachError(
+                f"profile {name}: uid {posix['Uid']} is config user {config_uids[posix['Uid']]}'s; "
+                "a partition would give it their files"
+            )
         found.append(Partition(name, posix["Uid"], posix["Gid"], PRIVATE_MODE))
     return found
 
@@ -135,9 +148,10 @@ def remote_command(cfg: PlatformConfig, partitions: Sequence[Partition], script:
     """The shell command the session runs on the controller: the partition script, carried base64-encoded in the
     command (nothing is written to the node's disk), run by root with the mount, the parent and the entries."""
     payload = base64.b64encode(script if script is not None else PARTITION_SCRIPT.read_bytes()).decode()
-    args = " ".join(shlex.quote(a) for a in [cfg.storage.lustre.mount_path, partition_parent(cfg),
-                                               *(p.entry for p in partitions)])
-    return f"sudo bash -c \"$(echo {payload} | base64 -d)\" make_partitions {args}"
+    args = " ".join(
+        shlex.quote(a) for a in [cfg.storage.lustre.mount_path, partition_parent(cfg), *(p.entry for p in partitions)]
+    )
+    return f'sudo bash -c "$(echo {payload} | base64 -d)" make_partitions {args}'
 
 
 def controller_target(sagemaker, cfg: PlatformConfig) -> str:
@@ -147,26 +161,45 @@ def controller_target(sagemaker, cfg: PlatformConfig) -> str:
     existing = cfg.cluster.existing
     cluster = sagemaker.describe_cluster(ClusterName=existing.name)
     if cluster["ClusterArn"] != existing.arn:
-        raise AttachError(f"cluster.existing.arn: {existing.arn!r}, but cluster {existing.name} is "
-                          f"{cluster['ClusterArn']!r}")
+        raise AttachError(
+            f"cluster.existing.arn: {existing.arn!r}, but cluster {existing.name} is {cluster['ClusterArn']!r}"
+        )
     if cluster.get("ClusterStatus") != "InService":
-        raise AttachError(f"cluster {existing.name} is {cluster.get('ClusterStatus')}, not InService; try again once "
-                          "it is")
-    nodes = [n for page in sagemaker.get_paginator("list_cluster_nodes").paginate(
-        ClusterName=existing.name, InstanceGroupNameContains=existing.controller_group)
+        raise AttachError(
+            f"cluster {existing.name} is {cluster.get('ClusterStatus')}, not InService; try again once it is"
+        )
+    nodes = [
+        n
+        for page in sagemaker.get_paginator("list_cluster_nodes").paginate(
+            ClusterName=existing.name, InstanceGroupNameContains=existing.controller_group
+        )
         for n in page["ClusterNodeSummaries"]
-        if n["InstanceGroupName"] == existing.controller_group and n["InstanceStatus"]["Status"] == "Running"]
+        if n["InstanceGroupName"] == existing.controller_group and n["InstanceStatus"]["Status"] == "Running"
+    ]
     if not nodes:
-        raise AttachError(f"cluster.existing.controller_group: no running node in group "
-                          f"{existing.controller_group!r} of cluster {existing.name}")
+        raise AttachError(
+            f"cluster.existing.controller_group: no running node in group "
+            f"{existing.controller_group!r} of cluster {existing.name}"
+        )
     cluster_id = existing.arn.rsplit("/", 1)[1]
     return f"sagemaker-cluster:{cluster_id}_{existing.controller_group}-{nodes[0]['InstanceId']}"
 
 
 def session_command(target: str, command: str, region: str) -> list[str]:
     """The AWS CLI command line that runs `command` on `target` (needs the session-manager-plugin)."""
-    return ["aws", "ssm", "start-session", "--region", region, "--target", target, "--document-name",
-            SESSION_DOCUMENT, "--parameters", json.dumps({"command": [command]})]
+    return [
+        "aws",
+        "ssm",
+        "start-session",
+        "--region",
+        region,
+        "--target",
+        target,
+        "--document-name",
+        SESSION_DOCUMENT,
+        "--parameters",
+        json.dumps({"command": [command]}),
+    ]
 
 
 def domain_id(cloudformation, cfg: PlatformConfig) -> str:
@@ -181,10 +214,12 @@ def merge_mounts(sagemaker, domain: str, cfg: PlatformConfig, partitions: Sequen
     """Mount each profile's partition (keeping its other file systems), as the S3 path's event handler does."""
     sys.path.insert(0, str(ROOT / "lambda" / "fsx_partitions"))
     from partitions import merge_file_system_config  # lambda/fsx_partitions/partitions.py
+
     parent = "/" + partition_parent(cfg)
     for p in partitions:
-        merge_file_system_config(sagemaker, domain, p.name, cfg.storage.lustre.existing.file_system_id,
-                                 f"{parent}/{p.name}")
+        merge_file_system_config(
+            sagemaker, domain, p.name, cfg.storage.lustre.existing.file_system_id, f"{parent}/{p.name}"
+        )
 
 
 JOB_MOUNT = "/fsx"  # where the partition Job mounts the claim (the file system's root)
@@ -199,35 +234,62 @@ def partition_job(cfg: PlatformConfig, partitions: Sequence[Partition], script: 
     digest = hashlib.sha256(json.dumps([body, args]).encode()).hexdigest()[:10]
     name = f"{cfg.name[:30]}-partitions-{digest}".lower()
     labels = {"app.kubernetes.io/name": "studio-partitions", "app.kubernetes.io/part-of": cfg.name.lower()}
-    config_map = {"apiVersion": "v1", "kind": "ConfigMap",
-                  "metadata": {"name": name, "namespace": existing.partition_namespace, "labels": labels},
-                  "data": {"make_partitions.sh": body}}
-    job = {"apiVersion": "batch/v1", "kind": "Job",
-           "metadata": {"name": name, "namespace": existing.partition_namespace, "labels": labels},
-           "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": 3600, "template": {
-               "metadata": {"labels": labels},
-               "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
-                        "containers": [{
-                            "name": "partitions", "image": existing.partition_image,
-                            "command": ["bash", "/attach/make_partitions.sh"], "args": args,
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": existing.partition_namespace, "labels": labels},
+        "data": {"make_partitions.sh": body},
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": existing.partition_namespace, "labels": labels},
+        "spec": {
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": 3600,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "containers": [
+                        {
+                            "name": "partitions",
+                            "image": existing.partition_image,
+                            "command": ["bash", "/attach/make_partitions.sh"],
+                            "args": args,
                             # root: it creates root-owned parents and chowns each partition to its user
-                            "securityContext": {"runAsUser": 0, "runAsGroup": 0, "allowPrivilegeEscalation": False,
-                                                "capabilities": {"drop": ["ALL"],
-                                                                 "add": ["CHOWN", "FOWNER"]}},
-                            "volumeMounts": [{"name": "fsx", "mountPath": JOB_MOUNT},
-                                             {"name": "script", "mountPath": "/attach", "readOnly": True}]}],
-                        "volumes": [{"name": "fsx", "persistentVolumeClaim": {"claimName": existing.partition_claim}},
-                                    {"name": "script", "configMap": {"name": name}}]}}}}
+                            "securityContext": {
+                                "runAsUser": 0,
+                                "runAsGroup": 0,
+                                "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]},
+                            },
+                            "volumeMounts": [
+                                {"name": "fsx", "mountPath": JOB_MOUNT},
+                                {"name": "script", "mountPath": "/attach", "readOnly": True},
+                            ],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "fsx", "persistentVolumeClaim": {"claimName": existing.partition_claim}},
+                        {"name": "script", "configMap": {"name": name}},
+                    ],
+                },
+            },
+        },
+    }
     return [config_map, job]
 
 
 def kubectl_steps(objects: list[dict], manifest: Path) -> list[list[str]]:
     """Apply, wait for the Job, print its log (the caller's current kubectl context)."""
     job = objects[-1]["metadata"]
-    return [["kubectl", "apply", "-f", str(manifest)],
-            ["kubectl", "-n", job["namespace"], "wait", "--for=condition=complete", "--timeout=600s",
-             f"job/{job['name']}"],
-            ["kubectl", "-n", job["namespace"], "logs", f"job/{job['name']}"]]
+    return [
+        ["kubectl", "apply", "-f", str(manifest)],
+        ["kubectl", "-n", job["namespace"], "wait", "--for=condition=complete", "--timeout=600s", f"job/{job['name']}"],
+        ["kubectl", "-n", job["namespace"], "logs", f"job/{job['name']}"],
+    ]
 
 
 def tools_archive() -> bytes:
@@ -270,23 +332,33 @@ def tools_command(s3, bucket: str, tools: tuple[str, str], tool: str, *args: str
     """The command a session runs as root on the controller: fetch the tools archive by a presigned URL, check its
     sha256, unpack it in a private directory (removed on exit) and run `tool` (its path in the archive) with args."""
     key, sha = tools
-    script = ("set -euo pipefail; d=\"$(mktemp -d)\"; trap 'rm -rf \"$d\"' EXIT; "
-              f"curl -fsS -o \"$d/tools.tgz\" {shlex.quote(presigned(s3, 'get_object', bucket, key))}; "
-              f"echo \"{sha}  $d/tools.tgz\" | sha256sum -c --quiet; tar -xzf \"$d/tools.tgz\" -C \"$d\"; "
-              f"bash \"$d/{tool}\" " + " ".join(shlex.quote(a) for a in args))
+    script = (
+        'set -euo pipefail; d="$(mktemp -d)"; trap \'rm -rf "$d"\' EXIT; '
+        f'curl -fsS -o "$d/tools.tgz" {shlex.quote(presigned(s3, "get_object", bucket, key))}; '
+        f'echo "{sha}  $d/tools.tgz" | sha256sum -c --quiet; tar -xzf "$d/tools.tgz" -C "$d"; '
+        f'bash "$d/{tool}" ' + " ".join(shlex.quote(a) for a in args)
+    )
     return f"sudo bash -c {shlex.quote(script)}"
 
 
-def prepare_login(s3, bucket: str, nonce: str | None = None, auth: str = "munge",
-                  tools: tuple[str, str] | None = None) -> LoginHandover:
+def prepare_login(
+    s3, bucket: str, nonce: str | None = None, auth: str = "munge", tools: tuple[str, str] | None = None
+) -> LoginHandover:
     """Stores the tools archive (named by its sha256), signs the URLs for this run and builds the command."""
     tools = tools or store_tools(s3, bucket)
     nonce = nonce or secrets.token_hex(8)
     value_key = f"{SLURM_CLIENT_PREFIX}/attach-{nonce}/value.json"
     bundle_key = f"{SLURM_CLIENT_PREFIX}/attach-{nonce}/bundle.tar.gz"
-    remote = tools_command(s3, bucket, tools, "attach/read_slurm_login.sh", auth,
-                           f"s3://{bucket}/{SLURM_CLIENT_PREFIX}/", presigned(s3, "put_object", bucket, value_key),
-                           presigned(s3, "put_object", bucket, bundle_key))
+    remote = tools_command(
+        s3,
+        bucket,
+        tools,
+        "attach/read_slurm_login.sh",
+        auth,
+        f"s3://{bucket}/{SLURM_CLIENT_PREFIX}/",
+        presigned(s3, "put_object", bucket, value_key),
+        presigned(s3, "put_object", bucket, bundle_key),
+    )
     return LoginHandover(bucket=bucket, value_key=value_key, bundle_key=bundle_key, remote=remote)
 
 
@@ -302,10 +374,14 @@ def prepare_jwt(s3, bucket: str, nonce: str | None = None, tools: tuple[str, str
     """The two sessions of the auth/jwt step (enable_slurm_jwt.sh plan, then apply) and where the key comes back."""
     tools = tools or store_tools(s3, bucket)
     key_key = f"{SLURM_CLIENT_PREFIX}/attach-{nonce or secrets.token_hex(8)}/jwt_key.json"
-    return JwtHandover(bucket=bucket, key_key=key_key,
-                       plan=tools_command(s3, bucket, tools, "attach/enable_slurm_jwt.sh", "plan"),
-                       apply=tools_command(s3, bucket, tools, "attach/enable_slurm_jwt.sh", "apply",
-                                           presigned(s3, "put_object", bucket, key_key)))
+    return JwtHandover(
+        bucket=bucket,
+        key_key=key_key,
+        plan=tools_command(s3, bucket, tools, "attach/enable_slurm_jwt.sh", "plan"),
+        apply=tools_command(
+            s3, bucket, tools, "attach/enable_slurm_jwt.sh", "apply", presigned(s3, "put_object", bucket, key_key)
+        ),
+    )
 
 
 def jwt_key_secret_name(cfg: PlatformConfig) -> str:
@@ -323,8 +399,9 @@ def finish_jwt(s3, secretsmanager, handover: JwtHandover, secret_id: str) -> str
     try:
         value = json.loads(s3.get_object(Bucket=handover.bucket, Key=handover.key_key)["Body"].read())
         if not isinstance(value, dict) or set(value) != {"jwt_hs256_key_b64"}:
-            raise AttachError("the controller handed over something else than {\"jwt_hs256_key_b64\": ...}; "
-                              "nothing written")
+            raise AttachError(
+                'the controller handed over something else than {"jwt_hs256_key_b64": ...}; nothing written'
+            )
         if len(base64.b64decode(value["jwt_hs256_key_b64"], validate=True)) < 32:
             raise AttachError("the controller handed over no auth/jwt key of 32 bytes or more; nothing written")
         string = json.dumps(value)
@@ -335,8 +412,18 @@ def finish_jwt(s3, secretsmanager, handover: JwtHandover, secret_id: str) -> str
         s3.delete_object(Bucket=handover.bucket, Key=handover.key_key)
 
 
-LOGIN_FIELDS = ("slurm_version", "controller_host", "controller_addr", "controllers", "slurmctld_port", "cluster_name",
-                "auth", "slurm_conf", "slurm_conf_includes", "client_bundle")
+LOGIN_FIELDS = (
+    "slurm_version",
+    "controller_host",
+    "controller_addr",
+    "controllers",
+    "slurmctld_port",
+    "cluster_name",
+    "auth",
+    "slurm_conf",
+    "slurm_conf_includes",
+    "client_bundle",
+)
 
 
 def finish_login(s3, secretsmanager, handover: LoginHandover, secret_arn: str, auth: str = "munge") -> str:
@@ -347,17 +434,24 @@ def finish_login(s3, secretsmanager, handover: LoginHandover, secret_arn: str, a
         value = json.loads(s3.get_object(Bucket=handover.bucket, Key=handover.value_key)["Body"].read())
         missing = [f for f in LOGIN_FIELDS if f not in value]
         if missing or value.get("auth") != auth or ("munge_key_b64" in value) != (auth == "munge"):
-            raise AttachError(f"the controller's login value lacks {missing or f'auth: {auth}'} (or has a munge key "
-                              "in per-user mode, or none in shared mode); nothing written")
+            raise AttachError(
+                f"the controller's login value lacks {missing or f'auth: {auth}'} (or has a munge key "
+                "in per-user mode, or none in shared mode); nothing written"
+            )
         bundle = value["client_bundle"]
         data = s3.get_object(Bucket=handover.bucket, Key=handover.bundle_key)["Body"].read()
         sha = hashlib.sha256(data).hexdigest()
         prefix = f"s3://{handover.bucket}/{SLURM_CLIENT_PREFIX}/"
         name = bundle.get("s3_uri", "").removeprefix(prefix)
-        if sha != bundle.get("sha256") or not bundle.get("s3_uri", "").startswith(prefix) \
-                or name != f"slurm-client-{value['slurm_version']}-{sha}.tar.gz":
-            raise AttachError(f"the client bundle handed over (sha256 {sha}) is not the one the value names "
-                              f"({bundle.get('s3_uri')}, {bundle.get('sha256')}); nothing written")
+        if (
+            sha != bundle.get("sha256")
+            or not bundle.get("s3_uri", "").startswith(prefix)
+            or name != f"slurm-client-{value['slurm_version']}-{sha}.tar.gz"
+        ):
+            raise AttachError(
+                f"the client bundle handed over (sha256 {sha}) is not the one the value names "
+                f"({bundle.get('s3_uri')}, {bundle.get('sha256')}); nothing written"
+            )
         s3.put_object(Bucket=handover.bucket, Key=f"{SLURM_CLIENT_PREFIX}/{name}", Body=data)
         try:
             current = json.loads(secretsmanager.get_secret_value(SecretId=secret_arn)["SecretString"])
@@ -365,9 +459,11 @@ def finish_login(s3, secretsmanager, handover: LoginHandover, secret_arn: str, a
             current = None
         if current != value:
             secretsmanager.put_secret_value(SecretId=secret_arn, SecretString=json.dumps(value, sort_keys=True))
-        return (f"Slurm {value['slurm_version']} of cluster {value['cluster_name']}, slurmctld "
-                f"{value['controller_host']} ({value['controller_addr']}), bundle {name}: "
-                + ("secret updated" if current != value else "secret already current"))
+        return (
+            f"Slurm {value['slurm_version']} of cluster {value['cluster_name']}, slurmctld "
+            f"{value['controller_host']} ({value['controller_addr']}), bundle {name}: "
+            + ("secret updated" if current != value else "secret already current")
+        )
     finally:
         for key in (handover.value_key, handover.bundle_key):
             s3.delete_object(Bucket=handover.bucket, Key=key)
@@ -378,8 +474,12 @@ def stack_outputs(cloudformation, stack_name: str) -> dict[str, str]:
     return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
 
 
-def run(argv: list[str] | None = None, clients: Callable[[str], object] | None = None,
-        execute: Callable[[list[str]], int] | None = None, ask: Callable[[str], str] = input) -> int:
+def run(
+    argv: list[str] | None = None,
+    clients: Callable[[str], object] | None = None,
+    execute: Callable[[list[str]], int] | None = None,
+    ask: Callable[[str], str] = input,
+) -> int:
     args = parse_args(argv)
     cfg = loaded_config(args.config)
     if cfg is None:
@@ -397,8 +497,11 @@ def run(argv: list[str] | None = None, clients: Callable[[str], object] | None =
         steps.remove("partitions")
     if "jwt" in steps and auth == "munge":
         if args.step == "jwt":
-            print("shared_fsx: true: Studio users authenticate with the cluster's munge key; per-user auth/jwt is "
-                  "for shared_fsx: false", file=sys.stderr)
+            print(
+                "shared_fsx: true: Studio users authenticate with the cluster's munge key; per-user auth/jwt is "
+                "for shared_fsx: false",
+                file=sys.stderr,
+            )
             return 2
         steps.remove("jwt")
     if not steps:
@@ -409,9 +512,11 @@ def run(argv: list[str] | None = None, clients: Callable[[str], object] | None =
             print(problem, file=sys.stderr)
             return 2
         import boto3
+
         session = boto3.Session(profile_name=args.profile, region_name=cfg.deployment.region)
         clients = session.client
     from botocore.exceptions import BotoCoreError, ClientError
+
     run_session = execute or (lambda cmd: subprocess.run(cmd, check=False).returncode)
     try:
         sagemaker = clients("sagemaker")
@@ -425,19 +530,25 @@ def run(argv: list[str] | None = None, clients: Callable[[str], object] | None =
             if args.profiles:
                 domain = domain_id(clients("cloudformation"), cfg)
                 extra = profile_partitions(sagemaker, domain, cfg)
-            print(f"partitions: as root, lifecycle/attach/make_partitions.sh under {cfg.storage.lustre.mount_path}/"
-                  f"{partition_parent(cfg)}: "
-                  + ", ".join(f"{p.name} ({p.uid}:{p.gid} {p.mode})" for p in [*partitions, *extra]))
+            print(
+                f"partitions: as root, lifecycle/attach/make_partitions.sh under {cfg.storage.lustre.mount_path}/"
+                f"{partition_parent(cfg)}: "
+                + ", ".join(f"{p.name} ({p.uid}:{p.gid} {p.mode})" for p in [*partitions, *extra])
+            )
         if "jwt" in steps:
-            print("jwt: as root, lifecycle/attach/enable_slurm_jwt.sh turns on auth/jwt at slurmctld (per-user "
-                  "mode): a first session prints the exact change and changes nothing, then you are asked, then a "
-                  "second session makes it (backup, key, settings, reconfigure; rollback when slurmctld does not come "
-                  f"back) and the key goes into the secret {jwt_key_secret_name(cfg)}")
+            print(
+                "jwt: as root, lifecycle/attach/enable_slurm_jwt.sh turns on auth/jwt at slurmctld (per-user "
+                "mode): a first session prints the exact change and changes nothing, then you are asked, then a "
+                "second session makes it (backup, key, settings, reconfigure; rollback when slurmctld does not come "
+                f"back) and the key goes into the secret {jwt_key_secret_name(cfg)}"
+            )
         if "login" in steps:
-            print("login: as root, lifecycle/attach/read_slurm_login.sh reads slurm.conf, the Slurm version"
-                  + (", the munge key" if auth == "munge" else " (no munge key: per-user mode)")
-                  + " and the controller's client; they come back through presigned S3 URLs and go into the Slurm "
-                  "login secret")
+            print(
+                "login: as root, lifecycle/attach/read_slurm_login.sh reads slurm.conf, the Slurm version"
+                + (", the munge key" if auth == "munge" else " (no munge key: per-user mode)")
+                + " and the controller's client; they come back through presigned S3 URLs and go into the Slurm "
+                "login secret"
+            )
         print("each through: " + shlex.join(session_command(target, "<command>", cfg.deployment.region)))
         if args.dry_run:
             if partitions or extra:
@@ -454,19 +565,27 @@ def run(argv: list[str] | None = None, clients: Callable[[str], object] | None =
             print("jwt: the change on the controller (nothing is changed yet):", flush=True)
             status = run_session(session_command(target, handover.plan, cfg.deployment.region))
             if status != 0:
-                print(f"jwt: the controller refused (status {status}, see the lines above); nothing changed",
-                      file=sys.stderr)
+                print(
+                    f"jwt: the controller refused (status {status}, see the lines above); nothing changed",
+                    file=sys.stderr,
+                )
                 return 1
-            if not args.yes and ask(f"Type the platform's name ({cfg.name}) to make this change on the "
-                                    "controller: ").strip() != cfg.name:
+            if (
+                not args.yes
+                and ask(f"Type the platform's name ({cfg.name}) to make this change on the controller: ").strip()
+                != cfg.name
+            ):
                 print("not confirmed; nothing changed", file=sys.stderr)
                 return 1
             question = ""  # confirmed once for the whole run
             status = run_session(session_command(target, handover.apply, cfg.deployment.region))
             if status != 0:
                 s3.delete_object(Bucket=bucket, Key=handover.key_key)
-                print(f"jwt: the session ended with status {status}; see the lines above (when slurmctld did not come "
-                      "back, the script restored the backup and says so)", file=sys.stderr)
+                print(
+                    f"jwt: the session ended with status {status}; see the lines above (when slurmctld did not come "
+                    "back, the script restored the backup and says so)",
+                    file=sys.stderr,
+                )
                 return 1
             print("jwt: " + finish_jwt(s3, clients("secretsmanager"), handover, jwt_key_secret_name(cfg)))
         if question and not args.yes and ask(question).strip() != cfg.name:
@@ -483,11 +602,15 @@ def run(argv: list[str] | None = None, clients: Callable[[str], object] | None =
                 return 1
             print("login: " + finish_login(s3, clients("secretsmanager"), handover, secret_arn, auth=auth))
         if partitions or extra:
-            status = run_session(session_command(target, remote_command(cfg, [*partitions, *extra]),
-                                                 cfg.deployment.region))
+            status = run_session(
+                session_command(target, remote_command(cfg, [*partitions, *extra]), cfg.deployment.region)
+            )
             if status != 0:
-                print(f"partitions: the session ended with status {status}: see the lines above (a refused "
-                      "partition names why)", file=sys.stderr)
+                print(
+                    f"partitions: the session ended with status {status}: see the lines above (a refused "
+                    "partition names why)",
+                    file=sys.stderr,
+                )
                 return 1
             if extra:
                 merge_mounts(sagemaker, domain, cfg, extra)
@@ -498,22 +621,28 @@ def run(argv: list[str] | None = None, clients: Callable[[str], object] | None =
     return 0
 
 
-def run_eks(args: argparse.Namespace, cfg: PlatformConfig, execute: Callable[[list[str]], int] | None,
-            ask: Callable[[str], str]) -> int:
+def run_eks(
+    args: argparse.Namespace, cfg: PlatformConfig, execute: Callable[[list[str]], int] | None, ask: Callable[[str], str]
+) -> int:
     """EKS: the partition Job, when the file system has no S3 link (the access entries are the eks-access stack's)."""
     existing = cfg.cluster.existing
     if cfg.storage.lustre.existing.data_bucket is not None or existing.partition_claim is None:
-        print("nothing to do on EKS: the stack makes the partitions through the file system's S3 link, and the Studio "
-              "roles' access entries are in the eks-access stack")
+        print(
+            "nothing to do on EKS: the stack makes the partitions through the file system's S3 link, and the Studio "
+            "roles' access entries are in the eks-access stack"
+        )
         return 0
     import tempfile
+
     objects = partition_job(cfg, config_partitions(cfg))
     manifest = Path(tempfile.mkdtemp(prefix="attach-")) / "partitions.json"
     manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=1))
     steps = kubectl_steps(objects, manifest)
-    print(f"partitions: a Job in namespace {existing.partition_namespace} runs lifecycle/attach/make_partitions.sh as "
-          f"root in {existing.partition_image} with claim {existing.partition_claim} mounted; through your kubectl "
-          f"context (the EKS cluster {existing.eks_cluster_name}):")
+    print(
+        f"partitions: a Job in namespace {existing.partition_namespace} runs lifecycle/attach/make_partitions.sh as "
+        f"root in {existing.partition_image} with claim {existing.partition_claim} mounted; through your kubectl "
+        f"context (the EKS cluster {existing.eks_cluster_name}):"
+    )
     print("\n".join("  " + shlex.join(step) for step in steps) + f"\n  ({manifest})")
     if args.dry_run:
         print(manifest.read_text())
@@ -525,8 +654,10 @@ def run_eks(args: argparse.Namespace, cfg: PlatformConfig, execute: Callable[[li
     for step in steps:
         status = run_step(step)
         if status != 0:
-            print(f"`{shlex.join(step)}` ended with status {status}; see the Job's log (a refused partition names why)",
-                  file=sys.stderr)
+            print(
+                f"`{shlex.join(step)}` ended with status {status}; see the Job's log (a refused partition names why)",
+                file=sys.stderr,
+            )
             return 1
     return 0
 
@@ -535,11 +666,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m cli.attach", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True, help="an attach config (cluster.existing)")
     parser.add_argument("--profile", help="AWS profile (default: boto3's chain)")
-    parser.add_argument("--profiles", action="store_true",
-                        help="also the partitions of profiles created in the domain outside the stack")
-    parser.add_argument("--step", choices=("all", "jwt", "login", "partitions"), default="all",
-                        help="jwt: auth/jwt at the controller (per-user mode); login: the Slurm login secret; "
-                             "partitions: partitions without an S3 link; all (default)")
+    parser.add_argument(
+        "--profiles",
+        action="store_true",
+        help="also the partitions of profiles created in the domain outside the stack",
+    )
+    parser.add_argument(
+        "--step",
+        choices=("all", "jwt", "login", "partitions"),
+        default="all",
+        help="jwt: auth/jwt at the controller (per-user mode); login: the Slurm login secret; "
+        "partitions: partitions without an S3 link; all (default)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print what would run, run nothing")
     parser.add_argument("--yes", action="store_true", help="do not ask")
     return parser.parse_args(argv)

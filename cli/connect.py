@@ -14,6 +14,7 @@ through the AWS-StartSSHSession document, so nodes need no inbound port.
 Anything that stops it (no credentials, no such cluster or group, a refused call, no Session Manager plugin) is said
 in one line on stderr, with exit status 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,9 @@ from platform_config.login_access import session_run_as
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = "session-manager-plugin"
-PLUGIN_DOC = "https://docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-working-with-install-plugin.html"
+PLUGIN_DOC = (
+    "https://docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-working-with-install-plugin.html"
+)
 
 
 class ConnectError(Exception):
@@ -46,8 +49,10 @@ def parse_node(cfg: PlatformConfig, node: str) -> tuple[str, int]:
         name = groups[0].name
     names = [g.name for g in cfg.cluster.instance_groups]
     if name not in names:
-        raise ConnectError(f"NODE={node}: no instance group {name!r}; allowed: controller, login, "
-                           f"{', '.join(names)} (optionally :<index>)")
+        raise ConnectError(
+            f"NODE={node}: no instance group {name!r}; allowed: controller, login, "
+            f"{', '.join(names)} (optionally :<index>)"
+        )
     if index and not index.isdigit():
         raise ConnectError(f"NODE={node}: the index after ':' must be a number such as {name}:0")
     return name, int(index or 0)
@@ -56,28 +61,37 @@ def parse_node(cfg: PlatformConfig, node: str) -> tuple[str, int]:
 def resolve(sagemaker, cfg: PlatformConfig, group: str, index: int) -> str:
     """The SSM target of the index-th node (launch order) of group."""
     from botocore.exceptions import BotoCoreError, ClientError
+
     try:
         arn = sagemaker.describe_cluster(ClusterName=cfg.name)["ClusterArn"]
         nodes = []
-        for page in sagemaker.get_paginator("list_cluster_nodes").paginate(ClusterName=cfg.name,
-                                                                          InstanceGroupNameContains=group):
+        for page in sagemaker.get_paginator("list_cluster_nodes").paginate(
+            ClusterName=cfg.name, InstanceGroupNameContains=group
+        ):
             nodes += [n for n in page["ClusterNodeSummaries"] if n["InstanceGroupName"] == group]
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         if code in ("AccessDenied", "AccessDeniedException"):
-            raise ConnectError(f"{code} on {exc.operation_name}: the caller needs sagemaker:DescribeCluster and "
-                               f"sagemaker:ListClusterNodes on cluster {cfg.name}, and ssm:StartSession on it") from None
+            raise ConnectError(
+                f"{code} on {exc.operation_name}: the caller needs sagemaker:DescribeCluster and "
+                f"sagemaker:ListClusterNodes on cluster {cfg.name}, and ssm:StartSession on it"
+            ) from None
         if code == "ResourceNotFound" or "not found" in str(exc).lower():
-            raise ConnectError(f"cluster {cfg.name!r} does not exist in {sagemaker.meta.region_name}; deploy it "
-                               "first (make deploy)") from None
-        raise ConnectError(f"{code} on {exc.operation_name}: "
-                           f"{one_line(exc.response.get('Error', {}).get('Message', ''))}") from None
+            raise ConnectError(
+                f"cluster {cfg.name!r} does not exist in {sagemaker.meta.region_name}; deploy it first (make deploy)"
+            ) from None
+        raise ConnectError(
+            f"{code} on {exc.operation_name}: {one_line(exc.response.get('Error', {}).get('Message', ''))}"
+        ) from None
     except BotoCoreError as exc:  # no or expired credentials, no network
         raise ConnectError(f"cannot reach SageMaker in {sagemaker.meta.region_name}: {one_line(exc)}") from None
     nodes.sort(key=lambda n: (n["LaunchTime"], n["InstanceId"]))
     if index >= len(nodes):
-        raise ConnectError(f"{group}:{index}: the group has {len(nodes)} node(s) (indexes 0-{len(nodes) - 1})"
-                           if nodes else f"{group}: the group has no nodes yet")
+        raise ConnectError(
+            f"{group}:{index}: the group has {len(nodes)} node(s) (indexes 0-{len(nodes) - 1})"
+            if nodes
+            else f"{group}: the group has no nodes yet"
+        )
     cluster_id = arn.rsplit("/", 1)[1]
     return f"sagemaker-cluster:{cluster_id}_{group}-{nodes[index]['InstanceId']}"
 
@@ -87,6 +101,7 @@ def run_as_document(cluster_name: str) -> str:
     because importing a construct starts the CDK's Node process)."""
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     from constructs.session_run_as import session_document_name
+
     return session_document_name(cluster_name)
 
 
@@ -96,43 +111,71 @@ def session_command(target: str, region: str, profile: str | None, document: str
     return cmd + (["--profile", profile] if profile else [])
 
 
-def ssh_config(cfg: PlatformConfig, config_path: str, group: str, index: int, user: str,
-               profile: str | None) -> str:
+def ssh_config(cfg: PlatformConfig, config_path: str, group: str, index: int, user: str, profile: str | None) -> str:
     """An ~/.ssh/config entry whose ProxyCommand finds the node when you connect (this command with --proxy): HyperPod
     replaces failed nodes with new instances, so an instance id written today goes stale."""
-    proxy = [sys.executable, "-m", "cli.connect", "--config", str(Path(config_path).resolve()), f"{group}:{index}",
-             "--proxy", "%p"] + (["--profile", profile] if profile else [])
-    return (f"Host {cfg.name}-{group}-{index}\n"
-            f"  User {user}\n"
-            f"  ProxyCommand cd {shlex.quote(str(ROOT))} && {shlex.join(proxy)}\n")
+    proxy = [
+        sys.executable,
+        "-m",
+        "cli.connect",
+        "--config",
+        str(Path(config_path).resolve()),
+        f"{group}:{index}",
+        "--proxy",
+        "%p",
+    ] + (["--profile", profile] if profile else [])
+    return (
+        f"Host {cfg.name}-{group}-{index}\n"
+        f"  User {user}\n"
+        f"  ProxyCommand cd {shlex.quote(str(ROOT))} && {shlex.join(proxy)}\n"
+    )
 
 
 def ssh_session_command(target: str, port: str, region: str, profile: str | None) -> list[str]:
-    return ["aws", "ssm", "start-session", "--target", target, "--document-name", "AWS-StartSSHSession",
-            "--parameters", f"portNumber={port}", "--region", region] + (["--profile", profile] if profile else [])
+    return [
+        "aws",
+        "ssm",
+        "start-session",
+        "--target",
+        target,
+        "--document-name",
+        "AWS-StartSSHSession",
+        "--parameters",
+        f"portNumber={port}",
+        "--region",
+        region,
+    ] + (["--profile", profile] if profile else [])
 
 
 def main(argv: list[str] | None = None, sagemaker=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cli.connect", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m cli.connect", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("node", help="controller, login, <group> or <group>:<index>")
     parser.add_argument("--config", default="config/default.yaml")
     parser.add_argument("--profile")
     parser.add_argument("--print", action="store_true", help="print the command instead of starting the session")
     parser.add_argument("--ssh-config", action="store_true", help="print an ~/.ssh/config entry through SSM")
     parser.add_argument("--user", default="ubuntu", help="SSH user for --ssh-config")
-    parser.add_argument("--proxy", metavar="PORT",
-                        help="ssh's ProxyCommand (what --ssh-config writes): find the node now and start an SSH session "
-                             "to PORT through SSM")
-    parser.add_argument("--run-as", action="store_true",
-                        help="use the cluster's run-as Session document: a shell as the user in your IAM principal's "
-                             "SSMSessionRunAs tag (cluster.login_access.run_as)")
+    parser.add_argument(
+        "--proxy",
+        metavar="PORT",
+        help="ssh's ProxyCommand (what --ssh-config writes): find the node now and start an SSH session "
+        "to PORT through SSM",
+    )
+    parser.add_argument(
+        "--run-as",
+        action="store_true",
+        help="use the cluster's run-as Session document: a shell as the user in your IAM principal's "
+        "SSMSessionRunAs tag (cluster.login_access.run_as)",
+    )
     args = parser.parse_args(argv)
     try:
         cfg = load_config(args.config)
         if args.run_as and not session_run_as(cfg):
-            raise ConnectError("--run-as: this config has no run-as Session document (Slurm with "
-                               "cluster.login_access.run_as: true)")
+            raise ConnectError(
+                "--run-as: this config has no run-as Session document (Slurm with cluster.login_access.run_as: true)"
+            )
         group, index = parse_node(cfg, args.node)
         region = cfg.deployment.region
         if args.ssh_config:  # no AWS call: the node is found when ssh connects (--proxy)
@@ -143,6 +186,7 @@ def main(argv: list[str] | None = None, sagemaker=None) -> int:
             if problem:
                 raise ConnectError(problem)
             import boto3
+
             sagemaker = boto3.Session(profile_name=args.profile, region_name=region).client("sagemaker")
         target = resolve(sagemaker, cfg, group, index)
     except (ConfigError, ConnectError) as exc:
@@ -151,15 +195,17 @@ def main(argv: list[str] | None = None, sagemaker=None) -> int:
     if args.proxy:
         command = ssh_session_command(target, args.proxy, region, args.profile)
     else:
-        command = session_command(target, region, args.profile,
-                                  run_as_document(cfg.name) if args.run_as else None)
+        command = session_command(target, region, args.profile, run_as_document(cfg.name) if args.run_as else None)
     if args.print:
         print(shlex.join(command))
         return 0
     missing = [c for c in ("aws", PLUGIN) if shutil.which(c) is None]
     if missing:
-        print(f"connect: {' and '.join(missing)} not found on PATH; install the AWS CLI and the Session Manager "
-              f"plugin ({PLUGIN_DOC}), or run with --print", file=sys.stderr)
+        print(
+            f"connect: {' and '.join(missing)} not found on PATH; install the AWS CLI and the Session Manager "
+            f"plugin ({PLUGIN_DOC}), or run with --print",
+            file=sys.stderr,
+        )
         return 2
     os.execvp(command[0], command)
     return 0  # not reached

@@ -7,6 +7,7 @@ Left out, because they depend on use rather than on the templates: data processe
 and endpoints, log ingestion and storage, S3 storage and requests, EBS volumes, Studio spaces while they run, data
 transfer, and discounts (savings plans, training plans, reserved capacity).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -31,7 +32,7 @@ STANDING = {
     "AWS::CloudWatch::Alarm": ("cloudwatch_alarm_month", "CloudWatch alarm"),
     "AWS::EKS::Cluster": ("eks_cluster_hour", "EKS control plane"),
 }
-LABELS = {key: label for key, label in STANDING.values()} | {
+LABELS = dict(STANDING.values()) | {
     "network_load_balancer_hour": "Network Load Balancer",
     "interface_endpoint_hour": "interface endpoint x AZ",
 }
@@ -101,17 +102,30 @@ def estimate(q: Quantities, region: str, table: dict) -> list[str]:
             floor.append((f"{LABELS[key]:<24} {units:>3} x", units * each))
 
     if regional is None:
-        lines = [f"What it costs: no price on record for {region} (config/facts/prices.json has "
-                 f"{', '.join(sorted(table.get('regions', {}))) or 'no region'}); `make preflight` with AWS "
-                 "credentials fetches it from the AWS Price List API"]
-        lines.append("  bills while running: "
-                     + ", ".join(f"{count} x {kind} ({name})" for name, kind, count in q.groups))
-        lines.append("  bills with every group at 0: " + ", ".join(
-            [f"FSx for Lustre {capacity} GiB at {tier} MB/s/TiB" for capacity, tier in q.fsx]
-            + [f"{units} x {LABELS[key]}" for key, units in sorted(q.standing.items())]))
+        lines = [
+            (
+                f"What it costs: no price on record for {region} (config/facts/prices.json has "
+                f"{', '.join(sorted(table.get('regions', {}))) or 'no region'}); `make preflight` with AWS "
+                "credentials fetches it from the AWS Price List API"
+            )
+        ]
+        lines.append(
+            "  bills while running: " + ", ".join(f"{count} x {kind} ({name})" for name, kind, count in q.groups)
+        )
+        lines.append(
+            "  bills with every group at 0: "
+            + ", ".join(
+                [f"FSx for Lustre {capacity} GiB at {tier} MB/s/TiB" for capacity, tier in q.fsx]
+                + [f"{units} x {LABELS[key]}" for key, units in sorted(q.standing.items())]
+            )
+        )
         return lines
-    lines = [f"What it costs at on-demand list prices in {region} (price table fetched {regional['fetched']} from the "
-             f"{regional['source']}; config/facts/prices.json):"]
+    lines = [
+        (
+            f"What it costs at on-demand list prices in {region} (price table fetched {regional['fetched']} from the "
+            f"{regional['source']}; config/facts/prices.json):"
+        )
+    ]
     partial = " (partial: see 'no price on record')" if missing or q.unpriced_groups else ""
     total_running = sum(h for _, h in running) + sum(h for _, h in floor)
     lines.append(f"  while running: {_money(total_running)}/hour{partial}")
@@ -123,6 +137,8 @@ def estimate(q: Quantities, region: str, table: dict) -> list[str]:
         lines.append(f"  no price on record for {what} in {region}")
     for name in q.unpriced_groups:
         lines.append(f"  no price for group {name}: its type or count is set at deploy time")
-    lines.append("  not counted: data processed (NAT, load balancer, endpoints), logs, S3, EBS, Studio spaces while "
-                 f"they run, data transfer, discounts; a month is {HOURS_PER_MONTH} hours")
+    lines.append(
+        "  not counted: data processed (NAT, load balancer, endpoints), logs, S3, EBS, Studio spaces while "
+        f"they run, data transfer, discounts; a month is {HOURS_PER_MONTH} hours"
+    )
     return lines

@@ -3,6 +3,7 @@
 that config/facts/deploy_times.json has a figure for (AWS's HyperPod reference repository, quoted there), a step as
 long as its slowest stack. Stacks of only IAM roles, Lambda functions, alarms and the like have no figure on record
 and are not counted: the total is a lower bound."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,9 @@ def stack_types(templates: dict[str, dict], nested: dict[str, dict]) -> dict[str
     return types
 
 
-def lines(deps: dict[str, set[str]], templates: dict[str, dict], nested: dict[str, dict],
-          facts: dict | None = None) -> list[str]:
+def lines(
+    deps: dict[str, set[str]], templates: dict[str, dict], nested: dict[str, dict], facts: dict | None = None
+) -> list[str]:
     facts = facts or json.loads(DEPLOY_TIMES_FACTS.read_text())
     known = facts["types"]
     per_stack = stack_types(templates, nested)
@@ -52,6 +54,8 @@ def lines(deps: dict[str, set[str]], templates: dict[str, dict], nested: dict[st
         step = _span(low, high) if high else "no time on record"
         out.append(f"  step {n}: {step:<18} {', '.join(parts)}")
         total_low, total_high = total_low + low, total_high + high
-    out.append(f"  total: at least {_span(total_low, total_high)}, plus what has no time on record; figures from "
-               f"{facts['source']} (config/facts/deploy_times.json), not measured here")
+    out.append(
+        f"  total: at least {_span(total_low, total_high)}, plus what has no time on record; figures from "
+        f"{facts['source']} (config/facts/deploy_times.json), not measured here"
+    )
     return out

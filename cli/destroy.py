@@ -41,6 +41,7 @@ Region: each stack's own when the assembly pins one, else boto3's (AWS_REGION / 
 come from boto3's chain. Exit status: 0 done (a kept network included); 1 not confirmed (nothing changed) or a
 deletion that failed; 2 bad input, no credentials or an AWS error. A failure is one line on stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,6 +93,7 @@ class TimedOut(Failed):
 
 # --- the assembly ----------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Kept:
     stack: str
@@ -99,7 +101,7 @@ class Kept:
     resource_type: str
     policy: str
     uses: frozenset[str] = frozenset()  # other stacks whose outputs it uses
-    linked_to_s3: bool = False          # an FSx file system with a data repository association in its template
+    linked_to_s3: bool = False  # an FSx file system with a data repository association in its template
     tags: tuple[tuple[str, str], ...] = ()
 
     def describe(self, physical_id: str) -> str:
@@ -140,8 +142,13 @@ def _references(value: Any, stacks: Iterable[str]) -> set[str]:
 
 def _literal_tags(resource: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     tags = resource.get("Properties", {}).get("Tags") or []
-    return tuple(sorted((t["Key"], t["Value"]) for t in tags
-                        if isinstance(t, dict) and isinstance(t.get("Key"), str) and isinstance(t.get("Value"), str)))
+    return tuple(
+        sorted(
+            (t["Key"], t["Value"])
+            for t in tags
+            if isinstance(t, dict) and isinstance(t.get("Key"), str) and isinstance(t.get("Value"), str)
+        )
+    )
 
 
 def _asset_files(out_dir: Path, artifacts: dict[str, Any]) -> dict[str, str]:
@@ -169,8 +176,11 @@ def _walk(stack: AssemblyStack, out_dir: Path, template_file: str, names: set[st
     template = json.loads((out_dir / template_file).read_text())
     resources = template.get("Resources", {})
     # File systems an association in the same template links to S3 (its FileSystemId is a Ref to them).
-    linked = {(r.get("Properties", {}).get("FileSystemId") or {}).get("Ref") for r in resources.values()
-              if r.get("Type") == DRA and isinstance(r.get("Properties", {}).get("FileSystemId"), dict)}
+    linked = {
+        (r.get("Properties", {}).get("FileSystemId") or {}).get("Ref")
+        for r in resources.values()
+        if r.get("Type") == DRA and isinstance(r.get("Properties", {}).get("FileSystemId"), dict)
+    }
     for lid, resource in resources.items():
         rtype = resource.get("Type", "")
         nested = _nested_template(resource, assets) if rtype == "AWS::CloudFormation::Stack" else None
@@ -181,9 +191,17 @@ def _walk(stack: AssemblyStack, out_dir: Path, template_file: str, names: set[st
             stack.domain_name = resource["Properties"]["DomainName"]
         policy = resource.get("DeletionPolicy", "Delete")
         if policy in KEEPING_POLICIES or policy == "Snapshot":
-            stack.kept.append(Kept(stack=stack.name, logical_id=lid, resource_type=rtype, policy=policy,
-                                   uses=frozenset(_references(resource.get("Properties", {}), names) - {stack.name}),
-                                   linked_to_s3=rtype == FSX and lid in linked, tags=_literal_tags(resource)))
+            stack.kept.append(
+                Kept(
+                    stack=stack.name,
+                    logical_id=lid,
+                    resource_type=rtype,
+                    policy=policy,
+                    uses=frozenset(_references(resource.get("Properties", {}), names) - {stack.name}),
+                    linked_to_s3=rtype == FSX and lid in linked,
+                    tags=_literal_tags(resource),
+                )
+            )
         if policy not in KEEPING_POLICIES:
             stack.deleted[rtype] += 1
 
@@ -197,8 +215,10 @@ def read_assembly(out_dir: Path) -> dict[str, AssemblyStack]:
         props = artifact.get("properties", {})
         region = artifact.get("environment", "").rsplit("/", 1)[-1]
         stacks[artifact_id] = AssemblyStack(
-            name=props.get("stackName", artifact_id), region=None if region.startswith("unknown") else region,
-            template_file=props["templateFile"])
+            name=props.get("stackName", artifact_id),
+            region=None if region.startswith("unknown") else region,
+            template_file=props["templateFile"],
+        )
     names = {s.name for s in stacks.values()}
     assets = _asset_files(out_dir, artifacts)
     for stack in stacks.values():
@@ -233,6 +253,7 @@ def platform_name(out_dir: Path, stacks: dict[str, AssemblyStack]) -> str:
 
 # --- the account -----------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Deployed:
     stack_id: str
@@ -259,15 +280,18 @@ class StudioContent:
 
     @staticmethod
     def owner(app: dict[str, Any]) -> dict[str, str]:
-        return {"SpaceName": app["SpaceName"]} if app.get("SpaceName") else \
-            {"UserProfileName": app["UserProfileName"]}
+        return {"SpaceName": app["SpaceName"]} if app.get("SpaceName") else {"UserProfileName": app["UserProfileName"]}
 
     def describe(self) -> str:
-        apps = ", ".join(f"{a['AppType']} {a['AppName']} of {a.get('SpaceName') or a.get('UserProfileName')}"
-                         for a in self.apps)
-        return (f"{len(self.apps)} app(s) and {len(self.spaces)} space(s) people created in Studio domain "
-                f"{self.domain_id}" + (f": apps {apps}" if apps else "")
-                + (f"; spaces {', '.join(self.spaces)}" if self.spaces else ""))
+        apps = ", ".join(
+            f"{a['AppType']} {a['AppName']} of {a.get('SpaceName') or a.get('UserProfileName')}" for a in self.apps
+        )
+        return (
+            f"{len(self.apps)} app(s) and {len(self.spaces)} space(s) people created in Studio domain "
+            f"{self.domain_id}"
+            + (f": apps {apps}" if apps else "")
+            + (f"; spaces {', '.join(self.spaces)}" if self.spaces else "")
+        )
 
 
 class Account:
@@ -284,6 +308,7 @@ class Account:
 
     def deployed(self, stack: AssemblyStack) -> Deployed | None:
         from botocore.exceptions import ClientError
+
         try:
             found = self.client("cloudformation", stack.region).describe_stacks(StackName=stack.name)["Stacks"]
         except ClientError as error:
@@ -297,9 +322,12 @@ class Account:
     def physical_ids(self, stack: AssemblyStack, types: Iterable[str]) -> set[str]:
         cfn = self.client("cloudformation", stack.region)
         wanted = set(types)
-        return {r["PhysicalResourceId"] for page in cfn.get_paginator("list_stack_resources").paginate(
-                    StackName=stack.name) for r in page["StackResourceSummaries"]
-                if r["ResourceType"] in wanted and r.get("PhysicalResourceId")}
+        return {
+            r["PhysicalResourceId"]
+            for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack.name)
+            for r in page["StackResourceSummaries"]
+            if r["ResourceType"] in wanted and r.get("PhysicalResourceId")
+        }
 
     def resources(self, stack: AssemblyStack) -> dict[str, str]:
         """Logical id -> physical id of a deployed stack's resources, its nested stacks' included (ListStackResources,
@@ -323,35 +351,49 @@ class Account:
         for page in self.client("fsx", region).get_paginator("describe_file_systems").paginate():
             for fs in page["FileSystems"]:
                 if fs.get("Lifecycle") != "DELETING":
-                    found.append(FileSystem(
-                        file_system_id=fs["FileSystemId"],
-                        deployment_type=(fs.get("LustreConfiguration") or {}).get("DeploymentType", ""),
-                        subnet_ids=tuple(fs.get("SubnetIds", [])),
-                        tags=tuple(sorted((t["Key"], t["Value"]) for t in fs.get("Tags", [])))))
+                    found.append(
+                        FileSystem(
+                            file_system_id=fs["FileSystemId"],
+                            deployment_type=(fs.get("LustreConfiguration") or {}).get("DeploymentType", ""),
+                            subnet_ids=tuple(fs.get("SubnetIds", [])),
+                            tags=tuple(sorted((t["Key"], t["Value"]) for t in fs.get("Tags", []))),
+                        )
+                    )
         return found
 
     def studio(self, region: str | None, domain_name: str) -> StudioContent | None:
         """The domain of that name and what people created in it: apps not yet Deleted, spaces."""
         sagemaker = self.client("sagemaker", region)
-        domains = [d["DomainId"] for page in sagemaker.get_paginator("list_domains").paginate()
-                   for d in page["Domains"] if d["DomainName"] == domain_name]
+        domains = [
+            d["DomainId"]
+            for page in sagemaker.get_paginator("list_domains").paginate()
+            for d in page["Domains"]
+            if d["DomainName"] == domain_name
+        ]
         if not domains:
             return None
         domain = domains[0]
-        apps = [a for page in sagemaker.get_paginator("list_apps").paginate(DomainIdEquals=domain)
-                for a in page["Apps"] if a.get("Status") not in APP_GONE]
-        spaces = [sp["SpaceName"] for page in sagemaker.get_paginator("list_spaces").paginate(DomainIdEquals=domain)
-                  for sp in page["Spaces"]]
+        apps = [
+            a
+            for page in sagemaker.get_paginator("list_apps").paginate(DomainIdEquals=domain)
+            for a in page["Apps"]
+            if a.get("Status") not in APP_GONE
+        ]
+        spaces = [
+            sp["SpaceName"]
+            for page in sagemaker.get_paginator("list_spaces").paginate(DomainIdEquals=domain)
+            for sp in page["Spaces"]
+        ]
         return StudioContent(domain_id=domain, apps=apps, spaces=spaces)
 
     def associations(self, region: str | None, file_system_id: str) -> list[dict[str, Any]]:
         response = self.client("fsx", region).describe_data_repository_associations(
-            Filters=[{"Name": "file-system-id", "Values": [file_system_id]}])
+            Filters=[{"Name": "file-system-id", "Values": [file_system_id]}]
+        )
         return [a for a in response.get("Associations", []) if a.get("Lifecycle") not in ("DELETING", "FAILED")]
 
 
-def _wait(what: str, poll: Callable[[], str | None], done: set[str], failed: set[str],
-          limit_seconds: float) -> str:
+def _wait(what: str, poll: Callable[[], str | None], done: set[str], failed: set[str], limit_seconds: float) -> str:
     """Poll until done, failed or `limit_seconds` have passed (then Failed: the run stops, nothing is undone, and
     `make destroy` again picks up where it stopped); a progress line whenever the state changes and every
     PROGRESS_SECONDS."""
@@ -366,8 +408,10 @@ def _wait(what: str, poll: Callable[[], str | None], done: set[str], failed: set
         if state in failed:
             raise Failed(f"{what} ended {state}")
         if elapsed >= limit_seconds:
-            raise TimedOut(f"{what} still {state} after {elapsed / 60:.0f} min (the limit is {limit_seconds / 60:.0f} "
-                         "min): nothing was undone; check it in the console and run `make destroy` again")
+            raise TimedOut(
+                f"{what} still {state} after {elapsed / 60:.0f} min (the limit is {limit_seconds / 60:.0f} "
+                "min): nothing was undone; check it in the console and run `make destroy` again"
+            )
         if state != last_state or now - last_line >= PROGRESS_SECONDS:
             print(f"  {what}: {state}, {elapsed / 60:.0f} of at most {limit_seconds / 60:.0f} min", flush=True)
             last_state, last_line = state, now
@@ -376,17 +420,18 @@ def _wait(what: str, poll: Callable[[], str | None], done: set[str], failed: set
 
 # --- plan ------------------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Plan:
     out_dir: Path
     name: str
     stacks: dict[str, AssemblyStack]
-    order: list[str]                                   # assembly ids, deletion order
+    order: list[str]  # assembly ids, deletion order
     delete_file_systems: bool
     without_backup: bool
     deployed: dict[str, Deployed | None] = field(default_factory=dict)
-    file_systems: list[FileSystem] = field(default_factory=list)   # in the regions of the stacks that hold FSx
-    subnets: dict[str, set[str]] = field(default_factory=dict)     # stack used by a kept FSx -> its subnet ids
+    file_systems: list[FileSystem] = field(default_factory=list)  # in the regions of the stacks that hold FSx
+    subnets: dict[str, set[str]] = field(default_factory=dict)  # stack used by a kept FSx -> its subnet ids
     studio: dict[str, StudioContent] = field(default_factory=dict)  # stack holding the domain -> what is in it
     physical: dict[str, dict[str, str]] = field(default_factory=dict)  # stack name -> logical id -> physical id
 
@@ -419,8 +464,9 @@ class Plan:
 
     def holders(self, artifact_id: str, file_systems: list[FileSystem] | None = None) -> list[FileSystem]:
         subnets = self.subnets.get(artifact_id, set())
-        return [fs for fs in (self.file_systems if file_systems is None else file_systems)
-                if subnets & set(fs.subnet_ids)]
+        return [
+            fs for fs in (self.file_systems if file_systems is None else file_systems) if subnets & set(fs.subnet_ids)
+        ]
 
     def ours(self) -> list[FileSystem]:
         return [fs for fs in self.file_systems if self.platforms(fs)]
@@ -433,19 +479,29 @@ def check_flags(plan: Plan) -> None:
         linked = [k for k in plan.kept_file_systems if k.linked_to_s3]
         if linked:
             names = ", ".join(f"{k.stack} {k.logical_id}" for k in linked)
-            raise Refused(f"{names}: linked to S3 by a data repository association, and FSx cannot back up a file "
-                          f"system linked to S3 ({BACKUP_DOC}); add --without-backup to delete it without one "
-                          "(what is under its association paths is exported to and stays in S3; anything else on it "
-                          "is lost)")
+            raise Refused(
+                f"{names}: linked to S3 by a data repository association, and FSx cannot back up a file "
+                f"system linked to S3 ({BACKUP_DOC}); add --without-backup to delete it without one "
+                "(what is under its association paths is exported to and stays in S3; anything else on it "
+                "is lost)"
+            )
 
 
 def render(plan: Plan) -> list[str]:
-    lines = [(f"Platform {plan.name} ({plan.out_dir}): stacks are deleted in this order, each once the stacks that "
-             "depend on it are gone:")]
+    lines = [
+        (
+            f"Platform {plan.name} ({plan.out_dir}): stacks are deleted in this order, each once the stacks that "
+            "depend on it are gone:"
+        )
+    ]
     for i, artifact_id in enumerate(plan.order, 1):
         stack, deployed = plan.stacks[artifact_id], plan.deployed[artifact_id]
-        state = "not deployed: skipped" if deployed is None else deployed.status + (
-            ", termination protection on (turned off just before its deletion)" if deployed.protected else "")
+        state = (
+            "not deployed: skipped"
+            if deployed is None
+            else deployed.status
+            + (", termination protection on (turned off just before its deletion)" if deployed.protected else "")
+        )
         lines.append(f"  {i}. {stack.name} [{state}]")
         holds_fsx = any(k in plan.kept_file_systems for k in stack.kept)
         if deployed is None:
@@ -454,17 +510,27 @@ def render(plan: Plan) -> list[str]:
             continue
         holders = plan.holders(artifact_id)
         if holders and not (plan.delete_file_systems and all(plan.platforms(fs) for fs in holders)):
-            lines.append(f"     KEPT: FSx file system(s) {', '.join(fs.file_system_id for fs in holders)} use its "
-                         "subnets" + ("" if plan.delete_file_systems else
-                                      " (rerun with --delete-file-systems to delete the platform's own first)"))
+            lines.append(
+                f"     KEPT: FSx file system(s) {', '.join(fs.file_system_id for fs in holders)} use its "
+                "subnets"
+                + (
+                    ""
+                    if plan.delete_file_systems
+                    else " (rerun with --delete-file-systems to delete the platform's own first)"
+                )
+            )
             continue
         if artifact_id in plan.studio and (plan.studio[artifact_id].apps or plan.studio[artifact_id].spaces):
-            lines.append(f"     first: deletes the {plan.studio[artifact_id].describe()} (their EFS home folders stay "
-                         "with the retained domain volume)")
+            lines.append(
+                f"     first: deletes the {plan.studio[artifact_id].describe()} (their EFS home folders stay "
+                "with the retained domain volume)"
+            )
         if holds_fsx:
             for fs in plan.ours():
-                lines.append(f"     first: FSx {fs.file_system_id}: export to S3 of what is under its data "
-                             "repository associations (must succeed: the associations go with this stack)")
+                lines.append(
+                    f"     first: FSx {fs.file_system_id}: export to S3 of what is under its data "
+                    "repository associations (must succeed: the associations go with this stack)"
+                )
         nested = f", {len(stack.nested)} nested stack(s)" if stack.nested else ""
         types = ", ".join(f"{t} x{n}" for t, n in sorted(stack.deleted.items()))
         lines.append(f"     deletes {sum(stack.deleted.values())} resources{nested}: {types}")
@@ -477,37 +543,52 @@ def render(plan: Plan) -> list[str]:
             continue
         lines.append(f"  {plan.kept_line(kept)}")
         if kept.linked_to_s3:
-            lines.append("      its data repository association is deleted with the stack (after the export): the "
-                         "file system stays, no longer linked to S3")
+            lines.append(
+                "      its data repository association is deleted with the stack (after the export): the "
+                "file system stays, no longer linked to S3"
+            )
     return lines
 
 
 def _file_system_fates(plan: Plan) -> list[str]:
-    return [f"     then: FSx {fs.file_system_id}: " + (
-        "deleted WITHOUT a backup (linked to S3: FSx cannot back it up; --without-backup given; a backup is still "
-        "taken if FSx accepts one once the association is gone)" if plan.linked(fs) else
-        "backed up (the backup is kept), then deleted") for fs in plan.ours()]
+    return [
+        f"     then: FSx {fs.file_system_id}: "
+        + (
+            "deleted WITHOUT a backup (linked to S3: FSx cannot back it up; --without-backup given; a backup is still "
+            "taken if FSx accepts one once the association is gone)"
+            if plan.linked(fs)
+            else "backed up (the backup is kept), then deleted"
+        )
+        for fs in plan.ours()
+    ]
 
 
 # --- run -------------------------------------------------------------------------------------------------------------
+
 
 def export_to_s3(account: Account, region: str | None, fs: FileSystem) -> None:
     fsx = account.client("fsx", region)
     if not account.associations(region, fs.file_system_id):
         print(f"FSx {fs.file_system_id}: no data repository association, nothing to export")
         return
-    task = fsx.create_data_repository_task(FileSystemId=fs.file_system_id, Type="EXPORT_TO_REPOSITORY",
-                                           Report={"Enabled": False})["DataRepositoryTask"]
+    task = fsx.create_data_repository_task(
+        FileSystemId=fs.file_system_id, Type="EXPORT_TO_REPOSITORY", Report={"Enabled": False}
+    )["DataRepositoryTask"]
     print(f"FSx {fs.file_system_id}: exporting to S3 ({task['TaskId']}) ...", flush=True)
-    _wait(f"export task {task['TaskId']} of {fs.file_system_id}",
-          lambda: fsx.describe_data_repository_tasks(TaskIds=[task["TaskId"]])["DataRepositoryTasks"][0]["Lifecycle"],
-          done={"SUCCEEDED"}, failed={"FAILED", "CANCELED"}, limit_seconds=LIMIT_MINUTES["export"] * 60)
+    _wait(
+        f"export task {task['TaskId']} of {fs.file_system_id}",
+        lambda: fsx.describe_data_repository_tasks(TaskIds=[task["TaskId"]])["DataRepositoryTasks"][0]["Lifecycle"],
+        done={"SUCCEEDED"},
+        failed={"FAILED", "CANCELED"},
+        limit_seconds=LIMIT_MINUTES["export"] * 60,
+    )
     print(f"FSx {fs.file_system_id}: exported")
 
 
 def backup(account: Account, plan: Plan, region: str | None, fs: FileSystem) -> None:
     """A backup where FSx takes one; without one only with --without-backup."""
     from botocore.exceptions import ClientError
+
     fsx = account.client("fsx", region)
     refusal = None
     if not fs.deployment_type.startswith("PERSISTENT"):
@@ -516,27 +597,34 @@ def backup(account: Account, plan: Plan, region: str | None, fs: FileSystem) -> 
         refusal = "linked to S3 by a data repository association"
     else:
         try:
-            made = fsx.create_backup(FileSystemId=fs.file_system_id,
-                                     Tags=[{"Key": "deleted-by", "Value": f"make destroy {plan.name}"}])["Backup"]
+            made = fsx.create_backup(
+                FileSystemId=fs.file_system_id, Tags=[{"Key": "deleted-by", "Value": f"make destroy {plan.name}"}]
+            )["Backup"]
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "BadRequest":
                 raise
             refusal = one_line(error)
         else:
             print(f"FSx {fs.file_system_id}: backup {made['BackupId']} ...", flush=True)
-            _wait(f"backup {made['BackupId']}",
-                  lambda: fsx.describe_backups(BackupIds=[made["BackupId"]])["Backups"][0]["Lifecycle"],
-                  done={"AVAILABLE"}, failed={"FAILED", "DELETED"}, limit_seconds=LIMIT_MINUTES["backup"] * 60)
+            _wait(
+                f"backup {made['BackupId']}",
+                lambda: fsx.describe_backups(BackupIds=[made["BackupId"]])["Backups"][0]["Lifecycle"],
+                done={"AVAILABLE"},
+                failed={"FAILED", "DELETED"},
+                limit_seconds=LIMIT_MINUTES["backup"] * 60,
+            )
             print(f"FSx {fs.file_system_id}: backup {made['BackupId']} AVAILABLE (kept)")
             return
     if not plan.without_backup:
-        raise Failed(f"FSx {fs.file_system_id}: no backup possible ({refusal}) and --without-backup was not given: "
-                     "not deleted")
+        raise Failed(
+            f"FSx {fs.file_system_id}: no backup possible ({refusal}) and --without-backup was not given: not deleted"
+        )
     print(f"FSx {fs.file_system_id}: no backup possible ({refusal}); deleting without one (--without-backup)")
 
 
 def delete_file_system(account: Account, region: str | None, fs: FileSystem) -> None:
     from botocore.exceptions import ClientError
+
     fsx = account.client("fsx", region)
     fsx.delete_file_system(FileSystemId=fs.file_system_id, LustreConfiguration={"SkipFinalBackup": True})
 
@@ -548,9 +636,15 @@ def delete_file_system(account: Account, region: str | None, fs: FileSystem) -> 
                 return None
             raise
         return found[0].get("Lifecycle", "DELETING") if found else None
+
     print(f"FSx {fs.file_system_id}: deleting ...", flush=True)
-    _wait(f"deletion of FSx {fs.file_system_id}", lifecycle, done=set(), failed={"FAILED"},
-          limit_seconds=LIMIT_MINUTES["file-system"] * 60)
+    _wait(
+        f"deletion of FSx {fs.file_system_id}",
+        lifecycle,
+        done=set(),
+        failed={"FAILED"},
+        limit_seconds=LIMIT_MINUTES["file-system"] * 60,
+    )
     print(f"FSx {fs.file_system_id}: deleted")
 
 
@@ -558,15 +652,25 @@ def delete_studio_content(account: Account, region: str | None, content: StudioC
     """Every app, waited until Deleted; then every space, waited until gone (a space with a running app cannot be
     deleted, and a profile with apps or spaces cannot either)."""
     from botocore.exceptions import ClientError
+
     sagemaker = account.client("sagemaker", region)
     for app in content.apps:
-        key = {"DomainId": content.domain_id, "AppType": app["AppType"], "AppName": app["AppName"],
-               **StudioContent.owner(app)}
+        key = {
+            "DomainId": content.domain_id,
+            "AppType": app["AppType"],
+            "AppName": app["AppName"],
+            **StudioContent.owner(app),
+        }
         if app.get("Status") != "Deleting":
             sagemaker.delete_app(**key)
         print(f"Studio: deleting app {app['AppType']} {app['AppName']} ...", flush=True)
-        _wait(f"app {app['AppName']}", lambda k=key: sagemaker.describe_app(**k).get("Status"),
-              done=APP_GONE, failed=APP_FAILED, limit_seconds=LIMIT_MINUTES["studio"] * 60)
+        _wait(
+            f"app {app['AppName']}",
+            lambda k=key: sagemaker.describe_app(**k).get("Status"),
+            done=APP_GONE,
+            failed=APP_FAILED,
+            limit_seconds=LIMIT_MINUTES["studio"] * 60,
+        )
     for space in content.spaces:
         sagemaker.delete_space(DomainId=content.domain_id, SpaceName=space)
         print(f"Studio: deleting space {space} ...", flush=True)
@@ -578,6 +682,7 @@ def delete_studio_content(account: Account, region: str | None, content: StudioC
                 if error.response.get("Error", {}).get("Code") in ("ResourceNotFound", "ValidationException"):
                     return None
                 raise
+
         _wait(f"space {space}", status, done=set(), failed=SPACE_FAILED, limit_seconds=LIMIT_MINUTES["studio"] * 60)
     print(f"Studio: {len(content.apps)} app(s) and {len(content.spaces)} space(s) of {content.domain_id} deleted")
 
@@ -592,35 +697,59 @@ def delete_stack(account: Account, stack: AssemblyStack, deployed: Deployed) -> 
 
     def status() -> str | None:
         return cfn.describe_stacks(StackName=deployed.stack_id)["Stacks"][0]["StackStatus"]
+
     try:
-        _wait(stack.name, status, done={"DELETE_COMPLETE"}, failed={"DELETE_FAILED"},
-              limit_seconds=LIMIT_MINUTES["stack"] * 60)
+        _wait(
+            stack.name,
+            status,
+            done={"DELETE_COMPLETE"},
+            failed={"DELETE_FAILED"},
+            limit_seconds=LIMIT_MINUTES["stack"] * 60,
+        )
     except TimedOut:
         raise
     except Failed:
-        reasons = [f"{e['LogicalResourceId']} ({e.get('ResourceType', '')}): {e.get('ResourceStatusReason', '')}"
-                   for e in cfn.describe_stack_events(StackName=deployed.stack_id).get("StackEvents", [])
-                   if e.get("ResourceStatus") == "DELETE_FAILED" and e.get("LogicalResourceId") != stack.name]
-        raise Failed(f"{stack.name} ended DELETE_FAILED: {'; '.join(reasons[:3]) or 'no reason given'}; fix it and "
-                     "run `make destroy` again (deleted stacks are skipped)") from None
+        reasons = [
+            f"{e['LogicalResourceId']} ({e.get('ResourceType', '')}): {e.get('ResourceStatusReason', '')}"
+            for e in cfn.describe_stack_events(StackName=deployed.stack_id).get("StackEvents", [])
+            if e.get("ResourceStatus") == "DELETE_FAILED" and e.get("LogicalResourceId") != stack.name
+        ]
+        raise Failed(
+            f"{stack.name} ended DELETE_FAILED: {'; '.join(reasons[:3]) or 'no reason given'}; fix it and "
+            "run `make destroy` again (deleted stacks are skipped)"
+        ) from None
     print(f"{stack.name}: deleted")
 
 
 def finish_by_hand(stack: AssemblyStack, holders: list[FileSystem]) -> list[str]:
     region = f" --region {stack.region}" if stack.region else ""
-    lines = [(f"{stack.name} KEPT: FSx file system(s) {', '.join(f.file_system_id for f in holders)} still use its "
-             "subnets and security group, and CloudFormation cannot delete a subnet or security group in use."),
-             ("To finish by hand, once its data is where you want it (what was under its data repository associations "
-             "was exported to S3 before they were deleted; anything else is only on the file system):")]
+    lines = [
+        (
+            f"{stack.name} KEPT: FSx file system(s) {', '.join(f.file_system_id for f in holders)} still use its "
+            "subnets and security group, and CloudFormation cannot delete a subnet or security group in use."
+        ),
+        (
+            "To finish by hand, once its data is where you want it (what was under its data repository associations "
+            "was exported to S3 before they were deleted; anything else is only on the file system):"
+        ),
+    ]
     for fs in holders:
-        lines.append(f"  aws fsx create-backup{region} --file-system-id {fs.file_system_id}   # optional: FSx takes "
-                     "one only from a persistent file system not linked to S3")
-        lines.append(f"  aws fsx delete-file-system{region} --file-system-id {fs.file_system_id} "
-                     "--lustre-configuration SkipFinalBackup=true")
-        lines.append(f"  aws fsx describe-file-systems{region} --file-system-ids {fs.file_system_id}   "
-                     "# until FileSystemNotFound")
-    lines.append(f"  make destroy   # again: deletes {stack.name} now that nothing uses it "
-                 f"(or: aws cloudformation delete-stack{region} --stack-name {stack.name})")
+        lines.append(
+            f"  aws fsx create-backup{region} --file-system-id {fs.file_system_id}   # optional: FSx takes "
+            "one only from a persistent file system not linked to S3"
+        )
+        lines.append(
+            f"  aws fsx delete-file-system{region} --file-system-id {fs.file_system_id} "
+            "--lustre-configuration SkipFinalBackup=true"
+        )
+        lines.append(
+            f"  aws fsx describe-file-systems{region} --file-system-ids {fs.file_system_id}   "
+            "# until FileSystemNotFound"
+        )
+    lines.append(
+        f"  make destroy   # again: deletes {stack.name} now that nothing uses it "
+        f"(or: aws cloudformation delete-stack{region} --stack-name {stack.name})"
+    )
     return lines
 
 
@@ -638,11 +767,13 @@ def _look(account: Account, plan: Plan) -> None:
     """Read only: which stacks exist, the FSx file systems where the platform keeps one, the subnets they may use."""
     plan.deployed = {a: account.deployed(plan.stacks[a]) for a in plan.order}
     plan.physical = {plan.stacks[a].name: account.resources(plan.stacks[a]) for a in plan.order if plan.deployed[a]}
-    regions = {plan.stacks[a].region for a in plan.order if any(k in plan.kept_file_systems
-                                                                 for k in plan.stacks[a].kept)}
+    regions = {
+        plan.stacks[a].region for a in plan.order if any(k in plan.kept_file_systems for k in plan.stacks[a].kept)
+    }
     plan.file_systems = [fs for region in sorted(regions, key=str) for fs in account.file_systems(region)]
-    plan.subnets = {a: account.physical_ids(plan.stacks[a], ["AWS::EC2::Subnet"])
-                    for a in plan.used_stacks() if plan.deployed[a]}
+    plan.subnets = {
+        a: account.physical_ids(plan.stacks[a], ["AWS::EC2::Subnet"]) for a in plan.used_stacks() if plan.deployed[a]
+    }
     for a in plan.order:
         stack = plan.stacks[a]
         if stack.domain_name and plan.deployed[a] and (content := account.studio(stack.region, stack.domain_name)):
@@ -656,15 +787,21 @@ def run(argv: list[str] | None = None, session=None) -> int:
     if problem:
         raise Refused(problem)
     stacks = read_assembly(out_dir)
-    plan = Plan(out_dir=out_dir, name=platform_name(out_dir, stacks), stacks=stacks,
-                order=deletion_order(stack_dependencies(out_dir)),
-                delete_file_systems=args.delete_file_systems, without_backup=args.without_backup)
+    plan = Plan(
+        out_dir=out_dir,
+        name=platform_name(out_dir, stacks),
+        stacks=stacks,
+        order=deletion_order(stack_dependencies(out_dir)),
+        delete_file_systems=args.delete_file_systems,
+        without_backup=args.without_backup,
+    )
     check_flags(plan)
     if session is None:
         problem = missing_credentials()
         if problem:
             raise Refused(problem)
         import boto3
+
         session = boto3.Session()
     account = Account(session)
 
@@ -712,12 +849,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m cli.destroy", description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", nargs="?", default="cdk.out", help="the synthesized cloud assembly (make synth)")
     parser.add_argument("--yes", action="store_true", help="do not ask for the platform's name (non-interactive)")
-    parser.add_argument("--delete-file-systems", action="store_true",
-                        help="also delete the platform's retained FSx file systems (after the final export to S3, "
-                             "with a backup where FSx allows one), so the network stack can go too")
-    parser.add_argument("--without-backup", action="store_true",
-                        help="with --delete-file-systems: accept deleting a file system FSx cannot back up (linked to "
-                             "S3: what is under its association paths stays in S3, anything else on it is lost)")
+    parser.add_argument(
+        "--delete-file-systems",
+        action="store_true",
+        help="also delete the platform's retained FSx file systems (after the final export to S3, "
+        "with a backup where FSx allows one), so the network stack can go too",
+    )
+    parser.add_argument(
+        "--without-backup",
+        action="store_true",
+        help="with --delete-file-systems: accept deleting a file system FSx cannot back up (linked to "
+        "S3: what is under its association paths stays in S3, anything else on it is lost)",
+    )
     return parser.parse_args(argv)
 
 
@@ -725,6 +868,7 @@ def main(argv: list[str] | None = None, session=None) -> int:
     """run(), with one line on stderr when it stops: bad input or no credentials (2), not confirmed or a deletion
     that failed (1), an AWS error (2). `session` (a boto3.Session) is for tests; otherwise boto3's default chain."""
     from botocore.exceptions import BotoCoreError, ClientError
+
     parse_args(argv)  # --help and usage errors exit here, as argparse does
     try:
         return run(argv, session)

@@ -8,6 +8,7 @@ NODE is controller, login, <group> or <group>:<index> (index: launch order withi
 --follow keeps printing new lines until Ctrl-C. Without credentials, or when the node or its stream does not exist,
 one line on stderr and exit status 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,14 +40,20 @@ def node_stream(sagemaker, cluster_name: str, node: str) -> tuple[str, str]:
     members.sort(key=lambda n: (n["LaunchTime"], n["InstanceId"]))
     position = int(index or 0)
     if position >= len(members):
-        raise SystemExit(f"{group}:{position}: the group has {len(members)} node(s)" if members
-                         else f"{group}: the group has no nodes yet")
-    return (cluster_log_group(cluster["ClusterArn"], cluster_name),
-            f"LifecycleConfig/{group}/{members[position]['InstanceId']}")
+        raise SystemExit(
+            f"{group}:{position}: the group has {len(members)} node(s)"
+            if members
+            else f"{group}: the group has no nodes yet"
+        )
+    return (
+        cluster_log_group(cluster["ClusterArn"], cluster_name),
+        f"LifecycleConfig/{group}/{members[position]['InstanceId']}",
+    )
 
 
 def read(logs, log_group: str, stream: str, follow: bool, every: float = 5.0, out=print) -> None:
     from botocore.exceptions import ClientError
+
     token = None
     while True:
         kwargs = {"logGroupName": log_group, "logStreamName": stream, "startFromHead": True}
@@ -56,8 +63,9 @@ def read(logs, log_group: str, stream: str, follow: bool, every: float = 5.0, ou
             page = logs.get_log_events(**kwargs)
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
-                raise SystemExit(f"no log stream {stream} in {log_group} yet: the node has not started its "
-                                 "lifecycle scripts") from None
+                raise SystemExit(
+                    f"no log stream {stream} in {log_group} yet: the node has not started its lifecycle scripts"
+                ) from None
             raise
         for event in page["events"]:
             out(event["message"].rstrip("\n"))
@@ -76,6 +84,7 @@ def main(argv: list[str] | None = None, session=None) -> int:
     parser.add_argument("--follow", action="store_true", help="keep printing new lines until Ctrl-C")
     args = parser.parse_args(argv)
     from botocore.exceptions import BotoCoreError, ClientError
+
     try:
         session = session or session_for(args.profile, "logs")
         tgt = target(args.config)

@@ -1,6 +1,7 @@
 """What a user command needs before it starts, checked up front so that a command that cannot do its job says why
 in one line (and exits non-zero) instead of half-running, reporting every check as skipped, or ending in a traceback.
 """
+
 from __future__ import annotations
 
 import sys
@@ -15,14 +16,17 @@ def missing_credentials(profile: str | None = None) -> str | None:
     AWS SDK does, locally: no AWS call (expired or refused credentials show up at the first call instead)."""
     import boto3
     from botocore.exceptions import BotoCoreError
+
     try:
         credentials = boto3.Session(profile_name=profile).get_credentials()
     except BotoCoreError as error:  # an unknown profile, an unreadable config file
         return f"{error}".replace("\n", " ")
     if credentials is None:
         where = f"profile {profile!r}" if profile else "the environment, the AWS config and credentials files or SSO"
-        return (f"no AWS credentials in {where}: sign in (e.g. `aws sso login --profile NAME` and `export "
-                f"AWS_PROFILE=NAME`) and run again ({CREDENTIALS_DOC})")
+        return (
+            f"no AWS credentials in {where}: sign in (e.g. `aws sso login --profile NAME` and `export "
+            f"AWS_PROFILE=NAME`) and run again ({CREDENTIALS_DOC})"
+        )
     return None
 
 
@@ -41,6 +45,7 @@ def one_line(error: BaseException) -> str:
 def loaded_config(path: str):
     """The validated config at `path`, or None after printing why it is refused (key, value, what is allowed)."""
     from platform_config import ConfigError, load_config
+
     try:
         return load_config(path)
     except ConfigError as error:

@@ -12,6 +12,7 @@ does not offer): a check that could not run is never reported as a pass. Exit st
 (also, with --strict, when any could not run), else 0. Without usable credentials (none found, or STS refuses
 them) nothing can be checked: one line says so and the exit status is 2, as for an invalid config.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,7 @@ from cli import prices
 from cli.preconditions import loaded_config, missing_credentials, one_line
 from constructs.lustre_ports import LUSTRE_PORTS
 from platform_config import PlatformConfig
-from platform_config.eks import (ADDON_NAMES, ELASTIC_TRAINING_OPERATOR, KUBERNETES_SUPPORT,
-                                 enabled_addons)
+from platform_config.eks import ADDON_NAMES, ELASTIC_TRAINING_OPERATOR, KUBERNETES_SUPPORT, enabled_addons
 
 OK, WARNING, FAILED, UNKNOWN = "ok", "warning", "failed", "cannot-check"
 ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException"}
@@ -42,14 +42,22 @@ THROTTLED = {"Throttling", "ThrottlingException", "TooManyRequestsException", "R
 # security-iam-awsmanpol-AmazonSageMakerHyperPodServiceRolePolicy.html). FSx: AWSServiceRoleForAmazonFSx
 # (https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-service-linked-roles.html). Both are created on first
 # use when the deploying principal may call iam:CreateServiceLinkedRole.
-SERVICE_LINKED_ROLES = {"AWSServiceRoleForSageMakerHyperPod": "sagemaker.amazonaws.com",
-                        "AWSServiceRoleForAmazonFSx": "fsx.amazonaws.com"}
+SERVICE_LINKED_ROLES = {
+    "AWSServiceRoleForSageMakerHyperPod": "sagemaker.amazonaws.com",
+    "AWSServiceRoleForAmazonFSx": "fsx.amazonaws.com",
+}
 # HyperPod instance quotas are per instance type, named "<type> for cluster usage" in Service Quotas
 # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites.html#sagemaker-hyperpod-prerequisites-quotas).
 CLUSTER_QUOTA = "{} for cluster usage"
 # What the platform always creates; with --templates, the types come from the synthesized templates instead.
-CORE_TYPES = ("AWS::SageMaker::Cluster", "AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation",
-              "AWS::SageMaker::Domain", "AWS::SageMaker::UserProfile", "AWS::SageMaker::StudioLifecycleConfig")
+CORE_TYPES = (
+    "AWS::SageMaker::Cluster",
+    "AWS::FSx::FileSystem",
+    "AWS::FSx::DataRepositoryAssociation",
+    "AWS::SageMaker::Domain",
+    "AWS::SageMaker::UserProfile",
+    "AWS::SageMaker::StudioLifecycleConfig",
+)
 # Attach mode (cluster.existing) creates only Studio's side; with --templates, the templates' types instead.
 ATTACH_TYPES = ("AWS::SageMaker::Domain", "AWS::SageMaker::UserProfile", "AWS::SageMaker::StudioLifecycleConfig")
 # A network interface takes at most five security groups by default (Amazon VPC quotas, "Security groups per network
@@ -75,8 +83,13 @@ class CannotCheck(Exception):
 
 
 class Preflight:
-    def __init__(self, cfg: PlatformConfig, client: Callable[[str, str], object], templates: Path | None = None,
-                 today: datetime.date | None = None):
+    def __init__(
+        self,
+        cfg: PlatformConfig,
+        client: Callable[[str, str], object],
+        templates: Path | None = None,
+        today: datetime.date | None = None,
+    ):
         """`client(service, purpose)` returns a boto3 client; purpose only lets tests stub one API of a service."""
         self.cfg = cfg
         self.today = today or datetime.datetime.now(datetime.UTC).date()
@@ -89,6 +102,7 @@ class Preflight:
 
     def guarded(self, check: str, fn: Callable[[], None]) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
+
         try:
             fn()
         except ClientError as exc:
@@ -99,8 +113,11 @@ class Preflight:
             elif code in THROTTLED:
                 self.add(check, UNKNOWN, f"cannot check: {op} was throttled ({code}) after retries; run again later")
             else:
-                self.add(check, UNKNOWN, f"cannot check: {op} failed with {code}: "
-                                         f"{exc.response.get('Error', {}).get('Message', '')}")
+                self.add(
+                    check,
+                    UNKNOWN,
+                    f"cannot check: {op} failed with {code}: {exc.response.get('Error', {}).get('Message', '')}",
+                )
         except CannotCheck as exc:
             self.add(check, UNKNOWN, f"cannot check: {exc}")
         except BotoCoreError as exc:
@@ -156,10 +173,12 @@ class Preflight:
         try:
             cluster = sagemaker.describe_cluster(ClusterName=existing.name)
         except Exception as exc:  # ResourceNotFound is modelled per client
-            if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("ResourceNotFound",
-                                                                           "ValidationException"):
-                self.add("attach-cluster", FAILED, f"cluster.existing.name: no HyperPod cluster {existing.name!r} in "
-                                                   f"{self.cfg.deployment.region}")
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("ResourceNotFound", "ValidationException"):
+                self.add(
+                    "attach-cluster",
+                    FAILED,
+                    f"cluster.existing.name: no HyperPod cluster {existing.name!r} in {self.cfg.deployment.region}",
+                )
                 return
             raise
         problems = []
@@ -172,20 +191,28 @@ class Preflight:
         if actual != self.cfg.orchestrator:
             problems.append(f"orchestrator: {self.cfg.orchestrator}, the cluster is orchestrated by {actual}")
         elif eks_arn and eks_arn.rsplit("/", 1)[-1] != existing.eks_cluster_name:
-            problems.append(f"cluster.existing.eks_cluster_name: {existing.eks_cluster_name!r}, the cluster's EKS "
-                            f"cluster is {eks_arn.rsplit('/', 1)[-1]!r}")
+            problems.append(
+                f"cluster.existing.eks_cluster_name: {existing.eks_cluster_name!r}, the cluster's EKS "
+                f"cluster is {eks_arn.rsplit('/', 1)[-1]!r}"
+            )
         groups = [g["InstanceGroupName"] for g in cluster.get("InstanceGroups", [])]
         if actual == "slurm" and existing.controller_group and existing.controller_group not in groups:
-            problems.append(f"cluster.existing.controller_group: {existing.controller_group!r} is not a group of the "
-                            f"cluster ({', '.join(groups)})")
+            problems.append(
+                f"cluster.existing.controller_group: {existing.controller_group!r} is not a group of the "
+                f"cluster ({', '.join(groups)})"
+            )
         vpc = cluster.get("VpcConfig", {})
         net = self.cfg.network.existing
         if vpc and net.security_group_id not in vpc.get("SecurityGroupIds", []):
-            problems.append(f"network.existing.security_group_id: {net.security_group_id} is not the cluster's "
-                            f"({', '.join(vpc.get('SecurityGroupIds', []))})")
+            problems.append(
+                f"network.existing.security_group_id: {net.security_group_id} is not the cluster's "
+                f"({', '.join(vpc.get('SecurityGroupIds', []))})"
+            )
         if vpc and not {s.id for s in net.private_subnets} & set(vpc.get("Subnets", [])):
-            problems.append(f"network.existing.private_subnets: none is a subnet of the cluster "
-                            f"({', '.join(vpc.get('Subnets', []))})")
+            problems.append(
+                f"network.existing.private_subnets: none is a subnet of the cluster "
+                f"({', '.join(vpc.get('Subnets', []))})"
+            )
         if problems:
             self.add("attach-cluster", FAILED, "; ".join(problems))
         else:
@@ -199,65 +226,99 @@ class Preflight:
         """Studio's subnet and the file system's: the same VPC (the local route), and network ACLs that let Lustre
         through both ways."""
         existing = self.cfg.storage.lustre.existing
-        fs = self.client("fsx", "file-systems").describe_file_systems(
-            FileSystemIds=[existing.file_system_id])["FileSystems"][0]
+        fs = self.client("fsx", "file-systems").describe_file_systems(FileSystemIds=[existing.file_system_id])[
+            "FileSystems"
+        ][0]
         ec2 = self.client("ec2", "network")
         studio = self._studio_subnet()
         subnets = {s["SubnetId"]: s for s in ec2.describe_subnets(SubnetIds=[studio, *fs["SubnetIds"]])["Subnets"]}
         if subnets[studio]["VpcId"] != fs.get("VpcId"):
-            self.add("attach-lustre-path", FAILED, f"Studio's subnet {studio} is in {subnets[studio]['VpcId']}, the "
-                                                   f"file system in {fs.get('VpcId')}; give Studio a subnet of the "
-                                                   "file system's VPC (network.existing.studio_subnet)")
+            self.add(
+                "attach-lustre-path",
+                FAILED,
+                f"Studio's subnet {studio} is in {subnets[studio]['VpcId']}, the "
+                f"file system in {fs.get('VpcId')}; give Studio a subnet of the "
+                "file system's VPC (network.existing.studio_subnet)",
+            )
             return
-        acls = ec2.describe_network_acls(Filters=[{"Name": "association.subnet-id",
-                                                   "Values": sorted({studio, *fs["SubnetIds"]})}])["NetworkAcls"]
+        acls = ec2.describe_network_acls(
+            Filters=[{"Name": "association.subnet-id", "Values": sorted({studio, *fs["SubnetIds"]})}]
+        )["NetworkAcls"]
         problems = []
         for acl in acls:
             for egress in (False, True):
                 for low, high in LUSTRE_PORTS:
                     if not _acl_allows(acl, egress, low, high):
-                        problems.append(f"network ACL {acl['NetworkAclId']} denies Lustre TCP {low}-{high} "
-                                        f"{'out' if egress else 'in'}")
+                        problems.append(
+                            f"network ACL {acl['NetworkAclId']} denies Lustre TCP {low}-{high} "
+                            f"{'out' if egress else 'in'}"
+                        )
         if problems:
-            self.add("attach-lustre-path", FAILED, "; ".join(problems) + "; allow it between Studio's subnet and the "
-                                                                       "file system's")
+            self.add(
+                "attach-lustre-path",
+                FAILED,
+                "; ".join(problems) + "; allow it between Studio's subnet and the file system's",
+            )
         else:
-            self.add("attach-lustre-path", OK, f"Studio's subnet {studio} and the file system share "
-                                               f"{fs.get('VpcId')}; network ACLs let Lustre through both ways")
+            self.add(
+                "attach-lustre-path",
+                OK,
+                f"Studio's subnet {studio} and the file system share "
+                f"{fs.get('VpcId')}; network ACLs let Lustre through both ways",
+            )
 
     def attach_fsx_interfaces(self) -> None:
         """The platform attaches its Lustre group to every network interface of the file system: each needs room."""
         existing = self.cfg.storage.lustre.existing
         fs = self.client("fsx", "file-system-interfaces").describe_file_systems(
-            FileSystemIds=[existing.file_system_id])["FileSystems"][0]
+            FileSystemIds=[existing.file_system_id]
+        )["FileSystems"][0]
         ids = fs.get("NetworkInterfaceIds", [])
         if not ids:
             raise CannotCheck(f"FSx names no network interfaces of {existing.file_system_id}")
-        interfaces = self.client("ec2", "network").describe_network_interfaces(
-            NetworkInterfaceIds=ids)["NetworkInterfaces"]
+        interfaces = self.client("ec2", "network").describe_network_interfaces(NetworkInterfaceIds=ids)[
+            "NetworkInterfaces"
+        ]
         full = [i["NetworkInterfaceId"] for i in interfaces if len(i.get("Groups", [])) >= GROUPS_PER_INTERFACE]
         if full:
-            self.add("attach-fsx-interfaces", FAILED, f"{', '.join(full)} of {existing.file_system_id} already have "
-                                                      f"{GROUPS_PER_INTERFACE} security groups; the platform adds its "
-                                                      "Lustre group: remove one, or raise the quota 'Security groups "
-                                                      "per network interface'")
+            self.add(
+                "attach-fsx-interfaces",
+                FAILED,
+                f"{', '.join(full)} of {existing.file_system_id} already have "
+                f"{GROUPS_PER_INTERFACE} security groups; the platform adds its "
+                "Lustre group: remove one, or raise the quota 'Security groups "
+                "per network interface'",
+            )
         else:
-            self.add("attach-fsx-interfaces", OK, f"{len(interfaces)} interface(s) of {existing.file_system_id} with "
-                                                  "room for the platform's Lustre group")
+            self.add(
+                "attach-fsx-interfaces",
+                OK,
+                f"{len(interfaces)} interface(s) of {existing.file_system_id} with "
+                "room for the platform's Lustre group",
+            )
 
     def attach_controller(self) -> None:
         existing = self.cfg.cluster.existing
-        nodes = [n for n in self.client("sagemaker", "nodes").list_cluster_nodes(
-            ClusterName=existing.name, InstanceGroupNameContains=existing.controller_group)["ClusterNodeSummaries"]
-            if n["InstanceGroupName"] == existing.controller_group]
+        nodes = [
+            n
+            for n in self.client("sagemaker", "nodes").list_cluster_nodes(
+                ClusterName=existing.name, InstanceGroupNameContains=existing.controller_group
+            )["ClusterNodeSummaries"]
+            if n["InstanceGroupName"] == existing.controller_group
+        ]
         running = [n for n in nodes if n["InstanceStatus"]["Status"] == "Running"]
         if not running:
-            self.add("attach-controller", FAILED, f"cluster.existing.controller_group: no running node in "
-                                                  f"{existing.controller_group!r} ({len(nodes)} node(s)); make attach "
-                                                  "reaches the controller through Session Manager")
+            self.add(
+                "attach-controller",
+                FAILED,
+                f"cluster.existing.controller_group: no running node in "
+                f"{existing.controller_group!r} ({len(nodes)} node(s)); make attach "
+                "reaches the controller through Session Manager",
+            )
             return
-        target = f"sagemaker-cluster:{existing.arn.rsplit('/', 1)[1]}_{existing.controller_group}-" \
-                 f"{running[0]['InstanceId']}"
+        target = (
+            f"sagemaker-cluster:{existing.arn.rsplit('/', 1)[1]}_{existing.controller_group}-{running[0]['InstanceId']}"
+        )
         self.add("attach-controller", OK, f"Session Manager target {target}")
 
     def attach_caller(self) -> None:
@@ -266,28 +327,40 @@ class Preflight:
         existing = self.cfg.cluster.existing
         caller = self.client("sts", "identity").get_caller_identity()["Arn"]
         role = _role_of(caller)
-        if role.rsplit("/", 1)[-1] != existing.attach_role_arn.rsplit("/", 1)[-1] \
-                or role.split(":")[4] != existing.attach_role_arn.split(":")[4]:
-            self.add("attach-caller", FAILED, f"you are {caller}; cluster.existing.attach_role_arn "
-                                              f"{existing.attach_role_arn} is the only role the login secret and the "
-                                              "client bundle prefix admit: run make attach as it, or name your role")
+        if (
+            role.rsplit("/", 1)[-1] != existing.attach_role_arn.rsplit("/", 1)[-1]
+            or role.split(":")[4] != existing.attach_role_arn.split(":")[4]
+        ):
+            self.add(
+                "attach-caller",
+                FAILED,
+                f"you are {caller}; cluster.existing.attach_role_arn "
+                f"{existing.attach_role_arn} is the only role the login secret and the "
+                "client bundle prefix admit: run make attach as it, or name your role",
+            )
             return
         evaluations = self.client("iam", "simulate").simulate_principal_policy(
-            PolicySourceArn=existing.attach_role_arn, ActionNames=list(ATTACH_ACTIONS),
-            ResourceArns=[existing.arn])["EvaluationResults"]
+            PolicySourceArn=existing.attach_role_arn, ActionNames=list(ATTACH_ACTIONS), ResourceArns=[existing.arn]
+        )["EvaluationResults"]
         denied = [e["EvalActionName"] for e in evaluations if e["EvalDecision"] != "allowed"]
         if denied:
-            self.add("attach-caller", FAILED, f"{role} may not {', '.join(denied)} on {existing.arn}; allow them "
-                                              "(make attach needs them)")
+            self.add(
+                "attach-caller",
+                FAILED,
+                f"{role} may not {', '.join(denied)} on {existing.arn}; allow them (make attach needs them)",
+            )
         else:
             self.add("attach-caller", OK, f"{role} may {', '.join(ATTACH_ACTIONS)} on the cluster")
 
     def resource_types(self) -> None:
         types = set(ATTACH_TYPES if self.cfg.cluster.existing else CORE_TYPES)
         if self.templates and self.templates.is_dir():
-            types = {r["Type"] for t in self.templates.glob("*.template.json")
-                     for r in json.loads(t.read_text()).get("Resources", {}).values()
-                     if not r["Type"].startswith("Custom::") and r["Type"] != "AWS::CDK::Metadata"}
+            types = {
+                r["Type"]
+                for t in self.templates.glob("*.template.json")
+                for r in json.loads(t.read_text()).get("Resources", {}).values()
+                if not r["Type"].startswith("Custom::") and r["Type"] != "AWS::CDK::Metadata"
+            }
         cfn = self.client("cloudformation", "types")
         missing = []
         for name in sorted(types):
@@ -300,21 +373,29 @@ class Preflight:
                     raise
         region = self.cfg.deployment.region
         if missing:
-            self.add("region-resource-types", FAILED, f"{region} does not offer {', '.join(missing)}; deploy to a "
-                                                      "region that does (deployment.region)")
+            self.add(
+                "region-resource-types",
+                FAILED,
+                f"{region} does not offer {', '.join(missing)}; deploy to a region that does (deployment.region)",
+            )
         else:
             self.add("region-resource-types", OK, f"{region} offers all {len(types)} resource types used")
 
     def availability_zones(self) -> None:
         wanted = sorted({*self._az_ids(), *(g.az_id for g in self.cfg.cluster.instance_groups if g.az_id)})
         zones = self.client("ec2", "zones").describe_availability_zones(
-            Filters=[{"Name": "zone-id", "Values": wanted}])["AvailabilityZones"]
+            Filters=[{"Name": "zone-id", "Values": wanted}]
+        )["AvailabilityZones"]
         found = {z["ZoneId"]: z for z in zones}
         missing = [z for z in wanted if z not in found]
         down = [z for z in wanted if z in found and found[z].get("State") != "available"]
         if missing:
-            self.add("availability-zones", FAILED, f"{', '.join(missing)} not in {self.cfg.deployment.region}; "
-                                                   "list them with `aws ec2 describe-availability-zones`")
+            self.add(
+                "availability-zones",
+                FAILED,
+                f"{', '.join(missing)} not in {self.cfg.deployment.region}; "
+                "list them with `aws ec2 describe-availability-zones`",
+            )
         elif down:
             self.add("availability-zones", FAILED, f"{', '.join(down)} not available")
         else:
@@ -337,8 +418,12 @@ class Preflight:
                 continue
             limit, in_use = int(quotas[name]), used.get(instance_type, 0)
             if count + in_use > limit:
-                self.add(check, FAILED, f"needs {count}, other clusters use {in_use}, quota {name!r} is {limit}; "
-                                        "request an increase in Service Quotas (SageMaker) or lower instance_count")
+                self.add(
+                    check,
+                    FAILED,
+                    f"needs {count}, other clusters use {in_use}, quota {name!r} is {limit}; "
+                    "request an increase in Service Quotas (SageMaker) or lower instance_count",
+                )
             else:
                 self.add(check, OK, f"needs {count}, other clusters use {in_use}, quota {limit}")
 
@@ -359,6 +444,7 @@ class Preflight:
         ec2 = self.client("ec2", "instance-types")
         efa = {}
         from botocore.exceptions import ClientError
+
         unknown = []
         for t in types:
             try:
@@ -370,10 +456,17 @@ class Preflight:
                 continue
             efa[t] = info[0].get("NetworkInfo", {}).get("EfaInfo", {}).get("MaximumEfaInterfaces", 0) if info else 0
         if unknown:  # EC2 does not offer the type here: the cluster cannot get it, whatever the quota says
-            keys = [f"cluster.instance_groups[{i}].instance_type ({g.name}: {g.instance_type})"
-                    for i, g in enumerate(self.cfg.cluster.instance_groups) if g.instance_type in unknown]
-            self.add("subnet-addresses", FAILED, f"EC2 answers InvalidInstanceType in {self.cfg.deployment.region} "
-                                                 f"for {', '.join(keys)}: choose a type offered in the region")
+            keys = [
+                f"cluster.instance_groups[{i}].instance_type ({g.name}: {g.instance_type})"
+                for i, g in enumerate(self.cfg.cluster.instance_groups)
+                if g.instance_type in unknown
+            ]
+            self.add(
+                "subnet-addresses",
+                FAILED,
+                f"EC2 answers InvalidInstanceType in {self.cfg.deployment.region} "
+                f"for {', '.join(keys)}: choose a type offered in the region",
+            )
             return
         need: Counter = Counter()
         floating = 0
@@ -384,8 +477,7 @@ class Preflight:
             else:
                 floating += ips
         free = self._free_addresses()
-        problems = [f"{az}: needs {n}, {free.get(az, 0)} free" for az, n in sorted(need.items())
-                    if n > free.get(az, 0)]
+        problems = [f"{az}: needs {n}, {free.get(az, 0)} free" for az, n in sorted(need.items()) if n > free.get(az, 0)]
         total_need, total_free = sum(need.values()) + floating, sum(free.values())
         if total_need > total_free:
             problems.append(f"all subnets: need {total_need}, {total_free} free")
@@ -399,43 +491,59 @@ class Preflight:
     def _free_addresses(self) -> dict[str, int]:
         net = self.cfg.network
         if not net.existing:  # subnets are created from the config's CIDRs
-            return {az: ipaddress.ip_network(c).num_addresses - AWS_RESERVED_IPS
-                    for az, c in zip(net.az_ids, net.private_subnet_cidrs, strict=True)}
+            return {
+                az: ipaddress.ip_network(c).num_addresses - AWS_RESERVED_IPS
+                for az, c in zip(net.az_ids, net.private_subnet_cidrs, strict=True)
+            }
         subnets = self.client("ec2", "subnets").describe_subnets(
-            SubnetIds=[s.id for s in net.existing.private_subnets])["Subnets"]
+            SubnetIds=[s.id for s in net.existing.private_subnets]
+        )["Subnets"]
         return {s["AvailabilityZoneId"]: s["AvailableIpAddressCount"] for s in subnets}
 
     def existing_network(self) -> None:
         existing = self.cfg.network.existing
         ec2 = self.client("ec2", "network")
         problems = []
-        subnets = {s["SubnetId"]: s for s in ec2.describe_subnets(
-            Filters=[{"Name": "vpc-id", "Values": [existing.vpc_id]}])["Subnets"]}
+        subnets = {
+            s["SubnetId"]: s
+            for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [existing.vpc_id]}])["Subnets"]
+        }
         for i, s in enumerate(existing.private_subnets):
             found = subnets.get(s.id)
             if not found:
                 problems.append(f"network.existing.private_subnets[{i}]: {s.id} is not in {existing.vpc_id}")
             elif found["AvailabilityZoneId"] != s.az_id:
-                problems.append(f"network.existing.private_subnets[{i}].az_id: {s.az_id!r}, the subnet is in "
-                                f"{found['AvailabilityZoneId']}")
-        groups = ec2.describe_security_groups(
-            Filters=[{"Name": "group-id", "Values": [existing.security_group_id]}])["SecurityGroups"]
+                problems.append(
+                    f"network.existing.private_subnets[{i}].az_id: {s.az_id!r}, the subnet is in "
+                    f"{found['AvailabilityZoneId']}"
+                )
+        groups = ec2.describe_security_groups(Filters=[{"Name": "group-id", "Values": [existing.security_group_id]}])[
+            "SecurityGroups"
+        ]
         if not groups or groups[0]["VpcId"] != existing.vpc_id:
-            problems.append(f"network.existing.security_group_id: {existing.security_group_id} is not in "
-                            f"{existing.vpc_id}")
+            problems.append(
+                f"network.existing.security_group_id: {existing.security_group_id} is not in {existing.vpc_id}"
+            )
         elif not _allows_self(groups[0]):
-            problems.append(f"network.existing.security_group_id: {existing.security_group_id} does not allow all "
-                            "traffic from itself (EFA and Lustre need it), in and out")
+            problems.append(
+                f"network.existing.security_group_id: {existing.security_group_id} does not allow all "
+                "traffic from itself (EFA and Lustre need it), in and out"
+            )
         if problems:
             self.add("existing-network", FAILED, "; ".join(problems))
         else:
-            self.add("existing-network", OK, f"{existing.vpc_id}: {len(existing.private_subnets)} subnet(s) and "
-                                             f"{existing.security_group_id} as configured")
+            self.add(
+                "existing-network",
+                OK,
+                f"{existing.vpc_id}: {len(existing.private_subnets)} subnet(s) and "
+                f"{existing.security_group_id} as configured",
+            )
 
     def existing_fsx(self) -> None:
         existing = self.cfg.storage.lustre.existing
-        fs = self.client("fsx", "file-systems").describe_file_systems(
-            FileSystemIds=[existing.file_system_id])["FileSystems"][0]
+        fs = self.client("fsx", "file-systems").describe_file_systems(FileSystemIds=[existing.file_system_id])[
+            "FileSystems"
+        ][0]
         problems = []
         if fs["FileSystemType"] != "LUSTRE":
             problems.append(f"is {fs['FileSystemType']}, not LUSTRE")
@@ -449,8 +557,9 @@ class Preflight:
         if self.cfg.network.existing and fs.get("VpcId") != self.cfg.network.existing.vpc_id:
             problems.append(f"is in {fs.get('VpcId')}, not network.existing.vpc_id")
         if problems:
-            self.add("existing-fsx", FAILED, f"storage.lustre.existing {existing.file_system_id}: " +
-                     "; ".join(problems))
+            self.add(
+                "existing-fsx", FAILED, f"storage.lustre.existing {existing.file_system_id}: " + "; ".join(problems)
+            )
         else:
             self.add("existing-fsx", OK, f"{existing.file_system_id} available, {fs.get('StorageCapacity')} GiB")
 
@@ -459,8 +568,9 @@ class Preflight:
         sq = self.client("service-quotas", "fsx")
         for page in sq.get_paginator("list_service_quotas").paginate(ServiceCode="fsx"):
             quotas.update({q["QuotaName"]: q["Value"] for q in page["Quotas"]})
-        names = [n for n in quotas if "lustre" in n.lower() and "storage capacity" in n.lower()
-                 and "backup" not in n.lower()]
+        names = [
+            n for n in quotas if "lustre" in n.lower() and "storage capacity" in n.lower() and "backup" not in n.lower()
+        ]
         if not names:
             raise CannotCheck("no Lustre storage-capacity quota listed in Service Quotas for fsx")
         used = 0
@@ -470,8 +580,12 @@ class Preflight:
         for name in sorted(names):
             limit = int(quotas[name])
             if used + want > limit:
-                self.add("fsx-quota", FAILED, f"{want} GiB new + {used} GiB in use > {name!r} {limit} GiB; request an "
-                                              "increase in Service Quotas (Amazon FSx)")
+                self.add(
+                    "fsx-quota",
+                    FAILED,
+                    f"{want} GiB new + {used} GiB in use > {name!r} {limit} GiB; request an "
+                    "increase in Service Quotas (Amazon FSx)",
+                )
                 return
         self.add("fsx-quota", OK, f"{want} GiB new + {used} GiB in use within {', '.join(names)}")
 
@@ -484,9 +598,15 @@ class Preflight:
             except iam.exceptions.NoSuchEntityException:
                 missing.append((role, service))
         if missing:
-            self.add("service-linked-roles", WARNING, "; ".join(
-                f"{r} missing: created on first use if the deployer may iam:CreateServiceLinkedRole, else run `aws iam "
-                f"create-service-linked-role --aws-service-name {s}`" for r, s in missing))
+            self.add(
+                "service-linked-roles",
+                WARNING,
+                "; ".join(
+                    f"{r} missing: created on first use if the deployer may iam:CreateServiceLinkedRole, else run `aws iam "
+                    f"create-service-linked-role --aws-service-name {s}`"
+                    for r, s in missing
+                ),
+            )
         else:
             self.add("service-linked-roles", OK, ", ".join(SERVICE_LINKED_ROLES))
 
@@ -517,14 +637,21 @@ class Preflight:
             elif status == "Scheduled":
                 self.add(check, WARNING, f"Scheduled (starts {plan.get('StartTime')}); nodes come when it starts")
             else:
-                self.add(check, OK, f"Active, {available} of {plan.get('TotalInstanceCount')} instance(s) available, "
-                                    f"ends {plan.get('EndTime')}")
+                self.add(
+                    check,
+                    OK,
+                    f"Active, {available} of {plan.get('TotalInstanceCount')} instance(s) available, "
+                    f"ends {plan.get('EndTime')}",
+                )
 
     def kubernetes_version(self) -> None:
         """EKS's own calendar for the version (DescribeClusterVersions), else the recorded table, against today."""
         eks, minor = self.cfg.eks, self.cfg.eks.kubernetes_version
-        found = self.client("eks", "cluster-versions").describe_cluster_versions(
-            clusterVersions=[minor], includeAll=True).get("clusterVersions", [])
+        found = (
+            self.client("eks", "cluster-versions")
+            .describe_cluster_versions(clusterVersions=[minor], includeAll=True)
+            .get("clusterVersions", [])
+        )
         if found and found[0].get("endOfStandardSupportDate"):
             end = found[0]["endOfStandardSupportDate"].date()
             extended = found[0].get("endOfExtendedSupportDate")
@@ -538,26 +665,44 @@ class Preflight:
         extended = extended.date() if isinstance(extended, datetime.datetime) else extended
         check, days = "eks-kubernetes-version", (end - self.today).days
         if days <= 0 and not eks.extended_support:
-            self.add(check, FAILED, f"eks.kubernetes_version {minor} left EKS standard support on {end} ({source}); "
-                                    f"extended support, billed per cluster hour, ends {extended}: choose a newer "
-                                    "version, or set eks.extended_support: true to accept the cost")
+            self.add(
+                check,
+                FAILED,
+                f"eks.kubernetes_version {minor} left EKS standard support on {end} ({source}); "
+                f"extended support, billed per cluster hour, ends {extended}: choose a newer "
+                "version, or set eks.extended_support: true to accept the cost",
+            )
         elif days <= 0:
-            self.add(check, WARNING, f"{minor} is on extended support (eks.extended_support: true) since {end}, until "
-                                     f"{extended} ({source})")
+            self.add(
+                check,
+                WARNING,
+                f"{minor} is on extended support (eks.extended_support: true) since {end}, until {extended} ({source})",
+            )
         elif days <= SUPPORT_NOTICE_DAYS:
-            self.add(check, WARNING, f"{minor} leaves EKS standard support on {end}, in {days} day(s) ({source}); "
-                                     "plan the upgrade, extended support is billed per cluster hour")
+            self.add(
+                check,
+                WARNING,
+                f"{minor} leaves EKS standard support on {end}, in {days} day(s) ({source}); "
+                "plan the upgrade, extended support is billed per cluster hour",
+            )
         else:
             self.add(check, OK, f"{minor} on EKS standard support until {end} ({source})")
 
     def eks_addons(self) -> list[tuple[str, str, str | None]]:
         """(config path, EKS add-on name, pinned version or None) for every add-on this config installs."""
         eks = self.cfg.eks
-        found = [(f"eks.addons.{k}", ADDON_NAMES[k], getattr(eks.addons, k)) for k in ["kube_proxy", *enabled_addons(eks)]]
+        found = [
+            (f"eks.addons.{k}", ADDON_NAMES[k], getattr(eks.addons, k)) for k in ["kube_proxy", *enabled_addons(eks)]
+        ]
         metrics = self.cfg.observability.node_metrics
         if metrics.enabled:
-            found.append(("observability.node_metrics.eks_addon_version", "amazon-sagemaker-hyperpod-observability",
-                          metrics.eks_addon_version))
+            found.append(
+                (
+                    "observability.node_metrics.eks_addon_version",
+                    "amazon-sagemaker-hyperpod-observability",
+                    metrics.eks_addon_version,
+                )
+            )
         return found
 
     def addon_version(self, key: str, name: str, pinned: str | None) -> None:
@@ -567,30 +712,52 @@ class Preflight:
         eks = self.client("eks", "addon-versions")
         versions: list[dict] = []
         for page in eks.get_paginator("describe_addon_versions").paginate(kubernetesVersion=minor, addonName=name):
-            versions += [v for a in page.get("addons", []) if a.get("addonName") == name
-                         for v in a.get("addonVersions", [])]
+            versions += [
+                v for a in page.get("addons", []) if a.get("addonName") == name for v in a.get("addonVersions", [])
+            ]
         if not versions:
             self.add(check, FAILED, f"{self.cfg.deployment.region} offers no {name} add-on for Kubernetes {minor}")
             return
         offered = [v["addonVersion"] for v in versions]
-        default = next((v["addonVersion"] for v in versions for c in v.get("compatibilities", [])
-                        if c.get("clusterVersion") == minor and c.get("defaultVersion")), None)
+        default = next(
+            (
+                v["addonVersion"]
+                for v in versions
+                for c in v.get("compatibilities", [])
+                if c.get("clusterVersion") == minor and c.get("defaultVersion")
+            ),
+            None,
+        )
         newest = ", ".join(offered[:4])
         if pinned is not None and pinned not in offered:
-            self.add(check, FAILED, f"{key}: {pinned!r} is not offered for Kubernetes {minor} in "
-                                    f"{self.cfg.deployment.region}; offered: {newest}{' ...' if len(offered) > 4 else ''}"
-                                    f" (default {default or 'none'}); pin one of them or leave it unset")
+            self.add(
+                check,
+                FAILED,
+                f"{key}: {pinned!r} is not offered for Kubernetes {minor} in "
+                f"{self.cfg.deployment.region}; offered: {newest}{' ...' if len(offered) > 4 else ''}"
+                f" (default {default or 'none'}); pin one of them or leave it unset",
+            )
             return
         if pinned is None and default is None:
-            self.add(check, FAILED, f"{key}: unset, and EKS marks no default {name} version for Kubernetes {minor}; "
-                                    f"pin one of {newest}")
+            self.add(
+                check,
+                FAILED,
+                f"{key}: unset, and EKS marks no default {name} version for Kubernetes {minor}; pin one of {newest}",
+            )
             return
         version = pinned or default
         operator = re.fullmatch(r"v(\d+)\.(\d+)\..*", version)
-        if name == ADDON_NAMES["training_operator"] and operator \
-                and tuple(map(int, operator.groups())) < ELASTIC_TRAINING_OPERATOR:
-            self.add(check, FAILED, f"{key}: {version} ({'pinned' if pinned else 'EKS default'}); elastic training "
-                                    "needs v1.2 or later: pin one")
+        if (
+            name == ADDON_NAMES["training_operator"]
+            and operator
+            and tuple(map(int, operator.groups())) < ELASTIC_TRAINING_OPERATOR
+        ):
+            self.add(
+                check,
+                FAILED,
+                f"{key}: {version} ({'pinned' if pinned else 'EKS default'}); elastic training "
+                "needs v1.2 or later: pin one",
+            )
             return
         self.add(check, OK, f"{version} ({'pinned, offered' if pinned else 'EKS default'} for Kubernetes {minor})")
 
@@ -601,16 +768,21 @@ class Preflight:
 
 def _allows_self(group: dict) -> bool:
     def has(perms: Iterable[dict]) -> bool:
-        return any(p.get("IpProtocol") == "-1" and any(pair.get("GroupId") == group["GroupId"]
-                                                        for pair in p.get("UserIdGroupPairs", []))
-                   for p in perms)
+        return any(
+            p.get("IpProtocol") == "-1"
+            and any(pair.get("GroupId") == group["GroupId"] for pair in p.get("UserIdGroupPairs", []))
+            for p in perms
+        )
+
     return has(group.get("IpPermissions", [])) and has(group.get("IpPermissionsEgress", []))
 
 
 def _acl_allows(acl: dict, egress: bool, low: int, high: int) -> bool:
     """The first matching rule by number decides (Amazon VPC, network ACL rules); a rule matches when its protocol is
     all or TCP and its ports cover the range. Any CIDR counts: Studio and the file system share the VPC."""
-    for entry in sorted((e for e in acl.get("Entries", []) if e.get("Egress") == egress), key=lambda e: e["RuleNumber"]):
+    for entry in sorted(
+        (e for e in acl.get("Entries", []) if e.get("Egress") == egress), key=lambda e: e["RuleNumber"]
+    ):
         if entry.get("Protocol") not in ("-1", "6"):
             continue
         ports = entry.get("PortRange")
@@ -633,13 +805,18 @@ def refresh_prices(client: Callable[[str, str], object], region: str, path: Path
     """Fetch `region`'s prices from the Price List Query API into the price table (cli/prices.py) for the synth
     summary's cost estimate; the table's other regions keep theirs. Nothing is written when no price came back."""
     from botocore.exceptions import BotoCoreError, ClientError
+
     check = "price-table"
     try:
         tables, left_out = prices.fetch(client("pricing", "prices"), [region])
     except ClientError as exc:
         error = exc.response.get("Error", {})
-        return Result(check, UNKNOWN, f"cannot refresh: {error.get('Code', '')} on {exc.operation_name}; the cost "
-                                      f"estimate keeps the table's prices ({path})")
+        return Result(
+            check,
+            UNKNOWN,
+            f"cannot refresh: {error.get('Code', '')} on {exc.operation_name}; the cost "
+            f"estimate keeps the table's prices ({path})",
+        )
     except BotoCoreError as exc:
         return Result(check, UNKNOWN, f"cannot refresh: {one_line(exc)}; the cost estimate keeps the table's prices")
     items = tables[region]["items"]
@@ -667,6 +844,7 @@ def render(results: list[Result]) -> str:
 def boto3_clients(region: str, profile: str | None = None) -> Callable[[str, str], object]:
     import boto3
     from botocore.config import Config
+
     session = boto3.Session(profile_name=profile, region_name=region)
     config = Config(retries={"mode": "standard", "max_attempts": 5})
     cache: dict[str, object] = {}
@@ -677,6 +855,7 @@ def boto3_clients(region: str, profile: str | None = None) -> Callable[[str, str
             endpoint_region = prices.PRICING_REGION if service == "pricing" else None
             cache[service] = session.client(service, config=config, region_name=endpoint_region)
         return cache[service]
+
     return client
 
 
@@ -684,6 +863,7 @@ def caller_problem(client: Callable[[str, str], object]) -> str | None:
     """Why these credentials cannot check anything (expired, refused, no network), in one line; None when STS
     GetCallerIdentity, which needs no permission, answers."""
     from botocore.exceptions import BotoCoreError, ClientError
+
     try:
         client("sts", "identity").get_caller_identity()
     except ClientError as exc:
@@ -696,15 +876,20 @@ def caller_problem(client: Callable[[str, str], object]) -> str | None:
 
 def main(argv: list[str] | None = None, client: Callable[[str, str], object] | None = None) -> int:
     """`client` (tests) replaces the boto3 clients built from the caller's credentials."""
-    parser = argparse.ArgumentParser(prog="python -m cli.preflight", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m cli.preflight", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--config", default="config/default.yaml")
     parser.add_argument("--profile")
     parser.add_argument("--templates", type=Path, help="cdk.out: check every resource type it uses")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--strict", action="store_true", help="a check that cannot run fails too")
-    parser.add_argument("--prices", type=Path, default=prices.PRICES_FACTS,
-                        help="the price table to refresh for the config's region (default: %(default)s)")
+    parser.add_argument(
+        "--prices",
+        type=Path,
+        default=prices.PRICES_FACTS,
+        help="the price table to refresh for the config's region (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     cfg = loaded_config(args.config)
     if cfg is None:
@@ -720,8 +905,17 @@ def main(argv: list[str] | None = None, client: Callable[[str, str], object] | N
     results.append(refresh_prices(client, cfg.deployment.region, args.prices))
     code = exit_code(results, args.strict)
     if args.json:
-        print(json.dumps({"config": args.config, "region": cfg.deployment.region, "exit_code": code,
-                          "results": [asdict(r) for r in results]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "config": args.config,
+                    "region": cfg.deployment.region,
+                    "exit_code": code,
+                    "results": [asdict(r) for r in results],
+                },
+                indent=2,
+            )
+        )
     else:
         print(render(results))
     return code

@@ -20,6 +20,7 @@ prefix such as `USW2-`, absent in some regions):
 - CloudWatch alarms per month: AmazonCloudWatch, "Alarm", `CW:AlarmMonitorUsage` (standard resolution).
 - EKS control plane hours: AmazonEKS, `AmazonEKS-Hours:perCluster` (standard support).
 """
+
 from __future__ import annotations
 
 import datetime
@@ -27,7 +28,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 PRICES_FACTS = Path(__file__).resolve().parent.parent / "config" / "facts" / "prices.json"
 PRICING_REGION = "us-east-1"  # the Price List Query API's endpoint that lists every region's prices
@@ -38,6 +39,7 @@ API_SOURCE = "AWS Price List Query API (pricing:GetProducts, us-east-1 endpoint)
 class Query:
     """One GetProducts question and how to pick the answer's entries: `usage` matches the usage type after the
     region prefix; `unit` is the price dimension's unit; `key` names the entry (`{0}` is the usage match's group)."""
+
     key: str
     service: str
     filters: tuple[tuple[str, str, str], ...]  # (Type, Field, Value); regionCode is added per region
@@ -49,24 +51,64 @@ def queries(fsx_tiers: Iterable[int] = (125, 250, 500, 1000)) -> list[Query]:
     # A usage type is filtered with CONTAINS, not TERM_MATCH: its region prefix (USW2-, none in some regions) would
     # make an exact match miss; `usage` then picks the exact entries from the answers.
     found = [
-        Query("hyperpod_instance_hour:{0}", "AmazonSageMaker", (("CONTAINS", "usagetype", "Cluster:ml."),),
-              r"Cluster:(ml\.[a-z0-9-]+\.[a-z0-9]+)", "Hrs"),
-        Query("nat_gateway_hour", "AmazonEC2", (("TERM_MATCH", "productFamily", "NAT Gateway"),),
-              r"NatGateway-Hours", "Hrs"),
-        Query("network_load_balancer_hour", "AWSELB", (("TERM_MATCH", "productFamily", "Load Balancer-Network"),),
-              r"LoadBalancerUsage", "Hrs"),
-        Query("interface_endpoint_hour", "AmazonVPC", (("TERM_MATCH", "productFamily", "VpcEndpoint"),),
-              r"VpcEndpoint-Hours", "Hrs"),
+        Query(
+            "hyperpod_instance_hour:{0}",
+            "AmazonSageMaker",
+            (("CONTAINS", "usagetype", "Cluster:ml."),),
+            r"Cluster:(ml\.[a-z0-9-]+\.[a-z0-9]+)",
+            "Hrs",
+        ),
+        Query(
+            "nat_gateway_hour",
+            "AmazonEC2",
+            (("TERM_MATCH", "productFamily", "NAT Gateway"),),
+            r"NatGateway-Hours",
+            "Hrs",
+        ),
+        Query(
+            "network_load_balancer_hour",
+            "AWSELB",
+            (("TERM_MATCH", "productFamily", "Load Balancer-Network"),),
+            r"LoadBalancerUsage",
+            "Hrs",
+        ),
+        Query(
+            "interface_endpoint_hour",
+            "AmazonVPC",
+            (("TERM_MATCH", "productFamily", "VpcEndpoint"),),
+            r"VpcEndpoint-Hours",
+            "Hrs",
+        ),
         Query("kms_key_month", "awskms", (("TERM_MATCH", "productFamily", "Encryption Key"),), r"KMS-Keys", "Keys"),
-        Query("cloudwatch_alarm_month", "AmazonCloudWatch", (("TERM_MATCH", "productFamily", "Alarm"),),
-              r"CW:AlarmMonitorUsage", "Alarms"),
-        Query("eks_cluster_hour", "AmazonEKS", (("CONTAINS", "usagetype", "AmazonEKS-Hours:perCluster"),),
-              r"AmazonEKS-Hours:perCluster", "Hours"),
+        Query(
+            "cloudwatch_alarm_month",
+            "AmazonCloudWatch",
+            (("TERM_MATCH", "productFamily", "Alarm"),),
+            r"CW:AlarmMonitorUsage",
+            "Alarms",
+        ),
+        Query(
+            "eks_cluster_hour",
+            "AmazonEKS",
+            (("CONTAINS", "usagetype", "AmazonEKS-Hours:perCluster"),),
+            r"AmazonEKS-Hours:perCluster",
+            "Hours",
+        ),
     ]
     for tier in fsx_tiers:
-        found.append(Query(f"fsx_lustre_ssd_gb_month:{tier}", "AmazonFSx",
-                           (("TERM_MATCH", "fileSystemType", "Lustre"), ("TERM_MATCH", "storageType", "SSD"),
-                            ("TERM_MATCH", "throughputCapacity", str(tier))), r".+", "GB-Mo"))
+        found.append(
+            Query(
+                f"fsx_lustre_ssd_gb_month:{tier}",
+                "AmazonFSx",
+                (
+                    ("TERM_MATCH", "fileSystemType", "Lustre"),
+                    ("TERM_MATCH", "storageType", "SSD"),
+                    ("TERM_MATCH", "throughputCapacity", str(tier)),
+                ),
+                r".+",
+                "GB-Mo",
+            )
+        )
     return found
 
 
@@ -105,22 +147,30 @@ def entries(query: Query, price_list: Iterable[str]) -> tuple[dict[str, dict], l
             continue
         key = query.key.format(*match.groups())
         for price in _on_demand(item, query.unit):
-            by_key.setdefault(key, []).append({"usd": price, "unit": query.unit, "sku": item["product"].get("sku"),
-                                               "usagetype": attributes["usagetype"]})
+            by_key.setdefault(key, []).append(
+                {
+                    "usd": price,
+                    "unit": query.unit,
+                    "sku": item["product"].get("sku"),
+                    "usagetype": attributes["usagetype"],
+                }
+            )
     found, dropped = {}, []
     for key, candidates in sorted(by_key.items()):
         if len({c["usd"] for c in candidates}) == 1:
             found[key] = candidates[0]
         else:
-            dropped.append(f"{key}: {len(candidates)} different prices "
-                           f"({', '.join(sorted(c['usagetype'] + '=' + str(c['usd']) for c in candidates))})")
+            dropped.append(
+                f"{key}: {len(candidates)} different prices "
+                f"({', '.join(sorted(c['usagetype'] + '=' + str(c['usd']) for c in candidates))})"
+            )
     return found, dropped
 
 
 def fetch(pricing_client, regions: Iterable[str], today: datetime.date | None = None) -> tuple[dict, list[str]]:
     """Ask GetProducts every query for every region (following NextToken); the regions' tables and what was left
     out."""
-    today = today or datetime.datetime.now(datetime.timezone.utc).date()
+    today = today or datetime.datetime.now(datetime.UTC).date()
     tables, notes = {}, []
     for region in regions:
         items: dict[str, dict] = {}
@@ -144,14 +194,20 @@ def merged(current: dict, tables: dict) -> str:
     """The facts file with `tables` replacing those regions' entries (other regions keep theirs and their dates)."""
     regions = dict(current.get("regions", {}))
     regions.update(tables)
-    return json.dumps({"about": current.get("about", ABOUT), "regions": dict(sorted(regions.items()))},
-                      indent=2, sort_keys=False) + "\n"
+    return (
+        json.dumps(
+            {"about": current.get("about", ABOUT), "regions": dict(sorted(regions.items()))}, indent=2, sort_keys=False
+        )
+        + "\n"
+    )
 
 
-ABOUT = ("On-demand list prices in USD per region for the synth summary's cost estimate (cli/costs.py), derived by "
-         "cli/prices.py from the AWS Price List Query API's answers; refreshed by `make preflight` or "
-         "`python tools/price_facts.py` with AWS credentials. A region or item missing here is printed as "
-         "'no price on record'.")
+ABOUT = (
+    "On-demand list prices in USD per region for the synth summary's cost estimate (cli/costs.py), derived by "
+    "cli/prices.py from the AWS Price List Query API's answers; refreshed by `make preflight` or "
+    "`python tools/price_facts.py` with AWS credentials. A region or item missing here is printed as "
+    "'no price on record'."
+)
 
 
 def load(path: Path = PRICES_FACTS) -> dict:

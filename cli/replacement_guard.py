@@ -43,6 +43,7 @@ Shapes follow botocore's CloudFormation model (DescribeChangeSet, ExecuteChangeS
 deploy, plan and diff need AWS credentials: without them (or when a `cdk` step or an AWS call fails) one line on
 stderr says what stopped it, and the exit status is non-zero.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,9 +88,14 @@ def assembly_stacks(out_dir: Path) -> list[Stack]:
         props = artifact["properties"]
         region = artifact.get("environment", "").rsplit("/", 1)[-1]
         path = out_dir / props["templateFile"]
-        stacks.append(Stack(name=props.get("stackName", path.name.removesuffix(".template.json")),
-                            region=None if region.startswith("unknown") else region,
-                            template=json.loads(path.read_text()), template_file=path))
+        stacks.append(
+            Stack(
+                name=props.get("stackName", path.name.removesuffix(".template.json")),
+                region=None if region.startswith("unknown") else region,
+                template=json.loads(path.read_text()),
+                template_file=path,
+            )
+        )
     return stacks
 
 
@@ -106,25 +112,29 @@ def parameter_arguments(stacks: Iterable[Stack]) -> list[str]:
 
 # --- change sets ---------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Violation:
     stack: str
     logical_id: str
     resource_type: str
     physical_id: str
-    action: str          # "replace", "may replace" or "delete"
+    action: str  # "replace", "may replace" or "delete"
     causes: tuple[str, ...]
 
     def __str__(self) -> str:
         why = f" because of {', '.join(self.causes)}" if self.causes else ""
-        return (f"{self.stack}: {self.logical_id} ({self.resource_type} {self.physical_id or '(no physical id)'}) "
-                f"would be {'deleted' if self.action == 'delete' else self.action + 'd'}{why}")
+        return (
+            f"{self.stack}: {self.logical_id} ({self.resource_type} {self.physical_id or '(no physical id)'}) "
+            f"would be {'deleted' if self.action == 'delete' else self.action + 'd'}{why}"
+        )
 
 
 def describe_changes(cfn, stack_name: str, change_set: str) -> list[tuple[str, dict[str, Any]]]:
     """(stack name, ResourceChange) for every change in the change set and in its nested change sets. An absent
     change set (the CLI deletes one that holds no changes) means no changes."""
     from botocore.exceptions import ClientError
+
     changes: list[tuple[str, dict[str, Any]]] = []
     # A nested change set is named by its ARN, which needs no stack name.
     kwargs: dict[str, Any] = {"ChangeSetName": change_set}
@@ -143,8 +153,9 @@ def describe_changes(cfn, stack_name: str, change_set: str) -> list[tuple[str, d
                 continue
             changes.append((page.get("StackName", stack_name), resource))
             if resource.get("ChangeSetId") and resource.get("ResourceType") == "AWS::CloudFormation::Stack":
-                changes += describe_changes(cfn, resource.get("PhysicalResourceId") or stack_name,
-                                            resource["ChangeSetId"])
+                changes += describe_changes(
+                    cfn, resource.get("PhysicalResourceId") or stack_name, resource["ChangeSetId"]
+                )
         if not page.get("NextToken"):
             return changes
         kwargs["NextToken"] = page["NextToken"]
@@ -172,9 +183,16 @@ def violations(changes: Iterable[tuple[str, dict[str, Any]]]) -> list[Violation]
                 if detail.get("CausingEntity"):
                     cause += f" (from {detail['CausingEntity']})"
                 causes.append(f"{cause} [{target['RequiresRecreation'].lower()} requires recreation]")
-        found.append(Violation(stack=stack, logical_id=change.get("LogicalResourceId", ""),
-                               resource_type=change["ResourceType"], physical_id=change.get("PhysicalResourceId", ""),
-                               action=kind, causes=tuple(dict.fromkeys(causes))))
+        found.append(
+            Violation(
+                stack=stack,
+                logical_id=change.get("LogicalResourceId", ""),
+                resource_type=change["ResourceType"],
+                physical_id=change.get("PhysicalResourceId", ""),
+                action=kind,
+                causes=tuple(dict.fromkeys(causes)),
+            )
+        )
     return found
 
 
@@ -184,6 +202,7 @@ def blocking(found: list[Violation], allowed: set[str], allow_all: bool) -> list
 
 # --- day-2 rules against the deployed snapshot ------------------------------------------------------------------
 
+
 def template_body(body: str | dict[str, Any]) -> dict[str, Any]:
     """GetTemplate's TemplateBody as a dict. botocore turns a JSON body into a dict itself; the CDK CLI submits
     templates as YAML (checked with aws-cdk 2.1148.1), which CloudFormation returns as a string, in long form (no
@@ -191,12 +210,14 @@ def template_body(body: str | dict[str, Any]) -> dict[str, Any]:
     if isinstance(body, dict):
         return body
     import yaml
+
     return yaml.safe_load(body)
 
 
 def deployed_snapshot(cfn, stack_name: str) -> dict[str, Any] | None:
     """The snapshot in the deployed storage stack's template, None when the stack does not exist yet."""
     from botocore.exceptions import ClientError
+
     try:
         body = cfn.get_template(StackName=stack_name, TemplateStage="Original")["TemplateBody"]
     except ClientError as error:
@@ -210,6 +231,7 @@ def deployed_snapshot(cfn, stack_name: str) -> dict[str, Any] | None:
 
 # --- stack policies ------------------------------------------------------------------------------------------------
 
+
 def stateful_ids(template: dict[str, Any]) -> list[str]:
     return sorted(lid for lid, r in template.get("Resources", {}).items() if r.get("Type") in STATEFUL_TYPES)
 
@@ -218,20 +240,24 @@ def stack_policy(protected: Iterable[str]) -> dict[str, Any]:
     statements: list[dict[str, Any]] = [{"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "*"}]
     resources = [f"LogicalResourceId/{lid}" for lid in sorted(protected)]
     if resources:
-        statements.append({"Effect": "Deny", "Action": ["Update:Replace", "Update:Delete"], "Principal": "*",
-                           "Resource": resources})
+        statements.append(
+            {"Effect": "Deny", "Action": ["Update:Replace", "Update:Delete"], "Principal": "*", "Resource": resources}
+        )
     return {"Statement": statements}
 
 
 def protect(cfn, stack: Stack, out_dir: Path, allowed: set[str]) -> list[str]:
     """Set the stack policy on the stack and its nested stacks; returns the stacks it was set on."""
     done = []
-    cfn.set_stack_policy(StackName=stack.name, StackPolicyBody=json.dumps(
-        stack_policy(set(stateful_ids(stack.template)) - allowed)))
+    cfn.set_stack_policy(
+        StackName=stack.name, StackPolicyBody=json.dumps(stack_policy(set(stateful_ids(stack.template)) - allowed))
+    )
     done.append(stack.name)
-    nested_templates = {lid: r.get("Metadata", {}).get("aws:asset:path")
-                        for lid, r in stack.template.get("Resources", {}).items()
-                        if r.get("Type") == "AWS::CloudFormation::Stack"}
+    nested_templates = {
+        lid: r.get("Metadata", {}).get("aws:asset:path")
+        for lid, r in stack.template.get("Resources", {}).items()
+        if r.get("Type") == "AWS::CloudFormation::Stack"
+    }
     if not nested_templates:
         return done
     for resource in cfn.describe_stack_resources(StackName=stack.name).get("StackResources", []):
@@ -239,13 +265,16 @@ def protect(cfn, stack: Stack, out_dir: Path, allowed: set[str]) -> list[str]:
         if not path or not resource.get("PhysicalResourceId"):
             continue
         nested = json.loads((out_dir / path).read_text())
-        cfn.set_stack_policy(StackName=resource["PhysicalResourceId"], StackPolicyBody=json.dumps(
-            stack_policy(set(stateful_ids(nested)) - allowed)))
+        cfn.set_stack_policy(
+            StackName=resource["PhysicalResourceId"],
+            StackPolicyBody=json.dumps(stack_policy(set(stateful_ids(nested)) - allowed)),
+        )
         done.append(resource["PhysicalResourceId"])
     return done
 
 
 # --- running the CDK CLI and CloudFormation -------------------------------------------------------------------------
+
 
 def _cdk(*args: str) -> None:
     command = [str(ROOT / "node_modules" / ".bin" / "cdk"), *args]
@@ -257,12 +286,28 @@ def synth_command(config: str, out: str) -> list[str]:
     return ["synth", "--quiet", "--no-notices", "-c", f"config={config}", "--output", out]
 
 
-def deploy_command(out: str, names: list[str], parallel: int, params: list[str], options: argparse.Namespace,
-                   change_set: str | None = None) -> list[str]:
+def deploy_command(
+    out: str,
+    names: list[str],
+    parallel: int,
+    params: list[str],
+    options: argparse.Namespace,
+    change_set: str | None = None,
+) -> list[str]:
     """`cdk deploy` of the synthesized assembly `out` (no second synth): every stack, or only `names`; with
     `change_set`, the change sets are prepared, not executed (the guard executes them)."""
-    command = ["deploy", *(names + ["--exclusively"] if names else ["--all"]), "--app", out, "--no-notices",
-               "--require-approval", "never", "--concurrency", str(parallel), *params]
+    command = [
+        "deploy",
+        *(names + ["--exclusively"] if names else ["--all"]),
+        "--app",
+        out,
+        "--no-notices",
+        "--require-approval",
+        "never",
+        "--concurrency",
+        str(parallel),
+        *params,
+    ]
     if change_set:
         command += ["--method=prepare-change-set", "--change-set-name", change_set]
     elif options.no_rollback:
@@ -280,10 +325,12 @@ def diff_command(out: str, names: list[str], params: list[str], options: argpars
 @dataclass
 class Clients:
     """boto3 clients per region, from one session (the --profile the CDK CLI is given)."""
+
     profile: str | None = None
 
     def __post_init__(self) -> None:
         import boto3
+
         self.session = boto3.Session(profile_name=self.profile)
         self._made: dict[tuple[str, str | None], Any] = {}
 
@@ -297,6 +344,7 @@ def prepared_change_set(cfn, stack: str, change_set: str) -> dict[str, Any] | No
     """The change set `change_set` of `stack` (DescribeChangeSet's first page), None when there is none (the CLI
     deletes one that holds no changes)."""
     from botocore.exceptions import ClientError
+
     try:
         return cfn.describe_change_set(StackName=stack, ChangeSetName=change_set)
     except ClientError as error:
@@ -307,6 +355,7 @@ def prepared_change_set(cfn, stack: str, change_set: str) -> dict[str, Any] | No
 
 def stack_status(cfn, stack: str) -> str | None:
     from botocore.exceptions import ClientError
+
     try:
         return cfn.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"]
     except ClientError as error:
@@ -343,8 +392,9 @@ class Interrupted(Exception):
     pass
 
 
-def wait_for_stack(cfn, stack: str, since: datetime, poll: float, on_event=print,
-                   stop: threading.Event | None = None) -> str:
+def wait_for_stack(
+    cfn, stack: str, since: datetime, poll: float, on_event=print, stop: threading.Event | None = None
+) -> str:
     """Polls the stack until it leaves *_IN_PROGRESS, one line per new event (this stack's own, not interleaved with
     the others' raw output); returns the final status. Raises ExecutionFailed with the first failed resource's
     reason (the cause, not the cascade of cancellations after it) unless the stack ends in DONE."""
@@ -373,8 +423,17 @@ def wait_for_stack(cfn, stack: str, since: datetime, poll: float, on_event=print
             raise Interrupted(stack)
 
 
-def execute(clients: Clients, stacks: list[Stack], deps: dict[str, set[str]], prepared: dict[str, dict[str, Any]],
-            *, parallel: int, no_rollback: bool, poll: float, while_waiting=None) -> list[str]:
+def execute(
+    clients: Clients,
+    stacks: list[Stack],
+    deps: dict[str, set[str]],
+    prepared: dict[str, dict[str, Any]],
+    *,
+    parallel: int,
+    no_rollback: bool,
+    poll: float,
+    while_waiting=None,
+) -> list[str]:
     """ExecuteChangeSet for every prepared stack in the order of the stack graph: a stack starts once every stack it
     depends on is done, up to `parallel` at once. Stops starting stacks at the first failure and raises
     ExecutionFailed once the running ones are done. Returns the stacks executed. `while_waiting()` is called every
@@ -389,27 +448,34 @@ def execute(clients: Clients, stacks: list[Stack], deps: dict[str, set[str]], pr
     def run_one(name: str) -> None:
         cfn = clients("cloudformation", by_name[name].region)
         since = datetime.now(UTC) - timedelta(seconds=5)
-        cfn.execute_change_set(ChangeSetName=prepared[name]["ChangeSetId"], StackName=name,
-                               **({"DisableRollback": True} if no_rollback else {}))
+        cfn.execute_change_set(
+            ChangeSetName=prepared[name]["ChangeSetId"],
+            StackName=name,
+            **({"DisableRollback": True} if no_rollback else {}),
+        )
         print(f"{name}: executing change set {prepared[name]['ChangeSetName']}", flush=True)
         wait_for_stack(cfn, name, since, poll, stop=stop)
 
     stop = threading.Event()
     with ThreadPoolExecutor(max_workers=max(parallel, 1)) as pool:
         try:
-            _schedule(pool, run_one, pending, running, done, executed, failures, deps, prepared, parallel, poll,
-                      while_waiting)
+            _schedule(
+                pool, run_one, pending, running, done, executed, failures, deps, prepared, parallel, poll, while_waiting
+            )
         except KeyboardInterrupt:
             stop.set()  # the waiting threads end; CloudFormation goes on with what it started
-            raise KeyboardInterrupt(f"interrupted: CloudFormation goes on with {', '.join(running.values())}; "
-                                    "`make status` shows where they are") from None
+            raise KeyboardInterrupt(
+                f"interrupted: CloudFormation goes on with {', '.join(running.values())}; "
+                "`make status` shows where they are"
+            ) from None
     if failures:
         raise ExecutionFailed("; ".join(failures))
     return executed
 
 
-def _schedule(pool, run_one, pending, running, done, executed, failures, deps, prepared, parallel, poll,
-              while_waiting) -> None:
+def _schedule(
+    pool, run_one, pending, running, done, executed, failures, deps, prepared, parallel, poll, while_waiting
+) -> None:
     """execute()'s loop: start what may start, wait for one to finish, watch the nodes meanwhile."""
     while pending or running:
         for name in list(pending):
@@ -440,27 +506,40 @@ def _schedule(pool, run_one, pending, running, done, executed, failures, deps, p
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m cli.replacement_guard", description=__doc__.split("\n\n")[0],
-                                     epilog="CONFIG (environment) names the config file, default config/default.yaml."
-                                            " Arguments after -- go to the CDK CLI as they are.")
+    parser = argparse.ArgumentParser(
+        prog="python -m cli.replacement_guard",
+        description=__doc__.split("\n\n")[0],
+        epilog="CONFIG (environment) names the config file, default config/default.yaml."
+        " Arguments after -- go to the CDK CLI as they are.",
+    )
     parser.add_argument("command", choices=["deploy", "plan", "diff", "parameters"])
-    parser.add_argument("stacks", nargs="*", metavar="STACK",
-                        help="only these stacks (default: every stack of the assembly)")
-    parser.add_argument("--allow", action="append", default=[], metavar="LOGICAL_ID",
-                        help="let this stateful resource be replaced or deleted (repeatable)")
+    parser.add_argument(
+        "stacks", nargs="*", metavar="STACK", help="only these stacks (default: every stack of the assembly)"
+    )
+    parser.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="LOGICAL_ID",
+        help="let this stateful resource be replaced or deleted (repeatable)",
+    )
     parser.add_argument("--allow-all", action="store_true", help="let every replacement and deletion through")
     parser.add_argument("--out", default="cdk.out", help="where the synthesis writes the assembly")
-    parser.add_argument("--assembly", metavar="DIR",
-                        help="deploy this synthesized assembly as it is (no synthesis; CONFIG is not read)")
+    parser.add_argument(
+        "--assembly", metavar="DIR", help="deploy this synthesized assembly as it is (no synthesis; CONFIG is not read)"
+    )
     parser.add_argument("--profile", help="the AWS profile for the CDK CLI and every AWS call")
-    parser.add_argument("--no-rollback", action="store_true",
-                        help="a failed stack stays as it failed (debugging a lifecycle script); the next deploy "
-                             "or a rollback (aws cloudformation rollback-stack) moves on")
+    parser.add_argument(
+        "--no-rollback",
+        action="store_true",
+        help="a failed stack stays as it failed (debugging a lifecycle script); the next deploy "
+        "or a rollback (aws cloudformation rollback-stack) moves on",
+    )
     parser.add_argument("--poll", type=float, default=30.0, help=argparse.SUPPRESS)
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)  # after --: passed to the CDK CLI as they are
     args = parser.parse_intermixed_args(argv[:split])
-    args.cdk_args = argv[split + 1:]
+    args.cdk_args = argv[split + 1 :]
     return args
 
 
@@ -478,8 +557,11 @@ def run(argv: list[str] | None = None) -> int:
     if args.stacks:
         unknown = sorted(set(args.stacks) - {s.name for s in stacks})
         if unknown:
-            print(f"{args.command}: no stack {', '.join(unknown)} in {out}; its stacks: "
-                  f"{', '.join(s.name for s in stacks)}", file=sys.stderr)
+            print(
+                f"{args.command}: no stack {', '.join(unknown)} in {out}; its stacks: "
+                f"{', '.join(s.name for s in stacks)}",
+                file=sys.stderr,
+            )
             return 2
         stacks = [s for s in stacks if s.name in args.stacks]
     params = parameter_arguments(stacks)
@@ -536,8 +618,10 @@ def deploy(args: argparse.Namespace, stacks: list[Stack], out: str, params: list
             found = prepared_change_set(clients("cloudformation", stack.region), stack.name, change_set)
             if found:
                 prepared[stack.name] = found
-        changes = {name: describe_changes(clients("cloudformation", by_name[name].region), name,
-                                          prepared[name]["ChangeSetId"]) for name in prepared}
+        changes = {
+            name: describe_changes(clients("cloudformation", by_name[name].region), name, prepared[name]["ChangeSetId"])
+            for name in prepared
+        }
         found = violations(c for name in prepared for c in changes[name])
         stop = blocking(found, allowed, args.allow_all)
         if plan:
@@ -545,9 +629,11 @@ def deploy(args: argparse.Namespace, stacks: list[Stack], out: str, params: list
         for violation in found:
             print(("refused: " if violation in stop else "allowed: ") + str(violation))
         if stop:
-            print(f"refusing to deploy: {len(stop)} stateful resource(s) would be replaced or deleted (data, "
-                  "identity or a fixed name would be lost). Rerun with --allow LOGICAL_ID for each one you mean "
-                  "(make deploy ALLOW='Id1 Id2'), after moving its data.")
+            print(
+                f"refusing to deploy: {len(stop)} stateful resource(s) would be replaced or deleted (data, "
+                "identity or a fixed name would be lost). Rerun with --allow LOGICAL_ID for each one you mean "
+                "(make deploy ALLOW='Id1 Id2'), after moving its data."
+            )
             return 1
         if plan:
             return 0
@@ -557,16 +643,33 @@ def deploy(args: argparse.Namespace, stacks: list[Stack], out: str, params: list
             return 0
         if allowed or args.allow_all:
             for stack in stacks:
-                if stack.name in prepared and stack_status(clients("cloudformation", stack.region), stack.name) \
-                        != "REVIEW_IN_PROGRESS":
-                    protect(clients("cloudformation", stack.region), stack, out_dir,
-                            allowed | (set(stateful_ids(stack.template)) if args.allow_all else set()))
+                if (
+                    stack.name in prepared
+                    and stack_status(clients("cloudformation", stack.region), stack.name) != "REVIEW_IN_PROGRESS"
+                ):
+                    protect(
+                        clients("cloudformation", stack.region),
+                        stack,
+                        out_dir,
+                        allowed | (set(stateful_ids(stack.template)) if args.allow_all else set()),
+                    )
         try:
-            execute(clients, stacks, deps, prepared, parallel=parallel, no_rollback=args.no_rollback,
-                    poll=args.poll, while_waiting=node_watcher(clients, stacks, args.poll))
+            execute(
+                clients,
+                stacks,
+                deps,
+                prepared,
+                parallel=parallel,
+                no_rollback=args.no_rollback,
+                poll=args.poll,
+                while_waiting=node_watcher(clients, stacks, args.poll),
+            )
         except ExecutionFailed as failure:
-            print(f"deploy failed: {failure}. `make diagnose` says why and what to do; `make status` shows where "
-                  "each stack and node is.", file=sys.stderr)
+            print(
+                f"deploy failed: {failure}. `make diagnose` says why and what to do; `make status` shows where "
+                "each stack and node is.",
+                file=sys.stderr,
+            )
             return 1
     finally:
         for what in delete_change_sets(clients, stacks, change_set):
@@ -576,8 +679,12 @@ def deploy(args: argparse.Namespace, stacks: list[Stack], out: str, params: list
     return 0
 
 
-def print_plan(clients: Clients, stacks: list[Stack], prepared: dict[str, dict[str, Any]],
-               changes: dict[str, list[tuple[str, dict[str, Any]]]]) -> None:
+def print_plan(
+    clients: Clients,
+    stacks: list[Stack],
+    prepared: dict[str, dict[str, Any]],
+    changes: dict[str, list[tuple[str, dict[str, Any]]]],
+) -> None:
     """The guard's verdict per stack: what changes, parameters that change value, what IAM would newly allow."""
     for stack in stacks:
         if stack.name not in prepared:
@@ -621,6 +728,7 @@ def main(argv: list[str] | None = None) -> int:
     """run(), stopped with one line on stderr when it cannot do its job: no credentials for deploy or diff (checked
     before the synth, which takes a while), a failed `cdk` step (its own output is above), a failed AWS call."""
     from botocore.exceptions import BotoCoreError, ClientError
+
     parsed = parse_args(argv)
     command = parsed.command
     problem = missing_credentials(parsed.profile) if command in ("deploy", "plan", "diff") else None
@@ -630,8 +738,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(argv)
     except subprocess.CalledProcessError as exc:
-        print(f"{command}: `cdk {exc.cmd[1]}` failed with exit status {exc.returncode} (its output is above)",
-              file=sys.stderr)
+        print(
+            f"{command}: `cdk {exc.cmd[1]}` failed with exit status {exc.returncode} (its output is above)",
+            file=sys.stderr,
+        )
         return exc.returncode or 1
     except (BotoCoreError, ClientError) as exc:
         print(f"{command}: {one_line(exc)}", file=sys.stderr)

@@ -11,6 +11,7 @@ baseline; reading one that is not in the servers' cache is bound by the lower of
 Burst credits and LZ4 compression can make both faster; the estimate ignores them on purpose (a lower bound on
 speed is what a budget needs).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,7 +30,7 @@ from platform_config.storage import checkpoint_dir
 DISK_BASELINE_MBPS_PER_TIB = {125: 125, 250: 250, 500: 500, 1000: 1000}
 NETWORK_BASELINE_MBPS_PER_TIB = {125: 320, 250: 640, 500: 1300, 1000: 2600}
 METADATA_DOC = "https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-metadata-performance.html"
-MB_PER_GIB = 1024 ** 3 / 1e6  # 1 GiB = 1073.74 MB (AWS quotes throughput in decimal MB/s)
+MB_PER_GIB = 1024**3 / 1e6  # 1 GiB = 1073.74 MB (AWS quotes throughput in decimal MB/s)
 
 
 # vCPUs, memory and accelerator model per instance type (tools/instance_type_specs.py, from EC2's answers).
@@ -85,10 +86,19 @@ def size(cfg: PlatformConfig) -> Sizing:
         kind, per = accelerators(g.instance_type)
         spec = specs.get(g.instance_type) or {}
         device = spec.get("accelerator") or {}
-        groups.append(GroupSizing(
-            g.name, g.instance_type, g.instance_count, kind, per, device.get("name"),
-            device["memory_mib_each"] / 1024 if device else None, spec.get("vcpus"),
-            spec["memory_mib"] / 1024 if spec else None))
+        groups.append(
+            GroupSizing(
+                g.name,
+                g.instance_type,
+                g.instance_count,
+                kind,
+                per,
+                device.get("name"),
+                device["memory_mib_each"] / 1024 if device else None,
+                spec.get("vcpus"),
+                spec["memory_mib"] / 1024 if spec else None,
+            )
+        )
     lustre = cfg.storage.lustre
     tib = lustre.storage_capacity_gib / 1024
     disk = tib * DISK_BASELINE_MBPS_PER_TIB[lustre.throughput_mib_per_tib]
@@ -109,7 +119,8 @@ def size(cfg: PlatformConfig) -> Sizing:
             warnings.append(
                 f"writing one {ckpt} GiB checkpoint takes {_duration(write)} at the file system's baseline "
                 f"{disk:,.0f} MB/s, over storage.checkpoint_budget_minutes ({budget} min); it needs about "
-                f"{needed:,.0f} MB/s: raise storage.lustre.throughput_mib_per_tib or storage_capacity_gib")
+                f"{needed:,.0f} MB/s: raise storage.lustre.throughput_mib_per_tib or storage_capacity_gib"
+            )
     return Sizing(groups, tib, disk, network, metadata, ckpt, write, read, budget, warnings)
 
 
@@ -126,8 +137,7 @@ def render(s: Sizing, cfg: PlatformConfig) -> list[str]:
     for g in s.groups:
         device = g.model or g.accelerator
         memory = f", {g.memory_gib_each:.0f} GiB each" if g.memory_gib_each else ""
-        what = (f"{g.total} x {device} ({g.per_instance} per instance{memory})" if g.accelerator
-                else "no accelerators")
+        what = f"{g.total} x {device} ({g.per_instance} per instance{memory})" if g.accelerator else "no accelerators"
         host = f"{g.vcpus} vCPU, {g.memory_gib:.0f} GiB; " if g.vcpus else ""
         lines.append(f"  {g.name:<24} {g.count:>4} x {g.instance_type:<18} {host}{what}")
     by_kind: dict[str, int] = {}
@@ -139,16 +149,24 @@ def render(s: Sizing, cfg: PlatformConfig) -> list[str]:
         lines.append("  total: " + ", ".join(f"{n} x {k}" for k, n in sorted(by_kind.items())))
     lustre = cfg.storage.lustre
     if lustre.existing:
-        lines.append(f"  FSx for Lustre: existing {lustre.existing.file_system_id}; sizing from storage.lustre "
-                     "assumes it matches")
-    lines.append(f"  FSx for Lustre: {lustre.storage_capacity_gib} GiB at {lustre.throughput_mib_per_tib} MB/s/TiB: "
-                 f"{s.disk_mbps:,.0f} MB/s disk baseline, {s.network_mbps:,.0f} MB/s network baseline; {s.metadata}")
+        lines.append(
+            f"  FSx for Lustre: existing {lustre.existing.file_system_id}; sizing from storage.lustre "
+            "assumes it matches"
+        )
+    lines.append(
+        f"  FSx for Lustre: {lustre.storage_capacity_gib} GiB at {lustre.throughput_mib_per_tib} MB/s/TiB: "
+        f"{s.disk_mbps:,.0f} MB/s disk baseline, {s.network_mbps:,.0f} MB/s network baseline; {s.metadata}"
+    )
     mount = lustre.mount_path.rstrip("/")
-    lines.append(f"  checkpoints: {mount}{checkpoint_dir(cfg.storage)} (exported to S3 through the data repository "
-                 f"association at {mount}{lustre.data_repository.file_system_path})")
+    lines.append(
+        f"  checkpoints: {mount}{checkpoint_dir(cfg.storage)} (exported to S3 through the data repository "
+        f"association at {mount}{lustre.data_repository.file_system_path})"
+    )
     if s.checkpoint_gib:
-        lines.append(f"  one {s.checkpoint_gib} GiB checkpoint: write {_duration(s.write_seconds)}, read "
-                     f"{_duration(s.read_seconds)} at baseline (budget {s.budget_minutes} min)")
+        lines.append(
+            f"  one {s.checkpoint_gib} GiB checkpoint: write {_duration(s.write_seconds)}, read "
+            f"{_duration(s.read_seconds)} at baseline (budget {s.budget_minutes} min)"
+        )
     else:
         lines.append("  checkpoint time: set storage.checkpoint_gib to see write and read time")
     lines += [f"  WARNING: {w}" for w in s.warnings]

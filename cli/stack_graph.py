@@ -4,6 +4,7 @@ at once (what `make deploy` passes as `cdk deploy --concurrency`).
 
     python -m cli.stack_graph [cdk.out] [--mermaid | --waves | --concurrency]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,6 +44,7 @@ def waves(deps: dict[str, set[str]]) -> list[list[str]]:
         if stack not in level:
             level[stack] = 1 + max((depth(d) for d in deps[stack]), default=-1)
         return level[stack]
+
     for stack in deps:
         depth(stack)
     return [sorted(s for s in deps if level[s] == i) for i in range(max(level.values(), default=-1) + 1)]

@@ -8,6 +8,7 @@ Read-only: CloudFormation DescribeStacks/DescribeStackEvents, SageMaker Describe
 DescribeFileSystems (the platform's: tagged hyperpod-platform=<name>). Without credentials, or when a call is refused,
 one line on stderr and exit status 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,7 @@ def target(config_path: str) -> Target:
     """The platform's name and region from the config file, read without validating the rest (status, logs and
     diagnose must work where `make synth` would not, e.g. before the Studio tools bundle is built)."""
     import yaml
+
     try:
         data = yaml.safe_load(Path(config_path).read_text()) or {}
     except (OSError, yaml.YAMLError) as error:
@@ -48,8 +50,9 @@ def platform_stacks(cfn, name: str, nested: bool = False) -> list[dict[str, Any]
     """The platform's stacks (named <name>-...), not deleted ones; nested stacks too with `nested`."""
     stacks = []
     for page in cfn.get_paginator("describe_stacks").paginate():
-        stacks += [s for s in page["Stacks"] if s["StackName"].startswith(f"{name}-")
-                   and (nested or not s.get("ParentId"))]
+        stacks += [
+            s for s in page["Stacks"] if s["StackName"].startswith(f"{name}-") and (nested or not s.get("ParentId"))
+        ]
     return sorted(stacks, key=lambda s: s["StackName"])
 
 
@@ -60,26 +63,32 @@ def failed_events(cfn, stack: str) -> list[dict[str, Any]]:
     for page in cfn.get_paginator("describe_stack_events").paginate(StackName=stack):
         for event in page["StackEvents"]:  # newest first
             events.append(event)
-            if event.get("ResourceStatusReason") == "User Initiated" and \
-                    event["ResourceType"] == "AWS::CloudFormation::Stack":
+            if (
+                event.get("ResourceStatusReason") == "User Initiated"
+                and event["ResourceType"] == "AWS::CloudFormation::Stack"
+            ):
                 break
         else:
             continue
         break
-    return [e for e in reversed(events) if e["ResourceStatus"].endswith("_FAILED")
-            and not any(c in (e.get("ResourceStatusReason") or "") for c in CANCELLED)]
+    return [
+        e
+        for e in reversed(events)
+        if e["ResourceStatus"].endswith("_FAILED")
+        and not any(c in (e.get("ResourceStatusReason") or "") for c in CANCELLED)
+    ]
 
 
 def file_systems(fsx, name: str) -> list[dict[str, Any]]:
     found = []
     for page in fsx.get_paginator("describe_file_systems").paginate():
-        found += [f for f in page["FileSystems"]
-                  if {"Key": PLATFORM_TAG, "Value": name} in f.get("Tags", [])]
+        found += [f for f in page["FileSystems"] if {"Key": PLATFORM_TAG, "Value": name} in f.get("Tags", [])]
     return found
 
 
 def report(session, tgt: Target) -> list[str]:
     from botocore.exceptions import ClientError
+
     cfn = session.client("cloudformation", region_name=tgt.region)
     lines = ["stacks:"]
     stacks = platform_stacks(cfn, tgt.name)
@@ -87,12 +96,17 @@ def report(session, tgt: Target) -> list[str]:
         lines.append(f"  none named {tgt.name}-* in {tgt.region}: not deployed (make deploy)")
     for stack in stacks:
         line = f"  {stack['StackName']}: {stack['StackStatus']}"
-        failures = failed_events(cfn, stack["StackName"]) if "FAIL" in stack["StackStatus"] or \
-            "ROLLBACK" in stack["StackStatus"] else []
+        failures = (
+            failed_events(cfn, stack["StackName"])
+            if "FAIL" in stack["StackStatus"] or "ROLLBACK" in stack["StackStatus"]
+            else []
+        )
         if failures:
             first = failures[0]
-            line += (f"; first failure: {first['LogicalResourceId']} ({first['ResourceType']}): "
-                     f"{one_line(Exception(first.get('ResourceStatusReason', '')))}")
+            line += (
+                f"; first failure: {first['LogicalResourceId']} ({first['ResourceType']}): "
+                f"{one_line(Exception(first.get('ResourceStatusReason', '')))}"
+            )
         elif stack.get("StackStatusReason"):
             line += f"; {one_line(Exception(stack['StackStatusReason']))}"
         lines.append(line)
@@ -112,19 +126,25 @@ def report(session, tgt: Target) -> list[str]:
         for group in cluster.get("InstanceGroups", []):
             members = [n for n in nodes if n["InstanceGroupName"] == group["InstanceGroupName"]]
             running = sum(n["InstanceStatus"]["Status"] == "Running" for n in members)
-            lines.append(f"  {group['InstanceGroupName']}: {running}/{group.get('TargetCount', len(members))} "
-                         f"Running ({group.get('InstanceType', '?')})")
+            lines.append(
+                f"  {group['InstanceGroupName']}: {running}/{group.get('TargetCount', len(members))} "
+                f"Running ({group.get('InstanceType', '?')})"
+            )
             for index, node in enumerate(members):
                 state = node["InstanceStatus"]
-                message = f": {one_line(Exception(state['Message']))}" if state.get("Message") and \
-                    state["Status"] != "Running" else ""
+                message = (
+                    f": {one_line(Exception(state['Message']))}"
+                    if state.get("Message") and state["Status"] != "Running"
+                    else ""
+                )
                 where = f"{group['InstanceGroupName']}:{index} {node['InstanceId']}"
                 lines.append(f"    {where} {state['Status']}{message}")
     fsx = session.client("fsx", region_name=tgt.region)
     systems = file_systems(fsx, tgt.name)
     for system in systems:
-        line = (f"FSx {system['FileSystemId']}: {system.get('Lifecycle', '?')} "
-                f"({system.get('StorageCapacity', '?')} GiB)")
+        line = (
+            f"FSx {system['FileSystemId']}: {system.get('Lifecycle', '?')} ({system.get('StorageCapacity', '?')} GiB)"
+        )
         if system.get("FailureDetails", {}).get("Message"):
             line += f": {one_line(Exception(system['FailureDetails']['Message']))}"
         lines.append(line)
@@ -139,6 +159,7 @@ def session_for(profile: str | None, command: str):
     if problem:
         raise SystemExit(f"{command}: {problem}")
     import boto3
+
     return boto3.Session(profile_name=profile)
 
 
@@ -148,6 +169,7 @@ def main(argv: list[str] | None = None, session=None) -> int:
     parser.add_argument("--profile")
     args = parser.parse_args(argv)
     from botocore.exceptions import BotoCoreError, ClientError
+
     try:
         session = session or session_for(args.profile, "status")
         tgt = target(args.config)

@@ -1,5 +1,6 @@
 """Prints what `cdk synth` wrote (each stack, its resource count and template path) and, with --config, what the
 configuration buys (cli/sizing.py)."""
+
 import argparse
 import json
 import sys
@@ -38,7 +39,7 @@ def _literal(value) -> str:
     if isinstance(value, (str, int, float)):
         return str(value)
     if isinstance(value, dict) and len(value) == 1:
-        (fn, arg), = value.items()
+        ((fn, arg),) = value.items()
         if fn == "Fn::Join":
             return "".join(_literal(v) for v in arg[1])
         if fn == "Ref":
@@ -52,14 +53,22 @@ def describe(resource: dict) -> str:
     if kind == "AWS::SageMaker::Cluster":
         groups = props.get("InstanceGroups", [])
         orchestrator = "EKS" if "Eks" in props.get("Orchestrator", {}) else "Slurm"
-        return (f"{_literal(props.get('ClusterName'))} ({orchestrator}; "
-                + ", ".join(f"{_literal(g.get('InstanceGroupName'))} {_literal(g.get('InstanceCount'))} x "
-                            f"{_literal(g.get('InstanceType'))}" for g in groups) + ")")
+        return (
+            f"{_literal(props.get('ClusterName'))} ({orchestrator}; "
+            + ", ".join(
+                f"{_literal(g.get('InstanceGroupName'))} {_literal(g.get('InstanceCount'))} x "
+                f"{_literal(g.get('InstanceType'))}"
+                for g in groups
+            )
+            + ")"
+        )
     if kind == "AWS::FSx::FileSystem":
         lustre = props.get("LustreConfiguration", {})
-        return (f"{props.get('FileSystemType', '')} {_literal(props.get('StorageCapacity'))} GiB "
-                f"{_literal(lustre.get('DeploymentType'))} {_literal(lustre.get('PerUnitStorageThroughput'))} "
-                f"MB/s/TiB" + (", kept on delete" if resource.get("DeletionPolicy") == "Retain" else ""))
+        return (
+            f"{props.get('FileSystemType', '')} {_literal(props.get('StorageCapacity'))} GiB "
+            f"{_literal(lustre.get('DeploymentType'))} {_literal(lustre.get('PerUnitStorageThroughput'))} "
+            f"MB/s/TiB" + (", kept on delete" if resource.get("DeletionPolicy") == "Retain" else "")
+        )
     name = next((props[k] for k in ("DomainName", "Name", "TrackingServerName") if k in props), None)
     return _literal(name) if name is not None else ""
 
@@ -74,13 +83,16 @@ def key_resources(templates: dict[str, dict]) -> list[str]:
             if kind in KEY_TYPES:
                 lines.append(f"  {KEY_TYPES[kind]:<24} {describe(resource)}  [{stack}]")
             elif kind in STANDING_TYPES:
-                if kind == "AWS::EC2::VPCEndpoint" and resource["Properties"].get("VpcEndpointType",
-                                                                                  "Gateway") == "Gateway":
+                if (
+                    kind == "AWS::EC2::VPCEndpoint"
+                    and resource["Properties"].get("VpcEndpointType", "Gateway") == "Gateway"
+                ):
                     continue  # gateway endpoints (S3) are free; interface endpoints bill by the hour
                 standing[STANDING_TYPES[kind]] += 1
     if standing:
-        lines.append("  billed even with every group at 0: " +
-                     ", ".join(f"{n} x {what}" for what, n in sorted(standing.items())))
+        lines.append(
+            "  billed even with every group at 0: " + ", ".join(f"{n} x {what}" for what, n in sorted(standing.items()))
+        )
     return lines
 
 
@@ -88,8 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cli.summarize", description=__doc__)
     parser.add_argument("out_dir", nargs="?", default="cdk.out")
     parser.add_argument("--config", help="the config file that was synthesized")
-    parser.add_argument("--prices", type=Path, default=prices.PRICES_FACTS,
-                        help="the price table for the cost estimate (default: %(default)s)")
+    parser.add_argument(
+        "--prices",
+        type=Path,
+        default=prices.PRICES_FACTS,
+        help="the price table for the cost estimate (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     out = Path(args.out_dir)
     problem = missing_assembly(out)
@@ -104,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         path = out / artifact["properties"]["templateFile"]
         templates[name] = json.loads(path.read_text())
         resources = templates[name].get("Resources", {})
-        top = ", ".join(f"{t.split('::', 1)[1]} x{n}" for t, n in Counter(r["Type"] for r in resources.values())
-                        .most_common(4))
+        top = ", ".join(
+            f"{t.split('::', 1)[1]} x{n}" for t, n in Counter(r["Type"] for r in resources.values()).most_common(4)
+        )
         print(f"  {name:<28} {len(resources):>4} resources  {path}  ({top}, ...)")
     nested = {p.name.split(".")[0]: json.loads(p.read_text()) for p in sorted(out.glob("*.nested.template.json"))}
     key = key_resources({**templates, **nested})
@@ -121,10 +138,17 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print("\n".join(render(size(cfg), cfg)))
         print()
-        print("\n".join(costs.estimate(costs.quantities({**templates, **nested}), cfg.deployment.region,
-                                        prices.load(args.prices))))
-    print("Review with `make diff CONFIG=...`, deploy with `make deploy CONFIG=...`: it refuses to replace or delete "
-          "stateful resources (see docs/deploy.md: Day-2 changes).")
+        print(
+            "\n".join(
+                costs.estimate(
+                    costs.quantities({**templates, **nested}), cfg.deployment.region, prices.load(args.prices)
+                )
+            )
+        )
+    print(
+        "Review with `make diff CONFIG=...`, deploy with `make deploy CONFIG=...`: it refuses to replace or delete "
+        "stateful resources (see docs/deploy.md: Day-2 changes)."
+    )
     return 0
 
 

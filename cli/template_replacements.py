@@ -14,6 +14,7 @@ documentation in DOCUMENTED_CREATE_ONLY.
 Used by the day-2 test matrix (tests/test_day2.py) and from the command line:
     python -m cli.template_replacements BEFORE_CDK_OUT AFTER_CDK_OUT
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,12 +30,22 @@ from collections.abc import Iterator
 from cli.preconditions import missing_assembly
 
 # Resources that hold data or identity: never replaced or deleted by a routine update.
-STATEFUL_TYPES = frozenset({
-    "AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation", "AWS::S3::Bucket", "AWS::KMS::Key",
-    "AWS::SageMaker::Domain", "AWS::SageMaker::UserProfile", "AWS::SageMaker::Cluster", "AWS::EKS::Cluster",
-    "AWS::SecretsManager::Secret", "AWS::RDS::DBCluster", "AWS::RDS::DBInstance",
-    "AWS::SageMaker::MlflowTrackingServer",
-})
+STATEFUL_TYPES = frozenset(
+    {
+        "AWS::FSx::FileSystem",
+        "AWS::FSx::DataRepositoryAssociation",
+        "AWS::S3::Bucket",
+        "AWS::KMS::Key",
+        "AWS::SageMaker::Domain",
+        "AWS::SageMaker::UserProfile",
+        "AWS::SageMaker::Cluster",
+        "AWS::EKS::Cluster",
+        "AWS::SecretsManager::Secret",
+        "AWS::RDS::DBCluster",
+        "AWS::RDS::DBInstance",
+        "AWS::SageMaker::MlflowTrackingServer",
+    }
+)
 
 # "Update requires: Replacement" in the CloudFormation User Guide, missing from the bundled registry schema.
 # AWS::FSx::FileSystem LustreConfiguration (docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/
@@ -42,9 +53,12 @@ STATEFUL_TYPES = frozenset({
 # PerUnitStorageThroughput "Update requires: Replacement"; AWS::FSx::FileSystem StorageType: Replacement.
 # (StorageCapacity is "Update requires: No interruption" there, increases only: UpdateFileSystem cannot shrink.)
 DOCUMENTED_CREATE_ONLY = {
-    "AWS::FSx::FileSystem": ("/properties/StorageType", "/properties/LustreConfiguration/DeploymentType",
-                             "/properties/LustreConfiguration/DriveCacheType",
-                             "/properties/LustreConfiguration/PerUnitStorageThroughput"),
+    "AWS::FSx::FileSystem": (
+        "/properties/StorageType",
+        "/properties/LustreConfiguration/DeploymentType",
+        "/properties/LustreConfiguration/DriveCacheType",
+        "/properties/LustreConfiguration/PerUnitStorageThroughput",
+    ),
 }
 
 MISSING = object()
@@ -57,6 +71,7 @@ def create_only_paths(resource_type: str, region: str = "us-west-2") -> tuple[st
     if not resource_type.startswith("AWS::"):
         return ()
     from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
     try:
         schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(region, resource_type).schema
     except Exception:  # noqa: BLE001 - cfn-lint raises its own not-found types per version
@@ -68,19 +83,22 @@ def create_only_paths(resource_type: str, region: str = "us-west-2") -> tuple[st
 
 def name_paths(resource_type: str, region: str = "us-west-2") -> tuple[str, ...]:
     """Create-only properties that name the resource (BucketName, ClusterName, StudioLifecycleConfigName, ...)."""
-    return tuple(p for p in create_only_paths(resource_type, region)
-                 if p.count("/") == 2 and p.endswith("Name") and not p.endswith("KeyName"))
+    return tuple(
+        p
+        for p in create_only_paths(resource_type, region)
+        if p.count("/") == 2 and p.endswith("Name") and not p.endswith("KeyName")
+    )
 
 
 @dataclass(frozen=True)
 class Finding:
-    stack: str           # template file name
+    stack: str  # template file name
     logical_id: str
     resource_type: str
-    action: str          # "replace" or "delete"
-    reason: str          # the create-only property (and old -> new) or why it is deleted
+    action: str  # "replace" or "delete"
+    reason: str  # the create-only property (and old -> new) or why it is deleted
     stateful: bool
-    custom_name: str     # the fixed name that makes a replacement fail, "" if none
+    custom_name: str  # the fixed name that makes a replacement fail, "" if none
 
     def __str__(self) -> str:
         named = f", custom name {self.custom_name!r}" if self.custom_name else ""
@@ -88,6 +106,7 @@ class Finding:
 
 
 # --- evaluating a template under its parameter defaults -------------------------------------------------------
+
 
 def _conditions(template: dict) -> dict[str, bool]:
     params = {name: p.get("Default") for name, p in template.get("Parameters", {}).items()}
@@ -141,9 +160,11 @@ def _resolve(value: Any, conditions: dict[str, bool]) -> Any:
 def effective_resources(template: dict) -> dict[str, dict]:
     """Resources that exist under the parameter defaults, with Fn::If resolved."""
     conditions = _conditions(template)
-    return {logical_id: _resolve(resource, conditions)
-            for logical_id, resource in template.get("Resources", {}).items()
-            if "Condition" not in resource or conditions[resource["Condition"]]}
+    return {
+        logical_id: _resolve(resource, conditions)
+        for logical_id, resource in template.get("Resources", {}).items()
+        if "Condition" not in resource or conditions[resource["Condition"]]
+    }
 
 
 def _at(properties: dict, path: str) -> Any:
@@ -177,8 +198,13 @@ def _dump(value: Any) -> str:
     return "(absent)" if value is MISSING else json.dumps(value, sort_keys=True)[:120]
 
 
-def compare(before: dict[str, dict], after: dict[str, dict], *, region: str = "us-west-2",
-            stack_names: dict[str, str] | None = None) -> list[Finding]:
+def compare(
+    before: dict[str, dict],
+    after: dict[str, dict],
+    *,
+    region: str = "us-west-2",
+    stack_names: dict[str, str] | None = None,
+) -> list[Finding]:
     """`before`/`after`: template file name -> template. `stack_names` maps file name -> deployed stack name
     (for Fn::GetStackOutput); defaults to the file name without `.template.json`."""
     names = stack_names or {f: f.removesuffix(".template.json") for f in {*before, *after}}
@@ -207,26 +233,44 @@ def compare(before: dict[str, dict], after: dict[str, dict], *, region: str = "u
                         if was != now:
                             replaced[logical_id] = f"{path.removeprefix('/properties/')}: {_dump(was)} -> {_dump(now)}"
                         else:
-                            hit = next((ref for kind, ref in _references(now)
-                                        if (kind == "resource" and ref in replaced)
-                                        or (kind == "output" and ref in replaced_outputs)), None)
+                            hit = next(
+                                (
+                                    ref
+                                    for kind, ref in _references(now)
+                                    if (kind == "resource" and ref in replaced)
+                                    or (kind == "output" and ref in replaced_outputs)
+                                ),
+                                None,
+                            )
                             if hit is None:
                                 continue
-                            replaced[logical_id] = f"{path.removeprefix('/properties/')} refers to {hit}, which is replaced"
+                            replaced[logical_id] = (
+                                f"{path.removeprefix('/properties/')} refers to {hit}, which is replaced"
+                            )
                         grew = True
                         break
                 if not grew:
                     break
             for logical_id, reason in replaced.items():
-                findings.append(_finding(file, logical_id, old[logical_id], "replace", reason, region,
-                                         new=new[logical_id]))
+                findings.append(
+                    _finding(file, logical_id, old[logical_id], "replace", reason, region, new=new[logical_id])
+                )
             for logical_id in old.keys() - new.keys():
-                findings.append(_finding(file, logical_id, old[logical_id], "delete",
-                                         "no longer in the template (or its condition is now false)", region))
+                findings.append(
+                    _finding(
+                        file,
+                        logical_id,
+                        old[logical_id],
+                        "delete",
+                        "no longer in the template (or its condition is now false)",
+                        region,
+                    )
+                )
             for output, spec in after[file].get("Outputs", {}).items():
                 key = f"{names[file]}/{output}"
-                if key not in replaced_outputs and any(kind == "resource" and ref in replaced
-                                                       for kind, ref in _references(spec.get("Value"))):
+                if key not in replaced_outputs and any(
+                    kind == "resource" and ref in replaced for kind, ref in _references(spec.get("Value"))
+                ):
                     replaced_outputs.add(key)
                     changed = True
         if not changed:
@@ -234,16 +278,30 @@ def compare(before: dict[str, dict], after: dict[str, dict], *, region: str = "u
     return sorted(findings, key=lambda f: (f.stack, f.logical_id))
 
 
-def _finding(file: str, logical_id: str, resource: dict, action: str, reason: str, region: str,
-             new: dict | None = None) -> Finding:
+def _finding(
+    file: str, logical_id: str, resource: dict, action: str, reason: str, region: str, new: dict | None = None
+) -> Finding:
     """`custom_name` is set when a replacement keeps a fixed name: CloudFormation creates the replacement before
     deleting the original, so the create fails on the name (a new name, e.g. a content hash, is fine)."""
     props = resource.get("Properties", {})
     new_props = (new or resource).get("Properties", {})
-    custom = next((v for p in name_paths(resource["Type"], region)
-                   if isinstance(v := _at(props, p), str) and (new is None or _at(new_props, p) == v)), "")
-    return Finding(stack=file, logical_id=logical_id, resource_type=resource["Type"], action=action, reason=reason,
-                   stateful=resource["Type"] in STATEFUL_TYPES, custom_name=custom)
+    custom = next(
+        (
+            v
+            for p in name_paths(resource["Type"], region)
+            if isinstance(v := _at(props, p), str) and (new is None or _at(new_props, p) == v)
+        ),
+        "",
+    )
+    return Finding(
+        stack=file,
+        logical_id=logical_id,
+        resource_type=resource["Type"],
+        action=action,
+        reason=reason,
+        stateful=resource["Type"] in STATEFUL_TYPES,
+        custom_name=custom,
+    )
 
 
 def _show(value: Any) -> str:
@@ -283,8 +341,9 @@ def iam_widening(before: dict, after: dict) -> list[str]:
     that are new, and Deny statements that are gone; one line each, by logical id."""
     old, new = _grants(before), _grants(after)
     lines = [f"{lid}: + {action} on {target}" for lid, effect, action, target in sorted(new - old) if effect == "Allow"]
-    lines += [f"{lid}: - Deny {action} on {target}" for lid, effect, action, target in sorted(old - new)
-              if effect == "Deny"]
+    lines += [
+        f"{lid}: - Deny {action} on {target}" for lid, effect, action, target in sorted(old - new) if effect == "Deny"
+    ]
     return lines
 
 
@@ -294,9 +353,12 @@ def load_assembly(out_dir: Path) -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cli.template_replacements", description=__doc__.split("\n\n")[0],
-                                     epilog="Prints one line per replaced or deleted resource (STATEFUL first when "
-                                            "it holds data); exit status 1 when a stateful or custom-named one is.")
+    parser = argparse.ArgumentParser(
+        prog="python -m cli.template_replacements",
+        description=__doc__.split("\n\n")[0],
+        epilog="Prints one line per replaced or deleted resource (STATEFUL first when "
+        "it holds data); exit status 1 when a stateful or custom-named one is.",
+    )
     parser.add_argument("before", type=Path, help="the cloud assembly before the change (a cdk.out)")
     parser.add_argument("after", type=Path, help="the cloud assembly after it")
     args = parser.parse_args(argv)

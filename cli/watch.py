@@ -10,6 +10,7 @@ CloudWatch Logs (HyperPod's log group /aws/sagemaker/Clusters/<name>/<cluster id
 LifecycleConfig/<group>/<instance id>, https://docs.aws.amazon.com/sagemaker/latest/dg/
 sagemaker-hyperpod-cluster-management-slurm.html). Read-only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,6 +40,7 @@ def cluster_nodes(sagemaker, cluster_name: str) -> list[dict[str, Any]]:
 def last_lines(logs, log_group: str, stream_prefix: str, count: int = 1) -> list[str]:
     """The last `count` lines of the newest stream under `stream_prefix` ([] when there is none yet)."""
     from botocore.exceptions import ClientError
+
     try:
         streams = logs.describe_log_streams(logGroupName=log_group, logStreamNamePrefix=stream_prefix)["logStreams"]
     except ClientError as error:
@@ -49,8 +51,9 @@ def last_lines(logs, log_group: str, stream_prefix: str, count: int = 1) -> list
     if not streams:
         return []
     newest = max(streams, key=lambda s: s["lastEventTimestamp"])
-    events = logs.get_log_events(logGroupName=log_group, logStreamName=newest["logStreamName"], limit=count,
-                                 startFromHead=False)["events"]
+    events = logs.get_log_events(
+        logGroupName=log_group, logStreamName=newest["logStreamName"], limit=count, startFromHead=False
+    )["events"]
     return [e["message"].rstrip("\n") for e in events]
 
 
@@ -86,11 +89,13 @@ def clusters_in(stacks: Iterable[Any]) -> list[tuple[str, str | None]]:
     return found
 
 
-def node_watcher(clients: Callable[[str, str | None], Any], stacks: Iterable[Any], every: float,
-                 out: Callable[[str], None] = print) -> Callable[[], None] | None:
+def node_watcher(
+    clients: Callable[[str, str | None], Any], stacks: Iterable[Any], every: float, out: Callable[[str], None] = print
+) -> Callable[[], None] | None:
     """What `make deploy` calls while it waits: every `every` seconds at most, the progress of the assembly's
     HyperPod cluster once it exists. Quiet before the cluster exists; a failed read is one line, never an abort."""
     from botocore.exceptions import BotoCoreError, ClientError
+
     targets = clusters_in(stacks)
     if not targets:
         return None
@@ -113,6 +118,7 @@ def node_watcher(clients: Callable[[str, str | None], Any], stacks: Iterable[Any
                 continue
             for line in lines:
                 out(line)
+
     return tick
 
 
@@ -130,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
+
     session = boto3.Session(profile_name=args.profile, region_name=args.region)
     try:
         while True:

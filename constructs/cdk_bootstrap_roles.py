@@ -2,6 +2,7 @@
 them (DefaultStackSynthesizer's DEFAULT_CLOUDFORMATION_ROLE_ARN and DEFAULT_DEPLOY_ROLE_ARN), with the qualifier
 from the app's context (`@aws-cdk/core:bootstrapQualifier`, else CDK's default). Resource policies that let only named
 principals change a secret or an object name them beside those principals, so a deployment can still update it."""
+
 from __future__ import annotations
 
 import aws_cdk as cdk
@@ -9,10 +10,15 @@ from constructs import Construct
 
 
 def _arn(scope: Construct, template: str) -> str:
-    qualifier = (scope.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
-                 or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
-    return (template.replace("${AWS::Partition}", cdk.Aws.PARTITION).replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
-            .replace("${AWS::Region}", cdk.Aws.REGION).replace("${Qualifier}", qualifier))
+    qualifier = (
+        scope.node.try_get_context("@aws-cdk/core:bootstrapQualifier") or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
+    )
+    return (
+        template.replace("${AWS::Partition}", cdk.Aws.PARTITION)
+        .replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
+        .replace("${AWS::Region}", cdk.Aws.REGION)
+        .replace("${Qualifier}", qualifier)
+    )
 
 
 def cloudformation_execution_role_arn(scope: Construct) -> str:

@@ -1,6 +1,7 @@
 """Closes the platform VPC's default security group: a custom resource (lambda/default_security_group) revokes its
 inbound and outbound rules, which CloudFormation cannot remove. aws-cdk-lib's `restrictDefaultSecurityGroup` does the
 same for its L2 Vpc only; the platform's VPC is an L1 (constructs/hyperpod_vpc.py says why)."""
+
 from __future__ import annotations
 
 
@@ -22,28 +23,51 @@ class RestrictDefaultSecurityGroup(Construct):
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         self.on_event = lambda_.Function(
-            self, "OnEvent", runtime=RUNTIME, handler="restrict.on_event",
+            self,
+            "OnEvent",
+            runtime=RUNTIME,
+            handler="restrict.on_event",
             code=handler_code(HANDLER_DIR),
-            timeout=cdk.Duration.minutes(2), memory_size=128,
+            timeout=cdk.Duration.minutes(2),
+            memory_size=128,
             log_group=logs.LogGroup(self, "OnEventLogs", removal_policy=cdk.RemovalPolicy.DESTROY),
-            description="Removes every rule of the platform VPC's default security group")
+            description="Removes every rule of the platform VPC's default security group",
+        )
         group_arn = stack.format_arn(service="ec2", resource="security-group", resource_name=security_group_id)
-        self.on_event.add_to_role_policy(iam.PolicyStatement(
-            sid="CloseDefaultGroup", actions=["ec2:RevokeSecurityGroupIngress", "ec2:RevokeSecurityGroupEgress"],
-            resources=[group_arn]))
+        self.on_event.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="CloseDefaultGroup",
+                actions=["ec2:RevokeSecurityGroupIngress", "ec2:RevokeSecurityGroupEgress"],
+                resources=[group_arn],
+            )
+        )
         # DescribeSecurityGroups supports no resource-level permissions (Service Authorization Reference, Amazon EC2).
-        self.on_event.add_to_role_policy(iam.PolicyStatement(
-            sid="ReadDefaultGroup", actions=["ec2:DescribeSecurityGroups"], resources=["*"]))
-        self.provider = cr.Provider(self, "Provider", on_event_handler=self.on_event,
-                                    log_group=logs.LogGroup(self, "ProviderLogs",
-                                                            removal_policy=cdk.RemovalPolicy.DESTROY))
-        self.resource = cdk.CfnResource(self, "Resource", type=RESOURCE_TYPE, properties={
-            "ServiceToken": self.provider.service_token, "SecurityGroupId": security_group_id})
-        acknowledge(self.on_event, "AwsSolutions-IAM5",
-                    "ec2:DescribeSecurityGroups supports only '*'; the handler reads the one default group it closes",
-                    findings=["Resource::*"])
-        acknowledge(self.on_event, "AwsSolutions-IAM4",
-                    "the default security group handler logs to its own CloudWatch log group through the basic "
-                    "execution policy",
-                    findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"])
+        self.on_event.add_to_role_policy(
+            iam.PolicyStatement(sid="ReadDefaultGroup", actions=["ec2:DescribeSecurityGroups"], resources=["*"])
+        )
+        self.provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=self.on_event,
+            log_group=logs.LogGroup(self, "ProviderLogs", removal_policy=cdk.RemovalPolicy.DESTROY),
+        )
+        self.resource = cdk.CfnResource(
+            self,
+            "Resource",
+            type=RESOURCE_TYPE,
+            properties={"ServiceToken": self.provider.service_token, "SecurityGroupId": security_group_id},
+        )
+        acknowledge(
+            self.on_event,
+            "AwsSolutions-IAM5",
+            "ec2:DescribeSecurityGroups supports only '*'; the handler reads the one default group it closes",
+            findings=["Resource::*"],
+        )
+        acknowledge(
+            self.on_event,
+            "AwsSolutions-IAM4",
+            "the default security group handler logs to its own CloudWatch log group through the basic "
+            "execution policy",
+            findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
+        )
         acknowledge_provider(self.provider, [self.on_event])

@@ -1,12 +1,14 @@
 """The security group HyperPod nodes (and FSx for Lustre) share."""
+
 from __future__ import annotations
 
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 from constructs.lustre_ports import LUSTRE_PORTS as LUSTRE_PORT_RANGES
 
-LUSTRE_PORTS = tuple(ec2.Port.tcp(first) if first == last else ec2.Port.tcp_range(first, last)
-                     for first, last in LUSTRE_PORT_RANGES)
+LUSTRE_PORTS = tuple(
+    ec2.Port.tcp(first) if first == last else ec2.Port.tcp_range(first, last) for first, last in LUSTRE_PORT_RANGES
+)
 
 
 class EfaSecurityGroup(Construct):
@@ -19,8 +21,12 @@ class EfaSecurityGroup(Construct):
     def __init__(self, scope: Construct, id_: str, *, vpc: ec2.IVpc, allow_http_egress: bool) -> None:
         super().__init__(scope, id_)
         self.security_group = ec2.SecurityGroup(
-            self, "Group", vpc=vpc, allow_all_outbound=False,
-            description="HyperPod nodes and FSx for Lustre: EFA (all traffic within the group), Lustre, HTTPS out")
+            self,
+            "Group",
+            vpc=vpc,
+            allow_all_outbound=False,
+            description="HyperPod nodes and FSx for Lustre: EFA (all traffic within the group), Lustre, HTTPS out",
+        )
         group = self.security_group
         group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA and intra-cluster traffic from the group")
         group.add_egress_rule(group, ec2.Port.all_traffic(), "EFA and intra-cluster traffic to the group")

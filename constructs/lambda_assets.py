@@ -6,6 +6,7 @@ lambda/shared/aws_clients.py, reaches each folder that uses it as a link (lambda
 packaging follows, so every zip holds the file itself. __pycache__ stays out: its bytes change from run to run and
 would change the asset hash.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,5 +25,6 @@ def function_dir(name: str) -> Path:
 
 def handler_code(folder: Path | str) -> lambda_.Code:
     """The folder as a Lambda code asset, links followed."""
-    return lambda_.Code.from_asset(str(folder), exclude=["__pycache__", "*.pyc"],
-                                   follow_symlinks=cdk.SymlinkFollowMode.ALWAYS)
+    return lambda_.Code.from_asset(
+        str(folder), exclude=["__pycache__", "*.pyc"], follow_symlinks=cdk.SymlinkFollowMode.ALWAYS
+    )

@@ -12,6 +12,7 @@ writing anything, for baking KUBECTL_SHA256 / HELM_SHA256 into the lifecycle con
 
 Standard library only.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -1,12 +1,14 @@
 """Ships `lifecycle/hyperpod/` and the generated platform_parameters.json to the lifecycle bucket (and, for Studio,
 the scripts and the prebuilt tools zip)."""
+
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -38,8 +40,12 @@ SLURM_CLIENT_PREFIX = "slurm-client"
 # execution role may take on it. Everything else (PutSecretValue, UpdateSecret, UpdateSecretVersionStage, which could
 # make an older version current, PutResourcePolicy, DeleteSecret, replication, rotation, and any action added later)
 # is denied by NotAction.
-RECORD_READ_ACTIONS = ("secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret",
-                       "secretsmanager:ListSecretVersionIds", "secretsmanager:GetResourcePolicy")
+RECORD_READ_ACTIONS = (
+    "secretsmanager:GetSecretValue",
+    "secretsmanager:DescribeSecret",
+    "secretsmanager:ListSecretVersionIds",
+    "secretsmanager:GetResourcePolicy",
+)
 # Secrets Manager's limit on a secret value
 # (https://docs.aws.amazon.com/secretsmanager/latest/userguide/reference_limits.html).
 SECRET_VALUE_LIMIT = 65536
@@ -66,11 +72,15 @@ def shipped_digests(directories: Sequence[Path]) -> dict[str, str]:
 def cloudformation_execution_role_arn(stack: cdk.Stack) -> str:
     """The CDK bootstrap's CloudFormation execution role of this account and region, as the default synthesizer names
     it (its qualifier from the app's context): the role CloudFormation creates and changes resources as."""
-    qualifier = (stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
-                 or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
-    return (cdk.DefaultStackSynthesizer.DEFAULT_CLOUDFORMATION_ROLE_ARN.replace("${AWS::Partition}", cdk.Aws.PARTITION)
-            .replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID).replace("${AWS::Region}", cdk.Aws.REGION)
-            .replace("${Qualifier}", qualifier))
+    qualifier = (
+        stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier") or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
+    )
+    return (
+        cdk.DefaultStackSynthesizer.DEFAULT_CLOUDFORMATION_ROLE_ARN.replace("${AWS::Partition}", cdk.Aws.PARTITION)
+        .replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
+        .replace("${AWS::Region}", cdk.Aws.REGION)
+        .replace("${Qualifier}", qualifier)
+    )
 
 
 def _record_size(record: Mapping[str, Any]) -> int:
@@ -93,8 +103,10 @@ def record_value(scripts: Mapping[str, str], parameters: Mapping[str, Any]) -> d
     while _record_size(record) > SECRET_VALUE_LIMIT:
         static = [k for k, v in verbatim.items() if "${Token[" not in json.dumps(v, default=str)]
         if not static:
-            raise ValueError(f"the lifecycle record would be over Secrets Manager's {SECRET_VALUE_LIMIT}-byte limit "
-                             "on a secret value even with every parameter as a digest")
+            raise ValueError(
+                f"the lifecycle record would be over Secrets Manager's {SECRET_VALUE_LIMIT}-byte limit "
+                "on a secret value even with every parameter as a digest"
+            )
         largest = max(static, key=lambda k: len(json.dumps(verbatim[k])))
         digests[largest] = canonical_sha256(verbatim.pop(largest))
     return record
@@ -118,11 +130,14 @@ def data_bucket_name(cluster_name: str) -> str:
 
 def assets_bucket_name(stack: cdk.Stack) -> str:
     """The CDK bootstrap assets bucket, as the default synthesizer names it (for cdk-nag findings)."""
-    qualifier = (stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
-                 or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
-    return (cdk.DefaultStackSynthesizer.DEFAULT_FILE_ASSETS_BUCKET_NAME
-            .replace("${Qualifier}", qualifier).replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
-            .replace("${AWS::Region}", stack.region))
+    qualifier = (
+        stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier") or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
+    )
+    return (
+        cdk.DefaultStackSynthesizer.DEFAULT_FILE_ASSETS_BUCKET_NAME.replace("${Qualifier}", qualifier)
+        .replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
+        .replace("${AWS::Region}", stack.region)
+    )
 
 
 def _staged_zip(scope: Construct, archive_sha256: str) -> Path:
@@ -166,16 +181,28 @@ class LifecycleScripts(Construct):
     `record_name`: with parameters, the lifecycle record (a secret of that name) the nodes check both against; the
     parameters then name it (`lifecycle_record`)."""
 
-    def __init__(self, scope: Construct, id_: str, *, bucket: s3.IBucket, prefix: str, upload_role_name: str,
-                 parameters: NodeParameters | None = None, source_dir: Optional[Path] = HYPERPOD_SCRIPTS_DIR,
-                 extra_sources: Sequence[s3deploy.ISource] = (), record_name: str | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        bucket: s3.IBucket,
+        prefix: str,
+        upload_role_name: str,
+        parameters: NodeParameters | None = None,
+        source_dir: Path | None = HYPERPOD_SCRIPTS_DIR,
+        extra_sources: Sequence[s3deploy.ISource] = (),
+        record_name: str | None = None,
+    ) -> None:
         super().__init__(scope, id_)
         sources = []
         if source_dir is not None:
             reserved = sorted(str(p.relative_to(source_dir)) for p in source_dir.rglob(HYPERPOD_RESERVED_FILE))
             if reserved:
-                raise ValueError(f"{source_dir}: {', '.join(reserved)} would make HyperPod refuse the API-driven "
-                                 "Slurm configuration; the platform's own parameters go in " + PARAMETERS_FILE)
+                raise ValueError(
+                    f"{source_dir}: {', '.join(reserved)} would make HyperPod refuse the API-driven "
+                    "Slurm configuration; the platform's own parameters go in " + PARAMETERS_FILE
+                )
             # constructs/studio_lifecycle_configs.py digests exactly what this ships: keep the exclusions in step.
             sources.append(s3deploy.Source.asset(str(source_dir), exclude=["**/__pycache__", "*.md"]))
         self.bucket = bucket
@@ -183,14 +210,21 @@ class LifecycleScripts(Construct):
         self.record: secretsmanager.CfnSecret | None = None
         if parameters is not None and record_name is not None and source_dir is not None:
             parameters = parameters.model_copy(
-                update={"lifecycle_record": LifecycleRecordRef(secret_name=record_name, region=cdk.Aws.REGION)})
+                update={"lifecycle_record": LifecycleRecordRef(secret_name=record_name, region=cdk.Aws.REGION)}
+            )
             self.record = self._record(record_name, shipped_digests([source_dir]), parameters.model_dump())
         if parameters is not None:
             sources.append(s3deploy.Source.json_data(PARAMETERS_FILE, parameters.model_dump()))
         sources.extend(extra_sources)
         self.deployment = s3deploy.BucketDeployment(
-            self, "Upload", destination_bucket=bucket, destination_key_prefix=self.prefix + "/", sources=sources,
-            prune=True, retain_on_delete=True)
+            self,
+            "Upload",
+            destination_bucket=bucket,
+            destination_key_prefix=self.prefix + "/",
+            sources=sources,
+            prune=True,
+            retain_on_delete=True,
+        )
         self.source_s3_uri = f"s3://{bucket.bucket_name}/{self.prefix}/"
         # aws-cdk-lib's singleton upload function (one per stack) gets a name the lifecycle bucket policy allows.
         role = self.deployment.handler_role.node.default_child
@@ -208,42 +242,79 @@ class LifecycleScripts(Construct):
         stack = cdk.Stack.of(self)
         record = record_value(scripts, parameters)
         secret = secretsmanager.CfnSecret(
-            self, "Record", name=name, secret_string=stack.to_json_string(record),
+            self,
+            "Record",
+            name=name,
+            secret_string=stack.to_json_string(record),
             description=f"{name}: sha256 of the lifecycle scripts and the parameters of this deploy; nodes refuse "
-                        "anything else (written by CloudFormation only)")
-        acknowledge(secret, "AwsSolutions-SMG4",
-                    "the value is the deploy's record of the lifecycle scripts' digests and parameters, written by "
-                    "CloudFormation at every deploy; it is no credential, and a rotation would only break it")
+            "anything else (written by CloudFormation only)",
+        )
+        acknowledge(
+            secret,
+            "AwsSolutions-SMG4",
+            "the value is the deploy's record of the lifecycle scripts' digests and parameters, written by "
+            "CloudFormation at every deploy; it is no credential, and a rotation would only break it",
+        )
         writer = cloudformation_execution_role_arn(stack)
         secretsmanager.CfnResourcePolicy(
-            self, "RecordPolicy", secret_id=secret.ref, block_public_policy=True,
-            resource_policy=iam.PolicyDocument(statements=[iam.PolicyStatement(
-                sid="OnlyCloudFormationChangesTheRecord", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
-                not_actions=list(RECORD_READ_ACTIONS), resources=["*"],
-                conditions={"ArnNotEquals": {"aws:PrincipalArn": writer}})]).to_json())
+            self,
+            "RecordPolicy",
+            secret_id=secret.ref,
+            block_public_policy=True,
+            resource_policy=iam.PolicyDocument(
+                statements=[
+                    iam.PolicyStatement(
+                        sid="OnlyCloudFormationChangesTheRecord",
+                        effect=iam.Effect.DENY,
+                        principals=[iam.AnyPrincipal()],
+                        not_actions=list(RECORD_READ_ACTIONS),
+                        resources=["*"],
+                        conditions={"ArnNotEquals": {"aws:PrincipalArn": writer}},
+                    )
+                ]
+            ).to_json(),
+        )
         return secret
 
     def grant_read_record(self, role: iam.IRole) -> None:
         """A node role reads its cluster's record, and nothing else of Secrets Manager through this grant."""
         if self.record is not None:
-            role.add_to_principal_policy(iam.PolicyStatement(
-                sid="ReadLifecycleRecord", actions=["secretsmanager:GetSecretValue"], resources=[self.record.ref]))
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="ReadLifecycleRecord", actions=["secretsmanager:GetSecretValue"], resources=[self.record.ref]
+                )
+            )
 
     def _acknowledge_deployment_handler(self) -> None:
         # The handler is aws-cdk-lib's BucketDeployment singleton; its role and runtime are not ours to shape.
         handler = self.deployment.handler_role.node.scope
         stack = cdk.Stack.of(self)
         assets_bucket = assets_bucket_name(stack)
-        acknowledge(handler, "AwsSolutions-IAM4",
-                    "BucketDeployment's upload function logs to CloudWatch through the AWS-managed basic execution "
-                    "policy that aws-cdk-lib attaches",
-                    findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"])
-        acknowledge(handler, "AwsSolutions-IAM5",
-                    "BucketDeployment's upload function copies the lifecycle-script asset from the CDK assets bucket "
-                    "into this cluster's lifecycle bucket; aws-cdk-lib grants object-level wildcards on exactly those "
-                    "two buckets",
-                    findings=["Action::s3:GetBucket*", "Action::s3:GetObject*", "Action::s3:List*", "Action::s3:Abort*",
-                              "Action::s3:DeleteObject*", f"Resource::arn:{stack.partition}:s3:::{assets_bucket}/*",
-                              f"Resource::{self.bucket.arn_for_objects('*')}"])
-        acknowledge(handler, "AwsSolutions-L1",
-                    "BucketDeployment's runtime is pinned by aws-cdk-lib together with its bundled AWS CLI layer")
+        acknowledge(
+            handler,
+            "AwsSolutions-IAM4",
+            "BucketDeployment's upload function logs to CloudWatch through the AWS-managed basic execution "
+            "policy that aws-cdk-lib attaches",
+            findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
+        )
+        acknowledge(
+            handler,
+            "AwsSolutions-IAM5",
+            "BucketDeployment's upload function copies the lifecycle-script asset from the CDK assets bucket "
+            "into this cluster's lifecycle bucket; aws-cdk-lib grants object-level wildcards on exactly those "
+            "two buckets",
+            findings=[
+                "Action::s3:GetBucket*",
+                "Action::s3:GetObject*",
+                "Action::s3:List*",
+                "Action::s3:Abort*",
+                "Action::s3:DeleteObject*",
+                f"Resource::arn:{stack.partition}:s3:::{assets_bucket}/*",
+                f"Resource::{self.bucket.arn_for_objects('*')}",
+            ],
+        )
+        acknowledge(
+            handler,
+            "AwsSolutions-L1",
+            "BucketDeployment's runtime is pinned by aws-cdk-lib together with its bundled AWS CLI layer",
+        )

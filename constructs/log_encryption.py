@@ -10,6 +10,7 @@ account's and region's log groups, as that page does, not each group.
 
 The key is retained: log groups kept after a stack delete (flow logs, the EKS control plane's) stay readable.
 """
+
 from __future__ import annotations
 
 import jsii
@@ -27,15 +28,31 @@ def logs_key(stack: cdk.Stack) -> kms.Key:
     existing = stack.node.try_find_child(KEY_ID)
     if existing is not None:
         return existing
-    key = kms.Key(stack, KEY_ID, enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
-                  description=f"{stack.stack_name}: encrypts this stack's CloudWatch log groups")
-    key.add_to_resource_policy(iam.PolicyStatement(
-        sid="CloudWatchLogsEncryptsThisAccountsLogGroups",
-        principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
-        actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
-        resources=["*"],  # in a key policy, "*" is this key
-        conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": stack.format_arn(
-            service="logs", resource="log-group", resource_name="*", arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)}}))
+    key = kms.Key(
+        stack,
+        KEY_ID,
+        enable_key_rotation=True,
+        removal_policy=cdk.RemovalPolicy.RETAIN,
+        description=f"{stack.stack_name}: encrypts this stack's CloudWatch log groups",
+    )
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="CloudWatchLogsEncryptsThisAccountsLogGroups",
+            principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+            actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+            resources=["*"],  # in a key policy, "*" is this key
+            conditions={
+                "ArnLike": {
+                    "kms:EncryptionContext:aws:logs:arn": stack.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name="*",
+                        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                }
+            },
+        )
+    )
     return key
 
 

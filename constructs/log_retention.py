@@ -1,5 +1,6 @@
 """One retention for every log group the platform creates, whoever wrote the construct (aws-cdk-lib's asset
 uploads default to two years, our handlers to three months)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -3,6 +3,7 @@
 It holds metric history, so it is retained on stack delete and lives in the storage stack: the cluster stacks (whose
 node roles write to it and whose EKS add-on points at it) and the observability stack (Grafana reads it) both deploy
 after storage, and storage deploys beside the EKS control plane (tests/test_stack_graph.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,26 +29,51 @@ class MetricsWorkspace(Construct):
         # AMP encrypts with a customer managed key through grants it creates with the caller's (CloudFormation's)
         # rights; writers and readers need no key permission (docs.aws.amazon.com/prometheus/latest/userguide/
         # encryption-at-rest-Amazon-Service-Prometheus.html).
-        self.key = kms.Key(self, "Key", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
-                           description=f"{alias}: encrypts the node metrics in Amazon Managed Service for Prometheus")
+        self.key = kms.Key(
+            self,
+            "Key",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+            description=f"{alias}: encrypts the node metrics in Amazon Managed Service for Prometheus",
+        )
         # No LoggingConfiguration: AMP's workspace logs report rule-evaluation and alert-manager errors
         # (docs.aws.amazon.com/prometheus/latest/userguide/AMP-CW-logs.html) and this workspace has neither.
         self.workspace = aps.CfnWorkspace(
-            self, "Workspace", alias=alias, kms_key_arn=self.key.key_arn,
+            self,
+            "Workspace",
+            alias=alias,
+            kms_key_arn=self.key.key_arn,
             workspace_configuration=aps.CfnWorkspace.WorkspaceConfigurationProperty(
-                retention_period_in_days=retention_days))
+                retention_period_in_days=retention_days
+            ),
+        )
         self.workspace.apply_removal_policy(cdk.RemovalPolicy.RETAIN)  # metric history is user data
         self.workspace_arn = self.workspace.attr_arn
         # The workspace evaluates these (e.g. a node whose users sync stopped succeeding); its firing alerts are the
         # ALERTS series here and in Grafana's alert list (docs/observability.md, "Node alerts").
         self.rule_namespaces = [
             aps.CfnRuleGroupsNamespace(
-                self, f"Rules{rules.stem.title().replace('_', '')}", workspace=self.workspace_arn,
-                name=f"hyperpod-platform-{rules.stem.replace('_', '-')}", data=rules.read_text())
-            for rules in sorted(NODE_RULES_DIR.glob("*.yaml"))]
+                self,
+                f"Rules{rules.stem.title().replace('_', '')}",
+                workspace=self.workspace_arn,
+                name=f"hyperpod-platform-{rules.stem.replace('_', '-')}",
+                data=rules.read_text(),
+            )
+            for rules in sorted(NODE_RULES_DIR.glob("*.yaml"))
+        ]
         self.workspace_id = self.workspace.attr_workspace_id
-        self.prometheus_endpoint = cdk.Fn.join("", [
-            "https://aps-workspaces.", cdk.Aws.REGION, ".", cdk.Aws.URL_SUFFIX, "/workspaces/", self.workspace_id, "/"])
+        self.prometheus_endpoint = cdk.Fn.join(
+            "",
+            [
+                "https://aps-workspaces.",
+                cdk.Aws.REGION,
+                ".",
+                cdk.Aws.URL_SUFFIX,
+                "/workspaces/",
+                self.workspace_id,
+                "/",
+            ],
+        )
         self.remote_write_url = f"{self.prometheus_endpoint}{REMOTE_WRITE_PATH}"
 
     def remote_write_statement(self, sid: str = "RemoteWriteNodeMetrics") -> iam.PolicyStatement:
@@ -60,5 +86,8 @@ class MetricsWorkspace(Construct):
 
     def query_statement(self, sid: str = "QueryNodeMetrics") -> iam.PolicyStatement:
         """What Grafana's Prometheus data source needs to read this workspace (the query APIs, all scoped to it)."""
-        return iam.PolicyStatement(sid=sid, resources=[self.workspace_arn], actions=[
-            "aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata"])
+        return iam.PolicyStatement(
+            sid=sid,
+            resources=[self.workspace_arn],
+            actions=["aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata"],
+        )

@@ -8,6 +8,7 @@ https://docs.aws.amazon.com/service-authorization/latest/reference/list_sagemake
 can be named in a policy, so whoever may log to the server may read and change every run on it: the platform refuses
 MLflow in per-user mode (platform_config/rules.py) and grants jobs no more than the Studio profiles already have.
 """
+
 from __future__ import annotations
 
 import aws_cdk as cdk
@@ -21,8 +22,9 @@ def tracking_server_name(platform_name: str) -> str:
 
 
 def tracking_server_arn(scope: cdk.Stack, platform_name: str) -> str:
-    return scope.format_arn(service="sagemaker", resource="mlflow-tracking-server",
-                            resource_name=tracking_server_name(platform_name))
+    return scope.format_arn(
+        service="sagemaker", resource="mlflow-tracking-server", resource_name=tracking_server_name(platform_name)
+    )
 
 
 def allow_mlflow_logging(role: iam.IRole, *, tracking_server_arn: str, who: str) -> None:
@@ -30,9 +32,13 @@ def allow_mlflow_logging(role: iam.IRole, *, tracking_server_arn: str, who: str)
     list on that single resource: a job's MLflow client calls experiment, run, metric, parameter, tag, input, trace
     and model-registry APIs, and new MLflow versions add more (logged models, traces); an enumerated list would break
     jobs without narrowing what they can reach, which is this one server either way."""
-    role.add_to_principal_policy(iam.PolicyStatement(
-        sid="LogToPlatformMlflow", actions=["sagemaker-mlflow:*"], resources=[tracking_server_arn]))
-    acknowledge(role, "AwsSolutions-IAM5",
-                f"{who} log experiments, runs and metrics to the platform's one MLflow tracking server: the "
-                "sagemaker-mlflow actions are granted on that server's ARN only (the service has no finer resource)",
-                findings=["Action::sagemaker-mlflow:*"])
+    role.add_to_principal_policy(
+        iam.PolicyStatement(sid="LogToPlatformMlflow", actions=["sagemaker-mlflow:*"], resources=[tracking_server_arn])
+    )
+    acknowledge(
+        role,
+        "AwsSolutions-IAM5",
+        f"{who} log experiments, runs and metrics to the platform's one MLflow tracking server: the "
+        "sagemaker-mlflow actions are granted on that server's ARN only (the service has no finer resource)",
+        findings=["Action::sagemaker-mlflow:*"],
+    )

@@ -1,4 +1,5 @@
 """cdk-nag 3 acknowledgments: one rule, one reason, narrowed to the exact findings where the rule has them."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -41,21 +42,39 @@ def _render(value: Any) -> str:
 
 def acknowledge_provider(provider: cr.Provider, handlers: Sequence[lambda_.Function]) -> None:
     """What aws-cdk-lib's custom-resource Provider framework brings with it, for a provider of `handlers`."""
-    acknowledge(provider, "AwsSolutions-IAM4",
-                "aws-cdk-lib's custom-resource Provider framework functions log through the basic execution policy",
-                findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"])
-    acknowledge(provider, "AwsSolutions-L1", "the Provider framework's runtime is chosen by aws-cdk-lib, not by this project")
-    acknowledge(provider, "AwsSolutions-IAM5",
-                "the Provider framework invokes this construct's handlers and its own functions, by any version "
-                "('<arn>:*'), as aws-cdk-lib grants it",
-                findings=[f"Resource::{fn.function_arn}:*" for fn in handlers] +
-                         [f"Resource::{child.node.default_child.attr_arn}:*" for child in provider.node.children
-                          if isinstance(child, lambda_.Function) and child.node.id != "framework-onEvent"])
+    acknowledge(
+        provider,
+        "AwsSolutions-IAM4",
+        "aws-cdk-lib's custom-resource Provider framework functions log through the basic execution policy",
+        findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
+    )
+    acknowledge(
+        provider, "AwsSolutions-L1", "the Provider framework's runtime is chosen by aws-cdk-lib, not by this project"
+    )
+    acknowledge(
+        provider,
+        "AwsSolutions-IAM5",
+        "the Provider framework invokes this construct's handlers and its own functions, by any version "
+        "('<arn>:*'), as aws-cdk-lib grants it",
+        findings=[f"Resource::{fn.function_arn}:*" for fn in handlers]
+        + [
+            f"Resource::{child.node.default_child.attr_arn}:*"
+            for child in provider.node.children
+            if isinstance(child, lambda_.Function) and child.node.id != "framework-onEvent"
+        ],
+    )
     waiter = provider.node.try_find_child("waiter-state-machine")
     if waiter is not None:
-        acknowledge(waiter, "AwsSolutions-IAM5",
-                    "Step Functions' CloudWatch Logs delivery actions support no resource-level permissions; this "
-                    "role only delivers the waiter's execution logs", findings=["Resource::*"])
-        acknowledge(provider, "AwsSolutions-SF2",
-                    "the Provider's waiter state machine only polls is_complete; its executions are logged (SF1) "
-                    "and X-Ray tracing would add no insight into a single Lambda poll")
+        acknowledge(
+            waiter,
+            "AwsSolutions-IAM5",
+            "Step Functions' CloudWatch Logs delivery actions support no resource-level permissions; this "
+            "role only delivers the waiter's execution logs",
+            findings=["Resource::*"],
+        )
+        acknowledge(
+            provider,
+            "AwsSolutions-SF2",
+            "the Provider's waiter state machine only polls is_complete; its executions are logged (SF1) "
+            "and X-Ray tracing would add no insight into a single Lambda poll",
+        )

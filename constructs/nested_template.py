@@ -13,6 +13,7 @@ looked up again per occurrence for its parameter. For 90 users per nested stack 
   - a value made of pseudo parameters only (AWS::Region, ...): its resolved form, the Fn::Join CDK renders;
 - includes the template with one `CfnInclude` (`include`), keeping every logical id.
 """
+
 from __future__ import annotations
 
 import json
@@ -87,13 +88,13 @@ class NestedTemplate:
         "Default", which CDK leaves out of logical ids (core/lib/private/uniqueid.ts HIDDEN_ID): each resource's
         logical id is its template key, as if it stood directly in the stack. Resources with a condition or
         dependencies must be parsed (custom resources are not taggable either)."""
-        parameters = {**template.get("Parameters", {}),
-                      **{name: {"Type": "String"} for name in self._passed}}
+        parameters = {**template.get("Parameters", {}), **{name: {"Type": "String"} for name in self._passed}}
         with tempfile.TemporaryDirectory(prefix="nested-template-") as folder:
             path = Path(folder) / "template.json"
             path.write_text(json.dumps({**template, "Parameters": parameters}))
-            included = cfn_include.CfnInclude(self._stack, "Default", template_file=str(path),
-                                              dehydrated_resources=dehydrated)
+            included = cfn_include.CfnInclude(
+                self._stack, "Default", template_file=str(path), dehydrated_resources=dehydrated
+            )
         included.override_logical_id("IncludedTemplate")  # its own id ("Default" alone) would be empty
         for name, value in self._passed.items():
             self._stack.set_parameter(name, value)

@@ -9,16 +9,18 @@ checked on the node, where the values are resolved. `x-message` is what the node
 
 Regenerate the schema with `make schema` (tests/test_node_parameters.py fails when the committed one is stale).
 """
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "lifecycle" / "hyperpod" / "lib" / \
-    "platform_parameters.schema.json"
+SCHEMA_FILE = (
+    Path(__file__).resolve().parent.parent / "lifecycle" / "hyperpod" / "lib" / "platform_parameters.schema.json"
+)
 VERSION = 1
 
 USER_NAME = r"^[a-z_][a-z0-9_-]{0,31}$"
@@ -63,11 +65,19 @@ class EksWorkerGroup(Part):
 
 class Fsx(Part):
     """`mount`: the lifecycle scripts mount the file system (else HyperPod does, or nobody)."""
-    model_config = ConfigDict(json_schema_extra={
-        "if": {"properties": {"mount": {"const": True}}, "required": ["mount"]},
-        "then": {"properties": {k: {"type": "string", "minLength": 1, "x-message": "missing while fsx.mount is true"}
-                                for k in ("dns_name", "mount_name", "mount_path")},
-                 "required": ["dns_name", "mount_name", "mount_path"]}})
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"mount": {"const": True}}, "required": ["mount"]},
+            "then": {
+                "properties": {
+                    k: {"type": "string", "minLength": 1, "x-message": "missing while fsx.mount is true"}
+                    for k in ("dns_name", "mount_name", "mount_path")
+                },
+                "required": ["dns_name", "mount_name", "mount_path"],
+            },
+        }
+    )
     mount: bool
     dns_name: str
     mount_name: str
@@ -84,12 +94,12 @@ class User(Part):
 
 class Slurm(Part):
     auto_resume: bool
-    login_secret_arn: Optional[str]
+    login_secret_arn: str | None
     auth: Literal["munge", "jwt"]
-    jwt_key_secret_arn: Optional[str]
+    jwt_key_secret_arn: str | None
     pam_slurm_adopt: bool
     controller_ssh: Literal["admins", "all"]
-    client_bundle_s3_prefix: Optional[str]
+    client_bundle_s3_prefix: str | None
 
 
 class UsersSync(Part):
@@ -114,8 +124,8 @@ class Qos(Part):
     priority: int
     max_tres_per_user: str
     grp_tres: str
-    max_wall_minutes: Optional[int]
-    max_jobs_per_user: Optional[int]
+    max_wall_minutes: int | None
+    max_jobs_per_user: int | None
 
 
 class Department(Part):
@@ -173,6 +183,7 @@ class JobCredentials(Part):
 class LifecycleRecordRef(Part):
     """Where the node finds the lifecycle record it checks its scripts and this file against (lib/verify.py); set by
     LifecycleScripts, which creates the record."""
+
     secret_name: Annotated[str, message("missing", min_length=1)]
     region: str
 
@@ -190,33 +201,35 @@ class NodeFile(Part):
 
 class SlurmNodeParameters(NodeFile):
     """What lifecycle/hyperpod/on_init_complete.sh and the scripts it runs read on a Slurm node."""
+
     version: Literal[1]
     cluster_name: str
     controller_group: Name
-    login_group: Optional[str]
+    login_group: str | None
     worker_groups: list[SlurmWorkerGroup]
-    fsx: Optional[Fsx]
+    fsx: Fsx | None
     users: list[User]
     slurm: Slurm
     users_sync: UsersSync
-    shared_group: Optional[SharedGroup]
+    shared_group: SharedGroup | None
     container_runtime: ContainerRuntime
     accounting: Accounting
-    node_metrics: Optional[NodeMetrics]
-    directory: Optional[Directory]
+    node_metrics: NodeMetrics | None
+    directory: Directory | None
     pam_slurm_adopt: PamSlurmAdopt
-    job_credentials: Optional[JobCredentials]
-    lifecycle_record: Optional[LifecycleRecordRef] = None
+    job_credentials: JobCredentials | None
+    lifecycle_record: LifecycleRecordRef | None = None
 
 
 class EksNodeParameters(NodeFile):
     """What lifecycle/hyperpod/on_create.sh reads on an EKS node (no Slurm, no FSx mount: pods mount FSx through
     the CSI driver)."""
+
     version: Literal[1]
     orchestrator: Literal["eks"]
     cluster_name: str
     worker_groups: list[EksWorkerGroup]
-    lifecycle_record: Optional[LifecycleRecordRef] = None
+    lifecycle_record: LifecycleRecordRef | None = None
 
 
 NodeParameters = SlurmNodeParameters | EksNodeParameters
@@ -241,8 +254,10 @@ def schema() -> dict[str, Any]:
         "title": "platform_parameters.json",
         "description": f"Generated from constructs/node_parameters.py (make schema); version {VERSION}.",
         "type": "object",
-        "properties": {"version": {"const": VERSION, "x-message": f"expected {VERSION}"},
-                       "orchestrator": {"enum": ["slurm", "eks"], "x-message": "expected slurm or eks"}},
+        "properties": {
+            "version": {"const": VERSION, "x-message": f"expected {VERSION}"},
+            "orchestrator": {"enum": ["slurm", "eks"], "x-message": "expected slurm or eks"},
+        },
         "required": ["version"],
         "if": {"properties": {"orchestrator": {"const": "eks"}}, "required": ["orchestrator"]},
         "then": {"$ref": "#/$defs/EksNodeParameters"},

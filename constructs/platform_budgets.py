@@ -9,6 +9,7 @@ command; nothing here can.
 Budgets publishes to an SNS topic only if the topic policy lets budgets.amazonaws.com, and, for an encrypted topic,
 the key lets it encrypt (https://docs.aws.amazon.com/cost-management/latest/userguide/budgets-sns-policy.html).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,8 +27,8 @@ from constructs import Construct
 
 @dataclass(frozen=True)
 class BudgetSpec:
-    id: str           # construct id
-    name: str         # BudgetName prefix, unique in the account
+    id: str  # construct id
+    name: str  # BudgetName prefix, unique in the account
     tag_key: str
     tag_value: str
     monthly_usd: int
@@ -37,20 +38,42 @@ class BudgetSpec:
 
 
 class PlatformBudgets(Construct):
-    def __init__(self, scope: Construct, id_: str, *, specs: Sequence[BudgetSpec], thresholds_percent: Sequence[int],
-                 topic: sns.ITopic | None, topic_key: kms.IKey | None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        specs: Sequence[BudgetSpec],
+        thresholds_percent: Sequence[int],
+        topic: sns.ITopic | None,
+        topic_key: kms.IKey | None,
+    ) -> None:
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         if topic is not None:
-            source = {"StringEquals": {"aws:SourceAccount": stack.account},
-                      "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:budgets::{stack.account}:*"}}
-            topic.add_to_resource_policy(iam.PolicyStatement(
-                sid="BudgetsPublish", principals=[iam.ServicePrincipal("budgets.amazonaws.com")],
-                actions=["sns:Publish"], resources=[topic.topic_arn], conditions=source))
+            source = {
+                "StringEquals": {"aws:SourceAccount": stack.account},
+                "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:budgets::{stack.account}:*"},
+            }
+            topic.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="BudgetsPublish",
+                    principals=[iam.ServicePrincipal("budgets.amazonaws.com")],
+                    actions=["sns:Publish"],
+                    resources=[topic.topic_arn],
+                    conditions=source,
+                )
+            )
             if topic_key is not None:  # in a key policy "*" means this key
-                topic_key.add_to_resource_policy(iam.PolicyStatement(
-                    sid="BudgetsEncrypt", principals=[iam.ServicePrincipal("budgets.amazonaws.com")],
-                    actions=["kms:GenerateDataKey*", "kms:Decrypt"], resources=["*"], conditions=source))
+                topic_key.add_to_resource_policy(
+                    iam.PolicyStatement(
+                        sid="BudgetsEncrypt",
+                        principals=[iam.ServicePrincipal("budgets.amazonaws.com")],
+                        actions=["kms:GenerateDataKey*", "kms:Decrypt"],
+                        resources=["*"],
+                        conditions=source,
+                    )
+                )
         self.budgets = [self._budget(spec, thresholds_percent, topic) for spec in specs]
 
     def _budget(self, spec: BudgetSpec, thresholds: Sequence[int], topic: sns.ITopic | None) -> budgets.CfnBudget:
@@ -62,14 +85,27 @@ class PlatformBudgets(Construct):
         # name carries a digest of what would force that.
         digest = hashlib.sha256(json.dumps([list(thresholds), list(spec.emails), topic is not None]).encode())
         return budgets.CfnBudget(
-            self, spec.id,
+            self,
+            spec.id,
             budget=budgets.CfnBudget.BudgetDataProperty(
-                budget_name=f"{spec.name}-{digest.hexdigest()[:8]}", budget_type="COST", time_unit="MONTHLY",
+                budget_name=f"{spec.name}-{digest.hexdigest()[:8]}",
+                budget_type="COST",
+                time_unit="MONTHLY",
                 budget_limit=budgets.CfnBudget.SpendProperty(amount=spec.monthly_usd, unit="USD"),
-                cost_filters={"TagKeyValue": [f"user:{spec.tag_key}${spec.tag_value}"]}),
-            notifications_with_subscribers=[budgets.CfnBudget.NotificationWithSubscribersProperty(
-                notification=budgets.CfnBudget.NotificationProperty(
-                    notification_type="ACTUAL", comparison_operator="GREATER_THAN", threshold=t,
-                    threshold_type="PERCENTAGE"),
-                subscribers=subscribers) for t in thresholds],
-            resource_tags=[budgets.CfnBudget.ResourceTagProperty(key=k, value=v) for k, v in spec.resource_tags] or None)
+                cost_filters={"TagKeyValue": [f"user:{spec.tag_key}${spec.tag_value}"]},
+            ),
+            notifications_with_subscribers=[
+                budgets.CfnBudget.NotificationWithSubscribersProperty(
+                    notification=budgets.CfnBudget.NotificationProperty(
+                        notification_type="ACTUAL",
+                        comparison_operator="GREATER_THAN",
+                        threshold=t,
+                        threshold_type="PERCENTAGE",
+                    ),
+                    subscribers=subscribers,
+                )
+                for t in thresholds
+            ],
+            resource_tags=[budgets.CfnBudget.ResourceTagProperty(key=k, value=v) for k, v in spec.resource_tags]
+            or None,
+        )

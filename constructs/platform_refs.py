@@ -1,9 +1,10 @@
 """What one stack hands the next, typed by what the consumer reads rather than by the stack that made it: stack
 modules import these, never each other (stacks/platform.py composes them)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aws_cdk import aws_ec2 as ec2
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class NetworkRefs:
     """What the other stacks need from the network, whoever created it."""
+
     vpc_id: str
     private_subnets: tuple[PrivateSubnet, ...]
     security_group_id: str
@@ -37,6 +39,7 @@ class NetworkRefs:
 
 class LustreRefs(Protocol):
     """The platform's file system (constructs/lustre_file_system.py) or one you brought."""
+
     @property
     def file_system_id(self) -> str: ...
     @property
@@ -47,8 +50,9 @@ class LustreRefs(Protocol):
 
 class StorageRefs(Protocol):
     """What the cluster, Studio and observability stacks read of the storage stack."""
+
     lustre: LustreRefs
     mount_path: str
-    data_bucket_name: Optional[str]
-    lustre_access_group: Optional[ec2.CfnSecurityGroup]
-    metrics_workspace: Optional[MetricsWorkspace]
+    data_bucket_name: str | None
+    lustre_access_group: ec2.CfnSecurityGroup | None
+    metrics_workspace: MetricsWorkspace | None

@@ -5,6 +5,7 @@ https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-na
 advance, and a cross-stack reference would run the wrong way (the storage and slurm-login stacks deploy first).
 IAM role names are account-wide, hence the region; each name is at most 56 characters.
 """
+
 from __future__ import annotations
 
 import aws_cdk as cdk

@@ -1,5 +1,6 @@
 """S3 buckets with the platform's baseline: encrypted (SSE-KMS with a customer managed key wherever S3 allows it),
 versioned, TLS-only, private, logged, retained."""
+
 from __future__ import annotations
 
 
@@ -12,24 +13,49 @@ from constructs import Construct
 
 def access_log_bucket(scope: Construct, id_: str) -> s3.Bucket:
     """Target for server access logs. S3 log delivery requires SSE-S3 here, and logging a log bucket loops."""
-    return s3.Bucket(scope, id_, encryption=s3.BucketEncryption.S3_MANAGED, enforce_ssl=True, versioned=True,
-                     block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-                     object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-                     removal_policy=cdk.RemovalPolicy.RETAIN,
-                     lifecycle_rules=[s3.LifecycleRule(id="ExpireOldAccessLogs", expiration=cdk.Duration.days(365),
-                                                       noncurrent_version_expiration=cdk.Duration.days(30))])
-
-
-def secure_bucket(scope: Construct, id_: str, *, access_logs: s3.IBucket, log_prefix: str,
-                  encryption_key: kms.IKey | None = None, bucket_name: str | None = None) -> s3.Bucket:
     return s3.Bucket(
-        scope, id_, bucket_name=bucket_name,
-        encryption=s3.BucketEncryption.KMS if encryption_key else s3.BucketEncryption.S3_MANAGED,
-        encryption_key=encryption_key, bucket_key_enabled=bool(encryption_key),
-        enforce_ssl=True, versioned=True, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        scope,
+        id_,
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        enforce_ssl=True,
+        versioned=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
         object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-        server_access_logs_bucket=access_logs, server_access_logs_prefix=log_prefix,
-        removal_policy=cdk.RemovalPolicy.RETAIN)
+        removal_policy=cdk.RemovalPolicy.RETAIN,
+        lifecycle_rules=[
+            s3.LifecycleRule(
+                id="ExpireOldAccessLogs",
+                expiration=cdk.Duration.days(365),
+                noncurrent_version_expiration=cdk.Duration.days(30),
+            )
+        ],
+    )
+
+
+def secure_bucket(
+    scope: Construct,
+    id_: str,
+    *,
+    access_logs: s3.IBucket,
+    log_prefix: str,
+    encryption_key: kms.IKey | None = None,
+    bucket_name: str | None = None,
+) -> s3.Bucket:
+    return s3.Bucket(
+        scope,
+        id_,
+        bucket_name=bucket_name,
+        encryption=s3.BucketEncryption.KMS if encryption_key else s3.BucketEncryption.S3_MANAGED,
+        encryption_key=encryption_key,
+        bucket_key_enabled=bool(encryption_key),
+        enforce_ssl=True,
+        versioned=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+        server_access_logs_bucket=access_logs,
+        server_access_logs_prefix=log_prefix,
+        removal_policy=cdk.RemovalPolicy.RETAIN,
+    )
 
 
 def allow_account_through_s3(key: kms.Key, bucket_name: str) -> None:
@@ -41,10 +67,18 @@ def allow_account_through_s3(key: kms.Key, bucket_name: str) -> None:
     is named by its deterministic name: its ARN attribute would make the key and the bucket depend on each other."""
     stack = cdk.Stack.of(key)
     bucket_arn = f"arn:{stack.partition}:s3:::{bucket_name}"
-    key.add_to_resource_policy(iam.PolicyStatement(
-        sid="AccountUsesKeyThroughS3ForThisBucket", principals=[iam.AnyPrincipal()],
-        actions=["kms:Decrypt", "kms:GenerateDataKey", "kms:Encrypt", "kms:ReEncrypt*", "kms:DescribeKey"],
-        resources=["*"],  # in a key policy, "*" is this key
-        conditions={"StringEquals": {"kms:CallerAccount": stack.account,
-                                     "kms:ViaService": f"s3.{stack.region}.amazonaws.com"},
-                    "ArnLike": {"kms:EncryptionContext:aws:s3:arn": [bucket_arn, f"{bucket_arn}/*"]}}))
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="AccountUsesKeyThroughS3ForThisBucket",
+            principals=[iam.AnyPrincipal()],
+            actions=["kms:Decrypt", "kms:GenerateDataKey", "kms:Encrypt", "kms:ReEncrypt*", "kms:DescribeKey"],
+            resources=["*"],  # in a key policy, "*" is this key
+            conditions={
+                "StringEquals": {
+                    "kms:CallerAccount": stack.account,
+                    "kms:ViaService": f"s3.{stack.region}.amazonaws.com",
+                },
+                "ArnLike": {"kms:EncryptionContext:aws:s3:arn": [bucket_arn, f"{bucket_arn}/*"]},
+            },
+        )
+    )

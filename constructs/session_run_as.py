@@ -11,6 +11,7 @@ that names no document; creating or changing it would change everyone's sessions
 own, and people pass it: `aws ssm start-session --target ... --document-name <name>` (or `make connect
 ARGS=--run-as`, cli/connect.py); an IAM policy can require it (docs/slurm-departments.md, "Session Manager as yourself").
 """
+
 from __future__ import annotations
 
 import aws_cdk as cdk
@@ -27,12 +28,19 @@ class SessionRunAsDocument(Construct):
         super().__init__(scope, id_)
         self.name = session_document_name(cluster_name)
         self.document = ssm.CfnDocument(
-            self, "Document", name=self.name, document_type="Session", document_format="JSON",
+            self,
+            "Document",
+            name=self.name,
+            document_type="Session",
+            document_format="JSON",
             # A named document cannot be replaced in place (the new one would need the old one's name).
             update_method="NewVersion",
-            content={"schemaVersion": "1.0",
-                     "description": f"{cluster_name}: a shell as your own POSIX user (IAM tag SSMSessionRunAs)",
-                     "sessionType": "Standard_Stream",
-                     "inputs": {"runAsEnabled": True, "runAsDefaultUser": default_user}})
+            content={
+                "schemaVersion": "1.0",
+                "description": f"{cluster_name}: a shell as your own POSIX user (IAM tag SSMSessionRunAs)",
+                "sessionType": "Standard_Stream",
+                "inputs": {"runAsEnabled": True, "runAsDefaultUser": default_user},
+            },
+        )
         stack = cdk.Stack.of(self)
         self.arn = stack.format_arn(service="ssm", resource="document", resource_name=self.name)

@@ -9,6 +9,7 @@ Least privilege on both sides: the role trusts the worker nodes' role only, for 
 may assume this role and no other; the role may use the platform's one MLflow tracking server and nothing else
 (constructs/mlflow_job_access.py). Its sessions last at most one hour, IAM's default (MaxSessionDuration).
 """
+
 from __future__ import annotations
 
 import aws_cdk as cdk
@@ -21,15 +22,24 @@ from constructs.mlflow_job_access import allow_mlflow_logging
 class SlurmJobRole(Construct):
     """`role`: what a job's processes get; `node_role` (the login and compute groups' execution role) may assume it."""
 
-    def __init__(self, scope: Construct, id_: str, *, node_role: iam.IRole, role_name: str,
-                 tracking_server_arn: str) -> None:
+    def __init__(
+        self, scope: Construct, id_: str, *, node_role: iam.IRole, role_name: str, tracking_server_arn: str
+    ) -> None:
         super().__init__(scope, id_)
         self.role = iam.Role(
-            self, "Role", role_name=role_name, assumed_by=iam.ArnPrincipal(node_role.role_arn),
+            self,
+            "Role",
+            role_name=role_name,
+            assumed_by=iam.ArnPrincipal(node_role.role_arn),
             max_session_duration=cdk.Duration.hours(1),
             description="Slurm jobs on the cluster's login and compute nodes: MLflow logging only, through the "
-                        "node's job credential broker")
-        allow_mlflow_logging(self.role, tracking_server_arn=tracking_server_arn,
-                             who="Slurm jobs (through the nodes' job credential broker)")
-        node_role.add_to_principal_policy(iam.PolicyStatement(
-            sid="AssumeSlurmJobRole", actions=["sts:AssumeRole"], resources=[self.role.role_arn]))
+            "node's job credential broker",
+        )
+        allow_mlflow_logging(
+            self.role,
+            tracking_server_arn=tracking_server_arn,
+            who="Slurm jobs (through the nodes' job credential broker)",
+        )
+        node_role.add_to_principal_policy(
+            iam.PolicyStatement(sid="AssumeSlurmJobRole", actions=["sts:AssumeRole"], resources=[self.role.role_arn])
+        )

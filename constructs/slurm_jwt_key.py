@@ -1,5 +1,6 @@
 """Per-user mode: the Slurm auth/jwt signing key's secret and its own KMS key. The controller writes the key there
 (configure_slurm_auth.sh); only the Studio stack's token issuer may read it (lambda/slurm_tokens)."""
+
 from __future__ import annotations
 
 import aws_cdk as cdk
@@ -18,24 +19,38 @@ class SlurmJwtKeySecret:
     def __init__(self, scope: Construct, *, cluster_name: str, secret_name: str, attach: bool = False) -> None:
         """`attach` (attach mode, cluster.existing): `make attach` copies the existing controller's key here
         (restrict_to_attach_step) instead of the platform's controller writing it (restrict)."""
-        self.key = kms.Key(scope, "SlurmJwtKeyKey", enable_key_rotation=True,
-                           description=f"{cluster_name}: encrypts the Slurm auth/jwt signing key secret")
+        self.key = kms.Key(
+            scope,
+            "SlurmJwtKeyKey",
+            enable_key_rotation=True,
+            description=f"{cluster_name}: encrypts the Slurm auth/jwt signing key secret",
+        )
         writer = "make attach" if attach else "controller"
         self.secret = secretsmanager.Secret(
-            scope, "SlurmJwtKeySecret", encryption_key=self.key,
+            scope,
+            "SlurmJwtKeySecret",
+            encryption_key=self.key,
             # Named: the Studio stack's token issuer addresses it by name, not by a reference to this stack.
             secret_name=secret_name,
-            description=f"{cluster_name}: Slurm auth/jwt HS256 key ({writer} writes, token issuer reads)")
+            description=f"{cluster_name}: Slurm auth/jwt HS256 key ({writer} writes, token issuer reads)",
+        )
         self.secret_arn = self.secret.secret_arn
-        acknowledge(self.secret, "AwsSolutions-SMG4",
-                    "the value is the existing controller's auth/jwt signing key; Secrets Manager rotation cannot "
-                    "change the key slurmctld holds" if attach else
-                    "the value is the controller's auth/jwt signing key, made on the controller at creation; "
-                    "Secrets Manager rotation cannot change the key slurmctld holds")
+        acknowledge(
+            self.secret,
+            "AwsSolutions-SMG4",
+            "the value is the existing controller's auth/jwt signing key; Secrets Manager rotation cannot "
+            "change the key slurmctld holds"
+            if attach
+            else "the value is the controller's auth/jwt signing key, made on the controller at creation; "
+            "Secrets Manager rotation cannot change the key slurmctld holds",
+        )
 
     def grant_write(self, role: iam.IRole) -> None:
-        role.add_to_principal_policy(iam.PolicyStatement(
-            sid="WriteSlurmJwtKey", actions=["secretsmanager:PutSecretValue"], resources=[self.secret_arn]))
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="WriteSlurmJwtKey", actions=["secretsmanager:PutSecretValue"], resources=[self.secret_arn]
+            )
+        )
 
     def restrict(self, *, writer_role_arn: str, reader_role_arn: str, deploy_role_arn: str) -> None:
         """The signing key lets its holder act as any cluster user through slurmctld: `writer_role_arn` (the
@@ -43,42 +58,90 @@ class SlurmJwtKeySecret:
         (the token issuer) only read it; nobody else either, whatever their IAM policies say. CloudFormation
         updates the secret's description through CDK's deploy role. Key administration stays with the account (the
         key's default statement)."""
-        self.secret.add_to_resource_policy(iam.PolicyStatement(
-            sid="OnlyTheControllerWrites", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
-            actions=["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"], resources=["*"],
-            conditions={"ArnNotEquals": {"aws:PrincipalArn": [writer_role_arn, deploy_role_arn]}}))
-        self.secret.add_to_resource_policy(iam.PolicyStatement(
-            sid="OnlyTheTokenIssuerReads", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
-            actions=["secretsmanager:GetSecretValue"], resources=["*"],
-            conditions={"ArnNotEquals": {"aws:PrincipalArn": reader_role_arn}}))
-        via_secrets_manager = {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com",
-                               "kms:CallerAccount": cdk.Aws.ACCOUNT_ID}
-        self.key.add_to_resource_policy(iam.PolicyStatement(
-            sid="ClusterEncryptsTheJwtKey", principals=[iam.ArnPrincipal(writer_role_arn)],
-            actions=["kms:Encrypt", "kms:GenerateDataKey"], resources=["*"],
-            conditions={"StringEquals": via_secrets_manager}))
-        self.key.add_to_resource_policy(iam.PolicyStatement(
-            sid="TokenIssuerDecryptsTheJwtKey", principals=[iam.AnyPrincipal()], actions=["kms:Decrypt"],
-            resources=["*"],
-            conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": reader_role_arn}}))
+        self.secret.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheControllerWrites",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"],
+                resources=["*"],
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": [writer_role_arn, deploy_role_arn]}},
+            )
+        )
+        self.secret.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheTokenIssuerReads",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["secretsmanager:GetSecretValue"],
+                resources=["*"],
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": reader_role_arn}},
+            )
+        )
+        via_secrets_manager = {
+            "kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com",
+            "kms:CallerAccount": cdk.Aws.ACCOUNT_ID,
+        }
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="ClusterEncryptsTheJwtKey",
+                principals=[iam.ArnPrincipal(writer_role_arn)],
+                actions=["kms:Encrypt", "kms:GenerateDataKey"],
+                resources=["*"],
+                conditions={"StringEquals": via_secrets_manager},
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="TokenIssuerDecryptsTheJwtKey",
+                principals=[iam.AnyPrincipal()],
+                actions=["kms:Decrypt"],
+                resources=["*"],
+                conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": reader_role_arn}},
+            )
+        )
 
     def restrict_to_attach_step(self, *, attach_role_arn: str, reader_role_arn: str, deploy_role_arn: str) -> None:
         """Attach mode: the role that runs `make attach` stands where the controller's role stands in `restrict`."""
-        self.secret.add_to_resource_policy(iam.PolicyStatement(
-            sid="OnlyTheAttachStepWrites", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
-            actions=["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"], resources=["*"],
-            conditions={"ArnNotEquals": {"aws:PrincipalArn": [attach_role_arn, deploy_role_arn]}}))
-        self.secret.add_to_resource_policy(iam.PolicyStatement(
-            sid="OnlyTheTokenIssuerReads", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
-            actions=["secretsmanager:GetSecretValue"], resources=["*"],
-            conditions={"ArnNotEquals": {"aws:PrincipalArn": reader_role_arn}}))
-        via_secrets_manager = {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com",
-                               "kms:CallerAccount": cdk.Aws.ACCOUNT_ID}
-        self.key.add_to_resource_policy(iam.PolicyStatement(
-            sid="AttachStepEncryptsTheJwtKey", principals=[iam.AnyPrincipal()],
-            actions=["kms:Encrypt", "kms:GenerateDataKey"], resources=["*"],
-            conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": attach_role_arn}}))
-        self.key.add_to_resource_policy(iam.PolicyStatement(
-            sid="TokenIssuerDecryptsTheJwtKey", principals=[iam.AnyPrincipal()], actions=["kms:Decrypt"],
-            resources=["*"],
-            conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": reader_role_arn}}))
+        self.secret.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheAttachStepWrites",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"],
+                resources=["*"],
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": [attach_role_arn, deploy_role_arn]}},
+            )
+        )
+        self.secret.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheTokenIssuerReads",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["secretsmanager:GetSecretValue"],
+                resources=["*"],
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": reader_role_arn}},
+            )
+        )
+        via_secrets_manager = {
+            "kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com",
+            "kms:CallerAccount": cdk.Aws.ACCOUNT_ID,
+        }
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AttachStepEncryptsTheJwtKey",
+                principals=[iam.AnyPrincipal()],
+                actions=["kms:Encrypt", "kms:GenerateDataKey"],
+                resources=["*"],
+                conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": attach_role_arn}},
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="TokenIssuerDecryptsTheJwtKey",
+                principals=[iam.AnyPrincipal()],
+                actions=["kms:Decrypt"],
+                resources=["*"],
+                conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": reader_role_arn}},
+            )
+        )

@@ -13,6 +13,7 @@ them from config/facts/reserved-users.json, the list config validation uses) rea
 A Studio user profile's spaces run as the profile's `UserSettings.ExecutionRole`
 (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UserSettings.html), so IAM binds a token to one profile.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,67 +35,141 @@ SCHEDULE = "rate(15 minutes)"  # a token always has at least 45 minutes left whi
 
 
 class SlurmTokenIssuer(Construct):
-    def __init__(self, scope: Construct, id_: str, *, role_name: str, key_secret_name: str,
-                 secret_prefix: str, reserved_users: Sequence[str], reserved_prefixes: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        role_name: str,
+        key_secret_name: str,
+        secret_prefix: str,
+        reserved_users: Sequence[str],
+        reserved_prefixes: Sequence[str] = (),
+    ) -> None:
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         self.secret_prefix = secret_prefix
         # The users' token secrets: a customer managed key, as the login secret and the signing key have. Retained like
         # theirs (the secrets go with the stack; nothing else is encrypted with it).
-        self.key = kms.Key(self, "TokenKey", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN,
-                           description="Encrypts the Studio users' Slurm token secrets")
-        self.role = iam.Role(self, "Role", role_name=role_name,
-                             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                             description="Mints Studio users' Slurm auth/jwt tokens into their own secrets")
-        log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.THREE_MONTHS,
-                                  removal_policy=cdk.RemovalPolicy.DESTROY)
+        self.key = kms.Key(
+            self,
+            "TokenKey",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+            description="Encrypts the Studio users' Slurm token secrets",
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=role_name,
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Mints Studio users' Slurm auth/jwt tokens into their own secrets",
+        )
+        log_group = logs.LogGroup(
+            self, "Logs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
+        )
         self.function = lambda_.Function(
-            self, "Function", runtime=RUNTIME, handler="issuer.handler", timeout=cdk.Duration.minutes(5),
-            memory_size=256, role=self.role, log_group=log_group, retry_attempts=0,
+            self,
+            "Function",
+            runtime=RUNTIME,
+            handler="issuer.handler",
+            timeout=cdk.Duration.minutes(5),
+            memory_size=256,
+            role=self.role,
+            log_group=log_group,
+            retry_attempts=0,
             code=handler_code(HANDLER_DIR),
-            environment={"KEY_SECRET_ID": key_secret_name, "TOKEN_SECRET_PREFIX": secret_prefix,
-                         "TOKEN_LIFETIME": str(TOKEN_LIFETIME_SECONDS),
-                         "RESERVED_USERS": ",".join(sorted(reserved_users)),
-                         "RESERVED_USER_PREFIXES": ",".join(reserved_prefixes)})
-        self.token_secrets_arn = stack.format_arn(service="secretsmanager", resource="secret",
-                                                  resource_name=f"{secret_prefix}*",
-                                                  arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
+            environment={
+                "KEY_SECRET_ID": key_secret_name,
+                "TOKEN_SECRET_PREFIX": secret_prefix,
+                "TOKEN_LIFETIME": str(TOKEN_LIFETIME_SECONDS),
+                "RESERVED_USERS": ",".join(sorted(reserved_users)),
+                "RESERVED_USER_PREFIXES": ",".join(reserved_prefixes),
+            },
+        )
+        self.token_secrets_arn = stack.format_arn(
+            service="secretsmanager",
+            resource="secret",
+            resource_name=f"{secret_prefix}*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
         # The key secret and its KMS key live in the cluster stack, created alongside this one: named by pattern, not
         # referenced. A secret's ARN is its name and six random characters; Secrets Manager encrypts a secret under
         # the encryption context {"SecretARN": <its ARN>}
         # (https://docs.aws.amazon.com/secretsmanager/latest/userguide/security-encryption.html), which pins the
         # decrypt to this secret whatever key the cluster stack made. The key's own policy names this role too.
-        key_secret_arn = stack.format_arn(service="secretsmanager", resource="secret",
-                                          resource_name=f"{key_secret_name}-??????",
-                                          arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
+        key_secret_arn = stack.format_arn(
+            service="secretsmanager",
+            resource="secret",
+            resource_name=f"{key_secret_name}-??????",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
         keys = stack.format_arn(service="kms", resource="key", resource_name="*")
-        self.role.add_to_policy(iam.PolicyStatement(
-            sid="ReadSigningKey", actions=["secretsmanager:GetSecretValue"], resources=[key_secret_arn]))
-        self.role.add_to_policy(iam.PolicyStatement(
-            sid="DecryptSigningKey", actions=["kms:Decrypt"], resources=[keys],
-            conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com"},
-                        "StringLike": {"kms:EncryptionContext:SecretARN": key_secret_arn}}))
-        self.role.add_to_policy(iam.PolicyStatement(
-            sid="WriteUserTokens", actions=["secretsmanager:PutSecretValue"], resources=[self.token_secrets_arn]))
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReadSigningKey", actions=["secretsmanager:GetSecretValue"], resources=[key_secret_arn]
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="DecryptSigningKey",
+                actions=["kms:Decrypt"],
+                resources=[keys],
+                conditions={
+                    "StringEquals": {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com"},
+                    "StringLike": {"kms:EncryptionContext:SecretARN": key_secret_arn},
+                },
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="WriteUserTokens", actions=["secretsmanager:PutSecretValue"], resources=[self.token_secrets_arn]
+            )
+        )
         # PutSecretValue makes Secrets Manager ask KMS for a data key under the secret's ARN as encryption context.
         self.via_secrets_manager = f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com"
-        self.role.add_to_policy(iam.PolicyStatement(
-            sid="EncryptUserTokens", actions=["kms:GenerateDataKey", "kms:Encrypt", "kms:Decrypt"],
-            resources=[self.key.key_arn],
-            conditions={"StringEquals": {"kms:ViaService": self.via_secrets_manager},
-                        "StringLike": {"kms:EncryptionContext:SecretARN": self.token_secrets_arn}}))
-        self.role.add_to_policy(iam.PolicyStatement(
-            sid="Logs", actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-            resources=[log_group.log_group_arn, f"{log_group.log_group_arn}:log-stream:*"]))
-        acknowledge(self.role, "AwsSolutions-IAM5",
-                    "the issuer writes tokens only to secrets named with this platform's token prefix (one per user, "
-                    "created by the nested user stacks), logs to streams of its own log group, and decrypts through "
-                    "Secrets Manager only with the signing key secret's ARN as encryption context (the key is the "
-                    "cluster stack's, not referenced so Studio does not wait for the cluster)",
-                    findings=[f"Resource::{self.token_secrets_arn}", f"Resource::{keys}", f"Resource::<{stack.get_logical_id(log_group.node.default_child)}.Arn>:log-stream:*"])
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="EncryptUserTokens",
+                actions=["kms:GenerateDataKey", "kms:Encrypt", "kms:Decrypt"],
+                resources=[self.key.key_arn],
+                conditions={
+                    "StringEquals": {"kms:ViaService": self.via_secrets_manager},
+                    "StringLike": {"kms:EncryptionContext:SecretARN": self.token_secrets_arn},
+                },
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="Logs",
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[log_group.log_group_arn, f"{log_group.log_group_arn}:log-stream:*"],
+            )
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5",
+            "the issuer writes tokens only to secrets named with this platform's token prefix (one per user, "
+            "created by the nested user stacks), logs to streams of its own log group, and decrypts through "
+            "Secrets Manager only with the signing key secret's ARN as encryption context (the key is the "
+            "cluster stack's, not referenced so Studio does not wait for the cluster)",
+            findings=[
+                f"Resource::{self.token_secrets_arn}",
+                f"Resource::{keys}",
+                f"Resource::<{stack.get_logical_id(log_group.node.default_child)}.Arn>:log-stream:*",
+            ],
+        )
 
-    def users(self, scope: Construct, template: NestedTemplate, *, users: Sequence[str], role_path: str,
-              policy_arn: str, deploy_role_arn: str) -> tuple[dict[str, dict], dict[str, dict]]:
+    def users(
+        self,
+        scope: Construct,
+        template: NestedTemplate,
+        *,
+        users: Sequence[str],
+        role_path: str,
+        policy_arn: str,
+        deploy_role_arn: str,
+    ) -> tuple[dict[str, dict], dict[str, dict]]:
         """For `scope`, a nested user stack whose template `template` builds: for each user a token secret, its
         resource policy and an execution role; one schedule for the batch. Returns (resources by logical id,
         {user: {"Fn::GetAtt": [role, "Arn"]}})."""
@@ -105,47 +180,122 @@ class SlurmTokenIssuer(Construct):
         function_arn = template.value(self.function.function_arn)
         resources, roles = {}, {}
         for user in users:
-            secret_id, policy_id, role_id = (top_level_logical_id(f"{kind}-{user}")
-                                             for kind in ("SlurmToken", "SlurmTokenPolicy", "ExecutionRole"))
+            secret_id, policy_id, role_id = (
+                top_level_logical_id(f"{kind}-{user}") for kind in ("SlurmToken", "SlurmTokenPolicy", "ExecutionRole")
+            )
             role_arn = {"Fn::GetAtt": [role_id, "Arn"]}
-            resources[secret_id] = {"Type": "AWS::SecretsManager::Secret", "Properties": {
-                "Name": f"{self.secret_prefix}{user}",
-                "Description": f"Slurm auth/jwt token of Studio user {user} (renewed every 15 minutes)",
-                "SecretString": json.dumps({"user": user}), "KmsKeyId": token_key_arn}}
-            resources[role_id] = {"Type": "AWS::IAM::Role", "Properties": {
-                "Path": role_path,
-                "Description": f"Studio apps of user {user}: the shared app permissions and {user}'s Slurm token",
-                "AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": [{
-                    "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"},
-                    "Action": "sts:AssumeRole"}]},
-                "ManagedPolicyArns": [policy_arn],
-                "Policies": [{"PolicyName": "OwnSlurmToken", "PolicyDocument": {"Version": "2012-10-17", "Statement": [{
-                    "Sid": "ReadOwnSlurmToken", "Effect": "Allow",
-                    "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-                    "Resource": {"Ref": secret_id}}, {
-                    "Sid": "DecryptOwnSlurmToken", "Effect": "Allow", "Action": "kms:Decrypt",
-                    "Resource": token_key_arn,
-                    "Condition": {"StringEquals": {"kms:ViaService": via_secrets_manager,
-                                                   "kms:EncryptionContext:SecretARN": {"Ref": secret_id}}}}]}}]}}
-            resources[policy_id] = {"Type": "AWS::SecretsManager::ResourcePolicy", "Properties": {
-                "SecretId": {"Ref": secret_id}, "BlockPublicPolicy": True,
-                "ResourcePolicy": {"Version": "2012-10-17", "Statement": [
-                    {"Sid": "OnlyTheUserReads", "Effect": "Deny", "Principal": "*",
-                     "Action": "secretsmanager:GetSecretValue", "Resource": "*",
-                     "Condition": {"ArnNotEquals": {"aws:PrincipalArn": role_arn}}},
-                    {"Sid": "OnlyTheIssuerWrites", "Effect": "Deny", "Principal": "*",
-                     "Action": ["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"], "Resource": "*",
-                     "Condition": {"ArnNotEquals": {"aws:PrincipalArn": [issuer_role_arn, deploy_role_arn]}}}]}}}
+            resources[secret_id] = {
+                "Type": "AWS::SecretsManager::Secret",
+                "Properties": {
+                    "Name": f"{self.secret_prefix}{user}",
+                    "Description": f"Slurm auth/jwt token of Studio user {user} (renewed every 15 minutes)",
+                    "SecretString": json.dumps({"user": user}),
+                    "KmsKeyId": token_key_arn,
+                },
+            }
+            resources[role_id] = {
+                "Type": "AWS::IAM::Role",
+                "Properties": {
+                    "Path": role_path,
+                    "Description": f"Studio apps of user {user}: the shared app permissions and {user}'s Slurm token",
+                    "AssumeRolePolicyDocument": {
+                        "Version": "2012-10-17",
+                        "Statement": [
+                            {
+                                "Effect": "Allow",
+                                "Principal": {"Service": "sagemaker.amazonaws.com"},
+                                "Action": "sts:AssumeRole",
+                            }
+                        ],
+                    },
+                    "ManagedPolicyArns": [policy_arn],
+                    "Policies": [
+                        {
+                            "PolicyName": "OwnSlurmToken",
+                            "PolicyDocument": {
+                                "Version": "2012-10-17",
+                                "Statement": [
+                                    {
+                                        "Sid": "ReadOwnSlurmToken",
+                                        "Effect": "Allow",
+                                        "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                                        "Resource": {"Ref": secret_id},
+                                    },
+                                    {
+                                        "Sid": "DecryptOwnSlurmToken",
+                                        "Effect": "Allow",
+                                        "Action": "kms:Decrypt",
+                                        "Resource": token_key_arn,
+                                        "Condition": {
+                                            "StringEquals": {
+                                                "kms:ViaService": via_secrets_manager,
+                                                "kms:EncryptionContext:SecretARN": {"Ref": secret_id},
+                                            }
+                                        },
+                                    },
+                                ],
+                            },
+                        }
+                    ],
+                },
+            }
+            resources[policy_id] = {
+                "Type": "AWS::SecretsManager::ResourcePolicy",
+                "Properties": {
+                    "SecretId": {"Ref": secret_id},
+                    "BlockPublicPolicy": True,
+                    "ResourcePolicy": {
+                        "Version": "2012-10-17",
+                        "Statement": [
+                            {
+                                "Sid": "OnlyTheUserReads",
+                                "Effect": "Deny",
+                                "Principal": "*",
+                                "Action": "secretsmanager:GetSecretValue",
+                                "Resource": "*",
+                                "Condition": {"ArnNotEquals": {"aws:PrincipalArn": role_arn}},
+                            },
+                            {
+                                "Sid": "OnlyTheIssuerWrites",
+                                "Effect": "Deny",
+                                "Principal": "*",
+                                "Action": ["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"],
+                                "Resource": "*",
+                                "Condition": {"ArnNotEquals": {"aws:PrincipalArn": [issuer_role_arn, deploy_role_arn]}},
+                            },
+                        ],
+                    },
+                },
+            }
             roles[user] = role_arn
-        resources["SlurmTokenSchedule"] = {"Type": "AWS::Events::Rule", "Properties": {
-            "Description": f"Renews the Slurm tokens of {users[0]} .. {users[-1]}",
-            "ScheduleExpression": SCHEDULE, "State": "ENABLED",
-            "Targets": [{"Id": "SlurmTokenIssuer", "Arn": function_arn,
-                         "Input": json.dumps({"users": list(users)}, separators=(",", ":"))}]}}
-        resources["SlurmTokenScheduleInvokes"] = {"Type": "AWS::Lambda::Permission", "Properties": {
-            "Action": "lambda:InvokeFunction", "FunctionName": function_arn,
-            "Principal": "events.amazonaws.com", "SourceArn": {"Fn::GetAtt": ["SlurmTokenSchedule", "Arn"]}}}
-        acknowledge(scope, "AwsSolutions-SMG4",
-                    "a user's Slurm token secret is rewritten every 15 minutes by the token issuer with a token valid "
-                    "for one hour; Secrets Manager rotation would add nothing")
+        resources["SlurmTokenSchedule"] = {
+            "Type": "AWS::Events::Rule",
+            "Properties": {
+                "Description": f"Renews the Slurm tokens of {users[0]} .. {users[-1]}",
+                "ScheduleExpression": SCHEDULE,
+                "State": "ENABLED",
+                "Targets": [
+                    {
+                        "Id": "SlurmTokenIssuer",
+                        "Arn": function_arn,
+                        "Input": json.dumps({"users": list(users)}, separators=(",", ":")),
+                    }
+                ],
+            },
+        }
+        resources["SlurmTokenScheduleInvokes"] = {
+            "Type": "AWS::Lambda::Permission",
+            "Properties": {
+                "Action": "lambda:InvokeFunction",
+                "FunctionName": function_arn,
+                "Principal": "events.amazonaws.com",
+                "SourceArn": {"Fn::GetAtt": ["SlurmTokenSchedule", "Arn"]},
+            },
+        }
+        acknowledge(
+            scope,
+            "AwsSolutions-SMG4",
+            "a user's Slurm token secret is rewritten every 15 minutes by the token issuer with a token valid "
+            "for one hour; Secrets Manager rotation would add nothing",
+        )
         return resources, roles

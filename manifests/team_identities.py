@@ -31,6 +31,7 @@ directories (group-writable) but not for the private partitions (mode 0700, owne
 CSIDriver has fsGroupPolicy ReadWriteOnceWithFSType (kubernetes-sigs/aws-fsx-csi-driver@05bcb519
 charts/aws-fsx-csi-driver/values.yaml), so kubelet never re-owns these ReadWriteMany volumes to an fsGroup.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,8 +47,8 @@ if TYPE_CHECKING:
 
 POLICY_NAME = "hyperpod-team-identities"
 PARAMS_NAME = "hyperpod-team-identities"  # the ConfigMap in each team namespace
-UID_KEY, GID_KEY = "uid.", "gid."          # ConfigMap keys: uid.<number> / gid.<number> -> who it is
-MEMBER_KEY = "member."                     # member.<name> -> that member's uid
+UID_KEY, GID_KEY = "uid.", "gid."  # ConfigMap keys: uid.<number> / gid.<number> -> who it is
+MEMBER_KEY = "member."  # member.<name> -> that member's uid
 # A member's Kubernetes username: set by their access entry; no Kubernetes or EKS reserved prefix (system:, eks:,
 # aws:, amazon:, iam:; EKS user guide, access entries).
 MEMBER_USERNAME_PREFIX = "hyperpod-user:"
@@ -66,6 +67,7 @@ def user_claim(user: str) -> str:
 class StudioFiles:
     """A Studio partition as a team's pods see it: the claim, the directory on the file system, the path in the pod
     (the cluster's path of the directory), and the identity Studio gives its user there."""
+
     claim: str
     directory: str
     mount_path: str
@@ -73,14 +75,20 @@ class StudioFiles:
     gid: int
 
 
-def studio_files(*, user: str, uid: int, gid: int, shared: bool, shared_gid: int, partition_parent: str,
-                 cluster_mount_path: str) -> StudioFiles:
+def studio_files(
+    *, user: str, uid: int, gid: int, shared: bool, shared_gid: int, partition_parent: str, cluster_mount_path: str
+) -> StudioFiles:
     """`user`'s Studio files: their own partition <partition_parent>/<user>, or in shared mode the shared one, which
     Studio mounts for them with the shared gid (stacks/studio_stack.py)."""
     name, claim = ("shared", SHARED_CLAIM) if shared else (user, user_claim(user))
     directory = f"{partition_parent.rstrip('/')}/{name}"
-    return StudioFiles(claim=claim, directory=directory, mount_path=f"{cluster_mount_path.rstrip('/')}{directory}",
-                       uid=uid, gid=shared_gid if shared else gid)
+    return StudioFiles(
+        claim=claim,
+        directory=directory,
+        mount_path=f"{cluster_mount_path.rstrip('/')}{directory}",
+        uid=uid,
+        gid=shared_gid if shared else gid,
+    )
 
 
 def team_ids(config: PlatformConfig, team: TeamQuota) -> tuple[dict[int, str], dict[int, str]]:
@@ -102,23 +110,40 @@ def team_members(config: PlatformConfig, team: TeamQuota) -> dict[str, int]:
 def team_studio_files(config: PlatformConfig, team: TeamQuota) -> dict[str, StudioFiles]:
     """Member name -> their Studio files as the team's pods mount them (one claim per member, or the shared one)."""
     repo = config.storage.lustre.data_repository
-    return {u.name: studio_files(
-        user=u.name, uid=u.uid, gid=u.group_id, shared=config.shared_fsx, shared_gid=config.studio.shared_gid,
-        partition_parent=f"{repo.file_system_path.rstrip('/')}/{config.studio.partition_root}",
-        cluster_mount_path=config.storage.lustre.mount_path)
-        for u in config.users if u.name in team.members}
+    return {
+        u.name: studio_files(
+            user=u.name,
+            uid=u.uid,
+            gid=u.group_id,
+            shared=config.shared_fsx,
+            shared_gid=config.studio.shared_gid,
+            partition_parent=f"{repo.file_system_path.rstrip('/')}/{config.studio.partition_root}",
+            cluster_mount_path=config.storage.lustre.mount_path,
+        )
+        for u in config.users
+        if u.name in team.members
+    }
 
 
-def identities(*, namespace: str, uids: Mapping[int, str], gids: Mapping[int, str], platform: str,
-               members: Mapping[str, int] | None = None) -> dict:
+def identities(
+    *,
+    namespace: str,
+    uids: Mapping[int, str],
+    gids: Mapping[int, str],
+    platform: str,
+    members: Mapping[str, int] | None = None,
+) -> dict:
     """The policies' parameters for one team namespace: the uids and gids its pods may use, each naming who it is,
     and each member's uid under their name (`member.<name>`), which the job policy matches to the requester."""
     data = {f"{UID_KEY}{uid}": who for uid, who in sorted(uids.items())}
     data |= {f"{GID_KEY}{gid}": who for gid, who in sorted(gids.items())}
     data |= {f"{MEMBER_KEY}{name}": str(uid) for name, uid in sorted((members or {}).items())}
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": PARAMS_NAME, "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
-            "data": data}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": PARAMS_NAME, "namespace": namespace, "labels": {PLATFORM_LABEL: platform}},
+        "data": data,
+    }
 
 
 def member_username(user: str) -> str:
@@ -157,27 +182,52 @@ def _spec_checks(spec: str, *, uid_allowed: str, whose: str, ephemeral: bool) ->
     uid) and no added capabilities."""
     sc = f"{spec}.securityContext"
     checks = [
-        (f"!({_set(spec, 'fsGroup')}) || {_member(GID_KEY, f'{sc}.fsGroup')}",
-         f"securityContext.fsGroup must be one of the team's gids (ConfigMap {PARAMS_NAME})"),
-        (f"!({_set(spec, 'supplementalGroups')}) || {sc}.supplementalGroups.all(g, {_member(GID_KEY, 'g')})",
-         f"securityContext.supplementalGroups may hold only the team's gids (ConfigMap {PARAMS_NAME})"),
+        (
+            f"!({_set(spec, 'fsGroup')}) || {_member(GID_KEY, f'{sc}.fsGroup')}",
+            f"securityContext.fsGroup must be one of the team's gids (ConfigMap {PARAMS_NAME})",
+        ),
+        (
+            f"!({_set(spec, 'supplementalGroups')}) || {sc}.supplementalGroups.all(g, {_member(GID_KEY, 'g')})",
+            f"securityContext.supplementalGroups may hold only the team's gids (ConfigMap {PARAMS_NAME})",
+        ),
     ]
     for name, path, always in _containers(spec, ephemeral):
         uid = _effective(spec, "runAsUser")
         checks += [
-            (_every(path, always, f"[{uid}].all(u, {uid_allowed})"),
-             (f"every one of {name} must run as {whose} uid: set securityContext.runAsUser (the image's USER is not "
-             "seen at admission)")),
-            (_every(path, always, _member(GID_KEY, _effective(spec, "runAsGroup"))),
-             (f"every one of {name} must run with a team gid: set securityContext.runAsGroup (unset, it is the "
-             "image's group for the uid, or 0)")),
-            (_every(path, always, f"{_set('c', 'allowPrivilegeEscalation')} && "
-                                  "c.securityContext.allowPrivilegeEscalation == false"),
-             (f"every one of {name} must set securityContext.allowPrivilegeEscalation: false (a setuid binary in "
-             "the image would otherwise run as another user)")),
-            (_every(path, always, f"!({_set('c', 'capabilities')} && has(c.securityContext.capabilities.add) && "
-                                  "size(c.securityContext.capabilities.add) > 0)"),
-             f"{name} may add no capabilities (securityContext.capabilities.add)"),
+            (
+                _every(path, always, f"[{uid}].all(u, {uid_allowed})"),
+                (
+                    f"every one of {name} must run as {whose} uid: set securityContext.runAsUser (the image's USER is not "
+                    "seen at admission)"
+                ),
+            ),
+            (
+                _every(path, always, _member(GID_KEY, _effective(spec, "runAsGroup"))),
+                (
+                    f"every one of {name} must run with a team gid: set securityContext.runAsGroup (unset, it is the "
+                    "image's group for the uid, or 0)"
+                ),
+            ),
+            (
+                _every(
+                    path,
+                    always,
+                    f"{_set('c', 'allowPrivilegeEscalation')} && c.securityContext.allowPrivilegeEscalation == false",
+                ),
+                (
+                    f"every one of {name} must set securityContext.allowPrivilegeEscalation: false (a setuid binary in "
+                    "the image would otherwise run as another user)"
+                ),
+            ),
+            (
+                _every(
+                    path,
+                    always,
+                    f"!({_set('c', 'capabilities')} && has(c.securityContext.capabilities.add) && "
+                    "size(c.securityContext.capabilities.add) > 0)",
+                ),
+                f"{name} may add no capabilities (securityContext.capabilities.add)",
+            ),
         ]
     return checks
 
@@ -187,19 +237,32 @@ def identity_policy(*, platform: str) -> dict:
     created by the training operator, not the member, so a pod is held to the team's uids; the job policies
     (job_identity_policy) hold each job to its submitter's."""
     checks = _spec_checks("object.spec", uid_allowed=_member(UID_KEY, "u"), whose="a team member's", ephemeral=True)
-    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": POLICY_NAME, "labels": {PLATFORM_LABEL: platform}},
-            "spec": {"failurePolicy": "Fail",
-                     "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-                     "matchConstraints": {"resourceRules": [{
-                         "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                         "resources": ["pods", "pods/ephemeralcontainers"]}]},
-                     "validations": [{"expression": e, "message": m, "reason": "Forbidden"} for e, m in checks]}}
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": POLICY_NAME, "labels": {PLATFORM_LABEL: platform}},
+        "spec": {
+            "failurePolicy": "Fail",
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["pods", "pods/ephemeralcontainers"],
+                    }
+                ]
+            },
+            "validations": [{"expression": e, "message": m, "reason": "Forbidden"} for e, m in checks],
+        },
+    }
 
 
 @dataclass(frozen=True)
 class JobKind:
     """A job API a member may create (kubernetes_objects.job_submitter_role) and where its pod templates are."""
+
     api_group: str
     version: str
     resource: str
@@ -212,12 +275,21 @@ class JobKind:
 # revision's helm_chart/HyperPodHelmChart/charts/training-operators/crds/); MPIJob spec.mpiReplicaSpecs.<role>.template
 # (kubeflow.org/v2beta1, charts/mpi-operator/templates/mpijob-crd.yaml); batch/v1 Job spec.template.
 JOB_KINDS = {
-    "hyperpodpytorchjobs": JobKind("sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs",
-                                   "object.spec.replicaSpecs.map(r, r.template)"),
-    "pytorchjobs": JobKind("kubeflow.org", "v1", "pytorchjobs",
-                           "object.spec.pytorchReplicaSpecs.map(k, object.spec.pytorchReplicaSpecs[k].template)"),
-    "mpijobs": JobKind("kubeflow.org", "v2beta1", "mpijobs",
-                       "object.spec.mpiReplicaSpecs.map(k, object.spec.mpiReplicaSpecs[k].template)"),
+    "hyperpodpytorchjobs": JobKind(
+        "sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs", "object.spec.replicaSpecs.map(r, r.template)"
+    ),
+    "pytorchjobs": JobKind(
+        "kubeflow.org",
+        "v1",
+        "pytorchjobs",
+        "object.spec.pytorchReplicaSpecs.map(k, object.spec.pytorchReplicaSpecs[k].template)",
+    ),
+    "mpijobs": JobKind(
+        "kubeflow.org",
+        "v2beta1",
+        "mpijobs",
+        "object.spec.mpiReplicaSpecs.map(k, object.spec.mpiReplicaSpecs[k].template)",
+    ),
     "jobs": JobKind("batch", "v1", "jobs", "[object.spec.template]"),
 }
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -238,60 +310,94 @@ def job_identity_policy(*, resource: str, platform: str) -> dict:
     kind = JOB_KINDS[resource]
     user = "request.userInfo.username"
     variables = [
-        {"name": "memberKey", "expression": f"{user}.startsWith('{MEMBER_USERNAME_PREFIX}') ? "
-                                            f"'{MEMBER_KEY}' + {user}.substring({len(MEMBER_USERNAME_PREFIX)}) : ''"},
-        {"name": "uid",
-         "expression": "variables.memberKey in params.data ? int(params.data[variables.memberKey]) : -1"},
+        {
+            "name": "memberKey",
+            "expression": f"{user}.startsWith('{MEMBER_USERNAME_PREFIX}') ? "
+            f"'{MEMBER_KEY}' + {user}.substring({len(MEMBER_USERNAME_PREFIX)}) : ''",
+        },
+        {
+            "name": "uid",
+            "expression": "variables.memberKey in params.data ? int(params.data[variables.memberKey]) : -1",
+        },
         {"name": "templates", "expression": kind.templates},
     ]
     queue = f"'{QUEUE_LABEL}'"
     labels = "object.metadata.labels"
     validations = [
-        {"expression": "variables.memberKey in params.data",
-         "messageExpression": f"'you (' + {user} + ') are not a member of the team of this namespace: submit in "
-                              f"your own team namespace (ConfigMap {PARAMS_NAME} lists its members)'",
-         "message": "you are not a member of this namespace's team", "reason": "Forbidden"},
-        {"expression": f"has({labels}) && {queue} in {labels} && variables.templates.all(t, has(t.metadata) && "
-                       f"has(t.metadata.labels) && {queue} in t.metadata.labels && "
-                       f"t.metadata.labels[{queue}] == {labels}[{queue}])",
-         "message": f"label the job and every pod template with {QUEUE_LABEL}: <namespace>-localqueue (task "
-                    "governance admits pods by it)", "reason": "Invalid"},
+        {
+            "expression": "variables.memberKey in params.data",
+            "messageExpression": f"'you (' + {user} + ') are not a member of the team of this namespace: submit in "
+            f"your own team namespace (ConfigMap {PARAMS_NAME} lists its members)'",
+            "message": "you are not a member of this namespace's team",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"has({labels}) && {queue} in {labels} && variables.templates.all(t, has(t.metadata) && "
+            f"has(t.metadata.labels) && {queue} in t.metadata.labels && "
+            f"t.metadata.labels[{queue}] == {labels}[{queue}])",
+            "message": f"label the job and every pod template with {QUEUE_LABEL}: <namespace>-localqueue (task "
+            "governance admits pods by it)",
+            "reason": "Invalid",
+        },
     ]
     # First, and alone when nothing is stated (the job `hyp create hyp-pytorch-job` renders): the whole fix, with
     # the requester's own uid and the team's gids in it.
     stated = " && ".join(
-        _every(path, always, f"({_set('c', 'runAsUser')} || {_set('t.spec', 'runAsUser')}) && "
-                             f"({_set('c', 'runAsGroup')} || {_set('t.spec', 'runAsGroup')}) && "
-                             f"{_set('c', 'allowPrivilegeEscalation')}")
-        for _, path, always in _containers("t.spec", ephemeral=False))
+        _every(
+            path,
+            always,
+            f"({_set('c', 'runAsUser')} || {_set('t.spec', 'runAsUser')}) && "
+            f"({_set('c', 'runAsGroup')} || {_set('t.spec', 'runAsGroup')}) && "
+            f"{_set('c', 'allowPrivilegeEscalation')}",
+        )
+        for _, path, always in _containers("t.spec", ephemeral=False)
+    )
     gids = f"params.data.filter(k, k.startsWith('{GID_KEY}')).map(k, k.substring({len(GID_KEY)})).join(', ')"
-    validations.append({
-        "expression": f"variables.templates.all(t, {stated})", "reason": "Forbidden",
-        "message": f"{STATE_YOUR_USER}: securityContext runAsUser (your uid), runAsGroup (a team gid) and, on every "
-                   f"container, allowPrivilegeEscalation: false ({HYP_FIX})",
-        "messageExpression": f"'{STATE_YOUR_USER}: securityContext.runAsUser: ' + string(variables.uid) + "
-                             f"', runAsGroup: one of ' + {gids} + ' and, on every container, "
-                             f"allowPrivilegeEscalation: false ({HYP_FIX})'"})
+    validations.append(
+        {
+            "expression": f"variables.templates.all(t, {stated})",
+            "reason": "Forbidden",
+            "message": f"{STATE_YOUR_USER}: securityContext runAsUser (your uid), runAsGroup (a team gid) and, on every "
+            f"container, allowPrivilegeEscalation: false ({HYP_FIX})",
+            "messageExpression": f"'{STATE_YOUR_USER}: securityContext.runAsUser: ' + string(variables.uid) + "
+            f"', runAsGroup: one of ' + {gids} + ' and, on every container, "
+            f"allowPrivilegeEscalation: false ({HYP_FIX})'",
+        }
+    )
     for expression, fix in _spec_checks("t.spec", uid_allowed="u == variables.uid", whose="your", ephemeral=False):
         entry = {"expression": f"variables.templates.all(t, {expression})", "message": fix, "reason": "Forbidden"}
         if "runAsUser" in fix:
             entry["messageExpression"] = f"'{fix.split(':')[0]}: runAsUser ' + string(variables.uid) + ' (yours)'"
         validations.append(entry)
-    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": job_policy_name(resource), "labels": {PLATFORM_LABEL: platform}},
-            "spec": {"failurePolicy": "Fail",
-                     "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-                     "matchConstraints": {"resourceRules": [{
-                         "apiGroups": [kind.api_group], "apiVersions": [kind.version],
-                         "operations": ["CREATE", "UPDATE"], "resources": [resource]}]},
-                     "matchConditions": [_from_a_member()],
-                     "variables": variables,
-                     "validations": validations}}
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": job_policy_name(resource), "labels": {PLATFORM_LABEL: platform}},
+        "spec": {
+            "failurePolicy": "Fail",
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [kind.api_group],
+                        "apiVersions": [kind.version],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": [resource],
+                    }
+                ]
+            },
+            "matchConditions": [_from_a_member()],
+            "variables": variables,
+            "validations": validations,
+        },
+    }
 
 
 def _from_a_member() -> dict:
-    return {"name": "from-a-team-member",
-            "expression": f"request.userInfo.groups.exists(g, g.startsWith('{TEAM_GROUP_PREFIX}'))"}
+    return {
+        "name": "from-a-team-member",
+        "expression": f"request.userInfo.groups.exists(g, g.startsWith('{TEAM_GROUP_PREFIX}'))",
+    }
 
 
 def platform_config_guard(*, platform: str) -> dict:
@@ -299,29 +405,60 @@ def platform_config_guard(*, platform: str) -> dict:
     namespace (the policies' parameters, the MLflow pointer): by name, or by the platform's label on the old or the
     new object, so none can be relabelled out of the guard or made in its place."""
     names = ", ".join(f"'{n}'" for n in sorted(PROTECTED_CONFIG_MAPS))
-    touches = (f"[object, oldObject].exists(o, o != null && (o.metadata.name in [{names}] || "
-               f"(has(o.metadata.labels) && '{PLATFORM_LABEL}' in o.metadata.labels)))")
-    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": CONFIG_GUARD_NAME, "labels": {PLATFORM_LABEL: platform}},
-            "spec": {"failurePolicy": "Fail",
-                     "matchConstraints": {"resourceRules": [{
-                         "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE", "DELETE"],
-                         "resources": ["configmaps"]}]},
-                     "matchConditions": [_from_a_member()],
-                     "validations": [{"expression": f"!({touches})", "reason": "Forbidden",
-                                      "message": f"this ConfigMap is the platform's ({PLATFORM_LABEL}); create your "
-                                                 "own under another name, without that label"}]}}
+    touches = (
+        f"[object, oldObject].exists(o, o != null && (o.metadata.name in [{names}] || "
+        f"(has(o.metadata.labels) && '{PLATFORM_LABEL}' in o.metadata.labels)))"
+    )
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": CONFIG_GUARD_NAME, "labels": {PLATFORM_LABEL: platform}},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE", "DELETE"],
+                        "resources": ["configmaps"],
+                    }
+                ]
+            },
+            "matchConditions": [_from_a_member()],
+            "validations": [
+                {
+                    "expression": f"!({touches})",
+                    "reason": "Forbidden",
+                    "message": f"this ConfigMap is the platform's ({PLATFORM_LABEL}); create your "
+                    "own under another name, without that label",
+                }
+            ],
+        },
+    }
 
 
 def policy_binding(*, policy: str, namespaces: Iterable[str], platform: str, params: bool = True) -> dict:
     """Binds `policy` to the team namespaces, each with its own ConfigMap (paramRef without a namespace)."""
-    spec: dict = {"policyName": policy, "validationActions": ["Deny"],
-                  "matchResources": {"namespaceSelector": {"matchExpressions": [{
-                      "key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(namespaces)}]}}}
+    spec: dict = {
+        "policyName": policy,
+        "validationActions": ["Deny"],
+        "matchResources": {
+            "namespaceSelector": {
+                "matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(namespaces)}
+                ]
+            }
+        },
+    }
     if params:
         spec["paramRef"] = {"name": PARAMS_NAME, "parameterNotFoundAction": "Deny"}
-    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": policy, "labels": {PLATFORM_LABEL: platform}}, "spec": spec}
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": policy, "labels": {PLATFORM_LABEL: platform}},
+        "spec": spec,
+    }
 
 
 def team_admission(*, namespaces: Iterable[str], platform: str) -> list[dict]:
@@ -329,10 +466,14 @@ def team_admission(*, namespaces: Iterable[str], platform: str) -> list[dict]:
     namespaces = sorted(namespaces)
     objects = [identity_policy(platform=platform), identity_binding(namespaces=namespaces, platform=platform)]
     for resource in JOB_KINDS:
-        objects += [job_identity_policy(resource=resource, platform=platform),
-                    policy_binding(policy=job_policy_name(resource), namespaces=namespaces, platform=platform)]
-    return objects + [platform_config_guard(platform=platform),
-                      policy_binding(policy=CONFIG_GUARD_NAME, namespaces=namespaces, platform=platform, params=False)]
+        objects += [
+            job_identity_policy(resource=resource, platform=platform),
+            policy_binding(policy=job_policy_name(resource), namespaces=namespaces, platform=platform),
+        ]
+    return objects + [
+        platform_config_guard(platform=platform),
+        policy_binding(policy=CONFIG_GUARD_NAME, namespaces=namespaces, platform=platform, params=False),
+    ]
 
 
 def identity_binding(*, namespaces: Iterable[str], platform: str) -> dict:

@@ -7,6 +7,7 @@ teams and priority classes arrive as plain arguments, so this module does not de
 Field names follow the HyperPod training operator (see the header of schemas/hyperpodpytorchjob-crd.yaml);
 queue and priority labels follow HyperPod task governance: `hyperpod-ns-<team>-localqueue`, `<priority>-priority`.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,7 +30,7 @@ KIND = "HyperPodPyTorchJob"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-FSX_CLAIM = "fsx-claim"          # the team's own FSx directory (manifests/kubernetes_objects.py)
+FSX_CLAIM = "fsx-claim"  # the team's own FSx directory (manifests/kubernetes_objects.py)
 FSX_MOUNT = "/fsx"
 DATASETS_CLAIM = "fsx-datasets"  # the shared datasets directory, read-only
 DATASETS_MOUNT = "/datasets"
@@ -44,8 +45,10 @@ SIGNAL_COORDINATION = {"name": "HYPERPOD_SIGNAL_COORDINATION", "value": "distrib
 AGENT_CONFIG_DIR = "/opt/ml/input/config"
 # The tracking server's ARN, from the ConfigMap the cluster stack puts in each team namespace when MLflow is on;
 # optional, so without MLflow the variable is simply unset and the scripts log nothing.
-MLFLOW_ENV = {"name": "MLFLOW_TRACKING_URI",
-              "valueFrom": {"configMapKeyRef": {"name": MLFLOW_CONFIG_MAP, "key": MLFLOW_URI_KEY, "optional": True}}}
+MLFLOW_ENV = {
+    "name": "MLFLOW_TRACKING_URI",
+    "valueFrom": {"configMapKeyRef": {"name": MLFLOW_CONFIG_MAP, "key": MLFLOW_URI_KEY, "optional": True}},
+}
 # Artifacts go through URLs the tracking server issues, so a job needs no S3 rights on the server's artifact bucket:
 # sagemaker-mlflow 0.5.0 (the image's pin) sagemaker_mlflow/s3_presigned_artifact_repo.py, registered as MLflow's s3
 # artifact repository; its README, "Presigned S3 artifact uploads" (aws/sagemaker-mlflow). The request is a
@@ -54,12 +57,15 @@ PRESIGNED_UPLOAD = {"name": "SAGEMAKER_PRESIGNED_URL_UPLOAD_ENABLED", "value": "
 # The uid a job runs as has no home in the image (HOME would be /): an emptyDir is its home, writable by any uid.
 HOME = "/home/job"
 # Set by the renderer on every job, with where the value comes from; train_elastic.py reads the first three.
-RESERVED_ENV = {"CHECKPOINT_DIR": "from checkpoint_dir", "GLOBAL_BATCH_SIZE": "from global_batch_size",
-                "MICRO_BATCH_SIZE": "from micro_batch_size",
-                SIGNAL_COORDINATION["name"]: "always 'distributed': the elastic agent reports scaling events only then",
-                MLFLOW_ENV["name"]: f"from the team namespace's ConfigMap {MLFLOW_CONFIG_MAP}",
-                PRESIGNED_UPLOAD["name"]: "always 'true': MLflow artifacts go through the tracking server's URLs",
-                "HOME": f"always {HOME}, an emptyDir: the job's uid has no home in the image"}
+RESERVED_ENV = {
+    "CHECKPOINT_DIR": "from checkpoint_dir",
+    "GLOBAL_BATCH_SIZE": "from global_batch_size",
+    "MICRO_BATCH_SIZE": "from micro_batch_size",
+    SIGNAL_COORDINATION["name"]: "always 'distributed': the elastic agent reports scaling events only then",
+    MLFLOW_ENV["name"]: f"from the team namespace's ConfigMap {MLFLOW_CONFIG_MAP}",
+    PRESIGNED_UPLOAD["name"]: "always 'true': MLflow artifacts go through the tracking server's URLs",
+    "HOME": f"always {HOME}, an emptyDir: the job's uid has no home in the image",
+}
 
 
 def namespace(team: str) -> str:
@@ -75,18 +81,35 @@ def priority_label(priority: str) -> str:
 
 
 # Queue label values are at most 63 characters: "hyperpod-ns-" + team + "-localqueue" leaves 40 for the team.
-KubeName = Annotated[str, pattern(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
-                                   "a Kubernetes name: 1-63 lowercase letters, digits and '-', starting and ending "
-                                   "with a letter or digit")]
-TeamName = Annotated[str, pattern(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?",
-                                   "a team name: 1-40 lowercase letters, digits and '-', starting and ending with a "
-                                   "letter or digit")]
-PriorityName = Annotated[str, pattern(r"[a-z0-9]([-a-z0-9]{0,52}[a-z0-9])?",
-                                       "a priority class name: 1-54 lowercase letters, digits and '-', starting and "
-                                       "ending with a letter or digit")]
+KubeName = Annotated[
+    str,
+    pattern(
+        r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
+        "a Kubernetes name: 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit",
+    ),
+]
+TeamName = Annotated[
+    str,
+    pattern(
+        r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?",
+        "a team name: 1-40 lowercase letters, digits and '-', starting and ending with a letter or digit",
+    ),
+]
+PriorityName = Annotated[
+    str,
+    pattern(
+        r"[a-z0-9]([-a-z0-9]{0,52}[a-z0-9])?",
+        "a priority class name: 1-54 lowercase letters, digits and '-', starting and ending with a letter or digit",
+    ),
+]
 EnvName = Annotated[str, pattern(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name such as NCCL_DEBUG")]
-CheckpointDir = Annotated[str, pattern(rf"{FSX_MOUNT}(/(?!\.\.?(/|$))[a-zA-Z0-9._-]+)+",
-                                        f"a directory under {FSX_MOUNT}, where the FSx claim {FSX_CLAIM} is mounted")]
+CheckpointDir = Annotated[
+    str,
+    pattern(
+        rf"{FSX_MOUNT}(/(?!\.\.?(/|$))[a-zA-Z0-9._-]+)+",
+        f"a directory under {FSX_MOUNT}, where the FSx claim {FSX_CLAIM} is mounted",
+    ),
+]
 
 
 # ---------------------------------------------------------------------------------------------- models
@@ -98,6 +121,7 @@ class ElasticPolicy(Strict):
     `replicaIncrementStep: 1`, so the manifest states the granularity the batch-size check assumed.
     The ranges below are this platform's guard rails, not the operator's limits.
     """
+
     min_replicas: int = Field(ge=1)
     max_replicas: int = Field(ge=1, le=512)
     replica_increment_step: int | None = Field(default=None, ge=1)
@@ -158,8 +182,14 @@ _NPROC_FLAG = re.compile(r"--nproc[-_]per[-_]node=(\S+)")
 Reach = Mapping[str, tuple[str, int | None]]
 
 
-def job_errors(job: TrainingJob, *, teams: Collection[str], priority_classes: Collection[str],
-               path: str = "", reach: Reach | None = None) -> list[str]:
+def job_errors(
+    job: TrainingJob,
+    *,
+    teams: Collection[str],
+    priority_classes: Collection[str],
+    path: str = "",
+    reach: Reach | None = None,
+) -> list[str]:
     """Cross-field rules for one job; `path` prefixes every error (e.g. 'jobs[2]'). With `reach`, a job larger than
     its team's quota can ever admit is refused."""
     errors: list[str] = []
@@ -167,11 +197,15 @@ def job_errors(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
     p = f"{path}." if path else ""
 
     if job.team not in teams:
-        add(f"{p}team: {job.team!r} is not a team in the platform's task governance config; "
-            f"allowed: {', '.join(sorted(teams)) or '(none configured)'}")
+        add(
+            f"{p}team: {job.team!r} is not a team in the platform's task governance config; "
+            f"allowed: {', '.join(sorted(teams)) or '(none configured)'}"
+        )
     if job.priority not in priority_classes:
-        add(f"{p}priority: {job.priority!r} is not a priority class in the platform's task governance config; "
-            f"allowed: {', '.join(sorted(priority_classes)) or '(none configured)'}")
+        add(
+            f"{p}priority: {job.priority!r} is not a priority class in the platform's task governance config; "
+            f"allowed: {', '.join(sorted(priority_classes)) or '(none configured)'}"
+        )
 
     family = job.instance_type.split(".")[1]
     exposed = "aws.amazon.com/neurondevice" if family.startswith(("trn", "inf")) else "nvidia.com/gpu"
@@ -189,16 +223,20 @@ def job_errors(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
     ep, e = job.elastic_policy, f"{p}elastic_policy"
     elastic_ok = True
     if ep.min_replicas > ep.max_replicas:
-        add(f"{e}.min_replicas: {ep.min_replicas} is greater than max_replicas {ep.max_replicas}; "
-            "min_replicas must be at most max_replicas")
+        add(
+            f"{e}.min_replicas: {ep.min_replicas} is greater than max_replicas {ep.max_replicas}; "
+            "min_replicas must be at most max_replicas"
+        )
         elastic_ok = False
     step, values = ep.replica_increment_step, ep.replica_discrete_values
     if step is not None and values is not None:
         add(f"{e}: both replica_increment_step and replica_discrete_values are set; set at most one")
         elastic_ok = False
     elif step is not None and elastic_ok and (ep.max_replicas - ep.min_replicas) % step:
-        add(f"{e}.replica_increment_step: {step} never reaches max_replicas {ep.max_replicas} from min_replicas "
-            f"{ep.min_replicas}; use a step that divides {ep.max_replicas - ep.min_replicas}")
+        add(
+            f"{e}.replica_increment_step: {step} never reaches max_replicas {ep.max_replicas} from min_replicas "
+            f"{ep.min_replicas}; use a step that divides {ep.max_replicas - ep.min_replicas}"
+        )
         elastic_ok = False
     if values is not None:
         if any(b <= a for a, b in pairwise(values)):
@@ -206,35 +244,44 @@ def job_errors(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
             elastic_ok = False
         outside = [v for v in values if not ep.min_replicas <= v <= ep.max_replicas]
         if outside:
-            add(f"{e}.replica_discrete_values: {outside} outside min_replicas..max_replicas "
-                f"({ep.min_replicas}..{ep.max_replicas})")
+            add(
+                f"{e}.replica_discrete_values: {outside} outside min_replicas..max_replicas "
+                f"({ep.min_replicas}..{ep.max_replicas})"
+            )
             elastic_ok = False
 
     if elastic_ok and reach is not None and job.team in reach:
         quota_type, most = reach[job.team]
         if job.instance_type != quota_type:
-            add(f"{p}instance_type: {job.instance_type!r}; team {job.team!r} has quota on {quota_type} only, so "
-                "Kueue never admits it elsewhere (eks.task_governance.teams)")
+            add(
+                f"{p}instance_type: {job.instance_type!r}; team {job.team!r} has quota on {quota_type} only, so "
+                "Kueue never admits it elsewhere (eks.task_governance.teams)"
+            )
         elif most is not None and ep.max_replicas * job.accelerators_per_pod > most:
-            add(f"{e}.max_replicas: {ep.max_replicas} pod(s) × {job.accelerators_per_pod} {job.accelerator} = "
+            add(
+                f"{e}.max_replicas: {ep.max_replicas} pod(s) × {job.accelerators_per_pod} {job.accelerator} = "
                 f"{ep.max_replicas * job.accelerators_per_pod}; team {job.team!r} can be admitted for at most {most} "
                 f"on {quota_type} (guarantee plus what it may borrow), so that size never runs; allowed: "
-                f"max_replicas up to {most // job.accelerators_per_pod}")
+                f"max_replicas up to {most // job.accelerators_per_pod}"
+            )
 
     if elastic_ok:
         per_replica = job.nproc_per_node * job.micro_batch_size
         bad = [n for n in ep.sizes() if job.global_batch_size % (n * per_replica)]
         if bad:
-            add(f"{p}global_batch_size: {job.global_batch_size} is not divisible by replicas × nproc_per_node × "
+            add(
+                f"{p}global_batch_size: {job.global_batch_size} is not divisible by replicas × nproc_per_node × "
                 f"micro_batch_size at {', '.join(map(str, bad))} replica(s) (at {bad[0]}: {bad[0]} × "
                 f"{job.nproc_per_node} × {job.micro_batch_size} = {bad[0] * per_replica}); every size the job can "
-                "scale to must divide it")
+                "scale to must divide it"
+            )
     return errors
 
 
 # ---------------------------------------------------------------------------------------------- rendering
-def studio_files_errors(job: TrainingJob, studio_files: Mapping[str, Mapping[str, StudioFiles]],
-                        path: str = "") -> list[str]:
+def studio_files_errors(
+    job: TrainingJob, studio_files: Mapping[str, Mapping[str, StudioFiles]], path: str = ""
+) -> list[str]:
     """`job.user` is a member of the job's team with Studio files, and the checkpoints go into those files.
     `studio_files`: team -> member -> their files (stacks/eks_cluster_stack.team_studio_files)."""
     p = f"{path}." if path else ""
@@ -242,19 +289,33 @@ def studio_files_errors(job: TrainingJob, studio_files: Mapping[str, Mapping[str
         return []
     members = studio_files.get(job.team, {})
     if job.user not in members:
-        return [(f"{p}user: {job.user!r} is not a member of team {job.team!r} with Studio files; allowed: "
-                f"{', '.join(sorted(members)) or '(none: the team has no members)'}")]
+        return [
+            (
+                f"{p}user: {job.user!r} is not a member of team {job.team!r} with Studio files; allowed: "
+                f"{', '.join(sorted(members)) or '(none: the team has no members)'}"
+            )
+        ]
     mount = members[job.user].mount_path
     if not job.checkpoint_dir.startswith(mount + "/"):
-        return [(f"{p}checkpoint_dir: {job.checkpoint_dir!r} is outside {mount}, where {job.user}'s Studio files "
-                "are mounted; put it under that directory")]
+        return [
+            (
+                f"{p}checkpoint_dir: {job.checkpoint_dir!r} is outside {mount}, where {job.user}'s Studio files "
+                "are mounted; put it under that directory"
+            )
+        ]
     return []
 
 
-def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Collection[str],
-               team_gids: Mapping[str, int], default_image: str | None = None,
-               reach: Reach | None = None,
-               studio_files: Mapping[str, Mapping[str, StudioFiles]] | None = None) -> dict[str, Any]:
+def render_job(
+    job: TrainingJob,
+    *,
+    teams: Collection[str],
+    priority_classes: Collection[str],
+    team_gids: Mapping[str, int],
+    default_image: str | None = None,
+    reach: Reach | None = None,
+    studio_files: Mapping[str, Mapping[str, StudioFiles]] | None = None,
+) -> dict[str, Any]:
     """The HyperPodPyTorchJob manifest for `job`; raises ConfigError if a cross-field rule fails. `team_gids`
     maps each team to the group that owns its FSx directory (platform_config.eks_governance.team_gid);
     `default_image` (the platform's eks.training_image) is the image of a job that names none; `studio_files`
@@ -264,8 +325,10 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
     errors += studio_files_errors(job, studio_files)
     image = job.image or default_image
     if image is None:
-        errors.append("image: not set, and the platform config has no eks.training_image; build "
-                      "examples/finetune/Dockerfile, push it, and give its pinned name in either")
+        errors.append(
+            "image: not set, and the platform config has no eks.training_image; build "
+            "examples/finetune/Dockerfile, push it, and give its pinned name in either"
+        )
     if errors:
         raise ConfigError(f"job {job.name}", errors)
     ep = job.elastic_policy
@@ -275,45 +338,64 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
         elastic["replicaDiscreteValues"] = list(ep.replica_discrete_values)
     else:
         elastic["replicaIncrementStep"] = ep.replica_increment_step or 1
-    elastic |= {"gracefulShutdownTimeoutInSeconds": ep.graceful_shutdown_timeout_seconds,
-                "scalingTimeoutInSeconds": ep.scaling_timeout_seconds,
-                "faultyScaleDownTimeoutInSeconds": ep.faulty_scale_down_timeout_seconds}
+    elastic |= {
+        "gracefulShutdownTimeoutInSeconds": ep.graceful_shutdown_timeout_seconds,
+        "scalingTimeoutInSeconds": ep.scaling_timeout_seconds,
+        "faultyScaleDownTimeoutInSeconds": ep.faulty_scale_down_timeout_seconds,
+    }
 
     # Extended resources (accelerators, EFA) must have requests equal to limits.
     resources = {job.accelerator: job.accelerators_per_pod}
     if job.efa_per_pod:
         resources[EFA_RESOURCE] = job.efa_per_pod
-    env = [{"name": "CHECKPOINT_DIR", "value": job.checkpoint_dir},
-           {"name": "GLOBAL_BATCH_SIZE", "value": str(job.global_batch_size)},
-           {"name": "MICRO_BATCH_SIZE", "value": str(job.micro_batch_size)},
-           dict(SIGNAL_COORDINATION), MLFLOW_ENV, dict(PRESIGNED_UPLOAD), {"name": "HOME", "value": HOME}]
+    env = [
+        {"name": "CHECKPOINT_DIR", "value": job.checkpoint_dir},
+        {"name": "GLOBAL_BATCH_SIZE", "value": str(job.global_batch_size)},
+        {"name": "MICRO_BATCH_SIZE", "value": str(job.micro_batch_size)},
+        dict(SIGNAL_COORDINATION),
+        MLFLOW_ENV,
+        dict(PRESIGNED_UPLOAD),
+        {"name": "HOME", "value": HOME},
+    ]
     env += [{"name": k, "value": v} for k, v in sorted(job.env.items())]
-    container = {"name": "pytorch", "image": image, "imagePullPolicy": "IfNotPresent",
-                 "command": list(job.command)} | ({"args": list(job.args)} if job.args else {}) | {
-        "env": env,
-        "resources": {"requests": dict(resources), "limits": dict(resources)},
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-        "volumeMounts": [{"name": "fsx", "mountPath": FSX_MOUNT},
-                         {"name": "datasets", "mountPath": DATASETS_MOUNT, "readOnly": True},
-                         {"name": "shm", "mountPath": "/dev/shm"},  # noqa: S108 - the pod's own memory volume
-                         {"name": "agent-config", "mountPath": AGENT_CONFIG_DIR},
-                         {"name": "home", "mountPath": HOME}],
-    }
+    container = (
+        {"name": "pytorch", "image": image, "imagePullPolicy": "IfNotPresent", "command": list(job.command)}
+        | ({"args": list(job.args)} if job.args else {})
+        | {
+            "env": env,
+            "resources": {"requests": dict(resources), "limits": dict(resources)},
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            "volumeMounts": [
+                {"name": "fsx", "mountPath": FSX_MOUNT},
+                {"name": "datasets", "mountPath": DATASETS_MOUNT, "readOnly": True},
+                {"name": "shm", "mountPath": "/dev/shm"},  # noqa: S108 - the pod's own memory volume
+                {"name": "agent-config", "mountPath": AGENT_CONFIG_DIR},
+                {"name": "home", "mountPath": HOME},
+            ],
+        }
+    )
     gid = team_gids[job.team]
     pod_spec = {
         # The team's service account: EKS Pod Identity gives it the team's job role (MLflow, when the platform has it).
         "serviceAccountName": JOB_SERVICE_ACCOUNT,
         "nodeSelector": {INSTANCE_TYPE_LABEL: job.instance_type},
         # Pod Security "restricted": non-root, no privilege escalation, no capabilities, the runtime's seccomp.
-        "securityContext": {"runAsNonRoot": True, "runAsUser": job.run_as_user, "runAsGroup": gid, "fsGroup": gid,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": job.run_as_user,
+            "runAsGroup": gid,
+            "fsGroup": gid,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "containers": [container],
-        "volumes": [{"name": "fsx", "persistentVolumeClaim": {"claimName": FSX_CLAIM}},
-                    {"name": "datasets", "persistentVolumeClaim": {"claimName": DATASETS_CLAIM, "readOnly": True}},
-                    # The container runtime's default 64 MiB /dev/shm is too small for NCCL and DataLoader workers.
-                    {"name": "shm", "emptyDir": {"medium": "Memory"}},
-                    {"name": "agent-config", "emptyDir": {}},
-                    {"name": "home", "emptyDir": {}}],
+        "volumes": [
+            {"name": "fsx", "persistentVolumeClaim": {"claimName": FSX_CLAIM}},
+            {"name": "datasets", "persistentVolumeClaim": {"claimName": DATASETS_CLAIM, "readOnly": True}},
+            # The container runtime's default 64 MiB /dev/shm is too small for NCCL and DataLoader workers.
+            {"name": "shm", "emptyDir": {"medium": "Memory"}},
+            {"name": "agent-config", "emptyDir": {}},
+            {"name": "home", "emptyDir": {}},
+        ],
     }
     if job.user is not None:
         _run_as_studio_user(pod_spec, studio_files[job.team][job.user])
@@ -329,8 +411,14 @@ def render_job(job: TrainingJob, *, teams: Collection[str], priority_classes: Co
             "runPolicy": {"cleanPodPolicy": "None", "jobMaxRetryCount": job.max_retries},
             "elasticPolicy": elastic,
             # The job starts at min_replicas; maxReplicas on the replica spec matches the elastic policy's.
-            "replicaSpecs": [{"name": "worker", "replicas": ep.min_replicas, "maxReplicas": ep.max_replicas,
-                              "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec}}],
+            "replicaSpecs": [
+                {
+                    "name": "worker",
+                    "replicas": ep.min_replicas,
+                    "maxReplicas": ep.max_replicas,
+                    "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+                }
+            ],
         },
     }
 
@@ -354,8 +442,11 @@ def _model_at(loc: tuple) -> type[BaseModel]:
     for part in loc[:-1]:
         if isinstance(part, str):
             annotation = model.model_fields[part].annotation
-            model = next(t for t in (annotation, *get_args(annotation))
-                         if get_origin(t) is None and isinstance(t, type) and issubclass(t, BaseModel))
+            model = next(
+                t
+                for t in (annotation, *get_args(annotation))
+                if get_origin(t) is None and isinstance(t, type) and issubclass(t, BaseModel)
+            )
     return model
 
 
@@ -366,8 +457,14 @@ def _format_error(err: Mapping[str, Any]) -> str:
     return format_pydantic_error(err)
 
 
-def parse_jobs(data: Any, source: str = "<jobs>", *, teams: Collection[str],
-               priority_classes: Collection[str], reach: Reach | None = None) -> list[TrainingJob]:
+def parse_jobs(
+    data: Any,
+    source: str = "<jobs>",
+    *,
+    teams: Collection[str],
+    priority_classes: Collection[str],
+    reach: Reach | None = None,
+) -> list[TrainingJob]:
     if not isinstance(data, dict):
         raise ConfigError(source, [f"<root>: {type(data).__name__} — a job file is a mapping with a 'jobs' list"])
     try:
@@ -379,16 +476,19 @@ def parse_jobs(data: Any, source: str = "<jobs>", *, teams: Collection[str],
     for i, job in enumerate(jobs):
         errors += job_errors(job, teams=teams, priority_classes=priority_classes, path=f"jobs[{i}]", reach=reach)
         if job.name in seen:
-            errors.append(f"jobs[{i}].name: {job.name!r} is already used by jobs[{seen[job.name]}]; job names must "
-                          "be unique in a job file (each manifest is written as <name>.yaml)")
+            errors.append(
+                f"jobs[{i}].name: {job.name!r} is already used by jobs[{seen[job.name]}]; job names must "
+                "be unique in a job file (each manifest is written as <name>.yaml)"
+            )
         seen.setdefault(job.name, i)
     if errors:
         raise ConfigError(source, errors)
     return jobs
 
 
-def load_jobs(path: str | Path, *, teams: Collection[str], priority_classes: Collection[str],
-              reach: Reach | None = None) -> list[TrainingJob]:
+def load_jobs(
+    path: str | Path, *, teams: Collection[str], priority_classes: Collection[str], reach: Reach | None = None
+) -> list[TrainingJob]:
     """Read a job file strictly (no YAML-1.1 booleans, no duplicate keys) and validate every job."""
     path = Path(path)
     try:

@@ -8,9 +8,17 @@ fields (`rules.RULES`, each section's rules beside its model). Every problem is 
 `path: value — what is allowed`. Facts read from files (`facts`, `chart_pin`) are apart from the model and the
 loading; what the platform derives from a config (`day2`, `accounting_plan`) is here too. Nothing here calls AWS.
 """
+
 from platform_config.errors import ConfigError
 from platform_config.loading import DEFAULT_CONFIG_PATH, context_overrides, load_config, parse_config
 from platform_config.model import PlatformConfig, json_schema
 
-__all__ = ["DEFAULT_CONFIG_PATH", "ConfigError", "PlatformConfig", "context_overrides", "json_schema", "load_config",
-           "parse_config"]
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "ConfigError",
+    "PlatformConfig",
+    "context_overrides",
+    "json_schema",
+    "load_config",
+    "parse_config",
+]

@@ -7,6 +7,7 @@ commit, and the sha256 over every file of that tree except subchart archives (`c
 writes `.pin` and `.dependencies.sha256` (the archives it built) into the chart directory; synth then recomputes
 the content digest and the archive checksums, so a test stand-in or an edited copy is never deployed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,15 +45,21 @@ def content_digest(files: dict[str, bytes]) -> str:
 
 
 def directory_files(chart_dir: Path) -> dict[str, bytes]:
-    return {p.relative_to(chart_dir).as_posix(): p.read_bytes() for p in chart_dir.rglob("*")
-            if p.is_file() and not is_build_product(p.relative_to(chart_dir).as_posix())}
+    return {
+        p.relative_to(chart_dir).as_posix(): p.read_bytes()
+        for p in chart_dir.rglob("*")
+        if p.is_file() and not is_build_product(p.relative_to(chart_dir).as_posix())
+    }
 
 
 def problems(chart_dir: Path) -> list[str]:
     """Why `chart_dir` is not the pinned chart as tools/fetch_hyperpod_chart.sh writes it (empty: it is)."""
     expected = pin()
-    recorded = dict(line.split("=", 1) for line in (chart_dir / ".pin").read_text().splitlines() if "=" in line) \
-        if (chart_dir / ".pin").is_file() else {}
+    recorded = (
+        dict(line.split("=", 1) for line in (chart_dir / ".pin").read_text().splitlines() if "=" in line)
+        if (chart_dir / ".pin").is_file()
+        else {}
+    )
     found = []
     if not recorded:
         found.append("it has no .pin (tools/fetch_hyperpod_chart.sh writes one)")
@@ -61,13 +68,17 @@ def problems(chart_dir: Path) -> list[str]:
             found.append(f".pin {key} {recorded.get(key)!r}, pinned {expected[key]!r}")
     digest = content_digest(directory_files(chart_dir))
     if digest != expected["content_sha256"]:
-        found.append(f"its files (archives aside) have digest {digest}, the pinned revision's is "
-                     f"{expected['content_sha256']}")
-    archives = sorted(p.relative_to(chart_dir).as_posix() for p in chart_dir.rglob("*.tgz")
-                      if _ARCHIVE.search(p.relative_to(chart_dir).as_posix()))
+        found.append(
+            f"its files (archives aside) have digest {digest}, the pinned revision's is {expected['content_sha256']}"
+        )
+    archives = sorted(
+        p.relative_to(chart_dir).as_posix()
+        for p in chart_dir.rglob("*.tgz")
+        if _ARCHIVE.search(p.relative_to(chart_dir).as_posix())
+    )
     listed: dict[str, str] = {}
     sums = chart_dir / ".dependencies.sha256"
-    for line in (sums.read_text().splitlines() if sums.is_file() else []):
+    for line in sums.read_text().splitlines() if sums.is_file() else []:
         digest_, _, path = line.partition("  ")
         listed[path.removeprefix("./")] = digest_
     for archive in archives:
@@ -87,7 +98,6 @@ def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
     return extracted.read()
 
 
-
 def _stale_copy(chart_dir: Path, archive: str) -> list[str]:
     """Helm loads both charts/<name>/ and charts/<name>-<version>.tgz and keeps one of them for the dependency
     <name>; they must not differ. (Upstream commits a stale health-monitoring-agent archive next to its
@@ -96,15 +106,25 @@ def _stale_copy(chart_dir: Path, archive: str) -> list[str]:
     if not (directory / "Chart.yaml").is_file():
         return []
     with tarfile.open(chart_dir / archive) as tar:
-        packed = {m.name.split("/", 1)[1]: _member_bytes(tar, m) for m in tar.getmembers()
-                  if m.isfile() and "/" in m.name and "/charts/" not in f"/{m.name.split('/', 1)[1]}"}
-    own = {p.relative_to(directory).as_posix(): p.read_bytes() for p in directory.rglob("*")
-           if p.is_file() and not p.relative_to(directory).as_posix().startswith("charts/")}
+        packed = {
+            m.name.split("/", 1)[1]: _member_bytes(tar, m)
+            for m in tar.getmembers()
+            if m.isfile() and "/" in m.name and "/charts/" not in f"/{m.name.split('/', 1)[1]}"
+        }
+    own = {
+        p.relative_to(directory).as_posix(): p.read_bytes()
+        for p in directory.rglob("*")
+        if p.is_file() and not p.relative_to(directory).as_posix().startswith("charts/")
+    }
     differing = sorted(name for name in set(packed) & set(own) if packed[name] != own[name])
     missing = sorted(name for name in own if name not in packed and not name.startswith("."))
     if differing or missing:
-        return [(f"{archive} differs from {directory.relative_to(chart_dir).as_posix()}/ "
-                f"({', '.join((differing + missing)[:3])}); Helm would deploy either copy")]
+        return [
+            (
+                f"{archive} differs from {directory.relative_to(chart_dir).as_posix()}/ "
+                f"({', '.join((differing + missing)[:3])}); Helm would deploy either copy"
+            )
+        ]
     return []
 
 
@@ -114,16 +134,28 @@ def chart_directory(config: PlatformConfig, *, allow_stand_in: bool = False) -> 
     path = config.eks.hyperpod_dependencies.chart_dir
     chart_dir = Path(path) if Path(path).is_absolute() else ROOT / path
     if not (chart_dir / "Chart.yaml").is_file():
-        raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
-            (f"eks.hyperpod_dependencies.chart_dir: {path!r} holds no Chart.yaml; "
-            "the HyperPod dependency chart is not committed: run `make hyperpod-chart` to fetch the pinned revision "
-            "(needs network access to github.com), or point chart_dir at a copy of it")])
+        raise ConfigError(
+            "eks.hyperpod_dependencies.chart_dir",
+            [
+                (
+                    f"eks.hyperpod_dependencies.chart_dir: {path!r} holds no Chart.yaml; "
+                    "the HyperPod dependency chart is not committed: run `make hyperpod-chart` to fetch the pinned revision "
+                    "(needs network access to github.com), or point chart_dir at a copy of it"
+                )
+            ],
+        )
     found = problems(chart_dir)
     if found and not allow_stand_in:
         pinned = pin()
-        raise ConfigError("eks.hyperpod_dependencies.chart_dir", [
-            (f"eks.hyperpod_dependencies.chart_dir: {path!r} is not the pinned HyperPod chart ({pinned['repository']} "
-            f"{pinned['path']} at {pinned['commit']}): {'; '.join(found)}; run `make hyperpod-chart`")])
+        raise ConfigError(
+            "eks.hyperpod_dependencies.chart_dir",
+            [
+                (
+                    f"eks.hyperpod_dependencies.chart_dir: {path!r} is not the pinned HyperPod chart ({pinned['repository']} "
+                    f"{pinned['path']} at {pinned['commit']}): {'; '.join(found)}; run `make hyperpod-chart`"
+                )
+            ],
+        )
     return chart_dir
 
 

@@ -3,6 +3,7 @@ provisioning, configuration strategy, container runtime, pam_slurm_adopt. The Sl
 sections of their own (accounting, login_access, budgets, directory), which `Cluster` holds; their rules live beside
 them. The rules here: unique group names, partitions, controller and login counts, multi-head controllers, the
 strategy on continuous clusters, the pinned Docker build."""
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,16 @@ from platform_config.attach import ExistingCluster
 from platform_config.budgets import ClusterBudget
 from platform_config.directory import Directory
 from platform_config.facts import ACCELERATORS
-from platform_config.fields import (Artifact, AzId, GroupName, InstanceType, PartitionName, Strict, TrainingPlanArn,
-                                    pattern)
+from platform_config.fields import (
+    Artifact,
+    AzId,
+    GroupName,
+    InstanceType,
+    PartitionName,
+    Strict,
+    TrainingPlanArn,
+    pattern,
+)
 from platform_config.login_access import LoginAccess
 from platform_config.network import private_subnet_az_ids
 
@@ -34,20 +43,33 @@ DEEP_HEALTH_CHECK_PAGES = {
 }
 CONNECTIVITY_CHECK_MIN_INSTANCES = 2
 # HyperPod developer guide pages the Slurm rules below rest on.
-SLURM_MIGRATION_PAGE = ("https://docs.aws.amazon.com/sagemaker/latest/dg/"
-                        "sagemaker-hyperpod-slurm-api-config-migration.html")
-EXTERNAL_ACCOUNTING_PAGE = ("https://docs.aws.amazon.com/sagemaker/latest/dg/"
-                            "sagemaker-hyperpod-external-accounting-db-slurm.html")
+SLURM_MIGRATION_PAGE = (
+    "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-slurm-api-config-migration.html"
+)
+EXTERNAL_ACCOUNTING_PAGE = (
+    "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-external-accounting-db-slurm.html"
+)
 MULTIHEAD_PAGE = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-multihead.html"
 CLUSTER_EVENTS_PAGE = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-cluster-events-reference.html"
-LabelKey = Annotated[str, pattern(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?",
-                                   "a Kubernetes label key such as team or example.com/pool")]
-LabelValue = Annotated[str, pattern(r"([a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?)?",
-                                     "a Kubernetes label value: at most 63 letters, digits, '-', '_', '.'")]
+LabelKey = Annotated[
+    str,
+    pattern(
+        r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?",
+        "a Kubernetes label key such as team or example.com/pool",
+    ),
+]
+LabelValue = Annotated[
+    str,
+    pattern(
+        r"([a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?)?",
+        "a Kubernetes label value: at most 63 letters, digits, '-', '_', '.'",
+    ),
+]
 
 
 class Taint(Strict):
     """A Kubernetes taint on an instance group's nodes (KubernetesConfig.Taints)."""
+
     key: LabelKey = Field(description="The taint's key.")
     value: LabelValue = Field("", description="The taint's value.")
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field("NoSchedule", description="The effect.")
@@ -57,122 +79,172 @@ class InstanceGroup(Strict):
     """A HyperPod instance group. Slurm: exactly one controller group (1 instance, or 2 or more for HyperPod
     multi-head controllers, which needs cluster.accounting.database: managed), at most one login group, any number of
     compute groups; names unique (case-insensitive)."""
+
     name: GroupName = Field(description="The group's name.")
     role: Literal["controller", "login", "compute"] = Field(
-        description="controller and login are Slurm's head nodes (unused on EKS); compute runs jobs.")
+        description="controller and login are Slurm's head nodes (unused on EKS); compute runs jobs."
+    )
     instance_type: InstanceType = Field(description="The instance type, ml.<family>.<size>.")
     instance_count: int = Field(ge=0, le=6758, description="Instances in the group (CreateCluster's limit: 6758).")
     threads_per_core: Literal[1, 2] = Field(1, description="Threads per core: 1 (hyperthreading off) or 2.")
     ebs_volume_gib: int = Field(default=500, ge=1, le=16384, description="The extra EBS volume per node, GiB.")
     deep_health_checks: list[Literal[DEEP_HEALTH_CHECKS]] = Field(  # type: ignore[valid-type]
-        default=[], max_length=3,
+        default=[],
+        max_length=3,
         description="Deep health checks HyperPod runs before a node joins, each at most once; only on instance types "
-                    "with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json). InstanceConnectivity tests "
-                    "the network between the group's instances and needs instance_count of at least 2 (AWS's deep "
-                    "health check pages).")
+        "with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json). InstanceConnectivity tests "
+        "the network between the group's instances and needs instance_count of at least 2 (AWS's deep "
+        "health check pages).",
+    )
     training_plan_arn: TrainingPlanArn | None = Field(
-        None, description="A SageMaker training plan (reserved capacity) the group runs on.")
+        None, description="A SageMaker training plan (reserved capacity) the group runs on."
+    )
     az_id: AzId | None = Field(
-        None, description="Place this group in another configured AZ (OverrideVpcConfig); default: the first.")
+        None, description="Place this group in another configured AZ (OverrideVpcConfig); default: the first."
+    )
     partitions: list[PartitionName] = Field(
-        default=[], max_length=1,
+        default=[],
+        max_length=1,
         description="Slurm compute groups: exactly one partition name (HyperPod's SlurmConfig.PartitionNames: letters, "
-                    "digits and inner hyphens, no '_'); none on controller and login groups.")
+        "digits and inner hyphens, no '_'); none on controller and login groups.",
+    )
     kubernetes_labels: dict[LabelKey, LabelValue] = Field(
-        {}, description="EKS only: labels on the group's nodes (KubernetesConfig.Labels).")
-    kubernetes_taints: list[Taint] = Field([], description="EKS only: taints on the group's nodes, one per key and "
-                                                           "effect.")
+        {}, description="EKS only: labels on the group's nodes (KubernetesConfig.Labels)."
+    )
+    kubernetes_taints: list[Taint] = Field(
+        [], description="EKS only: taints on the group's nodes, one per key and effect."
+    )
 
 
 class ContainerRuntime(Strict):
     """Docker, enroot and pyxis for Slurm jobs. HyperPod sets them up in OnInitComplete mode and the platform keeps
     them; docker.io at docker_apt_version and the artifacts are installed only on a node that lacks them."""
+
     enabled: StrictBool = Field(
-        False, description="Docker, enroot and pyxis for Slurm jobs: what HyperPod set up on the node is kept (never "
-                           "reinstalled or replaced), what a node lacks is installed, and every user gets enroot "
-                           "directories of their own (lifecycle/CONTRACT.md).")
+        False,
+        description="Docker, enroot and pyxis for Slurm jobs: what HyperPod set up on the node is kept (never "
+        "reinstalled or replaced), what a node lacks is installed, and every user gets enroot "
+        "directories of their own (lifecycle/CONTRACT.md).",
+    )
     ubuntu_release: Literal["22.04", "24.04"] = Field(
-        "22.04", description="The Ubuntu release the pinned packages were built for; a node on another release "
-                             "installs none of them (a contract warning).")
+        "22.04",
+        description="The Ubuntu release the pinned packages were built for; a node on another release "
+        "installs none of them (a contract warning).",
+    )
     # Debian version syntax ([epoch:]upstream[-revision]: letters, digits and . + ~ -; Debian Policy 5.6.12): nodes
     # run `apt-get install docker.io=<this>`.
-    docker_apt_version: Annotated[str, pattern(r"(([0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?",
-                                               "empty or a Debian package version such as 24.0.7-0ubuntu2~22.04.1")] = \
-        Field("", description="Required when enabled: the exact docker.io package version (Debian version syntax "
-                              "only), installed only on a node without Docker; it must be a build for ubuntu_release.")
+    docker_apt_version: Annotated[
+        str,
+        pattern(
+            r"(([0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?", "empty or a Debian package version such as 24.0.7-0ubuntu2~22.04.1"
+        ),
+    ] = Field(
+        "",
+        description="Required when enabled: the exact docker.io package version (Debian version syntax "
+        "only), installed only on a node without Docker; it must be a build for ubuntu_release.",
+    )
     artifacts: list[Artifact] = Field(
-        [], description=".deb packages (package_version_arch.deb) mirrored to your S3, installed only on a node that "
-                        "lacks the package (HyperPod's own enroot and pyxis are kept at their version); the digest is "
-                        "checked before install. A pyxis package must be built against the Slurm in /opt/slurm. "
-                        "Nothing is fetched from GitHub at deploy time.")
+        [],
+        description=".deb packages (package_version_arch.deb) mirrored to your S3, installed only on a node that "
+        "lacks the package (HyperPod's own enroot and pyxis are kept at their version); the digest is "
+        "checked before install. A pyxis package must be built against the Slurm in /opt/slurm. "
+        "Nothing is fetched from GitHub at deploy time.",
+    )
 
 
 class Cluster(Strict):
     """The HyperPod cluster: its instance groups and, on Slurm, the features for departments; or, with `existing`,
     a cluster this platform did not build (attach mode: only Studio is built, docs/attach.md)."""
+
     existing: ExistingCluster | None = Field(
-        None, description="Attach mode: the HyperPod cluster to put Studio in front of. The platform then builds no "
-                          "cluster, network or file system (network.existing and storage.lustre.existing name "
-                          "them), ignores instance_groups, and deploy, update and `make destroy` never touch the "
-                          "cluster, its network or its storage. Switching a deployed platform between attach and "
-                          "build is refused (create-only).")
+        None,
+        description="Attach mode: the HyperPod cluster to put Studio in front of. The platform then builds no "
+        "cluster, network or file system (network.existing and storage.lustre.existing name "
+        "them), ignores instance_groups, and deploy, update and `make destroy` never touch the "
+        "cluster, its network or its storage. Switching a deployed platform between attach and "
+        "build is refused (create-only).",
+    )
     node_recovery: Literal["Automatic", "None"] = Field(
-        "Automatic", description="Automatic: HyperPod replaces a node that fails its health checks.")
+        "Automatic", description="Automatic: HyperPod replaces a node that fails its health checks."
+    )
     # Continuous clusters "support only the Merge behavior and reject requests that set SlurmConfigStrategy"
     # (SLURM_MIGRATION_PAGE), so setting it there is refused.
     slurm_config_strategy: Literal["Managed", "Overwrite", "Merge"] | None = Field(
-        None, description="Slurm only: Orchestrator.Slurm.SlurmConfigStrategy, HyperPod's native Slurm configuration. "
-                          "Unset sends Managed, except with node_provisioning_mode: Continuous, whose clusters "
-                          "\"support only the Merge behavior and reject requests that set SlurmConfigStrategy\" "
-                          "(HyperPod's API-driven Slurm configuration page): there it is refused, and the template "
-                          "carries no strategy.")
+        None,
+        description="Slurm only: Orchestrator.Slurm.SlurmConfigStrategy, HyperPod's native Slurm configuration. "
+        "Unset sends Managed, except with node_provisioning_mode: Continuous, whose clusters "
+        '"support only the Merge behavior and reject requests that set SlurmConfigStrategy" '
+        "(HyperPod's API-driven Slurm configuration page): there it is refused, and the template "
+        "carries no strategy.",
+    )
     slurm_auto_resume: StrictBool = Field(
-        True, description="on_init_complete.sh checks that srun --auto-resume is available (lifecycle/hyperpod/"
-                          "README.md).")
+        True,
+        description="on_init_complete.sh checks that srun --auto-resume is available (lifecycle/hyperpod/README.md).",
+    )
     container_runtime: ContainerRuntime = Field(ContainerRuntime(), description="Docker, enroot and pyxis.")
     accounting: Accounting = Field(Accounting(), description="Slurm accounting for departments (Slurm only).")
     login_access: LoginAccess = Field(LoginAccess(), description="How people reach the login group (Slurm only).")
     budget: ClusterBudget | None = Field(
-        None, description="An AWS Budgets monthly cost budget over everything tagged hyperpod-platform=<name>, and per "
-                          "department with departments' monthly_budget_usd; alerts on actual spend.")
+        None,
+        description="An AWS Budgets monthly cost budget over everything tagged hyperpod-platform=<name>, and per "
+        "department with departments' monthly_budget_usd; alerts on actual spend.",
+    )
     pam_slurm_adopt: StrictBool = Field(
-        False, description="Slurm only. Compute nodes admit SSH only from a user with a job on that node (the session "
-                           "joins the job and ends with it where slurm.conf has ProctrackType=proctrack/cgroup), from "
-                           "users with sudo: true and members of cluster.directory.admin_groups (names without spaces, "
-                           "which pam_access cannot list); root always. HyperPod's AMI has no pam_slurm_adopt.so, so "
-                           "it needs pam_slurm_adopt_artifacts; the controller adds PrologFlags=Contain "
-                           "(lifecycle/hyperpod/README.md, \"GPUs and SSH on compute nodes\").")
+        False,
+        description="Slurm only. Compute nodes admit SSH only from a user with a job on that node (the session "
+        "joins the job and ends with it where slurm.conf has ProctrackType=proctrack/cgroup), from "
+        "users with sudo: true and members of cluster.directory.admin_groups (names without spaces, "
+        "which pam_access cannot list); root always. HyperPod's AMI has no pam_slurm_adopt.so, so "
+        "it needs pam_slurm_adopt_artifacts; the controller adds PrologFlags=Contain "
+        '(lifecycle/hyperpod/README.md, "GPUs and SSH on compute nodes").',
+    )
     pam_slurm_adopt_artifacts: list[Artifact] = Field(
-        [], description="With pam_slurm_adopt: true, required: the .deb package(s) that put pam_slurm_adopt.so, built "
-                        "from the source of the Slurm release HyperPod runs (contribs/pam_slurm_adopt, as AWS's "
-                        "reference pam_adopt_cgroup_wheel.sh builds it), mirrored to your S3 with their SHA-256. A "
-                        "compute node without the module downloads, verifies and installs them; nothing is fetched "
-                        "from GitHub at deploy time.")
+        [],
+        description="With pam_slurm_adopt: true, required: the .deb package(s) that put pam_slurm_adopt.so, built "
+        "from the source of the Slurm release HyperPod runs (contribs/pam_slurm_adopt, as AWS's "
+        "reference pam_adopt_cgroup_wheel.sh builds it), mirrored to your S3 with their SHA-256. A "
+        "compute node without the module downloads, verifies and installs them; nothing is fetched "
+        "from GitHub at deploy time.",
+    )
     directory: Directory = Field(Directory(), description="Slurm only: directory users and groups through SSSD.")
     controller_ssh: Literal["admins", "all"] = Field(
-        "admins", description="Slurm only. Who may SSH to the controller, which holds the JWT signing key, the "
-                              "controller role and the accounting database secret: admins (root, ubuntu, users with "
-                              "sudo: true and members of cluster.directory.admin_groups, through pam_access; Session "
-                              "Manager shells are not affected) or all (every user, as before).")
+        "admins",
+        description="Slurm only. Who may SSH to the controller, which holds the JWT signing key, the "
+        "controller role and the accounting database secret: admins (root, ubuntu, users with "
+        "sudo: true and members of cluster.directory.admin_groups, through pam_access; Session "
+        "Manager shells are not affected) or all (every user, as before).",
+    )
     # Continuous is what HyperPod's cluster events (CLUSTER_EVENTS_PAGE: "SageMaker HyperPod Cluster Event" is emitted
     # in Continuous mode only), the external accounting database (EXTERNAL_ACCOUNTING_PAGE) and the multi-head
     # controllers that need it rest on. The platform's alarm topic and the login load balancer subscribe to those
     # events, so a new cluster is Continuous unless asked otherwise.
     node_provisioning_mode: Literal["Continuous", "Standard"] = Field(
-        "Continuous", description="Slurm only (EKS has eks.node_provisioning_mode). Continuous: HyperPod's continuous "
-                                  "provisioning, which sends cluster, instance-group and instance events (the alarm "
-                                  "topic's error events, the login load balancer's login-group events) and which an "
-                                  "external accounting database (accounting.database: managed, and with it multi-head "
-                                  "controllers) needs; it takes no slurm_config_strategy. Standard: no "
-                                  "NodeProvisioningMode in the template (CloudFormation's \"standard scaling "
-                                  "approach\"), for a cluster created that way: AWS documents no switch of an existing "
-                                  "cluster, so keep the mode a cluster was created with.")
-    instance_groups: list[InstanceGroup] = Field(default_factory=lambda: [
-        InstanceGroup(name="controller-machine", role="controller", instance_type="ml.m5.xlarge", instance_count=1),
-        InstanceGroup(name="login-group", role="login", instance_type="ml.m5.xlarge", instance_count=1),
-        InstanceGroup(name="worker-group-1", role="compute", instance_type="ml.g5.8xlarge", instance_count=1,
-                      deep_health_checks=["InstanceStress"], partitions=["gpu"]),
-    ], min_length=1, description="The cluster's instance groups.")
+        "Continuous",
+        description="Slurm only (EKS has eks.node_provisioning_mode). Continuous: HyperPod's continuous "
+        "provisioning, which sends cluster, instance-group and instance events (the alarm "
+        "topic's error events, the login load balancer's login-group events) and which an "
+        "external accounting database (accounting.database: managed, and with it multi-head "
+        "controllers) needs; it takes no slurm_config_strategy. Standard: no "
+        "NodeProvisioningMode in the template (CloudFormation's \"standard scaling "
+        'approach"), for a cluster created that way: AWS documents no switch of an existing '
+        "cluster, so keep the mode a cluster was created with.",
+    )
+    instance_groups: list[InstanceGroup] = Field(
+        default_factory=lambda: [
+            InstanceGroup(name="controller-machine", role="controller", instance_type="ml.m5.xlarge", instance_count=1),
+            InstanceGroup(name="login-group", role="login", instance_type="ml.m5.xlarge", instance_count=1),
+            InstanceGroup(
+                name="worker-group-1",
+                role="compute",
+                instance_type="ml.g5.8xlarge",
+                instance_count=1,
+                deep_health_checks=["InstanceStress"],
+                partitions=["gpu"],
+            ),
+        ],
+        min_length=1,
+        description="The cluster's instance groups.",
+    )
 
     def node_provisioning_mode_sent(self) -> str | None:
         """What NodeProvisioningMode carries: Continuous, or nothing for Standard (the API's only value is Continuous)."""
@@ -194,25 +266,33 @@ def instance_group_errors(cfg: PlatformConfig) -> list[str]:
     for i, g in enumerate(groups):
         path = f"cluster.instance_groups[{i}]"
         if g.name.lower() in seen:
-            add(f"{path}.name: {g.name!r} is already used by cluster.instance_groups[{seen[g.name.lower()]}]; "
-                "instance group names must be unique (case-insensitive)")
+            add(
+                f"{path}.name: {g.name!r} is already used by cluster.instance_groups[{seen[g.name.lower()]}]; "
+                "instance group names must be unique (case-insensitive)"
+            )
         seen.setdefault(g.name.lower(), i)
         if g.deep_health_checks and g.instance_type not in ACCELERATORS:
             # AWS lists each deep health check as for GPU or Trainium instances
             # (sagemaker-hyperpod-eks-resiliency-deep-health-checks); HyperPod rejects them on CPU-only types.
-            add(f"{path}.deep_health_checks: {g.deep_health_checks} on {g.instance_type!r}; deep health checks "
-                "run only on instance types with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json)")
+            add(
+                f"{path}.deep_health_checks: {g.deep_health_checks} on {g.instance_type!r}; deep health checks "
+                "run only on instance types with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json)"
+            )
         if "InstanceConnectivity" in g.deep_health_checks and g.instance_count < CONNECTIVITY_CHECK_MIN_INSTANCES:
-            add(f"{path}.deep_health_checks: InstanceConnectivity with {path}.instance_count: {g.instance_count}; the "
+            add(
+                f"{path}.deep_health_checks: InstanceConnectivity with {path}.instance_count: {g.instance_count}; the "
                 "connectivity check tests the network between the group's instances and needs at least "
                 f"{CONNECTIVITY_CHECK_MIN_INSTANCES} of them ({DEEP_HEALTH_CHECK_PAGES[cfg.orchestrator]}). Allowed: "
                 f"instance_count of {CONNECTIVITY_CHECK_MIN_INSTANCES} or more, or deep_health_checks without "
-                "InstanceConnectivity (e.g. [InstanceStress])")
+                "InstanceConnectivity (e.g. [InstanceStress])"
+            )
         if g.role != "compute" and g.partitions:
             add(f"{path}.partitions: {g.partitions} on a {g.role} group; only compute groups belong to partitions")
         if cfg.orchestrator == "slurm" and g.role == "compute" and not g.partitions:
-            add(f"{path}.partitions: [] on a compute group; HyperPod's API-driven Slurm configuration needs exactly "
-                f"one partition name per compute group, e.g. [{g.name}]")
+            add(
+                f"{path}.partitions: [] on a compute group; HyperPod's API-driven Slurm configuration needs exactly "
+                f"one partition name per compute group, e.g. [{g.name}]"
+            )
         if g.role == "controller":
             errors.extend(_controller_count_errors(cfg, path, g.instance_count))
         if g.az_id is not None:
@@ -234,8 +314,10 @@ def slurm_node_role_errors(cfg: PlatformConfig) -> list[str]:
         add(f"cluster.instance_groups: {len(controllers)} groups with role 'controller'; exactly one is required")
     logins = [i for i, g in enumerate(groups) if g.role == "login"]
     if len(logins) > 1:
-        add(f"cluster.instance_groups: {len(logins)} groups with role 'login' (indexes {logins}); at most one "
-            "is allowed")
+        add(
+            f"cluster.instance_groups: {len(logins)} groups with role 'login' (indexes {logins}); at most one "
+            "is allowed"
+        )
     return errors
 
 
@@ -250,10 +332,14 @@ def _controller_count_errors(cfg: PlatformConfig, path: str, count: int) -> list
     if count < 1:
         return [f"{path}.instance_count: {count} for the controller group; allowed: {allowed}"]
     if cfg.cluster.accounting.database != "managed":
-        return [(f"{path}.instance_count: {count} for the controller group with cluster.accounting.database: "
+        return [
+            (
+                f"{path}.instance_count: {count} for the controller group with cluster.accounting.database: "
                 f"{cfg.cluster.accounting.database!r}; allowed: {allowed}. Backup controllers take over from the "
                 "primary, so Slurm accounting must live outside the controllers (an external database, which HyperPod "
-                f"attaches to continuous clusters only: {EXTERNAL_ACCOUNTING_PAGE}; {MULTIHEAD_PAGE})")]
+                f"attaches to continuous clusters only: {EXTERNAL_ACCOUNTING_PAGE}; {MULTIHEAD_PAGE})"
+            )
+        ]
     return []
 
 
@@ -262,9 +348,11 @@ def slurm_config_strategy_errors(cfg: PlatformConfig) -> list[str]:
     add = errors.append
     strategy = cfg.cluster.slurm_config_strategy
     if cfg.orchestrator == "slurm" and cfg.cluster.node_provisioning_mode == "Continuous" and strategy is not None:
-        add(f"cluster.slurm_config_strategy: {strategy!r} with cluster.node_provisioning_mode: Continuous; allowed: "
+        add(
+            f"cluster.slurm_config_strategy: {strategy!r} with cluster.node_provisioning_mode: Continuous; allowed: "
             "unset (continuous provisioning clusters support only the Merge behavior and reject requests that set "
-            f"SlurmConfigStrategy: {SLURM_MIGRATION_PAGE})")
+            f"SlurmConfigStrategy: {SLURM_MIGRATION_PAGE})"
+        )
     return errors
 
 
@@ -273,20 +361,26 @@ def container_runtime_errors(cfg: PlatformConfig) -> list[str]:
     add = errors.append
     runtime = cfg.cluster.container_runtime
     if runtime.enabled and not runtime.docker_apt_version:
-        add("cluster.container_runtime.docker_apt_version: '' with the container runtime enabled; pin the docker.io "
-            "package version, e.g. '24.0.7-0ubuntu2~22.04.1'")
+        add(
+            "cluster.container_runtime.docker_apt_version: '' with the container runtime enabled; pin the docker.io "
+            "package version, e.g. '24.0.7-0ubuntu2~22.04.1'"
+        )
     built_for = re.search(r"ubuntu[0-9.]*~(\d\d\.\d\d)", runtime.docker_apt_version)
     if built_for and built_for.group(1) != runtime.ubuntu_release:
-        add(f"cluster.container_runtime.docker_apt_version: {runtime.docker_apt_version!r} is a build for Ubuntu "
+        add(
+            f"cluster.container_runtime.docker_apt_version: {runtime.docker_apt_version!r} is a build for Ubuntu "
             f"{built_for.group(1)}, but cluster.container_runtime.ubuntu_release is {runtime.ubuntu_release!r}; pin a "
-            "version built for that release")
+            "version built for that release"
+        )
     return errors
 
 
 # AWS's reference builds the module on every node from the matching Slurm release's source, fetched from GitHub
 # (awslabs/awsome-distributed-ai@95b939cd, base-config/utils/pam_adopt_cgroup_wheel.sh).
-PAM_ADOPT_REFERENCE = ("awslabs/awsome-distributed-ai@95b939cd 1.architectures/5.sagemaker-hyperpod/LifecycleScripts/"
-                       "base-config/utils/pam_adopt_cgroup_wheel.sh")
+PAM_ADOPT_REFERENCE = (
+    "awslabs/awsome-distributed-ai@95b939cd 1.architectures/5.sagemaker-hyperpod/LifecycleScripts/"
+    "base-config/utils/pam_adopt_cgroup_wheel.sh"
+)
 
 
 def pam_slurm_adopt_errors(cfg: PlatformConfig) -> list[str]:
@@ -294,20 +388,28 @@ def pam_slurm_adopt_errors(cfg: PlatformConfig) -> list[str]:
     add = errors.append
     artifacts = cfg.cluster.pam_slurm_adopt_artifacts
     if cfg.cluster.pam_slurm_adopt and cfg.orchestrator == "slurm" and not artifacts:
-        add("cluster.pam_slurm_adopt: true with cluster.pam_slurm_adopt_artifacts: []; HyperPod's AMI has no "
+        add(
+            "cluster.pam_slurm_adopt: true with cluster.pam_slurm_adopt_artifacts: []; HyperPod's AMI has no "
             "pam_slurm_adopt.so and the platform fetches nothing from GitHub at deploy time, so every compute node "
             "would stop. Allowed: false, or a .deb of pam_slurm_adopt.so built from the source of the Slurm release "
-            f"HyperPod runs (as {PAM_ADOPT_REFERENCE} builds it) in pam_slurm_adopt_artifacts")
+            f"HyperPod runs (as {PAM_ADOPT_REFERENCE} builds it) in pam_slurm_adopt_artifacts"
+        )
     if artifacts and not cfg.cluster.pam_slurm_adopt:
-        add(f"cluster.pam_slurm_adopt_artifacts: {len(artifacts)} package(s) with cluster.pam_slurm_adopt: false; "
-            "allowed only with pam_slurm_adopt: true (nothing would install them)")
+        add(
+            f"cluster.pam_slurm_adopt_artifacts: {len(artifacts)} package(s) with cluster.pam_slurm_adopt: false; "
+            "allowed only with pam_slurm_adopt: true (nothing would install them)"
+        )
     if cfg.cluster.pam_slurm_adopt and cfg.orchestrator != "slurm":
-        add(f"cluster.pam_slurm_adopt: true with orchestrator {cfg.orchestrator!r}; it is a Slurm PAM module, "
-            "allowed only with orchestrator slurm")
+        add(
+            f"cluster.pam_slurm_adopt: true with orchestrator {cfg.orchestrator!r}; it is a Slurm PAM module, "
+            "allowed only with orchestrator slurm"
+        )
     if cfg.cluster.pam_slurm_adopt and cfg.cluster.directory.enabled:
         for i, group in enumerate(cfg.cluster.directory.admin_groups):
             if " " in group:  # pam_access(8) lists users and (groups) separated by spaces
-                add(f"cluster.directory.admin_groups[{i}]: {group!r} with cluster.pam_slurm_adopt: true; compute "
+                add(
+                    f"cluster.directory.admin_groups[{i}]: {group!r} with cluster.pam_slurm_adopt: true; compute "
                     "nodes let admin groups past pam_slurm_adopt through pam_access, whose lists cannot hold a "
-                    "space. Allowed: a group name without spaces")
+                    "space. Allowed: a group name without spaces"
+                )
     return errors

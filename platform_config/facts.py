@@ -1,6 +1,7 @@
 """Facts the config is checked against, read from files under config/facts/ that maintainer tools generate from
 upstream sources (each file names its source): accelerators per instance type, and the account names no user may
 take. Nothing here knows the config model."""
+
 from __future__ import annotations
 
 import json

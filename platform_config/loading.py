@@ -1,6 +1,7 @@
 """Loading a config: the YAML file read strictly (only `true`/`false` are booleans, a duplicate key is an error),
 `cdk synth -c key=value` overrides applied, pydantic's shape errors rewritten as `path: value — what is allowed`,
 then every semantic rule. Either a valid `PlatformConfig` or one `ConfigError` with every problem."""
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,6 @@ from platform_config.notices import unused_on_eks
 from platform_config.rules import semantic_errors
 
 DEFAULT_CONFIG_PATH = "config/default.yaml"
-
 
 
 class StrictYamlLoader(yaml.SafeLoader):
@@ -107,6 +107,7 @@ def parse_config(data: Any, source: str = "<config>") -> PlatformConfig:
 
 class _Override:
     """One `-c key.path=value`: where it goes in the document (keys and list indexes), and how errors name it."""
+
     _PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
 
     def __init__(self, key: str, raw: Any):
@@ -120,11 +121,17 @@ class _Override:
                 self.parts.append(match[1])
                 self.parts += [int(i) for i in re.findall(r"\d+", match[2])]
             else:
-                raise ConfigError("-c", [(f"{key}: not a config key path (from -c {key}=...) — allowed: keys joined "
-                                         "by '.', list entries as [N], e.g. -c cluster.instance_groups[2]."
-                                         "instance_count=4")])
-        self.path = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p)
-                            for i, p in enumerate(self.parts))
+                raise ConfigError(
+                    "-c",
+                    [
+                        (
+                            f"{key}: not a config key path (from -c {key}=...) — allowed: keys joined "
+                            "by '.', list entries as [N], e.g. -c cluster.instance_groups[2]."
+                            "instance_count=4"
+                        )
+                    ],
+                )
+        self.path = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p) for i, p in enumerate(self.parts))
 
     def value(self) -> Any:
         """The value as YAML would read it in the file (`4` a number, `true` a boolean, `[a, b]` a list); a value
@@ -143,12 +150,26 @@ class _Override:
             if isinstance(part, int):
                 if not isinstance(node, list) or part >= len(node):
                     have = f"{len(node)} entries" if isinstance(node, list) else "no list"
-                    where = self.path[:self.path.rindex("[")] if "[" in self.path else self.path
-                    raise ConfigError("-c", [(f"{self.path}: {self.raw!r} (from -c {self.key}=...) — the config has "
-                                             f"{have} at {where}; an override can change an entry, not add one")])
+                    where = self.path[: self.path.rindex("[")] if "[" in self.path else self.path
+                    raise ConfigError(
+                        "-c",
+                        [
+                            (
+                                f"{self.path}: {self.raw!r} (from -c {self.key}=...) — the config has "
+                                f"{have} at {where}; an override can change an entry, not add one"
+                            )
+                        ],
+                    )
             elif not isinstance(node, dict):
-                raise ConfigError("-c", [(f"{self.path}: {self.raw!r} (from -c {self.key}=...) — "
-                                         f"{'.'.join(map(str, self.parts[:depth])) or 'the config'} is not a mapping")])
+                raise ConfigError(
+                    "-c",
+                    [
+                        (
+                            f"{self.path}: {self.raw!r} (from -c {self.key}=...) — "
+                            f"{'.'.join(map(str, self.parts[:depth])) or 'the config'} is not a mapping"
+                        )
+                    ],
+                )
             if last:
                 node[part] = self.value()
             else:
@@ -170,8 +191,11 @@ APP_CONTEXT_KEYS = ("config", "allow_chart_stand_in")
 def context_overrides(context: dict[str, Any]) -> dict[str, Any]:
     """The config overrides in a CDK app's context (`app.node.get_all_context()`): every `-c key=value` but the app's
     and the CDK's own keys."""
-    return {key: value for key, value in context.items()
-            if value is not None and key not in APP_CONTEXT_KEYS and not key.startswith("@") and ":" not in key}
+    return {
+        key: value
+        for key, value in context.items()
+        if value is not None and key not in APP_CONTEXT_KEYS and not key.startswith("@") and ":" not in key
+    }
 
 
 def read_yaml(path: Path, text: str) -> Any:
@@ -189,8 +213,9 @@ def read_yaml(path: Path, text: str) -> Any:
             raise ConfigError(str(path), ["YAML: " + str(exc).replace("\n", "\n    ")]) from None
 
 
-def load_config(path: str | Path = DEFAULT_CONFIG_PATH, overrides: dict[str, Any] | None = None,
-                notices: list[str] | None = None) -> PlatformConfig:
+def load_config(
+    path: str | Path = DEFAULT_CONFIG_PATH, overrides: dict[str, Any] | None = None, notices: list[str] | None = None
+) -> PlatformConfig:
     """Read a YAML file, apply `-c key.path=value` overrides (which win over the file) and validate. An error caused by
     an override names it (`(from -c key=value)`). What the user should know but is no error (an empty file) is
     appended to `notices`."""

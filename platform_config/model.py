@@ -1,4 +1,5 @@
 """The root of the config model: one `PlatformConfig` holding every section, and its JSON Schema."""
+
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
@@ -20,28 +21,37 @@ from platform_config.users import User
 
 class PlatformConfig(Strict):
     """Everything a deployment needs. Defaults deploy a small but real Slurm cluster."""
+
     name: ClusterName = Field(
-        "ml-cluster", description="The cluster's name and every stack's name prefix (create-only: every resource name "
-                                  "derives from it).")
+        "ml-cluster",
+        description="The cluster's name and every stack's name prefix (create-only: every resource name "
+        "derives from it).",
+    )
     orchestrator: Literal["slurm", "eks"] = Field(
-        "slurm", description="slurm or eks. On EKS, controller and login groups and Slurm partitions are not used: the "
-                             "EKS control plane and Studio take their place.")
+        "slurm",
+        description="slurm or eks. On EKS, controller and login groups and Slurm partitions are not used: the "
+        "EKS control plane and Studio take their place.",
+    )
     shared_fsx: StrictBool = Field(
-        True, description="true: one shared FSx partition for Studio users; false: one private partition per user. "
-                          "The default of the Studio stack's SharedFSx parameter. On Slurm it also decides, at synth, "
-                          "how Studio authenticates: the munge key (true) or a per-user Slurm token (false), see "
-                          "docs/security.md.")
+        True,
+        description="true: one shared FSx partition for Studio users; false: one private partition per user. "
+        "The default of the Studio stack's SharedFSx parameter. On Slurm it also decides, at synth, "
+        "how Studio authenticates: the munge key (true) or a per-user Slurm token (false), see "
+        "docs/security.md.",
+    )
     deployment: Deployment = Field(Deployment(), description="Account and region.")
     tags: dict[Annotated[str, Field(min_length=1, max_length=128)], Annotated[str, Field(max_length=256)]] = Field(
-        {}, description="Tags applied to every resource that takes tags in place.")
+        {}, description="Tags applied to every resource that takes tags in place."
+    )
     network: Network = Field(Network(), description="The VPC.")
     storage: Storage = Field(Storage(), description="FSx for Lustre, the data bucket, checkpoints.")
     cluster: Cluster = Field(Cluster(), description="The HyperPod cluster.")
     studio: Studio = Field(Studio(), description="The SageMaker Studio domain.")
     eks: Eks = Field(Eks(), description="EKS settings, used with orchestrator: eks.")
     users: list[User] = Field(
-        [], description="People: created on every node with fixed ids and as Studio profiles with the same POSIX "
-                        "identity.")
+        [],
+        description="People: created on every node with fixed ids and as Studio profiles with the same POSIX identity.",
+    )
     observability: Observability = Field(Observability(), description="Alarms, events, dashboards, metrics.")
 
     def group(self, role: str) -> list[InstanceGroup]:

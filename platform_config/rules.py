@@ -2,6 +2,7 @@
 before these run; each rule is a pure function of the whole config returning one line per problem, and all of them
 run, so every problem is reported at once. Rules about one section live beside its model; the rules that tie sections
 together are here, above the list."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,8 +13,13 @@ from pydantic import BaseModel
 from platform_config.accounting import accounting_errors
 from platform_config.attach import BUILD_ONLY_RULES, attach_errors, attached
 from platform_config.budgets import budget_errors
-from platform_config.cluster import (container_runtime_errors, instance_group_errors, pam_slurm_adopt_errors,
-                                     slurm_config_strategy_errors, slurm_node_role_errors)
+from platform_config.cluster import (
+    container_runtime_errors,
+    instance_group_errors,
+    pam_slurm_adopt_errors,
+    slurm_config_strategy_errors,
+    slurm_node_role_errors,
+)
 from platform_config.directory import directory_errors
 from platform_config.eks import eks_errors
 from platform_config.eks_governance import task_governance_errors
@@ -35,11 +41,13 @@ def per_user_mode_errors(cfg: PlatformConfig) -> list[str]:
     errors: list[str] = []
     departments = cfg.cluster.accounting.departments
     if cfg.orchestrator == "slurm" and cfg.studio.enabled and cfg.shared_fsx and departments:
-        errors.append(f"cluster.accounting.departments: {len(departments)} department(s) with shared_fsx: true; shared "
-                      "mode gives every Studio space the cluster's munge key, so any department member is root on the "
-                      "compute nodes and can change every department's associations, limits and fair share with "
-                      "sacctmgr as root. Allowed: shared_fsx: false (per-user mode: each profile its own Slurm "
-                      "token and role), or no departments")
+        errors.append(
+            f"cluster.accounting.departments: {len(departments)} department(s) with shared_fsx: true; shared "
+            "mode gives every Studio space the cluster's munge key, so any department member is root on the "
+            "compute nodes and can change every department's associations, limits and fair share with "
+            "sacctmgr as root. Allowed: shared_fsx: false (per-user mode: each profile its own Slurm "
+            "token and role), or no departments"
+        )
     return errors
 
 
@@ -64,8 +72,7 @@ def duplicate_errors(cfg: PlatformConfig) -> list[str]:
     def walk(node: Any, path: str, shape: str) -> None:
         if isinstance(node, BaseModel):
             for name in type(node).model_fields:
-                walk(getattr(node, name), f"{path}.{name}" if path else name,
-                     f"{shape}.{name}" if shape else name)
+                walk(getattr(node, name), f"{path}.{name}" if path else name, f"{shape}.{name}" if shape else name)
         elif isinstance(node, dict):
             for key, value in node.items():
                 walk(value, f"{path}.{key}", f"{shape}.{key}")
@@ -78,9 +85,8 @@ def duplicate_errors(cfg: PlatformConfig) -> list[str]:
                 for i, item in enumerate(node):
                     identity = tuple(getattr(item, k) for k in keys) if keys else item
                     if identity in first:
-                        shown = (", ".join(f"{k}={getattr(item, k)!r}" for k in keys) if keys else repr(item))
-                        errors.append(f"{path}[{i}]: {shown} repeats {path}[{first[identity]}]; list each at most "
-                                      "once")
+                        shown = ", ".join(f"{k}={getattr(item, k)!r}" for k in keys) if keys else repr(item)
+                        errors.append(f"{path}[{i}]: {shown} repeats {path}[{first[identity]}]; list each at most once")
                     first.setdefault(identity, i)
             for i, item in enumerate(node):
                 walk(item, f"{path}[{i}]", f"{shape}[]")
@@ -91,28 +97,28 @@ def duplicate_errors(cfg: PlatformConfig) -> list[str]:
 
 # ----------------------------------------------------------------------- every rule, in reporting order
 RULES: tuple[Rule, ...] = (
-    instance_group_errors,          # cluster: unique names, deep health checks, partitions, controllers, AZs
-    slurm_node_role_errors,         # cluster: one controller group, at most one login group (Slurm)
-    eks_errors,                     # eks: versions, add-on pins, endpoint, control-plane subnets, Neuron taints
-    task_governance_errors,         # eks.task_governance: quotas that fit, team gids, caps, members
-    slurm_config_strategy_errors,   # cluster: no strategy on a continuous cluster
-    container_runtime_errors,       # cluster.container_runtime: a pinned Docker build for the Ubuntu release
-    lustre_errors,                  # storage: capacity, metadata IOPS, mount path
-    checkpoint_errors,              # storage: checkpoints inside the exported data repository path
-    network_errors,                 # network: region, subnets inside the VPC and apart, Studio's subnet
-    duplicate_errors,               # every list: no entry twice
-    observability_errors,           # observability: Grafana's needs, subscription endpoints
-    node_metrics_errors,            # observability.node_metrics: the packages each node needs
-    accounting_errors,              # cluster.accounting: names, QoS, users, limits, the managed database
-    login_access_errors,            # cluster.login_access: SSH sources, the run-as default user
-    budget_errors,                  # cluster.budget: thresholds and recipients
-    directory_errors,               # cluster.directory: encrypted URIs, required keys, the CA file
-    pam_slurm_adopt_errors,         # cluster.pam_slurm_adopt: Slurm only, admin groups pam_access can list
-    user_errors,                    # users: unique names and uids, Studio profile names
-    identity_errors,                # users: no system name, no squash identity
-    studio_errors,                  # studio: the shared spaces' user
-    per_user_mode_errors,           # shared_fsx with departments
-    attach_errors,                  # cluster.existing: what attach mode needs and cannot offer
+    instance_group_errors,  # cluster: unique names, deep health checks, partitions, controllers, AZs
+    slurm_node_role_errors,  # cluster: one controller group, at most one login group (Slurm)
+    eks_errors,  # eks: versions, add-on pins, endpoint, control-plane subnets, Neuron taints
+    task_governance_errors,  # eks.task_governance: quotas that fit, team gids, caps, members
+    slurm_config_strategy_errors,  # cluster: no strategy on a continuous cluster
+    container_runtime_errors,  # cluster.container_runtime: a pinned Docker build for the Ubuntu release
+    lustre_errors,  # storage: capacity, metadata IOPS, mount path
+    checkpoint_errors,  # storage: checkpoints inside the exported data repository path
+    network_errors,  # network: region, subnets inside the VPC and apart, Studio's subnet
+    duplicate_errors,  # every list: no entry twice
+    observability_errors,  # observability: Grafana's needs, subscription endpoints
+    node_metrics_errors,  # observability.node_metrics: the packages each node needs
+    accounting_errors,  # cluster.accounting: names, QoS, users, limits, the managed database
+    login_access_errors,  # cluster.login_access: SSH sources, the run-as default user
+    budget_errors,  # cluster.budget: thresholds and recipients
+    directory_errors,  # cluster.directory: encrypted URIs, required keys, the CA file
+    pam_slurm_adopt_errors,  # cluster.pam_slurm_adopt: Slurm only, admin groups pam_access can list
+    user_errors,  # users: unique names and uids, Studio profile names
+    identity_errors,  # users: no system name, no squash identity
+    studio_errors,  # studio: the shared spaces' user
+    per_user_mode_errors,  # shared_fsx with departments
+    attach_errors,  # cluster.existing: what attach mode needs and cannot offer
 )
 
 

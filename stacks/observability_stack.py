@@ -1,5 +1,6 @@
 """Observability: alarms, HyperPod events and a dashboard for the whole platform, on one encrypted SNS topic.
 Deployed last; it only reads the other stacks."""
+
 from __future__ import annotations
 
 import re
@@ -21,6 +22,7 @@ from stacks.studio_stack import StudioStack
 if TYPE_CHECKING:  # annotations only: a Slurm config imports nothing of the EKS path (tests/test_stack_graph.py)
     from stacks.eks_cluster_stack import EksClusterStack
     from stacks.slurm_cluster_stack import SlurmClusterStack
+
     # Opt-in features: their modules (and aws_grafana, aws_budgets) load only when the config turns them on.
     from constructs.grafana_workspace import GrafanaWorkspace
     from constructs.platform_budgets import BudgetSpec
@@ -32,17 +34,29 @@ def platform_functions(stacks: Sequence[cdk.Stack]) -> list[tuple[str, lambda_.F
     found = []
     for stack in stacks:
         for node in stack.node.find_all():
-            if (isinstance(node, lambda_.Function) and not isinstance(node.node.scope, cr.Provider)
-                    and cdk.Stack.of(node) is stack):
+            if (
+                isinstance(node, lambda_.Function)
+                and not isinstance(node.node.scope, cr.Provider)
+                and cdk.Stack.of(node) is stack
+            ):
                 label = re.sub(r"[^A-Za-z0-9-]", "", "-".join(node.node.path.split("/")[1:]))[:60]
                 found.append((f"{stack.node.id.rsplit('-', 1)[-1]}-{label}", node))
     return found
 
 
 class ObservabilityStack(cdk.Stack):
-    def __init__(self, scope: Construct, id_: str, *, config: PlatformConfig, storage: StorageStack,
-                 cluster: SlurmClusterStack | EksClusterStack, studio: StudioStack | None,
-                 other_stacks: Sequence[cdk.Stack] = (), **kwargs) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        config: PlatformConfig,
+        storage: StorageStack,
+        cluster: SlurmClusterStack | EksClusterStack,
+        studio: StudioStack | None,
+        other_stacks: Sequence[cdk.Stack] = (),
+        **kwargs,
+    ) -> None:
         """`other_stacks`: the platform's further stacks with Lambda functions to alarm on (the EKS stack's kubectl
         and add-on handlers); this stack is deployed after each of them."""
         super().__init__(scope, id_, **kwargs)
@@ -53,38 +67,61 @@ class ObservabilityStack(cdk.Stack):
         lustre = config.storage.lustre
         owned = lustre.existing is None
         self.observability = PlatformObservability(
-            self, "Observability", name=config.name, cluster_name=config.name,
+            self,
+            "Observability",
+            name=config.name,
+            cluster_name=config.name,
             cluster_id=self._cluster_id(cluster),
-            lustre=LustreTargets(file_system_id=storage.lustre.file_system_id,
-                                 capacity_gib=lustre.storage_capacity_gib if owned else None,
-                                 throughput_mb_per_tib=lustre.throughput_mib_per_tib if owned else None),
+            lustre=LustreTargets(
+                file_system_id=storage.lustre.file_system_id,
+                capacity_gib=lustre.storage_capacity_gib if owned else None,
+                throughput_mb_per_tib=lustre.throughput_mib_per_tib if owned else None,
+            ),
             functions=platform_functions(watched),
             dead_letter_queue=studio.partitions.dead_letters
-            if studio is not None and studio.partitions is not None else None,
+            if studio is not None and studio.partitions is not None
+            else None,
             instance_groups=[(g.name, g.role) for g in config.cluster.instance_groups],
             subscriptions_=[Subscription(s.protocol, s.endpoint) for s in obs.subscriptions],
-            log_retention_days=obs.log_retention_days, free_capacity_percent=obs.fsx_free_capacity_percent,
-            throughput_percent=obs.fsx_throughput_percent, throughput_minutes=obs.fsx_throughput_minutes,
-            export_backlog_minutes=obs.export_backlog_minutes, cluster_log_key=logs_key(self))
+            log_retention_days=obs.log_retention_days,
+            free_capacity_percent=obs.fsx_free_capacity_percent,
+            throughput_percent=obs.fsx_throughput_percent,
+            throughput_minutes=obs.fsx_throughput_minutes,
+            export_backlog_minutes=obs.export_backlog_minutes,
+            cluster_log_key=logs_key(self),
+        )
         self.grafana: GrafanaWorkspace | None = None
         if obs.grafana.enabled and storage.metrics_workspace is not None:
             from constructs.grafana_workspace import GrafanaWorkspace, SamlSettings
+
             g = obs.grafana
             self.grafana = GrafanaWorkspace(
-                self, "Grafana", name=config.name, metrics=storage.metrics_workspace,
-                file_system_id=storage.lustre.file_system_id, authentication_provider=g.authentication_provider,
-                viewer_group_ids=g.viewer_group_ids, admin_group_ids=g.admin_group_ids,
+                self,
+                "Grafana",
+                name=config.name,
+                metrics=storage.metrics_workspace,
+                file_system_id=storage.lustre.file_system_id,
+                authentication_provider=g.authentication_provider,
+                viewer_group_ids=g.viewer_group_ids,
+                admin_group_ids=g.admin_group_ids,
                 saml=SamlSettings(g.saml.idp_metadata_url, g.saml.role_attribute, tuple(g.saml.admin_role_values))
-                if g.saml is not None else None)
+                if g.saml is not None
+                else None,
+            )
             cdk.CfnOutput(self, "GrafanaUrl", value=f"https://{self.grafana.endpoint}")
         self.budgets = None
         budget = config.cluster.budget
         if budget is not None:
             from constructs.platform_budgets import PlatformBudgets
+
             self.budgets = PlatformBudgets(
-                self, "Budgets", specs=budget_specs(config), thresholds_percent=budget.thresholds_percent,
+                self,
+                "Budgets",
+                specs=budget_specs(config),
+                thresholds_percent=budget.thresholds_percent,
                 topic=self.observability.topic if budget.notify_topic else None,
-                topic_key=self.observability.topic_key if budget.notify_topic else None)
+                topic_key=self.observability.topic_key if budget.notify_topic else None,
+            )
         cdk.CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)
         cdk.CfnOutput(self, "DashboardName", value=f"{config.name}-platform")
         cdk.CfnOutput(self, "ClusterLogGroup", value=self.observability.cluster_log_group)
@@ -93,11 +130,24 @@ class ObservabilityStack(cdk.Stack):
         """The cluster's ID as an output of the cluster stack, read here with Fn::GetStackOutput. A plain
         cross-stack reference would carry the cluster ARN and split it here, an Fn::Split over Fn::GetStackOutput
         that cfn-lint (E1022) cannot type; the value and the deploy order are the same."""
-        output = cdk.CfnOutput(cluster, "ClusterIdForObservability", value=cluster.hyperpod.cluster_id,
-                               description="Read by the observability stack (HyperPod's log group name)")
+        output = cdk.CfnOutput(
+            cluster,
+            "ClusterIdForObservability",
+            value=cluster.hyperpod.cluster_id,
+            description="Read by the observability stack (HyperPod's log group name)",
+        )
         self.add_stack_dependency(cluster)
-        return cdk.Token.as_string(cdk.Intrinsic({"Fn::GetStackOutput": {
-            "StackName": cluster.stack_name, "Region": cluster.region, "OutputName": output.logical_id}}))
+        return cdk.Token.as_string(
+            cdk.Intrinsic(
+                {
+                    "Fn::GetStackOutput": {
+                        "StackName": cluster.stack_name,
+                        "Region": cluster.region,
+                        "OutputName": output.logical_id,
+                    }
+                }
+            )
+        )
 
 
 def budget_specs(config: PlatformConfig) -> list[BudgetSpec]:
@@ -107,15 +157,30 @@ def budget_specs(config: PlatformConfig) -> list[BudgetSpec]:
     if budget is None:
         return []
     from constructs.platform_budgets import BudgetSpec
+
     common = ((PLATFORM_TAG, config.name), *config.tags.items())
-    specs = [BudgetSpec(id="Cluster", name=f"{config.name}-cluster", tag_key=PLATFORM_TAG, tag_value=config.name,
-                        monthly_usd=budget.monthly_limit_usd, emails=tuple(budget.emails),
-                        resource_tags=common)]
+    specs = [
+        BudgetSpec(
+            id="Cluster",
+            name=f"{config.name}-cluster",
+            tag_key=PLATFORM_TAG,
+            tag_value=config.name,
+            monthly_usd=budget.monthly_limit_usd,
+            emails=tuple(budget.emails),
+            resource_tags=common,
+        )
+    ]
     for d in config.cluster.accounting.departments:
         if d.monthly_budget_usd is not None:
-            specs.append(BudgetSpec(id=f"Department-{d.name}", name=f"{config.name}-department-{d.name}",
-                                    tag_key=budget.department_tag_key, tag_value=d.name,
-                                    monthly_usd=d.monthly_budget_usd,
-                                    emails=tuple(dict.fromkeys([*budget.emails, *d.budget_emails])),
-                                    resource_tags=(*common, (budget.department_tag_key, d.name))))
+            specs.append(
+                BudgetSpec(
+                    id=f"Department-{d.name}",
+                    name=f"{config.name}-department-{d.name}",
+                    tag_key=budget.department_tag_key,
+                    tag_value=d.name,
+                    monthly_usd=d.monthly_budget_usd,
+                    emails=tuple(dict.fromkeys([*budget.emails, *d.budget_emails])),
+                    resource_tags=(*common, (budget.department_tag_key, d.name)),
+                )
+            )
     return specs

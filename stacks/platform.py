@@ -1,4 +1,5 @@
 """Composes the platform's stacks from one validated config. app.py and the tests both call this."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ class Platform:
     Both:  every stack with functions to alarm on (storage, eks, cluster, studio) -> observability.
     Attach mode (cluster.existing): storage (lifecycle bucket, the Lustre access group on the existing file system),
            slurm-login (Slurm), studio, eks-access (EKS): no network, cluster, EKS or observability stack."""
+
     network: NetworkRefs
     network_stack: NetworkStack | None
     storage: StorageStack
@@ -55,14 +57,27 @@ class Platform:
 
     @property
     def stacks(self) -> list[cdk.Stack]:
-        return [s for s in (self.network_stack, self.storage, self.slurm_login, self.eks, self.cluster, self.studio,
-                            self.eks_access, self.observability) if s is not None]
+        return [
+            s
+            for s in (
+                self.network_stack,
+                self.storage,
+                self.slurm_login,
+                self.eks,
+                self.cluster,
+                self.studio,
+                self.eks_access,
+                self.observability,
+            )
+            if s is not None
+        ]
 
 
 def studio_tool_artifacts(config: PlatformConfig) -> StudioToolArtifacts:
     """The built hyp/jq bundle and the eksctl tarball the config asks for, checked against their pins; a missing,
     stale or altered one is a ConfigError naming the key and what to run."""
     from constructs.studio_tools import StudioToolsError, eksctl_artifact, studio_tools_bundle
+
     key = "studio.tools"
     try:
         bundle = studio_tools_bundle() if config.studio.tools.hyp_and_jq else None
@@ -75,24 +90,36 @@ def studio_tool_artifacts(config: PlatformConfig) -> StudioToolArtifacts:
 
 def existing_network_refs(network: Network) -> NetworkRefs:
     ex = network.existing
-    return NetworkRefs(vpc_id=ex.vpc_id, security_group_id=ex.security_group_id,
-                       private_subnets=tuple(PrivateSubnet(az_id=s.az_id, subnet_id=s.id) for s in ex.private_subnets),
-                       control_plane_subnets=tuple(PrivateSubnet(az_id=s.az_id, subnet_id=s.id)
-                                                   for s in ex.control_plane_subnets),
-                       studio_subnet=PrivateSubnet(az_id=ex.studio_subnet.az_id, subnet_id=ex.studio_subnet.id)
-                       if ex.studio_subnet else None)
+    return NetworkRefs(
+        vpc_id=ex.vpc_id,
+        security_group_id=ex.security_group_id,
+        private_subnets=tuple(PrivateSubnet(az_id=s.az_id, subnet_id=s.id) for s in ex.private_subnets),
+        control_plane_subnets=tuple(PrivateSubnet(az_id=s.az_id, subnet_id=s.id) for s in ex.control_plane_subnets),
+        studio_subnet=PrivateSubnet(az_id=ex.studio_subnet.az_id, subnet_id=ex.studio_subnet.id)
+        if ex.studio_subnet
+        else None,
+    )
 
 
 def group_specs(config: PlatformConfig, network: NetworkRefs) -> list[GroupSpec]:
     """The config's instance groups as the cluster stacks hand them to HyperPod (EKS keeps the compute groups)."""
-    return [GroupSpec(name=g.name, role=g.role, instance_type=g.instance_type, instance_count=g.instance_count,
-                      threads_per_core=g.threads_per_core, ebs_volume_gib=g.ebs_volume_gib,
-                      deep_health_checks=tuple(g.deep_health_checks), partitions=tuple(g.partitions),
-                      training_plan_arn=g.training_plan_arn,
-                      subnet_id=network.subnet_in(g.az_id) if g.az_id else None,
-                      kubernetes_labels=dict(g.kubernetes_labels) or None,
-                      kubernetes_taints=tuple((t.key, t.value, t.effect) for t in g.kubernetes_taints))
-            for g in config.cluster.instance_groups]
+    return [
+        GroupSpec(
+            name=g.name,
+            role=g.role,
+            instance_type=g.instance_type,
+            instance_count=g.instance_count,
+            threads_per_core=g.threads_per_core,
+            ebs_volume_gib=g.ebs_volume_gib,
+            deep_health_checks=tuple(g.deep_health_checks),
+            partitions=tuple(g.partitions),
+            training_plan_arn=g.training_plan_arn,
+            subnet_id=network.subnet_in(g.az_id) if g.az_id else None,
+            kubernetes_labels=dict(g.kubernetes_labels) or None,
+            kubernetes_taints=tuple((t.key, t.value, t.effect) for t in g.kubernetes_taints),
+        )
+        for g in config.cluster.instance_groups
+    ]
 
 
 def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in: bool = False) -> Platform:
@@ -103,6 +130,7 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     existing = config.cluster.existing
     if on_eks and existing is None:
         from platform_config.chart_pin import chart_directory
+
         chart_directory(config, allow_stand_in=allow_chart_stand_in)
     studio_tools = studio_tool_artifacts(config) if config.studio.enabled else None
     env = cdk.Environment(account=config.deployment.account, region=config.deployment.region)
@@ -111,76 +139,157 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     if config.network.existing:
         network = existing_network_refs(config.network)
     else:
-        network_stack = NetworkStack(app, f"{name}-network", network=config.network, env=env,
-                                     control_plane_subnets=config.eks.control_plane_subnets
-                                     if config.orchestrator == "eks" else (),
-                                     description=f"HyperPod platform {name}: VPC, EFA security group, endpoints")
+        network_stack = NetworkStack(
+            app,
+            f"{name}-network",
+            network=config.network,
+            env=env,
+            control_plane_subnets=config.eks.control_plane_subnets if config.orchestrator == "eks" else (),
+            description=f"HyperPod platform {name}: VPC, EFA security group, endpoints",
+        )
         network = network_stack.refs
-    storage = StorageStack(app, f"{name}-storage", cluster_name=name, storage=config.storage, network=network, env=env,
-                           studio_partition_root=config.studio.partition_root if config.studio.enabled else None,
-                           node_metrics=config.observability.node_metrics,
-                           root_squash_exempt_subnet_ids=[s.subnet_id for s in network.private_subnets]
-                           if root_squash_exempts_cluster_subnets(config) else [],
-                           bundle_writer_role_arn=existing.attach_role_arn if existing else None,
-                           description=f"HyperPod platform {name}: FSx for Lustre, data and lifecycle buckets "
-                                       "(retained on delete)")
+    storage = StorageStack(
+        app,
+        f"{name}-storage",
+        cluster_name=name,
+        storage=config.storage,
+        network=network,
+        env=env,
+        studio_partition_root=config.studio.partition_root if config.studio.enabled else None,
+        node_metrics=config.observability.node_metrics,
+        root_squash_exempt_subnet_ids=[s.subnet_id for s in network.private_subnets]
+        if root_squash_exempts_cluster_subnets(config)
+        else [],
+        bundle_writer_role_arn=existing.attach_role_arn if existing else None,
+        description=f"HyperPod platform {name}: FSx for Lustre, data and lifecycle buckets (retained on delete)",
+    )
     slurm_login = eks = eks_access = cluster = None
     kind = "EKS" if on_eks else "Slurm"
     if existing is not None:
         if not on_eks:
             from stacks.slurm_login_stack import SlurmLoginStack
-            slurm_login = SlurmLoginStack(app, f"{name}-slurm-login", cluster_name=name, studio_reads=True,
-                                          per_user_roles_read=slurm_auth(config) == "jwt",
-                                          attach_role_arn=existing.attach_role_arn, env=env,
-                                          description=f"HyperPod platform {name}: Slurm login secret of the existing "
-                                                      f"cluster {existing.name} (written by make attach, read by "
-                                                      "Studio)")
+
+            slurm_login = SlurmLoginStack(
+                app,
+                f"{name}-slurm-login",
+                cluster_name=name,
+                studio_reads=True,
+                per_user_roles_read=slurm_auth(config) == "jwt",
+                attach_role_arn=existing.attach_role_arn,
+                env=env,
+                description=f"HyperPod platform {name}: Slurm login secret of the existing "
+                f"cluster {existing.name} (written by make attach, read by "
+                "Studio)",
+            )
     elif on_eks:
         from stacks.eks_cluster_stack import EksClusterStack
         from stacks.eks_control_plane_stack import EksControlPlaneStack
-        eks = EksControlPlaneStack(app, f"{name}-eks", config=config, network=network, env=env,
-                                   allow_chart_stand_in=allow_chart_stand_in,
-                                   description=f"HyperPod platform {name}: EKS control plane, node add-ons and the "
-                                               "HyperPod dependency chart")
-        cluster = EksClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage,
-                                  control_plane=eks.control_plane, dependency_chart=eks.dependency_chart,
-                                  groups=[g for g in group_specs(config, network) if g.role == "compute"],
-                                  env=env, description=f"HyperPod platform {name}: SageMaker HyperPod cluster ({kind})")
+
+        eks = EksControlPlaneStack(
+            app,
+            f"{name}-eks",
+            config=config,
+            network=network,
+            env=env,
+            allow_chart_stand_in=allow_chart_stand_in,
+            description=f"HyperPod platform {name}: EKS control plane, node add-ons and the HyperPod dependency chart",
+        )
+        cluster = EksClusterStack(
+            app,
+            f"{name}-cluster",
+            config=config,
+            network=network,
+            storage=storage,
+            control_plane=eks.control_plane,
+            dependency_chart=eks.dependency_chart,
+            groups=[g for g in group_specs(config, network) if g.role == "compute"],
+            env=env,
+            description=f"HyperPod platform {name}: SageMaker HyperPod cluster ({kind})",
+        )
         cluster.add_stack_dependency(storage)
         cluster.add_stack_dependency(eks)
     else:
         from stacks.slurm_cluster_stack import SlurmClusterStack
         from stacks.slurm_login_stack import SlurmLoginStack
-        slurm_login = SlurmLoginStack(app, f"{name}-slurm-login", cluster_name=name,
-                                      studio_reads=config.studio.enabled,
-                                      per_user_roles_read=slurm_auth(config) == "jwt", env=env,
-                                      description=f"HyperPod platform {name}: Slurm login secret (written by the "
-                                                  "controller, read by Studio)")
-        cluster = SlurmClusterStack(app, f"{name}-cluster", config=config, network=network, storage=storage,
-                                    groups=group_specs(config, network), slurm_login_secret=slurm_login.secret, env=env,
-                                    description=f"HyperPod platform {name}: SageMaker HyperPod cluster ({kind})")
+
+        slurm_login = SlurmLoginStack(
+            app,
+            f"{name}-slurm-login",
+            cluster_name=name,
+            studio_reads=config.studio.enabled,
+            per_user_roles_read=slurm_auth(config) == "jwt",
+            env=env,
+            description=f"HyperPod platform {name}: Slurm login secret (written by the controller, read by Studio)",
+        )
+        cluster = SlurmClusterStack(
+            app,
+            f"{name}-cluster",
+            config=config,
+            network=network,
+            storage=storage,
+            groups=group_specs(config, network),
+            slurm_login_secret=slurm_login.secret,
+            env=env,
+            description=f"HyperPod platform {name}: SageMaker HyperPod cluster ({kind})",
+        )
         cluster.add_stack_dependency(storage)
     studio = None
     if config.studio.enabled:
-        studio = StudioStack(app, f"{name}-studio", config=config, network=network, storage=storage,
-                             slurm_login_secret=slurm_login.secret if slurm_login else None,
-                             tools=studio_tools, env=env, description=f"HyperPod platform {name}: SageMaker Studio domain as login nodes, "
-                                                  "shared or per-user FSx partitions")
+        studio = StudioStack(
+            app,
+            f"{name}-studio",
+            config=config,
+            network=network,
+            storage=storage,
+            slurm_login_secret=slurm_login.secret if slurm_login else None,
+            tools=studio_tools,
+            env=env,
+            description=f"HyperPod platform {name}: SageMaker Studio domain as login nodes, "
+            "shared or per-user FSx partitions",
+        )
         # FSx partitions and the domain's file system configs need the file system.
         studio.add_stack_dependency(storage)
         if on_eks:
             from stacks.eks_access_stack import EksAccessStack
-            eks_cluster_name = (existing.eks_cluster_name if existing is not None
-                                else eks.control_plane.cluster.cluster_name)
-            eks_access = EksAccessStack(app, f"{name}-eks-access", eks_cluster_name=eks_cluster_name,
-                                        studio_role=studio.execution_role, member_roles=studio.member_roles, env=env,
-                                        description=f"HyperPod platform {name}: EKS access entries of the Studio roles")
-    observability = None if cluster is None else ObservabilityStack(app, f"{name}-observability", config=config, storage=storage, cluster=cluster,
-                                       studio=studio, other_stacks=[eks] if eks is not None else [],
-                                       env=env,
-                                       description=f"HyperPod platform {name}: alarms, HyperPod events, dashboard")
-    platform = Platform(network=network, network_stack=network_stack, storage=storage, cluster=cluster, studio=studio,
-                        slurm_login=slurm_login, eks=eks, eks_access=eks_access, observability=observability)
+
+            eks_cluster_name = (
+                existing.eks_cluster_name if existing is not None else eks.control_plane.cluster.cluster_name
+            )
+            eks_access = EksAccessStack(
+                app,
+                f"{name}-eks-access",
+                eks_cluster_name=eks_cluster_name,
+                studio_role=studio.execution_role,
+                member_roles=studio.member_roles,
+                env=env,
+                description=f"HyperPod platform {name}: EKS access entries of the Studio roles",
+            )
+    observability = (
+        None
+        if cluster is None
+        else ObservabilityStack(
+            app,
+            f"{name}-observability",
+            config=config,
+            storage=storage,
+            cluster=cluster,
+            studio=studio,
+            other_stacks=[eks] if eks is not None else [],
+            env=env,
+            description=f"HyperPod platform {name}: alarms, HyperPod events, dashboard",
+        )
+    )
+    platform = Platform(
+        network=network,
+        network_stack=network_stack,
+        storage=storage,
+        cluster=cluster,
+        studio=studio,
+        slurm_login=slurm_login,
+        eks=eks,
+        eks_access=eks_access,
+        observability=observability,
+    )
     # Flow logs and the EKS control plane keep the retention of their own keys.
     own_retention = [eks.control_plane.log_group.node.default_child] if eks is not None else []
     if network_stack is not None and network_stack.vpc.flow_log_group is not None:
@@ -205,7 +314,9 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
     # The deployed storage stack remembers what can never change in place; cli/replacement_guard.py compares.
     storage.template_options.metadata = {SNAPSHOT_METADATA_KEY: snapshot(config)}
     for stack in (storage, slurm_login, eks, cluster, studio, eks_access if existing is not None else None):
-        if stack is not None:  # hold the file system, buckets, keys, secret, EKS and HyperPod clusters, domain, profiles
+        if (
+            stack is not None
+        ):  # hold the file system, buckets, keys, secret, EKS and HyperPod clusters, domain, profiles
             stack.termination_protection = True
     return platform
 

@@ -17,6 +17,7 @@ which every test follows without doing anything unless it touches the machine it
 - A session-scoped fixture runs once per worker; if it is expensive and its result can live in files, share it
   through `shared_dir` and `exclusive` (tests/support/synthesis.py), as `synth` does.
 """
+
 from __future__ import annotations
 
 import fcntl

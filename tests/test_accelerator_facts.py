@@ -1,5 +1,6 @@
 """Accelerator counts per instance type: the committed facts are what tools/accelerator_counts.py derives from the
 pinned aws/sagemaker-hyperpod-cli revision, and platform_config/facts.py uses exactly those counts."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,11 @@ def family(instance_type: str) -> str:
 def test_facts_name_the_pinned_revision():
     assert accelerator_counts.FACTS == facts.ACCELERATOR_FACTS
     assert {k: FACTS[k] for k in ("repository", "commit", "path", "variable")} == {
-        "repository": "aws/sagemaker-hyperpod-cli", "commit": accelerator_counts.COMMIT,
-        "path": accelerator_counts.TABLE_PATH, "variable": "INSTANCE_RESOURCES"}
+        "repository": "aws/sagemaker-hyperpod-cli",
+        "commit": accelerator_counts.COMMIT,
+        "path": accelerator_counts.TABLE_PATH,
+        "variable": "INSTANCE_RESOURCES",
+    }
 
 
 def test_committed_facts_equal_a_fresh_generation():
@@ -83,11 +87,17 @@ def test_generator_reads_literals_without_running_them():
 
 
 def test_generator_applies_upstreams_rule_trainium_then_gpu():
-    table = {"ml.t.x": {"gpu": 0, "trainium": 16}, "ml.g.x": {"gpu": 4, "trainium": 0},
-             "ml.both.x": {"gpu": 2, "trainium": 1}, "ml.cpu.x": {"gpu": 0, "trainium": 0}}
+    table = {
+        "ml.t.x": {"gpu": 0, "trainium": 16},
+        "ml.g.x": {"gpu": 4, "trainium": 0},
+        "ml.both.x": {"gpu": 2, "trainium": 1},
+        "ml.cpu.x": {"gpu": 0, "trainium": 0},
+    }
     assert accelerator_counts.accelerators(table, "G", "N") == {
-        "ml.both.x": {"resource": "N", "count": 1}, "ml.g.x": {"resource": "G", "count": 4},
-        "ml.t.x": {"resource": "N", "count": 16}}
+        "ml.both.x": {"resource": "N", "count": 1},
+        "ml.g.x": {"resource": "G", "count": 4},
+        "ml.t.x": {"resource": "N", "count": 16},
+    }
 
 
 def test_generator_stops_when_upstream_changes_its_rule():
@@ -95,7 +105,11 @@ def test_generator_stops_when_upstream_changes_its_rule():
         pytest.skip(f"no clone at {HYPERPOD_CLI} (set UPSTREAM_MIRRORS; CI cannot reach GitHub)")
     source = accelerator_counts.show(HYPERPOD_CLI, accelerator_counts.COMMIT, accelerator_counts.RULE_PATH)
     accelerator_counts.check_rule(source)
-    swapped = source.replace('"trainium", 0', '"SWAP", 0').replace('"gpu", 0', '"trainium", 0').replace('"SWAP", 0', '"gpu", 0')
+    swapped = (
+        source.replace('"trainium", 0', '"SWAP", 0')
+        .replace('"gpu", 0', '"trainium", 0')
+        .replace('"SWAP", 0', '"gpu", 0')
+    )
     assert swapped != source
     with pytest.raises(SystemExit, match="now reads"):
         accelerator_counts.check_rule(swapped)

@@ -5,6 +5,7 @@ enum of the HyperPod API fails here until the config follows. Each row maps a pl
 to a shape of the `sagemaker` service model; the checks also feed boundary values to `parse_config` so the
 validators, not only the schema text, agree with the API.
 """
+
 from __future__ import annotations
 
 import copy
@@ -82,32 +83,42 @@ def test_partition_names_list_has_the_api_bounds():
 
 def test_node_types_are_the_api_enum():
     from constructs.hyperpod_cluster import SLURM_NODE_TYPES
+
     assert sorted(SLURM_NODE_TYPES.values()) == sorted(member("ClusterSlurmConfig", "NodeType").enum)
     assert sorted(enum_of(schema_at("InstanceGroup", "role"))) == sorted(SLURM_NODE_TYPES)
 
 
-@pytest.mark.parametrize("path,api_shape", [
-    (("InstanceGroup", "deep_health_checks"), "DeepHealthCheckType"),
-    (("Cluster", "node_recovery"), "ClusterNodeRecovery"),
-    (("Cluster", "slurm_config_strategy"), "ClusterSlurmConfigStrategy"),
-])
+@pytest.mark.parametrize(
+    "path,api_shape",
+    [
+        (("InstanceGroup", "deep_health_checks"), "DeepHealthCheckType"),
+        (("Cluster", "node_recovery"), "ClusterNodeRecovery"),
+        (("Cluster", "slurm_config_strategy"), "ClusterSlurmConfigStrategy"),
+    ],
+)
 def test_enums_are_the_api_enums(path, api_shape):
     ours = set(enum_of(schema_at(*path)))
     api = set(shape(api_shape).enum)
     assert ours <= api, f"{'.'.join(path)} offers values the API refuses: {sorted(ours - api)}"
-    assert api - ours == EXCLUDED_ENUM_VALUES.get(api_shape, set()), \
+    assert api - ours == EXCLUDED_ENUM_VALUES.get(api_shape, set()), (
         f"the API gained values for {api_shape}: decide on {sorted(api - ours)}"
+    )
 
 
 def test_deep_health_check_list_bound_is_the_api_bound():
-    assert schema_at("InstanceGroup", "deep_health_checks")["maxItems"] == shape("OnStartDeepHealthChecks").metadata["max"]
+    assert (
+        schema_at("InstanceGroup", "deep_health_checks")["maxItems"] == shape("OnStartDeepHealthChecks").metadata["max"]
+    )
     assert set(DEEP_HEALTH_CHECKS) <= set(shape("DeepHealthCheckType").enum)
 
 
-@pytest.mark.parametrize("path,api_shape", [
-    (("InstanceGroup", "instance_count"), "ClusterInstanceCount"),
-    (("InstanceGroup", "ebs_volume_gib"), "ClusterEbsVolumeSizeInGB"),
-])
+@pytest.mark.parametrize(
+    "path,api_shape",
+    [
+        (("InstanceGroup", "instance_count"), "ClusterInstanceCount"),
+        (("InstanceGroup", "ebs_volume_gib"), "ClusterEbsVolumeSizeInGB"),
+    ],
+)
 def test_integer_ranges_match_the_api(path, api_shape):
     node, api = schema_at(*path), shape(api_shape).metadata
     assert (node["minimum"], node["maximum"]) == (api["min"], api["max"])
@@ -120,10 +131,21 @@ def test_threads_per_core_match_the_api():
 
 # ------------------------------------------------------------------ the validators agree with the API's regexes
 def slurm_config(partitions) -> dict:
-    return {"name": "t", "cluster": {"instance_groups": [
-        {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1},
-        {"name": "workers", "role": "compute", "instance_type": "ml.g5.8xlarge", "instance_count": 1,
-         "partitions": partitions}]}}
+    return {
+        "name": "t",
+        "cluster": {
+            "instance_groups": [
+                {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1},
+                {
+                    "name": "workers",
+                    "role": "compute",
+                    "instance_type": "ml.g5.8xlarge",
+                    "instance_count": 1,
+                    "partitions": partitions,
+                },
+            ]
+        },
+    }
 
 
 def accepted(data) -> bool:
@@ -134,8 +156,22 @@ def accepted(data) -> bool:
         return False
 
 
-PARTITION_SAMPLES = ["gpu", "a", "GPU-1", "a--b", "9", "a" * 1024, "a" * 1025, "a_b", "-gpu", "gpu-", "", "g pu",
-                     "gpu.1", "dépt"]
+PARTITION_SAMPLES = [
+    "gpu",
+    "a",
+    "GPU-1",
+    "a--b",
+    "9",
+    "a" * 1024,
+    "a" * 1025,
+    "a_b",
+    "-gpu",
+    "gpu-",
+    "",
+    "g pu",
+    "gpu.1",
+    "dépt",
+]
 
 
 @pytest.mark.parametrize("name", PARTITION_SAMPLES)
@@ -151,11 +187,14 @@ def test_compute_group_needs_exactly_one_partition():
         parse_config(slurm_config([]))
     assert none.value.errors == [
         "cluster.instance_groups[1].partitions: [] on a compute group; HyperPod's API-driven Slurm configuration "
-        "needs exactly one partition name per compute group, e.g. [workers]"]
+        "needs exactly one partition name per compute group, e.g. [workers]"
+    ]
     with pytest.raises(ConfigError) as two:
         parse_config(slurm_config(["gpu", "cpu"]))
-    assert two.value.errors == ["cluster.instance_groups[1].partitions: ['gpu', 'cpu'] — List should have at most 1 "
-                                "item after validation, not 2"]
+    assert two.value.errors == [
+        "cluster.instance_groups[1].partitions: ['gpu', 'cpu'] — List should have at most 1 "
+        "item after validation, not 2"
+    ]
 
 
 @pytest.mark.parametrize("name,ok", [("a" * 63, True), ("a" * 64, False), ("a-b", True), ("a_b", False)])

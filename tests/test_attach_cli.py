@@ -1,6 +1,7 @@
 """cli/attach.py (`make attach`): the partition step on a file system without an S3 link. The command it builds is run
 for real (bash, the real script, a directory listed as a Lustre mount); the controller is found on a moto server's
 HyperPod cluster; only Session Manager itself (the session-manager-plugin and a HyperPod node) is not here."""
+
 from __future__ import annotations
 
 import copy
@@ -37,8 +38,10 @@ def config(**changes):
 
 def test_config_partitions_per_user_and_shared():
     per_user = config(shared_fsx=False)
-    assert [p.entry for p in attach.config_partitions(per_user)] == ["data-scientist:10001:10001:0700",
-                                                                     "ml-engineer:10002:10002:0700"]
+    assert [p.entry for p in attach.config_partitions(per_user)] == [
+        "data-scientist:10001:10001:0700",
+        "ml-engineer:10002:10002:0700",
+    ]
     shared = config(shared_fsx=True)
     assert [p.entry for p in attach.config_partitions(shared)] == ["shared:0:2000:2775"]
     assert attach.partition_parent(per_user) == "data/studio"
@@ -56,8 +59,12 @@ def test_the_remote_command_runs_the_real_script_and_makes_the_partitions(tmp_pa
     cfg = config(storage__lustre__mount_path=str(fsx), shared_fsx=False)
     command = attach.remote_command(cfg, attach.config_partitions(cfg))
     assert command.startswith("sudo bash -c ")
-    result = subprocess.run(["bash", "-c", command.removeprefix("sudo ")], capture_output=True, text=True,
-                            env={**os.environ, "PROC_MOUNTS": str(mounts)})
+    result = subprocess.run(
+        ["bash", "-c", command.removeprefix("sudo ")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PROC_MOUNTS": str(mounts)},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     for user in cfg.users:
         st = (fsx / "data" / "studio" / user.name).stat()
@@ -76,18 +83,31 @@ def clients(moto_endpoint, monkeypatch):
 
 def create_cluster(clients, groups=(("controller-machine", 1), ("workers", 2))):
     role = "arn:aws:iam::123456789012:role/hyperpod"
-    clients("sagemaker").create_cluster(ClusterName=CLUSTER, InstanceGroups=[
-        {"InstanceGroupName": name, "InstanceType": "ml.m5.xlarge", "InstanceCount": count, "ExecutionRole": role,
-         "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/lc/", "OnCreate": "on_create.sh"}, "ThreadsPerCore": 1}
-        for name, count in groups], VpcConfig={"SecurityGroupIds": ["sg-0123456789abcdef0"],
-                                               "Subnets": ["subnet-0123456789abcdef0"]})
+    clients("sagemaker").create_cluster(
+        ClusterName=CLUSTER,
+        InstanceGroups=[
+            {
+                "InstanceGroupName": name,
+                "InstanceType": "ml.m5.xlarge",
+                "InstanceCount": count,
+                "ExecutionRole": role,
+                "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/lc/", "OnCreate": "on_create.sh"},
+                "ThreadsPerCore": 1,
+            }
+            for name, count in groups
+        ],
+        VpcConfig={"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]},
+    )
 
 
 def test_the_controller_target_is_the_running_node_of_the_controller_group(clients):
     create_cluster(clients)
     target = attach.controller_target(clients("sagemaker"), config())
-    (node,) = [n for n in clients("sagemaker").list_cluster_nodes(ClusterName=CLUSTER)["ClusterNodeSummaries"]
-               if n["InstanceGroupName"] == "controller-machine"]
+    (node,) = [
+        n
+        for n in clients("sagemaker").list_cluster_nodes(ClusterName=CLUSTER)["ClusterNodeSummaries"]
+        if n["InstanceGroupName"] == "controller-machine"
+    ]
     assert target == f"sagemaker-cluster:{CLUSTER}_controller-machine-{node['InstanceId']}"
 
 
@@ -96,8 +116,11 @@ def test_a_cluster_other_than_the_configured_arn_or_without_the_group_is_refused
     with pytest.raises(attach.AttachError, match="no running node in group 'controller-machine'"):
         attach.controller_target(clients("sagemaker"), config())
     other = config(cluster__existing__arn="arn:aws:sagemaker:us-west-2:123456789012:cluster/zzzzzzzzzzzz")
-    with pytest.raises(attach.AttachError, match="cluster.existing.arn: 'arn:aws:sagemaker:us-west-2:123456789012:"
-                                                 "cluster/zzzzzzzzzzzz', but cluster a1b2c3d4e5f6 is"):
+    with pytest.raises(
+        attach.AttachError,
+        match="cluster.existing.arn: 'arn:aws:sagemaker:us-west-2:123456789012:"
+        "cluster/zzzzzzzzzzzz', but cluster a1b2c3d4e5f6 is",
+    ):
         attach.controller_target(clients("sagemaker"), other)
 
 
@@ -155,8 +178,13 @@ def login_handover(clients, controller):
     secret = clients("secretsmanager").create_secret(Name="studio-front/slurm-login")["ARN"]
     handover = attach.prepare_login(s3, BUCKET, nonce="0123456789abcdef")
     assert handover.remote.startswith("sudo bash -c ")
-    result = subprocess.run(["bash", "-c", handover.remote.removeprefix("sudo ")], capture_output=True, text=True,
-                            env={**os.environ, **controller}, timeout=300)
+    result = subprocess.run(
+        ["bash", "-c", handover.remote.removeprefix("sudo ")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **controller},
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     key = __import__("base64").b64encode(bytes(range(256)) * 4).decode()
     assert key not in result.stdout + result.stderr  # the munge key never passes through the session's output
@@ -182,12 +210,18 @@ def test_the_login_step_hands_over_the_controllers_value_and_bundle_into_the_sec
     assert not any("attach-0123456789abcdef" in k for k in keys(s3))
     assert "secret updated" in summary
     assert "secret already current" in attach.finish_login(
-        s3, clients("secretsmanager"), login_handover_again(s3, handover, controller), secret)
+        s3, clients("secretsmanager"), login_handover_again(s3, handover, controller), secret
+    )
 
 
 def login_handover_again(s3, handover, controller):
-    result = subprocess.run(["bash", "-c", handover.remote.removeprefix("sudo ")], capture_output=True, text=True,
-                            env={**os.environ, **controller}, timeout=300)
+    result = subprocess.run(
+        ["bash", "-c", handover.remote.removeprefix("sudo ")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **controller},
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     return handover
 
@@ -210,8 +244,13 @@ def test_a_tools_archive_changed_in_the_bucket_is_refused_on_the_controller(clie
     handover = attach.prepare_login(s3, BUCKET, nonce="0123456789abcdef")
     (tools_key,) = [k for k in keys(s3) if k.startswith("slurm-client/attach-tools-")]
     s3.put_object(Bucket=BUCKET, Key=tools_key, Body=b"#!/bin/bash\necho changed\n")
-    result = subprocess.run(["bash", "-c", handover.remote.removeprefix("sudo ")], capture_output=True, text=True,
-                            env={**os.environ, **controller}, timeout=120)
+    result = subprocess.run(
+        ["bash", "-c", handover.remote.removeprefix("sudo ")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **controller},
+        timeout=120,
+    )
     assert result.returncode != 0 and "FAILED" in result.stdout + result.stderr
     assert handover.value_key not in keys(s3)
 
@@ -224,11 +263,19 @@ def test_make_attach_in_shared_mode_fills_the_secret_and_makes_the_shared_partit
     s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
     secret = clients("secretsmanager").create_secret(Name="studio-front/slurm-login")["ARN"]
     cloudformation = clients("cloudformation")
-    for stack, outputs in (("studio-front-storage", {"LifecycleBucketName": BUCKET}),
-                           ("studio-front-slurm-login", {"SlurmLoginSecretArn": secret})):
-        cloudformation.create_stack(StackName=stack, TemplateBody=json.dumps({
-            "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
-            "Outputs": {k: {"Value": v} for k, v in outputs.items()}}))
+    for stack, outputs in (
+        ("studio-front-storage", {"LifecycleBucketName": BUCKET}),
+        ("studio-front-slurm-login", {"SlurmLoginSecretArn": secret}),
+    ):
+        cloudformation.create_stack(
+            StackName=stack,
+            TemplateBody=json.dumps(
+                {
+                    "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+                    "Outputs": {k: {"Value": v} for k, v in outputs.items()},
+                }
+            ),
+        )
     fsx = tmp_path / "fsx"
     fsx.mkdir(mode=0o755)
     os.chmod(tmp_path, 0o755)
@@ -252,21 +299,27 @@ def test_make_attach_in_shared_mode_fills_the_secret_and_makes_the_shared_partit
 
 
 # ----------------------------------------------------------------------------------------------- per-user auth/jwt
-def test_the_jwt_step_shows_the_change_first_applies_it_only_when_confirmed_and_fills_the_key_secret(clients, tmp_path,
-                                                                                                     capsys):
+def test_the_jwt_step_shows_the_change_first_applies_it_only_when_confirmed_and_fills_the_key_secret(
+    clients, tmp_path, capsys
+):
     """make attach --step jwt in per-user mode: the plan session runs first, the apply session only after the
     platform's name is typed (or --yes), and the key it hands over through its presigned URL lands in the key secret.
     The controller here only answers the sessions (the plan prints, the apply PUTs a key to the URL in its command);
     tests/lifecycle/enable_slurm_jwt.bats runs the script and tests/e2e/test_attach_slurm.py runs it on slurmctld."""
     import base64
     import shlex
+
     create_cluster(clients)
     s3 = clients("s3")
     s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
     sm = clients("secretsmanager")
     key_secret = sm.create_secret(Name="studio-front/slurm-jwt-key")["ARN"]
-    clients("cloudformation").create_stack(StackName="studio-front-storage", TemplateBody=json.dumps({
-        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}, "Outputs": {"LifecycleBucketName": {"Value": BUCKET}}}))
+    clients("cloudformation").create_stack(
+        StackName="studio-front-storage",
+        TemplateBody=json.dumps(
+            {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}, "Outputs": {"LifecycleBucketName": {"Value": BUCKET}}}
+        ),
+    )
     data = copy.deepcopy(SLURM)
     data["cluster"]["existing"].update(name=CLUSTER, arn=f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{CLUSTER}")
     data["shared_fsx"] = False
@@ -278,14 +331,18 @@ def test_the_jwt_step_shows_the_change_first_applies_it_only_when_confirmed_and_
     def controller(cmd: list[str]) -> int:
         (remote,) = json.loads(cmd[cmd.index("--parameters") + 1])["command"]
         script = shlex.split(remote)[3]  # sudo bash -c SCRIPT
-        action = "apply" if "enable_slurm_jwt.sh\" apply" in script else "plan"
+        action = "apply" if 'enable_slurm_jwt.sh" apply' in script else "plan"
         sessions.append(action)
         if action == "apply":
-            url = shlex.split(script.rsplit("enable_slurm_jwt.sh\" apply ", 1)[1])[0]
+            url = shlex.split(script.rsplit('enable_slurm_jwt.sh" apply ', 1)[1])[0]
             body = json.dumps({"jwt_hs256_key_b64": base64.b64encode(key).decode()}).encode()
             # as curl -T sends it (a form Content-Type would have moto's server read the body as a form)
-            urllib.request.urlopen(urllib.request.Request(url, data=body, method="PUT", headers={
-                "Content-Type": "application/octet-stream"}), timeout=10).close()
+            urllib.request.urlopen(
+                urllib.request.Request(
+                    url, data=body, method="PUT", headers={"Content-Type": "application/octet-stream"}
+                ),
+                timeout=10,
+            ).close()
         return 0
 
     def only_the_issuer_reads(params, **_):
@@ -312,7 +369,10 @@ def test_the_jwt_step_shows_the_change_first_applies_it_only_when_confirmed_and_
     assert "the auth/jwt key is in studio-front/slurm-jwt-key (version" in capsys.readouterr().out
     assert not any(k.endswith("jwt_key.json") for k in keys(s3))
     # --yes asks nothing; a second run leaves the secret as it is.
-    assert attach.run([*argv, "--yes"], clients=attach_clients, execute=controller, ask=lambda _: pytest.fail("asked")) == 0
+    assert (
+        attach.run([*argv, "--yes"], clients=attach_clients, execute=controller, ask=lambda _: pytest.fail("asked"))
+        == 0
+    )
     assert len(sm.list_secret_version_ids(SecretId=key_secret)["Versions"]) == 1
     capsys.readouterr()
     # A controller that refuses the plan (or rolls back the apply) fails the run; nothing is written.
@@ -330,8 +390,13 @@ def test_a_handed_over_key_that_is_not_a_32_byte_key_is_not_written(clients):
     sm = clients("secretsmanager")
     secret = sm.create_secret(Name="studio-front/slurm-jwt-key")["ARN"]
     handover = attach.prepare_jwt(s3, BUCKET, nonce="0123456789abcdef")
-    for body in (b'{"jwt_hs256_key_b64": "c2hvcnQ="}', b"not json", b'{"jwt_hs256_key_b64": "%%%"}', b"[1]",
-                 b'{"jwt_hs256_key_b64": "' + __import__("base64").b64encode(bytes(32)) + b'", "other": 1}'):
+    for body in (
+        b'{"jwt_hs256_key_b64": "c2hvcnQ="}',
+        b"not json",
+        b'{"jwt_hs256_key_b64": "%%%"}',
+        b"[1]",
+        b'{"jwt_hs256_key_b64": "' + __import__("base64").b64encode(bytes(32)) + b'", "other": 1}',
+    ):
         s3.put_object(Bucket=BUCKET, Key=handover.key_key, Body=body)
         with pytest.raises((attach.AttachError, ValueError)):
             attach.finish_jwt(s3, sm, handover, secret)
@@ -348,8 +413,9 @@ IMAGE = "111122223333.dkr.ecr.us-west-2.amazonaws.com/ubuntu@sha256:" + "a" * 64
 def eks_unlinked():
     data = copy.deepcopy(EKS)
     del data["storage"]["lustre"]["existing"]["data_bucket"]
-    data["cluster"]["existing"].update(partition_namespace="studio-admin", partition_claim="fsx-root",
-                                       partition_image=IMAGE)
+    data["cluster"]["existing"].update(
+        partition_namespace="studio-admin", partition_claim="fsx-root", partition_image=IMAGE
+    )
     return parse_config(data)
 
 
@@ -359,11 +425,14 @@ def test_the_partition_job_is_a_valid_job_that_runs_the_repositorys_script(tmp_p
     as Lustre), makes the partitions."""
     import kubernetes_validate
     from platform_config.eks import DEFAULT_KUBERNETES
+
     cfg = eks_unlinked()
     config_map, job = attach.partition_job(cfg, attach.config_partitions(cfg))
     for obj in (config_map, job):
         kubernetes_validate.validate(obj, DEFAULT_KUBERNETES, strict=True)
-    assert config_map["data"]["make_partitions.sh"] == (ROOT / "lifecycle" / "attach" / "make_partitions.sh").read_text()
+    assert (
+        config_map["data"]["make_partitions.sh"] == (ROOT / "lifecycle" / "attach" / "make_partitions.sh").read_text()
+    )
     pod = job["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["image"] == IMAGE and container["securityContext"]["runAsUser"] == 0
@@ -379,8 +448,12 @@ def test_the_partition_job_is_a_valid_job_that_runs_the_repositorys_script(tmp_p
     (tmp_path / "mounts").write_text(f"fs@tcp:/x {fsx} lustre rw 0 0\n")
     args = container["args"]
     assert args[0] == container["volumeMounts"][0]["mountPath"] == "/fsx"
-    result = subprocess.run(["bash", str(tmp_path / "attach" / "make_partitions.sh"), str(fsx), *args[1:]],
-                            capture_output=True, text=True, env={**os.environ, "PROC_MOUNTS": str(tmp_path / "mounts")})
+    result = subprocess.run(
+        ["bash", str(tmp_path / "attach" / "make_partitions.sh"), str(fsx), *args[1:]],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PROC_MOUNTS": str(tmp_path / "mounts")},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     for user in cfg.users:  # the example's per-user partitions, under data/studio
         st = (fsx / "data" / "studio" / user.name).stat()
@@ -391,8 +464,9 @@ def test_make_attach_on_eks_applies_waits_and_shows_the_log(tmp_path, capsys):
     cfg_path = tmp_path / "eks.yaml"
     data = copy.deepcopy(EKS)
     del data["storage"]["lustre"]["existing"]["data_bucket"]
-    data["cluster"]["existing"].update(partition_namespace="studio-admin", partition_claim="fsx-root",
-                                       partition_image=IMAGE)
+    data["cluster"]["existing"].update(
+        partition_namespace="studio-admin", partition_claim="fsx-root", partition_image=IMAGE
+    )
     cfg_path.write_text(yaml.safe_dump(data))
     assert attach.run(["--config", str(cfg_path), "--dry-run"]) == 0
     out = capsys.readouterr().out

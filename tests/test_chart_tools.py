@@ -1,5 +1,6 @@
 """constructs/layer_binaries.py and tools/hyperpod_chart.py without helm or network (the fetch script itself is
 covered by tests/tools/fetch_hyperpod_chart.bats)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -65,12 +66,23 @@ def test_the_stand_in_agrees_with_itself():
 
 def test_compare_reports_a_changed_default_and_a_missing_toggle(tmp_path):
     chart = copy_stand_in(tmp_path)
-    add_dependencies(chart, [
-        {"name": "mpi-operator", "version": "0.1.0", "repository": "file://charts/mpi-operator",
-         "condition": "mpi-operator.enabled"},
-        {"name": "new-thing", "version": "0.1.0", "repository": "file://charts/new-thing",
-         "condition": "new-thing.enabled"},
-    ])
+    add_dependencies(
+        chart,
+        [
+            {
+                "name": "mpi-operator",
+                "version": "0.1.0",
+                "repository": "file://charts/mpi-operator",
+                "condition": "mpi-operator.enabled",
+            },
+            {
+                "name": "new-thing",
+                "version": "0.1.0",
+                "repository": "file://charts/new-thing",
+                "condition": "new-thing.enabled",
+            },
+        ],
+    )
     set_values(chart, **{"mpi-operator": {"enabled": False}, "new-thing": {"enabled": True}})
     problems = hyperpod_chart.compare(chart, STAND_IN)
     assert "condition mpi-operator.enabled (dependency mpi-operator): chart default false, fixture true" in problems
@@ -90,8 +102,17 @@ def test_compare_reports_a_fixture_toggle_the_chart_lacks_and_a_missing_region(t
 def test_an_absent_condition_path_stays_absent_not_false(tmp_path):
     chart = copy_stand_in(tmp_path)
     # As an upstream revision listed hyperpod-ray-endpoint-operator with no entry in values.yaml.
-    add_dependencies(chart, [{"name": "hyperpod-ray-endpoint-operator", "version": "0.1.0",
-                              "repository": "file://charts/x", "condition": "hyperpod-ray-endpoint-operator.enabled"}])
+    add_dependencies(
+        chart,
+        [
+            {
+                "name": "hyperpod-ray-endpoint-operator",
+                "version": "0.1.0",
+                "repository": "file://charts/x",
+                "condition": "hyperpod-ray-endpoint-operator.enabled",
+            }
+        ],
+    )
     rows = hyperpod_chart.toggles(chart)
     assert rows == [("hyperpod-ray-endpoint-operator", "hyperpod-ray-endpoint-operator.enabled", hyperpod_chart.ABSENT)]
     assert hyperpod_chart.compare(chart, STAND_IN) == []
@@ -99,21 +120,36 @@ def test_an_absent_condition_path_stays_absent_not_false(tmp_path):
 
 def test_build_order_is_deepest_first_and_skips_charts_without_dependencies(tmp_path):
     chart = copy_stand_in(tmp_path)
-    for name, deps in (("a", [{"name": "b", "version": "0.1.0", "repository": "file://../b"}]), ("b", []),
-                       ("c", [])):
+    for name, deps in (("a", [{"name": "b", "version": "0.1.0", "repository": "file://../b"}]), ("b", []), ("c", [])):
         (chart / "charts" / name).mkdir(parents=True)
         (chart / "charts" / name / "Chart.yaml").write_text(
-            yaml.safe_dump({"apiVersion": "v2", "name": name, "version": "0.1.0", "dependencies": deps}))
+            yaml.safe_dump({"apiVersion": "v2", "name": name, "version": "0.1.0", "dependencies": deps})
+        )
     add_dependencies(chart, [{"name": n, "version": "0.1.0", "repository": f"file://charts/{n}"} for n in "ac"])
     assert hyperpod_chart.build_order(chart) == [(chart / "charts" / "a").resolve(), chart.resolve()]
 
 
-@pytest.mark.parametrize("version,ok", [("0.16.1", True), ("v1.18.2", True), ("1.2.3-rc.1", True),
-                                        ("^1.2.0", False), ("~1.2", False), ("1.2.x", False), (">=1.0.0", False)])
+@pytest.mark.parametrize(
+    "version,ok",
+    [
+        ("0.16.1", True),
+        ("v1.18.2", True),
+        ("1.2.3-rc.1", True),
+        ("^1.2.0", False),
+        ("~1.2", False),
+        ("1.2.x", False),
+        (">=1.0.0", False),
+    ],
+)
 def test_check_pins_accepts_only_exact_versions_of_remote_charts(tmp_path, version, ok):
     chart = copy_stand_in(tmp_path)
-    add_dependencies(chart, [{"name": "remote", "version": version, "repository": "https://charts.example.com"},
-                             {"name": "local", "version": "^0.1.0", "repository": "file://charts/local"}])
+    add_dependencies(
+        chart,
+        [
+            {"name": "remote", "version": version, "repository": "https://charts.example.com"},
+            {"name": "local", "version": "^0.1.0", "repository": "file://charts/local"},
+        ],
+    )
     (chart / "charts" / "local").mkdir(parents=True)
     (chart / "charts" / "local" / "Chart.yaml").write_text("apiVersion: v2\nname: local\nversion: 0.1.0\n")
     assert (hyperpod_chart.check_pins(chart) == []) is ok

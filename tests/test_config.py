@@ -1,5 +1,6 @@
 """The config layer, without CDK: defaults, examples, the table of invalid configurations and their exact
 errors, every problem reported at once."""
+
 from __future__ import annotations
 
 
@@ -19,214 +20,464 @@ def continuous(**cluster) -> dict:
 
 
 INVALID = [
-    ("cluster name pattern", with_("name", "my_cluster"),
-     "name: 'my_cluster' — must be 1-63 letters, digits and hyphens, starting and ending with a letter or digit"),
-    ("cluster name too long", with_("name", "a" * 64),
-     f"name: '{'a' * 64}' — must be 1-63 letters, digits and hyphens, starting and ending with a letter or digit"),
-    ("group name invalid", with_("cluster.instance_groups.1.name", "gpu workers"),
-     "cluster.instance_groups[1].name: 'gpu workers' — must be 1-63 letters, digits and hyphens, starting and "
-     "ending with a letter or digit"),
-    ("group names unique", with_("cluster.instance_groups.1.name", "Controller-Machine"),
-     "cluster.instance_groups[1].name: 'Controller-Machine' is already used by cluster.instance_groups[0]; "
-     "instance group names must be unique (case-insensitive)"),
-    ("no controller", with_("cluster.instance_groups", [WORKERS]),
-     "cluster.instance_groups: 0 groups with role 'controller'; exactly one is required"),
-    ("two controllers", with_("cluster.instance_groups", [CONTROLLER, {**CONTROLLER, "name": "c2"}, WORKERS]),
-     "cluster.instance_groups: 2 groups with role 'controller'; exactly one is required"),
-    ("two login groups", with_("cluster.instance_groups", [CONTROLLER, {**CONTROLLER, "name": "l1", "role": "login"},
-                                                          {**CONTROLLER, "name": "l2", "role": "login"}]),
-     "cluster.instance_groups: 2 groups with role 'login' (indexes [1, 2]); at most one is allowed"),
-    ("unknown role", with_("cluster.instance_groups.1.role", "worker"),
-     "cluster.instance_groups[1].role: 'worker' — Input should be 'controller', 'login' or 'compute'"),
-    ("negative count", with_("cluster.instance_groups.1.instance_count", -1),
-     "cluster.instance_groups[1].instance_count: -1 — Input should be greater than or equal to 0"),
-    ("threads per core", with_("cluster.instance_groups.1.threads_per_core", 4),
-     "cluster.instance_groups[1].threads_per_core: 4 — Input should be 1 or 2"),
-    ("ebs too big", with_("cluster.instance_groups.1.ebs_volume_gib", 20000),
-     "cluster.instance_groups[1].ebs_volume_gib: 20000 — Input should be less than or equal to 16384"),
-    ("ebs zero", with_("cluster.instance_groups.1.ebs_volume_gib", 0),
-     "cluster.instance_groups[1].ebs_volume_gib: 0 — Input should be greater than or equal to 1"),
-    ("instance type not ml.*", with_("cluster.instance_groups.1.instance_type", "p5.48xlarge"),
-     "cluster.instance_groups[1].instance_type: 'p5.48xlarge' — not an instance type HyperPod clusters accept; did you "
-     "mean one of 'ml.p5.48xlarge', 'ml.p5e.48xlarge', 'ml.p5.4xlarge'? allowed: one of the types CreateCluster "
-     "accepts (config/facts/cluster_instance_types.json, from botocore's ClusterInstanceType), such as ml.g5.8xlarge"),
-    ("deep health checks on CPU", with_("cluster.instance_groups.0.deep_health_checks", ["InstanceStress"]),
-     "cluster.instance_groups[0].deep_health_checks: ['InstanceStress'] on 'ml.m5.xlarge'; deep health checks run "
-     "only on instance types with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json)"),
-    ("controller partitions", with_("cluster.instance_groups.0.partitions", ["x"]),
-     "cluster.instance_groups[0].partitions: ['x'] on a controller group; only compute groups belong to partitions"),
-    ("group az without subnet", with_("cluster.instance_groups.1.az_id", "usw2-az3"),
-     "cluster.instance_groups[1].az_id: 'usw2-az3' has no private subnet; allowed: usw2-az2"),
-    ("fsx capacity", with_("storage.lustre.storage_capacity_gib", 3600),
-     "storage.lustre.storage_capacity_gib: 3600; allowed: 1200 or a multiple of 2400"),
-    ("fsx throughput", with_("storage.lustre.throughput_mib_per_tib", 200),
-     "storage.lustre.throughput_mib_per_tib: 200 — Input should be 125, 250, 500 or 1000"),
-    ("metadata iops", with_("storage.lustre.metadata", {"mode": "USER_PROVISIONED", "iops": 5000}),
-     "storage.lustre.metadata.iops: 5000 with mode USER_PROVISIONED; allowed: 1500, 3000, 6000 or a multiple of "
-     "12000 up to 192000"),
-    ("az id is a name", with_("network.az_ids", ["us-west-2a"]),
-     "network.az_ids[0]: 'us-west-2a' — must be an AZ ID such as use1-az4 (not an AZ name)"),
-    ("az id in another region", with_("network.az_ids", ["use1-az4"]),
-     "network.az_ids[0]: 'use1-az4' is not in region us-west-2; AZ IDs there start with 'usw2-'"),
-    ("cidr host bits", with_("network.vpc_cidr", "10.0.0.1/16"),
-     "network.vpc_cidr: '10.0.0.1/16' — must be an IPv4 CIDR block with no host bits set, e.g. 10.0.0.0/16"),
-    ("cidr outside vpc", with_("network.private_subnet_cidrs", ["10.9.0.0/18"]),
-     "network.private_subnet_cidrs[0]: '10.9.0.0/18' is not inside network.vpc_cidr '10.0.0.0/16'"),
-    ("cidrs overlap", with_("network.private_subnet_cidrs", ["10.0.0.0/18"]),
-     "network.private_subnet_cidrs[0]: '10.0.0.0/18' overlaps network.public_subnet_cidr '10.0.0.0/24'"),
-    ("one cidr per az", with_("network.az_ids", ["usw2-az1", "usw2-az2"]),
-     "network.private_subnet_cidrs: 1 CIDR(s) for 2 AZ ID(s); give exactly one private subnet CIDR per AZ ID"),
-    ("unknown key", with_("storage.lustre.capacity", 1200),
-     "storage.lustre.capacity: unknown key; allowed here: storage_capacity_gib, throughput_mib_per_tib, "
-     "data_compression, lustre_version, metadata, mount_path, mount_by, data_repository, existing, root_squash"),
-    ("unknown top-level key", with_("orchestrater", "slurm"),
-     "orchestrater: unknown key; did you mean 'orchestrator'? allowed here: name, orchestrator, shared_fsx, deployment, tags, network, storage, "
-     "cluster, studio, eks, users, observability"),
+    (
+        "cluster name pattern",
+        with_("name", "my_cluster"),
+        "name: 'my_cluster' — must be 1-63 letters, digits and hyphens, starting and ending with a letter or digit",
+    ),
+    (
+        "cluster name too long",
+        with_("name", "a" * 64),
+        f"name: '{'a' * 64}' — must be 1-63 letters, digits and hyphens, starting and ending with a letter or digit",
+    ),
+    (
+        "group name invalid",
+        with_("cluster.instance_groups.1.name", "gpu workers"),
+        "cluster.instance_groups[1].name: 'gpu workers' — must be 1-63 letters, digits and hyphens, starting and "
+        "ending with a letter or digit",
+    ),
+    (
+        "group names unique",
+        with_("cluster.instance_groups.1.name", "Controller-Machine"),
+        "cluster.instance_groups[1].name: 'Controller-Machine' is already used by cluster.instance_groups[0]; "
+        "instance group names must be unique (case-insensitive)",
+    ),
+    (
+        "no controller",
+        with_("cluster.instance_groups", [WORKERS]),
+        "cluster.instance_groups: 0 groups with role 'controller'; exactly one is required",
+    ),
+    (
+        "two controllers",
+        with_("cluster.instance_groups", [CONTROLLER, {**CONTROLLER, "name": "c2"}, WORKERS]),
+        "cluster.instance_groups: 2 groups with role 'controller'; exactly one is required",
+    ),
+    (
+        "two login groups",
+        with_(
+            "cluster.instance_groups",
+            [CONTROLLER, {**CONTROLLER, "name": "l1", "role": "login"}, {**CONTROLLER, "name": "l2", "role": "login"}],
+        ),
+        "cluster.instance_groups: 2 groups with role 'login' (indexes [1, 2]); at most one is allowed",
+    ),
+    (
+        "unknown role",
+        with_("cluster.instance_groups.1.role", "worker"),
+        "cluster.instance_groups[1].role: 'worker' — Input should be 'controller', 'login' or 'compute'",
+    ),
+    (
+        "negative count",
+        with_("cluster.instance_groups.1.instance_count", -1),
+        "cluster.instance_groups[1].instance_count: -1 — Input should be greater than or equal to 0",
+    ),
+    (
+        "threads per core",
+        with_("cluster.instance_groups.1.threads_per_core", 4),
+        "cluster.instance_groups[1].threads_per_core: 4 — Input should be 1 or 2",
+    ),
+    (
+        "ebs too big",
+        with_("cluster.instance_groups.1.ebs_volume_gib", 20000),
+        "cluster.instance_groups[1].ebs_volume_gib: 20000 — Input should be less than or equal to 16384",
+    ),
+    (
+        "ebs zero",
+        with_("cluster.instance_groups.1.ebs_volume_gib", 0),
+        "cluster.instance_groups[1].ebs_volume_gib: 0 — Input should be greater than or equal to 1",
+    ),
+    (
+        "instance type not ml.*",
+        with_("cluster.instance_groups.1.instance_type", "p5.48xlarge"),
+        "cluster.instance_groups[1].instance_type: 'p5.48xlarge' — not an instance type HyperPod clusters accept; did you "
+        "mean one of 'ml.p5.48xlarge', 'ml.p5e.48xlarge', 'ml.p5.4xlarge'? allowed: one of the types CreateCluster "
+        "accepts (config/facts/cluster_instance_types.json, from botocore's ClusterInstanceType), such as ml.g5.8xlarge",
+    ),
+    (
+        "deep health checks on CPU",
+        with_("cluster.instance_groups.0.deep_health_checks", ["InstanceStress"]),
+        "cluster.instance_groups[0].deep_health_checks: ['InstanceStress'] on 'ml.m5.xlarge'; deep health checks run "
+        "only on instance types with NVIDIA GPUs or Trainium devices (config/facts/accelerators.json)",
+    ),
+    (
+        "controller partitions",
+        with_("cluster.instance_groups.0.partitions", ["x"]),
+        "cluster.instance_groups[0].partitions: ['x'] on a controller group; only compute groups belong to partitions",
+    ),
+    (
+        "group az without subnet",
+        with_("cluster.instance_groups.1.az_id", "usw2-az3"),
+        "cluster.instance_groups[1].az_id: 'usw2-az3' has no private subnet; allowed: usw2-az2",
+    ),
+    (
+        "fsx capacity",
+        with_("storage.lustre.storage_capacity_gib", 3600),
+        "storage.lustre.storage_capacity_gib: 3600; allowed: 1200 or a multiple of 2400",
+    ),
+    (
+        "fsx throughput",
+        with_("storage.lustre.throughput_mib_per_tib", 200),
+        "storage.lustre.throughput_mib_per_tib: 200 — Input should be 125, 250, 500 or 1000",
+    ),
+    (
+        "metadata iops",
+        with_("storage.lustre.metadata", {"mode": "USER_PROVISIONED", "iops": 5000}),
+        "storage.lustre.metadata.iops: 5000 with mode USER_PROVISIONED; allowed: 1500, 3000, 6000 or a multiple of "
+        "12000 up to 192000",
+    ),
+    (
+        "az id is a name",
+        with_("network.az_ids", ["us-west-2a"]),
+        "network.az_ids[0]: 'us-west-2a' — must be an AZ ID such as use1-az4 (not an AZ name)",
+    ),
+    (
+        "az id in another region",
+        with_("network.az_ids", ["use1-az4"]),
+        "network.az_ids[0]: 'use1-az4' is not in region us-west-2; AZ IDs there start with 'usw2-'",
+    ),
+    (
+        "cidr host bits",
+        with_("network.vpc_cidr", "10.0.0.1/16"),
+        "network.vpc_cidr: '10.0.0.1/16' — must be an IPv4 CIDR block with no host bits set, e.g. 10.0.0.0/16",
+    ),
+    (
+        "cidr outside vpc",
+        with_("network.private_subnet_cidrs", ["10.9.0.0/18"]),
+        "network.private_subnet_cidrs[0]: '10.9.0.0/18' is not inside network.vpc_cidr '10.0.0.0/16'",
+    ),
+    (
+        "cidrs overlap",
+        with_("network.private_subnet_cidrs", ["10.0.0.0/18"]),
+        "network.private_subnet_cidrs[0]: '10.0.0.0/18' overlaps network.public_subnet_cidr '10.0.0.0/24'",
+    ),
+    (
+        "one cidr per az",
+        with_("network.az_ids", ["usw2-az1", "usw2-az2"]),
+        "network.private_subnet_cidrs: 1 CIDR(s) for 2 AZ ID(s); give exactly one private subnet CIDR per AZ ID",
+    ),
+    (
+        "unknown key",
+        with_("storage.lustre.capacity", 1200),
+        "storage.lustre.capacity: unknown key; allowed here: storage_capacity_gib, throughput_mib_per_tib, "
+        "data_compression, lustre_version, metadata, mount_path, mount_by, data_repository, existing, root_squash",
+    ),
+    (
+        "unknown top-level key",
+        with_("orchestrater", "slurm"),
+        "orchestrater: unknown key; did you mean 'orchestrator'? allowed here: name, orchestrator, shared_fsx, deployment, tags, network, storage, "
+        "cluster, studio, eks, users, observability",
+    ),
     ("boolean as string", with_("shared_fsx", "yes"), "shared_fsx: 'yes' — must be true or false"),
-    ("boolean as number", with_("network.flow_logs", {"enabled": 1}), "network.flow_logs.enabled: 1 — must be true or false"),
+    (
+        "boolean as number",
+        with_("network.flow_logs", {"enabled": 1}),
+        "network.flow_logs.enabled: 1 — must be true or false",
+    ),
     ("unknown orchestrator", with_("orchestrator", "k8s"), "orchestrator: 'k8s' — Input should be 'slurm' or 'eks'"),
-    ("duplicate uid", with_("users", [{"name": "a", "uid": 10001}, {"name": "b", "uid": 10001}]),
-     "users[1].uid: 10001 is already used by users[0]; uids must be unique"),
-    ("uid below Studio's range", with_("users", [{"name": "a", "uid": 2001}]),
-     "users[0].uid: 2001 — Input should be greater than or equal to 10000"),
-    ("user name not a Studio profile name", with_("users", [{"name": "data_sci", "uid": 10001}]),
-     "users[0].name: 'data_sci' cannot be a Studio user profile name; with studio.enabled use letters, digits and "
-     "hyphens only"),
-    ("checksum format", with_("cluster.container_runtime", {"enabled": True, "docker_apt_version": "24.0.7",
-                                                            "artifacts": [{"name": "enroot", "s3_uri": "s3://bkt/enroot_3.5.0-1_amd64.deb",
-                                                                           "sha256": "abc"}]}),
-     "cluster.container_runtime.artifacts[0].sha256: 'abc' — must be a SHA-256 digest: 64 lowercase hex characters"),
-    ("artifact not a deb", with_("cluster.container_runtime", {"enabled": True, "docker_apt_version": "24.0.7",
-                                                               "artifacts": [{"name": "pyxis", "s3_uri": "s3://bkt/pyxis.tar.gz",
-                                                                              "sha256": "a" * 64}]}),
-     "cluster.container_runtime.artifacts[0].s3_uri: 's3://bkt/pyxis.tar.gz' — must be an s3:// URI of a Debian "
-     "package named package_version_arch.deb (key of letters, digits and . _ + ~ - /)"),
-    ("unpinned docker", with_("cluster.container_runtime", {"enabled": True}),
-     "cluster.container_runtime.docker_apt_version: '' with the container runtime enabled; pin the docker.io package "
-     "version, e.g. '24.0.7-0ubuntu2~22.04.1'"),
-    ("repeated interface endpoint", with_("network.interface_endpoints", ["ssm", "sts", "ssm"]),
-     "network.interface_endpoints[2]: 'ssm' repeats network.interface_endpoints[0]; list each at most once"),
-    ("repeated deep health check", with_("cluster.instance_groups.1.deep_health_checks",
-                                         ["InstanceStress", "InstanceStress"]),
-     "cluster.instance_groups[1].deep_health_checks[1]: 'InstanceStress' repeats "
-     "cluster.instance_groups[1].deep_health_checks[0]; list each at most once"),
-    ("repeated auto-export event", with_("storage.lustre.data_repository", {"auto_export": ["NEW", "NEW"]}),
-     "storage.lustre.data_repository.auto_export[1]: 'NEW' repeats storage.lustre.data_repository.auto_export[0]; "
-     "list each at most once"),
-    ("repeated artifact name", with_("cluster.container_runtime", {
-        "enabled": True, "docker_apt_version": "1",
-        "artifacts": [{"name": "enroot", "s3_uri": "s3://bkt/enroot_3.5.0-1_amd64.deb", "sha256": "a" * 64},
-                      {"name": "enroot", "s3_uri": "s3://bkt/enroot_3.4.0-1_amd64.deb", "sha256": "b" * 64}]}),
-     "cluster.container_runtime.artifacts[1]: name='enroot' repeats cluster.container_runtime.artifacts[0]; list each "
-     "at most once"),
-    ("compute group without partition", with_("cluster.instance_groups.1.partitions", []),
-     "cluster.instance_groups[1].partitions: [] on a compute group; HyperPod's API-driven Slurm configuration needs "
-     "exactly one partition name per compute group, e.g. [workers]"),
-    ("partition with underscore", with_("cluster.instance_groups.1.partitions", ["gpu_a"]),
-     "cluster.instance_groups[1].partitions[0]: 'gpu_a' — must be a partition name HyperPod accepts: letters, digits "
-     "and hyphens, starting and ending with a letter or digit (no '_')"),
-    ("checkpoints outside the S3-linked path", with_("storage.checkpoint_dir", "/checkpoints"),
-     "storage.checkpoint_dir: '/checkpoints' is not inside storage.lustre.data_repository.file_system_path '/data'; "
-     "nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints"),
-    ("checkpoints at the linked path itself", with_("storage.checkpoint_dir", "/data"),
-     "storage.checkpoint_dir: '/data' is not inside storage.lustre.data_repository.file_system_path '/data'; "
-     "nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints"),
-    ("checkpoints on a sibling with the same prefix", with_("storage.checkpoint_dir", "/database/ckpt"),
-     "storage.checkpoint_dir: '/database/ckpt' is not inside storage.lustre.data_repository.file_system_path "
-     "'/data'; nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints"),
-    ("checkpoints escaping with ..", with_("storage.checkpoint_dir", "/data/../ckpt"),
-     "storage.checkpoint_dir: '/data/../ckpt' — must be an absolute path such as /fsx: '/' and components of "
-     "letters, digits, '.', '_' and '-' (no spaces, quotes, '$', ';', '`', '*' or other shell characters; no '.' or "
-     "'..' component)"),
-    ("checkpoints not exported", with_("storage.lustre", {"data_repository": {"auto_export": ["DELETED"]}}),
-     "storage.lustre.data_repository.auto_export: ['DELETED'] with storage.checkpoint_dir '/data/checkpoints'; "
-     "checkpoints reach S3 only when NEW and CHANGED are exported"),
-    ("default checkpoints follow the linked path, explicit ones must stay inside",
-     with_("storage", {"lustre": {"data_repository": {"file_system_path": "/datasets"}}, "checkpoint_dir": "/data/c"}),
-     "storage.checkpoint_dir: '/data/c' is not inside storage.lustre.data_repository.file_system_path '/datasets'; "
-     "nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /datasets/checkpoints"),
-    ("checkpoint size zero", with_("storage.checkpoint_gib", 0),
-     "storage.checkpoint_gib: 0 — Input should be greater than or equal to 1"),
-    ("checkpoint budget zero", with_("storage.checkpoint_budget_minutes", 0),
-     "storage.checkpoint_budget_minutes: 0 — Input should be greater than or equal to 1"),
-    ("flow log retention", with_("network.flow_logs", {"retention_days": 42}),
-     "network.flow_logs.retention_days: 42 — Input should be 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, "
-     "545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653"),
-    ("subscription e-mail", with_("observability.subscriptions", [{"protocol": "email", "endpoint": "ops"}]),
-     "observability.subscriptions[0].endpoint: 'ops' — with protocol 'email' it must be an e-mail address such as "
-     "ops@example.com"),
-    ("subscription https", with_("observability.subscriptions", [{"protocol": "https", "endpoint": "http://x.io"}]),
-     "observability.subscriptions[0].endpoint: 'http://x.io' — with protocol 'https' it must be an https:// URL"),
-    ("subscription sqs wants a queue ARN",
-     with_("observability.subscriptions", [{"protocol": "sqs", "endpoint": "https://sqs.us-west-2.amazonaws.com/1/q"}]),
-     "observability.subscriptions[0].endpoint: 'https://sqs.us-west-2.amazonaws.com/1/q' — with protocol 'sqs' it "
-     "must be an SQS queue ARN"),
-    ("subscription protocol", with_("observability.subscriptions", [{"protocol": "slack", "endpoint": "#ops"}]),
-     "observability.subscriptions[0].protocol: 'slack' — Input should be 'email', 'https', 'sms', 'sqs' or 'lambda'"),
-    ("subscription twice", with_("observability.subscriptions", [{"protocol": "email", "endpoint": "a@b.io"}] * 2),
-     "observability.subscriptions[1]: protocol='email', endpoint='a@b.io' repeats observability.subscriptions[0]; "
-     "list each at most once"),
-    ("log retention", with_("observability.log_retention_days", 100),
-     "observability.log_retention_days: 100 — Input should be 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, "
-     "545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653"),
-    ("free capacity threshold", with_("observability.fsx_free_capacity_percent", 0),
-     "observability.fsx_free_capacity_percent: 0 — Input should be greater than or equal to 1"),
-    ("throughput window", with_("observability.fsx_throughput_minutes", 2),
-     "observability.fsx_throughput_minutes: 2 — Input should be greater than or equal to 5"),
-    ("root squash to root", with_("storage.lustre.root_squash", {"squash_to": "0:0"}),
-     "storage.lustre.root_squash.squash_to: '0:0' — must be 'UID:GID', each from 1 to 4294967294 (0 would be root), "
-     "e.g. '65534:65534' (nobody:nogroup); to turn root squash off set enabled: false"),
-    ("root squash not uid:gid", with_("storage.lustre.root_squash", {"squash_to": "nobody"}),
-     "storage.lustre.root_squash.squash_to: 'nobody' — must be 'UID:GID', each from 1 to 4294967294 (0 would be "
-     "root), e.g. '65534:65534' (nobody:nogroup); to turn root squash off set enabled: false"),
-    ("studio shares the exempt subnet", with_("network.studio_subnet_cidr", None),
-     "network.studio_subnet_cidr: not set, but storage.lustre.root_squash exempts the cluster's subnets (their nodes "
-     "keep root on FSx) and Studio would share the first of them; give Studio a subnet of its own (e.g. "
-     "network.studio_subnet_cidr: 10.0.4.0/22) or set storage.lustre.root_squash.enabled: false"),
-    ("studio subnet overlaps the cluster's", with_("network.studio_subnet_cidr", "10.0.96.0/22"),
-     "network.studio_subnet_cidr: '10.0.96.0/22' overlaps network.private_subnet_cidrs[0] '10.0.64.0/18'"),
-    ("studio subnet outside the vpc", with_("network.vpc_cidr", "10.1.0.0/16"),
-     "network.studio_subnet_cidr: '10.0.4.0/22' is not inside network.vpc_cidr '10.1.0.0/16'"),
-    ("unknown observability key", with_("observability.email", "ops@example.com"),
-     "observability.email: unknown key; allowed here: subscriptions, log_retention_days, fsx_free_capacity_percent, "
-     "fsx_throughput_percent, fsx_throughput_minutes, export_backlog_minutes, node_metrics, grafana"),
-    ("node metrics without the collector", with_("observability.node_metrics", {"enabled": True, "artifacts": [
-        {"name": "prometheus-node-exporter", "s3_uri": "s3://bkt/prometheus-node-exporter_1.7.0-1_amd64.deb",
-         "sha256": "a" * 64}]}),
-     "observability.node_metrics.artifacts: no 'prometheus' artifact with node metrics enabled; list the Debian "
-     "package mirrored to your S3 bucket as {name: prometheus, s3_uri: s3://<bucket>/<path>/prometheus_<version>_"
-     "<arch>.deb, sha256: <64 hex>}"),
-    ("node metrics prometheus without agent mode", with_("observability.node_metrics.artifacts", [
-        {"name": "prometheus", "s3_uri": "s3://bkt/prometheus_2.31.2+ds1-1ubuntu1_amd64.deb", "sha256": "a" * 64}]),
-     "observability.node_metrics.artifacts[0].s3_uri: prometheus '2.31.2+ds1-1ubuntu1' has no agent mode; pin a "
-     "build of Prometheus 2.32 or later (e.g. Ubuntu 24.04's 2.45.3 or Debian 12's 2.42.0)"),
-    ("node metrics artifact of another package", with_("observability.node_metrics.artifacts", [
-        {"name": "dcgm-exporter", "s3_uri": "s3://bkt/prometheus_2.45.3+ds-2_amd64.deb", "sha256": "a" * 64}]),
-     "observability.node_metrics.artifacts[0].s3_uri: 's3://bkt/prometheus_2.45.3+ds-2_amd64.deb' holds package "
-     "'prometheus', but the artifact is named 'dcgm-exporter'; name it after the package it installs"),
-    ("node metrics unknown artifact", with_("observability.node_metrics.artifacts", [
-        {"name": "grafana-agent", "s3_uri": "s3://bkt/grafana-agent_0.40.0-1_amd64.deb", "sha256": "a" * 64}]),
-     "observability.node_metrics.artifacts[0].name: 'grafana-agent'; allowed: prometheus-node-exporter (every "
-     "node), prometheus (every node), dcgm-exporter (compute nodes with an NVIDIA GPU)"),
-    ("node metrics scrape interval", with_("observability.node_metrics.scrape_interval_seconds", 1),
-     "observability.node_metrics.scrape_interval_seconds: 1 — Input should be greater than or equal to 10"),
+    (
+        "duplicate uid",
+        with_("users", [{"name": "a", "uid": 10001}, {"name": "b", "uid": 10001}]),
+        "users[1].uid: 10001 is already used by users[0]; uids must be unique",
+    ),
+    (
+        "uid below Studio's range",
+        with_("users", [{"name": "a", "uid": 2001}]),
+        "users[0].uid: 2001 — Input should be greater than or equal to 10000",
+    ),
+    (
+        "user name not a Studio profile name",
+        with_("users", [{"name": "data_sci", "uid": 10001}]),
+        "users[0].name: 'data_sci' cannot be a Studio user profile name; with studio.enabled use letters, digits and "
+        "hyphens only",
+    ),
+    (
+        "checksum format",
+        with_(
+            "cluster.container_runtime",
+            {
+                "enabled": True,
+                "docker_apt_version": "24.0.7",
+                "artifacts": [{"name": "enroot", "s3_uri": "s3://bkt/enroot_3.5.0-1_amd64.deb", "sha256": "abc"}],
+            },
+        ),
+        "cluster.container_runtime.artifacts[0].sha256: 'abc' — must be a SHA-256 digest: 64 lowercase hex characters",
+    ),
+    (
+        "artifact not a deb",
+        with_(
+            "cluster.container_runtime",
+            {
+                "enabled": True,
+                "docker_apt_version": "24.0.7",
+                "artifacts": [{"name": "pyxis", "s3_uri": "s3://bkt/pyxis.tar.gz", "sha256": "a" * 64}],
+            },
+        ),
+        "cluster.container_runtime.artifacts[0].s3_uri: 's3://bkt/pyxis.tar.gz' — must be an s3:// URI of a Debian "
+        "package named package_version_arch.deb (key of letters, digits and . _ + ~ - /)",
+    ),
+    (
+        "unpinned docker",
+        with_("cluster.container_runtime", {"enabled": True}),
+        "cluster.container_runtime.docker_apt_version: '' with the container runtime enabled; pin the docker.io package "
+        "version, e.g. '24.0.7-0ubuntu2~22.04.1'",
+    ),
+    (
+        "repeated interface endpoint",
+        with_("network.interface_endpoints", ["ssm", "sts", "ssm"]),
+        "network.interface_endpoints[2]: 'ssm' repeats network.interface_endpoints[0]; list each at most once",
+    ),
+    (
+        "repeated deep health check",
+        with_("cluster.instance_groups.1.deep_health_checks", ["InstanceStress", "InstanceStress"]),
+        "cluster.instance_groups[1].deep_health_checks[1]: 'InstanceStress' repeats "
+        "cluster.instance_groups[1].deep_health_checks[0]; list each at most once",
+    ),
+    (
+        "repeated auto-export event",
+        with_("storage.lustre.data_repository", {"auto_export": ["NEW", "NEW"]}),
+        "storage.lustre.data_repository.auto_export[1]: 'NEW' repeats storage.lustre.data_repository.auto_export[0]; "
+        "list each at most once",
+    ),
+    (
+        "repeated artifact name",
+        with_(
+            "cluster.container_runtime",
+            {
+                "enabled": True,
+                "docker_apt_version": "1",
+                "artifacts": [
+                    {"name": "enroot", "s3_uri": "s3://bkt/enroot_3.5.0-1_amd64.deb", "sha256": "a" * 64},
+                    {"name": "enroot", "s3_uri": "s3://bkt/enroot_3.4.0-1_amd64.deb", "sha256": "b" * 64},
+                ],
+            },
+        ),
+        "cluster.container_runtime.artifacts[1]: name='enroot' repeats cluster.container_runtime.artifacts[0]; list each "
+        "at most once",
+    ),
+    (
+        "compute group without partition",
+        with_("cluster.instance_groups.1.partitions", []),
+        "cluster.instance_groups[1].partitions: [] on a compute group; HyperPod's API-driven Slurm configuration needs "
+        "exactly one partition name per compute group, e.g. [workers]",
+    ),
+    (
+        "partition with underscore",
+        with_("cluster.instance_groups.1.partitions", ["gpu_a"]),
+        "cluster.instance_groups[1].partitions[0]: 'gpu_a' — must be a partition name HyperPod accepts: letters, digits "
+        "and hyphens, starting and ending with a letter or digit (no '_')",
+    ),
+    (
+        "checkpoints outside the S3-linked path",
+        with_("storage.checkpoint_dir", "/checkpoints"),
+        "storage.checkpoint_dir: '/checkpoints' is not inside storage.lustre.data_repository.file_system_path '/data'; "
+        "nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints",
+    ),
+    (
+        "checkpoints at the linked path itself",
+        with_("storage.checkpoint_dir", "/data"),
+        "storage.checkpoint_dir: '/data' is not inside storage.lustre.data_repository.file_system_path '/data'; "
+        "nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints",
+    ),
+    (
+        "checkpoints on a sibling with the same prefix",
+        with_("storage.checkpoint_dir", "/database/ckpt"),
+        "storage.checkpoint_dir: '/database/ckpt' is not inside storage.lustre.data_repository.file_system_path "
+        "'/data'; nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /data/checkpoints",
+    ),
+    (
+        "checkpoints escaping with ..",
+        with_("storage.checkpoint_dir", "/data/../ckpt"),
+        "storage.checkpoint_dir: '/data/../ckpt' — must be an absolute path such as /fsx: '/' and components of "
+        "letters, digits, '.', '_' and '-' (no spaces, quotes, '$', ';', '`', '*' or other shell characters; no '.' or "
+        "'..' component)",
+    ),
+    (
+        "checkpoints not exported",
+        with_("storage.lustre", {"data_repository": {"auto_export": ["DELETED"]}}),
+        "storage.lustre.data_repository.auto_export: ['DELETED'] with storage.checkpoint_dir '/data/checkpoints'; "
+        "checkpoints reach S3 only when NEW and CHANGED are exported",
+    ),
+    (
+        "default checkpoints follow the linked path, explicit ones must stay inside",
+        with_(
+            "storage", {"lustre": {"data_repository": {"file_system_path": "/datasets"}}, "checkpoint_dir": "/data/c"}
+        ),
+        "storage.checkpoint_dir: '/data/c' is not inside storage.lustre.data_repository.file_system_path '/datasets'; "
+        "nothing would export its checkpoints to S3. Allowed: a subdirectory of it, e.g. /datasets/checkpoints",
+    ),
+    (
+        "checkpoint size zero",
+        with_("storage.checkpoint_gib", 0),
+        "storage.checkpoint_gib: 0 — Input should be greater than or equal to 1",
+    ),
+    (
+        "checkpoint budget zero",
+        with_("storage.checkpoint_budget_minutes", 0),
+        "storage.checkpoint_budget_minutes: 0 — Input should be greater than or equal to 1",
+    ),
+    (
+        "flow log retention",
+        with_("network.flow_logs", {"retention_days": 42}),
+        "network.flow_logs.retention_days: 42 — Input should be 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, "
+        "545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653",
+    ),
+    (
+        "subscription e-mail",
+        with_("observability.subscriptions", [{"protocol": "email", "endpoint": "ops"}]),
+        "observability.subscriptions[0].endpoint: 'ops' — with protocol 'email' it must be an e-mail address such as "
+        "ops@example.com",
+    ),
+    (
+        "subscription https",
+        with_("observability.subscriptions", [{"protocol": "https", "endpoint": "http://x.io"}]),
+        "observability.subscriptions[0].endpoint: 'http://x.io' — with protocol 'https' it must be an https:// URL",
+    ),
+    (
+        "subscription sqs wants a queue ARN",
+        with_(
+            "observability.subscriptions", [{"protocol": "sqs", "endpoint": "https://sqs.us-west-2.amazonaws.com/1/q"}]
+        ),
+        "observability.subscriptions[0].endpoint: 'https://sqs.us-west-2.amazonaws.com/1/q' — with protocol 'sqs' it "
+        "must be an SQS queue ARN",
+    ),
+    (
+        "subscription protocol",
+        with_("observability.subscriptions", [{"protocol": "slack", "endpoint": "#ops"}]),
+        "observability.subscriptions[0].protocol: 'slack' — Input should be 'email', 'https', 'sms', 'sqs' or 'lambda'",
+    ),
+    (
+        "subscription twice",
+        with_("observability.subscriptions", [{"protocol": "email", "endpoint": "a@b.io"}] * 2),
+        "observability.subscriptions[1]: protocol='email', endpoint='a@b.io' repeats observability.subscriptions[0]; "
+        "list each at most once",
+    ),
+    (
+        "log retention",
+        with_("observability.log_retention_days", 100),
+        "observability.log_retention_days: 100 — Input should be 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, "
+        "545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653",
+    ),
+    (
+        "free capacity threshold",
+        with_("observability.fsx_free_capacity_percent", 0),
+        "observability.fsx_free_capacity_percent: 0 — Input should be greater than or equal to 1",
+    ),
+    (
+        "throughput window",
+        with_("observability.fsx_throughput_minutes", 2),
+        "observability.fsx_throughput_minutes: 2 — Input should be greater than or equal to 5",
+    ),
+    (
+        "root squash to root",
+        with_("storage.lustre.root_squash", {"squash_to": "0:0"}),
+        "storage.lustre.root_squash.squash_to: '0:0' — must be 'UID:GID', each from 1 to 4294967294 (0 would be root), "
+        "e.g. '65534:65534' (nobody:nogroup); to turn root squash off set enabled: false",
+    ),
+    (
+        "root squash not uid:gid",
+        with_("storage.lustre.root_squash", {"squash_to": "nobody"}),
+        "storage.lustre.root_squash.squash_to: 'nobody' — must be 'UID:GID', each from 1 to 4294967294 (0 would be "
+        "root), e.g. '65534:65534' (nobody:nogroup); to turn root squash off set enabled: false",
+    ),
+    (
+        "studio shares the exempt subnet",
+        with_("network.studio_subnet_cidr", None),
+        "network.studio_subnet_cidr: not set, but storage.lustre.root_squash exempts the cluster's subnets (their nodes "
+        "keep root on FSx) and Studio would share the first of them; give Studio a subnet of its own (e.g. "
+        "network.studio_subnet_cidr: 10.0.4.0/22) or set storage.lustre.root_squash.enabled: false",
+    ),
+    (
+        "studio subnet overlaps the cluster's",
+        with_("network.studio_subnet_cidr", "10.0.96.0/22"),
+        "network.studio_subnet_cidr: '10.0.96.0/22' overlaps network.private_subnet_cidrs[0] '10.0.64.0/18'",
+    ),
+    (
+        "studio subnet outside the vpc",
+        with_("network.vpc_cidr", "10.1.0.0/16"),
+        "network.studio_subnet_cidr: '10.0.4.0/22' is not inside network.vpc_cidr '10.1.0.0/16'",
+    ),
+    (
+        "unknown observability key",
+        with_("observability.email", "ops@example.com"),
+        "observability.email: unknown key; allowed here: subscriptions, log_retention_days, fsx_free_capacity_percent, "
+        "fsx_throughput_percent, fsx_throughput_minutes, export_backlog_minutes, node_metrics, grafana",
+    ),
+    (
+        "node metrics without the collector",
+        with_(
+            "observability.node_metrics",
+            {
+                "enabled": True,
+                "artifacts": [
+                    {
+                        "name": "prometheus-node-exporter",
+                        "s3_uri": "s3://bkt/prometheus-node-exporter_1.7.0-1_amd64.deb",
+                        "sha256": "a" * 64,
+                    }
+                ],
+            },
+        ),
+        "observability.node_metrics.artifacts: no 'prometheus' artifact with node metrics enabled; list the Debian "
+        "package mirrored to your S3 bucket as {name: prometheus, s3_uri: s3://<bucket>/<path>/prometheus_<version>_"
+        "<arch>.deb, sha256: <64 hex>}",
+    ),
+    (
+        "node metrics prometheus without agent mode",
+        with_(
+            "observability.node_metrics.artifacts",
+            [{"name": "prometheus", "s3_uri": "s3://bkt/prometheus_2.31.2+ds1-1ubuntu1_amd64.deb", "sha256": "a" * 64}],
+        ),
+        "observability.node_metrics.artifacts[0].s3_uri: prometheus '2.31.2+ds1-1ubuntu1' has no agent mode; pin a "
+        "build of Prometheus 2.32 or later (e.g. Ubuntu 24.04's 2.45.3 or Debian 12's 2.42.0)",
+    ),
+    (
+        "node metrics artifact of another package",
+        with_(
+            "observability.node_metrics.artifacts",
+            [{"name": "dcgm-exporter", "s3_uri": "s3://bkt/prometheus_2.45.3+ds-2_amd64.deb", "sha256": "a" * 64}],
+        ),
+        "observability.node_metrics.artifacts[0].s3_uri: 's3://bkt/prometheus_2.45.3+ds-2_amd64.deb' holds package "
+        "'prometheus', but the artifact is named 'dcgm-exporter'; name it after the package it installs",
+    ),
+    (
+        "node metrics unknown artifact",
+        with_(
+            "observability.node_metrics.artifacts",
+            [{"name": "grafana-agent", "s3_uri": "s3://bkt/grafana-agent_0.40.0-1_amd64.deb", "sha256": "a" * 64}],
+        ),
+        "observability.node_metrics.artifacts[0].name: 'grafana-agent'; allowed: prometheus-node-exporter (every "
+        "node), prometheus (every node), dcgm-exporter (compute nodes with an NVIDIA GPU)",
+    ),
+    (
+        "node metrics scrape interval",
+        with_("observability.node_metrics.scrape_interval_seconds", 1),
+        "observability.node_metrics.scrape_interval_seconds: 1 — Input should be greater than or equal to 10",
+    ),
     # "Clusters that use continuous provisioning support only the Merge behavior and reject requests that set
     # SlurmConfigStrategy" (HyperPod developer guide, Migrating to API-driven Slurm configuration).
-    ("strategy on a continuous cluster", continuous(slurm_config_strategy="Merge"),
-     "cluster.slurm_config_strategy: 'Merge' with cluster.node_provisioning_mode: Continuous; allowed: unset "
-     "(continuous provisioning clusters support only the Merge behavior and reject requests that set "
-     "SlurmConfigStrategy: https://docs.aws.amazon.com/sagemaker/latest/dg/"
-     "sagemaker-hyperpod-slurm-api-config-migration.html)"),
-    ("no controller instance", with_("cluster.instance_groups.0.instance_count", 0),
-     "cluster.instance_groups[0].instance_count: 0 for the controller group; allowed: 1, or 2 or more with "
-     "cluster.accounting.database: managed (HyperPod multi-head controllers)"),
-    ("backup controllers on the controller's own database", with_("cluster.instance_groups.0.instance_count", 2),
-     "cluster.instance_groups[0].instance_count: 2 for the controller group with cluster.accounting.database: "
-     "'hyperpod'; allowed: 1, or 2 or more with cluster.accounting.database: managed (HyperPod multi-head "
-     "controllers). Backup controllers take over from the primary, so Slurm accounting must live outside the "
-     "controllers (an external database, which HyperPod attaches to continuous clusters only: "
-     "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-external-accounting-db-slurm.html; "
-     "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-multihead.html)"),
+    (
+        "strategy on a continuous cluster",
+        continuous(slurm_config_strategy="Merge"),
+        "cluster.slurm_config_strategy: 'Merge' with cluster.node_provisioning_mode: Continuous; allowed: unset "
+        "(continuous provisioning clusters support only the Merge behavior and reject requests that set "
+        "SlurmConfigStrategy: https://docs.aws.amazon.com/sagemaker/latest/dg/"
+        "sagemaker-hyperpod-slurm-api-config-migration.html)",
+    ),
+    (
+        "no controller instance",
+        with_("cluster.instance_groups.0.instance_count", 0),
+        "cluster.instance_groups[0].instance_count: 0 for the controller group; allowed: 1, or 2 or more with "
+        "cluster.accounting.database: managed (HyperPod multi-head controllers)",
+    ),
+    (
+        "backup controllers on the controller's own database",
+        with_("cluster.instance_groups.0.instance_count", 2),
+        "cluster.instance_groups[0].instance_count: 2 for the controller group with cluster.accounting.database: "
+        "'hyperpod'; allowed: 1, or 2 or more with cluster.accounting.database: managed (HyperPod multi-head "
+        "controllers). Backup controllers take over from the primary, so Slurm accounting must live outside the "
+        "controllers (an external database, which HyperPod attaches to continuous clusters only: "
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-external-accounting-db-slurm.html; "
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-multihead.html)",
+    ),
 ]
 
 
@@ -237,13 +488,18 @@ def test_invalid_config_reports_exact_error(data, expected):
 
 # The semantic rules INVALID leaves to the refusals of their own section, and where those are.
 REFUSED_ELSEWHERE = {
-    "eks_errors": "EKS_BAD_INPUT", "task_governance_errors": "EKS_BAD_INPUT",
-    "accounting_errors": "ACCOUNTING_INVALID", "login_access_errors": "LOGIN_AND_BUDGET_INVALID",
-    "budget_errors": "LOGIN_AND_BUDGET_INVALID", "directory_errors": "tests/test_directory.py",
+    "eks_errors": "EKS_BAD_INPUT",
+    "task_governance_errors": "EKS_BAD_INPUT",
+    "accounting_errors": "ACCOUNTING_INVALID",
+    "login_access_errors": "LOGIN_AND_BUDGET_INVALID",
+    "budget_errors": "LOGIN_AND_BUDGET_INVALID",
+    "directory_errors": "tests/test_directory.py",
     "pam_slurm_adopt_errors": "test_pam_slurm_adopt_needs_the_module_package_the_ami_lacks",
-    "identity_errors": "test_system_and_squash_ids_are_refused", "studio_errors":
-    "test_shared_space_user_names_a_user_in_shared_mode", "per_user_mode_errors": "test_departments_need_per_user_mode",
-    "attach_errors": "tests/test_attach.py"}
+    "identity_errors": "test_system_and_squash_ids_are_refused",
+    "studio_errors": "test_shared_space_user_names_a_user_in_shared_mode",
+    "per_user_mode_errors": "test_departments_need_per_user_mode",
+    "attach_errors": "tests/test_attach.py",
+}
 
 
 def rules_refusing(rows, monkeypatch) -> set[str]:
@@ -256,6 +512,7 @@ def rules_refusing(rows, monkeypatch) -> set[str]:
             errors = rule(cfg)
             reached.update(rule.__name__ for expected in expecting if any(expected in e for e in errors))
             return errors
+
         run.__name__ = rule.__name__
         return run
 
@@ -279,17 +536,26 @@ def test_all_errors_are_reported_together():
     data["cluster"]["instance_groups"][1].update(instance_count=-5, threads_per_core=3)
     data["storage"] = {"lustre": {"storage_capacity_gib": 1000}}
     errors = errors_of(data)
-    assert [e.split(":")[0] for e in errors] == ["name", "cluster.instance_groups[1].instance_count",
-                                                "cluster.instance_groups[1].threads_per_core"]
+    assert [e.split(":")[0] for e in errors] == [
+        "name",
+        "cluster.instance_groups[1].instance_count",
+        "cluster.instance_groups[1].threads_per_core",
+    ]
     # Semantic rules run once the shapes are right, and are collected together too.
     data = with_("storage.lustre.storage_capacity_gib", 1000)
     data["network"] = {"az_ids": ["use1-az1"]}
     assert len(errors_of(data)) == 2
 
 
-@pytest.mark.parametrize("strategy, mode, sent", [
-    (None, "Standard", "Managed"), ("Overwrite", "Standard", "Overwrite"), ("Merge", "Standard", "Merge"),
-    (None, "Continuous", None)])
+@pytest.mark.parametrize(
+    "strategy, mode, sent",
+    [
+        (None, "Standard", "Managed"),
+        ("Overwrite", "Standard", "Overwrite"),
+        ("Merge", "Standard", "Merge"),
+        (None, "Continuous", None),
+    ],
+)
 def test_slurm_config_strategy_is_never_sent_on_a_continuous_cluster(strategy, mode, sent):
     data = base()
     data["cluster"].update(slurm_config_strategy=strategy, node_provisioning_mode=mode)
@@ -308,16 +574,21 @@ def test_slurm_clusters_are_continuous_unless_created_standard():
         "cluster.slurm_config_strategy: 'Managed' with cluster.node_provisioning_mode: Continuous; allowed: unset "
         "(continuous provisioning clusters support only the Merge behavior and reject requests that set "
         "SlurmConfigStrategy: https://docs.aws.amazon.com/sagemaker/latest/dg/"
-        "sagemaker-hyperpod-slurm-api-config-migration.html)"]
+        "sagemaker-hyperpod-slurm-api-config-migration.html)"
+    ]
     assert errors_of(with_("cluster.node_provisioning_mode", None))[0].startswith(
-        "cluster.node_provisioning_mode: None — Input should be 'Continuous' or 'Standard'")
+        "cluster.node_provisioning_mode: None — Input should be 'Continuous' or 'Standard'"
+    )
 
 
 def test_valid_subscriptions_for_every_protocol():
-    subs = [{"protocol": "email", "endpoint": "ops@example.com"}, {"protocol": "https", "endpoint": "https://h.io/x"},
-            {"protocol": "sms", "endpoint": "+14155550100"},
-            {"protocol": "sqs", "endpoint": "arn:aws:sqs:us-west-2:123456789012:alerts"},
-            {"protocol": "lambda", "endpoint": "arn:aws:lambda:us-west-2:123456789012:function:page-oncall"}]
+    subs = [
+        {"protocol": "email", "endpoint": "ops@example.com"},
+        {"protocol": "https", "endpoint": "https://h.io/x"},
+        {"protocol": "sms", "endpoint": "+14155550100"},
+        {"protocol": "sqs", "endpoint": "arn:aws:sqs:us-west-2:123456789012:alerts"},
+        {"protocol": "lambda", "endpoint": "arn:aws:lambda:us-west-2:123456789012:function:page-oncall"},
+    ]
     cfg = parse_config(with_("observability.subscriptions", subs))
     assert [s.protocol for s in cfg.observability.subscriptions] == ["email", "https", "sms", "sqs", "lambda"]
 
@@ -330,6 +601,7 @@ def test_error_message_names_source_and_every_problem():
 
 def test_default_checkpoint_dir_is_inside_whatever_path_is_linked():
     from platform_config.storage import checkpoint_dir
+
     assert checkpoint_dir(PlatformConfig().storage) == "/data/checkpoints"
     cfg = parse_config(with_("storage.lustre", {"data_repository": {"file_system_path": "/datasets/"}}))
     assert checkpoint_dir(cfg.storage) == "/datasets/checkpoints"
@@ -338,7 +610,10 @@ def test_default_checkpoint_dir_is_inside_whatever_path_is_linked():
 def test_defaults_are_a_small_real_cluster():
     cfg = PlatformConfig()
     assert [(g.role, g.instance_type, g.instance_count) for g in cfg.cluster.instance_groups] == [
-        ("controller", "ml.m5.xlarge", 1), ("login", "ml.m5.xlarge", 1), ("compute", "ml.g5.8xlarge", 1)]
+        ("controller", "ml.m5.xlarge", 1),
+        ("login", "ml.m5.xlarge", 1),
+        ("compute", "ml.g5.8xlarge", 1),
+    ]
     assert cfg.orchestrator == "slurm" and cfg.shared_fsx is True
 
 
@@ -362,18 +637,25 @@ def test_every_rule_of_the_config_model_runs_on_every_config():
 
     import platform_config
     from platform_config.rules import RULES
+
     defined = set()
     for module in pkgutil.iter_modules(platform_config.__path__):
-        for name, fn in inspect.getmembers(importlib.import_module(f"platform_config.{module.name}"),
-                                           inspect.isfunction):
+        for name, fn in inspect.getmembers(
+            importlib.import_module(f"platform_config.{module.name}"), inspect.isfunction
+        ):
             if name.endswith("_errors") and not name.startswith("_") and fn.__module__.startswith("platform_config."):
                 defined.add(fn)
     # accounting_errors runs managed_database_errors; semantic_errors runs RULES.
     assert {fn.__name__ for fn in defined - set(RULES)} == {"managed_database_errors", "semantic_errors"}
 
 
-@pytest.mark.parametrize("orchestrator, page", [("slurm", "sagemaker-hyperpod-resiliency-slurm-deep-health-checks"),
-                                                ("eks", "sagemaker-hyperpod-eks-resiliency-deep-health-checks")])
+@pytest.mark.parametrize(
+    "orchestrator, page",
+    [
+        ("slurm", "sagemaker-hyperpod-resiliency-slurm-deep-health-checks"),
+        ("eks", "sagemaker-hyperpod-eks-resiliency-deep-health-checks"),
+    ],
+)
 @pytest.mark.parametrize("count", [0, 1])
 def test_connectivity_check_needs_two_instances_in_the_group(orchestrator, page, count):
     data = with_("cluster.instance_groups.1.instance_count", count)
@@ -388,7 +670,8 @@ def test_connectivity_check_needs_two_instances_in_the_group(orchestrator, page,
         f"cluster.instance_groups[{group}].instance_count: {count}; the connectivity check tests the network between "
         "the group's instances and needs at least 2 of them "
         f"(https://docs.aws.amazon.com/sagemaker/latest/dg/{page}.html). Allowed: instance_count of 2 or more, or "
-        "deep_health_checks without InstanceConnectivity (e.g. [InstanceStress])"]
+        "deep_health_checks without InstanceConnectivity (e.g. [InstanceStress])"
+    ]
     # The stress check runs on one instance; two instances take the connectivity check.
     data["cluster"]["instance_groups"][group]["deep_health_checks"] = ["InstanceStress"]
     assert not [e for e in _errors_or_none(data) if ".deep_health_checks" in e]

@@ -6,6 +6,7 @@ ConfigError whose every line names a config path (the file goes through `load_co
 cdk-nag: it must give templates or a ConfigError (a construct-name clash, a jsii error or a nag finding would be
 a bug: validation let through something synth cannot build).
 """
+
 from __future__ import annotations
 
 import copy
@@ -31,8 +32,27 @@ for data in EXAMPLES.values():
 
 # "path: ..." where path is a config path (name, a.b[2].c, a.b key) or <root>/YAML/config.
 ERROR_LINE = re.compile(r"^(<root>|YAML|config|[a-z_]+(\[\d+\]|\.[A-Za-z0-9_./:-]+)*( key)?): \S")
-ODD_VALUES = ["", "x_y", "-1", "ml.p5.48xlarge", "usw2-az1", "10.0.0.0/8", 0, -1, 1, 3, 10**9, 1.5, True, False,
-              None, [], {}, ["x"], {"x": 1}]
+ODD_VALUES = [
+    "",
+    "x_y",
+    "-1",
+    "ml.p5.48xlarge",
+    "usw2-az1",
+    "10.0.0.0/8",
+    0,
+    -1,
+    1,
+    3,
+    10**9,
+    1.5,
+    True,
+    False,
+    None,
+    [],
+    {},
+    ["x"],
+    {"x": 1},
+]
 
 
 def paths(node: Any, prefix: tuple = ()) -> list[tuple]:
@@ -109,8 +129,7 @@ def test_accepted_edits_synthesize(seed, tmp_path):
     """Accepted mutations (a deterministic sample, one per seed) build templates that pass cdk-nag."""
     accepted: list[PlatformConfig] = []
 
-    @settings(max_examples=200, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
     @given(mutated_configs(), st.integers(0, 10**6))
     def collect(data, salt):
         assume(salt % 3 == seed)

@@ -1,5 +1,6 @@
 """Reading a config file: YAML's booleans and duplicate keys, both parsers alike, a missing file, context overrides,
 the committed JSON Schema, and the app's error output for bad input (no traceback)."""
+
 from __future__ import annotations
 
 import json
@@ -34,16 +35,26 @@ def test_yaml_duplicate_keys_are_rejected(tmp_path):
         load_config(path)
     # The message names the file and quotes the line under it (libyaml's parser, used for speed, does neither: the
     # file is read again).
-    assert info.value.errors == [f'YAML: duplicate key \'name\'\n      in "{path}", line 2, column 1:\n'
-                                 '        name: b\n        ^']
+    assert info.value.errors == [
+        f"YAML: duplicate key 'name'\n      in \"{path}\", line 2, column 1:\n        name: b\n        ^"
+    ]
 
 
 def test_both_yaml_parsers_read_configs_alike():
     from platform_config.loading import FastStrictYamlLoader, StrictYamlLoader
     import yaml
+
     text = "shared_fsx: yes\nname: x\nusers:\n  - {name: a, uid: 10000, sudo: true}\nflag: on\n"
-    assert yaml.load(text, Loader=FastStrictYamlLoader) == yaml.load(text, Loader=StrictYamlLoader) == {  # noqa: S506
-        "shared_fsx": "yes", "name": "x", "users": [{"name": "a", "uid": 10000, "sudo": True}], "flag": "on"}
+    assert (
+        yaml.load(text, Loader=FastStrictYamlLoader)
+        == yaml.load(text, Loader=StrictYamlLoader)
+        == {  # noqa: S506
+            "shared_fsx": "yes",
+            "name": "x",
+            "users": [{"name": "a", "uid": 10000, "sudo": True}],
+            "flag": "on",
+        }
+    )
 
 
 def test_missing_file_is_a_clear_error(tmp_path):
@@ -78,21 +89,38 @@ def test_schema_rejects_unknown_keys_for_editors():
     assert schema["$defs"]["InstanceGroup"]["additionalProperties"] is False
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["-c", "orchestrator=pbs"], "orchestrator: 'pbs' — Input should be 'slurm' or 'eks' (from -c orchestrator=pbs)"),
-    (["-c", "shared_fsx=maybe"], "shared_fsx: 'maybe' — must be true or false (from -c shared_fsx=maybe)"),
-    (["-c", "cluster.instance_groups[2].instance_count=-1"],
-     "cluster.instance_groups[2].instance_count: -1 — Input should be greater than or equal to 0 "
-     "(from -c cluster.instance_groups[2].instance_count=-1)"),
-    (["-c", "nmae=dev"], "nmae: unknown key; did you mean 'name'?"),
-    (["-c", "config=config/missing.yaml"], "config: 'config/missing.yaml' — file not found"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (
+            ["-c", "orchestrator=pbs"],
+            "orchestrator: 'pbs' — Input should be 'slurm' or 'eks' (from -c orchestrator=pbs)",
+        ),
+        (["-c", "shared_fsx=maybe"], "shared_fsx: 'maybe' — must be true or false (from -c shared_fsx=maybe)"),
+        (
+            ["-c", "cluster.instance_groups[2].instance_count=-1"],
+            "cluster.instance_groups[2].instance_count: -1 — Input should be greater than or equal to 0 "
+            "(from -c cluster.instance_groups[2].instance_count=-1)",
+        ),
+        (["-c", "nmae=dev"], "nmae: unknown key; did you mean 'name'?"),
+        (["-c", "config=config/missing.yaml"], "config: 'config/missing.yaml' — file not found"),
+    ],
+)
 def test_app_reports_bad_input_without_traceback(args, expected):
     context = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args[1::2]}
-    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                            env={"PATH": APP_PATH, "CDK_CONTEXT_JSON": json.dumps(context),
-                                 "CDK_OUTDIR": "/tmp/should-not-be-written",
-                                 "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            "PATH": APP_PATH,
+            "CDK_CONTEXT_JSON": json.dumps(context),
+            "CDK_OUTDIR": "/tmp/should-not-be-written",
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        },
+    )
     assert result.returncode == 1
     assert expected in result.stderr
     assert "Traceback" not in result.stderr

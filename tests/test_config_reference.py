@@ -1,5 +1,6 @@
 """The configuration reference is generated from the model: every key documented on its field, docs/configuration.md
 and config/schema.json carrying the same text, neither stale."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,12 @@ def models(model: type[BaseModel] = PlatformConfig, seen: dict | None = None) ->
 
 
 def test_every_key_has_a_description():
-    missing = [f"{name}.{key}" for name, model in models().items() for key, field in model.model_fields.items()
-               if not (field.description or "").strip()]
+    missing = [
+        f"{name}.{key}"
+        for name, model in models().items()
+        for key, field in model.model_fields.items()
+        if not (field.description or "").strip()
+    ]
     assert missing == [], "give these fields a Field(description=...)"
 
 
@@ -51,8 +56,11 @@ def test_docs_configuration_is_current():
 
 def test_the_check_mode_fails_on_a_stale_reference(tmp_path, monkeypatch, capsys):
     stale = tmp_path / "configuration.md"
-    stale.write_text((ROOT / "docs" / "configuration.md").read_text().replace("Days RDS keeps automated backups.",
-                                                                              "Days RDS keeps backups."))
+    stale.write_text(
+        (ROOT / "docs" / "configuration.md")
+        .read_text()
+        .replace("Days RDS keeps automated backups.", "Days RDS keeps backups.")
+    )
     monkeypatch.setattr(config_reference, "DOC", stale)
     monkeypatch.setattr(config_reference, "ROOT", tmp_path)
     assert config_reference.main(["--check"]) == 1
@@ -72,7 +80,9 @@ def test_the_json_schema_carries_the_same_descriptions():
 
 def test_a_row_shows_type_default_allowed_and_description():
     text = (ROOT / "docs" / "configuration.md").read_text()
-    assert ("| `cluster.instance_groups[].ebs_volume_gib` | integer | `500` | 1–16,384 | The extra EBS volume per node, "
-            "GiB. |") in text
+    assert (
+        "| `cluster.instance_groups[].ebs_volume_gib` | integer | `500` | 1–16,384 | The extra EBS volume per node, "
+        "GiB. |"
+    ) in text
     assert ("| `storage.lustre.throughput_mib_per_tib` | integer | `250` | `125`, `250`, `500`, `1000` |") in text
     assert "| `network.existing.vpc_id` | string | required | an ID such as vpc-0123456789abcdef0 |" in text

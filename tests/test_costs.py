@@ -5,6 +5,7 @@ moto 5.2 has no Price List API (no moto/pricing): the GetProducts answers come f
 `pricing` client, which checks every request's parameters and every answer against botocore's model of the API
 (pricing 2017-10-15). The PriceList items are the API's documented JSON (product, attributes, sku, terms.OnDemand
 priceDimensions); their prices are this test's inputs, not AWS's."""
+
 from __future__ import annotations
 
 import datetime
@@ -32,30 +33,48 @@ def test_the_table_is_derived_from_the_price_list_answers_every_page_read():
     table = tables[REGION]
     assert table["fetched"] == "2026-11-29" and table["source"] == prices.API_SOURCE
     items = {k: v["usd"] for k, v in table["items"].items()}
-    assert items == {"hyperpod_instance_hour:ml.m5.xlarge": 0.23, "hyperpod_instance_hour:ml.g5.8xlarge": 3.06,
-                     "nat_gateway_hour": 0.045, "network_load_balancer_hour": 0.0225,
-                     "interface_endpoint_hour": 0.01, "kms_key_month": 1.0, "cloudwatch_alarm_month": 0.1,
-                     "eks_cluster_hour": 0.1, "fsx_lustre_ssd_gb_month:125": 0.145,
-                     "fsx_lustre_ssd_gb_month:250": 0.21, "fsx_lustre_ssd_gb_month:500": 0.29,
-                     "fsx_lustre_ssd_gb_month:1000": 0.6}
+    assert items == {
+        "hyperpod_instance_hour:ml.m5.xlarge": 0.23,
+        "hyperpod_instance_hour:ml.g5.8xlarge": 3.06,
+        "nat_gateway_hour": 0.045,
+        "network_load_balancer_hour": 0.0225,
+        "interface_endpoint_hour": 0.01,
+        "kms_key_month": 1.0,
+        "cloudwatch_alarm_month": 0.1,
+        "eks_cluster_hour": 0.1,
+        "fsx_lustre_ssd_gb_month:125": 0.145,
+        "fsx_lustre_ssd_gb_month:250": 0.21,
+        "fsx_lustre_ssd_gb_month:500": 0.29,
+        "fsx_lustre_ssd_gb_month:1000": 0.6,
+    }
     assert table["items"]["hyperpod_instance_hour:ml.g5.8xlarge"]["usagetype"] == "USW2-Cluster:ml.g5.8xlarge"
     assert left_out == []
 
 
 def test_two_different_prices_for_one_item_leave_it_off_the_table():
     query = next(q for q in prices.queries() if q.key == "nat_gateway_hour")
-    found, dropped = prices.entries(query, [item("AmazonEC2", "USW2-NatGateway-Hours", "Hrs", "0.045"),
-                                            item("AmazonEC2", "NatGateway-Hours", "Hrs", "0.048")])
+    found, dropped = prices.entries(
+        query,
+        [
+            item("AmazonEC2", "USW2-NatGateway-Hours", "Hrs", "0.045"),
+            item("AmazonEC2", "NatGateway-Hours", "Hrs", "0.048"),
+        ],
+    )
     assert found == {}
     assert dropped == ["nat_gateway_hour: 2 different prices (NatGateway-Hours=0.048, USW2-NatGateway-Hours=0.045)"]
 
 
 def test_only_hyperpods_cluster_line_prices_an_instance():
     query = prices.queries()[0]
-    found, _ = prices.entries(query, [item("AmazonSageMaker", "USW2-Train:ml.m5.xlarge", "Hrs", "0.5"),
-                                      item("AmazonSageMaker", "USW2-Studio:ml.m5.xlarge", "Hrs", "0.6"),
-                                      item("AmazonSageMaker", "USW2-ReservedCluster:ml.m5.xlarge", "Hrs", "0.7"),
-                                      item("AmazonSageMaker", "Cluster:ml.m5.xlarge", "Hrs", "0.23")])
+    found, _ = prices.entries(
+        query,
+        [
+            item("AmazonSageMaker", "USW2-Train:ml.m5.xlarge", "Hrs", "0.5"),
+            item("AmazonSageMaker", "USW2-Studio:ml.m5.xlarge", "Hrs", "0.6"),
+            item("AmazonSageMaker", "USW2-ReservedCluster:ml.m5.xlarge", "Hrs", "0.7"),
+            item("AmazonSageMaker", "Cluster:ml.m5.xlarge", "Hrs", "0.23"),
+        ],
+    )
     assert {k: v["usd"] for k, v in found.items()} == {"hyperpod_instance_hour:ml.m5.xlarge": 0.23}
 
 
@@ -63,9 +82,22 @@ def summary(synth, tmp_path, table: dict) -> list[str]:
     built = synth("default")
     path = tmp_path / "prices.json"
     path.write_text(json.dumps(table))
-    result = subprocess.run([sys.executable, "-m", "cli.summarize", str(built.out_dir), "--config",
-                             str(VARIANT_FILES["default"]), "--prices", str(path)], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli.summarize",
+            str(built.out_dir),
+            "--config",
+            str(VARIANT_FILES["default"]),
+            "--prices",
+            str(path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
 
@@ -77,8 +109,12 @@ def fetched_table(instance_prices: dict[str, str]) -> dict:
 
 
 def resources(built, kind: str) -> list[dict]:
-    return [r for t in [*built.templates.values(), *built.nested.values()] for r in t["Resources"].values()
-            if r["Type"] == kind]
+    return [
+        r
+        for t in [*built.templates.values(), *built.nested.values()]
+        for r in t["Resources"].values()
+        if r["Type"] == kind
+    ]
 
 
 def dollars(line: str, suffix: str) -> float:
@@ -90,8 +126,10 @@ def test_the_summary_prices_what_runs_and_what_bills_at_zero(synth, tmp_path):
     built = synth("default")
     cfg = built.config
     header = next(i for i, line in enumerate(out) if line.startswith("What it costs"))
-    assert out[header] == (f"What it costs at on-demand list prices in {REGION} (price table fetched 2026-11-29 from "
-                           f"the {prices.API_SOURCE}; config/facts/prices.json):")
+    assert out[header] == (
+        f"What it costs at on-demand list prices in {REGION} (price table fetched 2026-11-29 from "
+        f"the {prices.API_SOURCE}; config/facts/prices.json):"
+    )
     per_hour = {"ml.m5.xlarge": 0.23, "ml.g5.8xlarge": 3.06}
     instances = sum(g.instance_count * per_hour[g.instance_type] for g in cfg.cluster.instance_groups)
     lustre = cfg.storage.lustre
@@ -99,8 +137,13 @@ def test_the_summary_prices_what_runs_and_what_bills_at_zero(synth, tmp_path):
     nat = len(resources(built, "AWS::EC2::NatGateway"))
     keys = len(resources(built, "AWS::KMS::Key"))
     alarms = len(resources(built, "AWS::CloudWatch::Alarm"))
-    nlbs = len([r for r in resources(built, "AWS::ElasticLoadBalancingV2::LoadBalancer")
-                if r["Properties"].get("Type") == "network"])
+    nlbs = len(
+        [
+            r
+            for r in resources(built, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+            if r["Properties"].get("Type") == "network"
+        ]
+    )
     assert nat and keys and alarms
     floor_month = fsx + nat * 0.045 * 730 + nlbs * 0.0225 * 730 + keys * 1.0 + alarms * 0.1
     running = next(line for line in out if line.startswith("  while running: "))
@@ -129,24 +172,30 @@ def test_a_region_the_table_lacks_is_said_not_guessed(synth, tmp_path):
     assert line.startswith(f"What it costs: no price on record for {REGION} (config/facts/prices.json has eu-west-1)")
     assert not any(line.startswith("  while running") for line in out)
     assert next(line for line in out if line.startswith("  bills with every group at 0: ")).startswith(
-        "  bills with every group at 0: FSx for Lustre 1200 GiB at 250 MB/s/TiB, ")
+        "  bills with every group at 0: FSx for Lustre 1200 GiB at 250 MB/s/TiB, "
+    )
 
 
 def test_quantities_count_interface_endpoints_per_az_and_skip_gateway_endpoints():
-    template = {"Resources": {
-        "S3": {"Type": "AWS::EC2::VPCEndpoint", "Properties": {"VpcEndpointType": "Gateway"}},
-        "Ssm": {"Type": "AWS::EC2::VPCEndpoint", "Properties": {"VpcEndpointType": "Interface",
-                                                                 "SubnetIds": ["a", "b"]}},
-        "Alb": {"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties": {"Type": "application"}},
-        "Nlb": {"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties": {"Type": "network"}},
-    }}
+    template = {
+        "Resources": {
+            "S3": {"Type": "AWS::EC2::VPCEndpoint", "Properties": {"VpcEndpointType": "Gateway"}},
+            "Ssm": {
+                "Type": "AWS::EC2::VPCEndpoint",
+                "Properties": {"VpcEndpointType": "Interface", "SubnetIds": ["a", "b"]},
+            },
+            "Alb": {"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties": {"Type": "application"}},
+            "Nlb": {"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties": {"Type": "network"}},
+        }
+    }
     assert costs.quantities({"s": template}).standing == {"interface_endpoint_hour": 2, "network_load_balancer_hour": 1}
 
 
 def test_preflight_writes_the_regions_prices_and_keeps_the_others(tmp_path):
     path = tmp_path / "prices.json"
-    path.write_text(json.dumps({"about": "x", "regions": {"eu-west-1": {"fetched": "2026-01-01", "source": "s",
-                                                                        "items": {}}}}))
+    path.write_text(
+        json.dumps({"about": "x", "regions": {"eu-west-1": {"fetched": "2026-01-01", "source": "s", "items": {}}}})
+    )
     client, stubber = stubbed_pricing(answers({"ml.m5.xlarge": "0.23"}))
     result = refresh_prices(lambda service, purpose: client, REGION, path)
     stubber.assert_no_pending_responses()

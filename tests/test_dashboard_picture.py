@@ -1,6 +1,7 @@
 """The dashboard picture of docs/observability.md (docs/dashboard.svg) is drawn from the CloudWatch dashboard body the default config
 synthesizes (tools/render_dashboard.py), and that body follows CloudWatch's documented body structure
 (docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/CloudWatch-Dashboard-Body-Structure.html)."""
+
 from __future__ import annotations
 
 from support.paths import ROOT
@@ -13,8 +14,9 @@ REQUIRED = {"metric": {"metrics", "region"}, "alarm": {"alarms"}, "log": {"query
 
 def test_the_committed_picture_is_the_synthesized_dashboard(synth):
     body = body_from_template(synth("default").templates["observability"])
-    assert OUT.read_text() == render_svg(body), \
+    assert OUT.read_text() == render_svg(body), (
         "docs/dashboard.svg is stale: run tools/render_dashboard.py and commit the result"
+    )
 
 
 def test_the_body_follows_the_documented_structure(synth):

@@ -8,6 +8,7 @@ templates (so the analysis is not blind) and refused by the day-2 rules before t
 Synthesis is in-process without cdk-nag (test_templates.py covers nag and cfn-lint) and without copying assets into
 the assembly (only templates are compared); each base is synthesized once and each (base, change) once per session.
 """
+
 from __future__ import annotations
 
 import copy
@@ -82,8 +83,14 @@ def _add_interface_endpoint(data: dict) -> None:
 
 def _add_group(data: dict) -> None:
     data["cluster"]["instance_groups"].append(
-        {"name": "extra-workers", "role": "compute", "instance_type": "ml.g5.8xlarge", "instance_count": 2,
-         **({"partitions": ["extra"]} if data.get("orchestrator", "slurm") == "slurm" else {})})
+        {
+            "name": "extra-workers",
+            "role": "compute",
+            "instance_type": "ml.g5.8xlarge",
+            "instance_count": 2,
+            **({"partitions": ["extra"]} if data.get("orchestrator", "slurm") == "slurm" else {}),
+        }
+    )
 
 
 def _change_artifact(data: dict) -> None:
@@ -95,7 +102,8 @@ def _change_artifact(data: dict) -> None:
 def _add_team(data: dict) -> None:
     _compute(data)["instance_count"] += 1  # capacity for the new team's guaranteed quota
     data["eks"]["task_governance"]["teams"].append(
-        {"name": "interns", "instance_type": "ml.g5.8xlarge", "accelerators": 1, "sharing": "DontLend"})
+        {"name": "interns", "instance_type": "ml.g5.8xlarge", "accelerators": 1, "sharing": "DontLend"}
+    )
 
 
 def _set(path: str, value) -> Change:
@@ -105,6 +113,7 @@ def _set(path: str, value) -> Change:
         for key in parents:
             node = node.setdefault(key, {})
         node[last] = value
+
     return change
 
 
@@ -115,15 +124,21 @@ def _deep_health(data: dict) -> None:
 
 # name -> (bases it applies to, change). Every one of these must deploy in place.
 ROUTINE: dict[str, tuple[tuple[str, ...], Change]] = {
-    "scale_group_count": (("default", "per_user", "eks"), lambda d: _compute(d).update(
-        instance_count=_compute(d)["instance_count"] + 2)),
+    "scale_group_count": (
+        ("default", "per_user", "eks"),
+        lambda d: _compute(d).update(instance_count=_compute(d)["instance_count"] + 2),
+    ),
     "scale_group_to_zero": (("default",), lambda d: _compute(d).update(instance_count=0)),
-    "add_user": (("default", "per_user", "eks"), lambda d: d.setdefault("users", []).append(
-        {"name": "zoe", "uid": 10999})),
+    "add_user": (
+        ("default", "per_user", "eks"),
+        lambda d: d.setdefault("users", []).append({"name": "zoe", "uid": 10999}),
+    ),
     "remove_user": (("per_user", "eks"), _remove_last_user),
     "revoke_sudo": (("per_user",), _revoke_sudo),
-    "add_tag": (("default", "per_user", "eks"), lambda d: d.setdefault("tags", {}).update(
-        {"cost-center": "ml-research"})),
+    "add_tag": (
+        ("default", "per_user", "eks"),
+        lambda d: d.setdefault("tags", {}).update({"cost-center": "ml-research"}),
+    ),
     "storage_capacity_up": (("default", "eks"), lambda d: _lustre(d).update(storage_capacity_gib=2400)),
     "switch_shared_fsx_off": (("default",), _set("shared_fsx", False)),
     "switch_shared_fsx_on": (("per_user", "eks"), _set("shared_fsx", True)),
@@ -138,24 +153,38 @@ ROUTINE: dict[str, tuple[tuple[str, ...], Change]] = {
     "node_recovery_off": (("default",), _set("cluster.node_recovery", "None")),
     "enable_mlflow": (("default",), lambda d: _studio(d).update(mlflow={"enabled": True})),
     "data_compression_off": (("default",), lambda d: _lustre(d).update(data_compression="NONE")),
-    "eks_admin_role": (("eks",), lambda d: d["eks"]["admin_role_arns"].append(
-        "arn:aws:iam::111122223333:role/OnCall")),
+    "eks_admin_role": (("eks",), lambda d: d["eks"]["admin_role_arns"].append("arn:aws:iam::111122223333:role/OnCall")),
 }
 
 # Edits that can never be in place once deployed: the templates must show the replacement, and the day-2 rules
 # must refuse them, naming the config key.
 NEVER_IN_PLACE: dict[str, tuple[str, Change, str]] = {
-    "private_subnet_cidr": ("default", lambda d: _network(d).update(private_subnet_cidrs=["10.0.128.0/18"]),
-                            "network.private_subnet_cidrs[0]"),
+    "private_subnet_cidr": (
+        "default",
+        lambda d: _network(d).update(private_subnet_cidrs=["10.0.128.0/18"]),
+        "network.private_subnet_cidrs[0]",
+    ),
     "primary_az": ("default", lambda d: _network(d).update(az_ids=["usw2-az1"]), "network.az_ids[0]"),
-    "vpc_cidr": ("default", lambda d: _network(d).update(vpc_cidr="10.1.0.0/16", public_subnet_cidr="10.1.0.0/24",
-                                                         private_subnet_cidrs=["10.1.64.0/18"],
-                                                         studio_subnet_cidr="10.1.4.0/22"),
-                 "network.vpc_cidr"),
-    "raise_fsx_throughput": ("default", lambda d: _lustre(d).update(throughput_mib_per_tib=500),
-                             "storage.lustre.throughput_mib_per_tib"),
-    "data_repository_path": ("default", lambda d: _lustre(d).update(data_repository={"file_system_path": "/datasets"}),
-                             "storage.lustre.data_repository.file_system_path"),
+    "vpc_cidr": (
+        "default",
+        lambda d: _network(d).update(
+            vpc_cidr="10.1.0.0/16",
+            public_subnet_cidr="10.1.0.0/24",
+            private_subnet_cidrs=["10.1.64.0/18"],
+            studio_subnet_cidr="10.1.4.0/22",
+        ),
+        "network.vpc_cidr",
+    ),
+    "raise_fsx_throughput": (
+        "default",
+        lambda d: _lustre(d).update(throughput_mib_per_tib=500),
+        "storage.lustre.throughput_mib_per_tib",
+    ),
+    "data_repository_path": (
+        "default",
+        lambda d: _lustre(d).update(data_repository={"file_system_path": "/datasets"}),
+        "storage.lustre.data_repository.file_system_path",
+    ),
 }
 
 
@@ -171,6 +200,7 @@ def _synth(base: str, change: str | None) -> tuple[PlatformConfig, dict[str, dic
     app = cdk.App(outdir=str(out_dir), context=cdk_json_context(stage_assets=False))
     if change == "bootstrap_script_content":
         import constructs.studio_lifecycle_configs as lcc
+
         original = lcc.BOOTSTRAP
         lcc.BOOTSTRAP = original.replace("set -euo pipefail", "set -euo pipefail\numask 022")
         try:
@@ -213,10 +243,12 @@ def _asked_for(change: str, before_config: PlatformConfig, finding) -> bool:
     if change == "remove_user" and finding.action == "delete":
         return (finding.resource_type == "AWS::SageMaker::UserProfile" and finding.custom_name == removed) or (
             finding.resource_type == "AWS::SecretsManager::Secret"
-            and finding.custom_name == f"{before_config.name}/slurm-token/{removed}")
+            and finding.custom_name == f"{before_config.name}/slurm-token/{removed}"
+        )
     if change == "switch_shared_fsx_on" and finding.action == "delete" and not before_config.shared_fsx:
-        return (finding.logical_id.startswith(("SlurmJwtKeySecret", "SlurmJwtKeyKey", "SlurmTokenIssuerTokenKey"))
-                or (finding.custom_name or "").startswith(f"{before_config.name}/slurm-token/"))
+        return finding.logical_id.startswith(("SlurmJwtKeySecret", "SlurmJwtKeyKey", "SlurmTokenIssuerTokenKey")) or (
+            finding.custom_name or ""
+        ).startswith(f"{before_config.name}/slurm-token/")
     return False
 
 
@@ -233,9 +265,15 @@ def test_never_in_place_changes_are_seen_and_refused(change):
 
 def test_studio_lifecycle_configs_carry_a_content_hash():
     """A new bootstrap makes a new, differently named lifecycle config; the same content keeps the name."""
+
     def names(templates):
-        return sorted(r["Properties"]["StudioLifecycleConfigName"] for t in templates.values()
-                      for r in t["Resources"].values() if r["Type"] == "AWS::SageMaker::StudioLifecycleConfig")
+        return sorted(
+            r["Properties"]["StudioLifecycleConfigName"]
+            for t in templates.values()
+            for r in t["Resources"].values()
+            if r["Type"] == "AWS::SageMaker::StudioLifecycleConfig"
+        )
+
     before, after, again = (_synth("default", c)[1] for c in (None, "bootstrap_script_content", "add_tag"))
     assert len(names(before)) == 2 and all(len(n) <= 63 for n in names(before))
     assert set(names(before)).isdisjoint(names(after))
@@ -244,6 +282,7 @@ def test_studio_lifecycle_configs_carry_a_content_hash():
 
 def test_tags_skip_resources_whose_tags_are_create_only():
     from cli.template_replacements import create_only_paths
+
     _, templates = _synth("eks", "add_tag")
     for file, template in templates.items():
         for logical_id, resource in template["Resources"].items():
@@ -267,13 +306,23 @@ def test_the_analysis_catches_a_custom_named_replacement():
 
 def test_stateful_stacks_have_termination_protection_and_the_snapshot():
     import json
+
     _synth("default", None)
     (out_dir,) = Path(_OUT_ROOT.name).glob("default-None-*")
     manifest = json.loads((out_dir / "manifest.json").read_text())
-    protection = {name: artifact["properties"].get("terminationProtection", False)
-                  for name, artifact in manifest["artifacts"].items() if artifact["type"] == "aws:cloudformation:stack"}
-    assert protection == {"ml-cluster-network": False, "ml-cluster-storage": True, "ml-cluster-slurm-login": True,
-                          "ml-cluster-cluster": True, "ml-cluster-studio": True, "ml-cluster-observability": False}
+    protection = {
+        name: artifact["properties"].get("terminationProtection", False)
+        for name, artifact in manifest["artifacts"].items()
+        if artifact["type"] == "aws:cloudformation:stack"
+    }
+    assert protection == {
+        "ml-cluster-network": False,
+        "ml-cluster-storage": True,
+        "ml-cluster-slurm-login": True,
+        "ml-cluster-cluster": True,
+        "ml-cluster-studio": True,
+        "ml-cluster-observability": False,
+    }
     config, templates = _synth("default", None)
     assert templates["ml-cluster-storage.template.json"]["Metadata"]["HyperPodPlatformCreateOnly"] == snapshot(config)
 
@@ -294,11 +343,18 @@ def test_adding_a_user_changes_one_users_stack_of_a_generated_platform():
         return {lid for lid in old.keys() | new.keys() if old.get(lid) != new.get(lid)}
 
     parent = "ml-cluster-studio.template.json"
-    stack_resources = {lid for lid, r in after[parent]["Resources"].items() if r["Type"] == "AWS::CloudFormation::Stack"}
+    stack_resources = {
+        lid for lid, r in after[parent]["Resources"].items() if r["Type"] == "AWS::CloudFormation::Stack"
+    }
     (last,) = changed(parent) & stack_resources
     assert last.startswith("Users3NestedStack")
     assert {after[parent]["Resources"][lid]["Type"] for lid in changed(parent) - {last}} == {"AWS::Lambda::Function"}
     assert {lid for lid in changed(users_stacks[-1]) if "zoe" in lid} == {
-        "Profilezoe", "Partitionzoe", "SlurmTokenzoe", "SlurmTokenPolicyzoe", "ExecutionRolezoe"}
+        "Profilezoe",
+        "Partitionzoe",
+        "SlurmTokenzoe",
+        "SlurmTokenPolicyzoe",
+        "ExecutionRolezoe",
+    }
     assert [f for f in compare(before, after) if f.stateful or f.custom_name] == []
     assert check_day2(snapshot(before_config), after_config)[0] == []

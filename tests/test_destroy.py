@@ -18,6 +18,7 @@ the mechanism of botocore.stub.Stubber; a Stubber would intercept every call on 
   DescribeDataRepositoryTasks): `Associations` answers them from the template's association; every answer is checked
   against botocore's output shape, as Stubber does.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,17 @@ import pytest
 
 import cli.destroy as destroy
 from cli.stack_graph import ancestors, stack_dependencies
-from support.destroy_harness import (MUTATING, NAME, REGION, RETAINED_STAND_INS, Platform, answer, destroy_main,
-                                     moto_session, retained)
+from support.destroy_harness import (
+    MUTATING,
+    NAME,
+    REGION,
+    RETAINED_STAND_INS,
+    Platform,
+    answer,
+    destroy_main,
+    moto_session,
+    retained,
+)
 from support.moto_server import no_credentials_env
 from support.paths import ROOT
 
@@ -49,13 +59,14 @@ def platform(synth, aws):
 
 # --- tests -------------------------------------------------------------------------------------------------------
 
+
 def test_the_order_is_the_graph_reversed(synth):
     deps = stack_dependencies(synth("default").out_dir)
     order = destroy.deletion_order(deps)
     assert sorted(order) == sorted(deps)
     for i, stack in enumerate(order):
         # everything a stack depends on is deleted after it
-        assert ancestors(deps, stack) <= set(order[i + 1:]), stack
+        assert ancestors(deps, stack) <= set(order[i + 1 :]), stack
     assert order[0] == f"{NAME}-observability" and order[-1] == f"{NAME}-network"
 
 
@@ -70,8 +81,9 @@ def test_a_wrong_name_changes_nothing(platform, monkeypatch, capsys):
     assert ("user", "ANSWER", {}) in platform.calls.log
     assert not [op for _, op, _ in platform.calls.log if op in MUTATING]
     assert platform.status() == before and set(before.values()) == {"CREATE_COMPLETE"}
-    assert platform.protection.flags == {n: a["properties"]["terminationProtection"]
-                                         for n, a in platform.artifacts.items()}
+    assert platform.protection.flags == {
+        n: a["properties"]["terminationProtection"] for n, a in platform.artifacts.items()
+    }
     assert fs in platform.file_system_ids()
 
 
@@ -87,8 +99,9 @@ def test_the_plan_names_what_goes_and_what_stays(platform, monkeypatch, capsys):
     destroy_main(platform)
     out = capsys.readouterr().out
     plan, kept = out.split("Kept in the account")
-    order = [line.split(". ", 1)[1].split(" [")[0] for line in plan.splitlines()
-             if line[:4].strip().rstrip(".").isdigit()]
+    order = [
+        line.split(". ", 1)[1].split(" [")[0] for line in plan.splitlines() if line[:4].strip().rstrip(".").isdigit()
+    ]
     assert order == destroy.deletion_order(stack_dependencies(platform.out_dir))
     # every Retain resource of every template is listed as kept, and nothing else: "<stack>: <type> <physical id>
     # (<logical id>): kept", the physical id as the deployed stack lists it
@@ -101,8 +114,10 @@ def test_the_plan_names_what_goes_and_what_stays(platform, monkeypatch, capsys):
     for line in lines:
         stack, rest = line.strip().split(": ", 1)
         logical = line.rsplit(" (", 1)[1].split(")")[0]
-        physical = {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in platform.cfn.list_stack_resources(
-            StackName=stack)["StackResourceSummaries"]}.get(logical)
+        physical = {
+            r["LogicalResourceId"]: r["PhysicalResourceId"]
+            for r in platform.cfn.list_stack_resources(StackName=stack)["StackResourceSummaries"]
+        }.get(logical)
         assert rest.startswith(f"{types[stack, logical]} {physical or '(not in the deployed stack)'} ({logical}): ")
         named += physical is not None
     assert named == len([1 for s, lid in retained(platform) if types[s, lid] in RETAINED_STAND_INS])
@@ -113,14 +128,15 @@ def test_the_plan_names_what_goes_and_what_stays(platform, monkeypatch, capsys):
     assert "termination protection on (turned off just before its deletion)" in plan
 
 
-def test_confirmed_it_deletes_in_reverse_order_and_keeps_the_network_while_fsx_uses_it(platform, monkeypatch,
-                                                                                        capsys):
+def test_confirmed_it_deletes_in_reverse_order_and_keeps_the_network_while_fsx_uses_it(platform, monkeypatch, capsys):
     fs = platform.file_system()
     answer(monkeypatch, f"{NAME}\n", platform.calls)
     deps = stack_dependencies(platform.out_dir)
     state_at_delete = {}
-    platform.session.events.register("before-call.cloudformation.DeleteStack", lambda **_: state_at_delete.update(
-        {platform.calls.log[-1][2]["StackName"]: platform.status()}))
+    platform.session.events.register(
+        "before-call.cloudformation.DeleteStack",
+        lambda **_: state_at_delete.update({platform.calls.log[-1][2]["StackName"]: platform.status()}),
+    )
 
     assert destroy_main(platform) == 0
     out = capsys.readouterr().out
@@ -136,9 +152,10 @@ def test_confirmed_it_deletes_in_reverse_order_and_keeps_the_network_while_fsx_u
     assert log.index(("ANSWER", None)) < first_change
     protected = [n for n, a in platform.artifacts.items() if a["properties"]["terminationProtection"]]
     assert sorted(s for op, s in platform.calls.names("UpdateTerminationProtection")) == sorted(
-        s for s in protected if s != f"{NAME}-network")
+        s for s in protected if s != f"{NAME}-network"
+    )
     for op, stack in platform.calls.names("UpdateTerminationProtection"):
-        after = log[log.index((op, stack)) + 1:]
+        after = log[log.index((op, stack)) + 1 :]
         assert next(o for o, s in after if o == "DeleteStack" and platform.protection.ids.get(s) == stack)
     # the network and the file system stay; how to finish is printed
     status = platform.status()
@@ -183,9 +200,13 @@ def test_delete_file_systems_exports_then_deletes_fsx_then_the_network(platform,
     platform.backups_complete()
     assert destroy_main(platform, "--yes", "--delete-file-systems", "--without-backup") == 0
     log = mutations(platform)
-    assert log.index(("CreateDataRepositoryTask", fs)) < log.index(("DeleteStack", f"{NAME}-storage")) < \
-        log.index(("CreateBackup", fs)) < log.index(("DeleteFileSystem", fs)) < log.index(("DeleteStack",
-                                                                                           f"{NAME}-network"))
+    assert (
+        log.index(("CreateDataRepositoryTask", fs))
+        < log.index(("DeleteStack", f"{NAME}-storage"))
+        < log.index(("CreateBackup", fs))
+        < log.index(("DeleteFileSystem", fs))
+        < log.index(("DeleteStack", f"{NAME}-network"))
+    )
     assert log[-1] == ("DeleteStack", f"{NAME}-network")
     assert fs not in platform.file_system_ids()
     assert set(platform.status().values()) == {"DELETE_COMPLETE"}
@@ -238,8 +259,9 @@ def without_associations(out_dir: Path, tmp_path: Path) -> Path:
     for path in out_dir.glob("*.json"):
         data = json.loads(path.read_text())
         if path.name == f"{NAME}-storage.template.json":
-            data["Resources"] = {lid: r for lid, r in data["Resources"].items()
-                                 if r["Type"] != "AWS::FSx::DataRepositoryAssociation"}
+            data["Resources"] = {
+                lid: r for lid, r in data["Resources"].items() if r["Type"] != "AWS::FSx::DataRepositoryAssociation"
+            }
         (copy / path.name).write_text(json.dumps(data))
     return copy
 
@@ -260,17 +282,20 @@ def test_a_file_system_fsx_can_back_up_is_backed_up_before_it_is_deleted(synth, 
     assert "backed up (the backup is kept), then deleted" in capsys.readouterr().out
 
 
-def test_without_a_backup_and_without_the_acknowledgement_the_file_system_and_network_stay(synth, aws, tmp_path,
-                                                                                          capsys):
+def test_without_a_backup_and_without_the_acknowledgement_the_file_system_and_network_stay(
+    synth, aws, tmp_path, capsys
+):
     platform = Platform(aws, without_associations(synth("default").out_dir, tmp_path))
     platform.deploy()
     fs = platform.file_system()
     platform.backups_refused()
     assert destroy_main(platform, "--yes", "--delete-file-systems") == 1
     err = capsys.readouterr().err
-    assert err == (f"destroy: FSx {fs}: no backup possible (An error occurred (BadRequest) when calling the "
-                   "CreateBackup operation: test: FSx refused the backup) and --without-backup was not given: not "
-                   "deleted\n")
+    assert err == (
+        f"destroy: FSx {fs}: no backup possible (An error occurred (BadRequest) when calling the "
+        "CreateBackup operation: test: FSx refused the backup) and --without-backup was not given: not "
+        "deleted\n"
+    )
     assert fs in platform.file_system_ids()
     assert not platform.calls.names("DeleteFileSystem")
     assert platform.status()[f"{NAME}-network"] == "CREATE_COMPLETE"
@@ -285,10 +310,16 @@ def test_a_stack_that_fails_to_delete_stops_the_run(platform, capsys):
         for stack in parsed.get("Stacks", []):
             if stack["StackId"] in failing:
                 stack["StackStatus"] = "DELETE_FAILED"
+
     platform.session.events.register("after-call.cloudformation.DescribeStacks", fail_studio)
-    platform.session.events.register("before-call.cloudformation.DeleteStack", lambda **_: failing.append(
-        next(i for i, n in platform.protection.ids.items() if n == f"{NAME}-studio"))
-        if platform.protection.ids.get(platform.calls.log[-1][2]["StackName"]) == f"{NAME}-studio" else None)
+    platform.session.events.register(
+        "before-call.cloudformation.DeleteStack",
+        lambda **_: (
+            failing.append(next(i for i, n in platform.protection.ids.items() if n == f"{NAME}-studio"))
+            if platform.protection.ids.get(platform.calls.log[-1][2]["StackName"]) == f"{NAME}-studio"
+            else None
+        ),
+    )
 
     assert destroy_main(platform, "--yes") == 1
     err = capsys.readouterr().err
@@ -297,8 +328,7 @@ def test_a_stack_that_fails_to_delete_stops_the_run(platform, capsys):
     assert deleted == [f"{NAME}-observability", f"{NAME}-cluster", f"{NAME}-studio"]
 
 
-def test_a_stack_that_does_not_finish_deleting_stops_the_run_at_the_limit_with_progress(platform, monkeypatch,
-                                                                                          capsys):
+def test_a_stack_that_does_not_finish_deleting_stops_the_run_at_the_limit_with_progress(platform, monkeypatch, capsys):
     """DescribeStacks keeps answering DELETE_IN_PROGRESS for the observability stack (the first deleted) after its
     deletion was asked for; with the stack limit at 0 minutes the run stops there, saying so, and deletes nothing
     else."""
@@ -309,13 +339,16 @@ def test_a_stack_that_does_not_finish_deleting_stops_the_run_at_the_limit_with_p
         for stack in parsed.get("Stacks", []):
             if asked and platform.protection.ids.get(stack["StackId"]) == f"{NAME}-observability":
                 stack["StackStatus"] = "DELETE_IN_PROGRESS"
+
     platform.session.events.register("after-call.cloudformation.DescribeStacks", in_progress)
     monkeypatch.setitem(destroy.LIMIT_MINUTES, "stack", 0)
 
     assert destroy_main(platform, "--yes") == 1
     captured = capsys.readouterr()
-    assert captured.err == (f"destroy: {NAME}-observability still DELETE_IN_PROGRESS after 0 min (the limit is 0 min): "
-                            "nothing was undone; check it in the console and run `make destroy` again\n")
+    assert captured.err == (
+        f"destroy: {NAME}-observability still DELETE_IN_PROGRESS after 0 min (the limit is 0 min): "
+        "nothing was undone; check it in the console and run `make destroy` again\n"
+    )
     assert [platform.protection.ids[s] for _, s in platform.calls.names("DeleteStack")] == [f"{NAME}-observability"]
 
 
@@ -325,12 +358,14 @@ def test_a_wait_prints_each_new_state_and_a_line_every_progress_interval(monkeyp
     monkeypatch.setattr(destroy, "clock", lambda: next(clock))
     monkeypatch.setattr(destroy, "POLL_SECONDS", 0.0)
     monkeypatch.setattr(destroy, "PROGRESS_SECONDS", 60.0)
-    assert destroy._wait("backup b-1", lambda: next(states), done={"AVAILABLE"}, failed={"FAILED"},
-                         limit_seconds=3600) == "AVAILABLE"
+    assert (
+        destroy._wait("backup b-1", lambda: next(states), done={"AVAILABLE"}, failed={"FAILED"}, limit_seconds=3600)
+        == "AVAILABLE"
+    )
     assert capsys.readouterr().out.splitlines() == [
-        "  backup b-1: CREATING, 0 of at most 60 min",    # first state
-        "  backup b-1: UPDATING, 2 of at most 60 min",    # a new state
-        "  backup b-1: UPDATING, 3 of at most 60 min",    # the same state, a progress interval later
+        "  backup b-1: CREATING, 0 of at most 60 min",  # first state
+        "  backup b-1: UPDATING, 2 of at most 60 min",  # a new state
+        "  backup b-1: UPDATING, 3 of at most 60 min",  # the same state, a progress interval later
     ]
 
 
@@ -344,21 +379,30 @@ def test_nested_stacks_are_read_with_their_parent(synth):
         templates = [json.loads((s.out_dir / f).read_text()) for f in [stack.template_file, *stack.nested]]
         resources = [(lid, r) for t in templates for lid, r in t["Resources"].items()]
         assert sum(stack.deleted.values()) == sum(r.get("DeletionPolicy") != "Retain" for _, r in resources)
-        assert {k.logical_id for k in stack.kept} == {lid for lid, r in resources
-                                                      if r.get("DeletionPolicy") == "Retain"}
+        assert {k.logical_id for k in stack.kept} == {
+            lid for lid, r in resources if r.get("DeletionPolicy") == "Retain"
+        }
 
 
 def test_importing_it_calls_nothing(tmp_path):
     """No AWS client, not even boto3, at import time."""
     code = "import sys, cli.destroy; print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore')))"
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=no_credentials_env(), capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=no_credentials_env(), capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "[]\n"
 
 
 def test_without_credentials_one_line_and_nothing_asked(synth):
-    result = subprocess.run([sys.executable, "-m", "cli.destroy", str(synth("default").out_dir)], cwd=ROOT,
-                            env=no_credentials_env(), capture_output=True, text=True, timeout=60, input="ml-cluster\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.destroy", str(synth("default").out_dir)],
+        cwd=ROOT,
+        env=no_credentials_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input="ml-cluster\n",
+    )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("destroy: no AWS credentials") and result.stderr.count("\n") == 1

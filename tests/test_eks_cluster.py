@@ -1,4 +1,5 @@
 """The EKS orchestrator: control plane, add-ons, dependency chart, HyperPod on EKS, FSx for pods, governance, Studio."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,6 @@ from cli.stack_graph import stack_dependencies
 from support.template import kubernetes_manifests, kubernetes_objects, only, resources
 
 
-
-
 # ---------------------------------------------------------------------------------------------- control plane
 def test_control_plane_is_private_encrypted_and_logs_everything(synth):
     t = synth("eks").templates["eks"]
@@ -36,10 +35,18 @@ def test_control_plane_is_private_encrypted_and_logs_everything(synth):
     assert vpc["EndpointPrivateAccess"] is True and vpc["EndpointPublicAccess"] is False
     assert len(vpc["SubnetIds"]) == 2
     assert props["EncryptionConfig"][0]["Resources"] == ["secrets"]
-    assert sorted(entry["Type"] for entry in props["Logging"]["ClusterLogging"]["EnabledTypes"]) == \
-        ["api", "audit", "authenticator", "controllerManager", "scheduler"]
-    log_groups = [g["Properties"] for g in resources(t, "AWS::Logs::LogGroup").values()
-                  if g["Properties"].get("LogGroupName") == "/aws/eks/ml-eks/cluster"]
+    assert sorted(entry["Type"] for entry in props["Logging"]["ClusterLogging"]["EnabledTypes"]) == [
+        "api",
+        "audit",
+        "authenticator",
+        "controllerManager",
+        "scheduler",
+    ]
+    log_groups = [
+        g["Properties"]
+        for g in resources(t, "AWS::Logs::LogGroup").values()
+        if g["Properties"].get("LogGroupName") == "/aws/eks/ml-eks/cluster"
+    ]
     assert [g["RetentionInDays"] for g in log_groups] == [90]
 
 
@@ -49,12 +56,15 @@ def test_control_plane_gets_small_subnets_in_two_azs(synth):
     control = sorted((s["AvailabilityZoneId"], s["CidrBlock"]) for s in subnets if s["CidrBlock"].endswith("/28"))
     assert control == [("usw2-az1", "10.0.1.0/28"), ("usw2-az2", "10.0.1.16/28")]
     slurm_network = synth("default").templates["network"]
-    assert not [s for s in resources(slurm_network, "AWS::EC2::Subnet").values()
-                if s["Properties"]["CidrBlock"].endswith("/28")]
+    assert not [
+        s for s in resources(slurm_network, "AWS::EC2::Subnet").values() if s["Properties"]["CidrBlock"].endswith("/28")
+    ]
 
 
 def test_public_endpoint_only_with_an_allow_list(tmp_path):
-    cfg = eks_config(VARIANT_FILES["eks"], eks={"endpoint": {"public": True, "public_access_cidrs": ["203.0.113.0/24"]}})
+    cfg = eks_config(
+        VARIANT_FILES["eks"], eks={"endpoint": {"public": True, "public_access_cidrs": ["203.0.113.0/24"]}}
+    )
     assert cfg.eks.endpoint.public_access_cidrs == ["203.0.113.0/24"]
     with pytest.raises(ConfigError) as info:
         eks_config(VARIANT_FILES["eks"], eks={"endpoint": {"public": True}})
@@ -65,14 +75,27 @@ def test_addons_take_the_eks_default_for_the_cluster_version(synth):
     """No add-on version in the example: EKS installs the one it marks default for the cluster's Kubernetes version
     (no source names a vpc-cni or pod-identity-agent build; platform_config/eks.py), and make preflight checks it."""
     s = synth("eks")
-    addons = {a["Properties"]["AddonName"]: a["Properties"]
-              for stack in ("eks", "cluster") for a in resources(s.templates[stack], "AWS::EKS::Addon").values()}
+    addons = {
+        a["Properties"]["AddonName"]: a["Properties"]
+        for stack in ("eks", "cluster")
+        for a in resources(s.templates[stack], "AWS::EKS::Addon").values()
+    }
     # DaemonSets before the nodes, with the control plane; Deployments after them, with HyperPod
-    assert {a["Properties"]["AddonName"] for a in resources(s.templates["eks"], "AWS::EKS::Addon").values()} == \
-        {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"}
-    assert set(addons) == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver",
-                           "cert-manager", "amazon-sagemaker-hyperpod-training-operator",
-                           "amazon-sagemaker-hyperpod-taskgovernance"}
+    assert {a["Properties"]["AddonName"] for a in resources(s.templates["eks"], "AWS::EKS::Addon").values()} == {
+        "vpc-cni",
+        "kube-proxy",
+        "eks-pod-identity-agent",
+    }
+    assert set(addons) == {
+        "vpc-cni",
+        "kube-proxy",
+        "coredns",
+        "eks-pod-identity-agent",
+        "aws-fsx-csi-driver",
+        "cert-manager",
+        "amazon-sagemaker-hyperpod-training-operator",
+        "amazon-sagemaker-hyperpod-taskgovernance",
+    }
     assert [name for name, props in addons.items() if "AddonVersion" in props] == []
 
 
@@ -80,10 +103,16 @@ def test_hyperpod_nodes_may_give_pods_ips_in_the_cluster_vpc_only(synth):
     t = synth("eks").templates["cluster"]
     cluster = only(t, "AWS::SageMaker::Cluster")["Properties"]
     role = cluster["InstanceGroups"][0]["ExecutionRole"]["Fn::GetAtt"][0]
-    statements = [st for p in resources(t, "AWS::IAM::Policy").values()
-                  if {"Ref": role} in p["Properties"]["Roles"] for st in p["Properties"]["PolicyDocument"]["Statement"]]
+    statements = [
+        st
+        for p in resources(t, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+        for st in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
     cni = {"ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses", "ec2:ModifyNetworkInterfaceAttribute"}
-    granting = [st for st in statements if cni & set(st["Action"] if isinstance(st["Action"], list) else [st["Action"]])]
+    granting = [
+        st for st in statements if cni & set(st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+    ]
     assert granting and all(set(st["Action"]) >= cni for st in granting)
     for st in granting:
         assert "ec2:Vpc" in st["Condition"]["ArnEquals"]
@@ -92,17 +121,24 @@ def test_hyperpod_nodes_may_give_pods_ips_in_the_cluster_vpc_only(synth):
 
 def test_pod_identities_are_scoped(synth):
     t = synth("eks").templates["cluster"]
-    associations = {(a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"])
-                    for a in resources(t, "AWS::EKS::PodIdentityAssociation").values()}
-    assert associations == {("kube-system", "fsx-csi-controller-sa"),
-                            ("aws-hyperpod", "hp-training-operator-controller-manager")}
+    associations = {
+        (a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"])
+        for a in resources(t, "AWS::EKS::PodIdentityAssociation").values()
+    }
+    assert associations == {
+        ("kube-system", "fsx-csi-controller-sa"),
+        ("aws-hyperpod", "hp-training-operator-controller-manager"),
+    }
     policies = json.dumps([p["Properties"]["PolicyDocument"] for p in resources(t, "AWS::IAM::Policy").values()])
     assert '"fsx:DescribeFileSystems"' in policies
     # An action that authorizes no resource type matches only "*" (Service Authorization Reference facts); the FSx
     # CSI controller's describe call named one file system and so would have been denied.
     assert iam_facts.scoping_errors(t) == []
-    (describe,) = [st for policy, st in iam_facts.statements(t) if policy.startswith("FsxCsiRole")
-                   and "fsx:DescribeFileSystems" in iam_facts.as_list(st["Action"])]
+    (describe,) = [
+        st
+        for policy, st in iam_facts.statements(t)
+        if policy.startswith("FsxCsiRole") and "fsx:DescribeFileSystems" in iam_facts.as_list(st["Action"])
+    ]
     assert describe["Resource"] == "*" and iam_facts.as_list(describe["Action"]) == ["fsx:DescribeFileSystems"]
     for forbidden in ("FullAccess", '"fsx:*"', '"fsx:CreateFileSystem"', '"fsx:DeleteFileSystem"'):
         assert forbidden not in policies
@@ -118,17 +154,26 @@ def test_access_entries_are_scoped_by_role(synth):
     text = json.dumps(studio)
     for forbidden in ("AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy", "AmazonEKSEditPolicy", '"cluster"'):
         assert forbidden not in text
-    scopes = sorted((tuple(e.get("KubernetesGroups", [])), tuple(p["AccessScope"]["Namespaces"]))
-                    for e in studio for p in e["AccessPolicies"])
+    scopes = sorted(
+        (tuple(e.get("KubernetesGroups", [])), tuple(p["AccessScope"]["Namespaces"]))
+        for e in studio
+        for p in e["AccessPolicies"]
+    )
     # research has alice, developers bob, production carol: one role each.
-    assert scopes == [((), ("default",)), (("hyperpod-team-developers",), ("hyperpod-ns-developers",)),
-                      (("hyperpod-team-production",), ("hyperpod-ns-production",)),
-                      (("hyperpod-team-research",), ("hyperpod-ns-research",))]
+    assert scopes == [
+        ((), ("default",)),
+        (("hyperpod-team-developers",), ("hyperpod-ns-developers",)),
+        (("hyperpod-team-production",), ("hyperpod-ns-production",)),
+        (("hyperpod-team-research",), ("hyperpod-ns-research",)),
+    ]
 
     # One Kubernetes identity per member: each member's own Studio role (the ExecutionRole of their profile) maps to
     # their own username, which the job policies tie to their uid; the shared role gets EKS's default username.
-    profiles = {p["Properties"]["UserProfileName"]: p["Properties"]["UserSettings"].get("ExecutionRole")
-                for t in s.nested.values() for p in resources(t, "AWS::SageMaker::UserProfile").values()}
+    profiles = {
+        p["Properties"]["UserProfileName"]: p["Properties"]["UserSettings"].get("ExecutionRole")
+        for t in s.nested.values()
+        for p in resources(t, "AWS::SageMaker::UserProfile").values()
+    }
     members = {m: t.name for t in s.config.eks.task_governance.teams for m in t.members}
     usernames = {e.get("Username"): e for e in studio}
     assert set(usernames) == {None} | {f"hyperpod-user:{m}" for m in members}
@@ -139,7 +184,9 @@ def test_access_entries_are_scoped_by_role(synth):
         assert f"MemberRole{member}" in json.dumps(profiles[member])
 
 
-def rbac_allows(objects: list[dict], groups: list[str], *, verb: str, group: str, resource: str, namespace: str) -> bool:
+def rbac_allows(
+    objects: list[dict], groups: list[str], *, verb: str, group: str, resource: str, namespace: str
+) -> bool:
     """Kubernetes RBAC for namespaced requests, evaluated over the objects the stack applies."""
     roles = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects if o["kind"] == "Role"}
     for binding in (o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["namespace"] == namespace):
@@ -159,15 +206,30 @@ def test_team_members_submit_jobs_in_their_namespace_only(synth):
     groups = {e["AccessPolicies"][0]["AccessScope"]["Namespaces"][0]: e.get("KubernetesGroups", []) for e in entries}
     job = dict(group="sagemaker.amazonaws.com", resource="hyperpodpytorchjobs")
     assert rbac_allows(objects, groups["hyperpod-ns-research"], verb="create", namespace="hyperpod-ns-research", **job)
-    assert rbac_allows(objects, groups["hyperpod-ns-developers"], verb="delete", namespace="hyperpod-ns-developers", **job)
+    assert rbac_allows(
+        objects, groups["hyperpod-ns-developers"], verb="delete", namespace="hyperpod-ns-developers", **job
+    )
     for namespace in ("default", "hyperpod-ns-developers", "hyperpod-ns-production"):
         assert not rbac_allows(objects, groups["hyperpod-ns-research"], verb="create", namespace=namespace, **job)
     assert not rbac_allows(objects, groups["default"], verb="create", namespace="default", **job)
-    for verb, group, resource in (("get", "", "secrets"), ("create", "", "pods"), ("create", "rbac.authorization.k8s.io", "rolebindings")):
-        assert not rbac_allows(objects, groups["hyperpod-ns-research"], verb=verb, group=group, resource=resource,
-                               namespace="hyperpod-ns-research")
-    profiles = {p["Properties"]["UserProfileName"]: p["Properties"]["UserSettings"]
-                for t in s.nested.values() for p in resources(t, "AWS::SageMaker::UserProfile").values()}
+    for verb, group, resource in (
+        ("get", "", "secrets"),
+        ("create", "", "pods"),
+        ("create", "rbac.authorization.k8s.io", "rolebindings"),
+    ):
+        assert not rbac_allows(
+            objects,
+            groups["hyperpod-ns-research"],
+            verb=verb,
+            group=group,
+            resource=resource,
+            namespace="hyperpod-ns-research",
+        )
+    profiles = {
+        p["Properties"]["UserProfileName"]: p["Properties"]["UserSettings"]
+        for t in s.nested.values()
+        for p in resources(t, "AWS::SageMaker::UserProfile").values()
+    }
     assert "ExecutionRole" in profiles["alice"] and "ExecutionRole" in profiles["bob"]
     assert profiles["alice"]["ExecutionRole"] != profiles["bob"]["ExecutionRole"]
 
@@ -177,16 +239,20 @@ def test_writable_namespaces_enforce_pod_security_and_default_gets_no_accelerato
     objects = kubernetes_objects(t)
     # The stack creates no namespace (task governance does, with each quota); it labels default and each team's.
     assert not [o for o in objects if o["kind"] == "Namespace"]
-    patches = {p["Properties"]["ResourceName"]: p["Properties"]
-               for p in resources(t, "Custom::AWSCDK-EKS-KubernetesPatch").values()}
+    patches = {
+        p["Properties"]["ResourceName"]: p["Properties"]
+        for p in resources(t, "Custom::AWSCDK-EKS-KubernetesPatch").values()
+    }
     teams = synth("eks").config.eks.task_governance.teams
     assert set(patches) == {"namespace/default"} | {f"namespace/hyperpod-ns-{team.name}" for team in teams}
     for name, patch in patches.items():
         applied = json.loads(patch["ApplyPatchJson"])
         assert applied["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
-        kubernetes_validate.validate({"apiVersion": "v1", "kind": "Namespace",
-                                      "metadata": {"name": name.split("/")[1], **applied["metadata"]}},
-                                     EKS_KUBERNETES_VERSION, strict=True)
+        kubernetes_validate.validate(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name.split("/")[1], **applied["metadata"]}},
+            EKS_KUBERNETES_VERSION,
+            strict=True,
+        )
     (default_quota,) = [o for o in objects if o["kind"] == "ResourceQuota" and o["metadata"]["namespace"] == "default"]
     assert default_quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
     assert default_quota["spec"]["hard"]["requests.aws.amazon.com/neurondevice"] == "0"
@@ -196,7 +262,7 @@ def test_writable_namespaces_enforce_pod_security_and_default_gets_no_accelerato
 def test_dependency_chart_is_installed_before_the_hyperpod_cluster(synth):
     s = synth("eks")
     t = s.templates["eks"]
-    (chart_id, chart), = resources(t, "Custom::AWSCDK-EKS-HelmChart").items()
+    ((chart_id, chart),) = resources(t, "Custom::AWSCDK-EKS-HelmChart").items()
     assert chart["Properties"]["Release"] == "hyperpod-dependencies"
     assert "ChartAssetURL" in chart["Properties"]
     values = json.loads(chart["Properties"]["Values"])
@@ -205,31 +271,56 @@ def test_dependency_chart_is_installed_before_the_hyperpod_cluster(synth):
     assert resources(s.templates["cluster"], "AWS::SageMaker::Cluster")
     assert "ml-eks-eks" in stack_dependencies(s.out_dir)["ml-eks-cluster"]
     assert "Wait" not in chart["Properties"]  # nothing can schedule before the nodes exist
-    early = {r: a["Properties"]["AddonName"] for r, a in resources(t, "AWS::EKS::Addon").items()
-             if a["Properties"]["AddonName"] in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")}
+    early = {
+        r: a["Properties"]["AddonName"]
+        for r, a in resources(t, "AWS::EKS::Addon").items()
+        if a["Properties"]["AddonName"] in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+    }
     assert len(early) == 3 and set(early) <= set(chart["DependsOn"])
 
 
 def test_missing_chart_is_a_clear_error(tmp_path):
     cfg = eks_config(VARIANT_FILES["eks"])
-    cfg = cfg.model_copy(update={"eks": cfg.eks.model_copy(update={
-        "hyperpod_dependencies": cfg.eks.hyperpod_dependencies.model_copy(update={"chart_dir": str(tmp_path)})})})
+    cfg = cfg.model_copy(
+        update={
+            "eks": cfg.eks.model_copy(
+                update={
+                    "hyperpod_dependencies": cfg.eks.hyperpod_dependencies.model_copy(
+                        update={"chart_dir": str(tmp_path)}
+                    )
+                }
+            )
+        }
+    )
     with pytest.raises(ConfigError) as info:
         chart_directory(cfg)
     assert info.value.errors == [
         f"eks.hyperpod_dependencies.chart_dir: {str(tmp_path)!r} holds no Chart.yaml; the HyperPod dependency chart "
         "is not committed: run `make hyperpod-chart` to fetch the pinned revision (needs network access to "
-        "github.com), or point chart_dir at a copy of it"]
+        "github.com), or point chart_dir at a copy of it"
+    ]
 
 
 def test_app_reports_a_missing_chart_without_traceback(tmp_path):
     config = tmp_path / "eks.yaml"
-    config.write_text(VARIANT_FILES["eks"].read_text().replace("chart_dir: build/hyperpod-helm-chart",
-                                                               f"chart_dir: {tmp_path / 'no-chart'}"))
-    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env={"PATH": APP_PATH, "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), "config": str(config)}),
-                                 "CDK_OUTDIR": str(tmp_path / "out"),
-                                 "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+    config.write_text(
+        VARIANT_FILES["eks"]
+        .read_text()
+        .replace("chart_dir: build/hyperpod-helm-chart", f"chart_dir: {tmp_path / 'no-chart'}")
+    )
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            "PATH": APP_PATH,
+            "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), "config": str(config)}),
+            "CDK_OUTDIR": str(tmp_path / "out"),
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        },
+    )
     assert result.returncode == 1
     assert "holds no Chart.yaml" in result.stderr and "make hyperpod-chart" in result.stderr
     assert "Traceback" not in result.stderr
@@ -243,8 +334,9 @@ def test_hyperpod_cluster_is_orchestrated_by_eks(synth):
     props = only(t, "AWS::SageMaker::Cluster")["Properties"]
     arn = props["Orchestrator"]["Eks"]["ClusterArn"]["Fn::GetStackOutput"]
     assert arn["StackName"] == "ml-eks-eks"
-    assert s.templates["eks"]["Outputs"][arn["OutputName"]]["Value"] == {"Fn::GetAtt": [
-        next(iter(resources(s.templates["eks"], "AWS::EKS::Cluster"))), "Arn"]}
+    assert s.templates["eks"]["Outputs"][arn["OutputName"]]["Value"] == {
+        "Fn::GetAtt": [next(iter(resources(s.templates["eks"], "AWS::EKS::Cluster"))), "Arn"]
+    }
     assert props["NodeProvisioningMode"] == "Continuous"
     assert props["NodeRecovery"] == "Automatic"
     groups = {g["InstanceGroupName"]: g for g in props["InstanceGroups"]}
@@ -252,7 +344,8 @@ def test_hyperpod_cluster_is_orchestrated_by_eks(synth):
     assert groups["training-p5"]["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
     assert groups["training-p5"]["KubernetesConfig"] == {"Labels": {"workload": "training"}}
     assert groups["dev-g5"]["KubernetesConfig"]["Taints"] == [
-        {"Key": "dedicated", "Value": "development", "Effect": "NoSchedule"}]
+        {"Key": "dedicated", "Value": "development", "Effect": "NoSchedule"}
+    ]
     assert all("SlurmConfig" not in g for g in groups.values())
     assert "AutoScaling" not in props and "ClusterRole" not in props
 
@@ -271,8 +364,10 @@ def test_karpenter_autoscaling_uses_a_role_trusted_by_hyperpod(synth):
 def test_pod_identity_roles_trust_only_their_service_account_on_this_cluster(synth):
     s = synth("eks")
     t = s.templates["cluster"]
-    roles = {a["Properties"]["ServiceAccount"]: (a["Properties"]["Namespace"], a["Properties"]["RoleArn"]["Fn::GetAtt"][0])
-             for a in resources(t, "AWS::EKS::PodIdentityAssociation").values()}
+    roles = {
+        a["Properties"]["ServiceAccount"]: (a["Properties"]["Namespace"], a["Properties"]["RoleArn"]["Fn::GetAtt"][0])
+        for a in resources(t, "AWS::EKS::PodIdentityAssociation").values()
+    }
     (eks_cluster,) = resources(s.templates["eks"], "AWS::EKS::Cluster")
     eks_outputs = s.templates["eks"]["Outputs"]
     for account, (namespace, role) in roles.items():
@@ -286,7 +381,8 @@ def test_pod_identity_roles_trust_only_their_service_account_on_this_cluster(syn
             "aws:SourceAccount": {"Ref": "AWS::AccountId"},
             "aws:RequestTag/eks-cluster-arn": {"Fn::GetStackOutput": arn},
             "aws:RequestTag/kubernetes-namespace": namespace,
-            "aws:RequestTag/kubernetes-service-account": account}
+            "aws:RequestTag/kubernetes-service-account": account,
+        }
 
 
 def test_slurm_only_groups_are_not_created_on_eks(synth):
@@ -296,8 +392,12 @@ def test_slurm_only_groups_are_not_created_on_eks(synth):
     from constructs.platform_refs import NetworkRefs
     from stacks.platform import group_specs
     from constructs.hyperpod_vpc import PrivateSubnet
-    refs = NetworkRefs(vpc_id="vpc-1", security_group_id="sg-1",
-                       private_subnets=(PrivateSubnet(az_id="usw2-az2", subnet_id="subnet-1"),))
+
+    refs = NetworkRefs(
+        vpc_id="vpc-1",
+        security_group_id="sg-1",
+        private_subnets=(PrivateSubnet(az_id="usw2-az2", subnet_id="subnet-1"),),
+    )
     assert [g.name for g in group_specs(cfg, refs) if g.role == "compute"] == ["worker-group-1"]
 
 
@@ -306,12 +406,21 @@ def test_eks_nodes_run_the_lifecycle_entry_point_with_eks_parameters(synth):
     deployment = only(s.templates["cluster"], "Custom::CDKBucketDeployment")["Properties"]
     assert deployment["DestinationBucketKeyPrefix"] == "hyperpod/ml-eks/"
     # The lifecycle record's name, with the region CloudFormation fills in (a marker; tests/test_lifecycle_record.py).
-    params = [json.loads(re.sub(r"<<marker:[^>]*>>", '"TOKEN"', p.read_text()))
-              for p in s.out_dir.glob("asset.*/platform_parameters.json")]
+    params = [
+        json.loads(re.sub(r"<<marker:[^>]*>>", '"TOKEN"', p.read_text()))
+        for p in s.out_dir.glob("asset.*/platform_parameters.json")
+    ]
     assert [p.pop("lifecycle_record") for p in params] == [
-        {"secret_name": "hyperpod-platform/ml-eks/lifecycle-record", "region": "TOKEN"}]
-    assert params == [{"version": 1, "orchestrator": "eks", "cluster_name": "ml-eks",
-                       "worker_groups": [{"instance_group_name": "training-p5"}, {"instance_group_name": "dev-g5"}]}]
+        {"secret_name": "hyperpod-platform/ml-eks/lifecycle-record", "region": "TOKEN"}
+    ]
+    assert params == [
+        {
+            "version": 1,
+            "orchestrator": "eks",
+            "cluster_name": "ml-eks",
+            "worker_groups": [{"instance_group_name": "training-p5"}, {"instance_group_name": "dev-g5"}],
+        }
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- Kubernetes objects
@@ -320,11 +429,16 @@ def test_each_team_mounts_its_own_directory_and_shared_datasets_read_only(synth)
     t = s.templates["cluster"]
     # The members' Studio partitions are claimed beside these: tests/test_eks_team_files.py.
     objects = [o for o in kubernetes_objects(t) if "studio-" not in o["metadata"]["name"]]
-    claims = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "PersistentVolumeClaim"}
+    claims = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "PersistentVolumeClaim"
+    }
     teams = ("research", "production", "developers")
     assert claims == {(f"hyperpod-ns-{team}", claim) for team in teams for claim in ("fsx-claim", "fsx-datasets")}
-    volumes = {o["spec"]["claimRef"]["namespace"] + "/" + o["spec"]["claimRef"]["name"]: o["spec"]
-               for o in objects if o["kind"] == "PersistentVolume"}
+    volumes = {
+        o["spec"]["claimRef"]["namespace"] + "/" + o["spec"]["claimRef"]["name"]: o["spec"]
+        for o in objects
+        if o["kind"] == "PersistentVolume"
+    }
     mount = "TOKEN"  # the file system's mount name, a deploy-time value
     for team in teams:
         own, shared = volumes[f"hyperpod-ns-{team}/fsx-claim"], volumes[f"hyperpod-ns-{team}/fsx-datasets"]
@@ -337,40 +451,56 @@ def test_each_team_mounts_its_own_directory_and_shared_datasets_read_only(synth)
         assert spec["csi"]["driver"] == "fsx.csi.aws.com"
     # kubelet tells CSI volumes apart by driver and handle: two directories must not share one.
     assert len({spec["csi"]["volumeHandle"] for spec in volumes.values()}) == len(volumes) - len(teams) + 1
-    directories = {r["Properties"]["RelativePath"]: r["Properties"] for r in resources(t, "Custom::FsxPartition").values()}
+    directories = {
+        r["Properties"]["RelativePath"]: r["Properties"] for r in resources(t, "Custom::FsxPartition").values()
+    }
     gids = {team.name: team_gid(team) for team in s.config.eks.task_governance.teams}
     assert {p: (d["Gid"], d["Mode"]) for p, d in directories.items()} == {
-        "eks/datasets": ("0", "0755"), **{f"eks/teams/{n}": (str(g), "2770") for n, g in gids.items()}}
+        "eks/datasets": ("0", "0755"),
+        **{f"eks/teams/{n}": (str(g), "2770") for n, g in gids.items()},
+    }
     assert len(set(gids.values())) == len(gids)
     (volumes_id,) = [k for k in kubernetes_manifests(t) if k.startswith("FsxVolumes")]
     assert set(resources(t, "Custom::FsxPartition")) <= set(t["Resources"][volumes_id]["DependsOn"])
 
 
 def test_team_resource_quotas_equal_guaranteed_plus_borrowable(synth):
-    quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in kubernetes_objects(synth("eks").templates["cluster"])
-              if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"}
+    quotas = {
+        o["metadata"]["namespace"]: o["spec"]["hard"]
+        for o in kubernetes_objects(synth("eks").templates["cluster"])
+        if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"
+    }
     assert {ns: q["requests.nvidia.com/gpu"] for ns, q in quotas.items()} == {
-        "hyperpod-ns-research": "24",    # 2 x p5 (16 GPUs) + 50% borrow limit
+        "hyperpod-ns-research": "24",  # 2 x p5 (16 GPUs) + 50% borrow limit
         "hyperpod-ns-production": "16",  # Lend: no borrowing
-        "hyperpod-ns-developers": "2",   # DontLend, 2 accelerators
+        "hyperpod-ns-developers": "2",  # DontLend, 2 accelerators
     }
 
 
 def test_cpu_and_memory_are_capped_where_autoscaling_could_provision_for_them(synth):
     objects = kubernetes_objects(synth("eks_shared").templates["cluster"])
-    quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in objects
-              if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"}
-    assert quotas["hyperpod-ns-research"] | {} == {"requests.nvidia.com/gpu": "24", "requests.cpu": "576",
-                                                   "requests.memory": "6144Gi"}
+    quotas = {
+        o["metadata"]["namespace"]: o["spec"]["hard"]
+        for o in objects
+        if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"
+    }
+    assert quotas["hyperpod-ns-research"] | {} == {
+        "requests.nvidia.com/gpu": "24",
+        "requests.cpu": "576",
+        "requests.memory": "6144Gi",
+    }
     defaults = {o["metadata"]["namespace"] for o in objects if o["kind"] == "LimitRange"}
     assert defaults == set(quotas)  # a compute quota rejects pods without requests unless defaults exist
     with pytest.raises(ConfigError) as info:
-        teams = [{**t.model_dump(exclude_none=True), "max_vcpu": None}
-                 for t in eks_config(VARIANT_FILES["eks"]).eks.task_governance.teams]
-        eks_config(VARIANT_FILES["eks"], eks={"autoscaling": {"enabled": True},
-                                             "task_governance": {"teams": teams}})
-    assert "eks.task_governance.teams[0].max_vcpu: not set with eks.autoscaling.enabled: true; give the team a CPU " \
-           "and memory cap, or nodes are added for whatever it requests" in info.value.errors
+        teams = [
+            {**t.model_dump(exclude_none=True), "max_vcpu": None}
+            for t in eks_config(VARIANT_FILES["eks"]).eks.task_governance.teams
+        ]
+        eks_config(VARIANT_FILES["eks"], eks={"autoscaling": {"enabled": True}, "task_governance": {"teams": teams}})
+    assert (
+        "eks.task_governance.teams[0].max_vcpu: not set with eks.autoscaling.enabled: true; give the team a CPU "
+        "and memory cap, or nodes are added for whatever it requests" in info.value.errors
+    )
 
 
 @pytest.mark.parametrize("variant", ["eks", "eks_shared"])
@@ -386,27 +516,39 @@ def test_scheduler_config_and_one_quota_per_team(synth):
     t = synth("eks").templates["cluster"]
     # us-west-2's CloudFormation has ComputeQuota but not ClusterSchedulerConfig.
     scheduler = only(t, "Custom::ClusterSchedulerConfig")["Properties"]
-    assert scheduler["SchedulerConfig"] == {"PriorityClasses": [
-        {"Name": "inference", "Weight": 90}, {"Name": "training", "Weight": 70},
-        {"Name": "experimentation", "Weight": 30}], "FairShare": "Enabled"}
-    quotas = {q["Properties"]["ComputeQuotaTarget"]["TeamName"]: q["Properties"]
-              for q in resources(t, "AWS::SageMaker::ComputeQuota").values()}
+    assert scheduler["SchedulerConfig"] == {
+        "PriorityClasses": [
+            {"Name": "inference", "Weight": 90},
+            {"Name": "training", "Weight": 70},
+            {"Name": "experimentation", "Weight": 30},
+        ],
+        "FairShare": "Enabled",
+    }
+    quotas = {
+        q["Properties"]["ComputeQuotaTarget"]["TeamName"]: q["Properties"]
+        for q in resources(t, "AWS::SageMaker::ComputeQuota").values()
+    }
     assert set(quotas) == {"research", "production", "developers"}
     assert quotas["research"]["ComputeQuotaConfig"] == {
         "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Count": 2}],
         "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
-        "PreemptTeamTasks": "LowerPriority"}
+        "PreemptTeamTasks": "LowerPriority",
+    }
     assert quotas["developers"]["ComputeQuotaConfig"]["ComputeQuotaResources"] == [
-        {"InstanceType": "ml.g5.8xlarge", "Accelerators": 2}]
+        {"InstanceType": "ml.g5.8xlarge", "Accelerators": 2}
+    ]
     assert quotas["production"]["ComputeQuotaConfig"]["ResourceSharingConfig"] == {"Strategy": "Lend"}
 
 
-@pytest.mark.parametrize("region, scheduler, quota", [
-    ("us-east-1", "AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"),
-    ("us-west-2", "Custom::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"),
-    ("us-west-1", "AWS::SageMaker::ClusterSchedulerConfig", "Custom::ComputeQuota"),
-    (None, "Custom::ClusterSchedulerConfig", "Custom::ComputeQuota"),
-])
+@pytest.mark.parametrize(
+    "region, scheduler, quota",
+    [
+        ("us-east-1", "AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"),
+        ("us-west-2", "Custom::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"),
+        ("us-west-1", "AWS::SageMaker::ClusterSchedulerConfig", "Custom::ComputeQuota"),
+        (None, "Custom::ClusterSchedulerConfig", "Custom::ComputeQuota"),
+    ],
+)
 def test_native_governance_types_where_cloudformation_has_them(region, scheduler, quota):
     assert governance_resource_type("AWS::SageMaker::ClusterSchedulerConfig", region) == scheduler
     assert governance_resource_type("AWS::SageMaker::ComputeQuota", region) == quota
@@ -414,6 +556,7 @@ def test_native_governance_types_where_cloudformation_has_them(region, scheduler
 
 def test_region_table_matches_cfn_lint_registry_schemas():
     import cfnlint
+
     providers = ROOT.joinpath(cfnlint.__file__).parent / "data" / "schemas" / "providers"
     commercial = [p for p in providers.glob("*.json") if re.fullmatch(r"[a-z]{2}-[a-z]+-\d", p.stem)]
     for cfn_type, regions in CFN_REGIONS.items():
@@ -426,7 +569,9 @@ def test_studio_spaces_become_eks_clients_with_checksummed_tools(synth):
     s = synth("eks")
     t = s.templates["studio"]
     configs = resources(t, "AWS::SageMaker::StudioLifecycleConfig")
-    body, variables = next(iter(configs.values()))["Properties"]["StudioLifecycleConfigContent"]["Fn::Base64"]["Fn::Sub"]
+    body, variables = next(iter(configs.values()))["Properties"]["StudioLifecycleConfigContent"]["Fn::Base64"][
+        "Fn::Sub"
+    ]
     assert 'exec bash "${!scripts}/eks_login_node.sh"' in body
     assert "export EKS_CLUSTER_NAME='${EKS_CLUSTER_NAME}'" in body
     digests = layer_binaries.digests(layer_binaries.layer_zip(layer_binaries.jsii_tarball()))
@@ -438,11 +583,16 @@ def test_studio_spaces_become_eks_clients_with_checksummed_tools(synth):
 
 def test_studio_reaches_the_eks_api_not_slurm(synth):
     t = synth("eks").templates["studio"]
-    ports = sorted((r["Properties"]["FromPort"], r["Properties"]["Description"])
-                   for r in resources(t, "AWS::EC2::SecurityGroupIngress").values()
-                   if r["Properties"]["Description"].endswith("from Studio apps"))
-    assert ports == [(443, "EksApi from Studio apps"), (988, "Lustre from Studio apps"),
-                     (1018, "Lustre from Studio apps")]
+    ports = sorted(
+        (r["Properties"]["FromPort"], r["Properties"]["Description"])
+        for r in resources(t, "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"]["Description"].endswith("from Studio apps")
+    )
+    assert ports == [
+        (443, "EksApi from Studio apps"),
+        (988, "Lustre from Studio apps"),
+        (1018, "Lustre from Studio apps"),
+    ]
     assert "secretsmanager" not in json.dumps(t)
 
 

@@ -1,6 +1,7 @@
 """EKS teams kept apart on the nodes: network policies (egress to the nodes' instance metadata, ingress between
 team namespaces, checked by an evaluator of NetworkPolicy semantics), what waits for a team's namespace objects, and
 FSx volumes mounted nosuid."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,14 @@ def egress_allowed(policies: list[dict], namespace: str, address: str) -> bool:
     """NetworkPolicy semantics for an egress to `address` from a pod of `namespace` (not another pod's IP): with no
     policy selecting the pod everything is allowed; otherwise only what some rule's ipBlock admits."""
     import ipaddress
-    selecting = [p for p in policies if p["metadata"]["namespace"] == namespace and p["spec"]["podSelector"] == {}
-                 and "Egress" in p["spec"]["policyTypes"]]
+
+    selecting = [
+        p
+        for p in policies
+        if p["metadata"]["namespace"] == namespace
+        and p["spec"]["podSelector"] == {}
+        and "Egress" in p["spec"]["policyTypes"]
+    ]
     if not selecting:
         return True
     ip = ipaddress.ip_address(address)
@@ -26,15 +33,21 @@ def egress_allowed(policies: list[dict], namespace: str, address: str) -> bool:
         for rule in policy["spec"].get("egress", []):
             for peer in rule.get("to", []):
                 block = peer.get("ipBlock")
-                if block and ip in ipaddress.ip_network(block["cidr"]) and not any(
-                        ip in ipaddress.ip_network(e) for e in block.get("except", [])):
+                if (
+                    block
+                    and ip in ipaddress.ip_network(block["cidr"])
+                    and not any(ip in ipaddress.ip_network(e) for e in block.get("except", []))
+                ):
                     return True
     return False
 
 
 def test_vpc_cni_enforces_network_policies(synth):
-    (cni,) = [a["Properties"] for a in resources(synth("eks").templates["eks"], "AWS::EKS::Addon").values()
-              if a["Properties"]["AddonName"] == "vpc-cni"]
+    (cni,) = [
+        a["Properties"]
+        for a in resources(synth("eks").templates["eks"], "AWS::EKS::Addon").values()
+        if a["Properties"]["AddonName"] == "vpc-cni"
+    ]
     assert json.loads(cni["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
 
 
@@ -60,9 +73,14 @@ def test_pods_of_teams_and_default_cannot_reach_the_nodes_instance_metadata(synt
         kubernetes_validate.validate(policy, EKS_KUBERNETES_VERSION, strict=True)
     assert egress_allowed(policies, "kube-system", "169.254.169.254")  # the platform's own: not selected
     # The guard is applied once the team namespaces exist.
-    (guard_id,) = [k for k, v in kubernetes_manifests(s.templates["cluster"]).items()
-                   if any(o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "deny-node-credentials" for o in v)]
-    assert set(namespace_labels(s.templates["cluster"])) <= set(s.templates["cluster"]["Resources"][guard_id]["DependsOn"])
+    (guard_id,) = [
+        k
+        for k, v in kubernetes_manifests(s.templates["cluster"]).items()
+        if any(o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "deny-node-credentials" for o in v)
+    ]
+    assert set(namespace_labels(s.templates["cluster"])) <= set(
+        s.templates["cluster"]["Resources"][guard_id]["DependsOn"]
+    )
 
 
 def namespace_labels(template: dict) -> list[str]:
@@ -74,8 +92,13 @@ def ingress_allowed(policies: list[dict], namespace: str, source_namespace: str)
     """NetworkPolicy semantics for a connection into a pod of `namespace` from a pod of `source_namespace`: with no
     policy selecting the pod for Ingress everything is allowed; otherwise only what some rule's peer admits (a
     podSelector alone means the policy's own namespace; a namespaceSelector matches the namespace's name label)."""
-    selecting = [p for p in policies if p["metadata"]["namespace"] == namespace and p["spec"]["podSelector"] == {}
-                 and "Ingress" in p["spec"]["policyTypes"]]
+    selecting = [
+        p
+        for p in policies
+        if p["metadata"]["namespace"] == namespace
+        and p["spec"]["podSelector"] == {}
+        and "Ingress" in p["spec"]["policyTypes"]
+    ]
     if not selecting:
         return True
     for policy in selecting:
@@ -89,8 +112,12 @@ def ingress_allowed(policies: list[dict], namespace: str, source_namespace: str)
                     continue
                 selector = peer["namespaceSelector"]
                 assert set(selector) == {"matchExpressions"}, selector
-                if all(e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "In"
-                       and source_namespace in e["values"] for e in selector["matchExpressions"]):
+                if all(
+                    e["key"] == "kubernetes.io/metadata.name"
+                    and e["operator"] == "In"
+                    and source_namespace in e["values"]
+                    for e in selector["matchExpressions"]
+                ):
                     return True
     return False
 
@@ -113,17 +140,24 @@ def test_team_namespaces_accept_connections_only_from_their_own_pods_and_the_pla
             kubernetes_validate.validate(policy, EKS_KUBERNETES_VERSION, strict=True)
     applied = kubernetes_manifests(s.templates["cluster"])
     (ingress_id,) = [k for k, v in applied.items() if any(o["metadata"]["name"] == "team-ingress-only" for o in v)]
-    assert set(namespace_labels(s.templates["cluster"])) <= set(s.templates["cluster"]["Resources"][ingress_id]["DependsOn"])
+    assert set(namespace_labels(s.templates["cluster"])) <= set(
+        s.templates["cluster"]["Resources"][ingress_id]["DependsOn"]
+    )
 
 
 def test_the_ingress_evaluator_is_not_a_rubber_stamp():
     from manifests.kubernetes_objects import team_ingress
+
     open_to_all = team_ingress(namespace="hyperpod-ns-a", platform_namespaces=["aws-hyperpod"], platform="p")
     open_to_all["spec"]["ingress"][0]["from"][1]["namespaceSelector"]["matchExpressions"][0]["values"].append(
-        "hyperpod-ns-b")
+        "hyperpod-ns-b"
+    )
     assert ingress_allowed([open_to_all], "hyperpod-ns-a", "hyperpod-ns-b")
-    assert not ingress_allowed([team_ingress(namespace="hyperpod-ns-a", platform_namespaces=["aws-hyperpod"],
-                                             platform="p")], "hyperpod-ns-a", "hyperpod-ns-b")
+    assert not ingress_allowed(
+        [team_ingress(namespace="hyperpod-ns-a", platform_namespaces=["aws-hyperpod"], platform="p")],
+        "hyperpod-ns-a",
+        "hyperpod-ns-b",
+    )
     assert ingress_allowed([], "hyperpod-ns-a", "hyperpod-ns-b")
 
 
@@ -135,20 +169,32 @@ def test_quotas_and_the_scheduler_policy_wait_for_kueue_and_team_objects_for_the
     res = t["Resources"]
     values = {k: r["Properties"] for k, r in resources(t, "Custom::AWSCDK-EKS-KubernetesObjectValue").items()}
     (kueue,) = [k for k, v in values.items() if v["ObjectType"] == "deployment"]
-    assert (values[kueue]["ObjectName"], values[kueue]["ObjectNamespace"]) == ("kueue-controller-manager", "kueue-system")
+    assert (values[kueue]["ObjectName"], values[kueue]["ObjectNamespace"]) == (
+        "kueue-controller-manager",
+        "kueue-system",
+    )
     assert values[kueue]["JsonPath"] == ".status.availableReplicas"
-    (addon,) = [k for k, r in res.items() if r["Type"] == "AWS::EKS::Addon"
-                and r["Properties"]["AddonName"] == "amazon-sagemaker-hyperpod-taskgovernance"]
+    (addon,) = [
+        k
+        for k, r in res.items()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "amazon-sagemaker-hyperpod-taskgovernance"
+    ]
     assert addon in res[kueue]["DependsOn"]
     governance = {k: r for k, r in res.items() if r["Type"].endswith(("ComputeQuota", "ClusterSchedulerConfig"))}
     assert len(governance) == 1 + len(synth("eks").config.eks.task_governance.teams)
     for rid, r in governance.items():
         assert kueue in r["DependsOn"], rid
     for team in synth("eks").config.eks.task_governance.teams:
-        (wait,) = [k for k, v in values.items() if v["ObjectType"] == "namespace"
-                   and v["ObjectName"] == f"hyperpod-ns-{team.name}"]
-        (quota,) = [k for k, r in governance.items()
-                    if r["Properties"].get("ComputeQuotaTarget", {}).get("TeamName") == team.name]
+        (wait,) = [
+            k
+            for k, v in values.items()
+            if v["ObjectType"] == "namespace" and v["ObjectName"] == f"hyperpod-ns-{team.name}"
+        ]
+        (quota,) = [
+            k
+            for k, r in governance.items()
+            if r["Properties"].get("ComputeQuotaTarget", {}).get("TeamName") == team.name
+        ]
         assert quota in res[wait]["DependsOn"]
         (label,) = [k for k in namespace_labels(t) if res[k]["Properties"]["ResourceName"].endswith(f"-{team.name}")]
         assert wait in res[label]["DependsOn"]

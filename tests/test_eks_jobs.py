@@ -1,5 +1,6 @@
 """EKS jobs and Studio: each team's jobs log to the platform's MLflow server through their own pod identity, and
 Studio spaces default to their member's namespace."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,10 @@ def test_each_teams_jobs_log_to_the_platforms_mlflow_server_through_their_own_po
     s = synth("eks_shared")
     t = s.templates["cluster"]
     teams = [team.name for team in s.config.eks.task_governance.teams]
-    associations = {(a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"]): a["Properties"]["RoleArn"]
-                    for a in resources(t, "AWS::EKS::PodIdentityAssociation").values()}
+    associations = {
+        (a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"]): a["Properties"]["RoleArn"]
+        for a in resources(t, "AWS::EKS::PodIdentityAssociation").values()
+    }
     server = tracking_server_name(s.templates["studio"])
     roles = set()
     for team in teams:
@@ -42,8 +45,11 @@ def test_each_teams_jobs_log_to_the_platforms_mlflow_server_through_their_own_po
         assert statement["Action"] == "sagemaker-mlflow:*" and statement["Effect"] == "Allow"
         assert server_arn_name(statement["Resource"]) == server  # the Studio stack's server, by its fixed name
     assert len(roles) == len(teams)  # a role per team: MLflow and CloudTrail see the team
-    objects = {(o["kind"], o["metadata"]["namespace"]): o for o in kubernetes_objects(t) if o["kind"] in
-               ("ServiceAccount", "ConfigMap") and o["metadata"]["name"] != "hyperpod-team-identities"}
+    objects = {
+        (o["kind"], o["metadata"]["namespace"]): o
+        for o in kubernetes_objects(t)
+        if o["kind"] in ("ServiceAccount", "ConfigMap") and o["metadata"]["name"] != "hyperpod-team-identities"
+    }
     for team in teams:
         assert objects[("ServiceAccount", f"hyperpod-ns-{team}")]["metadata"]["name"] == "training-job"
         config_map = objects[("ConfigMap", f"hyperpod-ns-{team}")]
@@ -57,8 +63,11 @@ def test_without_mlflow_jobs_get_their_service_account_and_no_aws_role(synth):
     t = s.templates["cluster"]
     objects = kubernetes_objects(t)
     teams = {team.name for team in s.config.eks.task_governance.teams}
-    assert {o["metadata"]["namespace"] for o in objects if o["kind"] == "ServiceAccount"
-            and o["metadata"]["name"] == "training-job"} == {f"hyperpod-ns-{team}" for team in teams}
+    assert {
+        o["metadata"]["namespace"]
+        for o in objects
+        if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "training-job"
+    } == {f"hyperpod-ns-{team}" for team in teams}
     assert not [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "mlflow"]
     assert "sagemaker-mlflow" not in json.dumps(t)
 
@@ -75,13 +84,20 @@ def test_studio_spaces_default_to_the_members_namespace_and_read_the_cluster_for
         if team.members:
             assert f"hyperpod-ns-{team.name}={','.join(team.members)}" in text
     assert ("MLFLOW_PRESIGNED_UPLOADS" in text) is s.config.studio.mlflow.enabled
-    roles = [k for k, r in resources(studio, "AWS::IAM::Role").items()
-             if "sagemaker.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
-             and (k.startswith("ExecutionRole") or k.startswith("MemberRole"))]
+    roles = [
+        k
+        for k, r in resources(studio, "AWS::IAM::Role").items()
+        if "sagemaker.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
+        and (k.startswith("ExecutionRole") or k.startswith("MemberRole"))
+    ]
     assert len(roles) == 1 + sum(len(t.members) for t in s.config.eks.task_governance.teams)
     for role in roles:
-        statements = [st for p in resources(studio, "AWS::IAM::Policy").values()
-                      if {"Ref": role} in p["Properties"]["Roles"] for st in p["Properties"]["PolicyDocument"]["Statement"]]
+        statements = [
+            st
+            for p in resources(studio, "AWS::IAM::Policy").values()
+            if {"Ref": role} in p["Properties"]["Roles"]
+            for st in p["Properties"]["PolicyDocument"]["Statement"]
+        ]
         (eks_api,) = [st for st in statements if "eks:AccessKubernetesApi" in json.dumps(st["Action"])]
         assert sorted(eks_api["Action"]) == ["eks:AccessKubernetesApi", "eks:DescribeCluster"]
         assert f":cluster/{s.config.name}" in json.dumps(eks_api["Resource"])
@@ -90,8 +106,11 @@ def test_studio_spaces_default_to_the_members_namespace_and_read_the_cluster_for
 
 def test_a_member_list_too_long_for_the_lifecycle_config_becomes_a_group_lookup():
     from manifests.kubernetes_objects import MAX_NAMESPACE_LIST, studio_kube_settings
+
     small = studio_kube_settings({"research": ["alice", "carol"], "idle": [], "dev": ["bob"]}, mlflow=False)
     assert small == {"KUBE_NAMESPACES": "hyperpod-ns-dev=bob hyperpod-ns-research=alice,carol"}
     many = {"research": [f"user{i:05d}" for i in range(MAX_NAMESPACE_LIST // 9 + 1)]}
-    assert studio_kube_settings(many, mlflow=True) == {"KUBE_TEAM_GROUPS": "hyperpod-team-=hyperpod-ns-",
-                                                         "MLFLOW_PRESIGNED_UPLOADS": "true"}
+    assert studio_kube_settings(many, mlflow=True) == {
+        "KUBE_TEAM_GROUPS": "hyperpod-team-=hyperpod-ns-",
+        "MLFLOW_PRESIGNED_UPLOADS": "true",
+    }

@@ -1,5 +1,6 @@
 """What the synthesized EKS templates make CloudFormation do, modelled from the templates themselves: the order in
 which resources are created, and whether each Lambda in a VPC can reach the services it calls."""
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,11 @@ from support.template import manifest_objects
 # add-on runs a Deployment, whose pods must schedule before EKS reports it ACTIVE.
 DAEMONSET_ADDONS = {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"}
 # API groups served through an add-on's admission webhook: objects of these groups need its pods ready.
-WEBHOOK_GROUPS = {"kueue.x-k8s.io": "amazon-sagemaker-hyperpod-taskgovernance",
-                  "cert-manager.io": "cert-manager",
-                  "sagemaker.amazonaws.com": "amazon-sagemaker-hyperpod-training-operator"}
+WEBHOOK_GROUPS = {
+    "kueue.x-k8s.io": "amazon-sagemaker-hyperpod-taskgovernance",
+    "cert-manager.io": "cert-manager",
+    "sagemaker.amazonaws.com": "amazon-sagemaker-hyperpod-training-operator",
+}
 
 
 def references(value: Any) -> Iterator[str]:
@@ -55,6 +58,7 @@ def creation_graph(template: dict) -> dict[str, set[str]]:
             for d in direct[rid]:
                 before[rid] |= {d} | visit(d)
         return before[rid]
+
     for rid in resources:
         visit(rid)
     return before
@@ -63,8 +67,12 @@ def creation_graph(template: dict) -> dict[str, set[str]]:
 def manifest_groups(resource: dict) -> set[str]:
     manifest = resource["Properties"]["Manifest"]
     text = manifest if isinstance(manifest, str) else json.dumps(manifest)
-    return {group for group in WEBHOOK_GROUPS if f'"apiVersion": "{group}/' in text.replace('\\"', '"')
-            or f'"apiVersion":"{group}/' in text.replace('\\"', '"')}
+    return {
+        group
+        for group in WEBHOOK_GROUPS
+        if f'"apiVersion": "{group}/' in text.replace('\\"', '"')
+        or f'"apiVersion":"{group}/' in text.replace('\\"', '"')
+    }
 
 
 def waits_for_pods(template: dict) -> dict[str, str]:
@@ -94,8 +102,9 @@ def platform_order(templates: dict[str, dict], deps: dict[str, set[str]]) -> tup
 
 
 def synthesized_order(s) -> tuple[dict, dict[str, set[str]]]:
-    return platform_order({f"{s.config.name}-{role}": t for role, t in s.templates.items()},
-                          stack_dependencies(s.out_dir))
+    return platform_order(
+        {f"{s.config.name}-{role}": t for role, t in s.templates.items()}, stack_dependencies(s.out_dir)
+    )
 
 
 def addon_tolerations(resource: dict) -> list[dict]:
@@ -104,8 +113,9 @@ def addon_tolerations(resource: dict) -> list[dict]:
     if not values:
         return []
     values = json.loads(values)
-    found = [values.get("tolerations", [])] + [v["tolerations"] for v in values.values()
-                                               if isinstance(v, dict) and "tolerations" in v]
+    found = [values.get("tolerations", [])] + [
+        v["tolerations"] for v in values.values() if isinstance(v, dict) and "tolerations" in v
+    ]
     assert all(f == found[0] for f in found), f"components tolerate different taints: {found}"
     return found[0]
 
@@ -115,18 +125,34 @@ def node_wait_problems(template: dict, before: dict[str, set[str]], hyperpod: st
     the HyperPod cluster, and the API access it reads nodes with (an access entry whose group a ClusterRoleBinding lets
     list nodes) must exist before it."""
     resources = template["Resources"]
-    bindings = {s["name"] for rid, res in resources.items() if res["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
-                for obj in manifest_objects(res) if obj["kind"] == "ClusterRoleBinding"
-                for s in obj["subjects"]}
-    readers = {rid for rid, res in resources.items() if res["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
-               and any(o["kind"] == "ClusterRole" and {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}
-                       in o["rules"] for o in manifest_objects(res))}
+    bindings = {
+        s["name"]
+        for rid, res in resources.items()
+        if res["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+        for obj in manifest_objects(res)
+        if obj["kind"] == "ClusterRoleBinding"
+        for s in obj["subjects"]
+    }
+    readers = {
+        rid
+        for rid, res in resources.items()
+        if res["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+        and any(
+            o["kind"] == "ClusterRole"
+            and {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]} in o["rules"]
+            for o in manifest_objects(res)
+        )
+    }
     found = {}
     for rid, res in resources.items():
         if res["Type"] != "Custom::SchedulableNode":
             continue
-        entries = [e for e in before[rid] if resources[e]["Type"] == "AWS::EKS::AccessEntry"
-                   and set(resources[e]["Properties"].get("KubernetesGroups", [])) & bindings]
+        entries = [
+            e
+            for e in before[rid]
+            if resources[e]["Type"] == "AWS::EKS::AccessEntry"
+            and set(resources[e]["Properties"].get("KubernetesGroups", [])) & bindings
+        ]
         if hyperpod not in before[rid]:
             found[rid] = f"it may be checked before the HyperPod cluster {hyperpod} exists"
         elif not entries or not readers & before[rid]:
@@ -152,24 +178,37 @@ def ordering_problems(template: dict, before: dict[str, set[str]] | None = None)
         if resources[rid]["Type"] != "AWS::EKS::Addon":
             continue
         own = addon_tolerations(resources[rid])
-        fitting = [w for w in waits if w in before[rid] and waits[w] is None
-                   and all(t in own for t in json.loads(resources[w]["Properties"]["ToleratedTaints"]))]
+        fitting = [
+            w
+            for w in waits
+            if w in before[rid]
+            and waits[w] is None
+            and all(t in own for t in json.loads(resources[w]["Properties"]["ToleratedTaints"]))
+        ]
         if not fitting:
-            problems.append(f"{rid}: {why}, but no wait for a node its pods tolerate comes before it (it tolerates "
-                            f"{own or 'no taint'})")
-    addons = {v["Properties"]["AddonName"]: r for r, v in template["Resources"].items()
-              if v["Type"] == "AWS::EKS::Addon"}
+            problems.append(
+                f"{rid}: {why}, but no wait for a node its pods tolerate comes before it (it tolerates "
+                f"{own or 'no taint'})"
+            )
+    addons = {
+        v["Properties"]["AddonName"]: r for r, v in template["Resources"].items() if v["Type"] == "AWS::EKS::Addon"
+    }
     for rid, res in template["Resources"].items():
         if res["Type"] != "Custom::AWSCDK-EKS-KubernetesResource":
             continue
         for group in manifest_groups(res):
             addon = addons.get(WEBHOOK_GROUPS[group])
             if addon is None or addon not in before[rid]:
-                problems.append(f"{rid}: applies {group} objects before the {WEBHOOK_GROUPS[group]} add-on that "
-                                "serves their webhook")
+                problems.append(
+                    f"{rid}: applies {group} objects before the {WEBHOOK_GROUPS[group]} add-on that "
+                    "serves their webhook"
+                )
     charts = [r for r, v in template["Resources"].items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"]
-    problems += [f"{c}: the dependency chart (device plugins, health agent) must exist before nodes join"
-                 for c in charts if c not in before[hyperpod]]
+    problems += [
+        f"{c}: the dependency chart (device plugins, health agent) must exist before nodes join"
+        for c in charts
+        if c not in before[hyperpod]
+    ]
     return problems
 
 
@@ -187,12 +226,16 @@ def test_the_order_model_catches_a_waiting_chart_and_an_early_addon(synth):
     templates = json.loads(json.dumps(s.templates))
     (chart,) = [r for r, v in templates["eks"]["Resources"].items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"]
     templates["eks"]["Resources"][chart]["Properties"]["Wait"] = True
-    (coredns,) = [r for r, v in templates["cluster"]["Resources"].items() if v["Type"] == "AWS::EKS::Addon"
-                  and v["Properties"]["AddonName"] == "coredns"]
+    (coredns,) = [
+        r
+        for r, v in templates["cluster"]["Resources"].items()
+        if v["Type"] == "AWS::EKS::Addon" and v["Properties"]["AddonName"] == "coredns"
+    ]
     templates["cluster"]["Resources"][coredns]["DependsOn"] = []
     chart, coredns = f"ml-eks-eks/{chart}", f"ml-eks-cluster/{coredns}"
-    problems = ordering_problems(*platform_order({f"ml-eks-{r}": t for r, t in templates.items()},
-                                                 stack_dependencies(s.out_dir)))
+    problems = ordering_problems(
+        *platform_order({f"ml-eks-{r}": t for r, t in templates.items()}, stack_dependencies(s.out_dir))
+    )
     assert any(p.startswith(f"{chart}: helm release") for p in problems)
     assert any(p.startswith(f"{coredns}: add-on coredns") for p in problems)
 
@@ -204,23 +247,33 @@ def test_addons_wait_for_a_node_their_pods_tolerate(synth):
     s = synth("eks")
     template, before = synthesized_order(s)
     resources = template["Resources"]
-    waits = {rid: json.loads(r["Properties"]["ToleratedTaints"]) for rid, r in resources.items()
-             if r["Type"] == "Custom::SchedulableNode"}
+    waits = {
+        rid: json.loads(r["Properties"]["ToleratedTaints"])
+        for rid, r in resources.items()
+        if r["Type"] == "Custom::SchedulableNode"
+    }
     dedicated = [{"effect": "NoSchedule", "key": "dedicated", "operator": "Equal", "value": "development"}]
     assert sorted(waits.values(), key=len) == [[], dedicated]
     by_name = {r["Properties"]["AddonName"]: rid for rid, r in resources.items() if r["Type"] == "AWS::EKS::Addon"}
     for name in ("coredns", "cert-manager"):
-        assert addon_tolerations(resources[by_name[name]]) == [{k: t[k] for k in ("key", "operator", "value", "effect")}
-                                                               for t in dedicated]
+        assert addon_tolerations(resources[by_name[name]]) == [
+            {k: t[k] for k in ("key", "operator", "value", "effect")} for t in dedicated
+        ]
     untainted = next(w for w, t in waits.items() if t == [])
-    for name in ("aws-fsx-csi-driver", "amazon-sagemaker-hyperpod-training-operator",
-                 "amazon-sagemaker-hyperpod-taskgovernance"):
+    for name in (
+        "aws-fsx-csi-driver",
+        "amazon-sagemaker-hyperpod-training-operator",
+        "amazon-sagemaker-hyperpod-taskgovernance",
+    ):
         assert untainted in before[by_name[name]], name
 
 
 def _break(templates: dict, addon: str, depends_on: list[str]) -> list[str]:
-    (rid,) = [r for r, v in templates["cluster"]["Resources"].items() if v["Type"] == "AWS::EKS::Addon"
-              and v["Properties"]["AddonName"] == addon]
+    (rid,) = [
+        r
+        for r, v in templates["cluster"]["Resources"].items()
+        if v["Type"] == "AWS::EKS::Addon" and v["Properties"]["AddonName"] == addon
+    ]
     templates["cluster"]["Resources"][rid]["DependsOn"] = depends_on
     return rid
 
@@ -229,27 +282,37 @@ def test_the_order_model_catches_an_addon_waiting_for_a_node_it_cannot_use(synth
     s = synth("eks")
     resources = s.templates["cluster"]["Resources"]
     (hyperpod,) = [r for r, v in resources.items() if v["Type"] == "AWS::SageMaker::Cluster"]
-    tolerable = next(r for r, v in resources.items() if v["Type"] == "Custom::SchedulableNode"
-                     and v["Properties"]["ToleratedTaints"] != "[]")
+    tolerable = next(
+        r
+        for r, v in resources.items()
+        if v["Type"] == "Custom::SchedulableNode" and v["Properties"]["ToleratedTaints"] != "[]"
+    )
 
     def problems_with(change) -> list[str]:
         templates = json.loads(json.dumps(s.templates))
         change(templates)
-        return ordering_problems(*platform_order({f"ml-eks-{r}": t for r, t in templates.items()},
-                                                 stack_dependencies(s.out_dir)))
+        return ordering_problems(
+            *platform_order({f"ml-eks-{r}": t for r, t in templates.items()}, stack_dependencies(s.out_dir))
+        )
+
     # the FSx CSI controller tolerates no NoSchedule taint: a node tainted dedicated=development is no use to it
     fsx = []
-    assert any(p.startswith(f"ml-eks-cluster/{r}: add-on aws-fsx-csi-driver") and "no wait for a node" in p
-               for p in problems_with(lambda t: fsx.append(_break(t, "aws-fsx-csi-driver", [tolerable])))
-               for r in fsx)
+    assert any(
+        p.startswith(f"ml-eks-cluster/{r}: add-on aws-fsx-csi-driver") and "no wait for a node" in p
+        for p in problems_with(lambda t: fsx.append(_break(t, "aws-fsx-csi-driver", [tolerable])))
+        for r in fsx
+    )
     # what the stack did before: coredns after the HyperPod cluster only, which is in service before any node
-    assert any(p.startswith("ml-eks-cluster/") and "add-on coredns" in p and "no wait for a node" in p
-               for p in problems_with(lambda t: _break(t, "coredns", [hyperpod])))
+    assert any(
+        p.startswith("ml-eks-cluster/") and "add-on coredns" in p and "no wait for a node" in p
+        for p in problems_with(lambda t: _break(t, "coredns", [hyperpod]))
+    )
 
     def no_access(templates):
         for res in templates["cluster"]["Resources"].values():
             if res["Type"] == "Custom::SchedulableNode":
                 res["DependsOn"] = [hyperpod]
+
     assert any("its access entry and node-reading RBAC may not exist yet" in p for p in problems_with(no_access))
 
 
@@ -266,12 +329,24 @@ def stack_output(templates: dict[str, dict], value: Any) -> Any:
 def subnet_routes(network: dict, subnet_id: str) -> tuple[set[str], bool]:
     """(destinations routed through a NAT gateway, whether the S3 gateway endpoint serves the subnet's table)."""
     resources = network["Resources"]
-    (table,) = [v["Properties"]["RouteTableId"]["Ref"] for v in resources.values()
-                if v["Type"] == "AWS::EC2::SubnetRouteTableAssociation" and v["Properties"]["SubnetId"] == {"Ref": subnet_id}]
-    nat = {v["Properties"]["DestinationCidrBlock"] for v in resources.values() if v["Type"] == "AWS::EC2::Route"
-           and v["Properties"]["RouteTableId"] == {"Ref": table} and "NatGatewayId" in v["Properties"]}
-    s3 = any(v["Type"] == "AWS::EC2::VPCEndpoint" and v["Properties"].get("VpcEndpointType", "Gateway") == "Gateway"
-             and {"Ref": table} in v["Properties"].get("RouteTableIds", []) for v in resources.values())
+    (table,) = [
+        v["Properties"]["RouteTableId"]["Ref"]
+        for v in resources.values()
+        if v["Type"] == "AWS::EC2::SubnetRouteTableAssociation" and v["Properties"]["SubnetId"] == {"Ref": subnet_id}
+    ]
+    nat = {
+        v["Properties"]["DestinationCidrBlock"]
+        for v in resources.values()
+        if v["Type"] == "AWS::EC2::Route"
+        and v["Properties"]["RouteTableId"] == {"Ref": table}
+        and "NatGatewayId" in v["Properties"]
+    }
+    s3 = any(
+        v["Type"] == "AWS::EC2::VPCEndpoint"
+        and v["Properties"].get("VpcEndpointType", "Gateway") == "Gateway"
+        and {"Ref": table} in v["Properties"].get("RouteTableIds", [])
+        for v in resources.values()
+    )
     return nat, s3
 
 
@@ -290,8 +365,10 @@ def vpc_lambda_problems(templates: dict[str, dict]) -> list[str]:
                     continue
                 nat, s3 = subnet_routes(producer, value["Ref"])
                 if "0.0.0.0/0" not in nat:
-                    problems.append(f"{stack}/{rid}: subnet {value['Ref']} has no default route through NAT; "
-                                    "the function cannot call AWS APIs or answer CloudFormation")
+                    problems.append(
+                        f"{stack}/{rid}: subnet {value['Ref']} has no default route through NAT; "
+                        "the function cannot call AWS APIs or answer CloudFormation"
+                    )
                 if not s3:
                     problems.append(f"{stack}/{rid}: subnet {value['Ref']} has no S3 gateway endpoint route")
     return problems
@@ -300,8 +377,12 @@ def vpc_lambda_problems(templates: dict[str, dict]) -> list[str]:
 @pytest.mark.parametrize("variant", ["eks", "eks_shared"])
 def test_every_vpc_lambda_routes_to_what_it_calls(synth, variant):
     templates = synth(variant).templates
-    vpc_functions = [r for t in templates.values() for r, v in t["Resources"].items()
-                     if v["Type"] == "AWS::Lambda::Function" and "VpcConfig" in v["Properties"]]
+    vpc_functions = [
+        r
+        for t in templates.values()
+        for r, v in t["Resources"].items()
+        if v["Type"] == "AWS::Lambda::Function" and "VpcConfig" in v["Properties"]
+    ]
     assert len(vpc_functions) >= 2  # the kubectl/helm handler and its provider framework
     assert vpc_lambda_problems(templates) == []
 
@@ -314,6 +395,7 @@ def test_the_routing_check_rejects_the_control_plane_subnets(synth):
     for res in templates["eks"]["Resources"].values():  # the kubectl/helm handler lives with the control plane
         if res["Type"] == "AWS::Lambda::Function" and "VpcConfig" in res["Properties"]:
             res["Properties"]["VpcConfig"]["SubnetIds"] = [
-                {"Fn::GetStackOutput": {"StackName": "ml-eks-network", "OutputName": control[0]}}]
+                {"Fn::GetStackOutput": {"StackName": "ml-eks-network", "OutputName": control[0]}}
+            ]
     problems = vpc_lambda_problems(templates)
     assert problems and all("no default route through NAT" in p or "S3 gateway" in p for p in problems)

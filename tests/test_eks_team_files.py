@@ -1,6 +1,7 @@
 """EKS, as synthesized: each team's namespace claims its members' Studio partitions (or the shared one), and the
 team-identity admission policy (manifests/team_identities.py) lets pods there run only as the team's members. The
 committed job examples are run through that synthesized policy (tests/support/admission.py evaluates its CEL)."""
+
 from __future__ import annotations
 
 import copy
@@ -14,8 +15,9 @@ from support.paths import ROOT
 from manifests import team_identities as ti
 from support.template import kubernetes_manifests, kubernetes_objects, kubernetes_patches, resources
 
-EXAMPLES = sorted((ROOT / "examples" / "manifests").glob("*.yaml")) + \
-    sorted(p for p in (ROOT / "examples" / "finetune" / "manifests").glob("*.yaml") if not p.stem.endswith("-evaluate"))
+EXAMPLES = sorted((ROOT / "examples" / "manifests").glob("*.yaml")) + sorted(
+    p for p in (ROOT / "examples" / "finetune" / "manifests").glob("*.yaml") if not p.stem.endswith("-evaluate")
+)
 
 
 def identity_objects(template: dict) -> tuple[dict, dict, dict[str, dict]]:
@@ -28,16 +30,30 @@ def admission_objects(template: dict) -> tuple[dict[str, dict], dict[str, dict],
     objects = kubernetes_objects(template)
     policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
     bindings = {o["spec"]["policyName"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"}
-    params = {o["metadata"]["namespace"]: o for o in objects
-              if o["kind"] == "ConfigMap" and o["metadata"]["name"] == ti.PARAMS_NAME}
+    params = {
+        o["metadata"]["namespace"]: o
+        for o in objects
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"] == ti.PARAMS_NAME
+    }
     return policies, bindings, params
 
 
 def admit_all(obj, *, template: dict, namespace: str, resource: str, user: dict, api_group: str = "") -> list[str]:
     policies, bindings, params = admission_objects(template)
-    return [m for name, policy in policies.items()
-            for m in admission.admit(obj, namespace=namespace, policy=policy, binding=bindings[name], params=params,
-                                     resource=resource, api_group=api_group, user=user)]
+    return [
+        m
+        for name, policy in policies.items()
+        for m in admission.admit(
+            obj,
+            namespace=namespace,
+            policy=policy,
+            binding=bindings[name],
+            params=params,
+            resource=resource,
+            api_group=api_group,
+            user=user,
+        )
+    ]
 
 
 def member(user: str, team: str) -> dict:
@@ -57,20 +73,25 @@ def test_every_team_namespace_is_bound_with_its_members_as_parameters(synth, var
         data = params[f"hyperpod-ns-{team.name}"]["data"]
         assert {k for k in data if k.startswith("uid.")} == {f"uid.{users[m].uid}" for m in team.members}
         assert {k: v for k, v in data.items() if k.startswith("member.")} == {
-            f"member.{m}": str(users[m].uid) for m in team.members}
+            f"member.{m}": str(users[m].uid) for m in team.members
+        }
         assert f"gid.{ti.team_gid(team)}" in data
         assert (f"gid.{s.config.studio.shared_gid}" in data) is s.config.shared_fsx
     # Applied in order: the binding after the policy and the namespaces, the parameters after the namespaces.
     applied = kubernetes_manifests(s.templates["cluster"])
     (policy_id,) = [k for k, objs in applied.items() if any(o["kind"] == "ValidatingAdmissionPolicy" for o in objs)]
-    (binding_id,) = [k for k, objs in applied.items()
-                     if any(o["kind"] == "ValidatingAdmissionPolicyBinding" for o in objs)]
+    (binding_id,) = [
+        k for k, objs in applied.items() if any(o["kind"] == "ValidatingAdmissionPolicyBinding" for o in objs)
+    ]
     bound = {o["spec"]["policyName"] for o in applied[binding_id]}
     assert bound == {ti.POLICY_NAME, ti.CONFIG_GUARD_NAME, *(ti.job_policy_name(r) for r in ti.JOB_KINDS)}
     assert {o["metadata"]["name"] for o in applied[policy_id]} == bound
     namespaces_ids = set(kubernetes_patches(s.templates["cluster"], "namespace/hyperpod-ns-"))
-    (params_id,) = [k for k, objs in applied.items() if any(o["kind"] == "ConfigMap" and
-                                                            o["metadata"]["name"] == ti.PARAMS_NAME for o in objs)]
+    (params_id,) = [
+        k
+        for k, objs in applied.items()
+        if any(o["kind"] == "ConfigMap" and o["metadata"]["name"] == ti.PARAMS_NAME for o in objs)
+    ]
     resources_ = s.templates["cluster"]["Resources"]
     assert {policy_id, *namespaces_ids} <= set(resources_[binding_id]["DependsOn"])
     assert namespaces_ids <= set(resources_[params_id]["DependsOn"])
@@ -80,10 +101,14 @@ def test_per_user_mode_claims_each_members_partition_in_their_team_namespace(syn
     s = synth("eks")
     assert not s.config.shared_fsx
     objects = kubernetes_objects(s.templates["cluster"])
-    claims = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects
-              if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"].startswith("studio-")}
-    assert claims == {(f"hyperpod-ns-{t.name}", f"studio-{m}") for t in s.config.eks.task_governance.teams
-                      for m in t.members}
+    claims = {
+        (o["metadata"]["namespace"], o["metadata"]["name"])
+        for o in objects
+        if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"].startswith("studio-")
+    }
+    assert claims == {
+        (f"hyperpod-ns-{t.name}", f"studio-{m}") for t in s.config.eks.task_governance.teams for m in t.members
+    }
     volumes = {o["spec"]["claimRef"]["name"]: o["spec"] for o in objects if o["kind"] == "PersistentVolume"}
     for _, claim in claims:
         user = claim.removeprefix("studio-")
@@ -96,8 +121,11 @@ def test_per_user_mode_claims_each_members_partition_in_their_team_namespace(syn
 def test_shared_mode_claims_the_shared_partition_once_per_team(synth):
     s = synth("eks_shared")
     objects = kubernetes_objects(s.templates["cluster"])
-    claims = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects
-              if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"].startswith("studio-")]
+    claims = [
+        (o["metadata"]["namespace"], o["metadata"]["name"])
+        for o in objects
+        if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"].startswith("studio-")
+    ]
     with_members = {f"hyperpod-ns-{t.name}" for t in s.config.eks.task_governance.teams if t.members}
     assert sorted(claims) == sorted((ns, "studio-shared") for ns in with_members)
     for o in objects:
@@ -107,9 +135,12 @@ def test_shared_mode_claims_the_shared_partition_once_per_team(synth):
 
 def _pod(manifest: dict) -> dict:
     (replica,) = manifest["spec"]["replicaSpecs"]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker-0",
-                                                           "namespace": manifest["metadata"]["namespace"]},
-            "spec": replica["template"]["spec"]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "worker-0", "namespace": manifest["metadata"]["namespace"]},
+        "spec": replica["template"]["spec"],
+    }
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
@@ -144,20 +175,46 @@ def test_every_shipped_example_is_created_by_its_user_and_by_nobody_else(synth, 
         resource = JOB_RESOURCES[doc["kind"]]
         group = doc["apiVersion"].rpartition("/")[0]
         if doc["kind"] == "ConfigMap":
-            assert admit_all(doc, template=template, namespace=namespace, resource=resource,
-                             user=member(team.members[0], team.name)) == []
+            assert (
+                admit_all(
+                    doc,
+                    template=template,
+                    namespace=namespace,
+                    resource=resource,
+                    user=member(team.members[0], team.name),
+                )
+                == []
+            )
             continue
-        spec = doc["spec"]["replicaSpecs"][0]["template"]["spec"] if "replicaSpecs" in doc["spec"] \
+        spec = (
+            doc["spec"]["replicaSpecs"][0]["template"]["spec"]
+            if "replicaSpecs" in doc["spec"]
             else doc["spec"]["template"]["spec"]
+        )
         owner = uid_owner[spec["securityContext"]["runAsUser"]]
-        assert admit_all(doc, template=template, namespace=namespace, resource=resource, api_group=group,
-                         user=member(owner, team.name)) == [], path
+        assert (
+            admit_all(
+                doc,
+                template=template,
+                namespace=namespace,
+                resource=resource,
+                api_group=group,
+                user=member(owner, team.name),
+            )
+            == []
+        ), path
         for other in config.users:
             if other.name == owner:
                 continue
             other_team = next((t.name for t in teams.values() if other.name in t.members), team.name)
-            assert admit_all(doc, template=template, namespace=namespace, resource=resource, api_group=group,
-                             user=member(other.name, other_team)), (path, other.name)
+            assert admit_all(
+                doc,
+                template=template,
+                namespace=namespace,
+                resource=resource,
+                api_group=group,
+                user=member(other.name, other_team),
+            ), (path, other.name)
 
 
 def test_the_policy_is_applied_by_the_stack_not_a_controller(synth):

@@ -7,6 +7,7 @@ its elastic_event_detected() with HYPERPOD_SIGNAL_COORDINATION=distributed), che
 resume from that checkpoint and take a second event; 2 processes resume again and finish. A reference run of 1
 process trains the same steps without interruption. Same global batch, same records at every step, same loss.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,11 @@ def _venv() -> Path:
 
 
 def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
-    env = os.environ | {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"} | \
-        kwargs.pop("env", {})
+    env = (
+        os.environ
+        | {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+        | kwargs.pop("env", {})
+    )
     result = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, timeout=300, **kwargs)
     assert result.returncode == 0, f"{cmd}\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     return result
@@ -46,11 +50,24 @@ def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
 def tiny_args(tmp: Path) -> Path:
     data = yaml.safe_load((FINETUNE / "args.yaml").read_text())
     data["name"] = "tiny-test"
-    data["dataset"] = {"id": str(FIXTURE), "eval_samples": 8, "instruction_field": "instruction",
-                       "context_field": "context", "response_field": "response"}
-    data["training"].update(max_seq_len=64, global_batch_size=GLOBAL_BATCH, micro_batch_size=1, max_steps=STEPS,
-                            learning_rate=0.01, warmup_steps=2, checkpoint_every=100, quantization="none",
-                            lora={"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": "all-linear"})
+    data["dataset"] = {
+        "id": str(FIXTURE),
+        "eval_samples": 8,
+        "instruction_field": "instruction",
+        "context_field": "context",
+        "response_field": "response",
+    }
+    data["training"].update(
+        max_seq_len=64,
+        global_batch_size=GLOBAL_BATCH,
+        micro_batch_size=1,
+        max_steps=STEPS,
+        learning_rate=0.01,
+        warmup_steps=2,
+        checkpoint_every=100,
+        quantization="none",
+        lora={"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": "all-linear"},
+    )
     data["evaluation"] = {"samples": 8, "max_new_tokens": 16}
     # MLflow publishes system metrics only for sampling intervals that end before the run does: a phase here
     # trains for about a second.
@@ -75,15 +92,27 @@ def _steps(progress: Path) -> list[dict]:
     return [json.loads(line) for line in progress.read_text().splitlines()] if progress.exists() else []
 
 
-def torchrun(nproc: int, args: Path, work: Path, ckpt: Path, env: dict, *, signal_rank: int | None = None,
-             after_steps: int = 2) -> str:
+def torchrun(
+    nproc: int, args: Path, work: Path, ckpt: Path, env: dict, *, signal_rank: int | None = None, after_steps: int = 2
+) -> str:
     """One torchrun of train.py; with signal_rank, SIGUSR1 goes to that rank's worker once the run has trained
     `after_steps` steps of its own, as the HyperPod elastic agent does on a resize."""
-    cmd = [TRAIN_VENV / "bin" / "torchrun", "--standalone", f"--nproc-per-node={nproc}", FINETUNE / "train.py",
-           "--args", args, "--work-dir", work, "--checkpoint-dir", ckpt]
+    cmd = [
+        TRAIN_VENV / "bin" / "torchrun",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        FINETUNE / "train.py",
+        "--args",
+        args,
+        "--work-dir",
+        work,
+        "--checkpoint-dir",
+        ckpt,
+    ]
     full_env = os.environ | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"} | env
-    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=full_env)
+    proc = subprocess.Popen(
+        [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env
+    )
     if signal_rank is not None:
         before, deadline = len(_steps(ckpt / "progress.jsonl")), time.monotonic() + 240
         while len(_steps(ckpt / "progress.jsonl")) < before + after_steps:
@@ -107,15 +136,26 @@ def workflow(tmp_path_factory):
     prepared = run([python, FINETUNE / "prepare_data.py", "--args", args, "--work-dir", work])
     # A local file store stands in for the tracking server (MLflow 3.17 wants the opt-in for it).
     env = {"MLFLOW_TRACKING_URI": mlruns.as_uri(), "MLFLOW_ALLOW_FILE_STORE": "true"}
-    phases = [torchrun(2, args, work, ckpt, env, signal_rank=1),
-              torchrun(3, args, work, ckpt, env, signal_rank=2),
-              torchrun(2, args, work, ckpt, env)]
+    phases = [
+        torchrun(2, args, work, ckpt, env, signal_rank=1),
+        torchrun(3, args, work, ckpt, env, signal_rank=2),
+        torchrun(2, args, work, ckpt, env),
+    ]
     torchrun(1, args, work, reference, {})
-    evaluated = run([python, FINETUNE / "evaluate.py", "--args", args, "--work-dir", work, "--checkpoint-dir", ckpt],
-                    env=env)
+    evaluated = run(
+        [python, FINETUNE / "evaluate.py", "--args", args, "--work-dir", work, "--checkpoint-dir", ckpt], env=env
+    )
     mlflow = run([python, ROOT / "tests" / "finetune" / "read_mlflow.py", mlruns.as_uri()], env=env)
-    return {"tmp": tmp, "work": work, "ckpt": ckpt, "reference": reference, "prepared": prepared.stdout,
-            "phases": phases, "evaluated": evaluated.stdout, "mlflow": json.loads(mlflow.stdout)}
+    return {
+        "tmp": tmp,
+        "work": work,
+        "ckpt": ckpt,
+        "reference": reference,
+        "prepared": prepared.stdout,
+        "phases": phases,
+        "evaluated": evaluated.stdout,
+        "mlflow": json.loads(mlflow.stdout),
+    }
 
 
 def _starts(out: str) -> list[dict]:
@@ -195,14 +235,23 @@ def test_checkpoints_are_sharded_per_world_size_and_the_adapter_is_exported(work
     ckpt = workflow["ckpt"]
     final = ckpt / f"step-{STEPS:09d}"
     meta = json.loads((final / "meta.json").read_text())
-    assert meta | {"mlflow_run_id": None} == {"step": STEPS, "global_batch_size": GLOBAL_BATCH, "world_size": 2,
-                                              "samples_seen": STEPS * GLOBAL_BATCH, "finished": True,
-                                              "mlflow_run_id": None}
+    assert meta | {"mlflow_run_id": None} == {
+        "step": STEPS,
+        "global_batch_size": GLOBAL_BATCH,
+        "world_size": 2,
+        "samples_seen": STEPS * GLOBAL_BATCH,
+        "finished": True,
+        "mlflow_run_id": None,
+    }
     assert sorted(p.name for p in final.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
     assert not list(ckpt.glob("*.tmp"))
     assert len([p for p in ckpt.glob("step-*")]) <= 2  # keep_checkpoints
     adapter = json.loads((ckpt / "adapter" / "adapter_config.json").read_text())
-    assert adapter["r"] == 4 and adapter["lora_alpha"] == 8 and (ckpt / "adapter" / "adapter_model.safetensors").stat().st_size
+    assert (
+        adapter["r"] == 4
+        and adapter["lora_alpha"] == 8
+        and (ckpt / "adapter" / "adapter_model.safetensors").stat().st_size
+    )
     assert (ckpt / "DONE").is_file()
 
 
@@ -218,8 +267,9 @@ def test_one_mlflow_run_holds_params_every_step_system_metrics_and_rouge(workflo
     assert [value for _, value in loss] == pytest.approx([p["loss"] for p in progress])
     assert [v for _, v in run["history"]["world_size"]] == [p["world_size"] for p in progress]
     node = os.uname().nodename
-    assert {f"system/{node}/cpu_utilization_percentage", f"system/{node}/system_memory_usage_megabytes"} <= \
-        set(run["metrics"])
+    assert {f"system/{node}/cpu_utilization_percentage", f"system/{node}/system_memory_usage_megabytes"} <= set(
+        run["metrics"]
+    )
     rouge = json.loads((workflow["work"] / "eval" / "rouge.json").read_text())
     assert run["metrics"]["eval_finetuned_rougeLsum"] == pytest.approx(rouge["finetuned"]["rougeLsum"])
     assert run["metrics"]["eval_base_rouge1"] == pytest.approx(rouge["base"]["rouge1"])
@@ -228,15 +278,24 @@ def test_one_mlflow_run_holds_params_every_step_system_metrics_and_rouge(workflo
 # ---------------------------------------------------------------------------------------------- evaluation
 def test_evaluation_scores_base_and_finetuned_answers(workflow):
     rouge = json.loads((workflow["work"] / "eval" / "rouge.json").read_text())
-    predictions = [json.loads(line) for line in (workflow["work"] / "eval" / "predictions.jsonl").read_text().splitlines()]
+    predictions = [
+        json.loads(line) for line in (workflow["work"] / "eval" / "predictions.jsonl").read_text().splitlines()
+    ]
     assert rouge["samples"] == len(predictions) == 8
     for model in ("base", "finetuned"):
         assert set(rouge[model]) == {"rouge1", "rouge2", "rougeL", "rougeLsum"}
         assert all(0.0 <= v <= 1.0 for v in rouge[model].values())
-    check = run([PYTHON, "-c", "import json, sys; sys.path.insert(0, sys.argv[1]); import evaluate; "
-                 "rows = [json.loads(l) for l in open(sys.argv[2])]; "
-                 "print(json.dumps(evaluate.rouge([r['finetuned'] for r in rows], [r['reference'] for r in rows])))",
-                 FINETUNE, workflow["work"] / "eval" / "predictions.jsonl"])
+    check = run(
+        [
+            PYTHON,
+            "-c",
+            "import json, sys; sys.path.insert(0, sys.argv[1]); import evaluate; "
+            "rows = [json.loads(l) for l in open(sys.argv[2])]; "
+            "print(json.dumps(evaluate.rouge([r['finetuned'] for r in rows], [r['reference'] for r in rows])))",
+            FINETUNE,
+            workflow["work"] / "eval" / "predictions.jsonl",
+        ]
+    )
     assert json.loads(check.stdout) == pytest.approx(rouge["finetuned"])
 
 
@@ -254,13 +313,21 @@ ROUGE_CASES = [
 
 
 def test_rouge_matches_its_definitions():
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import evaluate; "
-            "cases = json.loads(sys.argv[2]); "
-            "print(json.dumps([evaluate.rouge([p], [r]) for p, r in cases]))")
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import evaluate; "
+        "cases = json.loads(sys.argv[2]); "
+        "print(json.dumps([evaluate.rouge([p], [r]) for p, r in cases]))"
+    )
     out = run([_venv(), "-c", code, FINETUNE, json.dumps([[p, r] for p, r, _ in ROUGE_CASES])])
     for (prediction, reference, expected), got in zip(ROUGE_CASES, json.loads(out.stdout)):
         assert got == pytest.approx(expected), (prediction, reference)
-    averaged = run([_venv(), "-c", "import sys; sys.path.insert(0, sys.argv[1]); import evaluate, json; "
-                    "print(json.dumps(evaluate.rouge(['the cat sat', 'dogs bark loudly'], ['the cat sat', 'the cat sat'])))",
-                    FINETUNE])
+    averaged = run(
+        [
+            _venv(),
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); import evaluate, json; "
+            "print(json.dumps(evaluate.rouge(['the cat sat', 'dogs bark loudly'], ['the cat sat', 'the cat sat'])))",
+            FINETUNE,
+        ]
+    )
     assert json.loads(averaged.stdout)["rouge1"] == pytest.approx(0.5)

@@ -1,4 +1,5 @@
 """FsxAccessGroup synthesized once in a probe stack: custom resource, least-privilege IAM, cdk-nag clean."""
+
 from __future__ import annotations
 
 import json
@@ -20,10 +21,19 @@ def synthesized(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("fsx-access-group")
     app = cdk.App(outdir=str(out_dir), context=cdk_json_context())
     stack = cdk.Stack(app, "Probe")  # environment-agnostic: ARNs and nag findings carry tokens
-    studio_group = cdk.CfnResource(stack, "StudioGroup", type="AWS::EC2::SecurityGroup", properties={
-        "GroupDescription": "Studio access", "VpcId": "vpc-0123456789abcdef0"})
-    access = FsxAccessGroup(stack, "LustreAccess", file_system_id="fs-0123456789abcdef0",
-                            security_group_id=studio_group.ref, vpc_id="vpc-0123456789abcdef0")
+    studio_group = cdk.CfnResource(
+        stack,
+        "StudioGroup",
+        type="AWS::EC2::SecurityGroup",
+        properties={"GroupDescription": "Studio access", "VpcId": "vpc-0123456789abcdef0"},
+    )
+    access = FsxAccessGroup(
+        stack,
+        "LustreAccess",
+        file_system_id="fs-0123456789abcdef0",
+        security_group_id=studio_group.ref,
+        vpc_id="vpc-0123456789abcdef0",
+    )
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     app.synth()  # raises on any unacknowledged cdk-nag finding
     template_path = out_dir / "Probe.template.json"
@@ -37,16 +47,26 @@ def _handler_statements(template: Template) -> list[dict]:
 def test_custom_resource_carries_file_system_and_group(synthesized):
     _, _, template, _ = synthesized
     template.resource_count_is("Custom::FsxAccessGroup", 1)
-    template.has_resource_properties("Custom::FsxAccessGroup", {
-        "ServiceToken": {"Fn::GetAtt": [Match.string_like_regexp("LustreAccessProvider"), "Arn"]},
-        "FileSystemId": "fs-0123456789abcdef0", "SecurityGroupId": {"Ref": "StudioGroup"}})
+    template.has_resource_properties(
+        "Custom::FsxAccessGroup",
+        {
+            "ServiceToken": {"Fn::GetAtt": [Match.string_like_regexp("LustreAccessProvider"), "Arn"]},
+            "FileSystemId": "fs-0123456789abcdef0",
+            "SecurityGroupId": {"Ref": "StudioGroup"},
+        },
+    )
 
 
 def test_handler_runtime_asset_and_log_retention(synthesized):
     *_, template, template_path = synthesized
-    template.has_resource_properties("AWS::Lambda::Function", {
-        "Runtime": "python3.14", "Handler": "access_group.on_event",
-        "LoggingConfig": {"LogGroup": {"Ref": Match.string_like_regexp("LustreAccessOnEventLogs")}}})
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Runtime": "python3.14",
+            "Handler": "access_group.on_event",
+            "LoggingConfig": {"LogGroup": {"Ref": Match.string_like_regexp("LustreAccessOnEventLogs")}},
+        },
+    )
     assert len(template.find_resources("AWS::Logs::LogGroup", {"Properties": {"RetentionInDays": 90}})) == 2
     (asset,) = [p for p in template_path.parent.glob("asset.*") if (p / "access_group.py").exists()]
     assert sorted(p.name for p in asset.iterdir()) == ["access_group.py"]  # no __pycache__: stable asset hash
@@ -85,6 +105,16 @@ def test_cfn_lint_is_clean(synthesized):
     *_, template_path = synthesized
     cfn_lint = ROOT / ".venv" / "bin" / "cfn-lint"
     # W3005 (a Lambda's DependsOn on its role) is aws-cdk-lib's; the platform silences it with an aspect.
-    result = subprocess.run([str(cfn_lint) if cfn_lint.exists() else "cfn-lint", "--format", "parseable",
-                             str(template_path), "--ignore-checks", "W3005"], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            str(cfn_lint) if cfn_lint.exists() else "cfn-lint",
+            "--format",
+            "parseable",
+            str(template_path),
+            "--ignore-checks",
+            "W3005",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr

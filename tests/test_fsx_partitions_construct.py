@@ -4,6 +4,7 @@ Each handler (custom resource OnEvent and IsComplete, the profile-events functio
 answers a missing marker with 404 rather than 403; listing is scoped by the s3:prefix condition to the partition
 root. The check is per statement of each handler's role: a listing statement without its condition would let the
 handler enumerate every key of the shared data bucket, even while another statement still names the prefix."""
+
 from __future__ import annotations
 
 import json
@@ -29,21 +30,35 @@ def template(tmp_path_factory) -> dict:
     stack = cdk.Stack(app, "Probe")
     # One handler with a fixed role name (as a bucket policy that names roles before they exist needs), two with the
     # roles their functions make: both ways of getting a role carry the same statements.
-    partitions = FsxPartitions(stack, "Partitions", file_system_id="fs-0123456789abcdef0", file_system_path="/data",
-                               data_bucket_name=BUCKET, s3_prefix=S3_PREFIX, partition_root=PARTITION_ROOT,
-                               role_names={"ProfileEvents": "probe-profile-events"})
-    partitions.watch_profiles(domain_id="d-probe0000001",
-                              domain_arn_prefix="arn:aws:sagemaker:us-west-2:111122223333:user-profile/d-probe0000001",
-                              condition=None, reserved_uids={20001: "alice"})
+    partitions = FsxPartitions(
+        stack,
+        "Partitions",
+        file_system_id="fs-0123456789abcdef0",
+        file_system_path="/data",
+        data_bucket_name=BUCKET,
+        s3_prefix=S3_PREFIX,
+        partition_root=PARTITION_ROOT,
+        role_names={"ProfileEvents": "probe-profile-events"},
+    )
+    partitions.watch_profiles(
+        domain_id="d-probe0000001",
+        domain_arn_prefix="arn:aws:sagemaker:us-west-2:111122223333:user-profile/d-probe0000001",
+        condition=None,
+        reserved_uids={20001: "alice"},
+    )
     app.synth()
     return json.loads((out_dir / "Probe.template.json").read_text())
 
 
 def role_of(template: dict, handler: str) -> str:
     """The logical id of the role the handler's function runs as."""
-    (function,) = [r for lid, r in template["Resources"].items()
-                   if r["Type"] == "AWS::Lambda::Function" and lid.startswith(f"Partitions{handler}")
-                   and not lid.startswith(f"Partitions{handler}Logs")]
+    (function,) = [
+        r
+        for lid, r in template["Resources"].items()
+        if r["Type"] == "AWS::Lambda::Function"
+        and lid.startswith(f"Partitions{handler}")
+        and not lid.startswith(f"Partitions{handler}Logs")
+    ]
     return function["Properties"]["Role"]["Fn::GetAtt"][0]
 
 
@@ -66,14 +81,18 @@ def test_every_list_statement_of_a_partition_handler_is_limited_to_the_partition
     for statement in listing:
         assert actions(statement) == ["s3:ListBucket"], statement
         assert statement.get("Condition") == {"StringLike": {"s3:prefix": [f"{S3_PREFIX}{PARTITION_ROOT}/*"]}}, (
-            f"{handler}: a list statement without the partition root's prefix condition: {statement}")
+            f"{handler}: a list statement without the partition root's prefix condition: {statement}"
+        )
         assert arns(statement) == [f"arn:aws:s3:::{BUCKET}"], statement
 
 
 @pytest.mark.parametrize("handler", HANDLERS)
 def test_partition_handlers_read_and_write_markers_only_under_the_partition_root(template, handler):
-    objects = [s for s in statements_of(template, role_of(template, handler))
-               if any(a.startswith("s3:") for a in actions(s)) and not is_listing(s)]
+    objects = [
+        s
+        for s in statements_of(template, role_of(template, handler))
+        if any(a.startswith("s3:") for a in actions(s)) and not is_listing(s)
+    ]
     assert objects and all(sorted(actions(s)) == ["s3:GetObject", "s3:PutObject"] for s in objects), objects
     for statement in objects:
         assert arns(statement) == [f"arn:aws:s3:::{BUCKET}/{S3_PREFIX}{PARTITION_ROOT}/*"], statement

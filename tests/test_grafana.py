@@ -1,6 +1,7 @@
 """Node metrics and Grafana (observability.node_metrics, observability.grafana): the Prometheus workspace, exactly
 aps:RemoteWrite for the writers, the EKS observability add-on, the Grafana workspace and what it provisions, and the
 dashboards as code."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,14 @@ import pytest
 
 from support.paths import ROOT
 from support.variants import GRAFANA_VIEWERS
-from constructs.grafana_dashboards import (CLOUDWATCH_UID, PROMETHEUS_UID, SCHEMA_VERSION, cloudwatch_metrics_named,
-                                           dashboards, prometheus_metrics_named)
+from constructs.grafana_dashboards import (
+    CLOUDWATCH_UID,
+    PROMETHEUS_UID,
+    SCHEMA_VERSION,
+    cloudwatch_metrics_named,
+    dashboards,
+    prometheus_metrics_named,
+)
 from constructs.observability_dashboard import DOCUMENTED_METRICS
 from platform_config import ConfigError, parse_config
 from constructs.node_metric_names import DCGM_FACTS, PROMETHEUS_METRICS
@@ -27,8 +34,11 @@ def aps_statements(template: dict) -> list[dict]:
 def is_workspace_arn(value) -> bool:
     """A cross-stack read of the storage stack's AMP workspace Arn attribute."""
     output = value["Fn::GetStackOutput"]
-    return output["StackName"].endswith("-storage") and output["OutputName"].startswith(
-        "PublishOutputFnGetAttNodeMetricsWorkspace") and "Arn" in output["OutputName"]
+    return (
+        output["StackName"].endswith("-storage")
+        and output["OutputName"].startswith("PublishOutputFnGetAttNodeMetricsWorkspace")
+        and "Arn" in output["OutputName"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +71,15 @@ def test_the_storage_stack_keeps_an_encrypted_workspace(metrics):
     assert props["WorkspaceConfiguration"] == {"RetentionPeriodInDays": 150}
     url = storage["Outputs"]["NodeMetricsRemoteWriteUrl"]["Value"]["Fn::Join"][1]
     workspace_id = next(iter(resources(storage, "AWS::APS::Workspace")))
-    assert url == ["https://aps-workspaces.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"},
-                   "/workspaces/", {"Fn::GetAtt": [workspace_id, "WorkspaceId"]}, "/api/v1/remote_write"]
+    assert url == [
+        "https://aps-workspaces.",
+        {"Ref": "AWS::Region"},
+        ".",
+        {"Ref": "AWS::URLSuffix"},
+        "/workspaces/",
+        {"Fn::GetAtt": [workspace_id, "WorkspaceId"]},
+        "/api/v1/remote_write",
+    ]
 
 
 def test_slurm_nodes_may_only_remote_write_to_that_workspace(metrics):
@@ -73,35 +90,48 @@ def test_slurm_nodes_may_only_remote_write_to_that_workspace(metrics):
         assert "Condition" not in statement
         assert is_workspace_arn(statement["Resource"])
     # on the node roles (the controller's and the login/compute groups' worker role), nowhere else
-    roles = sorted(role["Ref"] for r in resources(cluster, "AWS::IAM::Policy").values()
-                   if any(st in r["Properties"]["PolicyDocument"]["Statement"] for st in statements)
-                   for role in r["Properties"]["Roles"])
-    node_roles = sorted(k for k in resources(cluster, "AWS::IAM::Role")
-                        if k.startswith(("HyperPodExecutionRole", "HyperPodWorkerRole")))
+    roles = sorted(
+        role["Ref"]
+        for r in resources(cluster, "AWS::IAM::Policy").values()
+        if any(st in r["Properties"]["PolicyDocument"]["Statement"] for st in statements)
+        for role in r["Properties"]["Roles"]
+    )
+    node_roles = sorted(
+        k for k in resources(cluster, "AWS::IAM::Role") if k.startswith(("HyperPodExecutionRole", "HyperPodWorkerRole"))
+    )
     assert len(node_roles) == 2 and roles == node_roles
     assert metrics.platform.cluster.node_metrics_remote_write_url is not None
 
 
 def test_eks_collector_gets_remote_write_through_pod_identity(eks_metrics):
     cluster = eks_metrics.templates["cluster"]
-    (addon,) = [r for r in resources(cluster, "AWS::EKS::Addon").values()
-                if r["Properties"]["AddonName"] == "amazon-sagemaker-hyperpod-observability"]
+    (addon,) = [
+        r
+        for r in resources(cluster, "AWS::EKS::Addon").values()
+        if r["Properties"]["AddonName"] == "amazon-sagemaker-hyperpod-observability"
+    ]
     assert addon["Properties"]["AddonVersion"] == eks_metrics.config.observability.node_metrics.eks_addon_version
     values = addon["Properties"]["ConfigurationValues"]["Fn::Join"][1]
     assert values[0] == '{"ampWorkspace":{"prometheusEndpoint":"https://aps-workspaces.'
     assert values[1] == {"Ref": "AWS::Region"} and values[3] == {"Ref": "AWS::URLSuffix"}
     assert values[4] == "/workspaces/" and "WorkspaceId" in values[5]["Fn::GetStackOutput"]["OutputName"]
     assert values[6] == '/","arn":"' and is_workspace_arn(values[7])
-    (association_id, association), = [(k, r) for k, r in resources(cluster, "AWS::EKS::PodIdentityAssociation").items()
-                                      if r["Properties"]["Namespace"] == "hyperpod-observability"]
+    ((association_id, association),) = [
+        (k, r)
+        for k, r in resources(cluster, "AWS::EKS::PodIdentityAssociation").items()
+        if r["Properties"]["Namespace"] == "hyperpod-observability"
+    ]
     assert association["Properties"]["ServiceAccount"] == "hyperpod-observability-operator-otel-collector"
     assert association_id in addon["DependsOn"]
     (statement,) = aps_statements(cluster)
     assert statement["Action"] == "aps:RemoteWrite"
     assert is_workspace_arn(statement["Resource"])
     role_id = association["Properties"]["RoleArn"]["Fn::GetAtt"][0]
-    (policy,) = [r for r in resources(cluster, "AWS::IAM::Policy").values()
-                 if statement in r["Properties"]["PolicyDocument"]["Statement"]]
+    (policy,) = [
+        r
+        for r in resources(cluster, "AWS::IAM::Policy").values()
+        if statement in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
     assert policy["Properties"]["Roles"] == [{"Ref": role_id}]
 
 
@@ -115,16 +145,24 @@ def test_grafana_reads_only_its_workspace_and_cloudwatch(metrics):
     role_id = props["RoleArn"]["Fn::GetAtt"][0]
     role = resources(obs, "AWS::IAM::Role")[role_id]
     assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
-        "Service": "grafana.amazonaws.com"}
-    (policy,) = [r for r in resources(obs, "AWS::IAM::Policy").values()
-                 if r["Properties"]["Roles"] == [{"Ref": role_id}]]
+        "Service": "grafana.amazonaws.com"
+    }
+    (policy,) = [
+        r for r in resources(obs, "AWS::IAM::Policy").values() if r["Properties"]["Roles"] == [{"Ref": role_id}]
+    ]
     by_sid = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
     assert set(by_sid) == {"QueryNodeMetrics", "ReadCloudWatchMetrics"}
-    assert sorted(by_sid["QueryNodeMetrics"]["Action"]) == ["aps:GetLabels", "aps:GetMetricMetadata", "aps:GetSeries",
-                                                            "aps:QueryMetrics"]
+    assert sorted(by_sid["QueryNodeMetrics"]["Action"]) == [
+        "aps:GetLabels",
+        "aps:GetMetricMetadata",
+        "aps:GetSeries",
+        "aps:QueryMetrics",
+    ]
     assert is_workspace_arn(by_sid["QueryNodeMetrics"]["Resource"])
-    assert all(a.startswith("cloudwatch:Get") or a.startswith("cloudwatch:List") or a.startswith("cloudwatch:Describe")
-               for a in by_sid["ReadCloudWatchMetrics"]["Action"])
+    assert all(
+        a.startswith("cloudwatch:Get") or a.startswith("cloudwatch:List") or a.startswith("cloudwatch:Describe")
+        for a in by_sid["ReadCloudWatchMetrics"]["Action"]
+    )
 
 
 def test_provisioning_carries_the_committed_dashboards_and_the_viewer_group(metrics):
@@ -188,15 +226,25 @@ def test_dashboards_cover_gpu_efa_slurm_and_fsx():
 
 
 # ---------------------------------------------------------------------------------------------- config
-@pytest.mark.parametrize("observability, message", [
-    ({"grafana": {"enabled": True}}, "observability.grafana.enabled: true with observability.node_metrics.enabled"),
-    ({"node_metrics": {"enabled": True}, "grafana": {"enabled": True, "authentication_provider": "SAML"}},
-     "observability.grafana.saml: missing with authentication_provider SAML"),
-    ({"grafana": {"viewer_group_ids": ["studio"]}}, "observability.grafana.viewer_group_ids[0]: 'studio'"),
-    ({"grafana": {"authentication_provider": "SAML", "admin_group_ids": [GRAFANA_VIEWERS]}},
-     "observability.grafana.admin_group_ids: ['9067c5ed5d"),
-    ({"grafana": {"permission_type": "SERVICE_MANAGED"}}, "observability.grafana.permission_type: 'SERVICE_MANAGED'"),
-])
+@pytest.mark.parametrize(
+    "observability, message",
+    [
+        ({"grafana": {"enabled": True}}, "observability.grafana.enabled: true with observability.node_metrics.enabled"),
+        (
+            {"node_metrics": {"enabled": True}, "grafana": {"enabled": True, "authentication_provider": "SAML"}},
+            "observability.grafana.saml: missing with authentication_provider SAML",
+        ),
+        ({"grafana": {"viewer_group_ids": ["studio"]}}, "observability.grafana.viewer_group_ids[0]: 'studio'"),
+        (
+            {"grafana": {"authentication_provider": "SAML", "admin_group_ids": [GRAFANA_VIEWERS]}},
+            "observability.grafana.admin_group_ids: ['9067c5ed5d",
+        ),
+        (
+            {"grafana": {"permission_type": "SERVICE_MANAGED"}},
+            "observability.grafana.permission_type: 'SERVICE_MANAGED'",
+        ),
+    ],
+)
 def test_config_errors_name_the_key(observability, message):
     with pytest.raises(ConfigError) as error:
         parse_config({"observability": observability}, "test")
@@ -209,19 +257,39 @@ def test_saml_workspace_maps_admin_roles_from_the_assertion():
 
     from constructs.grafana_workspace import GrafanaWorkspace, SamlSettings
     from constructs.metrics_workspace import MetricsWorkspace
+
     stack = cdk.Stack(cdk.App(), "Saml", env=cdk.Environment(account="111122223333", region="us-west-2"))
     metrics = MetricsWorkspace(stack, "Metrics", alias="saml-node-metrics", retention_days=30)
-    GrafanaWorkspace(stack, "Grafana", name="saml", metrics=metrics, file_system_id="fs-0123456789abcdef0",
-                     authentication_provider="SAML",
-                     saml=SamlSettings("https://idp.example.com/metadata", "groups", ("grafana-admins",)))
+    GrafanaWorkspace(
+        stack,
+        "Grafana",
+        name="saml",
+        metrics=metrics,
+        file_system_id="fs-0123456789abcdef0",
+        authentication_provider="SAML",
+        saml=SamlSettings("https://idp.example.com/metadata", "groups", ("grafana-admins",)),
+    )
     template = Template.from_stack(stack)
-    template.has_resource_properties("AWS::Grafana::Workspace", {
-        "AuthenticationProviders": ["SAML"],
-        "SamlConfiguration": {"IdpMetadata": {"Url": "https://idp.example.com/metadata"},
-                              "AssertionAttributes": {"Role": "groups"}, "RoleValues": {"Admin": ["grafana-admins"]}}})
+    template.has_resource_properties(
+        "AWS::Grafana::Workspace",
+        {
+            "AuthenticationProviders": ["SAML"],
+            "SamlConfiguration": {
+                "IdpMetadata": {"Url": "https://idp.example.com/metadata"},
+                "AssertionAttributes": {"Role": "groups"},
+                "RoleValues": {"Admin": ["grafana-admins"]},
+            },
+        },
+    )
     # no Identity Center groups: the provisioner may not change permissions
     for policy in template.find_resources("AWS::IAM::Policy").values():
         assert "grafana:UpdatePermissions" not in json.dumps(policy)
-    template.has_resource_properties("Custom::GrafanaProvisioning", {"ViewerGroupIds": [], "AdminGroupIds": [],
-                                                                     "FileSystemId": "fs-0123456789abcdef0",
-                                                                     "Dashboards": Match.any_value()})
+    template.has_resource_properties(
+        "Custom::GrafanaProvisioning",
+        {
+            "ViewerGroupIds": [],
+            "AdminGroupIds": [],
+            "FileSystemId": "fs-0123456789abcdef0",
+            "Dashboards": Match.any_value(),
+        },
+    )

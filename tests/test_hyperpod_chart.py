@@ -1,5 +1,6 @@
 """The HyperPod dependency chart: the pin, the facts generated from it, what the project sets, what synth accepts,
 and (where clones of the upstream repositories are present) `helm template` of the real chart."""
+
 from __future__ import annotations
 
 import hashlib
@@ -39,8 +40,9 @@ def stand_in_values() -> dict:
 
 
 def example_values(**eks) -> dict:
-    return dependency_chart_values(eks_config(VARIANT_FILES["eks"], eks=eks), region="eu-west-1",
-                                   chart_values=stand_in_values())
+    return dependency_chart_values(
+        eks_config(VARIANT_FILES["eks"], eks=eks), region="eu-west-1", chart_values=stand_in_values()
+    )
 
 
 # ---------------------------------------------------------------------------------------------- pin and facts
@@ -75,6 +77,7 @@ def test_project_sets_every_condition_of_the_chart_and_only_keys_it_has():
         for key in dotted.split("."):
             tree = tree[key]
         return tree
+
     for condition in conditions:
         assert isinstance(at(values, condition), bool), f"{condition} is left to the chart's default"
 
@@ -85,11 +88,21 @@ def test_project_sets_every_condition_of_the_chart_and_only_keys_it_has():
                 yield from leaves(value, path + ".")
             else:
                 yield path
+
     known = set(conditions) | {FACTS["region"]["path"]} | set(FACTS["default_tolerations"])
     assert set(leaves(values)) <= known
     off = {d["name"] for c, d in conditions.items() if at(values, c) is False}
-    assert off == {"cert-manager", "mlflow", "storage", "cluster-role-and-bindings", "namespaced-role-and-bindings",
-                   "team-role-and-bindings", "hyperpod-inference-operator", "gpu-operator", "neuron-device-plugin"}
+    assert off == {
+        "cert-manager",
+        "mlflow",
+        "storage",
+        "cluster-role-and-bindings",
+        "namespaced-role-and-bindings",
+        "team-role-and-bindings",
+        "hyperpod-inference-operator",
+        "gpu-operator",
+        "neuron-device-plugin",
+    }
 
 
 def test_device_plugins_and_health_agent_tolerate_every_configured_taint():
@@ -124,11 +137,13 @@ def pinned_copy(tmp_path: Path) -> Path:
     chart = hyperpod_chart_facts.extract(HYPERPOD_CLI, tmp_path / "src")
     for dep in yaml.safe_load((chart / "Chart.yaml").read_text())["dependencies"]:
         if dep["repository"].startswith("file://"):
-            render_hyperpod_chart.package_local(chart / dep["repository"][len("file://"):], chart / "charts")
+            render_hyperpod_chart.package_local(chart / dep["repository"][len("file://") :], chart / "charts")
     pin = chart_pin.pin()
     (chart / ".pin").write_text("".join(f"{k}={pin[k]}\n" for k in ("repository", "commit", "path", "tree")))
-    sums = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  ./{p.relative_to(chart).as_posix()}"
-            for p in sorted(chart.rglob("*.tgz"))]
+    sums = [
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  ./{p.relative_to(chart).as_posix()}"
+        for p in sorted(chart.rglob("*.tgz"))
+    ]
     (chart / ".dependencies.sha256").write_text("".join(s + "\n" for s in sums))
     return chart
 
@@ -146,7 +161,8 @@ def test_the_stale_archive_upstream_commits_is_refused_until_the_fetch_replaces_
     (chart / ".pin").write_text(f"commit={pin['commit']}\ntree={pin['tree']}\n")
     archive = chart / "charts" / "health-monitoring-agent-0.1.0.tgz"
     (chart / ".dependencies.sha256").write_text(
-        f"{hashlib.sha256(archive.read_bytes()).hexdigest()}  ./charts/health-monitoring-agent-0.1.0.tgz\n")
+        f"{hashlib.sha256(archive.read_bytes()).hexdigest()}  ./charts/health-monitoring-agent-0.1.0.tgz\n"
+    )
     (problem,) = chart_pin.problems(chart)
     assert problem.startswith("charts/health-monitoring-agent-0.1.0.tgz differs from charts/health-monitoring-agent/")
 
@@ -169,8 +185,9 @@ def test_synth_accepts_the_pinned_chart_and_refuses_any_change_to_it(tmp_path):
     (chart / "values.yaml").write_text(original)
     assert chart_pin.problems(chart) == []
     (chart / "charts" / "extra-0.1.0.tgz").write_bytes(b"not recorded")
-    assert chart_pin.problems(chart) == ["charts/extra-0.1.0.tgz is not the archive the fetch recorded in "
-                                            ".dependencies.sha256"]
+    assert chart_pin.problems(chart) == [
+        "charts/extra-0.1.0.tgz is not the archive the fetch recorded in .dependencies.sha256"
+    ]
 
 
 def test_a_template_built_on_the_stand_in_cannot_deploy(synth):
@@ -183,12 +200,22 @@ def test_a_template_built_on_the_stand_in_cannot_deploy(synth):
 
 def test_app_refuses_the_stand_in_without_traceback(tmp_path):
     config = tmp_path / "eks.yaml"
-    config.write_text(VARIANT_FILES["eks"].read_text().replace("chart_dir: build/hyperpod-helm-chart",
-                                                               f"chart_dir: {STAND_IN_CHART}"))
-    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env={"PATH": APP_PATH, "CDK_OUTDIR": str(tmp_path / "out"),
-                                 "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), "config": str(config)}),
-                                 "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+    config.write_text(
+        VARIANT_FILES["eks"].read_text().replace("chart_dir: build/hyperpod-helm-chart", f"chart_dir: {STAND_IN_CHART}")
+    )
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            "PATH": APP_PATH,
+            "CDK_OUTDIR": str(tmp_path / "out"),
+            "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), "config": str(config)}),
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        },
+    )
     assert result.returncode == 1
     assert "is not the pinned HyperPod chart" in result.stderr and "Traceback" not in result.stderr
     assert not list((tmp_path / "out").glob("*.template.json"))
@@ -200,26 +227,41 @@ def rendered(tmp_path_factory):
     needs(HYPERPOD_CLI, DEVICE_PLUGIN, EKS_CHARTS)
     work = tmp_path_factory.mktemp("render")
     helm = render_hyperpod_chart.helm_binary(work)
-    chart = render_hyperpod_chart.build_chart(work, hyperpod_cli=HYPERPOD_CLI, helm=helm, sources={
-        "nvidia-device-plugin": DEVICE_PLUGIN, "aws-efa-k8s-device-plugin": EKS_CHARTS})
+    chart = render_hyperpod_chart.build_chart(
+        work,
+        hyperpod_cli=HYPERPOD_CLI,
+        helm=helm,
+        sources={"nvidia-device-plugin": DEVICE_PLUGIN, "aws-efa-k8s-device-plugin": EKS_CHARTS},
+    )
     return render_hyperpod_chart.render(chart, example_values(), helm=helm, work=work)
 
 
 def test_rendered_chart_has_what_the_project_expects_and_nothing_it_disabled(rendered):
     names = {(o["kind"], o["metadata"]["name"]) for o in rendered}
-    expected = {("DaemonSet", "hyperpod-dependencies-nvidia-device-plugin"),
-                ("DaemonSet", "hyperpod-dependencies-aws-efa-k8s-device-plugin"),
-                ("DaemonSet", "health-monitoring-agent"), ("DaemonSet", "health-monitoring-agent-non-nvidia"),
-                ("Deployment", "hyperpod-dependencies-training-operators"),
-                ("Deployment", "hyperpod-dependencies-mpi-operator"),
-                ("ClusterRole", "deep-health-check-service-account-role"), ("ClusterRole", "job-auto-restart"),
-                ("ClusterRole", "hyperpod-patching")}
+    expected = {
+        ("DaemonSet", "hyperpod-dependencies-nvidia-device-plugin"),
+        ("DaemonSet", "hyperpod-dependencies-aws-efa-k8s-device-plugin"),
+        ("DaemonSet", "health-monitoring-agent"),
+        ("DaemonSet", "health-monitoring-agent-non-nvidia"),
+        ("Deployment", "hyperpod-dependencies-training-operators"),
+        ("Deployment", "hyperpod-dependencies-mpi-operator"),
+        ("ClusterRole", "deep-health-check-service-account-role"),
+        ("ClusterRole", "job-auto-restart"),
+        ("ClusterRole", "hyperpod-patching"),
+    }
     assert expected <= names
     kinds = {o["kind"] for o in rendered}
     assert not kinds & {"PersistentVolume", "PersistentVolumeClaim", "Certificate", "Issuer", "RoleBinding"}
     text = json.dumps(rendered)
-    for disabled in ("neuron-device-plugin", "inference", "mlflow", "cert-manager", "gpu-operator",
-                     "hyperpod-ns-", "namespace-level-group"):
+    for disabled in (
+        "neuron-device-plugin",
+        "inference",
+        "mlflow",
+        "cert-manager",
+        "gpu-operator",
+        "hyperpod-ns-",
+        "namespace-level-group",
+    ):
         assert disabled not in text, disabled
     assert len(names) == len(rendered)  # no object rendered twice (charts/ holds a directory and an archive)
 
@@ -227,13 +269,18 @@ def test_rendered_chart_has_what_the_project_expects_and_nothing_it_disabled(ren
 def test_rendered_device_plugins_tolerate_the_development_taint(rendered):
     taint = Taint(key="dedicated", value="development", effect="NoSchedule")
     daemonsets = {o["metadata"]["name"]: o for o in rendered if o["kind"] == "DaemonSet"}
-    for name in ("hyperpod-dependencies-nvidia-device-plugin", "hyperpod-dependencies-aws-efa-k8s-device-plugin",
-                 "health-monitoring-agent", "health-monitoring-agent-non-nvidia"):
+    for name in (
+        "hyperpod-dependencies-nvidia-device-plugin",
+        "hyperpod-dependencies-aws-efa-k8s-device-plugin",
+        "health-monitoring-agent",
+        "health-monitoring-agent-non-nvidia",
+    ):
         tolerations = daemonsets[name]["spec"]["template"]["spec"]["tolerations"]
         assert any(tolerates(t, taint) for t in tolerations), name
 
 
 def test_every_rendered_chart_object_validates_against_kubernetes_schemas(rendered):
     import kubernetes_validate
+
     for obj in rendered:
         kubernetes_validate.validate(obj, "1.33", strict=False)

@@ -3,6 +3,7 @@ evaluated by tests/admission.py: every job kind the team Role lets a member writ
 uid, a job that states no user is refused at creation with the whole fix, the training operator's own updates pass,
 and the platform's ConfigMaps are out of members' reach while their own are not. The jobs AWS's tools produce come
 from the pinned upstream revisions (tests/fixtures/upstream-jobs/, tools/upstream_job_fixtures.py)."""
+
 from __future__ import annotations
 
 import copy
@@ -41,22 +42,42 @@ AS_ALICE, AS_CAROL, AS_BOB = member("alice", "research"), member("carol", "resea
 API_GROUPS = {kind: ti.JOB_KINDS[kind].api_group for kind in ti.JOB_KINDS}
 
 
-def admit(obj: Optional[dict], resource: str, *, user: dict = AS_ALICE, namespace: str = RESEARCH,
-          operation: str = "CREATE", old: Optional[dict] = None, params: Optional[dict] = None) -> list[str]:
+def admit(
+    obj: Optional[dict],
+    resource: str,
+    *,
+    user: dict = AS_ALICE,
+    namespace: str = RESEARCH,
+    operation: str = "CREATE",
+    old: Optional[dict] = None,
+    params: Optional[dict] = None,
+) -> list[str]:
     """Every policy bound in the team namespaces, as the API server would run them for this request."""
     refused = []
     for name, policy in POLICIES.items():
         group = API_GROUPS.get(resource, "")
-        refused += admission.admit(obj, namespace=namespace, policy=policy, binding=BINDINGS[name],
-                                   params=PARAMS if params is None else params, resource=resource, api_group=group,
-                                   operation=operation, user=user, old=old)
+        refused += admission.admit(
+            obj,
+            namespace=namespace,
+            policy=policy,
+            binding=BINDINGS[name],
+            params=PARAMS if params is None else params,
+            resource=resource,
+            api_group=group,
+            operation=operation,
+            user=user,
+            old=old,
+        )
     return refused
 
 
 def template(uid: Optional[int] = ALICE[0], gid: Optional[int] = ALICE[1], labels: Optional[dict] = None) -> dict:
     sc = {k: v for k, v in (("runAsUser", uid), ("runAsGroup", gid)) if v is not None}
-    spec: dict[str, Any] = {"containers": [{"name": "train", "image": "repo/train:1.0",
-                                            "securityContext": {"allowPrivilegeEscalation": False}}]}
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "train", "image": "repo/train:1.0", "securityContext": {"allowPrivilegeEscalation": False}}
+        ]
+    }
     if sc:
         spec["securityContext"] = sc
     return {"metadata": {"labels": dict(QUEUE if labels is None else labels)}, "spec": spec}
@@ -68,18 +89,30 @@ def job(resource: str, *templates: dict) -> dict:
     meta = {"name": "j", "namespace": RESEARCH, "labels": dict(QUEUE)}
     if resource == "hyperpodpytorchjobs":
         spec = {"replicaSpecs": [{"name": f"r{i}", "replicas": 1, "template": t} for i, t in enumerate(templates)]}
-        return {"apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob", "metadata": meta,
-                "spec": spec}
+        return {
+            "apiVersion": "sagemaker.amazonaws.com/v1",
+            "kind": "HyperPodPyTorchJob",
+            "metadata": meta,
+            "spec": spec,
+        }
     if resource == "pytorchjobs":
         roles = ["Master", "Worker"]
-        return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta,
-                "spec": {"pytorchReplicaSpecs": {roles[i]: {"replicas": 1, "template": t}
-                                                 for i, t in enumerate(templates)}}}
+        return {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": meta,
+            "spec": {
+                "pytorchReplicaSpecs": {roles[i]: {"replicas": 1, "template": t} for i, t in enumerate(templates)}
+            },
+        }
     if resource == "mpijobs":
         roles = ["Launcher", "Worker"]
-        return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": meta,
-                "spec": {"mpiReplicaSpecs": {roles[i]: {"replicas": 1, "template": t}
-                                             for i, t in enumerate(templates)}}}
+        return {
+            "apiVersion": "kubeflow.org/v2beta1",
+            "kind": "MPIJob",
+            "metadata": meta,
+            "spec": {"mpiReplicaSpecs": {roles[i]: {"replicas": 1, "template": t} for i, t in enumerate(templates)}},
+        }
     assert resource == "jobs" and len(templates) == 1
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {"template": templates[0]}}
 
@@ -92,16 +125,25 @@ MULTI = ["hyperpodpytorchjobs", "pytorchjobs", "mpijobs"]
 def test_every_object_kind_the_role_lets_a_member_write_is_a_guarded_job_or_a_configmap():
     """Through any kind the Role allows, a member's object reaches a job policy: adding a writable kind (a Deployment,
     bare pods, a CronJob) without a policy for it fails here."""
-    writable = {(group, resource) for rule in ROLE["rules"] if {"create", "update", "patch"} & set(rule["verbs"])
-                for group in rule["apiGroups"] for resource in rule["resources"]}
+    writable = {
+        (group, resource)
+        for rule in ROLE["rules"]
+        if {"create", "update", "patch"} & set(rule["verbs"])
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
     guarded = {(kind.api_group, kind.resource) for kind in ti.JOB_KINDS.values()}
     assert writable == guarded | {("", "configmaps")}
     for policy in POLICIES.values():
         assert policy["spec"]["failurePolicy"] == "Fail"
     for kind in ti.JOB_KINDS.values():
         (rule,) = POLICIES[ti.job_policy_name(kind.resource)]["spec"]["matchConstraints"]["resourceRules"]
-        assert rule == {"apiGroups": [kind.api_group], "apiVersions": [kind.version],
-                        "operations": ["CREATE", "UPDATE"], "resources": [kind.resource]}
+        assert rule == {
+            "apiGroups": [kind.api_group],
+            "apiVersions": [kind.version],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": [kind.resource],
+        }
     assert not any(r["resources"] == ["secrets"] for r in ROLE["rules"])
 
 
@@ -127,10 +169,14 @@ def test_every_replica_template_must_run_as_the_requester(resource):
     assert admit(mixed, resource) and admit(mixed, resource, user=AS_CAROL)
     init = job(resource, template())
     init_spec = init["spec"]
-    tpl = (init_spec["replicaSpecs"][0] if resource == "hyperpodpytorchjobs"
-           else next(iter(init_spec[f"{'pytorch' if resource == 'pytorchjobs' else 'mpi'}ReplicaSpecs"].values())))
-    tpl["template"]["spec"]["initContainers"] = [{"name": "i", "image": "x", "securityContext": {
-        "runAsUser": CAROL[0], "allowPrivilegeEscalation": False}}]
+    tpl = (
+        init_spec["replicaSpecs"][0]
+        if resource == "hyperpodpytorchjobs"
+        else next(iter(init_spec[f"{'pytorch' if resource == 'pytorchjobs' else 'mpi'}ReplicaSpecs"].values()))
+    )
+    tpl["template"]["spec"]["initContainers"] = [
+        {"name": "i", "image": "x", "securityContext": {"runAsUser": CAROL[0], "allowPrivilegeEscalation": False}}
+    ]
     assert any("initContainers" in m for m in admit(init, resource))
 
 
@@ -153,15 +199,19 @@ def test_the_operators_own_updates_and_administrators_are_not_held_to_a_member(r
 
 
 @pytest.mark.parametrize("resource", KINDS)
-@pytest.mark.parametrize("case, why", [
-    (template(uid=None), "runAsUser"),
-    (template(gid=None), "runAsGroup"),
-    (template(gid=BOB[1]), "runAsGroup"),
-    (template(gid=ALICE[0]), "runAsGroup"),           # alice's uid number is not a gid of the team
-    (template(uid=ALICE[1]), "runAsUser"),            # nor is her gid number her uid
-    (template(labels={}), ti.QUEUE_LABEL),
-    (template(labels={ti.QUEUE_LABEL: f"{DEVELOPERS}-localqueue"}), ti.QUEUE_LABEL),
-], ids=["no-uid", "no-gid", "foreign-gid", "uid-as-gid", "gid-as-uid", "no-template-queue", "other-queue"])
+@pytest.mark.parametrize(
+    "case, why",
+    [
+        (template(uid=None), "runAsUser"),
+        (template(gid=None), "runAsGroup"),
+        (template(gid=BOB[1]), "runAsGroup"),
+        (template(gid=ALICE[0]), "runAsGroup"),  # alice's uid number is not a gid of the team
+        (template(uid=ALICE[1]), "runAsUser"),  # nor is her gid number her uid
+        (template(labels={}), ti.QUEUE_LABEL),
+        (template(labels={ti.QUEUE_LABEL: f"{DEVELOPERS}-localqueue"}), ti.QUEUE_LABEL),
+    ],
+    ids=["no-uid", "no-gid", "foreign-gid", "uid-as-gid", "gid-as-uid", "no-template-queue", "other-queue"],
+)
 def test_jobs_whose_pods_would_be_refused_are_refused_at_creation(resource, case, why):
     refused = admit(job(resource, case), resource)
     assert any(why in m for m in refused), refused
@@ -209,17 +259,23 @@ def test_the_job_hyp_renders_is_refused_at_creation_with_the_whole_fix_and_runs_
     (replica,) = fixed["spec"]["replicaSpecs"]
     _state_the_user(replica["template"]["spec"], *ALICE)
     assert admit(fixed, "hyperpodpytorchjobs") == []
-    assert admit(fixed, "hyperpodpytorchjobs", user=AS_CAROL)            # still alice's, not carol's
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "finetune-pod-0", "namespace": RESEARCH},
-           "spec": replica["template"]["spec"]}
-    assert admit(pod, "pods", user=admission.OPERATOR) == []              # and its pods are admitted
+    assert admit(fixed, "hyperpodpytorchjobs", user=AS_CAROL)  # still alice's, not carol's
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "finetune-pod-0", "namespace": RESEARCH},
+        "spec": replica["template"]["spec"],
+    }
+    assert admit(pod, "pods", user=admission.OPERATOR) == []  # and its pods are admitted
 
 
 def test_the_task_governance_pytorchjob_is_refused_at_creation_and_runs_once_it_states_its_user():
     tg = _upstream("task-governance-pytorchjob.yaml")
     tg["metadata"]["namespace"] = RESEARCH
-    for labels in (tg["metadata"]["labels"], tg["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]
-                   ["labels"]):
+    for labels in (
+        tg["metadata"]["labels"],
+        tg["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"],
+    ):
         labels[ti.QUEUE_LABEL] = f"{RESEARCH}-localqueue"
     refused = admit(tg, "pytorchjobs")
     assert refused and refused[0].startswith(ti.STATE_YOUR_USER), refused
@@ -229,11 +285,16 @@ def test_the_task_governance_pytorchjob_is_refused_at_creation_and_runs_once_it_
 
 
 def test_upstream_job_fixtures_are_generated_from_the_pinned_revisions():
-    if not (MIRRORS / "aws+sagemaker-hyperpod-cli" / "repo").exists() or \
-            not (MIRRORS / "awslabs+awsome-distributed-ai" / "repo").exists():
+    if (
+        not (MIRRORS / "aws+sagemaker-hyperpod-cli" / "repo").exists()
+        or not (MIRRORS / "awslabs+awsome-distributed-ai" / "repo").exists()
+    ):
         pytest.skip(f"no clones under {MIRRORS} (set UPSTREAM_MIRRORS; CI cannot reach GitHub)")
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "upstream_job_fixtures.py"), "--mirrors",
-                             str(MIRRORS), "--check"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "upstream_job_fixtures.py"), "--mirrors", str(MIRRORS), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -261,7 +322,7 @@ def test_members_cannot_touch_the_platforms_configmaps(name):
     widened["data"][f"uid.{BOB[0]}"] = "bob"
     assert admit(widened, "configmaps", operation="UPDATE", old=platform)
     assert admit(None, "configmaps", operation="DELETE", old=platform)
-    assert admit(config_map(name), "configmaps")                           # in its place, unlabelled
+    assert admit(config_map(name), "configmaps")  # in its place, unlabelled
     relabelled = copy.deepcopy(widened)
     relabelled["metadata"]["labels"] = {}
     assert admit(relabelled, "configmaps", operation="UPDATE", old=platform)

@@ -2,6 +2,7 @@
 asset is built by several processes at once (pytest-xdist workers, parallel synths) without a temporary file ever
 appearing inside it. Before: `helm/.helm.tmp` was written inside the asset directory while another worker hashed it,
 and a fresh clone's first `make test` failed twice (issue 30, item 8)."""
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,10 @@ def test_concurrent_builds_never_put_a_temporary_file_in_the_asset(tmp_path):
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        builders = [subprocess.Popen([sys.executable, "-c", BUILD, str(build)], stdout=subprocess.PIPE, text=True)
-                    for _ in range(3)]
+        builders = [
+            subprocess.Popen([sys.executable, "-c", BUILD, str(build)], stdout=subprocess.PIPE, text=True)
+            for _ in range(3)
+        ]
         results = [b.communicate(timeout=300)[0] for b in builders]
     finally:
         done.set()

@@ -1,6 +1,7 @@
 """The layout docs/development.md describes, enforced over every module with `ast`: which folder may import which,
 no import cycle, stacks/ holding only stacks, handlers and node scripts importing nothing of the project, config
 modules small enough to read, and the map in docs/development.md naming every folder."""
+
 from __future__ import annotations
 
 import ast
@@ -31,15 +32,21 @@ PACKAGES = {"platform_config", "manifests", "constructs", "stacks", "cli", "tool
 
 def product_modules() -> dict[str, Path]:
     """Dotted name -> file, for every Python file of the product (tests excluded)."""
-    paths = [ROOT / "app.py"] + [path for folder in MAY_IMPORT if (ROOT / folder).is_dir()
-                                 for path in sorted((ROOT / folder).rglob("*.py")) if "__pycache__" not in path.parts]
+    paths = [ROOT / "app.py"] + [
+        path
+        for folder in MAY_IMPORT
+        if (ROOT / folder).is_dir()
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if "__pycache__" not in path.parts
+    ]
     return {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p for p in paths}
 
 
 def _type_checking(node: ast.If) -> bool:
     test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imports(path: Path, *, type_checking: bool = False) -> list[tuple[str, int]]:
@@ -63,6 +70,7 @@ def imports(path: Path, *, type_checking: bool = False) -> list[tuple[str, int]]
                     else:
                         found.append((child.module, child.lineno))
             visit(child)
+
     visit(ast.parse(path.read_text()))
     return found
 
@@ -91,8 +99,10 @@ def test_import_direction():
             if target is None or area(target) == mine:
                 continue
             if area(target) not in MAY_IMPORT[mine]:
-                violations.append(f"{path.relative_to(ROOT)}:{line} imports {target} ({mine}/ may import "
-                                  f"{', '.join(sorted(MAY_IMPORT[mine])) or 'nothing of the project'})")
+                violations.append(
+                    f"{path.relative_to(ROOT)}:{line} imports {target} ({mine}/ may import "
+                    f"{', '.join(sorted(MAY_IMPORT[mine])) or 'nothing of the project'})"
+                )
     assert violations == []
 
 
@@ -143,8 +153,14 @@ def test_no_import_cycles():
 # Template-level elements a stack may declare itself: its interface (parameters, conditions, outputs) and rules.
 STACK_ELEMENTS = {"CfnOutput", "CfnParameter", "CfnCondition", "CfnRule", "CfnRuleAssertion"}
 # Calls that attach a policy statement or a cdk-nag acknowledgment: the owning construct's job (its grant methods).
-POLICY_CALLS = {"add_to_policy", "add_to_resource_policy", "add_to_principal_policy", "add_statements",
-                "attach_inline_policy", "acknowledge"}
+POLICY_CALLS = {
+    "add_to_policy",
+    "add_to_resource_policy",
+    "add_to_principal_policy",
+    "add_statements",
+    "attach_inline_policy",
+    "acknowledge",
+}
 # Stack modules not yet split into constructs (issue 37 item 2), each with what is still inline. The test fails when
 # one of them becomes clean, so the list only shrinks.
 NOT_YET_COMPOSITIONS = {
@@ -166,7 +182,8 @@ def _dotted(node: ast.AST) -> list[str]:
 
 def _is_stack_class(node: ast.AST) -> bool:
     return isinstance(node, ast.ClassDef) and any(
-        isinstance(base, ast.Attribute) and base.attr in ("Stack", "NestedStack") for base in node.bases)
+        isinstance(base, ast.Attribute) and base.attr in ("Stack", "NestedStack") for base in node.bases
+    )
 
 
 def stack_module_violations(path: Path) -> list[str]:
@@ -195,8 +212,10 @@ def stack_module_violations(path: Path) -> list[str]:
             elif node.module.startswith("aws_cdk.aws_"):
                 aws_classes.update(a.asname or a.name for a in node.names)
             if area(node.module) == "stacks":
-                found.append(f"{name}:{node.lineno} imports the stack module "
-                             f"{node.module}.{', '.join(a.name for a in node.names)}")
+                found.append(
+                    f"{name}:{node.lineno} imports the stack module "
+                    f"{node.module}.{', '.join(a.name for a in node.names)}"
+                )
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -213,8 +232,10 @@ def stack_module_violations(path: Path) -> list[str]:
         if made:
             found.append(f"{name}:{node.lineno} creates {made}")
         elif parts[-1] in POLICY_CALLS:
-            found.append(f"{name}:{node.lineno} calls {parts[-1]}: a statement or acknowledgment belongs to the "
-                         "construct that owns the resource")
+            found.append(
+                f"{name}:{node.lineno} calls {parts[-1]}: a statement or acknowledgment belongs to the "
+                "construct that owns the resource"
+            )
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)) or _is_stack_class(node):
             continue
@@ -235,8 +256,9 @@ def test_stacks_hold_only_stacks_and_their_composition():
             continue
         tree = ast.parse(path.read_text())
         if not any(_is_stack_class(node) for node in tree.body):
-            problems.append(f"{path.relative_to(ROOT)} defines no cdk.Stack: it belongs elsewhere "
-                            "(docs/development.md)")
+            problems.append(
+                f"{path.relative_to(ROOT)} defines no cdk.Stack: it belongs elsewhere (docs/development.md)"
+            )
         found = stack_module_violations(path)
         if path.name in NOT_YET_COMPOSITIONS:
             if not found:
@@ -259,11 +281,20 @@ def test_the_stack_layout_check_finds_what_it_forbids(tmp_path):
         "        role = iam.Role(self, 'R', assumed_by=iam.ServicePrincipal('x'))\n"
         "        role.add_to_policy(None)\n        Key(self, 'K')\n        cdk.CfnResource(self, 'C', type='X')\n"
         "        acknowledge(role, 'AwsSolutions-IAM5', 'why')\n"
-        "        cdk.CfnOutput(self, 'O', value='v')\n")
+        "        cdk.CfnOutput(self, 'O', value='v')\n"
+    )
     found = "\n".join(stack_module_violations(module))
-    for expected in ("imports the stack module stacks.network_stack", "creates iam.Role", "creates iam.ServicePrincipal",
-                     "calls add_to_policy", "creates Key", "creates cdk.CfnResource", "calls acknowledge",
-                     "non-stack code at its top level: LIMIT = 3", "non-stack code at its top level: helper"):
+    for expected in (
+        "imports the stack module stacks.network_stack",
+        "creates iam.Role",
+        "creates iam.ServicePrincipal",
+        "calls add_to_policy",
+        "creates Key",
+        "creates cdk.CfnResource",
+        "calls acknowledge",
+        "non-stack code at its top level: LIMIT = 3",
+        "non-stack code at its top level: helper",
+    ):
         assert expected in found
     assert "CfnOutput" not in found
 
@@ -288,16 +319,24 @@ def test_constructs_folder_keeps_clear_of_the_library():
     """No __init__.py (it would shadow the constructs library aws-cdk-lib imports) and no module named like one of
     the library's (ours would be unreachable)."""
     assert not (ROOT / "constructs" / "__init__.py").exists()
-    library = subprocess.run([sys.executable, "-c", "import importlib.util as u; "
-                              "print(u.find_spec('constructs').submodule_search_locations[0])"],
-                             cwd="/", capture_output=True, text=True, check=True).stdout.strip()
+    library = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import importlib.util as u; print(u.find_spec('constructs').submodule_search_locations[0])",
+        ],
+        cwd="/",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     theirs = {p.stem for p in Path(library).iterdir()}
     assert {p.stem for p in (ROOT / "constructs").glob("*.py")} & theirs == set()
 
 
 def test_the_map_in_docs_development_names_every_folder():
     text = (ROOT / "docs" / "development.md").read_text()
-    section = text[text.index("## Layout"):text.index("## ", text.index("## Layout") + 3)]
+    section = text[text.index("## Layout") : text.index("## ", text.index("## Layout") + 3)]
     mapped = set(re.findall(r"^\| `([\w./-]+?)/?` \|", section, flags=re.M))
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     folders = {line.split("/")[0] for line in tracked.splitlines() if "/" in line and not line.startswith(".")}

@@ -1,6 +1,7 @@
 """The lifecycle record (constructs/lifecycle_scripts.py): what a deploy ships to the nodes, in a secret only
 CloudFormation's execution role may change, which every node checks its scripts and parameters against before running
 them as root (lifecycle/hyperpod/lib/verify.sh; the node side is tested in tests/lifecycle/lifecycle_record.bats)."""
+
 import fnmatch
 import json
 import re
@@ -35,6 +36,7 @@ def _render(value) -> str:
 def _secrets_manager_actions() -> dict[str, dict]:
     """Every Secrets Manager action of the Service Authorization Reference, as cfn-lint bundles it."""
     import cfnlint
+
     spec = json.loads((Path(cfnlint.__file__).parent / "data" / "AdditionalSpecs" / "Policies.json").read_text())
     return spec["secretsmanager"]["Actions"]
 
@@ -45,8 +47,11 @@ def _record_name(s) -> str:
 
 def _record(s, variant):
     resources = s.templates[CLUSTER_STACK[variant]]["Resources"]
-    (logical_id,) = [k for k, r in resources.items() if r["Type"] == "AWS::SecretsManager::Secret"
-                     and r["Properties"].get("Name") == _record_name(s)]
+    (logical_id,) = [
+        k
+        for k, r in resources.items()
+        if r["Type"] == "AWS::SecretsManager::Secret" and r["Properties"].get("Name") == _record_name(s)
+    ]
     return logical_id, resources
 
 
@@ -55,8 +60,9 @@ def _uploaded_parameters(s, variant) -> dict:
     resources = s.templates[CLUSTER_STACK[variant]]["Resources"]
     deployment = next(r for r in resources.values() if r["Type"] == "Custom::CDKBucketDeployment")["Properties"]
     markers = {k: v for source in deployment.get("SourceMarkers", []) for k, v in source.items()}
-    (raw,) = {p.read_text() for p in s.out_dir.glob("asset.*/platform_parameters.json")
-              if "lifecycle_record" in p.read_text()}
+    (raw,) = {
+        p.read_text() for p in s.out_dir.glob("asset.*/platform_parameters.json") if "lifecycle_record" in p.read_text()
+    }
     return json.loads(re.sub(r"<<marker:[^>]*>>", lambda m: _render(markers[m.group(0)]), raw))
 
 
@@ -76,7 +82,8 @@ def test_the_record_is_what_the_deploy_ships_and_a_node_accepts_exactly_that(syn
     (tmp_path / "params.json").write_text(json.dumps(params))
     assert record == stub_record(SCRIPTS, tmp_path / "params.json")
     assert {"on_init_complete.sh", "on_create.sh", "sync_users.sh", "lib/common.sh", "lib/verify.py"} <= set(
-        record["scripts"])
+        record["scripts"]
+    )
     (tmp_path / "record.json").write_text(json.dumps(record))
     check = [sys.executable, str(VERIFY), "download", str(tmp_path / "record.json")]
     ok = subprocess.run([*check, str(SCRIPTS), str(tmp_path / "params.json")], capture_output=True, text=True)
@@ -94,21 +101,35 @@ def test_only_cloudformation_may_change_the_record(synth, variant):
     """The record's resource policy denies every Secrets Manager action but the four reads (any action added later
     too: NotAction) to every principal but the CDK bootstrap's CloudFormation execution role, exactly that ARN."""
     from constructs.lifecycle_scripts import RECORD_READ_ACTIONS
+
     s = synth(variant)
     logical_id, resources = _record(s, variant)
-    (policy,) = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::SecretsManager::ResourcePolicy"
-                 and r["Properties"]["SecretId"] == {"Ref": logical_id}]
+    (policy,) = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::SecretsManager::ResourcePolicy" and r["Properties"]["SecretId"] == {"Ref": logical_id}
+    ]
     assert policy["BlockPublicPolicy"] is True
     (deny,) = policy["ResourcePolicy"]["Statement"]
     assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"} and deny["Resource"] == "*"
     assert "Action" not in deny and sorted(as_list(deny["NotAction"])) == sorted(RECORD_READ_ACTIONS)
-    assert deny["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": deny["Condition"]["ArnNotEquals"][
-        "aws:PrincipalArn"]}}
+    assert deny["Condition"] == {
+        "ArnNotEquals": {"aws:PrincipalArn": deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]}
+    }
     assert _render(deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]) == CFN_EXEC_ROLE
     allowed = {a.lower() for a in RECORD_READ_ACTIONS}
     writes = sorted(a for a in _secrets_manager_actions() if f"secretsmanager:{a}" not in allowed)
-    assert {"putsecretvalue", "updatesecret", "updatesecretversionstage", "putresourcepolicy", "deletesecret",
-            "deleteresourcepolicy", "restoresecret", "replicatesecrettoregions", "rotatesecret"} <= set(writes)
+    assert {
+        "putsecretvalue",
+        "updatesecret",
+        "updatesecretversionstage",
+        "putresourcepolicy",
+        "deletesecret",
+        "deleteresourcepolicy",
+        "restoresecret",
+        "replicatesecrettoregions",
+        "rotatesecret",
+    } <= set(writes)
 
 
 def _could_touch(resource, logical_id, name) -> bool:
@@ -126,6 +147,7 @@ def test_no_role_the_platform_creates_can_change_the_record_and_node_roles_only_
     reads on anything that could be the record; the statements that name the record grant GetSecretValue alone, to
     every node role of the cluster and to no other role."""
     from constructs.lifecycle_scripts import RECORD_READ_ACTIONS
+
     s = synth(variant)
     logical_id, resources = _record(s, variant)
     reads = {a.lower() for a in RECORD_READ_ACTIONS}
@@ -139,22 +161,36 @@ def test_no_role_the_platform_creates_can_change_the_record_and_node_roles_only_
             patterns = [p.lower() for p in as_list(statement.get("Action", []))]
             granted = [w for w in writes if any(fnmatch.fnmatchcase(w, p) for p in patterns)]
             if statement.get("NotAction"):
-                granted = [w for w in writes if not any(fnmatch.fnmatchcase(w, p.lower())
-                                                        for p in as_list(statement["NotAction"]))]
+                granted = [
+                    w
+                    for w in writes
+                    if not any(fnmatch.fnmatchcase(w, p.lower()) for p in as_list(statement["NotAction"]))
+                ]
             resources = as_list(statement.get("Resource", []))
             if granted and any(_could_touch(r, logical_id, _record_name(s)) for r in resources):
                 violations.append(f"{policy_id} {statement.get('Sid')}: {granted}")
     assert violations == []
-    naming = [(policy_id, st) for policy_id, st in statements(s.templates[CLUSTER_STACK[variant]])
-              if {"Ref": logical_id} in as_list(st.get("Resource", []))]
-    assert naming and all(st["Action"] == "secretsmanager:GetSecretValue" and st["Effect"] == "Allow"
-                          and as_list(st["Resource"]) == [{"Ref": logical_id}] for _, st in naming)
+    naming = [
+        (policy_id, st)
+        for policy_id, st in statements(s.templates[CLUSTER_STACK[variant]])
+        if {"Ref": logical_id} in as_list(st.get("Resource", []))
+    ]
+    assert naming and all(
+        st["Action"] == "secretsmanager:GetSecretValue"
+        and st["Effect"] == "Allow"
+        and as_list(st["Resource"]) == [{"Ref": logical_id}]
+        for _, st in naming
+    )
     template = s.templates[CLUSTER_STACK[variant]]
     readers = set()
     for policy_id, _ in naming:
         readers |= {r["Ref"] for r in template["Resources"][policy_id]["Properties"]["Roles"]}
-    node_roles = {k for k, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role"
-                  and "sagemaker.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])}
+    node_roles = {
+        k
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::IAM::Role"
+        and "sagemaker.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
+    }
     assert readers == node_roles and node_roles
 
 
@@ -163,10 +199,17 @@ def test_a_users_list_too_long_for_the_secret_is_recorded_by_its_digest_and_stil
     the record keeps `users` as the sha256 of its canonical JSON, the rest verbatim, and fits; the node accepts the
     same parameters and refuses them with one user's sudo changed, naming `users`."""
     from constructs.lifecycle_scripts import SECRET_VALUE_LIMIT, record_value, shipped_digests
+
     users = [{"name": f"u{i:031d}", "uid": 100000 + i, "gid": 100000 + i, "sudo": False} for i in range(1000)]
-    params = {"version": 1, "cluster_name": "large", "users": users,
-              "lifecycle_record": {"secret_name": "hyperpod-platform/large/lifecycle-record",
-                                   "region": "${Token[AWS.Region.1]}"}}
+    params = {
+        "version": 1,
+        "cluster_name": "large",
+        "users": users,
+        "lifecycle_record": {
+            "secret_name": "hyperpod-platform/large/lifecycle-record",
+            "region": "${Token[AWS.Region.1]}",
+        },
+    }
     record = record_value(shipped_digests([SCRIPTS]), params)
     assert set(record["parameter_digests"]) == {"users"} and "users" not in record["parameters"]
     assert record["parameters"]["cluster_name"] == "large"

@@ -1,5 +1,6 @@
 """tools/mutation.py (`make mutation`): which mutants it makes of a module, that each is the module with exactly one
 change, and that its table of targets names files that exist. The run itself is not part of `make test`."""
+
 from __future__ import annotations
 
 import ast
@@ -37,15 +38,22 @@ def mutants() -> dict[str, list[str]]:
 def test_each_kind_of_plausible_bug_is_made_and_docstrings_logs_and_messages_are_left_alone():
     found = mutants()
     # the original as written, the replacement as the runner writes it
-    assert found["string"] == ["\"hyperpod:force-uid-change\" -> 'hyperpod:force-uid-changex'", "\"\" -> 'x'",
-                               "\"true\" -> 'truex'"]
-    assert found["compare"] == ["owner != uid -> (owner == uid)",
-                                "tags.get(TAG, \"\").lower() != \"true\" -> (tags.get(TAG, '').lower() == 'true')",
-                                "owner >= 10000 -> (owner > 10000)"]
-    assert found["and/or"] == ["owner != uid and tags.get(TAG, \"\").lower() != \"true\" -> (owner != uid or "
-                               "tags.get(TAG, '').lower() != 'true')",
-                               "not tags or owner >= 10000 -> (not tags and owner >= 10000)"]
-    assert found["delete raise"] == ["raise ValueError(f\"partition belongs to {owner}\") -> pass"]
+    assert found["string"] == [
+        "\"hyperpod:force-uid-change\" -> 'hyperpod:force-uid-changex'",
+        "\"\" -> 'x'",
+        "\"true\" -> 'truex'",
+    ]
+    assert found["compare"] == [
+        "owner != uid -> (owner == uid)",
+        "tags.get(TAG, \"\").lower() != \"true\" -> (tags.get(TAG, '').lower() == 'true')",
+        "owner >= 10000 -> (owner > 10000)",
+    ]
+    assert found["and/or"] == [
+        'owner != uid and tags.get(TAG, "").lower() != "true" -> (owner != uid or '
+        "tags.get(TAG, '').lower() != 'true')",
+        "not tags or owner >= 10000 -> (not tags and owner >= 10000)",
+    ]
+    assert found["delete raise"] == ['raise ValueError(f"partition belongs to {owner}") -> pass']
     assert found["drop not"] == ["not tags -> (tags)"]
     assert found["number"] == ["10000 -> 10001"]
     assert found["return None"] == ["return not tags or owner >= 10000 -> return None"]
@@ -76,7 +84,8 @@ def test_a_changed_run_is_killed_and_an_unchanged_one_survives(tmp_path, monkeyp
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "guard.py").write_text("def refuse(value):\n    return value != 'true'\n")
     (tmp_path / "test_guard.py").write_text(
-        "import guard\n\ndef test_refuses():\n    assert guard.refuse('yes') and not guard.refuse('true')\n")
+        "import guard\n\ndef test_refuses():\n    assert guard.refuse('yes') and not guard.refuse('true')\n"
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(mutation, "PYTEST", ["-p", "no:cacheprovider", "-q", "-x", "-p", "no:xdist"])

@@ -1,5 +1,6 @@
 """Alerting rules the metrics workspace evaluates (observability/rules/, constructs/metrics_workspace.py): a node whose
 users sync stopped succeeding is an alert, not one log line on the node."""
+
 import json
 import re
 import shutil
@@ -48,8 +49,9 @@ def test_the_rule_reads_the_metric_the_users_sync_writes_and_its_period():
 def test_the_workspace_ships_the_rules_unchanged(synth):
     """The metrics variant's workspace gets every rule file as a rule groups namespace, byte for byte."""
     template = synth("metrics").templates["storage"]
-    namespaces = [r["Properties"] for r in template["Resources"].values()
-                  if r["Type"] == "AWS::APS::RuleGroupsNamespace"]
+    namespaces = [
+        r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::APS::RuleGroupsNamespace"
+    ]
     (workspace_id,) = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::APS::Workspace"]
     assert [(n["Name"], n["Data"]) for n in namespaces] == [("hyperpod-platform-users-sync", RULES.read_text())]
     assert json.dumps(namespaces[0]["Workspace"]) == json.dumps({"Fn::GetAtt": [workspace_id, "Arn"]})

@@ -1,6 +1,7 @@
 """lifecycle/node_contract.json, the node contract: its shape, its sources, that every test it names exists, that the
 scripts' contract warnings name its facts, that CONTRACT.md is rendered from it, and that the AMI model
 (tests/lifecycle/ami_model.py) lays out every fact and every variant."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -25,21 +26,33 @@ _spec.loader.exec_module(ami_model)
 def test_every_fact_is_complete_and_its_sources_are_named():
     assert len(FACTS) == len(CONTRACT["facts"]), "fact ids must be unique"
     for fact in CONTRACT["facts"]:
-        assert set(fact) >= {"id", "what", "node_types", "status", "sources", "used_by", "when_absent", "behaviour",
-                             "tests", "fixture"}, fact["id"]
+        assert set(fact) >= {
+            "id",
+            "what",
+            "node_types",
+            "status",
+            "sources",
+            "used_by",
+            "when_absent",
+            "behaviour",
+            "tests",
+            "fixture",
+        }, fact["id"]
         assert fact["status"] in CONTRACT["statuses"], fact["id"]
         assert fact["when_absent"] in CONTRACT["behaviours"], fact["id"]
         assert set(fact["node_types"]) <= {"controller", "login", "compute"} and fact["node_types"], fact["id"]
-        assert fact["sources"] and all(s["ref"] in CONTRACT["sources"] and s["says"] for s in fact["sources"]), \
-            fact["id"]
+        assert fact["sources"] and all(s["ref"] in CONTRACT["sources"] and s["says"] for s in fact["sources"]), fact[
+            "id"
+        ]
         assert fact["behaviour"].strip(), fact["id"]
 
 
 def test_an_unverified_fact_is_never_relied_on_and_has_a_test_per_variant():
     for fact in (f for f in CONTRACT["facts"] if f["status"] == "unverified"):
         assert fact["when_absent"] != "rely", f"{fact['id']}: an unverified fact is detected, not relied on"
-        assert len(fact["tests"]) >= 2 or fact["when_absent"] == "fail", \
+        assert len(fact["tests"]) >= 2 or fact["when_absent"] == "fail", (
             f"{fact['id']}: one test with the fact present and one without"
+        )
 
 
 def test_every_named_test_exists():
@@ -54,8 +67,11 @@ def test_every_named_test_exists():
 
 
 def test_every_contract_warning_in_the_scripts_names_a_fact_and_every_adapting_fact_is_handled():
-    scripts = {p.relative_to(SCRIPTS).as_posix(): p.read_text() for p in SCRIPTS.rglob("*")
-               if p.is_file() and "__pycache__" not in p.parts}  # as shipped: the asset leaves bytecode out
+    scripts = {
+        p.relative_to(SCRIPTS).as_posix(): p.read_text()
+        for p in SCRIPTS.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }  # as shipped: the asset leaves bytecode out
     named = set()
     for text in scripts.values():
         named |= set(re.findall(r"contract_warn ([a-z0-9-]+)", text))
@@ -65,13 +81,15 @@ def test_every_contract_warning_in_the_scripts_names_a_fact_and_every_adapting_f
         for script in fact["used_by"]:
             assert script in scripts, f"{fact['id']}: used_by {script} is not a file in lifecycle/hyperpod"
         if fact["when_absent"] == "adapt" and fact["used_by"]:
-            assert any(fact["id"] in scripts[s] for s in fact["used_by"]), \
+            assert any(fact["id"] in scripts[s] for s in fact["used_by"]), (
                 f"{fact['id']}: no script it names (used_by) mentions it"
+            )
 
 
 def test_contract_md_is_rendered_from_the_json():
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "render_node_contract.py"), "--check"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "render_node_contract.py"), "--check"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     text = (ROOT / "lifecycle" / "CONTRACT.md").read_text()
     for fact in FACTS:
@@ -89,13 +107,26 @@ def layout(tmp_path: Path, node_type: str, absent: set[str]) -> dict[str, str]:
             f.unlink()
     ami_model.lay_out(CONTRACT, ami_model.Layout(root, {}, fake), node_type, absent)
     # Paths relative to the layout's root, so two layouts compare by what they hold, not where they are.
-    files = {str(p.relative_to(root)): (p.read_text() if p.is_file() and not p.is_symlink() else
-                                        str(p.readlink()).replace(str(root), "") if p.is_symlink() else "dir")
-             for p in root.rglob("*")}
-    files.update({f"dpkg:{p.name}": p.read_text() for p in (fake / "dpkg").glob("*")} if (fake / "dpkg").exists()
-                 else {})
-    files.update({f"mount:{m.replace(str(root), '')}": "" for m in (fake / "mounts").read_text().split()
-                  if m.startswith(str(root))})
+    files = {
+        str(p.relative_to(root)): (
+            p.read_text()
+            if p.is_file() and not p.is_symlink()
+            else str(p.readlink()).replace(str(root), "")
+            if p.is_symlink()
+            else "dir"
+        )
+        for p in root.rglob("*")
+    }
+    files.update(
+        {f"dpkg:{p.name}": p.read_text() for p in (fake / "dpkg").glob("*")} if (fake / "dpkg").exists() else {}
+    )
+    files.update(
+        {
+            f"mount:{m.replace(str(root), '')}": ""
+            for m in (fake / "mounts").read_text().split()
+            if m.startswith(str(root))
+        }
+    )
     files.update({f"state:{p.name}": p.read_text() for p in fake.iterdir() if p.is_file() and p.name != "mounts"})
     return files
 
@@ -142,8 +173,9 @@ def test_a_documented_fact_cites_only_sources_with_a_url_or_a_revision():
     pinned = re.compile(r"https://|@[0-9a-f]{7,40}\b")
     for fact in (f for f in CONTRACT["facts"] if f["status"] == "documented"):
         for source in fact["sources"]:
-            assert pinned.search(CONTRACT["sources"][source["ref"]]), \
+            assert pinned.search(CONTRACT["sources"][source["ref"]]), (
                 f"{fact['id']}: documented, but its source {source['ref']} has no URL or revision"
+            )
     for fact in (f for f in CONTRACT["facts"] if f["status"] == "observed"):
         assert any(pinned.search(CONTRACT["sources"][s["ref"]]) for s in fact["sources"]), fact["id"]
 
@@ -180,8 +212,9 @@ def test_every_script_that_talks_to_slurmctld_waits_for_it_first():
         text = path.read_text()
         for offset in slurmctld_calls(text):
             talking.add(path.name)
-            assert "wait_for_slurmctld " in text[:offset], \
+            assert "wait_for_slurmctld " in text[:offset], (
                 f"{path.name}: line {text[:offset].count(chr(10)) + 1} talks to slurmctld without waiting for it first"
+            )
     assert talking == set(FACTS["slurmctld-starts-in-parallel"]["used_by"]) - {"lib/common.sh"}, talking
     assert re.search(r"^wait_for_slurmctld\(\) \{", (SCRIPTS / "lib" / "common.sh").read_text(), re.M)
 
@@ -215,7 +248,9 @@ def test_the_scripts_that_read_hostname_addresses_are_the_contract_s():
 
 def test_the_ami_model_puts_login_nodes_in_the_default_partition_and_the_gpu_job_mapping_directory(tmp_path):
     controller = layout(tmp_path, "controller", set())
-    assert "PartitionName=dev Nodes=ALL Default=YES MaxTime=INFINITE State=UP" in \
-        controller["opt/slurm/etc/slurm.conf"].splitlines()
+    assert (
+        "PartitionName=dev Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+        in controller["opt/slurm/etc/slurm.conf"].splitlines()
+    )
     compute = layout(tmp_path, "compute", set())
     assert compute["run/slurm/dcgm-job-mapping"] == "dir"

@@ -1,6 +1,7 @@
 """platform_parameters.json has one definition (constructs/node_parameters.py): synth builds the file through it, and
 the node checks the file against the schema generated from it (lifecycle/hyperpod/lib/params.py validate). A bad file
 is refused on both sides, naming the key."""
+
 from __future__ import annotations
 
 import copy
@@ -15,8 +16,12 @@ from constructs import node_parameters
 
 PARAMS_PY = ROOT / "lifecycle" / "hyperpod" / "lib" / "params.py"
 FIXTURE = json.loads((ROOT / "tests" / "lifecycle" / "fixtures" / "platform_parameters.json").read_text())
-EKS = {"version": 1, "orchestrator": "eks", "cluster_name": "ml-eks",
-       "worker_groups": [{"instance_group_name": "training-p5"}]}
+EKS = {
+    "version": 1,
+    "orchestrator": "eks",
+    "cluster_name": "ml-eks",
+    "worker_groups": [{"instance_group_name": "training-p5"}],
+}
 
 
 def node_check(params: dict, tmp_path) -> subprocess.CompletedProcess:
@@ -63,11 +68,15 @@ BAD = [
     (("users.1.sudo", "yes"), "users[1].sudo: must be of type boolean, got 'yes'"),
     (("users.0.name", "bob ALL=(ALL)"), "users[0].name: is not a valid user name, got 'bob ALL=(ALL)'"),
     (("users_sync.parameters_s3_uri", ""), "users_sync.parameters_s3_uri: must be an s3:// URI, got ''"),
-    (("slurm.auth", "kerberos"), "slurm.auth: expected one of \"munge\", \"jwt\", got 'kerberos'"),
-    (("container_runtime.artifacts.0.sha256", "0" * 63),
-     "container_runtime.artifacts[0].sha256: must be 64 lowercase hex digits"),
-    (("accounting.priority_weights.PriorityWeightQOS", "high"),
-     "accounting.priority_weights.PriorityWeightQOS: must be of type integer, got 'high'"),
+    (("slurm.auth", "kerberos"), 'slurm.auth: expected one of "munge", "jwt", got \'kerberos\''),
+    (
+        ("container_runtime.artifacts.0.sha256", "0" * 63),
+        "container_runtime.artifacts[0].sha256: must be 64 lowercase hex digits",
+    ),
+    (
+        ("accounting.priority_weights.PriorityWeightQOS", "high"),
+        "accounting.priority_weights.PriorityWeightQOS: must be of type integer, got 'high'",
+    ),
     (("worker_groups.0.instance_group_name", ""), "worker_groups[0].instance_group_name: missing"),
 ]
 
@@ -80,13 +89,17 @@ def test_a_bad_file_is_refused_on_the_node_and_at_synth_naming_the_key(change, s
     with pytest.raises(ValidationError) as refused:
         node_parameters.SlurmNodeParameters.model_validate(params)
     key = change[0].split(".")
-    assert any([str(p) for p in e["loc"]][:len(key)] == key for e in refused.value.errors()), refused.value
+    assert any([str(p) for p in e["loc"]][: len(key)] == key for e in refused.value.errors()), refused.value
 
 
 def test_rules_on_deploy_time_values_are_the_nodes_alone(tmp_path):
     """A workspace URL is a token at synth: the model passes it, the node refuses a resolved http:// one."""
-    metrics = {"remote_write_url": "http://aps-workspaces.example/api/v1/remote_write", "region": "us-east-1",
-               "scrape_interval_seconds": 30, "artifacts": []}
+    metrics = {
+        "remote_write_url": "http://aps-workspaces.example/api/v1/remote_write",
+        "region": "us-east-1",
+        "scrape_interval_seconds": 30,
+        "artifacts": [],
+    }
     params = _set(FIXTURE, "node_metrics", metrics)
     node_parameters.SlurmNodeParameters.model_validate(params)
     check = node_check(params, tmp_path)
@@ -94,8 +107,10 @@ def test_rules_on_deploy_time_values_are_the_nodes_alone(tmp_path):
 
 
 def test_fsx_names_are_required_only_when_the_scripts_mount(tmp_path):
-    assert "fsx.dns_name: missing while fsx.mount is true" in node_check(_set(FIXTURE, "fsx.dns_name", ""),
-                                                                        tmp_path).stderr
+    assert (
+        "fsx.dns_name: missing while fsx.mount is true"
+        in node_check(_set(FIXTURE, "fsx.dns_name", ""), tmp_path).stderr
+    )
     unmounted = _set(_set(FIXTURE, "fsx.mount", False), "fsx.dns_name", "")
     assert node_check(unmounted, tmp_path).returncode == 0
 
@@ -125,17 +140,25 @@ def test_every_shipped_config_makes_a_file_the_model_and_the_node_accept(path, t
 
     from manifests.node_parameters import eks_node_parameters, slurm_node_parameters
     from platform_config import load_config
+
     config = load_config(path)
     if config.orchestrator == "eks":
         params = node_parameters.EksNodeParameters.model_validate(eks_node_parameters(config)).model_dump()
     else:
         arn = "arn:aws:secretsmanager:us-east-1:111122223333:secret:x"
-        params = node_parameters.SlurmNodeParameters.model_validate(slurm_node_parameters(
-            config, lustre=SimpleNamespace(dns_name="fs-1.fsx.us-east-1.amazonaws.com", mount_name="abc"),
-            region="us-east-1", slurm_login_secret_arn=arn, jwt_key_secret_arn=arn,
-            parameters_s3_uri="s3://b/hyperpod/x/platform_parameters.json", client_bundle_s3_prefix="s3://b/slurm-client/",
-            node_metrics_remote_write_url="https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1/api/v1/"
-                                          "remote_write",
-            job_role_arn="arn:aws:iam::111122223333:role/x")).model_dump()
+        params = node_parameters.SlurmNodeParameters.model_validate(
+            slurm_node_parameters(
+                config,
+                lustre=SimpleNamespace(dns_name="fs-1.fsx.us-east-1.amazonaws.com", mount_name="abc"),
+                region="us-east-1",
+                slurm_login_secret_arn=arn,
+                jwt_key_secret_arn=arn,
+                parameters_s3_uri="s3://b/hyperpod/x/platform_parameters.json",
+                client_bundle_s3_prefix="s3://b/slurm-client/",
+                node_metrics_remote_write_url="https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1/api/v1/"
+                "remote_write",
+                job_role_arn="arn:aws:iam::111122223333:role/x",
+            )
+        ).model_dump()
     check = node_check(params, tmp_path)
     assert (check.returncode, check.stderr) == (0, "")

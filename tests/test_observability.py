@@ -1,5 +1,6 @@
 """Observability: alarms, HyperPod event rules, the SNS topic, IAM of the log-retention handler, the dashboard body
 and log retention across the platform's templates."""
+
 from __future__ import annotations
 
 import json
@@ -12,10 +13,22 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Match, Template
 
 from constructs.log_retention import LogRetention
-from constructs.observability_dashboard import (CONTRACT_WARNING_MARK, DOCUMENTED_METRICS, NODE_CONTRACT_TITLE,
-                                                DashboardInputs, dashboard_body, metrics_named)
-from constructs.platform_observability import (CLUSTER_EVENT, NODE_HEALTH, STATE_CHANGE, LustreTargets,
-                                               PlatformObservability, Subscription)
+from constructs.observability_dashboard import (
+    CONTRACT_WARNING_MARK,
+    DOCUMENTED_METRICS,
+    NODE_CONTRACT_TITLE,
+    DashboardInputs,
+    dashboard_body,
+    metrics_named,
+)
+from constructs.platform_observability import (
+    CLUSTER_EVENT,
+    NODE_HEALTH,
+    STATE_CHANGE,
+    LustreTargets,
+    PlatformObservability,
+    Subscription,
+)
 from tools.render_dashboard import flatten
 from support.template import resources
 
@@ -41,7 +54,7 @@ def test_fsx_free_capacity_is_metric_math_over_the_configured_capacity(default, 
     props = alarm_by_id(obs, "FsxFreeCapacity")
     cfg = default.config
     expression, free = props["Metrics"]
-    assert expression["Expression"] == f"100 * free / {cfg.storage.lustre.storage_capacity_gib * 1024 ** 3}"
+    assert expression["Expression"] == f"100 * free / {cfg.storage.lustre.storage_capacity_gib * 1024**3}"
     assert free["MetricStat"]["Metric"]["MetricName"] == "FreeDataStorageCapacity"
     assert free["MetricStat"]["Stat"] == "Sum" and free["ReturnData"] is False
     assert props["Threshold"] == cfg.observability.fsx_free_capacity_percent
@@ -53,8 +66,10 @@ def test_fsx_throughput_alarm_is_sustained_use_of_the_baseline(default, obs):
     lustre, o = default.config.storage.lustre, default.config.observability
     baseline = lustre.storage_capacity_gib / 1024 * lustre.throughput_mib_per_tib * 1e6  # 1200 GiB x 250 MB/s/TiB
     assert props["Metrics"][0]["Expression"] == f"100 * (r + w) / PERIOD(r) / {baseline:.0f}"
-    assert {m["MetricStat"]["Metric"]["MetricName"] for m in props["Metrics"][1:]} == {"DataReadBytes",
-                                                                                       "DataWriteBytes"}
+    assert {m["MetricStat"]["Metric"]["MetricName"] for m in props["Metrics"][1:]} == {
+        "DataReadBytes",
+        "DataWriteBytes",
+    }
     assert props["EvaluationPeriods"] == props["DatapointsToAlarm"] == o.fsx_throughput_minutes * 60 // 300
     assert props["Threshold"] == o.fsx_throughput_percent
 
@@ -81,10 +96,13 @@ def test_every_platform_function_has_an_error_alarm(default, obs):
     studio = default.templates["studio"]
     handlers = [k for k, r in resources(studio, "AWS::Lambda::Function").items() if "Providerframework" not in k]
     assert len(handlers) == 4  # OnEvent, IsComplete, ProfileEvents, the script upload
-    storage = [k for k in resources(default.templates["storage"], "AWS::Lambda::Function") if "Providerframework" not in k]
+    storage = [
+        k for k in resources(default.templates["storage"], "AWS::Lambda::Function") if "Providerframework" not in k
+    ]
     assert sum("LustreRootSquash" in k for k in storage) == 2  # its OnEvent and IsComplete are alarmed too
     assert len(alarmed) == len(handlers) + len(storage) + len(
-        [k for k in resources(default.templates["cluster"], "AWS::Lambda::Function") if "Providerframework" not in k])
+        [k for k in resources(default.templates["cluster"], "AWS::Lambda::Function") if "Providerframework" not in k]
+    )
 
 
 def test_every_alarm_notifies_the_topic_on_alarm_and_recovery(obs):
@@ -97,11 +115,35 @@ def test_topic_is_encrypted_with_a_key_alarms_and_events_may_use(obs):
     template = Template.from_json(obs)
     (key,) = [k for k in resources(obs, "AWS::KMS::Key") if k.startswith("ObservabilityTopicKey")]
     template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": [key, "Arn"]}})
-    template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True, "KeyPolicy": {"Statement": Match.array_with([
-        Match.object_like({"Sid": "AlarmsAndEventsPublish", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
-                           "Principal": {"Service": ["cloudwatch.amazonaws.com", "events.amazonaws.com"]}})])}})
-    template.has_resource_properties("AWS::SNS::TopicPolicy", {"PolicyDocument": {"Statement": Match.array_with([
-        Match.object_like({"Condition": {"Bool": {"aws:SecureTransport": "false"}}, "Effect": "Deny"})])}})
+    template.has_resource_properties(
+        "AWS::KMS::Key",
+        {
+            "EnableKeyRotation": True,
+            "KeyPolicy": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Sid": "AlarmsAndEventsPublish",
+                                "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+                                "Principal": {"Service": ["cloudwatch.amazonaws.com", "events.amazonaws.com"]},
+                            }
+                        )
+                    ]
+                )
+            },
+        },
+    )
+    template.has_resource_properties(
+        "AWS::SNS::TopicPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [Match.object_like({"Condition": {"Bool": {"aws:SecureTransport": "false"}}, "Effect": "Deny"})]
+                )
+            }
+        },
+    )
 
 
 def test_hyperpod_events_reach_the_topic_with_documented_detail_types(obs):
@@ -114,10 +156,14 @@ def test_hyperpod_events_reach_the_topic_with_documented_detail_types(obs):
         (detail_type,) = props["EventPattern"]["detail-type"]
         patterns[detail_type] = props["EventPattern"]
     assert set(patterns) == {NODE_HEALTH, STATE_CHANGE, CLUSTER_EVENT}
-    assert patterns[NODE_HEALTH] == {"source": ["aws.sagemaker"], "detail-type": [NODE_HEALTH],
-                                     "detail": {"ClusterName": ["ml-cluster"]}}
-    assert patterns[CLUSTER_EVENT]["detail"] == {"EventDetails": {"ClusterName": ["ml-cluster"],
-                                                                  "EventLevel": ["Error"]}}
+    assert patterns[NODE_HEALTH] == {
+        "source": ["aws.sagemaker"],
+        "detail-type": [NODE_HEALTH],
+        "detail": {"ClusterName": ["ml-cluster"]},
+    }
+    assert patterns[CLUSTER_EVENT]["detail"] == {
+        "EventDetails": {"ClusterName": ["ml-cluster"], "EventLevel": ["Error"]}
+    }
     assert NODE_HEALTH == "SageMaker HyperPod Cluster Node Health Event"  # the documented strings, verbatim
     assert STATE_CHANGE == "SageMaker HyperPod Cluster State Change"
     assert CLUSTER_EVENT == "SageMaker HyperPod Cluster Event"
@@ -127,8 +173,11 @@ def test_only_the_platforms_rules_may_publish_to_the_topic(obs):
     """EventBridge publishes only for this stack's three rules (aws:SourceArn): no statement lets events.amazonaws.com
     publish unconditioned, so another account's rule cannot put messages on the platform's alarm topic."""
     (policy,) = resources(obs, "AWS::SNS::TopicPolicy").values()
-    statements = [st for st in policy["Properties"]["PolicyDocument"]["Statement"]
-                  if st["Effect"] == "Allow" and "events.amazonaws.com" in json.dumps(st.get("Principal"))]
+    statements = [
+        st
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]
+        if st["Effect"] == "Allow" and "events.amazonaws.com" in json.dumps(st.get("Principal"))
+    ]
     (events,) = statements
     assert events["Action"] == "sns:Publish"
     rules = sorted(resources(obs, "AWS::Events::Rule"))
@@ -138,8 +187,11 @@ def test_only_the_platforms_rules_may_publish_to_the_topic(obs):
 
 
 def test_log_retention_handler_may_touch_only_the_cluster_log_group(default, obs):
-    (policy,) = [r["Properties"]["PolicyDocument"]["Statement"] for k, r in resources(obs, "AWS::IAM::Policy").items()
-                 if "ClusterLogRetention" in k and "Provider" not in k]
+    (policy,) = [
+        r["Properties"]["PolicyDocument"]["Statement"]
+        for k, r in resources(obs, "AWS::IAM::Policy").items()
+        if "ClusterLogRetention" in k and "Provider" not in k
+    ]
     (statement,) = policy
     assert sorted(statement["Action"]) == ["logs:AssociateKmsKey", "logs:CreateLogGroup", "logs:PutRetentionPolicy"]
     arn = flatten(statement["Resource"])
@@ -148,16 +200,21 @@ def test_log_retention_handler_may_touch_only_the_cluster_log_group(default, obs
     assert flatten(resource["Properties"]["LogGroupName"]) == "/aws/sagemaker/Clusters/ml-cluster/TOKEN"
     assert resource["Properties"]["RetentionInDays"] == default.config.observability.log_retention_days
     # The cluster ID comes from the cluster stack: the resource runs once the cluster (and its log group) exists.
-    assert {"StackName": "ml-cluster-cluster", "Region": "us-west-2", "OutputName": "ClusterIdForObservability"} \
-        in [part.get("Fn::GetStackOutput") for part in resource["Properties"]["LogGroupName"]["Fn::Join"][1]
-            if isinstance(part, dict)]
+    assert {"StackName": "ml-cluster-cluster", "Region": "us-west-2", "OutputName": "ClusterIdForObservability"} in [
+        part.get("Fn::GetStackOutput")
+        for part in resource["Properties"]["LogGroupName"]["Fn::Join"][1]
+        if isinstance(part, dict)
+    ]
     assert "ClusterIdForObservability" in default.templates["cluster"]["Outputs"]
     assert default.platform.cluster in default.platform.observability.dependencies  # deployed after the cluster
 
 
 def _logs_key_statement(key: dict) -> dict:
-    (statement,) = [st for st in key["Properties"]["KeyPolicy"]["Statement"]
-                    if st.get("Sid") == "CloudWatchLogsEncryptsThisAccountsLogGroups"]
+    (statement,) = [
+        st
+        for st in key["Properties"]["KeyPolicy"]["Statement"]
+        if st.get("Sid") == "CloudWatchLogsEncryptsThisAccountsLogGroups"
+    ]
     return statement
 
 
@@ -176,8 +233,13 @@ def test_every_log_group_is_encrypted_with_its_stacks_customer_key(synth, varian
             assert key["DeletionPolicy"] == "Retain" and key["Properties"]["EnableKeyRotation"] is True
             statement = _logs_key_statement(key)
             assert statement["Principal"] == {"Service": "logs.us-west-2.amazonaws.com"}
-            assert {a.rstrip("*") for a in statement["Action"]} == {"kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt",
-                                                                     "kms:GenerateDataKey", "kms:Describe"}
+            assert {a.rstrip("*") for a in statement["Action"]} == {
+                "kms:Encrypt",
+                "kms:Decrypt",
+                "kms:ReEncrypt",
+                "kms:GenerateDataKey",
+                "kms:Describe",
+            }
             context = flatten(statement["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"])
             assert context == "arn:aws:logs:us-west-2:TOKEN:log-group:*", context
             seen += 1
@@ -265,8 +327,11 @@ def test_alarm_metrics_are_documented_too(obs):
 
 def test_one_log_widget_per_instance_group(default, obs):
     body = dashboard_of(obs)
-    logs_widgets = [w["properties"] for w in body["widgets"] if w["type"] == "log"
-                    and w["properties"]["title"] != NODE_CONTRACT_TITLE]
+    logs_widgets = [
+        w["properties"]
+        for w in body["widgets"]
+        if w["type"] == "log" and w["properties"]["title"] != NODE_CONTRACT_TITLE
+    ]
     groups = default.config.cluster.instance_groups
     assert [w["title"].split(" ")[0] for w in logs_widgets] == [g.name for g in groups]
     for widget, group in zip(logs_widgets, groups):
@@ -275,10 +340,19 @@ def test_one_log_widget_per_instance_group(default, obs):
 
 
 def test_structure_check_catches_a_broken_widget():
-    inputs = DashboardInputs(region="us-west-2", file_system_id="fs-1", capacity_bytes=None,
-                             baseline_bytes_per_second=None, functions=[("f", "fn")], dead_letter_queue=None,
-                             alarm_arns=["arn"], cluster_log_group="/g", instance_groups=[("a", "compute")],
-                             free_capacity_percent=10, throughput_percent=80)
+    inputs = DashboardInputs(
+        region="us-west-2",
+        file_system_id="fs-1",
+        capacity_bytes=None,
+        baseline_bytes_per_second=None,
+        functions=[("f", "fn")],
+        dead_letter_queue=None,
+        alarm_arns=["arn"],
+        cluster_log_group="/g",
+        instance_groups=[("a", "compute")],
+        free_capacity_percent=10,
+        throughput_percent=80,
+    )
     body = dashboard_body(inputs)
     check_structure(body)
     body["widgets"][1]["properties"]["metrics"].append(["AWS/FSx", "DataReadBytes", "FileSystemId"])
@@ -293,25 +367,50 @@ def test_structure_check_catches_a_broken_widget():
 def bare(**overrides) -> dict:
     app = cdk.App()
     stack = cdk.Stack(app, "Obs", env=cdk.Environment(account="123456789012", region="us-west-2"))
-    fn = lambda_.Function(stack, "Fn", runtime=lambda_.Runtime.PYTHON_3_14, handler="x.h",
-                          code=lambda_.Code.from_inline("def h(e, c): pass"))
-    args = dict(name="c", cluster_name="c", cluster_id="abc123", functions=[("fn", fn)], dead_letter_queue=None,
-                lustre=LustreTargets("fs-0123456789abcdef0", None, None), instance_groups=[("w", "compute")],
-                subscriptions_=[], log_retention_days=30, free_capacity_percent=10, throughput_percent=80,
-                throughput_minutes=30, export_backlog_minutes=60)
+    fn = lambda_.Function(
+        stack,
+        "Fn",
+        runtime=lambda_.Runtime.PYTHON_3_14,
+        handler="x.h",
+        code=lambda_.Code.from_inline("def h(e, c): pass"),
+    )
+    args = dict(
+        name="c",
+        cluster_name="c",
+        cluster_id="abc123",
+        functions=[("fn", fn)],
+        dead_letter_queue=None,
+        lustre=LustreTargets("fs-0123456789abcdef0", None, None),
+        instance_groups=[("w", "compute")],
+        subscriptions_=[],
+        log_retention_days=30,
+        free_capacity_percent=10,
+        throughput_percent=80,
+        throughput_minutes=30,
+        export_backlog_minutes=60,
+    )
     args.update(overrides)
     PlatformObservability(stack, "O", **args)
     return Template.from_stack(stack).to_json()
 
 
 def test_subscriptions_come_from_the_config():
-    template = bare(subscriptions_=[Subscription("email", "ops@example.com"),
-                                    Subscription("sqs", "arn:aws:sqs:us-west-2:123456789012:alerts"),
-                                    Subscription("https", "https://hooks.example.com/x")])
-    subs = sorted((r["Properties"]["Protocol"], json.dumps(r["Properties"]["Endpoint"]))
-                  for r in resources(template, "AWS::SNS::Subscription").values())
-    assert subs == [("email", '"ops@example.com"'), ("https", '"https://hooks.example.com/x"'),
-                    ("sqs", '"arn:aws:sqs:us-west-2:123456789012:alerts"')]
+    template = bare(
+        subscriptions_=[
+            Subscription("email", "ops@example.com"),
+            Subscription("sqs", "arn:aws:sqs:us-west-2:123456789012:alerts"),
+            Subscription("https", "https://hooks.example.com/x"),
+        ]
+    )
+    subs = sorted(
+        (r["Properties"]["Protocol"], json.dumps(r["Properties"]["Endpoint"]))
+        for r in resources(template, "AWS::SNS::Subscription").values()
+    )
+    assert subs == [
+        ("email", '"ops@example.com"'),
+        ("https", '"https://hooks.example.com/x"'),
+        ("sqs", '"arn:aws:sqs:us-west-2:123456789012:alerts"'),
+    ]
 
 
 def test_a_file_system_of_unknown_size_gets_no_capacity_or_throughput_alarm():
@@ -329,15 +428,31 @@ def test_dashboard_lists_node_contract_warnings(tmp_path):
     from pathlib import Path
 
     common = Path(__file__).resolve().parents[1] / "lifecycle" / "hyperpod" / "lib" / "common.sh"
-    line = subprocess.run(["bash", "-c", f'source "{common}"; contract_warn pyxis "wrote pyxis.conf"'],
-                          capture_output=True, text=True, env={"STATE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
-                          check=True).stdout.strip()
-    inputs = DashboardInputs(region="us-west-2", file_system_id="fs-1", capacity_bytes=None,
-                             baseline_bytes_per_second=None, functions=[("f", "fn")], dead_letter_queue=None,
-                             alarm_arns=["arn"], cluster_log_group="/aws/sagemaker/Clusters/c/id",
-                             instance_groups=[("a", "compute")], free_capacity_percent=10, throughput_percent=80)
-    widget = next(w["properties"] for w in dashboard_body(inputs)["widgets"]
-                  if w["type"] == "log" and w["properties"]["title"] == NODE_CONTRACT_TITLE)
+    line = subprocess.run(
+        ["bash", "-c", f'source "{common}"; contract_warn pyxis "wrote pyxis.conf"'],
+        capture_output=True,
+        text=True,
+        env={"STATE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        check=True,
+    ).stdout.strip()
+    inputs = DashboardInputs(
+        region="us-west-2",
+        file_system_id="fs-1",
+        capacity_bytes=None,
+        baseline_bytes_per_second=None,
+        functions=[("f", "fn")],
+        dead_letter_queue=None,
+        alarm_arns=["arn"],
+        cluster_log_group="/aws/sagemaker/Clusters/c/id",
+        instance_groups=[("a", "compute")],
+        free_capacity_percent=10,
+        throughput_percent=80,
+    )
+    widget = next(
+        w["properties"]
+        for w in dashboard_body(inputs)["widgets"]
+        if w["type"] == "log" and w["properties"]["title"] == NODE_CONTRACT_TITLE
+    )
     assert widget["query"].startswith("SOURCE '/aws/sagemaker/Clusters/c/id' ")
     assert f"@message like '{CONTRACT_WARNING_MARK}'" in widget["query"]
     assert CONTRACT_WARNING_MARK in line and line.endswith("WARNING: [contract:pyxis] wrote pyxis.conf")

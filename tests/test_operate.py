@@ -7,6 +7,7 @@ makes is Running and every cluster InService, so it cannot stand for Pending or 
 The lifecycle log a node writes is produced by running lifecycle/hyperpod/lib/common.sh's `step` in a failing bash
 script, not typed here.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,25 +47,47 @@ class Session:
     def client(self, service, region_name=None):
         if service == "sagemaker":
             return self.sagemaker
-        return boto3.client(service, region_name=region_name, endpoint_url=self.url, aws_access_key_id="testing",
-                            aws_secret_access_key="testing")
+        return boto3.client(
+            service,
+            region_name=region_name,
+            endpoint_url=self.url,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
 
 
 def node(group, instance_id, state, message=None, minutes=0):
     status = {"Status": state}
     if message:
         status["Message"] = message
-    return {"InstanceGroupName": group, "InstanceId": instance_id, "InstanceType": "ml.g5.8xlarge",
-            "LaunchTime": T0 + timedelta(minutes=minutes), "InstanceStatus": status}
+    return {
+        "InstanceGroupName": group,
+        "InstanceId": instance_id,
+        "InstanceType": "ml.g5.8xlarge",
+        "LaunchTime": T0 + timedelta(minutes=minutes),
+        "InstanceStatus": status,
+    }
 
 
 def cluster(status_="Creating", failure=None, groups=(("controller-machine", 1), ("worker-group-1", 4))):
-    described = {"ClusterArn": ARN, "ClusterName": NAME, "ClusterStatus": status_, "CreationTime": T0,
-                 "InstanceGroups": [{"InstanceGroupName": g, "TargetCount": n, "CurrentCount": 0,
-                                     "InstanceType": "ml.g5.8xlarge",
-                                     "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-x/lc", "OnCreate": "x.sh"},
-                                     "ExecutionRole": "arn:aws:iam::123456789012:role/r"} for g, n in groups],
-                 "VpcConfig": {"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]}}
+    described = {
+        "ClusterArn": ARN,
+        "ClusterName": NAME,
+        "ClusterStatus": status_,
+        "CreationTime": T0,
+        "InstanceGroups": [
+            {
+                "InstanceGroupName": g,
+                "TargetCount": n,
+                "CurrentCount": 0,
+                "InstanceType": "ml.g5.8xlarge",
+                "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-x/lc", "OnCreate": "x.sh"},
+                "ExecutionRole": "arn:aws:iam::123456789012:role/r",
+            }
+            for g, n in groups
+        ],
+        "VpcConfig": {"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]},
+    }
     if failure:
         described["FailureMessage"] = failure
     return described
@@ -72,8 +95,7 @@ def cluster(status_="Creating", failure=None, groups=(("controller-machine", 1),
 
 def stubbed_sagemaker(*rounds):
     """A SageMaker client answering DescribeCluster then ListClusterNodes once per (cluster, nodes) round."""
-    client = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="testing",
-                          aws_secret_access_key="testing")
+    client = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
     stub = Stubber(client)
     for described, nodes in rounds:
         stub.add_response("describe_cluster", described, {"ClusterName": NAME})
@@ -109,9 +131,11 @@ def put_log(url, stream, text):
         pass
     client.create_log_stream(logGroupName=LOG_GROUP, logStreamName=stream)
     now = int(datetime.now(timezone.utc).timestamp() * 1000)
-    client.put_log_events(logGroupName=LOG_GROUP, logStreamName=stream,
-                          logEvents=[{"timestamp": now + i, "message": line}
-                                     for i, line in enumerate(text.splitlines())])
+    client.put_log_events(
+        logGroupName=LOG_GROUP,
+        logStreamName=stream,
+        logEvents=[{"timestamp": now + i, "message": line} for i, line in enumerate(text.splitlines())],
+    )
 
 
 def failed_stack(url, name):
@@ -119,9 +143,14 @@ def failed_stack(url, name):
     s3 = Session(url, None).client("s3", REGION)
     s3.create_bucket(Bucket=f"{name}-taken", CreateBucketConfiguration={"LocationConstraint": REGION})
     cfn = Session(url, None).client("cloudformation", REGION)
-    change_set = cfn.create_change_set(StackName=name, ChangeSetName="c", ChangeSetType="CREATE",
-                                       TemplateBody=json.dumps({"Resources": {"Data": {
-                                           "Type": "AWS::S3::Bucket", "Properties": {"BucketName": f"{name}-taken"}}}}))
+    change_set = cfn.create_change_set(
+        StackName=name,
+        ChangeSetName="c",
+        ChangeSetType="CREATE",
+        TemplateBody=json.dumps(
+            {"Resources": {"Data": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": f"{name}-taken"}}}}
+        ),
+    )
     cfn.execute_change_set(ChangeSetName=change_set["Id"])
     assert cfn.describe_stacks(StackName=name)["Stacks"][0]["StackStatus"] == "ROLLBACK_COMPLETE"
 
@@ -129,17 +158,23 @@ def failed_stack(url, name):
 def test_a_failed_lifecycle_step_is_named_with_script_step_exit_code_and_last_lines(endpoint, tmp_path, capsys):
     put_log(endpoint, "LifecycleConfig/worker-group-1/i-0aaaaaaaaaaaaaaa1", failing_node_log(tmp_path))
     failed_stack(endpoint, f"{NAME}-cluster")
-    nodes = [node("controller-machine", "i-0ccccccccccccccc1", "Running"),
-             node("worker-group-1", "i-0aaaaaaaaaaaaaaa1", "Failure", "Lifecycle scripts did not run successfully")]
+    nodes = [
+        node("controller-machine", "i-0ccccccccccccccc1", "Running"),
+        node("worker-group-1", "i-0aaaaaaaaaaaaaaa1", "Failure", "Lifecycle scripts did not run successfully"),
+    ]
     client, stub = stubbed_sagemaker((cluster("Failed", "Instance group worker-group-1 failed"), nodes))
     assert diagnose.main(["--config", str(config(tmp_path))], session=Session(endpoint, client)) == 1
     stub.assert_no_pending_responses()
     out = capsys.readouterr().out
     assert "A lifecycle script failed on a node [lifecycle-step]" in out
-    assert "where: node worker-group-1:0 i-0aaaaaaaaaaaaaaa1, log LifecycleConfig/worker-group-1/i-0aaaaaaaaaaaaaaa1" \
+    assert (
+        "where: node worker-group-1:0 i-0aaaaaaaaaaaaaaa1, log LifecycleConfig/worker-group-1/i-0aaaaaaaaaaaaaaa1"
         in out
-    assert ("what: script on_init_complete, step mount_fsx, exit code 5; last lines: mounting fs-0123456789abcdef0 "
-            "at /fsx | mount.lustre: mount 10.0.64.5@tcp:/abcdefgh at /fsx failed: Connection timed out\n") in out
+    )
+    assert (
+        "what: script on_init_complete, step mount_fsx, exit code 5; last lines: mounting fs-0123456789abcdef0 "
+        "at /fsx | mount.lustre: mount 10.0.64.5@tcp:/abcdefgh at /fsx failed: Connection timed out\n"
+    ) in out
     assert "make logs NODE=<group>:<index>" in out
     # the stack's rollback is explained by the node: no separate rollback-cause finding
     assert "[rollback-cause]" not in out
@@ -156,27 +191,53 @@ def test_the_rollback_cause_is_the_first_failure_when_nothing_else_explains_it(e
     assert f"where: CloudFormation {NAME}2-storage: Data (AWS::S3::Bucket) CREATE_FAILED" in out
 
 
-@pytest.mark.parametrize("key, message, detail", [
-    ("capacity", "CREATE_FAILED: Resource handler returned message: \"We currently do not have sufficient capacity "
-     "for ml.p5.48xlarge in the Availability Zone usw2-az2 (Service: SageMaker, Status Code: 400, Request ID: "
-     "0f1)\" (HandlerErrorCode: GeneralServiceException)", "sufficient capacity for ml.p5.48xlarge"),
-    ("capacity", "InsufficientInstanceCapacity: ml.g5.48xlarge is not supported in your requested Availability "
-     "Zone (usw2-az4)", "usw2-az4"),
-    ("quota", "CREATE_FAILED: Resource handler returned message: \"The account-level service limit 'ml.p5.48xlarge "
-     "for cluster usage' is 0 Instances, with current utilization of 0 Instances and a request delta of 2 Instances. "
-     "(Service: SageMaker, Status Code: 400) (ErrorCode: ResourceLimitExceeded)\"", "ml.p5.48xlarge for cluster usage"),
-    ("iam-denied", "CREATE_FAILED: Resource handler returned message: \"User: arn:aws:sts::123456789012:assumed-role/"
-     "cdk-hnb659fds-cfn-exec-role-123456789012-us-west-2/AWSCloudFormation is not authorized to perform: "
-     "iam:CreateServiceLinkedRole on resource: arn:aws:iam::123456789012:role/aws-service-role/sagemaker."
-     "amazonaws.com/AWSServiceRoleForAmazonSageMaker because no identity-based policy allows the "
-     "iam:CreateServiceLinkedRole action (Service: Iam, Status Code: 403)\"",
-     "arn:aws:sts::123456789012:assumed-role/cdk-hnb659fds-cfn-exec-role-123456789012-us-west-2/AWSCloudFormation "
-     "may not iam:CreateServiceLinkedRole"),
-    ("subnet-addresses", "Instance group worker-group-1: InsufficientFreeAddressesInSubnet: the subnet "
-     "subnet-0123456789abcdef0 has 3 free IP addresses, 10 are needed", "subnet-0123456789abcdef0"),
-    ("fsx-network", "CREATE_FAILED: The security group sg-0123456789abcdef0 does not permit Lustre LNET network "
-     "traffic on port 988", "port 988"),
-])
+@pytest.mark.parametrize(
+    "key, message, detail",
+    [
+        (
+            "capacity",
+            'CREATE_FAILED: Resource handler returned message: "We currently do not have sufficient capacity '
+            "for ml.p5.48xlarge in the Availability Zone usw2-az2 (Service: SageMaker, Status Code: 400, Request ID: "
+            '0f1)" (HandlerErrorCode: GeneralServiceException)',
+            "sufficient capacity for ml.p5.48xlarge",
+        ),
+        (
+            "capacity",
+            "InsufficientInstanceCapacity: ml.g5.48xlarge is not supported in your requested Availability "
+            "Zone (usw2-az4)",
+            "usw2-az4",
+        ),
+        (
+            "quota",
+            "CREATE_FAILED: Resource handler returned message: \"The account-level service limit 'ml.p5.48xlarge "
+            "for cluster usage' is 0 Instances, with current utilization of 0 Instances and a request delta of 2 Instances. "
+            '(Service: SageMaker, Status Code: 400) (ErrorCode: ResourceLimitExceeded)"',
+            "ml.p5.48xlarge for cluster usage",
+        ),
+        (
+            "iam-denied",
+            'CREATE_FAILED: Resource handler returned message: "User: arn:aws:sts::123456789012:assumed-role/'
+            "cdk-hnb659fds-cfn-exec-role-123456789012-us-west-2/AWSCloudFormation is not authorized to perform: "
+            "iam:CreateServiceLinkedRole on resource: arn:aws:iam::123456789012:role/aws-service-role/sagemaker."
+            "amazonaws.com/AWSServiceRoleForAmazonSageMaker because no identity-based policy allows the "
+            'iam:CreateServiceLinkedRole action (Service: Iam, Status Code: 403)"',
+            "arn:aws:sts::123456789012:assumed-role/cdk-hnb659fds-cfn-exec-role-123456789012-us-west-2/AWSCloudFormation "
+            "may not iam:CreateServiceLinkedRole",
+        ),
+        (
+            "subnet-addresses",
+            "Instance group worker-group-1: InsufficientFreeAddressesInSubnet: the subnet "
+            "subnet-0123456789abcdef0 has 3 free IP addresses, 10 are needed",
+            "subnet-0123456789abcdef0",
+        ),
+        (
+            "fsx-network",
+            "CREATE_FAILED: The security group sg-0123456789abcdef0 does not permit Lustre LNET network "
+            "traffic on port 988",
+            "port 988",
+        ),
+    ],
+)
 def test_each_class_of_the_catalogue_is_named_with_its_fix(key, message, detail):
     findings = diagnose.classify([diagnose.Evidence("somewhere", message)])
     assert [f.failure.key for f in findings] == [key]
@@ -190,11 +251,20 @@ def test_the_deploy_guide_holds_the_catalogue():
 
 
 def test_the_bundle_is_redacted(tmp_path):
-    planted = ("AKIAABCDEFGHIJKLMNOP", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "hunter2-password",
-               "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC")
-    evidence = [diagnose.Evidence("node", f"aws_access_key_id={planted[0]} secret {planted[1]}\n"
-                                          f"db_password: {planted[2]}\n-----BEGIN PRIVATE KEY-----\n{planted[3]}\n"
-                                          "-----END PRIVATE KEY-----\nmount failed on port 988")]
+    planted = (
+        "AKIAABCDEFGHIJKLMNOP",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "hunter2-password",
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+    )
+    evidence = [
+        diagnose.Evidence(
+            "node",
+            f"aws_access_key_id={planted[0]} secret {planted[1]}\n"
+            f"db_password: {planted[2]}\n-----BEGIN PRIVATE KEY-----\n{planted[3]}\n"
+            "-----END PRIVATE KEY-----\nmount failed on port 988",
+        )
+    ]
     path = diagnose.bundle(tmp_path / "b.tar.gz", ["stacks:"], evidence, diagnose.classify(evidence))
     with tarfile.open(path) as tar:
         content = "".join(tar.extractfile(m).read().decode() for m in tar.getmembers())
@@ -207,10 +277,17 @@ def test_the_bundle_is_redacted(tmp_path):
 def test_status_shows_stacks_cluster_nodes_and_fsx(endpoint, tmp_path, capsys):
     failed_stack(endpoint, f"{NAME}3-cluster")
     fsx = Session(endpoint, None).client("fsx", REGION)
-    fsx.create_file_system(FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=["subnet-0123456789abcdef0"],
-                           Tags=[{"Key": "hyperpod-platform", "Value": f"{NAME}3"}])
-    nodes = [node("worker-group-1", "i-0b1", "Running"), node("worker-group-1", "i-0b2", "Pending", minutes=1),
-             node("worker-group-1", "i-0b3", "Failure", "InsufficientInstanceCapacity", minutes=2)]
+    fsx.create_file_system(
+        FileSystemType="LUSTRE",
+        StorageCapacity=1200,
+        SubnetIds=["subnet-0123456789abcdef0"],
+        Tags=[{"Key": "hyperpod-platform", "Value": f"{NAME}3"}],
+    )
+    nodes = [
+        node("worker-group-1", "i-0b1", "Running"),
+        node("worker-group-1", "i-0b2", "Pending", minutes=1),
+        node("worker-group-1", "i-0b3", "Failure", "InsufficientInstanceCapacity", minutes=2),
+    ]
     client = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
     with Stubber(client) as stub:
         described = cluster(groups=(("worker-group-1", 4),))
@@ -234,9 +311,13 @@ def test_the_watcher_line_per_group(endpoint, tmp_path):
     lifecycle line of the group (here the marker the real `step` wrote last)."""
     log = failing_node_log(tmp_path)
     put_log(endpoint, "LifecycleConfig/worker-group-1/i-0w1", log)
-    nodes = [node("controller-machine", "i-0c1", "Running"), node("worker-group-1", "i-0w1", "Running"),
-             node("worker-group-1", "i-0w2", "Running", minutes=1), node("worker-group-1", "i-0w3", "Pending"),
-             node("worker-group-1", "i-0w4", "Pending")]
+    nodes = [
+        node("controller-machine", "i-0c1", "Running"),
+        node("worker-group-1", "i-0w1", "Running"),
+        node("worker-group-1", "i-0w2", "Running", minutes=1),
+        node("worker-group-1", "i-0w3", "Pending"),
+        node("worker-group-1", "i-0w4", "Pending"),
+    ]
     client, stub = stubbed_sagemaker((cluster(), nodes))
     lines = watch.progress(client, Session(endpoint, None).client("logs", REGION), NAME)
     stub.assert_no_pending_responses()
@@ -252,14 +333,16 @@ def test_logs_prints_the_nodes_stream(endpoint, tmp_path, capsys):
     with Stubber(client) as stub:
         stub.add_response("describe_cluster", cluster(groups=(("worker-group-1", 2),)), {"ClusterName": NAME})
         stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": nodes}, {"ClusterName": NAME})
-        assert logs.main(["--config", str(config(tmp_path)), "worker-group-1:1"],
-                         session=Session(endpoint, client)) == 0
+        assert (
+            logs.main(["--config", str(config(tmp_path)), "worker-group-1:1"], session=Session(endpoint, client)) == 0
+        )
         stub.add_response("describe_cluster", cluster(groups=(("worker-group-1", 2),)), {"ClusterName": NAME})
         assert logs.main(["--config", str(config(tmp_path)), "worker-group-9"], session=Session(endpoint, client)) == 2
     captured = capsys.readouterr()
     assert captured.out == "first line\nsecond line\n"
-    assert captured.err == ("logs: NODE=worker-group-9: no instance group 'worker-group-9'; the cluster's groups: "
-                            "worker-group-1\n")
+    assert captured.err == (
+        "logs: NODE=worker-group-9: no instance group 'worker-group-9'; the cluster's groups: worker-group-1\n"
+    )
 
 
 def config(tmp_path, name=NAME):
@@ -272,8 +355,9 @@ def test_make_help_lists_every_user_command():
     """Every target the Makefile documents (a `##` comment above it) is in `make help`, once."""
     makefile = (ROOT / "Makefile").read_text()
     documented = re.findall(r"^## .*\n(?:## .*\n)*(?:[A-Z_]+ \?=.*\n|[A-Z_]+ = .*\n)*([a-z-]+):", makefile, re.M)
-    shown = subprocess.run(["make", "--no-print-directory", "help"], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout
+    shown = subprocess.run(
+        ["make", "--no-print-directory", "help"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     listed = re.findall(r"^make (\S+)", shown, re.M)
     maintainers_only = {"studio-eksctl", "schema", "hyperpod-chart", "help"}  # documented in the Makefile itself
     assert set(documented) - maintainers_only == set(listed)
@@ -284,9 +368,18 @@ def test_make_help_lists_every_user_command():
 
 def test_the_deploy_watcher_is_quiet_before_the_cluster_exists_and_reports_once_per_period(endpoint):
     from cli.replacement_guard import Stack
+
     name = "ops-watch"  # a log group of its own: no lifecycle line yet
-    stacks = [Stack(name=f"{name}-cluster", region=REGION, template={"Resources": {"HyperPod": {
-        "Type": "AWS::SageMaker::Cluster", "Properties": {"ClusterName": name}}}}, template_file=None)]
+    stacks = [
+        Stack(
+            name=f"{name}-cluster",
+            region=REGION,
+            template={
+                "Resources": {"HyperPod": {"Type": "AWS::SageMaker::Cluster", "Properties": {"ClusterName": name}}}
+            },
+            template_file=None,
+        )
+    ]
     client = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
     printed = []
     with Stubber(client) as stub:
@@ -294,11 +387,15 @@ def test_the_deploy_watcher_is_quiet_before_the_cluster_exists_and_reports_once_
         described = cluster(groups=(("worker-group-1", 2),))
         described["ClusterName"] = name
         stub.add_response("describe_cluster", described, {"ClusterName": name})
-        stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [node("worker-group-1", "i-0q1", "Pending")]},
-                          {"ClusterName": name})
+        stub.add_response(
+            "list_cluster_nodes",
+            {"ClusterNodeSummaries": [node("worker-group-1", "i-0q1", "Pending")]},
+            {"ClusterName": name},
+        )
         session = Session(endpoint, client)
-        tick = watch.node_watcher(lambda service, region: session.client(service, region), stacks, every=0.2,
-                                  out=printed.append)
+        tick = watch.node_watcher(
+            lambda service, region: session.client(service, region), stacks, every=0.2, out=printed.append
+        )
         tick()  # no cluster yet: nothing printed
         assert printed == []
         tick()  # within the period: no call at all (the stub would have no answer left to give)

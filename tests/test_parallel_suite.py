@@ -1,5 +1,6 @@
 """How the suite shares two cores (tests/conftest.py's docstring): which tests keep to one xdist worker, and that the
 scheduler honours it."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,10 @@ def collected() -> Groups:
     with pytest.MonkeyPatch.context() as patch:  # a plain collection, even on an xdist worker
         patch.delenv("PYTEST_XDIST_WORKER", raising=False)
         patch.delenv(GROUPS_DIR, raising=False)
-        assert pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", str(ROOT / "tests")],
-                           plugins=[recorder]) == 0
+        assert (
+            pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", str(ROOT / "tests")], plugins=[recorder])
+            == 0
+        )
     return recorder
 
 
@@ -48,8 +51,9 @@ def test_a_module_fixture_keeps_its_users_together_and_other_tests_go_anywhere(c
     # Most of test_connect's tests share its module-scoped moto server (`sagemaker`); test_sizing's share nothing.
     connect = {n: "sagemaker" in collected.fixtures[n] for n in groups if n.startswith("tests/test_connect.py::")}
     assert sum(connect.values()) >= 4 and not all(connect.values())
-    assert {n: groups[n] for n in connect} == {n: "tests/test_connect.py" if uses else None
-                                             for n, uses in connect.items()}
+    assert {n: groups[n] for n in connect} == {
+        n: "tests/test_connect.py" if uses else None for n, uses in connect.items()
+    }
     assert {g for n, g in groups.items() if n.startswith("tests/test_sizing.py::")} == {None}
 
 
@@ -71,8 +75,9 @@ def test_the_scheduler_reads_the_workers_tables_and_keeps_e2e_together_regardles
     scheduler = object.__new__(GroupScheduling)  # _split_scope needs nothing from xdist's constructor
     with pytest.raises(RuntimeError, match="no xdist group table"):
         scheduler._split_scope("tests/test_a.py::test_one")
-    (tmp_path / "gw0.json").write_text(json.dumps({"tests/test_a.py::test_one": "tests/test_a.py",
-                                                   "tests/e2e/test_b.py::test_two": "elsewhere"}))
+    (tmp_path / "gw0.json").write_text(
+        json.dumps({"tests/test_a.py::test_one": "tests/test_a.py", "tests/e2e/test_b.py::test_two": "elsewhere"})
+    )
     scheduler = object.__new__(GroupScheduling)
     assert scheduler._split_scope("tests/test_a.py::test_one") == "tests/test_a.py"
     assert scheduler._split_scope("tests/test_c.py::test_three") == "tests/test_c.py::test_three"
@@ -83,9 +88,24 @@ def test_under_xdist_the_tests_sharing_a_module_fixture_run_on_one_worker(collec
     """A real two-worker run of two modules: the tests of test_connect that share its module-scoped moto server run on
     one worker (so it is set up once), while the others are spread."""
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-n", "2", "-v", "-p", "no:cacheprovider", "tests/test_connect.py",
-         "tests/test_sizing.py"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-n",
+            "2",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_connect.py",
+            "tests/test_sizing.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"},
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     ran = dict((nodeid, worker) for worker, nodeid in re.findall(r"^\[(gw\d)\] .*PASSED (\S+)", result.stdout, re.M))
     modules = ("tests/test_connect.py::", "tests/test_sizing.py::")
@@ -112,8 +132,12 @@ def test_the_longest_units_are_handed_out_first_and_the_rest_keep_their_order(gr
         starts.setdefault(unit, index)
         assert starts[unit] == index or units[index - 1] == unit, f"{unit} is split"
     firsts = list(starts)
-    assert firsts[:4] == ["e2e", "day2", "tests/test_finetune.py",
-                          "tests/test_studio_tools.py::test_the_built_bundle_installs_offline_and_hyp_and_jq_run"]
+    assert firsts[:4] == [
+        "e2e",
+        "day2",
+        "tests/test_finetune.py",
+        "tests/test_studio_tools.py::test_the_built_bundle_installs_offline_and_hyp_and_jq_run",
+    ]
     estimates = [LONGEST.get(unit, units.count(unit) / 2) for unit in firsts]
     assert estimates == sorted(estimates, reverse=True)
     # Single tests of the same estimate keep the collection's order.

@@ -1,6 +1,7 @@
 """cli/preflight.py against a moto server (EC2, IAM, SageMaker clusters, FSx over HTTP); botocore Stubber only for
 what moto 5.2 lacks: Service Quotas' ListServiceQuotas, CloudFormation DescribeType, SageMaker DescribeTrainingPlan,
 and the throttling / AccessDenied answers."""
+
 from __future__ import annotations
 
 import copy
@@ -32,8 +33,12 @@ def account(moto_endpoint):
 
 
 def quotas(values: dict[str, float]) -> dict:
-    return {"Quotas": [{"QuotaName": n, "Value": v, "QuotaCode": f"L-{i:08X}", "ServiceCode": "x"}
-                       for i, (n, v) in enumerate(values.items())]}
+    return {
+        "Quotas": [
+            {"QuotaName": n, "Value": v, "QuotaCode": f"L-{i:08X}", "ServiceCode": "x"}
+            for i, (n, v) in enumerate(values.items())
+        ]
+    }
 
 
 def harness(account, sagemaker_quota=4, fsx_quota=100_800, types_missing=()):
@@ -46,13 +51,23 @@ def harness(account, sagemaker_quota=4, fsx_quota=100_800, types_missing=()):
             cfn.add_response("describe_type", {"TypeName": name}, {"Type": "RESOURCE", "TypeName": name})
     sq = h.stub("service-quotas", "sagemaker")
     if sagemaker_quota is not None:
-        sq.add_response("list_service_quotas", quotas({"ml.p5.48xlarge for cluster usage": sagemaker_quota,
-                                                       "ml.m5.xlarge for cluster usage": 10}),
-                        {"ServiceCode": "sagemaker"})
+        sq.add_response(
+            "list_service_quotas",
+            quotas({"ml.p5.48xlarge for cluster usage": sagemaker_quota, "ml.m5.xlarge for cluster usage": 10}),
+            {"ServiceCode": "sagemaker"},
+        )
     fq = h.stub("service-quotas", "fsx")
-    fq.add_response("list_service_quotas", quotas({"Lustre total storage capacity per file system": 100_800,
-                                                   "Lustre total storage capacity": fsx_quota,
-                                                   "Lustre backups": 500}), {"ServiceCode": "fsx"})
+    fq.add_response(
+        "list_service_quotas",
+        quotas(
+            {
+                "Lustre total storage capacity per file system": 100_800,
+                "Lustre total storage capacity": fsx_quota,
+                "Lustre backups": 500,
+            }
+        ),
+        {"ServiceCode": "fsx"},
+    )
     return h
 
 
@@ -92,11 +107,20 @@ def test_a_deployable_config_passes_every_check(account):
 def test_other_clusters_count_against_the_quota(account):
     service_linked_roles(account)
     sm = real(account, "sagemaker")
-    sm.create_cluster(ClusterName="theirs", InstanceGroups=[{
-        "InstanceGroupName": "g", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 3, "ThreadsPerCore": 1,
-        "ExecutionRole": "arn:aws:iam::123456789012:role/r",
-        "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/p", "OnCreate": "on_create.sh"}}],
-        VpcConfig={"SecurityGroupIds": ["sg-12345678"], "Subnets": ["subnet-12345678"]})
+    sm.create_cluster(
+        ClusterName="theirs",
+        InstanceGroups=[
+            {
+                "InstanceGroupName": "g",
+                "InstanceType": "ml.p5.48xlarge",
+                "InstanceCount": 3,
+                "ThreadsPerCore": 1,
+                "ExecutionRole": "arn:aws:iam::123456789012:role/r",
+                "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/p", "OnCreate": "on_create.sh"},
+            }
+        ],
+        VpcConfig={"SecurityGroupIds": ["sg-12345678"], "Subnets": ["subnet-12345678"]},
+    )
     results = Preflight(config(), harness(account).client).run()
     quota = by_check(results)["quota ml.p5.48xlarge"]
     assert quota.status == FAILED
@@ -118,14 +142,16 @@ def test_access_denied_and_throttling_are_cannot_check_never_ok(account):
     service_linked_roles(account)
     h = harness(account, sagemaker_quota=None)
     h.stubbed[("service-quotas", "sagemaker")][1].add_client_error(
-        "list_service_quotas", "AccessDeniedException", "not authorized", 400)
+        "list_service_quotas", "AccessDeniedException", "not authorized", 400
+    )
     fsx = h.stub("service-quotas", "fsx")
     fsx.add_client_error("list_service_quotas", "ThrottlingException", "Rate exceeded", 400)
     results = Preflight(config(), h.client).run()
     checks = by_check(results)
     assert checks["instance-quotas"].status == UNKNOWN
-    assert checks["instance-quotas"].detail == ("cannot check: AccessDeniedException on ListServiceQuotas; allow "
-                                                "that read-only action to the caller")
+    assert checks["instance-quotas"].detail == (
+        "cannot check: AccessDeniedException on ListServiceQuotas; allow that read-only action to the caller"
+    )
     assert checks["fsx-quota"].status == UNKNOWN
     assert "throttled (ThrottlingException)" in checks["fsx-quota"].detail
     assert exit_code(results) == 0 and exit_code(results, strict=True) == 1
@@ -141,27 +167,43 @@ def test_missing_service_linked_role_is_a_warning_with_the_command(account):
 
 def test_region_without_a_resource_type_fails(account):
     service_linked_roles(account)
-    check = by_check(Preflight(config(), harness(account, types_missing=("AWS::SageMaker::Cluster",)).client)
-                     .run())["region-resource-types"]
+    check = by_check(Preflight(config(), harness(account, types_missing=("AWS::SageMaker::Cluster",)).client).run())[
+        "region-resource-types"
+    ]
     assert check.status == FAILED and "us-west-2 does not offer AWS::SageMaker::Cluster" in check.detail
 
 
 def plan(status="Active", available=2, instance_type="ml.p5.48xlarge"):
     now = datetime.datetime(2026, 12, 1, tzinfo=datetime.timezone.utc)
-    return {"TrainingPlanArn": PLAN, "TrainingPlanName": "plan-a", "Status": status, "StartTime": now,
-            "EndTime": now + datetime.timedelta(days=7), "TotalInstanceCount": 4, "AvailableInstanceCount": available,
-            "ReservedCapacitySummaries": [{"ReservedCapacityArn": "arn:aws:sagemaker:us-west-2:123456789012:"
-                                           "reserved-capacity/rc-1", "InstanceType": instance_type,
-                                           "TotalInstanceCount": 4, "Status": "Active"}]}
+    return {
+        "TrainingPlanArn": PLAN,
+        "TrainingPlanName": "plan-a",
+        "Status": status,
+        "StartTime": now,
+        "EndTime": now + datetime.timedelta(days=7),
+        "TotalInstanceCount": 4,
+        "AvailableInstanceCount": available,
+        "ReservedCapacitySummaries": [
+            {
+                "ReservedCapacityArn": "arn:aws:sagemaker:us-west-2:123456789012:reserved-capacity/rc-1",
+                "InstanceType": instance_type,
+                "TotalInstanceCount": 4,
+                "Status": "Active",
+            }
+        ],
+    }
 
 
-@pytest.mark.parametrize("answer, status, detail", [
-    (plan(), OK, "Active, 2 of 4 instance(s) available"),
-    (plan(status="Expired"), FAILED, "status Expired; a cluster can use an Active or Scheduled plan"),
-    (plan(available=1), FAILED, "1 instance(s) available, the groups need 2"),
-    (plan(instance_type="ml.p4d.24xlarge"), FAILED, "reserves ml.p4d.24xlarge, not the type of gpu"),
-    (plan(status="Scheduled"), WARNING, "Scheduled (starts 2026-12-01"),
-])
+@pytest.mark.parametrize(
+    "answer, status, detail",
+    [
+        (plan(), OK, "Active, 2 of 4 instance(s) available"),
+        (plan(status="Expired"), FAILED, "status Expired; a cluster can use an Active or Scheduled plan"),
+        (plan(available=1), FAILED, "1 instance(s) available, the groups need 2"),
+        (plan(instance_type="ml.p4d.24xlarge"), FAILED, "reserves ml.p4d.24xlarge, not the type of gpu"),
+        (plan(status="Scheduled"), WARNING, "Scheduled (starts 2026-12-01"),
+    ],
+)
 def test_training_plan_status_capacity_and_type(account, answer, status, detail):
     service_linked_roles(account)
     groups = copy.deepcopy(GROUPS)
@@ -183,8 +225,12 @@ def existing_network(account, self_rule=True):
         ec2.authorize_security_group_ingress(GroupId=sg, IpPermissions=pair)
         ec2.authorize_security_group_egress(GroupId=sg, IpPermissions=pair)
     studio = ec2.create_subnet(VpcId=vpc, CidrBlock="10.1.16.0/22", AvailabilityZoneId="usw2-az1")["Subnet"]["SubnetId"]
-    return {"vpc_id": vpc, "private_subnets": [{"id": subnet, "az_id": "usw2-az1"}], "security_group_id": sg,
-            "studio_subnet": {"id": studio, "az_id": "usw2-az1"}}
+    return {
+        "vpc_id": vpc,
+        "private_subnets": [{"id": subnet, "az_id": "usw2-az1"}],
+        "security_group_id": sg,
+        "studio_subnet": {"id": studio, "az_id": "usw2-az1"},
+    }
 
 
 def test_existing_network_as_configured(account):
@@ -215,8 +261,9 @@ def test_existing_subnet_in_another_az_fails(account):
 
 def test_fsx_quota_counts_existing_lustre(account):
     service_linked_roles(account)
-    real(account, "fsx").create_file_system(FileSystemType="LUSTRE", StorageCapacity=2400,
-                                            SubnetIds=["subnet-12345678"])
+    real(account, "fsx").create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=2400, SubnetIds=["subnet-12345678"]
+    )
     check = by_check(Preflight(config(), harness(account, fsx_quota=3000).client).run())["fsx-quota"]
     assert check.status == FAILED
     assert check.detail.startswith("1200 GiB new + 2400 GiB in use > 'Lustre total storage capacity' 3000 GiB")
@@ -245,14 +292,18 @@ def test_credentials_sts_refuses_stop_with_one_line_before_any_check(code, capsy
     def client(service, purpose):
         calls.append(service)
         return sts
+
     with Stubber(sts) as stub:
-        stub.add_client_error("get_caller_identity", code, "The security token included in the request is\nexpired",
-                              403)
+        stub.add_client_error(
+            "get_caller_identity", code, "The security token included in the request is\nexpired", 403
+        )
         assert main(["--config", "config/default.yaml"], client=client) == 2
     out = capsys.readouterr()
     assert out.out == ""
-    assert out.err == (f"preflight: nothing checked for config/default.yaml: {code} on GetCallerIdentity: The security "
-                       "token included in the request is expired\n")
+    assert out.err == (
+        f"preflight: nothing checked for config/default.yaml: {code} on GetCallerIdentity: The security "
+        "token included in the request is expired\n"
+    )
     assert calls == ["sts"]  # no check ran
 
 
@@ -266,21 +317,43 @@ UTC = datetime.timezone.utc
 
 
 def eks_config(**eks):
-    return parse_config({"name": "mine", "orchestrator": "eks", "eks": eks,
-                         "cluster": {"instance_groups": copy.deepcopy(EKS_GROUPS)}})
+    return parse_config(
+        {"name": "mine", "orchestrator": "eks", "eks": eks, "cluster": {"instance_groups": copy.deepcopy(EKS_GROUPS)}}
+    )
 
 
 def addon_answer(name: str, versions: list[tuple[str, bool]], minor: str = "1.34") -> dict:
-    return {"addons": [{"addonName": name, "type": "networking", "addonVersions": [
-        {"addonVersion": v, "architecture": ["amd64", "arm64"], "requiresConfiguration": False,
-         "compatibilities": [{"clusterVersion": minor, "platformVersions": ["*"], "defaultVersion": default}]}
-        for v, default in versions]}]}
+    return {
+        "addons": [
+            {
+                "addonName": name,
+                "type": "networking",
+                "addonVersions": [
+                    {
+                        "addonVersion": v,
+                        "architecture": ["amd64", "arm64"],
+                        "requiresConfiguration": False,
+                        "compatibilities": [
+                            {"clusterVersion": minor, "platformVersions": ["*"], "defaultVersion": default}
+                        ],
+                    }
+                    for v, default in versions
+                ],
+            }
+        ]
+    }
 
 
-DEFAULTS = {"kube-proxy": "v1.34.6-eksbuild.13", "vpc-cni": "v1.20.4-eksbuild.2", "coredns": "v1.13.2-eksbuild.7",
-            "eks-pod-identity-agent": "v1.3.10-eksbuild.3", "aws-fsx-csi-driver": "v1.6.0-eksbuild.1",
-            "cert-manager": "v1.18.2-eksbuild.2", "amazon-sagemaker-hyperpod-training-operator": "v1.2.1-eksbuild.1",
-            "amazon-sagemaker-hyperpod-taskgovernance": "v1.6.0-eksbuild.1"}
+DEFAULTS = {
+    "kube-proxy": "v1.34.6-eksbuild.13",
+    "vpc-cni": "v1.20.4-eksbuild.2",
+    "coredns": "v1.13.2-eksbuild.7",
+    "eks-pod-identity-agent": "v1.3.10-eksbuild.3",
+    "aws-fsx-csi-driver": "v1.6.0-eksbuild.1",
+    "cert-manager": "v1.18.2-eksbuild.2",
+    "amazon-sagemaker-hyperpod-training-operator": "v1.2.1-eksbuild.1",
+    "amazon-sagemaker-hyperpod-taskgovernance": "v1.6.0-eksbuild.1",
+}
 
 
 def eks_harness(cfg, answers: dict[str, dict] | None = None, versions: dict | None = None):
@@ -288,16 +361,29 @@ def eks_harness(cfg, answers: dict[str, dict] | None = None, versions: dict | No
     checked: the config's Kubernetes version and that add-on's name."""
     h = Harness(None)
     cluster_versions = h.stub("eks", "cluster-versions")
-    cluster_versions.add_response("describe_cluster_versions", versions if versions is not None else {
-        "clusterVersions": [{"clusterVersion": "1.34", "status": "STANDARD_SUPPORT", "versionStatus": "STANDARD_SUPPORT",
-                             "endOfStandardSupportDate": datetime.datetime(2026, 12, 2, tzinfo=UTC),
-                             "endOfExtendedSupportDate": datetime.datetime(2027, 12, 2, tzinfo=UTC)}]},
-        {"clusterVersions": [cfg.eks.kubernetes_version], "includeAll": True})
+    cluster_versions.add_response(
+        "describe_cluster_versions",
+        versions
+        if versions is not None
+        else {
+            "clusterVersions": [
+                {
+                    "clusterVersion": "1.34",
+                    "status": "STANDARD_SUPPORT",
+                    "versionStatus": "STANDARD_SUPPORT",
+                    "endOfStandardSupportDate": datetime.datetime(2026, 12, 2, tzinfo=UTC),
+                    "endOfExtendedSupportDate": datetime.datetime(2027, 12, 2, tzinfo=UTC),
+                }
+            ]
+        },
+        {"clusterVersions": [cfg.eks.kubernetes_version], "includeAll": True},
+    )
     addons = h.stub("eks", "addon-versions")
     for _, name, _ in Preflight(cfg, h.client).eks_addons():
         answer = (answers or {}).get(name) or addon_answer(name, [(DEFAULTS[name], True), ("v0.0.1-eksbuild.1", False)])
-        addons.add_response("describe_addon_versions", answer,
-                            {"kubernetesVersion": cfg.eks.kubernetes_version, "addonName": name})
+        addons.add_response(
+            "describe_addon_versions", answer, {"kubernetesVersion": cfg.eks.kubernetes_version, "addonName": name}
+        )
     return h
 
 
@@ -310,8 +396,12 @@ def eks_results(cfg, h, today=TODAY):
 
 def test_preflight_asks_about_every_addon_the_stacks_install(synth):
     s = synth("eks")
-    installed = {r["Properties"]["AddonName"] for t in s.templates.values() for r in t["Resources"].values()
-                 if r["Type"] == "AWS::EKS::Addon"}
+    installed = {
+        r["Properties"]["AddonName"]
+        for t in s.templates.values()
+        for r in t["Resources"].values()
+        if r["Type"] == "AWS::EKS::Addon"
+    }
     asked = {name for _, name, _ in Preflight(s.config, lambda *_: None).eks_addons()}
     assert asked == installed and len(asked) >= 8
 
@@ -330,7 +420,8 @@ def test_a_pin_eks_does_not_offer_fails_and_says_what_is_offered():
     assert results["eks-addon coredns"].status == FAILED
     assert results["eks-addon coredns"].detail == (
         "eks.addons.coredns: 'v1.12.4-eksbuild.1' is not offered for Kubernetes 1.34 in us-west-2; offered: "
-        "v1.13.2-eksbuild.7, v0.0.1-eksbuild.1 (default v1.13.2-eksbuild.7); pin one of them or leave it unset")
+        "v1.13.2-eksbuild.7, v0.0.1-eksbuild.1 (default v1.13.2-eksbuild.7); pin one of them or leave it unset"
+    )
     assert results["eks-addon cert-manager"].status == OK
     assert results["eks-addon cert-manager"].detail == "v1.18.2-eksbuild.2 (pinned, offered for Kubernetes 1.34)"
 
@@ -338,9 +429,14 @@ def test_a_pin_eks_does_not_offer_fails_and_says_what_is_offered():
 def test_no_default_no_addon_and_an_old_training_operator_fail():
     cfg = eks_config()
     operator = "amazon-sagemaker-hyperpod-training-operator"
-    h = eks_harness(cfg, {"coredns": addon_answer("coredns", [("v1.13.2-eksbuild.7", False)]),
-                          "cert-manager": {"addons": []},
-                          operator: addon_answer(operator, [("v1.1.0-eksbuild.1", True)])})
+    h = eks_harness(
+        cfg,
+        {
+            "coredns": addon_answer("coredns", [("v1.13.2-eksbuild.7", False)]),
+            "cert-manager": {"addons": []},
+            operator: addon_answer(operator, [("v1.1.0-eksbuild.1", True)]),
+        },
+    )
     results = eks_results(cfg, h)
     assert results["eks-addon coredns"].status == FAILED
     assert "unset, and EKS marks no default coredns version for Kubernetes 1.34" in results["eks-addon coredns"].detail
@@ -361,12 +457,20 @@ def test_addon_versions_denied_is_cannot_check():
     assert "AccessDeniedException on DescribeAddonVersions" in results["eks-addon coredns"].detail
 
 
-@pytest.mark.parametrize("today, eks, status, detail", [
-    (datetime.date(2026, 10, 1), {}, OK, "1.34 on EKS standard support until 2026-12-02 (EKS DescribeClusterVersions)"),
-    (TODAY, {}, WARNING, "1.34 leaves EKS standard support on 2026-12-02, in 7 day(s)"),
-    (datetime.date(2026, 12, 2), {}, FAILED, "eks.kubernetes_version 1.34 left EKS standard support on 2026-12-02"),
-    (datetime.date(2026, 12, 2), {"extended_support": True}, WARNING, "1.34 is on extended support"),
-])
+@pytest.mark.parametrize(
+    "today, eks, status, detail",
+    [
+        (
+            datetime.date(2026, 10, 1),
+            {},
+            OK,
+            "1.34 on EKS standard support until 2026-12-02 (EKS DescribeClusterVersions)",
+        ),
+        (TODAY, {}, WARNING, "1.34 leaves EKS standard support on 2026-12-02, in 7 day(s)"),
+        (datetime.date(2026, 12, 2), {}, FAILED, "eks.kubernetes_version 1.34 left EKS standard support on 2026-12-02"),
+        (datetime.date(2026, 12, 2), {"extended_support": True}, WARNING, "1.34 is on extended support"),
+    ],
+)
 def test_kubernetes_version_support_against_today(today, eks, status, detail):
     cfg = eks_config(**eks)
     result = eks_results(cfg, eks_harness(cfg), today=today)["eks-kubernetes-version"]
@@ -375,12 +479,20 @@ def test_kubernetes_version_support_against_today(today, eks, status, detail):
 
 def test_kubernetes_dates_fall_back_to_the_recorded_table():
     cfg = eks_config(kubernetes_version="1.33", extended_support=True)
-    h = eks_harness(cfg, {name: addon_answer(name, [(DEFAULTS[name].replace("v1.34.6", "v1.33.10"), True)], "1.33")
-                          for name in DEFAULTS}, versions={"clusterVersions": []})
+    h = eks_harness(
+        cfg,
+        {
+            name: addon_answer(name, [(DEFAULTS[name].replace("v1.34.6", "v1.33.10"), True)], "1.33")
+            for name in DEFAULTS
+        },
+        versions={"clusterVersions": []},
+    )
     result = eks_results(cfg, h)["eks-kubernetes-version"]
     assert result.status == WARNING
-    assert result.detail == ("1.33 is on extended support (eks.extended_support: true) since 2026-07-29, until "
-                             "2027-07-29 (the recorded table (EKS did not list the version))")
+    assert result.detail == (
+        "1.33 is on extended support (eks.extended_support: true) since 2026-07-29, until "
+        "2027-07-29 (the recorded table (EKS did not list the version))"
+    )
 
 
 def test_a_type_ec2_does_not_offer_fails_naming_the_group(account):
@@ -392,6 +504,8 @@ def test_a_type_ec2_does_not_offer_fails_naming_the_group(account):
     results = Preflight(config(**{"cluster.instance_groups": groups}), harness(account).client).run()
     subnets = by_check(results)["subnet-addresses"]
     assert subnets.status == FAILED
-    assert (f"for cluster.instance_groups[{len(groups) - 1}].instance_type ({groups[-1]['name']}: "
-            "ml.p6e-gb200.36xlarge): choose a type offered in the region") in subnets.detail
+    assert (
+        f"for cluster.instance_groups[{len(groups) - 1}].instance_type ({groups[-1]['name']}: "
+        "ml.p6e-gb200.36xlarge): choose a type offered in the region"
+    ) in subnets.detail
     assert exit_code(results) == 1

@@ -11,6 +11,7 @@ runs the pinned CDK CLI (node_modules/.bin/cdk, the real binary) and boto3 again
 stack back). The assemblies are small hand-written ones (S3 buckets, SQS queues, an IAM role: what moto's
 CloudFormation creates), shaped like the platform's: a storage stack with the create-only snapshot, a Studio stack
 with a parameter, stacks that depend on others and one that does not."""
+
 from __future__ import annotations
 
 import copy
@@ -34,8 +35,11 @@ CHANGE_SET_ARN = "arn:aws:cloudformation:us-west-2:111122223333:changeSet/hyperp
 
 @pytest.fixture
 def cfn(monkeypatch):
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_EC2_METADATA_DISABLED": "true"}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }.items():
         monkeypatch.setenv(name, value)
     client = boto3.client("cloudformation", region_name="us-west-2")
     with Stubber(client) as stub:
@@ -43,10 +47,16 @@ def cfn(monkeypatch):
 
 
 def change_set(stack, changes, next_token=None):
-    page = {"ChangeSetName": guard.CHANGE_SET, "ChangeSetId": CHANGE_SET_ARN, "StackName": stack,
-            "StackId": f"arn:aws:cloudformation:us-west-2:111122223333:stack/{stack}/1",
-            "CreationTime": datetime(2026, 11, 22, tzinfo=timezone.utc), "ExecutionStatus": "AVAILABLE",
-            "Status": "CREATE_COMPLETE", "Changes": [{"Type": "Resource", "ResourceChange": c} for c in changes]}
+    page = {
+        "ChangeSetName": guard.CHANGE_SET,
+        "ChangeSetId": CHANGE_SET_ARN,
+        "StackName": stack,
+        "StackId": f"arn:aws:cloudformation:us-west-2:111122223333:stack/{stack}/1",
+        "CreationTime": datetime(2026, 11, 22, tzinfo=timezone.utc),
+        "ExecutionStatus": "AVAILABLE",
+        "Status": "CREATE_COMPLETE",
+        "Changes": [{"Type": "Resource", "ResourceChange": c} for c in changes],
+    }
     if next_token:
         page["NextToken"] = next_token
     return page
@@ -54,14 +64,22 @@ def change_set(stack, changes, next_token=None):
 
 def resource_change(finding, physical_id):
     """A ResourceChange for a finding of the template analysis, shaped as DescribeChangeSet returns it."""
-    change = {"Action": "Remove" if finding.action == "delete" else "Modify",
-              "LogicalResourceId": finding.logical_id, "PhysicalResourceId": physical_id,
-              "ResourceType": finding.resource_type}
+    change = {
+        "Action": "Remove" if finding.action == "delete" else "Modify",
+        "LogicalResourceId": finding.logical_id,
+        "PhysicalResourceId": physical_id,
+        "ResourceType": finding.resource_type,
+    }
     if finding.action == "replace":
         prop = finding.reason.split(":")[0].split(" ")[0].split("/")[0]
         change["Replacement"] = "True"
-        change["Details"] = [{"Target": {"Attribute": "Properties", "Name": prop, "RequiresRecreation": "Always"},
-                              "Evaluation": "Static", "ChangeSource": "DirectModification"}]
+        change["Details"] = [
+            {
+                "Target": {"Attribute": "Properties", "Name": prop, "RequiresRecreation": "Always"},
+                "Evaluation": "Static",
+                "ChangeSource": "DirectModification",
+            }
+        ]
     return change
 
 
@@ -73,8 +91,11 @@ def test_the_guard_stops_a_synthesized_replacement(cfn):
     _, after = _synth("default", "private_subnet_cidr")
     fsx = [f for f in compare(before, after) if f.resource_type == "AWS::FSx::FileSystem"]
     assert fsx and fsx[0].action == "replace"
-    stub.add_response("describe_change_set", change_set(STACK, [resource_change(fsx[0], "fs-0123456789abcdef0")]),
-                      {"ChangeSetName": guard.CHANGE_SET, "StackName": STACK})
+    stub.add_response(
+        "describe_change_set",
+        change_set(STACK, [resource_change(fsx[0], "fs-0123456789abcdef0")]),
+        {"ChangeSetName": guard.CHANGE_SET, "StackName": STACK},
+    )
     found = guard.violations(guard.describe_changes(client, STACK, guard.CHANGE_SET))
     stub.assert_no_pending_responses()
     assert [(v.logical_id, v.action) for v in found] == [(fsx[0].logical_id, "replace")]
@@ -88,28 +109,87 @@ def test_pages_nested_change_sets_removals_and_conditional_replacements(cfn):
     client, stub = cfn
     nested_arn = "arn:aws:cloudformation:us-west-2:111122223333:changeSet/nested/2"
     nested_stack = "arn:aws:cloudformation:us-west-2:111122223333:stack/ml-cluster-studio-Users1-X/3"
-    stub.add_response("describe_change_set", change_set("ml-cluster-studio", [
-        {"Action": "Modify", "LogicalResourceId": "Domain", "PhysicalResourceId": "d-abc", "ResourceType":
-         "AWS::SageMaker::Domain", "Replacement": "Conditional", "Details": [
-             {"Target": {"Attribute": "Properties", "Name": "VpcId", "RequiresRecreation": "Conditionally"},
-              "Evaluation": "Dynamic", "ChangeSource": "ResourceReference", "CausingEntity": "Vpc"}]},
-        {"Action": "Modify", "LogicalResourceId": "ExecutionRole", "PhysicalResourceId": "r", "ResourceType":
-         "AWS::IAM::Role", "Replacement": "True"},  # stateless: not the guard's business
-    ], next_token="page-2"), {"ChangeSetName": guard.CHANGE_SET, "StackName": "ml-cluster-studio"})
-    stub.add_response("describe_change_set", change_set("ml-cluster-studio", [
-        {"Action": "Modify", "LogicalResourceId": "Users1", "PhysicalResourceId": nested_stack,
-         "ResourceType": "AWS::CloudFormation::Stack", "Replacement": "False", "ChangeSetId": nested_arn},
-    ]), {"ChangeSetName": guard.CHANGE_SET, "StackName": "ml-cluster-studio", "NextToken": "page-2"})
-    stub.add_response("describe_change_set", change_set("ml-cluster-studio-Users1-X", [
-        {"Action": "Remove", "LogicalResourceId": "Profilebob", "PhysicalResourceId": "bob",
-         "ResourceType": "AWS::SageMaker::UserProfile"},
-        {"Action": "Modify", "LogicalResourceId": "Profilealice", "PhysicalResourceId": "alice",
-         "ResourceType": "AWS::SageMaker::UserProfile", "Replacement": "False"},
-    ]), {"ChangeSetName": nested_arn})
+    stub.add_response(
+        "describe_change_set",
+        change_set(
+            "ml-cluster-studio",
+            [
+                {
+                    "Action": "Modify",
+                    "LogicalResourceId": "Domain",
+                    "PhysicalResourceId": "d-abc",
+                    "ResourceType": "AWS::SageMaker::Domain",
+                    "Replacement": "Conditional",
+                    "Details": [
+                        {
+                            "Target": {
+                                "Attribute": "Properties",
+                                "Name": "VpcId",
+                                "RequiresRecreation": "Conditionally",
+                            },
+                            "Evaluation": "Dynamic",
+                            "ChangeSource": "ResourceReference",
+                            "CausingEntity": "Vpc",
+                        }
+                    ],
+                },
+                {
+                    "Action": "Modify",
+                    "LogicalResourceId": "ExecutionRole",
+                    "PhysicalResourceId": "r",
+                    "ResourceType": "AWS::IAM::Role",
+                    "Replacement": "True",
+                },  # stateless: not the guard's business
+            ],
+            next_token="page-2",
+        ),
+        {"ChangeSetName": guard.CHANGE_SET, "StackName": "ml-cluster-studio"},
+    )
+    stub.add_response(
+        "describe_change_set",
+        change_set(
+            "ml-cluster-studio",
+            [
+                {
+                    "Action": "Modify",
+                    "LogicalResourceId": "Users1",
+                    "PhysicalResourceId": nested_stack,
+                    "ResourceType": "AWS::CloudFormation::Stack",
+                    "Replacement": "False",
+                    "ChangeSetId": nested_arn,
+                },
+            ],
+        ),
+        {"ChangeSetName": guard.CHANGE_SET, "StackName": "ml-cluster-studio", "NextToken": "page-2"},
+    )
+    stub.add_response(
+        "describe_change_set",
+        change_set(
+            "ml-cluster-studio-Users1-X",
+            [
+                {
+                    "Action": "Remove",
+                    "LogicalResourceId": "Profilebob",
+                    "PhysicalResourceId": "bob",
+                    "ResourceType": "AWS::SageMaker::UserProfile",
+                },
+                {
+                    "Action": "Modify",
+                    "LogicalResourceId": "Profilealice",
+                    "PhysicalResourceId": "alice",
+                    "ResourceType": "AWS::SageMaker::UserProfile",
+                    "Replacement": "False",
+                },
+            ],
+        ),
+        {"ChangeSetName": nested_arn},
+    )
     found = guard.violations(guard.describe_changes(client, "ml-cluster-studio", guard.CHANGE_SET))
     stub.assert_no_pending_responses()
     assert [(v.stack, v.logical_id, v.action) for v in found] == [
-        ("ml-cluster-studio", "Domain", "may replace"), ("ml-cluster-studio-Users1-X", "Profilebob", "delete")]
+        ("ml-cluster-studio", "Domain", "may replace"),
+        ("ml-cluster-studio-Users1-X", "Profilebob", "delete"),
+    ]
     assert "Properties VpcId (from Vpc) [conditionally requires recreation]" in str(found[0])
 
 
@@ -123,10 +203,15 @@ def test_deployed_snapshot_is_read_from_the_storage_template(cfn):
     client, stub = cfn
     _, templates = _synth("default", None)
     storage = templates["ml-cluster-storage.template.json"]
-    stub.add_response("get_template", {"TemplateBody": json.dumps(storage)},
-                      {"StackName": STACK, "TemplateStage": "Original"})
-    stub.add_client_error("get_template", service_error_code="ValidationError",
-                          service_message=f"Stack with id {STACK} does not exist", http_status_code=400)
+    stub.add_response(
+        "get_template", {"TemplateBody": json.dumps(storage)}, {"StackName": STACK, "TemplateStage": "Original"}
+    )
+    stub.add_client_error(
+        "get_template",
+        service_error_code="ValidationError",
+        service_message=f"Stack with id {STACK} does not exist",
+        http_status_code=400,
+    )
     snapshot = guard.deployed_snapshot(client, STACK)
     assert snapshot["lustre"]["throughput_mib_per_tib"] == 250 and snapshot["network"]["az_ids"] == ["usw2-az2"]
     assert guard.deployed_snapshot(client, STACK) is None
@@ -134,18 +219,30 @@ def test_deployed_snapshot_is_read_from_the_storage_template(cfn):
 
 def test_iam_widening_names_new_grants_and_dropped_denies():
     def role(statements, managed=()):
-        return {"Resources": {"Role": {"Type": "AWS::IAM::Role", "Properties": {
-            "ManagedPolicyArns": list(managed),
-            "Policies": [{"PolicyName": "p", "PolicyDocument": {"Statement": statements}}]}}}}
+        return {
+            "Resources": {
+                "Role": {
+                    "Type": "AWS::IAM::Role",
+                    "Properties": {
+                        "ManagedPolicyArns": list(managed),
+                        "Policies": [{"PolicyName": "p", "PolicyDocument": {"Statement": statements}}],
+                    },
+                }
+            }
+        }
+
     read = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*"}
     deny = {"Effect": "Deny", "Action": "s3:DeleteObject", "Resource": "*"}
     before = role([read, deny])
     assert iam_widening(before, before) == []
-    after = role([{**read, "Action": ["s3:GetObject", "s3:PutObject"]}],
-                 managed=["arn:aws:iam::aws:policy/ReadOnlyAccess"])
-    assert iam_widening(before, after) == ["Role: + managed policy on arn:aws:iam::aws:policy/ReadOnlyAccess",
-                                           "Role: + s3:PutObject on arn:aws:s3:::b/*",
-                                           "Role: - Deny s3:DeleteObject on *"]
+    after = role(
+        [{**read, "Action": ["s3:GetObject", "s3:PutObject"]}], managed=["arn:aws:iam::aws:policy/ReadOnlyAccess"]
+    )
+    assert iam_widening(before, after) == [
+        "Role: + managed policy on arn:aws:iam::aws:policy/ReadOnlyAccess",
+        "Role: + s3:PutObject on arn:aws:s3:::b/*",
+        "Role: - Deny s3:DeleteObject on *",
+    ]
     assert iam_widening(after, before) == []  # narrowing is not widening
 
 
@@ -163,12 +260,16 @@ def test_stack_policy_denies_replacing_and_deleting_stateful_resources():
 
 def test_every_template_parameter_is_passed_with_the_config_value(tmp_path):
     _, templates = _synth("per_user", None)
-    stacks = [guard.Stack(name=f.removesuffix(".template.json"), region="us-west-2", template=t,
-                          template_file=tmp_path / f) for f, t in templates.items() if ".nested." not in f]
+    stacks = [
+        guard.Stack(name=f.removesuffix(".template.json"), region="us-west-2", template=t, template_file=tmp_path / f)
+        for f, t in templates.items()
+        if ".nested." not in f
+    ]
     assert guard.parameter_arguments(stacks) == ["--parameters", "course-cluster-studio:SharedFSx=False"]
 
 
 # --- the whole flow against moto, through the real CDK CLI -------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def cloudformation_endpoint():
@@ -181,10 +282,16 @@ def aws(cloudformation_endpoint, monkeypatch):
     """Fake credentials and AWS_ENDPOINT_URL for the guard's boto3 clients and for the CDK CLI it starts."""
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_PROFILE"):
         monkeypatch.delenv(name, raising=False)
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_REGION": "us-west-2", "AWS_DEFAULT_REGION": "us-west-2",
-                        "AWS_ENDPOINT_URL": cloudformation_endpoint, "AWS_CONFIG_FILE": "/dev/null",
-                        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "CDK_DISABLE_CLI_TELEMETRY": "true"}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-west-2",
+        "AWS_DEFAULT_REGION": "us-west-2",
+        "AWS_ENDPOINT_URL": cloudformation_endpoint,
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+        "CDK_DISABLE_CLI_TELEMETRY": "true",
+    }.items():
         monkeypatch.setenv(name, value)
     return lambda service: boto3.client(service, region_name="us-west-2", endpoint_url=cloudformation_endpoint)
 
@@ -192,6 +299,7 @@ def aws(cloudformation_endpoint, monkeypatch):
 def _snapshot():
     from platform_config import load_config
     from platform_config.day2 import snapshot
+
     return json.loads(json.dumps(snapshot(load_config(str(ROOT / "config" / "default.yaml")))))
 
 
@@ -199,24 +307,41 @@ def _queue(name):
     return {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": name}}
 
 
-def platform(prefix, *, logs_bucket=True, shared_fsx="True", snapshot=None, storage_extra=None, studio_extra=None,
-             extra_queue="extra-1"):
+def platform(
+    prefix,
+    *,
+    logs_bucket=True,
+    shared_fsx="True",
+    snapshot=None,
+    storage_extra=None,
+    studio_extra=None,
+    extra_queue="extra-1",
+):
     """Templates by stack: network <- storage <- studio, and `extra` beside them all (so two run at once)."""
-    storage = {"Metadata": {guard.SNAPSHOT_METADATA_KEY: snapshot or _snapshot()}, "Resources": {
-        "DataBucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": f"{prefix}-data"}}}}
+    storage = {
+        "Metadata": {guard.SNAPSHOT_METADATA_KEY: snapshot or _snapshot()},
+        "Resources": {"DataBucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": f"{prefix}-data"}}},
+    }
     if logs_bucket:
-        storage["Resources"]["LogsBucket"] = {"Type": "AWS::S3::Bucket",
-                                              "Properties": {"BucketName": f"{prefix}-logs"}}
+        storage["Resources"]["LogsBucket"] = {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": f"{prefix}-logs"}}
     storage["Resources"].update(storage_extra or {})
-    studio = {"Parameters": {"SharedFSx": {"Type": "String", "Default": shared_fsx, "AllowedValues": ["True", "False"]},
-                             "BootstrapVersion": {"Type": "AWS::SSM::Parameter::Value<String>",
-                                                  "Default": "/cdk-bootstrap/hnb659fds/version"}},
-              "Resources": {"Queue": _queue(f"{prefix}-studio"), **(studio_extra or {})}}
+    studio = {
+        "Parameters": {
+            "SharedFSx": {"Type": "String", "Default": shared_fsx, "AllowedValues": ["True", "False"]},
+            "BootstrapVersion": {
+                "Type": "AWS::SSM::Parameter::Value<String>",
+                "Default": "/cdk-bootstrap/hnb659fds/version",
+            },
+        },
+        "Resources": {"Queue": _queue(f"{prefix}-studio"), **(studio_extra or {})},
+    }
     del studio["Parameters"]["BootstrapVersion"]  # the CDK's own; moto resolves no SSM parameter types
-    return {f"{prefix}-network": ({"Resources": {"Queue": _queue(f"{prefix}-network")}}, []),
-            f"{prefix}-storage": (storage, [f"{prefix}-network"]),
-            f"{prefix}-studio": (studio, [f"{prefix}-storage"]),
-            f"{prefix}-extra": ({"Resources": {"Queue": _queue(f"{prefix}-{extra_queue}")}}, [])}
+    return {
+        f"{prefix}-network": ({"Resources": {"Queue": _queue(f"{prefix}-network")}}, []),
+        f"{prefix}-storage": (storage, [f"{prefix}-network"]),
+        f"{prefix}-studio": (studio, [f"{prefix}-storage"]),
+        f"{prefix}-extra": ({"Resources": {"Queue": _queue(f"{prefix}-{extra_queue}")}}, []),
+    }
 
 
 def assembly(directory, stacks):
@@ -225,9 +350,12 @@ def assembly(directory, stacks):
     artifacts = {}
     for name, (template, depends_on) in stacks.items():
         (directory / f"{name}.template.json").write_text(json.dumps(template))
-        artifacts[name] = {"type": "aws:cloudformation:stack", "environment": "aws://unknown-account/us-west-2",
-                           "properties": {"templateFile": f"{name}.template.json", "stackName": name},
-                           "dependencies": depends_on}
+        artifacts[name] = {
+            "type": "aws:cloudformation:stack",
+            "environment": "aws://unknown-account/us-west-2",
+            "properties": {"templateFile": f"{name}.template.json", "stackName": name},
+            "dependencies": depends_on,
+        }
     (directory / "manifest.json").write_text(json.dumps({"version": "52.0.0", "artifacts": artifacts}))
     return str(directory)
 
@@ -236,8 +364,9 @@ def deployed(cfn, stacks):
     """The stacks as a first deployment leaves them, made with CreateStack (the first deployment through the CLI is
     tested once, in the first test; the CLI costs seconds a run)."""
     for name, (template, _) in stacks.items():
-        parameters = [{"ParameterKey": k, "ParameterValue": v["Default"]}
-                      for k, v in template.get("Parameters", {}).items()]
+        parameters = [
+            {"ParameterKey": k, "ParameterValue": v["Default"]} for k, v in template.get("Parameters", {}).items()
+        ]
         cfn.create_stack(StackName=name, TemplateBody=json.dumps(template), Parameters=parameters)
     return stacks
 
@@ -253,8 +382,12 @@ def resources(cfn, stack):
 
 def pending_change_sets(cfn, stacks):
     """Change sets left on the stacks: executed ones are gone (CloudFormation removes them), failed ones stay."""
-    return [(s, c["ChangeSetName"]) for s in stacks for c in cfn.list_change_sets(StackName=s)["Summaries"]
-            if c["StackName"] == s and c.get("ExecutionStatus") != "EXECUTE_FAILED"]
+    return [
+        (s, c["ChangeSetName"])
+        for s in stacks
+        for c in cfn.list_change_sets(StackName=s)["Summaries"]
+        if c["StackName"] == s and c.get("ExecutionStatus") != "EXECUTE_FAILED"
+    ]
 
 
 def test_first_deploy_then_refused_then_allowed_update_and_the_final_policy(aws, tmp_path, capsys):
@@ -279,15 +412,18 @@ def test_first_deploy_then_refused_then_allowed_update_and_the_final_policy(aws,
     assert "deleted change set g1-storage/hyperpod-replacement-guard-" in out
     assert resources(cfn, "g1-storage") == ["DataBucket", "LogsBucket"]
     assert cfn.describe_stacks(StackName="g1-studio")["Stacks"][0]["Parameters"] == [
-        {"ParameterKey": "SharedFSx", "ParameterValue": "True"}]
+        {"ParameterKey": "SharedFSx", "ParameterValue": "True"}
+    ]
 
-    assert guard.run(["deploy", "--assembly", v2, "--allow", "LogsBucket", "--allow", "DataBucket",
-                      "--poll", "0.2"]) == 0
+    assert (
+        guard.run(["deploy", "--assembly", v2, "--allow", "LogsBucket", "--allow", "DataBucket", "--poll", "0.2"]) == 0
+    )
     out = capsys.readouterr().out
     assert "allowed: g1-storage: LogsBucket (AWS::S3::Bucket (no physical id)) would be deleted" in out
     assert resources(cfn, "g1-storage") == ["DataBucket"]
     assert cfn.describe_stacks(StackName="g1-studio")["Stacks"][0]["Parameters"] == [
-        {"ParameterKey": "SharedFSx", "ParameterValue": "False"}]
+        {"ParameterKey": "SharedFSx", "ParameterValue": "False"}
+    ]
     # graph order: storage starts after network is done, studio after storage
     executed = [line.split(":")[0] for line in out.splitlines() if ": executing change set" in line]
     assert executed.index("g1-network") < executed.index("g1-storage") < executed.index("g1-studio")
@@ -302,8 +438,12 @@ def test_a_never_in_place_edit_is_refused_before_any_change_set(aws, tmp_path, c
     deployed(cfn, platform("g2"))
     changed = copy.deepcopy(_snapshot())
     changed["lustre"]["throughput_mib_per_tib"] = 500
-    assert guard.run(["deploy", "--assembly", assembly(tmp_path / "v2", platform("g2", snapshot=changed)),
-                      "--poll", "0.2"]) == 1
+    assert (
+        guard.run(
+            ["deploy", "--assembly", assembly(tmp_path / "v2", platform("g2", snapshot=changed)), "--poll", "0.2"]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
     assert "storage.lustre.throughput_mib_per_tib: 250 -> 500" in out
     assert "+ " not in out  # no cdk command ran: nothing was prepared
@@ -327,18 +467,42 @@ def test_a_failed_execution_stops_deletes_the_rest_and_restores_the_policy(aws, 
     assert pending_change_sets(cfn, platform("g3")) == []
     assert cfn.describe_stacks(StackName="g3-studio")["Stacks"][0]["Parameters"][0]["ParameterValue"] == "True"
     # from the assembly's template: the rolled-back Clash too (a policy naming a resource the stack lacks is inert)
-    assert deny(cfn, "g3-storage") == ["LogicalResourceId/Clash", "LogicalResourceId/DataBucket",
-                                       "LogicalResourceId/LogsBucket"]
+    assert deny(cfn, "g3-storage") == [
+        "LogicalResourceId/Clash",
+        "LogicalResourceId/DataBucket",
+        "LogicalResourceId/LogsBucket",
+    ]
 
 
 def test_plan_prints_the_verdict_per_stack_and_leaves_nothing_behind(aws, tmp_path, capsys):
     cfn = aws("cloudformation")
     deployed(cfn, platform("g4"))
-    role = {"Role": {"Type": "AWS::IAM::Role", "Properties": {
-        "AssumeRolePolicyDocument": {"Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
-                                                    "Principal": {"Service": "lambda.amazonaws.com"}}]},
-        "Policies": [{"PolicyName": "read", "PolicyDocument": {"Statement": [
-            {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": "arn:aws:s3:::g4-data/*"}]}}]}}}
+    role = {
+        "Role": {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "AssumeRolePolicyDocument": {
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Action": "sts:AssumeRole",
+                            "Principal": {"Service": "lambda.amazonaws.com"},
+                        }
+                    ]
+                },
+                "Policies": [
+                    {
+                        "PolicyName": "read",
+                        "PolicyDocument": {
+                            "Statement": [
+                                {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": "arn:aws:s3:::g4-data/*"}
+                            ]
+                        },
+                    }
+                ],
+            },
+        }
+    }
     v2 = assembly(tmp_path / "v2", platform("g4", logs_bucket=False, shared_fsx="False", studio_extra=role))
     capsys.readouterr()
     assert guard.run(["plan", "--assembly", v2]) == 1  # deploy would refuse the deletion
@@ -356,8 +520,9 @@ def test_diff_and_the_deploy_options_run_through_the_real_cli(aws, tmp_path, cap
     cfn = aws("cloudformation")
     directory = assembly(tmp_path / "v1", platform("g5"))
     assert guard.run(["deploy", "g5-network", "--no-rollback", "--assembly", directory, "--poll", "0.2"]) == 0
-    assert [s["StackName"] for s in cfn.describe_stacks()["Stacks"] if s["StackName"].startswith("g5-")] == \
-        ["g5-network"]  # only the named stack (--exclusively)
+    assert [s["StackName"] for s in cfn.describe_stacks()["Stacks"] if s["StackName"].startswith("g5-")] == [
+        "g5-network"
+    ]  # only the named stack (--exclusively)
     assert guard.run(["diff", "g5-network", "--assembly", directory]) == 0
     assert guard.run(["deploy", "nope", "--assembly", directory]) == 2
     assert "no stack nope in" in capsys.readouterr().err
@@ -365,8 +530,10 @@ def test_diff_and_the_deploy_options_run_through_the_real_cli(aws, tmp_path, cap
 
 def test_a_failed_cdk_step_is_one_line_with_its_exit_status(monkeypatch, capsys):
     """main() around run(): cdk's own output is above; the guard adds one line, not a CalledProcessError traceback."""
+
     def failing_cdk(*args):
         raise subprocess.CalledProcessError(3, ["node_modules/.bin/cdk", *args])
+
     monkeypatch.setattr(guard, "missing_credentials", lambda profile=None: None)
     monkeypatch.setattr(guard, "_cdk", failing_cdk)
     assert guard.main(["diff"]) == 3
@@ -378,11 +545,13 @@ def test_a_failed_aws_call_is_one_line(monkeypatch, capsys):
 
     def unreachable(argv):
         raise EndpointConnectionError(endpoint_url="https://cloudformation.us-west-2.amazonaws.com/")
+
     monkeypatch.setattr(guard, "missing_credentials", lambda profile=None: None)
     monkeypatch.setattr(guard, "run", unreachable)
     assert guard.main(["deploy"]) == 2
-    assert capsys.readouterr().err == ('deploy: Could not connect to the endpoint URL: '
-                                       '"https://cloudformation.us-west-2.amazonaws.com/"\n')
+    assert capsys.readouterr().err == (
+        'deploy: Could not connect to the endpoint URL: "https://cloudformation.us-west-2.amazonaws.com/"\n'
+    )
 
 
 def test_the_one_synthesis_runs_through_the_real_cli(monkeypatch, tmp_path, capsys):
@@ -392,6 +561,8 @@ def test_the_one_synthesis_runs_through_the_real_cli(monkeypatch, tmp_path, caps
     out = tmp_path / "out"
     assert guard.run(["parameters", "--out", str(out)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "--parameters ml-cluster-studio:SharedFSx=True"
-    assert {s.name for s in guard.assembly_stacks(out)} >= {"ml-cluster-network", "ml-cluster-storage",
-                                                            "ml-cluster-studio"}
-
+    assert {s.name for s in guard.assembly_stacks(out)} >= {
+        "ml-cluster-network",
+        "ml-cluster-storage",
+        "ml-cluster-studio",
+    }

@@ -1,6 +1,7 @@
 """The hash locks the Makefile installs (requirements.lock for synth and the user commands, requirements-dev.lock for
 the tests; tools/lock_requirements.py writes them): each pins exactly what its requirements file pins, holds every
 package those need on this Python and nothing else, and gives every package a sha256."""
+
 from __future__ import annotations
 
 import re
@@ -52,8 +53,9 @@ def closure(reqs: list[Requirement]) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("source, lock", [("requirements.txt", "requirements.lock"),
-                                          ("requirements-dev.txt", "requirements-dev.lock")])
+@pytest.mark.parametrize(
+    "source, lock", [("requirements.txt", "requirements.lock"), ("requirements-dev.txt", "requirements-dev.lock")]
+)
 def test_a_lock_pins_its_requirements_and_exactly_what_they_need(source, lock):
     entries = lock_entries(lock)
     for req in requirements(source):

@@ -16,6 +16,7 @@ not name the user's paths ($HOME, $STATE_DIR, $TOKEN_FILE, $work, $tmp, $wrapper
 Heuristic by design (no shell parser): it catches the patterns issue 21 found (root's `install -d -o`, `9>` lock, chown,
 chmod and `>>` in ~/.ssh) and fails on a new one; test_the_lint_finds_the_patterns_it_exists_for shows that.
 """
+
 from __future__ import annotations
 
 import re
@@ -84,8 +85,9 @@ def violations(text: str) -> list[str]:
             continue
         command = COMMAND.search(code)
         redirect = re.search(r"(?<![<>&])\d*(?:>>?|<)\s*\"?\$\{?(\w+)", code)
-        if (command and (refs(code[command.start():], names) or SOURCES.search(code[command.start():]))) or (
-                redirect and redirect.group(1) in names):
+        if (command and (refs(code[command.start() :], names) or SOURCES.search(code[command.start() :]))) or (
+            redirect and redirect.group(1) in names
+        ):
             found.append(f"{i + 1}: {line.strip()}")
     return found
 
@@ -101,8 +103,11 @@ def studio_violations(text: str) -> list[str]:
     return found
 
 
-ROOT_SCRIPTS = sorted(p for p in [*HYPERPOD.glob("*.sh"), *HYPERPOD.glob("lib/*.sh"), *HYPERPOD.glob("collectors/*.sh")]
-                      if str(p.relative_to(HYPERPOD)) not in EXEMPT_FILES)
+ROOT_SCRIPTS = sorted(
+    p
+    for p in [*HYPERPOD.glob("*.sh"), *HYPERPOD.glob("lib/*.sh"), *HYPERPOD.glob("collectors/*.sh")]
+    if str(p.relative_to(HYPERPOD)) not in EXEMPT_FILES
+)
 
 
 @pytest.mark.parametrize("script", ROOT_SCRIPTS, ids=[str(p.relative_to(HYPERPOD)) for p in ROOT_SCRIPTS])
@@ -116,7 +121,7 @@ def test_studio_scripts_give_root_no_user_path(script: Path):
 
 
 # setup_ssh_keys.sh and mount_fsx.sh as they were before issue 21 (this project's own code, abridged).
-OLD_SSH_KEYS = '''
+OLD_SSH_KEYS = """
 HOME_ROOT="$(home_root)"
 ensure_keys() {
   local name=$1 uid=$2 gid=$3 dir key
@@ -132,15 +137,15 @@ ensure_keys() {
   ) 9>"$dir/.hyperpod-keys.lock"
   chown "$uid:$gid" "$dir/.hyperpod-keys.lock"
 }
-'''
-OLD_CHECKPOINTS = '''
+"""
+OLD_CHECKPOINTS = """
 checkpoint_dir() {
   local dir
   dir="$(param fsx.checkpoint_dir)"
   mkdir -p "$1$dir"
   chmod 1777 "$1$dir"
 }
-'''
+"""
 
 
 def test_the_lint_finds_the_patterns_it_exists_for():
@@ -148,8 +153,11 @@ def test_the_lint_finds_the_patterns_it_exists_for():
     assert [v.split(":")[0] for v in found] == ["7", "10", "11", "12", "13", "14", "15"], found
     assert [v.split(":")[0] for v in violations(OLD_CHECKPOINTS)] == ["5", "6"]
     # The same work handed to the user, or acknowledged with a reason, passes.
-    assert violations(OLD_SSH_KEYS.replace('  install -d -m 0700 -o "$uid" -g "$gid" "$dir"',
-                                           '  as_user "$uid" "$gid" install -d -m 0700 "$dir"'))[0].startswith("10:")
+    assert violations(
+        OLD_SSH_KEYS.replace(
+            '  install -d -m 0700 -o "$uid" -g "$gid" "$dir"', '  as_user "$uid" "$gid" install -d -m 0700 "$dir"'
+        )
+    )[0].startswith("10:")
     assert violations('p="$(param fsx.mount_path)"\nmkdir -p "$p"  # root-path-ok: the mount point\n') == []
     assert studio_violations('as_root install -m 0755 "$work/wrapper" "$dest"\n') != []
     assert studio_violations('root_put "$dest" 0755 <"$work/wrapper"\nas_root cat "$dest" | cmp -s "$src" -\n') == []

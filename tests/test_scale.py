@@ -11,6 +11,7 @@ parameters and 200 outputs per template; a template body of 1 MB from S3 (51,200
 inline, every template is an S3 file asset, checked below); a nested stack creates, updates or deletes at most
 2,500 resources per operation.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,9 +40,13 @@ def generated(synth):
 def _stats(path) -> dict:
     template = json.loads(path.read_text())
     resources = template.get("Resources", {})
-    return {"resources": len(resources), "parameters": len(template.get("Parameters", {})),
-            "outputs": len(template.get("Outputs", {})), "bytes": path.stat().st_size,
-            "users": sum(r["Type"] == "AWS::SageMaker::UserProfile" for r in resources.values())}
+    return {
+        "resources": len(resources),
+        "parameters": len(template.get("Parameters", {})),
+        "outputs": len(template.get("Outputs", {})),
+        "bytes": path.stat().st_size,
+        "users": sum(r["Type"] == "AWS::SageMaker::UserProfile" for r in resources.values()),
+    }
 
 
 def test_every_template_of_the_generated_config_is_within_the_quotas_and_reaches_cloudformation_from_s3(generated):
@@ -51,8 +56,11 @@ def test_every_template_of_the_generated_config_is_within_the_quotas_and_reaches
         assert stats["resources"] <= MAX_RESOURCES and stats["parameters"] <= MAX_PARAMETERS, (path.name, stats)
         assert stats["outputs"] <= MAX_OUTPUTS and stats["bytes"] <= MAX_TEMPLATE_BYTES, (path.name, stats)
     manifest = json.loads((generated.out_dir / "manifest.json").read_text())
-    uploaded = {asset["source"]["path"] for assets in generated.out_dir.glob("*.assets.json")
-                for asset in json.loads(assets.read_text())["files"].values()}
+    uploaded = {
+        asset["source"]["path"]
+        for assets in generated.out_dir.glob("*.assets.json")
+        for asset in json.loads(assets.read_text())["files"].values()
+    }
     assert {p.name for p in paths} <= uploaded
     stacks = [a for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"]
     assert stacks and all(a["properties"]["stackTemplateAssetObjectUrl"].startswith("s3://") for a in stacks)
@@ -83,8 +91,9 @@ def test_5000_users_fit_by_the_arithmetic_of_the_generated_config(generated):
     assert len(json.dumps(parent, indent=1)) == parent_stats["bytes"]  # CDK writes templates as json.dumps(indent=1)
 
     def without(lid: str) -> int:
-        return len(json.dumps({**parent, "Resources": {k: v for k, v in parent["Resources"].items() if k != lid}},
-                              indent=1))
+        return len(
+            json.dumps({**parent, "Resources": {k: v for k, v in parent["Resources"].items() if k != lid}}, indent=1)
+        )
 
     # An entry's bytes as written, plus 16 for the longer ids of stacks 10 to 56 ("Users56" for "Users3").
     entry_bytes = max(parent_stats["bytes"] - without(lid) for lid in entries) + 16

@@ -1,4 +1,5 @@
 """cli/sizing.py: accelerators by group, FSx throughput from AWS's per-unit figures, checkpoint time and budget."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,7 @@ from cli.sizing import MB_PER_GIB, render, size
 GROUPS = [
     {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1},
     {"name": "p5", "role": "compute", "instance_type": "ml.p5.48xlarge", "instance_count": 4, "partitions": ["gpu"]},
-    {"name": "trn", "role": "compute", "instance_type": "ml.trn1.32xlarge", "instance_count": 2,
-     "partitions": ["trn"]},
+    {"name": "trn", "role": "compute", "instance_type": "ml.trn1.32xlarge", "instance_count": 2, "partitions": ["trn"]},
 ]
 
 
@@ -28,10 +28,15 @@ def test_accelerators_by_group_and_in_total():
     c = cfg()
     s = size(c)
     assert [(g.name, g.accelerator, g.total) for g in s.groups] == [
-        ("controller", None, 0), ("p5", "nvidia.com/gpu", 32), ("trn", "aws.amazon.com/neurondevice", 32)]
+        ("controller", None, 0),
+        ("p5", "nvidia.com/gpu", 32),
+        ("trn", "aws.amazon.com/neurondevice", 32),
+    ]
     assert "  total: 32 x NVIDIA H100 (80 GiB), 32 x Trainium (32 GiB)" in render(s, c)
-    assert ("  p5                          4 x ml.p5.48xlarge     192 vCPU, 2048 GiB; 32 x NVIDIA H100 (8 per "
-            "instance, 80 GiB each)") in render(s, c)
+    assert (
+        "  p5                          4 x ml.p5.48xlarge     192 vCPU, 2048 GiB; 32 x NVIDIA H100 (8 per "
+        "instance, 80 GiB each)"
+    ) in render(s, c)
 
 
 def test_on_eks_only_the_compute_groups_are_counted():
@@ -40,8 +45,13 @@ def test_on_eks_only_the_compute_groups_are_counted():
 
 
 def test_the_instance_specs_are_the_installed_ec2_copy_and_agree_with_the_accelerator_counts():
-    result = subprocess.run([sys.executable, "tools/instance_type_specs.py", "--check"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "tools/instance_type_specs.py", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     counts = json.loads((ROOT / "config" / "facts" / "accelerators.json").read_text())["accelerators"]
     specs = json.loads((ROOT / "config" / "facts" / "instance_type_specs.json").read_text())["specs"]
@@ -50,12 +60,15 @@ def test_the_instance_specs_are_the_installed_ec2_copy_and_agree_with_the_accele
     assert [(t, counts[t]["count"]) for t in both] == [(t, (specs[t]["accelerator"] or {}).get("count")) for t in both]
 
 
-@pytest.mark.parametrize("capacity, tier, disk, network", [
-    (1200, 125, 1200 / 1024 * 125, 1200 / 1024 * 320),
-    (2400, 250, 2400 / 1024 * 250, 2400 / 1024 * 640),
-    (4800, 500, 4800 / 1024 * 500, 4800 / 1024 * 1300),
-    (48000, 1000, 48000 / 1024 * 1000, 48000 / 1024 * 2600),
-])
+@pytest.mark.parametrize(
+    "capacity, tier, disk, network",
+    [
+        (1200, 125, 1200 / 1024 * 125, 1200 / 1024 * 320),
+        (2400, 250, 2400 / 1024 * 250, 2400 / 1024 * 640),
+        (4800, 500, 4800 / 1024 * 500, 4800 / 1024 * 1300),
+        (48000, 1000, 48000 / 1024 * 1000, 48000 / 1024 * 2600),
+    ],
+)
 def test_aggregate_throughput_is_capacity_times_per_unit(capacity, tier, disk, network):
     s = size(cfg(lustre={"storage_capacity_gib": capacity, "throughput_mib_per_tib": tier}))
     assert s.disk_mbps == pytest.approx(disk)
@@ -91,7 +104,12 @@ def test_summarize_prints_the_sizing_for_the_config(tmp_path):
     (out / "manifest.json").write_text(json.dumps({"artifacts": {}}))
     config = tmp_path / "c.yaml"
     config.write_text("storage:\n  checkpoint_gib: 500\n")
-    result = subprocess.run([sys.executable, "-m", "cli.summarize", str(out), "--config", str(config)], cwd=ROOT,
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.summarize", str(out), "--config", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "one 500 GiB checkpoint: write 30.5 min" in result.stdout
     assert "WARNING: writing one 500 GiB checkpoint takes 30.5 min" in result.stdout

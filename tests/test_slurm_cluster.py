@@ -1,4 +1,5 @@
 """Cluster stack: the HyperPod Slurm cluster, its execution role, lifecycle scripts and outputs."""
+
 import json
 
 from aws_cdk.assertions import Match
@@ -11,8 +12,9 @@ PSEUDO_BY_NAME = {name: name for name in ("AWS::AccountId", "AWS::Partition", "A
 
 
 def _cluster(s):
-    (props,) = [r["Properties"] for r in s.templates["cluster"]["Resources"].values()
-                if r["Type"] == "AWS::SageMaker::Cluster"]
+    (props,) = [
+        r["Properties"] for r in s.templates["cluster"]["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"
+    ]
     return props
 
 
@@ -70,48 +72,84 @@ def _role_statements(s):
 def test_execution_role_is_least_privilege(synth):
     s = synth("default")
     t = s.template("cluster")
-    t.has_resource_properties("AWS::IAM::Role", {
-        "AssumeRolePolicyDocument": Match.object_like({"Statement": [Match.object_like(
-            {"Principal": {"Service": "sagemaker.amazonaws.com"}})]}),
-        "ManagedPolicyArns": Match.absent()})
+    t.has_resource_properties(
+        "AWS::IAM::Role",
+        {
+            "AssumeRolePolicyDocument": Match.object_like(
+                {"Statement": [Match.object_like({"Principal": {"Service": "sagemaker.amazonaws.com"}})]}
+            ),
+            "ManagedPolicyArns": Match.absent(),
+        },
+    )
     statements = _role_statements(s)
     # The EC2 and FSx statements come from config/facts/execution_role_network.json (tests/test_instance_role_policy.py
     # checks them against AWS's reference and the Service Authorization Reference).
-    assert set(statements) == {"DescribeNetworkAndFileSystems", "CreateInterfaces",
-                               "CreateInterfacesInClusterSecurityGroup", "CreateInterfacesInClusterSubnets",
-                               "ManageInterfacesInClusterVpc", "TagInterfacesOnCreate",
-                               "DetachInterfacesFromHyperPodInstances", "ReadOwnLifecycleScripts",
-                               "ListOwnLifecycleScripts", "CreateClusterLogGroup", "PublishClusterLogStreams",
-                               "PublishClusterMetrics", "SessionManagerChannels", "PublishSlurmLoginSecret",
-                               "PublishSlurmClientBundle", "ReadLifecycleRecord"}
-    assert all(a.startswith("ec2:Describe") or a == "fsx:DescribeFileSystems"
-               for a in statements["DescribeNetworkAndFileSystems"]["Action"])
+    assert set(statements) == {
+        "DescribeNetworkAndFileSystems",
+        "CreateInterfaces",
+        "CreateInterfacesInClusterSecurityGroup",
+        "CreateInterfacesInClusterSubnets",
+        "ManageInterfacesInClusterVpc",
+        "TagInterfacesOnCreate",
+        "DetachInterfacesFromHyperPodInstances",
+        "ReadOwnLifecycleScripts",
+        "ListOwnLifecycleScripts",
+        "CreateClusterLogGroup",
+        "PublishClusterLogStreams",
+        "PublishClusterMetrics",
+        "SessionManagerChannels",
+        "PublishSlurmLoginSecret",
+        "PublishSlurmClientBundle",
+        "ReadLifecycleRecord",
+    }
+    assert all(
+        a.startswith("ec2:Describe") or a == "fsx:DescribeFileSystems"
+        for a in statements["DescribeNetworkAndFileSystems"]["Action"]
+    )
     assert statements["ManageInterfacesInClusterVpc"]["Condition"]["ArnEquals"]["ec2:Vpc"]
     assert "hyperpod/ml-cluster/*" in json.dumps(statements["ReadOwnLifecycleScripts"]["Resource"])
     rendered = json.dumps(s.templates["cluster"])
     assert "FullAccess" not in rendered and '"ssm:*"' not in rendered and '"s3:*"' not in rendered
     assert "AmazonSageMakerClusterInstanceRolePolicy" not in rendered  # it reads every sagemaker-* bucket
-    s3_sids = {sid for sid, st in statements.items()
-               if any(a.startswith("s3:") for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"]))}
-    assert s3_sids == {"ReadOwnLifecycleScripts", "ListOwnLifecycleScripts",  # no read on other sagemaker-* buckets
-                       "PublishSlurmClientBundle"}
+    s3_sids = {
+        sid
+        for sid, st in statements.items()
+        if any(a.startswith("s3:") for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"]))
+    }
+    assert s3_sids == {
+        "ReadOwnLifecycleScripts",
+        "ListOwnLifecycleScripts",  # no read on other sagemaker-* buckets
+        "PublishSlurmClientBundle",
+    }
     # The one write into the lifecycle bucket: PutObject on its slurm-client/ prefix, nothing else.
     bundle = statements["PublishSlurmClientBundle"]
     assert bundle["Action"] == "s3:PutObject"
-    assert flatten(bundle["Resource"]) == \
-        "arn:aws:s3:::sagemaker-lc-ml-cluster-<AWS::AccountId>-<AWS::Region>/slurm-client/*"
+    assert (
+        flatten(bundle["Resource"])
+        == "arn:aws:s3:::sagemaker-lc-ml-cluster-<AWS::AccountId>-<AWS::Region>/slurm-client/*"
+    )
 
 
 def test_the_controller_learns_where_to_upload_its_client_bundle(synth):
     s = synth("default")
     from manifests.node_parameters import slurm_node_parameters
+
     params = s.platform.cluster.node_parameters.model_dump()
-    assert flatten(s.platform.cluster.resolve(params["slurm"]["client_bundle_s3_prefix"])) == \
-        "s3://sagemaker-lc-ml-cluster-<AWS::AccountId>-<AWS::Region>/slurm-client/"
+    assert (
+        flatten(s.platform.cluster.resolve(params["slurm"]["client_bundle_s3_prefix"]))
+        == "s3://sagemaker-lc-ml-cluster-<AWS::AccountId>-<AWS::Region>/slurm-client/"
+    )
     without_login = slurm_node_parameters(
-        s.config, lustre=s.platform.storage.lustre, region="us-west-2", slurm_login_secret_arn=None,
-        jwt_key_secret_arn=None, parameters_s3_uri="s3://b/p.json", client_bundle_s3_prefix="s3://b/slurm-client/",
-        node_metrics_remote_write_url=None, job_role_arn=None)
+        s.config,
+        lustre=s.platform.storage.lustre,
+        region="us-west-2",
+        slurm_login_secret_arn=None,
+        jwt_key_secret_arn=None,
+        parameters_s3_uri="s3://b/p.json",
+        client_bundle_s3_prefix="s3://b/slurm-client/",
+        node_metrics_remote_write_url=None,
+        job_role_arn=None,
+    )
     assert without_login["slurm"]["client_bundle_s3_prefix"] is None
 
 
@@ -137,8 +175,10 @@ def test_execution_role_reads_exactly_the_container_artifacts(synth):
 def test_lifecycle_scripts_ship_as_asset_with_generated_parameters(synth):
     s = synth("default")
     t = s.template("cluster")
-    t.has_resource_properties("Custom::CDKBucketDeployment", {
-        "DestinationBucketKeyPrefix": "hyperpod/ml-cluster/", "Prune": True, "RetainOnDelete": True})
+    t.has_resource_properties(
+        "Custom::CDKBucketDeployment",
+        {"DestinationBucketKeyPrefix": "hyperpod/ml-cluster/", "Prune": True, "RetainOnDelete": True},
+    )
     deployment = next(iter(t.find_resources("Custom::CDKBucketDeployment").values()))["Properties"]
     assert len(deployment["SourceObjectKeys"]) == 2  # the scripts folder and platform_parameters.json
     markers = json.dumps(deployment.get("SourceMarkers", []))
@@ -164,24 +204,32 @@ def test_provisioning_parameters_follow_config(synth):
     fixture = json.loads((ROOT / "tests" / "lifecycle" / "fixtures" / "platform_parameters.json").read_text())
     # LifecycleScripts adds the record's name (tests/test_lifecycle_record.py checks the uploaded block).
     assert set(fixture.pop("lifecycle_record")) == {"secret_name", "region"}
-    assert _shape(fixture) == _shape(json.loads(json.dumps(params, default=str))), \
+    assert _shape(fixture) == _shape(json.loads(json.dumps(params, default=str))), (
         "the bats fixture and the generated parameters must have the same keys"
+    )
 
 
 def test_accounting_reaches_the_controller_in_the_uploaded_parameters(synth):
     """The research-institution example's departments and QoS are in the platform_parameters.json the stack
     uploads, in the shape apply_accounting.sh reads (tests/e2e/test_slurm_accounting.py applies it to slurmdbd)."""
     import re
+
     s = synth("research")
     (raw,) = [p.read_text() for p in s.out_dir.glob("asset.*/platform_parameters.json")]
     # Deploy-time values (the FSx names) are markers outside JSON strings until deployment; none is in this section.
     accounting = json.loads(re.sub(r"<<marker:[^>]*>>", "null", raw))["accounting"]
     assert accounting["enabled"] is True
     assert [(d["name"], d["fairshare"], d["users"]) for d in accounting["departments"]] == [
-        ("physics", 40, ["ada", "enrico"]), ("biology", 40, ["rosalind", "gregor"]),
-        ("teaching", 20, ["student1", "student2", "enrico"])]
+        ("physics", 40, ["ada", "enrico"]),
+        ("biology", 40, ["rosalind", "gregor"]),
+        ("teaching", 20, ["student1", "student2", "enrico"]),
+    ]
     assert {q["name"]: q["max_tres_per_user"] for q in accounting["qos"]} == {
-        "normal": "gres/gpu=8", "short": "gres/gpu=4", "long": "gres/gpu=8", "teaching": "node=1,gres/gpu=1"}
+        "normal": "gres/gpu=8",
+        "short": "gres/gpu=4",
+        "long": "gres/gpu=8",
+        "teaching": "node=1,gres/gpu=1",
+    }
     assert accounting["priority_weights"]["PriorityWeightFairshare"] == 10000
 
 
@@ -197,9 +245,11 @@ def test_the_users_sync_polls_the_uploaded_parameters_which_the_nodes_may_read(s
     import fnmatch
     import re
     from constructs.lifecycle_scripts import PARAMETERS_FILE
+
     s = synth("default")
-    deployment = next(r for r in s.templates["cluster"]["Resources"].values()
-                      if r["Type"] == "Custom::CDKBucketDeployment")["Properties"]
+    deployment = next(
+        r for r in s.templates["cluster"]["Resources"].values() if r["Type"] == "Custom::CDKBucketDeployment"
+    )["Properties"]
     markers = {k: v for source in deployment.get("SourceMarkers", []) for k, v in source.items()}
     (raw,) = [p.read_text() for p in s.out_dir.glob("asset.*/platform_parameters.json")]
     params = json.loads(re.sub(r"<<marker:[^>]*>>", lambda m: _by_name(markers[m.group(0)]), raw))
@@ -242,13 +292,15 @@ def _asset_files(s, deployment: dict) -> list[str]:
     for key in deployment["SourceObjectKeys"]:
         source = assets[key.split(".")[0]]["source"]["path"]
         root = s.out_dir / source
-        files += [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()] if root.is_dir() else \
-            _zip_names(root)
+        files += (
+            [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()] if root.is_dir() else _zip_names(root)
+        )
     return files
 
 
 def _zip_names(path) -> list[str]:
     import zipfile
+
     with zipfile.ZipFile(path) as archive:
         return archive.namelist()
 
@@ -257,6 +309,7 @@ def test_lifecycle_prefix_never_holds_hyperpods_reserved_file_while_slurm_config
     """HyperPod refuses "a SLURM Orchestrator Config and a provisioning_parameters.json file simultaneously"
     (sagemaker-hyperpod-slurm-api-config-migration): no deployment into any group's SourceS3Uri may carry one."""
     from constructs.lifecycle_scripts import HYPERPOD_RESERVED_FILE, PARAMETERS_FILE
+
     for variant in SLURM_VARIANTS:
         s = synth(variant)
         groups = _cluster(s)["InstanceGroups"]
@@ -278,12 +331,19 @@ def test_the_scripts_folder_cannot_ship_the_reserved_file(tmp_path):
     import pytest
     from aws_cdk import aws_s3 as s3
     from constructs.lifecycle_scripts import LifecycleScripts
+
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "provisioning_parameters.json").write_text("{}")
     stack = cdk.Stack(cdk.App())
     with pytest.raises(ValueError, match=r"sub/provisioning_parameters.json would make HyperPod refuse"):
-        LifecycleScripts(stack, "Scripts", bucket=s3.Bucket.from_bucket_name(stack, "B", "sagemaker-b"),
-                         prefix="p", upload_role_name="test-upload", source_dir=tmp_path)
+        LifecycleScripts(
+            stack,
+            "Scripts",
+            bucket=s3.Bucket.from_bucket_name(stack, "B", "sagemaker-b"),
+            prefix="p",
+            upload_role_name="test-upload",
+            source_dir=tmp_path,
+        )
 
 
 def test_slurm_groups_use_the_extended_hook_and_eks_groups_on_create(synth):
@@ -306,13 +366,16 @@ def test_the_hook_never_starts_or_rewrites_slurm():
     (apply_accounting.sh reads the running configuration), `scontrol ping` (lib/common.sh waits for slurmctld) or
     `scontrol update NodeName=` (a login node drains itself, configure_slurm.sh)."""
     import re
+
     for script in (ROOT / "lifecycle" / "hyperpod").rglob("*.sh"):
         code = "\n".join(line for line in script.read_text().splitlines() if not line.lstrip().startswith("#"))
         assert not re.search(r"systemctl\s+(start|restart|stop|enable|disable|mask)[^\n]*slurm", code), script
         assert not re.search(r"slurm(ctld|d)\s+-D|--conf-server", code), script
         assert not re.search(r">>?\s*\S*slurm\.conf", code), script
-        assert all(m in ("reconfigure", "show", "ping", "update NodeName")
-                   for m in re.findall(r"\bscontrol\s+(\w+(?: NodeName)?)", code)), script
+        assert all(
+            m in ("reconfigure", "show", "ping", "update NodeName")
+            for m in re.findall(r"\bscontrol\s+(\w+(?: NodeName)?)", code)
+        ), script
 
 
 def test_slurm_login_secret_uses_its_own_rotating_key_and_names_its_readers_and_writer(synth):
@@ -346,11 +409,17 @@ def test_slurm_login_secret_uses_its_own_rotating_key_and_names_its_readers_and_
     assert [flatten(r) for r in studio["Condition"]["ArnLike"]["aws:PrincipalArn"]] == [studio_role]
     # The cluster's execution role and the Studio stack's execution role really have those names.
     cluster_res = s.templates["cluster"]["Resources"]
-    (cluster_role_props,) = [r["Properties"] for k, r in cluster_res.items()
-                             if k.startswith("HyperPodExecutionRole") and r["Type"] == "AWS::IAM::Role"]
+    (cluster_role_props,) = [
+        r["Properties"]
+        for k, r in cluster_res.items()
+        if k.startswith("HyperPodExecutionRole") and r["Type"] == "AWS::IAM::Role"
+    ]
     assert flatten(cluster_role_props["RoleName"]) == "ml-cluster-cluster-execution-<AWS::Region>"
-    studio_roles = [r["Properties"].get("RoleName") for lid, r in s.templates["studio"]["Resources"].items()
-                    if lid.startswith("ExecutionRole") and r["Type"] == "AWS::IAM::Role"]
+    studio_roles = [
+        r["Properties"].get("RoleName")
+        for lid, r in s.templates["studio"]["Resources"].items()
+        if lid.startswith("ExecutionRole") and r["Type"] == "AWS::IAM::Role"
+    ]
     assert [flatten(n) for n in studio_roles] == ["ml-cluster-studio-execution-<AWS::Region>"]
 
 
@@ -362,18 +431,36 @@ def _bare_cluster(orchestrator):
     from constructs.hyperpod_cluster import GroupSpec, HyperPodCluster
 
     stack = cdk.Stack(cdk.App(), "Bare")
-    HyperPodCluster(stack, "HyperPod", cluster_name="c", orchestrator=orchestrator,
-                    groups=[GroupSpec(name="controller", role="controller", instance_type="ml.m5.xlarge",
-                                      instance_count=2, threads_per_core=1, ebs_volume_gib=100)],
-                    vpc_id="vpc-1", subnet_ids=["subnet-1"], default_subnet_id="subnet-1", security_group_id="sg-1",
-                    lifecycle_bucket=s3.Bucket.from_bucket_name(stack, "B", "sagemaker-lc-c"), lifecycle_prefix="p",
-                    node_recovery="Automatic", on_init_complete="on_init_complete.sh")
+    HyperPodCluster(
+        stack,
+        "HyperPod",
+        cluster_name="c",
+        orchestrator=orchestrator,
+        groups=[
+            GroupSpec(
+                name="controller",
+                role="controller",
+                instance_type="ml.m5.xlarge",
+                instance_count=2,
+                threads_per_core=1,
+                ebs_volume_gib=100,
+            )
+        ],
+        vpc_id="vpc-1",
+        subnet_ids=["subnet-1"],
+        default_subnet_id="subnet-1",
+        security_group_id="sg-1",
+        lifecycle_bucket=s3.Bucket.from_bucket_name(stack, "B", "sagemaker-lc-c"),
+        lifecycle_prefix="p",
+        node_recovery="Automatic",
+        on_init_complete="on_init_complete.sh",
+    )
     (props,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Cluster").values()
     return props["Properties"]
 
 
 def test_a_continuous_cluster_carries_no_slurm_config_strategy_and_the_construct_refuses_one():
-    """"Clusters that use continuous provisioning support only the Merge behavior and reject requests that set
+    """ "Clusters that use continuous provisioning support only the Merge behavior and reject requests that set
     SlurmConfigStrategy" (HyperPod developer guide, Migrating to API-driven Slurm configuration)."""
     import pytest
 
@@ -383,7 +470,8 @@ def test_a_continuous_cluster_carries_no_slurm_config_strategy_and_the_construct
     assert props["NodeProvisioningMode"] == "Continuous"
     assert "SlurmConfigStrategy" not in props["Orchestrator"]["Slurm"]
     assert _bare_cluster(SlurmOrchestrator(config_strategy="Overwrite"))["Orchestrator"] == {
-        "Slurm": {"SlurmConfigStrategy": "Overwrite"}}
+        "Slurm": {"SlurmConfigStrategy": "Overwrite"}
+    }
     with pytest.raises(ValueError, match="HyperPod rejects a strategy on continuous clusters"):
         _bare_cluster(SlurmOrchestrator(config_strategy="Merge", node_provisioning_mode="Continuous"))
 
@@ -399,8 +487,11 @@ def test_slurm_jobs_log_to_mlflow_through_a_job_role_only_the_worker_nodes_may_a
     controller = {g["ExecutionRole"]["Fn::GetAtt"][0] for name, g in groups.items() if name.startswith("controller")}
     (worker,), (controller,) = worker, controller
     resources = s.templates["cluster"]["Resources"]
-    (job_role,) = [k for k, r in resources.items() if r["Type"] == "AWS::IAM::Role"
-                   and "slurm-job" in flatten(r["Properties"].get("RoleName", ""))]
+    (job_role,) = [
+        k
+        for k, r in resources.items()
+        if r["Type"] == "AWS::IAM::Role" and "slurm-job" in flatten(r["Properties"].get("RoleName", ""))
+    ]
     props = resources[job_role]["Properties"]
     assert flatten(props["RoleName"]) == f"{s.config.name.lower()[:20]}-slurm-job-<AWS::Region>"
     assert props["MaxSessionDuration"] == 3600
@@ -410,15 +501,24 @@ def test_slurm_jobs_log_to_mlflow_through_a_job_role_only_the_worker_nodes_may_a
     statements = statements_by_role(s.templates["cluster"])
     (mlflow,) = statements[job_role]
     assert mlflow["Sid"] == "LogToPlatformMlflow" and mlflow["Action"] == "sagemaker-mlflow:*"
-    server = [r["Properties"]["TrackingServerName"] for r in s.templates["studio"]["Resources"].values()
-              if r["Type"] == "AWS::SageMaker::MlflowTrackingServer"]
-    assert flatten(mlflow["Resource"]) == \
-        f"arn:aws:sagemaker:{s.config.deployment.region}:<AWS::AccountId>:mlflow-tracking-server/{server[0]}"
+    server = [
+        r["Properties"]["TrackingServerName"]
+        for r in s.templates["studio"]["Resources"].values()
+        if r["Type"] == "AWS::SageMaker::MlflowTrackingServer"
+    ]
+    assert (
+        flatten(mlflow["Resource"])
+        == f"arn:aws:sagemaker:{s.config.deployment.region}:<AWS::AccountId>:mlflow-tracking-server/{server[0]}"
+    )
     (assume,) = [st for st in statements[worker] if "sts:AssumeRole" in json.dumps(st)]
-    assert assume == {"Sid": "AssumeSlurmJobRole", "Action": "sts:AssumeRole", "Effect": "Allow",
-                      "Resource": {"Fn::GetAtt": [job_role, "Arn"]}}
+    assert assume == {
+        "Sid": "AssumeSlurmJobRole",
+        "Action": "sts:AssumeRole",
+        "Effect": "Allow",
+        "Resource": {"Fn::GetAtt": [job_role, "Arn"]},
+    }
     for role in (worker, controller):
         assert "sagemaker-mlflow" not in json.dumps(statements[role]), role
-    assert "sts:AssumeRole\"" not in json.dumps(statements[controller])
+    assert 'sts:AssumeRole"' not in json.dumps(statements[controller])
     default = json.dumps(synth("default").templates["cluster"])
     assert "sagemaker-mlflow" not in default and "slurm-job" not in default  # MLflow off: no role, nothing

@@ -1,4 +1,5 @@
 """examples/slurm: what the examples promise, checked without a cluster (tests/e2e submits them to real Slurm)."""
+
 from __future__ import annotations
 
 import os
@@ -22,13 +23,17 @@ def directives(name: str) -> dict[str, str]:
 
 def test_there_is_an_example_for_efa_training_and_containers():
     assert sorted(p.name for p in EXAMPLES.glob("*.sbatch")) == [
-        "container.sbatch", "nccl-all-reduce.sbatch", "train-auto-resume.sbatch"]
+        "container.sbatch",
+        "nccl-all-reduce.sbatch",
+        "train-auto-resume.sbatch",
+    ]
 
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed (make system-deps)")
 def test_examples_pass_shellcheck():
-    result = subprocess.run(["shellcheck", "-s", "bash", *map(str, EXAMPLES.glob("*.sbatch"))], capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        ["shellcheck", "-s", "bash", *map(str, EXAMPLES.glob("*.sbatch"))], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout
 
 
@@ -56,15 +61,31 @@ def test_container_example_goes_through_pyxis():
 def test_auto_resume_launch_takes_the_first_node_of_a_long_list_as_rendezvous(tmp_path):
     """Run in a stand-in allocation of 200,002 nodes: the rendezvous is the first node, and reading the list does not
     kill the job (a `| head -n 1` closes the pipe early; under pipefail scontrol's SIGPIPE fails the script)."""
-    for name, body in (("scontrol", "echo node-a; echo node-b; seq -f 'node-%g' 200000"),
-                       ("srun", f'printf "%s " "$@" > {tmp_path}/srun.args')):
+    for name, body in (
+        ("scontrol", "echo node-a; echo node-b; seq -f 'node-%g' 200000"),
+        ("srun", f'printf "%s " "$@" > {tmp_path}/srun.args'),
+    ):
         (tmp_path / name).write_text(f"#!/bin/bash\n{body}\n")
         (tmp_path / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "node-[a-b]",
-           "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "t", "USER": "alice",
-           "CHECKPOINT_ROOT": str(tmp_path / "ckpt"), "SLURM_SUBMIT_DIR": "/home/sagemaker-user/studio-fsx/repo"}
-    result = subprocess.run(["bash", str(EXAMPLES / "train-auto-resume.sbatch")], env=env, capture_output=True,
-                            text=True, timeout=60, cwd=ROOT)
+    env = {
+        **os.environ,
+        "PATH": f"{tmp_path}:{os.environ['PATH']}",
+        "SLURM_JOB_NODELIST": "node-[a-b]",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_JOB_ID": "7",
+        "SLURM_JOB_NAME": "t",
+        "USER": "alice",
+        "CHECKPOINT_ROOT": str(tmp_path / "ckpt"),
+        "SLURM_SUBMIT_DIR": "/home/sagemaker-user/studio-fsx/repo",
+    }
+    result = subprocess.run(
+        ["bash", str(EXAMPLES / "train-auto-resume.sbatch")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr
     srun = (tmp_path / "srun.args").read_text()
     assert "--rdzv-endpoint=node-a:29500 --rdzv-id=7 " in srun

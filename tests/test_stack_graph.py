@@ -1,5 +1,6 @@
 """The stack graph, read from each synthesized cloud assembly's manifest (what `cdk deploy` orders by): each stack
 waits only for what it consumes, so the slow creations (FSx, the EKS control plane, HyperPod, Studio) overlap."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,12 @@ from cli.stack_graph import ancestors, concurrency, mermaid, stack_dependencies,
 
 def graph_problems(deps: dict[str, set[str]]) -> list[str]:
     """What would serialize creations that need not wait for each other."""
-    by_role = {name.rsplit("-", 1)[-1] if not name.endswith(("-slurm-login", "-eks-access")) else
-               "-".join(name.rsplit("-", 2)[-2:]): name for name in deps}
+    by_role = {
+        name.rsplit("-", 1)[-1]
+        if not name.endswith(("-slurm-login", "-eks-access"))
+        else "-".join(name.rsplit("-", 2)[-2:]): name
+        for name in deps
+    }
     problems = []
     studio, cluster, storage, eks = (by_role.get(r) for r in ("studio", "cluster", "storage", "eks"))
     if studio and cluster in ancestors(deps, studio):
@@ -67,8 +72,9 @@ def _with_dependency(out_dir, tmp_path, consumer: str, producer: str):
 def test_the_check_fails_when_studio_waits_for_the_cluster(synth, tmp_path):
     s = synth("default")
     deps = _with_dependency(s.out_dir, tmp_path, "ml-cluster-studio", "ml-cluster-cluster")
-    assert graph_problems(deps) == ["ml-cluster-studio waits for ml-cluster-cluster: Studio needs nothing the "
-                                    "HyperPod cluster creates"]
+    assert graph_problems(deps) == [
+        "ml-cluster-studio waits for ml-cluster-cluster: Studio needs nothing the HyperPod cluster creates"
+    ]
     # Studio would start only after HyperPod is in service (observability, after both, stays last)
     assert waves(deps)[-2:] == [["ml-cluster-studio"], ["ml-cluster-observability"]]
 
@@ -84,11 +90,17 @@ def test_the_mermaid_graph_draws_direct_edges_only(synth):
     ids = dict(line.strip().split("[", 1) for line in text.splitlines()[1:] if "[" in line)
     name = {k: v.strip('"]') for k, v in ids.items()}
     edges = {(name[a], name[b]) for a, _, b in (line.split() for line in text.splitlines() if "-->" in line)}
-    assert edges == {("ml-eks-network", "ml-eks-eks"), ("ml-eks-network", "ml-eks-storage"),
-                     ("ml-eks-eks", "ml-eks-cluster"), ("ml-eks-storage", "ml-eks-cluster"),
-                     ("ml-eks-storage", "ml-eks-studio"), ("ml-eks-eks", "ml-eks-eks-access"),
-                     ("ml-eks-studio", "ml-eks-eks-access"), ("ml-eks-cluster", "ml-eks-observability"),
-                     ("ml-eks-studio", "ml-eks-observability")}
+    assert edges == {
+        ("ml-eks-network", "ml-eks-eks"),
+        ("ml-eks-network", "ml-eks-storage"),
+        ("ml-eks-eks", "ml-eks-cluster"),
+        ("ml-eks-storage", "ml-eks-cluster"),
+        ("ml-eks-storage", "ml-eks-studio"),
+        ("ml-eks-eks", "ml-eks-eks-access"),
+        ("ml-eks-studio", "ml-eks-eks-access"),
+        ("ml-eks-cluster", "ml-eks-observability"),
+        ("ml-eks-studio", "ml-eks-observability"),
+    }
 
 
 def test_a_slurm_config_imports_nothing_of_the_eks_path_or_of_features_it_leaves_off():
@@ -99,13 +111,26 @@ def test_a_slurm_config_imports_nothing_of_the_eks_path_or_of_features_it_leaves
     import subprocess
     import sys
     from support.paths import ROOT
-    unused = ("eks", "kubectl", "aws_rds", "accounting_database", "aws_aps", "metrics_workspace", "aws_grafana",
-              "grafana_workspace", "aws_budgets", "platform_budgets")
-    code = ("import json, sys, aws_cdk as cdk; from platform_config import load_config; from stacks.platform import "
-            "build_platform; app = cdk.App(context=json.load(open('cdk.json'))['context']); "
-            "build_platform(app, load_config('config/default.yaml')); "
-            f"print(sorted(m for m in sys.modules if any(u in m for u in {unused!r}) "
-            "and not m.startswith('platform_config.')))")
+
+    unused = (
+        "eks",
+        "kubectl",
+        "aws_rds",
+        "accounting_database",
+        "aws_aps",
+        "metrics_workspace",
+        "aws_grafana",
+        "grafana_workspace",
+        "aws_budgets",
+        "platform_budgets",
+    )
+    code = (
+        "import json, sys, aws_cdk as cdk; from platform_config import load_config; from stacks.platform import "
+        "build_platform; app = cdk.App(context=json.load(open('cdk.json'))['context']); "
+        "build_platform(app, load_config('config/default.yaml')); "
+        f"print(sorted(m for m in sys.modules if any(u in m for u in {unused!r}) "
+        "and not m.startswith('platform_config.')))"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[]"

@@ -1,4 +1,5 @@
 """Storage stack: FSx for Lustre PERSISTENT_2 + DRA, encrypted retained buckets."""
+
 import fnmatch
 import json
 import re
@@ -14,18 +15,39 @@ from support.intrinsics import flatten
 
 def test_lustre_file_system_from_config(synth):
     t = synth("default").template("storage")
-    t.has_resource("AWS::FSx::FileSystem", {
-        "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
-        "Properties": Match.object_like({
-            "FileSystemType": "LUSTRE", "FileSystemTypeVersion": "2.15", "StorageCapacity": 1200,
-            "StorageType": "SSD", "KmsKeyId": {"Ref": Match.string_like_regexp("DataKey")},
-            "LustreConfiguration": {"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250,
-                                    "DataCompressionType": "LZ4", "CopyTagsToBackups": True,
-                                    "MetadataConfiguration": {"Mode": "AUTOMATIC"}}})})
+    t.has_resource(
+        "AWS::FSx::FileSystem",
+        {
+            "DeletionPolicy": "Retain",
+            "UpdateReplacePolicy": "Retain",
+            "Properties": Match.object_like(
+                {
+                    "FileSystemType": "LUSTRE",
+                    "FileSystemTypeVersion": "2.15",
+                    "StorageCapacity": 1200,
+                    "StorageType": "SSD",
+                    "KmsKeyId": {"Ref": Match.string_like_regexp("DataKey")},
+                    "LustreConfiguration": {
+                        "DeploymentType": "PERSISTENT_2",
+                        "PerUnitStorageThroughput": 250,
+                        "DataCompressionType": "LZ4",
+                        "CopyTagsToBackups": True,
+                        "MetadataConfiguration": {"Mode": "AUTOMATIC"},
+                    },
+                }
+            ),
+        },
+    )
     big = synth("multi_az").template("storage")
-    big.has_resource_properties("AWS::FSx::FileSystem", {
-        "StorageCapacity": 4800, "LustreConfiguration": Match.object_like({
-            "PerUnitStorageThroughput": 500, "MetadataConfiguration": {"Mode": "USER_PROVISIONED", "Iops": 12000}})})
+    big.has_resource_properties(
+        "AWS::FSx::FileSystem",
+        {
+            "StorageCapacity": 4800,
+            "LustreConfiguration": Match.object_like(
+                {"PerUnitStorageThroughput": 500, "MetadataConfiguration": {"Mode": "USER_PROVISIONED", "Iops": 12000}}
+            ),
+        },
+    )
 
 
 def test_lustre_is_in_the_cluster_subnet_and_efa_group(synth):
@@ -37,11 +59,18 @@ def test_lustre_is_in_the_cluster_subnet_and_efa_group(synth):
 
 def test_data_repository_association_imports_and_exports(synth):
     t = synth("default").template("storage")
-    t.has_resource_properties("AWS::FSx::DataRepositoryAssociation", {
-        "FileSystemPath": "/data", "BatchImportMetaDataOnCreate": True,
-        "DataRepositoryPath": {"Fn::Join": ["", ["s3://", {"Ref": Match.string_like_regexp("DataBucket")}, "/"]]},
-        "S3": {"AutoImportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]},
-               "AutoExportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}}})
+    t.has_resource_properties(
+        "AWS::FSx::DataRepositoryAssociation",
+        {
+            "FileSystemPath": "/data",
+            "BatchImportMetaDataOnCreate": True,
+            "DataRepositoryPath": {"Fn::Join": ["", ["s3://", {"Ref": Match.string_like_regexp("DataBucket")}, "/"]]},
+            "S3": {
+                "AutoImportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]},
+                "AutoExportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]},
+            },
+        },
+    )
 
 
 def _buckets(t):
@@ -57,8 +86,11 @@ def test_every_bucket_is_private_versioned_encrypted_and_retained(synth):
             assert bucket["DeletionPolicy"] == "Retain", logical
             assert props["VersioningConfiguration"] == {"Status": "Enabled"}, logical
             assert props["PublicAccessBlockConfiguration"] == {
-                "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True,
-                "RestrictPublicBuckets": True}, logical
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            }, logical
             assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"], logical
             if not logical.startswith("AccessLogs"):
                 assert props["LoggingConfiguration"]["DestinationBucketName"]["Ref"].startswith("AccessLogs")
@@ -69,8 +101,9 @@ def test_buckets_deny_plain_http(synth):
     assert len(policies) == 3
     for policy in policies.values():
         statements = policy["Properties"]["PolicyDocument"]["Statement"]
-        assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-                   for s in statements)
+        assert any(
+            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
+        )
 
 
 def _sse(template, prefix: str) -> dict:
@@ -100,26 +133,38 @@ def test_every_bucket_but_the_access_log_target_is_sse_kms_with_a_customer_key(s
                 continue
             assert sse["SSEAlgorithm"] == "aws:kms" and rule["BucketKeyEnabled"] is True, logical
             key_id = sse["KMSMasterKeyID"]["Fn::GetAtt"][0]
-            assert keys[key_id]["Properties"]["EnableKeyRotation"] is True and keys[key_id]["DeletionPolicy"] == "Retain"
+            assert (
+                keys[key_id]["Properties"]["EnableKeyRotation"] is True and keys[key_id]["DeletionPolicy"] == "Retain"
+            )
             seen += 1
     assert seen >= 2
 
 
 def _through_s3(key: dict) -> dict:
-    (statement,) = [st for st in key["Properties"]["KeyPolicy"]["Statement"]
-                    if st.get("Sid") == "AccountUsesKeyThroughS3ForThisBucket"]
+    (statement,) = [
+        st
+        for st in key["Properties"]["KeyPolicy"]["Statement"]
+        if st.get("Sid") == "AccountUsesKeyThroughS3ForThisBucket"
+    ]
     return statement
 
 
-@pytest.mark.parametrize("prefix, bucket", [("LifecycleBucket", "sagemaker-lc-ml-cluster-<AWS::AccountId>-<AWS::Region>"),
-                                            ("DataBucket", "ml-cluster-data-<AWS::AccountId>-<AWS::Region>")])
+@pytest.mark.parametrize(
+    "prefix, bucket",
+    [
+        ("LifecycleBucket", "sagemaker-lc-ml-cluster-<AWS::AccountId>-<AWS::Region>"),
+        ("DataBucket", "ml-cluster-data-<AWS::AccountId>-<AWS::Region>"),
+    ],
+)
 def test_bucket_keys_serve_this_account_through_s3_for_their_bucket_only(synth, prefix, bucket):
     t = synth("default").template("storage")
     key_id = _sse(t, prefix)["ServerSideEncryptionByDefault"]["KMSMasterKeyID"]["Fn::GetAtt"][0]
     statement = _through_s3(_keys(t)[key_id])
     assert statement["Principal"] == {"AWS": "*"}
-    assert statement["Condition"]["StringEquals"] == {"kms:CallerAccount": {"Ref": "AWS::AccountId"},
-                                                      "kms:ViaService": "s3.us-west-2.amazonaws.com"}
+    assert statement["Condition"]["StringEquals"] == {
+        "kms:CallerAccount": {"Ref": "AWS::AccountId"},
+        "kms:ViaService": "s3.us-west-2.amazonaws.com",
+    }
     arns = [flatten(a) for a in statement["Condition"]["ArnLike"]["kms:EncryptionContext:aws:s3:arn"]]
     assert arns == [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]
 
@@ -138,29 +183,42 @@ def test_kms_data_bucket_lets_only_fsx_service_linked_role_use_the_key(synth):
 
 def test_data_bucket_sse_s3_is_an_explicit_opt_out():
     from platform_config import PlatformConfig, parse_config
+
     assert PlatformConfig().storage.data_bucket.encryption == "kms"
-    assert parse_config({"storage": {"data_bucket": {"encryption": "s3_managed"}}}).storage.data_bucket.encryption \
+    assert (
+        parse_config({"storage": {"data_bucket": {"encryption": "s3_managed"}}}).storage.data_bucket.encryption
         == "s3_managed"
+    )
 
 
 def test_lifecycle_bucket_has_a_deterministic_sagemaker_name(synth):
     t = synth("default").template("storage")
     lifecycle = [b for k, b in _buckets(t).items() if k.startswith("LifecycleBucket")][0]
-    assert lifecycle["Properties"]["BucketName"] == {"Fn::Join": ["", [
-        "sagemaker-lc-ml-cluster-", {"Ref": "AWS::AccountId"}, "-", {"Ref": "AWS::Region"}]]}
+    assert lifecycle["Properties"]["BucketName"] == {
+        "Fn::Join": ["", ["sagemaker-lc-ml-cluster-", {"Ref": "AWS::AccountId"}, "-", {"Ref": "AWS::Region"}]]
+    }
 
 
 def _lifecycle_write_guard(t) -> dict:
-    (policy,) = [p for p in t.find_resources("AWS::S3::BucketPolicy").values()
-                 if p["Properties"]["Bucket"]["Ref"].startswith("LifecycleBucket")]
-    (deny,) = [st for st in policy["Properties"]["PolicyDocument"]["Statement"]
-               if st.get("Sid") == "OnlyDeploymentsWriteLifecycleScripts"]
+    (policy,) = [
+        p
+        for p in t.find_resources("AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"]["Ref"].startswith("LifecycleBucket")
+    ]
+    (deny,) = [
+        st
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]
+        if st.get("Sid") == "OnlyDeploymentsWriteLifecycleScripts"
+    ]
     return deny
 
 
 def _upload_role_names(template: dict) -> set[str]:
-    return {flatten(r["Properties"]["RoleName"]) for lid, r in template["Resources"].items()
-            if r["Type"] == "AWS::IAM::Role" and lid.startswith("CustomCDKBucketDeployment")}
+    return {
+        flatten(r["Properties"]["RoleName"])
+        for lid, r in template["Resources"].items()
+        if r["Type"] == "AWS::IAM::Role" and lid.startswith("CustomCDKBucketDeployment")
+    }
 
 
 @pytest.mark.parametrize("variant", ["default", "eks"])
@@ -180,8 +238,11 @@ def test_only_deploy_roles_and_platform_upload_roles_write_lifecycle_scripts(syn
 
 
 def _bucket_statement(t, sid: str) -> dict:
-    (policy,) = [p for p in t.find_resources("AWS::S3::BucketPolicy").values()
-                 if p["Properties"]["Bucket"]["Ref"].startswith("LifecycleBucket")]
+    (policy,) = [
+        p
+        for p in t.find_resources("AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"]["Ref"].startswith("LifecycleBucket")
+    ]
     (statement,) = [st for st in policy["Properties"]["PolicyDocument"]["Statement"] if st.get("Sid") == sid]
     return statement
 
@@ -199,18 +260,24 @@ def test_only_the_cluster_writes_slurm_client_bundles_and_nothing_else_in_the_li
     assert flatten(bundles["Resource"]) == "<LifecycleBucket0668F9AE.Arn>/slurm-client/*"
     role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/"
     allowed = {flatten(a) for a in bundles["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]}
-    cluster_role = flatten(s.templates["cluster"]["Resources"][next(
-        k for k, r in s.templates["cluster"]["Resources"].items()
-        if r["Type"] == "AWS::IAM::Role" and k.startswith("HyperPodExecutionRole"))]["Properties"]["RoleName"])
+    cluster_role = flatten(
+        s.templates["cluster"]["Resources"][
+            next(
+                k
+                for k, r in s.templates["cluster"]["Resources"].items()
+                if r["Type"] == "AWS::IAM::Role" and k.startswith("HyperPodExecutionRole")
+            )
+        ]["Properties"]["RoleName"]
+    )
     assert allowed == CDK_DEPLOY_ROLES | {role + cluster_role}
     # ... and the cluster's role is none of the scripts' writers.
     assert role + cluster_role not in {flatten(a) for a in guard["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]}
 
 
-CDK_DEPLOY_ROLES = {"arn:<AWS::Partition>:iam::<AWS::AccountId>:role/cdk-hnb659fds-cfn-exec-role-<AWS::AccountId>-"
-                    "<AWS::Region>",
-                    "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/cdk-hnb659fds-deploy-role-<AWS::AccountId>-"
-                    "<AWS::Region>"}
+CDK_DEPLOY_ROLES = {
+    "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/cdk-hnb659fds-cfn-exec-role-<AWS::AccountId>-<AWS::Region>",
+    "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/cdk-hnb659fds-deploy-role-<AWS::AccountId>-<AWS::Region>",
+}
 
 
 def _condition_lets_through(condition: dict, principal_arn: str) -> bool:
@@ -229,14 +296,23 @@ def test_an_account_principal_cannot_rewrite_the_lifecycle_scripts_by_naming_a_r
     replication rule writing into the bucket (s3:ReplicateObject), must both meet the deny."""
     deny = _lifecycle_write_guard(synth("default").template("storage"))
     role = "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/"
-    for impostor in (f"{role}cdk-hnb659fds-attacker-role-<AWS::AccountId>-<AWS::Region>",
-                     f"{role}cdk-hnb659fds-cfn-exec-role-<AWS::AccountId>-<AWS::Region>-copy",
-                     f"{role}team/cdk-hnb659fds-deploy-role-<AWS::AccountId>-<AWS::Region>"):
+    for impostor in (
+        f"{role}cdk-hnb659fds-attacker-role-<AWS::AccountId>-<AWS::Region>",
+        f"{role}cdk-hnb659fds-cfn-exec-role-<AWS::AccountId>-<AWS::Region>-copy",
+        f"{role}team/cdk-hnb659fds-deploy-role-<AWS::AccountId>-<AWS::Region>",
+    ):
         assert not _condition_lets_through(deny["Condition"], impostor), impostor
     for real in CDK_DEPLOY_ROLES:
         assert _condition_lets_through(deny["Condition"], real)
-    for action in ("s3:PutObject", "s3:DeleteObjectVersion", "s3:ReplicateObject", "s3:ReplicateDelete",
-                   "s3:ReplicateTags", "s3:PutObjectAcl", "s3:RestoreObject"):
+    for action in (
+        "s3:PutObject",
+        "s3:DeleteObjectVersion",
+        "s3:ReplicateObject",
+        "s3:ReplicateDelete",
+        "s3:ReplicateTags",
+        "s3:PutObjectAcl",
+        "s3:RestoreObject",
+    ):
         assert any(fnmatch.fnmatchcase(action, pattern) for pattern in deny["Action"]), action
 
 
@@ -257,32 +333,46 @@ def test_existing_file_system_is_used_not_created(synth):
     groups = {k: r for k, r in t["Resources"].items() if r["Type"] == "AWS::EC2::SecurityGroup"}
     (group_id,) = groups
     assert access["SecurityGroupId"] == {"Fn::GetAtt": [group_id, "GroupId"]}
-    ingress = sorted((r["Properties"]["FromPort"], r["Properties"]["SourceSecurityGroupId"])
-                     for r in t["Resources"].values() if r["Type"] == "AWS::EC2::SecurityGroupIngress")
+    ingress = sorted(
+        (r["Properties"]["FromPort"], r["Properties"]["SourceSecurityGroupId"])
+        for r in t["Resources"].values()
+        if r["Type"] == "AWS::EC2::SecurityGroupIngress"
+    )
     assert ingress == [(988, "sg-0a1b2c3d4e5f60718"), (1018, "sg-0a1b2c3d4e5f60718")]
 
 
 def test_existing_file_system_reaches_the_cluster_and_studio(synth):
     s = synth("existing_vpc")
-    params = [json.loads(re.sub(r"<<marker:[^>]*>>", '"TOKEN"', p.read_text()))
-              for p in s.out_dir.glob("asset.*/platform_parameters.json")]
+    params = [
+        json.loads(re.sub(r"<<marker:[^>]*>>", '"TOKEN"', p.read_text()))
+        for p in s.out_dir.glob("asset.*/platform_parameters.json")
+    ]
     assert params[0]["fsx"]["dns_name"] == "fs-0a1b2c3d4e5f60718.fsx.eu-west-1.amazonaws.com"
     assert params[0]["fsx"]["mount_name"] == "abcdefgh"
     studio = s.templates["studio"]
     partitions = [r["Properties"] for r in studio["Resources"].values() if r["Type"] == "Custom::FsxPartition"]
     assert partitions and all(p["DataBucket"] == "research-datasets-eu-west-1" for p in partitions)
-    lustre_in = [r["Properties"] for r in studio["Resources"].values()
-                 if r["Type"] == "AWS::EC2::SecurityGroupIngress" and r["Properties"]["Description"] == "Lustre from Studio apps"]
+    lustre_in = [
+        r["Properties"]
+        for r in studio["Resources"].values()
+        if r["Type"] == "AWS::EC2::SecurityGroupIngress" and r["Properties"]["Description"] == "Lustre from Studio apps"
+    ]
     assert len(lustre_in) == 2
     # The rules land on the storage stack's access group, not on the cluster's group you brought.
     assert all(p["GroupId"] != "sg-0a1b2c3d4e5f60718" for p in lustre_in)
 
 
 def _partition_guard(t) -> list[dict]:
-    (policy,) = [p for p in t.find_resources("AWS::S3::BucketPolicy").values()
-                 if p["Properties"]["Bucket"]["Ref"].startswith("DataBucket")]
-    return [st for st in policy["Properties"]["PolicyDocument"]["Statement"]
-            if st.get("Sid") == "OnlyFsxAndPartitionHandlersTouchStudioPartitions"]
+    (policy,) = [
+        p
+        for p in t.find_resources("AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"]["Ref"].startswith("DataBucket")
+    ]
+    return [
+        st
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]
+        if st.get("Sid") == "OnlyFsxAndPartitionHandlersTouchStudioPartitions"
+    ]
 
 
 @pytest.mark.parametrize("variant", ["default", "eks"])
@@ -302,10 +392,13 @@ def test_only_fsx_and_the_partition_handlers_touch_the_studio_partitions_prefix(
     slr = f"{role}aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_<{fs}>"
     # Every role a partition handler really runs as (Studio stack) carries a name the policy allows, and only those.
     studio = s.templates["studio"]["Resources"]
-    handler_roles = {flatten(studio[fn["Properties"]["Role"]["Fn::GetAtt"][0]]["Properties"].get("RoleName", "<none>"))
-                     for lid, fn in studio.items()
-                     if fn["Type"] == "AWS::Lambda::Function" and lid.startswith("Partitions")
-                     and fn["Properties"]["Handler"].startswith(("custom_resource.", "profile_events."))}
+    handler_roles = {
+        flatten(studio[fn["Properties"]["Role"]["Fn::GetAtt"][0]]["Properties"].get("RoleName", "<none>"))
+        for lid, fn in studio.items()
+        if fn["Type"] == "AWS::Lambda::Function"
+        and lid.startswith("Partitions")
+        and fn["Properties"]["Handler"].startswith(("custom_resource.", "profile_events."))
+    }
     assert "<none>" not in handler_roles and len(handler_roles) == 3
     assert allowed == {slr} | {role + n for n in handler_roles}
     assert all(len(n.replace("<AWS::Region>", "ap-southeast-5")) <= 64 for n in handler_roles)
@@ -327,8 +420,13 @@ def test_root_squash_exempts_exactly_the_slurm_cluster_subnets(synth):
     fs = next(iter(s.template("storage").find_resources("AWS::FSx::FileSystem")))
     assert squash["FileSystemId"] == {"Ref": fs}
     # The handler may change only this file system.
-    statements = [st for r in s.templates["storage"]["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
-                  for st in r["Properties"]["PolicyDocument"]["Statement"] if st.get("Sid") == "SetRootSquash"]
+    statements = [
+        st
+        for r in s.templates["storage"]["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy"
+        for st in r["Properties"]["PolicyDocument"]["Statement"]
+        if st.get("Sid") == "SetRootSquash"
+    ]
     assert len(statements) == 1 and statements[0]["Action"] == "fsx:UpdateFileSystem"
     assert f'"Ref": "{fs}"' in json.dumps(statements[0]["Resource"])
 
@@ -346,10 +444,13 @@ def test_root_squash_off_is_0_0_without_exemptions():
     from support.variants import cdk_json_context
     from platform_config import parse_config
     from stacks.platform import build_platform
+
     app = cdk.App(context=cdk_json_context(stage_assets=False))
-    platform = build_platform(app, parse_config({"storage": {"lustre": {"root_squash": {"enabled": False}}},
-                                                 "studio": {"enabled": False}}))
+    platform = build_platform(
+        app, parse_config({"storage": {"lustre": {"root_squash": {"enabled": False}}}, "studio": {"enabled": False}})
+    )
     from aws_cdk.assertions import Template
+
     (squash,) = _root_squash(Template.from_stack(platform.storage).to_json())
     assert squash["RootSquash"] == "0:0" and squash["NoSquashSubnetIds"] == []
 
@@ -359,21 +460,35 @@ def test_studio_partitions_deny_covers_every_s3_object_action():
     it) matches one of the deny's patterns: no version-id read, tag, ACL or replication path around it."""
     import cfnlint
     from stacks.storage_stack import OBJECT_ACTIONS
+
     spec = json.loads((Path(cfnlint.__file__).parent / "data" / "AdditionalSpecs" / "Policies.json").read_text())
     object_actions = sorted(a for a, v in spec["s3"]["Actions"].items() if "object" in v.get("Resources", []))
-    assert {"getobjectversion", "deleteobjectversion", "getobjectversionacl", "getobjectversiontagging",
-            "getobjectversionattributes", "getobjectversionforreplication"} <= set(object_actions)
-    uncovered = [a for a in object_actions
-                 if not any(fnmatch.fnmatchcase("s3:" + a, p.lower()) for p in OBJECT_ACTIONS)]
+    assert {
+        "getobjectversion",
+        "deleteobjectversion",
+        "getobjectversionacl",
+        "getobjectversiontagging",
+        "getobjectversionattributes",
+        "getobjectversionforreplication",
+    } <= set(object_actions)
+    uncovered = [
+        a for a in object_actions if not any(fnmatch.fnmatchcase("s3:" + a, p.lower()) for p in OBJECT_ACTIONS)
+    ]
     assert uncovered == []
 
 
 # ------------------------------------------------------------------------------------ private directories through S3
 def _data_bucket_denies(t) -> dict[str, dict]:
-    (policy,) = [p for p in t.find_resources("AWS::S3::BucketPolicy").values()
-                 if p["Properties"]["Bucket"]["Ref"].startswith("DataBucket")]
-    return {st["Sid"]: st for st in policy["Properties"]["PolicyDocument"]["Statement"]
-            if st.get("Effect") == "Deny" and st.get("Sid", "").startswith("Only")}
+    (policy,) = [
+        p
+        for p in t.find_resources("AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"]["Ref"].startswith("DataBucket")
+    ]
+    return {
+        st["Sid"]: st
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]
+        if st.get("Effect") == "Deny" and st.get("Sid", "").startswith("Only")
+    }
 
 
 @pytest.mark.parametrize("variant", ["default", "eks"])
@@ -382,11 +497,17 @@ def test_every_s3_prefix_that_mirrors_a_private_fsx_directory_is_denied_to_all_b
     tests/lifecycle/private_dirs.bats checks against what the node scripts make) that the association mirrors has a
     deny on its prefix, and no other prefix has one: a user's checkpoints are as closed in S3 as on FSx."""
     from platform_config.storage import exported_prefix, private_fsx_roots
+
     s = synth(variant)
     storage = s.config.storage
     partition_root = s.config.studio.partition_root if s.config.studio.enabled else None
-    expected = {p for p in (exported_prefix(storage.lustre.data_repository, r)
-                            for r in private_fsx_roots(storage, partition_root)) if p is not None}
+    expected = {
+        p
+        for p in (
+            exported_prefix(storage.lustre.data_repository, r) for r in private_fsx_roots(storage, partition_root)
+        )
+        if p is not None
+    }
     assert "checkpoints/" in expected
     denies = _data_bucket_denies(s.template("storage"))
     denied = set()
@@ -394,19 +515,22 @@ def test_every_s3_prefix_that_mirrors_a_private_fsx_directory_is_denied_to_all_b
         for resource in st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]:
             text = flatten(resource)
             assert text.startswith("<DataBucketE3889A50.Arn>/") and text.endswith("*")
-            denied.add(text[len("<DataBucketE3889A50.Arn>/"):-1])
+            denied.add(text[len("<DataBucketE3889A50.Arn>/") : -1])
     assert denied == expected
     private = denies["OnlyFsxTouchesPrivateDirectories"]
-    assert private["Principal"] == {"AWS": "*"} and set(private["Action"]) == set(denies[
-        "OnlyFsxAndPartitionHandlersTouchStudioPartitions"]["Action"])
+    assert private["Principal"] == {"AWS": "*"} and set(private["Action"]) == set(
+        denies["OnlyFsxAndPartitionHandlersTouchStudioPartitions"]["Action"]
+    )
     fs = next(iter(s.template("storage").find_resources("AWS::FSx::FileSystem")))
     assert {flatten(a) for a in private["Condition"]["ArnNotLike"]["aws:PrincipalArn"]} == {
         "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
-        f"AWSServiceRoleForFSxS3Access_<{fs}>"}
+        f"AWSServiceRoleForFSxS3Access_<{fs}>"
+    }
 
 
 def test_a_whole_file_system_association_mirrors_homes_and_enroot_caches_too():
     from platform_config.storage import DataRepository, exported_prefix
+
     whole = DataRepository.model_validate({"file_system_path": "/", "s3_prefix": "fsx/"})
     assert exported_prefix(whole, "/home") == "fsx/home/"
     assert exported_prefix(whole, "/.hyperpod-platform/enroot-cache") == "fsx/.hyperpod-platform/enroot-cache/"

@@ -2,6 +2,7 @@
 and its refusals of a damaged directory, synth's refusals of a missing, stale or altered zip, the switch in the
 config, what the synthesized lifecycle configs carry and ship, and a real offline install of the built bundle by
 lifecycle/studio/studio_tools.sh (`make studio-tools` builds and packs it; `make test` does)."""
+
 from __future__ import annotations
 
 import base64
@@ -21,9 +22,21 @@ import yaml
 from packaging.requirements import Requirement
 
 from constructs import studio_tools
-from constructs.studio_tools import (BUNDLE_DIR, BUNDLE_ZIP, FACTS, INPUTS, LOCK_DIR, MANIFEST, EksctlArtifact,
-                                     StudioToolsError, digest_file, eksctl_artifact, inputs_digest, sha256,
-                                     studio_tools_bundle)
+from constructs.studio_tools import (
+    BUNDLE_DIR,
+    BUNDLE_ZIP,
+    FACTS,
+    INPUTS,
+    LOCK_DIR,
+    MANIFEST,
+    EksctlArtifact,
+    StudioToolsError,
+    digest_file,
+    eksctl_artifact,
+    inputs_digest,
+    sha256,
+    studio_tools_bundle,
+)
 from platform_config import ConfigError, load_config
 from tools.pack_studio_tools import PackError, pack
 
@@ -78,8 +91,13 @@ def test_the_bundle_matches_the_committed_pins():
     assert bundle.manifest_sha256 == sha256(_built() / MANIFEST)
     listed = dict(line.split("  ")[::-1] for line in (BUNDLE_DIR / MANIFEST).read_text().splitlines())
     for tag in ("cp311", "cp312"):
-        installs = dict(re.findall(r"^([a-z0-9-]+)==\S+ --hash=sha256:([0-9a-f]{64})$",
-                                   (BUNDLE_DIR / "hyp" / f"requirements-{tag}.txt").read_text(), re.M))
+        installs = dict(
+            re.findall(
+                r"^([a-z0-9-]+)==\S+ --hash=sha256:([0-9a-f]{64})$",
+                (BUNDLE_DIR / "hyp" / f"requirements-{tag}.txt").read_text(),
+                re.M,
+            )
+        )
         lock = _lock(tag)
         assert set(installs) == set(lock)
         # Wheels from PyPI keep PyPI's digest; only the four source-only distributions were built here.
@@ -97,8 +115,12 @@ def _small_bundle(tmp_path: Path, inputs: str | None = None) -> Path:
     (bundle / "jq" / "jq").chmod(0o755)
     (bundle / "hyp" / "wheels" / "a-1-py3-none-any.whl").write_bytes(b"wheel stand-in " * 100)
     (bundle / "hyp" / "requirements-cp311.txt").write_text("a==1\n")
-    (bundle / MANIFEST).write_text("".join(f"{sha256(bundle / n)}  {n}\n" for n in
-                                           ["hyp/requirements-cp311.txt", "hyp/wheels/a-1-py3-none-any.whl", "jq/jq"]))
+    (bundle / MANIFEST).write_text(
+        "".join(
+            f"{sha256(bundle / n)}  {n}\n"
+            for n in ["hyp/requirements-cp311.txt", "hyp/wheels/a-1-py3-none-any.whl", "jq/jq"]
+        )
+    )
     (bundle / INPUTS).write_text((inputs or inputs_digest()) + "\n")
     return bundle
 
@@ -131,8 +153,11 @@ def test_synth_accepts_the_packed_bundle_and_takes_its_digests_from_it(tmp_path)
 def test_synth_refuses_a_missing_zip_naming_what_to_run(tmp_path):
     """Also what a checkout that has only the directory of an earlier version sees: `make studio-tools` packs it."""
     _small_bundle(tmp_path)
-    with pytest.raises(StudioToolsError, match=r"studio.tools: the hyp/jq bundle .*/studio-tools.zip is missing; "
-                                               r"run `make studio-tools`"):
+    with pytest.raises(
+        StudioToolsError,
+        match=r"studio.tools: the hyp/jq bundle .*/studio-tools.zip is missing; "
+        r"run `make studio-tools`",
+    ):
         studio_tools_bundle(tmp_path / "studio-tools.zip")
     archive = _small_zip(tmp_path / "2")
     digest_file(archive).unlink()
@@ -150,9 +175,12 @@ def test_synth_refuses_an_altered_zip(tmp_path):
     _flip_a_byte(archive, member.header_offset + 30 + len(member.filename) + 5)  # in the stored data
     with zipfile.ZipFile(archive) as opened:
         assert opened.read(INPUTS).decode().strip() == inputs_digest()
-    with pytest.raises(StudioToolsError, match=rf"studio-tools.zip has sha256 {sha256(archive)}, not the {recorded} "
-                                               r"studio-tools.zip.sha256 recorded when it was packed: it was altered; "
-                                               r"run `make studio-tools`"):
+    with pytest.raises(
+        StudioToolsError,
+        match=rf"studio-tools.zip has sha256 {sha256(archive)}, not the {recorded} "
+        r"studio-tools.zip.sha256 recorded when it was packed: it was altered; "
+        r"run `make studio-tools`",
+    ):
         studio_tools_bundle(archive)
     archive.write_bytes(b"not a zip")
     with pytest.raises(StudioToolsError, match=r"studio-tools.zip is not a bundle the packer wrote .*; run `make"):
@@ -161,9 +189,12 @@ def test_synth_refuses_an_altered_zip(tmp_path):
 
 def test_synth_refuses_a_zip_built_from_other_pins(tmp_path):
     archive = _small_zip(tmp_path, inputs="0" * 64)
-    with pytest.raises(StudioToolsError, match=r"studio-tools.zip was built from other pins than "
-                                               r"config/facts/studio_tools.json and lifecycle/studio_tools/; "
-                                               r"run `make studio-tools`"):
+    with pytest.raises(
+        StudioToolsError,
+        match=r"studio-tools.zip was built from other pins than "
+        r"config/facts/studio_tools.json and lifecycle/studio_tools/; "
+        r"run `make studio-tools`",
+    ):
         studio_tools_bundle(archive)
 
 
@@ -214,8 +245,9 @@ def test_the_zip_is_deterministic_and_extracts_to_exactly_the_bundle(tmp_path):
     assert names == sorted(names) == sorted(_files(tmp_path / "1" / "bundle"))
     assert {i.compress_type for i in infos} == {zipfile.ZIP_STORED}
     assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
-    assert {i.filename: stat.S_IMODE(i.external_attr >> 16) for i in infos if i.external_attr >> 16 & 0o111} == \
-        {"jq/jq": 0o755}
+    assert {i.filename: stat.S_IMODE(i.external_attr >> 16) for i in infos if i.external_attr >> 16 & 0o111} == {
+        "jq/jq": 0o755
+    }
     assert _files(tmp_path / "extracted") == _files(tmp_path / "1" / "bundle")
 
 
@@ -255,8 +287,11 @@ def test_eksctl_must_be_the_pinned_release(tmp_path):
         eksctl_artifact(tmp_path)
     (tmp_path / "eksctl").mkdir()
     (tmp_path / "eksctl" / pin["file"]).write_bytes(b"not eksctl")
-    with pytest.raises(StudioToolsError, match=rf"has sha256 {sha256(tmp_path / 'eksctl' / pin['file'])}; eksctl "
-                                               rf"{pin['version']} is {pin['sha256']}"):
+    with pytest.raises(
+        StudioToolsError,
+        match=rf"has sha256 {sha256(tmp_path / 'eksctl' / pin['file'])}; eksctl "
+        rf"{pin['version']} is {pin['sha256']}",
+    ):
         eksctl_artifact(tmp_path)
 
 
@@ -277,13 +312,16 @@ def _config(orchestrator_file: str, **studio_tools_keys):
 def test_eksctl_is_refused_on_slurm_with_the_key_and_what_is_allowed():
     with pytest.raises(ConfigError) as error:
         _config("config/default.yaml", eksctl=True)
-    assert ("studio.tools.eksctl: true with orchestrator: slurm; eksctl manages EKS clusters. Allowed: true with "
-            "orchestrator: eks, false otherwise") in error.value.errors
+    assert (
+        "studio.tools.eksctl: true with orchestrator: slurm; eksctl manages EKS clusters. Allowed: true with "
+        "orchestrator: eks, false otherwise"
+    ) in error.value.errors
 
 
 def test_switching_eksctl_on_without_its_tarball_stops_synth_with_a_config_error(monkeypatch, tmp_path):
     import aws_cdk as cdk
     from stacks.platform import build_platform
+
     monkeypatch.setattr(studio_tools, "EKSCTL_DIR", tmp_path)
     monkeypatch.setattr(studio_tools.eksctl_artifact, "__defaults__", (tmp_path,))
     config = _config("config/examples/eks.yaml", eksctl=True)
@@ -315,8 +353,11 @@ def test_synthesized_lifecycle_configs_install_hyp_and_jq_from_their_own_prefix(
     # (here at 128 characters each): the wheels' digests travel in SHA256SUMS, not in the lifecycle config.
     filled = re.sub(r"\$\{[A-Za-z0-9_:]+\}", "x" * 128, body)
     assert len(base64.b64encode(filled.encode())) <= 16384
-    deployments = {r["Properties"]["DestinationBucketKeyPrefix"]: r for r in t["Resources"].values()
-                   if r["Type"] == "Custom::CDKBucketDeployment"}
+    deployments = {
+        r["Properties"]["DestinationBucketKeyPrefix"]: r
+        for r in t["Resources"].values()
+        if r["Type"] == "Custom::CDKBucketDeployment"
+    }
     assert set(deployments) == {f"studio/{name}/", f"studio-tools/{name}/"}
     assets = {h: a for m in s.out_dir.glob("*.assets.json") for h, a in json.loads(m.read_text())["files"].items()}
     (key,) = deployments[f"studio-tools/{name}/"]["Properties"]["SourceObjectKeys"]
@@ -328,10 +369,16 @@ def test_synthesized_lifecycle_configs_install_hyp_and_jq_from_their_own_prefix(
     assert sha256(staged) == digest_file(BUNDLE_ZIP).read_text().split()[0]
     if staged.stat().st_dev == BUNDLE_ZIP.stat().st_dev:  # linked, not copied (constructs/lifecycle_scripts.py)
         assert staged.stat().st_ino == BUNDLE_ZIP.stat().st_ino
-    statements = [st for r in t["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
-                  for st in r["Properties"]["PolicyDocument"]["Statement"] if st.get("Sid") == "ReadStudioTools"]
-    assert statements and all(st["Action"] == "s3:GetObject" and
-                              f"studio-tools/{name}/*" in json.dumps(st["Resource"]) for st in statements)
+    statements = [
+        st
+        for r in t["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy"
+        for st in r["Properties"]["PolicyDocument"]["Statement"]
+        if st.get("Sid") == "ReadStudioTools"
+    ]
+    assert statements and all(
+        st["Action"] == "s3:GetObject" and f"studio-tools/{name}/*" in json.dumps(st["Resource"]) for st in statements
+    )
 
 
 def test_eksctl_switch_ships_the_tarball_and_hands_its_uri_and_digest_to_the_eks_script(tmp_path):
@@ -341,21 +388,34 @@ def test_eksctl_switch_ships_the_tarball_and_hands_its_uri_and_digest_to_the_eks
     from aws_cdk import aws_s3 as s3
     from aws_cdk.assertions import Template
     from constructs.studio_lifecycle_configs import EKS_ENTRY_POINT, StudioLifecycleConfigs
+
     (tmp_path / "eksctl").mkdir()
     tarball = tmp_path / "eksctl" / PINS["eksctl"]["file"]
     tarball.write_bytes(b"eksctl stand-in")
     eksctl = EksctlArtifact(directory=tmp_path, key=f"eksctl/{tarball.name}", sha256=sha256(tarball), version="v0")
     archive = _small_zip(tmp_path / "b")
     stack = cdk.Stack(cdk.App(), "T")
-    StudioLifecycleConfigs(stack, "L", name="ml-cluster", bucket=s3.Bucket.from_bucket_name(stack, "B", "bucket"),
-                           entry_point=EKS_ENTRY_POINT, upload_role_name="upload", environment={},
-                           tools=studio_tools_bundle(archive), eksctl=eksctl)
+    StudioLifecycleConfigs(
+        stack,
+        "L",
+        name="ml-cluster",
+        bucket=s3.Bucket.from_bucket_name(stack, "B", "bucket"),
+        entry_point=EKS_ENTRY_POINT,
+        upload_role_name="upload",
+        environment={},
+        tools=studio_tools_bundle(archive),
+        eksctl=eksctl,
+    )
     template = Template.from_stack(stack).to_json()
     body, variables = _lifecycle_body(template)
     assert variables["EKSCTL_SHA256"] == sha256(tarball)
     assert variables["EKSCTL_S3_URI"] == f"s3://bucket/studio-tools/ml-cluster/eksctl/{tarball.name}"
-    (deployment,) = [r for r in template["Resources"].values() if r["Type"] == "Custom::CDKBucketDeployment"
-                     and r["Properties"]["DestinationBucketKeyPrefix"] == "studio-tools/ml-cluster/"]
+    (deployment,) = [
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "Custom::CDKBucketDeployment"
+        and r["Properties"]["DestinationBucketKeyPrefix"] == "studio-tools/ml-cluster/"
+    ]
     assert len(deployment["Properties"]["SourceObjectKeys"]) == 2  # the hyp/jq zip and the eksctl directory
 
 
@@ -363,11 +423,19 @@ def _tools_stack(tmp_path: Path, archive: Path):
     import aws_cdk as cdk
     from aws_cdk import aws_s3 as s3
     from constructs.studio_lifecycle_configs import SLURM_ENTRY_POINT, StudioLifecycleConfigs
+
     app = cdk.App(outdir=str(tmp_path / "out"))
     stack = cdk.Stack(app, "T")
-    StudioLifecycleConfigs(stack, "L", name="ml-cluster", bucket=s3.Bucket.from_bucket_name(stack, "B", "bucket"),
-                           entry_point=SLURM_ENTRY_POINT, upload_role_name="upload", environment={},
-                           tools=studio_tools_bundle(archive))
+    StudioLifecycleConfigs(
+        stack,
+        "L",
+        name="ml-cluster",
+        bucket=s3.Bucket.from_bucket_name(stack, "B", "bucket"),
+        entry_point=SLURM_ENTRY_POINT,
+        upload_role_name="upload",
+        environment={},
+        tools=studio_tools_bundle(archive),
+    )
     return app
 
 
@@ -383,9 +451,13 @@ def test_a_link_cdk_does_not_use_is_removed_and_cdk_copies(tmp_path, monkeypatch
     """As if a future aws-cdk-lib named staged assets otherwise: the link under the expected name is removed again
     and the assembly holds CDK's own copy."""
     from constructs import lifecycle_scripts
+
     archive = _small_zip(tmp_path)
-    monkeypatch.setattr(lifecycle_scripts, "_staged_zip",
-                        lambda scope, digest: Path(lifecycle_scripts.cdk.Stage.of(scope).asset_outdir) / "asset.x.zip")
+    monkeypatch.setattr(
+        lifecycle_scripts,
+        "_staged_zip",
+        lambda scope, digest: Path(lifecycle_scripts.cdk.Stage.of(scope).asset_outdir) / "asset.x.zip",
+    )
     assembly = Path(_tools_stack(tmp_path, archive).synth().directory)
     assert not (assembly / "asset.x.zip").exists()
     (staged,) = [p for p in assembly.glob("asset.*.zip") if sha256(p) == sha256(archive)]
@@ -402,20 +474,35 @@ def test_the_built_bundle_installs_offline_and_hyp_and_jq_run(tmp_path):
     bundle = _built()
     home = tmp_path / "home"
     home.mkdir()
-    env = {"HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-           "STUDIO_TOOLS_SOURCE_DIR": str(bundle), "STUDIO_TOOLS_SHA256": sha256(bundle / MANIFEST),
-           "STUDIO_TOOLS_FOREGROUND": "1", "STUDIO_TOOLS_PYTHON": shutil.which("python3.11") or sys.executable,
-           "PIP_NO_INDEX": "1", "PIP_CONFIG_FILE": os.devnull, "PIP_NO_COMPILE": "0"}
-    run = subprocess.run(["unshare", "--net", "bash", str(SCRIPT)], env=env, capture_output=True, text=True,
-                         timeout=600)
+    env = {
+        "HOME": str(home),
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "STUDIO_TOOLS_SOURCE_DIR": str(bundle),
+        "STUDIO_TOOLS_SHA256": sha256(bundle / MANIFEST),
+        "STUDIO_TOOLS_FOREGROUND": "1",
+        "STUDIO_TOOLS_PYTHON": shutil.which("python3.11") or sys.executable,
+        "PIP_NO_INDEX": "1",
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_NO_COMPILE": "0",
+    }
+    run = subprocess.run(
+        ["unshare", "--net", "bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stdout + run.stderr
-    hyp = subprocess.run(["unshare", "--net", str(home / ".local" / "bin" / "hyp"), "--help"], capture_output=True,
-                         text=True, env={"HOME": str(home), "PATH": "/usr/bin:/bin"}, timeout=120)
+    hyp = subprocess.run(
+        ["unshare", "--net", str(home / ".local" / "bin" / "hyp"), "--help"],
+        capture_output=True,
+        text=True,
+        env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
     assert hyp.returncode == 0 and "Usage: hyp" in hyp.stdout, hyp.stdout + hyp.stderr
     jq = home / ".local" / "bin" / "jq"
     assert subprocess.run([str(jq), "--version"], capture_output=True, text=True).stdout.strip() == "jq-1.8.2"
-    assert subprocess.run([str(jq), "-r", ".a.b"], input='{"a": {"b": "ok"}}', capture_output=True,
-                          text=True).stdout == "ok\n"
+    assert (
+        subprocess.run([str(jq), "-r", ".a.b"], input='{"a": {"b": "ok"}}', capture_output=True, text=True).stdout
+        == "ok\n"
+    )
     (venv,) = (home / ".studio-tools").glob("hyp-*")
     check = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "check"], capture_output=True, text=True)
     # The one requirement left out on purpose, and nothing else.

@@ -1,6 +1,7 @@
 """tools/build_studio_tools.py's own checks, without building: the jq source comes from the index pip is set up
 with (a local index served here stands in for a company's mirror), its digest is checked, and only an x86-64 Linux host
 builds jq, which must come out a static x86-64 binary."""
+
 from __future__ import annotations
 
 import hashlib
@@ -30,7 +31,8 @@ def index(tmp_path):
     sdist.write_bytes(b"demo source distribution")
     (root / "simple" / "demo" / "index.html").write_text(
         '<html><body><a href="../../files/demo-1.0.tar.gz#sha256=x">demo-1.0.tar.gz</a>'
-        '<a href="../../files/demo-0.9.tar.gz">demo-0.9.tar.gz</a></body></html>')
+        '<a href="../../files/demo-0.9.tar.gz">demo-0.9.tar.gz</a></body></html>'
+    )
     asked: list[str] = []
 
     class Handler(http.server.SimpleHTTPRequestHandler):
@@ -102,11 +104,13 @@ def test_the_bundled_jq_is_a_static_x86_64_binary():
     build.check_static_x86_64(ROOT / "build" / "studio-tools" / "jq" / "jq")
 
 
-@pytest.mark.parametrize("text, wanted", [
-    (None, 0), ("studio:\n  tools:\n    hyp_and_jq: false\n", 1), ("name: [\n", 1)])
+@pytest.mark.parametrize(
+    "text, wanted", [(None, 0), ("studio:\n  tools:\n    hyp_and_jq: false\n", 1), ("name: [\n", 1)]
+)
 def test_make_synth_builds_the_bundle_only_for_a_config_that_ships_it(tmp_path, text, wanted):
     import subprocess
     import sys
+
     config = ROOT / "config" / "default.yaml"
     if text is not None:
         config = tmp_path / "c.yaml"

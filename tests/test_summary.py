@@ -1,5 +1,6 @@
 """What `make synth` prints after synthesizing (cli/summarize.py): the cluster and the file system named from the
 templates, what bills while every group is at 0, GPU models per group."""
+
 from __future__ import annotations
 
 import subprocess
@@ -13,8 +14,13 @@ from support.variants import VARIANT_FILES
 
 def summary(synth, variant: str) -> tuple[str, object]:
     built = synth(variant)
-    result = subprocess.run([sys.executable, "-m", "cli.summarize", str(built.out_dir), "--config",
-                             str(VARIANT_FILES[variant])], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.summarize", str(built.out_dir), "--config", str(VARIANT_FILES[variant])],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout, built.config
 
@@ -29,8 +35,10 @@ def test_the_summary_names_the_cluster_and_the_file_system(synth, variant, orche
         assert f"{g.name} {g.instance_count} x {g.instance_type}" in cluster
     lustre = cfg.storage.lustre
     fsx = next(line for line in out.splitlines() if line.startswith("  FSx file system"))
-    assert f"LUSTRE {lustre.storage_capacity_gib} GiB PERSISTENT_2 {lustre.throughput_mib_per_tib} MB/s/TiB, kept on " \
-           "delete" in fsx
+    assert (
+        f"LUSTRE {lustre.storage_capacity_gib} GiB PERSISTENT_2 {lustre.throughput_mib_per_tib} MB/s/TiB, kept on "
+        "delete" in fsx
+    )
     assert any(line.startswith("  Studio domain") for line in out.splitlines())
     if orchestrator == "EKS":
         assert any(line.startswith("  EKS control plane") for line in out.splitlines())
@@ -39,7 +47,9 @@ def test_the_summary_names_the_cluster_and_the_file_system(synth, variant, orche
 def test_what_bills_with_every_group_at_zero_is_counted_from_the_templates(synth):
     out, _cfg = summary(synth, "default")
     built = synth("default")
-    nat = sum(1 for t in built.templates.values() for r in t["Resources"].values() if r["Type"] == "AWS::EC2::NatGateway")
+    nat = sum(
+        1 for t in built.templates.values() for r in t["Resources"].values() if r["Type"] == "AWS::EC2::NatGateway"
+    )
     keys = sum(1 for t in built.templates.values() for r in t["Resources"].values() if r["Type"] == "AWS::KMS::Key")
     line = next(line for line in out.splitlines() if line.startswith("  billed even with every group at 0:"))
     assert f"{nat} x NAT gateway" in line and f"{keys} x KMS key" in line
@@ -51,6 +61,7 @@ def test_each_deploy_step_takes_as_long_as_its_slowest_stack(synth):
     import json
 
     from cli.stack_graph import stack_dependencies, waves
+
     out, cfg = summary(synth, "default")
     built = synth("default")
     facts = json.loads((ROOT / "config" / "facts" / "deploy_times.json").read_text())
@@ -65,12 +76,26 @@ def test_each_deploy_step_takes_as_long_as_its_slowest_stack(synth):
 
 def test_a_nested_stacks_resources_count_for_its_parent_and_the_slowest_stack_sets_the_step():
     from cli.deploy_times import lines
-    facts = {"source": "src", "types": {"AWS::FSx::FileSystem": {"minutes": [10, 10], "label": "FSx"},
-                                         "AWS::SageMaker::Cluster": {"minutes": [15, 25], "label": "HyperPod"}}}
-    templates = {"net": {"Resources": {}},
-                 "z-fast": {"Resources": {"F": {"Type": "AWS::FSx::FileSystem"}}},
-                 "slow": {"Resources": {"N": {"Type": "AWS::CloudFormation::Stack",
-                                              "Metadata": {"aws:asset:path": "slowInner1234.nested.template.json"}}}}}
+
+    facts = {
+        "source": "src",
+        "types": {
+            "AWS::FSx::FileSystem": {"minutes": [10, 10], "label": "FSx"},
+            "AWS::SageMaker::Cluster": {"minutes": [15, 25], "label": "HyperPod"},
+        },
+    }
+    templates = {
+        "net": {"Resources": {}},
+        "z-fast": {"Resources": {"F": {"Type": "AWS::FSx::FileSystem"}}},
+        "slow": {
+            "Resources": {
+                "N": {
+                    "Type": "AWS::CloudFormation::Stack",
+                    "Metadata": {"aws:asset:path": "slowInner1234.nested.template.json"},
+                }
+            }
+        },
+    }
     nested = {"slowInner1234": {"Resources": {"C": {"Type": "AWS::SageMaker::Cluster"}}}}
     out = lines({"net": set(), "z-fast": {"net"}, "slow": {"net"}}, templates, nested, facts)
     assert out[1] == "  step 1: no time on record  net (no time on record)"

@@ -1,6 +1,7 @@
 """What the tests import, as pytest.ini's `pythonpath` sets it up: every Lambda handler's folder is on it, no two
 folders on it hold a module of the same name (the first on the path would silently stand in for the other), and
 none, nor any module of tests/support, is named like an installed package."""
+
 from __future__ import annotations
 
 import configparser
@@ -38,8 +39,11 @@ def test_no_module_on_the_path_or_in_support_shadows_an_installed_package():
     import importlib.metadata
 
     installed = set(importlib.metadata.packages_distributions())
-    shadowing = [f"{folder}/{entry.name}" for folder in [*pythonpath(), "tests/support"]
-                 for entry in (ROOT / folder).iterdir()
-                 if (entry.stem if entry.suffix == ".py" else entry.name if (entry / "__init__.py").exists() else None)
-                 in installed]
+    shadowing = [
+        f"{folder}/{entry.name}"
+        for folder in [*pythonpath(), "tests/support"]
+        for entry in (ROOT / folder).iterdir()
+        if (entry.stem if entry.suffix == ".py" else entry.name if (entry / "__init__.py").exists() else None)
+        in installed
+    ]
     assert shadowing == []

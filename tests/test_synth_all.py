@@ -1,5 +1,6 @@
 """tools/synth_all.py, the proof that a refactor leaves every template as it was: its comparison, without a synth (the
 synth itself runs app.py exactly as `make synth` does; docs/development.md says how it was used)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,10 @@ def snapshot(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_identical_snapshots_compare_equal_and_any_byte_differs(tmp_path):
-    files = {"default/ml-cluster-network.template.json": '{"Resources": {}}',
-             "examples-eks+shared_fsx=true/error.txt": "1 configuration error(s)"}
+    files = {
+        "default/ml-cluster-network.template.json": '{"Resources": {}}',
+        "examples-eks+shared_fsx=true/error.txt": "1 configuration error(s)",
+    }
     before = snapshot(tmp_path / "before", files)
     assert synth_all.compare(snapshot(tmp_path / "same", files), before) == []
     changed = snapshot(tmp_path / "after", {**files, "default/ml-cluster-network.template.json": '{"Resources": {} }'})

@@ -1,5 +1,6 @@
 """TaskGovernanceProvider synthesized once in a probe stack with one Custom::ComputeQuota: handlers, waiter,
 least-privilege IAM, cdk-nag clean."""
+
 from __future__ import annotations
 
 import json
@@ -15,10 +16,14 @@ from support.iam import by_sid, statements_of
 
 CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef012345"
 QUOTA_PROPERTIES = {
-    "Name": "team-a", "ClusterArn": CLUSTER_ARN,
-    "ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Count": 2}],
-                           "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50}},
-    "ComputeQuotaTarget": {"TeamName": "team-a", "FairShareWeight": 10}}
+    "Name": "team-a",
+    "ClusterArn": CLUSTER_ARN,
+    "ComputeQuotaConfig": {
+        "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Count": 2}],
+        "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
+    },
+    "ComputeQuotaTarget": {"TeamName": "team-a", "FairShareWeight": 10},
+}
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +32,12 @@ def synthesized(tmp_path_factory):
     app = cdk.App(outdir=str(out_dir), context=cdk_json_context(stage_assets=False))
     stack = cdk.Stack(app, "Probe")  # environment-agnostic: ARNs and nag findings carry tokens
     provider = TaskGovernanceProvider(stack, "Governance", cluster_arn=CLUSTER_ARN)
-    cdk.CfnResource(stack, "TeamAQuota", type="Custom::ComputeQuota",
-                    properties={"ServiceToken": provider.service_token, **QUOTA_PROPERTIES})
+    cdk.CfnResource(
+        stack,
+        "TeamAQuota",
+        type="Custom::ComputeQuota",
+        properties={"ServiceToken": provider.service_token, **QUOTA_PROPERTIES},
+    )
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     app.synth()  # raises on any unacknowledged cdk-nag finding
     return stack, Template.from_json(json.loads((out_dir / "Probe.template.json").read_text()))
@@ -39,8 +48,20 @@ def _statements_by_sid(template: Template, role: str) -> dict[str, dict]:
 
 
 def _arn(resource: str) -> dict:
-    return {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":sagemaker:", {"Ref": "AWS::Region"}, ":",
-                              {"Ref": "AWS::AccountId"}, f":{resource}/*"]]}
+    return {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":sagemaker:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                f":{resource}/*",
+            ],
+        ]
+    }
 
 
 GOVERNANCE = [_arn("cluster-scheduler-config"), _arn("compute-quota")]
@@ -48,9 +69,13 @@ GOVERNANCE = [_arn("cluster-scheduler-config"), _arn("compute-quota")]
 
 def test_quota_keeps_the_native_property_shape_and_uses_the_provider(synthesized):
     _, template = synthesized
-    template.has_resource_properties("Custom::ComputeQuota", {
-        "ServiceToken": {"Fn::GetAtt": [Match.string_like_regexp("GovernanceProviderframeworkonEvent"), "Arn"]},
-        **QUOTA_PROPERTIES})
+    template.has_resource_properties(
+        "Custom::ComputeQuota",
+        {
+            "ServiceToken": {"Fn::GetAtt": [Match.string_like_regexp("GovernanceProviderframeworkonEvent"), "Arn"]},
+            **QUOTA_PROPERTIES,
+        },
+    )
 
 
 def test_handlers_runtime_and_log_retention(synthesized):
@@ -76,8 +101,13 @@ def test_on_event_is_scoped_to_the_cluster_and_governance_resources(synthesized)
     assert create["Resource"] == [CLUSTER_ARN, *GOVERNANCE]
     manage = statements["ManageGovernance"]
     assert sorted(manage["Action"]) == sorted(
-        [f"sagemaker:{verb}{noun}" for verb in ("Describe", "Update", "Delete")
-         for noun in ("ClusterSchedulerConfig", "ComputeQuota")] + ["sagemaker:AddTags", "sagemaker:DeleteTags", "sagemaker:ListTags"])
+        [
+            f"sagemaker:{verb}{noun}"
+            for verb in ("Describe", "Update", "Delete")
+            for noun in ("ClusterSchedulerConfig", "ComputeQuota")
+        ]
+        + ["sagemaker:AddTags", "sagemaker:DeleteTags", "sagemaker:ListTags"]
+    )
     assert manage["Resource"] == GOVERNANCE
     find = statements["FindEarlierAttempts"]
     assert sorted(find["Action"]) == ["sagemaker:ListClusterSchedulerConfigs", "sagemaker:ListComputeQuotas"]
@@ -87,8 +117,12 @@ def test_on_event_is_scoped_to_the_cluster_and_governance_resources(synthesized)
 def test_is_complete_only_describes_and_deletes(synthesized):
     _, template = synthesized
     (watch,) = _statements_by_sid(template, "GovernanceIsCompleteServiceRole").values()
-    assert sorted(watch["Action"]) == ["sagemaker:DeleteClusterSchedulerConfig", "sagemaker:DeleteComputeQuota",
-                                       "sagemaker:DescribeClusterSchedulerConfig", "sagemaker:DescribeComputeQuota"]
+    assert sorted(watch["Action"]) == [
+        "sagemaker:DeleteClusterSchedulerConfig",
+        "sagemaker:DeleteComputeQuota",
+        "sagemaker:DescribeClusterSchedulerConfig",
+        "sagemaker:DescribeComputeQuota",
+    ]
     assert watch["Resource"] == GOVERNANCE
 
 

@@ -1,4 +1,5 @@
 """Whole-template checks on every variant: cfn-lint clean, CloudFormation limits, cdk-nag clean and strict."""
+
 from __future__ import annotations
 
 import contextlib
@@ -102,8 +103,11 @@ def test_cfn_lint_has_no_errors_or_warnings(synth, lint_once, variant):
     paths = s.all_template_paths()
     # Attach mode (cluster.existing) deploys storage, Studio, its users and slurm-login or eks-access: four or more.
     assert len(paths) >= (4 if s.config.cluster.existing else 6) and all(p.exists() for p in paths), paths
-    findings = [f"{path.name}: {finding}" for path, found in lint_by_shape(paths, s.config.users, lint_once).items()
-                for finding in found]
+    findings = [
+        f"{path.name}: {finding}"
+        for path, found in lint_by_shape(paths, s.config.users, lint_once).items()
+        for finding in found
+    ]
     assert findings == [], "\n".join(findings)
 
 
@@ -114,13 +118,24 @@ def _users(count: int) -> list[User]:
 def _chunk(tmp_path: Path, users: list[User], bucket_property: str = "BucketName") -> Path:
     """A per-user template in miniature: a bucket per user, named and tagged after the user."""
     path = tmp_path / f"{users[0].name}.nested.template.json"
-    path.write_text(json.dumps({
-        "Description": f"users {users[0].name} .. {users[-1].name}",
-        "Resources": {f"Bucket{user.name}": {"Type": "AWS::S3::Bucket",
-                                              "Properties": {bucket_property: f"data-{user.name}-{user.uid}",
-                                                             "Tags": [{"Key": "owner", "Value": user.name},
-                                                                      {"Key": "uid", "Value": str(user.uid)}]}}
-                      for user in users}}, indent=1))
+    path.write_text(
+        json.dumps(
+            {
+                "Description": f"users {users[0].name} .. {users[-1].name}",
+                "Resources": {
+                    f"Bucket{user.name}": {
+                        "Type": "AWS::S3::Bucket",
+                        "Properties": {
+                            bucket_property: f"data-{user.name}-{user.uid}",
+                            "Tags": [{"Key": "owner", "Value": user.name}, {"Key": "uid", "Value": str(user.uid)}],
+                        },
+                    }
+                    for user in users
+                },
+            },
+            indent=1,
+        )
+    )
     return path
 
 
@@ -161,8 +176,9 @@ def test_lint_by_shape_lints_the_longest_of_each_shape_and_reports_its_findings_
 
 def test_lint_once_reports_a_bad_template_every_time_and_lints_a_clean_one_once(lint_once, tmp_path, monkeypatch):
     bad = tmp_path / "bad.template.json"
-    bad.write_text(json.dumps({"Resources": {"Bucket": {"Type": "AWS::S3::Bucket",
-                                                        "Properties": {"BucketNam": "typo"}}}}))
+    bad.write_text(
+        json.dumps({"Resources": {"Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketNam": "typo"}}}})
+    )
     good = tmp_path / "good.template.json"
     good.write_text(json.dumps({"Resources": {"Bucket": {"Type": "AWS::S3::Bucket"}}}))
     first, second = lint_once([bad, good]), lint_once([bad])
@@ -174,6 +190,7 @@ def test_lint_once_reports_a_bad_template_every_time_and_lints_a_clean_one_once(
     again = lint_once([good, twin, bad])
     assert again[good] == [] and again[twin] == again[bad] and any("BucketNam" in f for f in again[twin]), again
     import cfnlint.runner
+
     monkeypatch.setattr(cfnlint.runner, "Runner", lambda config: pytest.fail(f"{config.templates} linted again"))
     copy = tmp_path / "same-content.template.json"
     copy.write_bytes(good.read_bytes())
@@ -231,10 +248,17 @@ def test_acknowledgments_carry_specific_reasons(synth):
 
 
 def test_library_and_local_constructs_folder_coexist():
-    code = ("import aws_cdk, constructs; from constructs.efa_security_group import EfaSecurityGroup; "
-            "from constructs import Construct; print(Construct.__module__)")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                            env={"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "PATH": APP_PATH})
+    code = (
+        "import aws_cdk, constructs; from constructs.efa_security_group import EfaSecurityGroup; "
+        "from constructs import Construct; print(Construct.__module__)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "PATH": APP_PATH},
+    )
     assert result.returncode == 0, result.stderr
     assert not (ROOT / "constructs" / "__init__.py").exists()
 

@@ -1,5 +1,6 @@
 """examples/train_elastic.py run on the CPU (in .venv-train): without torch, a rank's exit, a hung run, one MLflow
 run across a resize, gradient accumulation at any world size, and its checkpoints."""
+
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +22,10 @@ train_elastic = load_module(ROOT / "examples" / "train_elastic.py")
 
 # ---------------------------------------------------------------------------------------------- train_elastic.py
 def test_train_elastic_imports_without_torch():
-    code = ("import sys; sys.modules['torch'] = None; sys.path.insert(0, 'examples'); import train_elastic; "
-            "print(train_elastic.accumulation_steps(8, 2, 2))")
+    code = (
+        "import sys; sys.modules['torch'] = None; sys.path.insert(0, 'examples'); import train_elastic; "
+        "print(train_elastic.accumulation_steps(8, 2, 2))"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert (result.returncode, result.stdout.strip()) == (0, "2"), result.stderr
 
@@ -30,9 +33,11 @@ def test_train_elastic_imports_without_torch():
 def test_a_finished_rank_exits_even_if_finalization_would_block():
     """exit_without_finalizing: the code is the process's, everything printed arrives, and nothing left running (here
     a thread that never ends, which a normal exit joins) holds the process."""
-    code = ("import sys, threading; sys.path.insert(0, 'examples'); import train_elastic; "
-            "threading.Thread(target=threading.Event().wait).start(); print('trained', end=''); "
-            "print('and written', file=sys.stderr, end=''); train_elastic.exit_without_finalizing(3)")
+    code = (
+        "import sys, threading; sys.path.insert(0, 'examples'); import train_elastic; "
+        "threading.Thread(target=threading.Event().wait).start(); print('trained', end=''); "
+        "print('and written', file=sys.stderr, end=''); train_elastic.exit_without_finalizing(3)"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stdout, result.stderr) == (3, "trained", "and written")
 
@@ -41,8 +46,9 @@ def run_or_dump_stacks(cmd: list[str], env: dict[str, str], timeout: float) -> s
     """cmd to its end, or after `timeout` a failure showing where every Python process of it was: SIGABRT to it and
     every process under it (torchrun starts each worker in a session of its own), whose Python processes
     (PYTHONFAULTHANDLER) print every thread's stack before they die."""
-    proc = subprocess.Popen(cmd, env={**env, "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, env={**env, "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -62,9 +68,11 @@ def run_or_dump_stacks(cmd: list[str], env: dict[str, str], timeout: float) -> s
 
 def test_a_hung_run_fails_in_bounded_time_with_the_stacks_of_its_workers_in_their_own_sessions(tmp_path):
     hang = "import time; time.sleep(600)"
-    launcher = ("import subprocess, sys, time; "
-                f"print(subprocess.Popen([sys.executable, '-c', {hang!r}], start_new_session=True).pid, "
-                f"file=open({str(tmp_path / 'worker')!r}, 'w')); time.sleep(600)")
+    launcher = (
+        "import subprocess, sys, time; "
+        f"print(subprocess.Popen([sys.executable, '-c', {hang!r}], start_new_session=True).pid, "
+        f"file=open({str(tmp_path / 'worker')!r}, 'w')); time.sleep(600)"
+    )
     with pytest.raises(pytest.fail.Exception) as failed:
         run_or_dump_stacks([sys.executable, "-c", launcher], env=dict(os.environ), timeout=3)
     assert "did not end within 3 s" in str(failed.value) and "Fatal Python error: Aborted" in str(failed.value)
@@ -81,19 +89,47 @@ def test_train_elastic_logs_one_mlflow_run_across_a_resize(tmp_path):
     if not (ROOT / ".venv-train" / ".installed").is_file():
         pytest.fail("the training venv is missing: run `make train-venv` (make test builds it)")
     mlruns, ckpt = tmp_path / "mlruns", tmp_path / "ckpt"
-    env = os.environ | {"MLFLOW_TRACKING_URI": mlruns.as_uri(), "MLFLOW_ALLOW_FILE_STORE": "true",
-                        "MLFLOW_EXPERIMENT_NAME": "research-elastic", "OMP_NUM_THREADS": "1"}
+    env = os.environ | {
+        "MLFLOW_TRACKING_URI": mlruns.as_uri(),
+        "MLFLOW_ALLOW_FILE_STORE": "true",
+        "MLFLOW_EXPERIMENT_NAME": "research-elastic",
+        "OMP_NUM_THREADS": "1",
+    }
 
     def torchrun(processes: int, steps: int) -> None:
         result = run_or_dump_stacks(
-            [str(python), "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
-             str(ROOT / "examples" / "train_elastic.py"), "--checkpoint-dir", str(ckpt), "--global-batch-size", "4",
-             "--steps", str(steps), "--checkpoint-every", "2", "--features", "4"], env=env, timeout=180)
+            [
+                str(python),
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                f"--nproc-per-node={processes}",
+                str(ROOT / "examples" / "train_elastic.py"),
+                "--checkpoint-dir",
+                str(ckpt),
+                "--global-batch-size",
+                "4",
+                "--steps",
+                str(steps),
+                "--checkpoint-every",
+                "2",
+                "--features",
+                "4",
+            ],
+            env=env,
+            timeout=180,
+        )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+
     torchrun(2, 4)
     torchrun(1, 6)
-    read = subprocess.run([str(python), str(ROOT / "tests" / "finetune" / "read_mlflow.py"), mlruns.as_uri()],
-                          env=env, capture_output=True, text=True, timeout=120)
+    read = subprocess.run(
+        [str(python), str(ROOT / "tests" / "finetune" / "read_mlflow.py"), mlruns.as_uri()],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert read.returncode == 0, read.stderr[-3000:]
     (run,) = json.loads(read.stdout)["runs"]
     assert run["status"] == "FINISHED"
@@ -104,15 +140,25 @@ def test_train_elastic_logs_one_mlflow_run_across_a_resize(tmp_path):
 
 
 def test_train_elastic_logs_nothing_without_a_tracking_uri():
-    code = ("import os, sys; os.environ.pop('MLFLOW_TRACKING_URI', None); sys.modules['mlflow'] = None; "
-            "sys.path.insert(0, 'examples'); import train_elastic; print(train_elastic.start_mlflow_run(None))")
+    code = (
+        "import os, sys; os.environ.pop('MLFLOW_TRACKING_URI', None); sys.modules['mlflow'] = None; "
+        "sys.path.insert(0, 'examples'); import train_elastic; print(train_elastic.start_mlflow_run(None))"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert (result.returncode, result.stdout.strip()) == (0, "None"), result.stderr
 
 
-@pytest.mark.parametrize("global_batch, world_size, micro_batch, steps", [
-    (768, 16, 4, 12), (768, 48, 4, 4), (768, 64, 4, 3), (1024, 32, 2, 16), (96, 12, 2, 4), (8, 8, 1, 1),
-])
+@pytest.mark.parametrize(
+    "global_batch, world_size, micro_batch, steps",
+    [
+        (768, 16, 4, 12),
+        (768, 48, 4, 4),
+        (768, 64, 4, 3),
+        (1024, 32, 2, 16),
+        (96, 12, 2, 4),
+        (8, 8, 1, 1),
+    ],
+)
 def test_accumulation_keeps_the_global_batch(global_batch, world_size, micro_batch, steps):
     assert train_elastic.accumulation_steps(global_batch, world_size, micro_batch) == steps
     assert steps * world_size * micro_batch == global_batch
@@ -127,8 +173,12 @@ def test_accumulation_rejects_an_indivisible_world_size():
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4, 6, 12])
 def test_each_step_covers_its_global_batch_once_at_any_world_size(world_size):
     step, global_batch, micro = 5, 24, 2
-    seen = [i for rank in range(world_size)
-            for r in train_elastic.rank_samples(step, global_batch, world_size, rank, micro) for i in r]
+    seen = [
+        i
+        for rank in range(world_size)
+        for r in train_elastic.rank_samples(step, global_batch, world_size, rank, micro)
+        for i in r
+    ]
     assert sorted(seen) == list(range(step * global_batch, (step + 1) * global_batch))
 
 
@@ -146,10 +196,10 @@ def test_latest_checkpoint_ignores_partial_saves(tmp_path):
     assert train_elastic.latest_checkpoint(tmp_path) is None
     _checkpoint(tmp_path, 100)
     newest = _checkpoint(tmp_path, 200)
-    (tmp_path / "step-000000300.tmp").mkdir()               # interrupted save: never renamed
-    _checkpoint(tmp_path, 400, complete=False)                # no meta.json
+    (tmp_path / "step-000000300.tmp").mkdir()  # interrupted save: never renamed
+    _checkpoint(tmp_path, 400, complete=False)  # no meta.json
     (tmp_path / "step-000000500").write_text("not a dir")
-    (tmp_path / "step-600").mkdir()                           # not our naming scheme
+    (tmp_path / "step-600").mkdir()  # not our naming scheme
     assert train_elastic.latest_checkpoint(tmp_path) == newest
 
 

@@ -15,6 +15,7 @@ Upstream, at COMMIT:
   what `aws.amazon.com/neurondevice` counts, so no conversion is made.
 
 platform_config/facts.py builds ACCELERATORS from this file; tests/test_accelerator_facts.py checks both."""
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,9 @@ RULE_PATH = "src/sagemaker/hyperpod/training/quota_allocation_util.py"
 def assigned(source: str, name: str, path: str):
     """The literal a module-level `name = <literal>` assigns in `source` (parsed, never executed)."""
     for node in ast.parse(source, filename=path).body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
             return ast.literal_eval(node.value)
     raise SystemExit(f"{path}: no module-level assignment to {name}; the upstream layout changed, read it again")
@@ -60,41 +63,77 @@ def check_rule(source: str) -> None:
     """Stops if RULE_PATH no longer reads rows as accelerators() does: in _get_accelerator_type_and_count, the
     first accelerator_key assigned is the Neuron key under a test of the "trainium" column, then the NVIDIA key under
     a test of the "gpu" column."""
-    function = next((n for n in ast.walk(ast.parse(source, filename=RULE_PATH))
-                     if isinstance(n, ast.FunctionDef) and n.name == "_get_accelerator_type_and_count"), None)
+    function = next(
+        (
+            n
+            for n in ast.walk(ast.parse(source, filename=RULE_PATH))
+            if isinstance(n, ast.FunctionDef) and n.name == "_get_accelerator_type_and_count"
+        ),
+        None,
+    )
     if function is None:
         raise SystemExit(f"{RULE_PATH}: _get_accelerator_type_and_count is gone; read the upstream rule again")
-    columns = {n.targets[0].id: n.value.args[0].value for n in ast.walk(function)
-               if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
-               and getattr(n.value.func, "attr", "") == "get" and n.value.args
-               and isinstance(n.value.args[0], ast.Constant)}
-    branches = [(columns.get(getattr(n.test, "left", None) and getattr(n.test.left, "id", None)),
-                 [a.value.id for a in n.body if isinstance(a, ast.Assign) and isinstance(a.value, ast.Name)
-                  and getattr(a.targets[0], "id", "") == "accelerator_key"])
-                for n in ast.walk(function) if isinstance(n, ast.If)]
+    columns = {
+        n.targets[0].id: n.value.args[0].value
+        for n in ast.walk(function)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.targets[0], ast.Name)
+        and isinstance(n.value, ast.Call)
+        and getattr(n.value.func, "attr", "") == "get"
+        and n.value.args
+        and isinstance(n.value.args[0], ast.Constant)
+    }
+    branches = [
+        (
+            columns.get(getattr(n.test, "left", None) and getattr(n.test.left, "id", None)),
+            [
+                a.value.id
+                for a in n.body
+                if isinstance(a, ast.Assign)
+                and isinstance(a.value, ast.Name)
+                and getattr(a.targets[0], "id", "") == "accelerator_key"
+            ],
+        )
+        for n in ast.walk(function)
+        if isinstance(n, ast.If)
+    ]
     order = [(column, keys[0]) for column, keys in branches if keys]
     if order != [("trainium", "NEURON_RESOURCE_LIMIT_KEY"), ("gpu", "NVIDIA_GPU_RESOURCE_LIMIT_KEY")]:
-        raise SystemExit(f"{RULE_PATH}: _get_accelerator_type_and_count now reads {order}; accelerators() expects "
-                         "trainium -> NEURON_RESOURCE_LIMIT_KEY, then gpu -> NVIDIA_GPU_RESOURCE_LIMIT_KEY")
+        raise SystemExit(
+            f"{RULE_PATH}: _get_accelerator_type_and_count now reads {order}; accelerators() expects "
+            "trainium -> NEURON_RESOURCE_LIMIT_KEY, then gpu -> NVIDIA_GPU_RESOURCE_LIMIT_KEY"
+        )
 
 
 def show(git_dir: Path, commit: str, path: str) -> str:
-    return subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def render(git_dir: Path, commit: str = COMMIT) -> str:
-    resolved = subprocess.run(["git", "--git-dir", str(git_dir), "rev-parse", f"{commit}^{{commit}}"], check=True,
-                              capture_output=True, text=True).stdout.strip()
+    resolved = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "rev-parse", f"{commit}^{{commit}}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     table = assigned(show(git_dir, resolved, TABLE_PATH), "INSTANCE_RESOURCES", TABLE_PATH)
     keys = show(git_dir, resolved, KEYS_PATH)
     check_rule(show(git_dir, resolved, RULE_PATH))
     facts = {
-        "repository": REPO, "commit": resolved, "path": TABLE_PATH, "variable": "INSTANCE_RESOURCES",
-        "resource_names_path": KEYS_PATH, "rule_path": RULE_PATH,
+        "repository": REPO,
+        "commit": resolved,
+        "path": TABLE_PATH,
+        "variable": "INSTANCE_RESOURCES",
+        "resource_names_path": KEYS_PATH,
+        "rule_path": RULE_PATH,
         "generated_by": "tools/accelerator_counts.py",
-        "accelerators": accelerators(table, assigned(keys, "NVIDIA_GPU_RESOURCE_LIMIT_KEY", KEYS_PATH),
-                                     assigned(keys, "NEURON_RESOURCE_LIMIT_KEY", KEYS_PATH)),
+        "accelerators": accelerators(
+            table,
+            assigned(keys, "NVIDIA_GPU_RESOURCE_LIMIT_KEY", KEYS_PATH),
+            assigned(keys, "NEURON_RESOURCE_LIMIT_KEY", KEYS_PATH),
+        ),
     }
     return json.dumps(facts, indent=2, sort_keys=True) + "\n"
 
@@ -108,8 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     text = render(args.git_dir, args.commit)
     if args.check:
         if not FACTS.is_file() or FACTS.read_text() != text:
-            print(f"{FACTS.relative_to(ROOT)} differs from what {REPO}@{args.commit} gives; run without --check",
-                  file=sys.stderr)
+            print(
+                f"{FACTS.relative_to(ROOT)} differs from what {REPO}@{args.commit} gives; run without --check",
+                file=sys.stderr,
+            )
             return 1
         return 0
     FACTS.parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ wall time measures the neighbours as much as the synth (the same trivial app too
 10.6 s), while CPU time is steadier (on a quiet machine runs agree within ~0.5 s; under heavy load it grows
 too, but for both sides of a ratio alike). Wall time is printed alongside.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
 PY = str(ROOT / ".venv" / "bin" / "python")
-TARGET_RATIO = 2.0          # default config over the trivial app
-EKS_TARGET_RATIO = 2.15     # the EKS example over the trivial app
+TARGET_RATIO = 2.0  # default config over the trivial app
+EKS_TARGET_RATIO = 2.15  # the EKS example over the trivial app
 USERS_TARGETS = {1000: 1.5, 5000: 3.0}  # per-user mode, over 10 users
 TRIVIAL = "trivial one-bucket app"
 FLOOR = "floor: network stack alone"
@@ -63,19 +64,26 @@ def synth_seconds(app: str | None, out: Path, context: list[str], *, validation:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--config", action="append", default=None,
-                        help="config file(s) to time (default: config/default.yaml)")
+    parser.add_argument(
+        "--config", action="append", default=None, help="config file(s) to time (default: config/default.yaml)"
+    )
     args = parser.parse_args()
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     bench = ROOT / ".bench"
     bench.mkdir(exist_ok=True)
-    configs = args.config or ["config/default.yaml", eks_config(bench), users_config(bench, 10),
-                              *(users_config(bench, count) for count in USERS_TARGETS)]
+    configs = args.config or [
+        "config/default.yaml",
+        eks_config(bench),
+        users_config(bench, 10),
+        *(users_config(bench, count) for count in USERS_TARGETS),
+    ]
     apps = {TRIVIAL: (f"{PY} tools/trivial_app.py", []), FLOOR: (f"{PY} tools/floor_app.py", [])}
     for config in configs:
         # The EKS example synthesizes against the test stand-in chart (its template then cannot deploy).
-        apps[config] = (None, [f"config={config}", *(["allow_chart_stand_in=true"] if config.endswith("/eks.yaml")
-                                                      else [])])
+        apps[config] = (
+            None,
+            [f"config={config}", *(["allow_chart_stand_in=true"] if config.endswith("/eks.yaml") else [])],
+        )
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name in apps}
     unvalidated: dict[str, list[tuple[float, float]]] = {name: [] for name in apps if "/users-" not in name}
     for _ in range(args.runs):
@@ -83,10 +91,13 @@ def main() -> int:
             runs[name].append(synth_seconds(app, bench / "out", context))
             if name in unvalidated:
                 unvalidated[name].append(synth_seconds(app, bench / "out", context, validation=False))
-    print(f"cdk synth, median of {args.runs} alternating runs (aws-cdk CLI {cli_version()}); "
-          "targets judged on CPU time:")
-    ten, *many = (next((c for c in configs if (ROOT / c).resolve() == bench / f"users-{count}.yaml"), "")
-                  for count in (10, *USERS_TARGETS))
+    print(
+        f"cdk synth, median of {args.runs} alternating runs (aws-cdk CLI {cli_version()}); targets judged on CPU time:"
+    )
+    ten, *many = (
+        next((c for c in configs if (ROOT / c).resolve() == bench / f"users-{count}.yaml"), "")
+        for count in (10, *USERS_TARGETS)
+    )
     for line in report(runs, ten, dict(zip(USERS_TARGETS, many, strict=True))):
         print(line)
     for line in validation_report(runs, unvalidated):
@@ -101,8 +112,10 @@ def report(runs: dict[str, list[tuple[float, float]]], ten: str, many: dict[int,
     wall = {name: statistics.median(w for w, _ in samples) for name, samples in runs.items()}
     lines = []
     for name in runs:
-        line = (f"  {name:<40} CPU {cpu[name]:6.2f} s ({cpu[name] / cpu[TRIVIAL]:4.2f}x)   "
-                f"wall {wall[name]:6.2f} s ({wall[name] / wall[TRIVIAL]:4.2f}x)")
+        line = (
+            f"  {name:<40} CPU {cpu[name]:6.2f} s ({cpu[name] / cpu[TRIVIAL]:4.2f}x)   "
+            f"wall {wall[name]:6.2f} s ({wall[name] / wall[TRIVIAL]:4.2f}x)"
+        )
         target = target_of(name)
         if target is not None:
             line += f"  (target <= {target:.2f}x: {verdict(cpu[name] / cpu[TRIVIAL], target)})"
@@ -110,14 +123,17 @@ def report(runs: dict[str, list[tuple[float, float]]], ten: str, many: dict[int,
     for count, config in many.items():
         if ten in cpu and config in cpu:
             target = USERS_TARGETS[count]
-            lines.append(f"  {count:,} users vs 10 users (per-user mode): CPU {cpu[config] / cpu[ten]:4.2f}x   "
-                         f"wall {wall[config] / wall[ten]:4.2f}x  "
-                         f"(target <= {target:.2f}x: {verdict(cpu[config] / cpu[ten], target)})")
+            lines.append(
+                f"  {count:,} users vs 10 users (per-user mode): CPU {cpu[config] / cpu[ten]:4.2f}x   "
+                f"wall {wall[config] / wall[ten]:4.2f}x  "
+                f"(target <= {target:.2f}x: {verdict(cpu[config] / cpu[ten], target)})"
+            )
     return lines
 
 
-def validation_report(runs: dict[str, list[tuple[float, float]]],
-                      unvalidated: dict[str, list[tuple[float, float]]]) -> list[str]:
+def validation_report(
+    runs: dict[str, list[tuple[float, float]]], unvalidated: dict[str, list[tuple[float, float]]]
+) -> list[str]:
     """Each app's CPU median split into CDK's built-in template validation (with minus without) and the rest, both
     as extra seconds over the trivial app's, against the extra seconds its target allows."""
     cpu = {name: statistics.median(c for _, c in samples) for name, samples in runs.items()}
@@ -127,8 +143,10 @@ def validation_report(runs: dict[str, list[tuple[float, float]]],
         validation = cpu[name] - rest[name]
         line = f"  {name:<40} validation {validation:5.2f} s, the rest {rest[name]:5.2f} s"
         if name != TRIVIAL:
-            line += (f"  ({validation - (cpu[TRIVIAL] - rest[TRIVIAL]):+.2f} s and {rest[name] - rest[TRIVIAL]:+.2f} s"
-                     " over the trivial app's")
+            line += (
+                f"  ({validation - (cpu[TRIVIAL] - rest[TRIVIAL]):+.2f} s and {rest[name] - rest[TRIVIAL]:+.2f} s"
+                " over the trivial app's"
+            )
             target = target_of(name)
             line += f"; target allows +{(target - 1) * cpu[TRIVIAL]:.2f} s in all)" if target else ")"
         lines.append(line)
@@ -149,8 +167,9 @@ def users_config(bench: Path, count: int) -> str:
     """The default config with `count` users in per-user mode (each a profile and a partition)."""
     path = bench / f"users-{count}.yaml"
     lines = (ROOT / "config" / "default.yaml").read_text().replace("shared_fsx: true", "shared_fsx: false")
-    lines = lines.replace("users: []", "users:\n" + "".join(f"  - {{name: user{i}, uid: {10000 + i}}}\n"
-                                                            for i in range(count)))
+    lines = lines.replace(
+        "users: []", "users:\n" + "".join(f"  - {{name: user{i}, uid: {10000 + i}}}\n" for i in range(count))
+    )
     path.write_text(lines)
     return str(path)
 
@@ -159,8 +178,11 @@ def eks_config(bench: Path) -> str:
     """config/examples/eks.yaml against the test stand-in chart (`make hyperpod-chart` needs GitHub)."""
     path = bench / "eks.yaml"
     stand_in = ROOT / "tests" / "fixtures" / "hyperpod-helm-chart"
-    path.write_text((ROOT / "config" / "examples" / "eks.yaml").read_text()
-                    .replace("chart_dir: build/hyperpod-helm-chart", f"chart_dir: {stand_in}"))
+    path.write_text(
+        (ROOT / "config" / "examples" / "eks.yaml")
+        .read_text()
+        .replace("chart_dir: build/hyperpod-helm-chart", f"chart_dir: {stand_in}")
+    )
     return str(path)
 
 

@@ -10,6 +10,7 @@ the venv from requirements.lock, `npm ci`, the Studio tools bundle when the conf
 a quiet machine: the CPU column is what it costs whatever the load, the wall column is what a user waits. The clone
 is deleted unless --keep.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,7 @@ def timed(command: list[str], cwd: Path, env: dict[str, str], log: Path) -> tupl
     with log.open("a") as out:
         out.write(f"\n$ {' '.join(command)}\n")
         out.flush()
-        done = subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        done = subprocess.run(command, check=False, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
     if done.returncode:
         raise SystemExit(f"bench-first-synth: `{' '.join(command)}` failed ({done.returncode}); see {log}")
     return time.monotonic() - wall, children_cpu() - cpu
@@ -50,14 +51,19 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="first-synth-"))
     clone, log = work / "clone", work / "log.txt"
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "npm_config_cache")}
-    env |= {"PIP_CACHE_DIR": str(work / "pip-cache"), "npm_config_cache": str(work / "npm-cache"),
-            "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env |= {
+        "PIP_CACHE_DIR": str(work / "pip-cache"),
+        "npm_config_cache": str(work / "npm-cache"),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], check=True)
     make = ["make", "--no-print-directory", f"CONFIG={args.config}"]
-    phases = [("venv from requirements.lock", make + [".venv/.installed"]),
-              ("npm ci (the pinned CDK CLI)", make + ["node_modules/.installed"]),
-              ("Studio tools bundle, if the config ships it", make + ["studio-tools-if-wanted"]),
-              ("cdk synth and the summary", make + ["synth"])]
+    phases = [
+        ("venv from requirements.lock", make + [".venv/.installed"]),
+        ("npm ci (the pinned CDK CLI)", make + ["node_modules/.installed"]),
+        ("Studio tools bundle, if the config ships it", make + ["studio-tools-if-wanted"]),
+        ("cdk synth and the summary", make + ["synth"]),
+    ]
     rows = []
     try:
         for name, command in phases:
@@ -67,16 +73,22 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     first_wall, first_cpu = sum(r[1] for r in rows), sum(r[2] for r in rows)
-    print(f"First `make synth` of a fresh clone ({args.config}), {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.1f} at the end:")
+    print(
+        f"First `make synth` of a fresh clone ({args.config}), {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f} at the end:"
+    )
     for name, wall, cpu in rows:
         print(f"  {name:<46} {wall:7.1f} s wall {cpu:7.1f} s CPU")
     verdict = "ok" if first_wall <= FIRST_TARGET_SECONDS else "OVER"
-    print(f"  {'first synth, total':<46} {first_wall:7.1f} s wall {first_cpu:7.1f} s CPU  "
-          f"(target {FIRST_TARGET_SECONDS:.0f} s: {verdict})")
+    print(
+        f"  {'first synth, total':<46} {first_wall:7.1f} s wall {first_cpu:7.1f} s CPU  "
+        f"(target {FIRST_TARGET_SECONDS:.0f} s: {verdict})"
+    )
     verdict = "ok" if second[0] <= SECOND_TARGET_SECONDS else "OVER"
-    print(f"  {'second synth':<46} {second[0]:7.1f} s wall {second[1]:7.1f} s CPU  "
-          f"(target {SECOND_TARGET_SECONDS:.0f} s: {verdict})")
+    print(
+        f"  {'second synth':<46} {second[0]:7.1f} s wall {second[1]:7.1f} s CPU  "
+        f"(target {SECOND_TARGET_SECONDS:.0f} s: {verdict})"
+    )
     if args.keep:
         print(f"clone and log kept in {work}")
     return 0

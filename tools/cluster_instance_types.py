@@ -8,6 +8,7 @@ closest ones for a typo; `config/schema.json` carries it as an enum so editors f
 exits 1 when the committed file differs from the installed botocore's model (tests/test_instance_type_facts.py runs
 it), so a botocore upgrade that adds a type shows up as a test failure until this is rerun. Nothing here calls AWS.
 """
+
 from __future__ import annotations
 
 import argparse

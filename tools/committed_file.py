@@ -1,4 +1,5 @@
 """The `--check` of the fact generators: write the text they derived to its committed file, or compare and fail."""
+
 from __future__ import annotations
 
 import sys

@@ -8,6 +8,7 @@ config/schema.json carries too, so editors show the same text.
 `make docs` runs the first. Only the part between the BEGIN and END markers is generated; the text around it is
 written by hand.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -155,8 +156,9 @@ def _cell(text: str) -> str:
 Row = tuple[str, str, str, str, str]
 
 
-def field_rows(path: str, field: FieldInfo, later: list[tuple[str, type[BaseModel]]], *,
-               flatten: bool = True) -> Iterator[Row]:
+def field_rows(
+    path: str, field: FieldInfo, later: list[tuple[str, type[BaseModel]]], *, flatten: bool = True
+) -> Iterator[Row]:
     """The row of one key and, with `flatten`, the rows of its keys when it is an object. A list of objects gets a
     table of its own: (its path, the item model) is appended to `later`."""
     kind, allowed = describe(field.annotation, field.metadata)
@@ -171,8 +173,10 @@ def field_rows(path: str, field: FieldInfo, later: list[tuple[str, type[BaseMode
 
 def table(rows: list[Row]) -> list[str]:
     lines = ["| Key | Type | Default | Allowed | Description |", "|---|---|---|---|---|"]
-    lines += [f"| `{path}` | {kind} | {_cell(value)} | {_cell(allowed)} | {_cell(text)} |"
-              for path, kind, value, allowed, text in rows]
+    lines += [
+        f"| `{path}` | {kind} | {_cell(value)} | {_cell(allowed)} | {_cell(text)} |"
+        for path, kind, value, allowed, text in rows
+    ]
     return lines
 
 
@@ -190,8 +194,9 @@ def reference() -> str:
     while queue:
         path, model = queue.pop(0)
         nested: list[tuple[str, type[BaseModel]]] = []
-        body = [row for name, field in model.model_fields.items()
-                for row in field_rows(f"{path}.{name}", field, nested)]
+        body = [
+            row for name, field in model.model_fields.items() for row in field_rows(f"{path}.{name}", field, nested)
+        ]
         out += ["", f"### `{path}`", ""]
         if model.__doc__:
             out += [" ".join(model.__doc__.split()), ""]

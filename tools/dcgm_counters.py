@@ -4,6 +4,7 @@
     python tools/dcgm_counters.py /work/.mirror/NVIDIA+dcgm-exporter/repo [COMMIT]
 
 The Grafana dashboards may name only DCGM fields in this file (tests/test_grafana.py)."""
+
 from __future__ import annotations
 
 import json
@@ -27,13 +28,21 @@ def counters(csv_text: str) -> dict[str, str]:
 
 
 def main(git_dir: str, commit: str = "HEAD") -> None:
-    resolved = subprocess.run(["git", "--git-dir", git_dir, "rev-parse", commit], check=True, capture_output=True,
-                              text=True).stdout.strip()
-    text = subprocess.run(["git", "--git-dir", git_dir, "show", f"{resolved}:{PATH}"], check=True,
-                          capture_output=True, text=True).stdout
+    resolved = subprocess.run(
+        ["git", "--git-dir", git_dir, "rev-parse", commit], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    text = subprocess.run(
+        ["git", "--git-dir", git_dir, "show", f"{resolved}:{PATH}"], check=True, capture_output=True, text=True
+    ).stdout
     FACTS.parent.mkdir(parents=True, exist_ok=True)
-    FACTS.write_text(json.dumps({"repository": "NVIDIA/dcgm-exporter", "commit": resolved, "path": PATH,
-                                 "counters": counters(text)}, indent=2, sort_keys=True) + "\n")
+    FACTS.write_text(
+        json.dumps(
+            {"repository": "NVIDIA/dcgm-exporter", "commit": resolved, "path": PATH, "counters": counters(text)},
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

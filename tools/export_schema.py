@@ -1,4 +1,5 @@
 """Writes the config's JSON Schema to stdout (`make schema` stores it as config/schema.json)."""
+
 import json
 import sys
 from pathlib import Path

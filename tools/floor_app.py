@@ -1,6 +1,7 @@
 """The benchmark's floor: the smallest piece of the platform, the default config's network stack alone (VPC, subnets,
 NAT, S3 endpoint, flow logs, EFA security group; no cdk-nag). Its distance from the trivial app is what any real
 template costs before the platform adds anything of its own, CDK's built-in template validation included."""
+
 import sys
 from pathlib import Path
 
@@ -11,6 +12,11 @@ from stacks.network_stack import NetworkStack
 
 app = cdk.App()
 config = load_config(DEFAULT_CONFIG_PATH, {})
-NetworkStack(app, f"{config.name}-network", network=config.network, control_plane_subnets=(),
-             env=cdk.Environment(region=config.deployment.region))
+NetworkStack(
+    app,
+    f"{config.name}-network",
+    network=config.network,
+    control_plane_subnets=(),
+    env=cdk.Environment(region=config.deployment.region),
+)
 app.synth()

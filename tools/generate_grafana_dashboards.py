@@ -2,6 +2,7 @@
 fails when a file differs from what this writes).
 
     python tools/generate_grafana_dashboards.py"""
+
 from __future__ import annotations
 
 import json
@@ -15,6 +16,7 @@ OUT = ROOT / "observability" / "grafana"
 
 def rendered() -> dict[str, str]:
     from constructs.grafana_dashboards import dashboards
+
     return {f"{name}.json": json.dumps(body, indent=2, sort_keys=True) + "\n" for name, body in dashboards().items()}
 
 

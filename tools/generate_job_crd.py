@@ -12,6 +12,7 @@ commit, checks its blob id, and turns the model's JSON schema into a CRD's openA
 DIR is a clone (bare is fine) of https://github.com/aws/sagemaker-hyperpod-cli holding COMMIT.
 The model file is executed in an empty namespace after checking that it imports only pydantic and typing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,8 @@ GROUP, VERSION, PLURAL, KIND = "sagemaker.amazonaws.com", "v1", "hyperpodpytorch
 
 def read_model(git_dir: Path) -> str:
     def git(*args: str) -> str:
-        return subprocess.run(["git", f"--git-dir={git_dir}", *args], check=True, capture_output=True,
-                              text=True).stdout
+        return subprocess.run(["git", f"--git-dir={git_dir}", *args], check=True, capture_output=True, text=True).stdout
+
     blob = git("rev-parse", f"{COMMIT}:{MODEL_PATH}").strip()
     if blob != MODEL_BLOB:
         raise SystemExit(f"{MODEL_PATH} at {COMMIT} has blob {blob}, expected {MODEL_BLOB}")
@@ -64,8 +65,9 @@ def structural(schema: dict, defs: dict) -> dict:
     """A pydantic JSON schema node as a Kubernetes structural schema node: refs inlined, Optional unwrapped,
     titles and null defaults dropped, int-or-string unions marked the Kubernetes way."""
     if "$ref" in schema:
-        return structural({**defs[schema["$ref"].rsplit("/", 1)[1]], **{k: v for k, v in schema.items()
-                                                                      if k != "$ref"}}, defs)
+        return structural(
+            {**defs[schema["$ref"].rsplit("/", 1)[1]], **{k: v for k, v in schema.items() if k != "$ref"}}, defs
+        )
     schema = dict(schema)
     for key in ("anyOf", "oneOf"):
         if key in schema:
@@ -98,22 +100,45 @@ def structural(schema: dict, defs: dict) -> dict:
 
 def crd(spec_schema: dict) -> dict:
     return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{PLURAL}.{GROUP}"},
-        "spec": {"group": GROUP, "scope": "Namespaced",
-                 "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": PLURAL[:-1]},
-                 "versions": [{"name": VERSION, "served": True, "storage": True, "subresources": {"status": {}},
-                               "schema": {"openAPIV3Schema": {
-                                   "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
-                                   "properties": {
-                                       "apiVersion": {"type": "string", "enum": [f"{GROUP}/{VERSION}"]},
-                                       "kind": {"type": "string", "enum": [KIND]},
-                                       "metadata": {"type": "object", "properties": {"name": {
-                                           "type": "string", "maxLength": 63,
-                                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}}},
-                                       "spec": spec_schema,
-                                       "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                                   }}}}]}}
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": PLURAL[:-1]},
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "required": ["apiVersion", "kind", "metadata", "spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string", "enum": [f"{GROUP}/{VERSION}"]},
+                                "kind": {"type": "string", "enum": [KIND]},
+                                "metadata": {
+                                    "type": "object",
+                                    "properties": {
+                                        "name": {
+                                            "type": "string",
+                                            "maxLength": 63,
+                                            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                                        }
+                                    },
+                                },
+                                "spec": spec_schema,
+                                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
 
 
 HEADER = f"""\
@@ -130,6 +155,7 @@ HEADER = f"""\
 
 class _NoAliases(yaml.SafeDumper):
     """Every shared sub-schema written out in full: anchors would make the file hard to read and diff."""
+
     def ignore_aliases(self, data: Any) -> bool:
         return True
 
@@ -144,8 +170,11 @@ def render(git_dir: Path) -> str:
     # is fine but supplementalGroups/fsGroup are missing). The operator takes a real PodTemplateSpec, so the
     # template stays open here and tests validate it with kubernetes-validate against Kubernetes' own schema.
     replica = spec["properties"]["replicaSpecs"]["items"]["properties"]
-    replica["template"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
-                           "description": "core/v1 PodTemplateSpec (validated as such, not from the CLI model)"}
+    replica["template"] = {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "description": "core/v1 PodTemplateSpec (validated as such, not from the CLI model)",
+    }
     return HEADER + yaml.dump(crd(spec), Dumper=_NoAliases, sort_keys=False, width=120)
 
 

@@ -12,6 +12,7 @@
 Helm enables a dependency whose condition path is absent from values.yaml ("if no paths exist then the condition
 has no effect"), so "absent" is reported as its own state, never as false.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,13 +46,20 @@ def lookup(values: dict, dotted: str):
 
 
 def show(value) -> str:
-    return "absent" if value is ABSENT else yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+    return (
+        "absent"
+        if value is ABSENT
+        else yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+    )
 
 
 def local_subcharts(chart_dir: Path) -> list[Path]:
     """Directories of the file:// dependencies, as Helm resolves them (relative to the chart)."""
-    return [(chart_dir / d["repository"][len("file://"):]).resolve()
-            for d in dependencies(chart_dir) if str(d.get("repository", "")).startswith("file://")]
+    return [
+        (chart_dir / d["repository"][len("file://") :]).resolve()
+        for d in dependencies(chart_dir)
+        if str(d.get("repository", "")).startswith("file://")
+    ]
 
 
 def build_order(chart_dir: Path) -> list[Path]:
@@ -85,8 +93,10 @@ def check_pins(chart_dir: Path) -> list[str]:
             if repo.startswith("file://"):
                 continue
             if not EXACT_VERSION.match(version):
-                problems.append(f"{d / 'Chart.yaml'}: {dep.get('name')} from {repo} has version {version!r}, "
-                                f"not one exact version; the vendored chart would drift")
+                problems.append(
+                    f"{d / 'Chart.yaml'}: {dep.get('name')} from {repo} has version {version!r}, "
+                    f"not one exact version; the vendored chart would drift"
+                )
     return problems
 
 
@@ -121,13 +131,17 @@ def compare(chart_dir: Path, fixture_dir: Path) -> list[str]:
     for name, path, default in toggles(chart_dir):
         checked.add(path)
         if lookup(fake, path) != default:  # ABSENT is one object, so "absent in both" is equal
-            problems.append(f"condition {path} (dependency {name}): chart default {show(default)}, "
-                            f"fixture {show(lookup(fake, path))}")
+            problems.append(
+                f"condition {path} (dependency {name}): chart default {show(default)}, "
+                f"fixture {show(lookup(fake, path))}"
+            )
     for path in toggle_like_paths(fake):
         if path not in checked and lookup(real, path) != lookup(fake, path):
             problems.append(f"{path}: fixture has {show(lookup(fake, path))}, chart has {show(lookup(real, path))}")
     if (lookup(real, REGION_PATH) is ABSENT) != (lookup(fake, REGION_PATH) is ABSENT):
-        problems.append(f"{REGION_PATH}: chart {show(lookup(real, REGION_PATH))}, fixture {show(lookup(fake, REGION_PATH))}")
+        problems.append(
+            f"{REGION_PATH}: chart {show(lookup(real, REGION_PATH))}, fixture {show(lookup(fake, REGION_PATH))}"
+        )
     return problems
 
 
@@ -135,13 +149,16 @@ def _chart_source():
     """platform_config/chart_pin.py, the pin synth checks the chart against."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from platform_config import chart_pin
+
     return chart_pin
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 2 or argv[0] not in {"build-order", "check-pins", "toggles", "compare", "content-digest",
-                                              "repositories"} or \
-            (argv[0] == "compare") != (len(argv) == 3):
+    if (
+        len(argv) < 2
+        or argv[0] not in {"build-order", "check-pins", "toggles", "compare", "content-digest", "repositories"}
+        or (argv[0] == "compare") != (len(argv) == 3)
+    ):
         print(__doc__, file=sys.stderr)
         return 2
     command, chart = argv[0], Path(argv[1])
@@ -153,8 +170,14 @@ def main(argv: list[str]) -> int:
         print("\n".join(str(d.relative_to(root)) if d.is_relative_to(root) else str(d) for d in build_order(chart)))
         return 0
     if command == "repositories":
-        repos = sorted({str(dep.get("repository")) for d in build_order(chart) for dep in dependencies(d)
-                        if str(dep.get("repository", "")).startswith(("https://", "http://"))})
+        repos = sorted(
+            {
+                str(dep.get("repository"))
+                for d in build_order(chart)
+                for dep in dependencies(d)
+                if str(dep.get("repository", "")).startswith(("https://", "http://"))
+            }
+        )
         print("\n".join(repos))
         return 0
     if command == "content-digest":

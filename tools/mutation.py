@@ -28,6 +28,7 @@ folder, so none of their mutants would ever run. It also collects its stats by r
 starts Slurm daemons and synthesizes every variant, and mutates only function bodies (module constants such as the
 force tag's name would never change).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,16 +59,21 @@ USER_TESTS = "user or uid or gid or squash or reserved or studio_profile or uniq
 TARGETS: dict[str, list[list[str]]] = {
     "cli/replacement_guard.py": [["tests/test_replacement_guard.py"]],
     "platform_config/day2.py": [["tests/test_day2_rules.py"]],
-    "platform_config/users.py": [["tests/test_config_users.py"], ["tests/test_config_identities.py", "-k", USER_TESTS],
-                                 ["tests/test_config.py", "-k", USER_TESTS]],
+    "platform_config/users.py": [
+        ["tests/test_config_users.py"],
+        ["tests/test_config_identities.py", "-k", USER_TESTS],
+        ["tests/test_config.py", "-k", USER_TESTS],
+    ],
     "manifests/team_identities.py": [["tests/test_team_identities.py"]],
     "lambda/cluster_log_retention/log_retention.py": [["tests/lambda/test_log_retention.py"]],
     "lambda/default_security_group/restrict.py": [["tests/lambda/test_default_security_group.py"]],
     "lambda/fsx_access_group/access_group.py": [["tests/lambda/test_fsx_access_group.py"]],
     "lambda/fsx_partitions/custom_resource.py": [["tests/lambda/test_custom_resource.py"]],
-    "lambda/fsx_partitions/partitions.py": [["tests/lambda/test_partitions.py"],
-                                            ["tests/lambda/test_custom_resource.py"],
-                                            ["tests/lambda/test_profile_events.py"]],
+    "lambda/fsx_partitions/partitions.py": [
+        ["tests/lambda/test_partitions.py"],
+        ["tests/lambda/test_custom_resource.py"],
+        ["tests/lambda/test_profile_events.py"],
+    ],
     "lambda/fsx_partitions/profile_events.py": [["tests/lambda/test_profile_events.py"]],
     "lambda/fsx_root_squash/root_squash.py": [["tests/lambda/test_fsx_root_squash.py"]],
     "lambda/grafana_provisioning/grafana_provision.py": [["tests/lambda/test_grafana_provisioning.py"]],
@@ -77,8 +83,18 @@ TARGETS: dict[str, list[list[str]]] = {
     "lambda/task_governance/governance.py": [["tests/lambda/test_task_governance.py"]],
 }
 
-COMPARE_SWAP = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE,
-                ast.GtE: ast.Gt, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+COMPARE_SWAP = {
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
 BINOP_SWAP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult}
 CALL_SWAP = {"min": "max", "max": "min", "any": "all", "all": "any"}
 KEY_LIKE = re.compile(r"[\w.:/@*+=-]{0,80}")
@@ -104,8 +120,9 @@ class Mutant:
     @property
     def key(self) -> str:
         """Stable across edits elsewhere in the file (no line number)."""
-        return (f"{self.path}::{self.function}::{self.operator}::{self.original} -> {self.replacement}"
-                + (f" #{self.occurrence}" if self.occurrence > 1 else ""))
+        return f"{self.path}::{self.function}::{self.operator}::{self.original} -> {self.replacement}" + (
+            f" #{self.occurrence}" if self.occurrence > 1 else ""
+        )
 
 
 def _segment(lines: list[str], node: ast.AST) -> str:
@@ -132,10 +149,20 @@ class _Finder(ast.NodeVisitor):
 
     def add(self, node: ast.AST, operator: str, replacement: str) -> None:
         original = ast.get_source_segment(self.source, node) or ast.unparse(node)
-        self.mutants.append(Mutant(self.path, node.lineno, node.end_lineno, self.statement_lines(node),
-                                   ".".join(self.scope) or "<module>",
-                                   operator, " ".join(original.split()), replacement,
-                                   (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)))
+        self.mutants.append(
+            Mutant(
+                self.path,
+                node.lineno,
+                node.end_lineno,
+                self.statement_lines(node),
+                ".".join(self.scope) or "<module>",
+                operator,
+                " ".join(original.split()),
+                replacement,
+                (node.lineno, node.col_offset),
+                (node.end_lineno, node.end_col_offset),
+            )
+        )
 
     def add_expr(self, node: ast.expr, operator: str, new: ast.expr) -> None:
         self.add(node, operator, f"({ast.unparse(new)})")
@@ -160,8 +187,12 @@ class _Finder(ast.NodeVisitor):
 
     def _body(self, body: list[ast.stmt]) -> None:
         for index, statement in enumerate(body):
-            if index == 0 and isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
-                    and isinstance(statement.value.value, str):
+            if (
+                index == 0
+                and isinstance(statement, ast.Expr)
+                and isinstance(statement.value, ast.Constant)
+                and isinstance(statement.value.value, str)
+            ):
                 continue  # docstring
             self.visit(statement)
 
@@ -179,8 +210,12 @@ class _Finder(ast.NodeVisitor):
 
     def visit_If(self, node):
         test = node.test
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
-                and test.left.id == "__name__":
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.left, ast.Name)
+            and test.left.id == "__name__"
+        ):
             return
         if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
             return
@@ -256,8 +291,9 @@ class _Finder(ast.NodeVisitor):
 
 def _is_log_call(call: ast.Call) -> bool:
     func = call.func
-    return (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in LOG_CALLERS) \
-        or (isinstance(func, ast.Name) and func.id == "print")
+    return (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in LOG_CALLERS) or (
+        isinstance(func, ast.Name) and func.id == "print"
+    )
 
 
 def find_mutants(path: str, source: str) -> list[Mutant]:
@@ -286,7 +322,7 @@ def apply(source: str, mutant: Mutant) -> str:
     def at(position: tuple[int, int]) -> int:
         return offsets[position[0] - 1] + position[1]  # col_offset is in UTF-8 bytes
 
-    return (data[:at(mutant.start)] + mutant.replacement.encode() + data[at(mutant.end):]).decode()
+    return (data[: at(mutant.start)] + mutant.replacement.encode() + data[at(mutant.end) :]).decode()
 
 
 class LineTrace:
@@ -295,6 +331,7 @@ class LineTrace:
 
     def __init__(self, filename: str) -> None:
         import threading
+
         self.filename, self.lines = filename, set()
         sys.settrace(self._call)
         threading.settrace(self._call)
@@ -318,8 +355,16 @@ class LineTrace:
 
 
 def copy_tree(destination: Path) -> None:
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            check=True, capture_output=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = ROOT / name
         if source.is_file() and not source.is_symlink() and not name.startswith(LINKED):
@@ -361,6 +406,7 @@ def run_tests(runs: list[list[str]], timeout: float, trace: tuple[str, Path] | N
     until one fails. A fork runs in a session of its own: on a timeout the whole group goes, pytest and the moto
     server it started."""
     import pytest
+
     for args in runs:
         pid = os.fork()
         RUNNING[:] = [pid]
@@ -394,14 +440,19 @@ def run_tests(runs: list[list[str]], timeout: float, trace: tuple[str, Path] | N
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--module", action="append", choices=sorted(TARGETS), help="only these (repeatable)")
     parser.add_argument("--list", action="store_true", help="print the mutants and stop")
     parser.add_argument("--results", type=Path, default=RESULTS)
-    parser.add_argument("--rerun", type=Path, metavar="RESULTS",
-                        help="only the mutants that survived in this earlier results file (after adding tests: tests "
-                             "only added cannot revive a killed mutant)")
+    parser.add_argument(
+        "--rerun",
+        type=Path,
+        metavar="RESULTS",
+        help="only the mutants that survived in this earlier results file (after adding tests: tests "
+        "only added cannot revive a killed mutant)",
+    )
     args = parser.parse_args(argv)
     modules = args.module or list(TARGETS)
     equivalents: dict[str, str] = json.loads(EQUIVALENTS.read_text()) if EQUIVALENTS.exists() else {}
@@ -410,9 +461,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.rerun:
         earlier = json.loads(args.rerun.read_text())["mutants"]
         alive = {m["key"] for m in earlier if m["status"] in ("survived", "not covered")}
-        mutants_by_module = {module: [m for m in mutants if m.key in alive]
-                             for module, mutants in mutants_by_module.items()
-                             if any(m["path"] == module for m in earlier)}
+        mutants_by_module = {
+            module: [m for m in mutants if m.key in alive]
+            for module, mutants in mutants_by_module.items()
+            if any(m["path"] == module for m in earlier)
+        }
     if args.list:
         for module, mutants in mutants_by_module.items():
             for mutant in mutants:
@@ -450,8 +503,9 @@ def main(argv: list[str] | None = None) -> int:
                 for mutant in mutants:
                     if mutant.key in equivalents:
                         mutant.status = "equivalent"
-                    elif not covered.intersection(range(mutant.line, mutant.end_line + 1),
-                                                  range(mutant.statement[0], mutant.statement[1] + 1)):
+                    elif not covered.intersection(
+                        range(mutant.line, mutant.end_line + 1), range(mutant.statement[0], mutant.statement[1] + 1)
+                    ):
                         mutant.status = "not covered"
                     else:
                         target.write_text(apply(original, mutant))
@@ -459,8 +513,11 @@ def main(argv: list[str] | None = None) -> int:
                         mutant.status = run_tests(TARGETS[module], timeout)
                         mutant.seconds = round(time.monotonic() - begun, 1)
                     counts[mutant.status] = counts.get(mutant.status, 0) + 1
-                    print(f"  {mutant.status:11} {mutant.seconds:5.1f}s {module}:{mutant.line} [{mutant.operator}] "
-                          f"{mutant.original} -> {mutant.replacement}", flush=True)
+                    print(
+                        f"  {mutant.status:11} {mutant.seconds:5.1f}s {module}:{mutant.line} [{mutant.operator}] "
+                        f"{mutant.original} -> {mutant.replacement}",
+                        flush=True,
+                    )
                     results.append({**asdict(mutant), "key": mutant.key})
             finally:
                 target.write_text(original)
@@ -480,8 +537,10 @@ def write_results(path: Path, summary: dict, results: list[dict]) -> None:
 
 
 def format_summary(summary: dict[str, dict[str, int]]) -> str:
-    rows = ["| module | mutants | killed | survived | not covered | equivalent | kill rate |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    rows = [
+        "| module | mutants | killed | survived | not covered | equivalent | kill rate |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     total = {"mutants": 0, "killed": 0, "survived": 0, "not covered": 0, "equivalent": 0}
 
     def row(name: str, c: dict[str, int]) -> str:
@@ -489,8 +548,10 @@ def format_summary(summary: dict[str, dict[str, int]]) -> str:
         mutants = sum(v for k, v in c.items() if k != "baseline failed") if "mutants" not in c else c["mutants"]
         judged = mutants - c.get("equivalent", 0)
         rate = f"{100 * killed / judged:.1f} %" if judged else "-"
-        return (f"| {name} | {mutants} | {killed} | {c.get('survived', 0)} | {c.get('not covered', 0)} | "
-                f"{c.get('equivalent', 0)} | {rate} |")
+        return (
+            f"| {name} | {mutants} | {killed} | {c.get('survived', 0)} | {c.get('not covered', 0)} | "
+            f"{c.get('equivalent', 0)} | {rate} |"
+        )
 
     for module, counts in summary.items():
         if "baseline failed" in counts:

@@ -18,6 +18,7 @@ again.
 It is not one of the bundle's inputs (constructs/studio_tools.py inputs_digest): it decides how the files travel, not
 what they are, so changing it repacks in a second instead of rebuilding from PyPI.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,8 +50,10 @@ def listed(directory: Path) -> dict[str, str]:
     entries = dict(line.split("  ", 1)[::-1] for line in manifest.read_text().splitlines())
     present = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()} - {MANIFEST, INPUTS}
     if present != set(entries):
-        raise PackError(f"{directory} holds files its {MANIFEST} does not list or lacks listed ones "
-                        f"({sorted(present ^ set(entries))[:5]}); rebuild it: `make -B studio-tools`")
+        raise PackError(
+            f"{directory} holds files its {MANIFEST} does not list or lacks listed ones "
+            f"({sorted(present ^ set(entries))[:5]}); rebuild it: `make -B studio-tools`"
+        )
     return entries
 
 
@@ -117,8 +120,11 @@ def main(argv: list[str]) -> int:
         return 2
     wrote = pack(force=argv == ["--force"])
     shown, digest = BUNDLE_ZIP.relative_to(ROOT), digest_file(BUNDLE_ZIP).read_text().split()[0]
-    print(f"packed {BUNDLE_DIR.relative_to(ROOT)} into {shown} (sha256 {digest})" if wrote else
-          f"{shown} is up to date (sha256 {digest})")
+    print(
+        f"packed {BUNDLE_DIR.relative_to(ROOT)} into {shown} (sha256 {digest})"
+        if wrote
+        else f"{shown} is up to date (sha256 {digest})"
+    )
     return 0
 
 

@@ -7,6 +7,7 @@ What is asked and how an entry is picked is cli/prices.py's (the same code `make
 region with); each entry keeps its SKU and usage type, each region the date it was fetched. Nothing here runs in CI
 or at synth time: CI cannot reach AWS, and synth never calls it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile")
     args = parser.parse_args(argv)
     import boto3
+
     client = boto3.Session(profile_name=args.profile).client("pricing", region_name=prices.PRICING_REGION)
     regions = args.regions or shipped_regions()
     tables, left_out = prices.fetch(client, regions)

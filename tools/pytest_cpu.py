@@ -5,6 +5,7 @@ set it up and the one that tore it down; `python3 tools/pytest_cpu.py DIR` sums 
 
     PYTEST_CPU_DIR=build/test-cpu .venv/bin/python -m pytest -p tools.pytest_cpu ...
 """
+
 from __future__ import annotations
 
 import json
@@ -88,14 +89,18 @@ def report(directory: Path, top: int = 40) -> None:
     modules: dict[str, float] = defaultdict(float)
     for test in tests:
         modules[test["test"].split("::")[0]] += total(test)
-    print(f"pytest CPU by test module ({len(tests)} tests, {sum(modules.values()):.0f} s in the tests; collection and"
-          " start-up apart):")
+    print(
+        f"pytest CPU by test module ({len(tests)} tests, {sum(modules.values()):.0f} s in the tests; collection and"
+        " start-up apart):"
+    )
     for module, seconds in sorted(modules.items(), key=lambda kv: -kv[1])[:top]:
         print(f"{seconds:8.1f} s  {module}")
     print("costliest tests (CPU s: set-up, call, teardown):")
     for test in sorted(tests, key=lambda t: -total(t))[:top]:
-        print(f"{total(test):8.1f} s  ({test.get('setup', 0):.1f}, {test.get('call', 0):.1f}, "
-              f"{test.get('teardown', 0):.1f})  {test['test']}")
+        print(
+            f"{total(test):8.1f} s  ({test.get('setup', 0):.1f}, {test.get('call', 0):.1f}, "
+            f"{test.get('teardown', 0):.1f})  {test['test']}"
+        )
 
 
 if __name__ == "__main__":

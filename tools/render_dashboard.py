@@ -6,6 +6,7 @@ docs/observability.md's picture is the generated definition, not a drawing. test
 Widgets carry no x/y: CloudWatch places them left to right in a 24-column grid, wrapping to a new row
 (docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/CloudWatch-Dashboard-Body-Structure.html, "x"/"y");
 the picture packs them the same way, each grid unit 40 px wide and 20 px high."""
+
 from __future__ import annotations
 
 import json
@@ -58,28 +59,38 @@ def title(widget: dict) -> str:
 def render_svg(body: dict) -> str:
     placed = layout(body)
     height = max(y + w.get("height", 6) for w, _, y in placed) * UNIT_Y
-    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{GRID * UNIT_X}" height="{height}" '
-             f'font-family="sans-serif" font-size="12">')]
+    parts = [
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{GRID * UNIT_X}" height="{height}" '
+            f'font-family="sans-serif" font-size="12">'
+        )
+    ]
     for widget, x, y in placed:
         w, h = widget.get("width", 6) * UNIT_X, widget.get("height", 6) * UNIT_Y
         px, py = x * UNIT_X, y * UNIT_Y
-        parts.append(f'<rect x="{px + 2}" y="{py + 2}" width="{w - 4}" height="{h - 4}" rx="4" '
-                     f'fill="{COLORS.get(widget["type"], "#ffffff")}" stroke="#6b7280"/>')
+        parts.append(
+            f'<rect x="{px + 2}" y="{py + 2}" width="{w - 4}" height="{h - 4}" rx="4" '
+            f'fill="{COLORS.get(widget["type"], "#ffffff")}" stroke="#6b7280"/>'
+        )
         parts.append(f'<text x="{px + 10}" y="{py + 20}" font-weight="bold">{escape(title(widget)[:60])}</text>')
-        parts.append(f'<text x="{px + 10}" y="{py + 36}" fill="#4b5563">{escape(widget["type"])} widget, '
-                     f'{widget.get("width", 6)}x{widget.get("height", 6)}</text>')
+        parts.append(
+            f'<text x="{px + 10}" y="{py + 36}" fill="#4b5563">{escape(widget["type"])} widget, '
+            f"{widget.get('width', 6)}x{widget.get('height', 6)}</text>"
+        )
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
 
 def main() -> None:
     import os
+
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     sys.path.insert(0, str(ROOT))
     import aws_cdk as cdk
 
     from platform_config import load_config
     from stacks.platform import build_platform
+
     config = load_config(ROOT / "config" / "default.yaml")
     context = json.loads((ROOT / "cdk.json").read_text())["context"]
     with tempfile.TemporaryDirectory() as out:

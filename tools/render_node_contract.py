@@ -6,6 +6,7 @@
 The JSON is the one place the facts live (tests/lifecycle/ami_model.py lays out test nodes from it); the prose of
 CONTRACT.md around the markers is written by hand. tests/test_node_contract.py runs --check. Standard library only.
 """
+
 from __future__ import annotations
 
 import json

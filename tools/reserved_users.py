@@ -14,6 +14,7 @@ A config user with one of these names would be created over (or fail against) an
 `ubuntu` has sudo on the HyperPod AMI, a token naming `slurm` or `root` may act as any user (auth/jwt), `docker` is
 root-equivalent as a group. tests/test_config.py checks that every name the local base-passwd lists is in the file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,21 +30,22 @@ AWSOME = "awslabs/awsome-distributed-ai@95b939cd 1.architectures/5.sagemaker-hyp
 
 EXTRAS = {
     "ubuntu": "the HyperPod AMI's default user, with passwordless sudo (HyperPod developer guide: connect with "
-              "SSM and `sudo su - ubuntu`; " + AWSOME + "/patching-backup.sh works in /home/ubuntu)",
+    "SSM and `sudo su - ubuntu`; " + AWSOME + "/patching-backup.sh works in /home/ubuntu)",
     "slurm": "SlurmUser on HyperPod (" + AWSOME + "/LifecycleScripts/base-config/setup_rds_accounting.sh "
-             "`SlurmUser=slurm`); auth/jwt lets a token of SlurmUser name another user (SchedMD/slurm "
-             "src/plugins/auth/jwt/auth_jwt.c)",
+    "`SlurmUser=slurm`); auth/jwt lets a token of SlurmUser name another user (SchedMD/slurm "
+    "src/plugins/auth/jwt/auth_jwt.c)",
     "munge": "the munge daemon's user, owner of /etc/munge/munge.key (" + AWSOME + "/slurm-studio/slurm_lifecycle.sh "
-             "`chown munge:munge /etc/munge/munge.key`)",
-    "mysql": "MariaDB's user on the controller, where HyperPod runs slurmdbd's database (" + AWSOME +
-             "/LifecycleScripts/base-config/setup_mariadb_accounting.sh)",
+    "`chown munge:munge /etc/munge/munge.key`)",
+    "mysql": "MariaDB's user on the controller, where HyperPod runs slurmdbd's database ("
+    + AWSOME
+    + "/LifecycleScripts/base-config/setup_mariadb_accounting.sh)",
     "ssm-user": "the account Session Manager creates, with sudo, for sessions without Run As "
-                "(https://docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-getting-started-ssm-"
-                "user-permissions.html)",
+    "(https://docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-getting-started-ssm-"
+    "user-permissions.html)",
     "sagemaker-user": "the user Studio's JupyterLab and Code Editor images run as, uid 1000 (lifecycle/studio/"
-                      "README.md)",
+    "README.md)",
     "docker": "the Docker daemon's socket group on the HyperPod AMI: membership is root on the node (Docker, "
-              "\"Manage Docker as a non-root user\": https://docs.docker.com/engine/install/linux-postinstall/)",
+    '"Manage Docker as a non-root user": https://docs.docker.com/engine/install/linux-postinstall/)',
     "syslog": "rsyslog's user on Ubuntu (its postinst adds the system user `syslog`)",
     "messagebus": "D-Bus's system user (dbus: /usr/lib/sysusers.d/dbus.conf)",
     "sshd": "OpenSSH's privilege-separation user (openssh-server postinst)",
@@ -52,7 +54,7 @@ EXTRAS = {
 }
 PREFIXES = {
     "systemd-": "systemd's system users (systemd-network, systemd-resolve, systemd-timesync, systemd-coredump: "
-                "/usr/lib/sysusers.d/*.conf of systemd)",
+    "/usr/lib/sysusers.d/*.conf of systemd)",
     "_": "Debian's convention for system accounts created by packages (base-passwd's `_apt`)",
 }
 
@@ -63,8 +65,9 @@ def _names(path: Path) -> list[str]:
 
 def base_passwd_version() -> str:
     try:
-        return subprocess.run(["dpkg-query", "-W", "-f=${Version}", "base-passwd"], check=True,
-                              capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["dpkg-query", "-W", "-f=${Version}", "base-passwd"], check=True, capture_output=True, text=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -80,9 +83,21 @@ def render(directory: Path = BASE_PASSWD) -> str:
     names = base_passwd_names(directory)
     for name, source in EXTRAS.items():
         names.setdefault(name, source)
-    return json.dumps({"base_passwd": {"package": "base-passwd", "version": base_passwd_version(),
-                                       "files": ["passwd.master", "group.master"]},
-                       "names": dict(sorted(names.items())), "prefixes": PREFIXES}, indent=2) + "\n"
+    return (
+        json.dumps(
+            {
+                "base_passwd": {
+                    "package": "base-passwd",
+                    "version": base_passwd_version(),
+                    "files": ["passwd.master", "group.master"],
+                },
+                "names": dict(sorted(names.items())),
+                "prefixes": PREFIXES,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def main() -> int:

@@ -15,6 +15,7 @@ the sagemaker:*Cluster* actions its Studio execution role grants.
 Writes config/facts/studio_access_policy.json; --check exits 1 when the committed file differs. Nothing at synth time
 reads it: tests/test_studio.py compares the synthesized roles with it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,14 +43,14 @@ def policy_from_page(text: str) -> dict:
     text = html.unescape(re.sub(r"<[^>]+>", "", text)) if "<html" in text.lower() else text
     start = text.find('{\n "Version"') if '{\n "Version"' in text else text.find('"Version"')
     if start < 0:
-        raise SystemExit("the page has no policy (no \"Version\")")
+        raise SystemExit('the page has no policy (no "Version")')
     start = text.rfind("{", 0, start + 1)
     depth, end = 0, start
     for end in range(start, len(text)):
         depth += {"{": 1, "}": -1}.get(text[end], 0)
         if depth == 0:
             break
-    block = text[start:end + 1]
+    block = text[start : end + 1]
     block = re.sub(r"`(sagemaker:[A-Za-z]+)`", r"${\1}", block)  # markdown copies lose ${...} to backticks
     block = block.replace("`", "")
     block = block.replace(f":{EXAMPLE_REGION}:", ":${Region}:").replace(f":{EXAMPLE_ACCOUNT}:", ":${Account}:")
@@ -60,8 +61,9 @@ def policy_from_page(text: str) -> dict:
 
 
 def hyperpod_actions(git_dir: Path, commit: str) -> list[str]:
-    text = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{REFERENCE}"], check=True,
-                          capture_output=True, text=True).stdout
+    text = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "show", f"{commit}:{REFERENCE}"], check=True, capture_output=True, text=True
+    ).stdout
 
     class Loader(yaml.SafeLoader):
         pass
@@ -96,17 +98,29 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--commit", default="HEAD")
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed facts differ")
     args = parser.parse_args(argv)
-    commit = subprocess.run(["git", f"--git-dir={args.git_dir}", "rev-parse", args.commit], check=True,
-                            capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", f"--git-dir={args.git_dir}", "rev-parse", args.commit], check=True, capture_output=True, text=True
+    ).stdout.strip()
     facts = {
-        "own_spaces": {"source": {"page": PAGE_TITLE, "retrieved": args.retrieved,
-                                  "copy": "the page's text as the search tool's code index holds it; its "
-                                          "docs.aws.amazon.com address was not reachable from where this was made"},
-                       "policy": policy_from_page(args.page.read_text())},
-        "hyperpod_pages": {"source": {"repository": REFERENCE_REPO, "commit": commit, "path": REFERENCE,
-                                      "note": "no AWS page lists what Studio's HyperPod pages call; AWS's own Studio "
-                                              "+ HyperPod template grants these to the Studio execution role"},
-                           "actions": hyperpod_actions(args.git_dir, commit)},
+        "own_spaces": {
+            "source": {
+                "page": PAGE_TITLE,
+                "retrieved": args.retrieved,
+                "copy": "the page's text as the search tool's code index holds it; its "
+                "docs.aws.amazon.com address was not reachable from where this was made",
+            },
+            "policy": policy_from_page(args.page.read_text()),
+        },
+        "hyperpod_pages": {
+            "source": {
+                "repository": REFERENCE_REPO,
+                "commit": commit,
+                "path": REFERENCE,
+                "note": "no AWS page lists what Studio's HyperPod pages call; AWS's own Studio "
+                "+ HyperPod template grants these to the Studio execution role",
+            },
+            "actions": hyperpod_actions(args.git_dir, commit),
+        },
     }
     return write_or_check(FACTS, json.dumps(facts, indent=1) + "\n", check=args.check, source="the sources")
 

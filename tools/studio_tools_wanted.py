@@ -3,6 +3,7 @@ the bundle only then. An invalid config also exits 1: synth itself then reports 
 
     python tools/studio_tools_wanted.py CONFIG
 """
+
 from __future__ import annotations
 
 import sys

@@ -17,6 +17,7 @@ allow_chart_stand_in=true`): CI cannot fetch the pinned chart, and the stand-in 
 stand-in assertion names the chart's absolute path, so take both snapshots from checkouts at the same path (e.g. a
 `git worktree add /tmp/snap REF` for each side, removed in between).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,10 +61,13 @@ def synth(config: Path, context: dict[str, str], out_dir: Path, work: Path) -> N
     cdk_out = work / "cdk.out"
     shutil.rmtree(cdk_out, ignore_errors=True)
     full_context = {**json.loads((ROOT / "cdk.json").read_text())["context"], "config": str(config), **context}
-    env = {**os.environ, "CDK_OUTDIR": str(cdk_out), "CDK_CONTEXT_JSON": json.dumps(full_context),
-           "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
-    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True,
-                            check=False)
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(cdk_out),
+        "CDK_CONTEXT_JSON": json.dumps(full_context),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     out_dir.mkdir(parents=True)
     if result.returncode:
         (out_dir / "error.txt").write_text(result.stderr.replace(str(work), "<work>").replace(str(ROOT), "<root>"))
@@ -90,13 +94,23 @@ def compare(after: Path, before: Path, only: list[str] = ()) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog="Snapshot before a change, then --compare after it.")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog="Snapshot before a change, then --compare after it."
+    )
     parser.add_argument("out", type=Path, help="directory to write (replaced if it exists)")
-    parser.add_argument("--compare", type=Path, metavar="BEFORE",
-                        help="a snapshot to compare with; exit 1 if any template or error differs")
-    parser.add_argument("--only", action="append", default=[], metavar="VARIANT",
-                        help="synthesize only these variants (names as printed); for a quick look")
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        metavar="BEFORE",
+        help="a snapshot to compare with; exit 1 if any template or error differs",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="VARIANT",
+        help="synthesize only these variants (names as printed); for a quick look",
+    )
     args = parser.parse_args(argv)
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
@@ -109,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
             written = sorted(p.name for p in (args.out / name).iterdir())
             templates += sum(n.endswith(".template.json") for n in written)
             errors += "error.txt" in written
-            print(f"{name}: " + ("refused (error.txt)" if "error.txt" in written else f"{len(written)} templates"),
-                  flush=True)
+            print(
+                f"{name}: " + ("refused (error.txt)" if "error.txt" in written else f"{len(written)} templates"),
+                flush=True,
+            )
     print(f"{len(config_files())} configs, {templates} templates, {errors} refused variant(s) in {args.out}")
     if args.compare is None:
         return 0

@@ -1,4 +1,5 @@
 """The benchmark's baseline: the smallest real CDK app (one bucket), synthesized by the same CLI."""
+
 import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
 

@@ -14,6 +14,7 @@ tools, which the admission tests (tests/test_job_admission.py) run through the p
 
 A mirror is a clone (bare is fine) at <mirrors>/<owner>+<name>/repo.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,25 +28,47 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures" / "upstream-jobs"
-HYP = ("aws/sagemaker-hyperpod-cli", "a00b22d17ea928a6e39a43bd2efdafe01b1005ea",
-       "hyperpod-pytorch-job-template/hyperpod_pytorch_job_template/v1_1/template.py",
-       "7fdd4cb0a7e809ba152e7b733a978777ec9f1558")
-TASK_GOVERNANCE = ("awslabs/awsome-distributed-ai", "95b939cdc5b24ded03a70da21533964f9354b731",
-                   "1.architectures/7.sagemaker-hyperpod-eks/task-governance/1-imagenet-gpu-team-a.yaml",
-                   None)
+HYP = (
+    "aws/sagemaker-hyperpod-cli",
+    "a00b22d17ea928a6e39a43bd2efdafe01b1005ea",
+    "hyperpod-pytorch-job-template/hyperpod_pytorch_job_template/v1_1/template.py",
+    "7fdd4cb0a7e809ba152e7b733a978777ec9f1558",
+)
+TASK_GOVERNANCE = (
+    "awslabs/awsome-distributed-ai",
+    "95b939cdc5b24ded03a70da21533964f9354b731",
+    "1.architectures/7.sagemaker-hyperpod-eks/task-governance/1-imagenet-gpu-team-a.yaml",
+    None,
+)
 # `hyp create hyp-pytorch-job --job-name finetune --namespace hyperpod-ns-research --queue-name
 # hyperpod-ns-research-localqueue --priority training-priority --image ... --command '[python]' --args ...
 # --instance-type ml.p5.48xlarge --accelerators 8 --accelerators-limit 8 --node-count 2 --tasks-per-node 8
 # --volume name=studio,type=pvc,mount_path=/fsx/data/studio/alice,claim_name=studio-alice,read_only=false
 # --service-account-name training-job --max-retry 3`
 HYP_OPTIONS = {
-    "job_name": "finetune", "namespace": "hyperpod-ns-research", "queue_name": "hyperpod-ns-research-localqueue",
-    "priority": "training-priority", "image": "111122223333.dkr.ecr.us-west-2.amazonaws.com/hyperpod-finetune:0.1.0",
-    "command": ["python"], "args": ["/fsx/data/studio/alice/finetune/train.py"],
-    "instance_type": "ml.p5.48xlarge", "accelerators": 8, "accelerators_limit": 8, "node_count": 2,
-    "tasks_per_node": 8, "service_account_name": "training-job", "max_retry": 3,
-    "volume": [{"name": "studio", "type": "pvc", "mount_path": "/fsx/data/studio/alice",
-                "claim_name": "studio-alice", "read_only": "false"}],
+    "job_name": "finetune",
+    "namespace": "hyperpod-ns-research",
+    "queue_name": "hyperpod-ns-research-localqueue",
+    "priority": "training-priority",
+    "image": "111122223333.dkr.ecr.us-west-2.amazonaws.com/hyperpod-finetune:0.1.0",
+    "command": ["python"],
+    "args": ["/fsx/data/studio/alice/finetune/train.py"],
+    "instance_type": "ml.p5.48xlarge",
+    "accelerators": 8,
+    "accelerators_limit": 8,
+    "node_count": 2,
+    "tasks_per_node": 8,
+    "service_account_name": "training-job",
+    "max_retry": 3,
+    "volume": [
+        {
+            "name": "studio",
+            "type": "pvc",
+            "mount_path": "/fsx/data/studio/alice",
+            "claim_name": "studio-alice",
+            "read_only": "false",
+        }
+    ],
 }
 
 
@@ -54,8 +77,8 @@ def _read(mirrors: Path, source: tuple) -> str:
     git_dir = mirrors / repo.replace("/", "+") / "repo"
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", f"--git-dir={git_dir}", *args], check=True, capture_output=True,
-                              text=True).stdout
+        return subprocess.run(["git", f"--git-dir={git_dir}", *args], check=True, capture_output=True, text=True).stdout
+
     found = git("rev-parse", f"{commit}:{path}").strip()
     if blob is not None and found != blob:
         raise SystemExit(f"{repo} {path} at {commit} has blob {found}, expected {blob}")
@@ -69,8 +92,11 @@ def _header(source: tuple, how: str) -> str:
 
 def hyp_job(mirrors: Path) -> str:
     tree = ast.parse(_read(mirrors, HYP))
-    (template,) = [n.value.value for n in tree.body if isinstance(n, ast.Assign)
-                   and any(isinstance(t, ast.Name) and t.id == "TEMPLATE_CONTENT" for t in n.targets)]
+    (template,) = [
+        n.value.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TEMPLATE_CONTENT" for t in n.targets)
+    ]
     environment = jinja2.Environment()  # noqa: S701 - renders YAML, not HTML
     rendered = environment.from_string(template).render(**HYP_OPTIONS)
     yaml.safe_load(rendered)  # it must be one YAML document

@@ -6,6 +6,7 @@ the trainer and the evaluation in the training image or a venv, the Slurm launch
 
 Errors name the key, the value and what is allowed: `training.micro_batch_size: 0 — an integer >= 1`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,22 +30,22 @@ class ArgsError(ValueError):
 # ---------------------------------------------------------------------------------------------- shape
 @dataclass(frozen=True)
 class Model:
-    id: str                                   # Hugging Face Hub repository, e.g. Qwen/Qwen2.5-0.5B
-    revision: str                             # a commit of that repository: the download is reproducible
-    license: str = ""                         # documentation only
+    id: str  # Hugging Face Hub repository, e.g. Qwen/Qwen2.5-0.5B
+    revision: str  # a commit of that repository: the download is reproducible
+    license: str = ""  # documentation only
 
 
 @dataclass(frozen=True)
 class Dataset:
-    id: str                                   # Hub dataset repository, or a local .jsonl path (absolute)
-    revision: str = ""                        # commit of the dataset repository (not for a local file)
-    file: str = ""                            # the JSON-lines file in that repository
+    id: str  # Hub dataset repository, or a local .jsonl path (absolute)
+    revision: str = ""  # commit of the dataset repository (not for a local file)
+    file: str = ""  # the JSON-lines file in that repository
     license: str = ""
     instruction_field: str = "instruction"
-    context_field: str = ""                   # optional; empty: no context
+    context_field: str = ""  # optional; empty: no context
     response_field: str = "response"
-    eval_samples: int = 200                   # held out for evaluation, chosen by a seeded hash of each record
-    max_samples: int = 0                      # 0: all
+    eval_samples: int = 200  # held out for evaluation, chosen by a seeded hash of each record
+    max_samples: int = 0  # 0: all
 
 
 @dataclass(frozen=True)
@@ -58,30 +59,30 @@ class Lora:
 @dataclass(frozen=True)
 class Training:
     max_seq_len: int = 1024
-    global_batch_size: int = 64               # constant at every world size: accumulation makes up the rest
+    global_batch_size: int = 64  # constant at every world size: accumulation makes up the rest
     micro_batch_size: int = 2
     max_steps: int = 500
     learning_rate: float = 2e-4
     warmup_steps: int = 20
-    min_lr_ratio: float = 0.1                 # cosine decay to learning_rate * min_lr_ratio
+    min_lr_ratio: float = 0.1  # cosine decay to learning_rate * min_lr_ratio
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     seed: int = 42
     checkpoint_every: int = 50
     keep_checkpoints: int = 2
-    quantization: str = "auto"                # auto: 4-bit (QLoRA) on GPUs, none on CPUs; or 4bit / none
+    quantization: str = "auto"  # auto: 4-bit (QLoRA) on GPUs, none on CPUs; or 4bit / none
     lora: Lora = Lora()
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    samples: int = 100                        # from the held-out split
+    samples: int = 100  # from the held-out split
     max_new_tokens: int = 128
 
 
 @dataclass(frozen=True)
 class Mlflow:
-    tracking_arn: str = ""                    # the platform's SageMaker MLflow tracking server; empty: no logging
+    tracking_arn: str = ""  # the platform's SageMaker MLflow tracking server; empty: no logging
     experiment: str = "finetune"
     system_metrics_interval_seconds: float = 10.0
 
@@ -90,9 +91,9 @@ class Mlflow:
 class Slurm:
     nodes: int = 2
     gpus_per_node: int = 8
-    partition: str = ""                       # empty: the cluster's default partition
-    runtime: str = "container"                # container (pyxis) or venv (a venv on FSx)
-    venv: str = ""                            # runtime venv: its directory on FSx
+    partition: str = ""  # empty: the cluster's default partition
+    runtime: str = "container"  # container (pyxis) or venv (a venv on FSx)
+    venv: str = ""  # runtime venv: its directory on FSx
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,8 @@ class Eks:
 
 @dataclass(frozen=True)
 class Args:
-    name: str                                 # run name: directories, MLflow run name, Kubernetes job name
-    image: str                                # the training image built from Dockerfile, pinned by tag or digest
+    name: str  # run name: directories, MLflow run name, Kubernetes job name
+    image: str  # the training image built from Dockerfile, pinned by tag or digest
     model: Model
     dataset: Dataset
     training: Training = Training()
@@ -140,9 +141,10 @@ _INSTANCE = re.compile(r"ml\.[a-z0-9-]+\.[a-z0-9]+")
 def _pinned_image(image: str) -> bool:
     name, _, digest = image.partition("@")
     colon = name.rfind(":")
-    tag = name[colon + 1:] if colon > name.rfind("/") else ""
-    return bool(_IMAGE_NAME.fullmatch(name)) and (bool(_DIGEST.fullmatch(digest)) if digest
-                                                   else tag not in ("", "latest"))
+    tag = name[colon + 1 :] if colon > name.rfind("/") else ""
+    return bool(_IMAGE_NAME.fullmatch(name)) and (
+        bool(_DIGEST.fullmatch(digest)) if digest else tag not in ("", "latest")
+    )
 
 
 def semantic_errors(a: Args) -> list[str]:
@@ -153,28 +155,58 @@ def semantic_errors(a: Args) -> list[str]:
         if not ok:
             add(f"{key}: {value!r} — {allowed}")
 
-    check(bool(_NAME.fullmatch(a.name)), "name", a.name,
-          "1-40 lowercase letters, digits and '-', starting and ending with a letter or digit")
-    check(_pinned_image(a.image), "image", a.image,
-          "a pinned image: repository:tag (not 'latest') or repository@sha256:<64 hex>")
+    check(
+        bool(_NAME.fullmatch(a.name)),
+        "name",
+        a.name,
+        "1-40 lowercase letters, digits and '-', starting and ending with a letter or digit",
+    )
+    check(
+        _pinned_image(a.image),
+        "image",
+        a.image,
+        "a pinned image: repository:tag (not 'latest') or repository@sha256:<64 hex>",
+    )
     check(bool(_REPO.fullmatch(a.model.id)), "model.id", a.model.id, "a Hub repository such as Qwen/Qwen2.5-0.5B")
-    check(bool(_COMMIT.fullmatch(a.model.revision)), "model.revision", a.model.revision,
-          "a 40-hex commit of the model repository, so every download is the same")
+    check(
+        bool(_COMMIT.fullmatch(a.model.revision)),
+        "model.revision",
+        a.model.revision,
+        "a 40-hex commit of the model repository, so every download is the same",
+    )
     if a.dataset.id.startswith("/"):
         check(a.dataset.id.endswith(".jsonl"), "dataset.id", a.dataset.id, "a local file must be JSON lines (.jsonl)")
     else:
-        check(bool(_REPO.fullmatch(a.dataset.id)), "dataset.id", a.dataset.id,
-              "a Hub dataset such as databricks/databricks-dolly-15k, or an absolute path to a .jsonl file")
-        check(bool(_COMMIT.fullmatch(a.dataset.revision)), "dataset.revision", a.dataset.revision,
-              "a 40-hex commit of the dataset repository")
-        check(a.dataset.file.endswith(".jsonl") and ".." not in a.dataset.file.split("/"), "dataset.file",
-              a.dataset.file, "the repository's JSON-lines file, e.g. databricks-dolly-15k.jsonl")
+        check(
+            bool(_REPO.fullmatch(a.dataset.id)),
+            "dataset.id",
+            a.dataset.id,
+            "a Hub dataset such as databricks/databricks-dolly-15k, or an absolute path to a .jsonl file",
+        )
+        check(
+            bool(_COMMIT.fullmatch(a.dataset.revision)),
+            "dataset.revision",
+            a.dataset.revision,
+            "a 40-hex commit of the dataset repository",
+        )
+        check(
+            a.dataset.file.endswith(".jsonl") and ".." not in a.dataset.file.split("/"),
+            "dataset.file",
+            a.dataset.file,
+            "the repository's JSON-lines file, e.g. databricks-dolly-15k.jsonl",
+        )
     check(a.dataset.eval_samples >= 1, "dataset.eval_samples", a.dataset.eval_samples, "an integer >= 1")
     check(a.dataset.max_samples >= 0, "dataset.max_samples", a.dataset.max_samples, "0 (all) or more")
 
     t = a.training
-    for key in ("max_seq_len", "global_batch_size", "micro_batch_size", "max_steps", "checkpoint_every",
-                "keep_checkpoints"):
+    for key in (
+        "max_seq_len",
+        "global_batch_size",
+        "micro_batch_size",
+        "max_steps",
+        "checkpoint_every",
+        "keep_checkpoints",
+    ):
         check(getattr(t, key) >= 1, f"training.{key}", getattr(t, key), "an integer >= 1")
     check(t.warmup_steps >= 0, "training.warmup_steps", t.warmup_steps, "an integer >= 0")
     check(0 < t.learning_rate < 1, "training.learning_rate", t.learning_rate, "a number between 0 and 1")
@@ -185,15 +217,26 @@ def semantic_errors(a: Args) -> list[str]:
     check(t.lora.r >= 1, "training.lora.r", t.lora.r, "an integer >= 1")
     check(t.lora.alpha >= 1, "training.lora.alpha", t.lora.alpha, "an integer >= 1")
     check(0 <= t.lora.dropout < 1, "training.lora.dropout", t.lora.dropout, "a number from 0 to below 1")
-    check(len(t.lora.target_modules) >= 1, "training.lora.target_modules", list(t.lora.target_modules),
-          "all-linear, or a list of module names such as [q_proj, v_proj]")
+    check(
+        len(t.lora.target_modules) >= 1,
+        "training.lora.target_modules",
+        list(t.lora.target_modules),
+        "all-linear, or a list of module names such as [q_proj, v_proj]",
+    )
     check(a.evaluation.samples >= 1, "evaluation.samples", a.evaluation.samples, "an integer >= 1")
-    check(a.evaluation.max_new_tokens >= 1, "evaluation.max_new_tokens", a.evaluation.max_new_tokens,
-          "an integer >= 1")
-    check(not a.mlflow.tracking_arn or bool(_MLFLOW_ARN.fullmatch(a.mlflow.tracking_arn)), "mlflow.tracking_arn",
-          a.mlflow.tracking_arn, "empty, or arn:aws:sagemaker:<region>:<account>:mlflow-tracking-server/<name>")
-    check(a.mlflow.system_metrics_interval_seconds >= 0.1, "mlflow.system_metrics_interval_seconds",
-          a.mlflow.system_metrics_interval_seconds, "a number of seconds >= 0.1")
+    check(a.evaluation.max_new_tokens >= 1, "evaluation.max_new_tokens", a.evaluation.max_new_tokens, "an integer >= 1")
+    check(
+        not a.mlflow.tracking_arn or bool(_MLFLOW_ARN.fullmatch(a.mlflow.tracking_arn)),
+        "mlflow.tracking_arn",
+        a.mlflow.tracking_arn,
+        "empty, or arn:aws:sagemaker:<region>:<account>:mlflow-tracking-server/<name>",
+    )
+    check(
+        a.mlflow.system_metrics_interval_seconds >= 0.1,
+        "mlflow.system_metrics_interval_seconds",
+        a.mlflow.system_metrics_interval_seconds,
+        "a number of seconds >= 0.1",
+    )
 
     s = a.slurm
     check(s.nodes >= 1, "slurm.nodes", s.nodes, "an integer >= 1")
@@ -204,14 +247,26 @@ def semantic_errors(a: Args) -> list[str]:
     _check_divisible(errors, "slurm", t, [s.nodes * s.gpus_per_node])
 
     e = a.eks
-    check(bool(_INSTANCE.fullmatch(e.instance_type)), "eks.instance_type", e.instance_type,
-          "a SageMaker instance type such as ml.g5.12xlarge")
+    check(
+        bool(_INSTANCE.fullmatch(e.instance_type)),
+        "eks.instance_type",
+        e.instance_type,
+        "a SageMaker instance type such as ml.g5.12xlarge",
+    )
     check(e.gpus_per_pod >= 1, "eks.gpus_per_pod", e.gpus_per_pod, "an integer >= 1")
     el = e.elastic
-    check(1 <= el.min_replicas <= el.max_replicas, "eks.elastic.min_replicas", el.min_replicas,
-          f"an integer from 1 to max_replicas ({el.max_replicas})")
-    check(el.replica_increment_step >= 1, "eks.elastic.replica_increment_step", el.replica_increment_step,
-          "an integer >= 1")
+    check(
+        1 <= el.min_replicas <= el.max_replicas,
+        "eks.elastic.min_replicas",
+        el.min_replicas,
+        f"an integer from 1 to max_replicas ({el.max_replicas})",
+    )
+    check(
+        el.replica_increment_step >= 1,
+        "eks.elastic.replica_increment_step",
+        el.replica_increment_step,
+        "an integer >= 1",
+    )
     if not errors:
         sizes = range(el.min_replicas, el.max_replicas + 1, el.replica_increment_step)
         _check_divisible(errors, "eks", t, [n * e.gpus_per_pod for n in sizes])
@@ -223,10 +278,12 @@ def _check_divisible(errors: list[str], where: str, t: Training, world_sizes: li
         return  # already reported
     bad = [w for w in world_sizes if w >= 1 and t.global_batch_size % (w * t.micro_batch_size)]
     if bad:
-        errors.append(f"training.global_batch_size: {t.global_batch_size} is not divisible by world size × "
-                      f"micro_batch_size at {where} world size(s) {bad} (micro_batch_size {t.micro_batch_size}); "
-                      "the global batch stays constant through gradient accumulation, so every world size must "
-                      "divide it")
+        errors.append(
+            f"training.global_batch_size: {t.global_batch_size} is not divisible by world size × "
+            f"micro_batch_size at {where} world size(s) {bad} (micro_batch_size {t.micro_batch_size}); "
+            "the global batch stays constant through gradient accumulation, so every world size must "
+            "divide it"
+        )
 
 
 # ---------------------------------------------------------------------------------------------- loading
@@ -234,8 +291,10 @@ class _StrictLoader(yaml.SafeLoader):
     """YAML 1.2 booleans only (no yes/no/on/off) and no duplicate keys."""
 
 
-_StrictLoader.yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
-                                         for k, v in yaml.SafeLoader.yaml_implicit_resolvers.copy().items()}
+_StrictLoader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.copy().items()
+}
 _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|false)$"), list("tf"))
 
 
@@ -254,8 +313,9 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _m
 
 def _build(cls: type, data: Any, path: str, errors: list[str]) -> Any:
     if not isinstance(data, dict):
-        errors.append(f"{path or '<root>'}: {type(data).__name__} — a mapping with keys "
-                      f"{', '.join(f.name for f in fields(cls))}")
+        errors.append(
+            f"{path or '<root>'}: {type(data).__name__} — a mapping with keys {', '.join(f.name for f in fields(cls))}"
+        )
         return None
     hints = get_type_hints(cls)
     known = {f.name: f for f in fields(cls)}
@@ -291,9 +351,11 @@ def _value(hint: Any, value: Any, key: str, errors: list[str]) -> Any:
         return tuple(items)
     if hint is Optional[str]:  # noqa: UP045 - compares with typing.Optional[str] itself, which `str | None` is not
         hint = get_args(hint)[0]
-    ok = {str: isinstance(value, str),
-          int: isinstance(value, int) and not isinstance(value, bool),
-          float: isinstance(value, (int, float)) and not isinstance(value, bool)}[hint]
+    ok = {
+        str: isinstance(value, str),
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: isinstance(value, (int, float)) and not isinstance(value, bool),
+    }[hint]
     if not ok:
         errors.append(f"{key}: {value!r} — {dict(str='a string', int='an integer', float='a number')[hint.__name__]}")
         return _BAD
@@ -332,6 +394,7 @@ class Layout:
     work_dir/eval             predictions and ROUGE of the base and the fine-tuned model (evaluate.py)
     checkpoint_dir/step-N     sharded training state; checkpoint_dir/adapter: the final LoRA adapter
     """
+
     work_dir: Path
     checkpoint_dir: Path
     model_dir: Path = field(init=False)
@@ -374,12 +437,18 @@ def step_inputs(doc: str, argv: list[str] | None) -> tuple[Args, Layout]:
     return a, layout_from(ns)
 
 
-
 def shell_assignments(a: Args) -> str:
     """What the Slurm launcher needs, as `KEY=value` lines for `eval`."""
-    values = {"FT_NAME": a.name, "FT_IMAGE": a.image, "FT_NODES": a.slurm.nodes,
-              "FT_GPUS_PER_NODE": a.slurm.gpus_per_node, "FT_PARTITION": a.slurm.partition,
-              "FT_RUNTIME": a.slurm.runtime, "FT_VENV": a.slurm.venv, "FT_MLFLOW_ARN": a.mlflow.tracking_arn}
+    values = {
+        "FT_NAME": a.name,
+        "FT_IMAGE": a.image,
+        "FT_NODES": a.slurm.nodes,
+        "FT_GPUS_PER_NODE": a.slurm.gpus_per_node,
+        "FT_PARTITION": a.slurm.partition,
+        "FT_RUNTIME": a.slurm.runtime,
+        "FT_VENV": a.slurm.venv,
+        "FT_MLFLOW_ARN": a.mlflow.tracking_arn,
+    }
     return "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in values.items())
 
 

@@ -7,6 +7,7 @@ records chosen by a seeded hash of each record's position, formats each record a
 work_dir/data/{train,eval}.jsonl and manifest.json (counts, source, sha256 of each file). The same inputs give the
 same bytes. Runs on a CPU in a Studio space; needs transformers (for the tokenizer), not torch.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,8 +24,9 @@ CONTEXT = "### Context:\n{context}\n\n"
 
 
 def format_prompt(instruction: str, context: str = "") -> str:
-    return PROMPT.format(instruction=instruction.strip(),
-                         context=CONTEXT.format(context=context.strip()) if context.strip() else "")
+    return PROMPT.format(
+        instruction=instruction.strip(), context=CONTEXT.format(context=context.strip()) if context.strip() else ""
+    )
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -44,8 +46,16 @@ def fetch_dataset(a: Args, layout: Layout) -> Path:
     if a.dataset.id.startswith("/"):
         return Path(a.dataset.id)
     from huggingface_hub import hf_hub_download  # a dependency of transformers
-    return Path(hf_hub_download(repo_id=a.dataset.id, repo_type="dataset", filename=a.dataset.file,
-                                revision=a.dataset.revision, local_dir=layout.work_dir / "raw"))
+
+    return Path(
+        hf_hub_download(
+            repo_id=a.dataset.id,
+            repo_type="dataset",
+            filename=a.dataset.file,
+            revision=a.dataset.revision,
+            local_dir=layout.work_dir / "raw",
+        )
+    )
 
 
 def split_key(seed: int, index: int) -> str:
@@ -57,11 +67,16 @@ def examples(a: Args, records: list[dict]) -> Iterable[dict]:
     for index, record in enumerate(records):
         missing = [f for f in (d.instruction_field, d.response_field) if not isinstance(record.get(f), str)]
         if missing:
-            raise SystemExit(f"record {index}: no string field {', '.join(missing)}; set dataset.instruction_field "
-                             f"and dataset.response_field to this dataset's keys ({', '.join(sorted(record))})")
+            raise SystemExit(
+                f"record {index}: no string field {', '.join(missing)}; set dataset.instruction_field "
+                f"and dataset.response_field to this dataset's keys ({', '.join(sorted(record))})"
+            )
         context = record.get(d.context_field, "") if d.context_field else ""
-        yield {"id": index, "prompt": format_prompt(record[d.instruction_field], context or ""),
-               "response": record[d.response_field].strip()}
+        yield {
+            "id": index,
+            "prompt": format_prompt(record[d.instruction_field], context or ""),
+            "response": record[d.response_field].strip(),
+        }
 
 
 def tokenize(example: dict, tokenizer, max_seq_len: int) -> dict | None:
@@ -87,17 +102,20 @@ def write_jsonl_atomic(path: Path, rows: list[dict]) -> str:
 
 def prepare(a: Args, layout: Layout) -> dict:
     from transformers import AutoTokenizer
+
     source = fetch_dataset(a, layout)
     records = read_jsonl(source)
     if a.dataset.max_samples:
-        records = records[:a.dataset.max_samples]
+        records = records[: a.dataset.max_samples]
     if len(records) <= a.dataset.eval_samples:
-        raise SystemExit(f"dataset.eval_samples: {a.dataset.eval_samples} — the dataset has only {len(records)} "
-                         "records; hold out fewer so some remain for training")
+        raise SystemExit(
+            f"dataset.eval_samples: {a.dataset.eval_samples} — the dataset has only {len(records)} "
+            "records; hold out fewer so some remain for training"
+        )
     tokenizer = AutoTokenizer.from_pretrained(layout.model_dir)
     if tokenizer.eos_token_id is None:
         raise SystemExit(f"{layout.model_dir}: the tokenizer has no eos token; the model cannot learn to stop")
-    held_out = set(sorted(range(len(records)), key=lambda i: split_key(a.training.seed, i))[:a.dataset.eval_samples])
+    held_out = set(sorted(range(len(records)), key=lambda i: split_key(a.training.seed, i))[: a.dataset.eval_samples])
     splits: dict[str, list[dict]] = {"train": [], "eval": []}
     dropped = 0
     for example in examples(a, records):
@@ -107,13 +125,24 @@ def prepare(a: Args, layout: Layout) -> dict:
             continue
         splits["eval" if example["id"] in held_out else "train"].append(row)
     layout.data_dir.mkdir(parents=True, exist_ok=True)
-    manifest = {"source": a.dataset.id, "revision": a.dataset.revision, "file": a.dataset.file,
-                "records": len(records), "dropped_prompt_too_long": dropped, "max_seq_len": a.training.max_seq_len,
-                "seed": a.training.seed, "tokenizer": str(layout.model_dir), "splits": {}}
+    manifest = {
+        "source": a.dataset.id,
+        "revision": a.dataset.revision,
+        "file": a.dataset.file,
+        "records": len(records),
+        "dropped_prompt_too_long": dropped,
+        "max_seq_len": a.training.max_seq_len,
+        "seed": a.training.seed,
+        "tokenizer": str(layout.model_dir),
+        "splits": {},
+    }
     for name, rows in splits.items():
         digest = write_jsonl_atomic(layout.data_dir / f"{name}.jsonl", rows)
-        manifest["splits"][name] = {"examples": len(rows), "tokens": sum(len(r["input_ids"]) for r in rows),
-                                    "sha256": digest}
+        manifest["splits"][name] = {
+            "examples": len(rows),
+            "tokens": sum(len(r["input_ids"]) for r in rows),
+            "sha256": digest,
+        }
     (layout.data_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 

@@ -16,6 +16,7 @@ What makes a resize safe (the helpers come from ../train_elastic.py):
   agrees on it across ranks when HYPERPOD_SIGNAL_COORDINATION=distributed (1.1.3 returns False otherwise), so every
   rank checkpoints at the same step and exits; the operator restarts the job at the new size.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,9 +37,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from args import Args, Layout, step_inputs
 from prepare_data import read_jsonl
-from train_elastic import (accumulation_steps, checkpoint_name, commit_checkpoint,
-                           exit_without_finalizing, prune_checkpoints, rank_samples, remove_partial,
-                           resumable_checkpoint)
+from train_elastic import (
+    accumulation_steps,
+    checkpoint_name,
+    commit_checkpoint,
+    exit_without_finalizing,
+    prune_checkpoints,
+    rank_samples,
+    remove_partial,
+    resumable_checkpoint,
+)
 
 PROGRESS = "progress.jsonl"
 DONE = "DONE"
@@ -88,20 +96,26 @@ def elastic_event_source() -> tuple[Callable[[], bool], str]:
     except ImportError:
         import torch
         import torch.distributed as dist
+
         received = {"usr1": False}
         signal.signal(signal.SIGUSR1, lambda *_: received.update(usr1=True))
 
         def detected() -> bool:
-            flag = torch.tensor([1.0 if received["usr1"] else 0.0],
-                                device=f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu")
+            flag = torch.tensor(
+                [1.0 if received["usr1"] else 0.0],
+                device=f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu",
+            )
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
             return flag.item() > 0
+
         return detected, "SIGUSR1 handler of train.py (hyperpod-elastic-agent not installed)"
     mode = os.environ["HYPERPOD_SIGNAL_COORDINATION"]
     if mode != "distributed":
-        print(f"warning: HYPERPOD_SIGNAL_COORDINATION={mode}: hyperpod-elastic-agent will report no elastic "
-              "event, and a resize stops the job after its graceful shutdown timeout without a checkpoint",
-              file=sys.stderr)
+        print(
+            f"warning: HYPERPOD_SIGNAL_COORDINATION={mode}: hyperpod-elastic-agent will report no elastic "
+            "event, and a resize stops the job after its graceful shutdown timeout without a checkpoint",
+            file=sys.stderr,
+        )
     return elastic_event_detected, f"hyperpod-elastic-agent ({mode})"
 
 
@@ -117,6 +131,7 @@ class Tracker:
         if not self.uri or local_rank != 0:
             return
         import mlflow
+
         mlflow.set_tracking_uri(self.uri)
         mlflow.set_experiment(a.mlflow.experiment)
         mlflow.set_system_metrics_sampling_interval(a.mlflow.system_metrics_interval_seconds)
@@ -153,21 +168,31 @@ def load_model(a: Args, layout: Layout, device, quantize: bool):
     kwargs: dict = {"dtype": torch.bfloat16 if device.type == "cuda" else torch.float32}
     if quantize:
         from transformers import BitsAndBytesConfig
+
         # 4-bit NF4 base weights stored as bf16 bytes, so FSDP shards them like any bf16 tensor (QLoRA).
         kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_storage=torch.bfloat16)
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16,
+            bnb_4bit_quant_storage=torch.bfloat16,
+        )
         kwargs["device_map"] = {"": device}
     model = AutoModelForCausalLM.from_pretrained(layout.model_dir, **kwargs)
     model.config.use_cache = False
     if quantize:
         from peft import prepare_model_for_kbit_training
+
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
     lora = a.training.lora
     targets = "all-linear" if lora.target_modules == ("all-linear",) else list(lora.target_modules)
     torch.manual_seed(a.training.seed)  # identical adapter initialisation on every rank
-    return get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                                            target_modules=targets, task_type="CAUSAL_LM"))
+    return get_peft_model(
+        model,
+        LoraConfig(
+            r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets, task_type="CAUSAL_LM"
+        ),
+    )
 
 
 def shard(model, device) -> None:
@@ -177,8 +202,11 @@ def shard(model, device) -> None:
 
     base = model.get_base_model()
     layer_classes = set(getattr(base, "_no_split_modules", None) or [])
-    policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-              if device.type == "cuda" else MixedPrecisionPolicy())
+    policy = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if device.type == "cuda"
+        else MixedPrecisionPolicy()
+    )
     layers = [m for m in model.modules() if type(m).__name__ in layer_classes]
     for layer in layers:
         fully_shard(layer, mp_policy=policy)
@@ -189,6 +217,7 @@ def shard(model, device) -> None:
 def collate(rows: list[dict], pad_id: int):
     """Right-padded input ids, attention mask, and labels that score only the response tokens."""
     import torch
+
     width = max(len(r["input_ids"]) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     labels = torch.full((len(rows), width), -100, dtype=torch.long)
@@ -197,7 +226,7 @@ def collate(rows: list[dict], pad_id: int):
         n = len(r["input_ids"])
         ids[i, :n] = torch.tensor(r["input_ids"])
         mask[i, :n] = 1
-        labels[i, r["prompt_tokens"]:n] = ids[i, r["prompt_tokens"]:n]
+        labels[i, r["prompt_tokens"] : n] = ids[i, r["prompt_tokens"] : n]
     return ids, mask, labels
 
 
@@ -237,15 +266,21 @@ def train(a: Args, layout: Layout) -> int:
         remove_partial(root)
     dist.barrier()
     step, run_id = 0, None
-    latest, meta = resumable_checkpoint(root, t.global_batch_size,
-                                        "keep training.global_batch_size or use a new checkpoint dir")
+    latest, meta = resumable_checkpoint(
+        root, t.global_batch_size, "keep training.global_batch_size or use a new checkpoint dir"
+    )
     if latest is not None:
         model_state, optim_state = get_state_dict(model, optimizer, options=options)
         state = {"model": model_state, "optimizer": optim_state}
         dcp.load(state, checkpoint_id=str(latest))  # resharded to this world size
         # Not strict: the state holds only the trainable weights; dcp.load above fails if any of them is missing.
-        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"],
-                       options=StateDictOptions(ignore_frozen_params=True, strict=False))
+        set_state_dict(
+            model,
+            optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optimizer"],
+            options=StateDictOptions(ignore_frozen_params=True, strict=False),
+        )
         step, run_id = meta["step"], meta.get("mlflow_run_id")
 
     tracker = Tracker(a, rank=rank, local_rank=local_rank, run_id=run_id)
@@ -253,9 +288,22 @@ def train(a: Args, layout: Layout) -> int:
     dist.broadcast_object_list(shared, src=0)
     tracker.attach(shared[0])
     if rank == 0:
-        print(json.dumps({"event": "start", "step": step, "world_size": world, "accumulation": accum,
-                          "fsdp_layer_groups": layers, "quantized": quantize, "elastic_events": event_source,
-                          "resumed_from": latest.name if latest else None, "records": len(rows)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "event": "start",
+                    "step": step,
+                    "world_size": world,
+                    "accumulation": accum,
+                    "fsdp_layer_groups": layers,
+                    "quantized": quantize,
+                    "elastic_events": event_source,
+                    "resumed_from": latest.name if latest else None,
+                    "records": len(rows),
+                }
+            ),
+            flush=True,
+        )
 
     def save(finished: bool) -> None:
         tmp = root / f"{checkpoint_name(step)}.tmp"
@@ -263,9 +311,17 @@ def train(a: Args, layout: Layout) -> int:
         dcp.save({"model": model_state, "optimizer": optim_state}, checkpoint_id=str(tmp))
         dist.barrier()  # every shard is on disk before rank 0 publishes the directory
         if rank == 0:
-            commit_checkpoint(tmp, {"step": step, "global_batch_size": t.global_batch_size, "world_size": world,
-                                    "samples_seen": step * t.global_batch_size, "finished": finished,
-                                    "mlflow_run_id": tracker.run_id})
+            commit_checkpoint(
+                tmp,
+                {
+                    "step": step,
+                    "global_batch_size": t.global_batch_size,
+                    "world_size": world,
+                    "samples_seen": step * t.global_batch_size,
+                    "finished": finished,
+                    "mlflow_run_id": tracker.run_id,
+                },
+            )
             prune_checkpoints(root, t.keep_checkpoints)
         dist.barrier()
 
@@ -279,8 +335,9 @@ def train(a: Args, layout: Layout) -> int:
         used = [order(s) for samples in micro for s in samples]
         batches = [collate([rows[order(s)] for s in samples], pad_id) for samples in micro]
         # Tokens scored and samples trained in this step, over all ranks (on the device: NCCL reduces GPU tensors).
-        counts = torch.tensor([float(sum(int((b[2][:, 1:] != -100).sum()) for b in batches)), float(len(used))],
-                              device=device)
+        counts = torch.tensor(
+            [float(sum(int((b[2][:, 1:] != -100).sum()) for b in batches)), float(len(used))], device=device
+        )
         dist.all_reduce(counts)
         step_tokens = counts[0].item()
         loss_sum = torch.zeros((), dtype=torch.float32, device=device)
@@ -288,8 +345,11 @@ def train(a: Args, layout: Layout) -> int:
             model.set_requires_gradient_sync(k == accum - 1)  # reduce-scatter once per step
             logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
             token_loss = torch.nn.functional.cross_entropy(
-                logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten().to(device), ignore_index=-100,
-                reduction="sum")
+                logits[:, :-1].flatten(0, 1).float(),
+                labels[:, 1:].flatten().to(device),
+                ignore_index=-100,
+                reduction="sum",
+            )
             # FSDP averages gradients over ranks; × world turns that into the sum over all tokens of the step.
             (token_loss * world / step_tokens).backward()
             loss_sum += token_loss.detach().float()
@@ -302,13 +362,25 @@ def train(a: Args, layout: Layout) -> int:
         rows_used: list = [None] * world
         dist.all_gather_object(rows_used, used)
         event = detected()
-        metrics = {"loss": loss_sum.item() / step_tokens, "learning_rate": lr, "grad_norm": float(grad_norm),
-                   "tokens": step_tokens, "samples": counts[1].item(), "samples_seen": step * t.global_batch_size,
-                   "world_size": world, "accumulation": accum, "step_seconds": time.perf_counter() - started}
+        metrics = {
+            "loss": loss_sum.item() / step_tokens,
+            "learning_rate": lr,
+            "grad_norm": float(grad_norm),
+            "tokens": step_tokens,
+            "samples": counts[1].item(),
+            "samples_seen": step * t.global_batch_size,
+            "world_size": world,
+            "accumulation": accum,
+            "step_seconds": time.perf_counter() - started,
+        }
         if rank == 0:
-            record = metrics | {"step": step, "rows_sha256": hashlib.sha256(
-                json.dumps(sorted(r for part in rows_used for r in part)).encode()).hexdigest(),
-                "elastic_event": event}
+            record = metrics | {
+                "step": step,
+                "rows_sha256": hashlib.sha256(
+                    json.dumps(sorted(r for part in rows_used for r in part)).encode()
+                ).hexdigest(),
+                "elastic_event": event,
+            }
             with open(root / PROGRESS, "a") as f:
                 f.write(json.dumps(record, sort_keys=True) + "\n")
             print(json.dumps(record, sort_keys=True), flush=True)
@@ -317,8 +389,17 @@ def train(a: Args, layout: Layout) -> int:
             save(finished=step == t.max_steps)
         if event:
             if rank == 0:
-                print(json.dumps({"event": "elastic", "step": step, "world_size": world,
-                                  "action": "checkpointed; exiting for the restart at the new world size"}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "event": "elastic",
+                            "step": step,
+                            "world_size": world,
+                            "action": "checkpointed; exiting for the restart at the new world size",
+                        }
+                    ),
+                    flush=True,
+                )
             break
 
     if step == t.max_steps and not event:
@@ -333,8 +414,10 @@ def export_adapter(model, layout: Layout, rank: int) -> None:
     """The LoRA adapter in PEFT's format (adapter_config.json, adapter_model.safetensors) for evaluate.py and
     serving, gathered from the shards on rank 0; DONE marks the run as finished."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True,
-                                                                  ignore_frozen_params=True))
+
+    state = get_model_state_dict(
+        model, options=StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True)
+    )
     if rank == 0:
         model.save_pretrained(layout.adapter_dir, state_dict=state)
         (layout.checkpoint_dir / DONE).write_text(json.dumps({"adapter": str(layout.adapter_dir)}) + "\n")

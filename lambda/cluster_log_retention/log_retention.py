@@ -10,6 +10,7 @@ Delete leaves the group, its key and its logs alone.
 ResourceProperties: LogGroupName, RetentionInDays, optionally KmsKeyId (a key ARN). Environment: AWS_REGION (set by
 Lambda), optionally AWS_ENDPOINT_URL (tests).
 """
+
 from __future__ import annotations
 
 import logging

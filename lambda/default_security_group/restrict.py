@@ -12,6 +12,7 @@ Refuses any group that is not a VPC's `default` group.
 
 ResourceProperties: SecurityGroupId. Environment: AWS_REGION (set by Lambda), optionally AWS_ENDPOINT_URL (tests).
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,8 +35,10 @@ def close(ec2, group_id: str) -> dict[str, int]:
     """Revokes every rule of the default group `group_id`; returns how many ingress and egress rules it removed."""
     (group,) = ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"]
     if group.get("GroupName") != "default":
-        raise ValueError(f"{group_id} is {group.get('GroupName')!r}, not a VPC's default security group; refusing "
-                         "to remove its rules")
+        raise ValueError(
+            f"{group_id} is {group.get('GroupName')!r}, not a VPC's default security group; refusing "
+            "to remove its rules"
+        )
     ingress, egress = _permissions(group.get("IpPermissions", [])), _permissions(group.get("IpPermissionsEgress", []))
     if ingress:
         ec2.revoke_security_group_ingress(GroupId=group_id, IpPermissions=ingress)

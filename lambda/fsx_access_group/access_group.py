@@ -8,6 +8,7 @@ Delete removes only our group and never touches the file system.
 ResourceProperties: FileSystemId, SecurityGroupId. Environment: AWS_REGION (set by Lambda), optionally
 AWS_ENDPOINT_URL (tests) and MAX_GROUPS_PER_INTERFACE (default 5, the default VPC quota).
 """
+
 from __future__ import annotations
 
 import logging
@@ -55,9 +56,13 @@ def current_groups(ec2, eni_ids: list[str]) -> dict[str, list[str]]:
     if not eni_ids:
         return {}
     pages = ec2.get_paginator("describe_network_interfaces").paginate(
-        Filters=[{"Name": "network-interface-id", "Values": eni_ids}])
-    return {eni["NetworkInterfaceId"]: [group["GroupId"] for group in eni.get("Groups", [])]
-            for page in pages for eni in page["NetworkInterfaces"]}
+        Filters=[{"Name": "network-interface-id", "Values": eni_ids}]
+    )
+    return {
+        eni["NetworkInterfaceId"]: [group["GroupId"] for group in eni.get("Groups", [])]
+        for page in pages
+        for eni in page["NetworkInterfaces"]
+    }
 
 
 def apply(fsx, ec2, file_system_id: str, *, add: str | None = None, remove: str | None = None) -> list[str]:
@@ -81,11 +86,13 @@ def apply(fsx, ec2, file_system_id: str, *, add: str | None = None, remove: str 
             raise RuntimeError(
                 f"cannot add {add} to network interface {eni_id} of file system {file_system_id}: it already has "
                 f"{len(groups)} security groups ({', '.join(groups)}) and allows at most {max_groups()}; remove one "
-                f"from the file system or raise the 'Security groups per network interface' quota")
+                f"from the file system or raise the 'Security groups per network interface' quota"
+            )
         if not wanted:
             raise RuntimeError(
                 f"cannot remove {remove} from network interface {eni_id} of file system {file_system_id}: it is the "
-                f"only security group and an interface needs at least one; add another group to the file system first")
+                f"only security group and an interface needs at least one; add another group to the file system first"
+            )
         planned[eni_id] = wanted
 
     # Checked for every ENI before changing any, so a limit error leaves the file system as it was.
@@ -96,8 +103,10 @@ def apply(fsx, ec2, file_system_id: str, *, add: str | None = None, remove: str 
         except ClientError as error:
             if removing_only and _code(error) in INTERFACE_GONE:
                 continue
-            raise RuntimeError(f"could not set security groups {wanted} on network interface {eni_id} of file "
-                               f"system {file_system_id}: {error}") from error
+            raise RuntimeError(
+                f"could not set security groups {wanted} on network interface {eni_id} of file "
+                f"system {file_system_id}: {error}"
+            ) from error
         LOG.info("%s %s: %s -> %s", file_system_id, eni_id, groups_by_eni[eni_id], wanted)
         changed.append(eni_id)
     return changed
@@ -114,8 +123,9 @@ def detach(fsx, ec2, file_system_id: str, group_id: str) -> list[str]:
 def _required(props: Mapping[str, Any]) -> tuple[str, str]:
     file_system_id, group_id = props.get("FileSystemId", ""), props.get("SecurityGroupId", "")
     if not str(file_system_id).startswith("fs-") or not str(group_id).startswith("sg-"):
-        raise ValueError(f"FileSystemId (fs-...) and SecurityGroupId (sg-...) are required, got "
-                         f"{file_system_id!r} and {group_id!r}")
+        raise ValueError(
+            f"FileSystemId (fs-...) and SecurityGroupId (sg-...) are required, got {file_system_id!r} and {group_id!r}"
+        )
     return file_system_id, group_id
 
 

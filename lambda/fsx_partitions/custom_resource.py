@@ -10,6 +10,7 @@ anything on the file system.
 ResourceProperties (strings, as CloudFormation passes them): FileSystemId, FileSystemPath, DataBucket, S3Prefix,
 RelativePath, Uid, Gid, Mode (e.g. "0700", "2775").
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,10 +28,15 @@ LOG.setLevel(logging.INFO)
 
 def partition_from(props: Mapping[str, Any]) -> Partition:
     return Partition.build(
-        file_system_id=props.get("FileSystemId", ""), file_system_path=props.get("FileSystemPath", ""),
-        data_bucket=props.get("DataBucket", ""), s3_prefix=props.get("S3Prefix", ""),
-        relative_path=props.get("RelativePath", ""), uid=props.get("Uid"), gid=props.get("Gid"),
-        mode=props.get("Mode", ""))
+        file_system_id=props.get("FileSystemId", ""),
+        file_system_path=props.get("FileSystemPath", ""),
+        data_bucket=props.get("DataBucket", ""),
+        s3_prefix=props.get("S3Prefix", ""),
+        relative_path=props.get("RelativePath", ""),
+        uid=props.get("Uid"),
+        gid=props.get("Gid"),
+        mode=props.get("Mode", ""),
+    )
 
 
 def max_in_flight() -> int:
@@ -39,12 +45,12 @@ def max_in_flight() -> int:
 
 def import_token(event: Mapping[str, Any], partition: Partition) -> str:
     """Same for every attempt at one CloudFormation request (its RequestId is stable across retries)."""
-    return partitions.request_token(event.get("StackId", ""), event.get("LogicalResourceId", ""),
-                                    event.get("RequestId", ""), partition.import_uri)
+    return partitions.request_token(
+        event.get("StackId", ""), event.get("LogicalResourceId", ""), event.get("RequestId", ""), partition.import_uri
+    )
 
 
-def on_event(event: Mapping[str, Any], _context: Any = None, *, s3=None, fsx=None,
-             sleep=time.sleep) -> dict[str, Any]:
+def on_event(event: Mapping[str, Any], _context: Any = None, *, s3=None, fsx=None, sleep=time.sleep) -> dict[str, Any]:
     request = event["RequestType"]
     LOG.info("%s %s", request, event.get("PhysicalResourceId", "(new)"))
     if request == "Delete":
@@ -55,8 +61,9 @@ def on_event(event: Mapping[str, Any], _context: Any = None, *, s3=None, fsx=Non
 
     partition = partition_from(event["ResourceProperties"])
     s3 = s3 or partitions.client("s3")
-    written = partitions.ensure_marker(s3, partition.data_bucket, partition.marker_key, partition.uid,
-                                       partition.gid, partition.mode, sleep=sleep)
+    written = partitions.ensure_marker(
+        s3, partition.data_bucket, partition.marker_key, partition.uid, partition.gid, partition.mode, sleep=sleep
+    )
     # Create always imports: an earlier attempt may have written the marker and then failed before the import.
     # Update with a new physical id is a Create for the new partition (CloudFormation then deletes the old one,
     # which is a no-op). Update with the same id imports only if the marker changed.
@@ -64,12 +71,22 @@ def on_event(event: Mapping[str, Any], _context: Any = None, *, s3=None, fsx=Non
     task_id, pending = "", ""
     if needs_import:
         fsx = fsx or partitions.client("fsx")
-        task_id = partitions.start_import(fsx, partition.file_system_id, partition.import_uri,
-                                          token=import_token(event, partition), max_in_flight=max_in_flight(),
-                                          sleep=sleep) or ""
+        task_id = (
+            partitions.start_import(
+                fsx,
+                partition.file_system_id,
+                partition.import_uri,
+                token=import_token(event, partition),
+                max_in_flight=max_in_flight(),
+                sleep=sleep,
+            )
+            or ""
+        )
         pending = "" if task_id else "true"
-    return {"PhysicalResourceId": partition.physical_id,
-            "Data": {"TaskId": task_id, "Path": partition.path, "ImportPending": pending}}
+    return {
+        "PhysicalResourceId": partition.physical_id,
+        "Data": {"TaskId": task_id, "Path": partition.path, "ImportPending": pending},
+    }
 
 
 def is_complete(event: Mapping[str, Any], _context: Any = None, *, fsx=None, sleep=time.sleep) -> dict[str, Any]:
@@ -85,9 +102,14 @@ def is_complete(event: Mapping[str, Any], _context: Any = None, *, fsx=None, sle
     if not task_id:
         # Started on an earlier poll or not at all: the same token returns the same task, never a second one.
         partition = partition_from(event["ResourceProperties"])
-        task_id = partitions.start_import(fsx, partition.file_system_id, partition.import_uri,
-                                          token=import_token(event, partition), max_in_flight=max_in_flight(),
-                                          sleep=sleep)
+        task_id = partitions.start_import(
+            fsx,
+            partition.file_system_id,
+            partition.import_uri,
+            token=import_token(event, partition),
+            max_in_flight=max_in_flight(),
+            sleep=sleep,
+        )
         if not task_id:
             return {"IsComplete": False}
     if partitions.import_status(fsx, task_id, sleep=sleep) == "done":  # raises when the task failed

@@ -8,6 +8,7 @@ run an IMPORT_METADATA_FROM_REPOSITORY task so the directory exists with that me
 
 Plain functions taking boto3 clients; stdlib + boto3 only.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,9 +50,16 @@ def error_code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
 
 
-def retry(call: Callable[[], T], *, attempts: int = 4, base_delay: float = 2.0, max_delay: float = 8.0,
-          sleep: Sleep = time.sleep, jitter: Callable[[], float] = random.random,
-          codes: frozenset[str] = IMPORT_BUSY_CODES) -> T:
+def retry(
+    call: Callable[[], T],
+    *,
+    attempts: int = 4,
+    base_delay: float = 2.0,
+    max_delay: float = 8.0,
+    sleep: Sleep = time.sleep,
+    jitter: Callable[[], float] = random.random,
+    codes: frozenset[str] = IMPORT_BUSY_CODES,
+) -> T:
     """Run `call`, retrying errors whose code is in `codes` (FSx's busy file system by default: answers that mean
     "come back later", which botocore does not retry) with capped exponential backoff and full jitter. Throttling is
     the client's to retry (aws_clients.py, botocore's standard mode).
@@ -66,14 +74,20 @@ def retry(call: Callable[[], T], *, attempts: int = 4, base_delay: float = 2.0, 
             if error_code(error) not in codes or attempt == attempts:
                 raise
             delay = jitter() * min(max_delay, base_delay * 2 ** (attempt - 1))
-            LOG.warning("%s, attempt %d/%d, retrying in %.2fs", error_code(error), attempt, attempts,
-                        delay)
+            LOG.warning("%s, attempt %d/%d, retrying in %.2fs", error_code(error), attempt, attempts, delay)
             sleep(delay)
     raise AssertionError("unreachable")
 
 
-def wait_for(check: Callable[[], T | None], *, what: str, max_wait: float, sleep: Sleep = time.sleep,
-             first_delay: float = 2.0, max_delay: float = 30.0) -> T:
+def wait_for(
+    check: Callable[[], T | None],
+    *,
+    what: str,
+    max_wait: float,
+    sleep: Sleep = time.sleep,
+    first_delay: float = 2.0,
+    max_delay: float = 30.0,
+) -> T:
     """Poll `check` until it returns a truthy value, backing off from `first_delay` up to `max_delay`.
 
     `check` raises to fail fast. The budget counts both slept seconds and wall-clock time, so an injected sleep
@@ -97,6 +111,7 @@ def wait_for(check: Callable[[], T | None], *, what: str, max_wait: float, sleep
 
 
 # --- partition description -------------------------------------------------------------------------------------
+
 
 def parse_mode(value: str | int) -> int:
     """'0700', '700', '2775' or an int -> permission bits (no file type). setuid is refused: FSx drops it."""
@@ -133,15 +148,25 @@ class Partition:
     file_system_id: str
     file_system_path: str  # where the DRA links the bucket, e.g. "/data"
     data_bucket: str
-    s3_prefix: str         # "" or ends in "/"
-    relative_path: str     # e.g. "studio/alice"
+    s3_prefix: str  # "" or ends in "/"
+    relative_path: str  # e.g. "studio/alice"
     uid: int
     gid: int
-    mode: int              # permission bits without the file type, e.g. 0o700
+    mode: int  # permission bits without the file type, e.g. 0o700
 
     @classmethod
-    def build(cls, *, file_system_id: str, file_system_path: str, data_bucket: str, s3_prefix: str,
-              relative_path: str, uid: Any, gid: Any, mode: Any) -> Partition:
+    def build(
+        cls,
+        *,
+        file_system_id: str,
+        file_system_path: str,
+        data_bucket: str,
+        s3_prefix: str,
+        relative_path: str,
+        uid: Any,
+        gid: Any,
+        mode: Any,
+    ) -> Partition:
         if not file_system_id:
             raise ValueError("FileSystemId is required")
         if not data_bucket:
@@ -152,11 +177,19 @@ class Partition:
             raise ValueError(f"S3Prefix must be empty or end (and not start) with '/', got {s3_prefix!r}")
         parts = relative_path.split("/")
         if not relative_path or any(part in ("", ".", "..") for part in parts):
-            raise ValueError(f"RelativePath must be a relative path without '.', '..' or empty parts, "
-                             f"got {relative_path!r}")
-        return cls(file_system_id=file_system_id, file_system_path=file_system_path.rstrip("/") or "/",
-                   data_bucket=data_bucket, s3_prefix=s3_prefix, relative_path=relative_path,
-                   uid=_non_negative_int("Uid", uid), gid=_non_negative_int("Gid", gid), mode=parse_mode(mode))
+            raise ValueError(
+                f"RelativePath must be a relative path without '.', '..' or empty parts, got {relative_path!r}"
+            )
+        return cls(
+            file_system_id=file_system_id,
+            file_system_path=file_system_path.rstrip("/") or "/",
+            data_bucket=data_bucket,
+            s3_prefix=s3_prefix,
+            relative_path=relative_path,
+            uid=_non_negative_int("Uid", uid),
+            gid=_non_negative_int("Gid", gid),
+            mode=parse_mode(mode),
+        )
 
     @property
     def path(self) -> str:
@@ -184,6 +217,7 @@ class Partition:
 
 # --- S3 marker and FSx import ------------------------------------------------------------------------------------
 
+
 def ensure_marker(s3, bucket: str, key: str, uid: int, gid: int, mode: int, *, sleep: Sleep = time.sleep) -> bool:
     """Make sure the directory marker exists with this POSIX metadata. Returns True if it was (re)written.
 
@@ -210,8 +244,9 @@ def ensure_marker(s3, bucket: str, key: str, uid: int, gid: int, mode: int, *, s
         LOG.info("marker s3://%s/%s already has %s", bucket, key, wanted)
         return False
     merged = {**current, **wanted}
-    s3.copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": key}, Metadata=merged,
-                   MetadataDirective="REPLACE")
+    s3.copy_object(
+        Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": key}, Metadata=merged, MetadataDirective="REPLACE"
+    )
     LOG.info("updated marker s3://%s/%s from %s to %s", bucket, key, current, merged)
     return True
 
@@ -228,8 +263,12 @@ def imports_in_flight(fsx, file_system_id: str, *, sleep: Sleep = time.sleep) ->
     """Number of this file system's data repository tasks that are PENDING or EXECUTING."""
     count, token = 0, None
     while True:
-        kwargs: dict[str, Any] = {"Filters": [{"Name": "file-system-id", "Values": [file_system_id]},
-                                              {"Name": "task-lifecycle", "Values": list(IN_FLIGHT)}]}
+        kwargs: dict[str, Any] = {
+            "Filters": [
+                {"Name": "file-system-id", "Values": [file_system_id]},
+                {"Name": "task-lifecycle", "Values": list(IN_FLIGHT)},
+            ]
+        }
         if token:
             kwargs["NextToken"] = token
         response = fsx.describe_data_repository_tasks(**kwargs)
@@ -239,8 +278,15 @@ def imports_in_flight(fsx, file_system_id: str, *, sleep: Sleep = time.sleep) ->
             return count
 
 
-def start_import(fsx, file_system_id: str, path: str, *, token: str,
-                 max_in_flight: int = DEFAULT_MAX_IMPORTS_IN_FLIGHT, sleep: Sleep = time.sleep) -> str | None:
+def start_import(
+    fsx,
+    file_system_id: str,
+    path: str,
+    *,
+    token: str,
+    max_in_flight: int = DEFAULT_MAX_IMPORTS_IN_FLIGHT,
+    sleep: Sleep = time.sleep,
+) -> str | None:
     """Start an IMPORT_METADATA_FROM_REPOSITORY task for one repository path (s3://bucket/prefix/).
 
     Returns the task id, or None when the file system is busy: `max_in_flight` tasks already pending or running,
@@ -248,13 +294,19 @@ def start_import(fsx, file_system_id: str, path: str, *, token: str,
     comes back later with the same `token`, so at most one task is ever started for one request."""
     running = imports_in_flight(fsx, file_system_id, sleep=sleep)
     if running >= max_in_flight:
-        LOG.info("%d import tasks in flight on %s (limit %d); %s waits", running, file_system_id, max_in_flight,
-                 path)
+        LOG.info("%d import tasks in flight on %s (limit %d); %s waits", running, file_system_id, max_in_flight, path)
         return None
     try:
-        response = retry(lambda: fsx.create_data_repository_task(
-            Type="IMPORT_METADATA_FROM_REPOSITORY", FileSystemId=file_system_id, Paths=[path],
-            Report={"Enabled": False}, ClientRequestToken=token), sleep=sleep)
+        response = retry(
+            lambda: fsx.create_data_repository_task(
+                Type="IMPORT_METADATA_FROM_REPOSITORY",
+                FileSystemId=file_system_id,
+                Paths=[path],
+                Report={"Enabled": False},
+                ClientRequestToken=token,
+            ),
+            sleep=sleep,
+        )
     except ClientError as error:
         if error_code(error) in IMPORT_BUSY_CODES:
             LOG.info("%s is busy (%s); %s waits", file_system_id, error_code(error), path)
@@ -287,26 +339,33 @@ def import_status(fsx, task_id: str, *, sleep: Sleep = time.sleep) -> str:
 
 # --- SageMaker user profile ---------------------------------------------------------------------------------------
 
+
 def _fsx_entry(file_system_id: str, path: str) -> dict[str, Any]:
     return {"FSxLustreFileSystemConfig": {"FileSystemId": file_system_id, "FileSystemPath": path}}
 
 
 def _same_fsx(entry: Mapping[str, Any], file_system_id: str, path: str) -> bool:
     config = entry.get("FSxLustreFileSystemConfig") or {}
-    return bool(config) and config.get("FileSystemId") == file_system_id \
-        and config.get("FileSystemPath", "/") == path
+    return bool(config) and config.get("FileSystemId") == file_system_id and config.get("FileSystemPath", "/") == path
 
 
-def _update_file_systems(sagemaker, domain_id: str, profile_name: str, user_settings: Mapping[str, Any],
-                         configs: list[dict[str, Any]], sleep: Sleep) -> None:
+def _update_file_systems(
+    sagemaker,
+    domain_id: str,
+    profile_name: str,
+    user_settings: Mapping[str, Any],
+    configs: list[dict[str, Any]],
+    sleep: Sleep,
+) -> None:
     settings: dict[str, Any] = {"CustomFileSystemConfigs": configs}
     if "CustomPosixUserConfig" in user_settings:
         settings["CustomPosixUserConfig"] = user_settings["CustomPosixUserConfig"]
     sagemaker.update_user_profile(DomainId=domain_id, UserProfileName=profile_name, UserSettings=settings)
 
 
-def merge_file_system_config(sagemaker, domain_id: str, profile_name: str, file_system_id: str, path: str, *,
-                             sleep: Sleep = time.sleep) -> bool:
+def merge_file_system_config(
+    sagemaker, domain_id: str, profile_name: str, file_system_id: str, path: str, *, sleep: Sleep = time.sleep
+) -> bool:
     """Add the FSx entry to the profile's CustomFileSystemConfigs, keeping every other entry. True if updated."""
     profile = sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=profile_name)
     user_settings = profile.get("UserSettings", {})
@@ -315,16 +374,20 @@ def merge_file_system_config(sagemaker, domain_id: str, profile_name: str, file_
         LOG.info("profile %s/%s already mounts %s:%s", domain_id, profile_name, file_system_id, path)
         return False
     if len(configs) >= MAX_CUSTOM_FILE_SYSTEMS:
-        raise ValueError(f"profile {domain_id}/{profile_name} already has {len(configs)} custom file systems "
-                         f"(the maximum is {MAX_CUSTOM_FILE_SYSTEMS}); cannot add {file_system_id}:{path}")
-    _update_file_systems(sagemaker, domain_id, profile_name, user_settings,
-                         configs + [_fsx_entry(file_system_id, path)], sleep)
+        raise ValueError(
+            f"profile {domain_id}/{profile_name} already has {len(configs)} custom file systems "
+            f"(the maximum is {MAX_CUSTOM_FILE_SYSTEMS}); cannot add {file_system_id}:{path}"
+        )
+    _update_file_systems(
+        sagemaker, domain_id, profile_name, user_settings, configs + [_fsx_entry(file_system_id, path)], sleep
+    )
     LOG.info("profile %s/%s now mounts %s:%s", domain_id, profile_name, file_system_id, path)
     return True
 
 
-def remove_file_system_config(sagemaker, domain_id: str, profile_name: str, file_system_id: str, path: str, *,
-                              sleep: Sleep = time.sleep) -> bool:
+def remove_file_system_config(
+    sagemaker, domain_id: str, profile_name: str, file_system_id: str, path: str, *, sleep: Sleep = time.sleep
+) -> bool:
     """Drop the FSx entry from the profile, keeping every other entry. Tolerates a missing profile."""
     try:
         profile = sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=profile_name)

@@ -17,6 +17,7 @@ both waits; keep it below the function timeout) and optionally PARTITION_ROOT (d
 (a JSON object uid -> config user name, shipped with the code: a thousand users do not fit Lambda's 4 KB of
 environment variables).
 """
+
 from __future__ import annotations
 
 import json
@@ -63,16 +64,22 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
-        missing = [name for name in ("DOMAIN_ID", "FILE_SYSTEM_ID", "FILE_SYSTEM_PATH", "DATA_BUCKET")
-                   if not env.get(name)]
+        missing = [
+            name for name in ("DOMAIN_ID", "FILE_SYSTEM_ID", "FILE_SYSTEM_PATH", "DATA_BUCKET") if not env.get(name)
+        ]
         if missing:
             raise RuntimeError(f"missing environment variables: {', '.join(missing)}")
-        return cls(domain_id=env["DOMAIN_ID"], file_system_id=env["FILE_SYSTEM_ID"],
-                   file_system_path=env["FILE_SYSTEM_PATH"], data_bucket=env["DATA_BUCKET"],
-                   s3_prefix=env.get("S3_PREFIX", ""), max_wait_seconds=float(env.get("MAX_WAIT_SECONDS", "600")),
-                   partition_root=env.get("PARTITION_ROOT", "").strip("/") or "studio",
-                   max_in_flight=int(env.get("MAX_IMPORTS_IN_FLIGHT", partitions.DEFAULT_MAX_IMPORTS_IN_FLIGHT)),
-                   reserved_uids=read_reserved_uids(env.get("RESERVED_UIDS_FILE", "")))
+        return cls(
+            domain_id=env["DOMAIN_ID"],
+            file_system_id=env["FILE_SYSTEM_ID"],
+            file_system_path=env["FILE_SYSTEM_PATH"],
+            data_bucket=env["DATA_BUCKET"],
+            s3_prefix=env.get("S3_PREFIX", ""),
+            max_wait_seconds=float(env.get("MAX_WAIT_SECONDS", "600")),
+            partition_root=env.get("PARTITION_ROOT", "").strip("/") or "studio",
+            max_in_flight=int(env.get("MAX_IMPORTS_IN_FLIGHT", partitions.DEFAULT_MAX_IMPORTS_IN_FLIGHT)),
+            reserved_uids=read_reserved_uids(env.get("RESERVED_UIDS_FILE", "")),
+        )
 
 
 def read_reserved_uids(path: str) -> dict[int, str]:
@@ -97,8 +104,11 @@ def created_by_cloudformation(detail: Mapping[str, Any]) -> bool:
 def request_tags(detail: Mapping[str, Any]) -> dict[str, str]:
     """The tags of the CreateUserProfile call, as CloudTrail records requestParameters.tags."""
     tags = (detail.get("requestParameters") or {}).get("tags") or []
-    return {str(tag.get("key", tag.get("Key", ""))): str(tag.get("value", tag.get("Value", "")))
-            for tag in tags if isinstance(tag, Mapping)}
+    return {
+        str(tag.get("key", tag.get("Key", ""))): str(tag.get("value", tag.get("Value", "")))
+        for tag in tags
+        if isinstance(tag, Mapping)
+    }
 
 
 LIST_PAGE = 100  # ListUserProfiles' MaxResults ceiling (botocore's sagemaker model)
@@ -122,8 +132,9 @@ def profile_uid(sagemaker, domain_id: str, summary: Mapping[str, Any], *, sleep=
     return uid
 
 
-def uid_owner(sagemaker, domain_id: str, profile_name: str, uid: int, reserved: Mapping[int, str], *,
-              sleep=time.sleep) -> str | None:
+def uid_owner(
+    sagemaker, domain_id: str, profile_name: str, uid: int, reserved: Mapping[int, str], *, sleep=time.sleep
+) -> str | None:
     """Who else holds `uid`: a config user of another name, or another profile of the domain (ListUserProfiles
     returns no settings: each profile is described, once per environment and change, see _UIDS). None when nobody
     does. (Root cannot occur: the SageMaker API takes CustomPosixUserConfig.Uid from 10000 up.)"""
@@ -131,8 +142,9 @@ def uid_owner(sagemaker, domain_id: str, profile_name: str, uid: int, reserved: 
         return f"config user {reserved[uid]!r}"
     token = None
     while True:
-        page = sagemaker.list_user_profiles(DomainIdEquals=domain_id, MaxResults=LIST_PAGE,
-                                            **({"NextToken": token} if token else {}))
+        page = sagemaker.list_user_profiles(
+            DomainIdEquals=domain_id, MaxResults=LIST_PAGE, **({"NextToken": token} if token else {})
+        )
         for summary in page.get("UserProfiles", []):
             other = summary["UserProfileName"]
             if other != profile_name and profile_uid(sagemaker, domain_id, summary, sleep=sleep) == uid:
@@ -154,8 +166,16 @@ def partition_owner(s3, bucket: str, key: str, *, sleep=time.sleep) -> int | Non
     return int(owner) if owner is not None and owner.isdigit() else None
 
 
-def handler(event: Mapping[str, Any], _context: Any = None, *, settings: Settings | None = None, s3=None, fsx=None,
-            sagemaker=None, sleep=time.sleep) -> dict[str, Any]:
+def handler(
+    event: Mapping[str, Any],
+    _context: Any = None,
+    *,
+    settings: Settings | None = None,
+    s3=None,
+    fsx=None,
+    sagemaker=None,
+    sleep=time.sleep,
+) -> dict[str, Any]:
     settings = settings or Settings.from_env(os.environ)
     detail = event.get("detail") or {}
     params = detail.get("requestParameters") or {}
@@ -168,8 +188,9 @@ def handler(event: Mapping[str, Any], _context: Any = None, *, settings: Setting
         LOG.info("ignoring failed CreateUserProfile for %s/%s: %s", domain_id, profile_name, detail["errorCode"])
         return {"status": "ignored", "reason": "the CreateUserProfile call failed"}
     if created_by_cloudformation(detail):
-        LOG.info("ignoring profile %s/%s: created by CloudFormation, whose stack owns its partition", domain_id,
-                 profile_name)
+        LOG.info(
+            "ignoring profile %s/%s: created by CloudFormation, whose stack owns its partition", domain_id, profile_name
+        )
         return {"status": "ignored", "reason": "created by CloudFormation"}
     if domain_id != settings.domain_id:
         LOG.info("ignoring profile %s in domain %s (ours is %s)", profile_name, domain_id, settings.domain_id)
@@ -182,45 +203,78 @@ def handler(event: Mapping[str, Any], _context: Any = None, *, settings: Setting
     profile = wait_in_service(sagemaker, domain_id, profile_name, max_wait=deadline_budget, sleep=sleep)
     posix = (profile.get("UserSettings") or {}).get("CustomPosixUserConfig")
     if not posix or "Uid" not in posix or "Gid" not in posix:
-        raise ValueError(f"user profile {domain_id}/{profile_name} has no UserSettings.CustomPosixUserConfig "
-                         f"(Uid/Gid): per-user FSx partitions need a POSIX identity; set it on the profile or "
-                         f"as the domain default")
+        raise ValueError(
+            f"user profile {domain_id}/{profile_name} has no UserSettings.CustomPosixUserConfig "
+            f"(Uid/Gid): per-user FSx partitions need a POSIX identity; set it on the profile or "
+            f"as the domain default"
+        )
 
     partition = Partition.build(
-        file_system_id=settings.file_system_id, file_system_path=settings.file_system_path,
-        data_bucket=settings.data_bucket, s3_prefix=settings.s3_prefix,
+        file_system_id=settings.file_system_id,
+        file_system_path=settings.file_system_path,
+        data_bucket=settings.data_bucket,
+        s3_prefix=settings.s3_prefix,
         relative_path=f"{settings.partition_root}/{profile_name}",
-        uid=posix["Uid"], gid=posix["Gid"], mode=PRIVATE_MODE)
+        uid=posix["Uid"],
+        gid=posix["Gid"],
+        mode=PRIVATE_MODE,
+    )
     s3 = s3 or partitions.client("s3")
     holder = uid_owner(sagemaker, domain_id, profile_name, partition.uid, settings.reserved_uids, sleep=sleep)
     if holder:
-        raise refuse(f"user profile {domain_id}/{profile_name}: uid {partition.uid} is already {holder}'s; "
-                     f"nothing was mounted. Give the profile a uid of its own (UserSettings.CustomPosixUserConfig)")
+        raise refuse(
+            f"user profile {domain_id}/{profile_name}: uid {partition.uid} is already {holder}'s; "
+            f"nothing was mounted. Give the profile a uid of its own (UserSettings.CustomPosixUserConfig)"
+        )
     owner = partition_owner(s3, partition.data_bucket, partition.marker_key, sleep=sleep)
     if owner is not None and owner != partition.uid:
         if request_tags(detail).get(FORCE_UID_CHANGE_TAG, "").lower() != "true":
-            raise refuse(f"user profile {domain_id}/{profile_name}: its partition {partition.path} belongs to uid "
-                         f"{owner}, the profile has uid {partition.uid}; nothing was mounted. Create the profile "
-                         f"with the tag {FORCE_UID_CHANGE_TAG}=true to hand the partition to the new uid")
-        LOG.warning("user profile %s/%s: partition %s goes from uid %s to %s (%s=true)", domain_id, profile_name,
-                    partition.path, owner, partition.uid, FORCE_UID_CHANGE_TAG)
+            raise refuse(
+                f"user profile {domain_id}/{profile_name}: its partition {partition.path} belongs to uid "
+                f"{owner}, the profile has uid {partition.uid}; nothing was mounted. Create the profile "
+                f"with the tag {FORCE_UID_CHANGE_TAG}=true to hand the partition to the new uid"
+            )
+        LOG.warning(
+            "user profile %s/%s: partition %s goes from uid %s to %s (%s=true)",
+            domain_id,
+            profile_name,
+            partition.path,
+            owner,
+            partition.uid,
+            FORCE_UID_CHANGE_TAG,
+        )
     fsx = fsx or partitions.client("fsx")
-    partitions.ensure_marker(s3, partition.data_bucket, partition.marker_key, partition.uid, partition.gid,
-                             partition.mode, sleep=sleep)
+    partitions.ensure_marker(
+        s3, partition.data_bucket, partition.marker_key, partition.uid, partition.gid, partition.mode, sleep=sleep
+    )
     # EventBridge and Lambda redeliver the same CloudTrail record (same eventID) on retry: same token, same task.
-    token = partitions.request_token("profile", str(detail.get("eventID") or event.get("id") or ""),
-                                     partition.import_uri)
+    token = partitions.request_token(
+        "profile", str(detail.get("eventID") or event.get("id") or ""), partition.import_uri
+    )
     remaining = max(1.0, deadline_budget - (time.monotonic() - started))
     task_id = partitions.wait_for(
-        lambda: partitions.start_import(fsx, partition.file_system_id, partition.import_uri, token=token,
-                                        max_in_flight=settings.max_in_flight, sleep=sleep),
-        what=f"a free import slot on {partition.file_system_id} for {partition.path}", max_wait=remaining / 2,
-        sleep=sleep)
+        lambda: partitions.start_import(
+            fsx,
+            partition.file_system_id,
+            partition.import_uri,
+            token=token,
+            max_in_flight=settings.max_in_flight,
+            sleep=sleep,
+        ),
+        what=f"a free import slot on {partition.file_system_id} for {partition.path}",
+        max_wait=remaining / 2,
+        sleep=sleep,
+    )
     remaining = max(1.0, deadline_budget - (time.monotonic() - started))
-    partitions.wait_for(lambda: partitions.import_status(fsx, task_id, sleep=sleep) == "done",
-                        what=f"import task {task_id} for {partition.path}", max_wait=remaining, sleep=sleep)
-    partitions.merge_file_system_config(sagemaker, domain_id, profile_name, partition.file_system_id,
-                                        partition.path, sleep=sleep)
+    partitions.wait_for(
+        lambda: partitions.import_status(fsx, task_id, sleep=sleep) == "done",
+        what=f"import task {task_id} for {partition.path}",
+        max_wait=remaining,
+        sleep=sleep,
+    )
+    partitions.merge_file_system_config(
+        sagemaker, domain_id, profile_name, partition.file_system_id, partition.path, sleep=sleep
+    )
     return {"status": "done", "profile": profile_name, "path": partition.path, "taskId": task_id}
 
 
@@ -229,21 +283,25 @@ def refuse(message: str) -> UidConflict:
     return UidConflict(message)
 
 
-def wait_in_service(sagemaker, domain_id: str, profile_name: str, *, max_wait: float,
-                    sleep=time.sleep) -> dict[str, Any]:
+def wait_in_service(
+    sagemaker, domain_id: str, profile_name: str, *, max_wait: float, sleep=time.sleep
+) -> dict[str, Any]:
     def check() -> dict[str, Any] | None:
         profile = sagemaker.describe_user_profile(DomainId=domain_id, UserProfileName=profile_name)
         status = profile.get("Status")
         if status == "InService":
             return profile
         if status in PROFILE_FAILED_STATES:
-            raise ProfileNotReady(f"user profile {domain_id}/{profile_name} is {status}: "
-                                  f"{profile.get('FailureReason', 'no failure reason')}")
+            raise ProfileNotReady(
+                f"user profile {domain_id}/{profile_name} is {status}: "
+                f"{profile.get('FailureReason', 'no failure reason')}"
+            )
         LOG.info("user profile %s/%s is %s, waiting", domain_id, profile_name, status)
         return None
 
     try:
-        return partitions.wait_for(check, what=f"user profile {domain_id}/{profile_name} InService",
-                                   max_wait=max_wait, sleep=sleep)
+        return partitions.wait_for(
+            check, what=f"user profile {domain_id}/{profile_name} InService", max_wait=max_wait, sleep=sleep
+        )
     except TimeoutError as error:
         raise ProfileNotReady(str(error)) from error

@@ -16,6 +16,7 @@ giving root back to every client would be the wrong default.
 ResourceProperties: FileSystemId, RootSquash ("UID:GID"), NoSquashSubnetIds (list). Environment: AWS_REGION,
 optionally AWS_ENDPOINT_URL (tests).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -63,8 +64,10 @@ def desired(props: Mapping[str, Any], ec2) -> dict[str, Any]:
 def current(fsx, file_system_id: str) -> tuple[str, dict[str, Any]]:
     (fs,) = fsx.describe_file_systems(FileSystemIds=[file_system_id])["FileSystems"]
     config = fs.get("LustreConfiguration", {}).get("RootSquashConfiguration", {})
-    return fs["Lifecycle"], {"RootSquash": config.get("RootSquash", "0:0"),
-                             "NoSquashNids": sorted(config.get("NoSquashNids", []))}
+    return fs["Lifecycle"], {
+        "RootSquash": config.get("RootSquash", "0:0"),
+        "NoSquashNids": sorted(config.get("NoSquashNids", [])),
+    }
 
 
 def matches(have: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -84,10 +87,11 @@ def on_event(event: Mapping[str, Any], _context: Any = None, *, fsx=None, ec2=No
     _, have = current(fsx, file_system_id)
     if not matches(have, wanted):
         LOG.info("%s root squash %s -> %s", file_system_id, have, wanted)
-        fsx.update_file_system(FileSystemId=file_system_id,
-                               LustreConfiguration={"RootSquashConfiguration": wanted})
-    return {"PhysicalResourceId": physical_id, "Data": {"RootSquash": wanted["RootSquash"],
-                                                        "NoSquashNids": ",".join(wanted["NoSquashNids"])}}
+        fsx.update_file_system(FileSystemId=file_system_id, LustreConfiguration={"RootSquashConfiguration": wanted})
+    return {
+        "PhysicalResourceId": physical_id,
+        "Data": {"RootSquash": wanted["RootSquash"], "NoSquashNids": ",".join(wanted["NoSquashNids"])},
+    }
 
 
 def is_complete(event: Mapping[str, Any], _context: Any = None, *, fsx=None, ec2=None) -> dict[str, Any]:

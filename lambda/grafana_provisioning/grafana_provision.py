@@ -8,6 +8,7 @@ The Grafana HTTP API needs a token: the handler keeps one Admin service account 
 (POST /api/dashboards/db), so a retry or an update converges:
 https://grafana.com/docs/grafana/latest/developers/http_api/data_source/ and .../http_api/dashboard/.
 Delete removes nothing: the dashboards go with the workspace."""
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,11 @@ def provision(grafana, props: dict, old: dict | None = None) -> None:
     workspace_id = props["WorkspaceId"]
     account_id = service_account(grafana, workspace_id)
     token = grafana.create_workspace_service_account_token(
-        workspaceId=workspace_id, serviceAccountId=account_id, name=f"provision-{os.urandom(6).hex()}",
-        secondsToLive=TOKEN_SECONDS)["serviceAccountToken"]
+        workspaceId=workspace_id,
+        serviceAccountId=account_id,
+        name=f"provision-{os.urandom(6).hex()}",
+        secondsToLive=TOKEN_SECONDS,
+    )["serviceAccountToken"]
     try:
         api = GrafanaApi(props["Endpoint"], token["key"])
         for source in data_sources(props):
@@ -46,8 +50,9 @@ def provision(grafana, props: dict, old: dict | None = None) -> None:
         for text in props.get("Dashboards", []):
             api.put_dashboard(dashboard(text, props["FileSystemId"]))
     finally:
-        grafana.delete_workspace_service_account_token(workspaceId=workspace_id, serviceAccountId=account_id,
-                                                       tokenId=token["id"])
+        grafana.delete_workspace_service_account_token(
+            workspaceId=workspace_id, serviceAccountId=account_id, tokenId=token["id"]
+        )
     grant_roles(grafana, workspace_id, props, old or {})
 
 
@@ -56,8 +61,9 @@ def service_account(grafana, workspace_id: str) -> str:
         for account in page["serviceAccounts"]:
             if account["name"] == SERVICE_ACCOUNT:
                 return account["id"]
-    return grafana.create_workspace_service_account(workspaceId=workspace_id, name=SERVICE_ACCOUNT,
-                                                    grafanaRole="ADMIN")["id"]
+    return grafana.create_workspace_service_account(
+        workspaceId=workspace_id, name=SERVICE_ACCOUNT, grafanaRole="ADMIN"
+    )["id"]
 
 
 def grant_roles(grafana, workspace_id: str, props: dict, old: dict) -> None:
@@ -67,8 +73,9 @@ def grant_roles(grafana, workspace_id: str, props: dict, old: dict) -> None:
         wanted, before = props.get(key, []), old.get(key, [])
         for action, groups in (("ADD", wanted), ("REVOKE", [g for g in before if g not in wanted])):
             if groups:
-                batch.append({"action": action, "role": role,
-                              "users": [{"id": group, "type": "SSO_GROUP"} for group in groups]})
+                batch.append(
+                    {"action": action, "role": role, "users": [{"id": group, "type": "SSO_GROUP"} for group in groups]}
+                )
     if batch:
         errors = grafana.update_permissions(workspaceId=workspace_id, updateInstructionBatch=batch)["errors"]
         if errors:
@@ -81,12 +88,27 @@ def data_sources(props: dict) -> list[dict]:
     # Grafana appends /api/v1/query to the data source URL; the workspace's Prometheus endpoint ends with '/'.
     prometheus_url = props["PrometheusEndpoint"].rstrip("/")
     return [
-        {"uid": props["PrometheusUid"], "name": "HyperPod node metrics (AMP)", "type": "prometheus",
-         "access": "proxy", "url": prometheus_url, "isDefault": True,
-         "jsonData": {"httpMethod": "POST", "sigV4Auth": True, "sigV4AuthType": "ec2_iam_role",
-                      "sigV4Region": region}},
-        {"uid": props["CloudWatchUid"], "name": "HyperPod CloudWatch", "type": "cloudwatch", "access": "proxy",
-         "jsonData": {"authType": "ec2_iam_role", "defaultRegion": region}},
+        {
+            "uid": props["PrometheusUid"],
+            "name": "HyperPod node metrics (AMP)",
+            "type": "prometheus",
+            "access": "proxy",
+            "url": prometheus_url,
+            "isDefault": True,
+            "jsonData": {
+                "httpMethod": "POST",
+                "sigV4Auth": True,
+                "sigV4AuthType": "ec2_iam_role",
+                "sigV4Region": region,
+            },
+        },
+        {
+            "uid": props["CloudWatchUid"],
+            "name": "HyperPod CloudWatch",
+            "type": "cloudwatch",
+            "access": "proxy",
+            "jsonData": {"authType": "ec2_iam_role", "defaultRegion": region},
+        },
     ]
 
 
@@ -106,8 +128,16 @@ class GrafanaApi:
 
     def request(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"{self.base}{path}", data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json", "Accept": "application/json"})
+        req = urllib.request.Request(
+            f"{self.base}{path}",
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+            },
+        )
         try:
             with urllib.request.urlopen(req, timeout=30) as response:
                 return response.status, json.loads(response.read() or b"{}")
@@ -124,5 +154,8 @@ class GrafanaApi:
             self.request("PUT", f"/api/datasources/uid/{source['uid']}", source)
 
     def put_dashboard(self, body: dict) -> None:
-        self.request("POST", "/api/dashboards/db", {"dashboard": body, "overwrite": True,
-                                                   "message": "provisioned by the HyperPod platform"})
+        self.request(
+            "POST",
+            "/api/dashboards/db",
+            {"dashboard": body, "overwrite": True, "message": "provisioned by the HyperPod platform"},
+        )

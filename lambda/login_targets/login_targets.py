@@ -10,6 +10,7 @@ EventBridge retries and CloudFormation reports the deployment as failed.
 Environment: CLUSTER_NAME, LOGIN_GROUP, TARGET_GROUP_ARN, SSH_PORT; AWS_REGION (set by Lambda), optionally
 AWS_ENDPOINT_URL (tests).
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,8 +33,9 @@ def login_node_ips(sagemaker, cluster: str, group: str) -> set[str]:
     """Private IPv4 addresses of the group's running nodes. InstanceGroupNameContains matches substrings, so the
     group name is compared exactly."""
     ips = set()
-    for page in sagemaker.get_paginator("list_cluster_nodes").paginate(ClusterName=cluster,
-                                                                      InstanceGroupNameContains=group):
+    for page in sagemaker.get_paginator("list_cluster_nodes").paginate(
+        ClusterName=cluster, InstanceGroupNameContains=group
+    ):
         for node in page["ClusterNodeSummaries"]:
             if node["InstanceGroupName"] != group or node["InstanceStatus"]["Status"] != SERVING:
                 continue
@@ -67,8 +69,14 @@ def handler(event: Mapping[str, Any], _context: Any = None) -> dict:
     env = os.environ
     if event.get("RequestType") == "Delete":  # the target group goes with the stack; nothing to undo
         return {"PhysicalResourceId": event["PhysicalResourceId"]}
-    result = reconcile(client("sagemaker"), client("elbv2"), cluster=env["CLUSTER_NAME"], group=env["LOGIN_GROUP"],
-                       target_group_arn=env["TARGET_GROUP_ARN"], port=int(env["SSH_PORT"]))
+    result = reconcile(
+        client("sagemaker"),
+        client("elbv2"),
+        cluster=env["CLUSTER_NAME"],
+        group=env["LOGIN_GROUP"],
+        target_group_arn=env["TARGET_GROUP_ARN"],
+        port=int(env["SSH_PORT"]),
+    )
     if "RequestType" in event:  # custom resource: one per target group
         return {"PhysicalResourceId": env["TARGET_GROUP_ARN"], "Data": {"Targets": ",".join(result["targets"])}}
     return result

@@ -19,6 +19,7 @@ the `x-k8s-aws-id: <cluster name>` header, URL-safe base64 without padding, pref
 `aws eks get-token`, aws/aws-cli@05c1ed9f awscli/customizations/eks/get_token.py). Presigning is local: no AWS call.
 The function's role reaches the API through an EKS access entry whose Kubernetes group may only list nodes.
 """
+
 from __future__ import annotations
 
 import base64
@@ -69,8 +70,11 @@ def eks_token(cluster_name: str, region: str) -> str:
     if credentials is None:
         raise ReadinessError("no AWS credentials in the function's environment")
     endpoint = session.client("sts").meta.endpoint_url
-    request = AWSRequest(method="GET", url=f"{endpoint}/?Action=GetCallerIdentity&Version=2011-06-15",
-                         headers={CLUSTER_HEADER: cluster_name})
+    request = AWSRequest(
+        method="GET",
+        url=f"{endpoint}/?Action=GetCallerIdentity&Version=2011-06-15",
+        headers={CLUSTER_HEADER: cluster_name},
+    )
     SigV4QueryAuth(credentials.get_frozen_credentials(), "sts", region, expires=URL_SECONDS).add_auth(request)
     return TOKEN_PREFIX + base64.urlsafe_b64encode(request.url.encode()).decode().rstrip("=")
 
@@ -79,8 +83,13 @@ def list_nodes(props: Mapping[str, Any]) -> list[dict]:
     """The cluster's nodes. Raises ReadinessError where waiting cannot help (a server whose certificate is not the
     cluster's), Refused on 401/403, and ApiUnreachable where waiting may help (no answer yet, a 5xx)."""
     context = ssl.create_default_context(cadata=base64.b64decode(props["CertificateAuthorityData"]).decode())
-    request = urllib.request.Request(f"{props['Endpoint'].rstrip('/')}/api/v1/nodes", headers={
-        "Authorization": f"Bearer {eks_token(props['ClusterName'], props['Region'])}", "Accept": "application/json"})
+    request = urllib.request.Request(
+        f"{props['Endpoint'].rstrip('/')}/api/v1/nodes",
+        headers={
+            "Authorization": f"Bearer {eks_token(props['ClusterName'], props['Region'])}",
+            "Accept": "application/json",
+        },
+    )
     try:
         with urllib.request.urlopen(request, context=context, timeout=20) as response:
             return json.load(response).get("items", [])
@@ -133,8 +142,10 @@ def on_event(event: Mapping[str, Any], _context: Any = None) -> dict[str, Any]:
     if event["RequestType"] == "Delete":
         return {"PhysicalResourceId": physical_id}
     now = int(time.time())
-    return {"PhysicalResourceId": physical_id,
-            "Data": {"Started": str(now), "Deadline": str(now + int(props["WaitMinutes"]) * 60)}}
+    return {
+        "PhysicalResourceId": physical_id,
+        "Data": {"Started": str(now), "Deadline": str(now + int(props["WaitMinutes"]) * 60)},
+    }
 
 
 def is_complete(event: Mapping[str, Any], _context: Any = None) -> dict[str, Any]:
@@ -147,8 +158,9 @@ def is_complete(event: Mapping[str, Any], _context: Any = None) -> dict[str, Any
         nodes = list_nodes(props)
     except Refused as error:
         if time.time() >= int(event["Data"]["Started"]) + REFUSAL_GRACE_SECONDS:
-            raise ReadinessError(f"{error}; check the function role's EKS access entry and the ClusterRoleBinding "
-                                 "of its group") from None
+            raise ReadinessError(
+                f"{error}; check the function role's EKS access entry and the ClusterRoleBinding of its group"
+            ) from None
         LOG.info("%s; a new access entry may not be in effect yet, trying again", error)
         return {"IsComplete": False}
     except ApiUnreachable as error:
@@ -165,7 +177,10 @@ def is_complete(event: Mapping[str, Any], _context: Any = None) -> dict[str, Any
         reasons[node["metadata"]["name"]] = reason
     LOG.info("no schedulable node yet: %s", json.dumps(reasons) if reasons else "no nodes")
     if past_deadline:
-        LOG.warning("no schedulable node within %s minutes; completing so the HyperPod cluster is kept: the add-ons "
-                    "schedule when a node comes", props["WaitMinutes"])
+        LOG.warning(
+            "no schedulable node within %s minutes; completing so the HyperPod cluster is kept: the add-ons "
+            "schedule when a node comes",
+            props["WaitMinutes"],
+        )
         return {"IsComplete": True, "Data": {"Node": ""}}
     return {"IsComplete": False}

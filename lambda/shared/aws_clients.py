@@ -7,6 +7,7 @@ This file is the one copy. Each function folder that uses it holds a link to it 
 ../shared/aws_clients.py), so a handler imports it as a top-level module, in its Lambda asset as in the tests; the
 asset follows the link (constructs/lambda_assets.py), so every function's zip carries the file itself.
 """
+
 from __future__ import annotations
 
 import os

@@ -16,6 +16,7 @@ Invoked by EventBridge schedules, one per nested Studio user stack, whose fixed 
   RESERVED_USER_PREFIXES  comma-separated prefixes of such names (systemd-, _)
 Each token secret's value: {"user", "token", "expires"}. Standard library and boto3 only.
 """
+
 from __future__ import annotations
 
 import base64
@@ -38,6 +39,7 @@ MIN_LIFETIME, MAX_LIFETIME = 300, 24 * 3600
 class Reserved:
     """Names never to mint for. A token whose user is root or SlurmUser may act as any other user (auth_jwt.c); the
     other system accounts (ubuntu has sudo on the HyperPod AMI) are no person's either."""
+
     names: frozenset[str]
     prefixes: tuple[str, ...] = ()
 
@@ -65,8 +67,9 @@ def mint(key: bytes, user: str, *, now: int, lifetime: int, reserved: Reserved) 
     if len(key) < 32:
         raise ValueError(f"the HS256 key has {len(key)} bytes; at least 32 are needed")
     header = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
-    claims = _b64url(json.dumps({"exp": now + lifetime, "iat": now, "sun": user},
-                                separators=(",", ":"), sort_keys=True).encode())
+    claims = _b64url(
+        json.dumps({"exp": now + lifetime, "iat": now, "sun": user}, separators=(",", ":"), sort_keys=True).encode()
+    )
     signature = hmac.new(key, f"{header}.{claims}".encode(), hashlib.sha256).digest()
     return f"{header}.{claims}.{_b64url(signature)}"
 
@@ -76,8 +79,16 @@ def read_key(client, key_secret_id: str) -> bytes:
     return base64.b64decode(value["jwt_hs256_key_b64"], validate=True)
 
 
-def issue(client, *, key_secret_id: str, prefix: str, users: Sequence[str], lifetime: int, reserved: Reserved,
-          now: int | None = None) -> dict[str, int]:
+def issue(
+    client,
+    *,
+    key_secret_id: str,
+    prefix: str,
+    users: Sequence[str],
+    lifetime: int,
+    reserved: Reserved,
+    now: int | None = None,
+) -> dict[str, int]:
     """Writes a fresh token for every user to their secret; returns {user: exp}. Raises if any user got none."""
     key = read_key(client, key_secret_id)
     now = int(time.time()) if now is None else now
@@ -85,8 +96,10 @@ def issue(client, *, key_secret_id: str, prefix: str, users: Sequence[str], life
     for user in sorted(set(users)):
         try:
             token = mint(key, user, now=now, lifetime=lifetime, reserved=reserved)
-            client.put_secret_value(SecretId=prefix + user, SecretString=json.dumps(
-                {"user": user, "token": token, "expires": now + lifetime}, sort_keys=True))
+            client.put_secret_value(
+                SecretId=prefix + user,
+                SecretString=json.dumps({"user": user, "token": token, "expires": now + lifetime}, sort_keys=True),
+            )
             issued[user] = now + lifetime
         except Exception as e:  # noqa: BLE001 - one user's secret must not stop the others' tokens
             failed[user] = f"{type(e).__name__}: {e}"
@@ -99,8 +112,13 @@ def handler(event, _context):
     users = event.get("users") if isinstance(event, dict) else None
     if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
         raise ValueError(f"expected an event {{'users': [names]}}, got {event!r}")
-    issued = issue(client("secretsmanager"), key_secret_id=os.environ["KEY_SECRET_ID"],
-                   prefix=os.environ["TOKEN_SECRET_PREFIX"], users=users,
-                   lifetime=int(os.environ.get("TOKEN_LIFETIME", "3600")), reserved=Reserved.from_environment())
+    issued = issue(
+        client("secretsmanager"),
+        key_secret_id=os.environ["KEY_SECRET_ID"],
+        prefix=os.environ["TOKEN_SECRET_PREFIX"],
+        users=users,
+        lifetime=int(os.environ.get("TOKEN_LIFETIME", "3600")),
+        reserved=Reserved.from_environment(),
+    )
     print(json.dumps({"tokens_issued": len(issued)}))
     return {"tokens_issued": len(issued)}

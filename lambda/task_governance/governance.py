@@ -9,6 +9,7 @@ on_event creates, updates or deletes; is_complete waits until SageMaker reports 
 gone, after a delete) and fails with SageMaker's FailureReason. Changing a createOnlyProperty of the CloudFormation
 schema creates a replacement and returns its ARN; CloudFormation then deletes the old resource.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,8 +35,8 @@ OWNER_TAG = "hyperpod-platform:owner"
 
 @dataclass(frozen=True)
 class Kind:
-    noun: str                                 # the API's noun: CreateComputeQuota, ComputeQuotaArn, ...
-    arn_resource: str                         # arn:<partition>:sagemaker:<region>:<account>:<arn_resource>/<id>
+    noun: str  # the API's noun: CreateComputeQuota, ComputeQuotaArn, ...
+    arn_resource: str  # arn:<partition>:sagemaker:<region>:<account>:<arn_resource>/<id>
     create_only: tuple[tuple[str, ...], ...]  # createOnlyProperties of the CloudFormation schema
 
     def key(self, suffix: str) -> str:
@@ -43,10 +44,12 @@ class Kind:
 
 
 KINDS = {
-    "Custom::ClusterSchedulerConfig": Kind("ClusterSchedulerConfig", "cluster-scheduler-config",
-                                           (("Name",), ("ClusterArn",))),
-    "Custom::ComputeQuota": Kind("ComputeQuota", "compute-quota",
-                                 (("Name",), ("ClusterArn",), ("ComputeQuotaTarget", "TeamName"))),
+    "Custom::ClusterSchedulerConfig": Kind(
+        "ClusterSchedulerConfig", "cluster-scheduler-config", (("Name",), ("ClusterArn",))
+    ),
+    "Custom::ComputeQuota": Kind(
+        "ComputeQuota", "compute-quota", (("Name",), ("ClusterArn",), ("ComputeQuotaTarget", "TeamName"))
+    ),
 }
 
 
@@ -69,6 +72,7 @@ def describe_error(error: ClientError) -> str:
 
 # --- CloudFormation strings -> API types -----------------------------------------------------------------------
 
+
 def coerce(value: Any, shape, path: str = "") -> Any:
     """Convert CloudFormation's strings to the types of the botocore shape, recursively. Unknown or missing
     (required) keys fail, named by their path."""
@@ -78,13 +82,17 @@ def coerce(value: Any, shape, path: str = "") -> Any:
             raise GovernanceError(f"{path or 'properties'} must be an object, got {value!r}")
         unknown = sorted(set(value) - set(shape.members))
         if unknown:
-            raise GovernanceError(f"unknown propert{'y' if len(unknown) == 1 else 'ies'} "
-                                  f"{', '.join(_join(path, name) for name in unknown)}; "
-                                  f"allowed: {', '.join(shape.members)}")
+            raise GovernanceError(
+                f"unknown propert{'y' if len(unknown) == 1 else 'ies'} "
+                f"{', '.join(_join(path, name) for name in unknown)}; "
+                f"allowed: {', '.join(shape.members)}"
+            )
         missing = [name for name in shape.required_members if name not in value]
         if missing:
-            raise GovernanceError(f"missing required propert{'y' if len(missing) == 1 else 'ies'} "
-                                  f"{', '.join(_join(path, name) for name in missing)}")
+            raise GovernanceError(
+                f"missing required propert{'y' if len(missing) == 1 else 'ies'} "
+                f"{', '.join(_join(path, name) for name in missing)}"
+            )
         return {name: coerce(item, shape.members[name], _join(path, name)) for name, item in value.items()}
     if kind == "list":
         if not isinstance(value, list):
@@ -133,6 +141,7 @@ def properties(event: Mapping[str, Any], key: str = "ResourceProperties") -> dic
 
 # --- one kind's API --------------------------------------------------------------------------------------------
 
+
 class Api:
     """The SageMaker operations of one kind, called with CloudFormation-shaped properties."""
 
@@ -163,9 +172,12 @@ class Api:
         paginator = self.sagemaker.get_paginator(xform_name(f"List{self.kind.noun}s"))
         for page in paginator.paginate(NameContains=name, ClusterArn=cluster_arn):
             for summary in page.get(self.kind.key("Summaries"), []):
-                if (summary["Name"] == name and summary.get("ClusterArn") == cluster_arn
-                        and summary[self.kind.key("Arn")] != excluding
-                        and summary["Status"] not in ("Deleting", "Deleted")):
+                if (
+                    summary["Name"] == name
+                    and summary.get("ClusterArn") == cluster_arn
+                    and summary[self.kind.key("Arn")] != excluding
+                    and summary["Status"] not in ("Deleting", "Deleted")
+                ):
                     return summary
         return None
 
@@ -177,8 +189,10 @@ class Api:
         reason = described.get("FailureReason") or "SageMaker gave no reason"
         if len(reason) > MAX_REASON:
             reason = reason[:MAX_REASON] + "..."
-        return (f"{self.kind.noun} {described.get('Name', '')!r} ({described[self.kind.key('Arn')]}) is "
-                f"{described['Status']}: {reason}")
+        return (
+            f"{self.kind.noun} {described.get('Name', '')!r} ({described[self.kind.key('Arn')]}) is "
+            f"{described['Status']}: {reason}"
+        )
 
 
 def _response(arn: str, resource_id: str, expected_version: int | None = None) -> dict[str, Any]:
@@ -192,6 +206,7 @@ def _response(arn: str, resource_id: str, expected_version: int | None = None) -
 
 
 # --- Create / Update / Delete ------------------------------------------------------------------------------------
+
 
 def owner(event: Mapping[str, Any]) -> str:
     return f"{event.get('StackId', '')}/{event.get('LogicalResourceId', '')}"[-256:]
@@ -207,7 +222,8 @@ def create(api: Api, props: Mapping[str, Any], *, owned_by: str, replacing: str 
         if api.owner_of(arn) != owned_by:
             raise GovernanceError(
                 f"{api.kind.noun} {name!r} already exists on {cluster_arn} ({arn}) and was not created by this "
-                f"stack resource; it is left alone: delete or rename it, or give this one another name")
+                f"stack resource; it is left alone: delete or rename it, or give this one another name"
+            )
         # A retried Create: the first attempt timed out after SageMaker accepted it.
         LOG.info("adopting %s %s (%s) in %s", api.kind.noun, name, existing["Status"], arn)
         expected = None
@@ -218,21 +234,24 @@ def create(api: Api, props: Mapping[str, Any], *, owned_by: str, replacing: str 
     try:
         created = api.call("Create", **params)
     except ClientError as error:
-        raise GovernanceError(f"Create{api.kind.noun} {name!r} on {cluster_arn} failed: "
-                              f"{describe_error(error)}") from error
+        raise GovernanceError(
+            f"Create{api.kind.noun} {name!r} on {cluster_arn} failed: {describe_error(error)}"
+        ) from error
     LOG.info("created %s %s: %s", api.kind.noun, name, created[api.kind.key("Arn")])
     return _response(created[api.kind.key("Arn")], created[api.kind.key("Id")])
 
 
-def update(api: Api, physical_id: str, props: Mapping[str, Any], old_props: Mapping[str, Any], *,
-           owned_by: str) -> dict[str, Any]:
+def update(
+    api: Api, physical_id: str, props: Mapping[str, Any], old_props: Mapping[str, Any], *, owned_by: str
+) -> dict[str, Any]:
     changed = [".".join(path) for path in api.kind.create_only if value_at(props, path) != value_at(old_props, path)]
     if changed:
         same_place = all(value_at(props, (key,)) == value_at(old_props, (key,)) for key in ("Name", "ClusterArn"))
         if same_place:
             raise GovernanceError(
                 f"{', '.join(changed)} cannot change unless Name (or ClusterArn) changes too: the replacement is "
-                f"created before {physical_id} is deleted, and names are unique within a cluster")
+                f"created before {physical_id} is deleted, and names are unique within a cluster"
+            )
         LOG.info("%s changed: replacing %s", ", ".join(changed), physical_id)
         return create(api, props, owned_by=owned_by, replacing=physical_id)
 
@@ -251,9 +270,14 @@ def apply(api: Api, resource_id: str, props: Mapping[str, Any]) -> int:
     """Update in place against the current version; returns the version the update produces."""
     try:
         current = api.describe(resource_id)
-        updated = api.call("Update", **{api.kind.key("Id"): resource_id,
-                                        "TargetVersion": current[api.kind.key("Version")],
-                                        **api.params("Update", props)})
+        updated = api.call(
+            "Update",
+            **{
+                api.kind.key("Id"): resource_id,
+                "TargetVersion": current[api.kind.key("Version")],
+                **api.params("Update", props),
+            },
+        )
     except ClientError as error:
         raise GovernanceError(f"Update{api.kind.noun} {resource_id} failed: {describe_error(error)}") from error
     LOG.info("updating %s %s to version %s", api.kind.noun, resource_id, updated[api.kind.key("Version")])
@@ -280,13 +304,15 @@ def delete(api: Api, resource_id: str) -> None:
         if code == "ResourceNotFound":
             LOG.info("%s %s is already gone", api.kind.noun, resource_id)
         elif code == "ConflictException":
-            LOG.warning("%s %s cannot be deleted yet (%s); will retry", api.kind.noun, resource_id,
-                        describe_error(error))
+            LOG.warning(
+                "%s %s cannot be deleted yet (%s); will retry", api.kind.noun, resource_id, describe_error(error)
+            )
         else:
             raise GovernanceError(f"Delete{api.kind.noun} {resource_id} failed: {describe_error(error)}") from error
 
 
 # --- handlers ------------------------------------------------------------------------------------------------------
+
 
 def _api(event: Mapping[str, Any], sagemaker) -> Api:
     resource_type = event.get("ResourceType", "")
@@ -302,8 +328,13 @@ def on_event(event: Mapping[str, Any], _context: Any = None, *, sagemaker=None) 
     if request == "Create":
         return create(api, properties(event), owned_by=owner(event))
     if request == "Update":
-        return update(api, event["PhysicalResourceId"], properties(event),
-                      properties(event, "OldResourceProperties"), owned_by=owner(event))
+        return update(
+            api,
+            event["PhysicalResourceId"],
+            properties(event),
+            properties(event, "OldResourceProperties"),
+            owned_by=owner(event),
+        )
     if request == "Delete":
         physical_id = event["PhysicalResourceId"]
         resource_id = api.id_of(physical_id)
@@ -336,8 +367,9 @@ def is_complete(event: Mapping[str, Any], _context: Any = None, *, sagemaker=Non
     try:
         described = api.describe(resource_id)
     except ClientError as error:
-        raise GovernanceError(f"{api.kind.noun} {resource_id} disappeared while waiting for it: "
-                              f"{describe_error(error)}") from error
+        raise GovernanceError(
+            f"{api.kind.noun} {resource_id} disappeared while waiting for it: {describe_error(error)}"
+        ) from error
     status = described["Status"]
     if status.endswith("Failed"):
         raise GovernanceError(api.failure(described))

@@ -1,5 +1,6 @@
 """The research-institution example's accounting applied to a real slurmdbd, and the jobs its users submit: what the
 accounting tests (test_slurm_accounting.py, test_slurm_gres_adopt.py) drive the cluster with."""
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,20 @@ class Env:
     def sbatch(self, user: str, *args: str) -> tuple[int, str, str]:
         uid = os.popen(f"id -u {user}").read().strip()
         gid = os.popen(f"id -g {user}").read().strip()
-        result = run(in_root("setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "sbatch", "--parsable",
-                      "--chdir=/tmp", "--output=/dev/null", *args), env=self.cluster.env())
+        result = run(
+            in_root(
+                "setpriv",
+                f"--reuid={uid}",
+                f"--regid={gid}",
+                "--clear-groups",
+                "sbatch",
+                "--parsable",
+                "--chdir=/tmp",
+                "--output=/dev/null",
+                *args,
+            ),
+            env=self.cluster.env(),
+        )
         return result.returncode, result.stdout.strip(), result.stderr
 
     def job(self, job_id: str) -> dict[str, str]:
@@ -72,8 +85,9 @@ class Env:
         messages (a record written from the end message alone has no QoS yet), so wait for the expected one."""
         deadline = time.monotonic() + timeout
         while True:
-            out = run(in_root("sacct", "-n", "-P", "-X", "-j", job_id, "-o", "account,user,qos,state"),
-                      env=self.cluster.env()).stdout.split()
+            out = run(
+                in_root("sacct", "-n", "-P", "-X", "-j", job_id, "-o", "account,user,qos,state"), env=self.cluster.env()
+            ).stdout.split()
             record = out[0].split("|") if out else []
             if record == expected or time.monotonic() > deadline:
                 return record

@@ -7,6 +7,7 @@ clean CI machine). It speaks to the same moto server through boto3 (AWS_ENDPOINT
     aws s3 cp [--only-show-errors] [--region R] SOURCE DESTINATION   (one side s3://bucket/key, the other a file)
     aws sts assume-role --role-arn ARN --role-session-name NAME [--duration-seconds N] [--region R] --output json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     sts.add_argument("--region")
     sts.add_argument("--output", choices=["json"], required=True)
     args = parser.parse_args(argv)
-    if args.service == "secretsmanager" and args.operation == "get-secret-value" and (
-            args.query != "SecretString" or args.output != "text"):
+    if (
+        args.service == "secretsmanager"
+        and args.operation == "get-secret-value"
+        and (args.query != "SecretString" or args.output != "text")
+    ):
         parser.error("only --query SecretString --output text is supported")
     if args.service == "s3" and args.source.startswith("s3://") == args.destination.startswith("s3://"):
         parser.error("exactly one of SOURCE and DESTINATION is an s3:// URI")
@@ -50,7 +54,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def s3_location(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri[len("s3://"):].partition("/")
+    bucket, _, key = uri[len("s3://") :].partition("/")
     return bucket, key
 
 
@@ -59,8 +63,9 @@ def main(argv: list[str]) -> int:
     try:
         if args.service == "sts":
             client = boto3.client("sts", region_name=args.region)
-            response = client.assume_role(RoleArn=args.role_arn, RoleSessionName=args.role_session_name,
-                                          DurationSeconds=args.duration_seconds)
+            response = client.assume_role(
+                RoleArn=args.role_arn, RoleSessionName=args.role_session_name, DurationSeconds=args.duration_seconds
+            )
             response.pop("ResponseMetadata", None)
             print(json.dumps(response, default=lambda t: t.isoformat()))  # the CLI prints datetimes as ISO 8601
         elif args.service == "s3":
@@ -76,7 +81,7 @@ def main(argv: list[str]) -> int:
             client = boto3.client("secretsmanager", region_name=args.region)
             value = args.secret_string
             if value.startswith("file://"):
-                with open(value[len("file://"):]) as f:
+                with open(value[len("file://") :]) as f:
                     value = f.read()
             print(json.dumps(client.put_secret_value(SecretId=args.secret_id, SecretString=value)["VersionId"]))
     except ClientError as e:

@@ -1,4 +1,5 @@
 """Fixtures of the real-Slurm tests that several modules use; the helpers behind them are in studio_space.py."""
+
 from __future__ import annotations
 
 import os
@@ -32,13 +33,18 @@ def ide(cluster: Cluster) -> Iterator[Ide]:
     shadow = cluster.base / "ide" / "munge-run"
     shadow.mkdir(parents=True)
     shadow.chmod(0o755)
-    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "600"],
-                              stdin=subprocess.DEVNULL)
+    holder = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sleep", "600"], stdin=subprocess.DEVNULL
+    )
     ide = Ide(root=root, state=state, holder=holder)
     try:
         own_ns = os.readlink("/proc/self/ns/mnt")
-        wait_for("the mount namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != own_ns, timeout=10,
-                 interval=0.05)
+        wait_for(
+            "the mount namespace",
+            lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != own_ns,
+            timeout=10,
+            interval=0.05,
+        )
         bind = run(ide.host("mount", "--bind", str(shadow), str(cluster.munge_socket.parent)))
         assert bind.returncode == 0, bind.stderr
         hide_system_slurm(ide.host(), cluster.base / "ide" / "empty")

@@ -6,6 +6,7 @@ of the root are covered by bind mounts (/dev/null over files, an empty directory
 there (`in_root(...)` from that namespace) can only be the bundle's. The root's glibc is the image's, as new as the
 controller's: the bundle carries no glibc of its own.
 """
+
 from __future__ import annotations
 
 import glob
@@ -16,8 +17,25 @@ from slurm_root import SLURM_ROOT
 
 BUNDLE_BUCKET = "e2e-lifecycle"
 BUNDLE_PREFIX = f"s3://{BUNDLE_BUCKET}/slurm-client/"
-CLIENT_COMMANDS = ("sinfo", "sbatch", "squeue", "scancel", "sacct", "scontrol", "srun", "salloc", "sacctmgr",
-                   "sattach", "sbcast", "sdiag", "sprio", "sreport", "sshare", "sstat", "strigger")
+CLIENT_COMMANDS = (
+    "sinfo",
+    "sbatch",
+    "squeue",
+    "scancel",
+    "sacct",
+    "scontrol",
+    "srun",
+    "salloc",
+    "sacctmgr",
+    "sattach",
+    "sbcast",
+    "sdiag",
+    "sprio",
+    "sreport",
+    "sshare",
+    "sstat",
+    "strigger",
+)
 
 
 def system_slurm_paths(root: Path = SLURM_ROOT) -> list[Path]:
@@ -25,8 +43,11 @@ def system_slurm_paths(root: Path = SLURM_ROOT) -> list[Path]:
     would load (paths on this machine)."""
     paths = [root / "usr" / "bin" / c for c in CLIENT_COMMANDS]
     paths += [root / "usr" / "bin" / "munge", root / "usr" / "bin" / "unmunge", root / "usr" / "sbin" / "munged"]
-    for pattern in ("usr/lib/*-linux-gnu/slurm-wlm", "usr/lib/*-linux-gnu/libmunge.so*",
-                    "usr/lib/*-linux-gnu/libslurm*.so*"):
+    for pattern in (
+        "usr/lib/*-linux-gnu/slurm-wlm",
+        "usr/lib/*-linux-gnu/libmunge.so*",
+        "usr/lib/*-linux-gnu/libslurm*.so*",
+    ):
         paths += [Path(p) for p in glob.glob(str(root / pattern))]
     return [p for p in paths if p.exists() and not p.is_symlink()]
 

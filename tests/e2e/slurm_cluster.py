@@ -36,6 +36,7 @@ Parameters:
 
 Every file (state, spool, logs, pid files, sockets) is under `base`. Standard library only.
 """
+
 from __future__ import annotations
 
 import os
@@ -63,8 +64,17 @@ BATCH_SCHEDULING = "batch_sched_delay=0"
 
 
 # The states a job ends in (squeue/scontrol JobState): a wait for a job's end stops on any of them.
-TERMINAL_JOB_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
-                       "DEADLINE", "PREEMPTED"}
+TERMINAL_JOB_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
+}
 
 
 def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -113,8 +123,16 @@ def start_munged(key: Path, run_dir: Path, state_dir: Path) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     run_dir.chmod(0o755)  # munged insists that every user can reach its socket
     sock = run_dir / "munge.socket.2"  # munge's default name: configless slurmd asks the default socket first
-    result = run(in_root("munged", f"--key-file={key}", f"--socket={sock}", f"--pid-file={run_dir / 'munged.pid'}",
-                  f"--log-file={state_dir / 'munged.log'}", f"--seed-file={state_dir / 'munged.seed'}"))
+    result = run(
+        in_root(
+            "munged",
+            f"--key-file={key}",
+            f"--socket={sock}",
+            f"--pid-file={run_dir / 'munged.pid'}",
+            f"--log-file={state_dir / 'munged.log'}",
+            f"--seed-file={state_dir / 'munged.seed'}",
+        )
+    )
     assert result.returncode == 0, result.stderr
     return sock
 
@@ -139,13 +157,18 @@ def quickack_address() -> tuple[str, list[str]]:
 
 def accounting_conf(*, dbd_host: str, dbd_port: int, munge_socket: Path, priority_weights: dict[str, int]) -> str:
     """Enforced associations, limits and QoS, gres/gpu tracked, multifactor priority with the config's weights."""
-    lines = ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={dbd_host}",
-             f"AccountingStoragePort={dbd_port}",
-             # With slurmdbd this names the munge socket that authenticates to it (slurm.conf(5)).
-             f"AccountingStoragePass={munge_socket}",
-             "AccountingStorageEnforce=associations,limits,qos,safe", "AccountingStorageTRES=gres/gpu",
-             "JobAcctGatherType=jobacct_gather/linux", "PriorityType=priority/multifactor",
-             *(f"{k}={v}" for k, v in priority_weights.items())]
+    lines = [
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        f"AccountingStorageHost={dbd_host}",
+        f"AccountingStoragePort={dbd_port}",
+        # With slurmdbd this names the munge socket that authenticates to it (slurm.conf(5)).
+        f"AccountingStoragePass={munge_socket}",
+        "AccountingStorageEnforce=associations,limits,qos,safe",
+        "AccountingStorageTRES=gres/gpu",
+        "JobAcctGatherType=jobacct_gather/linux",
+        "PriorityType=priority/multifactor",
+        *(f"{k}={v}" for k, v in priority_weights.items()),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -211,6 +234,7 @@ class SlurmCluster:
         def alive_and(check=check):
             self._alive(what)
             return check()
+
         wait_for(what, alive_and, timeout=timeout, interval=0.1)
 
     def slurmctld_listening(self) -> bool:
@@ -228,19 +252,48 @@ class SlurmCluster:
         """A MariaDB of its own on a loopback port (Debian 12's 10.11, slurm_root.DATABASE_ROOT), and a
         password-protected user for slurmdbd."""
         data, sock = self.ctl / "mysql", self.ctl / "mysqld.sock"
-        result = run(in_root("mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
-                             "--auth-root-authentication-method=socket", "--skip-test-db", root=DATABASE_ROOT))
+        result = run(
+            in_root(
+                "mariadb-install-db",
+                "--no-defaults",
+                f"--datadir={data}",
+                "--user=root",
+                "--auth-root-authentication-method=socket",
+                "--skip-test-db",
+                root=DATABASE_ROOT,
+            )
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         port = free_port()
-        self._spawn("mariadbd", in_root("mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={sock}",
-                                        f"--port={port}", "--bind-address=127.0.0.1", "--user=root", "--skip-log-bin",
-                                        f"--pid-file={self.ctl / 'mariadbd.pid'}", "--innodb-buffer-pool-size=64M",
-                                        f"--log-error={self.ctl / 'mariadbd.log'}", root=DATABASE_ROOT))
+        self._spawn(
+            "mariadbd",
+            in_root(
+                "mariadbd",
+                "--no-defaults",
+                f"--datadir={data}",
+                f"--socket={sock}",
+                f"--port={port}",
+                "--bind-address=127.0.0.1",
+                "--user=root",
+                "--skip-log-bin",
+                f"--pid-file={self.ctl / 'mariadbd.pid'}",
+                "--innodb-buffer-pool-size=64M",
+                f"--log-error={self.ctl / 'mariadbd.log'}",
+                root=DATABASE_ROOT,
+            ),
+        )
         password = secrets.token_hex(16)
-        grant = (f"CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
-                 "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';")
-        self._wait("MariaDB", lambda: run(in_root("mariadb", f"--socket={sock}", "-u", "root", "-e", grant,
-                                                  root=DATABASE_ROOT)).returncode == 0)
+        grant = (
+            f"CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+        )
+        self._wait(
+            "MariaDB",
+            lambda: (
+                run(in_root("mariadb", f"--socket={sock}", "-u", "root", "-e", grant, root=DATABASE_ROOT)).returncode
+                == 0
+            ),
+        )
         return port, password
 
     def _start_slurmdbd(self) -> None:
@@ -252,20 +305,42 @@ class SlurmCluster:
         assert result.returncode == 0, result.stderr
         self._routes.append(route)
         dbd_conf = self.etc / "slurmdbd.conf"
-        dbd_conf.write_text("\n".join([
-            "AuthType=auth/munge", f"AuthInfo=socket={self.munge_socket}", "DbdHost=localhost", f"DbdAddr={dbd_host}",
-            f"DbdPort={dbd_port}", "SlurmUser=root", "DebugLevel=info", f"LogFile={self.ctl / 'slurmdbd.log'}",
-            f"PidFile={self.ctl / 'slurmdbd.pid'}", "StorageType=accounting_storage/mysql", "StorageHost=127.0.0.1",
-            f"StoragePort={db_port}", "StorageUser=slurm", f"StoragePass={password}", "StorageLoc=slurm_acct_db",
-        ]) + "\n")
+        dbd_conf.write_text(
+            "\n".join(
+                [
+                    "AuthType=auth/munge",
+                    f"AuthInfo=socket={self.munge_socket}",
+                    "DbdHost=localhost",
+                    f"DbdAddr={dbd_host}",
+                    f"DbdPort={dbd_port}",
+                    "SlurmUser=root",
+                    "DebugLevel=info",
+                    f"LogFile={self.ctl / 'slurmdbd.log'}",
+                    f"PidFile={self.ctl / 'slurmdbd.pid'}",
+                    "StorageType=accounting_storage/mysql",
+                    "StorageHost=127.0.0.1",
+                    f"StoragePort={db_port}",
+                    "StorageUser=slurm",
+                    f"StoragePass={password}",
+                    "StorageLoc=slurm_acct_db",
+                ]
+            )
+            + "\n"
+        )
         dbd_conf.chmod(0o600)
-        (self.etc / "accounting.conf").write_text(accounting_conf(
-            dbd_host=dbd_host, dbd_port=dbd_port, munge_socket=self.munge_socket,
-            priority_weights=self.priority_weights))
+        (self.etc / "accounting.conf").write_text(
+            accounting_conf(
+                dbd_host=dbd_host,
+                dbd_port=dbd_port,
+                munge_socket=self.munge_socket,
+                priority_weights=self.priority_weights,
+            )
+        )
         # slurmdbd reads the slurmdbd.conf beside the slurm.conf that SLURM_CONF names.
         self._spawn("slurmdbd", in_root("env", f"SLURM_CONF={self.conf}", "slurmdbd", "-D"))
-        self._wait("slurmdbd", lambda: run(in_root("sacctmgr", "-n", "-P", "show", "cluster"),
-                                           env=self.env()).returncode == 0)
+        self._wait(
+            "slurmdbd", lambda: run(in_root("sacctmgr", "-n", "-P", "show", "cluster"), env=self.env()).returncode == 0
+        )
 
     def _backup_network(self, index: int) -> tuple[str, str, subprocess.Popen]:
         """A network namespace (held by a sleeping process) joined to this one by a veth pair on a free /30 of
@@ -281,14 +356,22 @@ class SlurmCluster:
         holder = subprocess.Popen(["unshare", "--net", "sleep", "infinity"], stdin=subprocess.DEVNULL)
         self.procs[f"netns-backup{index}"] = holder
         own = os.readlink("/proc/self/ns/net")
-        wait_for("the backup's network namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/net") != own,
-                 timeout=10, interval=0.05)
+        wait_for(
+            "the backup's network namespace",
+            lambda: os.readlink(f"/proc/{holder.pid}/ns/net") != own,
+            timeout=10,
+            interval=0.05,
+        )
         link = f"hp{os.getpid() % 100000}b{index}"
         in_ns = ["nsenter", "-t", str(holder.pid), "-n"]
-        for argv in (["ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", str(holder.pid)],
-                     ["ip", "addr", "add", f"{host}/30", "dev", link], ["ip", "link", "set", link, "up"],
-                     [*in_ns, "ip", "addr", "add", f"{peer}/30", "dev", "eth0"],
-                     [*in_ns, "ip", "link", "set", "eth0", "up"], [*in_ns, "ip", "link", "set", "lo", "up"]):
+        for argv in (
+            ["ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", str(holder.pid)],
+            ["ip", "addr", "add", f"{host}/30", "dev", link],
+            ["ip", "link", "set", link, "up"],
+            [*in_ns, "ip", "addr", "add", f"{peer}/30", "dev", "eth0"],
+            [*in_ns, "ip", "link", "set", "eth0", "up"],
+            [*in_ns, "ip", "link", "set", "lo", "up"],
+        ):
             result = run(argv)
             assert result.returncode == 0, (argv, result.stderr)
             if argv[:3] == ["ip", "link", "add"]:
@@ -302,8 +385,19 @@ class SlurmCluster:
         own.mkdir(exist_ok=True)
         slurmctld = in_root("slurmctld", "-D", "-f", str(self.conf), binds=[(own, str(self.ctl / "slurmctld-run"))])
         if index:  # in the backup's network namespace, under its own host name
-            slurmctld = ["nsenter", "-t", str(self.procs[f"netns-backup{index}"].pid), "-n", "unshare", "--uts",
-                         "sh", "-c", f'hostname {name} && exec "$@"', "slurmctld", *slurmctld]
+            slurmctld = [
+                "nsenter",
+                "-t",
+                str(self.procs[f"netns-backup{index}"].pid),
+                "-n",
+                "unshare",
+                "--uts",
+                "sh",
+                "-c",
+                f'hostname {name} && exec "$@"',
+                "slurmctld",
+                *slurmctld,
+            ]
         self._spawn(f"slurmctld-{index}" if index else "slurmctld", slurmctld)
 
     def stop_primary(self) -> None:
@@ -328,22 +422,35 @@ class SlurmCluster:
         if self.backup_controllers:  # the primary and slurmd are reached from the backups' namespaces too
             self.controllers[0] = (self.controllers[0][0], address)
             (self.ctl / "slurmctld-run").mkdir()
-        self.conf.write_text(render_slurm_conf(
-            cluster_name=self.cluster_name, hostname=self.controllers[0][0], state_dir=self.state,
-            munge_socket=self.munge_socket, slurmctld_port=self.slurmctld_port, slurmd_port=free_port(),
-            cpus=os.cpu_count() or 1, real_memory_mb=500, partition=self.partition,
-            gres=f"gpu:{self.gpu_type}:{self.gpus}" if self.gpus else "", address=self.controllers[0][1],
-            include_accounting_conf=self.include_accounting_conf,
-            backup_controllers=self.controllers[1:], slurmctld_timeout=self.slurmctld_timeout,
-            scheduler_parameters=self.scheduler_parameters, proctrack_type=self.proctrack_type,
-            slurmctld_run_dir=self.ctl / "slurmctld-run" if self.backup_controllers else None))
+        self.conf.write_text(
+            render_slurm_conf(
+                cluster_name=self.cluster_name,
+                hostname=self.controllers[0][0],
+                state_dir=self.state,
+                munge_socket=self.munge_socket,
+                slurmctld_port=self.slurmctld_port,
+                slurmd_port=free_port(),
+                cpus=os.cpu_count() or 1,
+                real_memory_mb=500,
+                partition=self.partition,
+                gres=f"gpu:{self.gpu_type}:{self.gpus}" if self.gpus else "",
+                address=self.controllers[0][1],
+                include_accounting_conf=self.include_accounting_conf,
+                backup_controllers=self.controllers[1:],
+                slurmctld_timeout=self.slurmctld_timeout,
+                scheduler_parameters=self.scheduler_parameters,
+                proctrack_type=self.proctrack_type,
+                slurmctld_run_dir=self.ctl / "slurmctld-run" if self.backup_controllers else None,
+            )
+        )
         if self.gpus:
             devices = self.ctl / "dev"
             devices.mkdir()
             for i in range(self.gpus):
                 (devices / f"nvidia{i}").touch()
             (self.etc / "gres.conf").write_text(
-                f"Name=gpu Type={self.gpu_type} File={devices}/nvidia[0-{self.gpus - 1}]\n")
+                f"Name=gpu Type={self.gpu_type} File={devices}/nvidia[0-{self.gpus - 1}]\n"
+            )
         if self.proctrack_type == "proctrack/cgroup":
             (self.etc / "cgroup.conf").write_text(CGROUP_CONF)
         (self.etc / "plugstack.conf").write_text("")  # HyperPod's own SPANK entries would be here
@@ -356,16 +463,20 @@ class SlurmCluster:
             # clustername file at the moment the primary reads it, and the primary then stops on "CLUSTER NAME
             # MISMATCH" (read "").
             self._spawn_slurmctld(0)
-            self._wait("the primary to record the cluster name in the shared state",
-                       lambda: any(f.read_text().strip() for f in self.state.rglob("clustername")))
+            self._wait(
+                "the primary to record the cluster name in the shared state",
+                lambda: any(f.read_text().strip() for f in self.state.rglob("clustername")),
+            )
             for i in range(1, len(self.controllers)):
                 self._spawn_slurmctld(i)
         else:
             self._spawn("slurmctld", in_root("slurmctld", "-D", "-f", str(self.conf)))
         self._wait("slurmctld to listen", self.slurmctld_listening)
         servers = ",".join(f"{addr}:{self.slurmctld_port}" for _, addr in self.controllers)
-        self._spawn("slurmd", in_root("slurmd", "-D", "--conf-server", servers,
-                                      binds=[(self.munge_socket.parent, "/run/munge")]))
+        self._spawn(
+            "slurmd",
+            in_root("slurmd", "-D", "--conf-server", servers, binds=[(self.munge_socket.parent, "/run/munge")]),
+        )
         self.wait_node_idle()
 
     def restart_slurmctld(self) -> None:
@@ -423,9 +534,11 @@ class SlurmCluster:
         process in it): cgroup/v1's per-controller /slurm_<node> trees (CgroupPrepend's default with multiple slurmd,
         as Debian builds it), cgroup/v2's <node>_slurmstepd.scope or slurmstepd.scope."""
         node = self.controllers[0][0] if self.controllers else ""
-        roots = [*Path("/sys/fs/cgroup").glob(f"*/slurm_{node}"),
-                 *Path("/sys/fs/cgroup").glob(f"*/{node}_slurmstepd.scope"),
-                 *Path("/sys/fs/cgroup").glob("*/slurmstepd.scope")]
+        roots = [
+            *Path("/sys/fs/cgroup").glob(f"*/slurm_{node}"),
+            *Path("/sys/fs/cgroup").glob(f"*/{node}_slurmstepd.scope"),
+            *Path("/sys/fs/cgroup").glob("*/slurmstepd.scope"),
+        ]
         for root in roots:
             for directory in sorted((d for d in root.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
                 try:

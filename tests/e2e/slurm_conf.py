@@ -8,6 +8,7 @@ and `include_accounting_conf=False` is the variant without them. `ACCOUNTING_CON
 
 Pure functions, standard library only.
 """
+
 from __future__ import annotations
 
 import json
@@ -112,7 +113,8 @@ def render_slurm_conf(
         "Waittime=0",
         *([f"GresTypes={','.join(gres_types)}"] if gres_types else []),
         f"NodeName={hostname} NodeAddr={address} CPUs={cpus} RealMemory={real_memory_mb}"
-        + (f" Gres={gres}" if gres else "") + " State=UNKNOWN",
+        + (f" Gres={gres}" if gres else "")
+        + " State=UNKNOWN",
         f"PartitionName={partition} Nodes={hostname} Default=YES MaxTime=INFINITE State=UP",
     ]
     return "\n".join(lines) + "\n"

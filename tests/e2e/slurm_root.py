@@ -13,6 +13,7 @@ Prometheus, slapd and sssd.
 
 Standard library only.
 """
+
 from __future__ import annotations
 
 import os
@@ -54,8 +55,11 @@ def missing(commands: Iterable[str]) -> list[str]:
     """The commands neither the root nor its database root has (all of them when it is not built)."""
     if not BUILT.exists():
         return list(commands)
-    return [c for c in commands
-            if not any((root / d / c).exists() for root in (SLURM_ROOT, DATABASE_ROOT) for d in SYSTEM_DIRS)]
+    return [
+        c
+        for c in commands
+        if not any((root / d / c).exists() for root in (SLURM_ROOT, DATABASE_ROOT) for d in SYSTEM_DIRS)
+    ]
 
 
 def skip_reason(commands: Iterable[str]) -> str:
@@ -75,14 +79,15 @@ def write_aws_command(directory: Path) -> Path:
     no AWS CLI), against whatever AWS_ENDPOINT_URL the caller's environment names. Returns the directory for PATH."""
     directory.mkdir(parents=True, exist_ok=True)
     aws = directory / "aws"
-    aws.write_text(f"#!/bin/sh\nexec python3 {Path(__file__).resolve().with_name('aws_shim.py')} \"$@\"\n")
+    aws.write_text(f'#!/bin/sh\nexec python3 {Path(__file__).resolve().with_name("aws_shim.py")} "$@"\n')
     aws.chmod(0o755)
     return directory
 
 
 def version(command: str = "slurmctld", flag: str = "-V") -> str:
     """What a Slurm command inside the root says its version is (`slurmctld -V`: "slurm 24.11.5")."""
-    result = subprocess.run(in_root(command, flag), capture_output=True, text=True, timeout=60,
-                            stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        in_root(command, flag), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout.split()[1]

@@ -2,6 +2,7 @@
 CustomPosixUserConfig and create_users.sh give them), the moto server the node scripts publish to, and the IDE: a
 sandboxed Studio space in its own mount namespace (tests/e2e/test_studio_slurm_login.py's docstring says how).
 The fixtures that use these (studio_users, ide) are in tests/e2e/conftest.py."""
+
 from __future__ import annotations
 
 import grp
@@ -28,13 +29,15 @@ LCC = REPO / "lifecycle" / "studio" / "slurm_login_node.sh"
 REGION = "us-east-1"
 REQUIRED_BINARIES = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "setpriv", "python3")
 HOST_BINARIES = ("useradd", "userdel", "groupadd", "groupdel", "unshare", "nsenter")
-MISSING_HOST_BINARIES = [b for b in HOST_BINARIES
-                         if shutil.which(b) is None and shutil.which(b, path="/usr/sbin:/sbin") is None]
+MISSING_HOST_BINARIES = [
+    b for b in HOST_BINARIES if shutil.which(b) is None and shutil.which(b, path="/usr/sbin:/sbin") is None
+]
 
 
 @dataclass(frozen=True)
 class PosixUser:
     """A Studio user profile's POSIX identity (CustomPosixUserConfig), also present on the cluster."""
+
     name: str
     uid: int
     gid: int
@@ -55,8 +58,10 @@ def ensure_posix_user(user: PosixUser) -> tuple[bool, bool]:
         existing = None
     if existing is not None:  # already there (another test run, or the machine has it): use it as it is
         if existing.pw_name != user.name or existing.pw_gid != user.gid:
-            pytest.fail(f"uid {user.uid} exists as {existing.pw_name} with gid {existing.pw_gid}, "
-                        f"expected {user.name} with gid {user.gid}")
+            pytest.fail(
+                f"uid {user.uid} exists as {existing.pw_name} with gid {existing.pw_gid}, "
+                f"expected {user.name} with gid {user.gid}"
+            )
         ours = existing.pw_gecos == TEST_USER_COMMENT
         return ours, ours and any(g.gr_gid == user.gid and g.gr_name == user.name for g in grp.getgrall())
     group_ours = False
@@ -67,9 +72,24 @@ def ensure_posix_user(user: PosixUser) -> tuple[bool, bool]:
         assert result.returncode == 0, result.stderr
         group_ours = True
     # --system: no /etc/subuid range and no mail spool; no home either (jobs run in their --chdir).
-    result = run(["useradd", "--system", "--uid", str(user.uid), "--gid", str(user.gid), "--no-create-home",
-                  "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "--comment", TEST_USER_COMMENT,
-                  user.name])
+    result = run(
+        [
+            "useradd",
+            "--system",
+            "--uid",
+            str(user.uid),
+            "--gid",
+            str(user.gid),
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            "/usr/sbin/nologin",
+            "--comment",
+            TEST_USER_COMMENT,
+            user.name,
+        ]
+    )
     if result.returncode != 0:
         if group_ours:
             run(["groupdel", user.name])
@@ -97,8 +117,9 @@ def start_moto(slurm, base: Path) -> tuple[str, dict[str, str]]:
     for the calls the scripts make comes first on PATH."""
     moto_port = free_port()
     moto_log = open(base / "moto.log", "w")
-    slurm.procs["moto"] = subprocess.Popen(moto_command(moto_port), stdout=moto_log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL)
+    slurm.procs["moto"] = subprocess.Popen(
+        moto_command(moto_port), stdout=moto_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+    )
     moto_url = f"http://127.0.0.1:{moto_port}"
 
     def moto_up() -> bool:
@@ -140,6 +161,7 @@ def secrets(cluster: Cluster):
 @dataclass
 class Ide:
     """A sandboxed Studio space: own root prefix and state dir, own view of the munge socket directory."""
+
     root: Path
     state: Path
     holder: subprocess.Popen
@@ -178,6 +200,7 @@ class Ide:
 
     def wait_for_job(self, cluster: Cluster, user: PosixUser, job_id: str) -> dict[str, str]:
         """Waits, asking slurmctld as `user`, until the job ends; returns its `scontrol show job` fields."""
+
         def finished() -> dict[str, str] | None:
             out = run(self.cmd("scontrol", "show", "job", job_id, user=user), env=self.user_env(cluster, user))
             assert out.returncode == 0, out.stderr
@@ -187,7 +210,12 @@ class Ide:
         return wait_for(f"job {job_id} of {user.name} to end", finished, timeout=60)
 
     def lcc_env(self, cluster: Cluster, arn: str) -> dict[str, str]:
-        return {**cluster.aws_env, "SLURM_LOGIN_SECRET_ARN": arn, "SLURM_LOGIN_FOREGROUND": "1",
-                "SLURM_LOGIN_ROOT": str(self.root),
-                "SLURM_LOGIN_STATE_DIR": str(self.state), "MUNGE_USER": "root",
-                "SLURM_LOGIN_RETRY_DELAY": "1"}
+        return {
+            **cluster.aws_env,
+            "SLURM_LOGIN_SECRET_ARN": arn,
+            "SLURM_LOGIN_FOREGROUND": "1",
+            "SLURM_LOGIN_ROOT": str(self.root),
+            "SLURM_LOGIN_STATE_DIR": str(self.state),
+            "MUNGE_USER": "root",
+            "SLURM_LOGIN_RETRY_DELAY": "1",
+        }

@@ -20,6 +20,7 @@ Slurm 24.11 (tests/e2e/slurm_root.py: `in_root`).
 
 Needs root, useradd/groupadd, and the Slurm root with curl (`make slurm-root`; `make test` builds it).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,7 @@ import yaml
 from slurm_bundle import BUNDLE_BUCKET
 from slurm_cluster import TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
 from slurm_root import SLURM_ROOT, as_user, in_root, missing as missing_in_root, plugin_dir, skip_reason
-from studio_space import (LCC, MISSING_HOST_BINARIES, REQUIRED_BINARIES, Cluster, s3_client, secrets,
-                          start_moto)
+from studio_space import LCC, MISSING_HOST_BINARIES, REQUIRED_BINARIES, Cluster, s3_client, secrets, start_moto
 
 from cli import attach
 from platform_config import parse_config
@@ -49,8 +49,12 @@ REPO = Path(__file__).resolve().parents[2]
 REQUIRED = (*REQUIRED_BINARIES, "curl", "tar", "sha256sum")
 pytestmark = pytest.mark.skipif(
     bool(MISSING_HOST_BINARIES or missing_in_root(REQUIRED)),
-    reason=(f"missing on this machine: {', '.join(MISSING_HOST_BINARIES)}" if MISSING_HOST_BINARIES
-            else skip_reason(REQUIRED)))
+    reason=(
+        f"missing on this machine: {', '.join(MISSING_HOST_BINARIES)}"
+        if MISSING_HOST_BINARIES
+        else skip_reason(REQUIRED)
+    ),
+)
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +66,17 @@ def cluster() -> Iterator[Cluster]:
     try:
         slurm.start()
         moto_url, aws_env = start_moto(slurm, base)
-        yield Cluster(base=base, conf=slurm.conf, key=slurm.munge_key, munge_socket=slurm.munge_socket,
-                      aws_env=aws_env, moto_url=moto_url, spool=slurm.state / "spool", script_env={}, slurm=slurm)
+        yield Cluster(
+            base=base,
+            conf=slurm.conf,
+            key=slurm.munge_key,
+            munge_socket=slurm.munge_socket,
+            aws_env=aws_env,
+            moto_url=moto_url,
+            spool=slurm.state / "spool",
+            script_env={},
+            slurm=slurm,
+        )
     finally:
         slurm.stop()
         shutil.rmtree(base, ignore_errors=True)
@@ -73,8 +86,17 @@ def on_the_controller(cluster: Cluster, command: str, **env: str) -> subprocess.
     """A session's command, run by bash as root on the controller (the Slurm root), as Session Manager would run it
     there; SLURM_CONF and MUNGE_KEY point at the harness's files instead of /opt/slurm/etc and /etc/munge."""
     assert command.startswith("sudo bash -c ")
-    return run(in_root("bash", "-c", command.removeprefix("sudo ")), timeout=600, env={
-        **os.environ, "SLURM_CONF": str(cluster.conf), "MUNGE_KEY": str(cluster.key), "ATTACH_ALLOW_HTTP": "1", **env})
+    return run(
+        in_root("bash", "-c", command.removeprefix("sudo ")),
+        timeout=600,
+        env={
+            **os.environ,
+            "SLURM_CONF": str(cluster.conf),
+            "MUNGE_KEY": str(cluster.key),
+            "ATTACH_ALLOW_HTTP": "1",
+            **env,
+        },
+    )
 
 
 def test_a_studio_space_becomes_a_login_node_of_a_cluster_this_project_did_not_build(studio_users, cluster, ide):
@@ -103,8 +125,9 @@ def test_a_studio_space_becomes_a_login_node_of_a_cluster_this_project_did_not_b
     data.update(shared_fsx=False, users=[{"name": u.name, "uid": u.uid, "gid": u.gid} for u in (alice, bob)])
     data["storage"]["lustre"]["mount_path"] = str(fsx)
     cfg = parse_config(data)
-    made = on_the_controller(cluster, attach.remote_command(cfg, attach.config_partitions(cfg)),
-                             PROC_MOUNTS=str(mounts))
+    made = on_the_controller(
+        cluster, attach.remote_command(cfg, attach.config_partitions(cfg)), PROC_MOUNTS=str(mounts)
+    )
     assert made.returncode == 0, made.stdout + made.stderr
     mine, theirs = fsx / "data" / "studio" / alice.name, fsx / "data" / "studio" / bob.name
     assert (mine.stat().st_uid, mine.stat().st_gid, mine.stat().st_mode & 0o777) == (alice.uid, alice.gid, 0o700)
@@ -115,15 +138,27 @@ def test_a_studio_space_becomes_a_login_node_of_a_cluster_this_project_did_not_b
     sinfo = run(ide.cmd("sinfo", "-h", "-o", "%P %T"), env=cluster.slurm_env(ide.conf))
     assert sinfo.returncode == 0 and sinfo.stdout.split() == ["debug*", "idle"], sinfo
 
-    alice_job = ide.sbatch(cluster, alice, f"--chdir={mine}", f"--output={mine}/slurm-%j.out",
-                           "--wrap", f'echo "uid=$(id -u)" > {mine}/out.txt')
+    alice_job = ide.sbatch(
+        cluster,
+        alice,
+        f"--chdir={mine}",
+        f"--output={mine}/slurm-%j.out",
+        "--wrap",
+        f'echo "uid=$(id -u)" > {mine}/out.txt',
+    )
     job = ide.wait_for_job(cluster, alice, alice_job)
     assert job["JobState"] == "COMPLETED", job
     out = mine / "out.txt"
     assert out.read_text() == f"uid={alice.uid}\n" and (out.stat().st_uid, out.stat().st_gid) == (alice.uid, alice.gid)
 
-    bob_job = ide.sbatch(cluster, bob, f"--chdir={theirs}", f"--output={theirs}/slurm-%j.out", "--wrap",
-                         f"echo intruder > {mine}/intruder.txt")
+    bob_job = ide.sbatch(
+        cluster,
+        bob,
+        f"--chdir={theirs}",
+        f"--output={theirs}/slurm-%j.out",
+        "--wrap",
+        f"echo intruder > {mine}/intruder.txt",
+    )
     job = ide.wait_for_job(cluster, bob, bob_job)
     assert job["JobState"] == "FAILED" and job["UserId"] == f"{bob.name}({bob.uid})", job
     assert not (mine / "intruder.txt").exists()
@@ -198,10 +233,12 @@ def test_per_user_mode_the_attach_step_turns_on_auth_jwt_and_each_token_acts_as_
     for user in (alice, bob):
         sm.create_secret(Name=prefix + user.name)
     reserved = issuer.Reserved(frozenset(RESERVED_USER_NAMES), tuple(RESERVED_USER_PREFIXES))
-    issuer.issue(sm, key_secret_id=key_secret, prefix=prefix, users=[alice.name, bob.name], lifetime=3600,
-                 reserved=reserved)
-    tokens = {u.name: json.loads(sm.get_secret_value(SecretId=prefix + u.name)["SecretString"])["token"]
-              for u in (alice, bob)}
+    issuer.issue(
+        sm, key_secret_id=key_secret, prefix=prefix, users=[alice.name, bob.name], lifetime=3600, reserved=reserved
+    )
+    tokens = {
+        u.name: json.loads(sm.get_secret_value(SecretId=prefix + u.name)["SecretString"])["token"] for u in (alice, bob)
+    }
     studio = cluster.base / "jwt-fsx" / "studio"
     studio.mkdir(parents=True)
     studio.parent.chmod(0o755)
@@ -225,23 +262,36 @@ def test_per_user_mode_the_attach_step_turns_on_auth_jwt_and_each_token_acts_as_
             out = run(in_root("scontrol", "show", "job", job_id), env={**os.environ, "SLURM_CONF": str(cluster.conf)})
             fields = dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
             return fields if fields.get("JobState") in TERMINAL_JOB_STATES else None
+
         return wait_for(f"job {job_id} to end", check, timeout=60)
 
-    result = submit(tokens[alice.name], f"--chdir={mine}", f"--output={mine}/slurm-%j.out", "--wrap",
-                    f'echo "uid=$(id -u)" > {mine}/out.txt')
+    result = submit(
+        tokens[alice.name],
+        f"--chdir={mine}",
+        f"--output={mine}/slurm-%j.out",
+        "--wrap",
+        f'echo "uid=$(id -u)" > {mine}/out.txt',
+    )
     assert result.returncode == 0, result.stderr
     job = ended(result.stdout.strip())
     assert job["JobState"] == "COMPLETED" and job["UserId"] == f"{alice.name}({alice.uid})", job
     assert (mine / "out.txt").read_text() == f"uid={alice.uid}\n" and (mine / "out.txt").stat().st_uid == alice.uid
 
     # bob's token, even run from alice's uid, is bob: his job cannot write her partition.
-    result = submit(tokens[bob.name], f"--chdir={theirs}", f"--output={theirs}/slurm-%j.out", "--wrap",
-                    f"echo intruder > {mine}/intruder.txt", runner=alice)
+    result = submit(
+        tokens[bob.name],
+        f"--chdir={theirs}",
+        f"--output={theirs}/slurm-%j.out",
+        "--wrap",
+        f"echo intruder > {mine}/intruder.txt",
+        runner=alice,
+    )
     assert result.returncode == 0, result.stderr
     job = ended(result.stdout.strip())
     assert job["JobState"] == "FAILED" and job["UserId"] == f"{bob.name}({bob.uid})", job
     assert not (mine / "intruder.txt").exists()
     # A token not signed with the controller's key is refused.
-    forged = issuer.mint(os.urandom(32), alice.name, now=int(__import__("time").time()), lifetime=3600,
-                         reserved=reserved)
+    forged = issuer.mint(
+        os.urandom(32), alice.name, now=int(__import__("time").time()), lifetime=3600, reserved=reserved
+    )
     assert submit(forged, "--wrap", "true").returncode != 0

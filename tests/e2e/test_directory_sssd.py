@@ -10,6 +10,7 @@ them, as HyperPod lays out the lifecycle prefix on a node.
 
 Needs root and the Debian packages slapd, ldap-utils, sssd, sssd-ldap, libnss-sss, libpam-sss, pamtester and sudo.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,31 +33,57 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 HYPERPOD = REPO / "lifecycle" / "hyperpod"
 SSS_PROVIDER = Path("/usr/lib/x86_64-linux-gnu/sssd/libsss_ldap.so")
-COMMANDS = ("slapd", "slapadd", "slappasswd", "sssd", "pamtester", "sudo", "unshare", "nsenter", "openssl",
-            "pam-auth-update")
+COMMANDS = (
+    "slapd",
+    "slapadd",
+    "slappasswd",
+    "sssd",
+    "pamtester",
+    "sudo",
+    "unshare",
+    "nsenter",
+    "openssl",
+    "pam-auth-update",
+)
 
 missing = [c for c in COMMANDS if shutil.which(c, path=os.environ.get("PATH", "") + ":/usr/sbin") is None]
 pytestmark = pytest.mark.skipif(
     bool(missing) or os.geteuid() != 0 or not SSS_PROVIDER.exists(),
     reason=f"needs root, slapd and sssd (missing {', '.join(missing) or 'nothing'}): apt-get install slapd ldap-utils "
-           "sssd sssd-ldap libnss-sss libpam-sss pamtester sudo")
+    "sssd sssd-ldap libnss-sss libpam-sss pamtester sudo",
+)
 
 SUFFIX = "dc=example,dc=org"
 BIND_DN = f"cn=sssd-bind,ou=services,{SUFFIX}"
 BIND_PASSWORD = "bind-pw-Very-Secret-7"
-PASSWORDS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "mallory": "mallory-pw-3", "carol": "carol-pw-4",
-             "eve": "eve-pw-5", "trudy": "trudy-pw-6"}
+PASSWORDS = {
+    "alice": "alice-pw-1",
+    "bob": "bob-pw-2",
+    "mallory": "mallory-pw-3",
+    "carol": "carol-pw-4",
+    "eve": "eve-pw-5",
+    "trudy": "trudy-pw-6",
+}
 # eve has ubuntu's uid (1000) and trudy a system uid (998): entries a directory should not have, which sssd must drop.
 UIDS = {"alice": 20001, "bob": 20002, "mallory": 20003, "carol": 20004, "eve": 1000, "trudy": 998}
 # wheel has the node's sudo group's gid (27 on Debian and Ubuntu): alice must not get it.
-GROUPS = {"hpc-users": (30000, ["alice", "bob", "carol", "eve", "trudy"]), "hpc-admins": (30001, ["bob"]),
-          "wheel": (27, ["alice"])}
+GROUPS = {
+    "hpc-users": (30000, ["alice", "bob", "carol", "eve", "trudy"]),
+    "hpc-admins": (30001, ["bob"]),
+    "wheel": (27, ["alice"]),
+}
 DIRECTORY_NAMES = frozenset(UIDS) | frozenset(GROUPS)
 PAM_SERVICE = "hyperpod-e2e-login"
 # The files configure_sssd.sh may write; a second run must leave each byte and mtime as it was.
-WRITTEN = ("/etc/sssd/sssd.conf", "/etc/sssd/hyperpod-directory-ca.pem", "/etc/nsswitch.conf",
-           "/etc/pam.d/common-auth", "/etc/pam.d/common-account", "/etc/pam.d/common-session",
-           "/etc/sudoers.d/91-hyperpod-directory")
+WRITTEN = (
+    "/etc/sssd/sssd.conf",
+    "/etc/sssd/hyperpod-directory-ca.pem",
+    "/etc/nsswitch.conf",
+    "/etc/pam.d/common-auth",
+    "/etc/pam.d/common-account",
+    "/etc/pam.d/common-session",
+    "/etc/sudoers.d/91-hyperpod-directory",
+)
 
 
 def run(cmd, **kw) -> subprocess.CompletedProcess:
@@ -66,21 +93,71 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
 # ------------------------------------------------------------------------------------------ certificates and slapd
 def make_ca(base: Path, name: str) -> tuple[Path, Path]:
     key, cert = base / f"{name}.key", base / f"{name}.pem"
-    out = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-               "-days", "2", "-subj", f"/CN={name}", "-addext", "basicConstraints=critical,CA:TRUE",
-               "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+    out = run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "2",
+            "-subj",
+            f"/CN={name}",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ]
+    )
     assert out.returncode == 0, out.stderr
     return key, cert
 
 
 def make_server_cert(base: Path, name: str, ca_key: Path, ca_cert: Path) -> tuple[Path, Path]:
     key, csr, cert, ext = (base / f"{name}.key", base / f"{name}.csr", base / f"{name}.pem", base / f"{name}.ext")
-    out = run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
-               "-subj", "/CN=127.0.0.1"])
+    out = run(
+        [
+            "openssl",
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(csr),
+            "-subj",
+            "/CN=127.0.0.1",
+        ]
+    )
     assert out.returncode == 0, out.stderr
     ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
-    out = run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_cert), "-CAkey", str(ca_key),
-               "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext)])
+    out = run(
+        [
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            "-CA",
+            str(ca_cert),
+            "-CAkey",
+            str(ca_key),
+            "-CAcreateserial",
+            "-out",
+            str(cert),
+            "-days",
+            "2",
+            "-extfile",
+            str(ext),
+        ]
+    )
     assert out.returncode == 0, out.stderr
     return key, cert
 
@@ -95,16 +172,22 @@ def directory_ldif() -> str:
     entries = [f"dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n"]
     for ou in ("people", "groups", "services"):
         entries.append(f"dn: ou={ou},{SUFFIX}\nobjectClass: organizationalUnit\nou: {ou}\n")
-    entries.append(f"dn: {BIND_DN}\nobjectClass: organizationalRole\nobjectClass: simpleSecurityObject\n"
-                   f"cn: sssd-bind\nuserPassword: {ssha(BIND_PASSWORD)}\n")
+    entries.append(
+        f"dn: {BIND_DN}\nobjectClass: organizationalRole\nobjectClass: simpleSecurityObject\n"
+        f"cn: sssd-bind\nuserPassword: {ssha(BIND_PASSWORD)}\n"
+    )
     for name, uid in UIDS.items():
-        entries.append(f"dn: uid={name},ou=people,{SUFFIX}\nobjectClass: inetOrgPerson\nobjectClass: posixAccount\n"
-                       f"uid: {name}\ncn: {name}\nsn: {name}\nuidNumber: {uid}\ngidNumber: {uid}\n"
-                       f"homeDirectory: /users/{name}\nloginShell: /bin/bash\nuserPassword: {ssha(PASSWORDS[name])}\n")
+        entries.append(
+            f"dn: uid={name},ou=people,{SUFFIX}\nobjectClass: inetOrgPerson\nobjectClass: posixAccount\n"
+            f"uid: {name}\ncn: {name}\nsn: {name}\nuidNumber: {uid}\ngidNumber: {uid}\n"
+            f"homeDirectory: /users/{name}\nloginShell: /bin/bash\nuserPassword: {ssha(PASSWORDS[name])}\n"
+        )
         entries.append(f"dn: cn={name},ou=groups,{SUFFIX}\nobjectClass: posixGroup\ncn: {name}\ngidNumber: {uid}\n")
     for group, (gid, members) in GROUPS.items():
-        entries.append(f"dn: cn={group},ou=groups,{SUFFIX}\nobjectClass: posixGroup\ncn: {group}\ngidNumber: {gid}\n"
-                       + "".join(f"memberUid: {m}\n" for m in members))
+        entries.append(
+            f"dn: cn={group},ou=groups,{SUFFIX}\nobjectClass: posixGroup\ncn: {group}\ngidNumber: {gid}\n"
+            + "".join(f"memberUid: {m}\n" for m in members)
+        )
     return "\n".join(entries)
 
 
@@ -137,8 +220,12 @@ access to * by users read by * none
         assert out.returncode == 0, out.stderr
         self.uri = f"ldaps://127.0.0.1:{self.port}"
         self.log = open(base / "slapd.log", "w")
-        self.proc = subprocess.Popen(["slapd", "-f", str(self.conf), "-h", self.uri + "/", "-d", "0"],
-                                     stdout=self.log, stderr=subprocess.STDOUT, env={"PATH": "/usr/sbin:/usr/bin"})
+        self.proc = subprocess.Popen(
+            ["slapd", "-f", str(self.conf), "-h", self.uri + "/", "-d", "0"],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={"PATH": "/usr/sbin:/usr/bin"},
+        )
         deadline = time.monotonic() + 20
         while True:
             assert self.proc.poll() is None, (base / "slapd.log").read_text()
@@ -196,20 +283,30 @@ class Node:
         for table in ("passwd", "shadow", "group", "gshadow"):
             path = root / "etc" / table
             if path.exists():
-                path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
-                                        if line.split(":", 1)[0] not in DIRECTORY_NAMES))
+                path.write_text(
+                    "".join(
+                        line
+                        for line in path.read_text().splitlines(keepends=True)
+                        if line.split(":", 1)[0] not in DIRECTORY_NAMES
+                    )
+                )
         shutil.rmtree(root / "etc/sssd/conf.d", ignore_errors=True)
         (root / "etc/sssd/conf.d").mkdir()
         (root / "etc/sssd/sssd.conf").unlink(missing_ok=True)
         # The node before the script: no sss in NSS, no pam_sss (the packages' own postinst added them on this host).
         nss = root / "etc/nsswitch.conf"
-        nss.write_text("\n".join(line.replace(" sss", "") for line in nss.read_text().splitlines()
-                                 if not line.startswith("automount:")) + "\n")
+        nss.write_text(
+            "\n".join(
+                line.replace(" sss", "") for line in nss.read_text().splitlines() if not line.startswith("automount:")
+            )
+            + "\n"
+        )
         (root / "etc/pam.d" / PAM_SERVICE).write_text("@include common-auth\n@include common-account\n")
         lines += ["mount -t tmpfs tmpfs /run", "pam-auth-update --disable sss mkhomedir", "exec sleep infinity"]
-        self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "bash", "-c",
-                                      "\n".join(lines)], env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-                                                             "DEBIAN_FRONTEND": "noninteractive"})
+        self.proc = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "bash", "-c", "\n".join(lines)],
+            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive"},
+        )
         deadline = time.monotonic() + 20
         while "pam_sss" in self.read("/etc/pam.d/common-auth") or not self._mounted():
             assert self.proc.poll() is None, "the namespace setup failed"
@@ -219,10 +316,15 @@ class Node:
     def _mounted(self) -> bool:
         return "tmpfs /run " in self.run("cat", "/proc/self/mounts").stdout
 
-    def run(self, *cmd: str, input: str | None = None, env: dict[str, str] | None = None,
-            timeout: int = 180) -> subprocess.CompletedProcess:
-        return run(["nsenter", f"--target={self.proc.pid}", "--mount", "--", *cmd], input=input,
-                   env={**self.env, **(env or {})}, timeout=timeout)
+    def run(
+        self, *cmd: str, input: str | None = None, env: dict[str, str] | None = None, timeout: int = 180
+    ) -> subprocess.CompletedProcess:
+        return run(
+            ["nsenter", f"--target={self.proc.pid}", "--mount", "--", *cmd],
+            input=input,
+            env={**self.env, **(env or {})},
+            timeout=timeout,
+        )
 
     def read(self, path: str) -> str:
         result = self.run("cat", path)
@@ -249,19 +351,37 @@ class Directory:
         shutil.copy(ca, self.scripts / "directory" / "ca.pem")
         self.params = base / "platform_parameters.json"
         self.write_params()
-        self.node = Node(base, {**env, "PARAMS_FILE": str(self.params), "LOG_DIR": str(base / "log"),
-                                "STATE_DIR": str(base / "state"), "RETRY_DELAY": "1",
-                                "SYSTEMCTL_LOG": str(base / "systemctl.log")})
+        self.node = Node(
+            base,
+            {
+                **env,
+                "PARAMS_FILE": str(self.params),
+                "LOG_DIR": str(base / "log"),
+                "STATE_DIR": str(base / "state"),
+                "RETRY_DELAY": "1",
+                "SYSTEMCTL_LOG": str(base / "systemctl.log"),
+            },
+        )
 
     def write_params(self, users=(), shared_group=None, **directory) -> None:
         ca = (self.scripts / "directory" / "ca.pem").read_bytes()
-        section = {"uris": [self.slapd.uri], "start_tls": False, "search_base": SUFFIX, "bind_dn": BIND_DN,
-                   "bind_password_secret_arn": self.secret_arn, "region": "us-east-1", "ldap_schema": "rfc2307",
-                   "access_groups": ["hpc-users"], "admin_groups": ["hpc-admins"],
-                   "ca_certificate": {"file": "directory/ca.pem", "sha256": hashlib.sha256(ca).hexdigest()},
-                   "artifacts": [], **directory}
-        self.params.write_text(json.dumps({"version": 1, "users": list(users), "shared_group": shared_group,
-                                           "directory": section}))
+        section = {
+            "uris": [self.slapd.uri],
+            "start_tls": False,
+            "search_base": SUFFIX,
+            "bind_dn": BIND_DN,
+            "bind_password_secret_arn": self.secret_arn,
+            "region": "us-east-1",
+            "ldap_schema": "rfc2307",
+            "access_groups": ["hpc-users"],
+            "admin_groups": ["hpc-admins"],
+            "ca_certificate": {"file": "directory/ca.pem", "sha256": hashlib.sha256(ca).hexdigest()},
+            "artifacts": [],
+            **directory,
+        }
+        self.params.write_text(
+            json.dumps({"version": 1, "users": list(users), "shared_group": shared_group, "directory": section})
+        )
 
     def script(self, name: str, **env: str) -> subprocess.CompletedProcess:
         return self.node.run("bash", str(self.scripts / name), env={"DIRECTORY_WAIT_ATTEMPTS": "20", **env})
@@ -286,18 +406,26 @@ def world() -> Iterator[dict]:
     shim.mkdir()
     (shim / "systemctl").write_text(SYSTEMCTL)
     (shim / "systemctl").chmod(0o755)
-    (shim / "aws").write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'aws_shim.py'} \"$@\"\n")
+    (shim / "aws").write_text(f'#!/bin/sh\nexec {sys.executable} {HERE / "aws_shim.py"} "$@"\n')
     (shim / "aws").chmod(0o755)
     try:
         with moto_server() as url:
-            env = {"PATH": f"{shim}:/usr/sbin:/usr/bin:/sbin:/bin", "AWS_ENDPOINT_URL": url,
-                   "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                   "AWS_DEFAULT_REGION": "us-east-1"}
-            client = boto3.client("secretsmanager", region_name="us-east-1", endpoint_url=url,
-                                  aws_access_key_id="testing", aws_secret_access_key="testing")
+            env = {
+                "PATH": f"{shim}:/usr/sbin:/usr/bin:/sbin:/bin",
+                "AWS_ENDPOINT_URL": url,
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": "us-east-1",
+            }
+            client = boto3.client(
+                "secretsmanager",
+                region_name="us-east-1",
+                endpoint_url=url,
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",
+            )
             arn = client.create_secret(Name="directory-bind", SecretString=BIND_PASSWORD)["ARN"]
-            yield {"base": base, "good": good, "rogue": rogue, "ca": ca, "rogue_ca": rogue_ca, "arn": arn,
-                   "env": env}
+            yield {"base": base, "good": good, "rogue": rogue, "ca": ca, "rogue_ca": rogue_ca, "arn": arn, "env": env}
     finally:
         good.stop()
         rogue.stop()
@@ -389,6 +517,7 @@ def test_an_admin_group_member_gets_sudo_and_others_do_not(node: Directory):
 def test_a_second_run_changes_no_file_and_restarts_nothing(node: Directory):
     def snapshot():
         return {p: node.node.run("stat", "-c", "%Y.%y %a %s", p).stdout + node.node.read(p) for p in WRITTEN}
+
     before, restarts = snapshot(), node.restarts()
     again = node.script("configure_sssd.sh")
     assert again.returncode == 0, again.stdout + again.stderr
@@ -398,9 +527,11 @@ def test_a_second_run_changes_no_file_and_restarts_nothing(node: Directory):
 
 
 def test_a_config_user_with_another_uid_than_the_directory_is_reported(node: Directory):
-    users = [{"name": "alice", "uid": 20001, "gid": 20001, "sudo": False},
-             {"name": "carol", "uid": 20099, "gid": 20099, "sudo": False},
-             {"name": "localonly", "uid": 20500, "gid": 20500, "sudo": False}]
+    users = [
+        {"name": "alice", "uid": 20001, "gid": 20001, "sudo": False},
+        {"name": "carol", "uid": 20099, "gid": 20099, "sudo": False},
+        {"name": "localonly", "uid": 20500, "gid": 20500, "sudo": False},
+    ]
     node.write_params(users=users, shared_group={"name": "studio-shared", "gid": 2000})
     try:
         out = node.script("create_users.sh", DEFAULT_HOME_ROOT=str(node.base / "home"))

@@ -10,6 +10,7 @@ and netfilter rules are untouched.
 
 Needs root, iptables (Debian package iptables), unshare and setpriv.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,11 +25,15 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "lifecycle" / "hyperpod" / "block_imds.sh"
 CREDENTIALS = "AKIAEXAMPLEPROXYCREDS"
 
-missing = [b for b in ("iptables", "unshare", "setpriv", "ip", "timeout") if shutil.which(b) is None
-           and not Path("/usr/sbin", b).exists()] + ([] if Path("/usr/bin/python3").exists() else ["/usr/bin/python3"])
-pytestmark = pytest.mark.skipif(bool(missing) or os.geteuid() != 0,
-                                reason=f"needs root and {', '.join(missing) or 'nothing else'}: "
-                                       "apt-get install iptables")
+missing = [
+    b
+    for b in ("iptables", "unshare", "setpriv", "ip", "timeout")
+    if shutil.which(b) is None and not Path("/usr/sbin", b).exists()
+] + ([] if Path("/usr/bin/python3").exists() else ["/usr/bin/python3"])
+pytestmark = pytest.mark.skipif(
+    bool(missing) or os.geteuid() != 0,
+    reason=f"needs root and {', '.join(missing) or 'nothing else'}: apt-get install iptables",
+)
 
 SCENARIO = r"""
 set -euo pipefail
@@ -90,9 +95,14 @@ def run_scenario(mode: str) -> tuple[dict[str, str], str]:
     try:
         work.chmod(0o755)
         env = {**os.environ, "WORK": str(work), "MODE": mode, "CREDENTIALS": CREDENTIALS, "SCRIPT": str(SCRIPT)}
-        result = subprocess.run(["unshare", "--net", "--mount", "--propagation", "private", "bash", "-c", SCENARIO],
-                                env=env, capture_output=True,
-                                text=True, timeout=120, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            ["unshare", "--net", "--mount", "--propagation", "private", "bash", "-c", SCENARIO],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
         lines = dict(line.split(": ", 1) for line in result.stdout.splitlines() if ": " in line)
         log = (work / "block.log").read_text() if (work / "block.log").exists() else ""
         assert result.returncode == 0, result.stdout + result.stderr + log
@@ -116,8 +126,10 @@ def test_metadata_proxy_behind_dnat_is_root_only():
     assert seen["block rc"] == "0", log
     assert seen["after root"] == CREDENTIALS
     assert seen["after nobody"].startswith("error:") and "refused" in seen["after nobody"], seen
-    assert "this node redirects metadata traffic (-A OUTPUT -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -j DNAT " \
-           "--to-destination 127.0.0.1:8181)" in log
+    assert (
+        "this node redirects metadata traffic (-A OUTPUT -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -j DNAT "
+        "--to-destination 127.0.0.1:8181)" in log
+    )
     # A user who connects to the proxy's own port, not through the metadata address, is refused too; root is not.
     assert seen["after nobody direct"].startswith("error:") and "refused" in seen["after nobody direct"], seen
     assert seen["after root direct"] == CREDENTIALS

@@ -15,6 +15,7 @@ root's stand-in for the AWS CLI. An unprivileged user:
 Needs root, the Slurm root (`make slurm-root`; `make test` builds it), and moto[server] and boto3
 (requirements-dev.txt).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,9 @@ ROLE_ARN = f"arn:aws:iam::123456789012:role/{ROLE_NAME}"
 USER = ("hpjobcred", 61234)
 
 REQUIRED = (*SLURM_BINARIES, "setpriv", "python3")
-pytestmark = pytest.mark.skipif(bool(missing_in_root(REQUIRED)) or os.geteuid() != 0,
-                                reason=f"needs root; {skip_reason(REQUIRED)}")
+pytestmark = pytest.mark.skipif(
+    bool(missing_in_root(REQUIRED)) or os.geteuid() != 0, reason=f"needs root; {skip_reason(REQUIRED)}"
+)
 
 
 @dataclass
@@ -59,8 +61,9 @@ class Node:
         return run(in_root(*as_user(USER[1], USER[1]), *argv), env={**base, **env})
 
     def sbatch(self, script: str) -> str:
-        result = self.as_user("sbatch", "--parsable", f"--chdir={self.work}", f"--output={self.work}/%j.out",
-                              "--wrap", script)
+        result = self.as_user(
+            "sbatch", "--parsable", f"--chdir={self.work}", f"--output={self.work}/%j.out", "--wrap", script
+        )
         assert result.returncode == 0, result.stderr
         return result.stdout.strip().split(";")[0]
 
@@ -68,15 +71,22 @@ class Node:
         def state():
             out = run(in_root("scontrol", "show", "job", "-o", job_id), env=self.cluster.env()).stdout
             fields = dict(f.split("=", 1) for f in out.split() if "=" in f)
-            return fields.get("JobState") if fields.get("JobState") not in ("PENDING", "RUNNING", "COMPLETING", None) else None
-        assert wait_for(f"job {job_id} to end", state, timeout=60) == "COMPLETED", \
-            (self.work / f"{job_id}.out").read_text()
+            return (
+                fields.get("JobState")
+                if fields.get("JobState") not in ("PENDING", "RUNNING", "COMPLETING", None)
+                else None
+            )
+
+        assert wait_for(f"job {job_id} to end", state, timeout=60) == "COMPLETED", (
+            self.work / f"{job_id}.out"
+        ).read_text()
         return (self.work / f"{job_id}.out").read_text()
 
 
 @pytest.fixture(scope="module")
 def node() -> Iterator[Node]:
     from support.moto_server import moto_server
+
     base = Path(tempfile.mkdtemp(prefix="slurm-jobcred-"))
     base.chmod(0o755)
     cluster = SlurmCluster(base=base, cluster_name="jobcred")
@@ -97,19 +107,33 @@ def install_and_start(cluster: SlurmCluster, moto_url: str) -> Node:
     base = cluster.base
     bin_dir = base / "bin"
     bin_dir.mkdir()
-    (bin_dir / "systemctl").write_text(f"#!/bin/sh\necho \"systemctl $*\" >>{base}/systemctl.calls\n"
-                                       "[ \"$1\" != is-active ]\n")
-    aws_env = {"AWS_ENDPOINT_URL": moto_url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-               "AWS_DEFAULT_REGION": REGION, "AWS_EC2_METADATA_DISABLED": "true", "AWS_PAGER": ""}
+    (bin_dir / "systemctl").write_text(
+        f'#!/bin/sh\necho "systemctl $*" >>{base}/systemctl.calls\n[ "$1" != is-active ]\n'
+    )
+    aws_env = {
+        "AWS_ENDPOINT_URL": moto_url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_PAGER": "",
+    }
     write_aws_command(bin_dir)  # the root has no AWS CLI
     (bin_dir / "systemctl").chmod(0o755)
     params = base / "platform_parameters.json"
     params.write_text(json.dumps({"version": 1, "job_credentials": {"role_arn": ROLE_ARN, "region": REGION}}))
     socket_path = base / "run" / "broker.sock"
     aws_config = base / "etc" / "aws-config"
-    env = {**cluster.env(), "PATH": f"{bin_dir}:{cluster.env()['PATH']}", "PARAMS_FILE": str(params),
-           "PLATFORM_DIR": str(base / "platform"), "SYSTEMD_DIR": str(base / "systemd"),
-           "AWS_JOB_CONFIG": str(aws_config), "BROKER_SOCKET": str(socket_path), "LOG_DIR": str(base / "log")}
+    env = {
+        **cluster.env(),
+        "PATH": f"{bin_dir}:{cluster.env()['PATH']}",
+        "PARAMS_FILE": str(params),
+        "PLATFORM_DIR": str(base / "platform"),
+        "SYSTEMD_DIR": str(base / "systemd"),
+        "AWS_JOB_CONFIG": str(aws_config),
+        "BROKER_SOCKET": str(socket_path),
+        "LOG_DIR": str(base / "log"),
+    }
     result = run(in_root("bash", str(HYPERPOD / "install_job_credentials.sh")), env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     calls = (base / "systemctl.calls").read_text().splitlines()
@@ -131,10 +155,14 @@ def install_and_start(cluster: SlurmCluster, moto_url: str) -> Node:
 def caller_identity(node: Node, credentials: dict) -> str:
     import boto3
 
-    sts = boto3.client("sts", region_name=REGION, endpoint_url=node.moto_url,
-                       aws_access_key_id=credentials["AccessKeyId"],
-                       aws_secret_access_key=credentials["SecretAccessKey"],
-                       aws_session_token=credentials["SessionToken"])
+    sts = boto3.client(
+        "sts",
+        region_name=REGION,
+        endpoint_url=node.moto_url,
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+    )
     return sts.get_caller_identity()["Arn"]
 
 
@@ -152,8 +180,10 @@ def test_a_job_gets_the_job_role_through_the_platform_s_aws_profile(node: Node):
     job_id = node.sbatch(process)
     credentials = json.loads(node.wait_done(job_id).strip().splitlines()[-1])
     assert credentials["Version"] == 1
-    assert caller_identity(node, credentials) == \
-        f"arn:aws:sts::123456789012:assumed-role/{ROLE_NAME}/slurm-{job_id}-{USER[0]}"
+    assert (
+        caller_identity(node, credentials)
+        == f"arn:aws:sts::123456789012:assumed-role/{ROLE_NAME}/slurm-{job_id}-{USER[0]}"
+    )
     log = (node.cluster.ctl / "job-credentials.stdout").read_text()
     assert f"job {job_id}: credentials of {ROLE_ARN} for pid" in log
 
@@ -162,21 +192,36 @@ def test_the_broker_answers_a_job_with_exactly_the_role_s_credentials(node: Node
     job_id = node.sbatch(f"/usr/bin/python3 -S {HYPERPOD / 'lib' / 'job_credentials.py'} fetch --socket {node.socket}")
     credentials = json.loads(node.wait_done(job_id).strip().splitlines()[-1])
     assert set(credentials) == {"Version", "AccessKeyId", "SecretAccessKey", "SessionToken", "Expiration"}
-    assert caller_identity(node, credentials) == \
-        f"arn:aws:sts::123456789012:assumed-role/{ROLE_NAME}/slurm-{job_id}-{USER[0]}"
+    assert (
+        caller_identity(node, credentials)
+        == f"arn:aws:sts::123456789012:assumed-role/{ROLE_NAME}/slurm-{job_id}-{USER[0]}"
+    )
 
 
 def test_a_user_s_process_outside_a_job_gets_nothing_even_naming_a_running_job(node: Node):
-    fetch = ["/usr/bin/python3", "-S", str(HYPERPOD / "lib" / "job_credentials.py"), "fetch", "--socket", str(node.socket)]
+    fetch = [
+        "/usr/bin/python3",
+        "-S",
+        str(HYPERPOD / "lib" / "job_credentials.py"),
+        "fetch",
+        "--socket",
+        str(node.socket),
+    ]
     result = node.as_user(*fetch)
     assert result.returncode == 1 and result.stdout == ""
     assert "is not in a running Slurm job on this node" in result.stderr
     # A job of the same user is running, and the process claims to be part of it: the environment proves nothing.
-    sleeper = node.sbatch(f"/usr/bin/python3 -S {HYPERPOD / 'lib' / 'job_credentials.py'} fetch --socket "
-                          f"{node.socket} && sleep 60")
+    sleeper = node.sbatch(
+        f"/usr/bin/python3 -S {HYPERPOD / 'lib' / 'job_credentials.py'} fetch --socket {node.socket} && sleep 60"
+    )
     try:
-        wait_for("the sleeping job to hold credentials", lambda: (node.work / f"{sleeper}.out").exists()
-                 and "AccessKeyId" in (node.work / f"{sleeper}.out").read_text(), timeout=60)
+        wait_for(
+            "the sleeping job to hold credentials",
+            lambda: (
+                (node.work / f"{sleeper}.out").exists() and "AccessKeyId" in (node.work / f"{sleeper}.out").read_text()
+            ),
+            timeout=60,
+        )
         forged = node.as_user(*fetch, SLURM_JOB_ID=sleeper, SLURM_JOBID=sleeper, SLURM_STEP_ID="0")
         assert forged.returncode == 1 and forged.stdout == "", forged.stdout
         assert "is not in a running Slurm job on this node" in forged.stderr

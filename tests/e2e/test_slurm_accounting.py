@@ -8,6 +8,7 @@ The parameters come from the example through the same function the cluster stack
 
 Needs root and the Debian packages slurm-wlm, slurmdbd, munge and mariadb-server (CI installs them).
 """
+
 from __future__ import annotations
 
 import copy
@@ -31,8 +32,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 REQUIRED = (*SLURM_BINARIES, *ACCOUNTING_BINARIES, "setpriv")
-pytestmark = pytest.mark.skipif(bool(missing_in_root(REQUIRED)) or os.geteuid() != 0,
-                                reason=f"needs root; {skip_reason(REQUIRED)}")
+pytestmark = pytest.mark.skipif(
+    bool(missing_in_root(REQUIRED)) or os.geteuid() != 0, reason=f"needs root; {skip_reason(REQUIRED)}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +67,12 @@ def applied(env: Env) -> tuple[str, str]:
 def test_departments_users_coordinators_and_qos_are_in_slurmdbd(env: Env, applied: tuple[str, str]):
     first, _ = applied
     assert "accounting applied:" in first
-    assocs = {(a, u): (share, sorted(qos.split(",")), dqos)
-              for a, u, share, qos, dqos in env.sacctmgr("show", "assoc", "where", "cluster=research",
-                                                          "format=account,user,fairshare,qos,defaultqos")}
+    assocs = {
+        (a, u): (share, sorted(qos.split(",")), dqos)
+        for a, u, share, qos, dqos in env.sacctmgr(
+            "show", "assoc", "where", "cluster=research", "format=account,user,fairshare,qos,defaultqos"
+        )
+    }
     data = example()
     for d in data["cluster"]["accounting"]["departments"]:
         assert assocs[(d["name"], "")] == (str(d["fairshare"]), sorted(d["qos"]), d["default_qos"])
@@ -80,8 +85,10 @@ def test_departments_users_coordinators_and_qos_are_in_slurmdbd(env: Env, applie
     # enrico is in physics and teaching; physics lists him first, so it is his default account.
     defaults = dict(env.sacctmgr("show", "user", "format=user,defaultaccount"))
     assert (defaults["enrico"], defaults["student1"]) == ("physics", "teaching")
-    qos = {row[0]: row[1:] for row in env.sacctmgr("show", "qos", "format=name,priority,maxwall,maxtrespu,grptres,"
-                                                                   "maxjobspu")}
+    qos = {
+        row[0]: row[1:]
+        for row in env.sacctmgr("show", "qos", "format=name,priority,maxwall,maxtrespu,grptres,maxjobspu")
+    }
     assert qos["short"] == ["50", "04:00:00", "gres/gpu=4", "", ""]
     assert qos["long"] == ["0", "7-00:00:00", "gres/gpu=8", "gres/gpu=12", "2"]
     assert qos["teaching"] == ["5", "02:00:00", "gres/gpu=1,node=1", "", "2"]
@@ -113,7 +120,9 @@ def test_a_job_over_max_wall_is_held_with_the_qos_reason(env: Env, applied):
     # The example's short QoS allows 240 minutes.
     rc, job_id, err = env.sbatch("ada", "--account=physics", "--qos=short", "--time=300", "--wrap", "true")
     assert rc == 0, err
-    job = env.wait_job(job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL, "a reason")
+    job = env.wait_job(
+        job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL, "a reason"
+    )
     run(in_root("scancel", job_id), env=env.cluster.env())
     assert (job["JobState"], job["Reason"]) == ("PENDING", "QOSMaxWallDurationPerJobLimit"), job
 
@@ -136,10 +145,13 @@ def test_a_changed_limit_is_applied_and_a_job_over_max_tres_per_user_waits(env: 
     out = env.apply(data)
     assert "modify qos where name=short set MaxTRESPerUser=cpu=1,gres/gpu=-1" in out
     assert "accounting applied: 1 sacctmgr command(s)" in out
-    rc, job_id, err = env.sbatch("ada", "--account=physics", "--qos=short", "--cpus-per-task=2", "--time=10",
-                                 "--wrap", "true")
+    rc, job_id, err = env.sbatch(
+        "ada", "--account=physics", "--qos=short", "--cpus-per-task=2", "--time=10", "--wrap", "true"
+    )
     assert rc == 0, err
-    job = env.wait_job(job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL, "a reason")
+    job = env.wait_job(
+        job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL, "a reason"
+    )
     run(in_root("scancel", job_id), env=env.cluster.env())
     assert (job["JobState"], job["Reason"]) == ("PENDING", "QOSMaxCpuPerUserLimit"), job
     restored = env.apply(example())
@@ -185,14 +197,15 @@ def test_users_without_a_department_are_registered_whether_or_not_accounting_is_
         rc, job_id, err = env.sbatch("newcomer", "--time=10", "--wrap", "true")
         assert rc == 0, err
         env.wait_job(job_id, lambda j: j.get("JobState") in TERMINAL, "the end")
-        assert env.sacct(job_id, ["hyperpod-users", "newcomer", "normal", "COMPLETED"])[:2] == ["hyperpod-users",
-                                                                                                 "newcomer"]
+        assert env.sacct(job_id, ["hyperpod-users", "newcomer", "normal", "COMPLETED"])[:2] == [
+            "hyperpod-users",
+            "newcomer",
+        ]
         # Accounting off (no departments or QoS in the config then): every user is registered in hyperpod-users,
         # and what the departments made earlier stays as it is.
         data["cluster"]["accounting"] = {"enabled": False}
         off = env.apply(data)
-        assert "add user ada,enrico,rosalind,gregor,student1,student2 Account=hyperpod-users" in off.replace(
-            "\t", " ")
+        assert "add user ada,enrico,rosalind,gregor,student1,student2 Account=hyperpod-users" in off.replace("\t", " ")
         assocs = env.sacctmgr("show", "assoc", "where", "cluster=research", "format=account,user")
         assert ["physics", "ada"] in assocs and ["hyperpod-users", "ada"] in assocs
         assert "nothing changed" in env.apply(data)

@@ -15,6 +15,7 @@ included, end with the job.
 
 Needs root and the Debian packages slurm-wlm, slurmdbd, munge, mariadb-server, libpam-slurm-adopt and pamtester.
 """
+
 from __future__ import annotations
 
 import copy
@@ -48,7 +49,9 @@ PAM_SERVICE = "hyperpod-e2e-sshd"
 REQUIRED = (*SLURM_BINARIES, *ACCOUNTING_BINARIES, "setpriv", "pamtester")
 pytestmark = pytest.mark.skipif(
     bool(missing_in_root(REQUIRED)) or os.geteuid() != 0 or not (SLURM_ROOT / PAM_MODULE.relative_to("/")).exists(),
-    reason="needs root; " + (skip_reason(REQUIRED) if missing_in_root(REQUIRED) else f"the Slurm root lacks {PAM_MODULE}"))
+    reason="needs root; "
+    + (skip_reason(REQUIRED) if missing_in_root(REQUIRED) else f"the Slurm root lacks {PAM_MODULE}"),
+)
 
 ADMIN = "ada"  # sudo: true in the parameters this test writes
 
@@ -59,8 +62,9 @@ class GresEnv(Env):
         self.data = data
         config = parse_config(data)
         self.platform = cluster.base / "platform_parameters.full.json"
-        users = [{"name": u["name"], "uid": u["uid"], "gid": u["uid"], "sudo": u["name"] == ADMIN}
-                 for u in data["users"]]
+        users = [
+            {"name": u["name"], "uid": u["uid"], "gid": u["uid"], "sudo": u["name"] == ADMIN} for u in data["users"]
+        ]
         self.write_params(worker_groups=worker_groups(config), users=users)
 
     def write_params(self, **changes) -> None:
@@ -71,8 +75,14 @@ class GresEnv(Env):
 
     def script(self, name: str, *args: str, **env: str) -> str:
         etc = self.cluster.conf.parent
-        full = {**self.cluster.env(), "PARAMS_FILE": str(self.platform), "SLURM_CONF_DIR": str(etc),
-                "LOG_DIR": str(self.cluster.base / "log"), "SLURM_WAIT_ATTEMPTS": "5", **env}
+        full = {
+            **self.cluster.env(),
+            "PARAMS_FILE": str(self.platform),
+            "SLURM_CONF_DIR": str(etc),
+            "LOG_DIR": str(self.cluster.base / "log"),
+            "SLURM_WAIT_ATTEMPTS": "5",
+            **env,
+        }
         result = run(in_root("bash", str(HYPERPOD / name), *args), env=full, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout + result.stderr
@@ -83,8 +93,10 @@ class GresEnv(Env):
         return self.cluster.base / "pam.d"
 
     def pamtester(self, user: str) -> tuple[int, str]:
-        result = run(in_root("pamtester", "-v", PAM_SERVICE, user, "acct_mgmt", binds=[(self.pam_dir, "/etc/pam.d")]),
-                     env=self.cluster.env())
+        result = run(
+            in_root("pamtester", "-v", PAM_SERVICE, user, "acct_mgmt", binds=[(self.pam_dir, "/etc/pam.d")]),
+            env=self.cluster.env(),
+        )
         return result.returncode, result.stdout + result.stderr
 
 
@@ -96,8 +108,15 @@ def env() -> Iterator[GresEnv]:
     base = Path(tempfile.mkdtemp(prefix="slurm-gres-"))
     base.chmod(0o755)
     weights = accounting_parameters(config)["priority_weights"]
-    cluster = SlurmCluster(base=base, cluster_name="research", accounting=True, priority_weights=weights,
-                           partition=group.partitions[0], gpus=4, proctrack_type="proctrack/cgroup")
+    cluster = SlurmCluster(
+        base=base,
+        cluster_name="research",
+        accounting=True,
+        priority_weights=weights,
+        partition=group.partitions[0],
+        gpus=4,
+        proctrack_type="proctrack/cgroup",
+    )
     created: list[tuple[str, bool, bool]] = []
     try:
         for user in data["users"]:
@@ -114,8 +133,9 @@ def env() -> Iterator[GresEnv]:
 
 
 def pending_reason(env: GresEnv, job_id: str) -> tuple[str, str]:
-    job = env.wait_job(job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL,
-                       "a reason")
+    job = env.wait_job(
+        job_id, lambda j: j.get("Reason") not in (None, "None") or j.get("JobState") in TERMINAL, "a reason"
+    )
     run(in_root("scancel", job_id), env=env.cluster.env())
     return job["JobState"], job["Reason"]
 
@@ -144,11 +164,13 @@ def test_a_node_with_other_gpus_than_its_instance_type_is_reported(env: GresEnv)
 
 
 def test_a_job_asking_for_one_gpu_runs_with_it(env: GresEnv):
-    rc, job_id, err = env.sbatch("ada", "--account=physics", "--partition=gpu", "--gres=gpu:1", "--time=10",
-                                 "--wrap", "true")
+    rc, job_id, err = env.sbatch(
+        "ada", "--account=physics", "--partition=gpu", "--gres=gpu:1", "--time=10", "--wrap", "true"
+    )
     assert rc == 0, err
     job = env.wait_job(job_id, lambda j: j.get("JobState") in TERMINAL, "the end")
     assert job["JobState"] == "COMPLETED", job
+
     # slurmdbd gets the record from slurmctld asynchronously: wait for it rather than read it once.
     def alloc_tres() -> str:
         return run(in_root("sacct", "-n", "-P", "-X", "-j", job_id, "-o", "alloctres"), env=env.cluster.env()).stdout
@@ -158,16 +180,25 @@ def test_a_job_asking_for_one_gpu_runs_with_it(env: GresEnv):
 
 
 def test_a_job_asking_for_more_gpus_than_a_node_has_is_refused(env: GresEnv):
-    rc, _, err = env.sbatch("ada", "--account=physics", "--partition=gpu", "--gres=gpu:99", "--time=10",
-                            "--wrap", "true")
+    rc, _, err = env.sbatch(
+        "ada", "--account=physics", "--partition=gpu", "--gres=gpu:99", "--time=10", "--wrap", "true"
+    )
     assert rc != 0
     assert "Requested node configuration is not available" in err
 
 
 def test_a_job_over_the_qos_gpu_limit_waits_with_the_qos_reason(env: GresEnv):
     # The example's teaching QoS allows each user 1 GPU; enrico is in teaching.
-    rc, job_id, err = env.sbatch("enrico", "--account=teaching", "--qos=teaching", "--partition=gpu",
-                                 "--gres=gpu:2", "--time=10", "--wrap", "true")
+    rc, job_id, err = env.sbatch(
+        "enrico",
+        "--account=teaching",
+        "--qos=teaching",
+        "--partition=gpu",
+        "--gres=gpu:2",
+        "--time=10",
+        "--wrap",
+        "true",
+    )
     assert rc == 0, err
     assert pending_reason(env, job_id) == ("PENDING", "QOSMaxGRESPerUser")
 
@@ -176,13 +207,17 @@ def test_a_job_over_the_qos_gpu_limit_waits_with_the_qos_reason(env: GresEnv):
 @pytest.fixture(scope="module")
 def adopt(env: GresEnv) -> tuple[str, str]:
     """The controller step (PrologFlags=Contain, reconfigure), then the compute step on a PAM service of its own."""
-    controller = env.script("configure_pam_adopt.sh", "controller",
-                            INCLUDED_CONF=str(env.cluster.conf.parent / "accounting.conf"))
+    controller = env.script(
+        "configure_pam_adopt.sh", "controller", INCLUDED_CONF=str(env.cluster.conf.parent / "accounting.conf")
+    )
     shutil.copytree(SLURM_ROOT / "etc" / "pam.d", env.pam_dir, symlinks=True)
     pam_file = env.pam_dir / PAM_SERVICE
     pam_file.write_text("account required pam_unix.so\n")  # sshd's common-account, in short
-    compute_env = {"PAM_SSHD": str(pam_file), "ACCESS_FILE": str(env.cluster.base / "admins.conf"),
-                   "PAM_SLURM_ADOPT_CANDIDATES": str(PAM_MODULE)}
+    compute_env = {
+        "PAM_SSHD": str(pam_file),
+        "ACCESS_FILE": str(env.cluster.base / "admins.conf"),
+        "PAM_SLURM_ADOPT_CANDIDATES": str(PAM_MODULE),
+    }
     env.compute_env = compute_env
     compute = env.script("configure_pam_adopt.sh", "compute", **compute_env)
     return controller, compute
@@ -194,11 +229,14 @@ def test_the_controller_adds_prolog_flags_contain_and_slurmctld_uses_it(env: Gre
     out = run(in_root("scontrol", "show", "config"), env=env.cluster.env()).stdout
     assert any(line.split("=")[0].strip() == "PrologFlags" and "Contain" in line for line in out.splitlines()), out
     # The daemons track processes by cgroup, so the controller step has nothing to warn about.
-    assert any(line.split("=")[0].strip() == "ProctrackType" and line.split("=")[1].strip() == "proctrack/cgroup"
-               for line in out.splitlines()), out
+    assert any(
+        line.split("=")[0].strip() == "ProctrackType" and line.split("=")[1].strip() == "proctrack/cgroup"
+        for line in out.splitlines()
+    ), out
     assert "ProctrackType" not in controller
-    again = env.script("configure_pam_adopt.sh", "controller",
-                       INCLUDED_CONF=str(env.cluster.conf.parent / "accounting.conf"))
+    again = env.script(
+        "configure_pam_adopt.sh", "controller", INCLUDED_CONF=str(env.cluster.conf.parent / "accounting.conf")
+    )
     assert "already has the pam_slurm_adopt settings" in again
 
 
@@ -209,17 +247,21 @@ def test_a_user_without_a_job_on_the_node_is_denied(env: GresEnv, adopt):
 
 
 def test_a_user_with_a_running_job_is_allowed_and_an_admin_always(env: GresEnv, adopt):
-    rc, job_id, err = env.sbatch("rosalind", "--account=biology", "--partition=gpu", "--time=10",
-                                 "--wrap", "sleep 120")
+    rc, job_id, err = env.sbatch("rosalind", "--account=biology", "--partition=gpu", "--time=10", "--wrap", "sleep 120")
     assert rc == 0, err
     try:
         env.wait_job(job_id, lambda j: j.get("JobState") == "RUNNING", "RUNNING")
         # slurmctld says RUNNING before the node's slurmstepd for the batch step is up, and pam_slurm_adopt asks
         # the node's stepds: wait for the step's processes there (`scontrol listpids` asks the same stepds).
-        wait_for(f"job {job_id}'s batch step on the node", lambda: any(
-            line.split()[1:3] == [job_id, "batch"]
-            for line in run(in_root("scontrol", "listpids", job_id), env=env.cluster.env()).stdout.splitlines()[1:]),
-            timeout=30, interval=0.2)
+        wait_for(
+            f"job {job_id}'s batch step on the node",
+            lambda: any(
+                line.split()[1:3] == [job_id, "batch"]
+                for line in run(in_root("scontrol", "listpids", job_id), env=env.cluster.env()).stdout.splitlines()[1:]
+            ),
+            timeout=30,
+            interval=0.2,
+        )
         rc, out = env.pamtester("rosalind")
         assert rc == 0, out
         # Someone else still has no job here.
@@ -239,10 +281,15 @@ def running_job(env: GresEnv, user: str, account: str) -> str:
     rc, job_id, err = env.sbatch(user, f"--account={account}", "--partition=gpu", "--time=10", "--wrap", "sleep 120")
     assert rc == 0, err
     env.wait_job(job_id, lambda j: j.get("JobState") == "RUNNING", "RUNNING")
-    wait_for(f"job {job_id}'s batch step on the node", lambda: any(
-        line.split()[1:3] == [job_id, "batch"]
-        for line in run(in_root("scontrol", "listpids", job_id), env=env.cluster.env()).stdout.splitlines()[1:]),
-        timeout=30, interval=0.2)
+    wait_for(
+        f"job {job_id}'s batch step on the node",
+        lambda: any(
+            line.split()[1:3] == [job_id, "batch"]
+            for line in run(in_root("scontrol", "listpids", job_id), env=env.cluster.env()).stdout.splitlines()[1:]
+        ),
+        timeout=30,
+        interval=0.2,
+    )
     return job_id
 
 
@@ -267,13 +314,33 @@ uid=$(id -u "$PAM_USER") gid=$(id -g "$PAM_USER")
     job_id = running_job(env, "rosalind", "biology")
     try:
         try:
-            result = run(in_root("pamtester", "-v", PAM_SERVICE, "rosalind", "acct_mgmt", "open_session",
-                                 binds=[(env.pam_dir, "/etc/pam.d")]), env=env.cluster.env())
+            result = run(
+                in_root(
+                    "pamtester",
+                    "-v",
+                    PAM_SERVICE,
+                    "rosalind",
+                    "acct_mgmt",
+                    "open_session",
+                    binds=[(env.pam_dir, "/etc/pam.d")],
+                ),
+                env=env.cluster.env(),
+            )
             assert result.returncode == 0, result.stdout + result.stderr
-            pid = int(wait_for("the session's process", lambda: pid_file.exists() and pid_file.read_text().strip(),
-                               timeout=10, interval=0.05))
-            wait_for("the session's sleep", lambda: Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0"),
-                     timeout=10, interval=0.05)
+            pid = int(
+                wait_for(
+                    "the session's process",
+                    lambda: pid_file.exists() and pid_file.read_text().strip(),
+                    timeout=10,
+                    interval=0.05,
+                )
+            )
+            wait_for(
+                "the session's sleep",
+                lambda: Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0"),
+                timeout=10,
+                interval=0.05,
+            )
             # Adopted: in the job's extern step (cgroup v1: .../job_<id>/step_extern; v2: .../job_<id>/step_extern/
             # ...), as the user, and no child of any Slurm process.
             cgroups = Path(f"/proc/{pid}/cgroup").read_text()

@@ -12,6 +12,7 @@ The Studio side is a private mount namespace in which the munge socket directory
 no munged, so the only credential a Studio process has is the token it read. Jobs are submitted as the users' uids
 (alice 10001:10101, bob 10002:10102), as a Studio IDE runs them. Needs root and Debian's slurm-wlm, slurm-wlm-jwt-plugin, munge.
 """
+
 from __future__ import annotations
 
 import base64
@@ -55,7 +56,8 @@ TOKEN_PREFIX = "e2e/slurm-token/"
 REQUIRED = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "setpriv", "python3")
 pytestmark = pytest.mark.skipif(
     bool(missing_in_root(REQUIRED)) or not (SLURM_ROOT / plugin_dir() / "auth_jwt.so").exists(),
-    reason=skip_reason(REQUIRED) if missing_in_root(REQUIRED) else "the Slurm root lacks slurm-wlm-jwt-plugin")
+    reason=skip_reason(REQUIRED) if missing_in_root(REQUIRED) else "the Slurm root lacks slurm-wlm-jwt-plugin",
+)
 
 
 @dataclass
@@ -85,8 +87,13 @@ class JwtCluster:
 
 
 def secrets(url: str):
-    return boto3.client("secretsmanager", region_name=REGION, endpoint_url=url, aws_access_key_id="testing",
-                        aws_secret_access_key="testing")
+    return boto3.client(
+        "secretsmanager",
+        region_name=REGION,
+        endpoint_url=url,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -109,24 +116,41 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
 
         wait_for("moto server", moto_up, timeout=30, interval=0.2)
         sm = secrets(moto_url)
-        boto3.client("s3", region_name=REGION, endpoint_url=moto_url, aws_access_key_id="testing",
-                     aws_secret_access_key="testing").create_bucket(Bucket=BUNDLE_BUCKET)
+        boto3.client(
+            "s3",
+            region_name=REGION,
+            endpoint_url=moto_url,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        ).create_bucket(Bucket=BUNDLE_BUCKET)
         key_secret = sm.create_secret(Name="e2e/slurm-jwt-key")["ARN"]
         login_secret = sm.create_secret(Name="e2e/slurm-login")["ARN"]
         for user in studio_users:
             sm.create_secret(Name=TOKEN_PREFIX + user.name)
         aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        aws_env.update(AWS_ENDPOINT_URL=moto_url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-                       AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
+        aws_env.update(
+            AWS_ENDPOINT_URL=moto_url,
+            AWS_ACCESS_KEY_ID="testing",
+            AWS_SECRET_ACCESS_KEY="testing",
+            AWS_DEFAULT_REGION=REGION,
+            AWS_EC2_METADATA_DISABLED="true",
+            AWS_PAGER="",
+        )
         aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"  # the nodes have no AWS CLI
 
         params = json.loads(PARAMS_FIXTURE.read_text())
         params["slurm"].update(auth="jwt", jwt_key_secret_arn=key_secret)
         (ctl / "platform_parameters.json").write_text(json.dumps(params))
         jwt_key = ctl / "spool" / "jwt_hs256.key"
-        script_env = {**aws_env, "PARAMS_FILE": str(ctl / "platform_parameters.json"), "SLURM_CONF": str(conf),
-                      "SLURM_CONF_DIR": str(etc), "LOG_DIR": str(ctl / "provision"), "JWT_KEY_FILE": str(jwt_key),
-                      "RETRY_DELAY": "1"}
+        script_env = {
+            **aws_env,
+            "PARAMS_FILE": str(ctl / "platform_parameters.json"),
+            "SLURM_CONF": str(conf),
+            "SLURM_CONF_DIR": str(etc),
+            "LOG_DIR": str(ctl / "provision"),
+            "JWT_KEY_FILE": str(jwt_key),
+            "RETRY_DELAY": "1",
+        }
         outputs = []
         first = run(in_root("bash", str(CONFIGURE_AUTH)), env=script_env)
         assert first.returncode == 0, first.stdout + first.stderr
@@ -138,10 +162,19 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
         assert again.returncode == 0, again.stdout + again.stderr
         outputs.append(again.stdout)
 
-        publish = run(in_root("bash", str(PUBLISH), login_secret),
-                      env={**aws_env, "SLURM_CONF": str(conf), "SLURM_AUTH": "jwt", "MUNGE_KEY": str(munge_key),
-                           "LOG_DIR": str(ctl / "provision"), "SLURM_CONF_DIR": str(etc),
-                           "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX}, timeout=600)
+        publish = run(
+            in_root("bash", str(PUBLISH), login_secret),
+            env={
+                **aws_env,
+                "SLURM_CONF": str(conf),
+                "SLURM_AUTH": "jwt",
+                "MUNGE_KEY": str(munge_key),
+                "LOG_DIR": str(ctl / "provision"),
+                "SLURM_CONF_DIR": str(etc),
+                "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX,
+            },
+            timeout=600,
+        )
         assert publish.returncode == 0, publish.stdout + publish.stderr
         login = json.loads(sm.get_secret_value(SecretId=login_secret)["SecretString"])
         slurm.wait_node_idle()
@@ -150,16 +183,33 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
         empty = base / "space-munge"
         empty.mkdir()
         empty.chmod(0o755)
-        holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "900"],
-                                  stdin=subprocess.DEVNULL)
+        holder = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sleep", "900"], stdin=subprocess.DEVNULL
+        )
         own_ns = os.readlink("/proc/self/ns/mnt")
-        wait_for("the mount namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != own_ns, timeout=10,
-                 interval=0.05)
+        wait_for(
+            "the mount namespace",
+            lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != own_ns,
+            timeout=10,
+            interval=0.05,
+        )
         bind = run(["nsenter", "-t", str(holder.pid), "-m", "--", "mount", "--bind", str(empty), str(sock.parent)])
         assert bind.returncode == 0, bind.stderr
-        yield JwtCluster(base=base, conf=conf, munge_socket=sock, accounting=etc / "accounting.conf", jwt_key=jwt_key,
-                         key_secret=key_secret, login_secret=login_secret, login=login, moto_url=moto_url,
-                         aws_env=aws_env, script_env=script_env, outputs=outputs, holder=holder)
+        yield JwtCluster(
+            base=base,
+            conf=conf,
+            munge_socket=sock,
+            accounting=etc / "accounting.conf",
+            jwt_key=jwt_key,
+            key_secret=key_secret,
+            login_secret=login_secret,
+            login=login,
+            moto_url=moto_url,
+            aws_env=aws_env,
+            script_env=script_env,
+            outputs=outputs,
+            holder=holder,
+        )
     finally:
         if holder is not None:
             holder.kill()
@@ -172,8 +222,14 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
 def tokens(jwt_cluster: JwtCluster, studio_users) -> dict[str, str]:
     """The issuer's tokens, read back from each user's own secret."""
     sm = secrets(jwt_cluster.moto_url)
-    issued = issuer.issue(sm, key_secret_id=jwt_cluster.key_secret, prefix=TOKEN_PREFIX,
-                          users=[u.name for u in studio_users], lifetime=3600, reserved=RESERVED)
+    issued = issuer.issue(
+        sm,
+        key_secret_id=jwt_cluster.key_secret,
+        prefix=TOKEN_PREFIX,
+        users=[u.name for u in studio_users],
+        lifetime=3600,
+        reserved=RESERVED,
+    )
     assert sorted(issued) == sorted(u.name for u in studio_users)
     out = {}
     for user in studio_users:
@@ -221,11 +277,13 @@ def test_controller_settings_in_the_included_file_only(jwt_cluster: JwtCluster):
     c = jwt_cluster
     text = c.accounting.read_text()
     assert text.startswith(ACCOUNTING_CONF), "HyperPod's (the customer's) lines are kept, in order"
-    block = text[len(ACCOUNTING_CONF):].splitlines()
+    block = text[len(ACCOUNTING_CONF) :].splitlines()
     assert block[0].startswith("# BEGIN hyperpod-platform auth") and block[-1] == "# END hyperpod-platform auth"
-    assert block[1:-1] == ["AuthAltTypes=auth/jwt",
-                           f"AuthAltParameters=jwt_key={c.jwt_key},disable_token_creation,max_token_lifespan=3600",
-                           "DisableRootJobs=YES"]
+    assert block[1:-1] == [
+        "AuthAltTypes=auth/jwt",
+        f"AuthAltParameters=jwt_key={c.jwt_key},disable_token_creation,max_token_lifespan=3600",
+        "DisableRootJobs=YES",
+    ]
     assert "include accounting.conf" in c.conf.read_text().splitlines()
     assert "AuthAlt" not in c.conf.read_text(), "slurm.conf itself is HyperPod's and untouched"
     assert oct(c.jwt_key.stat().st_mode & 0o777) == "0o600" and c.jwt_key.stat().st_uid == 0  # SlurmUser=root here
@@ -261,8 +319,15 @@ def test_a_user_acts_only_as_themselves(jwt_cluster: JwtCluster, studio_users, t
     mine, theirs = partitions[alice.name], partitions[bob.name]
 
     # alice's job, with her token, from her uid: runs as alice and writes her partition.
-    result = sbatch(c, alice, tokens[alice.name], f"--chdir={mine}", f"--output={mine}/slurm-%j.out", "--wrap",
-                    f'echo "uid=$(id -u)" > {mine}/out.txt')
+    result = sbatch(
+        c,
+        alice,
+        tokens[alice.name],
+        f"--chdir={mine}",
+        f"--output={mine}/slurm-%j.out",
+        "--wrap",
+        f'echo "uid=$(id -u)" > {mine}/out.txt',
+    )
     assert result.returncode == 0, result.stderr
     job = job_fields(c, result.stdout.strip())
     assert job["JobState"] == "COMPLETED" and job["UserId"] == f"{alice.name}({alice.uid})", job
@@ -276,8 +341,15 @@ def test_a_user_acts_only_as_themselves(jwt_cluster: JwtCluster, studio_users, t
     # SLURM_AUTH_NOBODY) and slurmctld fills in the authenticated user (src/slurmctld/proc_req.c, _valid_id). Either
     # way the token acts only as alice: her job cannot write bob's partition.
     for runner in (bob, None):
-        result = sbatch(c, runner, tokens[alice.name], f"--chdir={mine}", f"--output={mine}/slurm-%j.out",
-                        "--wrap", f"echo x > {theirs}/intruder.txt")
+        result = sbatch(
+            c,
+            runner,
+            tokens[alice.name],
+            f"--chdir={mine}",
+            f"--output={mine}/slurm-%j.out",
+            "--wrap",
+            f"echo x > {theirs}/intruder.txt",
+        )
         assert result.returncode == 0, (runner, result)
         job = job_fields(c, result.stdout.strip())
         assert job["UserId"] == f"{alice.name}({alice.uid})" and job["JobState"] == "FAILED", (runner, job)
@@ -289,8 +361,15 @@ def test_a_user_acts_only_as_themselves(jwt_cluster: JwtCluster, studio_users, t
     assert refused.returncode != 0
 
     # bob's token is bob: his job writes his partition and cannot read alice's.
-    result = sbatch(c, bob, tokens[bob.name], f"--chdir={theirs}", f"--output={theirs}/slurm-%j.out", "--wrap",
-                    f"id -u > {theirs}/id.txt; cat {mine}/out.txt")
+    result = sbatch(
+        c,
+        bob,
+        tokens[bob.name],
+        f"--chdir={theirs}",
+        f"--output={theirs}/slurm-%j.out",
+        "--wrap",
+        f"id -u > {theirs}/id.txt; cat {mine}/out.txt",
+    )
     assert result.returncode == 0, result.stderr
     job = job_fields(c, result.stdout.strip())
     assert job["UserId"] == f"{bob.name}({bob.uid})" and job["JobState"] == "FAILED", job
@@ -336,8 +415,9 @@ def test_a_user_cannot_mint_tokens_of_their_own(jwt_cluster: JwtCluster, studio_
         assert result.returncode != 0 and "SLURM_JWT=" not in result.stdout, (argv, result)
         assert "denied" in result.stderr.lower() or "disabled" in result.stderr.lower(), result.stderr
     show = run(in_root("scontrol", "show", "config"), env=c.env()).stdout
-    params = next(line.split("=", 1)[1].strip() for line in show.splitlines()
-                  if line.split("=")[0].strip() == "AuthAltParameters")
+    params = next(
+        line.split("=", 1)[1].strip() for line in show.splitlines() if line.split("=")[0].strip() == "AuthAltParameters"
+    )
     assert params.split(",")[1:] == ["disable_token_creation", "max_token_lifespan=3600"], params
     # 22.05 printed "Yes", 24.11 prints "yes"
     assert any(line.lower().split() == ["disablerootjobs", "=", "yes"] for line in show.splitlines()), show
@@ -346,19 +426,38 @@ def test_a_user_cannot_mint_tokens_of_their_own(jwt_cluster: JwtCluster, studio_
 LCC = REPO / "lifecycle" / "studio" / "slurm_login_node.sh"
 
 
-def test_studio_script_in_per_user_mode_gives_the_user_their_token_and_no_munge(jwt_cluster: JwtCluster, studio_users,
-                                                                               tokens, partitions):
+def test_studio_script_in_per_user_mode_gives_the_user_their_token_and_no_munge(
+    jwt_cluster: JwtCluster, studio_users, tokens, partitions
+):
     """The Studio LCC (per-user mode) in alice's space: installs the controller's client bundle, writes her token (0600,
     hers) and client wrappers, no munge key, no munged; her `sbatch` through the wrapper runs as her. The space is a
     stock image: a namespace of its own (inside the cluster's space one) hides the system's Slurm client and munge."""
     c = jwt_cluster
-    holder = subprocess.Popen(["nsenter", "-t", str(c.holder.pid), "-m", "--", "unshare", "--mount", "--propagation",
-                               "private", "sleep", "900"], stdin=subprocess.DEVNULL)
+    holder = subprocess.Popen(
+        [
+            "nsenter",
+            "-t",
+            str(c.holder.pid),
+            "-m",
+            "--",
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sleep",
+            "900",
+        ],
+        stdin=subprocess.DEVNULL,
+    )
     try:
         # nsenter execs unshare, which execs sleep: one process, in a namespace of its own once unshare has run.
         space_ns = os.readlink(f"/proc/{c.holder.pid}/ns/mnt")
-        wait_for("the stock-image namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != space_ns,
-                 timeout=10, interval=0.05)
+        wait_for(
+            "the stock-image namespace",
+            lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != space_ns,
+            timeout=10,
+            interval=0.05,
+        )
         hide_system_slurm(["nsenter", "-t", str(holder.pid), "-m", "--"], c.base / "space-empty")
         _lcc_in_a_stock_space(c, studio_users, tokens, partitions, holder.pid)
     finally:
@@ -378,11 +477,20 @@ def _lcc_in_a_stock_space(c: JwtCluster, studio_users, tokens, partitions, pid: 
     token_file.parents[1].mkdir(parents=True, exist_ok=True)
     os.chown(token_file.parents[1], alice.uid, alice.gid)
     token_file.parents[1].chmod(0o750)
-    env = {**c.aws_env, "SLURM_LOGIN_SECRET_ARN": c.login_secret, "SLURM_LOGIN_FOREGROUND": "1",
-           "SLURM_LOGIN_ROOT": str(root), "SLURM_LOGIN_STATE_DIR": str(state),
-           "SLURM_LOGIN_RETRY_DELAY": "1", "SLURM_TOKEN_SECRET_PREFIX": TOKEN_PREFIX,
-           "SLURM_STUDIO_PROFILE": alice.name, "SLURM_TOKEN_FILE": str(token_file), "SLURM_TOKEN_OWNER": alice.name,
-           "SLURM_TOKEN_REFRESH_SECONDS": "0", "MUNGE_USER": "root"}
+    env = {
+        **c.aws_env,
+        "SLURM_LOGIN_SECRET_ARN": c.login_secret,
+        "SLURM_LOGIN_FOREGROUND": "1",
+        "SLURM_LOGIN_ROOT": str(root),
+        "SLURM_LOGIN_STATE_DIR": str(state),
+        "SLURM_LOGIN_RETRY_DELAY": "1",
+        "SLURM_TOKEN_SECRET_PREFIX": TOKEN_PREFIX,
+        "SLURM_STUDIO_PROFILE": alice.name,
+        "SLURM_TOKEN_FILE": str(token_file),
+        "SLURM_TOKEN_OWNER": alice.name,
+        "SLURM_TOKEN_REFRESH_SECONDS": "0",
+        "MUNGE_USER": "root",
+    }
     first = run(space("bash", str(LCC)), env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "per-user mode: no munge key" in first.stdout and "ready: sbatch" in first.stdout
@@ -400,8 +508,19 @@ def _lcc_in_a_stock_space(c: JwtCluster, studio_users, tokens, partitions, pid: 
     wrapper = root / "usr" / "local" / "bin" / "sbatch"
     user_env = {k: v for k, v in c.env().items()}
     user_env.update(SLURM_CONF=str(conf), SLURM_TOKEN_FILE=str(token_file))
-    result = run(space(str(wrapper), "--parsable", f"--chdir={mine}", f"--output={mine}/lcc-%j.out", "--wrap",
-                         f"id -u > {mine}/lcc.txt", uid=alice.uid, gid=alice.gid), env=user_env)
+    result = run(
+        space(
+            str(wrapper),
+            "--parsable",
+            f"--chdir={mine}",
+            f"--output={mine}/lcc-%j.out",
+            "--wrap",
+            f"id -u > {mine}/lcc.txt",
+            uid=alice.uid,
+            gid=alice.gid,
+        ),
+        env=user_env,
+    )
     assert result.returncode == 0, result.stderr
     job = job_fields(c, result.stdout.strip())
     assert job["JobState"] == "COMPLETED" and job["UserId"] == f"{alice.name}({alice.uid})", job
@@ -420,7 +539,7 @@ def test_shared_mode_keeps_root_jobs_refused(jwt_cluster: JwtCluster):
     Path(c.script_env["PARAMS_FILE"]).write_text(json.dumps(params))
     result = run(in_root("bash", str(CONFIGURE_AUTH)), env=c.script_env)
     assert result.returncode == 0, result.stdout + result.stderr
-    block = c.accounting.read_text()[len(ACCOUNTING_CONF):].splitlines()
+    block = c.accounting.read_text()[len(ACCOUNTING_CONF) :].splitlines()
     assert block[1:-1] == ["DisableRootJobs=YES"], block
     log = c.base / "ctl" / "state" / "slurmctld.log"
     before = log.read_text().count("for user root disabled")

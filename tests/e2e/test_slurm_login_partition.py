@@ -10,6 +10,7 @@ The script, the daemons and every Slurm command run in the Slurm 24.11 root (tes
 
 Needs root and the Slurm root (`make slurm-root`; `make test` builds it).
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,9 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "lifecycle" / "hyperpod" / "configure_slurm.sh"
 REASON = "login node: jobs run on the compute partitions (hyperpod platform)"
 
-pytestmark = pytest.mark.skipif(bool(missing_in_root(SLURM_BINARIES)) or os.geteuid() != 0,
-                                reason=f"needs root; {skip_reason(SLURM_BINARIES)}")
+pytestmark = pytest.mark.skipif(
+    bool(missing_in_root(SLURM_BINARIES)) or os.geteuid() != 0, reason=f"needs root; {skip_reason(SLURM_BINARIES)}"
+)
 
 
 class Login:
@@ -39,13 +41,19 @@ class Login:
         self.cluster = cluster
         self.node = cluster.controllers[0][0]  # the harness's one slurmd node
         self.params = cluster.base / "platform_parameters.json"
-        self.params.write_text(json.dumps({"version": 1, "container_runtime": {"enabled": False},
-                                           "slurm": {"auto_resume": False}}))
+        self.params.write_text(
+            json.dumps({"version": 1, "container_runtime": {"enabled": False}, "slurm": {"auto_resume": False}})
+        )
 
     def script(self, node_type: str) -> str:
-        env = {**self.cluster.env(), "PARAMS_FILE": str(self.params), "SLURM_CONF_DIR": str(self.cluster.etc),
-               "LOG_DIR": str(self.cluster.base / "log"), "LOGROTATE_CONF": str(self.cluster.base / "logrotate.conf"),
-               "SLURM_NODE_NAME": self.node}
+        env = {
+            **self.cluster.env(),
+            "PARAMS_FILE": str(self.params),
+            "SLURM_CONF_DIR": str(self.cluster.etc),
+            "LOG_DIR": str(self.cluster.base / "log"),
+            "LOGROTATE_CONF": str(self.cluster.base / "logrotate.conf"),
+            "SLURM_NODE_NAME": self.node,
+        }
         result = run(in_root("bash", str(SCRIPT), node_type), env=env, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout + result.stderr
@@ -92,8 +100,9 @@ def test_a_login_node_drains_itself_and_a_job_without_partition_never_runs_there
     assert "DRAIN" in fields["State"] and fields["Reason"] == REASON, fields
     assert "Action:" not in fields["Reason"]  # HyperPod's node recovery acts on Action:Replace / Action:Reboot
 
-    submitted = run(in_root("sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", "--wrap", "true"),
-                    env=login.cluster.env())
+    submitted = run(
+        in_root("sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", "--wrap", "true"), env=login.cluster.env()
+    )
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
     try:

@@ -14,6 +14,7 @@ still work, through the backup the published slurm.conf names.
 
 Needs root, iproute2 (ip), useradd, and the Slurm root (`make slurm-root`).
 """
+
 from __future__ import annotations
 
 import json
@@ -37,9 +38,10 @@ from studio_space import LCC, PUBLISH, REGION, Ide, PosixUser, ensure_posix_user
 REQUIRED = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "setpriv", "python3")
 HOST = ("ip", "nsenter", "unshare", "useradd", "hostname")
 missing = [b for b in HOST if shutil.which(b) is None and shutil.which(b, path="/usr/sbin:/sbin") is None]
-pytestmark = pytest.mark.skipif(bool(missing or missing_in_root(REQUIRED)),
-                                reason=f"missing {', '.join(missing)}: apt-get install iproute2" if missing
-                                else skip_reason(REQUIRED))
+pytestmark = pytest.mark.skipif(
+    bool(missing or missing_in_root(REQUIRED)),
+    reason=f"missing {', '.join(missing)}: apt-get install iproute2" if missing else skip_reason(REQUIRED),
+)
 # Seconds a backup waits for a silent primary before taking over (SlurmctldTimeout; HyperPod's is its own). Measured
 # on Slurm 22.05 (the 24.11 of tests/e2e/slurm_root.py passes with the same value). 22.05's rules on both sides (src/slurmctld/backup.c, src/common/slurm_protocol_api.c): the backup pings the primary
 # every TAKEOVER/3 s and takes over once more than TAKEOVER s have passed since its last answer; a client told
@@ -65,16 +67,26 @@ class HaCluster:
         return {**os.environ, "SLURM_CONF": str(conf or self.conf)}
 
     def secrets(self):
-        return boto3.client("secretsmanager", region_name=REGION, endpoint_url=self.moto_url,
-                            aws_access_key_id="testing", aws_secret_access_key="testing")
+        return boto3.client(
+            "secretsmanager",
+            region_name=REGION,
+            endpoint_url=self.moto_url,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
 
 
 @pytest.fixture(scope="module")
 def ha() -> Iterator[HaCluster]:
     base = Path(tempfile.mkdtemp(prefix="slurm-ha-"))  # munged wants a socket path everyone can reach
     base.chmod(0o755)
-    slurm = SlurmCluster(base=base, cluster_name="e2e-ha", backup_controllers=1, slurmctld_timeout=TAKEOVER,
-                         scheduler_parameters=SCHEDULER_PARAMETERS)
+    slurm = SlurmCluster(
+        base=base,
+        cluster_name="e2e-ha",
+        backup_controllers=1,
+        slurmctld_timeout=TAKEOVER,
+        scheduler_parameters=SCHEDULER_PARAMETERS,
+    )
     try:
         slurm.start()
         port = free_port()
@@ -86,11 +98,18 @@ def ha() -> Iterator[HaCluster]:
 
         wait_for("moto server", moto_up, timeout=30, interval=0.2)
         url = f"http://127.0.0.1:{port}"
-        boto3.client("s3", region_name=REGION, endpoint_url=url, aws_access_key_id="testing",
-                     aws_secret_access_key="testing").create_bucket(Bucket=BUNDLE_BUCKET)
+        boto3.client(
+            "s3", region_name=REGION, endpoint_url=url, aws_access_key_id="testing", aws_secret_access_key="testing"
+        ).create_bucket(Bucket=BUNDLE_BUCKET)
         aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        aws_env.update(AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-                       AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
+        aws_env.update(
+            AWS_ENDPOINT_URL=url,
+            AWS_ACCESS_KEY_ID="testing",
+            AWS_SECRET_ACCESS_KEY="testing",
+            AWS_DEFAULT_REGION=REGION,
+            AWS_EC2_METADATA_DISABLED="true",
+            AWS_PAGER="",
+        )
         aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"  # the nodes have no AWS CLI
         yield HaCluster(slurm, aws_env, url)
     finally:
@@ -102,14 +121,31 @@ def ha() -> Iterator[HaCluster]:
 def published(ha: HaCluster) -> tuple[str, dict]:
     """publish_slurm_login.sh on the primary, then on the backup (its own host name, same slurm.conf)."""
     arn = ha.secrets().create_secret(Name="hyperpod/slurm-login-ha")["ARN"]
-    env = {**ha.aws_env, "SLURM_CONF": str(ha.conf), "MUNGE_KEY": str(ha.slurm.munge_key),
-           "LOG_DIR": str(ha.base / "provision"), "SLURM_CONF_DIR": str(ha.conf.parent),
-           "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX, "RETRY_DELAY": "1"}
+    env = {
+        **ha.aws_env,
+        "SLURM_CONF": str(ha.conf),
+        "MUNGE_KEY": str(ha.slurm.munge_key),
+        "LOG_DIR": str(ha.base / "provision"),
+        "SLURM_CONF_DIR": str(ha.conf.parent),
+        "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX,
+        "RETRY_DELAY": "1",
+    }
     primary = run(in_root("bash", str(PUBLISH), arn), env=env, timeout=600)
     assert primary.returncode == 0, primary.stdout + primary.stderr
     backup_name = ha.slurm.controllers[1][0]
-    backup = run(["unshare", "--uts", "sh", "-c", f'hostname {backup_name} && exec "$@"', "publish",
-                  *in_root("bash", str(PUBLISH), arn)], env=env, timeout=600)
+    backup = run(
+        [
+            "unshare",
+            "--uts",
+            "sh",
+            "-c",
+            f'hostname {backup_name} && exec "$@"',
+            "publish",
+            *in_root("bash", str(PUBLISH), arn),
+        ],
+        env=env,
+        timeout=600,
+    )
     assert backup.returncode == 0, backup.stdout + backup.stderr
     assert "nothing to publish" in backup.stdout, backup.stdout
     assert len(ha.secrets().list_secret_version_ids(SecretId=arn)["Versions"]) == 1
@@ -131,13 +167,15 @@ def ide(ha: HaCluster) -> Iterator[Ide]:
     shadow = ha.base / "ide" / "munge-run"
     shadow.mkdir(parents=True)
     shadow.chmod(0o755)
-    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "600"],
-                              stdin=subprocess.DEVNULL)
+    holder = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sleep", "600"], stdin=subprocess.DEVNULL
+    )
     sandbox = Ide(root=ha.base / "ide" / "root", state=ha.base / "ide" / "home" / ".slurm-login", holder=holder)
     try:
         own = os.readlink("/proc/self/ns/mnt")
-        wait_for("the mount namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != own, timeout=10,
-                 interval=0.05)
+        wait_for(
+            "the mount namespace", lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != own, timeout=10, interval=0.05
+        )
         bind = run(sandbox.host("mount", "--bind", str(shadow), str(ha.slurm.munge_socket.parent)))
         assert bind.returncode == 0, bind.stderr
         hide_system_slurm(sandbox.host(), ha.base / "ide" / "empty")
@@ -150,9 +188,19 @@ def ide(ha: HaCluster) -> Iterator[Ide]:
 
 
 def submit(ide: Ide, ha: HaCluster, user: PosixUser, out: Path, tag: str) -> str:
-    result = run(ide.cmd("sbatch", "--parsable", f"--output={out}/slurm-%j.out", f"--chdir={out}", "--wrap",
-                         f"echo {tag} uid=$(id -u) > {out}/{tag}.txt", user=user), env=ide.user_env(ha, user),
-                 timeout=120)
+    result = run(
+        ide.cmd(
+            "sbatch",
+            "--parsable",
+            f"--output={out}/slurm-%j.out",
+            f"--chdir={out}",
+            "--wrap",
+            f"echo {tag} uid=$(id -u) > {out}/{tag}.txt",
+            user=user,
+        ),
+        env=ide.user_env(ha, user),
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip().split(";")[0]
 
@@ -166,19 +214,23 @@ def finished(ide: Ide, ha: HaCluster, user: PosixUser, job: str) -> dict[str, st
     return wait_for(f"job {job}", state, timeout=90)
 
 
-def test_every_controller_is_published_and_both_controllers_publish_the_same(ha: HaCluster,
-                                                                              published: tuple[str, dict]):
+def test_every_controller_is_published_and_both_controllers_publish_the_same(
+    ha: HaCluster, published: tuple[str, dict]
+):
     _, secret = published
     (primary, p_addr), (backup, b_addr) = ha.slurm.controllers
     assert secret["controllers"] == [{"host": primary, "addr": p_addr}, {"host": backup, "addr": b_addr}]
     assert (secret["controller_host"], secret["controller_addr"]) == (primary, p_addr)
     assert secret["slurm_conf"] == ha.conf.read_text()
     assert [line for line in secret["slurm_conf"].splitlines() if line.startswith("SlurmctldHost=")] == [
-        f"SlurmctldHost={primary}({p_addr})", f"SlurmctldHost={backup}({b_addr})"]
+        f"SlurmctldHost={primary}({p_addr})",
+        f"SlurmctldHost={backup}({b_addr})",
+    ]
 
 
-def test_studio_keeps_submitting_when_the_primary_controller_stops(ha: HaCluster, published: tuple[str, dict],
-                                                                   ide: Ide, alice: PosixUser):
+def test_studio_keeps_submitting_when_the_primary_controller_stops(
+    ha: HaCluster, published: tuple[str, dict], ide: Ide, alice: PosixUser
+):
     arn, _ = published
     setup = run(ide.cmd("bash", str(LCC)), env=ide.lcc_env(ha, arn), timeout=300)
     assert setup.returncode == 0, setup.stdout + setup.stderr
@@ -202,8 +254,7 @@ def test_studio_keeps_submitting_when_the_primary_controller_stops(ha: HaCluster
     assert job["JobState"] == "COMPLETED", job
     assert (out / "after.txt").read_text() == f"after uid={alice.uid}\n"
     assert (out / "after.txt").stat().st_uid == alice.uid
-    queue = run(ide.cmd("squeue", "--me", "--states=all", "-h", "-o", "%i", user=alice),
-                env=ide.user_env(ha, alice))
+    queue = run(ide.cmd("squeue", "--me", "--states=all", "-h", "-o", "%i", user=alice), env=ide.user_env(ha, alice))
     assert queue.returncode == 0 and after in queue.stdout.split(), queue
     ping = run(in_root("scontrol", "ping"), env=ha.slurm_env())
     assert f"(backup) at {backup} is UP" in ping.stdout, ping.stdout

@@ -13,6 +13,7 @@ The steps, the daemons and every Slurm command run in the Slurm 24.11 root (test
 
 Needs root and the Slurm root (`make slurm-root`; `make test` builds it).
 """
+
 from __future__ import annotations
 
 import json
@@ -33,13 +34,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 HYPERPOD = REPO / "lifecycle" / "hyperpod"
 
-pytestmark = pytest.mark.skipif(bool(missing_in_root(SLURM_BINARIES)) or os.geteuid() != 0,
-                                reason=f"needs root; {skip_reason(SLURM_BINARIES)}")
+pytestmark = pytest.mark.skipif(
+    bool(missing_in_root(SLURM_BINARIES)) or os.geteuid() != 0, reason=f"needs root; {skip_reason(SLURM_BINARIES)}"
+)
 
 # The controller steps of on_init_complete.sh that talk to slurmctld, in its order (configure_slurm.sh talks to it only
 # when plugstack.conf changes, which needs pyxis: tests/lifecycle/configure_slurm.bats covers its wait).
-CONTROLLER_STEPS = [["apply_accounting.sh"], ["configure_slurm_auth.sh"], ["configure_pam_adopt.sh", "controller"],
-                    ["check_gres.sh"]]
+CONTROLLER_STEPS = [
+    ["apply_accounting.sh"],
+    ["configure_slurm_auth.sh"],
+    ["configure_pam_adopt.sh", "controller"],
+    ["check_gres.sh"],
+]
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +53,16 @@ def cluster() -> Iterator[SlurmCluster]:
     base = Path(tempfile.mkdtemp(prefix="slurm-boot-order-"))
     base.chmod(0o755)
     cluster = SlurmCluster(base=base, cluster_name="bootorder")
-    (base / "platform_parameters.json").write_text(json.dumps({
-        "version": 1, "slurm": {"auth": "munge", "pam_slurm_adopt": True},
-        # a GPU group, so check_gres.sh asks slurmctld (this node has no GRES: a warning, not a failure)
-        "worker_groups": [{"instance_group_name": "workers", "partition_name": "debug", "gpus": 1}]}))
+    (base / "platform_parameters.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "slurm": {"auth": "munge", "pam_slurm_adopt": True},
+                # a GPU group, so check_gres.sh asks slurmctld (this node has no GRES: a warning, not a failure)
+                "worker_groups": [{"instance_group_name": "workers", "partition_name": "debug", "gpus": 1}],
+            }
+        )
+    )
     try:
         cluster.start()
         yield cluster
@@ -60,9 +72,14 @@ def cluster() -> Iterator[SlurmCluster]:
 
 
 def script_env(cluster: SlurmCluster, **extra: str) -> dict[str, str]:
-    return cluster.env(PARAMS_FILE=str(cluster.base / "platform_parameters.json"), SLURM_CONF_DIR=str(cluster.etc),
-                       LOG_DIR=str(cluster.base / "log"), STATE_DIR=str(cluster.base / "platform-state"),
-                       RETRY_DELAY="1", **extra)
+    return cluster.env(
+        PARAMS_FILE=str(cluster.base / "platform_parameters.json"),
+        SLURM_CONF_DIR=str(cluster.etc),
+        LOG_DIR=str(cluster.base / "log"),
+        STATE_DIR=str(cluster.base / "platform-state"),
+        RETRY_DELAY="1",
+        **extra,
+    )
 
 
 def controller_steps(cluster: SlurmCluster, **extra: str) -> subprocess.Popen:
@@ -70,8 +87,13 @@ def controller_steps(cluster: SlurmCluster, **extra: str) -> subprocess.Popen:
     controller); output in one file."""
     chain = " && ".join(f"bash {HYPERPOD / step[0]} {' '.join(step[1:])}" for step in CONTROLLER_STEPS)
     out = open(cluster.base / "steps.out", "w")
-    return subprocess.Popen(in_root("bash", "-c", chain), env=script_env(cluster, **extra), stdout=out,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return subprocess.Popen(
+        in_root("bash", "-c", chain),
+        env=script_env(cluster, **extra),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def stop_slurmctld(cluster: SlurmCluster) -> list[str]:
@@ -91,8 +113,11 @@ def test_a_slurmctld_that_starts_late_is_waited_for_by_every_controller_step(clu
     steps = controller_steps(cluster, SLURM_WAIT_ATTEMPTS="60")
     out = cluster.base / "steps.out"
     try:
-        wait_for("the first step to wait for slurmctld",
-                 lambda: "waiting for slurmctld to answer" in out.read_text(), timeout=60)
+        wait_for(
+            "the first step to wait for slurmctld",
+            lambda: "waiting for slurmctld to answer" in out.read_text(),
+            timeout=60,
+        )
         time.sleep(2)  # a few more unanswered checks
         assert steps.poll() is None, out.read_text()
     finally:
@@ -115,15 +140,24 @@ def test_a_slurmctld_that_never_starts_fails_the_node_with_one_line_after_the_lo
     argv = stop_slurmctld(cluster)
     log = cluster.base / "log" / "node.log"
     # An entry point built as on_init_complete.sh is: start_log, then each sub-script as a step.
-    entry = (f'set -euo pipefail; source {HYPERPOD}/lib/common.sh; start_log node; '
-             f'step apply_accounting bash {HYPERPOD}/apply_accounting.sh')
+    entry = (
+        f"set -euo pipefail; source {HYPERPOD}/lib/common.sh; start_log node; "
+        f"step apply_accounting bash {HYPERPOD}/apply_accounting.sh"
+    )
     started = time.monotonic()
-    node = subprocess.Popen(in_root("bash", "-c", entry, "node"), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL,
-                            env=script_env(cluster, SLURM_WAIT_ATTEMPTS="3", LOG_FLUSH_SECONDS="3"))
+    node = subprocess.Popen(
+        in_root("bash", "-c", entry, "node"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=script_env(cluster, SLURM_WAIT_ATTEMPTS="3", LOG_FLUSH_SECONDS="3"),
+    )
     try:
-        wait_for("the node's log to end with STEP-FAILED",
-                 lambda: log.exists() and "STEP-FAILED" in (log.read_text().splitlines() or [""])[-1], timeout=60)
+        wait_for(
+            "the node's log to end with STEP-FAILED",
+            lambda: log.exists() and "STEP-FAILED" in (log.read_text().splitlines() or [""])[-1],
+            timeout=60,
+        )
         assert node.poll() is None, "exited before waiting for its log to be shipped"
         assert node.wait(timeout=60) == 1
         assert time.monotonic() - started >= 3

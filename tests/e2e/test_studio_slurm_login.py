@@ -29,6 +29,7 @@ neither read nor write the first user's partition.
 
 Needs root, useradd/groupadd, and the Slurm root (`make slurm-root`; `make test` builds it).
 """
+
 from __future__ import annotations
 
 import base64
@@ -49,8 +50,22 @@ from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX
 from slurm_root import SLURM_RELEASE, in_root, skip_reason
 from slurm_root import version as slurm_version
 from slurm_root import missing as missing_in_root
-from studio_space import (LCC, MISSING_HOST_BINARIES, PARAMS_FIXTURE, PUBLISH, REPO, REQUIRED_BINARIES, Cluster, Ide,
-                          PosixUser, ensure_posix_user, remove_posix_users, s3_client, secrets, start_moto)
+from studio_space import (
+    LCC,
+    MISSING_HOST_BINARIES,
+    PARAMS_FIXTURE,
+    PUBLISH,
+    REPO,
+    REQUIRED_BINARIES,
+    Cluster,
+    Ide,
+    PosixUser,
+    ensure_posix_user,
+    remove_posix_users,
+    s3_client,
+    secrets,
+    start_moto,
+)
 
 CONFIGURE = REPO / "lifecycle" / "hyperpod" / "configure_slurm.sh"
 # A pyxis build that does not match the running Slurm, as the package's pyxis.conf names it. configure_slurm.sh makes
@@ -59,8 +74,11 @@ MISMATCHED_PYXIS = "/nonexistent/slurm-other-release/spank_pyxis.so"
 
 pytestmark = pytest.mark.skipif(
     bool(MISSING_HOST_BINARIES or missing_in_root(REQUIRED_BINARIES)),
-    reason=(f"missing on this machine: {', '.join(MISSING_HOST_BINARIES)}" if MISSING_HOST_BINARIES
-            else skip_reason(REQUIRED_BINARIES)),
+    reason=(
+        f"missing on this machine: {', '.join(MISSING_HOST_BINARIES)}"
+        if MISSING_HOST_BINARIES
+        else skip_reason(REQUIRED_BINARIES)
+    ),
 )
 
 
@@ -89,9 +107,17 @@ def cluster() -> Iterator[Cluster]:
         shim.mkdir()
         (shim / "systemctl").write_text('#!/bin/sh\n[ "$1" = is-active ] && [ "$(basename "$3")" = slurmctld ]\n')
         (shim / "systemctl").chmod(0o755)
-        script_env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}", "PARAMS_FILE": str(ctl / "platform_parameters.json"), "SLURM_CONF": str(conf),
-                      "SLURM_CONF_DIR": str(etc), "LOG_DIR": str(ctl / "provision"), "PYXIS_CONF": str(pyxis_conf),
-                      "LOGROTATE_CONF": str(ctl / "logrotate.d" / "hyperpod-slurm"), "RETRY_DELAY": "1"}
+        script_env = {
+            **os.environ,
+            "PATH": f"{shim}:{os.environ['PATH']}",
+            "PARAMS_FILE": str(ctl / "platform_parameters.json"),
+            "SLURM_CONF": str(conf),
+            "SLURM_CONF_DIR": str(etc),
+            "LOG_DIR": str(ctl / "provision"),
+            "PYXIS_CONF": str(pyxis_conf),
+            "LOGROTATE_CONF": str(ctl / "logrotate.d" / "hyperpod-slurm"),
+            "RETRY_DELAY": "1",
+        }
         outputs = {}
         for node_type in ("controller", "compute"):
             result = run(in_root("bash", str(CONFIGURE), node_type), env=script_env)
@@ -101,8 +127,17 @@ def cluster() -> Iterator[Cluster]:
         assert "reconfigure" not in outputs["compute"]
 
         moto_url, aws_env = start_moto(slurm, base)
-        yield Cluster(base=base, conf=conf, key=key, munge_socket=sock, aws_env=aws_env, moto_url=moto_url,
-                      spool=slurm.state / "spool", script_env=script_env, slurm=slurm)
+        yield Cluster(
+            base=base,
+            conf=conf,
+            key=key,
+            munge_socket=sock,
+            aws_env=aws_env,
+            moto_url=moto_url,
+            spool=slurm.state / "spool",
+            script_env=script_env,
+            slurm=slurm,
+        )
     finally:
         slurm.stop()
         shutil.rmtree(base, ignore_errors=True)
@@ -112,9 +147,15 @@ def cluster() -> Iterator[Cluster]:
 def published(cluster: Cluster) -> tuple[str, dict]:
     """The secret as the CDK stack creates it (no value), then filled by publish_slurm_login.sh."""
     arn = secrets(cluster).create_secret(Name="hyperpod/slurm-login")["ARN"]
-    env = {**cluster.aws_env, "SLURM_CONF": str(cluster.conf), "MUNGE_KEY": str(cluster.key),
-           "LOG_DIR": str(cluster.base / "provision"), "SLURM_CONF_DIR": str(cluster.conf.parent),
-           "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX, "RETRY_DELAY": "1"}
+    env = {
+        **cluster.aws_env,
+        "SLURM_CONF": str(cluster.conf),
+        "MUNGE_KEY": str(cluster.key),
+        "LOG_DIR": str(cluster.base / "provision"),
+        "SLURM_CONF_DIR": str(cluster.conf.parent),
+        "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX,
+        "RETRY_DELAY": "1",
+    }
     result = run(in_root("bash", str(PUBLISH), arn), env=env, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     key_b64 = base64.b64encode(cluster.key.read_bytes()).decode()
@@ -134,8 +175,9 @@ def published(cluster: Cluster) -> tuple[str, dict]:
     return arn, json.loads(secrets(cluster).get_secret_value(SecretId=arn)["SecretString"])
 
 
-def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixUser], cluster: Cluster,
-                                           published: tuple[str, dict], ide: Ide):
+def test_studio_space_becomes_a_login_node(
+    studio_users: tuple[PosixUser, PosixUser], cluster: Cluster, published: tuple[str, dict], ide: Ide
+):
     alice, bob = studio_users
     arn, secret = published
     assert secret["cluster_name"] == "e2e"
@@ -143,8 +185,9 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     assert "include accounting.conf" in secret["slurm_conf"].splitlines()
     assert secret["slurm_conf_includes"] == {"accounting.conf": ACCOUNTING_CONF}
     assert base64.b64decode(secret["munge_key_b64"]) == cluster.key.read_bytes()
-    assert secret["slurmctld_port"] == int(next(
-        line.split("=")[1] for line in secret["slurm_conf"].splitlines() if line.startswith("SlurmctldPort=")))
+    assert secret["slurmctld_port"] == int(
+        next(line.split("=")[1] for line in secret["slurm_conf"].splitlines() if line.startswith("SlurmctldPort="))
+    )
     assert secret["controller_addr"] == "127.0.0.1"
     sinfo_version = run(in_root("sinfo", "--version"), env=cluster.slurm_env()).stdout.split()[1]
     assert secret["slurm_version"] == sinfo_version
@@ -153,7 +196,7 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     # a Slurm client or munge: the system's are hidden there, as on a stock Studio image.
     assert run(ide.cmd("munge", "-n", f"--socket={cluster.munge_socket}")).returncode != 0
     for hidden in ("sinfo", "sbatch", "squeue", "sacct", "munged"):
-        probe = run(ide.cmd("sh", "-c", f'command -v {hidden} >/dev/null || exit 0; exec {hidden} --version'))
+        probe = run(ide.cmd("sh", "-c", f"command -v {hidden} >/dev/null || exit 0; exec {hidden} --version"))
         assert probe.returncode != 0 or probe.stdout == "", (hidden, probe.stdout)
     bundle = secret["client_bundle"]
     assert bundle["s3_uri"].startswith(BUNDLE_PREFIX) and bundle["sha256"] in bundle["s3_uri"]
@@ -161,8 +204,9 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     first = run(ide.cmd("bash", str(LCC)), env=ide.lcc_env(cluster, arn))
     assert first.returncode == 0, first.stdout + first.stderr
     assert secret["munge_key_b64"] not in first.stdout + first.stderr
-    assert "changed: client bundle commands on PATH munge key slurm.conf accounting.conf munged" in first.stdout, \
+    assert "changed: client bundle commands on PATH munge key slurm.conf accounting.conf munged" in first.stdout, (
         first.stdout
+    )
     client = ide.root / "opt" / "hyperpod-slurm-client"
     assert (client / ".sha256").read_text() == bundle["sha256"] + "\n"
     assert (client / "VERSION").read_text().strip() == secret["slurm_version"]
@@ -182,8 +226,10 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     assert version.stdout.split()[1] == secret["slurm_version"], version  # Debian's says "slurm-wlm 24.11.5"
     # The bundle's commands load the bundle's libraries only: nothing from the hidden system directories. squeue -i 1
     # keeps running; its maps are read once it has loaded the auth plugin (for its first request), and libmunge with it.
-    watch = (f'{ide.bin}/squeue -h -i 1 & p=$!; n=0; until grep -q auth_munge "/proc/$p/maps" 2>/dev/null || '
-             '[ $n -ge 300 ]; do sleep 0.05; n=$((n + 1)); done; cat "/proc/$p/maps"; kill $p')
+    watch = (
+        f'{ide.bin}/squeue -h -i 1 & p=$!; n=0; until grep -q auth_munge "/proc/$p/maps" 2>/dev/null || '
+        '[ $n -ge 300 ]; do sleep 0.05; n=$((n + 1)); done; cat "/proc/$p/maps"; kill $p'
+    )
     maps = run(ide.cmd("sh", "-c", watch), env=cluster.slurm_env(ide.conf))
     loaded = {line.split()[-1] for line in maps.stdout.splitlines() if ".so" in line}
     assert any(p.startswith(f"{client}/lib/slurm/libslurmfull") for p in loaded), maps.stdout[-2000:]
@@ -206,9 +252,15 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
         partition.chmod(0o700)
 
     # alice submits a job from her IDE, as her uid; the IDE's munged credentials it, slurmd runs it as her.
-    alice_job = ide.sbatch(cluster, alice, f"--chdir={mine}", f"--output={mine}/slurm-%j.out",
-                           "--wrap", f'echo "hello-from-slurm uid=$(id -u) gid=$(id -g)" > {mine}/out.txt; '
-                           f'echo "LD_LIBRARY_PATH=${{LD_LIBRARY_PATH:-}}" > {mine}/env.txt')
+    alice_job = ide.sbatch(
+        cluster,
+        alice,
+        f"--chdir={mine}",
+        f"--output={mine}/slurm-%j.out",
+        "--wrap",
+        f'echo "hello-from-slurm uid=$(id -u) gid=$(id -g)" > {mine}/out.txt; '
+        f'echo "LD_LIBRARY_PATH=${{LD_LIBRARY_PATH:-}}" > {mine}/env.txt',
+    )
     job = ide.wait_for_job(cluster, alice, alice_job)
     assert job["JobState"] == "COMPLETED", job
     assert job["UserId"] == f"{alice.name}({alice.uid})" and job["GroupId"] == f"{alice.name}({alice.gid})", job
@@ -218,9 +270,14 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     assert (mine / f"slurm-{alice_job}.out").stat().st_uid == alice.uid
 
     # bob's job runs as bob (it writes his own partition) but can neither read nor write alice's.
-    bob_job = ide.sbatch(cluster, bob, f"--chdir={theirs}", f"--output={theirs}/slurm-%j.out", "--wrap",
-                         f"id -u > {theirs}/id.txt; cat {mine}/out.txt > {theirs}/stolen.txt; "
-                         f"echo intruder > {mine}/intruder.txt")
+    bob_job = ide.sbatch(
+        cluster,
+        bob,
+        f"--chdir={theirs}",
+        f"--output={theirs}/slurm-%j.out",
+        "--wrap",
+        f"id -u > {theirs}/id.txt; cat {mine}/out.txt > {theirs}/stolen.txt; echo intruder > {mine}/intruder.txt",
+    )
     job = ide.wait_for_job(cluster, bob, bob_job)
     assert job["JobState"] == "FAILED" and job["UserId"] == f"{bob.name}({bob.uid})", job
     assert (theirs / "id.txt").read_text() == f"{bob.uid}\n"
@@ -233,8 +290,9 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     assert (mine / "env.txt").read_text() == "LD_LIBRARY_PATH=\n"
 
     # slurmctld knows whose job is whose: alice's `squeue --me` lists hers, not bob's.
-    squeue = run(ide.cmd("squeue", "--me", "--states=all", "-h", "-o", "%i %u", user=alice),
-                 env=ide.user_env(cluster, alice))
+    squeue = run(
+        ide.cmd("squeue", "--me", "--states=all", "-h", "-o", "%i %u", user=alice), env=ide.user_env(cluster, alice)
+    )
     assert squeue.returncode == 0, squeue.stderr
     assert squeue.stdout.splitlines() == [f"{alice_job} {alice.name}"]
 
@@ -247,11 +305,20 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
     assert bind.returncode == 0, bind.stderr
     studio_conf = studio_only / "slurm.conf"
     assert not studio_conf.exists() and run(ide.cmd("test", "-f", str(studio_conf))).returncode == 0
-    submit = run(ide.cmd("sbatch", "--parsable", f"--chdir={mine}", f"--output={mine}/slurm-%j.out", "--wrap",
-                         f'echo "batch $SLURM_CONF" > {mine}/conf.txt; '
-                         f"srun --ntasks=1 sh -c 'echo \"step $SLURM_CONF\"; test -f \"$SLURM_CONF\" && echo found' "
-                         f">> {mine}/conf.txt", user=alice),
-                 env={**ide.user_env(cluster, alice), "SLURM_CONF": str(studio_conf)})
+    submit = run(
+        ide.cmd(
+            "sbatch",
+            "--parsable",
+            f"--chdir={mine}",
+            f"--output={mine}/slurm-%j.out",
+            "--wrap",
+            f'echo "batch $SLURM_CONF" > {mine}/conf.txt; '
+            f'srun --ntasks=1 sh -c \'echo "step $SLURM_CONF"; test -f "$SLURM_CONF" && echo found\' '
+            f">> {mine}/conf.txt",
+            user=alice,
+        ),
+        env={**ide.user_env(cluster, alice), "SLURM_CONF": str(studio_conf)},
+    )
     assert submit.returncode == 0, submit.stderr
     conf_job = submit.stdout.strip().split(";")[0]
     job = ide.wait_for_job(cluster, alice, conf_job)
@@ -269,8 +336,9 @@ def test_studio_space_becomes_a_login_node(studio_users: tuple[PosixUser, PosixU
 FS_ID = "fs-0123456789abcdef0"
 
 
-def test_sbatch_from_a_studio_directory_runs_there_on_the_cluster(cluster: Cluster, published: tuple[str, dict],
-                                                                   ide: Ide):
+def test_sbatch_from_a_studio_directory_runs_there_on_the_cluster(
+    cluster: Cluster, published: tuple[str, dict], ide: Ide
+):
     """One path everywhere. The cluster mounts FSx at <base>/fsx (storage.lustre.mount_path); dora's partition is
     <base>/fsx/data/studio/dora there. Her space mounts only that partition, at Studio's own mount point
     (<base>/ide/mnt/custom-file-systems/fsx_lustre/<fs id>, a bind mount standing in for Studio's Lustre mount), and
@@ -301,22 +369,33 @@ def test_sbatch_from_a_studio_directory_runs_there_on_the_cluster(cluster: Clust
         assert run(ide.cmd("test", "-e", str(partition))).returncode != 0  # the space has no cluster FSx path
         assert str(studio_mount) != str(partition)
 
-        lcc = run(ide.cmd("bash", str(LCC)), env={
-            **ide.lcc_env(cluster, arn), "FSX_FILE_SYSTEM_ID": FS_ID, "FSX_CLUSTER_MOUNT_PATH": str(fsx_root),
-            "FSX_PARTITION_PARENT": "/data/studio", "FSX_SHARED_MODE": "False",
-            "STUDIO_FSX_ROOT": str(studio_mount.parent), "STUDIO_PROFILE": dora.name})
+        lcc = run(
+            ide.cmd("bash", str(LCC)),
+            env={
+                **ide.lcc_env(cluster, arn),
+                "FSX_FILE_SYSTEM_ID": FS_ID,
+                "FSX_CLUSTER_MOUNT_PATH": str(fsx_root),
+                "FSX_PARTITION_PARENT": "/data/studio",
+                "FSX_SHARED_MODE": "False",
+                "STUDIO_FSX_ROOT": str(studio_mount.parent),
+                "STUDIO_PROFILE": dora.name,
+            },
+        )
         assert lcc.returncode == 0, lcc.stdout + lcc.stderr
         assert f"FSx: {partition} here is {studio_mount}" in lcc.stdout, lcc.stdout
         link = run(ide.cmd("readlink", str(partition)))
         assert link.stdout.strip() == str(studio_mount)
 
         def as_dora(script: str) -> subprocess.CompletedProcess:
-            return run(ide.cmd("sh", "-c", script, user=dora), env={**ide.user_env(cluster, dora),
-                                                                   "PATH": f"{ide.bin}:{os.environ['PATH']}"})
+            return run(
+                ide.cmd("sh", "-c", script, user=dora),
+                env={**ide.user_env(cluster, dora), "PATH": f"{ide.bin}:{os.environ['PATH']}"},
+            )
 
         project = studio_mount / "project"
-        job_script = ("#!/bin/sh\ntr a-z A-Z < input.txt > output.txt\npwd -P > pwd.txt\n"
-                      "echo \"$SLURM_SUBMIT_DIR\" > submit.txt\n")
+        job_script = (
+            '#!/bin/sh\ntr a-z A-Z < input.txt > output.txt\npwd -P > pwd.txt\necho "$SLURM_SUBMIT_DIR" > submit.txt\n'
+        )
         wrote = as_dora(f"mkdir {project} && cd {project} && echo hello > input.txt && printf '{job_script}' > job.sh")
         assert wrote.returncode == 0, wrote.stderr
         submit = as_dora(f"cd {project} && sbatch --parsable job.sh")
@@ -329,11 +408,17 @@ def test_sbatch_from_a_studio_directory_runs_there_on_the_cluster(cluster: Clust
         # Back in Studio, at Studio's path: what the job wrote, owned by dora; the job ran at the cluster's path.
         # SLURM_SUBMIT_DIR is sbatch's getcwd(), Studio's path, whatever the wrapper exports (studio_workdir.sh says
         # so; this is the fact behind that note).
-        seen = as_dora(f"cd {project} && cat output.txt pwd.txt submit.txt && stat -c %u output.txt "
-                       f"&& ls slurm-{job_id}.out")
+        seen = as_dora(
+            f"cd {project} && cat output.txt pwd.txt submit.txt && stat -c %u output.txt && ls slurm-{job_id}.out"
+        )
         assert seen.returncode == 0, seen.stderr
-        assert seen.stdout.splitlines() == ["HELLO", str(on_cluster), str(project), str(dora.uid),
-                                            f"slurm-{job_id}.out"]
+        assert seen.stdout.splitlines() == [
+            "HELLO",
+            str(on_cluster),
+            str(project),
+            str(dora.uid),
+            f"slurm-{job_id}.out",
+        ]
 
         # The cluster's path is a path in the space as well: working there and submitting gives the same directory.
         again = as_dora(f"cd {partition}/project && pwd && sbatch --parsable --wrap 'echo again > again.txt'")
@@ -358,13 +443,20 @@ def test_the_cluster_runs_hyperpods_slurm_release(cluster: Cluster):
     (`slurmctld -V`, `scontrol version`) in the root they run from."""
     config = run(in_root("scontrol", "show", "config"), env=cluster.slurm_env())
     assert config.returncode == 0, config.stderr
-    daemon = next(line.split("=", 1)[1].strip() for line in config.stdout.splitlines()
-                  if line.split("=")[0].strip() == "SLURM_VERSION")
+    daemon = next(
+        line.split("=", 1)[1].strip()
+        for line in config.stdout.splitlines()
+        if line.split("=")[0].strip() == "SLURM_VERSION"
+    )
     node = run(in_root("scontrol", "show", "node"), env=cluster.slurm_env()).stdout
     registered = next(f.split("=", 1)[1] for f in node.split() if f.startswith("Version="))
     client = run(in_root("scontrol", "version"), env=cluster.slurm_env()).stdout.split()[1]
-    assert {daemon.rsplit(".", 1)[0], registered.rsplit(".", 1)[0], client.rsplit(".", 1)[0],
-            slurm_version("slurmctld", "-V").rsplit(".", 1)[0]} == {SLURM_RELEASE}, (daemon, registered, client)
+    assert {
+        daemon.rsplit(".", 1)[0],
+        registered.rsplit(".", 1)[0],
+        client.rsplit(".", 1)[0],
+        slurm_version("slurmctld", "-V").rsplit(".", 1)[0],
+    } == {SLURM_RELEASE}, (daemon, registered, client)
 
 
 def test_hyperpod_shaped_cluster_runs_jobs_after_the_project_scripts(cluster: Cluster):
@@ -375,13 +467,16 @@ def test_hyperpod_shaped_cluster_runs_jobs_after_the_project_scripts(cluster: Cl
     assert (etc / "plugstack.conf").read_text().splitlines() == [include]
     assert (etc / "plugstack.conf.d" / "pyxis.conf").read_text() == f"optional {MISMATCHED_PYXIS}\n"
     cached = cluster.spool / "conf-cache"
-    wait_for("slurmd to cache the reconfigured plugstack.conf",
-             lambda: (cached / "plugstack.conf").exists() and include in (cached / "plugstack.conf").read_text(),
-             timeout=30)
+    wait_for(
+        "slurmd to cache the reconfigured plugstack.conf",
+        lambda: (cached / "plugstack.conf").exists() and include in (cached / "plugstack.conf").read_text(),
+        timeout=30,
+    )
     assert (cached / "slurm.conf").read_text() == cluster.conf.read_text()
     out = cluster.base / "step.out"
-    result = run(in_root("sbatch", "--parsable", f"--output={out}", "--wrap", "srun echo step-ran"),
-                 env=cluster.slurm_env())
+    result = run(
+        in_root("sbatch", "--parsable", f"--output={out}", "--wrap", "srun echo step-ran"), env=cluster.slurm_env()
+    )
     assert result.returncode == 0, result.stderr
     job_id = result.stdout.strip()
 
@@ -398,8 +493,9 @@ def test_hyperpod_shaped_cluster_runs_jobs_after_the_project_scripts(cluster: Cl
 
 
 def _bad_secret(cluster: Cluster, secret: dict, name: str, **changes) -> str:
-    return secrets(cluster).create_secret(Name=f"hyperpod/slurm-login-{name}",
-                                          SecretString=json.dumps({**secret, **changes}))["ARN"]
+    return secrets(cluster).create_secret(
+        Name=f"hyperpod/slurm-login-{name}", SecretString=json.dumps({**secret, **changes})
+    )["ARN"]
 
 
 def _nothing_installed(root: Path) -> None:
@@ -413,8 +509,9 @@ def test_version_mismatch_fails_with_both_versions(cluster: Cluster, published: 
     """The secret says another Slurm than the bundle it names: nothing is installed."""
     _, secret = published
     arn = _bad_secret(cluster, secret, "mismatch", slurm_version="99.1.0")
-    sandbox = Ide(root=cluster.base / "ide-mismatch" / "root", state=cluster.base / "ide-mismatch" / "state",
-                  holder=ide.holder)
+    sandbox = Ide(
+        root=cluster.base / "ide-mismatch" / "root", state=cluster.base / "ide-mismatch" / "state", holder=ide.holder
+    )
     result = run(sandbox.cmd("bash", str(LCC)), env=sandbox.lcc_env(cluster, arn))
     assert result.returncode != 0
     assert "Slurm version mismatch: the cluster runs Slurm 99.1.0 (99.1)" in result.stdout
@@ -422,8 +519,9 @@ def test_version_mismatch_fails_with_both_versions(cluster: Cluster, published: 
     _nothing_installed(sandbox.root)
 
 
-def test_a_bundle_whose_sinfo_reports_another_version_is_refused(cluster: Cluster, published: tuple[str, dict],
-                                                                   ide: Ide):
+def test_a_bundle_whose_sinfo_reports_another_version_is_refused(
+    cluster: Cluster, published: tuple[str, dict], ide: Ide
+):
     """A bundle whose VERSION file claims the cluster's version but whose sinfo is another build (re-packed, with a
     matching sha256): the real `sinfo --version` check refuses it."""
     _, secret = published
@@ -440,14 +538,24 @@ def test_a_bundle_whose_sinfo_reports_another_version_is_refused(cluster: Cluste
     data = (work / "out.tar.gz").read_bytes()
     sha = hashlib.sha256(data).hexdigest()
     s3.put_object(Bucket=BUNDLE_BUCKET, Key=f"slurm-client/slurm-client-99.1.0-{sha}.tar.gz", Body=data)
-    arn = _bad_secret(cluster, secret, "relabelled", slurm_version="99.1.0", client_bundle={
-        "s3_uri": f"s3://{BUNDLE_BUCKET}/slurm-client/slurm-client-99.1.0-{sha}.tar.gz", "sha256": sha})
-    sandbox = Ide(root=cluster.base / "ide-relabelled" / "root", state=cluster.base / "ide-relabelled" / "state",
-                  holder=ide.holder)
+    arn = _bad_secret(
+        cluster,
+        secret,
+        "relabelled",
+        slurm_version="99.1.0",
+        client_bundle={"s3_uri": f"s3://{BUNDLE_BUCKET}/slurm-client/slurm-client-99.1.0-{sha}.tar.gz", "sha256": sha},
+    )
+    sandbox = Ide(
+        root=cluster.base / "ide-relabelled" / "root",
+        state=cluster.base / "ide-relabelled" / "state",
+        holder=ide.holder,
+    )
     result = run(sandbox.cmd("bash", str(LCC)), env=sandbox.lcc_env(cluster, arn))
     assert result.returncode != 0
-    assert ("Slurm version mismatch: the cluster runs Slurm 99.1.0 (99.1) but the installed client "
-            f"(sinfo --version) is {secret['slurm_version']}") in result.stdout, result.stdout
+    assert (
+        "Slurm version mismatch: the cluster runs Slurm 99.1.0 (99.1) but the installed client "
+        f"(sinfo --version) is {secret['slurm_version']}"
+    ) in result.stdout, result.stdout
     assert not (sandbox.root / "etc" / "munge" / "munge.key").exists()
 
 
@@ -456,19 +564,23 @@ def test_a_bundle_with_another_checksum_is_refused(cluster: Cluster, published: 
     before anything is unpacked."""
     _, secret = published
     arn = _bad_secret(cluster, secret, "checksum", client_bundle={**secret["client_bundle"], "sha256": "0" * 64})
-    sandbox = Ide(root=cluster.base / "ide-checksum" / "root", state=cluster.base / "ide-checksum" / "state",
-                  holder=ide.holder)
+    sandbox = Ide(
+        root=cluster.base / "ide-checksum" / "root", state=cluster.base / "ide-checksum" / "state", holder=ide.holder
+    )
     result = run(sandbox.cmd("bash", str(LCC)), env=sandbox.lcc_env(cluster, arn))
     assert result.returncode != 0
-    assert (f"has sha256 {secret['client_bundle']['sha256']}, but the cluster published {'0' * 64}: refusing to "
-            "install it") in result.stdout, result.stdout
+    assert (
+        f"has sha256 {secret['client_bundle']['sha256']}, but the cluster published {'0' * 64}: refusing to install it"
+    ) in result.stdout, result.stdout
     _nothing_installed(sandbox.root)
 
 
 # The Slurm examples and the fine-tuning example's batch script (run as `bash finetune.sbatch`, it submits itself;
 # its #SBATCH lines are what sbatch reads).
-SLURM_EXAMPLES = [*sorted((REPO / "examples" / "slurm").glob("*.sbatch")),
-                  REPO / "examples" / "finetune" / "finetune.sbatch"]
+SLURM_EXAMPLES = [
+    *sorted((REPO / "examples" / "slurm").glob("*.sbatch")),
+    REPO / "examples" / "finetune" / "finetune.sbatch",
+]
 # What `sbatch --test-only` here does not exercise, and why:
 # - The loopback cluster has one node with this machine's CPUs, so every example is submitted with
 #   --nodes=1 --ntasks-per-node=1 on the command line (which overrides the #SBATCH lines); the examples' own counts

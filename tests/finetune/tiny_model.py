@@ -4,6 +4,7 @@ would: no download. The tokenizer is a byte-level BPE of 400 tokens trained on t
 
 Usage (in the training venv): python tiny_model.py FIXTURE.jsonl MODEL_DIR
 """
+
 from __future__ import annotations
 
 import json
@@ -25,16 +26,30 @@ def main(fixture: Path, out: Path) -> None:
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIALS,
-                                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", unk_token="<unk>",
-                                   bos_token="<s>", eos_token="</s>")
+    tokenizer.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=400, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token="<pad>", unk_token="<unk>", bos_token="<s>", eos_token="</s>"
+    )
     fast.save_pretrained(out)
     torch.manual_seed(1234)
-    config = Qwen2Config(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                         tie_word_embeddings=True, pad_token_id=fast.pad_token_id, bos_token_id=fast.bos_token_id,
-                         eos_token_id=fast.eos_token_id)
+    config = Qwen2Config(
+        vocab_size=len(fast),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        pad_token_id=fast.pad_token_id,
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+    )
     Qwen2ForCausalLM(config).save_pretrained(out)
     print(json.dumps({"vocab": len(fast), "parameters": sum(p.numel() for p in Qwen2ForCausalLM(config).parameters())}))
 

@@ -3,6 +3,7 @@
 Calls moto 5.2 does not implement (FSx data repository tasks, SageMaker user profiles) go through
 botocore.stub.Stubber on an otherwise real client; everything else reaches moto over HTTP.
 """
+
 from __future__ import annotations
 
 import partitions

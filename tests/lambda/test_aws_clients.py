@@ -1,5 +1,6 @@
 """lambda/shared/aws_clients.py, the one boto3 client of the handlers: botocore's standard retry mode with a bounded
 number of attempts, linked into every function folder that calls AWS and carried by each function's asset."""
+
 from __future__ import annotations
 
 import re
@@ -45,8 +46,12 @@ class SlowDown:
 
 @pytest.fixture
 def s3(monkeypatch):
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-west-2",
-                        "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-west-2",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+    }.items():
         monkeypatch.setenv(name, value)
     return aws_clients.client("s3")
 
@@ -107,8 +112,10 @@ def test_every_function_asset_carries_the_shared_module_itself(tmp_path):
     assert len(linked) >= 8
     app = cdk.App(outdir=str(tmp_path))
     stack = cdk.Stack(app, "Assets")
-    functions = {d.name: lambda_.Function(stack, d.name, runtime=RUNTIME, handler="x.handler", code=handler_code(d))
-                 for d in linked}
+    functions = {
+        d.name: lambda_.Function(stack, d.name, runtime=RUNTIME, handler="x.handler", code=handler_code(d))
+        for d in linked
+    }
     app.synth()
     for name, function in functions.items():
         key = stack.resolve(function.node.default_child.code)["s3Key"]

@@ -1,4 +1,5 @@
 """custom_resource.on_event / is_complete: S3 on moto server, FSx data repository tasks stubbed (not in moto 5.2)."""
+
 from __future__ import annotations
 
 import json
@@ -18,32 +19,57 @@ import partitions
 from support.events import PROVIDER_TOKEN, custom_resource_event, is_complete_event
 
 FS = "fs-0123456789abcdef0"
-PROPS = {"ServiceToken": PROVIDER_TOKEN, "FileSystemId": FS,
-         "FileSystemPath": "/data", "DataBucket": "data-bucket", "S3Prefix": "lustre/",
-         "RelativePath": "studio/shared", "Uid": "0", "Gid": "1001", "Mode": "2775"}
+PROPS = {
+    "ServiceToken": PROVIDER_TOKEN,
+    "FileSystemId": FS,
+    "FileSystemPath": "/data",
+    "DataBucket": "data-bucket",
+    "S3Prefix": "lustre/",
+    "RelativePath": "studio/shared",
+    "Uid": "0",
+    "Gid": "1001",
+    "Mode": "2775",
+}
 PHYSICAL_ID = f"{FS}:/data/studio/shared"
 MARKER = "lustre/studio/shared/"
 
 
 def cfn_event(request_type, props=None, old_props=None, physical_id=None):
-    return custom_resource_event(request_type, props or PROPS, logical_id="SharedPartition",
-                                 resource_type="Custom::FsxPartition", old_properties=old_props,
-                                 physical_id=physical_id)
+    return custom_resource_event(
+        request_type,
+        props or PROPS,
+        logical_id="SharedPartition",
+        resource_type="Custom::FsxPartition",
+        old_properties=old_props,
+        physical_id=physical_id,
+    )
 
 
 def task(task_id="task-0123456789abcdef0", lifecycle="PENDING", **extra):
-    return {"DataRepositoryTask": {"TaskId": task_id, "Lifecycle": lifecycle, "FileSystemId": FS,
-                                   "Type": "IMPORT_METADATA_FROM_REPOSITORY",
-                                   "CreationTime": datetime(2026, 11, 21, tzinfo=timezone.utc), **extra}}
+    return {
+        "DataRepositoryTask": {
+            "TaskId": task_id,
+            "Lifecycle": lifecycle,
+            "FileSystemId": FS,
+            "Type": "IMPORT_METADATA_FROM_REPOSITORY",
+            "CreationTime": datetime(2026, 11, 21, tzinfo=timezone.utc),
+            **extra,
+        }
+    }
 
 
-IN_FLIGHT_FILTERS = [{"Name": "file-system-id", "Values": [FS]},
-                     {"Name": "task-lifecycle", "Values": ["PENDING", "EXECUTING"]}]
+IN_FLIGHT_FILTERS = [
+    {"Name": "file-system-id", "Values": [FS]},
+    {"Name": "task-lifecycle", "Values": ["PENDING", "EXECUTING"]},
+]
 
 
 def expect_in_flight(stub, count=0, next_token=None, after=None):
-    response = {"DataRepositoryTasks": [task(f"task-busy{index:012d}", "EXECUTING")["DataRepositoryTask"]
-                                        for index in range(count)]}
+    response = {
+        "DataRepositoryTasks": [
+            task(f"task-busy{index:012d}", "EXECUTING")["DataRepositoryTask"] for index in range(count)
+        ]
+    }
     if next_token:
         response["NextToken"] = next_token
     params = {"Filters": IN_FLIGHT_FILTERS}
@@ -52,18 +78,27 @@ def expect_in_flight(stub, count=0, next_token=None, after=None):
     stub.add_response("describe_data_repository_tasks", response, params)
 
 
-def expect_import(stub, uri=f"s3://data-bucket/{MARKER}", task_id="task-0123456789abcdef0", token=ANY,
-                  in_flight=0):
+def expect_import(stub, uri=f"s3://data-bucket/{MARKER}", task_id="task-0123456789abcdef0", token=ANY, in_flight=0):
     expect_in_flight(stub, in_flight)
-    stub.add_response("create_data_repository_task", task(task_id),
-                      {"Type": "IMPORT_METADATA_FROM_REPOSITORY", "FileSystemId": FS, "Paths": [uri],
-                       "Report": {"Enabled": False}, "ClientRequestToken": token})
+    stub.add_response(
+        "create_data_repository_task",
+        task(task_id),
+        {
+            "Type": "IMPORT_METADATA_FROM_REPOSITORY",
+            "FileSystemId": FS,
+            "Paths": [uri],
+            "Report": {"Enabled": False},
+            "ClientRequestToken": token,
+        },
+    )
 
 
 def expect_status(stub, lifecycle, task_id="task-0123456789abcdef0", **extra):
-    stub.add_response("describe_data_repository_tasks",
-                      {"DataRepositoryTasks": [task(task_id, lifecycle, **extra)["DataRepositoryTask"]]},
-                      {"TaskIds": [task_id]})
+    stub.add_response(
+        "describe_data_repository_tasks",
+        {"DataRepositoryTasks": [task(task_id, lifecycle, **extra)["DataRepositoryTask"]]},
+        {"TaskIds": [task_id]},
+    )
 
 
 def test_create_writes_marker_and_starts_import(s3, bucket, fsx, sleeps):
@@ -71,9 +106,10 @@ def test_create_writes_marker_and_starts_import(s3, bucket, fsx, sleeps):
     expect_import(stub)
     result = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
     stub.assert_no_pending_responses()
-    assert result == {"PhysicalResourceId": PHYSICAL_ID,
-                      "Data": {"TaskId": "task-0123456789abcdef0", "Path": "/data/studio/shared",
-                               "ImportPending": ""}}
+    assert result == {
+        "PhysicalResourceId": PHYSICAL_ID,
+        "Data": {"TaskId": "task-0123456789abcdef0", "Path": "/data/studio/shared", "ImportPending": ""},
+    }
     head = s3.head_object(Bucket=bucket, Key=MARKER)
     assert head["ContentLength"] == 0
     assert head["Metadata"] == {"file-owner": "0", "file-group": "1001", "file-permissions": "042775"}
@@ -83,8 +119,13 @@ def test_create_writes_marker_and_starts_import(s3, bucket, fsx, sleeps):
 def test_is_complete_follows_the_task(fsx):
     client, stub = fsx
     request = cfn_event("Create")
-    event = is_complete_event(request, {
-        "PhysicalResourceId": PHYSICAL_ID, "Data": {"TaskId": "task-0123456789abcdef0", "Path": "/data/studio/shared"}})
+    event = is_complete_event(
+        request,
+        {
+            "PhysicalResourceId": PHYSICAL_ID,
+            "Data": {"TaskId": "task-0123456789abcdef0", "Path": "/data/studio/shared"},
+        },
+    )
     expect_status(stub, "PENDING")
     expect_status(stub, "EXECUTING")
     expect_status(stub, "SUCCEEDED")
@@ -99,8 +140,13 @@ def test_is_complete_follows_the_task(fsx):
 def test_is_complete_raises_with_the_failure_reason(fsx, lifecycle):
     client, stub = fsx
     expect_status(stub, lifecycle, FailureDetails={"Message": "Path s3://data-bucket/lustre/x is not linked"})
-    event = is_complete_event(cfn_event("Create"), {
-        "PhysicalResourceId": PHYSICAL_ID, "Data": {"TaskId": "task-0123456789abcdef0", "Path": "/data/studio/shared"}})
+    event = is_complete_event(
+        cfn_event("Create"),
+        {
+            "PhysicalResourceId": PHYSICAL_ID,
+            "Data": {"TaskId": "task-0123456789abcdef0", "Path": "/data/studio/shared"},
+        },
+    )
     with pytest.raises(partitions.ImportFailed, match=f"{lifecycle}: Path s3://data-bucket/lustre/x is not linked"):
         custom_resource.is_complete(event, None, fsx=client)
 
@@ -130,7 +176,10 @@ def test_update_with_a_new_mode_rewrites_and_reimports(s3, bucket, fsx):
     assert result["PhysicalResourceId"] == PHYSICAL_ID
     assert result["Data"]["TaskId"] == "task-00000000000000002"
     assert s3.head_object(Bucket=bucket, Key=MARKER)["Metadata"] == {
-        "file-owner": "0", "file-group": "1002", "file-permissions": "040770"}
+        "file-owner": "0",
+        "file-group": "1002",
+        "file-permissions": "040770",
+    }
 
 
 def test_update_without_relevant_change_skips_the_import(s3, bucket, fsx):
@@ -170,7 +219,8 @@ def test_delete_is_non_destructive(s3, s3_calls, bucket, fsx):
     event = cfn_event("Delete", physical_id=PHYSICAL_ID)
     assert custom_resource.on_event(event, None, s3=s3, fsx=client) == {"PhysicalResourceId": PHYSICAL_ID}
     assert custom_resource.is_complete({**event, "PhysicalResourceId": PHYSICAL_ID}, None, fsx=client) == {
-        "IsComplete": True}
+        "IsComplete": True
+    }
     assert s3_calls.names() == []
     assert s3.head_object(Bucket=bucket, Key=MARKER)["Metadata"]["file-permissions"] == "042775"
 
@@ -196,7 +246,9 @@ class ThrottledFsx:
             return AWSResponse(request.url, 200, {}, _Raw(b'{"DataRepositoryTasks": []}'))
         self.creates += 1
         if self.creates <= self.times:
-            return AWSResponse(request.url, 400, {}, _Raw(b'{"__type": "ThrottlingException", "message": "Rate exceeded"}'))
+            return AWSResponse(
+                request.url, 400, {}, _Raw(b'{"__type": "ThrottlingException", "message": "Rate exceeded"}')
+            )
         started = {"DataRepositoryTask": {**task()["DataRepositoryTask"], "CreationTime": 1795000000}}
         return AWSResponse(request.url, 200, {}, _Raw(json.dumps(started).encode()))
 
@@ -237,6 +289,7 @@ def test_create_rejects_bad_properties_before_touching_anything(s3, bucket, s3_c
 
 # --- busy file systems, bounded imports in flight, one task per request ---------------------------------------------
 
+
 class Tokens:
     """Records the ClientRequestToken of every CreateDataRepositoryTask the real client sends."""
 
@@ -255,9 +308,17 @@ def test_busy_file_system_is_retried_with_backoff(code, s3, bucket, fsx, sleeps)
     expect_in_flight(stub)
     stub.add_client_error("create_data_repository_task", service_error_code=code, http_status_code=400)
     stub.add_client_error("create_data_repository_task", service_error_code=code, http_status_code=400)
-    stub.add_response("create_data_repository_task", task(), {
-        "Type": "IMPORT_METADATA_FROM_REPOSITORY", "FileSystemId": FS, "Paths": [f"s3://data-bucket/{MARKER}"],
-        "Report": {"Enabled": False}, "ClientRequestToken": ANY})
+    stub.add_response(
+        "create_data_repository_task",
+        task(),
+        {
+            "Type": "IMPORT_METADATA_FROM_REPOSITORY",
+            "FileSystemId": FS,
+            "Paths": [f"s3://data-bucket/{MARKER}"],
+            "Report": {"Enabled": False},
+            "ClientRequestToken": ANY,
+        },
+    )
     result = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
     stub.assert_no_pending_responses()
     assert result["Data"]["TaskId"] == "task-0123456789abcdef0"
@@ -270,8 +331,9 @@ def test_still_busy_defers_the_start_to_is_complete_with_the_same_token(s3, buck
     tokens = Tokens(client)
     expect_in_flight(stub)
     for _ in range(4):
-        stub.add_client_error("create_data_repository_task", service_error_code="DataRepositoryTaskExecuting",
-                              http_status_code=400)
+        stub.add_client_error(
+            "create_data_repository_task", service_error_code="DataRepositoryTaskExecuting", http_status_code=400
+        )
     request = cfn_event("Create")
     result = custom_resource.on_event(request, None, s3=s3, fsx=client, sleep=sleeps)
     assert result["Data"] == {"TaskId": "", "Path": "/data/studio/shared", "ImportPending": "true"}

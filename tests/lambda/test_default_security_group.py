@@ -1,4 +1,5 @@
 """default_security_group: a VPC's default group closed, against the real EC2 API of moto server."""
+
 from __future__ import annotations
 
 
@@ -16,8 +17,9 @@ def ec2():
 
 
 def default_group(ec2, vpc_id: str) -> dict:
-    (group,) = ec2.describe_security_groups(Filters=[{"Name": "vpc-id", "Values": [vpc_id]},
-                                                     {"Name": "group-name", "Values": ["default"]}])["SecurityGroups"]
+    (group,) = ec2.describe_security_groups(
+        Filters=[{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "group-name", "Values": ["default"]}]
+    )["SecurityGroups"]
     return group
 
 
@@ -27,12 +29,19 @@ def vpc(ec2):
     group = default_group(ec2, vpc_id)
     # What EC2 gives every new VPC's default group (all from its own members in, everything out; moto 5.2 creates
     # the outbound rule only, so the member rule is added here) and a rule someone added later (SSH from anywhere).
-    if not any(pair.get("GroupId") == group["GroupId"] for rule in group["IpPermissions"]
-               for pair in rule.get("UserIdGroupPairs", [])):
-        ec2.authorize_security_group_ingress(GroupId=group["GroupId"], IpPermissions=[{
-            "IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group["GroupId"]}]}])
-    ec2.authorize_security_group_ingress(GroupId=group["GroupId"], IpPermissions=[{
-        "IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}])
+    if not any(
+        pair.get("GroupId") == group["GroupId"]
+        for rule in group["IpPermissions"]
+        for pair in rule.get("UserIdGroupPairs", [])
+    ):
+        ec2.authorize_security_group_ingress(
+            GroupId=group["GroupId"],
+            IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group["GroupId"]}]}],
+        )
+    ec2.authorize_security_group_ingress(
+        GroupId=group["GroupId"],
+        IpPermissions=[{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}],
+    )
     group = default_group(ec2, vpc_id)
     assert group["IpPermissions"] and group["IpPermissionsEgress"]
     return vpc_id, group["GroupId"]
@@ -57,8 +66,9 @@ def test_a_second_run_finds_nothing_to_revoke(ec2, vpc, monkeypatch):
 def test_refuses_a_group_that_is_not_the_default(ec2, vpc):
     vpc_id, _ = vpc
     other = ec2.create_security_group(GroupName="efa", Description="x", VpcId=vpc_id)["GroupId"]
-    ec2.authorize_security_group_ingress(GroupId=other, IpPermissions=[{
-        "IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": other}]}])
+    ec2.authorize_security_group_ingress(
+        GroupId=other, IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": other}]}]
+    )
     with pytest.raises(ValueError, match="not a VPC's default security group"):
         restrict.on_event({"RequestType": "Update", "ResourceProperties": {"SecurityGroupId": other}})
     (group,) = ec2.describe_security_groups(GroupIds=[other])["SecurityGroups"]
@@ -70,6 +80,7 @@ def test_delete_leaves_the_group_closed_and_calls_nothing(ec2, vpc, monkeypatch)
     restrict.close(ec2, group_id)
     recorder = Recorder(ec2)
     monkeypatch.setattr(restrict, "client", lambda _service: ec2)
-    assert restrict.on_event({"RequestType": "Delete", "PhysicalResourceId": group_id,
-                              "ResourceProperties": {"SecurityGroupId": group_id}}) == {"PhysicalResourceId": group_id}
+    assert restrict.on_event(
+        {"RequestType": "Delete", "PhysicalResourceId": group_id, "ResourceProperties": {"SecurityGroupId": group_id}}
+    ) == {"PhysicalResourceId": group_id}
     assert recorder.names() == []

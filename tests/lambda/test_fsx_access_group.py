@@ -1,5 +1,6 @@
 """access_group: real EC2 network interfaces and security groups on moto server; FSx DescribeFileSystems stubbed
 (moto 5.2 does not report a file system's NetworkInterfaceIds)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -42,7 +43,8 @@ def vpc(ec2):
 
     def interface(*groups: str) -> str:
         return ec2.create_network_interface(SubnetId=subnet_id, Groups=list(groups))["NetworkInterface"][
-            "NetworkInterfaceId"]
+            "NetworkInterfaceId"
+        ]
 
     return SimpleNamespace(id=vpc_id, group=group, interface=interface)
 
@@ -62,18 +64,29 @@ def groups_of(ec2, eni_id: str) -> list[str]:
 
 def expect_file_system(stub, eni_ids, file_system_id=FS, times=1):
     for _ in range(times):
-        stub.add_response("describe_file_systems",
-                          {"FileSystems": [{"FileSystemId": file_system_id, "FileSystemType": "LUSTRE",
-                                            "NetworkInterfaceIds": list(eni_ids)}]},
-                          {"FileSystemIds": [file_system_id]})
+        stub.add_response(
+            "describe_file_systems",
+            {
+                "FileSystems": [
+                    {"FileSystemId": file_system_id, "FileSystemType": "LUSTRE", "NetworkInterfaceIds": list(eni_ids)}
+                ]
+            },
+            {"FileSystemIds": [file_system_id]},
+        )
 
 
 def cfn_event(request_type, group_id, file_system_id=FS, old=None, physical_id=None):
     def props(file_system, group):
         return {"ServiceToken": PROVIDER_TOKEN, "FileSystemId": file_system, "SecurityGroupId": group}
-    return custom_resource_event(request_type, props(file_system_id, group_id), logical_id="LustreAccess",
-                                 resource_type="Custom::FsxAccessGroup",
-                                 old_properties=None if old is None else props(*old), physical_id=physical_id)
+
+    return custom_resource_event(
+        request_type,
+        props(file_system_id, group_id),
+        logical_id="LustreAccess",
+        resource_type="Custom::FsxAccessGroup",
+        old_properties=None if old is None else props(*old),
+        physical_id=physical_id,
+    )
 
 
 def modified(calls: Recorder) -> list[str]:
@@ -107,11 +120,13 @@ def test_delete_removes_only_our_group(ec2, fsx, lustre, vpc):
     access_group.on_event(cfn_event("Create", lustre.studio), None, fsx=client, ec2=ec2)
     # Someone adds another group after us; it must survive our delete.
     later = vpc.group("added-later")
-    ec2.modify_network_interface_attribute(NetworkInterfaceId=lustre.enis[1],
-                                           Groups=[*groups_of(ec2, lustre.enis[1]), later])
+    ec2.modify_network_interface_attribute(
+        NetworkInterfaceId=lustre.enis[1], Groups=[*groups_of(ec2, lustre.enis[1]), later]
+    )
     physical_id = f"{FS}/{lustre.studio}"
-    result = access_group.on_event(cfn_event("Delete", lustre.studio, physical_id=physical_id), None,
-                                   fsx=client, ec2=ec2)
+    result = access_group.on_event(
+        cfn_event("Delete", lustre.studio, physical_id=physical_id), None, fsx=client, ec2=ec2
+    )
     assert result == {"PhysicalResourceId": physical_id}
     assert groups_of(ec2, lustre.enis[0]) == [lustre.own, lustre.extra]
     assert groups_of(ec2, lustre.enis[1]) == [lustre.own, later]
@@ -119,11 +134,16 @@ def test_delete_removes_only_our_group(ec2, fsx, lustre, vpc):
 
 def test_delete_when_the_file_system_is_gone_succeeds_without_touching_enis(ec2, fsx, lustre):
     client, stub = fsx
-    stub.add_client_error("describe_file_systems", service_error_code="FileSystemNotFound",
-                          service_message=f"File system {FS} does not exist.", http_status_code=400)
+    stub.add_client_error(
+        "describe_file_systems",
+        service_error_code="FileSystemNotFound",
+        service_message=f"File system {FS} does not exist.",
+        http_status_code=400,
+    )
     calls = Recorder(ec2)
-    result = access_group.on_event(cfn_event("Delete", lustre.studio, physical_id=f"{FS}/{lustre.studio}"), None,
-                                   fsx=client, ec2=ec2)
+    result = access_group.on_event(
+        cfn_event("Delete", lustre.studio, physical_id=f"{FS}/{lustre.studio}"), None, fsx=client, ec2=ec2
+    )
     assert result == {"PhysicalResourceId": f"{FS}/{lustre.studio}"} and calls.calls == []
 
 
@@ -131,8 +151,9 @@ def test_delete_when_an_eni_is_gone_cleans_the_others(ec2, fsx, lustre, vpc):
     client, stub = fsx
     survivor = vpc.interface(lustre.own, lustre.studio)
     expect_file_system(stub, ["eni-0123456789abcdef0", survivor])
-    access_group.on_event(cfn_event("Delete", lustre.studio, physical_id=f"{FS}/{lustre.studio}"), None,
-                          fsx=client, ec2=ec2)
+    access_group.on_event(
+        cfn_event("Delete", lustre.studio, physical_id=f"{FS}/{lustre.studio}"), None, fsx=client, ec2=ec2
+    )
     assert groups_of(ec2, survivor) == [lustre.own]
 
 
@@ -145,11 +166,17 @@ def test_delete_tolerates_an_eni_deleted_between_describe_and_modify(ec2, fsx, l
     def delete_doomed(**_):
         ec2.meta.events.unregister("after-call.ec2.DescribeNetworkInterfaces", delete_doomed)
         admin.delete_network_interface(NetworkInterfaceId=doomed)
+
     ec2.meta.events.register("after-call.ec2.DescribeNetworkInterfaces", delete_doomed)
-    access_group.on_event(cfn_event("Delete", lustre.studio, physical_id=f"{FS}/{lustre.studio}"), None,
-                          fsx=client, ec2=ec2)
-    assert admin.describe_network_interfaces(Filters=[{"Name": "network-interface-id", "Values": [doomed]}])[
-        "NetworkInterfaces"] == []
+    access_group.on_event(
+        cfn_event("Delete", lustre.studio, physical_id=f"{FS}/{lustre.studio}"), None, fsx=client, ec2=ec2
+    )
+    assert (
+        admin.describe_network_interfaces(Filters=[{"Name": "network-interface-id", "Values": [doomed]}])[
+            "NetworkInterfaces"
+        ]
+        == []
+    )
     assert groups_of(ec2, survivor) == [lustre.own]
 
 
@@ -172,8 +199,17 @@ def test_update_to_another_file_system_moves_the_association(ec2, fsx, lustre, v
     expect_file_system(stub, [new_eni], file_system_id=OTHER_FS)
     expect_file_system(stub, lustre.enis)
     result = access_group.on_event(
-        cfn_event("Update", lustre.studio, file_system_id=OTHER_FS, old=(FS, lustre.studio),
-                  physical_id=f"{FS}/{lustre.studio}"), None, fsx=client, ec2=ec2)
+        cfn_event(
+            "Update",
+            lustre.studio,
+            file_system_id=OTHER_FS,
+            old=(FS, lustre.studio),
+            physical_id=f"{FS}/{lustre.studio}",
+        ),
+        None,
+        fsx=client,
+        ec2=ec2,
+    )
     stub.assert_no_pending_responses()
     assert result == {"PhysicalResourceId": f"{OTHER_FS}/{lustre.studio}"}
     assert lustre.studio in groups_of(ec2, new_eni)
@@ -187,8 +223,11 @@ def test_update_to_another_group_swaps_it_in_one_call_per_eni(ec2, fsx, lustre, 
     replacement = vpc.group("studio-access-v2")
     calls = Recorder(ec2)
     result = access_group.on_event(
-        cfn_event("Update", replacement, old=(FS, lustre.studio), physical_id=f"{FS}/{lustre.studio}"), None,
-        fsx=client, ec2=ec2)
+        cfn_event("Update", replacement, old=(FS, lustre.studio), physical_id=f"{FS}/{lustre.studio}"),
+        None,
+        fsx=client,
+        ec2=ec2,
+    )
     assert result == {"PhysicalResourceId": f"{FS}/{replacement}"}
     assert modified(calls) == lustre.enis  # never a moment with both or neither group
     assert groups_of(ec2, lustre.enis[0]) == [lustre.own, lustre.extra, replacement]
@@ -212,8 +251,12 @@ def test_five_groups_is_the_limit_and_nothing_changes(ec2, fsx, lustre, vpc):
 
 def test_create_fails_with_a_message_cloudformation_can_show(ec2, fsx, lustre):
     client, stub = fsx
-    stub.add_client_error("describe_file_systems", service_error_code="FileSystemNotFound",
-                          service_message=f"File system {FS} does not exist.", http_status_code=400)
+    stub.add_client_error(
+        "describe_file_systems",
+        service_error_code="FileSystemNotFound",
+        service_message=f"File system {FS} does not exist.",
+        http_status_code=400,
+    )
     with pytest.raises(Exception, match=rf"FileSystemNotFound.*{FS} does not exist"):
         access_group.on_event(cfn_event("Create", lustre.studio), None, fsx=client, ec2=ec2)
 
@@ -230,8 +273,10 @@ def test_modify_failure_names_the_eni_and_the_groups(ec2, fsx, lustre):
     expect_file_system(stub, lustre.enis[:1])
 
     def deny(**_):
-        return AWSResponse("https://ec2.invalid", 403, {}, _Raw(_ec2_error("UnauthorizedOperation",
-                                                                           "You are not authorized")))
+        return AWSResponse(
+            "https://ec2.invalid", 403, {}, _Raw(_ec2_error("UnauthorizedOperation", "You are not authorized"))
+        )
+
     ec2.meta.events.register("before-send.ec2.ModifyNetworkInterfaceAttribute", deny)
     with pytest.raises(RuntimeError) as raised:
         access_group.on_event(cfn_event("Create", lustre.studio), None, fsx=client, ec2=ec2)
@@ -240,8 +285,9 @@ def test_modify_failure_names_the_eni_and_the_groups(ec2, fsx, lustre):
     assert "UnauthorizedOperation" in message
 
 
-@pytest.mark.parametrize("props", [{"FileSystemId": "", "SecurityGroupId": "sg-1"},
-                                   {"FileSystemId": FS, "SecurityGroupId": "studio"}])
+@pytest.mark.parametrize(
+    "props", [{"FileSystemId": "", "SecurityGroupId": "sg-1"}, {"FileSystemId": FS, "SecurityGroupId": "studio"}]
+)
 def test_create_rejects_bad_properties_before_any_call(ec2, fsx, props):
     client, _ = fsx
     calls = Recorder(ec2)
@@ -254,6 +300,7 @@ def test_create_rejects_bad_properties_before_any_call(ec2, fsx, props):
 
 # --- throttling: botocore's standard retry mode, exercised by answering the first attempt(s) with an EC2 error -----
 
+
 class _Raw:
     def __init__(self, body: bytes):
         self._body = body
@@ -263,8 +310,10 @@ class _Raw:
 
 
 def _ec2_error(code: str, message: str) -> bytes:
-    return (f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"
-            f"<RequestID>00000000-0000-0000-0000-000000000000</RequestID></Response>").encode()
+    return (
+        f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+        f"<RequestID>00000000-0000-0000-0000-000000000000</RequestID></Response>"
+    ).encode()
 
 
 class Throttle:
@@ -276,8 +325,9 @@ class Throttle:
     def __call__(self, request, **_):
         self.attempts += 1
         if self.attempts <= self.times:
-            return AWSResponse(request.url, 503, {}, _Raw(_ec2_error("RequestLimitExceeded",
-                                                                     "Request limit exceeded.")))
+            return AWSResponse(
+                request.url, 503, {}, _Raw(_ec2_error("RequestLimitExceeded", "Request limit exceeded."))
+            )
         return None
 
 

@@ -1,6 +1,7 @@
 """root_squash: subnets (and their CIDR blocks) are real EC2 subnets on moto server; FSx DescribeFileSystems and
 UpdateFileSystem are stubbed (moto 5.2 implements no UpdateFileSystem). The expected requests follow the FSx API
 reference (LustreRootSquashConfiguration)."""
+
 from __future__ import annotations
 
 import re
@@ -17,14 +18,17 @@ FS = "fs-0123456789abcdef0"
 NID = re.compile(r"^([0-9\[\]\-]*\.){3}([0-9\[\]\-]*)@tcp$")
 
 
-@pytest.mark.parametrize("cidr,nid", [
-    ("10.0.64.0/18", "10.0.[64-127].[0-255]@tcp"),
-    ("10.0.4.0/22", "10.0.[4-7].[0-255]@tcp"),
-    ("10.1.128.0/24", "10.1.128.[0-255]@tcp"),
-    ("10.0.1.16/28", "10.0.1.[16-31]@tcp"),
-    ("172.16.0.0/12", "172.[16-31].[0-255].[0-255]@tcp"),
-    ("10.0.1.6/32", "10.0.1.6@tcp"),
-])
+@pytest.mark.parametrize(
+    "cidr,nid",
+    [
+        ("10.0.64.0/18", "10.0.[64-127].[0-255]@tcp"),
+        ("10.0.4.0/22", "10.0.[4-7].[0-255]@tcp"),
+        ("10.1.128.0/24", "10.1.128.[0-255]@tcp"),
+        ("10.0.1.16/28", "10.0.1.[16-31]@tcp"),
+        ("172.16.0.0/12", "172.[16-31].[0-255].[0-255]@tcp"),
+        ("10.0.1.6/32", "10.0.1.6@tcp"),
+    ],
+)
 def test_each_cidr_is_exactly_one_nid_range(cidr, nid):
     assert root_squash.nid_range(cidr) == nid
     assert NID.match(nid) and 11 <= len(nid) <= 43
@@ -45,16 +49,25 @@ def subnets():
 
 def _describe(stub, squash: str | None, nids=(), lifecycle="AVAILABLE"):
     lustre = {"RootSquashConfiguration": {"RootSquash": squash, "NoSquashNids": list(nids)}} if squash else {}
-    stub.add_response("describe_file_systems", {"FileSystems": [{
-        "FileSystemId": FS, "Lifecycle": lifecycle, "FileSystemType": "LUSTRE", "LustreConfiguration": lustre}]},
-        {"FileSystemIds": [FS]})
+    stub.add_response(
+        "describe_file_systems",
+        {
+            "FileSystems": [
+                {"FileSystemId": FS, "Lifecycle": lifecycle, "FileSystemType": "LUSTRE", "LustreConfiguration": lustre}
+            ]
+        },
+        {"FileSystemIds": [FS]},
+    )
 
 
 def _event(request="Create", squash="65534:65534", subnet_ids=()):
-    return custom_resource_event(request, {"FileSystemId": FS, "RootSquash": squash,
-                                           "NoSquashSubnetIds": list(subnet_ids)},
-                                 logical_id="RootSquash", resource_type="Custom::FsxRootSquash",
-                                 physical_id=f"{FS}/root-squash")
+    return custom_resource_event(
+        request,
+        {"FileSystemId": FS, "RootSquash": squash, "NoSquashSubnetIds": list(subnet_ids)},
+        logical_id="RootSquash",
+        resource_type="Custom::FsxRootSquash",
+        physical_id=f"{FS}/root-squash",
+    )
 
 
 def test_create_squashes_root_and_exempts_exactly_the_cluster_subnets(subnets):
@@ -63,8 +76,9 @@ def test_create_squashes_root_and_exempts_exactly_the_cluster_subnets(subnets):
     wanted = {"RootSquash": "65534:65534", "NoSquashNids": ["10.0.[128-191].[0-255]@tcp", "10.0.[64-127].[0-255]@tcp"]}
     with Stubber(fsx) as stub:
         _describe(stub, None)
-        stub.add_response("update_file_system", {}, {"FileSystemId": FS,
-                                                     "LustreConfiguration": {"RootSquashConfiguration": wanted}})
+        stub.add_response(
+            "update_file_system", {}, {"FileSystemId": FS, "LustreConfiguration": {"RootSquashConfiguration": wanted}}
+        )
         result = root_squash.on_event(_event(subnet_ids=ids), fsx=fsx, ec2=ec2)
         stub.assert_no_pending_responses()
     assert result["PhysicalResourceId"] == f"{FS}/root-squash"
@@ -84,8 +98,14 @@ def test_no_update_when_already_set_and_off_means_0_0(subnets):
         _describe(stub, "65534:65534", list(reversed(nids)))
         root_squash.on_event(_event("Update", subnet_ids=ids), fsx=fsx, ec2=ec2)  # no update_file_system stubbed
         _describe(stub, "65534:65534", nids)
-        stub.add_response("update_file_system", {}, {"FileSystemId": FS, "LustreConfiguration": {
-            "RootSquashConfiguration": {"RootSquash": "0:0", "NoSquashNids": []}}})
+        stub.add_response(
+            "update_file_system",
+            {},
+            {
+                "FileSystemId": FS,
+                "LustreConfiguration": {"RootSquashConfiguration": {"RootSquash": "0:0", "NoSquashNids": []}},
+            },
+        )
         root_squash.on_event(_event("Update", squash="0:0", subnet_ids=ids), fsx=fsx, ec2=ec2)
         stub.assert_no_pending_responses()
 

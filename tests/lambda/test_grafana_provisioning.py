@@ -1,6 +1,7 @@
 """lambda/grafana_provisioning: the real boto3 grafana client with botocore Stubber (moto has no Amazon Managed
 Grafana service accounts) and a local HTTP server standing in for Grafana's HTTP API (the endpoints Grafana
 documents: /api/datasources, /api/datasources/uid/<uid>, /api/dashboards/db)."""
+
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ DASHBOARDS = sorted((ROOT / "observability" / "grafana").glob("*.json"))
 
 class FakeGrafana(BaseHTTPRequestHandler):
     """Just enough of Grafana's HTTP API: data sources by uid, dashboards saved by uid with overwrite."""
+
     state: dict = {}
 
     def _reply(self, status: int, body: dict) -> None:
@@ -89,41 +91,75 @@ def grafana_http():
 
 
 def props(endpoint: str, **overrides) -> dict:
-    return {"WorkspaceId": WORKSPACE, "Region": "us-west-2", "Endpoint": endpoint,
-            "PrometheusEndpoint": "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-1/",
-            "PrometheusUid": "hyperpod-amp", "CloudWatchUid": "hyperpod-cloudwatch", "FileSystemId": "fs-0123456789abcdef0",
-            "Dashboards": [p.read_text() for p in DASHBOARDS], "ViewerGroupIds": ["viewers-1"], "AdminGroupIds": [],
-            **overrides}
+    return {
+        "WorkspaceId": WORKSPACE,
+        "Region": "us-west-2",
+        "Endpoint": endpoint,
+        "PrometheusEndpoint": "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-1/",
+        "PrometheusUid": "hyperpod-amp",
+        "CloudWatchUid": "hyperpod-cloudwatch",
+        "FileSystemId": "fs-0123456789abcdef0",
+        "Dashboards": [p.read_text() for p in DASHBOARDS],
+        "ViewerGroupIds": ["viewers-1"],
+        "AdminGroupIds": [],
+        **overrides,
+    }
 
 
 def stubbed(existing_account: bool, key: str = TOKEN):
     client = boto3.client("grafana", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(client)
-    accounts = [{"id": "7", "name": grafana_provision.SERVICE_ACCOUNT, "grafanaRole": "ADMIN",
-                 "isDisabled": "false"}] if existing_account else []
-    stub.add_response("list_workspace_service_accounts", {"serviceAccounts": accounts, "workspaceId": WORKSPACE},
-                      {"workspaceId": WORKSPACE})
+    accounts = (
+        [{"id": "7", "name": grafana_provision.SERVICE_ACCOUNT, "grafanaRole": "ADMIN", "isDisabled": "false"}]
+        if existing_account
+        else []
+    )
+    stub.add_response(
+        "list_workspace_service_accounts",
+        {"serviceAccounts": accounts, "workspaceId": WORKSPACE},
+        {"workspaceId": WORKSPACE},
+    )
     if not existing_account:
-        stub.add_response("create_workspace_service_account",
-                          {"id": "7", "name": grafana_provision.SERVICE_ACCOUNT, "grafanaRole": "ADMIN",
-                           "workspaceId": WORKSPACE},
-                          {"workspaceId": WORKSPACE, "name": grafana_provision.SERVICE_ACCOUNT, "grafanaRole": "ADMIN"})
-    stub.add_response("create_workspace_service_account_token",
-                      {"serviceAccountToken": {"id": "tok-1", "name": "n", "key": key}, "serviceAccountId": "7",
-                       "workspaceId": WORKSPACE},
-                      {"workspaceId": WORKSPACE, "serviceAccountId": "7", "name": ANY,
-                       "secondsToLive": grafana_provision.TOKEN_SECONDS})
-    stub.add_response("delete_workspace_service_account_token",
-                      {"tokenId": "tok-1", "serviceAccountId": "7", "workspaceId": WORKSPACE},
-                      {"workspaceId": WORKSPACE, "serviceAccountId": "7", "tokenId": "tok-1"})
+        stub.add_response(
+            "create_workspace_service_account",
+            {"id": "7", "name": grafana_provision.SERVICE_ACCOUNT, "grafanaRole": "ADMIN", "workspaceId": WORKSPACE},
+            {"workspaceId": WORKSPACE, "name": grafana_provision.SERVICE_ACCOUNT, "grafanaRole": "ADMIN"},
+        )
+    stub.add_response(
+        "create_workspace_service_account_token",
+        {
+            "serviceAccountToken": {"id": "tok-1", "name": "n", "key": key},
+            "serviceAccountId": "7",
+            "workspaceId": WORKSPACE,
+        },
+        {
+            "workspaceId": WORKSPACE,
+            "serviceAccountId": "7",
+            "name": ANY,
+            "secondsToLive": grafana_provision.TOKEN_SECONDS,
+        },
+    )
+    stub.add_response(
+        "delete_workspace_service_account_token",
+        {"tokenId": "tok-1", "serviceAccountId": "7", "workspaceId": WORKSPACE},
+        {"workspaceId": WORKSPACE, "serviceAccountId": "7", "tokenId": "tok-1"},
+    )
     return client, stub
 
 
 def test_first_run_creates_sources_dashboards_and_grants_viewers(grafana_http):
     endpoint, state = grafana_http
     client, stub = stubbed(existing_account=False)
-    stub.add_response("update_permissions", {"errors": []}, {"workspaceId": WORKSPACE, "updateInstructionBatch": [
-        {"action": "ADD", "role": "VIEWER", "users": [{"id": "viewers-1", "type": "SSO_GROUP"}]}]})
+    stub.add_response(
+        "update_permissions",
+        {"errors": []},
+        {
+            "workspaceId": WORKSPACE,
+            "updateInstructionBatch": [
+                {"action": "ADD", "role": "VIEWER", "users": [{"id": "viewers-1", "type": "SSO_GROUP"}]}
+            ],
+        },
+    )
     with stub:
         grafana_provision.provision(client, props(endpoint))
         stub.assert_no_pending_responses()
@@ -146,8 +182,10 @@ def test_second_run_updates_in_place_and_reuses_the_service_account(grafana_http
             grafana_provision.provision(client, props(endpoint, PrometheusEndpoint="https://other/workspaces/ws-2/"))
             stub.assert_no_pending_responses()
     assert state["sources"]["hyperpod-amp"]["url"] == "https://other/workspaces/ws-2"
-    assert [c for c in state["calls"] if c[0] == "PUT"] == [("PUT", "/api/datasources/uid/hyperpod-amp"),
-                                                            ("PUT", "/api/datasources/uid/hyperpod-cloudwatch")]
+    assert [c for c in state["calls"] if c[0] == "PUT"] == [
+        ("PUT", "/api/datasources/uid/hyperpod-amp"),
+        ("PUT", "/api/datasources/uid/hyperpod-cloudwatch"),
+    ]
     assert len(state["dashboards"]) == 4
 
 
@@ -164,26 +202,53 @@ def test_token_is_deleted_when_grafana_refuses(grafana_http):
 def test_an_update_revokes_groups_removed_from_the_config(grafana_http):
     endpoint, _ = grafana_http
     client, stub = stubbed(existing_account=True)
-    stub.add_response("update_permissions", {"errors": []}, {"workspaceId": WORKSPACE, "updateInstructionBatch": [
-        {"action": "ADD", "role": "VIEWER", "users": [{"id": "viewers-1", "type": "SSO_GROUP"}]},
-        {"action": "REVOKE", "role": "VIEWER", "users": [{"id": "old-viewers", "type": "SSO_GROUP"}]},
-        {"action": "REVOKE", "role": "ADMIN", "users": [{"id": "old-admins", "type": "SSO_GROUP"}]}]})
+    stub.add_response(
+        "update_permissions",
+        {"errors": []},
+        {
+            "workspaceId": WORKSPACE,
+            "updateInstructionBatch": [
+                {"action": "ADD", "role": "VIEWER", "users": [{"id": "viewers-1", "type": "SSO_GROUP"}]},
+                {"action": "REVOKE", "role": "VIEWER", "users": [{"id": "old-viewers", "type": "SSO_GROUP"}]},
+                {"action": "REVOKE", "role": "ADMIN", "users": [{"id": "old-admins", "type": "SSO_GROUP"}]},
+            ],
+        },
+    )
     with stub:
-        grafana_provision.provision(client, props(endpoint), {"ViewerGroupIds": ["viewers-1", "old-viewers"],
-                                                              "AdminGroupIds": ["old-admins"]})
+        grafana_provision.provision(
+            client, props(endpoint), {"ViewerGroupIds": ["viewers-1", "old-viewers"], "AdminGroupIds": ["old-admins"]}
+        )
         stub.assert_no_pending_responses()
 
 
 def test_permission_errors_fail_the_resource(grafana_http):
     endpoint, _ = grafana_http
     client, stub = stubbed(existing_account=True)
-    stub.add_response("update_permissions", {"errors": [{"code": 400, "message": "no such group", "causedBy": {
-        "action": "ADD", "role": "VIEWER", "users": [{"id": "viewers-1", "type": "SSO_GROUP"}]}}]}, None)
+    stub.add_response(
+        "update_permissions",
+        {
+            "errors": [
+                {
+                    "code": 400,
+                    "message": "no such group",
+                    "causedBy": {
+                        "action": "ADD",
+                        "role": "VIEWER",
+                        "users": [{"id": "viewers-1", "type": "SSO_GROUP"}],
+                    },
+                }
+            ]
+        },
+        None,
+    )
     with stub, pytest.raises(RuntimeError, match="no such group"):
         grafana_provision.provision(client, props(endpoint))
 
 
 def test_delete_touches_nothing():
-    event = {"RequestType": "Delete", "PhysicalResourceId": f"{WORKSPACE}/provisioning",
-             "ResourceProperties": {"WorkspaceId": WORKSPACE}}
+    event = {
+        "RequestType": "Delete",
+        "PhysicalResourceId": f"{WORKSPACE}/provisioning",
+        "ResourceProperties": {"WorkspaceId": WORKSPACE},
+    }
     assert grafana_provision.on_event(event, None) == {"PhysicalResourceId": f"{WORKSPACE}/provisioning"}

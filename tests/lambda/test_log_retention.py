@@ -1,4 +1,5 @@
 """log_retention: the real CloudWatch Logs API of moto server."""
+
 from __future__ import annotations
 
 
@@ -19,14 +20,19 @@ def logs():
 
 
 def event(request_type: str, days="90", **extra) -> dict:
-    request = custom_resource_event(request_type, {"LogGroupName": GROUP, "RetentionInDays": days},
-                                    logical_id="ClusterLogRetention", resource_type="Custom::LogRetention")
+    request = custom_resource_event(
+        request_type,
+        {"LogGroupName": GROUP, "RetentionInDays": days},
+        logical_id="ClusterLogRetention",
+        resource_type="Custom::LogRetention",
+    )
     return {**request, **extra}
 
 
 def retention(logs) -> int | None:
-    (group,) = [g for g in logs.describe_log_groups(logGroupNamePrefix=GROUP)["logGroups"]
-                if g["logGroupName"] == GROUP]
+    (group,) = [
+        g for g in logs.describe_log_groups(logGroupNamePrefix=GROUP)["logGroups"] if g["logGroupName"] == GROUP
+    ]
     return group.get("retentionInDays")
 
 
@@ -64,8 +70,9 @@ KEY = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890
 
 
 def test_creates_the_group_encrypted_with_the_platform_key(logs):
-    log_retention.on_event(event("Create", ResourceProperties={
-        "LogGroupName": GROUP, "RetentionInDays": "30", "KmsKeyId": KEY}))
+    log_retention.on_event(
+        event("Create", ResourceProperties={"LogGroupName": GROUP, "RetentionInDays": "30", "KmsKeyId": KEY})
+    )
     (group,) = logs.describe_log_groups(logGroupNamePrefix=GROUP)["logGroups"]
     assert group["kmsKeyId"] == KEY and group["retentionInDays"] == 30
 
@@ -74,15 +81,23 @@ def test_a_group_hyperpod_made_first_is_associated_with_the_key(logs, monkeypatc
     """moto 5.2 has no AssociateKmsKey: the calls go to a Stubber on the real client, in the order the handler makes
     them (create refused as existing, associate, retention)."""
     from botocore.stub import Stubber
+
     stub = Stubber(logs)
-    stub.add_client_error("create_log_group", service_error_code="ResourceAlreadyExistsException",
-                          expected_params={"logGroupName": GROUP, "kmsKeyId": KEY})
+    stub.add_client_error(
+        "create_log_group",
+        service_error_code="ResourceAlreadyExistsException",
+        expected_params={"logGroupName": GROUP, "kmsKeyId": KEY},
+    )
     stub.add_response("associate_kms_key", {}, {"logGroupName": GROUP, "kmsKeyId": KEY})
     stub.add_response("put_retention_policy", {}, {"logGroupName": GROUP, "retentionInDays": 90})
     monkeypatch.setattr(log_retention, "client", lambda _service: logs)
     with stub:
-        log_retention.on_event({"RequestType": "Create", "ResourceProperties": {
-            "LogGroupName": GROUP, "RetentionInDays": "90", "KmsKeyId": KEY}})
+        log_retention.on_event(
+            {
+                "RequestType": "Create",
+                "ResourceProperties": {"LogGroupName": GROUP, "RetentionInDays": "90", "KmsKeyId": KEY},
+            }
+        )
     stub.assert_no_pending_responses()
 
 

@@ -2,6 +2,7 @@
 loopback: it serves `GET /api/v1/nodes` only, authenticates the bearer token the way EKS does (a presigned STS
 GetCallerIdentity URL it calls itself, here on the moto server) and refuses anything else. The nodes it serves are
 checked against the Kubernetes v1.34 Node schema (kubernetes-validate), so the handler reads the real shape."""
+
 from __future__ import annotations
 
 import base64
@@ -41,16 +42,22 @@ def certificate(name: str) -> tuple[bytes, bytes]:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    return (cert.public_bytes(serialization.Encoding.PEM),
-            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                              serialization.NoEncryption()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return (
+        cert.public_bytes(serialization.Encoding.PEM),
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+    )
 
 
 class FakeApiServer:
@@ -102,8 +109,11 @@ class FakeApiServer:
         body = token.removeprefix("k8s-aws-v1.")
         url = urllib.parse.urlsplit(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode())
         query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
-        if (url.scheme, url.netloc, url.path or "/") != ("https", "sts.us-east-1.amazonaws.com", "/") \
-                or query.get("Action") != "GetCallerIdentity" or int(query.get("X-Amz-Expires", 0)) > 60:
+        if (
+            (url.scheme, url.netloc, url.path or "/") != ("https", "sts.us-east-1.amazonaws.com", "/")
+            or query.get("Action") != "GetCallerIdentity"
+            or int(query.get("X-Amz-Expires", 0)) > 60
+        ):
             return False
         return valid_signature(url.netloc, query, {"x-k8s-aws-id": CLUSTER})
 
@@ -119,13 +129,27 @@ def valid_signature(host: str, query: dict[str, str], headers: dict[str, str]) -
     if signed != sorted(["host", *headers]):
         return False
     values = {"host": host, **headers}
-    canonical_query = "&".join(f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}"
-                               for k, v in sorted(query.items()) if k != "X-Amz-Signature")
-    canonical = "\n".join(["GET", "/", canonical_query, *(f"{h}:{values[h]}" for h in signed), "",
-                           ";".join(signed), hashlib.sha256(b"").hexdigest()])  # a GET: the empty payload
+    canonical_query = "&".join(
+        f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}"
+        for k, v in sorted(query.items())
+        if k != "X-Amz-Signature"
+    )
+    canonical = "\n".join(
+        [
+            "GET",
+            "/",
+            canonical_query,
+            *(f"{h}:{values[h]}" for h in signed),
+            "",
+            ";".join(signed),
+            hashlib.sha256(b"").hexdigest(),
+        ]
+    )  # a GET: the empty payload
     key_id, date, region, service, terminal = query["X-Amz-Credential"].split("/")
     scope = f"{date}/{region}/{service}/{terminal}"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", query["X-Amz-Date"], scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    to_sign = "\n".join(
+        ["AWS4-HMAC-SHA256", query["X-Amz-Date"], scope, hashlib.sha256(canonical.encode()).hexdigest()]
+    )
     key = ("AWS4" + SECRET_KEY).encode()
     for part in (date, region, service, terminal):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
@@ -144,8 +168,14 @@ def api(tmp_path, monkeypatch):
     server.close()
 
 
-def node(name: str, *, ready: bool = True, taints: list[dict] = (), health: str | None = "Schedulable",
-         cordoned: bool = False) -> dict:
+def node(
+    name: str,
+    *,
+    ready: bool = True,
+    taints: list[dict] = (),
+    health: str | None = "Schedulable",
+    cordoned: bool = False,
+) -> dict:
     labels = {"kubernetes.io/hostname": name, "sagemaker.amazonaws.com/cluster-name": CLUSTER}
     if health is not None:
         labels[HEALTH] = health
@@ -154,22 +184,43 @@ def node(name: str, *, ready: bool = True, taints: list[dict] = (), health: str 
         spec["taints"] = [dict(t) for t in taints]
     if cordoned:
         spec["unschedulable"] = True
-    obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": spec,
-           "status": {"conditions": [
-               {"type": "MemoryPressure", "status": "False"},
-               {"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady"}]}}
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+        "status": {
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady"},
+            ]
+        },
+    }
     kubernetes_validate.validate(obj, "1.34", strict=True)
     return obj
 
 
-def event(api: FakeApiServer, request: str = "Create", tolerations: list[dict] = (), wait_minutes: int = 50,
-          ca: bytes | None = None) -> dict:
-    return custom_resource_event(request, {
-        "ServiceToken": PROVIDER_TOKEN, "ClusterName": CLUSTER,
-        "Region": "us-east-1", "Endpoint": api.endpoint,
-        "CertificateAuthorityData": base64.b64encode(ca or api.ca).decode(),
-        "ToleratedTaints": json.dumps(list(tolerations)), "WaitMinutes": str(wait_minutes)},
-        logical_id="UntaintedNode", resource_type="Custom::SchedulableNode")
+def event(
+    api: FakeApiServer,
+    request: str = "Create",
+    tolerations: list[dict] = (),
+    wait_minutes: int = 50,
+    ca: bytes | None = None,
+) -> dict:
+    return custom_resource_event(
+        request,
+        {
+            "ServiceToken": PROVIDER_TOKEN,
+            "ClusterName": CLUSTER,
+            "Region": "us-east-1",
+            "Endpoint": api.endpoint,
+            "CertificateAuthorityData": base64.b64encode(ca or api.ca).decode(),
+            "ToleratedTaints": json.dumps(list(tolerations)),
+            "WaitMinutes": str(wait_minutes),
+        },
+        logical_id="UntaintedNode",
+        resource_type="Custom::SchedulableNode",
+    )
 
 
 def started(evt: dict) -> dict:
@@ -181,11 +232,13 @@ def test_waits_until_a_node_the_pods_tolerate_is_ready(api):
     evt = started(event(api))
     assert evt["PhysicalResourceId"] == f"{CLUSTER}/UntaintedNode"
     assert readiness.is_complete(evt) == {"IsComplete": False}  # no nodes yet (continuous provisioning)
-    api.nodes = [node("hyperpod-i-0a", ready=False),
-                 node("hyperpod-i-0b", health="Unschedulable", taints=[DHC_TAINT]),  # deep health checks
-                 node("hyperpod-i-0c", taints=[DEDICATED]),  # the g5 group's own taint
-                 node("hyperpod-i-0d", cordoned=True),
-                 node("hyperpod-i-0e", health="UnschedulablePendingReplacement")]
+    api.nodes = [
+        node("hyperpod-i-0a", ready=False),
+        node("hyperpod-i-0b", health="Unschedulable", taints=[DHC_TAINT]),  # deep health checks
+        node("hyperpod-i-0c", taints=[DEDICATED]),  # the g5 group's own taint
+        node("hyperpod-i-0d", cordoned=True),
+        node("hyperpod-i-0e", health="UnschedulablePendingReplacement"),
+    ]
     assert readiness.is_complete(evt) == {"IsComplete": False}
     api.nodes.append(node("hyperpod-i-0f", taints=[{"key": "gpu", "value": "x", "effect": "PreferNoSchedule"}]))
     assert readiness.is_complete(evt) == {"IsComplete": True, "Data": {"Node": "hyperpod-i-0f"}}
@@ -197,8 +250,9 @@ def test_a_wait_with_tolerations_accepts_a_node_with_those_taints_only(api):
     evt = started(event(api, tolerations=[toleration]))
     api.nodes = [node("hyperpod-i-0b", health="Unschedulable", taints=[DHC_TAINT, DEDICATED])]
     assert readiness.is_complete(evt) == {"IsComplete": False}  # the DHC taint is not among them
-    api.nodes = [node("hyperpod-i-0c", taints=[DEDICATED, {"key": "dedicated", "value": "other",
-                                                            "effect": "NoExecute"}])]
+    api.nodes = [
+        node("hyperpod-i-0c", taints=[DEDICATED, {"key": "dedicated", "value": "other", "effect": "NoExecute"}])
+    ]
     assert readiness.is_complete(evt) == {"IsComplete": False}
     api.nodes.append(node("hyperpod-i-0d", taints=[DEDICATED]))
     assert readiness.is_complete(evt)["Data"] == {"Node": "hyperpod-i-0d"}
@@ -206,14 +260,17 @@ def test_a_wait_with_tolerations_accepts_a_node_with_those_taints_only(api):
     assert readiness.is_complete(started(event(api))) == {"IsComplete": False}
 
 
-@pytest.mark.parametrize("toleration, fits", [
-    ({"operator": "Exists"}, True),
-    ({"key": "dedicated", "operator": "Exists"}, True),
-    ({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}, False),
-    ({"key": "dedicated", "value": "development"}, True),  # operator defaults to Equal
-    ({"key": "dedicated", "operator": "Equal", "value": "production", "effect": "NoSchedule"}, False),
-    ({"key": "other", "operator": "Exists"}, False),
-])
+@pytest.mark.parametrize(
+    "toleration, fits",
+    [
+        ({"operator": "Exists"}, True),
+        ({"key": "dedicated", "operator": "Exists"}, True),
+        ({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}, False),
+        ({"key": "dedicated", "value": "development"}, True),  # operator defaults to Equal
+        ({"key": "dedicated", "operator": "Equal", "value": "production", "effect": "NoSchedule"}, False),
+        ({"key": "other", "operator": "Exists"}, False),
+    ],
+)
 def test_tolerations_follow_kubernetes_matching(toleration, fits):
     assert readiness.tolerated(DEDICATED, [toleration]) is fits
 

@@ -13,6 +13,7 @@ Asserted: no invocation fails, one marker, one import task and one mounted parti
 retried, and SageMaker describes growing with the number of profiles, not with its square. Measured and printed
 (`pytest -s`): the handler's time per partition here and the calls and retries per partition (README, "Scale").
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,15 @@ CONCURRENCY = 4
 THROTTLE_EVERY = 7  # every 7th call of each operation is throttled
 DOMAIN = "d-scale0000001"
 FS = "fs-0123456789abcdef0"
-SETTINGS = Settings(domain_id=DOMAIN, file_system_id=FS, file_system_path="/data", data_bucket="data-bucket",
-                    s3_prefix="", max_wait_seconds=600, max_in_flight=4)
+SETTINGS = Settings(
+    domain_id=DOMAIN,
+    file_system_id=FS,
+    file_system_path="/data",
+    data_bucket="data-bucket",
+    s3_prefix="",
+    max_wait_seconds=600,
+    max_in_flight=4,
+)
 EPOCH = datetime(2026, 11, 25, tzinfo=timezone.utc)
 
 
@@ -55,8 +63,10 @@ def answer(parsed: dict, status: int = 200):
 
 
 def error(code: str, status: int):
-    return answer({"Error": {"Code": code, "Message": f"{code} (injected)"},
-                   "ResponseMetadata": {"HTTPStatusCode": status}}, status)
+    return answer(
+        {"Error": {"Code": code, "Message": f"{code} (injected)"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+        status,
+    )
 
 
 class FakeAws:
@@ -77,8 +87,9 @@ class FakeAws:
         # before-send runs once per attempt, inside botocore's retry loop: a throttle answered there is retried by the
         # client's standard retry mode, as one from AWS would be. SageMaker and FSx speak JSON: the request body holds
         # the operation's parameters, and the fake's answer goes back as a JSON body.
-        client.meta.events.register("before-send", lambda request, event_name, **_: self.send(
-            request, event_name.rsplit(".", 1)[-1], fake))
+        client.meta.events.register(
+            "before-send", lambda request, event_name, **_: self.send(request, event_name.rsplit(".", 1)[-1], fake)
+        )
 
     def send(self, request, operation: str, fake: bool):
         params = json.loads(request.body or b"{}") if fake else {}
@@ -87,9 +98,14 @@ class FakeAws:
             return None  # S3: on to moto server
         http, parsed = result
         if "Error" in parsed:
-            error_body = (f"<Error><Code>{parsed['Error']['Code']}</Code><Message>{parsed['Error']['Message']}"
-                          "</Message></Error>").encode() if not fake else json.dumps(
-                {"__type": parsed["Error"]["Code"], "message": parsed["Error"]["Message"]}).encode()
+            error_body = (
+                (
+                    f"<Error><Code>{parsed['Error']['Code']}</Code><Message>{parsed['Error']['Message']}"
+                    "</Message></Error>"
+                ).encode()
+                if not fake
+                else json.dumps({"__type": parsed["Error"]["Code"], "message": parsed["Error"]["Message"]}).encode()
+            )
             return AWSResponse(request.url, http.status_code, {}, _Raw(error_body))
         body = json.dumps(parsed, default=lambda t: t.timestamp()).encode()
         return AWSResponse(request.url, http.status_code, {}, _Raw(body))
@@ -105,17 +121,34 @@ class FakeAws:
     # --- SageMaker
     def DescribeUserProfile(self, params):
         profile = self.profiles[params["UserProfileName"]]
-        return answer({"DomainId": DOMAIN, "UserProfileName": params["UserProfileName"], "Status": "InService",
-                       "LastModifiedTime": profile["modified"], "UserSettings": {
-                           "CustomPosixUserConfig": {"Uid": profile["uid"], "Gid": profile["uid"]},
-                           "CustomFileSystemConfigs": list(profile["configs"])}})
+        return answer(
+            {
+                "DomainId": DOMAIN,
+                "UserProfileName": params["UserProfileName"],
+                "Status": "InService",
+                "LastModifiedTime": profile["modified"],
+                "UserSettings": {
+                    "CustomPosixUserConfig": {"Uid": profile["uid"], "Gid": profile["uid"]},
+                    "CustomFileSystemConfigs": list(profile["configs"]),
+                },
+            }
+        )
 
     def ListUserProfiles(self, params):
         names = sorted(self.profiles)
         start = int(params.get("NextToken", "0"))
         end = start + params.get("MaxResults", 10)
-        page = {"UserProfiles": [{"DomainId": DOMAIN, "UserProfileName": n, "Status": "InService",
-                                  "LastModifiedTime": self.profiles[n]["modified"]} for n in names[start:end]]}
+        page = {
+            "UserProfiles": [
+                {
+                    "DomainId": DOMAIN,
+                    "UserProfileName": n,
+                    "Status": "InService",
+                    "LastModifiedTime": self.profiles[n]["modified"],
+                }
+                for n in names[start:end]
+            ]
+        }
         return answer({**page, **({"NextToken": str(end)} if end < len(names) else {})})
 
     def UpdateUserProfile(self, params):
@@ -133,8 +166,9 @@ class FakeAws:
         if "TaskIds" in params:
             tasks = [self.tasks[i] for i in params["TaskIds"]]
             for task in tasks:  # each poll moves it on: PENDING -> EXECUTING -> SUCCEEDED
-                task["Lifecycle"] = {"PENDING": "EXECUTING", "EXECUTING": "SUCCEEDED"}.get(task["Lifecycle"],
-                                                                                        task["Lifecycle"])
+                task["Lifecycle"] = {"PENDING": "EXECUTING", "EXECUTING": "SUCCEEDED"}.get(
+                    task["Lifecycle"], task["Lifecycle"]
+                )
             return answer({"DataRepositoryTasks": [dict(t) for t in tasks]})
         return answer({"DataRepositoryTasks": [dict(t) for t in self.in_flight()]})
 
@@ -142,8 +176,14 @@ class FakeAws:
         token = params["ClientRequestToken"]
         if token not in self.by_token:
             task_id = f"task-{len(self.tasks):017d}"
-            self.tasks[task_id] = {"TaskId": task_id, "Lifecycle": "PENDING", "FileSystemId": FS,
-                                   "Type": params["Type"], "Paths": params["Paths"], "CreationTime": EPOCH}
+            self.tasks[task_id] = {
+                "TaskId": task_id,
+                "Lifecycle": "PENDING",
+                "FileSystemId": FS,
+                "Type": params["Type"],
+                "Paths": params["Paths"],
+                "CreationTime": EPOCH,
+            }
             self.by_token[token] = task_id
             self.most_in_flight = max(self.most_in_flight, len(self.in_flight()))
         return answer({"DataRepositoryTask": dict(self.tasks[self.by_token[token]])})
@@ -167,8 +207,9 @@ def test_hundreds_of_profiles_created_at_once(s3, bucket, monkeypatch):
 
     def handle(name: str) -> tuple[dict, float]:
         started = time.perf_counter()
-        result = profile_events.handler(event(name), settings=SETTINGS, s3=s3, fsx=fsx, sagemaker=sagemaker,
-                                        sleep=slept.append)  # backoff and polls recorded, not slept
+        result = profile_events.handler(
+            event(name), settings=SETTINGS, s3=s3, fsx=fsx, sagemaker=sagemaker, sleep=slept.append
+        )  # backoff and polls recorded, not slept
         return result, time.perf_counter() - started
 
     started = time.perf_counter()
@@ -180,22 +221,35 @@ def test_hundreds_of_profiles_created_at_once(s3, bucket, monkeypatch):
     assert [r["status"] for r, _ in results] == ["done"] * 2 * PROFILES
     assert len(fake.tasks) == PROFILES  # one import per profile: the redelivery got the same task back
     assert sorted(p for t in fake.tasks.values() for p in t["Paths"]) == sorted(
-        f"s3://data-bucket/studio/{n}/" for n in names)
+        f"s3://data-bucket/studio/{n}/" for n in names
+    )
     assert fake.most_in_flight <= SETTINGS.max_in_flight + CONCURRENCY - 1  # each checks, then starts
-    mounted = {n: [c["FSxLustreFileSystemConfig"]["FileSystemPath"] for c in p["configs"]]
-               for n, p in fake.profiles.items()}
+    mounted = {
+        n: [c["FSxLustreFileSystemConfig"]["FileSystemPath"] for c in p["configs"]] for n, p in fake.profiles.items()
+    }
     assert mounted == {n: [f"/data/studio/{n}"] for n in names}
     assert all(1 <= fake.updates[n] <= 2 for n in names)  # 2 only if both deliveries merged at the same time
-    markers = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="studio/")
-               for o in page.get("Contents", [])]
+    markers = [
+        o["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="studio/")
+        for o in page.get("Contents", [])
+    ]
     assert sorted(markers) == sorted(f"studio/{n}/" for n in names)
     head = s3.head_object(Bucket=bucket, Key=f"studio/{names[-1]}/")
-    assert head["Metadata"] == {"file-owner": str(20000 + PROFILES - 1), "file-group": str(20000 + PROFILES - 1),
-                                "file-permissions": "040700"}
+    assert head["Metadata"] == {
+        "file-owner": str(20000 + PROFILES - 1),
+        "file-group": str(20000 + PROFILES - 1),
+        "file-permissions": "040700",
+    }
     # Every operation was throttled somewhere and retried: none of it surfaced as a failure.
     assert {op for op, n in fake.throttled.items() if n} >= {
-        "DescribeUserProfile", "ListUserProfiles", "UpdateUserProfile", "DescribeDataRepositoryTasks",
-        "CreateDataRepositoryTask", "HeadObject"}
+        "DescribeUserProfile",
+        "ListUserProfiles",
+        "UpdateUserProfile",
+        "DescribeDataRepositoryTasks",
+        "CreateDataRepositoryTask",
+        "HeadObject",
+    }
     # Linear in the profiles: per invocation its own InService wait and merge (2), and for the uid checks each profile
     # described once in this (shared) environment and once more after its own update moved its LastModifiedTime
     # (2 per profile), a seventh more for the throttled ones, some more where two threads miss the cache at once: at
@@ -206,12 +260,14 @@ def test_hundreds_of_profiles_created_at_once(s3, bucket, monkeypatch):
 
     per_partition = {op: round(n / PROFILES, 2) for op, n in sorted(fake.calls.items())}
     retries = sum(fake.throttled.values())
-    print(f"\n{PROFILES} profiles, each delivered twice, {CONCURRENCY} at a time: {elapsed:.1f} s, "
-          f"{elapsed / PROFILES * 1000:.0f} ms of handler time per partition "
-          f"(mean invocation {sum(t for _, t in results) / len(results) * 1000:.0f} ms); "
-          f"calls per partition {per_partition}; {retries} throttled calls retried "
-          f"({retries / PROFILES:.2f} per partition); backoff and polls {sum(slept):.0f} s in all "
-          f"({sum(slept) / PROFILES:.1f} s per partition), most imports in flight {fake.most_in_flight}")
+    print(
+        f"\n{PROFILES} profiles, each delivered twice, {CONCURRENCY} at a time: {elapsed:.1f} s, "
+        f"{elapsed / PROFILES * 1000:.0f} ms of handler time per partition "
+        f"(mean invocation {sum(t for _, t in results) / len(results) * 1000:.0f} ms); "
+        f"calls per partition {per_partition}; {retries} throttled calls retried "
+        f"({retries / PROFILES:.2f} per partition); backoff and polls {sum(slept):.0f} s in all "
+        f"({sum(slept) / PROFILES:.1f} s per partition), most imports in flight {fake.most_in_flight}"
+    )
 
 
 def test_a_profile_is_described_again_only_when_listed_as_modified(monkeypatch):

@@ -1,5 +1,6 @@
 """Core functions: POSIX metadata format, marker idempotency (moto S3), busy-file-system backoff, profile merging
 (stubbed)."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,11 @@ def busy(code: str = "DataRepositoryTaskExecuting") -> ClientError:
 
 # --- metadata format ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("mode, expected", [("0700", "040700"), ("700", "040700"), ("2775", "042775"),
-                                            ("0755", "040755"), (0o1777, "041777")])
+
+@pytest.mark.parametrize(
+    "mode, expected",
+    [("0700", "040700"), ("700", "040700"), ("2775", "042775"), ("0755", "040755"), (0o1777, "041777")],
+)
 def test_directory_permissions_carry_the_directory_type_bits(mode, expected):
     assert partitions.directory_permissions(partitions.parse_mode(mode)) == expected
 
@@ -29,8 +33,16 @@ def test_invalid_or_setuid_modes_are_refused(mode):
 
 
 def test_partition_paths_keys_and_import_uri():
-    p = Partition.build(file_system_id="fs-0123456789abcdef0", file_system_path="/data/", data_bucket="b",
-                        s3_prefix="lustre/", relative_path="studio/alice", uid="2001", gid="1001", mode="0700")
+    p = Partition.build(
+        file_system_id="fs-0123456789abcdef0",
+        file_system_path="/data/",
+        data_bucket="b",
+        s3_prefix="lustre/",
+        relative_path="studio/alice",
+        uid="2001",
+        gid="1001",
+        mode="0700",
+    )
     assert p.path == "/data/studio/alice"
     assert p.physical_id == "fs-0123456789abcdef0:/data/studio/alice"
     assert p.marker_key == "lustre/studio/alice/"
@@ -38,19 +50,37 @@ def test_partition_paths_keys_and_import_uri():
     assert p.metadata == {"file-owner": "2001", "file-group": "1001", "file-permissions": "040700"}
 
 
-@pytest.mark.parametrize("field, value", [("relative_path", "../etc"), ("relative_path", "/studio/a"),
-                                          ("relative_path", "studio//a"), ("relative_path", ""),
-                                          ("s3_prefix", "noslash"), ("file_system_path", "data"),
-                                          ("uid", "-1"), ("gid", "x")])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("relative_path", "../etc"),
+        ("relative_path", "/studio/a"),
+        ("relative_path", "studio//a"),
+        ("relative_path", ""),
+        ("s3_prefix", "noslash"),
+        ("file_system_path", "data"),
+        ("uid", "-1"),
+        ("gid", "x"),
+    ],
+)
 def test_partition_rejects_bad_inputs(field, value):
-    args = dict(file_system_id="fs-1", file_system_path="/data", data_bucket="b", s3_prefix="",
-                relative_path="studio/shared", uid="0", gid="100", mode="2775")
+    args = dict(
+        file_system_id="fs-1",
+        file_system_path="/data",
+        data_bucket="b",
+        s3_prefix="",
+        relative_path="studio/shared",
+        uid="0",
+        gid="100",
+        mode="2775",
+    )
     args[field] = value
     with pytest.raises(ValueError):
         Partition.build(**args)
 
 
 # --- marker against moto S3 ------------------------------------------------------------------------------------------
+
 
 def test_factory_client_reaches_moto(s3, moto_endpoint):
     assert s3.meta.endpoint_url == moto_endpoint
@@ -71,12 +101,24 @@ def test_ensure_marker_skips_identical_metadata(s3, s3_calls, bucket):
 
 
 def test_ensure_marker_rewrites_changed_metadata_and_keeps_other_keys(s3, bucket):
-    s3.put_object(Bucket=bucket, Key="studio/shared/", Body=b"",
-                  Metadata={"file-owner": "0", "file-group": "100", "file-permissions": "040755",
-                            "file-mtime": "1700000000000000000ns"})
+    s3.put_object(
+        Bucket=bucket,
+        Key="studio/shared/",
+        Body=b"",
+        Metadata={
+            "file-owner": "0",
+            "file-group": "100",
+            "file-permissions": "040755",
+            "file-mtime": "1700000000000000000ns",
+        },
+    )
     assert partitions.ensure_marker(s3, bucket, "studio/shared/", 0, 100, 0o2775) is True
     assert s3.head_object(Bucket=bucket, Key="studio/shared/")["Metadata"] == {
-        "file-owner": "0", "file-group": "100", "file-permissions": "042775", "file-mtime": "1700000000000000000ns"}
+        "file-owner": "0",
+        "file-group": "100",
+        "file-permissions": "042775",
+        "file-mtime": "1700000000000000000ns",
+    }
 
 
 def test_ensure_marker_writes_when_head_is_denied(sleeps):
@@ -85,8 +127,16 @@ def test_ensure_marker_writes_when_head_is_denied(sleeps):
     client = partitions.client("s3")
     with Stubber(client) as stub:
         stub.add_client_error("head_object", service_error_code="403", http_status_code=403)
-        stub.add_response("put_object", {}, {"Bucket": "b", "Key": "studio/alice/", "Body": b"",
-                                             "Metadata": partitions.marker_metadata(20001, 1001, 0o700)})
+        stub.add_response(
+            "put_object",
+            {},
+            {
+                "Bucket": "b",
+                "Key": "studio/alice/",
+                "Body": b"",
+                "Metadata": partitions.marker_metadata(20001, 1001, 0o700),
+            },
+        )
         assert partitions.ensure_marker(client, "b", "studio/alice/", 20001, 1001, 0o700, sleep=sleeps) is True
         stub.assert_no_pending_responses()
 
@@ -97,6 +147,7 @@ def test_ensure_marker_propagates_other_errors(s3):
 
 
 # --- retry ---------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("code", sorted(partitions.IMPORT_BUSY_CODES))
 def test_retry_retries_a_busy_file_system_then_succeeds(code, sleeps):
@@ -130,6 +181,7 @@ def test_retry_backoff_is_exponential_and_capped(sleeps):
 @pytest.mark.parametrize("code", ["AccessDenied", "ThrottlingException"])
 def test_retry_does_not_retry_other_errors(code, sleeps):
     """Throttling included: the client retries it (aws_clients.py), and a second loop would multiply the attempts."""
+
     def call():
         raise ClientError({"Error": {"Code": code, "Message": "no"}}, "PutObject")
 
@@ -141,8 +193,9 @@ def test_retry_does_not_retry_other_errors(code, sleeps):
 def test_wait_for_is_bounded_with_injected_sleep(sleeps):
     checks = []
     with pytest.raises(TimeoutError, match="thing"):
-        partitions.wait_for(lambda: checks.append(1), what="thing", max_wait=10, sleep=sleeps, first_delay=2,
-                            max_delay=30)
+        partitions.wait_for(
+            lambda: checks.append(1), what="thing", max_wait=10, sleep=sleeps, first_delay=2, max_delay=30
+        )
     assert sum(sleeps) == 10 and sleeps == [2, 4, 4]
     assert len(checks) == 4
 
@@ -163,12 +216,22 @@ def profile(configs, status="InService", posix=POSIX):
 
 def test_merge_keeps_existing_entries_and_posix(sagemaker, sleeps):
     client, stub = sagemaker
-    stub.add_response("describe_user_profile", profile([EFS_ENTRY]),
-                      {"DomainId": "d-ours", "UserProfileName": "alice"})
-    stub.add_response("update_user_profile", {}, {
-        "DomainId": "d-ours", "UserProfileName": "alice",
-        "UserSettings": {"CustomPosixUserConfig": POSIX, "CustomFileSystemConfigs": [
-            EFS_ENTRY, {"FSxLustreFileSystemConfig": {"FileSystemId": FSX, "FileSystemPath": "/data/studio/alice"}}]}})
+    stub.add_response("describe_user_profile", profile([EFS_ENTRY]), {"DomainId": "d-ours", "UserProfileName": "alice"})
+    stub.add_response(
+        "update_user_profile",
+        {},
+        {
+            "DomainId": "d-ours",
+            "UserProfileName": "alice",
+            "UserSettings": {
+                "CustomPosixUserConfig": POSIX,
+                "CustomFileSystemConfigs": [
+                    EFS_ENTRY,
+                    {"FSxLustreFileSystemConfig": {"FileSystemId": FSX, "FileSystemPath": "/data/studio/alice"}},
+                ],
+            },
+        },
+    )
     assert partitions.merge_file_system_config(client, "d-ours", "alice", FSX, "/data/studio/alice", sleep=sleeps)
     stub.assert_no_pending_responses()
 
@@ -186,9 +249,15 @@ def test_remove_drops_only_our_entry(sagemaker):
     ours = {"FSxLustreFileSystemConfig": {"FileSystemId": FSX, "FileSystemPath": "/data/studio/alice"}}
     other = {"FSxLustreFileSystemConfig": {"FileSystemId": FSX, "FileSystemPath": "/data/studio/shared"}}
     stub.add_response("describe_user_profile", profile([other, ours, EFS_ENTRY]))
-    stub.add_response("update_user_profile", {}, {
-        "DomainId": "d-ours", "UserProfileName": "alice",
-        "UserSettings": {"CustomPosixUserConfig": POSIX, "CustomFileSystemConfigs": [other, EFS_ENTRY]}})
+    stub.add_response(
+        "update_user_profile",
+        {},
+        {
+            "DomainId": "d-ours",
+            "UserProfileName": "alice",
+            "UserSettings": {"CustomPosixUserConfig": POSIX, "CustomFileSystemConfigs": [other, EFS_ENTRY]},
+        },
+    )
     assert partitions.remove_file_system_config(client, "d-ours", "alice", FSX, "/data/studio/alice") is True
     stub.assert_no_pending_responses()
 

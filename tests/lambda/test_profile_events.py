@@ -1,4 +1,5 @@
 """profile_events.handler: S3 on moto server; SageMaker user profiles and FSx tasks stubbed (not in moto 5.2)."""
+
 from __future__ import annotations
 
 import os
@@ -19,18 +20,31 @@ TASK = "task-0123456789abcdef0"
 POSIX = {"Uid": 20001, "Gid": 1001}
 EFS_ENTRY = {"EFSFileSystemConfig": {"FileSystemId": "fs-00000ef51", "FileSystemPath": "/team"}}
 OUR_ENTRY = {"FSxLustreFileSystemConfig": {"FileSystemId": FS, "FileSystemPath": "/data/studio/alice"}}
-SETTINGS = Settings(domain_id="d-ours0000001", file_system_id=FS, file_system_path="/data",
-                    data_bucket="data-bucket", s3_prefix="", max_wait_seconds=60)
+SETTINGS = Settings(
+    domain_id="d-ours0000001",
+    file_system_id=FS,
+    file_system_path="/data",
+    data_bucket="data-bucket",
+    s3_prefix="",
+    max_wait_seconds=60,
+)
 
 
 # What CloudTrail records when CloudFormation calls the API for a stack (userIdentity.invokedBy names the service).
-CFN_CALL = {"userIdentity": {"type": "AssumedRole", "invokedBy": "cloudformation.amazonaws.com",
-                             "arn": "arn:aws:sts::111122223333:assumed-role/cdk-deploy-role/session"},
-            "sourceIPAddress": "cloudformation.amazonaws.com", "userAgent": "cloudformation.amazonaws.com"}
+CFN_CALL = {
+    "userIdentity": {
+        "type": "AssumedRole",
+        "invokedBy": "cloudformation.amazonaws.com",
+        "arn": "arn:aws:sts::111122223333:assumed-role/cdk-deploy-role/session",
+    },
+    "sourceIPAddress": "cloudformation.amazonaws.com",
+    "userAgent": "cloudformation.amazonaws.com",
+}
 
 
-def cloudtrail_event(domain_id="d-ours0000001", name="alice", tags=None, event_id="7c0ee8b6-0000-4000-8000-1",
-                     **detail):
+def cloudtrail_event(
+    domain_id="d-ours0000001", name="alice", tags=None, event_id="7c0ee8b6-0000-4000-8000-1", **detail
+):
     return create_user_profile_event(domain_id, name, event_id=event_id, tags=tags, **detail)
 
 
@@ -42,26 +56,45 @@ def profile(status="InService", posix=POSIX, configs=(EFS_ENTRY,)):
 
 
 def task(lifecycle):
-    return {"TaskId": TASK, "Lifecycle": lifecycle, "Type": "IMPORT_METADATA_FROM_REPOSITORY", "FileSystemId": FS,
-            "CreationTime": datetime(2026, 11, 21, tzinfo=timezone.utc)}
+    return {
+        "TaskId": TASK,
+        "Lifecycle": lifecycle,
+        "Type": "IMPORT_METADATA_FROM_REPOSITORY",
+        "FileSystemId": FS,
+        "CreationTime": datetime(2026, 11, 21, tzinfo=timezone.utc),
+    }
 
 
 WHO = {"DomainId": "d-ours0000001", "UserProfileName": "alice"}
-IN_FLIGHT = {"Filters": [{"Name": "file-system-id", "Values": [FS]},
-                         {"Name": "task-lifecycle", "Values": ["PENDING", "EXECUTING"]}]}
+IN_FLIGHT = {
+    "Filters": [
+        {"Name": "file-system-id", "Values": [FS]},
+        {"Name": "task-lifecycle", "Values": ["PENDING", "EXECUTING"]},
+    ]
+}
 
 
 def expect_in_flight(fsx_stub, count=0):
-    fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [
-        {**task("EXECUTING"), "TaskId": f"task-other{index:011d}"} for index in range(count)]}, IN_FLIGHT)
+    fsx_stub.add_response(
+        "describe_data_repository_tasks",
+        {"DataRepositoryTasks": [{**task("EXECUTING"), "TaskId": f"task-other{index:011d}"} for index in range(count)]},
+        IN_FLIGHT,
+    )
 
 
 def expect_start(fsx_stub, in_flight=0):
     expect_in_flight(fsx_stub, in_flight)
-    fsx_stub.add_response("create_data_repository_task", {"DataRepositoryTask": task("PENDING")},
-                          {"Type": "IMPORT_METADATA_FROM_REPOSITORY", "FileSystemId": FS,
-                           "Paths": ["s3://data-bucket/studio/alice/"], "Report": {"Enabled": False},
-                           "ClientRequestToken": ANY})
+    fsx_stub.add_response(
+        "create_data_repository_task",
+        {"DataRepositoryTask": task("PENDING")},
+        {
+            "Type": "IMPORT_METADATA_FROM_REPOSITORY",
+            "FileSystemId": FS,
+            "Paths": ["s3://data-bucket/studio/alice/"],
+            "Report": {"Enabled": False},
+            "ClientRequestToken": ANY,
+        },
+    )
 
 
 def expect_uid_check(sm_stub, others=(), pages=1):
@@ -72,14 +105,23 @@ def expect_uid_check(sm_stub, others=(), pages=1):
         page = {"UserProfiles": [{"DomainId": "d-ours0000001", "UserProfileName": n} for n in chunk]}
         if index + 1 < pages:
             page["NextToken"] = f"page-{index + 1}"
-        sm_stub.add_response("list_user_profiles", page, {"DomainIdEquals": "d-ours0000001", "MaxResults": 100,
-                                                          **({"NextToken": f"page-{index}"} if index else {})})
+        sm_stub.add_response(
+            "list_user_profiles",
+            page,
+            {"DomainIdEquals": "d-ours0000001", "MaxResults": 100, **({"NextToken": f"page-{index}"} if index else {})},
+        )
         for name in chunk:
             if name != "alice":
-                sm_stub.add_response("describe_user_profile", {
-                    "DomainId": "d-ours0000001", "UserProfileName": name, "Status": "InService",
-                    "UserSettings": {"CustomPosixUserConfig": {"Uid": others[name], "Gid": 1001}}},
-                    {"DomainId": "d-ours0000001", "UserProfileName": name})
+                sm_stub.add_response(
+                    "describe_user_profile",
+                    {
+                        "DomainId": "d-ours0000001",
+                        "UserProfileName": name,
+                        "Status": "InService",
+                        "UserSettings": {"CustomPosixUserConfig": {"Uid": others[name], "Gid": 1001}},
+                    },
+                    {"DomainId": "d-ours0000001", "UserProfileName": name},
+                )
 
 
 def test_new_profile_gets_a_private_partition_and_keeps_other_mounts(s3, bucket, fsx, sagemaker, sleeps):
@@ -89,29 +131,44 @@ def test_new_profile_gets_a_private_partition_and_keeps_other_mounts(s3, bucket,
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
     expect_uid_check(sm_stub, {"bob": 20002, "carol": 20003}, pages=2)
     expect_start(fsx_stub)
-    fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [task("EXECUTING")]},
-                          {"TaskIds": [TASK]})
-    fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [task("SUCCEEDED")]},
-                          {"TaskIds": [TASK]})
+    fsx_stub.add_response(
+        "describe_data_repository_tasks", {"DataRepositoryTasks": [task("EXECUTING")]}, {"TaskIds": [TASK]}
+    )
+    fsx_stub.add_response(
+        "describe_data_repository_tasks", {"DataRepositoryTasks": [task("SUCCEEDED")]}, {"TaskIds": [TASK]}
+    )
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
-    sm_stub.add_response("update_user_profile", {}, {**WHO, "UserSettings": {
-        "CustomPosixUserConfig": POSIX, "CustomFileSystemConfigs": [EFS_ENTRY, OUR_ENTRY]}})
+    sm_stub.add_response(
+        "update_user_profile",
+        {},
+        {**WHO, "UserSettings": {"CustomPosixUserConfig": POSIX, "CustomFileSystemConfigs": [EFS_ENTRY, OUR_ENTRY]}},
+    )
 
-    result = profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx_client,
-                                    sagemaker=sm_client, sleep=sleeps)
+    result = profile_events.handler(
+        cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx_client, sagemaker=sm_client, sleep=sleeps
+    )
 
     assert result == {"status": "done", "profile": "alice", "path": "/data/studio/alice", "taskId": TASK}
     assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"] == {
-        "file-owner": "20001", "file-group": "1001", "file-permissions": "040700"}
+        "file-owner": "20001",
+        "file-group": "1001",
+        "file-permissions": "040700",
+    }
     assert len(sleeps) == 2  # one wait for InService, one for the import
     sm_stub.assert_no_pending_responses()
     fsx_stub.assert_no_pending_responses()
 
 
 def test_settings_come_from_the_environment(monkeypatch):
-    for name, value in {"DOMAIN_ID": "d-x", "FILE_SYSTEM_ID": FS, "FILE_SYSTEM_PATH": "/data",
-                        "DATA_BUCKET": "b", "S3_PREFIX": "p/", "MAX_WAIT_SECONDS": "300",
-                        "PARTITION_ROOT": "home"}.items():
+    for name, value in {
+        "DOMAIN_ID": "d-x",
+        "FILE_SYSTEM_ID": FS,
+        "FILE_SYSTEM_PATH": "/data",
+        "DATA_BUCKET": "b",
+        "S3_PREFIX": "p/",
+        "MAX_WAIT_SECONDS": "300",
+        "PARTITION_ROOT": "home",
+    }.items():
         monkeypatch.setenv(name, value)
     assert Settings.from_env(os.environ) == Settings("d-x", FS, "/data", "b", "p/", 300.0, "home")
     monkeypatch.delenv("PARTITION_ROOT")
@@ -121,19 +178,23 @@ def test_settings_come_from_the_environment(monkeypatch):
         Settings.from_env(os.environ)
 
 
-@pytest.mark.parametrize("event", [
-    cloudtrail_event(domain_id="d-someoneelse"),
-    cloudtrail_event(errorCode="ValidationException"),
-    # Profiles CloudFormation creates (ours in StudioUsers, each with its own partition resource):
-    cloudtrail_event(**CFN_CALL),
-    cloudtrail_event(userIdentity={"type": "AssumedRole", "invokedBy": "cloudformation.amazonaws.com"}),
-    cloudtrail_event(tags=[{"key": "aws:cloudformation:stack-name", "value": "ml-cluster-studio-Users1ABC"}]),
-    {**cloudtrail_event(), "detail": {**cloudtrail_event()["detail"], "eventName": "DeleteUserProfile"}},
-])
+@pytest.mark.parametrize(
+    "event",
+    [
+        cloudtrail_event(domain_id="d-someoneelse"),
+        cloudtrail_event(errorCode="ValidationException"),
+        # Profiles CloudFormation creates (ours in StudioUsers, each with its own partition resource):
+        cloudtrail_event(**CFN_CALL),
+        cloudtrail_event(userIdentity={"type": "AssumedRole", "invokedBy": "cloudformation.amazonaws.com"}),
+        cloudtrail_event(tags=[{"key": "aws:cloudformation:stack-name", "value": "ml-cluster-studio-Users1ABC"}]),
+        {**cloudtrail_event(), "detail": {**cloudtrail_event()["detail"], "eventName": "DeleteUserProfile"}},
+    ],
+)
 def test_events_we_do_not_own_are_ignored(event, s3, bucket, s3_calls, fsx, sagemaker, sleeps):
     # The stubs hold no responses: any FSx or SageMaker call would raise.
-    result = profile_events.handler(event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0],
-                                    sleep=sleeps)
+    result = profile_events.handler(
+        event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0], sleep=sleeps
+    )
     assert result["status"] == "ignored"
     assert s3_calls.names() == []
 
@@ -143,8 +204,9 @@ def test_profile_never_in_service_raises_after_bounded_waits(s3, bucket, s3_call
     for _ in range(6):  # polls at 0, 2, 6, 14, 30 and 60 "seconds" of injected sleep
         sm_stub.add_response("describe_user_profile", profile("Pending"), WHO)
     with pytest.raises(profile_events.ProfileNotReady, match="InService"):
-        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0],
-                               sagemaker=sm_client, sleep=sleeps)
+        profile_events.handler(
+            cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sm_client, sleep=sleeps
+        )
     sm_stub.assert_no_pending_responses()
     assert sum(sleeps) == SETTINGS.max_wait_seconds
     assert s3_calls.names() == []
@@ -154,8 +216,9 @@ def test_failed_profile_raises_with_reason(s3, bucket, fsx, sagemaker, sleeps):
     sm_client, sm_stub = sagemaker
     sm_stub.add_response("describe_user_profile", {**profile("Failed"), "FailureReason": "role not assumable"})
     with pytest.raises(profile_events.ProfileNotReady, match="Failed: role not assumable"):
-        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0],
-                               sagemaker=sm_client, sleep=sleeps)
+        profile_events.handler(
+            cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sm_client, sleep=sleeps
+        )
     assert sleeps == []
 
 
@@ -163,8 +226,9 @@ def test_profile_without_posix_identity_raises(s3, bucket, s3_calls, fsx, sagema
     sm_client, sm_stub = sagemaker
     sm_stub.add_response("describe_user_profile", profile("InService", posix=None), WHO)
     with pytest.raises(ValueError, match="CustomPosixUserConfig"):
-        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0],
-                               sagemaker=sm_client, sleep=sleeps)
+        profile_events.handler(
+            cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sm_client, sleep=sleeps
+        )
     assert s3_calls.names() == []
 
 
@@ -174,19 +238,24 @@ def test_failed_import_raises_and_leaves_the_profile_alone(s3, bucket, fsx, sage
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
     expect_uid_check(sm_stub)
     expect_start(fsx_stub)
-    fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [
-        {**task("FAILED"), "FailureDetails": {"Message": "S3 path not linked to a DRA"}}]})
+    fsx_stub.add_response(
+        "describe_data_repository_tasks",
+        {"DataRepositoryTasks": [{**task("FAILED"), "FailureDetails": {"Message": "S3 path not linked to a DRA"}}]},
+    )
     with pytest.raises(Exception, match="S3 path not linked to a DRA"):
-        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx_client,
-                               sagemaker=sm_client, sleep=sleeps)
+        profile_events.handler(
+            cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx_client, sagemaker=sm_client, sleep=sleeps
+        )
     sm_stub.assert_no_pending_responses()  # no update_user_profile was attempted
 
 
 class Tokens:
     def __init__(self, client):
         self.seen: list[str] = []
-        client.meta.events.register("provide-client-params.fsx.CreateDataRepositoryTask",
-                                    lambda params, **_: self.seen.append(params.get("ClientRequestToken")))
+        client.meta.events.register(
+            "provide-client-params.fsx.CreateDataRepositoryTask",
+            lambda params, **_: self.seen.append(params.get("ClientRequestToken")),
+        )
 
 
 def run_to_done(event, s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps, busy_polls=0, posix=POSIX):
@@ -195,13 +264,18 @@ def run_to_done(event, s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps, bus
     for _ in range(busy_polls):
         expect_in_flight(fsx_stub, SETTINGS.max_in_flight)
     expect_start(fsx_stub)
-    fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [task("SUCCEEDED")]},
-                          {"TaskIds": [TASK]})
+    fsx_stub.add_response(
+        "describe_data_repository_tasks", {"DataRepositoryTasks": [task("SUCCEEDED")]}, {"TaskIds": [TASK]}
+    )
     sm_stub.add_response("describe_user_profile", profile("InService", posix=posix), WHO)
-    sm_stub.add_response("update_user_profile", {}, {**WHO, "UserSettings": {
-        "CustomPosixUserConfig": posix, "CustomFileSystemConfigs": [EFS_ENTRY, OUR_ENTRY]}})
-    return profile_events.handler(event, None, settings=SETTINGS, s3=s3, fsx=fsx_client, sagemaker=sm_client,
-                                  sleep=sleeps)
+    sm_stub.add_response(
+        "update_user_profile",
+        {},
+        {**WHO, "UserSettings": {"CustomPosixUserConfig": posix, "CustomFileSystemConfigs": [EFS_ENTRY, OUR_ENTRY]}},
+    )
+    return profile_events.handler(
+        event, None, settings=SETTINGS, s3=s3, fsx=fsx_client, sagemaker=sm_client, sleep=sleeps
+    )
 
 
 def test_a_busy_file_system_delays_the_import_until_a_slot_is_free(s3, bucket, fsx, sagemaker, sleeps):
@@ -221,8 +295,9 @@ def test_a_redelivered_event_sends_the_same_token_and_another_call_a_new_one(s3,
     tokens = Tokens(fsx_client)
     run_to_done(cloudtrail_event(), s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps)
     run_to_done({**cloudtrail_event(), "id": "eb-delivery-2"}, s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps)
-    run_to_done(cloudtrail_event(event_id="7c0ee8b6-0000-4000-8000-2"), s3, fsx_client, fsx_stub, sm_client,
-                sm_stub, sleeps)
+    run_to_done(
+        cloudtrail_event(event_id="7c0ee8b6-0000-4000-8000-2"), s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps
+    )
     first, redelivered, recreated = tokens.seen
     assert first == redelivered != recreated
 
@@ -235,29 +310,42 @@ def test_the_import_stops_waiting_for_a_slot_within_the_budget(s3, bucket, fsx, 
     for _ in range(5):  # polls at 0, 2, 6, 14 and 30 seconds of the 30-second half budget
         expect_in_flight(fsx_stub, SETTINGS.max_in_flight)
     with pytest.raises(TimeoutError, match="free import slot"):
-        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx_client,
-                               sagemaker=sm_client, sleep=sleeps)
+        profile_events.handler(
+            cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx_client, sagemaker=sm_client, sleep=sleeps
+        )
     fsx_stub.assert_no_pending_responses()
     sm_stub.assert_no_pending_responses()  # the profile never got an entry for a directory that does not exist
 
 
-RESERVED = Settings(domain_id="d-ours0000001", file_system_id=FS, file_system_path="/data", data_bucket="data-bucket",
-                    s3_prefix="", max_wait_seconds=60, reserved_uids={20001: "dave", 20050: "alice"})
+RESERVED = Settings(
+    domain_id="d-ours0000001",
+    file_system_id=FS,
+    file_system_path="/data",
+    data_bucket="data-bucket",
+    s3_prefix="",
+    max_wait_seconds=60,
+    reserved_uids={20001: "dave", 20050: "alice"},
+)
 
 
-@pytest.mark.parametrize("settings, others, posix, holder", [
-    (SETTINGS, {"bob": 20002, "mallory": 20001}, POSIX, "user profile 'mallory'"),
-    (RESERVED, {}, POSIX, "config user 'dave'"),
-])
-def test_a_uid_someone_else_holds_is_refused_and_nothing_is_written(settings, others, posix, holder, s3, bucket,
-                                                                      s3_calls, fsx, sagemaker, sleeps):
+@pytest.mark.parametrize(
+    "settings, others, posix, holder",
+    [
+        (SETTINGS, {"bob": 20002, "mallory": 20001}, POSIX, "user profile 'mallory'"),
+        (RESERVED, {}, POSIX, "config user 'dave'"),
+    ],
+)
+def test_a_uid_someone_else_holds_is_refused_and_nothing_is_written(
+    settings, others, posix, holder, s3, bucket, s3_calls, fsx, sagemaker, sleeps
+):
     sm_client, sm_stub = sagemaker
     sm_stub.add_response("describe_user_profile", profile("InService", posix=posix), WHO)
     if holder.startswith("user profile"):
         expect_uid_check(sm_stub, others)
     with pytest.raises(profile_events.UidConflict, match=f"uid {posix['Uid']} is already {holder}'s"):
-        profile_events.handler(cloudtrail_event(), None, settings=settings, s3=s3, fsx=fsx[0],
-                               sagemaker=sm_client, sleep=sleeps)
+        profile_events.handler(
+            cloudtrail_event(), None, settings=settings, s3=s3, fsx=fsx[0], sagemaker=sm_client, sleep=sleeps
+        )
     sm_stub.assert_no_pending_responses()  # no update_user_profile: nothing mounted
     assert s3_calls.names() == []
 
@@ -265,14 +353,19 @@ def test_a_uid_someone_else_holds_is_refused_and_nothing_is_written(settings, ot
 def test_a_config_user_may_have_the_profile_of_its_own_name(s3, bucket, fsx, sagemaker, sleeps):
     fsx_client, fsx_stub = fsx
     sm_client, sm_stub = sagemaker
-    result = run_to_done(cloudtrail_event(), s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps,
-                         posix={"Uid": 20050, "Gid": 1001})
+    result = run_to_done(
+        cloudtrail_event(), s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps, posix={"Uid": 20050, "Gid": 1001}
+    )
     assert result["status"] == "done"
 
 
 def put_partition(s3, bucket, owner):
-    s3.put_object(Bucket=bucket, Key="studio/alice/", Body=b"",
-                  Metadata={"file-owner": str(owner), "file-group": "1001", "file-permissions": "040700"})
+    s3.put_object(
+        Bucket=bucket,
+        Key="studio/alice/",
+        Body=b"",
+        Metadata={"file-owner": str(owner), "file-group": "1001", "file-permissions": "040700"},
+    )
 
 
 def test_the_force_tag_hands_an_existing_partition_to_the_new_uid(s3, bucket, fsx, sagemaker, sleeps):
@@ -310,16 +403,22 @@ def test_only_the_force_tag_set_to_true_hands_over_a_partition(tags, s3, bucket,
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
     expect_uid_check(sm_stub)
     with pytest.raises(profile_events.UidConflict, match="belongs to uid 20009, the profile has uid 20001"):
-        profile_events.handler(cloudtrail_event(tags=tags), None, settings=SETTINGS, s3=s3, fsx=fsx[0],
-                               sagemaker=sm_client, sleep=sleeps)
+        profile_events.handler(
+            cloudtrail_event(tags=tags), None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sm_client, sleep=sleeps
+        )
     sm_stub.assert_no_pending_responses()  # no update_user_profile: nothing mounted
     assert s3_calls.names() == ["HeadObject"]
     assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20009"
 
 
-@pytest.mark.parametrize("tag", [{"key": "hyperpod:force-uid-change", "value": "TRUE"},
-                                 {"key": "hyperpod:force-uid-change", "value": "True"},
-                                 {"Key": "hyperpod:force-uid-change", "Value": "true"}])
+@pytest.mark.parametrize(
+    "tag",
+    [
+        {"key": "hyperpod:force-uid-change", "value": "TRUE"},
+        {"key": "hyperpod:force-uid-change", "value": "True"},
+        {"Key": "hyperpod:force-uid-change", "Value": "true"},
+    ],
+)
 def test_the_force_tag_value_true_in_any_case_hands_over_a_partition(tag, s3, bucket, fsx, sagemaker, sleeps):
     fsx_client, fsx_stub = fsx
     sm_client, sm_stub = sagemaker
@@ -338,24 +437,40 @@ def test_an_existing_partition_of_the_same_uid_is_reused(s3, bucket, fsx, sagema
 
 def test_reserved_uids_come_from_the_file_the_environment_names(monkeypatch, tmp_path):
     (tmp_path / "reserved.json").write_text('{"20001": "alice"}')
-    for name, value in {"DOMAIN_ID": "d-x", "FILE_SYSTEM_ID": FS, "FILE_SYSTEM_PATH": "/data",
-                        "DATA_BUCKET": "b", "RESERVED_UIDS_FILE": str(tmp_path / "reserved.json")}.items():
+    for name, value in {
+        "DOMAIN_ID": "d-x",
+        "FILE_SYSTEM_ID": FS,
+        "FILE_SYSTEM_PATH": "/data",
+        "DATA_BUCKET": "b",
+        "RESERVED_UIDS_FILE": str(tmp_path / "reserved.json"),
+    }.items():
         monkeypatch.setenv(name, value)
     assert Settings.from_env(os.environ).reserved_uids == {20001: "alice"}
 
 
-@pytest.mark.parametrize("detail", [
-    {"sourceIPAddress": "cloudformation.amazonaws.com"},
-    {"userAgent": "cloudformation.amazonaws.com"},
-    {"requestParameters": {"domainId": "d-ours0000001", "userProfileName": "alice",
-                           "tags": [{"key": "aws:cloudformation:logical-id", "value": "Profilealice"}]}},
-], ids=["source-ip", "user-agent", "logical-id-tag"])
-def test_each_mark_of_a_cloudformation_call_alone_is_enough_to_ignore_it(detail, s3, bucket, s3_calls, fsx,
-                                                                       sagemaker, sleeps):
+@pytest.mark.parametrize(
+    "detail",
+    [
+        {"sourceIPAddress": "cloudformation.amazonaws.com"},
+        {"userAgent": "cloudformation.amazonaws.com"},
+        {
+            "requestParameters": {
+                "domainId": "d-ours0000001",
+                "userProfileName": "alice",
+                "tags": [{"key": "aws:cloudformation:logical-id", "value": "Profilealice"}],
+            }
+        },
+    ],
+    ids=["source-ip", "user-agent", "logical-id-tag"],
+)
+def test_each_mark_of_a_cloudformation_call_alone_is_enough_to_ignore_it(
+    detail, s3, bucket, s3_calls, fsx, sagemaker, sleeps
+):
     event = cloudtrail_event()
     event["detail"].update(detail)
-    result = profile_events.handler(event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0],
-                                    sleep=sleeps)
+    result = profile_events.handler(
+        event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0], sleep=sleeps
+    )
     assert result == {"status": "ignored", "reason": "created by CloudFormation"}
     assert s3_calls.names() == []
 
@@ -363,8 +478,9 @@ def test_each_mark_of_a_cloudformation_call_alone_is_enough_to_ignore_it(detail,
 def test_an_event_without_a_profile_name_is_ignored(s3, bucket, s3_calls, fsx, sagemaker, sleeps):
     event = cloudtrail_event()
     del event["detail"]["requestParameters"]["userProfileName"]
-    result = profile_events.handler(event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0],
-                                    sleep=sleeps)
+    result = profile_events.handler(
+        event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0], sleep=sleeps
+    )
     assert result == {"status": "ignored", "reason": "not a CreateUserProfile call"}
 
 
@@ -373,18 +489,30 @@ def test_a_profile_going_away_raises_at_once(status, s3, bucket, s3_calls, fsx, 
     sm_client, sm_stub = sagemaker
     sm_stub.add_response("describe_user_profile", profile(status), WHO)
     with pytest.raises(profile_events.ProfileNotReady, match=f"is {status}"):
-        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0],
-                               sagemaker=sm_client, sleep=sleeps)
+        profile_events.handler(
+            cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sm_client, sleep=sleeps
+        )
     assert sleeps == [] and s3_calls.names() == []
 
 
 def test_settings_defaults_and_limits_from_the_environment(monkeypatch):
-    for name, value in {"DOMAIN_ID": "d-x", "FILE_SYSTEM_ID": FS, "FILE_SYSTEM_PATH": "/data", "DATA_BUCKET": "b",
-                        "PARTITION_ROOT": "/sandbox/", "MAX_IMPORTS_IN_FLIGHT": "2"}.items():
+    for name, value in {
+        "DOMAIN_ID": "d-x",
+        "FILE_SYSTEM_ID": FS,
+        "FILE_SYSTEM_PATH": "/data",
+        "DATA_BUCKET": "b",
+        "PARTITION_ROOT": "/sandbox/",
+        "MAX_IMPORTS_IN_FLIGHT": "2",
+    }.items():
         monkeypatch.setenv(name, value)
     settings = Settings.from_env(os.environ)
-    assert (settings.partition_root, settings.max_in_flight, settings.max_wait_seconds, settings.s3_prefix,
-            settings.reserved_uids) == ("sandbox", 2, 600.0, "", {})
+    assert (
+        settings.partition_root,
+        settings.max_in_flight,
+        settings.max_wait_seconds,
+        settings.s3_prefix,
+        settings.reserved_uids,
+    ) == ("sandbox", 2, 600.0, "", {})
     for name in ("DOMAIN_ID", "FILE_SYSTEM_ID", "FILE_SYSTEM_PATH"):
         with monkeypatch.context() as missing:
             missing.delenv(name)
@@ -419,14 +547,21 @@ def test_other_profiles_are_described_once_per_modification(monkeypatch, sagemak
         summary = {"DomainId": "d-ours0000001", "UserProfileName": "bob"}
         if modified:
             summary["LastModifiedTime"] = modified
-        sm_stub.add_response("list_user_profiles", {"UserProfiles": [summary]},
-                             {"DomainIdEquals": "d-ours0000001", "MaxResults": 100})
+        sm_stub.add_response(
+            "list_user_profiles", {"UserProfiles": [summary]}, {"DomainIdEquals": "d-ours0000001", "MaxResults": 100}
+        )
 
     def described(uid):
-        sm_stub.add_response("describe_user_profile", {
-            "DomainId": "d-ours0000001", "UserProfileName": "bob", "Status": "InService",
-            "UserSettings": {"CustomPosixUserConfig": {"Uid": uid, "Gid": 1001}}},
-            {"DomainId": "d-ours0000001", "UserProfileName": "bob"})
+        sm_stub.add_response(
+            "describe_user_profile",
+            {
+                "DomainId": "d-ours0000001",
+                "UserProfileName": "bob",
+                "Status": "InService",
+                "UserSettings": {"CustomPosixUserConfig": {"Uid": uid, "Gid": 1001}},
+            },
+            {"DomainId": "d-ours0000001", "UserProfileName": "bob"},
+        )
 
     def owner():
         return profile_events.uid_owner(sm_client, "d-ours0000001", "alice", 20002, {}, sleep=lambda _: None)
@@ -443,13 +578,18 @@ def test_other_profiles_are_described_once_per_modification(monkeypatch, sagemak
     sm_stub.assert_no_pending_responses()
 
 
-@pytest.mark.parametrize("event, reason", [
-    (cloudtrail_event(errorCode="ValidationException"), "the CreateUserProfile call failed"),
-    (cloudtrail_event(domain_id="d-someoneelse"), "other domain"),
-], ids=["failed-call", "other-domain"])
+@pytest.mark.parametrize(
+    "event, reason",
+    [
+        (cloudtrail_event(errorCode="ValidationException"), "the CreateUserProfile call failed"),
+        (cloudtrail_event(domain_id="d-someoneelse"), "other domain"),
+    ],
+    ids=["failed-call", "other-domain"],
+)
 def test_an_ignored_event_says_why(event, reason, s3, bucket, fsx, sagemaker, sleeps):
-    assert profile_events.handler(event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0],
-                                  sleep=sleeps) == {"status": "ignored", "reason": reason}
+    assert profile_events.handler(
+        event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0], sleep=sleeps
+    ) == {"status": "ignored", "reason": reason}
 
 
 class _Empty:
@@ -457,21 +597,23 @@ class _Empty:
         yield b""
 
 
-def test_a_marker_that_cannot_be_read_fails_the_event_and_changes_nothing(s3, bucket, s3_calls, fsx, sagemaker,
-                                                                         sleeps):
+def test_a_marker_that_cannot_be_read_fails_the_event_and_changes_nothing(s3, bucket, s3_calls, fsx, sagemaker, sleeps):
     """S3 answers 403 (not 404) when the role may not list the bucket: that is no proof the partition is free, so the
     handler fails (EventBridge retries) instead of writing a marker over whatever is there. The 403 is injected at
     before-send, below botocore's parsing and retries, on the real client talking to moto server."""
     sm_client, sm_stub = sagemaker
     put_partition(s3, bucket, 20009)
     s3_calls.calls.clear()
-    s3.meta.events.register("before-send.s3.HeadObject", lambda request, **_: AWSResponse(
-        request.url, 403, {"Content-Length": "0"}, _Empty()))
+    s3.meta.events.register(
+        "before-send.s3.HeadObject",
+        lambda request, **_: AWSResponse(request.url, 403, {"Content-Length": "0"}, _Empty()),
+    )
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
     expect_uid_check(sm_stub)
     with pytest.raises(ClientError) as failure:
-        profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sm_client,
-                               sleep=sleeps)
+        profile_events.handler(
+            cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sm_client, sleep=sleeps
+        )
     assert failure.value.response["Error"]["Code"] == "403"
     assert set(s3_calls.names()) == {"HeadObject"}
     sm_stub.assert_no_pending_responses()
@@ -481,6 +623,7 @@ def test_the_handler_makes_the_clients_it_needs_as_in_lambda(monkeypatch, s3, bu
     """In Lambda nothing passes clients in: the handler makes them by service name through partitions.client (S3 a
     real client to moto server; SageMaker and FSx the real clients under Stubber that every other test uses)."""
     import partitions
+
     fsx_client, fsx_stub = fsx
     sm_client, sm_stub = sagemaker
     real = partitions.client
@@ -489,11 +632,15 @@ def test_the_handler_makes_the_clients_it_needs_as_in_lambda(monkeypatch, s3, bu
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
     expect_uid_check(sm_stub)
     expect_start(fsx_stub)
-    fsx_stub.add_response("describe_data_repository_tasks", {"DataRepositoryTasks": [task("SUCCEEDED")]},
-                          {"TaskIds": [TASK]})
+    fsx_stub.add_response(
+        "describe_data_repository_tasks", {"DataRepositoryTasks": [task("SUCCEEDED")]}, {"TaskIds": [TASK]}
+    )
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
-    sm_stub.add_response("update_user_profile", {}, {**WHO, "UserSettings": {
-        "CustomPosixUserConfig": POSIX, "CustomFileSystemConfigs": [EFS_ENTRY, OUR_ENTRY]}})
+    sm_stub.add_response(
+        "update_user_profile",
+        {},
+        {**WHO, "UserSettings": {"CustomPosixUserConfig": POSIX, "CustomFileSystemConfigs": [EFS_ENTRY, OUR_ENTRY]}},
+    )
     assert profile_events.handler(cloudtrail_event(), None, settings=SETTINGS, sleep=sleeps)["status"] == "done"
     assert s3.head_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20001"
     sm_stub.assert_no_pending_responses()

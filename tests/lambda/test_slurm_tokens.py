@@ -1,5 +1,6 @@
 """The Slurm token issuer against Secrets Manager on moto server. That slurmctld accepts its tokens, refuses expired
 and foreign-key ones, and runs the job as the token's user: tests/e2e/test_slurm_jwt.py, with real Slurm."""
+
 from __future__ import annotations
 
 import base64
@@ -20,7 +21,10 @@ PREFIX = "ml/slurm-token/"
 KEY = os.urandom(32)
 # What constructs/slurm_token_issuer.py puts in the function's environment: the facts config validation reads too.
 FACTS = json.loads((ROOT / "config" / "facts" / "reserved-users.json").read_text())
-ENVIRONMENT = {"RESERVED_USERS": ",".join(sorted(FACTS["names"])), "RESERVED_USER_PREFIXES": ",".join(FACTS["prefixes"])}
+ENVIRONMENT = {
+    "RESERVED_USERS": ",".join(sorted(FACTS["names"])),
+    "RESERVED_USER_PREFIXES": ",".join(FACTS["prefixes"]),
+}
 RESERVED = issuer.Reserved.from_environment(ENVIRONMENT)
 
 
@@ -35,8 +39,9 @@ def sm():
 
 @pytest.fixture
 def key_secret(sm):
-    return sm.create_secret(Name="ml/slurm-jwt-key",
-                            SecretString=json.dumps({"jwt_hs256_key_b64": base64.b64encode(KEY).decode()}))["ARN"]
+    return sm.create_secret(
+        Name="ml/slurm-jwt-key", SecretString=json.dumps({"jwt_hs256_key_b64": base64.b64encode(KEY).decode()})
+    )["ARN"]
 
 
 def token_of(sm, user: str) -> dict:
@@ -64,23 +69,44 @@ def test_handler_writes_each_user_a_token_naming_only_them(sm, key_secret, monke
 
 def test_a_second_run_replaces_the_token(sm, key_secret):
     sm.create_secret(Name=PREFIX + "alice")
-    issuer.issue(sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice"], lifetime=3600,
-                 reserved=RESERVED, now=1_000)
-    issuer.issue(sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice"], lifetime=3600,
-                 reserved=RESERVED, now=2_000)
+    issuer.issue(
+        sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice"], lifetime=3600, reserved=RESERVED, now=1_000
+    )
+    issuer.issue(
+        sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice"], lifetime=3600, reserved=RESERVED, now=2_000
+    )
     assert token_of(sm, "alice")["expires"] == 5_600
 
 
 def test_one_missing_secret_does_not_stop_the_others_but_fails_the_run(sm, key_secret):
     sm.create_secret(Name=PREFIX + "bob")
     with pytest.raises(RuntimeError, match=r'no new token for 1 user\(s\).*"alice": "ResourceNotFoundException'):
-        issuer.issue(sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice", "bob"], lifetime=3600,
-                      reserved=RESERVED)
+        issuer.issue(
+            sm, key_secret_id=key_secret, prefix=PREFIX, users=["alice", "bob"], lifetime=3600, reserved=RESERVED
+        )
     assert token_of(sm, "bob")["user"] == "bob"
 
 
-@pytest.mark.parametrize("user", ["root", "slurm", "ubuntu", "munge", "daemon", "nobody", "syslog", "_apt",
-                                  "systemd-network", "docker", "ssm-user", "Alice", "a/b", "", "x" * 33])
+@pytest.mark.parametrize(
+    "user",
+    [
+        "root",
+        "slurm",
+        "ubuntu",
+        "munge",
+        "daemon",
+        "nobody",
+        "syslog",
+        "_apt",
+        "systemd-network",
+        "docker",
+        "ssm-user",
+        "Alice",
+        "a/b",
+        "",
+        "x" * 33,
+    ],
+)
 def test_never_mints_for_system_accounts_or_malformed_names(user):
     with pytest.raises(ValueError, match="refusing to mint"):
         issuer.mint(KEY, user, now=0, lifetime=3600, reserved=RESERVED)

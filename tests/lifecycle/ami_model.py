@@ -20,6 +20,7 @@ Node paths go to the longest `--map`ped prefix, else under --root; the same mapp
 tests/lifecycle/stubs/stub reads them.
 Standard library only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,7 +57,7 @@ class Layout:
     def local(self, node_path: str) -> Path:
         for prefix, target in self.mapping:
             if node_path == prefix or node_path.startswith(prefix.rstrip("/") + "/"):
-                return Path(target + node_path[len(prefix):])
+                return Path(target + node_path[len(prefix) :])
         return self.root / node_path.lstrip("/")
 
     def rewrite(self, text: str) -> str:
@@ -135,11 +136,21 @@ def resource_config(contract: dict) -> dict:
         "ClusterConfig": {"ClusterArn": cluster["arn"], "ClusterName": cluster["name"]},
         "SlurmConfig": {"PrimaryControllerIp": controllers[0], "SecondaryControllerIps": controllers[1:]},
         "InstanceGroups": [
-            {"Name": g["name"], "InstanceType": g["instance_type"],
-             "Instances": [{"InstanceName": f"{g['name']}-{n}", "AgentIpAddress": i["agent_ip"],
-                            "CustomerIpAddress": i["ip"], "InstanceId": i["id"]}
-                           for n, i in enumerate(g["instances"], start=1)]}
-            for g in cluster["groups"]],
+            {
+                "Name": g["name"],
+                "InstanceType": g["instance_type"],
+                "Instances": [
+                    {
+                        "InstanceName": f"{g['name']}-{n}",
+                        "AgentIpAddress": i["agent_ip"],
+                        "CustomerIpAddress": i["ip"],
+                        "InstanceId": i["id"],
+                    }
+                    for n, i in enumerate(g["instances"], start=1)
+                ],
+            }
+            for g in cluster["groups"]
+        ],
     }
 
 
@@ -158,15 +169,19 @@ def lay_out(contract: dict, layout: Layout, node_type: str, absent: set[str]) ->
         raise ModelError(f"--absent names no fact of the contract: {', '.join(sorted(unknown))}")
     cluster = contract["cluster"]
     controller = next(g for g in cluster["groups"] if g["node_type"] == "controller")
-    values = {"cluster_name": cluster["name"], "controller_host": cluster["controller_host"],
-              "controller_ip": controller["instances"][0]["ip"]}
+    values = {
+        "cluster_name": cluster["name"],
+        "controller_host": cluster["controller_host"],
+        "controller_ip": controller["instances"][0]["ip"],
+    }
     for fact in contract["facts"]:
         if fact["id"] in absent or node_type not in fact["node_types"]:
             continue
         fixture = fact.get("fixture") or {}
         if fixture.get("resource_config"):
-            layout.file("/opt/ml/config/resource_config.json", [json.dumps(resource_config(contract), indent=2)],
-                        append=False)
+            layout.file(
+                "/opt/ml/config/resource_config.json", [json.dumps(resource_config(contract), indent=2)], append=False
+            )
         for d in fixture.get("dirs", []):
             layout.directory(d["path"], d["mode"])
         for f in fixture.get("files", []):

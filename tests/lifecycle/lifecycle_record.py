@@ -5,6 +5,7 @@ lifecycle tests (stubs/stub): the sha256 of every file the scripts asset ships (
 
     lifecycle_record.py SCRIPTS_DIR PARAMS_FILE   prints the record's JSON
 """
+
 import hashlib
 import json
 import sys
@@ -17,8 +18,12 @@ def record(scripts_dir: Path, params_file: Path) -> dict:
         relative = path.relative_to(scripts_dir)
         if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".md":
             scripts[relative.as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return {"version": 1, "scripts": scripts, "parameters": json.loads(params_file.read_text()),
-            "parameter_digests": {}}
+    return {
+        "version": 1,
+        "scripts": scripts,
+        "parameters": json.loads(params_file.read_text()),
+        "parameter_digests": {},
+    }
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ studio.tools.hyp_and_jq (studio_tools.sh runs first), with `plain` without.
 
 Importing the construct starts the CDK's jsii runtime, seconds of CPU: render every variant a test file needs at once.
 """
+
 import sys
 from pathlib import Path
 
@@ -15,8 +16,14 @@ from constructs.studio_lifecycle_configs import render_bootstrap, shipped_digest
 
 
 def render(folder: str, source: str, entry: str, tools: bool) -> str:
-    return render_bootstrap(exports="export STUDIO_TEST_VALUE='from-bootstrap'\n", region="eu-west-1", source=source,
-                            entry=entry, digests=shipped_digests([Path(folder)]), tools=tools)
+    return render_bootstrap(
+        exports="export STUDIO_TEST_VALUE='from-bootstrap'\n",
+        region="eu-west-1",
+        source=source,
+        entry=entry,
+        digests=shipped_digests([Path(folder)]),
+        tools=tools,
+    )
 
 
 args = sys.argv[1:]

@@ -8,6 +8,7 @@ is null on DELETE and `oldObject` on CREATE, as in the API server; `request.user
 messages come back in the policy's order; the API server answers a denied request with the first one.
 Kubernetes' own CEL libraries (lists, regex, quantity, authorizer) are not here; the policies under test use none of
 them (the strings extension, which Kubernetes includes, is)."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional
@@ -15,13 +16,22 @@ from typing import Any, Mapping, Optional
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_optional, ext_strings
 
-ENV = cel.NewEnv(variables={"object": cel.Type.DYN, "oldObject": cel.Type.DYN, "params": cel.Type.DYN,
-                            "variables": cel.Type.DYN, "request": cel.Type.DYN},
-                 extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional()])
+ENV = cel.NewEnv(
+    variables={
+        "object": cel.Type.DYN,
+        "oldObject": cel.Type.DYN,
+        "params": cel.Type.DYN,
+        "variables": cel.Type.DYN,
+        "request": cel.Type.DYN,
+    },
+    extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional()],
+)
 NO_PARAMS = "no parameters: the namespace's ConfigMap is missing (parameterNotFoundAction Deny)"
 # The training operator's service account (aws-hyperpod/hp-training-operator-controller-manager): no team group.
-OPERATOR = {"username": "system:serviceaccount:aws-hyperpod:hp-training-operator-controller-manager",
-            "groups": ["system:serviceaccounts", "system:serviceaccounts:aws-hyperpod", "system:authenticated"]}
+OPERATOR = {
+    "username": "system:serviceaccount:aws-hyperpod:hp-training-operator-controller-manager",
+    "groups": ["system:serviceaccounts", "system:serviceaccounts:aws-hyperpod", "system:authenticated"],
+}
 
 
 def _selected(namespace: str, selector: dict) -> bool:
@@ -37,21 +47,35 @@ def _eval(expression: str, data: dict) -> Any:
     return ENV.compile(expression).eval(data=data)
 
 
-def admit(obj: Optional[dict], *, namespace: str, policy: dict, binding: dict, params: Mapping[str, dict],
-          resource: str = "pods", operation: str = "CREATE", api_group: str = "", user: Optional[dict] = None,
-          old: Optional[dict] = None) -> list[str]:
+def admit(
+    obj: Optional[dict],
+    *,
+    namespace: str,
+    policy: dict,
+    binding: dict,
+    params: Mapping[str, dict],
+    resource: str = "pods",
+    operation: str = "CREATE",
+    api_group: str = "",
+    user: Optional[dict] = None,
+    old: Optional[dict] = None,
+) -> list[str]:
     """The messages of the validations that refuse the request (empty: admitted). `params`: namespace -> its
     ConfigMap; `user`: the requester's userInfo (username, groups); `old`: the object before an UPDATE or DELETE."""
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]
     rules = policy["spec"]["matchConstraints"]["resourceRules"]
-    if not any(resource in r["resources"] and operation in r["operations"] and api_group in r["apiGroups"]
-               for r in rules):
+    if not any(
+        resource in r["resources"] and operation in r["operations"] and api_group in r["apiGroups"] for r in rules
+    ):
         return []
     if not _selected(namespace, binding["spec"]["matchResources"]["namespaceSelector"]):
         return []
-    request = {"operation": operation, "namespace": namespace,
-               "userInfo": user or {"username": "kubernetes-admin", "groups": ["system:authenticated"]}}
+    request = {
+        "operation": operation,
+        "namespace": namespace,
+        "userInfo": user or {"username": "kubernetes-admin", "groups": ["system:authenticated"]},
+    }
     data: dict[str, Any] = {"object": obj, "oldObject": old, "request": request, "params": None, "variables": {}}
     for condition in policy["spec"].get("matchConditions", []):
         result = _eval(condition["expression"], data)

@@ -1,5 +1,6 @@
 """Config data for the config layer's tests: a small Slurm config, one key of it changed, and the errors a config
 is refused with."""
+
 from __future__ import annotations
 
 import copy
@@ -11,8 +12,13 @@ from platform_config import ConfigError, parse_config
 from support.data import set_path
 
 CONTROLLER = {"name": "controller-machine", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1}
-WORKERS = {"name": "workers", "role": "compute", "instance_type": "ml.g5.8xlarge", "instance_count": 2,
-           "partitions": ["gpu"]}
+WORKERS = {
+    "name": "workers",
+    "role": "compute",
+    "instance_type": "ml.g5.8xlarge",
+    "instance_count": 2,
+    "partitions": ["gpu"],
+}
 
 
 def base() -> dict[str, Any]:

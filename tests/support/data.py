@@ -1,4 +1,5 @@
 """Nested config and job data changed at one dotted path, for tables of bad input."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,6 +1,7 @@
 """The deployed platform of `make destroy`'s tests (tests/test_destroy.py, tests/test_destroy_studio.py): the
 synthesized assembly's stacks created in moto from stand-ins, the retained file system, and what moto 5.2 lacks
 answered per operation on the otherwise real clients. tests/test_destroy.py's docstring says what and why."""
+
 from __future__ import annotations
 
 import io
@@ -17,8 +18,13 @@ from support.moto_server import reset
 
 REGION = "us-west-2"
 NAME = "ml-cluster"
-MUTATING = {"UpdateTerminationProtection", "DeleteStack", "DeleteFileSystem", "CreateBackup",
-            "CreateDataRepositoryTask"}
+MUTATING = {
+    "UpdateTerminationProtection",
+    "DeleteStack",
+    "DeleteFileSystem",
+    "CreateBackup",
+    "CreateDataRepositoryTask",
+}
 
 
 def moto_session(endpoint: str, monkeypatch) -> boto3.Session:
@@ -32,6 +38,7 @@ def moto_session(endpoint: str, monkeypatch) -> boto3.Session:
 
 
 # --- what moto lacks ---------------------------------------------------------------------------------------------
+
 
 def answered(session, operation_model, parsed: dict[str, Any], status: int = 200):
     if status == 200:
@@ -91,9 +98,18 @@ class Protection:
     def _delete(self, model, **_):
         name = self._name(self._params("DeleteStack")["StackName"])
         if self.flags.get(name):
-            return answered(None, model, {"Error": {"Code": "ValidationError", "Message": (
-                f"Stack [{name}] cannot be deleted while TerminationProtection is enabled")},
-                "ResponseMetadata": {"HTTPStatusCode": 400}}, status=400)
+            return answered(
+                None,
+                model,
+                {
+                    "Error": {
+                        "Code": "ValidationError",
+                        "Message": (f"Stack [{name}] cannot be deleted while TerminationProtection is enabled"),
+                    },
+                    "ResponseMetadata": {"HTTPStatusCode": 400},
+                },
+                status=400,
+            )
         return None  # moto deletes it
 
 
@@ -116,8 +132,8 @@ class Associations:
         association_id = f"dra-{len(self.owner):017x}"
         self.owner[association_id] = stack
         self.by_file_system.setdefault(file_system_id, []).append(
-            {"AssociationId": association_id, "FileSystemId": file_system_id, "Lifecycle": "AVAILABLE",
-             **association})
+            {"AssociationId": association_id, "FileSystemId": file_system_id, "Lifecycle": "AVAILABLE", **association}
+        )
 
     def _stack_deleted(self, parsed, **_):
         if "Error" in parsed:
@@ -129,13 +145,21 @@ class Associations:
     def _describe(self, model, **_):
         params = next(p for _, op, p in reversed(self.calls.log) if op == "DescribeDataRepositoryAssociations")
         wanted = {v for f in params.get("Filters", []) if f["Name"] == "file-system-id" for v in f["Values"]}
-        return answered(None, model, {"Associations": [a for fs, found in self.by_file_system.items()
-                                                      if fs in wanted for a in found]})
+        return answered(
+            None,
+            model,
+            {"Associations": [a for fs, found in self.by_file_system.items() if fs in wanted for a in found]},
+        )
 
     def _create_task(self, model, **_):
         params = next(p for _, op, p in reversed(self.calls.log) if op == "CreateDataRepositoryTask")
-        task = {"TaskId": f"task-{len(self.tasks):017x}", "Lifecycle": "SUCCEEDED", "Type": params["Type"],
-                "CreationTime": 0, "FileSystemId": params["FileSystemId"]}
+        task = {
+            "TaskId": f"task-{len(self.tasks):017x}",
+            "Lifecycle": "SUCCEEDED",
+            "Type": params["Type"],
+            "CreationTime": 0,
+            "FileSystemId": params["FileSystemId"],
+        }
         self.tasks[task["TaskId"]] = task
         return answered(None, model, {"DataRepositoryTask": {**task, "Lifecycle": "PENDING"}})
 
@@ -146,26 +170,37 @@ class Associations:
 
 # --- the deployed platform in moto -------------------------------------------------------------------------------
 
-STAND_IN_PROPERTIES = {"AWS::EC2::VPC": ("CidrBlock",), "AWS::EC2::Subnet": ("VpcId", "CidrBlock"),
-                       "AWS::EC2::SecurityGroup": ("GroupDescription", "VpcId")}
+STAND_IN_PROPERTIES = {
+    "AWS::EC2::VPC": ("CidrBlock",),
+    "AWS::EC2::Subnet": ("VpcId", "CidrBlock"),
+    "AWS::EC2::SecurityGroup": ("GroupDescription", "VpcId"),
+}
 
 
 # Retained resources moto's CloudFormation can create, with only what moto needs (a key policy): their physical ids are
 # what `make destroy` names them by.
-RETAINED_STAND_INS = {"AWS::Logs::LogGroup": {}, "AWS::S3::Bucket": {},
-                      "AWS::KMS::Key": {"KeyPolicy": {"Version": "2012-10-17", "Statement": []}}}
+RETAINED_STAND_INS = {
+    "AWS::Logs::LogGroup": {},
+    "AWS::S3::Bucket": {},
+    "AWS::KMS::Key": {"KeyPolicy": {"Version": "2012-10-17", "Statement": []}},
+}
 
 
 def stand_in(template: dict[str, Any]) -> dict[str, Any]:
     """The template's VPC, subnets and security groups that it makes itself (not from another stack's outputs,
     which moto cannot read), with the properties moto needs, under their logical ids; its retained log groups,
     buckets and keys; a placeholder besides."""
-    resources = {lid: {"Type": r["Type"], "Properties": {k: r["Properties"][k] for k in keep}}
-                 for lid, r in template["Resources"].items() for keep in [STAND_IN_PROPERTIES.get(r["Type"])]
-                 if keep and "Fn::GetStackOutput" not in json.dumps(r)}
-    resources |= {lid: {"Type": r["Type"], "Properties": RETAINED_STAND_INS[r["Type"]]}
-                  for lid, r in template["Resources"].items()
-                  if r.get("DeletionPolicy") == "Retain" and r["Type"] in RETAINED_STAND_INS}
+    resources = {
+        lid: {"Type": r["Type"], "Properties": {k: r["Properties"][k] for k in keep}}
+        for lid, r in template["Resources"].items()
+        for keep in [STAND_IN_PROPERTIES.get(r["Type"])]
+        if keep and "Fn::GetStackOutput" not in json.dumps(r)
+    }
+    resources |= {
+        lid: {"Type": r["Type"], "Properties": RETAINED_STAND_INS[r["Type"]]}
+        for lid, r in template["Resources"].items()
+        if r.get("DeletionPolicy") == "Retain" and r["Type"] in RETAINED_STAND_INS
+    }
     resources["StandIn"] = {"Type": "AWS::CloudFormation::WaitConditionHandle"}
     return {"Resources": resources}
 
@@ -180,13 +215,17 @@ class Platform:
         self.fsx = session.client("fsx")
         manifest = json.loads((out_dir / "manifest.json").read_text())["artifacts"]
         self.artifacts = {n: a for n, a in manifest.items() if a["type"] == "aws:cloudformation:stack"}
-        self.templates = {n: json.loads((out_dir / a["properties"]["templateFile"]).read_text())
-                          for n, a in self.artifacts.items()}
+        self.templates = {
+            n: json.loads((out_dir / a["properties"]["templateFile"]).read_text()) for n, a in self.artifacts.items()
+        }
 
     def deploy(self) -> None:
         for name, artifact in self.artifacts.items():
-            self.cfn.create_stack(StackName=name, TemplateBody=json.dumps(stand_in(self.templates[name])),
-                                  EnableTerminationProtection=artifact["properties"]["terminationProtection"])
+            self.cfn.create_stack(
+                StackName=name,
+                TemplateBody=json.dumps(stand_in(self.templates[name])),
+                EnableTerminationProtection=artifact["properties"]["terminationProtection"],
+            )
         self.calls.log.clear()
 
     def physical_id(self, stack: str, output_name: str) -> str:
@@ -205,32 +244,52 @@ class Platform:
         lid, fs = next((lid, r) for lid, r in storage.items() if r["Type"] == "AWS::FSx::FileSystem")
         props = fs["Properties"]
         created = self.fsx.create_file_system(
-            FileSystemType=props["FileSystemType"], StorageCapacity=props["StorageCapacity"],
-            StorageType=props["StorageType"], SubnetIds=[self.resolve(s) for s in props["SubnetIds"]],
+            FileSystemType=props["FileSystemType"],
+            StorageCapacity=props["StorageCapacity"],
+            StorageType=props["StorageType"],
+            SubnetIds=[self.resolve(s) for s in props["SubnetIds"]],
             SecurityGroupIds=[self.resolve(s) for s in props["SecurityGroupIds"]],
             LustreConfiguration={"DeploymentType": props["LustreConfiguration"]["DeploymentType"]},
-            Tags=props["Tags"] if platform_tags else [{"Key": "owner", "Value": "someone else"}])["FileSystem"]
+            Tags=props["Tags"] if platform_tags else [{"Key": "owner", "Value": "someone else"}],
+        )["FileSystem"]
         for association in storage.values():
-            if association["Type"] == "AWS::FSx::DataRepositoryAssociation" and \
-                    association["Properties"]["FileSystemId"] == {"Ref": lid}:
-                self.associations.link(created["FileSystemId"], {
-                    "FileSystemPath": association["Properties"]["FileSystemPath"],
-                    "DataRepositoryPath": "s3://ml-cluster-data-bucket/"}, f"{NAME}-storage")
+            if association["Type"] == "AWS::FSx::DataRepositoryAssociation" and association["Properties"][
+                "FileSystemId"
+            ] == {"Ref": lid}:
+                self.associations.link(
+                    created["FileSystemId"],
+                    {
+                        "FileSystemPath": association["Properties"]["FileSystemPath"],
+                        "DataRepositoryPath": "s3://ml-cluster-data-bucket/",
+                    },
+                    f"{NAME}-storage",
+                )
         self.calls.log.clear()
         return created["FileSystemId"]
 
     def backups_complete(self) -> None:
         """moto 5.2 creates every FSx backup CREATING and never moves it on; FSx makes it AVAILABLE when done."""
+
         def available(parsed, **_):
             for backup in parsed.get("Backups", []):
                 backup["Lifecycle"] = "AVAILABLE"
+
         self.session.events.register("after-call.fsx.DescribeBackups", available)
 
     def backups_refused(self) -> None:
         """FSx refusing a backup (moto 5.2 backs up anything)."""
-        self.session.events.register("before-call.fsx.CreateBackup", lambda model, **_: answered(None, model, {
-            "Error": {"Code": "BadRequest", "Message": "test: FSx refused the backup"},
-            "ResponseMetadata": {"HTTPStatusCode": 400}}, status=400))
+        self.session.events.register(
+            "before-call.fsx.CreateBackup",
+            lambda model, **_: answered(
+                None,
+                model,
+                {
+                    "Error": {"Code": "BadRequest", "Message": "test: FSx refused the backup"},
+                    "ResponseMetadata": {"HTTPStatusCode": 400},
+                },
+                status=400,
+            ),
+        )
 
     def status(self) -> dict[str, str]:
         """Every stack of the assembly: its status, DELETE_COMPLETE once DescribeStacks no longer lists it."""
@@ -243,10 +302,12 @@ class Platform:
 
 def answer(monkeypatch, text: str, calls: Calls) -> None:
     """stdin holds `text`; reading it is marked in the call log."""
+
     class Stdin(io.StringIO):
         def readline(self, *args):
             calls.log.append(("user", "ANSWER", {}))
             return super().readline(*args)
+
     monkeypatch.setattr("sys.stdin", Stdin(text))
 
 
@@ -255,5 +316,9 @@ def destroy_main(platform: Platform, *args: str) -> int:
 
 
 def retained(platform: Platform) -> set[tuple[str, str]]:
-    return {(stack, lid) for stack, t in platform.templates.items() for lid, r in t["Resources"].items()
-            if r.get("DeletionPolicy") == "Retain"}
+    return {
+        (stack, lid)
+        for stack, t in platform.templates.items()
+        for lid, r in t["Resources"].items()
+        if r.get("DeletionPolicy") == "Retain"
+    }

@@ -1,5 +1,6 @@
 """The figures docs/testing.md states about the suite (how many rows a table of bad input has), read back so that the
 module owning the table checks them: a table that grows or shrinks fails its own test until the page says so."""
+
 from __future__ import annotations
 
 import re

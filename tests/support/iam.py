@@ -1,13 +1,18 @@
 """The IAM statements of a template: what a role is granted, what a resource policy allows."""
+
 from __future__ import annotations
 
 from typing import Any
 
 POLICY_TYPES = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")
 # The property holding a resource policy's document, by resource type.
-RESOURCE_POLICY_DOCUMENT = {"AWS::S3::BucketPolicy": "PolicyDocument", "AWS::SNS::TopicPolicy": "PolicyDocument",
-                            "AWS::SQS::QueuePolicy": "PolicyDocument", "AWS::KMS::Key": "KeyPolicy",
-                            "AWS::SecretsManager::ResourcePolicy": "ResourcePolicy"}
+RESOURCE_POLICY_DOCUMENT = {
+    "AWS::S3::BucketPolicy": "PolicyDocument",
+    "AWS::SNS::TopicPolicy": "PolicyDocument",
+    "AWS::SQS::QueuePolicy": "PolicyDocument",
+    "AWS::KMS::Key": "KeyPolicy",
+    "AWS::SecretsManager::ResourcePolicy": "ResourcePolicy",
+}
 
 
 def listed(value: Any) -> list:
@@ -61,5 +66,6 @@ def by_sid(statements: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def resource_policy_statements(template: dict[str, Any], type_: str) -> list[dict[str, Any]]:
     """The statements of every resource policy of one type (bucket, topic, queue, key or secret policies)."""
     field = RESOURCE_POLICY_DOCUMENT[type_]
-    return [s for r in template["Resources"].values() if r["Type"] == type_
-            for s in r["Properties"][field]["Statement"]]
+    return [
+        s for r in template["Resources"].values() if r["Type"] == type_ for s in r["Properties"][field]["Statement"]
+    ]

@@ -1,5 +1,6 @@
 """Checks of synthesized IAM statements against the Service Authorization Reference facts
 (config/facts/iam_actions.json, tools/iam_action_facts.py)."""
+
 from __future__ import annotations
 
 import json
@@ -41,6 +42,8 @@ def scoping_errors(template: dict) -> list[str]:
             if facts is None:
                 continue
             if not facts["resource_types"] and resources != ["*"]:
-                errors.append(f"{logical_id}: {action} authorizes no resource type, but the statement names "
-                              f"{json.dumps(resources)} (only '*' matches)")
+                errors.append(
+                    f"{logical_id}: {action} authorizes no resource type, but the statement names "
+                    f"{json.dumps(resources)} (only '*' matches)"
+                )
     return errors

@@ -1,4 +1,5 @@
 """A CloudFormation value as text, for comparing an ARN or a name CDK wrote as Fn::Join."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -1,5 +1,6 @@
 """The HyperPodPyTorchJob CRD (schemas/, from the training operator's chart) as the API server applies it to a job
 manifest, for the rendered and committed job examples."""
+
 from __future__ import annotations
 
 import jsonschema
@@ -16,8 +17,9 @@ def _closed(schema: dict, root: bool = True) -> dict:
     Root metadata stays open: the API server validates it, and CRDs may only constrain its name."""
     out = dict(schema)
     if "properties" in out:
-        out["properties"] = {k: v if root and k == "metadata" else _closed(v, False)
-                             for k, v in out["properties"].items()}
+        out["properties"] = {
+            k: v if root and k == "metadata" else _closed(v, False) for k, v in out["properties"].items()
+        }
         out.setdefault("additionalProperties", False)
     if "items" in out:
         out["items"] = _closed(out["items"], False)

@@ -1,4 +1,5 @@
 """Job files (examples/*.yaml's `jobs:` list) for the training-job tests: one valid job, and it with one key changed."""
+
 from __future__ import annotations
 
 import copy
@@ -15,10 +16,21 @@ GIDS = {"research": 3001, "production": 3002}
 PRIORITY_CLASSES = ("inference", "training", "experimentation")
 MANIFESTS = ROOT / "examples" / "manifests"
 
-BASE = {"name": "job-a", "team": "research", "priority": "training", "image": "repo.example/train:1.0",
-        "command": ["hyperpodrun"], "args": ["--nproc-per-node=8", "train.py"], "instance_type": "ml.p5.48xlarge",
-        "accelerators_per_pod": 8, "nproc_per_node": 8, "global_batch_size": 192, "micro_batch_size": 2,
-        "checkpoint_dir": "/fsx/ckpt/job-a", "elastic_policy": {"min_replicas": 1, "max_replicas": 4}}
+BASE = {
+    "name": "job-a",
+    "team": "research",
+    "priority": "training",
+    "image": "repo.example/train:1.0",
+    "command": ["hyperpodrun"],
+    "args": ["--nproc-per-node=8", "train.py"],
+    "instance_type": "ml.p5.48xlarge",
+    "accelerators_per_pod": 8,
+    "nproc_per_node": 8,
+    "global_batch_size": 192,
+    "micro_batch_size": 2,
+    "checkpoint_dir": "/fsx/ckpt/job-a",
+    "elastic_policy": {"min_replicas": 1, "max_replicas": 4},
+}
 
 
 def with_(path: str, value: Any) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """A Python file loaded as a module without putting its folder on the path (a script or a node-side library whose
 siblings' names would shadow others)."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -21,6 +21,7 @@ that run the guard's whole flow (and the pinned CDK CLI) against it:
 
 Everything else is moto's own behaviour.
 """
+
 from __future__ import annotations
 
 import sys
@@ -42,7 +43,11 @@ def _find(backend, change_set_name: str, stack_name: str | None):
         return backend.change_sets[change_set_name]
     for change_set in backend.change_sets.values():
         if change_set.change_set_name == change_set_name and stack_name in (
-                None, "", change_set.stack_name, change_set.stack_id):
+            None,
+            "",
+            change_set.stack_name,
+            change_set.stack_id,
+        ):
             return change_set
     raise ChangeSetNotFound(change_set_name)
 
@@ -67,8 +72,12 @@ def execute_change_set(self, change_set_name: str, stack_name: str | None = None
         change_set.apply()
     except Exception as error:  # noqa: BLE001 - any resource failure fails the stack, as CloudFormation does
         resource = _failing_resource(change_set, error)
-        stack._add_stack_event(f"{kind}_FAILED", resource_status_reason=f"{type(error).__name__}: {error}",
-                               logical_resource_id=resource[0], resource_type=resource[1])
+        stack._add_stack_event(
+            f"{kind}_FAILED",
+            resource_status_reason=f"{type(error).__name__}: {error}",
+            logical_resource_id=resource[0],
+            resource_type=resource[1],
+        )
         stack.status = "ROLLBACK_COMPLETE" if kind == "CREATE" else "UPDATE_ROLLBACK_COMPLETE"
         stack._add_stack_event(stack.status)
         change_set.execution_status = "EXECUTE_FAILED"
@@ -91,23 +100,32 @@ def _failing_resource(change_set, error: Exception) -> tuple[str, str]:
 
 
 def _stack_event(original):
-    def add(self, resource_status, resource_status_reason=None, resource_properties=None,
-            logical_resource_id=None, resource_type=None):
+    def add(
+        self,
+        resource_status,
+        resource_status_reason=None,
+        resource_properties=None,
+        logical_resource_id=None,
+        resource_type=None,
+    ):
         original(self, resource_status, resource_status_reason, resource_properties)
         if logical_resource_id:
             self.events[-1].logical_resource_id = logical_resource_id
             self.events[-1].resource_type = resource_type
             self.events[-1].physical_resource_id = ""
+
     return add
 
 
 def _response(method):
     def handler(self):
         change_set = getattr(self.cloudformation_backend, method)(
-            change_set_name=self._get_param("ChangeSetName"), stack_name=self._get_param("StackName"))
+            change_set_name=self._get_param("ChangeSetName"), stack_name=self._get_param("StackName")
+        )
         if method == "describe_change_set":
             return responses.ActionResult(change_set)
         return responses.EmptyResult()
+
     return handler
 
 

@@ -1,5 +1,6 @@
 """A moto server on loopback for tests that drive real boto3 clients over HTTP, and what each test needs of it: an
 empty account, clients, the environment a command line reads."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,13 @@ def moto_command(port: int, script: Path | None = None) -> list[str]:
     """moto's server on 127.0.0.1:port; `script` runs instead of moto's own (a harness that patches moto first,
     e.g. support/moto_cloudformation.py)."""
     server = Path(sys.executable).parent / "moto_server"
-    cmd = ([sys.executable, str(script)] if script else [str(server)] if server.exists()
-           else [sys.executable, "-m", "moto.server"])
+    cmd = (
+        [sys.executable, str(script)]
+        if script
+        else [str(server)]
+        if server.exists()
+        else [sys.executable, "-m", "moto.server"]
+    )
     return cmd + ["-H", "127.0.0.1", "-p", str(port)]
 
 
@@ -33,8 +39,9 @@ def moto_server(script: Path | None = None, *, timeout: float = 20) -> Iterator[
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(moto_command(port, script), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            moto_command(port, script), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
         try:
             deadline = time.monotonic() + timeout
             while True:
@@ -69,22 +76,35 @@ def client(url: str, service: str, region: str, **config: Any):
     import boto3
     from botocore.config import Config
 
-    return boto3.client(service, region_name=region, endpoint_url=url,
-                        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-                        config=Config(retries={"total_max_attempts": 1}, **config))
+    return boto3.client(
+        service,
+        region_name=region,
+        endpoint_url=url,
+        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        config=Config(retries={"total_max_attempts": 1}, **config),
+    )
 
 
 def environment(url: str, region: str) -> dict[str, str]:
     """What a process reads to reach moto as this account: endpoint, credentials, region, no profile or metadata."""
-    return {"AWS_ENDPOINT_URL": url, **CREDENTIALS, "AWS_DEFAULT_REGION": region, "AWS_REGION": region,
-            "AWS_EC2_METADATA_DISABLED": "true"}
+    return {
+        "AWS_ENDPOINT_URL": url,
+        **CREDENTIALS,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_REGION": region,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
 
 
 def no_credentials_env() -> dict[str, str]:
     """This process's environment without any AWS credential source: no AWS_* variables, config and credential files
     /dev/null, no instance metadata. A command run with it must fail for want of credentials, never reach AWS."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null",
-               JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+    env.update(
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_CONFIG_FILE="/dev/null",
+        AWS_SHARED_CREDENTIALS_FILE="/dev/null",
+        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
+    )
     return env

@@ -1,4 +1,5 @@
 """Where the repository is, and the PATH app.py runs with in a subprocess."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """A free port on loopback for a server a test starts (moto, slapd, slurmctld, ...)."""
+
 from __future__ import annotations
 
 import socket

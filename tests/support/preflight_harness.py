@@ -1,6 +1,7 @@
 """What cli/preflight.py's tests give it as AWS: real clients at a moto server, and Stubber-backed clients (their
 answers queued by the test) for the APIs moto 5.2 lacks. Used by tests/test_preflight.py and
 tests/test_preflight_attach.py, whose `account` fixture is {"endpoint": moto's URL}, emptied before each test."""
+
 from __future__ import annotations
 
 import boto3

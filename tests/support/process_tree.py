@@ -1,5 +1,6 @@
 """The processes under a process, from /proc (Linux): for tests that signal a launcher's workers, which may have left
 its process group or session (torchrun starts each worker in a session of its own)."""
+
 from __future__ import annotations
 
 from pathlib import Path

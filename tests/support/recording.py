@@ -1,4 +1,5 @@
 """What a handler test injects to see what happened: the operations a real client sent, the sleeps it asked for."""
+
 from __future__ import annotations
 
 from typing import Any

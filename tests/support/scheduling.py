@@ -1,6 +1,7 @@
 """How the suite's work is shared over the xdist workers (the rules are in tests/conftest.py's docstring): the group
 of each test, the longest units first, and the scheduler that keeps a group on one worker. conftest.py's hooks call
 these."""
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,20 @@ LONGEST = {
     "tests/test_train_elastic.py::test_train_elastic_logs_one_mlflow_run_across_a_resize": 17,
     "tests/test_parallel_suite.py": 14,
     "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[multi_az]": 11,
-    **{f"tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[{variant}]": 5
-       for variant in ("default", "existing_vpc", "containers", "eks", "research", "eks_shared", "metrics",
-                       "eks_metrics", "directory")},
+    **{
+        f"tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[{variant}]": 5
+        for variant in (
+            "default",
+            "existing_vpc",
+            "containers",
+            "eks",
+            "research",
+            "eks_shared",
+            "metrics",
+            "eks_metrics",
+            "directory",
+        )
+    },
 }
 GROUPS_DIR = "PLATFORM_TEST_GROUPS_DIR"  # where the xdist workers leave their group tables for the controller
 
@@ -47,8 +59,9 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     if E2E in item.path.parents:
         return "e2e"
     info = getattr(item, "_fixtureinfo", None)
-    if info is not None and any(d.scope in ("module", "class", "package")
-                                for defs in info.name2fixturedefs.values() for d in defs):
+    if info is not None and any(
+        d.scope in ("module", "class", "package") for defs in info.name2fixturedefs.values() for d in defs
+    ):
         return item.nodeid.split("::")[0]
     return None
 
@@ -73,8 +86,10 @@ class GroupScheduling(LoadScopeScheduling):
         if self._groups is None:
             tables = sorted(Path(os.environ[GROUPS_DIR]).glob("*.json"))
             if not tables:
-                raise RuntimeError(f"no xdist group table in {os.environ[GROUPS_DIR]}: tests/conftest.py's "
-                                   "pytest_collection_modifyitems did not run on the workers")
+                raise RuntimeError(
+                    f"no xdist group table in {os.environ[GROUPS_DIR]}: tests/conftest.py's "
+                    "pytest_collection_modifyitems did not run on the workers"
+                )
             self._groups = {}
             for table in tables:
                 self._groups.update(json.loads(table.read_text()))

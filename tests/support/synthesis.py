@@ -1,6 +1,7 @@
 """Each config variant synthesized once per run and shared by the xdist workers (the `synth` fixture in conftest.py
 hands these out): the cloud assembly in a directory every worker sees, under a file lock, its templates read back,
 cdk-nag's report beside it."""
+
 from __future__ import annotations
 
 import fcntl
@@ -48,17 +49,21 @@ class Synthesized:
     """One config variant's cloud assembly (`out_dir`, shared by the workers: read only), its templates, and on
     demand the live constructs (`platform`)."""
 
-    def __init__(self, variant: str, config: PlatformConfig, out_dir: Path, platform: Platform | None,
-                 private_root: Path) -> None:
+    def __init__(
+        self, variant: str, config: PlatformConfig, out_dir: Path, platform: Platform | None, private_root: Path
+    ) -> None:
         self.variant, self.config, self.out_dir = variant, config, out_dir
         self._platform, self._private_root = platform, private_root
         # by stack role: network / storage / slurm-login / eks / cluster / studio / eks-access / observability
         self.templates: dict[str, dict[str, Any]] = {
             role: json.loads((out_dir / f"{config.name}-{role}.template.json").read_text())
-            for role in STACK_ROLES if (out_dir / f"{config.name}-{role}.template.json").exists()}
+            for role in STACK_ROLES
+            if (out_dir / f"{config.name}-{role}.template.json").exists()
+        }
         # nested stack templates by file name
         self.nested: dict[str, dict[str, Any]] = {
-            p.name: json.loads(p.read_text()) for p in sorted(out_dir.glob("*.nested.template.json"))}
+            p.name: json.loads(p.read_text()) for p in sorted(out_dir.glob("*.nested.template.json"))
+        }
 
     @property
     def nag_reports(self) -> dict[str, dict[str, Any]]:
@@ -77,6 +82,7 @@ class Synthesized:
 
     def template(self, role: str) -> Template:
         from aws_cdk.assertions import Template
+
         return Template.from_json(self.templates[role])
 
     def template_path(self, role: str) -> Path:

@@ -1,4 +1,5 @@
 """Queries of a synthesized CloudFormation template (the dict; `Template.to_json()` gives one from CDK's)."""
+
 from __future__ import annotations
 
 import json
@@ -54,5 +55,8 @@ def kubernetes_objects(template: dict[str, Any]) -> list[dict[str, Any]]:
 def kubernetes_patches(template: dict[str, Any], name_prefix: str) -> list[str]:
     """The logical ids of the Custom::AWSCDK-EKS-KubernetesPatch resources patching objects whose ResourceName
     (kind/name) starts with `name_prefix`."""
-    return [lid for lid, r in resources(template, "Custom::AWSCDK-EKS-KubernetesPatch").items()
-            if r["Properties"]["ResourceName"].startswith(name_prefix)]
+    return [
+        lid
+        for lid, r in resources(template, "Custom::AWSCDK-EKS-KubernetesPatch").items()
+        if r["Properties"]["ResourceName"].startswith(name_prefix)
+    ]

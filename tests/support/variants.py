@@ -1,4 +1,5 @@
 """The config variants the suite synthesizes (`synth(name)` in conftest.py) and the configs built from the examples."""
+
 from __future__ import annotations
 
 import json
@@ -40,19 +41,46 @@ def eks_config(path: Path, eks: dict | None = None, **overrides) -> PlatformConf
 def large_config() -> PlatformConfig:
     """The biggest shape in practice: 4 AZs, every endpoint, 20 instance groups, 1,000 users in per-user mode."""
     azs = [f"usw2-az{i}" for i in range(1, 5)]
-    groups = [{"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1},
-              {"name": "login", "role": "login", "instance_type": "ml.m5.xlarge", "instance_count": 1}]
-    groups += [{"name": f"workers-{i}", "role": "compute", "instance_type": "ml.p5.48xlarge", "instance_count": 16,
-                "deep_health_checks": ["InstanceStress", "InstanceConnectivity"], "az_id": azs[i % len(azs)],
-                "partitions": [f"part{i}"]} for i in range(18)]
-    return parse_config({
-        "name": "large", "shared_fsx": False,
-        "network": {"az_ids": azs, "private_subnet_cidrs": [f"10.0.{64 * i}.0/18" for i in range(1, 4)] + ["10.0.16.0/20"],
-                    "interface_endpoints": ["ssm", "ssmmessages", "ec2messages", "sts", "logs", "ecr.api", "ecr.dkr",
-                                            "sagemaker.api"], "s3_endpoint_policy": "restricted"},
-        "cluster": {"instance_groups": groups},
-        "users": [{"name": f"user{i}", "uid": 10000 + i} for i in range(1000)],
-    }, "large")
+    groups = [
+        {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1},
+        {"name": "login", "role": "login", "instance_type": "ml.m5.xlarge", "instance_count": 1},
+    ]
+    groups += [
+        {
+            "name": f"workers-{i}",
+            "role": "compute",
+            "instance_type": "ml.p5.48xlarge",
+            "instance_count": 16,
+            "deep_health_checks": ["InstanceStress", "InstanceConnectivity"],
+            "az_id": azs[i % len(azs)],
+            "partitions": [f"part{i}"],
+        }
+        for i in range(18)
+    ]
+    return parse_config(
+        {
+            "name": "large",
+            "shared_fsx": False,
+            "network": {
+                "az_ids": azs,
+                "private_subnet_cidrs": [f"10.0.{64 * i}.0/18" for i in range(1, 4)] + ["10.0.16.0/20"],
+                "interface_endpoints": [
+                    "ssm",
+                    "ssmmessages",
+                    "ec2messages",
+                    "sts",
+                    "logs",
+                    "ecr.api",
+                    "ecr.dkr",
+                    "sagemaker.api",
+                ],
+                "s3_endpoint_policy": "restricted",
+            },
+            "cluster": {"instance_groups": groups},
+            "users": [{"name": f"user{i}", "uid": 10000 + i} for i in range(1000)],
+        },
+        "large",
+    )
 
 
 def per_user_data(count: int) -> dict:
@@ -72,19 +100,30 @@ GRAFANA_VIEWERS = "9067c5ed5d-0b3a8c3e-7f39-4b2e-9b2f-0123456789ab"
 
 # Slurm nodes install the collectors from the operator's mirror (names as observability.node_metrics requires).
 METRICS_ARTIFACTS = [
-    {"name": "prometheus-node-exporter", "s3_uri": "s3://mirror/debian/prometheus-node-exporter_1.5.0-1+b6_amd64.deb",
-     "sha256": "1" * 64},
-    {"name": "prometheus", "s3_uri": "s3://mirror/debian/prometheus_2.42.0+ds-5+deb12u1_amd64.deb", "sha256": "2" * 64}]
+    {
+        "name": "prometheus-node-exporter",
+        "s3_uri": "s3://mirror/debian/prometheus-node-exporter_1.5.0-1+b6_amd64.deb",
+        "sha256": "1" * 64,
+    },
+    {"name": "prometheus", "s3_uri": "s3://mirror/debian/prometheus_2.42.0+ds-5+deb12u1_amd64.deb", "sha256": "2" * 64},
+]
 
 
 # cluster.directory on the default config: an LDAP directory whose bind password secret has a customer managed key.
 DIRECTORY_SECRET_ARN = "arn:aws:secretsmanager:us-west-2:111122223333:secret:hpc/directory-bind-AbCdEf"
 DIRECTORY_KEY_ARN = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-DIRECTORY = {"enabled": True, "uris": ["ldaps://ldap1.example.org", "ldaps://ldap2.example.org:636"],
-             "search_base": "dc=example,dc=org", "bind_dn": "cn=sssd-bind,ou=services,dc=example,dc=org",
-             "bind_password_secret_arn": DIRECTORY_SECRET_ARN, "bind_password_kms_key_arn": DIRECTORY_KEY_ARN,
-             "ca_certificate": "tests/fixtures/directory-ca.pem", "ldap_schema": "rfc2307bis",
-             "access_groups": ["hpc-users"], "admin_groups": ["hpc admins"]}
+DIRECTORY = {
+    "enabled": True,
+    "uris": ["ldaps://ldap1.example.org", "ldaps://ldap2.example.org:636"],
+    "search_base": "dc=example,dc=org",
+    "bind_dn": "cn=sssd-bind,ou=services,dc=example,dc=org",
+    "bind_password_secret_arn": DIRECTORY_SECRET_ARN,
+    "bind_password_kms_key_arn": DIRECTORY_KEY_ARN,
+    "ca_certificate": "tests/fixtures/directory-ca.pem",
+    "ldap_schema": "rfc2307bis",
+    "access_groups": ["hpc-users"],
+    "admin_groups": ["hpc admins"],
+}
 
 
 def directory_config() -> PlatformConfig:
@@ -95,9 +134,12 @@ def directory_config() -> PlatformConfig:
 
 def metrics_config(data: dict, source: str) -> PlatformConfig:
     slurm = data.get("orchestrator", "slurm") == "slurm"
-    data.setdefault("observability", {}).update({
-        "node_metrics": {"enabled": True, **({"artifacts": METRICS_ARTIFACTS} if slurm else {})},
-        "grafana": {"enabled": True, "viewer_group_ids": [GRAFANA_VIEWERS]}})
+    data.setdefault("observability", {}).update(
+        {
+            "node_metrics": {"enabled": True, **({"artifacts": METRICS_ARTIFACTS} if slurm else {})},
+            "grafana": {"enabled": True, "viewer_group_ids": [GRAFANA_VIEWERS]},
+        }
+    )
     return parse_config(data, source)
 
 
@@ -115,8 +157,12 @@ def variant_config(variant: str) -> PlatformConfig:
     if variant == "eks":
         return eks_config(VARIANT_FILES["eks"])
     if variant == "eks_shared":
-        return eks_config(VARIANT_FILES["eks"], eks={"autoscaling": {"enabled": True}}, shared_fsx=True,
-                          studio={"mlflow": {"enabled": True}})
+        return eks_config(
+            VARIANT_FILES["eks"],
+            eks={"autoscaling": {"enabled": True}},
+            shared_fsx=True,
+            studio={"mlflow": {"enabled": True}},
+        )
     if variant == "metrics":  # Slurm with node metrics, Grafana (Identity Center groups) and Studio
         return metrics_config(yaml.safe_load(VARIANT_FILES["default"].read_text()), str(VARIANT_FILES["default"]))
     if variant == "directory":

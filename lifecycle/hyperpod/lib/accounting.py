@@ -29,6 +29,7 @@ the database: `sacct` keeps showing them. A department removed from the config k
 only its users' associations and coordinators go. QoS removed from the config stay. A QoS limit on a TRES slurmdbd does
 not track (AccountingStorageTRES, node_contract.json accounting-tracks-gres-gpu) is left out and reported.
 """
+
 import json
 import re
 import sys
@@ -81,8 +82,9 @@ def tres(value):
 def tracked_tres(state):
     """TRES slurmdbd tracks ('cpu', 'gres/gpu', ...) from tres.txt; None when the state has no tres.txt."""
     try:
-        return {f"{r['type']}/{r['name']}" if r["name"] else r["type"] for r in rows(f"{state}/tres.txt",
-                                                                                      ["type", "name"])}
+        return {
+            f"{r['type']}/{r['name']}" if r["name"] else r["type"] for r in rows(f"{state}/tres.txt", ["type", "name"])
+        }
     except AccountingError:
         return None
 
@@ -105,8 +107,10 @@ def untracked_limits(params, tracked):
         for key in ("max_tres_per_user", "grp_tres"):
             _, left_out = split_untracked(q.get(key) or "", tracked)
             if left_out:
-                lines.append(f"QoS {q['name']}: {key} {','.join(left_out)} not applied, slurmdbd does not track "
-                             f"{','.join(k.split('=')[0] for k in left_out)} (AccountingStorageTRES in slurm.conf)")
+                lines.append(
+                    f"QoS {q['name']}: {key} {','.join(left_out)} not applied, slurmdbd does not track "
+                    f"{','.join(k.split('=')[0] for k in left_out)} (AccountingStorageTRES in slurm.conf)"
+                )
     return lines
 
 
@@ -127,8 +131,7 @@ def qos_commands(desired, current, tracked=None):
         now = have.get(q["name"])
         if now is None:
             commands.append(["add", "qos", q["name"]])
-            now = {"description": "", "priority": "0", "maxwall": "", "maxtrespu": "", "grptres": "",
-                   "maxjobspu": ""}
+            now = {"description": "", "priority": "0", "maxwall": "", "maxtrespu": "", "grptres": "", "maxjobspu": ""}
         sets = []
         # A new QoS gets its name as description; set ours whenever it differs.
         if (q.get("description") or q["name"]) != now["description"]:
@@ -137,8 +140,10 @@ def qos_commands(desired, current, tracked=None):
             sets.append(f"Priority={q.get('priority') or 0}")
         if q.get("max_wall_minutes") != minutes(now["maxwall"]):
             sets.append(f"MaxWall={q.get('max_wall_minutes') or -1}")
-        for key, field, option in (("max_tres_per_user", "maxtrespu", "MaxTRESPerUser"),
-                                   ("grp_tres", "grptres", "GrpTRES")):
+        for key, field, option in (
+            ("max_tres_per_user", "maxtrespu", "MaxTRESPerUser"),
+            ("grp_tres", "grptres", "GrpTRES"),
+        ):
             change = tres_change(now[field], split_untracked(q.get(key) or "", tracked)[0])
             if change:
                 sets.append(f"{option}={change}")
@@ -160,8 +165,10 @@ def plan(params, cluster, state):
     clusters = [r["cluster"] for r in rows(f"{state}/clusters.txt", ["cluster"])]
     qos = rows(f"{state}/qos.txt", ["name", "description", "priority", "maxwall", "maxtrespu", "grptres", "maxjobspu"])
     assoc = rows(f"{state}/assoc.txt", ["account", "user", "fairshare", "qos", "defaultqos"])
-    accounts = {a["account"]: a for a in rows(f"{state}/accounts.txt",
-                                              ["account", "description", "organization", "coordinators"])}
+    accounts = {
+        a["account"]: a
+        for a in rows(f"{state}/accounts.txt", ["account", "description", "organization", "coordinators"])
+    }
     users = {u["user"]: u for u in rows(f"{state}/users.txt", ["user", "defaultaccount"])}
 
     commands = [] if cluster in clusters else [["add", "cluster", cluster]]
@@ -176,9 +183,19 @@ def plan(params, cluster, state):
         description = d.get("description") or name
         now = account_assoc.get(name)
         if now is None:
-            commands.append(["add", "account", name, f"Cluster={cluster}", f"Description={description}",
-                             f"Organization={ORGANIZATION}", f"Fairshare={d['fairshare']}", f"QOS={qos_list}",
-                             f"DefaultQOS={d['default_qos']}"])
+            commands.append(
+                [
+                    "add",
+                    "account",
+                    name,
+                    f"Cluster={cluster}",
+                    f"Description={description}",
+                    f"Organization={ORGANIZATION}",
+                    f"Fairshare={d['fairshare']}",
+                    f"QOS={qos_list}",
+                    f"DefaultQOS={d['default_qos']}",
+                ]
+            )
             continue
         sets = []
         if now["fairshare"] != str(d["fairshare"]):
@@ -207,9 +224,19 @@ def plan(params, cluster, state):
         wanted[(USERS_ACCOUNT, user)] = None
         default_account[user] = USERS_ACCOUNT
     if without_department and USERS_ACCOUNT not in account_assoc:
-        commands.append(["add", "account", USERS_ACCOUNT, f"Cluster={cluster}",
-                         f"Description={USERS_ACCOUNT_DESCRIPTION}", f"Organization={ORGANIZATION}"])
-    additions: dict[tuple[str, ...], list[str]] = {}  # one `add user a,b,c ...` per account and settings: each sacctmgr call commits on its own
+        commands.append(
+            [
+                "add",
+                "account",
+                USERS_ACCOUNT,
+                f"Cluster={cluster}",
+                f"Description={USERS_ACCOUNT_DESCRIPTION}",
+                f"Organization={ORGANIZATION}",
+            ]
+        )
+    additions: dict[
+        tuple[str, ...], list[str]
+    ] = {}  # one `add user a,b,c ...` per account and settings: each sacctmgr call commits on its own
     for (account, user), d in wanted.items():
         now = user_assoc.get((account, user))
         if now is None:
@@ -218,8 +245,19 @@ def plan(params, cluster, state):
             settings = (f"Account={account}", f"Cluster={cluster}", *extra, *qos_settings)
             additions.setdefault(settings, []).append(user)
         elif d and (split(now["qos"]) != sorted(d["qos"]) or now["defaultqos"] != d["default_qos"]):
-            commands.append(["modify", "user", "where", f"name={user}", f"account={account}", f"cluster={cluster}",
-                             "set", f"QOS={','.join(d['qos'])}", f"DefaultQOS={d['default_qos']}"])
+            commands.append(
+                [
+                    "modify",
+                    "user",
+                    "where",
+                    f"name={user}",
+                    f"account={account}",
+                    f"cluster={cluster}",
+                    "set",
+                    f"QOS={','.join(d['qos'])}",
+                    f"DefaultQOS={d['default_qos']}",
+                ]
+            )
     commands += [["add", "user", ",".join(names), *settings] for settings, names in additions.items()]
     if enabled:  # with accounting off, a default account made earlier stays
         for user, account in default_account.items():
@@ -240,16 +278,19 @@ def plan(params, cluster, state):
         if want - now:
             commands.append(["add", "coordinator", f"account={account}", f"names={','.join(sorted(want - now))}"])
     for account in managed:
-        for (assoc_account, user) in sorted(user_assoc):
+        for assoc_account, user in sorted(user_assoc):
             if assoc_account == account and (account, user) not in wanted:
-                commands.append(["remove", "user", "where", f"name={user}", f"account={account}",
-                                 f"cluster={cluster}"])
+                commands.append(["remove", "user", "where", f"name={user}", f"account={account}", f"cluster={cluster}"])
     return commands
 
 
 # scontrol show config spells these keys this way (Slurm 22.05).
-WEIGHT_KEYS = {"PriorityWeightFairshare": "PriorityWeightFairShare", "PriorityWeightQOS": "PriorityWeightQOS",
-               "PriorityWeightAge": "PriorityWeightAge", "PriorityWeightJobSize": "PriorityWeightJobSize"}
+WEIGHT_KEYS = {
+    "PriorityWeightFairshare": "PriorityWeightFairShare",
+    "PriorityWeightQOS": "PriorityWeightQOS",
+    "PriorityWeightAge": "PriorityWeightAge",
+    "PriorityWeightJobSize": "PriorityWeightJobSize",
+}
 ENFORCE = ("associations", "limits", "qos")
 
 
@@ -267,16 +308,21 @@ def check_config(params, config_text):
     enforce = config.get("AccountingStorageEnforce", "none").split(",")
     missing = [e for e in ENFORCE if e not in enforce]
     if missing:
-        warnings.append(f"AccountingStorageEnforce is {config.get('AccountingStorageEnforce', 'unset')!r}, without "
-                        f"{','.join(missing)}: departments' associations and QoS limits are recorded but not enforced")
+        warnings.append(
+            f"AccountingStorageEnforce is {config.get('AccountingStorageEnforce', 'unset')!r}, without "
+            f"{','.join(missing)}: departments' associations and QoS limits are recorded but not enforced"
+        )
     if config.get("PriorityType") != "priority/multifactor":
-        warnings.append(f"PriorityType is {config.get('PriorityType', 'unset')!r}, not priority/multifactor: fair "
-                        "share and QoS priority do not order the queue")
+        warnings.append(
+            f"PriorityType is {config.get('PriorityType', 'unset')!r}, not priority/multifactor: fair "
+            "share and QoS priority do not order the queue"
+        )
     for ours, theirs in WEIGHT_KEYS.items():
         want = (acct.get("priority_weights") or {}).get(ours)
         if want is not None and config.get(theirs) != str(want):
-            warnings.append(f"{theirs} is {config.get(theirs, 'unset')!r}, cluster.accounting.priority_weights "
-                            f"asks for {want}")
+            warnings.append(
+                f"{theirs} is {config.get(theirs, 'unset')!r}, cluster.accounting.priority_weights asks for {want}"
+            )
     return warnings
 
 

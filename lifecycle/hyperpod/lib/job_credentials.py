@@ -18,6 +18,7 @@ Then it assumes the job role with the node's credentials (`aws sts assume-role`,
 CloudTrail names both) and answers with the JSON a credential_process prints; one set per job is reused until five
 minutes before it expires. Anything else gets {"Error": "..."} and nothing of the role's. Standard library only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,13 +53,12 @@ def start_time(pid: int) -> str:
         stat = open(f"/proc/{pid}/stat").read()
     except OSError:
         raise Refused(f"process {pid} is gone") from None
-    return stat[stat.rfind(")") + 2:].split()[19]
+    return stat[stat.rfind(")") + 2 :].split()[19]
 
 
 def job_of(pid: int) -> str:
     """The job whose step on this node holds `pid`, from slurmstepd (`scontrol listpids`: PID JOBID STEPID ...)."""
-    result = subprocess.run(["scontrol", "listpids"], capture_output=True, text=True, timeout=30,
-                            check=False)
+    result = subprocess.run(["scontrol", "listpids"], capture_output=True, text=True, timeout=30, check=False)
     for line in result.stdout.splitlines():
         fields = line.split()
         if len(fields) >= 2 and fields[0] == str(pid) and fields[1].isdigit():
@@ -68,8 +68,9 @@ def job_of(pid: int) -> str:
 
 def job_owner(job_id: str) -> tuple[str, int]:
     """(user name, uid) of a running job: `scontrol show job` says UserId=NAME(UID) and JobState."""
-    result = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30,
-                            check=False)
+    result = subprocess.run(
+        ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30, check=False
+    )
     owner = re.search(r"\bUserId=([^(\s]+)\((\d+)\)", result.stdout)
     state = re.search(r"\bJobState=(\S+)", result.stdout)
     if result.returncode != 0 or not owner or not state or state.group(1) != "RUNNING":
@@ -102,21 +103,46 @@ class Broker:
 
     def assume(self, session: str) -> dict:
         result = subprocess.run(
-            ["aws", "sts", "assume-role", "--role-arn", self.role_arn, "--role-session-name", session,
-             "--duration-seconds", str(SESSION_SECONDS), "--region", self.region, "--output", "json"],
-            capture_output=True, text=True, timeout=60, check=False)
+            [
+                "aws",
+                "sts",
+                "assume-role",
+                "--role-arn",
+                self.role_arn,
+                "--role-session-name",
+                session,
+                "--duration-seconds",
+                str(SESSION_SECONDS),
+                "--region",
+                self.region,
+                "--output",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         if result.returncode != 0:
             log(f"sts assume-role {self.role_arn} failed: {result.stderr.strip()}")
             raise Refused("the node could not assume the job role (see the broker's journal)")
         c = json.loads(result.stdout)["Credentials"]
-        return {"Version": 1, "AccessKeyId": c["AccessKeyId"], "SecretAccessKey": c["SecretAccessKey"],
-                "SessionToken": c["SessionToken"], "Expiration": _iso(c["Expiration"])}
+        return {
+            "Version": 1,
+            "AccessKeyId": c["AccessKeyId"],
+            "SecretAccessKey": c["SecretAccessKey"],
+            "SessionToken": c["SessionToken"],
+            "Expiration": _iso(c["Expiration"]),
+        }
 
 
 def _iso(value) -> str:
     """The CLI prints Expiration as ISO 8601 (with an offset); credential_process wants ISO 8601 too."""
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ")
+    return (
+        datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        .astimezone(timezone.utc)
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
 
 
 def _expires(credentials: dict) -> float:

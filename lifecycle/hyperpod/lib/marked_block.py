@@ -5,6 +5,7 @@ Usage: marked_block.py PATH BEGIN END REFUSE [LINE...]
   empty for none) that no line outside the block may set. Exits non-zero, with the reason, on a BEGIN without its END
   or on a refused key.
 """
+
 import re
 import sys
 
@@ -27,8 +28,10 @@ refused = [key for key in refuse.split(",") if key]
 for line in kept:
     m = re.match(r"\s*(\w+)\s*=", line)
     if m and m.group(1).lower() in (key.lower() for key in refused):
-        sys.exit(f"{path} already sets {m.group(1)} outside the platform's block; remove it, the platform sets "
-                 f"{', '.join(refused)}")
+        sys.exit(
+            f"{path} already sets {m.group(1)} outside the platform's block; remove it, the platform sets "
+            f"{', '.join(refused)}"
+        )
 while kept and not kept[-1].strip():
     kept.pop()
 if ours:

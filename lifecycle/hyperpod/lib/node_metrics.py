@@ -10,6 +10,7 @@ The agent scrapes only exporters on this node's loopback and remote-writes with 
 `sigv4` block, since Prometheus 2.26.0: https://prometheus.io/docs/prometheus/latest/configuration/configuration/
 #remote_write), signing with the node role's credentials from the default AWS chain (instance metadata).
 """
+
 import json
 import os
 import socket
@@ -28,10 +29,14 @@ def agent_config(params, node_type, instance_group, gpu):
         jobs.append(("dcgm", DCGM_EXPORTER))
     interval = f"{int(metrics['scrape_interval_seconds'])}s"
     return {
-        "global": {"scrape_interval": interval, "scrape_timeout": "10s",
-                   "external_labels": {"cluster": params["cluster_name"]}},
-        "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [address], "labels": labels}]}
-                           for job, address in jobs],
+        "global": {
+            "scrape_interval": interval,
+            "scrape_timeout": "10s",
+            "external_labels": {"cluster": params["cluster_name"]},
+        },
+        "scrape_configs": [
+            {"job_name": job, "static_configs": [{"targets": [address], "labels": labels}]} for job, address in jobs
+        ],
         "remote_write": [{"url": metrics["remote_write_url"], "sigv4": {"region": metrics["region"]}}],
     }
 

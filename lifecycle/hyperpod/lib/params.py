@@ -5,6 +5,7 @@ Standard library only: it runs on a fresh HyperPod node before anything is insta
 Output is one value or one record per line, tab-separated, so bash can `read` it.
 Errors go to stderr as a single line and exit with status 2.
 """
+
 import json
 import os
 import re
@@ -160,14 +161,18 @@ def controller_role(resource_config, params, addresses):
     instances = (group or {}).get("Instances") or []
     mine = next((i for i in instances if i.get("CustomerIpAddress") in addresses), None)
     if mine is None:
-        raise ParamsError(f"none of this node's addresses ({' '.join(addresses) or 'none'}) is an instance of the "
-                          f"controller group {name!r} in resource_config.json")
+        raise ParamsError(
+            f"none of this node's addresses ({' '.join(addresses) or 'none'}) is an instance of the "
+            f"controller group {name!r} in resource_config.json"
+        )
     if len(instances) == 1:
         return "primary", f"the only instance of {name}"
     first = f"{name}-1"
     if not any(i.get("InstanceName") == first for i in instances):
-        raise ParamsError(f"the controller group {name!r} has {len(instances)} instances, no SlurmConfig block names "
-                          f"this node, and none is named {first!r}: cannot tell the primary controller")
+        raise ParamsError(
+            f"the controller group {name!r} has {len(instances)} instances, no SlurmConfig block names "
+            f"this node, and none is named {first!r}: cannot tell the primary controller"
+        )
     role = "primary" if mine.get("InstanceName") == first else "backup"
     return role, f"instance {mine.get('InstanceName')} of {len(instances)}; {first} is the primary"
 

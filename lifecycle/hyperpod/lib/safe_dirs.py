@@ -19,6 +19,7 @@ directory goes (a link, a file, a directory of another owner) is renamed aside t
 parent, never followed or emptied, and a new directory is made. An untrusted component higher up stops with an error
 (exit 3), so the caller can pick another place. Standard library only.
 """
+
 import os
 import stat
 import sys
@@ -129,8 +130,9 @@ def user_dirs(parent, ids):
         if not trusted(os.fstat(parent_fd), final=True):
             raise Untrusted(f"{parent}: others may write to it")
         for uid, gid in ids:
-            fd, made = open_or_make(parent_fd, f"user-{uid}", parent, 0o700, uid, gid,
-                                    lambda st: False)  # a root-owned leftover is replaced, not handed over
+            fd, made = open_or_make(
+                parent_fd, f"user-{uid}", parent, 0o700, uid, gid, lambda st: False
+            )  # a root-owned leftover is replaced, not handed over
             os.close(fd)
             if made:
                 print(f"made {parent}/user-{uid} ({uid}:{gid}, 700)")
@@ -165,7 +167,9 @@ def roots(ids, specs):
     return ok
 
 
-USAGE = "usage: safe_dirs.py root-dir PATH MODE... | user-dirs PARENT UID:GID... | roots UID:GID... -- PATH MODE KIND..."
+USAGE = (
+    "usage: safe_dirs.py root-dir PATH MODE... | user-dirs PARENT UID:GID... | roots UID:GID... -- PATH MODE KIND..."
+)
 
 
 def main(argv):
@@ -176,7 +180,7 @@ def main(argv):
         user_dirs(argv[2], user_ids(argv[3:]))
     elif len(argv) >= 3 and argv[1] == "roots" and "--" in argv:
         sep = argv.index("--")
-        specs = argv[sep + 1:]
+        specs = argv[sep + 1 :]
         if len(specs) % 3 or any(kind not in ("per-user", "shared") for kind in specs[2::3]):
             raise Untrusted(USAGE)
         if not roots(user_ids(argv[2:sep]), specs):

@@ -6,6 +6,7 @@ described in publish_slurm_login.sh.
 Usage: slurm_login_value.py SLURM_CONF MUNGE_KEY OUT_JSON, with SLURM_VERSION, SLURM_AUTH (munge | jwt), BUNDLE_URI and
 BUNDLE_SHA in the environment (and optionally CONTROLLER_HOST, CONTROLLER_ADDR). Exit status 3: a backup controller
 that cannot resolve the primary (the primary publishes). Never prints the key."""
+
 from __future__ import annotations
 
 import base64
@@ -65,8 +66,10 @@ for line in conf.splitlines():
     if m:
         controllers.append([m.group(1), m.group(2)])
 controllers = controllers or [[me, None]]
-controllers[0] = [os.environ.get("CONTROLLER_HOST") or controllers[0][0],
-                  os.environ.get("CONTROLLER_ADDR") or controllers[0][1]]
+controllers[0] = [
+    os.environ.get("CONTROLLER_HOST") or controllers[0][0],
+    os.environ.get("CONTROLLER_ADDR") or controllers[0][1],
+]
 endpoints = [{"host": h, "addr": address_of(h, a)} for h, a in controllers]
 host, addr = endpoints[0]["host"], endpoints[0]["addr"]
 if not addr:
@@ -75,8 +78,11 @@ if not addr:
     sys.exit(f"cannot work out the IP address of {host}; set CONTROLLER_ADDR")
 for c in endpoints[1:]:
     if not c["addr"]:
-        print(f"WARNING: cannot work out the address of the backup controller {c['host']}; Studio clients resolve "
-              "it by name", file=sys.stderr)
+        print(
+            f"WARNING: cannot work out the address of the backup controller {c['host']}; Studio clients resolve "
+            "it by name",
+            file=sys.stderr,
+        )
 port = (setting("SlurmctldPort") or "6817").split("-")[0]
 
 # Included files, recursively, each published under its own name; include lines are rewritten to that name.

@@ -8,6 +8,7 @@ Usage:
 
 Standard library only. Errors go to stderr as one line, exit status 2.
 """
+
 import json
 import sys
 
@@ -31,8 +32,10 @@ def directory(params_path):
 
 def conf(section, home_root, ca_path, password):
     if not password or "\n" in password or password != password.strip():
-        raise SssdError("the bind password secret is empty, spans lines or starts or ends with whitespace, which "
-                        "sssd.conf cannot hold; store the password alone as the secret's SecretString")
+        raise SssdError(
+            "the bind password secret is empty, spans lines or starts or ends with whitespace, which "
+            "sssd.conf cannot hold; store the password alone as the secret's SecretString"
+        )
     uris = section["uris"]
     for uri in uris:
         if uri.startswith("ldap://") and not section.get("start_tls"):
@@ -112,8 +115,9 @@ def nsswitch(path):
 
 def sudoers(section):
     # sudoers(5): a group is %name; a space in the name is escaped with a backslash.
-    return "".join(f"%{group.replace(' ', chr(92) + ' ')} ALL=(ALL) NOPASSWD:ALL\n"
-                   for group in section.get("admin_groups") or [])
+    return "".join(
+        f"%{group.replace(' ', chr(92) + ' ')} ALL=(ALL) NOPASSWD:ALL\n" for group in section.get("admin_groups") or []
+    )
 
 
 def main(argv):

@@ -19,6 +19,7 @@ Commands (each prints what differed, one line per difference, to stderr, and exi
 
 Standard library only: it runs on a fresh node before anything is installed. Exit 2: the record itself is unusable.
 """
+
 import hashlib
 import json
 import os
@@ -39,7 +40,7 @@ def load_record(path):
         with open(path, encoding="utf-8") as f:
             record = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
-        raise RecordError(f"the lifecycle record is unreadable: {e}")
+        raise RecordError(f"the lifecycle record is unreadable: {e}") from None
     if not isinstance(record, dict) or record.get("version") != SUPPORTED_VERSION:
         raise RecordError(f"the lifecycle record is not version {SUPPORTED_VERSION}")
     scripts, parameters = record.get("scripts"), record.get("parameters")
@@ -198,8 +199,9 @@ def main(argv):
             differences = script_differences(record["scripts"], args[1])
             differences += parameter_differences(record, args[2])
             for name in unlisted_files(record["scripts"], args[1]):
-                print(f"WARNING: {name} is not in the lifecycle record; nothing of the platform runs it",
-                      file=sys.stderr)
+                print(
+                    f"WARNING: {name} is not in the lifecycle record; nothing of the platform runs it", file=sys.stderr
+                )
         elif command == "parameters" and len(args) == 2:
             differences = parameter_differences(load_record(args[0]), args[1])
         elif command == "manifest" and len(args) >= 2:
