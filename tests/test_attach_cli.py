@@ -308,6 +308,7 @@ def test_the_jwt_step_shows_the_change_first_applies_it_only_when_confirmed_and_
     tests/lifecycle/enable_slurm_jwt.bats runs the script and tests/e2e/test_attach_slurm.py runs it on slurmctld."""
     import base64
     import shlex
+    import urllib.request
 
     create_cluster(clients)
     s3 = clients("s3")

@@ -20,7 +20,6 @@ from support.paths import ROOT
 from platform_config import PlatformConfig
 from platform_config.eks import DEFAULT_KUBERNETES
 from platform_config.storage import checkpoint_dir
-from manifests.training_jobs import job_errors, parse_jobs
 from support.job_crd import crd_errors
 import render_examples
 

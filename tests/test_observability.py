@@ -9,7 +9,6 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Match, Template
 
 from constructs.log_retention import LogRetention
@@ -269,7 +268,7 @@ def test_every_log_group_but_the_flow_logs_has_the_configured_retention(synth, v
 def test_log_retention_aspect_leaves_groups_other_keys_own():
     app = cdk.App()
     stack = cdk.Stack(app, "S")
-    ours = logs.LogGroup(stack, "Ours", retention=logs.RetentionDays.TWO_YEARS)
+    logs.LogGroup(stack, "Ours", retention=logs.RetentionDays.TWO_YEARS)
     theirs = logs.LogGroup(stack, "Theirs", retention=logs.RetentionDays.ONE_WEEK)
     cdk.Aspects.of(stack).add(LogRetention(30, keep=[theirs.node.default_child]))
     template = Template.from_stack(stack).to_json()

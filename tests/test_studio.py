@@ -7,7 +7,6 @@ import pytest
 from support import iam_facts
 from support.paths import ROOT
 
-from aws_cdk.assertions import Match
 from support.iam import listed, statements_of
 from support.intrinsics import flatten
 from support.template import only, resources

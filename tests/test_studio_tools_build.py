@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import http.server
 import importlib.util
-import json
 import shutil
 import threading
 from pathlib import Path

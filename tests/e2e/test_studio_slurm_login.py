@@ -429,7 +429,7 @@ def test_sbatch_from_a_studio_directory_runs_there_on_the_cluster(
         assert (on_cluster / "again.txt").read_text() == "again\n"
         # From the home volume, which no node has: sbatch says so.
         home = as_dora("cd / && sbatch --test-only --wrap true")
-        assert f"/ is not on the cluster's FSx" in home.stderr and str(partition) in home.stderr, home.stderr
+        assert "/ is not on the cluster's FSx" in home.stderr and str(partition) in home.stderr, home.stderr
     finally:
         for target in mounts:
             run(ide.host("umount", str(target)))
