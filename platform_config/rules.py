@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from platform_config.accounting import accounting_errors
 from platform_config.attach import BUILD_ONLY_RULES, attach_errors, attached
 from platform_config.budgets import budget_errors
-from platform_config.cluster import (
+from platform_config.cluster_rules import (
     container_runtime_errors,
     instance_group_errors,
     pam_slurm_adopt_errors,

@@ -69,7 +69,10 @@ def test_handler_runtime_asset_and_log_retention(synthesized):
     )
     assert len(template.find_resources("AWS::Logs::LogGroup", {"Properties": {"RetentionInDays": 90}})) == 2
     (asset,) = [p for p in template_path.parent.glob("asset.*") if (p / "access_group.py").exists()]
-    assert sorted(p.name for p in asset.iterdir()) == ["access_group.py"]  # no __pycache__: stable asset hash
+    assert sorted(p.name for p in asset.iterdir()) == [
+        "access_group.py",
+        "aws_clients.py",
+    ]  # no __pycache__: stable asset hash
 
 
 def test_modify_is_scoped_to_the_vpc_and_never_to_star(synthesized):

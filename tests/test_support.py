@@ -34,8 +34,9 @@ def test_no_two_folders_on_the_path_hold_a_module_of_one_name():
                 files[entry.name].add(str(entry.resolve()))
     # conftest.py is pytest's, imported by path; tests/ and tests/e2e each have their own. A module every holder
     # links to one file (lambda/shared/aws_clients.py, in each function's folder) is one module.
-    assert {name: where for name, where in holders.items()
-            if len(where) > 1 and name != "conftest" and len(files[name]) > 1} == {}
+    assert {
+        name: where for name, where in holders.items() if len(where) > 1 and name != "conftest" and len(files[name]) > 1
+    } == {}
 
 
 def test_no_module_on_the_path_or_in_support_shadows_an_installed_package():

@@ -173,7 +173,8 @@ def _actions_of(statements: list[dict]) -> set[str]:
 
 
 def _cfn_role(text: str, role: str) -> tuple[set[str], list[str]]:
-    props = yaml.load(text, Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass["Resources"][role]["Properties"]
+    template = yaml.load(text, Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass
+    props = template["Resources"][role]["Properties"]
     actions = set()
     for policy in props.get("Policies", []):
         actions |= _actions_of(policy["PolicyDocument"]["Statement"])

@@ -10,6 +10,7 @@ controller's: the bundle carries no glibc of its own.
 from __future__ import annotations
 
 import glob
+import os
 import subprocess
 from pathlib import Path
 
@@ -54,6 +55,10 @@ def system_slurm_paths(root: Path = SLURM_ROOT) -> list[Path]:
 
 def hide_system_slurm(nsenter: list[str], empty_dir: Path) -> list[Path]:
     """Covers system_slurm_paths() inside the namespace `nsenter` enters; returns what it hid."""
+    target = subprocess.run([*nsenter, "readlink", "/proc/self/ns/mnt"], capture_output=True, text=True).stdout.strip()
+    assert target and target != os.readlink("/proc/self/ns/mnt"), (
+        "refusing to hide the system Slurm in this machine's own mount namespace"
+    )
     empty_dir.mkdir(parents=True, exist_ok=True)
     hidden = system_slurm_paths()
     for path in hidden:

@@ -451,10 +451,14 @@ def test_studio_script_in_per_user_mode_gives_the_user_their_token_and_no_munge(
     )
     try:
         # nsenter execs unshare, which execs sleep: one process, in a namespace of its own once unshare has run.
+        # Until nsenter has entered the space's namespace the process is still in this machine's own: a wait for
+        # "not the space's" alone passes then, and the mounts below would land on the machine (it happened: sinfo
+        # of the Slurm root hidden for every later test).
+        own_ns = os.readlink("/proc/self/ns/mnt")
         space_ns = os.readlink(f"/proc/{c.holder.pid}/ns/mnt")
         wait_for(
             "the stock-image namespace",
-            lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != space_ns,
+            lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") not in (own_ns, space_ns),
             timeout=10,
             interval=0.05,
         )
