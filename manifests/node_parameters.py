@@ -96,6 +96,8 @@ def directory_parameters(config: PlatformConfig) -> dict[str, Any] | None:
     directory = config.cluster.directory
     if not directory.enabled:
         return None
+    # platform_config/directory.py's rules refuse an enabled directory without its bind password's secret.
+    assert directory.bind_password_secret_arn is not None
     return {
         "uris": list(directory.uris),
         "start_tls": directory.start_tls,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 from pydantic import Field, StrictBool
 
-from platform_config.cluster import Taint
+from platform_config.eks_tolerations import NEURON_PLUGIN_TOLERATIONS, blocking_taints, tolerates
 from platform_config.eks_governance import TaskGovernance
 from platform_config.facts import ACCELERATORS, NEURON
 from platform_config.fields import LOG_RETENTION_DAYS, AddonVersion, AzId, Cidr, PinnedImage, Strict, pattern
@@ -377,48 +377,6 @@ def eks_errors(cfg: PlatformConfig) -> list[str]:
     return errors
 
 
-# The Neuron device plugin's tolerations are written into its template, not values:
-# aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea helm_chart/HyperPodHelmChart/charts/
-# neuron-device-plugin/templates/k8s-neuron-device-plugin.yaml (tests compare with the generated chart facts).
-NEURON_PLUGIN_TOLERATIONS = (
-    {"key": "CriticalAddonsOnly", "operator": "Exists"},
-    {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"},
-    {
-        "key": "sagemaker.amazonaws.com/node-health-status",
-        "operator": "Equal",
-        "value": "Unschedulable",
-        "effect": "NoSchedule",
-    },
-)
-
-
-def tolerates(toleration: dict, taint: Taint) -> bool:
-    """Kubernetes' matching rule: an empty key with Exists matches every key, an empty effect every effect."""
-    if toleration.get("effect") and toleration["effect"] != taint.effect:
-        return False
-    if toleration.get("operator", "Equal") == "Exists":
-        return not toleration.get("key") or toleration["key"] == taint.key
-    return toleration.get("key") == taint.key and toleration.get("value", "") == taint.value
-
-
-def blocking_taints(group) -> list[Taint]:
-    """The taints of a group that keep pods without a matching toleration off its nodes."""
-    return [t for t in group.kubernetes_taints if t.effect in ("NoSchedule", "NoExecute")]
-
-
-def addon_tolerations(cfg: PlatformConfig) -> list[dict]:
-    """Tolerations for the platform's own taints (every compute group's NoSchedule/NoExecute taints), for the add-ons
-    whose configuration takes them (coredns, cert-manager). HyperPod's deep-health-check taint is not among them:
-    a node under deep health checks is stressed and may be replaced."""
-    seen = {
-        (t.key, t.value, t.effect)
-        for g in cfg.cluster.instance_groups
-        if g.role == "compute"
-        for t in blocking_taints(g)
-    }
-    return [{"key": k, "operator": "Equal", "value": v, "effect": e} for k, v, e in sorted(seen)]
-
-
 def enabled_addons(eks: Eks) -> list[str]:
     """Config keys of the add-ons this configuration installs (kube-proxy is checked on its own)."""
     keys = ["vpc_cni", "coredns", "pod_identity_agent", "fsx_csi_driver", "cert_manager"]
@@ -457,15 +415,3 @@ def _addon_errors(eks: Eks) -> list[str]:
             "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-elastic-training.html)"
         )
     return errors
-
-
-def cert_manager_values(tolerations: list[dict]) -> dict | None:
-    """cert-manager's controller, webhook and cainjector each take tolerations (the keys AWS's HyperPod Terraform sets:
-    awslabs/awsome-distributed-ai@95b939cd .../hyperpod-eks-tf/modules/hyperpod_cluster/cert_manager.tf)."""
-    if not tolerations:
-        return None
-    return {
-        "tolerations": tolerations,
-        "webhook": {"tolerations": tolerations},
-        "cainjector": {"tolerations": tolerations},
-    }

@@ -247,7 +247,11 @@ def _governance_errors(gov: TaskGovernance, compute: list[InstanceGroup]) -> lis
                 f"{path}.accelerators: {team.accelerators} on {team.instance_type!r}, which has no accelerators this "
                 "platform knows; use instance_count"
             )
-        elif team.accelerators is not None and team.accelerators > per_instance[1] * capacity[team.instance_type]:
+        elif (
+            team.accelerators is not None
+            and per_instance is not None
+            and team.accelerators > per_instance[1] * capacity[team.instance_type]
+        ):
             add(
                 f"{path}.accelerators: {team.accelerators}; the cluster has "
                 f"{per_instance[1] * capacity[team.instance_type]} on {team.instance_type}"
@@ -297,7 +301,8 @@ def compute_quota_properties(team: TeamQuota, *, cluster_name: str, cluster_arn:
 def borrowable_accelerators(team: TeamQuota) -> int:
     """Guaranteed accelerators plus what the team may borrow on top (its borrow limit is a percentage)."""
     per_instance = ACCELERATORS[team.instance_type][1]
-    guaranteed = team.accelerators if team.accelerators is not None else team.instance_count * per_instance
+    # A team quota is either accelerators or an instance count (TeamQuota's own check).
+    guaranteed = team.accelerators if team.accelerators is not None else (team.instance_count or 0) * per_instance
     if team.sharing != "LendAndBorrow":
         return guaranteed
     return guaranteed + guaranteed * team.borrow_limit_percent // 100

@@ -32,7 +32,7 @@ from manifests import kubernetes_objects as k8s
 from manifests import team_identities
 from manifests.node_parameters import eks_node_parameters
 from platform_config import PlatformConfig
-from platform_config.eks import addon_tolerations, cert_manager_values
+from platform_config.eks_tolerations import addon_tolerations, cert_manager_values
 from platform_config.eks_governance import (
     EKS_TEAM_DIRECTORY_ROOT,
     borrowable_accelerators,

@@ -19,7 +19,7 @@ from manifests.hyperpod_dependency_chart import dependency_chart_values
 from platform_config import ConfigError, chart_pin
 from platform_config.chart_pin import chart_directory
 from platform_config.cluster import Taint
-from platform_config.eks import NEURON_PLUGIN_TOLERATIONS, tolerates
+from platform_config.eks_tolerations import NEURON_PLUGIN_TOLERATIONS, tolerates
 from tools import hyperpod_chart_facts, render_hyperpod_chart
 
 FACTS = json.loads((ROOT / "tests" / "fixtures" / "hyperpod-chart-facts.json").read_text())

@@ -310,9 +310,11 @@ def test_handlers_and_node_scripts_use_the_standard_library_boto3_and_their_sibl
 
 
 def test_config_modules_stay_readable():
+    # 440 lines as ruff format writes them (one argument a line once a call is too long): the 400 of the hand-wrapped
+    # style the limit was set in, plus the ~10 % the formatter added to the config modules.
     for path in sorted((ROOT / "platform_config").glob("*.py")):
         lines = len(path.read_text().splitlines())
-        assert lines <= 400, f"{path.relative_to(ROOT)} has {lines} lines: split the section"
+        assert lines <= 440, f"{path.relative_to(ROOT)} has {lines} lines: split the section"
 
 
 def test_constructs_folder_keeps_clear_of_the_library():
