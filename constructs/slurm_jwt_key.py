@@ -58,9 +58,42 @@ class SlurmJwtKeySecret:
         (the token issuer) only read it; nobody else either, whatever their IAM policies say. CloudFormation
         updates the secret's description through CDK's deploy role. Key administration stays with the account (the
         key's default statement)."""
+        self._restrict(
+            write_sid="OnlyTheControllerWrites",
+            encrypt_sid="ClusterEncryptsTheJwtKey",
+            writer_role_arn=writer_role_arn,
+            # The controller's role exists before this key policy is written: KMS takes it as the principal.
+            writer_principals=([iam.ArnPrincipal(writer_role_arn)], {}),
+            reader_role_arn=reader_role_arn,
+            deploy_role_arn=deploy_role_arn,
+        )
+
+    def restrict_to_attach_step(self, *, attach_role_arn: str, reader_role_arn: str, deploy_role_arn: str) -> None:
+        """Attach mode: the role that runs `make attach` stands where the controller's role stands in `restrict`."""
+        self._restrict(
+            write_sid="OnlyTheAttachStepWrites",
+            encrypt_sid="AttachStepEncryptsTheJwtKey",
+            writer_role_arn=attach_role_arn,
+            # The attach role may not exist yet, and KMS refuses a key policy naming a principal that does not:
+            # any principal, narrowed by a condition on its ARN.
+            writer_principals=([iam.AnyPrincipal()], {"ArnEquals": {"aws:PrincipalArn": attach_role_arn}}),
+            reader_role_arn=reader_role_arn,
+            deploy_role_arn=deploy_role_arn,
+        )
+
+    def _restrict(
+        self,
+        *,
+        write_sid: str,
+        encrypt_sid: str,
+        writer_role_arn: str,
+        writer_principals: tuple[list[iam.IPrincipal], dict],
+        reader_role_arn: str,
+        deploy_role_arn: str,
+    ) -> None:
         self.secret.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="OnlyTheControllerWrites",
+                sid=write_sid,
                 effect=iam.Effect.DENY,
                 principals=[iam.AnyPrincipal()],
                 actions=["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"],
@@ -82,58 +115,14 @@ class SlurmJwtKeySecret:
             "kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com",
             "kms:CallerAccount": cdk.Aws.ACCOUNT_ID,
         }
+        principals, principal_condition = writer_principals
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="ClusterEncryptsTheJwtKey",
-                principals=[iam.ArnPrincipal(writer_role_arn)],
+                sid=encrypt_sid,
+                principals=principals,
                 actions=["kms:Encrypt", "kms:GenerateDataKey"],
                 resources=["*"],
-                conditions={"StringEquals": via_secrets_manager},
-            )
-        )
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="TokenIssuerDecryptsTheJwtKey",
-                principals=[iam.AnyPrincipal()],
-                actions=["kms:Decrypt"],
-                resources=["*"],
-                conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": reader_role_arn}},
-            )
-        )
-
-    def restrict_to_attach_step(self, *, attach_role_arn: str, reader_role_arn: str, deploy_role_arn: str) -> None:
-        """Attach mode: the role that runs `make attach` stands where the controller's role stands in `restrict`."""
-        self.secret.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="OnlyTheAttachStepWrites",
-                effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
-                actions=["secretsmanager:PutSecretValue", "secretsmanager:UpdateSecret"],
-                resources=["*"],
-                conditions={"ArnNotEquals": {"aws:PrincipalArn": [attach_role_arn, deploy_role_arn]}},
-            )
-        )
-        self.secret.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="OnlyTheTokenIssuerReads",
-                effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
-                actions=["secretsmanager:GetSecretValue"],
-                resources=["*"],
-                conditions={"ArnNotEquals": {"aws:PrincipalArn": reader_role_arn}},
-            )
-        )
-        via_secrets_manager = {
-            "kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com",
-            "kms:CallerAccount": cdk.Aws.ACCOUNT_ID,
-        }
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AttachStepEncryptsTheJwtKey",
-                principals=[iam.AnyPrincipal()],
-                actions=["kms:Encrypt", "kms:GenerateDataKey"],
-                resources=["*"],
-                conditions={"StringEquals": via_secrets_manager, "ArnEquals": {"aws:PrincipalArn": attach_role_arn}},
+                conditions={"StringEquals": via_secrets_manager, **principal_condition},
             )
         )
         self.key.add_to_resource_policy(
