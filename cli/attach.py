@@ -80,6 +80,7 @@ LOGIN_TOOLS = (
     "attach/read_slurm_login.sh",
     "attach/enable_slurm_jwt.sh",
     "hyperpod/lib/common.sh",
+    "hyperpod/lib/jwt_probe.py",
     "hyperpod/lib/marked_block.py",
     "hyperpod/lib/slurm_login_value.py",
     "hyperpod/build_slurm_client_bundle.sh",

@@ -141,17 +141,7 @@ ensure_key() {
 # jwt_accepted : true when slurmctld authenticates a 60-second token for `nobody` signed with our key.
 jwt_accepted() {
   local token
-  token="$(python3 - "$JWT_KEY_FILE" <<'PY'
-import base64, hashlib, hmac, json, sys, time
-key = open(sys.argv[1], "rb").read()
-b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-now = int(time.time())
-head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-body = b64(json.dumps({"sun": "nobody", "iat": now, "exp": now + 60}).encode())
-sig = b64(hmac.new(key, f"{head}.{body}".encode(), hashlib.sha256).digest())
-print(f"{head}.{body}.{sig}")
-PY
-)"
+  token="$(lib_py jwt_probe.py "$JWT_KEY_FILE")"
   SLURM_JWT="$token" SLURM_CONF="$SLURM_CONF" sinfo -h -o %P >/dev/null 2>&1
 }
 
