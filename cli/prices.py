@@ -8,7 +8,7 @@ SKU and usage type it came from. A price the answers do not settle (none, or two
 table, and the summary says "no price on record" for it rather than guessing.
 
 What is priced, by Price List service code, product family and usage type (the usage type carries a region
-prefix such as `USW2-`, absent in some regions):
+prefix such as `USW2-` or `EU-`, absent in some regions):
 - HyperPod instances: AmazonSageMaker, usage type `<prefix>-Cluster:ml.<type>` (HyperPod's own line items, not
   training's or Studio's).
 - FSx for Lustre SSD storage: AmazonFSx, fileSystemType Lustre, storageType SSD, throughputCapacity = the tier, per
@@ -120,8 +120,10 @@ def request(query: Query, region: str) -> dict:
 
 
 def _usage(usagetype: str, pattern: str) -> re.Match | None:
-    """Match the usage type after its optional region prefix (USW2-, USE1-, EUC1-, ...)."""
-    return re.fullmatch(rf"(?:[A-Z]{{2,4}}[0-9]-)?{pattern}", usagetype or "")
+    """Match the usage type after its optional region prefix: the Region's billing code (USW2-, USE1-, EUC1-, and
+    EU- without a digit for eu-west-1, per https://docs.aws.amazon.com/global-infrastructure/latest/regions/
+    aws-region-billing-codes.html). Which region it is, GetProducts' regionCode filter has already fixed."""
+    return re.fullmatch(rf"(?:[A-Z]{{2,4}}[0-9]?-)?{pattern}", usagetype or "")
 
 
 def _on_demand(item: dict, unit: str) -> list[float]:

@@ -78,6 +78,29 @@ def test_only_hyperpods_cluster_line_prices_an_instance():
     assert {k: v["usd"] for k, v in found.items()} == {"hyperpod_instance_hour:ml.m5.xlarge": 0.23}
 
 
+def test_eu_west_1s_billing_code_has_no_digit_and_still_prices():
+    # eu-west-1's usage types carry "EU-", not a letters-and-digit code like USW2- (AWS Region billing codes,
+    # https://docs.aws.amazon.com/global-infrastructure/latest/regions/aws-region-billing-codes.html); eu-west-1 is a
+    # shipped config's region, so a prefix rule that wants a digit would leave its whole table empty.
+    by_key = {q.key: q for q in prices.queries()}
+    found, _ = prices.entries(
+        by_key["hyperpod_instance_hour:{0}"],
+        [
+            item("AmazonSageMaker", "EU-Cluster:ml.p5.48xlarge", "Hrs", "70.0"),
+            item("AmazonSageMaker", "EU-ReservedCluster:ml.m5.xlarge", "Hrs", "0.7"),
+        ],
+    )
+    assert {k: v["usd"] for k, v in found.items()} == {"hyperpod_instance_hour:ml.p5.48xlarge": 70.0}
+    found, _ = prices.entries(
+        by_key["nat_gateway_hour"],
+        [
+            item("AmazonEC2", "EU-NatGateway-Hours", "Hrs", "0.048"),
+            item("AmazonEC2", "EU-RegionalNatGateway-Hours", "Hrs", "0.05"),
+        ],
+    )
+    assert {k: v["usd"] for k, v in found.items()} == {"nat_gateway_hour": 0.048}
+
+
 def summary(synth, tmp_path, table: dict) -> list[str]:
     built = synth("default")
     path = tmp_path / "prices.json"
