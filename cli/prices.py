@@ -8,7 +8,7 @@ SKU and usage type it came from. A price the answers do not settle (none, or two
 table, and the summary says "no price on record" for it rather than guessing.
 
 What is priced, by Price List service code, product family and usage type (the usage type carries a region
-prefix such as `USW2-` or `EU-`, absent in some regions):
+prefix such as `USW2-`, `EU-` or, for KMS, `us-west-2-`; absent in some regions):
 - HyperPod instances: AmazonSageMaker, usage type `<prefix>-Cluster:ml.<type>` (HyperPod's own line items, not
   training's or Studio's).
 - FSx for Lustre SSD storage: AmazonFSx, fileSystemType Lustre, storageType SSD, throughputCapacity = the tier, per
@@ -122,8 +122,10 @@ def request(query: Query, region: str) -> dict:
 def _usage(usagetype: str, pattern: str) -> re.Match | None:
     """Match the usage type after its optional region prefix: the Region's billing code (USW2-, USE1-, EUC1-, and
     EU- without a digit for eu-west-1, per https://docs.aws.amazon.com/global-infrastructure/latest/regions/
-    aws-region-billing-codes.html). Which region it is, GetProducts' regionCode filter has already fixed."""
-    return re.fullmatch(rf"(?:[A-Z]{{2,4}}[0-9]?-)?{pattern}", usagetype or "")
+    aws-region-billing-codes.html), or for KMS the Region's name (us-west-2-KMS-Keys: AWS documents no list of
+    usage types; this form is what published KMS bills and price rows show). Which region it is, GetProducts'
+    regionCode filter has already fixed."""
+    return re.fullmatch(rf"(?:(?:[A-Z]{{2,4}}[0-9]?|[a-z]{{2}}(?:-[a-z]+)+-[0-9])-)?{pattern}", usagetype or "")
 
 
 def _on_demand(item: dict, unit: str) -> list[float]:

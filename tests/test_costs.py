@@ -101,6 +101,20 @@ def test_eu_west_1s_billing_code_has_no_digit_and_still_prices():
     assert {k: v["usd"] for k, v in found.items()} == {"nat_gateway_hour": 0.048}
 
 
+def test_a_kms_usage_type_carries_the_region_name():
+    # KMS's usage types start with the Region's name, not its billing code (us-west-2-KMS-Keys, as KMS lines in
+    # published bills and price rows read); the request line beside it is not the key's monthly price.
+    query = next(q for q in prices.queries() if q.key == "kms_key_month")
+    found, _ = prices.entries(
+        query,
+        [
+            item("awskms", "us-west-2-KMS-Keys", "Keys", "1.0000000000"),
+            item("awskms", "us-west-2-KMS-Requests", "Requests", "0.0000030000"),
+        ],
+    )
+    assert {k: (v["usd"], v["usagetype"]) for k, v in found.items()} == {"kms_key_month": (1.0, "us-west-2-KMS-Keys")}
+
+
 def summary(synth, tmp_path, table: dict) -> list[str]:
     built = synth("default")
     path = tmp_path / "prices.json"
@@ -230,7 +244,9 @@ def test_preflight_writes_the_regions_prices_and_keeps_the_others(tmp_path):
 
 def test_preflight_warns_about_an_ambiguous_price(tmp_path):
     pages = answers({"ml.m5.xlarge": "0.23"})
-    pages["kms_key_month"] = [[item("awskms", "USW2-KMS-Keys", "Keys", "1.0"), item("awskms", "KMS-Keys", "Keys", "2")]]
+    pages["kms_key_month"] = [
+        [item("awskms", "us-west-2-KMS-Keys", "Keys", "1.0"), item("awskms", "KMS-Keys", "Keys", "2")]
+    ]
     client, _ = stubbed_pricing(pages)
     result = refresh_prices(lambda service, purpose: client, REGION, tmp_path / "prices.json")
     assert result.status == WARNING

@@ -65,7 +65,7 @@ def answers(instance_prices: dict[str, str]) -> dict[str, list[list[str]]]:
         ],
         "network_load_balancer_hour": [[item("AWSELB", "USW2-LoadBalancerUsage", "Hrs", "0.0225")]],
         "interface_endpoint_hour": [[item("AmazonVPC", "USW2-VpcEndpoint-Hours", "Hrs", "0.01")]],
-        "kms_key_month": [[item("awskms", "USW2-KMS-Keys", "Keys", "1.0000000000")]],
+        "kms_key_month": [[item("awskms", "us-west-2-KMS-Keys", "Keys", "1.0000000000")]],
         "cloudwatch_alarm_month": [[item("AmazonCloudWatch", "USW2-CW:AlarmMonitorUsage", "Alarms", "0.10")]],
         "eks_cluster_hour": [[item("AmazonEKS", "USW2-AmazonEKS-Hours:perCluster", "Hours", "0.10")]],
         **{
