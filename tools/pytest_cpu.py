@@ -1,7 +1,7 @@
 """pytest plugin for `make bench-test` (tools/time_test_suite.sh): the CPU seconds (user + system) of each test's
 set-up, call and teardown, its own process's, those of every child process it waited for (getrusage SELF and
 CHILDREN) and those of its live descendants (/proc: the jsii Node.js kernel of aws_cdk), one JSON line per test into $PYTEST_CPU_DIR/<worker>.jsonl. A module fixture's cost lands on the test that
-set it up and the one that tore it down; `python3 tools/pytest_cpu.py DIR` sums them by module and lists the costliest.
+set it up and the one that tore it down; `.venv/bin/python tools/pytest_cpu.py DIR` sums them by module and lists the costliest.
 
     PYTEST_CPU_DIR=build/test-cpu .venv/bin/python -m pytest -p tools.pytest_cpu ...
 """
@@ -73,6 +73,7 @@ def pytest_runtest_logfinish(nodeid, location):
     if not directory or nodeid not in _phases:
         return
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    Path(directory).mkdir(parents=True, exist_ok=True)
     with open(Path(directory) / f"{worker}.jsonl", "a") as out:
         out.write(json.dumps({"test": nodeid, **_phases.pop(nodeid)}) + "\n")
 
