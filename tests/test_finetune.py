@@ -84,8 +84,8 @@ def _steps(progress: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def workflow(tmp_path_factory):
-    """tests/finetune/workflow.py runs the steps (see its docstring: most are forked from a process that has imported
-    torch, transformers, peft and MLflow once; the reference run starts cold, with `torchrun`)."""
+    """tests/finetune/workflow.py runs the steps (see its docstring: each is forked from a process that has imported
+    torch, transformers, peft and MLflow once, the training runs under torch's elastic agent)."""
     python = _venv()
     tmp = tmp_path_factory.mktemp("finetune")
     request = tmp / "request.json"

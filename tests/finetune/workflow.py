@@ -4,11 +4,10 @@ holds, and the preparation once more.
 
 A start of the training venv costs ~9 s of CPU importing torch, transformers, peft and MLflow (docs/testing.md), and
 the workflow is ~20 processes. So each step runs in a process of its own forked from one forkserver that has
-imported them (warm_imports.py); the training phases are started by torch's elastic agent, the one torchrun runs,
+imported them (warm_imports.py); the training runs are started by torch's elastic agent, the one torchrun runs,
 through its Python API with torchrun --standalone's rendezvous (a c10d store on localhost) and its forkserver start
-method. Two processes start cold, as users start them: the reference run, with the `torchrun` command (train.py as
-the script, its `__main__` exit included), and the second preparation, in this process (another hash seed than the
-forkserver's).
+method, and each rank runs train.main. The second preparation runs in this process, not forked: another hash seed
+than the forkserver's.
 
 Usage: python workflow.py REQUEST.json     (keys: tmp, args, fixture; prints the result as JSON)
 """
@@ -22,7 +21,6 @@ import multiprocessing
 import os
 import runpy
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -50,7 +48,6 @@ class Workflow:
         self.mlflow_env = {"MLFLOW_TRACKING_URI": (tmp / "mlruns").as_uri(), "MLFLOW_ALLOW_FILE_STORE": "true"}
         # Python 3.11's forkserver is started with `python -c` and ignores the sys.path it is given: its preloads
         # are found through PYTHONPATH. Its hash seed is not this process's, so the two preparations differ in it.
-        self.reference_env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
         os.environ["PYTHONHASHSEED"] = "1"
         self.context = multiprocessing.get_context("forkserver")
@@ -74,8 +71,8 @@ class Workflow:
     def train_argv(self, ckpt: Path) -> list[str]:
         return ["--args", str(self.args), "--work-dir", str(self.work), "--checkpoint-dir", str(ckpt)]
 
-    def elastic(self, name: str, nproc: int, env: dict, signal_rank: int | None = None) -> str:
-        """train.py on `nproc` ranks under torch's elastic agent; with signal_rank, SIGUSR1 goes to that rank once
+    def elastic(self, name: str, nproc: int, ckpt: Path, env: dict, signal_rank: int | None = None) -> str:
+        """train.py on `nproc` ranks under torch's elastic agent, checkpointing to `ckpt`; with signal_rank, SIGUSR1 goes to that rank once
         the run has trained 2 steps of its own, as the HyperPod elastic agent does on a resize. Rank 0's output."""
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -94,7 +91,7 @@ class Workflow:
         )
         stop, signalled = threading.Event(), []
         if signal_rank is not None:
-            progress, before = self.ckpt / "progress.jsonl", _steps(self.ckpt / "progress.jsonl")
+            progress, before = ckpt / "progress.jsonl", _steps(ckpt / "progress.jsonl")
 
             def resize() -> None:
                 deadline = time.monotonic() + STEP_TIMEOUT
@@ -106,7 +103,7 @@ class Workflow:
 
             threading.Thread(target=resize, daemon=True).start()
         try:
-            elastic_launch(config, forked_steps.train_worker)(self.train_argv(self.ckpt), env, str(logs))
+            elastic_launch(config, forked_steps.train_worker)(self.train_argv(ckpt), env, str(logs))
         except ChildFailedError as failed:
             outputs = "\n".join(f"--- {p.name}\n{p.read_text()[-4000:]}" for p in sorted(logs.glob("*.out")))
             raise SystemExit(f"{name}: {failed}\n{outputs}") from None
@@ -122,24 +119,13 @@ class Workflow:
         result["prepared"] = self.script(
             "prepare", FINETUNE / "prepare_data.py", "--args", self.args, "--work-dir", self.work
         )
-        # The reference: one process, uninterrupted, started as a user starts it; it runs beside the phases.
-        with open(self.logs / "reference.out", "w") as out:
-            reference = subprocess.Popen(
-                [Path(sys.executable).parent / "torchrun", "--standalone", "--nproc-per-node=1", FINETUNE / "train.py"]
-                + self.train_argv(self.reference),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self.reference_env,
-            )
         result["phases"] = [
-            self.elastic("phase-1", 2, self.mlflow_env, signal_rank=1),
-            self.elastic("phase-2", 3, self.mlflow_env, signal_rank=2),
-            self.elastic("phase-3", 2, self.mlflow_env),
+            self.elastic("phase-1", 2, self.ckpt, self.mlflow_env, signal_rank=1),
+            self.elastic("phase-2", 3, self.ckpt, self.mlflow_env, signal_rank=2),
+            self.elastic("phase-3", 2, self.ckpt, self.mlflow_env),
         ]
-        if reference.wait(STEP_TIMEOUT) != 0:
-            raise SystemExit(
-                f"reference: exit code {reference.returncode}\n{(self.logs / 'reference.out').read_text()}"
-            )
+        # The reference: one process, uninterrupted, logging nowhere.
+        self.elastic("reference", 1, self.reference, dict.fromkeys(self.mlflow_env))
         result["evaluated"] = self.script(
             "evaluate", FINETUNE / "evaluate.py", *self.train_argv(self.ckpt), env=self.mlflow_env
         )
