@@ -1,7 +1,7 @@
 """The modules examples/finetune's steps import, imported once in the forkserver of tests/finetune/workflow.py
 (forked_steps.py holds what its processes run). A process of the training venv spends most of its start importing torch,
 transformers, peft and MLflow (~9 s of CPU each, docs/testing.md); a process forked from this server starts with
-them in place. The steps' own code runs unchanged: each is a fresh process, as under torchrun.
+them in place. The steps' own code runs unchanged, each in a fresh process.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 FINETUNE = Path(__file__).resolve().parents[2] / "examples" / "finetune"
 sys.path.insert(0, str(FINETUNE))
 
-# What train.py, evaluate.py, prepare_data.py and tiny_model.py import inside their functions. Not
+# What train.py, evaluate.py and prepare_data.py import inside their functions, and tiny_model.py at its top. Not
 # hyperpod_elastic_agent: it reads HYPERPOD_SIGNAL_COORDINATION and takes SIGUSR1 when imported, which train.py
 # arranges in each worker.
 import mlflow  # noqa: E402,F401
