@@ -6,7 +6,8 @@ The elastic run: 2 processes train and take hyperpod-elastic-agent's elastic eve
 its elastic_event_detected() with HYPERPOD_SIGNAL_COORDINATION=distributed), checkpoint and exit; 3 processes
 resume from that checkpoint and take a second event; 2 processes resume again and finish. A reference run of 1
 process trains the same steps without interruption. Same global batch, same records at every step, same loss.
-tests/finetune/workflow.py runs the steps, each forked from one process that has imported the heavy libraries once.
+tests/finetune/workflow.py runs the steps in processes forked from one that has imported the heavy libraries once (the
+second preparation in the driving process itself, for another hash seed).
 """
 
 from __future__ import annotations
