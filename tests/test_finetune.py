@@ -6,22 +6,22 @@ The elastic run: 2 processes train and take hyperpod-elastic-agent's elastic eve
 its elastic_event_detected() with HYPERPOD_SIGNAL_COORDINATION=distributed), checkpoint and exit; 3 processes
 resume from that checkpoint and take a second event; 2 processes resume again and finish. A reference run of 1
 process trains the same steps without interruption. Same global batch, same records at every step, same loss.
+tests/finetune/workflow.py runs the steps in processes forked from one that has imported the heavy libraries once (the
+second preparation in the driving process itself, for another hash seed).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from support.paths import ROOT
-from support.process_tree import children
+from support.process_tree import run_or_dump_stacks
 
 FINETUNE = ROOT / "examples" / "finetune"
 TRAIN_VENV = ROOT / ".venv-train"
@@ -79,83 +79,35 @@ def tiny_args(tmp: Path) -> Path:
     return path
 
 
-def _rank_of(pid: int) -> int | None:
-    try:
-        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except (FileNotFoundError, PermissionError):
-        return None
-    ranks = [int(e.split(b"=", 1)[1]) for e in env if e.startswith(b"RANK=")]
-    return ranks[0] if ranks else None
-
-
 def _steps(progress: Path) -> list[dict]:
     return [json.loads(line) for line in progress.read_text().splitlines()] if progress.exists() else []
 
 
-def torchrun(
-    nproc: int, args: Path, work: Path, ckpt: Path, env: dict, *, signal_rank: int | None = None, after_steps: int = 2
-) -> str:
-    """One torchrun of train.py; with signal_rank, SIGUSR1 goes to that rank's worker once the run has trained
-    `after_steps` steps of its own, as the HyperPod elastic agent does on a resize."""
-    cmd = [
-        TRAIN_VENV / "bin" / "torchrun",
-        "--standalone",
-        f"--nproc-per-node={nproc}",
-        FINETUNE / "train.py",
-        "--args",
-        args,
-        "--work-dir",
-        work,
-        "--checkpoint-dir",
-        ckpt,
-    ]
-    full_env = os.environ | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"} | env
-    proc = subprocess.Popen(
-        [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env
-    )
-    if signal_rank is not None:
-        before, deadline = len(_steps(ckpt / "progress.jsonl")), time.monotonic() + 240
-        while len(_steps(ckpt / "progress.jsonl")) < before + after_steps:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-4000:]
-            time.sleep(0.02)
-        workers = {_rank_of(p): p for p in children(proc.pid)}
-        os.kill(workers[signal_rank], signal.SIGUSR1)
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out[-6000:]
-    return out
-
-
 @pytest.fixture(scope="module")
 def workflow(tmp_path_factory):
+    """tests/finetune/workflow.py runs the steps (see its docstring: each is forked from a process that has imported
+    torch, transformers, peft and MLflow once, the training runs under torch's elastic agent)."""
     python = _venv()
     tmp = tmp_path_factory.mktemp("finetune")
-    args = tiny_args(tmp)
-    work, ckpt, reference = tmp / "work", tmp / "checkpoints", tmp / "reference"
-    mlruns = tmp / "mlruns"
-    run([python, ROOT / "tests" / "finetune" / "tiny_model.py", FIXTURE, work / "model"])
-    prepared = run([python, FINETUNE / "prepare_data.py", "--args", args, "--work-dir", work])
-    # A local file store stands in for the tracking server (MLflow 3.17 wants the opt-in for it).
-    env = {"MLFLOW_TRACKING_URI": mlruns.as_uri(), "MLFLOW_ALLOW_FILE_STORE": "true"}
-    phases = [
-        torchrun(2, args, work, ckpt, env, signal_rank=1),
-        torchrun(3, args, work, ckpt, env, signal_rank=2),
-        torchrun(2, args, work, ckpt, env),
-    ]
-    torchrun(1, args, work, reference, {})
-    evaluated = run(
-        [python, FINETUNE / "evaluate.py", "--args", args, "--work-dir", work, "--checkpoint-dir", ckpt], env=env
-    )
-    mlflow = run([python, ROOT / "tests" / "finetune" / "read_mlflow.py", mlruns.as_uri()], env=env)
-    return {
-        "tmp": tmp,
-        "work": work,
-        "ckpt": ckpt,
-        "reference": reference,
-        "prepared": prepared.stdout,
-        "phases": phases,
-        "evaluated": evaluated.stdout,
-        "mlflow": json.loads(mlflow.stdout),
-    }
+    request = tmp / "request.json"
+    request.write_text(json.dumps({"tmp": str(tmp), "args": str(tiny_args(tmp)), "fixture": str(FIXTURE)}))
+    env = os.environ | {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    # This process's hash seed; the forkserver's is 1: the two preparations differ in it.
+    env["PYTHONHASHSEED"] = "2"
+    try:
+        result = run_or_dump_stacks(
+            [str(python), str(ROOT / "tests" / "finetune" / "workflow.py"), str(request)], env, 600
+        )
+    except pytest.fail.Exception as failed:
+        pytest.fail(f"{failed}\n{_logs(tmp)}")
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-6000:]}\n{_logs(tmp)}"
+    paths = {"tmp": tmp, "work": tmp / "work", "ckpt": tmp / "checkpoints", "reference": tmp / "reference"}
+    return paths | json.loads(result.stdout.splitlines()[-1])
+
+
+def _logs(tmp: Path) -> str:
+    """The ends of the steps' outputs (each forked step and rank writes its own)."""
+    return "\n".join(f"--- {p.relative_to(tmp)}\n{p.read_text()[-3000:]}" for p in sorted(tmp.glob("logs/**/*.out")))
 
 
 def _starts(out: str) -> list[dict]:
@@ -183,13 +135,10 @@ def test_preparation_holds_out_eval_records_and_masks_prompts(workflow):
         assert row["prompt"].endswith("### Response:\n") and 0 < row["prompt_tokens"] < len(row["input_ids"]) <= 64
 
 
-def test_preparation_is_deterministic(workflow, tmp_path):
+def test_preparation_is_deterministic(workflow):
+    """Prepared twice, in two processes with different hash seeds: the same bytes."""
     first = (workflow["work"] / "data" / "train.jsonl").read_bytes()
-    again = tmp_path / "work"
-    again.mkdir()
-    (again / "model").symlink_to(workflow["work"] / "model")
-    run([PYTHON, FINETUNE / "prepare_data.py", "--args", workflow["tmp"] / "args.yaml", "--work-dir", again])
-    assert (again / "data" / "train.jsonl").read_bytes() == first
+    assert Path(workflow["prepared_again"]).read_bytes() == first
 
 
 # ---------------------------------------------------------------------------------------------- elastic training
@@ -285,18 +234,8 @@ def test_evaluation_scores_base_and_finetuned_answers(workflow):
     for model in ("base", "finetuned"):
         assert set(rouge[model]) == {"rouge1", "rouge2", "rougeL", "rougeLsum"}
         assert all(0.0 <= v <= 1.0 for v in rouge[model].values())
-    check = run(
-        [
-            PYTHON,
-            "-c",
-            "import json, sys; sys.path.insert(0, sys.argv[1]); import evaluate; "
-            "rows = [json.loads(l) for l in open(sys.argv[2])]; "
-            "print(json.dumps(evaluate.rouge([r['finetuned'] for r in rows], [r['reference'] for r in rows])))",
-            FINETUNE,
-            workflow["work"] / "eval" / "predictions.jsonl",
-        ]
-    )
-    assert json.loads(check.stdout) == pytest.approx(rouge["finetuned"])
+    # evaluate.rouge over the fine-tuned answers written, in a process of its own: the scores written are theirs.
+    assert workflow["recomputed_rouge"] == pytest.approx(rouge["finetuned"])
 
 
 ROUGE_CASES = [
@@ -316,18 +255,12 @@ def test_rouge_matches_its_definitions():
     code = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); import evaluate; "
         "cases = json.loads(sys.argv[2]); "
-        "print(json.dumps([evaluate.rouge([p], [r]) for p, r in cases]))"
+        "print(json.dumps([evaluate.rouge(*case) for case in cases]))"
     )
-    out = run([_venv(), "-c", code, FINETUNE, json.dumps([[p, r] for p, r, _ in ROUGE_CASES])])
-    for (prediction, reference, expected), got in zip(ROUGE_CASES, json.loads(out.stdout)):
+    cases = [([p], [r]) for p, r, _ in ROUGE_CASES]
+    averaged = (["the cat sat", "dogs bark loudly"], ["the cat sat", "the cat sat"])
+    out = run([_venv(), "-c", code, FINETUNE, json.dumps([*cases, averaged])])
+    *scores, mean = json.loads(out.stdout)
+    for (prediction, reference, expected), got in zip(ROUGE_CASES, scores, strict=True):
         assert got == pytest.approx(expected), (prediction, reference)
-    averaged = run(
-        [
-            _venv(),
-            "-c",
-            "import sys; sys.path.insert(0, sys.argv[1]); import evaluate, json; "
-            "print(json.dumps(evaluate.rouge(['the cat sat', 'dogs bark loudly'], ['the cat sat', 'the cat sat'])))",
-            FINETUNE,
-        ]
-    )
-    assert json.loads(averaged.stdout)["rouge1"] == pytest.approx(0.5)
+    assert mean["rouge1"] == pytest.approx(0.5)  # the mean of 1 and 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 from support.paths import ROOT
 from support.modules import load_module
-from support.process_tree import descendants
+from support.process_tree import run_or_dump_stacks
 
 train_elastic = load_module(ROOT / "examples" / "train_elastic.py")
 
@@ -40,30 +39,6 @@ def test_a_finished_rank_exits_even_if_finalization_would_block():
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stdout, result.stderr) == (3, "trained", "and written")
-
-
-def run_or_dump_stacks(cmd: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
-    """cmd to its end, or after `timeout` a failure showing where every Python process of it was: SIGABRT to it and
-    every process under it (torchrun starts each worker in a session of its own), whose Python processes
-    (PYTHONFAULTHANDLER) print every thread's stack before they die."""
-    proc = subprocess.Popen(
-        cmd, env={**env, "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        tree = [proc.pid, *descendants(proc.pid)]  # before any dies: orphans would no longer be found
-        for sig in (signal.SIGABRT, signal.SIGKILL):
-            for pid in tree:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
-            try:
-                out, err = proc.communicate(timeout=30)
-                break
-            except subprocess.TimeoutExpired:
-                out = err = ""
-        pytest.fail(f"{cmd[2:5]} did not end within {timeout} s; its stacks:\n{err[-12000:]}\n{out[-2000:]}")
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def test_a_hung_run_fails_in_bounded_time_with_the_stacks_of_its_workers_in_their_own_sessions(tmp_path):

@@ -3,7 +3,13 @@ its process group or session (torchrun starts each worker in a session of its ow
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 from pathlib import Path
+
+import pytest
 
 
 def children(pid: int) -> list[int]:
@@ -18,3 +24,27 @@ def descendants(pid: int) -> list[int]:
     """Every process under pid, children first."""
     below = children(pid)
     return below + [d for child in below for d in descendants(child)]
+
+
+def run_or_dump_stacks(cmd: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """cmd to its end, or after `timeout` a failure showing where every Python process of it was: SIGABRT to it and
+    every process under it (torchrun starts each worker in a session of its own), whose Python processes
+    (PYTHONFAULTHANDLER) print every thread's stack before they die."""
+    proc = subprocess.Popen(
+        cmd, env={**env, "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        tree = [proc.pid, *descendants(proc.pid)]  # before any dies: orphans would no longer be found
+        for sig in (signal.SIGABRT, signal.SIGKILL):
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            try:
+                out, err = proc.communicate(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                out = err = ""
+        pytest.fail(f"{cmd[2:5]} did not end within {timeout} s; its stacks:\n{err[-12000:]}\n{out[-2000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
