@@ -36,9 +36,11 @@ from support.synthesis import shared_dir, synthesized
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def moto_endpoint():
-    """A moto server for the module's tests (each module its own); a test empties it with support.moto_server.reset."""
+    """A moto server for the process (one per xdist worker, started when a test first asks for it; ~2.5 s of CPU with
+    the first use of its services): every test that uses it empties it first with support.moto_server.reset. Session
+    scope does not tie its users to one worker (conftest's docstring), so they spread like any test."""
     with moto_server() as url:
         yield url
 

@@ -6,6 +6,8 @@ hold nothing, and no instance metadata."""
 
 from __future__ import annotations
 
+import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,10 +34,59 @@ COMMANDS = (
 )
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, *args], cwd=ROOT, env=env or no_credentials_env(), capture_output=True, text=True, timeout=120
-    )
+# One case per command runs as `python -m cli.<name>` in an interpreter of its own: the exit status, stdout and stderr
+# the shell sees, through the module's `__main__` block (a failing case, so that the status reaching the shell is not
+# just 0). The other cases call the same main() in this process with the same environment: what they check is main()'s
+# behaviour, and a fresh interpreter importing boto3 and pydantic costs ~0.4 s of CPU each. A traceback there is an
+# exception out of main(), which fails the test as it would fail the process.
+IN_A_PROCESS = {
+    ("-m", "cli.attach", "--help"),  # attach's entry point is run(), not main()
+    ("-m", "cli.preflight", "--config", "config/default.yaml"),
+    ("-m", "cli.connect", "--config", "config/default.yaml", "controller"),
+    ("-m", "cli.replacement_guard", "diff"),
+    ("-m", "cli.status", "--config", "config/default.yaml"),
+    ("-m", "cli.logs", "--config", "config/default.yaml", "worker-group-1:0"),
+    ("-m", "cli.diagnose", "--config", "config/default.yaml"),
+    ("-m", "cli.watch", "ml-cluster"),
+    ("-m", "cli.stack_graph", "{missing}"),
+    ("-m", "cli.summarize", "{missing}", "--config", "config/default.yaml"),
+    ("-m", "cli.template_replacements", "{missing}", "{missing}"),
+    ("-m", "cli.destroy", "{missing}"),
+    ("-m", "cli.sizing", "--config", "{config}"),
+}
+
+
+def test_every_command_runs_as_a_process_at_least_once():
+    assert sorted(a[1].removeprefix("cli.") for a in IN_A_PROCESS) == sorted(COMMANDS)
+
+
+@pytest.fixture
+def run(monkeypatch, capsys):
+    """run("-m", "cli.<name>", *argv, template=...) -> CompletedProcess, as `python -m cli.<name> argv` without AWS
+    credentials; `template` is the case as IN_A_PROCESS spells it, when that differs from the arguments."""
+    env = no_credentials_env()
+
+    def run_(*args: str, template: tuple[str, ...] | None = None) -> subprocess.CompletedProcess:
+        if (template or args) in IN_A_PROCESS:
+            return subprocess.run(
+                [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+            )
+        assert args[0] == "-m", args
+        with monkeypatch.context() as patch:
+            patch.chdir(ROOT)
+            for name in [n for n in os.environ if n not in env]:
+                patch.delenv(name)
+            for name, value in env.items():
+                patch.setenv(name, value)
+            capsys.readouterr()
+            try:
+                code = importlib.import_module(args[1]).main(list(args[2:]))
+            except SystemExit as exit:  # argparse's --help and usage errors
+                code = exit.code
+            captured = capsys.readouterr()
+        return subprocess.CompletedProcess(args, 0 if code is None else code, captured.out, captured.err)
+
+    return run_
 
 
 def test_every_command_module_is_listed():
@@ -45,7 +96,7 @@ def test_every_command_module_is_listed():
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_help(command):
+def test_help(command, run):
     result = run("-m", f"cli.{command}", "--help")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"usage: python -m cli.{command} ")
@@ -83,7 +134,7 @@ def test_help(command):
         "watch",
     ],
 )
-def test_without_credentials_one_line_and_a_failure(args):
+def test_without_credentials_one_line_and_a_failure(args, run):
     """Before: `make preflight` printed six CANNOT CHECK lines and exited 0, `make connect` ended in a
     NoCredentialsError traceback. deploy and diff stop before their synth."""
     result = run(*args)
@@ -94,7 +145,7 @@ def test_without_credentials_one_line_and_a_failure(args):
     assert "no AWS credentials" in lines[0] and "Traceback" not in result.stderr
 
 
-def test_an_unknown_profile_is_one_line():
+def test_an_unknown_profile_is_one_line(run):
     result = run("-m", "cli.preflight", "--profile", "nobody-has-this")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == (
@@ -112,9 +163,9 @@ def test_an_unknown_profile_is_one_line():
     ],
     ids=["graph", "summarize", "template_replacements", "destroy"],
 )
-def test_without_a_synthesized_assembly_one_line_and_a_failure(args, tmp_path):
+def test_without_a_synthesized_assembly_one_line_and_a_failure(args, tmp_path, run):
     missing = tmp_path / "cdk.out"
-    result = run(*(a.format(missing=missing) for a in args))
+    result = run(*(a.format(missing=missing) for a in args), template=args)
     assert result.returncode == 2 and result.stdout == ""
     assert (
         result.stderr == f"{args[1].split('.')[1]}: {missing}/manifest.json not found: no synthesized assembly "
@@ -123,13 +174,21 @@ def test_without_a_synthesized_assembly_one_line_and_a_failure(args, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["preflight", "sizing", "summarize"])
-def test_a_refused_config_names_the_key_and_what_is_allowed_and_fails(command, tmp_path):
+def test_a_refused_config_names_the_key_and_what_is_allowed_and_fails(command, tmp_path, run):
     config = tmp_path / "bad.yaml"
     config.write_text("name: demo\nbogus_key: 7\n")
     assembly = tmp_path / "cdk.out"  # summarize reads the config after the assembly
     assembly.mkdir()
     (assembly / "manifest.json").write_text('{"artifacts": {}}')
-    result = run("-m", f"cli.{command}", *([str(assembly)] if command == "summarize" else []), "--config", str(config))
+    before = ("{assembly}",) if command == "summarize" else ()
+    result = run(
+        "-m",
+        f"cli.{command}",
+        *(a.format(assembly=assembly) for a in before),
+        "--config",
+        str(config),
+        template=("-m", f"cli.{command}", *before, "--config", "{config}"),
+    )
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(
         f"1 configuration error(s) in {config}:\n  - bogus_key: unknown key; allowed here: name, orchestrator,"

@@ -132,9 +132,9 @@ def test_accepted_edits_synthesize(seed, tmp_path):
     @settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
     @given(mutated_configs(), st.integers(0, 10**6))
     def collect(data, salt):
-        assume(salt % 3 == seed)
+        assume(salt % 3 == seed and not accepted)  # once one is found, the rest are not loaded
         result = outcome(data)
-        assume(isinstance(result, PlatformConfig) and not accepted)
+        assume(isinstance(result, PlatformConfig))
         accepted.append(result)
 
     collect()

@@ -3,6 +3,7 @@ the committed JSON Schema, and the app's error output for bad input (no tracebac
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -106,8 +107,24 @@ def test_schema_rejects_unknown_keys_for_editors():
         (["-c", "config=config/missing.yaml"], "config: 'config/missing.yaml' — file not found"),
     ],
 )
-def test_app_reports_bad_input_without_traceback(args, expected):
+def test_app_reports_bad_input_without_traceback(args, expected, monkeypatch, capsys):
+    """One case runs app.py as the CDK CLI does (a process of its own, the context in CDK_CONTEXT_JSON): its exit
+    status and stderr. The others run the same app.py in this process with the context given to its App (each fresh
+    process pays Node.js and aws-cdk-lib's start, ~2.5 s of CPU); an exception other than its exit fails the test as a
+    traceback would."""
     context = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args[1::2]}
+    if args != ["-c", "orchestrator=pbs"]:  # that one runs as a process, below
+        import runpy
+
+        import aws_cdk
+
+        monkeypatch.chdir(ROOT)
+        monkeypatch.setattr(aws_cdk, "App", functools.partial(aws_cdk.App, context=context))
+        with pytest.raises(SystemExit) as exit:
+            runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
+        assert exit.value.code == 1
+        assert expected in capsys.readouterr().err
+        return
     result = subprocess.run(
         [sys.executable, "app.py"],
         cwd=ROOT,

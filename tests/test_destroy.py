@@ -21,7 +21,9 @@ the mechanism of botocore.stub.Stubber; a Stubber would intercept every call on 
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -394,15 +396,16 @@ def test_importing_it_calls_nothing(tmp_path):
     assert result.stdout == "[]\n"
 
 
-def test_without_credentials_one_line_and_nothing_asked(synth):
-    result = subprocess.run(
-        [sys.executable, "-m", "cli.destroy", str(synth("default").out_dir)],
-        cwd=ROOT,
-        env=no_credentials_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        input="ml-cluster\n",
-    )
-    assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.startswith("destroy: no AWS credentials") and result.stderr.count("\n") == 1
+def test_without_credentials_one_line_and_nothing_asked(synth, monkeypatch, capsys):
+    """main() with no AWS credentials (tests/test_cli.py runs `python -m cli.destroy` in a process of its own): one
+    line, and the question is never asked (an answer waits on stdin)."""
+    env = no_credentials_env()
+    for name in [n for n in os.environ if n not in env]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("sys.stdin", io.StringIO("ml-cluster\n"))
+    assert destroy.main([str(synth("default").out_dir)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and sys.stdin.read() == "ml-cluster\n"
+    assert captured.err.startswith("destroy: no AWS credentials") and captured.err.count("\n") == 1

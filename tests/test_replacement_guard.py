@@ -27,7 +27,7 @@ from test_day2 import _synth
 from support.moto_server import moto_server
 from support.paths import ROOT
 from cli import replacement_guard as guard
-from cli.template_replacements import compare, iam_widening
+from cli.template_replacements import compare, iam_widening, load_assembly
 
 STACK = "ml-cluster-storage"
 CHANGE_SET_ARN = "arn:aws:cloudformation:us-west-2:111122223333:changeSet/hyperpod-replacement-guard/1"
@@ -83,6 +83,8 @@ def resource_change(finding, physical_id):
     return change
 
 
+# On the worker that runs test_day2.py's matrix, whose per-process cache (_synth) already holds both syntheses.
+@pytest.mark.xdist_group("day2")
 def test_the_guard_stops_a_synthesized_replacement(cfn):
     """Moving the private subnet (a synthesized change) replaces the file system; its change set is refused,
     naming the resource and the property."""
@@ -199,10 +201,9 @@ def test_no_change_set_means_no_changes(cfn):
     assert guard.describe_changes(client, STACK, guard.CHANGE_SET) == []
 
 
-def test_deployed_snapshot_is_read_from_the_storage_template(cfn):
+def test_deployed_snapshot_is_read_from_the_storage_template(cfn, synth):
     client, stub = cfn
-    _, templates = _synth("default", None)
-    storage = templates["ml-cluster-storage.template.json"]
+    storage = synth("default").templates["storage"]
     stub.add_response(
         "get_template", {"TemplateBody": json.dumps(storage)}, {"StackName": STACK, "TemplateStage": "Original"}
     )
@@ -246,9 +247,8 @@ def test_iam_widening_names_new_grants_and_dropped_denies():
     assert iam_widening(after, before) == []  # narrowing is not widening
 
 
-def test_stack_policy_denies_replacing_and_deleting_stateful_resources():
-    _, templates = _synth("default", None)
-    storage = templates["ml-cluster-storage.template.json"]
+def test_stack_policy_denies_replacing_and_deleting_stateful_resources(synth):
+    storage = synth("default").templates["storage"]
     ids = guard.stateful_ids(storage)
     types = {storage["Resources"][i]["Type"] for i in ids}
     assert {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation", "AWS::S3::Bucket", "AWS::KMS::Key"} <= types
@@ -258,8 +258,8 @@ def test_stack_policy_denies_replacing_and_deleting_stateful_resources():
     assert deny["Resource"] == [f"LogicalResourceId/{i}" for i in sorted(ids)]
 
 
-def test_every_template_parameter_is_passed_with_the_config_value(tmp_path):
-    _, templates = _synth("per_user", None)
+def test_every_template_parameter_is_passed_with_the_config_value(synth, tmp_path):
+    templates = load_assembly(synth("containers").out_dir)
     stacks = [
         guard.Stack(name=f.removesuffix(".template.json"), region="us-west-2", template=t, template_file=tmp_path / f)
         for f, t in templates.items()
@@ -558,6 +558,10 @@ def test_the_one_synthesis_runs_through_the_real_cli(monkeypatch, tmp_path, caps
     """The synth command line make deploy/plan/diff build (`cdk synth -c config=... --output DIR`), through the pinned
     CLI and app.py; every later cdk command reads DIR (the flow tests above run those)."""
     monkeypatch.setenv("CONFIG", "config/default.yaml")
+    # This test is about the command line, not the templates: the default config's templates are synthesized with
+    # CDK's built-in CloudFormation validation on by the suite's shared synth("default") (tests/support/synthesis.py)
+    # and linted in test_templates.py. Off here, this app.py process does not pay the validator's start (~9 s CPU).
+    monkeypatch.setenv("CDK_VALIDATION", "false")
     out = tmp_path / "out"
     assert guard.run(["parameters", "--out", str(out)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "--parameters ml-cluster-studio:SharedFSx=True"

@@ -1,4 +1,5 @@
-"""Handler tests: the real boto3 client talks HTTP to a moto server started once per session.
+"""Handler tests: the real boto3 client talks HTTP to a moto server (tests/conftest.py's moto_endpoint, one per
+process).
 
 Calls moto 5.2 does not implement (FSx data repository tasks, SageMaker user profiles) go through
 botocore.stub.Stubber on an otherwise real client; everything else reaches moto over HTTP.
@@ -10,16 +11,10 @@ import partitions
 import pytest
 from botocore.stub import Stubber
 
-from support.moto_server import moto_server, reset
+from support.moto_server import reset
 from support.recording import Recorder, Sleeps
 
 REGION = "us-east-1"
-
-
-@pytest.fixture(scope="session")
-def moto_endpoint():
-    with moto_server() as url:
-        yield url
 
 
 @pytest.fixture(autouse=True)
