@@ -252,7 +252,7 @@ class HyperPodCluster(Construct):
         """The controller's OnInitComplete hook (lifecycle/hyperpod/publish_slurm_login.sh) publishes the Slurm
         login (version, address, slurm.conf, munge key) to the login secret, and its own Slurm client for Studio to
         `client_prefix` of the lifecycle bucket: the one prefix the cluster may write (the bucket policy,
-        stacks/storage_stack.py, refuses it everything else)."""
+        constructs/lifecycle_bucket.py, refuses it everything else)."""
         self.controller_role.add_to_policy(
             iam.PolicyStatement(
                 sid="PublishSlurmLoginSecret",

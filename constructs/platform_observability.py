@@ -3,6 +3,7 @@ EventBridge rules, the dashboard, and retention on HyperPod's own cluster log gr
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from collections.abc import Sequence
 
@@ -34,6 +35,23 @@ STATE_CHANGE = "SageMaker HyperPod Cluster State Change"  # detail.ClusterName, 
 CLUSTER_EVENT = (
     "SageMaker HyperPod Cluster Event"  # detail.EventDetails.{ClusterName, EventLevel}; Continuous mode only
 )
+
+
+def platform_functions(stacks: Sequence[cdk.Stack]) -> list[tuple[str, lambda_.Function]]:
+    """The Lambda functions the platform's stacks deploy (custom-resource handlers, event handlers, asset uploads),
+    each with a label for its alarms, without aws-cdk-lib's Provider framework functions (they only relay what a
+    handler returns)."""
+    found = []
+    for stack in stacks:
+        for node in stack.node.find_all():
+            if (
+                isinstance(node, lambda_.Function)
+                and not isinstance(node.node.scope, cr.Provider)
+                and cdk.Stack.of(node) is stack
+            ):
+                label = re.sub(r"[^A-Za-z0-9-]", "", "-".join(node.node.path.split("/")[1:]))[:60]
+                found.append((f"{stack.node.id.rsplit('-', 1)[-1]}-{label}", node))
+    return found
 
 
 @jsii.implements(events.IRuleTarget)

@@ -273,8 +273,11 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
             config=config,
             storage=storage,
             cluster=cluster,
-            studio=studio,
-            other_stacks=[eks] if eks is not None else [],
+            cluster_id=cluster.hyperpod.cluster_id,
+            watched=[s for s in (storage, cluster, studio, eks) if s is not None],
+            dead_letter_queue=studio.partitions.dead_letters
+            if studio is not None and studio.partitions is not None
+            else None,
             env=env,
             description=f"HyperPod platform {name}: alarms, HyperPod events, dashboard",
         )
