@@ -216,9 +216,9 @@ class HyperPodCluster(Construct):
             instance_groups=instance_groups,
             node_recovery=node_recovery,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
-                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks.cluster_arn)
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=orchestrator.cluster_arn)
             )
-            if eks
+            if isinstance(orchestrator, EksOrchestrator)
             else sagemaker.CfnCluster.OrchestratorProperty(
                 slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
                     slurm_config_strategy=orchestrator.config_strategy,
@@ -232,7 +232,7 @@ class HyperPodCluster(Construct):
                     else None,
                 )
             ),
-            node_provisioning_mode=(eks or slurm).node_provisioning_mode,
+            node_provisioning_mode=orchestrator.node_provisioning_mode,
             auto_scaling=sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(
                 mode="Enable", auto_scaler_type="Karpenter"
             )
@@ -441,7 +441,9 @@ class HyperPodCluster(Construct):
             if isinstance(orchestrator, SlurmOrchestrator) and group.role == "controller"
             else []
         )
-        subnet = group.subnet_id or (orchestrator.controller_subnet_id if extra else None)
+        subnet = group.subnet_id or (
+            orchestrator.controller_subnet_id if extra and isinstance(orchestrator, SlurmOrchestrator) else None
+        )
         if extra and subnet is None:
             raise ValueError("controller_security_group_ids needs controller_subnet_id: OverrideVpcConfig names both")
         if subnet is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from collections.abc import Sequence
 
 import aws_cdk as cdk
@@ -24,6 +25,9 @@ from constructs import Construct
 from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 from constructs.observability_dashboard import PERIOD, DashboardInputs, dashboard_body
+
+if TYPE_CHECKING:
+    from aws_cdk.interfaces.aws_events import IRuleRef
 
 HANDLER_DIR = function_dir("cluster_log_retention")
 # EventBridge detail-types HyperPod sends (source aws.sagemaker), from "SageMaker HyperPod cluster events reference",
@@ -63,7 +67,7 @@ class _TopicTarget:
     def __init__(self, topic: sns.ITopic) -> None:
         self.topic = topic
 
-    def bind(self, _rule: events.IRule, _id: str | None = None) -> events.RuleTargetConfig:
+    def bind(self, _rule: IRuleRef, _id: str | None = None) -> events.RuleTargetConfig:
         return events.RuleTargetConfig(arn=self.topic.topic_arn)
 
 

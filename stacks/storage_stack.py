@@ -18,14 +18,14 @@ from constructs.secure_bucket import access_log_bucket
 
 from platform_config.observability import NodeMetrics
 from platform_config.storage import ExistingLustre, Storage, exported_prefix, private_fsx_roots
-from constructs.platform_refs import ExistingLustreRefs, NetworkRefs
+from constructs.platform_refs import ExistingLustreRefs, LustreRefs, NetworkRefs
 
 if TYPE_CHECKING:  # opt-in: constructs/metrics_workspace.py (and aws_aps) loads only when node metrics are on
     from constructs.metrics_workspace import MetricsWorkspace
 
 
 class StorageStack(cdk.Stack):
-    lustre: LustreFileSystem | ExistingLustreRefs
+    lustre: LustreRefs
     data_bucket_name: str | None
 
     def __init__(
