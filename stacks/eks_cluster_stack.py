@@ -32,7 +32,7 @@ from constructs.task_governance import TaskGovernance
 from manifests import kubernetes_objects as k8s
 from manifests import team_identities
 from manifests.node_parameters import eks_node_parameters
-from platform_config import ConfigError, PlatformConfig
+from platform_config import PlatformConfig
 from platform_config.eks_tolerations import addon_tolerations, cert_manager_values
 from platform_config.eks_governance import (
     EKS_TEAM_DIRECTORY_ROOT,
@@ -215,16 +215,8 @@ class EksClusterStack(cdk.Stack):
         root 0755) through the data repository, without a shell on any node (constructs/fsx_partitions.py); the
         claims wait for them. Deleting the stack keeps the directories and their data."""
         repo, lustre = config.storage.lustre.data_repository, storage.lustre
-        if storage.data_bucket_name is None:
-            raise ConfigError(
-                "eks.task_governance.teams",
-                [
-                    (
-                        "storage.lustre.existing.data_bucket: not set; the teams' directories are made through the "
-                        "file system's S3 link. Allowed: the bucket the file system's data repository association links"
-                    )
-                ],
-            )
+        # platform_config/eks_governance.py refuses teams on a file system without its S3 link (data_bucket).
+        assert storage.data_bucket_name is not None
         directories = FsxPartitions(
             self,
             "TeamDirectories",
