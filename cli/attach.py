@@ -60,11 +60,14 @@ import subprocess
 import sys
 import tarfile
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 from collections.abc import Callable, Sequence
 
 from cli.preconditions import loaded_config, missing_credentials, one_line
 from platform_config import PlatformConfig
+from platform_config.attach import ExistingCluster
+from platform_config.storage import ExistingLustre
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,6 +93,20 @@ PRESIGNED_SECONDS = 3600
 
 class AttachError(RuntimeError):
     pass
+
+
+def existing_cluster(cfg: PlatformConfig) -> ExistingCluster:
+    """cluster.existing: `make attach` runs only on an attach config (run() refuses any other)."""
+    if cfg.cluster.existing is None:
+        raise AttachError("cluster.existing: not set; make attach is for a platform in front of an existing cluster")
+    return cfg.cluster.existing
+
+
+def existing_lustre(cfg: PlatformConfig) -> ExistingLustre:
+    """storage.lustre.existing: the config's attach rules require it with cluster.existing."""
+    if cfg.storage.lustre.existing is None:
+        raise AttachError("storage.lustre.existing: not set; an attach config names the file system the cluster mounts")
+    return cfg.storage.lustre.existing
 
 
 @dataclass(frozen=True)
@@ -159,7 +176,7 @@ def controller_target(sagemaker, cfg: PlatformConfig) -> str:
     """Session Manager's target for the existing controller: sagemaker-cluster:<cluster id>_<group>-<instance id>
     (HyperPod developer guide, "Access your SageMaker HyperPod cluster nodes"), after checking the cluster is the one
     the config names and in service."""
-    existing = cfg.cluster.existing
+    existing = existing_cluster(cfg)
     cluster = sagemaker.describe_cluster(ClusterName=existing.name)
     if cluster["ClusterArn"] != existing.arn:
         raise AttachError(
@@ -218,9 +235,7 @@ def merge_mounts(sagemaker, domain: str, cfg: PlatformConfig, partitions: Sequen
 
     parent = "/" + partition_parent(cfg)
     for p in partitions:
-        merge_file_system_config(
-            sagemaker, domain, p.name, cfg.storage.lustre.existing.file_system_id, f"{parent}/{p.name}"
-        )
+        merge_file_system_config(sagemaker, domain, p.name, existing_lustre(cfg).file_system_id, f"{parent}/{p.name}")
 
 
 JOB_MOUNT = "/fsx"  # where the partition Job mounts the claim (the file system's root)
@@ -229,7 +244,7 @@ JOB_MOUNT = "/fsx"  # where the partition Job mounts the claim (the file system'
 def partition_job(cfg: PlatformConfig, partitions: Sequence[Partition], script: bytes | None = None) -> list[dict]:
     """A ConfigMap holding make_partitions.sh and a Job running it as root with the claim mounted at JOB_MOUNT. Named
     after what it does (the entries and the script), so a rerun with the same partitions is the same Job."""
-    existing = cfg.cluster.existing
+    existing = existing_cluster(cfg)
     body = (script if script is not None else PARTITION_SCRIPT.read_bytes()).decode()
     args = [JOB_MOUNT, partition_parent(cfg), *(p.entry for p in partitions)]
     digest = hashlib.sha256(json.dumps([body, args]).encode()).hexdigest()[:10]
@@ -477,7 +492,7 @@ def stack_outputs(cloudformation, stack_name: str) -> dict[str, str]:
 
 def run(
     argv: list[str] | None = None,
-    clients: Callable[[str], object] | None = None,
+    clients: Callable[[str], Any] | None = None,
     execute: Callable[[list[str]], int] | None = None,
     ask: Callable[[str], str] = input,
 ) -> int:
@@ -493,7 +508,7 @@ def run(
         return run_eks(args, cfg, execute, ask)
     auth = "munge" if cfg.shared_fsx else "jwt"
     steps = [s for s in ("jwt", "login", "partitions") if args.step in (s, "all")]
-    if cfg.storage.lustre.existing.data_bucket is not None and "partitions" in steps:
+    if existing_lustre(cfg).data_bucket is not None and "partitions" in steps:
         print("storage.lustre.existing.data_bucket is set: the stack creates the partitions through S3")
         steps.remove("partitions")
     if "jwt" in steps and auth == "munge":
@@ -556,12 +571,15 @@ def run(
                 print(remote_command(cfg, [*partitions, *extra]))
             return 0
         question = f"Type the platform's name ({cfg.name}) to go on: "
-        s3 = bucket = tools = None
+        s3: Any = None  # a boto3 client (boto3 ships no types)
+        bucket: str | None = None
+        tools: tuple[str, str] | None = None
         if "jwt" in steps or "login" in steps:
             s3 = clients("s3")
             bucket = stack_outputs(clients("cloudformation"), f"{cfg.name}-storage")["LifecycleBucketName"]
             tools = store_tools(s3, bucket)
         if "jwt" in steps:
+            assert bucket is not None  # looked up above for the jwt and login steps
             handover = prepare_jwt(s3, bucket, tools=tools)
             print("jwt: the change on the controller (nothing is changed yet):", flush=True)
             status = run_session(session_command(target, handover.plan, cfg.deployment.region))
@@ -594,14 +612,15 @@ def run(
             return 1
         if "login" in steps:
             secret_arn = stack_outputs(clients("cloudformation"), f"{cfg.name}-slurm-login")["SlurmLoginSecretArn"]
-            handover = prepare_login(s3, bucket, auth=auth, tools=tools)
-            status = run_session(session_command(target, handover.remote, cfg.deployment.region))
+            assert bucket is not None  # looked up above for the jwt and login steps
+            login = prepare_login(s3, bucket, auth=auth, tools=tools)
+            status = run_session(session_command(target, login.remote, cfg.deployment.region))
             if status != 0:
-                for key in (handover.value_key, handover.bundle_key):
+                for key in (login.value_key, login.bundle_key):
                     s3.delete_object(Bucket=bucket, Key=key)
                 print(f"login: the session ended with status {status}; see the lines above", file=sys.stderr)
                 return 1
-            print("login: " + finish_login(s3, clients("secretsmanager"), handover, secret_arn, auth=auth))
+            print("login: " + finish_login(s3, clients("secretsmanager"), login, secret_arn, auth=auth))
         if partitions or extra:
             status = run_session(
                 session_command(target, remote_command(cfg, [*partitions, *extra]), cfg.deployment.region)
@@ -626,8 +645,8 @@ def run_eks(
     args: argparse.Namespace, cfg: PlatformConfig, execute: Callable[[list[str]], int] | None, ask: Callable[[str], str]
 ) -> int:
     """EKS: the partition Job, when the file system has no S3 link (the access entries are the eks-access stack's)."""
-    existing = cfg.cluster.existing
-    if cfg.storage.lustre.existing.data_bucket is not None or existing.partition_claim is None:
+    existing = existing_cluster(cfg)
+    if existing_lustre(cfg).data_bucket is not None or existing.partition_claim is None:
         print(
             "nothing to do on EKS: the stack makes the partitions through the file system's S3 link, and the Studio "
             "roles' access entries are in the eks-access stack"

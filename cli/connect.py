@@ -105,8 +105,9 @@ def run_as_document(cluster_name: str) -> str:
     return session_document_name(cluster_name)
 
 
-def session_command(target: str, region: str, profile: str | None, document: str | None = None) -> list[str]:
-    cmd = ["aws", "ssm", "start-session", "--target", target, "--region", region]
+def session_command(target: str, region: str | None, profile: str | None, document: str | None = None) -> list[str]:
+    """`region` None (deployment.region: null): the AWS CLI's own default, as for the boto3 session."""
+    cmd = ["aws", "ssm", "start-session", "--target", target, *(["--region", region] if region else [])]
     cmd += ["--document-name", document] if document else []
     return cmd + (["--profile", profile] if profile else [])
 
@@ -131,7 +132,7 @@ def ssh_config(cfg: PlatformConfig, config_path: str, group: str, index: int, us
     )
 
 
-def ssh_session_command(target: str, port: str, region: str, profile: str | None) -> list[str]:
+def ssh_session_command(target: str, port: str, region: str | None, profile: str | None) -> list[str]:
     return [
         "aws",
         "ssm",
@@ -142,8 +143,7 @@ def ssh_session_command(target: str, port: str, region: str, profile: str | None
         "AWS-StartSSHSession",
         "--parameters",
         f"portNumber={port}",
-        "--region",
-        region,
+        *(["--region", region] if region else []),
     ] + (["--profile", profile] if profile else [])
 
 

@@ -664,9 +664,13 @@ def delete_studio_content(account: Account, region: str | None, content: StudioC
         if app.get("Status") != "Deleting":
             sagemaker.delete_app(**key)
         print(f"Studio: deleting app {app['AppType']} {app['AppName']} ...", flush=True)
+
+        def app_status(k: dict[str, str] = key) -> str | None:
+            return sagemaker.describe_app(**k).get("Status")
+
         _wait(
             f"app {app['AppName']}",
-            lambda k=key: sagemaker.describe_app(**k).get("Status"),
+            app_status,
             done=APP_GONE,
             failed=APP_FAILED,
             limit_seconds=LIMIT_MINUTES["studio"] * 60,
@@ -828,6 +832,7 @@ def run(argv: list[str] | None = None, session=None) -> int:
                 for fs in plan.ours():
                     export_to_s3(account, stack.region, fs)
             if artifact_id in plan.studio:  # read again: people may have made more since the plan was shown
+                assert stack.domain_name is not None  # plan.studio holds only the stack with the domain
                 content = account.studio(stack.region, stack.domain_name)
                 if content is not None:
                     delete_studio_content(account, stack.region, content)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import ipaddress
 import re
 import json
@@ -25,12 +26,15 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from collections.abc import Callable, Iterable
-
+from typing import Any, TypeVar
 
 from cli import prices
 from cli.preconditions import loaded_config, missing_credentials, one_line
 from constructs.lustre_ports import LUSTRE_PORTS
 from platform_config import PlatformConfig
+from platform_config.attach import ExistingCluster
+from platform_config.network import ExistingNetwork
+from platform_config.storage import ExistingLustre
 from platform_config.eks import ADDON_NAMES, ELASTIC_TRAINING_OPERATOR, KUBERNETES_SUPPORT, enabled_addons
 
 OK, WARNING, FAILED, UNKNOWN = "ok", "warning", "failed", "cannot-check"
@@ -82,11 +86,21 @@ class CannotCheck(Exception):
     pass
 
 
+T = TypeVar("T")
+
+
+def _required(section: T | None, key: str) -> T:
+    """A config section a check reads only when it is set; CannotCheck (reported as UNKNOWN) otherwise."""
+    if section is None:
+        raise CannotCheck(f"{key}: not set")
+    return section
+
+
 class Preflight:
     def __init__(
         self,
         cfg: PlatformConfig,
-        client: Callable[[str, str], object],
+        client: Callable[[str, str], Any],
         templates: Path | None = None,
         today: datetime.date | None = None,
     ):
@@ -123,6 +137,20 @@ class Preflight:
         except BotoCoreError as exc:
             self.add(check, UNKNOWN, f"cannot check: {exc}")
 
+    # The sections the attach and existing-resource checks read: run() calls those checks only when the config sets
+    # them (and the attach rules require the network and the file system with cluster.existing).
+    @property
+    def _existing_cluster(self) -> ExistingCluster:
+        return _required(self.cfg.cluster.existing, "cluster.existing")
+
+    @property
+    def _existing_network(self) -> ExistingNetwork:
+        return _required(self.cfg.network.existing, "network.existing")
+
+    @property
+    def _existing_lustre(self) -> ExistingLustre:
+        return _required(self.cfg.storage.lustre.existing, "storage.lustre.existing")
+
     def run(self) -> list[Result]:
         if self.cfg.cluster.existing is not None:
             return self.attach_checks()
@@ -148,7 +176,7 @@ class Preflight:
     def eks_checks(self) -> list[Result]:
         self.guarded("eks-kubernetes-version", self.kubernetes_version)
         for key, name, version in self.eks_addons():
-            self.guarded(f"eks-addon {name}", lambda k=key, n=name, v=version: self.addon_version(k, n, v))
+            self.guarded(f"eks-addon {name}", functools.partial(self.addon_version, key, name, version))
         return self.results
 
     # ------------------------------------------------------------------------------------------ checks
@@ -168,7 +196,7 @@ class Preflight:
         return self.results
 
     def attach_cluster(self) -> None:
-        existing = self.cfg.cluster.existing
+        existing = self._existing_cluster
         sagemaker = self.client("sagemaker", "cluster")
         try:
             cluster = sagemaker.describe_cluster(ClusterName=existing.name)
@@ -202,7 +230,7 @@ class Preflight:
                 f"cluster ({', '.join(groups)})"
             )
         vpc = cluster.get("VpcConfig", {})
-        net = self.cfg.network.existing
+        net = self._existing_network
         if vpc and net.security_group_id not in vpc.get("SecurityGroupIds", []):
             problems.append(
                 f"network.existing.security_group_id: {net.security_group_id} is not the cluster's "
@@ -219,13 +247,13 @@ class Preflight:
             self.add("attach-cluster", OK, f"{existing.name} InService, {actual}, as configured")
 
     def _studio_subnet(self) -> str:
-        net = self.cfg.network.existing
+        net = self._existing_network
         return (net.studio_subnet or net.private_subnets[0]).id
 
     def attach_lustre_path(self) -> None:
         """Studio's subnet and the file system's: the same VPC (the local route), and network ACLs that let Lustre
         through both ways."""
-        existing = self.cfg.storage.lustre.existing
+        existing = self._existing_lustre
         fs = self.client("fsx", "file-systems").describe_file_systems(FileSystemIds=[existing.file_system_id])[
             "FileSystems"
         ][0]
@@ -269,7 +297,7 @@ class Preflight:
 
     def attach_fsx_interfaces(self) -> None:
         """The platform attaches its Lustre group to every network interface of the file system: each needs room."""
-        existing = self.cfg.storage.lustre.existing
+        existing = self._existing_lustre
         fs = self.client("fsx", "file-system-interfaces").describe_file_systems(
             FileSystemIds=[existing.file_system_id]
         )["FileSystems"][0]
@@ -298,7 +326,7 @@ class Preflight:
             )
 
     def attach_controller(self) -> None:
-        existing = self.cfg.cluster.existing
+        existing = self._existing_cluster
         nodes = [
             n
             for n in self.client("sagemaker", "nodes").list_cluster_nodes(
@@ -324,12 +352,14 @@ class Preflight:
     def attach_caller(self) -> None:
         """The caller is the config's attach role (the lifecycle bucket and the login secret admit only it) and IAM
         lets it describe the cluster, list its nodes and start a session on it."""
-        existing = self.cfg.cluster.existing
+        existing = self._existing_cluster
+        # The attach rules require cluster.existing.attach_role_arn on Slurm, the only orchestrator this runs for.
+        attach_role_arn = _required(existing.attach_role_arn, "cluster.existing.attach_role_arn")
         caller = self.client("sts", "identity").get_caller_identity()["Arn"]
         role = _role_of(caller)
         if (
-            role.rsplit("/", 1)[-1] != existing.attach_role_arn.rsplit("/", 1)[-1]
-            or role.split(":")[4] != existing.attach_role_arn.split(":")[4]
+            role.rsplit("/", 1)[-1] != attach_role_arn.rsplit("/", 1)[-1]
+            or role.split(":")[4] != attach_role_arn.split(":")[4]
         ):
             self.add(
                 "attach-caller",
@@ -402,7 +432,7 @@ class Preflight:
             self.add("availability-zones", OK, ", ".join(f"{z} ({found[z]['ZoneName']})" for z in wanted))
 
     def instance_quotas(self) -> None:
-        wanted = Counter()
+        wanted: Counter[str] = Counter()
         for g in self.cfg.cluster.instance_groups:
             wanted[g.instance_type] += g.instance_count
         quotas = {}
@@ -501,7 +531,7 @@ class Preflight:
         return {s["AvailabilityZoneId"]: s["AvailableIpAddressCount"] for s in subnets}
 
     def existing_network(self) -> None:
-        existing = self.cfg.network.existing
+        existing = self._existing_network
         ec2 = self.client("ec2", "network")
         problems = []
         subnets = {
@@ -540,7 +570,7 @@ class Preflight:
             )
 
     def existing_fsx(self) -> None:
-        existing = self.cfg.storage.lustre.existing
+        existing = self._existing_lustre
         fs = self.client("fsx", "file-systems").describe_file_systems(FileSystemIds=[existing.file_system_id])[
             "FileSystems"
         ][0]
@@ -746,6 +776,7 @@ class Preflight:
             )
             return
         version = pinned or default
+        assert version is not None  # one of them is set: returned above otherwise
         operator = re.fullmatch(r"v(\d+)\.(\d+)\..*", version)
         if (
             name == ADDON_NAMES["training_operator"]
@@ -801,7 +832,7 @@ def _role_of(arn: str) -> str:
     return arn
 
 
-def refresh_prices(client: Callable[[str, str], object], region: str, path: Path) -> Result:
+def refresh_prices(client: Callable[[str, str], Any], region: str, path: Path) -> Result:
     """Fetch `region`'s prices from the Price List Query API into the price table (cli/prices.py) for the synth
     summary's cost estimate; the table's other regions keep theirs. Nothing is written when no price came back."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -841,7 +872,7 @@ def render(results: list[Result]) -> str:
     return "\n".join(f"{label[r.status]:<13} {r.check}: {r.detail}" for r in results)
 
 
-def boto3_clients(region: str, profile: str | None = None) -> Callable[[str, str], object]:
+def boto3_clients(region: str, profile: str | None = None) -> Callable[[str, str], Any]:
     import boto3
     from botocore.config import Config
 
@@ -859,7 +890,7 @@ def boto3_clients(region: str, profile: str | None = None) -> Callable[[str, str
     return client
 
 
-def caller_problem(client: Callable[[str, str], object]) -> str | None:
+def caller_problem(client: Callable[[str, str], Any]) -> str | None:
     """Why these credentials cannot check anything (expired, refused, no network), in one line; None when STS
     GetCallerIdentity, which needs no permission, answers."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -874,7 +905,7 @@ def caller_problem(client: Callable[[str, str], object]) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None, client: Callable[[str, str], object] | None = None) -> int:
+def main(argv: list[str] | None = None, client: Callable[[str, str], Any] | None = None) -> int:
     """`client` (tests) replaces the boto3 clients built from the caller's credentials."""
     parser = argparse.ArgumentParser(
         prog="python -m cli.preflight", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -901,6 +932,7 @@ def main(argv: list[str] | None = None, client: Callable[[str, str], object] | N
     if problem:
         print(f"preflight: nothing checked for {args.config}: {problem}", file=sys.stderr)
         return 2
+    assert client is not None  # made above unless a problem stopped the run
     results = Preflight(cfg, client, args.templates).run()
     results.append(refresh_prices(client, cfg.deployment.region, args.prices))
     code = exit_code(results, args.strict)

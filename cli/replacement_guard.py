@@ -584,6 +584,7 @@ def deploy(args: argparse.Namespace, stacks: list[Stack], out: str, params: list
     storage = next((s for s in stacks if SNAPSHOT_METADATA_KEY in s.template.get("Metadata", {})), None)
     previous = deployed_snapshot(clients("cloudformation", storage.region), storage.name) if storage else {}
     if previous is None:
+        assert storage is not None  # previous is None only when the storage stack was looked up and not found
         print(f"{storage.name} does not exist yet: first deployment, every stack is created")
         if plan:
             for stack in stacks:
@@ -615,9 +616,9 @@ def deploy(args: argparse.Namespace, stacks: list[Stack], out: str, params: list
         _cdk(*deploy_command(out, args.stacks, parallel, params, args, change_set=change_set))
         prepared = {}
         for stack in stacks:
-            found = prepared_change_set(clients("cloudformation", stack.region), stack.name, change_set)
-            if found:
-                prepared[stack.name] = found
+            change_set_found = prepared_change_set(clients("cloudformation", stack.region), stack.name, change_set)
+            if change_set_found:
+                prepared[stack.name] = change_set_found
         changes = {
             name: describe_changes(clients("cloudformation", by_name[name].region), name, prepared[name]["ChangeSetId"])
             for name in prepared

@@ -163,6 +163,7 @@ def render(s: Sizing, cfg: PlatformConfig) -> list[str]:
         f"association at {mount}{lustre.data_repository.file_system_path})"
     )
     if s.checkpoint_gib:
+        assert s.write_seconds is not None and s.read_seconds is not None  # sizing() sets them with checkpoint_gib
         lines.append(
             f"  one {s.checkpoint_gib} GiB checkpoint: write {_duration(s.write_seconds)}, read "
             f"{_duration(s.read_seconds)} at baseline (budget {s.budget_minutes} min)"

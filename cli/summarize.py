@@ -76,7 +76,8 @@ def describe(resource: dict) -> str:
 def key_resources(templates: dict[str, dict]) -> list[str]:
     """The cluster, the file system, the domain (each named, with its stack) and a count of what bills while the
     instance groups are at 0."""
-    lines, standing = [], Counter()
+    lines: list[str] = []
+    standing: Counter[str] = Counter()
     for stack, template in templates.items():
         for resource in template.get("Resources", {}).values():
             kind = resource["Type"]

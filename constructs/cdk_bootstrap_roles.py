@@ -29,3 +29,8 @@ def cloudformation_execution_role_arn(scope: Construct) -> str:
 def deploy_role_arn(scope: Construct) -> str:
     """The role `cdk deploy` assumes to start the deployment (change sets, template uploads)."""
     return _arn(scope, cdk.DefaultStackSynthesizer.DEFAULT_DEPLOY_ROLE_ARN)
+
+
+def cdk_deploy_role_arns(scope: Construct) -> list[str]:
+    """The CDK bootstrap's CloudFormation execution role and deploy role of this account and region."""
+    return [cloudformation_execution_role_arn(scope), deploy_role_arn(scope)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
@@ -100,7 +100,8 @@ class EksControlPlane(Construct):
             log_group_name=f"/aws/eks/{cluster_name}/cluster",
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
-        self.log_group.node.default_child.retention_in_days = log_retention_days
+        # jsii types default_child as IConstruct | None; a LogGroup's is its CfnLogGroup.
+        cast(logs.CfnLogGroup, self.log_group.node.default_child).retention_in_days = log_retention_days
 
         # The kubectl/helm handler runs in the private subnets and reaches the private API endpoint on 443.
         self.kubectl_group = ec2.SecurityGroup(
@@ -152,7 +153,14 @@ class EksControlPlane(Construct):
                 security_groups=[self.kubectl_group],
             ),
         )
-        cfn_cluster: eks.CfnCluster = self.cluster.node.default_child
+        # The same cluster as the ICluster aws_eks_v2's Kubernetes constructs take: jsii's Python types of Cluster
+        # lack ICluster.kubectl_provider_options (the class implements the interface), so mypy needs this one cast.
+        self.icluster = cast(eks.ICluster, self.cluster)
+        kubectl_provider = self.cluster.kubectl_provider
+        if kubectl_provider is None:  # kubectl_provider_options above make one
+            raise AssertionError("aws_eks_v2 made no kubectl provider")
+        self.kubectl_provider = kubectl_provider
+        cfn_cluster = cast(eks.CfnCluster, self.cluster.node.default_child)  # jsii: IConstruct | None
         cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", authentication_mode)
         self._run_kubectl_in(node_subnets)
         cfn_cluster.node.add_dependency(self.log_group)
@@ -181,7 +189,7 @@ class EksControlPlane(Construct):
         created = eks.Addon(
             scope or self,
             f"Addon-{addon.name}",
-            cluster=self.cluster,
+            cluster=self.icluster,
             addon_name=addon.name,
             addon_version=addon.version,
             preserve_on_delete=False,
@@ -236,7 +244,7 @@ class EksControlPlane(Construct):
         self, id_: str, *objects: Mapping, after: Sequence[Construct] = (), scope: Construct | None = None
     ) -> eks.KubernetesManifest:
         resource = eks.KubernetesManifest(
-            scope or self, id_, cluster=self.cluster, manifest=[dict(o) for o in objects], overwrite=True
+            scope or self, id_, cluster=self.icluster, manifest=[dict(o) for o in objects], overwrite=True
         )
         for dependency in after:
             resource.node.add_dependency(dependency)
@@ -258,7 +266,7 @@ class EksControlPlane(Construct):
         chart = eks.HelmChart(
             scope,
             id_,
-            cluster=self.cluster,
+            cluster=self.icluster,
             release=release,
             namespace=namespace,
             chart_asset=s3_assets.Asset(scope, asset_id, path=chart_dir),
@@ -270,7 +278,7 @@ class EksControlPlane(Construct):
             chart.node.add_dependency(addon)
         stack = cdk.Stack.of(scope)
         acknowledge(
-            self.cluster.kubectl_provider,
+            self.kubectl_provider,
             "AwsSolutions-IAM5",
             "the kubectl/helm handler reads the HyperPod dependency chart asset from the CDK assets bucket; "
             "aws-cdk-lib grants read on that bucket's objects",
@@ -290,7 +298,7 @@ class EksControlPlane(Construct):
         route through the NAT gateway and the S3 gateway endpoint. The API endpoint's ENIs stay reachable on the
         VPC's local route."""
         subnet_ids = [s.subnet_id for s in subnets]
-        for child in self.cluster.kubectl_provider.node.find_all():
+        for child in self.kubectl_provider.node.find_all():
             if isinstance(child, lambda_.CfnFunction):
                 child.add_property_override("VpcConfig.SubnetIds", subnet_ids)
 
@@ -315,12 +323,13 @@ class EksControlPlane(Construct):
             "AmazonEKSClusterPolicy is the policy AWS maintains for the EKS control plane's own role",
             findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy"],
         )
-        provider = self.cluster.kubectl_provider
+        provider = self.kubectl_provider
         basic = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
         vpc_access = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"
         ecr = "Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"
         handler = provider.node.find_child("Handler")
-        ecr_public = handler.node.find_child("HasEcrPublic").logical_id
+        # jsii types children as IConstruct: the handler's condition is a CfnElement, its default child a CfnFunction.
+        ecr_public = cast(cdk.CfnElement, handler.node.find_child("HasEcrPublic")).logical_id
         acknowledge(
             provider,
             "AwsSolutions-IAM4",
@@ -344,5 +353,5 @@ class EksControlPlane(Construct):
             provider,
             "AwsSolutions-IAM5",
             "the Provider framework invokes the kubectl handler by any version ('<arn>:*'), as aws-cdk-lib grants it",
-            findings=[f"Resource::{handler.node.default_child.attr_arn}:*"],
+            findings=[f"Resource::{cast(lambda_.CfnFunction, handler.node.default_child).attr_arn}:*"],
         )

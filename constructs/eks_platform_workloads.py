@@ -65,10 +65,10 @@ def fsx_csi_identity(scope: Construct, plane: EksControlPlane) -> iam.Role:
 
 
 def training_operator(
-    scope: Construct, plane: EksControlPlane, *, version: str, cluster_arn: str, after: Sequence[Construct]
+    scope: Construct, plane: EksControlPlane, *, version: str | None, cluster_arn: str, after: Sequence[Construct]
 ) -> None:
     """The HyperPod training operator, reading this cluster's nodes. It runs on HyperPod nodes (`after` one it can
-    run on) and needs cert-manager's webhook certificates."""
+    run on) and needs cert-manager's webhook certificates. `version`: pinned, or None for EKS's default."""
     namespace, account = TRAINING_OPERATOR
     role = plane.pod_role(
         scope,
@@ -173,7 +173,7 @@ def observability_addon(
     addon = eks_v2.Addon(
         scope,
         f"Addon-{HYPERPOD_OBSERVABILITY_ADDON}",
-        cluster=plane.cluster,
+        cluster=plane.icluster,
         addon_name=HYPERPOD_OBSERVABILITY_ADDON,
         addon_version=addon_version,
         configuration_values=observability_addon_values(workspace),
@@ -192,7 +192,7 @@ def guard_default_namespace(
     eks_v2.KubernetesPatch(
         scope,
         "DefaultPodSecurity",
-        cluster=plane.cluster,
+        cluster=plane.icluster,
         resource_name="namespace/default",
         apply_patch={"metadata": {"labels": pod_security_labels}},
         restore_patch={"metadata": {"labels": dict.fromkeys(pod_security_labels)}},

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 from constructs.lambda_assets import RUNTIME, function_dir, handler_code
+from constructs.lustre_ports import LUSTRE_PORTS
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
 HANDLER_DIR = function_dir("fsx_access_group")
@@ -96,3 +98,45 @@ class FsxAccessGroup(Construct):
             findings=[managed_policy],
         )
         acknowledge_provider(self.provider, [self.on_event])
+
+
+class LustreAccessGroup(ec2.CfnSecurityGroup):
+    """A security group of ours for a file system the platform does not own: it lets the cluster reach Lustre (and
+    Studio, which adds its rule), and FsxAccessGroup attaches it to the file system's network interfaces (and
+    detaches it on delete). The rules and the attachment ("LustreAccess") are created beside the group, in `scope`
+    (the storage stack), where they have always been: their logical ids are those of deployed stacks."""
+
+    def __init__(
+        self, scope: Construct, id_: str, *, file_system_id: str, vpc_id: str, cluster_security_group_id: str
+    ) -> None:
+        super().__init__(
+            scope,
+            id_,
+            vpc_id=vpc_id,
+            group_description="Attached to the ENIs of the existing FSx for Lustre file system: "
+            "Lustre from the cluster and Studio",
+        )
+        for low, high in LUSTRE_PORTS:
+            ec2.CfnSecurityGroupIngress(
+                scope,
+                f"LustreFromCluster{low}",
+                group_id=self.attr_group_id,
+                ip_protocol="tcp",
+                from_port=low,
+                to_port=high,
+                source_security_group_id=cluster_security_group_id,
+                description="Lustre from the cluster's nodes",
+            )
+            ec2.CfnSecurityGroupEgress(
+                scope,
+                f"LustreToCluster{low}",
+                group_id=self.attr_group_id,
+                ip_protocol="tcp",
+                from_port=low,
+                to_port=high,
+                destination_security_group_id=cluster_security_group_id,
+                description="Lustre servers to the cluster's clients",
+            )
+        self.attachment = FsxAccessGroup(
+            scope, "LustreAccess", file_system_id=file_system_id, security_group_id=self.attr_group_id, vpc_id=vpc_id
+        )

@@ -28,7 +28,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
-from constructs.lambda_assets import RUNTIME, function_dir, handler_code
+from constructs.lambda_assets import RUNTIME, execution_role, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 from constructs.nested_template import NestedTemplate
 
@@ -78,7 +78,7 @@ class FsxPartitions(Construct):
                 environment={"MAX_IMPORTS_IN_FLIGHT": str(MAX_IMPORTS_IN_FLIGHT)},
                 **kwargs,
             )
-            self._grant(fn.role)
+            self._grant(execution_role(fn))
             return fn
 
         self.on_event = function("OnEvent", "custom_resource.on_event", cdk.Duration.minutes(2))
@@ -229,7 +229,7 @@ class FsxPartitions(Construct):
                 if isinstance(resource, (lambda_.CfnPermission, sqs.CfnQueuePolicy, events.CfnRule)):
                     resource.cfn_options.condition = condition
         acknowledge(
-            self.profile_events.role,
+            execution_role(self.profile_events),
             "AwsSolutions-IAM5",
             "new profiles in this domain are only known by name once created; the handler may describe "
             "and update profiles of this one domain, and list profiles (ListUserProfiles takes no resource "
@@ -273,7 +273,7 @@ class FsxPartitions(Construct):
                 "MAX_IMPORTS_IN_FLIGHT": str(MAX_IMPORTS_IN_FLIGHT),
             },
         )
-        self._grant(fn.role)
+        self._grant(execution_role(fn))
         return fn
 
     @staticmethod

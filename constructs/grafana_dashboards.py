@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from collections.abc import Sequence
 
 SCHEMA_VERSION = 39
 PROMETHEUS_UID = "hyperpod-amp"
@@ -70,7 +71,7 @@ def _panel(
     }
 
 
-def _dashboard(uid: str, title: str, panels: list[dict], *, variables: list[dict] = ()) -> dict:
+def _dashboard(uid: str, title: str, panels: list[dict], *, variables: Sequence[dict] = ()) -> dict:
     x = y = row_height = 0
     for number, panel in enumerate(panels, start=1):
         pos = panel["gridPos"]

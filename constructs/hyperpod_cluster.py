@@ -216,9 +216,9 @@ class HyperPodCluster(Construct):
             instance_groups=instance_groups,
             node_recovery=node_recovery,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
-                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks.cluster_arn)
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=orchestrator.cluster_arn)
             )
-            if eks
+            if isinstance(orchestrator, EksOrchestrator)
             else sagemaker.CfnCluster.OrchestratorProperty(
                 slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
                     slurm_config_strategy=orchestrator.config_strategy,
@@ -232,7 +232,7 @@ class HyperPodCluster(Construct):
                     else None,
                 )
             ),
-            node_provisioning_mode=(eks or slurm).node_provisioning_mode,
+            node_provisioning_mode=orchestrator.node_provisioning_mode,
             auto_scaling=sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(
                 mode="Enable", auto_scaler_type="Karpenter"
             )
@@ -252,7 +252,7 @@ class HyperPodCluster(Construct):
         """The controller's OnInitComplete hook (lifecycle/hyperpod/publish_slurm_login.sh) publishes the Slurm
         login (version, address, slurm.conf, munge key) to the login secret, and its own Slurm client for Studio to
         `client_prefix` of the lifecycle bucket: the one prefix the cluster may write (the bucket policy,
-        stacks/storage_stack.py, refuses it everything else)."""
+        constructs/lifecycle_bucket.py, refuses it everything else)."""
         self.controller_role.add_to_policy(
             iam.PolicyStatement(
                 sid="PublishSlurmLoginSecret",
@@ -441,7 +441,9 @@ class HyperPodCluster(Construct):
             if isinstance(orchestrator, SlurmOrchestrator) and group.role == "controller"
             else []
         )
-        subnet = group.subnet_id or (orchestrator.controller_subnet_id if extra else None)
+        subnet = group.subnet_id or (
+            orchestrator.controller_subnet_id if extra and isinstance(orchestrator, SlurmOrchestrator) else None
+        )
         if extra and subnet is None:
             raise ValueError("controller_security_group_ids needs controller_subnet_id: OverrideVpcConfig names both")
         if subnet is None:

@@ -8,6 +8,7 @@ would also look up the region's AZs at synth time, which this project never does
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 from collections.abc import Sequence
 
 import aws_cdk as cdk
@@ -137,7 +138,9 @@ class HyperPodVpc(Construct):
             subnets=[ec2.SubnetSelection(subnets=self.vpc.private_subnets)],
         )
         if route_tables_for_s3:  # Studio's subnet is not in the L2 view (interface endpoints stay in the cluster's)
-            self.s3_endpoint.node.default_child.route_table_ids = route_tables + route_tables_for_s3
+            # jsii types default_child as IConstruct | None; a GatewayVpcEndpoint's is its CfnVPCEndpoint.
+            endpoint = cast(ec2.CfnVPCEndpoint, self.s3_endpoint.node.default_child)
+            endpoint.route_table_ids = route_tables + route_tables_for_s3
         if restricted_s3_endpoint:
             for statement in restricted_s3_statements():
                 self.s3_endpoint.add_to_policy(statement)
@@ -170,7 +173,7 @@ class HyperPodVpc(Construct):
                 self, "FlowLogGroup", removal_policy=cdk.RemovalPolicy.RETAIN
             )
             # RetentionDays is an enum of names in Python; the config holds the number of days.
-            log_group.node.default_child.retention_in_days = flow_log_retention_days
+            cast(logs.CfnLogGroup, log_group.node.default_child).retention_in_days = flow_log_retention_days
             ec2.FlowLog(
                 self,
                 "FlowLog",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "lambda"
@@ -28,3 +29,12 @@ def handler_code(folder: Path | str) -> lambda_.Code:
     return lambda_.Code.from_asset(
         str(folder), exclude=["__pycache__", "*.pyc"], follow_symlinks=cdk.SymlinkFollowMode.ALWAYS
     )
+
+
+def execution_role(function: lambda_.Function) -> iam.IRole:
+    """The function's role: the one it was given or the one aws-cdk-lib made for it (jsii types it as optional,
+    for functions imported by ARN)."""
+    role = function.role
+    if role is None:
+        raise ValueError(f"{function.node.path} has no execution role")
+    return role

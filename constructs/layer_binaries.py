@@ -40,7 +40,7 @@ def jsii_tarball(distribution: str = DISTRIBUTION) -> Path:
     found = sorted(str(f) for f in dist.files or () if str(f).endswith(".jsii.tgz") and "/_jsii/" in str(f))
     if not found:
         raise SystemExit(f"{distribution} {dist.version} lists no _jsii/*.jsii.tgz")
-    return Path(dist.locate_file(found[0]))
+    return Path(str(dist.locate_file(found[0])))
 
 
 def layer_zip(tarball: Path | None = None) -> zipfile.ZipFile:

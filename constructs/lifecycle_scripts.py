@@ -7,7 +7,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
@@ -98,7 +98,7 @@ def record_value(scripts: Mapping[str, str], parameters: Mapping[str, Any]) -> d
     """The lifecycle record: the scripts' digests and the parameters verbatim, so a node names the very key that
     differs. When that would not fit a secret (a long users list), the largest parameters without a token go in as the
     sha256 of their canonical JSON instead (`parameter_digests`), largest first, until it fits."""
-    verbatim, digests = dict(parameters), {}
+    verbatim, digests = dict(parameters), dict[str, str]()
     record = {"version": 1, "scripts": dict(scripts), "parameters": verbatim, "parameter_digests": digests}
     while _record_size(record) > SECRET_VALUE_LIMIT:
         static = [k for k, v in verbatim.items() if "${Token[" not in json.dumps(v, default=str)]
@@ -144,7 +144,10 @@ def _staged_zip(scope: Construct, archive_sha256: str) -> Path:
     """Where CDK stages a .zip file asset whose custom hash is `archive_sha256`: `asset.<h>.zip` in the assembly, h
     the sha256 of that custom hash (aws-cdk-lib core AssetStaging: calculateHash, renderAssetFilename)."""
     staged_hash = hashlib.sha256(archive_sha256.encode()).hexdigest()
-    return Path(cdk.Stage.of(scope).asset_outdir) / f"asset.{staged_hash}.zip"
+    stage = cdk.Stage.of(scope)
+    if stage is None:
+        raise ValueError(f"{scope.node.path} is not in a CDK app: no assembly to stage assets in")
+    return Path(stage.asset_outdir) / f"asset.{staged_hash}.zip"
 
 
 def prebuilt_zip_source(scope: Construct, archive: Path, archive_sha256: str) -> s3deploy.ISource:
@@ -227,7 +230,8 @@ class LifecycleScripts(Construct):
         )
         self.source_s3_uri = f"s3://{bucket.bucket_name}/{self.prefix}/"
         # aws-cdk-lib's singleton upload function (one per stack) gets a name the lifecycle bucket policy allows.
-        role = self.deployment.handler_role.node.default_child
+        # jsii types default_child as IConstruct | None; a Role's is its CfnRole.
+        role = cast(iam.CfnRole, self.deployment.handler_role.node.default_child)
         role.add_property_override("RoleName", upload_role_name)
         self.upload_role_name = upload_role_name
         if self.record is not None:
@@ -288,6 +292,8 @@ class LifecycleScripts(Construct):
     def _acknowledge_deployment_handler(self) -> None:
         # The handler is aws-cdk-lib's BucketDeployment singleton; its role and runtime are not ours to shape.
         handler = self.deployment.handler_role.node.scope
+        if handler is None:  # only the app, the tree's root, has no scope
+            raise ValueError("BucketDeployment's handler role is the root of the construct tree")
         stack = cdk.Stack.of(self)
         assets_bucket = assets_bucket_name(stack)
         acknowledge(

@@ -13,6 +13,8 @@ The key is retained: log groups kept after a stack delete (flow logs, the EKS co
 
 from __future__ import annotations
 
+from typing import cast
+
 import jsii
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -27,7 +29,7 @@ def logs_key(stack: cdk.Stack) -> kms.Key:
     """The stack's log group key, created on first call."""
     existing = stack.node.try_find_child(KEY_ID)
     if existing is not None:
-        return existing
+        return cast(kms.Key, existing)  # jsii types children as IConstruct; this id is only ever the key below
     key = kms.Key(
         stack,
         KEY_ID,

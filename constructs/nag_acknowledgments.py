@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from collections.abc import Iterable, Sequence
 
 import aws_cdk as cdk
@@ -58,7 +58,8 @@ def acknowledge_provider(provider: cr.Provider, handlers: Sequence[lambda_.Funct
         "('<arn>:*'), as aws-cdk-lib grants it",
         findings=[f"Resource::{fn.function_arn}:*" for fn in handlers]
         + [
-            f"Resource::{child.node.default_child.attr_arn}:*"
+            # jsii types default_child as IConstruct | None; a Function's is its CfnFunction.
+            f"Resource::{cast(lambda_.CfnFunction, child.node.default_child).attr_arn}:*"
             for child in provider.node.children
             if isinstance(child, lambda_.Function) and child.node.id != "framework-onEvent"
         ],

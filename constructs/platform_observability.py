@@ -3,7 +3,9 @@ EventBridge rules, the dashboard, and retention on HyperPod's own cluster log gr
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from collections.abc import Sequence
 
 import aws_cdk as cdk
@@ -24,6 +26,9 @@ from constructs.lambda_assets import RUNTIME, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 from constructs.observability_dashboard import PERIOD, DashboardInputs, dashboard_body
 
+if TYPE_CHECKING:
+    from aws_cdk.interfaces.aws_events import IRuleRef
+
 HANDLER_DIR = function_dir("cluster_log_retention")
 # EventBridge detail-types HyperPod sends (source aws.sagemaker), from "SageMaker HyperPod cluster events reference",
 # section "EventBridge integration":
@@ -36,6 +41,23 @@ CLUSTER_EVENT = (
 )
 
 
+def platform_functions(stacks: Sequence[cdk.Stack]) -> list[tuple[str, lambda_.Function]]:
+    """The Lambda functions the platform's stacks deploy (custom-resource handlers, event handlers, asset uploads),
+    each with a label for its alarms, without aws-cdk-lib's Provider framework functions (they only relay what a
+    handler returns)."""
+    found = []
+    for stack in stacks:
+        for node in stack.node.find_all():
+            if (
+                isinstance(node, lambda_.Function)
+                and not isinstance(node.node.scope, cr.Provider)
+                and cdk.Stack.of(node) is stack
+            ):
+                label = re.sub(r"[^A-Za-z0-9-]", "", "-".join(node.node.path.split("/")[1:]))[:60]
+                found.append((f"{stack.node.id.rsplit('-', 1)[-1]}-{label}", node))
+    return found
+
+
 @jsii.implements(events.IRuleTarget)
 class _TopicTarget:
     """An SNS topic as a rule's target, without the unconditioned publish grant of aws_events_targets.SnsTopic (the
@@ -45,7 +67,7 @@ class _TopicTarget:
     def __init__(self, topic: sns.ITopic) -> None:
         self.topic = topic
 
-    def bind(self, _rule: events.IRule, _id: str | None = None) -> events.RuleTargetConfig:
+    def bind(self, _rule: IRuleRef, _id: str | None = None) -> events.RuleTargetConfig:
         return events.RuleTargetConfig(arn=self.topic.topic_arn)
 
 

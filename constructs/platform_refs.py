@@ -48,6 +48,15 @@ class LustreRefs(Protocol):
     def mount_name(self) -> str: ...
 
 
+@dataclass(frozen=True)
+class ExistingLustreRefs:
+    """A file system the platform does not own (storage.lustre.existing)."""
+
+    file_system_id: str
+    dns_name: str
+    mount_name: str
+
+
 class StorageRefs(Protocol):
     """What the cluster, Studio and observability stacks read of the storage stack."""
 

@@ -64,7 +64,7 @@ PARTITION_HANDLERS = ("OnEvent", "IsComplete", "ProfileEvents")
 
 def partition_handler_role_name(cluster_name: str, handler: str) -> str:
     """The Studio partition handlers (`handler` in PARTITION_HANDLERS): with FSx itself, the only principals the data
-    bucket lets read or write objects under the Studio partitions' prefix (stacks/storage_stack.py)."""
+    bucket lets read or write objects under the Studio partitions' prefix (constructs/data_repository.py)."""
     short = {"OnEvent": "event", "IsComplete": "done", "ProfileEvents": "profile"}[handler]
     return f"{cluster_name.lower()[:20]}-fsx-part-{short}-{cdk.Aws.REGION}"
 

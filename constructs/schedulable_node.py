@@ -23,7 +23,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 from constructs.hyperpod_vpc import PrivateSubnet
-from constructs.lambda_assets import RUNTIME, function_dir, handler_code
+from constructs.lambda_assets import RUNTIME, execution_role, function_dir, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
 HANDLER_DIR = function_dir("node_readiness")
@@ -70,11 +70,6 @@ class SchedulableNodeWaiter(Construct):
             log_group = logs.LogGroup(
                 self, f"{name}Logs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
             )
-            placement = (
-                dict(vpc=vpc, vpc_subnets=ec2.SubnetSelection(subnets=vpc.private_subnets), security_groups=[group])
-                if in_vpc
-                else {}
-            )
             return lambda_.Function(
                 self,
                 name,
@@ -84,7 +79,9 @@ class SchedulableNodeWaiter(Construct):
                 timeout=cdk.Duration.minutes(1),
                 memory_size=256,
                 log_group=log_group,
-                **placement,
+                vpc=vpc if in_vpc else None,
+                vpc_subnets=ec2.SubnetSelection(subnets=vpc.private_subnets) if in_vpc else None,
+                security_groups=[group] if in_vpc else None,
             )
 
         # on_event only records the deadline; is_complete reads the nodes from the private API endpoint.
@@ -94,7 +91,7 @@ class SchedulableNodeWaiter(Construct):
             self,
             "NodeReaderAccess",
             cluster_name=cluster_name,
-            principal_arn=self.is_complete.role.role_arn,
+            principal_arn=execution_role(self.is_complete).role_arn,
             type="STANDARD",
             kubernetes_groups=[kubernetes_group],
         )

@@ -17,6 +17,7 @@ A Studio user profile's spaces run as the profile's `UserSettings.ExecutionRole`
 from __future__ import annotations
 
 import json
+from typing import cast
 from collections.abc import Sequence
 
 import aws_cdk as cdk
@@ -146,6 +147,8 @@ class SlurmTokenIssuer(Construct):
                 resources=[log_group.log_group_arn, f"{log_group.log_group_arn}:log-stream:*"],
             )
         )
+        # jsii types default_child as IConstruct | None; a LogGroup's is its CfnLogGroup.
+        log_group_l1 = cast(logs.CfnLogGroup, log_group.node.default_child)
         acknowledge(
             self.role,
             "AwsSolutions-IAM5",
@@ -156,7 +159,7 @@ class SlurmTokenIssuer(Construct):
             findings=[
                 f"Resource::{self.token_secrets_arn}",
                 f"Resource::{keys}",
-                f"Resource::<{stack.get_logical_id(log_group.node.default_child)}.Arn>:log-stream:*",
+                f"Resource::<{stack.get_logical_id(log_group_l1)}.Arn>:log-stream:*",
             ],
         )
 

@@ -5,6 +5,8 @@ managed policy that copies the role's statements acknowledges exactly those (`us
 
 from __future__ import annotations
 
+from typing import cast
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -98,6 +100,10 @@ class StudioExecutionRole(iam.Role):
                 )
             )
         else:
+            if slurm_login_secret_arn is None:
+                raise ValueError(
+                    "a Studio execution role needs eks_cluster_name (EKS) or slurm_login_secret_arn (Slurm)"
+                )
             self.add_to_policy(
                 iam.PolicyStatement(
                     sid="ReadSlurmLoginSecret",
@@ -175,7 +181,8 @@ class StudioExecutionRole(iam.Role):
         policy = iam.ManagedPolicy(
             scope,
             id_,
-            document=self.node.find_child("DefaultPolicy").document,
+            # jsii types children as IConstruct; a Role's "DefaultPolicy" is its iam.Policy.
+            document=cast(iam.Policy, self.node.find_child("DefaultPolicy")).document,
             description="Studio apps in per-user mode: what the shared execution role may do",
         )
         acknowledge(

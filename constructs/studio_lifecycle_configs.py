@@ -117,14 +117,14 @@ class StudioLifecycleConfigs(Construct):
         if not (STUDIO_SCRIPTS_DIR / entry_point).exists():
             raise FileNotFoundError(f"{STUDIO_SCRIPTS_DIR / entry_point} is missing")
         self.digests = shipped_digests([STUDIO_SCRIPTS_DIR, *extra_dirs])
-        self.tools = None
+        self.tools: LifecycleScripts | None = None
         environment = dict(environment)
         if tools or eksctl:
             # Not beside the scripts: the bootstrap copies that prefix at every start, the tools only when needed.
             sources = [prebuilt_zip_source(self, tools.archive, tools.archive_sha256)] if tools else []
             if eksctl:
                 sources.append(s3deploy.Source.asset(str(eksctl.directory)))
-            self.tools = LifecycleScripts(
+            self.tools = tool_scripts = LifecycleScripts(
                 self,
                 "Tools",
                 bucket=bucket,
@@ -134,11 +134,14 @@ class StudioLifecycleConfigs(Construct):
                 extra_sources=sources,
             )
             if tools:
-                keep_link_only_if_staged(self.tools.deployment, tools.archive_sha256)
-        if tools:
-            environment.update(STUDIO_TOOLS_S3_URI=self.tools.source_s3_uri, STUDIO_TOOLS_SHA256=tools.manifest_sha256)
-        if eksctl:
-            environment.update(EKSCTL_S3_URI=f"{self.tools.source_s3_uri}{eksctl.key}", EKSCTL_SHA256=eksctl.sha256)
+                keep_link_only_if_staged(tool_scripts.deployment, tools.archive_sha256)
+                environment.update(
+                    STUDIO_TOOLS_S3_URI=tool_scripts.source_s3_uri, STUDIO_TOOLS_SHA256=tools.manifest_sha256
+                )
+            if eksctl:
+                environment.update(
+                    EKSCTL_S3_URI=f"{tool_scripts.source_s3_uri}{eksctl.key}", EKSCTL_SHA256=eksctl.sha256
+                )
         # Fn::Sub fills in deploy-time values; the script's own variables are escaped as ${!name}.
         exports = "".join(f"export {key}='${{{key}}}'\n" for key in environment)
         bootstrap = render_bootstrap(

@@ -78,7 +78,7 @@ class TaskGovernance:
         self.kueue_ready = eks_v2.KubernetesObjectValue(
             scope,
             "KueueReady",
-            cluster=plane.cluster,
+            cluster=plane.icluster,
             object_type="deployment",
             object_name=deployment,
             object_namespace=namespace,
@@ -97,6 +97,7 @@ class TaskGovernance:
         def resource(id_: str, cfn_type: str, properties: Mapping[str, Any]) -> cdk.CfnResource:
             kind = types[cfn_type]
             if kind.startswith("Custom::"):
+                assert provider is not None  # made above whenever a type is a Custom:: one
                 properties = {"ServiceToken": provider.service_token, **properties}
             created = cdk.CfnResource(scope, id_, type=kind, properties=dict(properties))
             created.node.add_dependency(self.kueue_ready)
@@ -120,7 +121,7 @@ class TaskGovernance:
             created = eks_v2.KubernetesObjectValue(
                 self.namespaces,
                 f"Wait-{team}",
-                cluster=plane.cluster,
+                cluster=plane.icluster,
                 object_type="namespace",
                 object_name=name,
                 json_path=".metadata.name",
@@ -131,7 +132,7 @@ class TaskGovernance:
             patch = eks_v2.KubernetesPatch(
                 self.namespaces,
                 f"Labels-{team}",
-                cluster=plane.cluster,
+                cluster=plane.icluster,
                 resource_name=f"namespace/{name}",
                 apply_patch={"metadata": {"labels": dict(namespace_labels)}},
                 restore_patch={"metadata": {"labels": dict.fromkeys(namespace_labels)}},

@@ -165,6 +165,13 @@ def task_governance_errors(cfg: PlatformConfig) -> list[str]:
                 f"studio.partition_root: {cfg.studio.partition_root!r} is where the EKS team directories live; "
                 f"allowed: any other directory name (the default is 'studio')"
             )
+        lustre = cfg.storage.lustre.existing
+        if gov.teams and cfg.cluster.existing is None and lustre is not None and lustre.data_bucket is None:
+            add(
+                "storage.lustre.existing.data_bucket: not set with eks.task_governance.teams; the teams' directories "
+                "on the file system are made through its S3 link. Allowed: the bucket the file system's data "
+                "repository association links, or no teams"
+            )
         users = {u.name for u in cfg.users}
         taken = {
             cfg.studio.shared_gid: "studio.shared_gid",

@@ -4,6 +4,7 @@ classes, one compute quota per team)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import aws_cdk as cdk
@@ -181,7 +182,7 @@ class EksClusterStack(cdk.Stack):
                     )
                     for n in team_namespaces
                 ],
-                after=[self.namespaces],
+                after=[self.team_namespaces],
                 scope=self,
             )
             self._team_volumes(config, storage)
@@ -214,6 +215,8 @@ class EksClusterStack(cdk.Stack):
         root 0755) through the data repository, without a shell on any node (constructs/fsx_partitions.py); the
         claims wait for them. Deleting the stack keeps the directories and their data."""
         repo, lustre = config.storage.lustre.data_repository, storage.lustre
+        # platform_config/eks_governance.py refuses teams on a file system without its S3 link (data_bucket).
+        assert storage.data_bucket_name is not None
         directories = FsxPartitions(
             self,
             "TeamDirectories",
@@ -240,7 +243,8 @@ class EksClusterStack(cdk.Stack):
                     mode="2770",
                 )
             )
-            common = dict(
+            volume = functools.partial(
+                k8s.fsx_volume,
                 namespace=k8s.team_namespace(team.name),
                 file_system_id=lustre.file_system_id,
                 dns_name=lustre.dns_name,
@@ -248,16 +252,11 @@ class EksClusterStack(cdk.Stack):
                 platform=config.name,
                 capacity_gib=config.storage.lustre.storage_capacity_gib,
             )
-            objects += k8s.fsx_volume(
-                claim=k8s.FSX_CLAIM, directory=directories.path_of(f"teams/{team.name}"), **common
+            objects += volume(claim=k8s.FSX_CLAIM, directory=directories.path_of(f"teams/{team.name}"))
+            objects += volume(
+                claim=k8s.DATASETS_CLAIM, directory=directories.path_of(self.DATASETS_DIRECTORY), read_only=True
             )
-            objects += k8s.fsx_volume(
-                claim=k8s.DATASETS_CLAIM,
-                directory=directories.path_of(self.DATASETS_DIRECTORY),
-                read_only=True,
-                **common,
-            )
-        self.control_plane.manifest("FsxVolumes", *objects, after=[self.namespaces, *created], scope=self)
+        self.control_plane.manifest("FsxVolumes", *objects, after=[self.team_namespaces, *created], scope=self)
 
     def _team_identities(self, config: PlatformConfig, storage: StorageRefs) -> None:
         """Pods in a team's namespace run only as its members, with its gids (manifests/team_identities.py); with
@@ -272,7 +271,7 @@ class EksClusterStack(cdk.Stack):
             "TeamIdentityPolicy", *[o for o in admission if o["kind"] == "ValidatingAdmissionPolicy"], scope=self
         )
         bindings = [o for o in admission if o["kind"] == "ValidatingAdmissionPolicyBinding"]
-        plane.manifest("TeamIdentityBinding", *bindings, after=[policies, self.namespaces], scope=self)
+        plane.manifest("TeamIdentityBinding", *bindings, after=[policies, self.team_namespaces], scope=self)
         objects = []
         for team in teams:
             uids, gids = team_identities.team_ids(config, team)
@@ -301,7 +300,14 @@ class EksClusterStack(cdk.Stack):
                         capacity_gib=config.storage.lustre.storage_capacity_gib,
                         platform=config.name,
                     )
-        plane.manifest("TeamIdentities", *objects, after=[self.namespaces], scope=self)
+        plane.manifest("TeamIdentities", *objects, after=[self.team_namespaces], scope=self)
+
+    @property
+    def team_namespaces(self) -> Construct:
+        """What waits for task governance's team namespaces (teams exist only with task governance on)."""
+        if self.namespaces is None:
+            raise ValueError("team objects need eks.task_governance.enabled: task governance creates the namespaces")
+        return self.namespaces
 
     def _node_waits(self, config: PlatformConfig, network: NetworkRefs) -> None:
         """Add-ons that run Deployments are created once a node exists that their pods can be scheduled on:
@@ -314,7 +320,7 @@ class EksClusterStack(cdk.Stack):
         waiter = SchedulableNodeWaiter(
             self,
             "NodeReadiness",
-            cluster=plane.cluster,
+            cluster=plane.icluster,
             cluster_name=config.name,
             vpc_id=network.vpc_id,
             subnets=network.private_subnets,
@@ -346,7 +352,7 @@ class EksClusterStack(cdk.Stack):
                 )
                 for t in teams
             ]
-        self.team_jobs = plane.manifest("TeamJobIdentity", *objects, after=[self.namespaces], scope=self)
+        self.team_jobs = plane.manifest("TeamJobIdentity", *objects, after=[self.team_namespaces], scope=self)
         if not mlflow:
             return
         for team in teams:

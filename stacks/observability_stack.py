@@ -3,45 +3,24 @@ Deployed last; it only reads the other stacks."""
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 from collections.abc import Sequence
 
 import aws_cdk as cdk
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import custom_resources as cr
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from constructs.log_encryption import logs_key
-from constructs.platform_observability import LustreTargets, PlatformObservability, Subscription
+from constructs.platform_observability import LustreTargets, PlatformObservability, Subscription, platform_functions
+from constructs.platform_refs import StorageRefs
+from constructs.stack_outputs import output_for_another_stack
 
 from platform_config import PlatformConfig
-from stacks.storage_stack import StorageStack
 from constructs.studio_execution_role import PLATFORM_TAG
-from stacks.studio_stack import StudioStack
 
-if TYPE_CHECKING:  # annotations only: a Slurm config imports nothing of the EKS path (tests/test_stack_graph.py)
-    from stacks.eks_cluster_stack import EksClusterStack
-    from stacks.slurm_cluster_stack import SlurmClusterStack
-
-    # Opt-in features: their modules (and aws_grafana, aws_budgets) load only when the config turns them on.
+# Opt-in features: their modules (and aws_grafana, aws_budgets) load only when the config turns them on.
+if TYPE_CHECKING:
     from constructs.grafana_workspace import GrafanaWorkspace
     from constructs.platform_budgets import BudgetSpec
-
-
-def platform_functions(stacks: Sequence[cdk.Stack]) -> list[tuple[str, lambda_.Function]]:
-    """The Lambda functions the platform's stacks deploy (custom-resource handlers, event handlers, asset uploads),
-    without aws-cdk-lib's Provider framework functions (they only relay what a handler returns)."""
-    found = []
-    for stack in stacks:
-        for node in stack.node.find_all():
-            if (
-                isinstance(node, lambda_.Function)
-                and not isinstance(node.node.scope, cr.Provider)
-                and cdk.Stack.of(node) is stack
-            ):
-                label = re.sub(r"[^A-Za-z0-9-]", "", "-".join(node.node.path.split("/")[1:]))[:60]
-                found.append((f"{stack.node.id.rsplit('-', 1)[-1]}-{label}", node))
-    return found
 
 
 class ObservabilityStack(cdk.Stack):
@@ -51,16 +30,18 @@ class ObservabilityStack(cdk.Stack):
         id_: str,
         *,
         config: PlatformConfig,
-        storage: StorageStack,
-        cluster: SlurmClusterStack | EksClusterStack,
-        studio: StudioStack | None,
-        other_stacks: Sequence[cdk.Stack] = (),
+        storage: StorageRefs,
+        cluster: cdk.Stack,
+        cluster_id: str,
+        watched: Sequence[cdk.Stack],
+        dead_letter_queue: sqs.IQueue | None = None,
         **kwargs,
     ) -> None:
-        """`other_stacks`: the platform's further stacks with Lambda functions to alarm on (the EKS stack's kubectl
-        and add-on handlers); this stack is deployed after each of them."""
+        """`cluster`: the stack of the HyperPod cluster whose ID is `cluster_id`. `watched`: the platform's stacks with
+        Lambda functions to alarm on (storage, cluster, Studio, the EKS stack's kubectl and add-on handlers); this
+        stack is deployed after each of them. `dead_letter_queue`: the Studio partition handlers' (alarmed on when
+        it holds a message)."""
         super().__init__(scope, id_, **kwargs)
-        watched = [s for s in (storage, cluster, studio, *other_stacks) if s is not None]
         for stack in watched:  # explicit: the order holds even where no value crosses the stacks
             self.add_stack_dependency(stack)
         obs = config.observability
@@ -71,16 +52,14 @@ class ObservabilityStack(cdk.Stack):
             "Observability",
             name=config.name,
             cluster_name=config.name,
-            cluster_id=self._cluster_id(cluster),
+            cluster_id=self._cluster_id(cluster, cluster_id),
             lustre=LustreTargets(
                 file_system_id=storage.lustre.file_system_id,
                 capacity_gib=lustre.storage_capacity_gib if owned else None,
                 throughput_mb_per_tib=lustre.throughput_mib_per_tib if owned else None,
             ),
             functions=platform_functions(watched),
-            dead_letter_queue=studio.partitions.dead_letters
-            if studio is not None and studio.partitions is not None
-            else None,
+            dead_letter_queue=dead_letter_queue,
             instance_groups=[(g.name, g.role) for g in config.cluster.instance_groups],
             subscriptions_=[Subscription(s.protocol, s.endpoint) for s in obs.subscriptions],
             log_retention_days=obs.log_retention_days,
@@ -117,7 +96,7 @@ class ObservabilityStack(cdk.Stack):
             self.budgets = PlatformBudgets(
                 self,
                 "Budgets",
-                specs=budget_specs(config),
+                specs=self._budget_specs(config),
                 thresholds_percent=budget.thresholds_percent,
                 topic=self.observability.topic if budget.notify_topic else None,
                 topic_key=self.observability.topic_key if budget.notify_topic else None,
@@ -126,61 +105,51 @@ class ObservabilityStack(cdk.Stack):
         cdk.CfnOutput(self, "DashboardName", value=f"{config.name}-platform")
         cdk.CfnOutput(self, "ClusterLogGroup", value=self.observability.cluster_log_group)
 
-    def _cluster_id(self, cluster: SlurmClusterStack | EksClusterStack) -> str:
+    def _cluster_id(self, cluster: cdk.Stack, cluster_id: str) -> str:
         """The cluster's ID as an output of the cluster stack, read here with Fn::GetStackOutput. A plain
         cross-stack reference would carry the cluster ARN and split it here, an Fn::Split over Fn::GetStackOutput
         that cfn-lint (E1022) cannot type; the value and the deploy order are the same."""
-        output = cdk.CfnOutput(
+        value = output_for_another_stack(
             cluster,
             "ClusterIdForObservability",
-            value=cluster.hyperpod.cluster_id,
+            value=cluster_id,
             description="Read by the observability stack (HyperPod's log group name)",
         )
         self.add_stack_dependency(cluster)
-        return cdk.Token.as_string(
-            cdk.Intrinsic(
-                {
-                    "Fn::GetStackOutput": {
-                        "StackName": cluster.stack_name,
-                        "Region": cluster.region,
-                        "OutputName": output.logical_id,
-                    }
-                }
+        return value
+
+    @staticmethod
+    def _budget_specs(config: PlatformConfig) -> list[BudgetSpec]:
+        """The cluster's budget over everything tagged hyperpod-platform=<name> (stacks/platform.py tags every stack),
+        and one per department with monthly_budget_usd over what carries <department_tag_key>=<department>."""
+        budget = config.cluster.budget
+        if budget is None:
+            return []
+        from constructs.platform_budgets import BudgetSpec
+
+        common = ((PLATFORM_TAG, config.name), *config.tags.items())
+        specs = [
+            BudgetSpec(
+                id="Cluster",
+                name=f"{config.name}-cluster",
+                tag_key=PLATFORM_TAG,
+                tag_value=config.name,
+                monthly_usd=budget.monthly_limit_usd,
+                emails=tuple(budget.emails),
+                resource_tags=common,
             )
-        )
-
-
-def budget_specs(config: PlatformConfig) -> list[BudgetSpec]:
-    """The cluster's budget over everything tagged hyperpod-platform=<name> (stacks/platform.py tags every stack),
-    and one per department with monthly_budget_usd over what carries <department_tag_key>=<department>."""
-    budget = config.cluster.budget
-    if budget is None:
-        return []
-    from constructs.platform_budgets import BudgetSpec
-
-    common = ((PLATFORM_TAG, config.name), *config.tags.items())
-    specs = [
-        BudgetSpec(
-            id="Cluster",
-            name=f"{config.name}-cluster",
-            tag_key=PLATFORM_TAG,
-            tag_value=config.name,
-            monthly_usd=budget.monthly_limit_usd,
-            emails=tuple(budget.emails),
-            resource_tags=common,
-        )
-    ]
-    for d in config.cluster.accounting.departments:
-        if d.monthly_budget_usd is not None:
-            specs.append(
-                BudgetSpec(
-                    id=f"Department-{d.name}",
-                    name=f"{config.name}-department-{d.name}",
-                    tag_key=budget.department_tag_key,
-                    tag_value=d.name,
-                    monthly_usd=d.monthly_budget_usd,
-                    emails=tuple(dict.fromkeys([*budget.emails, *d.budget_emails])),
-                    resource_tags=(*common, (budget.department_tag_key, d.name)),
+        ]
+        for d in config.cluster.accounting.departments:
+            if d.monthly_budget_usd is not None:
+                specs.append(
+                    BudgetSpec(
+                        id=f"Department-{d.name}",
+                        name=f"{config.name}-department-{d.name}",
+                        tag_key=budget.department_tag_key,
+                        tag_value=d.name,
+                        monthly_usd=d.monthly_budget_usd,
+                        emails=tuple(dict.fromkeys([*budget.emails, *d.budget_emails])),
+                        resource_tags=(*common, (budget.department_tag_key, d.name)),
+                    )
                 )
-            )
-    return specs
+        return specs

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk.aws_logs import CfnLogGroup
 from aws_cdk import aws_stepfunctions as sfn
 from cdk_nag import AwsSolutionsChecks
 from constructs.log_encryption import LogGroupEncryption
@@ -90,6 +91,8 @@ def studio_tool_artifacts(config: PlatformConfig) -> StudioToolArtifacts:
 
 def existing_network_refs(network: Network) -> NetworkRefs:
     ex = network.existing
+    if ex is None:
+        raise ValueError("existing_network_refs: the config has no network.existing")
     return NetworkRefs(
         vpc_id=ex.vpc_id,
         security_group_id=ex.security_group_id,
@@ -163,7 +166,10 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
         bundle_writer_role_arn=existing.attach_role_arn if existing else None,
         description=f"HyperPod platform {name}: FSx for Lustre, data and lifecycle buckets (retained on delete)",
     )
-    slurm_login = eks = eks_access = cluster = None
+    slurm_login: SlurmLoginStack | None = None
+    eks: EksControlPlaneStack | None = None
+    eks_access: EksAccessStack | None = None
+    cluster: SlurmClusterStack | EksClusterStack | None = None
     kind = "EKS" if on_eks else "Slurm"
     if existing is not None:
         if not on_eks:
@@ -252,9 +258,11 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
         if on_eks:
             from stacks.eks_access_stack import EksAccessStack
 
-            eks_cluster_name = (
-                existing.eks_cluster_name if existing is not None else eks.control_plane.cluster.cluster_name
-            )
+            if eks is not None:
+                eks_cluster_name = eks.control_plane.cluster.cluster_name
+            else:  # attach mode: the attach rules require cluster.existing.eks_cluster_name on EKS
+                assert existing is not None and existing.eks_cluster_name is not None
+                eks_cluster_name = existing.eks_cluster_name
             eks_access = EksAccessStack(
                 app,
                 f"{name}-eks-access",
@@ -273,8 +281,11 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
             config=config,
             storage=storage,
             cluster=cluster,
-            studio=studio,
-            other_stacks=[eks] if eks is not None else [],
+            cluster_id=cluster.hyperpod.cluster_id,
+            watched=[s for s in (storage, cluster, studio, eks) if s is not None],
+            dead_letter_queue=studio.partitions.dead_letters
+            if studio is not None and studio.partitions is not None
+            else None,
             env=env,
             description=f"HyperPod platform {name}: alarms, HyperPod events, dashboard",
         )
@@ -291,9 +302,10 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
         observability=observability,
     )
     # Flow logs and the EKS control plane keep the retention of their own keys.
-    own_retention = [eks.control_plane.log_group.node.default_child] if eks is not None else []
+    # jsii types default_child as IConstruct | None; a LogGroup's is its CfnLogGroup.
+    own_retention = [cast(CfnLogGroup, eks.control_plane.log_group.node.default_child)] if eks is not None else []
     if network_stack is not None and network_stack.vpc.flow_log_group is not None:
-        own_retention.append(network_stack.vpc.flow_log_group.node.default_child)
+        own_retention.append(cast(CfnLogGroup, network_stack.vpc.flow_log_group.node.default_child))
     retention = LogRetention(config.observability.log_retention_days, keep=own_retention)
     encryption = LogGroupEncryption()  # every stack's log groups, the network stack's flow logs included
     for stack in platform.stacks:
@@ -313,11 +325,9 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
             cdk.Tags.of(stack).add(key, value, exclude_resource_types=list(TAGS_CREATE_ONLY))
     # The deployed storage stack remembers what can never change in place; cli/replacement_guard.py compares.
     storage.template_options.metadata = {SNAPSHOT_METADATA_KEY: snapshot(config)}
-    for stack in (storage, slurm_login, eks, cluster, studio, eks_access if existing is not None else None):
-        if (
-            stack is not None
-        ):  # hold the file system, buckets, keys, secret, EKS and HyperPod clusters, domain, profiles
-            stack.termination_protection = True
+    for held in (storage, slurm_login, eks, cluster, studio, eks_access if existing is not None else None):
+        if held is not None:  # hold the file system, buckets, keys, secret, EKS and HyperPod clusters, domain, profiles
+            held.termination_protection = True
     return platform
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
@@ -49,6 +50,11 @@ from manifests.node_parameters import (
 from platform_config import PlatformConfig
 from platform_config.directory import ca_certificate_bytes
 from platform_config.login_access import login_load_balancer, session_run_as, slurm_auth
+
+if TYPE_CHECKING:  # annotations only; accounting_database.py (and aws_rds) loads only when the config asks
+    from aws_cdk import aws_ec2 as ec2
+
+    from constructs.accounting_database import AccountingDatabase
 
 
 class SlurmClusterStack(cdk.Stack):
@@ -118,7 +124,8 @@ class SlurmClusterStack(cdk.Stack):
             record_name=lifecycle_record_name(config.name),
         )
         native = config.storage.lustre.mount_by == "native"
-        self.accounting_database = self.controller_security_group = None
+        self.accounting_database: AccountingDatabase | None = None
+        self.controller_security_group: ec2.SecurityGroup | None = None
         if config.cluster.accounting.database == "managed":
             self._accounting_database(config, network)
         self.hyperpod = HyperPodCluster(
@@ -182,6 +189,8 @@ class SlurmClusterStack(cdk.Stack):
             )
         directory = config.cluster.directory
         if directory.enabled:  # sssd binds with this password on every node
+            # platform_config/directory.py's rules refuse an enabled directory without its bind password's secret.
+            assert directory.bind_password_secret_arn is not None
             self.hyperpod.grant_nodes_read_secret(
                 secret_arn=directory.bind_password_secret_arn,
                 kms_key_arn=directory.bind_password_kms_key_arn,
@@ -221,16 +230,16 @@ class SlurmClusterStack(cdk.Stack):
         # opt-in: aws_rds loads only when used
         from constructs.accounting_database import AccountingDatabase, controller_security_group
 
-        self.controller_security_group = controller_security_group(
+        self.controller_security_group = group = controller_security_group(
             self, cluster_name=config.name, vpc_id=network.vpc_id
         )
-        self.accounting_database = AccountingDatabase(
+        self.accounting_database = database = AccountingDatabase(
             self,
             "AccountingDatabase",
             cluster_name=config.name,
             vpc_id=network.vpc_id,
             subnet_ids=[s.subnet_id for s in network.private_subnets],
-            controller_security_group=self.controller_security_group,
+            controller_security_group=group,
             instance_class=db.instance_class,
             allocated_storage_gib=db.allocated_storage_gib,
             multi_az=db.multi_az,
@@ -240,7 +249,7 @@ class SlurmClusterStack(cdk.Stack):
         cdk.CfnOutput(
             self,
             "AccountingDatabaseEndpoint",
-            value=self.accounting_database.endpoint,
+            value=database.endpoint,
             description="The RDS for MySQL instance slurmdbd stores Slurm accounting in",
         )
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from typing import cast
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -111,7 +113,7 @@ class StudioStack(cdk.Stack):
                 platform_name=config.name,
                 attached_cluster_arn=self.attached_cluster_arn,
                 eks_cluster_name=self.eks_cluster_name if on_eks else None,
-                slurm_login_secret_arn=None if on_eks else slurm_login_secret.secret_arn,
+                slurm_login_secret_arn=None if on_eks else self.slurm_login_secret_arn,
             )
 
         # Named: the Slurm login secret's key and resource policies name it before it exists.
@@ -182,7 +184,7 @@ class StudioStack(cdk.Stack):
             "FSX_SHARED_MODE": self.shared_fsx.value_as_string,
         }
         # hyp and jq (both orchestrators) and eksctl (EKS, when switched on), checked by build_platform.
-        tools, eksctl = (tools.bundle, tools.eksctl) if tools else (None, None)
+        bundle, eksctl = (tools.bundle, tools.eksctl) if tools else (None, None)
         if on_eks:
             from constructs.studio_eks_tools import studio_eks_tools  # EKS only: kubectl/helm from the layer package
             from manifests.kubernetes_objects import studio_kube_settings
@@ -205,7 +207,7 @@ class StudioStack(cdk.Stack):
                     **fsx_paths,
                 },
                 extra_dirs=[eks_tools.directory],
-                tools=tools,
+                tools=bundle,
                 eksctl=eksctl,
             )
         else:
@@ -216,9 +218,9 @@ class StudioStack(cdk.Stack):
                 bucket=lifecycle_bucket,
                 entry_point=SLURM_ENTRY_POINT,
                 upload_role_name=upload_role_name(config.name, "studio"),
-                tools=tools,
+                tools=bundle,
                 environment={
-                    "SLURM_LOGIN_SECRET_ARN": slurm_login_secret.secret_arn,
+                    "SLURM_LOGIN_SECRET_ARN": self.slurm_login_secret_arn,
                     **({"SLURM_TOKEN_SECRET_PREFIX": slurm_token_secret_prefix(config.name)} if auth == "jwt" else {}),
                     **fsx_paths,
                 },
@@ -266,7 +268,9 @@ class StudioStack(cdk.Stack):
             service="sagemaker", resource="user-profile", resource_name=self.domain.attr_domain_id
         )
         if self.partitions is not None:  # without an S3 link, `make attach --profiles` makes later profiles' partitions
-            self.is_per_user = cdk.CfnCondition(self, "IsPerUserFSx", expression=cdk.Fn.condition_not(self.is_shared))
+            # jsii's Python types of CfnCondition lack ICfnConditionExpression, which the class implements.
+            is_shared = cast(cdk.ICfnConditionExpression, self.is_shared)
+            self.is_per_user = cdk.CfnCondition(self, "IsPerUserFSx", expression=cdk.Fn.condition_not(is_shared))
             self.partitions.watch_profiles(
                 domain_id=self.domain.attr_domain_id,
                 domain_arn_prefix=domain_arn_prefix,
@@ -314,6 +318,13 @@ class StudioStack(cdk.Stack):
         if tracking_server_arn:
             cdk.CfnOutput(self, "MlflowTrackingServerArn", value=tracking_server_arn)
 
+    @property
+    def slurm_login_secret_arn(self) -> str:
+        """The Slurm login secret's ARN; on Slurm, build_platform passes the secret."""
+        if self.slurm_login_secret is None:
+            raise ValueError("the Studio stack of a Slurm platform needs slurm_login_secret")
+        return self.slurm_login_secret.secret_arn
+
 
 class StudioUsers(cdk.NestedStack):
     """Up to USERS_PER_NESTED_STACK user profiles, each with its POSIX identity and, in per-user mode, its partition."""
@@ -348,6 +359,8 @@ class StudioUsers(cdk.NestedStack):
         departments = department_tags(config)
         user_roles: Mapping[str, object] = {}
         if token_issuer is not None:
+            if user_policy is None:
+                raise ValueError("per-user Slurm tokens need user_policy: each user's role carries it")
             token_resources, user_roles = token_issuer.users(
                 self,
                 template,

@@ -311,3 +311,26 @@ def test_existing_file_system_needs_real_identifiers():
 
 def test_docs_state_the_size_of_the_eks_table():
     assert stated_count(r"EKS bad-input table \((\d+) cases") == len(EKS_BAD_INPUT)
+
+
+def test_teams_on_a_file_system_you_bring_need_its_s3_link():
+    """The EKS cluster stack makes the teams' directories through the file system's data repository
+    (constructs/fsx_partitions.py): without data_bucket it has nothing to make them with."""
+    existing = {
+        "file_system_id": "fs-0123456789abcdef0",
+        "dns_name": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
+        "mount_name": "abcdefgh",
+    }
+    data = eks_base(task_governance={"enabled": True, "teams": [copy.deepcopy(TEAM)]})
+    data["studio"] = {"enabled": False}
+    data["storage"] = {"lustre": {"existing": existing}}
+    assert errors_of(copy.deepcopy(data)) == [
+        "storage.lustre.existing.data_bucket: not set with eks.task_governance.teams; the teams' directories on the "
+        "file system are made through its S3 link. Allowed: the bucket the file system's data repository association "
+        "links, or no teams"
+    ]
+    existing["data_bucket"] = "team-data-bucket"
+    assert parse_config(copy.deepcopy(data), "test").storage.lustre.existing.data_bucket == "team-data-bucket"
+    del existing["data_bucket"]
+    data["eks"]["task_governance"] = {"enabled": True}  # no teams, no team directories
+    assert parse_config(data, "test").eks.task_governance.teams == []

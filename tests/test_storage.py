@@ -9,7 +9,7 @@ import pytest
 
 from aws_cdk.assertions import Match
 
-from stacks.storage_stack import OBJECT_WRITE_ACTIONS
+from constructs.s3_object_actions import OBJECT_WRITE_ACTIONS
 from support.intrinsics import flatten
 
 
@@ -459,7 +459,7 @@ def test_studio_partitions_deny_covers_every_s3_object_action():
     """Every action the Service Authorization Reference lists on S3's `object` resource type (as cfn-lint 1.58 bundles
     it) matches one of the deny's patterns: no version-id read, tag, ACL or replication path around it."""
     import cfnlint
-    from stacks.storage_stack import OBJECT_ACTIONS
+    from constructs.s3_object_actions import OBJECT_ACTIONS
 
     spec = json.loads((Path(cfnlint.__file__).parent / "data" / "AdditionalSpecs" / "Policies.json").read_text())
     object_actions = sorted(a for a, v in spec["s3"]["Actions"].items() if "object" in v.get("Resources", []))

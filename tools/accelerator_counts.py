@@ -38,12 +38,16 @@ RULE_PATH = "src/sagemaker/hyperpod/training/quota_allocation_util.py"
 
 def assigned(source: str, name: str, path: str):
     """The literal a module-level `name = <literal>` assigns in `source` (parsed, never executed)."""
+    value: ast.expr | None
     for node in ast.parse(source, filename=path).body:
-        targets = (
-            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        )
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
-            return ast.literal_eval(node.value)
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign):
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and value is not None:
+            return ast.literal_eval(value)
     raise SystemExit(f"{path}: no module-level assignment to {name}; the upstream layout changed, read it again")
 
 
@@ -85,7 +89,7 @@ def check_rule(source: str) -> None:
     }
     branches = [
         (
-            columns.get(getattr(n.test, "left", None) and getattr(n.test.left, "id", None)),
+            columns.get(left) if (left := getattr(getattr(n.test, "left", None), "id", None)) else None,
             [
                 a.value.id
                 for a in n.body

@@ -77,7 +77,11 @@ def main() -> int:
         users_config(bench, 10),
         *(users_config(bench, count) for count in USERS_TARGETS),
     ]
-    apps = {TRIVIAL: (f"{PY} tools/trivial_app.py", []), FLOOR: (f"{PY} tools/floor_app.py", [])}
+    # name -> (the app command, or None for app.py through the CDK CLI; its context)
+    apps: dict[str, tuple[str | None, list[str]]] = {
+        TRIVIAL: (f"{PY} tools/trivial_app.py", []),
+        FLOOR: (f"{PY} tools/floor_app.py", []),
+    }
     for config in configs:
         # The EKS example synthesizes against the test stand-in chart (its template then cannot deploy).
         apps[config] = (

@@ -131,7 +131,7 @@ def _yaml(value: Any) -> str:
 
 def default(field: FieldInfo) -> str:
     if field.default_factory is not None:
-        value = field.default_factory()
+        value = field.get_default(call_default_factory=True)  # our factories take no validated data
     elif field.default is PydanticUndefined:
         return "required"
     else:

@@ -89,7 +89,13 @@ def _named_types(resource: Any) -> set[str] | None:
     resources = resource if isinstance(resource, list) else [resource]
     if "*" in resources:
         return None
-    return {re.fullmatch(r"arn:aws:ec2:[^:]*:[^:]*:([a-z-]+)/.*", r).group(1) for r in resources}
+    types = set()
+    for r in resources:
+        match = re.fullmatch(r"arn:aws:ec2:[^:]*:[^:]*:([a-z-]+)/.*", r)
+        if match is None:
+            raise SystemExit(f"{r!r}: not an EC2 resource ARN; the reference statement changed, read it again")
+        types.add(match.group(1))
+    return types
 
 
 def derive(reference_statements: list[dict], authorization: dict[str, dict]) -> list[dict]:

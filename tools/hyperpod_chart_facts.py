@@ -218,8 +218,8 @@ def main(argv: list[str]) -> int:
     if args.check:
         stale = [str(p.relative_to(ROOT)) for p, text in files.items() if not p.is_file() or p.read_text() != text]
         extra = [str(p.relative_to(ROOT)) for p in STAND_IN.rglob("*") if p.is_file() and p not in files]
-        for path in stale + extra:
-            print(f"{path}: differs from the pinned chart's facts; run tools/hyperpod_chart_facts.py", file=sys.stderr)
+        for name in stale + extra:
+            print(f"{name}: differs from the pinned chart's facts; run tools/hyperpod_chart_facts.py", file=sys.stderr)
         return 1 if stale or extra else 0
     for path in STAND_IN.rglob("*"):
         if path.is_file() and path not in files:

@@ -156,6 +156,7 @@ def _intrinsic(loader: yaml.SafeLoader, _suffix: str, node: yaml.Node) -> Any:
         return loader.construct_scalar(node)
     if isinstance(node, yaml.SequenceNode):
         return loader.construct_sequence(node, deep=True)
+    assert isinstance(node, yaml.MappingNode)  # YAML has scalars, sequences and mappings
     return loader.construct_mapping(node, deep=True)
 
 
@@ -163,7 +164,7 @@ _CfnLoader.add_multi_constructor("!", _intrinsic)
 
 
 def _actions_of(statements: list[dict]) -> set[str]:
-    found = set()
+    found: set[str] = set()
     for s in statements:
         if s.get("Effect", "Allow") != "Allow":
             continue
@@ -196,22 +197,30 @@ def _terraform_block(text: str, kind: str, name: str) -> str:
 def _terraform_role(text: str) -> tuple[set[str], list[str]]:
     """The actions of every aws_iam_policy attached to aws_iam_role.sagemaker_execution_role, except rig_policy
     (restricted instance groups only), and the managed policies attached to it by ARN."""
-    actions, managed = set(), []
+    actions: set[str] = set()
+    managed: list[str] = []
     for m in re.finditer(r'resource\s+"aws_iam_role_policy_attachment"\s+"(\w+)"', text):
         block = _terraform_block(text, "aws_iam_role_policy_attachment", m.group(1))
         if "aws_iam_role.sagemaker_execution_role" not in block:
             continue
-        arn = re.search(r"policy_arn\s*=\s*(\S+)", block).group(1)
+        arn = _group(re.search(r"policy_arn\s*=\s*(\S+)", block), block)
         if arn.startswith('"'):
             managed.append(arn.strip('"'))
             continue
-        policy = re.fullmatch(r"aws_iam_policy\.(\w+)(?:\[0\])?\.arn", arn).group(1)
+        policy = _group(re.fullmatch(r"aws_iam_policy\.(\w+)(?:\[0\])?\.arn", arn), arn)
         if policy == "rig_policy":
             continue
         body = _terraform_block(text, "aws_iam_policy", policy)
         for lst in re.finditer(r"Action\s*=\s*\[(.*?)\]", body, re.DOTALL):
             actions.update(re.findall(r'"([a-z0-9-]+:[A-Za-z0-9*]+)"', lst.group(1)))
     return actions, sorted(managed)
+
+
+def _group(match: re.Match[str] | None, text: str) -> str:
+    """The first group of a match the upstream Terraform must give; the upstream changed when it does not."""
+    if match is None:
+        raise SystemExit(f"unexpected upstream Terraform, read it again: {text[:200]!r}")
+    return match.group(1)
 
 
 def reference_roles(git_dir: Path, commit: str) -> dict[str, Any]:
@@ -221,7 +230,7 @@ def reference_roles(git_dir: Path, commit: str) -> dict[str, Any]:
             ["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True, capture_output=True, text=True
         ).stdout
         if path.endswith(".json"):
-            actions, managed = _actions_of(json.loads(text)["Statement"]), []
+            actions, managed = _actions_of(json.loads(text)["Statement"]), list[str]()
         elif path.endswith(".tf"):
             actions, managed = _terraform_role(text)
         else:

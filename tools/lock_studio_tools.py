@@ -39,7 +39,10 @@ def canonical(name: str) -> str:
 
 
 def requirement_name(requirement: str) -> str:
-    return canonical(re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement).group(1))
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    if match is None:
+        raise SystemExit(f"{requirement!r}: not a requirement line (no project name)")
+    return canonical(match.group(1))
 
 
 def facts() -> dict:

@@ -141,13 +141,17 @@ class _Finder(ast.NodeVisitor):
     def statement_lines(self, node: ast.AST) -> tuple[int, int]:
         """A node inside a statement that spans lines may have no line event of its own (Python reports the lines
         where instructions start): the statement's head (up to its body, if it has one) stands for it."""
-        while not isinstance(node, ast.stmt):
-            node = self.parents[node]
-        body = getattr(node, "body", None)
-        end = body[0].lineno - 1 if isinstance(body, list) and body else node.end_lineno
-        return node.lineno, max(node.lineno, end)
+        statement = node
+        while not isinstance(statement, ast.stmt):
+            statement = self.parents[statement]
+        body = getattr(statement, "body", None)
+        end = body[0].lineno - 1 if isinstance(body, list) and body else statement.end_lineno
+        assert end is not None  # parsed statements carry their end line
+        return statement.lineno, max(statement.lineno, end)
 
-    def add(self, node: ast.AST, operator: str, replacement: str) -> None:
+    def add(self, node: ast.expr | ast.stmt, operator: str, replacement: str) -> None:
+        # Parsed nodes always carry their end position (the types allow None for nodes built by hand).
+        assert node.end_lineno is not None and node.end_col_offset is not None
         original = ast.get_source_segment(self.source, node) or ast.unparse(node)
         self.mutants.append(
             Mutant(
@@ -332,7 +336,8 @@ class LineTrace:
     def __init__(self, filename: str) -> None:
         import threading
 
-        self.filename, self.lines = filename, set()
+        self.filename = filename
+        self.lines: set[int] = set()
         sys.settrace(self._call)
         threading.settrace(self._call)
 
@@ -419,7 +424,7 @@ def run_tests(runs: list[list[str]], timeout: float, trace: tuple[str, Path] | N
                 os.dup2(devnull, 2)
                 tracer = LineTrace(trace[0]) if trace else None
                 code = int(pytest.main([*PYTEST, *args]))
-                if tracer:
+                if tracer and trace:
                     tracer.save(trace[1])
             finally:
                 os._exit(code)

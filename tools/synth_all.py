@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -76,7 +77,7 @@ def synth(config: Path, context: dict[str, str], out_dir: Path, work: Path) -> N
         shutil.copyfile(template, out_dir / template.name)
 
 
-def compare(after: Path, before: Path, only: list[str] = ()) -> list[str]:
+def compare(after: Path, before: Path, only: Sequence[str] = ()) -> list[str]:
     """Every file that differs, is missing or is new between two snapshots (of the variants in `only`, if given)."""
     problems = []
     names = {p.relative_to(before) for p in before.rglob("*") if p.is_file()}

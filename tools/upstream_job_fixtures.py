@@ -95,7 +95,10 @@ def hyp_job(mirrors: Path) -> str:
     (template,) = [
         n.value.value
         for n in tree.body
-        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TEMPLATE_CONTENT" for t in n.targets)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Constant)
+        and isinstance(n.value.value, str)
+        and any(isinstance(t, ast.Name) and t.id == "TEMPLATE_CONTENT" for t in n.targets)
     ]
     environment = jinja2.Environment()  # noqa: S701 - renders YAML, not HTML
     rendered = environment.from_string(template).render(**HYP_OPTIONS)
