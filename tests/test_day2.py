@@ -5,8 +5,9 @@ Routine changes must replace no stateful resource and no custom-named resource (
 cannot even perform) and delete nothing stateful. Changes that can never be in place must be visible in the
 templates (so the analysis is not blind) and refused by the day-2 rules before they reach CloudFormation.
 
-Synthesis is in-process without cdk-nag (test_templates.py covers nag and cfn-lint) and without copying assets into
-the assembly (only templates are compared); each base is synthesized once and each (base, change) once per session.
+Synthesis is in-process without cdk-nag or aws-cdk-lib's template validation (the `synth` variants, the bases among
+them, have both, and cfn-lint) and writes little but templates (`_TEMPLATES_ONLY`, no asset copies); each base is
+synthesized once and each (base, change) once per session.
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ Change = Callable[[dict], None]
 pytestmark = pytest.mark.xdist_group("day2")
 # Removed when the test process exits (cloud assemblies hold asset copies).
 _OUT_ROOT = tempfile.TemporaryDirectory(prefix="day2-")
+# The matrix reads templates only, and aws-cdk-lib writes the same templates without the rest of a synthesis:
+# - its built-in CloudFormation validation (~0.4 s of CPU a synthesis here, 46 syntheses, and ~7 s for the engine
+#   in a process that has not validated yet) judges whether CloudFormation would accept a template. The bases are
+#   `synth` variants (default, containers, eks; per_user_181 of test_scale.py), which synthesize with it, and
+#   test_templates.py cfn-lints them; the matrix asks what a change replaces, and a change's templates differ
+#   from its base's only in the values it changes;
+# - the construct tree (tree.json) and the stack trace of every construct in the metadata, which nothing reads.
+_TEMPLATES_ONLY = {"builtin_cloud_formation_validation": False, "tree_metadata": False, "stack_traces": False}
 
 
 def _base(name: str) -> dict:
@@ -197,7 +206,7 @@ def _synth(base: str, change: str | None) -> tuple[PlatformConfig, dict[str, dic
         NEVER_IN_PLACE[change][1](data)
     config = parse_config(data, f"{base}+{change}")
     out_dir = Path(tempfile.mkdtemp(prefix=f"{base}-{change}-", dir=_OUT_ROOT.name))
-    app = cdk.App(outdir=str(out_dir), context=cdk_json_context(stage_assets=False))
+    app = cdk.App(outdir=str(out_dir), context=cdk_json_context(stage_assets=False), **_TEMPLATES_ONLY)
     if change == "bootstrap_script_content":
         import constructs.studio_lifecycle_configs as lcc
 
