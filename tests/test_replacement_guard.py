@@ -23,7 +23,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from test_day2 import _synth
+from support.day2_matrix import synth_change
 from support.moto_server import moto_server
 from support.paths import ROOT
 from cli import replacement_guard as guard
@@ -83,14 +83,14 @@ def resource_change(finding, physical_id):
     return change
 
 
-# On the worker that runs test_day2.py's matrix, whose per-process cache (_synth) already holds both syntheses.
+# On the worker that runs test_day2.py's matrix, whose per-process cache (synth_change) already holds both syntheses.
 @pytest.mark.xdist_group("day2")
 def test_the_guard_stops_a_synthesized_replacement(cfn):
     """Moving the private subnet (a synthesized change) replaces the file system; its change set is refused,
     naming the resource and the property."""
     client, stub = cfn
-    _, before = _synth("default", None)
-    _, after = _synth("default", "private_subnet_cidr")
+    _, before = synth_change("default", None)
+    _, after = synth_change("default", "private_subnet_cidr")
     fsx = [f for f in compare(before, after) if f.resource_type == "AWS::FSx::FileSystem"]
     assert fsx and fsx[0].action == "replace"
     stub.add_response(

@@ -21,6 +21,8 @@
 - job_crd: the HyperPodPyTorchJob CRD as the API server applies it; teams: two EKS teams for the admission tests;
   admission: a ValidatingAdmissionPolicy evaluated as the API server does.
 - process_tree: the processes under a process.
+- day2_matrix: the day-2 change matrix (base configs, routine and never-in-place changes) and its cached synthesis.
+- price_list_answers: GetProducts answers for the price table's tests.
 
 Fixtures stay in conftest.py; a test imports helpers from here, never from conftest or from another test module.
 """
