@@ -53,3 +53,31 @@ def test_no_module_on_the_path_or_in_support_shadows_an_installed_package():
         in installed
     ]
     assert shadowing == []
+
+
+def imports_of_test_modules(root) -> dict[str, set[str]]:
+    """The modules each test module imports that are conftest or another test module (test_*), by file."""
+    import ast
+
+    found: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("test_*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+        bad = {n for n in names if n.split(".")[-1] == "conftest" or n.split(".")[-1].startswith("test_")}
+        if bad:
+            found[str(path.relative_to(root))] = bad
+    return found
+
+
+def test_no_test_module_imports_conftest_or_another_test_module():
+    assert imports_of_test_modules(ROOT / "tests") == {}
+
+
+def test_the_import_rule_sees_both_forms(tmp_path):
+    (tmp_path / "test_a.py").write_text("from test_day2 import _synth\nimport conftest\nfrom support.x import y\n")
+    (tmp_path / "test_b.py").write_text("import json\nfrom support.day2_matrix import synth_change\n")
+    assert imports_of_test_modules(tmp_path) == {"test_a.py": {"test_day2", "conftest"}}
