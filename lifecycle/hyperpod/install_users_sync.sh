@@ -26,6 +26,7 @@ put() {
   log "wrote $2"
 }
 
+params users_sync.parameters_s3_uri directory.ca_certificate.file fsx.mount_path
 uri="$(param users_sync.parameters_s3_uri)"
 [[ -n "$uri" ]] || die "$PARAMS_FILE names no users_sync.parameters_s3_uri: the users sync needs it"
 

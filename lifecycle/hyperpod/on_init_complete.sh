@@ -24,12 +24,14 @@ start_log on_init_complete
 log "parameters: $PARAMS_FILE, resource config: $RESOURCE_CONFIG"
 # Nothing below runs unless every script here and the parameters are the deploy's (lib/verify.sh).
 step verify_lifecycle_record verify_download "$HERE" "$PARAMS_FILE"
-# An EKS file is no Slurm file: say which entry point it is for before the check refuses its keys.
-if [[ "$(params_py get "$PARAMS_FILE" orchestrator)" == eks ]]; then
+# The keys this script reads, in one Python start (a file it cannot read: the validation step below says why, and
+# `param` reads each key on its own). An EKS file is no Slurm file: say which entry point it is for before the check
+# refuses its keys.
+params orchestrator node_metrics.remote_write_url slurm.login_secret_arn slurm.auth slurm.client_bundle_s3_prefix 2>/dev/null || true
+if [[ "$(param orchestrator)" == eks ]]; then
   die "on_init_complete.sh is the Slurm entry point; EKS groups run on_create.sh (OnCreate)"
 fi
 step validate_parameters params_py validate "$PARAMS_FILE"
-params orchestrator node_metrics.remote_write_url slurm.login_secret_arn slurm.auth slurm.client_bundle_s3_prefix
 
 read -ra addresses <<<"$(hostname -I)"
 detected="$(params_py node-type "$RESOURCE_CONFIG" "$PARAMS_FILE" "${addresses[@]}")"

@@ -32,6 +32,8 @@ refused_before_anything_ran() {
   [ "$status" -eq 0 ]
   grep -q "STEP-END verify_lifecycle_record rc=0" "$LOG_DIR/on_init_complete.log"
   grep -q "scripts and parameters match the deploy's lifecycle record" "$LOG_DIR/on_init_complete.log"
+  # read from the secret the parameters name, in their region
+  calls aws | grep -qxF "aws secretsmanager get-secret-value --secret-id hyperpod-platform/ml-cluster/lifecycle-record --region us-east-1 --query SecretString --output text"
 }
 
 @test "a script planted in the lifecycle prefix is refused before any step runs, and named" {

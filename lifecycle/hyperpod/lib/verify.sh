@@ -26,9 +26,12 @@ _read_secret() {
 
 # fetch_record PARAMS OUT : the record the parameters name, into OUT (root's, 0600); fails saying why.
 fetch_record() {
-  local name region
-  name="$(lib_py params.py get "$1" lifecycle_record.secret_name)" || return 1
-  region="$(lib_py params.py get "$1" lifecycle_record.region)" || return 1
+  local name region names
+  names="$(lib_py params.py get "$1" lifecycle_record.secret_name lifecycle_record.region)" || return 1
+  {
+    IFS= read -r name
+    IFS= read -r region
+  } <<<"$names"
   if [[ -z "$name" || -z "$region" ]]; then
     log "ERROR: $1 names no lifecycle_record (secret_name, region): nothing can be checked, so nothing runs"
     return 1
