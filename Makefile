@@ -84,7 +84,7 @@ node_modules/.installed: package.json package-lock.json $(VENV)/.installed
 deps: $(VENV)/.installed node_modules/.installed
 
 ## The Studio tools bundle (build/studio-tools): hyp's hash-locked wheelhouse for CPython 3.11 and 3.12 from PyPI and
-## a static jq 1.8.2 built from PyPI's jq.py source (about 200 MB of downloads, a minute of compiling), then packed
+## a static jq 1.8.2 built from PyPI's jq.py source (115 MB of downloads beside jq's compile: ~65 s of CPU), then packed
 ## into one deterministic zip, build/studio-tools.zip, with its sha256 in build/studio-tools.zip.sha256: synth ships
 ## that zip. The packer runs every time (offline, about a second): it rewrites the zip only when it is missing, does not
 ## match its recorded sha256, holds another build or is older than the packer.
