@@ -138,6 +138,9 @@ def pinned_index():
                 self.send_error(404)
                 return
             content_type, body = routes[self.path]
+            if content_type == "status":
+                self.send_error(int(body))
+                return
             self.send_response(200)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
@@ -340,3 +343,29 @@ def test_deciding_on_the_bundle_needs_only_the_packages_make_installs_first():
     assert all(line in lock.splitlines() for line in subset.splitlines())
     with pytest.raises(SystemExit, match="the lock has no entry for pydantic"):
         lock_subset(lock.replace("pydantic==", "pydantix=="), ("pydantic",))
+
+
+def test_a_page_that_cannot_be_read_here_leaves_its_files_to_pip(pinned_index, tmp_path, monkeypatch, capsys):
+    """An index that wants a credential pip has (keyring, netrc) and this reader has not: pip downloads its files."""
+    host, routes, asked = pinned_index
+    routes["/simple/alpha/"] = ("status", b"401")
+    _only_index(monkeypatch, f"http://{host}/simple")
+    assert build.fetch_pinned({_digest(b"alpha"): "alpha"}, tmp_path / "files") == {}
+    assert "cannot read http://" in capsys.readouterr().err
+
+
+def test_the_bundle_build_waits_for_the_configs_packages_not_for_the_whole_venv():
+    """Dry run with every target out of date but the config's packages: the bundle's recipe runs, the install of the
+    whole requirements.lock (aws-cdk-lib, jsii, ...) is not among its prerequisites, so `make -j` overlaps them."""
+    import subprocess
+
+    result = subprocess.run(
+        ["make", "-n", "-B", "-o", ".venv/.config-installed", "build/studio-tools/BUILD_INPUTS"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "tools/build_studio_tools.py" in result.stdout
+    assert "-r requirements.lock" not in result.stdout

@@ -177,7 +177,8 @@ class Listed(NamedTuple):
 
 def project_files(index: str, name: str) -> list[Listed]:
     """The files an index's simple page lists for `name` (PEP 691 JSON or the PEP 503 HTML page; a file: index is a
-    directory of pages, as pip reads one). An index that has no such page lists nothing."""
+    directory of pages, as pip reads one). An index that has no such page, or whose page cannot be read here (a
+    credential only pip's keyring or netrc has), lists nothing: pip then fetches those files (download_with_pip)."""
     import html.parser
     import urllib.error
     import urllib.parse
@@ -194,9 +195,12 @@ def project_files(index: str, name: str) -> list[Listed]:
                 body = response.read().decode()
                 content_type, base = response.headers.get("Content-Type", ""), response.geturl()
         except urllib.error.HTTPError as error:
-            if error.code == 404:
-                return []
-            raise
+            if error.code != 404:
+                print(f"cannot read {page_url} ({error}); what it lists is left to pip", file=sys.stderr)
+            return []
+        except (urllib.error.URLError, OSError) as error:
+            print(f"cannot read {page_url} ({error}); what it lists is left to pip", file=sys.stderr)
+            return []
     if "json" in content_type:
         return [Listed(f["filename"], urllib.parse.urljoin(base, f["url"]), f.get("hashes", {}).get("sha256"))
                 for f in json.loads(body)["files"]]
@@ -221,18 +225,26 @@ def project_files(index: str, name: str) -> list[Listed]:
 
 def download(url: str, target: Path, digest: str | None = None) -> Path:
     """`url` into `target` (through a partial file), kept only if its sha256 is `digest` when one is given."""
+    import urllib.error
     import urllib.parse
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial, hashed = target.with_name(f".{target.name}.part"), hashlib.sha256()
-    if url.startswith("file:"):
-        source = Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path)).open("rb")
-    else:
-        source = open_url(url)
-    with source as response, partial.open("wb") as out:
-        for chunk in iter(lambda: response.read(1 << 20), b""):
-            hashed.update(chunk)
-            out.write(chunk)
+    partial = target.with_name(f".{target.name}.part")
+    for attempt in range(3):  # a dropped connection is tried again, as pip retries
+        hashed = hashlib.sha256()
+        try:
+            if url.startswith("file:"):
+                source = Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path)).open("rb")
+            else:
+                source = open_url(url)
+            with source as response, partial.open("wb") as out:
+                for chunk in iter(lambda: response.read(1 << 20), b""):
+                    hashed.update(chunk)
+                    out.write(chunk)
+            break
+        except (ConnectionError, TimeoutError, urllib.error.URLError) as error:
+            if attempt == 2 or (isinstance(error, urllib.error.HTTPError) and error.code < 500):
+                raise
     if digest is not None and hashed.hexdigest() != digest:
         partial.unlink()
         raise SystemExit(f"{url} has sha256 {hashed.hexdigest()}, pinned {digest}")
