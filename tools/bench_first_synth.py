@@ -4,11 +4,12 @@ system of everything each phase ran), against the targets (first <= 120 s, secon
     python tools/bench_first_synth.py [--config config/default.yaml] [--keep]     # or: make bench-first-synth
 
 It clones the committed tree (HEAD) into a new directory under /tmp and runs there, with empty pip and npm caches of
-its own (a fresh machine has none), each phase as its own make target in the order `make synth` runs them:
-the venv from requirements.lock, `npm ci`, the Studio tools bundle when the config ships it, then the synth itself
-(cdk synth and the summary). The packages come from PyPI and the npm registry, so the network counts too. Run it on
-a quiet machine: the CPU column is what it costs whatever the load, the wall column is what a user waits. The clone
-is deleted unless --keep.
+its own (a fresh machine has none), `make synth` in two timed steps: `make synth-inputs` (the venv from
+requirements.lock, `npm ci` and the Studio tools bundle when the config ships it, side by side, as `make synth` makes
+them), then `make synth` (cdk synth and the summary, nothing left to install). With --phases it makes the inputs one
+make target at a time instead, for what each costs alone (their sum is not what a user waits). The packages come
+from PyPI and the npm registry, so the network counts too. Run it on a quiet machine: the CPU column is what it
+costs whatever the load, the wall column is what a user waits. The clone is deleted unless --keep.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="config/default.yaml")
     parser.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
+    parser.add_argument("--phases", action="store_true", help="make the inputs one at a time, each timed")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="first-synth-"))
     clone, log = work / "clone", work / "log.txt"
@@ -62,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         ("venv from requirements.lock", make + [".venv/.installed"]),
         ("npm ci (the pinned CDK CLI)", make + ["node_modules/.installed"]),
         ("Studio tools bundle, if the config ships it", make + ["studio-tools-if-wanted"]),
-        ("cdk synth and the summary", make + ["synth"]),
     ]
+    if not args.phases:
+        phases = [("venv, npm ci and the bundle, side by side", make + ["synth-inputs"])]
+    phases.append(("cdk synth and the summary", make + ["synth"]))
     rows = []
     try:
         for name, command in phases:

@@ -5,17 +5,23 @@ without any network but S3 (lifecycle/studio/studio_tools.sh).
     python tools/build_studio_tools.py [OUT]          # default build/studio-tools
     python tools/build_studio_tools.py --eksctl       # build/studio-eksctl/eksctl/<file>, from GitHub
 
-hyp: for each lock in lifecycle/studio_tools/ (hyp-cp311.txt, hyp-cp312.txt; tools/lock_studio_tools.py writes them)
-`pip download --require-hashes --no-deps` for that CPython and manylinux x86_64, from PyPI. The four distributions PyPI
-ships only as source are downloaded hash-checked too and built here into pure-Python wheels. The bundle holds
-hyp/wheels/ and, per Python, hyp/requirements-cpXY.txt: every wheel with its sha256 (PyPI's, or for a wheel built
-here the built file's), which the space installs with `pip install --no-index --require-hashes --no-deps`.
+hyp: every file the locks in lifecycle/studio_tools/ name (hyp-cp311.txt, hyp-cp312.txt; tools/lock_studio_tools.py
+writes them), each once, found on the indexes pip is set up with (pip.conf, PIP_INDEX_URL, extra indexes, find-links,
+its cert, proxy and trusted hosts, credentials in an index URL) by the sha256 the index states for it, eight at a
+time, each checked against its pin as it is written. A file no index states a digest for is left to
+`pip download --require-hashes --no-deps` for its CPython. (pip download itself, for both Pythons, cost about 95 s of
+CPU here: it reads every candidate file's tags of every project page; the pins already say which file.) The four
+distributions PyPI ships only as source are built into pure-Python wheels side by side by setuptools' PEP 517 hooks,
+from the lock's own setuptools and packaging wheels (hash-checked with the rest), in a Python that sees nothing else:
+no build environment per sdist, nothing unpinned. The bundle holds hyp/wheels/ and, per Python,
+hyp/requirements-cpXY.txt: every wheel with its sha256 (PyPI's, or for a wheel built here the built file's), which
+the space installs with `pip install --no-index --require-hashes --no-deps`.
 
 jq: PyPI's source distribution of jq.py (config/facts/studio_tools.json `jq`) carries jq's own release tarball;
 both digests are pinned. jq is configured with its bundled oniguruma and linked statically (`-all-static`), so it
 runs on any x86-64 Linux whatever its glibc; it needs gcc and make (Debian build-essential, in the Makefile's
 APT_PACKAGES). Debian's jq is not used: bookworm's libjq1 needs GLIBC_2.36 (arc4random), the SageMaker Distribution
-images have Ubuntu 22.04's 2.35.
+images have Ubuntu 22.04's 2.35. jq compiles while hyp's files download.
 
 The bundle ends with SHA256SUMS (every other file) and BUILD_INPUTS (the sha256 of the inputs: facts, locks and this
 script), which synth compares to refuse a stale bundle.
@@ -26,7 +32,11 @@ runs it; an operator without github.com can copy the file into build/studio-eksc
 """
 from __future__ import annotations
 
+import ast
+import concurrent.futures
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -36,13 +46,30 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import tomllib
+import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from constructs.studio_tools import (BUNDLE_DIR, EKSCTL_DIR, FACTS, INPUTS, LOCK_DIR, MANIFEST,  # noqa: E402
-                                     inputs_digest, sha256)  # (importing `constructs` starts jsii: a few seconds)
 from tools.lock_studio_tools import canonical, target_args  # noqa: E402
+
+
+def _load_by_path(name: str, path: Path):
+    """A module of this repository loaded from its file. `import constructs.studio_tools` would first import the
+    `constructs` library (this folder shares its name), whose jsii runtime starts Node.js: seconds of CPU that
+    neither the build nor the packer needs, and which would tie them to the installed venv."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+_bundle = _load_by_path("studio_tools_bundle", ROOT / "constructs" / "studio_tools.py")
+BUNDLE_DIR, EKSCTL_DIR, FACTS, INPUTS = _bundle.BUNDLE_DIR, _bundle.EKSCTL_DIR, _bundle.FACTS, _bundle.INPUTS
+LOCK_DIR, MANIFEST, inputs_digest, sha256 = _bundle.LOCK_DIR, _bundle.MANIFEST, _bundle.inputs_digest, _bundle.sha256
 
 LOCK_LINE = re.compile(r"^([a-z0-9-]+)==(\S+) \\\n\s+--hash=sha256:([0-9a-f]{64})", re.MULTILINE)
 
@@ -51,9 +78,6 @@ LOCK_LINE = re.compile(r"^([a-z0-9-]+)==(\S+) \\\n\s+--hash=sha256:([0-9a-f]{64}
 # bundle's digest) does not change from one `make synth` to the next. Timestamps in the built wheels and paths in jq
 # are fixed; the build backend of the source-only distributions is the lock's setuptools.
 SOURCE_DATE_EPOCH = "1700000000"
-# pip's build environment for a setup.py project installs setuptools, packaging and wheel: the first two at the lock's
-# versions, wheel (not in the lock) at this one (PyPI's newest, 2026-11-25).
-BUILD_WHEEL = "wheel==0.48.0"
 
 
 def pip(*args: str, env: dict | None = None) -> None:
@@ -62,57 +86,232 @@ def pip(*args: str, env: dict | None = None) -> None:
     subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet", *args], check=True, env=env)
 
 
+class PipSettings(NamedTuple):
+    """What of pip's configuration decides where a file comes from and how it is fetched: `pip config list` (pip's
+    own merge of its configuration files and PIP_* variables), a PIP_* variable over the `download` section over
+    `global`, as pip reads them for `pip download`."""
+
+    indexes: tuple[str, ...]  # index-url (unless no-index), then every extra-index-url
+    find_links: tuple[str, ...]
+    cert: str | None  # replaces the default CA bundle, as pip's --cert does
+    client_cert: str | None
+    proxy: str | None
+    trusted_hosts: frozenset[str]
+    timeout: float
+
+
+def pip_settings() -> PipSettings:
+    return _pip_settings(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("PIP_"))))
+
+
+@functools.cache
+def _pip_settings(variables: tuple[tuple[str, str], ...]) -> PipSettings:
+    """pip_settings() for these PIP_* variables: `pip config list` once per process and environment."""
+    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], check=False, capture_output=True,
+                            text=True).stdout
+    # Each line is key=repr(value): a value written on several lines in pip.conf arrives with its newlines escaped.
+    found = {key: ast.literal_eval(shown) for key, shown in re.findall(r"^([^=\s]+)=('.*'|\".*\")$", listed, re.MULTILINE)}
+
+    def value(key: str) -> str | None:
+        variable = os.environ.get("PIP_" + key.upper().replace("-", "_"))
+        if variable is not None:
+            return variable
+        return next((found[f"{scope}.{key}"] for scope in (":env:", "download", "global") if f"{scope}.{key}" in found),
+                    None)
+
+    def truthy(key: str) -> bool:
+        return (value(key) or "").strip().lower() in ("1", "true", "yes", "on")
+
+    primary = [] if truthy("no-index") else [value("index-url") or "https://pypi.org/simple"]
+    extras = [] if truthy("no-index") else (value("extra-index-url") or "").split()
+    return PipSettings(
+        indexes=tuple(primary + extras),
+        find_links=tuple((value("find-links") or "").split()),
+        cert=value("cert") or None,
+        client_cert=value("client-cert") or None,
+        proxy=value("proxy") or None,
+        trusted_hosts=frozenset(h.split(":")[0] for h in (value("trusted-host") or "").split()),
+        timeout=float(value("timeout") or value("default-timeout") or 60),
+    )
+
+
 def index_url() -> str:
     """The package index pip would use: PIP_INDEX_URL, else pip's configuration, else PyPI."""
-    if os.environ.get("PIP_INDEX_URL"):
-        return os.environ["PIP_INDEX_URL"]
-    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
-    for scope in ("download", "global"):
-        match = re.search(rf"^{scope}\.index-url='([^']+)'$", listed, re.MULTILINE)
-        if match:
-            return match[1]
-    return "https://pypi.org/simple"
+    return (pip_settings().indexes or ("https://pypi.org/simple",))[0]
 
 
-def fetch_sdist(name: str, filename: str, digest: str, target: Path) -> Path:
-    """One source distribution, by its file name, from the index's simple page for `name` (PEP 691 JSON, or the
-    PEP 503 HTML page), kept only if its sha256 is `digest`. Not `pip download`: pip prepares an sdist's metadata
-    before it keeps it, which for jq.py means building Cython in a build environment, only to read a version."""
-    import html.parser
+def open_url(url: str, accept: str | None = None):
+    """A response for `url` with pip's certificate settings, proxy and trusted hosts, and the credentials an index URL
+    may carry (https://user:token@host/simple, as CodeArtifact's do)."""
+    import base64
+    import ssl
     import urllib.parse
     import urllib.request
 
-    page_url = f"{index_url().rstrip('/')}/{name}/"
-    request = urllib.request.Request(page_url, headers={
-        "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
-    with urllib.request.urlopen(request, timeout=120) as response:
-        body = response.read().decode()
-        content_type = response.headers.get("Content-Type", "")
-    if "json" in content_type:
-        links = [f["url"] for f in json.loads(body)["files"] if f["filename"] == filename]
-    else:
-        class Anchors(html.parser.HTMLParser):
-            def __init__(self) -> None:
-                super().__init__()
-                self.found: list[str] = []
+    settings = pip_settings()
+    parts = urllib.parse.urlsplit(url)
+    headers = {"Accept": accept} if accept else {}
+    if parts.username is not None:
+        user_password = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(user_password.encode()).decode()
+        parts = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
+    handlers: list = []
+    if parts.scheme == "https":
+        context = ssl.create_default_context(cafile=settings.cert)
+        if settings.client_cert:
+            context.load_cert_chain(settings.client_cert)
+        if parts.hostname in settings.trusted_hosts:
+            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        handlers.append(urllib.request.HTTPSHandler(context=context))
+    if settings.proxy:
+        handlers.append(urllib.request.ProxyHandler({"http": settings.proxy, "https": settings.proxy}))
+    request = urllib.request.Request(urllib.parse.urlunsplit(parts), headers=headers)
+    return urllib.request.build_opener(*handlers).open(request, timeout=settings.timeout)
 
-            def handle_starttag(self, tag, attrs):
-                href = dict(attrs).get("href") or ""
-                if tag == "a" and urllib.parse.urlsplit(href).path.rsplit("/", 1)[-1] == filename:
-                    self.found.append(href)
-        anchors = Anchors()
-        anchors.feed(body)
-        links = anchors.found
-    if not links:
-        raise SystemExit(f"{page_url} lists no {filename}")
-    url = urllib.parse.urljoin(page_url, links[0]).split("#", 1)[0]
-    target.mkdir(parents=True, exist_ok=True)
-    path = target / filename
-    with urllib.request.urlopen(url, timeout=300) as response, path.open("wb") as out:
-        shutil.copyfileobj(response, out)
-    if sha256(path) != digest:
-        raise SystemExit(f"{url} has sha256 {sha256(path)}, pinned {digest}")
-    return path
+
+class Listed(NamedTuple):
+    filename: str
+    url: str
+    sha256: str | None  # as the index states it (PEP 691 `hashes`, PEP 503 `#sha256=`), None when it does not
+
+
+def project_files(index: str, name: str) -> list[Listed]:
+    """The files an index's simple page lists for `name` (PEP 691 JSON or the PEP 503 HTML page; a file: index is a
+    directory of pages, as pip reads one). An index that has no such page, or whose page cannot be read here (a
+    credential only pip's keyring or netrc has), lists nothing: pip then fetches those files (download_with_pip)."""
+    import html.parser
+    import urllib.error
+    import urllib.parse
+
+    page_url = f"{index.rstrip('/')}/{name}/"
+    if page_url.startswith("file:"):
+        page = Path(urllib.parse.unquote(urllib.parse.urlsplit(page_url).path)) / "index.html"
+        if not page.is_file():
+            return []
+        body, content_type, base = page.read_text(), "text/html", page.as_uri()
+    else:
+        try:
+            with open_url(page_url, "application/vnd.pypi.simple.v1+json, text/html;q=0.1") as response:
+                body = response.read().decode()
+                content_type, base = response.headers.get("Content-Type", ""), response.geturl()
+        except urllib.error.HTTPError as error:
+            if error.code != 404:
+                print(f"cannot read {page_url} ({error}); what it lists is left to pip", file=sys.stderr)
+            return []
+        except (urllib.error.URLError, OSError) as error:
+            print(f"cannot read {page_url} ({error}); what it lists is left to pip", file=sys.stderr)
+            return []
+    if "json" in content_type:
+        return [Listed(f["filename"], urllib.parse.urljoin(base, f["url"]), f.get("hashes", {}).get("sha256"))
+                for f in json.loads(body)["files"]]
+
+    class Anchors(html.parser.HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[Listed] = []
+
+        def handle_starttag(self, tag, attrs):
+            href = dict(attrs).get("href") or ""
+            if tag != "a" or not href:
+                return
+            url, _, fragment = urllib.parse.urljoin(base, href).partition("#")
+            digest = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
+            self.found.append(Listed(urllib.parse.unquote(url.rsplit("/", 1)[-1]), url, digest))
+
+    anchors = Anchors()
+    anchors.feed(body)
+    return anchors.found
+
+
+def download(url: str, target: Path, digest: str | None = None) -> Path:
+    """`url` into `target` (through a partial file), kept only if its sha256 is `digest` when one is given."""
+    import urllib.error
+    import urllib.parse
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.part")
+    for attempt in range(3):  # a dropped connection is tried again, as pip retries
+        hashed = hashlib.sha256()
+        try:
+            if url.startswith("file:"):
+                source = Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path)).open("rb")
+            else:
+                source = open_url(url)
+            with source as response, partial.open("wb") as out:
+                for chunk in iter(lambda: response.read(1 << 20), b""):
+                    hashed.update(chunk)
+                    out.write(chunk)
+            break
+        except (ConnectionError, TimeoutError, urllib.error.URLError) as error:
+            if attempt == 2 or (isinstance(error, urllib.error.HTTPError) and error.code < 500):
+                raise
+    if digest is not None and hashed.hexdigest() != digest:
+        partial.unlink()
+        raise SystemExit(f"{url} has sha256 {hashed.hexdigest()}, pinned {digest}")
+    partial.rename(target)
+    return target
+
+
+def fetch_sdist(name: str, filename: str, digest: str, target: Path) -> Path:
+    """One source distribution, by its file name, from the first index pip is set up with that lists it, kept only if
+    its sha256 is `digest`. Not `pip download`: pip prepares an sdist's metadata before it keeps it, which for jq.py
+    means building Cython in a build environment, only to read a version."""
+    for index in pip_settings().indexes:
+        links = [f for f in project_files(index, name) if f.filename == filename]
+        if links:
+            return download(links[0].url, target / filename, digest)
+    pages = ", ".join(f"{index.rstrip('/')}/{name}/" for index in pip_settings().indexes)
+    raise SystemExit(f"{pages or 'no index (pip: no-index)'} lists no {filename}")
+
+
+def fetch_pinned(wanted: dict[str, str], target: Path) -> dict[str, Path]:
+    """The files of the locks, {sha256: project name} -> {sha256: downloaded file}, found by the digest the index
+    states for each file (every index pip is set up with, then its find-links), fetched side by side and each checked
+    against its pin as it is written. What no index states a digest for is left out of the answer: pip downloads it
+    (download_with_pip)."""
+    import concurrent.futures
+
+    by_project: dict[str, set[str]] = {}
+    for digest, name in wanted.items():
+        by_project.setdefault(name, set()).add(digest)
+
+    def one_project(name: str) -> dict[str, Path]:
+        found: dict[str, Path] = {}
+        for index in pip_settings().indexes:
+            missing = by_project[name] - set(found)
+            if not missing:
+                break
+            for listed in project_files(index, name):
+                if listed.sha256 in missing:
+                    found[listed.sha256] = download(listed.url, target / listed.filename, listed.sha256)
+                    missing.discard(listed.sha256)
+        return found
+
+    found: dict[str, Path] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        for result in pool.map(one_project, sorted(by_project)):
+            found |= result
+    missing = set(wanted) - set(found)
+    for location in pip_settings().find_links if missing else ():
+        directory = Path(location.removeprefix("file://"))
+        for path in sorted(directory.iterdir()) if directory.is_dir() else ():
+            if missing and canonical(path.name.split("-")[0]) in {canonical(wanted[d]) for d in missing}:
+                digest = sha256(path)
+                if digest in missing:
+                    found[digest] = shutil.copyfile(path, target / path.name)
+                    missing.discard(digest)
+    return found
+
+
+def download_with_pip(lock: Path, entries: list[tuple[str, str, str]], python: str, target: Path) -> dict[str, Path]:
+    """The entries no index stated a digest for, by `pip download` for that Python: slower (pip reads every
+    candidate's tags), but it reaches what pip reaches (keyring, netrc, a find-links page)."""
+    requirements = target / f"pip-{lock.name}"
+    requirements.parent.mkdir(parents=True, exist_ok=True)
+    requirements.write_text("".join(f"{n}=={v} --hash=sha256:{d}\n" for n, v, d in entries))
+    out = target / f"pip-{lock.stem}"
+    pip("download", "--no-deps", "--require-hashes", *target_args(python), "-d", str(out), "-r", str(requirements))
+    return {sha256(p): p for p in out.iterdir()}
 
 
 def check_build_host() -> None:
@@ -133,16 +332,73 @@ def check_static_x86_64(binary: Path) -> None:
         raise SystemExit(f"{binary} is dynamically linked (it names a program interpreter); Studio needs it static")
 
 
-def build_wheel(sdist: Path, out: Path, backend: str) -> Path:
-    """A pure-Python wheel from a hash-checked sdist, its build backend pinned (PIP_CONSTRAINT reaches pip's isolated
-    build environment: checked, a constraint to another setuptools is what that environment installs) and
-    SOURCE_DATE_EPOCH fixing the archive's timestamps."""
-    constraint = out.parent / f"{out.name}-build-constraint.txt"
-    constraint.write_text(backend + "\n")
-    pip("wheel", "--no-deps", "-w", str(out), str(sdist),
-        env={**os.environ, "PIP_CONSTRAINT": str(constraint), "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH})
-    (wheel,) = out.glob("*.whl")
-    return wheel
+# The PEP 517 hooks, in the order pip calls them for a wheel, run by a Python that sees only the backend's directory
+# (-I -S: no site-packages, no user site, no PYTHON* variables; the source tree is the working directory).
+BUILD_HOOKS = """
+import importlib, sys
+backend_dir, backend_name, out, metadata_dir = sys.argv[1:5]  # (setuptools rewrites sys.argv as it runs setup.py)
+sys.path.insert(0, backend_dir)
+module, _, attribute = backend_name.partition(":")
+backend = importlib.import_module(module)
+for part in filter(None, attribute.split(".")):
+    backend = getattr(backend, part)
+backend.get_requires_for_build_wheel()
+metadata = backend.prepare_metadata_for_build_wheel(metadata_dir)
+backend.build_wheel(out, metadata_directory=metadata_dir + "/" + metadata)
+"""
+# What the source-only distributions may ask of their build environment: setuptools' own backend, which needs no
+# `wheel` since setuptools 70.1 (it ships bdist_wheel).
+BUILD_REQUIRES = {"setuptools", "wheel"}
+BUILD_BACKENDS = {"setuptools.build_meta", "setuptools.build_meta:__legacy__"}
+
+
+def unpack_sdist(sdist: Path, target: Path) -> Path:
+    if sdist.name.endswith(".zip"):
+        with zipfile.ZipFile(sdist) as archive:
+            archive.extractall(target)
+    else:
+        with tarfile.open(sdist) as archive:
+            archive.extractall(target, filter="data")
+    (source,) = target.iterdir()
+    return source
+
+
+def build_wheels(sdists: dict[str, Path], backend_wheels: list[Path], work: Path) -> dict[str, Path]:
+    """Pure-Python wheels from the hash-checked sdists ({sha256: sdist} -> {sha256: wheel}), all side by side. The
+    build backend is the lock's own setuptools (and packaging), whose wheels were downloaded and hash-checked with
+    the rest of the lock, unpacked once for every build: no build environment per sdist, nothing fetched that is not
+    pinned by sha256. SOURCE_DATE_EPOCH fixes the archives' timestamps."""
+    backend_dir = work / "build-backend"
+    for wheel in backend_wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(backend_dir)
+    env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
+    running = {}
+    for digest, sdist in sorted(sdists.items()):
+        source = unpack_sdist(sdist, work / f"source-{digest[:12]}")
+        pyproject = source / "pyproject.toml"
+        system = tomllib.loads(pyproject.read_text()).get("build-system", {}) if pyproject.is_file() else {}
+        requires = {canonical(re.match(r"[A-Za-z0-9._-]+", r)[0]) for r in system.get("requires", ["setuptools"])}
+        backend = system.get("build-backend", "setuptools.build_meta:__legacy__")
+        if not requires <= BUILD_REQUIRES or backend not in BUILD_BACKENDS:
+            raise SystemExit(f"{sdist.name} builds with {backend} and needs {sorted(requires)}; the bundle builds "
+                             f"source distributions with the lock's setuptools only ({sorted(BUILD_REQUIRES)})")
+        out, metadata = work / f"built-{digest[:12]}", work / f"metadata-{digest[:12]}"
+        out.mkdir()
+        metadata.mkdir()
+        command = [sys.executable, "-I", "-S", "-c", BUILD_HOOKS, str(backend_dir), backend, str(out), str(metadata)]
+        running[digest] = (sdist, out, subprocess.Popen(command, cwd=source, env=env, stdout=subprocess.PIPE,
+                                                        stderr=subprocess.STDOUT, text=True))
+    built = {}
+    for digest, (sdist, out, process) in running.items():
+        output = process.communicate()[0]
+        if process.returncode:
+            raise SystemExit(f"building a wheel from {sdist.name} failed:\n{output[-3000:]}")
+        (wheel,) = out.glob("*.whl")
+        if not wheel.name.endswith("-none-any.whl"):
+            raise SystemExit(f"{sdist.name} built {wheel.name}, not a pure-Python wheel")
+        built[digest] = wheel
+    return built
 
 
 def lock_entries(lock: Path) -> list[tuple[str, str, str]]:
@@ -150,31 +406,31 @@ def lock_entries(lock: Path) -> list[tuple[str, str, str]]:
 
 
 def build_hyp(stage: Path, work: Path) -> None:
+    """Every file of every lock, each once (most wheels are pure Python and serve both Pythons), fetched side by side;
+    the sdists built into wheels; per Python, the requirements file the space installs from."""
     wheels = stage / "hyp" / "wheels"
     wheels.mkdir(parents=True)
-    built: dict[str, Path] = {}  # sdist sha256 -> the wheel built from it
-    for lock in sorted(LOCK_DIR.glob("hyp-cp*.txt")):
-        tag = lock.stem.removeprefix("hyp-")
-        python = f"{tag[2]}.{tag[3:]}"
-        download = work / f"download-{tag}"
-        pip("download", "--no-deps", "--require-hashes", *target_args(python), "-d", str(download), "-r", str(lock))
-        by_digest = {sha256(p): p for p in download.iterdir()}
-        lines = [f"# Installs hyp for CPython {python} from the wheels beside this file (tools/build_studio_tools.py):",
-                 "# pip install --no-index --find-links wheels --require-hashes --no-deps -r <this file>"]
-        for name, version, digest in lock_entries(lock):
-            source = by_digest.get(digest)
-            if source is None:
+    locks = {lock: lock_entries(lock) for lock in sorted(LOCK_DIR.glob("hyp-cp*.txt"))}
+    files = fetch_pinned({d: n for entries in locks.values() for n, _v, d in entries}, work / "files")
+    for lock, entries in locks.items():
+        rest = [entry for entry in entries if entry[2] not in files]
+        if rest:
+            tag = lock.stem.removeprefix("hyp-")
+            print(f"{lock.name}: no index states the sha256 of {len(rest)} files; pip downloads them")
+            files |= download_with_pip(lock, rest, f"{tag[2]}.{tag[3:]}", work)
+    for lock, entries in locks.items():
+        for name, version, digest in entries:
+            if digest not in files:
                 raise SystemExit(f"{lock.name}: nothing downloaded for {name}=={version} with sha256 {digest}")
-            if source.name.endswith(".whl"):
-                wheel = source
-            else:
-                if digest not in built:
-                    backend = "\n".join([*(f"{n}=={v}" for n, v, _d in lock_entries(lock)
-                                            if n in ("setuptools", "packaging")), BUILD_WHEEL])
-                    built[digest] = build_wheel(source, work / f"built-{digest[:12]}", backend)
-                wheel = built[digest]
-                if not wheel.name.endswith("-py3-none-any.whl") and "-none-any" not in wheel.name:
-                    raise SystemExit(f"{source.name} built {wheel.name}, not a pure-Python wheel")
+    backend = [files[d] for entries in locks.values() for n, _v, d in entries if n in ("setuptools", "packaging")]
+    sdists = {d: p for d, p in files.items() if not p.name.endswith(".whl")}
+    built = build_wheels(sdists, sorted(set(backend)), work) if sdists else {}
+    for lock, entries in locks.items():
+        tag = lock.stem.removeprefix("hyp-")
+        lines = [f"# Installs hyp for CPython {tag[2]}.{tag[3:]} from the wheels beside this file (tools/build_studio_tools.py):",
+                 "# pip install --no-index --find-links wheels --require-hashes --no-deps -r <this file>"]
+        for name, version, digest in entries:
+            wheel = built.get(digest, files[digest])
             target = wheels / wheel.name
             if not target.exists():
                 shutil.copyfile(wheel, target)
@@ -246,13 +502,16 @@ def main(argv: list[str]) -> int:
     check_build_host()
     out = Path(argv[0]).resolve() if argv else BUNDLE_DIR
     inputs = inputs_digest()  # read before building: an input edited meanwhile makes the bundle stale, not current
+    pip_settings()  # once, before the threads that read it
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         work, stage = Path(tmp) / "work", Path(tmp) / "stage"
         work.mkdir()
         stage.mkdir()
-        build_jq(stage, work)
-        build_hyp(stage, work)
+        # jq compiles while hyp's files download: the one waits on the CPU, the other mostly on the network.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            for step in [pool.submit(build_jq, stage, work), pool.submit(build_hyp, stage, work)]:
+                step.result()
         write_manifest(stage, inputs)
         if out.exists():
             shutil.rmtree(out)

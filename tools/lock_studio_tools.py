@@ -120,7 +120,8 @@ def report(args: list[str]) -> list[dict]:
 def sdists_as_wheels(requirements: list[str], work: Path) -> dict[str, tuple[str, str]]:
     """Distributions PyPI ships only as source ({name: (version, sdist sha256)}): resolved for this machine, their
     sdists downloaded and built into (pure-Python) wheels under work/built, so the per-target resolution below can
-    see their metadata. tools/build_studio_tools.py builds them the same way from the hash-checked sdists."""
+    see their metadata. tools/build_studio_tools.py builds them from the hash-checked sdists with the lock's
+    setuptools (the same bytes as pip's build environment, checked 2026-11-29)."""
     found = {}
     for item in report(requirements):
         if not item["download_info"]["url"].endswith(".whl"):

@@ -22,6 +22,7 @@ what they are, so changing it repacks in a second instead of rebuilding from PyP
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import stat
 import sys
@@ -30,8 +31,23 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from constructs.studio_tools import BUNDLE_DIR, BUNDLE_ZIP, INPUTS, MANIFEST, digest_file, sha256  # noqa: E402
+
+
+def _bundle_module():
+    """constructs/studio_tools.py by its path: `import constructs.studio_tools` would first import the `constructs`
+    library (the folder shares its name), whose jsii runtime starts Node.js, which packing never needs."""
+    name = "studio_tools_bundle"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "constructs" / "studio_tools.py")
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+_bundle = _bundle_module()
+BUNDLE_DIR, BUNDLE_ZIP, INPUTS, MANIFEST = _bundle.BUNDLE_DIR, _bundle.BUNDLE_ZIP, _bundle.INPUTS, _bundle.MANIFEST
+digest_file, sha256 = _bundle.digest_file, _bundle.sha256
 
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can record
 CHUNK = 1 << 20
