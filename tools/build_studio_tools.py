@@ -453,7 +453,10 @@ def build_jq(stage: Path, work: Path) -> None:
     with tarfile.open(release) as tar:
         tar.extractall(work / "jq-src", filter="data")
     (source,) = (work / "jq-src").iterdir()
-    env = {**os.environ, "LC_ALL": "C", "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
+    # A make of its own: not the jobserver or flags of the `make -j` that may run this script (its descriptors do not
+    # reach this process).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    env |= {"LC_ALL": "C", "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
     # Given to make, not configure: jq records its configure arguments (`jq --build-configuration`), and the build
     # directory's path must not reach the binary.
     cflags = f"CFLAGS=-O2 -ffile-prefix-map={source}=jq-{jq['version']}"
