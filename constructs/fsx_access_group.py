@@ -12,10 +12,9 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
-from constructs.lambda_assets import RUNTIME, function_dir, handler_code
+from constructs.lambda_assets import RUNTIME, function_dir, function_log_group, handler_code
 from constructs.lustre_ports import LUSTRE_PORTS
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
@@ -27,9 +26,7 @@ class FsxAccessGroup(Construct):
     def __init__(self, scope: Construct, id_: str, *, file_system_id: str, security_group_id: str, vpc_id: str) -> None:
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
-        log_group = logs.LogGroup(
-            self, "OnEventLogs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
+        log_group = function_log_group(self, "OnEventLogs")
         self.on_event = lambda_.Function(
             self,
             "OnEvent",
@@ -65,9 +62,7 @@ class FsxAccessGroup(Construct):
             )
         )
 
-        provider_logs = logs.LogGroup(
-            self, "ProviderLogs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
+        provider_logs = function_log_group(self, "ProviderLogs")
         self.provider = cr.Provider(self, "Provider", on_event_handler=self.on_event, log_group=provider_logs)
         self.resource = cdk.CfnResource(
             self,

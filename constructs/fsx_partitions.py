@@ -23,12 +23,11 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
-from constructs.lambda_assets import RUNTIME, execution_role, function_dir, handler_code
+from constructs.lambda_assets import RUNTIME, execution_role, function_dir, function_log_group, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 from constructs.nested_template import NestedTemplate
 
@@ -62,9 +61,7 @@ class FsxPartitions(Construct):
         code = handler_code(HANDLER_DIR)
 
         def function(name: str, handler: str, timeout: cdk.Duration, **kwargs) -> lambda_.Function:
-            log_group = logs.LogGroup(
-                self, f"{name}Logs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-            )
+            log_group = function_log_group(self, f"{name}Logs")
             fn = lambda_.Function(
                 self,
                 name,
@@ -83,9 +80,7 @@ class FsxPartitions(Construct):
 
         self.on_event = function("OnEvent", "custom_resource.on_event", cdk.Duration.minutes(2))
         self.is_complete = function("IsComplete", "custom_resource.is_complete", cdk.Duration.minutes(1))
-        provider_logs = logs.LogGroup(
-            self, "ProviderLogs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
+        provider_logs = function_log_group(self, "ProviderLogs")
         self.provider = cr.Provider(
             self,
             "Provider",
@@ -243,12 +238,7 @@ class FsxPartitions(Construct):
         )
 
     def _function_for_events(self, domain_id: str, reserved_uids: Mapping[int, str]) -> lambda_.Function:
-        log_group = logs.LogGroup(
-            self,
-            "ProfileEventsLogs",
-            retention=logs.RetentionDays.THREE_MONTHS,
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-        )
+        log_group = function_log_group(self, "ProfileEventsLogs")
         fn = lambda_.Function(
             self,
             "ProfileEvents",

@@ -9,11 +9,10 @@ from collections.abc import Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
-from constructs.lambda_assets import RUNTIME, function_dir, handler_code
+from constructs.lambda_assets import RUNTIME, function_dir, function_log_group, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
 HANDLER_DIR = function_dir("fsx_root_squash")
@@ -31,9 +30,7 @@ class FsxRootSquash(Construct):
         code = handler_code(HANDLER_DIR)
         functions = {}
         for name, handler in (("OnEvent", "on_event"), ("IsComplete", "is_complete")):
-            log_group = logs.LogGroup(
-                self, f"{name}Logs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-            )
+            log_group = function_log_group(self, f"{name}Logs")
             fn = lambda_.Function(
                 self,
                 name,
@@ -58,9 +55,7 @@ class FsxRootSquash(Construct):
         functions["OnEvent"].add_to_role_policy(
             iam.PolicyStatement(sid="SetRootSquash", actions=["fsx:UpdateFileSystem"], resources=[file_system_arn])
         )
-        provider_logs = logs.LogGroup(
-            self, "ProviderLogs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
+        provider_logs = function_log_group(self, "ProviderLogs")
         # UpdateFileSystem is asynchronous: the file system is back to AVAILABLE within minutes.
         self.provider = cr.Provider(
             self,

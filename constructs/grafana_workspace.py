@@ -12,12 +12,11 @@ import aws_cdk as cdk
 from aws_cdk import aws_grafana as grafana
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 from constructs.grafana_dashboards import CLOUDWATCH_UID, PROMETHEUS_UID
 from constructs.metrics_workspace import MetricsWorkspace
-from constructs.lambda_assets import RUNTIME, function_dir, handler_code
+from constructs.lambda_assets import RUNTIME, function_dir, function_log_group, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,9 +125,7 @@ class GrafanaWorkspace(Construct):
         admin_group_ids: Sequence[str],
     ) -> None:
         stack = cdk.Stack.of(self)
-        log_group = logs.LogGroup(
-            self, "ProvisionerLogs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
+        log_group = function_log_group(self, "ProvisionerLogs")
         self.handler = lambda_.Function(
             self,
             "Provisioner",
@@ -164,9 +161,7 @@ class GrafanaWorkspace(Construct):
             "the Grafana provisioner logs to its own log group through the basic execution policy",
             findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
         )
-        provider_logs = logs.LogGroup(
-            self, "ProviderLogs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
+        provider_logs = function_log_group(self, "ProviderLogs")
         provider = cr.Provider(self, "Provider", on_event_handler=self.handler, log_group=provider_logs)
         acknowledge_provider(provider, [self.handler])
         dashboards = [path.read_text() for path in sorted(DASHBOARD_DIR.glob("*.json"))]

@@ -14,6 +14,8 @@ from pathlib import Path
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
 
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "lambda"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -38,3 +40,11 @@ def execution_role(function: lambda_.Function) -> iam.IRole:
     if role is None:
         raise ValueError(f"{function.node.path} has no execution role")
     return role
+
+
+def function_log_group(scope: Construct, construct_id: str) -> logs.LogGroup:
+    """A platform function's (or its provider's) log group: kept three months, deleted with its stack (it holds the
+    function's own log lines, no user data)."""
+    return logs.LogGroup(
+        scope, construct_id, retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
+    )

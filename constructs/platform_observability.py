@@ -16,13 +16,12 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
-from constructs.lambda_assets import RUNTIME, function_dir, handler_code
+from constructs.lambda_assets import RUNTIME, function_dir, function_log_group, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 from constructs.observability_dashboard import PERIOD, DashboardInputs, dashboard_body
 
@@ -325,9 +324,7 @@ class PlatformObservability(Construct):
 
     def _cluster_log_retention(self, log_group_name: str, days: int, key: kms.IKey | None) -> cdk.CfnResource:
         stack = cdk.Stack.of(self)
-        own_logs = logs.LogGroup(
-            self, "RetentionLogs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
+        own_logs = function_log_group(self, "RetentionLogs")
         self.retention_function = lambda_.Function(
             self,
             "ClusterLogRetention",
@@ -354,12 +351,7 @@ class PlatformObservability(Construct):
                 resources=[self.cluster_log_group_arn],
             )
         )
-        provider_logs = logs.LogGroup(
-            self,
-            "RetentionProviderLogs",
-            retention=logs.RetentionDays.THREE_MONTHS,
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-        )
+        provider_logs = function_log_group(self, "RetentionProviderLogs")
         provider = cr.Provider(
             self, "RetentionProvider", on_event_handler=self.retention_function, log_group=provider_logs
         )

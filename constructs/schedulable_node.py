@@ -18,12 +18,11 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 from constructs.hyperpod_vpc import PrivateSubnet
-from constructs.lambda_assets import RUNTIME, execution_role, function_dir, handler_code
+from constructs.lambda_assets import RUNTIME, execution_role, function_dir, function_log_group, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
 HANDLER_DIR = function_dir("node_readiness")
@@ -67,9 +66,7 @@ class SchedulableNodeWaiter(Construct):
         group = ec2.SecurityGroup.from_security_group_id(self, "ApiClientGroup", security_group_id, mutable=False)
 
         def function(name: str, handler: str, in_vpc: bool) -> lambda_.Function:
-            log_group = logs.LogGroup(
-                self, f"{name}Logs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-            )
+            log_group = function_log_group(self, f"{name}Logs")
             return lambda_.Function(
                 self,
                 name,
@@ -95,9 +92,7 @@ class SchedulableNodeWaiter(Construct):
             type="STANDARD",
             kubernetes_groups=[kubernetes_group],
         )
-        provider_logs = logs.LogGroup(
-            self, "ProviderLogs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
+        provider_logs = function_log_group(self, "ProviderLogs")
         self.provider = cr.Provider(
             self,
             "Provider",

@@ -26,7 +26,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
-from constructs.lambda_assets import RUNTIME, function_dir, handler_code
+from constructs.lambda_assets import RUNTIME, function_dir, function_log_group, handler_code
 from constructs.nag_acknowledgments import acknowledge
 from constructs.nested_template import NestedTemplate, top_level_logical_id
 
@@ -66,9 +66,7 @@ class SlurmTokenIssuer(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description="Mints Studio users' Slurm auth/jwt tokens into their own secrets",
         )
-        log_group = logs.LogGroup(
-            self, "Logs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
+        log_group = function_log_group(self, "Logs")
         self.function = lambda_.Function(
             self,
             "Function",

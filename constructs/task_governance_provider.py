@@ -12,11 +12,10 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
-from constructs.lambda_assets import RUNTIME, function_dir, handler_code
+from constructs.lambda_assets import RUNTIME, function_dir, function_log_group, handler_code
 from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
 
 HANDLER_DIR = function_dir("task_governance")
@@ -38,9 +37,7 @@ class TaskGovernanceProvider(Construct):
         code = handler_code(HANDLER_DIR)
 
         def function(name: str, handler: str, timeout: cdk.Duration) -> lambda_.Function:
-            log_group = logs.LogGroup(
-                self, f"{name}Logs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-            )
+            log_group = function_log_group(self, f"{name}Logs")
             return lambda_.Function(
                 self,
                 name,
@@ -56,9 +53,7 @@ class TaskGovernanceProvider(Construct):
         self.is_complete = function("IsComplete", "governance.is_complete", cdk.Duration.minutes(1))
         self._grant(cluster_arn)
 
-        provider_logs = logs.LogGroup(
-            self, "ProviderLogs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
+        provider_logs = function_log_group(self, "ProviderLogs")
         self.provider = cr.Provider(
             self,
             "Provider",
