@@ -84,34 +84,71 @@ def test_the_scheduler_reads_the_workers_tables_and_keeps_e2e_together_regardles
     assert scheduler._split_scope("tests/e2e/test_b.py::test_two") == "e2e"
 
 
-def test_under_xdist_the_tests_sharing_a_module_fixture_run_on_one_worker(collected):
-    """A real two-worker run of two modules: the tests of test_connect that share its module-scoped moto server run on
-    one worker (so it is set up once), while the others are spread."""
+# A tree of two modules for a real `pytest -n 2` run under the suite's own conftest.py (copied verbatim): in the first,
+# four tests share a module-scoped fixture, which records each set-up with its worker, and two share nothing; the
+# second shares nothing. Its tests do no work, so the run costs its three processes' start, not the suite's tests'.
+SHARING_MODULE = """
+import os
+from pathlib import Path
+
+import pytest
+
+SETUPS = Path(os.environ["SHARED_FIXTURE_SETUPS"])
+
+
+@pytest.fixture(scope="module")
+def shared():
+    with SETUPS.open("a") as log:
+        log.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+    return "shared"
+
+
+def test_shares_1(shared): pass
+def test_alone_1(): pass
+def test_shares_2(shared): pass
+def test_shares_3(shared): pass
+def test_alone_2(): pass
+def test_shares_4(shared): pass
+"""
+SPREAD_MODULE = "\n".join(f"def test_free_{i}(): pass" for i in range(8))
+
+
+def test_under_xdist_the_tests_sharing_a_module_fixture_run_on_one_worker(tmp_path):
+    """A real two-worker run, with the suite's conftest.py and scheduler: the tests that share a module-scoped fixture
+    run on one worker, which sets it up once, while the others are spread (which tests of the suite share such a
+    fixture, from its real collection: test_a_module_fixture_keeps_its_users_together_and_other_tests_go_anywhere)."""
+    tree = tmp_path / "tree"
+    (tree / "tests").mkdir(parents=True)
+    (tree / "pytest.ini").write_text("[pytest]\naddopts = -ra --strict-markers\n")
+    (tree / "tests" / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (tree / "tests" / "test_sharing.py").write_text(SHARING_MODULE)
+    (tree / "tests" / "test_spread.py").write_text(SPREAD_MODULE + "\n")
+    setups = tmp_path / "setups"
+    # As `make test` starts it: not as a worker of this run (whose xdist and group-table variables it would inherit).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST") and k != GROUPS_DIR}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT)]),
+        SHARED_FIXTURE_SETUPS=str(setups),
+        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
+    )
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-n",
-            "2",
-            "-v",
-            "-p",
-            "no:cacheprovider",
-            "tests/test_connect.py",
-            "tests/test_sizing.py",
-        ],
-        cwd=ROOT,
+        [sys.executable, "-m", "pytest", "-n", "2", "-v", "-p", "no:cacheprovider", "tests"],
+        cwd=tree,
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"},
+        env=env,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     ran = dict((nodeid, worker) for worker, nodeid in re.findall(r"^\[(gw\d)\] .*PASSED (\S+)", result.stdout, re.M))
-    modules = ("tests/test_connect.py::", "tests/test_sizing.py::")
-    assert set(ran) == {n for n in collected.groups if n.startswith(modules)}, result.stdout
-    sharing = {ran[n] for n in ran if n.startswith("tests/test_connect.py::") and "sagemaker" in collected.fixtures[n]}
+    assert set(ran) == {
+        f"tests/test_sharing.py::test_{t}" for t in ("shares_1", "shares_2", "shares_3", "shares_4")
+    } | {f"tests/test_sharing.py::test_alone_{i}" for i in (1, 2)} | {
+        f"tests/test_spread.py::test_free_{i}" for i in range(8)
+    }, result.stdout
+    sharing = {worker for nodeid, worker in ran.items() if "::test_shares_" in nodeid}
     assert len(sharing) == 1, result.stdout
+    assert setups.read_text().split() == list(sharing), result.stdout  # set up once, on that worker
     assert set(ran.values()) == {"gw0", "gw1"}, result.stdout  # the rest was spread
 
 
