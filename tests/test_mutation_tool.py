@@ -95,7 +95,9 @@ def test_a_changed_run_is_killed_and_an_unchanged_one_survives(tmp_path, monkeyp
     assert 2 in set(__import__("json").loads(trace.read_text()))
     (tmp_path / "guard.py").write_text("def refuse(value):\n    return value == 'true'\n")
     assert mutation.run_tests(runs, timeout=60) == "killed"
-    (tmp_path / "guard.py").write_text("def refuse(value):\n    while True:\n        pass\n")
+    # A run that never ends (asleep, not spinning: the runner's deadline and kill are the same either way, and a
+    # sleeping fork costs no CPU while the deadline passes).
+    (tmp_path / "guard.py").write_text("import time\n\ndef refuse(value):\n    while True:\n        time.sleep(60)\n")
     assert mutation.run_tests(runs, timeout=3) == "timeout"
 
 
