@@ -213,9 +213,10 @@ def test_a_refused_config_names_the_key_and_what_is_allowed_and_fails(command, t
     ],
 )
 def test_make_targets_run_the_cli_commands(target, module):
-    """What `make <target>` runs (dry run: nothing executes; the install steps count as done)."""
+    """What `make <target>` runs (dry run: nothing executes; the install steps count as done, synth-inputs too:
+    otherwise `make -n` still runs its recursive `$(MAKE) deps studio-tools-if-wanted` to print what it would do)."""
     result = subprocess.run(
-        ["make", "-n", "-o", ".venv/.installed", "-o", "node_modules/.installed", target],
+        ["make", "-n", "-o", ".venv/.installed", "-o", "node_modules/.installed", "-o", "synth-inputs", target],
         cwd=ROOT,
         capture_output=True,
         text=True,
