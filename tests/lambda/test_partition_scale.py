@@ -254,9 +254,11 @@ def test_hundreds_of_profiles_created_at_once(s3, bucket, monkeypatch):
     # Linear in the profiles: per invocation its own InService wait and merge (2), and for the uid checks each profile
     # described once in this (shared) environment and once more after its own update moved its LastModifiedTime
     # (2 per profile), a seventh more for the throttled ones, some more where two threads miss the cache at once: at
-    # most 8 per profile. Describing every profile for every event would be 2 * 200 * 199 = 79,600 calls.
+    # most 8 per profile on a quiet machine; how often threads miss the cache together depends on how the threads are
+    # switched (1,642 seen with a sampling thread beside them), so the bound keeps headroom: 10 per profile. Describing
+    # every profile for every event would be 2 * 200 * 199 = 79,600 calls.
     # ListUserProfiles: 2 pages of 100 per invocation (10 a page by default).
-    assert fake.calls["DescribeUserProfile"] <= 8 * PROFILES, fake.calls
+    assert fake.calls["DescribeUserProfile"] <= 10 * PROFILES, fake.calls
     assert fake.calls["ListUserProfiles"] <= 2 * PROFILES * (PROFILES // 100 + 1) * 7 / 6 + 10, fake.calls
 
     per_partition = {op: round(n / PROFILES, 2) for op, n in sorted(fake.calls.items())}
