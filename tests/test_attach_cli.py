@@ -7,7 +7,10 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -160,16 +163,32 @@ def test_a_build_config_is_not_attached(tmp_path, capsys):
 BUCKET = "studio-front-lifecycle"
 
 
+def debian_plugin_dir() -> Path:
+    """The plugin directory of this machine's Slurm client: where the libslurmfull.so sinfo loads lives."""
+    ldd = subprocess.run(["ldd", shutil.which("sinfo")], capture_output=True, text=True, check=True).stdout
+    (library,) = re.findall(r"^\s*libslurmfull\.so => (/\S+)", ldd, re.M)
+    return Path(library).parent
+
+
 @pytest.fixture
 def controller(tmp_path):
     """What an existing controller has: HyperPod's slurm.conf and a munge key (this machine's Debian Slurm client
-    stands in for the AMI's; the bundle is built from it for real)."""
+    stands in for the AMI's; the bundle is built from it for real). Its plugin directory (the script's
+    SLURM_PLUGIN_DIR) holds libslurmfull.so and the auth and cred plugins, the ones a client talking munge loads: the
+    hand-over never looks inside the bundle, and all 120 plugins with their libraries made each build 39 MB and ~3 s
+    of CPU. tests/lifecycle/slurm_client_bundle.bats tests what the bundle holds, and tests/e2e/test_attach_slurm.py
+    hands over a bundle of a whole Slurm 24.11 plugin directory and runs its commands."""
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=ml-cluster\nSlurmctldHost=ip-10-1-0-12(10.1.0.12)\nSlurmctldPort=6817\n")
     key = tmp_path / "munge.key"
     key.write_bytes(bytes(range(256)) * 4)
     key.chmod(0o400)
-    return {"SLURM_CONF": str(conf), "MUNGE_KEY": str(key), "ATTACH_ALLOW_HTTP": "1"}
+    plugins = tmp_path / "slurm-plugins"
+    plugins.mkdir()
+    debian = debian_plugin_dir()
+    for plugin in [debian / "libslurmfull.so", *debian.glob("auth_*.so"), *debian.glob("cred_*.so")]:
+        (plugins / plugin.name).symlink_to(plugin)
+    return {"SLURM_CONF": str(conf), "MUNGE_KEY": str(key), "ATTACH_ALLOW_HTTP": "1", "SLURM_PLUGIN_DIR": str(plugins)}
 
 
 def login_handover(clients, controller):

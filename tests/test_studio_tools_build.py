@@ -25,10 +25,13 @@ build = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(build)
 
 
-@pytest.fixture
-def index(tmp_path):
+# The local indexes below serve the whole module, each on one port: a test's PIP_INDEX_URL is then the same as the
+# previous one's, and build.pip_settings runs `pip config list` (~0.6 s of CPU) once per process and PIP_* variables,
+# as in a build. Each test starts with nothing asked (and, for pinned_index, no routes).
+@pytest.fixture(scope="module")
+def index_server(tmp_path_factory):
     """A PEP 503 simple index on loopback holding one sdist; yields (index URL, its file, the paths asked for)."""
-    root = tmp_path / "index"
+    root = tmp_path_factory.mktemp("index")
     (root / "simple" / "demo").mkdir(parents=True)
     (root / "files").mkdir()
     sdist = root / "files" / "demo-1.0.tar.gz"
@@ -50,6 +53,12 @@ def index(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_port}/simple", sdist, asked
     server.shutdown()
+
+
+@pytest.fixture
+def index(index_server):
+    index_server[2].clear()
+    return index_server
 
 
 def test_the_jq_source_comes_from_the_index_pip_is_set_up_with(index, tmp_path, monkeypatch):
@@ -126,8 +135,8 @@ def test_make_synth_builds_the_bundle_only_for_a_config_that_ships_it(tmp_path, 
 # The bundle's downloads: every file of the hyp locks by the sha256 the index states for it (PEP 503 `#sha256=` or
 # PEP 691 JSON `hashes`), from the indexes pip is set up with, side by side. A local index stands in for PyPI or a
 # company's mirror; it records what was asked and with which Authorization header.
-@pytest.fixture
-def pinned_index():
+@pytest.fixture(scope="module")
+def pinned_index_server():
     routes: dict[str, tuple[str, bytes]] = {}
     asked: list[tuple[str, str | None]] = []
 
@@ -154,6 +163,14 @@ def pinned_index():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"127.0.0.1:{server.server_port}", routes, asked
     server.shutdown()
+
+
+@pytest.fixture
+def pinned_index(pinned_index_server):
+    _host, routes, asked = pinned_index_server
+    routes.clear()
+    asked.clear()
+    return pinned_index_server
 
 
 def _digest(data: bytes) -> str:

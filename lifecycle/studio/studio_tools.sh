@@ -109,7 +109,7 @@ install_jq() {
 # install_hyp BUNDLE : a venv of its own (hyp's exact pins would clash with the image's environment), built from
 # the bundle's wheels for this Python, then ~/.local/bin/hyp pointing into it.
 install_hyp() {
-  local bundle=$1 tag requirements venv old
+  local bundle=$1 tag requirements venv old usage
   tag="$("$PYTHON" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')" ||
     die "cannot run $PYTHON (STUDIO_TOOLS_PYTHON)"
   requirements="$bundle/hyp/requirements-$tag.txt"
@@ -125,7 +125,8 @@ install_hyp() {
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-index --no-cache-dir \
       --find-links "$bundle/hyp/wheels" --require-hashes --no-deps -r "$requirements" ||
       die "pip could not install hyp from the bundle (see above); nothing was linked"
-    "$venv/bin/hyp" --help >/dev/null || die "$venv/bin/hyp --help fails; nothing was linked"
+    usage="$("$venv/bin/hyp" --help)" || die "$venv/bin/hyp --help fails; nothing was linked"
+    log "$venv/bin/hyp --help runs: ${usage%%$'\n'*}"
     touch "$venv/.complete"
     CHANGED+=(hyp)
   fi

@@ -8,6 +8,9 @@ bats_require_minimum_version 1.5.0
 LCC="$BATS_TEST_DIRNAME/../../lifecycle/studio/studio_tools.sh"
 USER_NAME=studiotools-user
 USER_ID=64301
+H="/home/$USER_NAME"
+PYTHON=/usr/bin/python3 # Debian's (python3-venv): the user cannot run a Python under /root
+TAG="$("$PYTHON" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
 
 setup_file() {
   # One space user and one home for every test of the file: under `bats --jobs` they must not run side by side.
@@ -18,11 +21,33 @@ setup_file() {
     groupadd --gid "$USER_ID" "$USER_NAME"
     useradd --uid "$USER_ID" --gid "$USER_ID" --create-home --home-dir "/home/$USER_NAME" --shell /bin/bash "$USER_NAME"
   fi
+  # One bundle for the file (each test works on its own copy, so all have the same SHA256SUMS), and its first
+  # install, made once: the two tests that start from it restore a copy of the home it left (first_install). A venv
+  # is most of a test's CPU (Debian's ensurepip installs and byte-compiles pip and setuptools).
+  FILE_T="$(mktemp -d /tmp/studio-tools-bats-file.XXXXXX)"
+  export FILE_T
+  chmod 0755 "$FILE_T"
+  make_bundle "$FILE_T/bundle"
+  H="/home/$USER_NAME" BUNDLE="$FILE_T/bundle"
+  find "$H" -mindepth 1 -delete
+  status=0
+  as_user bash "$LCC" >"$FILE_T/first.out" 2>&1 || status=$?
+  echo "$status" >"$FILE_T/first.status"
+  cp -a "$H" "$FILE_T/first-home"
 }
 
 teardown_file() {
+  rm -rf "$FILE_T"
   userdel --remove "$USER_NAME" 2>/dev/null || true
   groupdel "$USER_NAME" 2>/dev/null || true
+}
+
+# first_install : the home as the file's first install left it, and that run's status and output.
+first_install() {
+  find "$H" -mindepth 1 -delete
+  cp -a "$FILE_T/first-home/." "$H/"
+  status="$(cat "$FILE_T/first.status")"
+  output="$(cat "$FILE_T/first.out")"
 }
 
 # as_user CMD... : CMD as the space's user, with its own HOME and the test's settings.
@@ -54,22 +79,25 @@ with zipfile.ZipFile(f"{sys.argv[1]}/{dist}-py3-none-any.whl", "w") as z:
 EOF
 }
 
+# make_bundle DIR : a bundle laid out as the real one, with the stand-in wheel for this Python and a jq script.
+make_bundle() {
+  local bundle=$1 wheel
+  mkdir -p "$bundle/hyp/wheels" "$bundle/jq"
+  printf '#!/bin/sh\necho "jq stand-in $*"\n' >"$bundle/jq/jq"
+  make_wheel "$bundle/hyp/wheels"
+  wheel=("$bundle"/hyp/wheels/*.whl)
+  echo "sagemaker-hyperpod==0.0.1 --hash=sha256:$(sha "${wheel[0]}")" >"$bundle/hyp/requirements-$TAG.txt"
+  (cd "$bundle" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | sort | xargs sha256sum >SHA256SUMS)
+  chmod -R a+rX "$bundle"
+}
+
 setup() {
   # Outside bats' own temp dirs, which only root may traverse: the space's user reads the bundle.
   T="$(mktemp -d /tmp/studio-tools-bats.XXXXXX)"
   chmod 0755 "$T"
-  PYTHON=/usr/bin/python3  # Debian's (python3-venv): the user cannot run a Python under /root
-  TAG="$("$PYTHON" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
-  H="/home/$USER_NAME"
   find "$H" -mindepth 1 -delete
   BUNDLE="$T/bundle"
-  mkdir -p "$BUNDLE/hyp/wheels" "$BUNDLE/jq"
-  printf '#!/bin/sh\necho "jq stand-in $*"\n' >"$BUNDLE/jq/jq"
-  make_wheel "$BUNDLE/hyp/wheels"
-  wheel=("$BUNDLE"/hyp/wheels/*.whl)
-  echo "sagemaker-hyperpod==0.0.1 --hash=sha256:$(sha "${wheel[0]}")" >"$BUNDLE/hyp/requirements-$TAG.txt"
-  (cd "$BUNDLE" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | sort | xargs sha256sum >SHA256SUMS)
-  chmod -R a+rX "$T"
+  cp -a "$FILE_T/bundle" "$BUNDLE"
 }
 
 teardown() {
@@ -77,8 +105,9 @@ teardown() {
 }
 
 @test "installs jq and hyp for the space's user, owned by that user, and puts ~/.local/bin on PATH" {
-  run as_user bash "$LCC"
+  first_install # as_user bash "$LCC", run once for the file
   [ "$status" -eq 0 ]
+  [[ "$output" == *"/bin/hyp --help runs: hyp stand-in: --help"* ]]
   cmp "$BUNDLE/jq/jq" "$H/.local/bin/jq"
   [ "$(stat -c %U "$H/.local/bin/jq")" = "$USER_NAME" ]
   [ -z "$(find "$H" ! -user "$USER_NAME")" ]
@@ -90,7 +119,7 @@ teardown() {
 }
 
 @test "a second start changes nothing and copies nothing" {
-  run as_user bash "$LCC"
+  first_install # as_user bash "$LCC", run once for the file
   [ "$status" -eq 0 ]
   before="$(stat -c %Y:%i "$H/.local/bin/jq" "$(readlink "$H/.local/bin/hyp")")"
   rm -rf "$BUNDLE/hyp"  # a second start that copied the bundle would now fail
