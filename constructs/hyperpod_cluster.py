@@ -406,15 +406,16 @@ class HyperPodCluster(Construct):
     ) -> iam.PolicyStatement:
         """One statement of NETWORK_STATEMENTS with its placeholders filled in: ${SubnetId} gives one ARN per subnet."""
         stack = cdk.Stack.of(self)
+        placeholders = (
+            ("${Partition}", stack.partition),
+            ("${Region}", stack.region),
+            ("${Account}", stack.account),
+            ("${SecurityGroupId}", security_group_id),
+        )
 
         def filled(text: str) -> str:
             text = text.replace("${VpcArn}", f"arn:${{Partition}}:ec2:${{Region}}:${{Account}}:vpc/{vpc_id}")
-            for name, value in (
-                ("${Partition}", stack.partition),
-                ("${Region}", stack.region),
-                ("${Account}", stack.account),
-                ("${SecurityGroupId}", security_group_id),
-            ):
+            for name, value in placeholders:
                 text = text.replace(name, value)
             return text
 

@@ -17,7 +17,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
-from constructs.nag_acknowledgments import acknowledge
+from constructs.nag_acknowledgments import Rule, acknowledge, acknowledge_rules
 from constructs.node_parameters import LifecycleRecordRef, NodeParameters
 
 HYPERPOD_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "hyperpod"
@@ -296,31 +296,33 @@ class LifecycleScripts(Construct):
             raise ValueError("BucketDeployment's handler role is the root of the construct tree")
         stack = cdk.Stack.of(self)
         assets_bucket = assets_bucket_name(stack)
-        acknowledge(
+        acknowledge_rules(
             handler,
-            "AwsSolutions-IAM4",
-            "BucketDeployment's upload function logs to CloudWatch through the AWS-managed basic execution "
-            "policy that aws-cdk-lib attaches",
-            findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
-        )
-        acknowledge(
-            handler,
-            "AwsSolutions-IAM5",
-            "BucketDeployment's upload function copies the lifecycle-script asset from the CDK assets bucket "
-            "into this cluster's lifecycle bucket; aws-cdk-lib grants object-level wildcards on exactly those "
-            "two buckets",
-            findings=[
-                "Action::s3:GetBucket*",
-                "Action::s3:GetObject*",
-                "Action::s3:List*",
-                "Action::s3:Abort*",
-                "Action::s3:DeleteObject*",
-                f"Resource::arn:{stack.partition}:s3:::{assets_bucket}/*",
-                f"Resource::{self.bucket.arn_for_objects('*')}",
+            [
+                Rule(
+                    "AwsSolutions-IAM4",
+                    "BucketDeployment's upload function logs to CloudWatch through the AWS-managed basic execution "
+                    "policy that aws-cdk-lib attaches",
+                    findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
+                ),
+                Rule(
+                    "AwsSolutions-IAM5",
+                    "BucketDeployment's upload function copies the lifecycle-script asset from the CDK assets bucket "
+                    "into this cluster's lifecycle bucket; aws-cdk-lib grants object-level wildcards on exactly those "
+                    "two buckets",
+                    findings=[
+                        "Action::s3:GetBucket*",
+                        "Action::s3:GetObject*",
+                        "Action::s3:List*",
+                        "Action::s3:Abort*",
+                        "Action::s3:DeleteObject*",
+                        f"Resource::arn:{stack.partition}:s3:::{assets_bucket}/*",
+                        f"Resource::{self.bucket.arn_for_objects('*')}",
+                    ],
+                ),
+                Rule(
+                    "AwsSolutions-L1",
+                    "BucketDeployment's runtime is pinned by aws-cdk-lib together with its bundled AWS CLI layer",
+                ),
             ],
-        )
-        acknowledge(
-            handler,
-            "AwsSolutions-L1",
-            "BucketDeployment's runtime is pinned by aws-cdk-lib together with its bundled AWS CLI layer",
         )

@@ -62,6 +62,12 @@ def logs_key(stack: cdk.Stack) -> kms.Key:
 class LogGroupEncryption:
     """Sets KmsKeyId on every AWS::Logs::LogGroup visited that has none, to its own stack's key (logs_key)."""
 
+    def __init__(self) -> None:
+        self._key_arns: dict[cdk.Stack, str] = {}  # each stack's key, looked up once
+
     def visit(self, node: IConstruct) -> None:
         if isinstance(node, logs.CfnLogGroup) and node.kms_key_id is None:
-            node.kms_key_id = logs_key(cdk.Stack.of(node)).key_arn
+            stack = cdk.Stack.of(node)
+            if stack not in self._key_arns:
+                self._key_arns[stack] = logs_key(stack).key_arn
+            node.kms_key_id = self._key_arns[stack]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 from collections.abc import Iterable, Sequence
 
 import aws_cdk as cdk
@@ -18,13 +18,48 @@ def acknowledge(scope: IConstruct, rule: str, reason: str, findings: Iterable[st
     (e.g. "Resource::*") is acknowledged by name and any new wildcard still fails synth. Findings may hold
     tokens (a bucket ARN); they are rendered the way cdk-nag prints them (`<AWS::AccountId>`).
     """
-    ids = [f"{rule}[{nag_text(scope, finding)}]" for finding in findings] or [rule]
-    for rule_id in ids:
-        cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=rule_id, reason=reason))
+    acknowledge_rules(scope, [Rule(rule, reason, findings)])
+
+
+class Rule(NamedTuple):
+    """A rule to acknowledge, why, and its findings (as for `acknowledge`)."""
+
+    rule: str
+    reason: str
+    findings: Iterable[str] = ()
+
+
+def acknowledge_rules(scope: IConstruct, rules: Iterable[Rule]) -> None:
+    """`acknowledge` for several rules on one scope, in their order: one call into aws-cdk-lib, which records each
+    acknowledgment as `acknowledge` one at a time would (a jsii round trip costs ~1 ms of CPU)."""
+    render = _TokenRenderer(scope)
+    acknowledgments = [
+        cdk.Acknowledgment(id=rule_id, reason=rule.reason)
+        for rule in rules
+        for rule_id in ([f"{rule.rule}[{render(finding)}]" for finding in rule.findings] or [rule.rule])
+    ]
+    cdk.Validations.of(scope).acknowledge(*acknowledgments)
 
 
 def nag_text(scope: IConstruct, value: str) -> str:
-    return _render(cdk.Stack.of(scope).resolve(value))
+    return _TokenRenderer(scope)(value)
+
+
+class _TokenRenderer:
+    """A finding as cdk-nag prints it. Only a string that holds a token (aws-cdk-lib encodes one as "${Token[...]}",
+    a list element as "#{Token[...]}") is resolved, by the scope's stack (looked up once): resolving any other
+    string gives it back unchanged, so asking the jsii kernel would only cost round trips."""
+
+    def __init__(self, scope: IConstruct) -> None:
+        self._scope = scope
+        self._stack: cdk.Stack | None = None
+
+    def __call__(self, value: str) -> str:
+        if "${Token[" not in value and "#{Token[" not in value:
+            return value
+        if self._stack is None:
+            self._stack = cdk.Stack.of(self._scope)
+        return _render(self._stack.resolve(value))
 
 
 def _render(value: Any) -> str:
@@ -42,26 +77,27 @@ def _render(value: Any) -> str:
 
 def acknowledge_provider(provider: cr.Provider, handlers: Sequence[lambda_.Function]) -> None:
     """What aws-cdk-lib's custom-resource Provider framework brings with it, for a provider of `handlers`."""
-    acknowledge(
+    acknowledge_rules(
         provider,
-        "AwsSolutions-IAM4",
-        "aws-cdk-lib's custom-resource Provider framework functions log through the basic execution policy",
-        findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
-    )
-    acknowledge(
-        provider, "AwsSolutions-L1", "the Provider framework's runtime is chosen by aws-cdk-lib, not by this project"
-    )
-    acknowledge(
-        provider,
-        "AwsSolutions-IAM5",
-        "the Provider framework invokes this construct's handlers and its own functions, by any version "
-        "('<arn>:*'), as aws-cdk-lib grants it",
-        findings=[f"Resource::{fn.function_arn}:*" for fn in handlers]
-        + [
-            # jsii types default_child as IConstruct | None; a Function's is its CfnFunction.
-            f"Resource::{cast(lambda_.CfnFunction, child.node.default_child).attr_arn}:*"
-            for child in provider.node.children
-            if isinstance(child, lambda_.Function) and child.node.id != "framework-onEvent"
+        [
+            Rule(
+                "AwsSolutions-IAM4",
+                "aws-cdk-lib's custom-resource Provider framework functions log through the basic execution policy",
+                findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
+            ),
+            Rule("AwsSolutions-L1", "the Provider framework's runtime is chosen by aws-cdk-lib, not by this project"),
+            Rule(
+                "AwsSolutions-IAM5",
+                "the Provider framework invokes this construct's handlers and its own functions, by any version "
+                "('<arn>:*'), as aws-cdk-lib grants it",
+                findings=[f"Resource::{fn.function_arn}:*" for fn in handlers]
+                + [
+                    # jsii types default_child as IConstruct | None; a Function's is its CfnFunction.
+                    f"Resource::{cast(lambda_.CfnFunction, child.node.default_child).attr_arn}:*"
+                    for child in provider.node.children
+                    if isinstance(child, lambda_.Function) and child.node.id != "framework-onEvent"
+                ],
+            ),
         ],
     )
     waiter = provider.node.try_find_child("waiter-state-machine")

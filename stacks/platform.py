@@ -312,13 +312,17 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
         # Nothing adds constructs after this point (app.py only adds the cdk-nag plugin), so one walk now does what
         # aspects would do at synth, without their cost: an aspect is a call from the jsii kernel back into Python
         # for every node it visits (556 round trips for the default config), `find_all` is one call per subtree.
-        # The user nested stacks hold only profiles and partitions (no function, no log group): left out.
-        for child in stack.node.children:
-            if not isinstance(child, StudioUsers):
-                for node in child.node.find_all():
-                    RedundantRoleDependency.visit(node)
-                    encryption.visit(node)
-                    retention.visit(node)
+        # The user nested stacks hold only profiles and partitions (no function, no log group): left out, and
+        # only then is the walk one per child (a Studio stack of many users), otherwise one per stack.
+        user_stacks = stack.user_stacks if isinstance(stack, StudioStack) else []
+        if user_stacks:
+            nodes = [n for c in stack.node.children if not isinstance(c, StudioUsers) for n in c.node.find_all()]
+        else:
+            nodes = stack.node.find_all()
+        for node in nodes:
+            RedundantRoleDependency.visit(node)
+            encryption.visit(node)
+            retention.visit(node)
         # Only where tags update in place: a create-only Tags property would turn a new tag into a replacement.
         cdk.Tags.of(stack).add(PLATFORM_TAG, name, exclude_resource_types=list(TAGS_CREATE_ONLY))
         for key, value in config.tags.items():

@@ -6,8 +6,9 @@ cannot even perform) and delete nothing stateful. Changes that can never be in p
 templates (so the analysis is not blind) and refused by the day-2 rules before they reach CloudFormation.
 
 Synthesis is in-process without cdk-nag or aws-cdk-lib's template validation (the `synth` variants, the bases among
-them, have both, and cfn-lint) and writes little but templates (`_TEMPLATES_ONLY`, no asset copies); each base is
-synthesized once and each (base, change) once per session (tests/support/day2_matrix.py holds the matrix).
+them, have both, and cfn-lint) and writes little but templates (`_TEMPLATES_ONLY`, no asset copies); each (base,
+change) is synthesized once per session, and the bases that are `synth` variants as they are (per_user, generated)
+are read from those (tests/support/day2_matrix.py holds the matrix).
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from cli.template_replacements import compare
+from cli.template_replacements import compare, load_assembly
 from platform_config import PlatformConfig
 from platform_config.day2 import check_day2, snapshot
-from support.day2_matrix import NEVER_IN_PLACE, OUT_ROOT, ROUTINE, synth_change
+from support.day2_matrix import NEVER_IN_PLACE, OUT_ROOT, ROUTINE, synth_base, synth_change
 
 # One worker runs the whole matrix: `synth_change` caches per process, and spread over two workers each base (default,
 # per_user, eks) was synthesized by both.
@@ -35,9 +36,19 @@ def test_the_matrix_is_big_enough():
     assert {base for base, _ in ROUTINE_CASES} == {"default", "per_user", "eks"}
 
 
+@pytest.mark.parametrize("base", ["default", "eks"])
+def test_a_day2_synthesis_writes_the_synth_variants_templates(synth, base):
+    """What the day-2 synthesis leaves out (cdk-nag, aws-cdk-lib's template validation, asset copies, the construct
+    tree, stack traces) changes no template: on the bases with every kind of asset the platform ships (handler code,
+    the lifecycle scripts, the Studio tools zip; on EKS the kubectl layers and the chart) the templates are those of
+    the `synth` variant of the same config. So the bases that are variants as they are (SHARED_BASES: the same
+    constructs and assets) are read from the variants, not synthesized again."""
+    assert synth_change(base, None)[1] == load_assembly(synth(base).out_dir)
+
+
 @pytest.mark.parametrize("base, change", ROUTINE_CASES, ids=[f"{b}-{c}" for b, c in ROUTINE_CASES])
-def test_routine_change_replaces_nothing_stateful_or_named(base, change):
-    before_config, before = synth_change(base, None)
+def test_routine_change_replaces_nothing_stateful_or_named(synth, base, change):
+    before_config, before = synth_base(synth, base)
     after_config, after = synth_change(base, change)
     assert before != after, f"{change} changed no template: the case tests nothing"
     findings = compare(before, after)
@@ -67,9 +78,9 @@ def _asked_for(change: str, before_config: PlatformConfig, finding) -> bool:
 
 
 @pytest.mark.parametrize("change", sorted(NEVER_IN_PLACE))
-def test_never_in_place_changes_are_seen_and_refused(change):
+def test_never_in_place_changes_are_seen_and_refused(synth, change):
     base, _, key = NEVER_IN_PLACE[change]
-    before_config, before = synth_change(base, None)
+    before_config, before = synth_base(synth, base)
     after_config, after = synth_change(base, change)
     findings = compare(before, after)
     assert any(f.stateful for f in findings), f"{change}: the analysis saw no stateful replacement: {findings}"
@@ -141,12 +152,12 @@ def test_stateful_stacks_have_termination_protection_and_the_snapshot():
     assert templates["ml-cluster-storage.template.json"]["Metadata"]["HyperPodPlatformCreateOnly"] == snapshot(config)
 
 
-def test_adding_a_user_changes_one_users_stack_of_a_generated_platform():
+def test_adding_a_user_changes_one_users_stack_of_a_generated_platform(synth):
     """At 5,000 users (56 users stacks of 90, tests/test_scale.py) as at the 181 generated here (three): a user added
     at the end of `users` lands in the last users stack. Every other users stack's template stays byte for byte, and
     the parent changes only that stack's resource and the profile-events function (its code carries the reserved
     uids); outside Studio only what lists the users changes (the nodes' parameters, the day-2 snapshot)."""
-    before_config, before = synth_change("generated", None)
+    before_config, before = synth_base(synth, "generated")
     after_config, after = synth_change("generated", "add_user")
     users_stacks = sorted(name for name in before if name.endswith(".nested.template.json"))
     assert len(users_stacks) == 3 and sorted(n for n in after if n.endswith(".nested.template.json")) == users_stacks

@@ -3,7 +3,9 @@ make and the ones that can never be in place, and `synth_change(base, change)`, 
 tests/test_replacement_guard.py reuses on the same worker (the `day2` xdist group).
 
 Synthesis is in-process without cdk-nag or aws-cdk-lib's template validation (the `synth` variants, the bases among
-them, have both, and cfn-lint) and writes little but templates (`_TEMPLATES_ONLY`, no asset copies).
+them, have both, and cfn-lint) and writes little but templates (`_TEMPLATES_ONLY`, no asset copies). None of that
+changes a template (test_day2.py proves it on the default and EKS bases), so the bases that are `synth` variants of
+their own (SHARED_BASES) are not synthesized again: `synth_base` reads the variant's templates.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import copy
 import tempfile
 from functools import cache
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import aws_cdk as cdk
 import yaml
@@ -21,6 +23,9 @@ from cli.template_replacements import load_assembly
 from platform_config import PlatformConfig, parse_config
 from stacks.platform import build_platform
 from support.variants import STAND_IN_CHART, VARIANT_FILES, cdk_json_context, per_user_data
+
+if TYPE_CHECKING:
+    from support.synthesis import Synthesized
 
 Change = Callable[[dict], None]
 # Removed when the test process exits (cloud assemblies hold asset copies).
@@ -35,7 +40,15 @@ OUT_ROOT = tempfile.TemporaryDirectory(prefix="day2-")
 _TEMPLATES_ONLY = {"builtin_cloud_formation_validation": False, "tree_metadata": False, "stack_traces": False}
 
 
+# Bases whose config a `synth` variant synthesizes as it is (the variant's name): synth_base reads that variant's
+# templates instead of synthesizing the base again. default and eks stay in-process: test_day2.py compares their
+# templates with their variants' to prove the day-2 synthesis writes the same templates.
+SHARED_BASES = {"per_user": "containers", "generated": "per_user_181"}
+
+
+@cache
 def _base(name: str) -> dict:
+    """Read once per process (synth_change changes a deep copy), not once per synthesis (~10 ms each)."""
     if name == "default":
         return yaml.safe_load(VARIANT_FILES["default"].read_text())
     if name == "per_user":  # shared_fsx false, users (one with sudo), container runtime, native mount
@@ -186,6 +199,20 @@ NEVER_IN_PLACE: dict[str, tuple[str, Change, str]] = {
         "storage.lustre.data_repository.file_system_path",
     ),
 }
+
+
+def synth_base(synth: Callable[[str], Synthesized], base: str) -> tuple[PlatformConfig, dict[str, dict]]:
+    """The base config and its templates before any change: the `synth` variant's (SHARED_BASES), else
+    synth_change(base, None)."""
+    if base not in SHARED_BASES:
+        return synth_change(base, None)
+    if base not in _shared:
+        variant = synth(SHARED_BASES[base])
+        _shared[base] = (variant.config, load_assembly(variant.out_dir))
+    return _shared[base]
+
+
+_shared: dict[str, tuple[PlatformConfig, dict[str, dict]]] = {}
 
 
 @cache
