@@ -16,6 +16,7 @@ import pytest
 from aws_cdk import aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 
+from support import cfn_lint
 from support.paths import APP_PATH, ROOT
 from support.variants import ALL_VARIANTS
 from support.synthesis import exclusive, shared_dir
@@ -29,12 +30,9 @@ MAX_TEMPLATE_BYTES = 1_000_000
 def lint_once(tmp_path_factory):
     """lint_once(paths) -> {path: cfn-lint's findings (errors and warnings, as `cfn-lint path` reports them)}, each
     distinct template content linted once per run across the xdist workers. The templates not yet known to be clean
-    are linted in one cfn-lint run, as `cfn-lint a.json b.json ...` does (its ~340 rules load once a run, ~0.5 s);
-    a clean result is recorded by the content's sha256, a finding never is (every variant holding that template
-    reports it)."""
-    import cfnlint.runner
-    from cfnlint.config import ConfigMixIn
-
+    are linted together, as `cfn-lint a.json b.json ...` does, with the rules this process loaded once
+    (support.cfn_lint); a clean result is recorded by the content's sha256, a finding never is (every variant holding
+    that template reports it)."""
     clean = shared_dir(tmp_path_factory) / "cfn-lint-clean"
     clean.mkdir(exist_ok=True)
 
@@ -45,14 +43,11 @@ def lint_once(tmp_path_factory):
             for digest in sorted(first):  # one order for every worker: no two wait for each other
                 held.enter_context(exclusive(clean / f"{digest}.lock"))
             todo = [path for digest, path in first.items() if not (clean / digest).exists()]
-            found: dict[str, list[str]] = {}
-            if todo:
-                for match in cfnlint.runner.Runner(ConfigMixIn(["--template", *map(str, todo)])).run():
-                    found.setdefault(match.filename, []).append(str(match))
-                for path in todo:
-                    if str(path) not in found:
-                        (clean / digests[path]).touch()
-        return {path: found.get(str(first[digests[path]]), []) for path in paths}
+            found = cfn_lint.lint(todo) if todo else {}
+            for path in todo:
+                if not found[path]:
+                    (clean / digests[path]).touch()
+        return {path: found.get(first[digests[path]], []) for path in paths}
 
     return lint
 
@@ -403,9 +398,7 @@ def test_lint_once_reports_a_bad_template_every_time_and_lints_a_clean_one_once(
     twin.write_bytes(bad.read_bytes())
     again = lint_once([good, twin, bad])
     assert again[good] == [] and again[twin] == again[bad] and any("BucketNam" in f for f in again[twin]), again
-    import cfnlint.runner
-
-    monkeypatch.setattr(cfnlint.runner, "Runner", lambda config: pytest.fail(f"{config.templates} linted again"))
+    monkeypatch.setattr(cfn_lint, "lint", lambda paths: pytest.fail(f"{paths} linted again"))
     copy = tmp_path / "same-content.template.json"
     copy.write_bytes(good.read_bytes())
     assert lint_once([copy, good]) == {copy: [], good: []}
