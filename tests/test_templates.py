@@ -9,6 +9,7 @@ import re
 import string
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -71,16 +72,25 @@ def held_users(template: dict, users) -> list:
     return [user for user in users if user.name in values]
 
 
-def _tokenized(text: str, held: list) -> str:
-    """`text` with each held user's ids and name replaced by tokens: I#<position> and U#<position><the name's
-    characters other than lowercase letters and digits> (a name's punctuation can matter to a property's pattern)."""
+def _tokenizer(held: list) -> Callable[[str], str]:
+    """A function of a text: the text with each held user's ids and name replaced by tokens: I#<position> and
+    U#<position><the name's characters other than lowercase letters and digits> (a name's punctuation can matter to
+    a property's pattern). A token text and a user's position give back the text: users of one shape differ in
+    nothing else."""
     ids = {str(i): n for n, user in enumerate(held) for i in (user.uid, user.group_id)}
-    text = re.sub(r"(?<!\d)\d+(?!\d)", lambda m: f"\0I#{ids[m[0]]}\0" if m[0] in ids else m[0], text)
-    # Then the names, longest first (user81 after user810), as text no name can hold (POSIX names are lowercase).
-    for index, user in sorted(enumerate(held), key=lambda pair: -len(pair[1].name)):
-        marks = "".join(sorted(set(user.name) - set(string.ascii_lowercase + string.digits)))
-        text = text.replace(user.name, f"\0U#{index}{marks}\0")
-    return text
+    tokens = {
+        user.name: f"\0U#{n}{''.join(sorted(set(user.name) - set(string.ascii_lowercase + string.digits)))}\0"
+        for n, user in enumerate(held)
+    }
+    # The names after the ids, longest first (user810 before user81), as text no name can hold (POSIX names are
+    # lowercase).
+    names = re.compile("|".join(map(re.escape, sorted(tokens, key=len, reverse=True)))) if tokens else None
+
+    def tokenized(text: str) -> str:
+        text = re.sub(r"(?<!\d)\d+(?!\d)", lambda m: f"\0I#{ids[m[0]]}\0" if m[0] in ids else m[0], text)
+        return names.sub(lambda m: tokens[m[0]], text) if names else text
+
+    return tokenized
 
 
 def _mentioned(tokenized: str) -> set[int]:
@@ -91,7 +101,7 @@ def user_shape(text: str, users) -> str:
     """A template's text with the users it holds (config users whose name is one of its string values) replaced by
     their position among them, name and uid alike. Per-user nested templates of one size have one shape: they differ
     only in which users they hold."""
-    return _tokenized(text, held_users(json.loads(text), users))
+    return _tokenizer(held_users(json.loads(text), users))(text)
 
 
 def _references(node) -> set[str]:
@@ -127,15 +137,15 @@ def without_repeated_users(template: dict, users) -> dict:
     finds in every user of that shape, but for their names' and ids' lengths (hence the shortest and the longest); two
     of a shape show what only a pair can (E3019: a primary identifier that does not name its user is the same for
     every user). The whole template's resource count and size are test_templates_stay_within_cloudformation_limits'."""
-    held = held_users(template, users)
+    tokenized = _tokenizer(held_users(template, users))
     resources = template.get("Resources", {})
     owner: dict[str, int] = {}
     own_text: dict[str, str] = {}
     for logical_id, body in resources.items():
-        tokenized = _tokenized(json.dumps({logical_id: body}, sort_keys=True), held)
-        if len(mentioned := _mentioned(tokenized)) == 1:
+        text = tokenized(json.dumps({logical_id: body}, sort_keys=True))
+        if len(mentioned := _mentioned(text)) == 1:
             (owner[logical_id],) = mentioned
-            own_text[logical_id] = tokenized
+            own_text[logical_id] = text
     shapes: dict[str, list[int]] = {}
     for index in sorted(set(owner.values())):
         texts = [own_text[logical_id] for logical_id, user in owner.items() if user == index]
