@@ -4,7 +4,6 @@ Orchestrator.Slurm.AccountingDatabase, reachable only from the controller's own 
 from __future__ import annotations
 
 import json
-import subprocess
 from functools import cache
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 import yaml
 from aws_cdk.assertions import Match, Template
 
-from support.paths import ROOT
+from support import cfn_lint
 from support.variants import cdk_json_context, VARIANT_FILES
 from platform_config import ConfigError, parse_config
 from stacks.platform import add_security_checks, build_platform
@@ -248,9 +247,7 @@ def test_a_strategy_on_the_continuous_cluster_is_refused():
 
 def test_cfn_lint_is_clean(cluster):
     path, _ = cluster
-    cfn_lint = str(ROOT / ".venv" / "bin" / "cfn-lint")
-    result = subprocess.run([cfn_lint, "--format", "parseable", str(path)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert cfn_lint.lint([path]) == {path: []}
 
 
 @pytest.mark.parametrize(

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from support.paths import ROOT
+from support import cfn_lint
 from support.variants import cdk_json_context
 from constructs.fsx_access_group import FsxAccessGroup
 from support.iam import statements_of
@@ -106,18 +105,5 @@ def test_cdk_nag_report_is_clean(synthesized):
 
 def test_cfn_lint_is_clean(synthesized):
     *_, template_path = synthesized
-    cfn_lint = ROOT / ".venv" / "bin" / "cfn-lint"
     # W3005 (a Lambda's DependsOn on its role) is aws-cdk-lib's; the platform silences it with an aspect.
-    result = subprocess.run(
-        [
-            str(cfn_lint) if cfn_lint.exists() else "cfn-lint",
-            "--format",
-            "parseable",
-            str(template_path),
-            "--ignore-checks",
-            "W3005",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert cfn_lint.lint([template_path], "--ignore-checks", "W3005") == {template_path: []}

@@ -6,8 +6,10 @@ import contextlib
 import hashlib
 import json
 import re
+import string
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -15,6 +17,7 @@ import pytest
 from aws_cdk import aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 
+from support import cfn_lint
 from support.paths import APP_PATH, ROOT
 from support.variants import ALL_VARIANTS
 from support.synthesis import exclusive, shared_dir
@@ -28,12 +31,9 @@ MAX_TEMPLATE_BYTES = 1_000_000
 def lint_once(tmp_path_factory):
     """lint_once(paths) -> {path: cfn-lint's findings (errors and warnings, as `cfn-lint path` reports them)}, each
     distinct template content linted once per run across the xdist workers. The templates not yet known to be clean
-    are linted in one cfn-lint run, as `cfn-lint a.json b.json ...` does (its ~340 rules load once a run, ~0.5 s);
-    a clean result is recorded by the content's sha256, a finding never is (every variant holding that template
-    reports it)."""
-    import cfnlint.runner
-    from cfnlint.config import ConfigMixIn
-
+    are linted together, as `cfn-lint a.json b.json ...` does, with the rules this process loaded once
+    (support.cfn_lint); a clean result is recorded by the content's sha256, a finding never is (every variant holding
+    that template reports it)."""
     clean = shared_dir(tmp_path_factory) / "cfn-lint-clean"
     clean.mkdir(exist_ok=True)
 
@@ -44,22 +44,17 @@ def lint_once(tmp_path_factory):
             for digest in sorted(first):  # one order for every worker: no two wait for each other
                 held.enter_context(exclusive(clean / f"{digest}.lock"))
             todo = [path for digest, path in first.items() if not (clean / digest).exists()]
-            found: dict[str, list[str]] = {}
-            if todo:
-                for match in cfnlint.runner.Runner(ConfigMixIn(["--template", *map(str, todo)])).run():
-                    found.setdefault(match.filename, []).append(str(match))
-                for path in todo:
-                    if str(path) not in found:
-                        (clean / digests[path]).touch()
-        return {path: found.get(str(first[digests[path]]), []) for path in paths}
+            found = cfn_lint.lint(todo) if todo else {}
+            for path in todo:
+                if not found[path]:
+                    (clean / digests[path]).touch()
+        return {path: found.get(first[digests[path]], []) for path in paths}
 
     return lint
 
 
-def user_shape(text: str, users) -> str:
-    """A template's text with the users it holds (config users whose name is one of its string values) replaced by
-    their position among them, name and uid alike. Per-user nested templates of one size have one shape: they differ
-    only in which users they hold."""
+def held_users(template: dict, users) -> list:
+    """The config users a template holds: those whose name is one of its string values or keys."""
     values: set[str] = set()
 
     def strings(node) -> None:
@@ -73,39 +68,141 @@ def user_shape(text: str, users) -> str:
             for value in node:
                 strings(value)
 
-    strings(json.loads(text))
-    held = [user for user in users if user.name in values]
+    strings(template)
+    return [user for user in users if user.name in values]
+
+
+def _tokenizer(held: list) -> Callable[[str], str]:
+    """A function of a text: the text with each held user's ids and name replaced by tokens: I#<position> and
+    U#<position><the name's characters other than lowercase letters and digits> (a name's punctuation can matter to
+    a property's pattern). A token text and a user's position give back the text: users of one shape differ in
+    nothing else."""
     ids = {str(i): n for n, user in enumerate(held) for i in (user.uid, user.group_id)}
-    text = re.sub(r"(?<!\d)\d+(?!\d)", lambda m: f"\0I#{ids[m[0]]}\0" if m[0] in ids else m[0], text)
-    # Then the names, longest first (user81 after user810), as text no name can hold (POSIX names are lowercase).
-    for index, user in sorted(enumerate(held), key=lambda pair: -len(pair[1].name)):
-        text = text.replace(user.name, f"\0U#{index}\0")
-    return text
+    tokens = {
+        user.name: f"\0U#{n}{''.join(sorted(set(user.name) - set(string.ascii_lowercase + string.digits)))}\0"
+        for n, user in enumerate(held)
+    }
+    # The names after the ids, longest first (user810 before user81), as text no name can hold (POSIX names are
+    # lowercase).
+    names = re.compile("|".join(map(re.escape, sorted(tokens, key=len, reverse=True)))) if tokens else None
+
+    def tokenized(text: str) -> str:
+        text = re.sub(r"(?<!\d)\d+(?!\d)", lambda m: f"\0I#{ids[m[0]]}\0" if m[0] in ids else m[0], text)
+        return names.sub(lambda m: tokens[m[0]], text) if names else text
+
+    return tokenized
 
 
-def lint_by_shape(paths: list[Path], users, lint_once) -> dict[Path, list[str]]:
+def _mentioned(tokenized: str) -> set[int]:
+    return {int(index) for index in re.findall(r"\0[UI]#(\d+)", tokenized)}
+
+
+def user_shape(text: str, users) -> str:
+    """A template's text with the users it holds (config users whose name is one of its string values) replaced by
+    their position among them, name and uid alike. Per-user nested templates of one size have one shape: they differ
+    only in which users they hold."""
+    return _tokenizer(held_users(json.loads(text), users))(text)
+
+
+def _references(node) -> set[str]:
+    """The logical ids `node` names: Ref, Fn::GetAtt, DependsOn, Fn::Sub's ${...}."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("Ref", "DependsOn") and isinstance(value, str):
+                found.add(value)
+            elif key == "DependsOn" and isinstance(value, list):
+                found.update(v for v in value if isinstance(v, str))
+            elif key == "Fn::GetAtt":
+                target = value[0] if isinstance(value, list) and value else value
+                if isinstance(target, str):
+                    found.add(target.split(".")[0])
+            elif key == "Fn::Sub":
+                text = value[0] if isinstance(value, list) and value else value
+                if isinstance(text, str):
+                    found.update(m.split(".")[0] for m in re.findall(r"\$\{(?!!)([^}]+)\}", text))
+            found |= _references(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _references(value)
+    return found
+
+
+def without_repeated_users(template: dict, users) -> dict:
+    """The template with the resources of only three users of each user shape (the two shortest and the longest; a
+    user's resources: those that name that user, by name or id, and no other; their shape: their text with the user's
+    name and ids replaced), every other resource, and every resource those and the Outputs reference (Ref,
+    Fn::GetAtt, DependsOn, Fn::Sub), so the template is whole. A resource naming several users (a schedule over all
+    of them, a DependsOn chain) is kept, and so is what it references. What cfn-lint finds in one user's resources it
+    finds in every user of that shape, but for their names' and ids' lengths (hence the shortest and the longest); two
+    of a shape show what only a pair can (E3019: a primary identifier that does not name its user is the same for
+    every user). The whole template's resource count and size are test_templates_stay_within_cloudformation_limits'."""
+    tokenized = _tokenizer(held_users(template, users))
+    resources = template.get("Resources", {})
+    owner: dict[str, int] = {}
+    own_text: dict[str, str] = {}
+    for logical_id, body in resources.items():
+        text = tokenized(json.dumps({logical_id: body}, sort_keys=True))
+        if len(mentioned := _mentioned(text)) == 1:
+            (owner[logical_id],) = mentioned
+            own_text[logical_id] = text
+    shapes: dict[str, list[int]] = {}
+    for index in sorted(set(owner.values())):
+        texts = [own_text[logical_id] for logical_id, user in owner.items() if user == index]
+        shape = "\n".join(sorted(re.sub(rf"\0([UI])#{index}(?!\d)", r"\0\1#", text) for text in texts))
+        shapes.setdefault(shape, []).append(index)
+
+    def length(index: int) -> int:
+        return sum(len(json.dumps(resources[lid])) + len(lid) for lid, user in owner.items() if user == index)
+
+    kept_users = set()
+    for same in shapes.values():
+        kept_users |= {*sorted(same, key=length)[:2], max(same, key=length)}
+    kept = {logical_id for logical_id in resources if owner.get(logical_id, -1) in kept_users | {-1}}
+    todo = [*kept, *_references({k: v for k, v in template.items() if k != "Resources"})]
+    while todo:
+        for reference in _references(resources.get(todo.pop(), {})):
+            if reference in resources and reference not in kept:
+                kept.add(reference)
+                todo.append(reference)
+    return {**template, "Resources": {k: v for k, v in resources.items() if k in kept}}
+
+
+def lint_by_shape(paths: list[Path], users, lint_once, reduced_dir: Path) -> dict[Path, list[str]]:
     """cfn-lint's findings for every template, linting one of each user shape: the longest (its users' names and ids
-    are the longest; the only values the others differ in). The 1,000-user variant's eleven full per-user templates
-    are one shape, so their ~60 s of linting is ~6 s."""
+    are the longest; the only values the others differ in), and of that one, when it holds more than two users of one
+    shape, the template without_repeated_users gives (written under `reduced_dir`, with the same name). The
+    1,000-user variant's eleven full per-user templates are one shape, of 90 users of one shape: ~60 s of linting
+    became ~6 s, then well under 1 s."""
     shapes: dict[str, list[Path]] = {}
     for path in paths:
         shapes.setdefault(hashlib.sha256(user_shape(path.read_text(), users).encode()).hexdigest(), []).append(path)
     longest = {shape: max(same, key=lambda p: p.stat().st_size) for shape, same in shapes.items()}
-    linted = lint_once(list(longest.values()))
-    return {path: linted[longest[shape]] for shape, same in shapes.items() for path in same}
+    linted_as = {}
+    for shape, path in longest.items():
+        template = json.loads(path.read_text())
+        reduced = without_repeated_users(template, users)
+        linted_as[shape] = path
+        if len(reduced["Resources"]) < len(template.get("Resources", {})):
+            linted_as[shape] = reduced_dir / shape / path.name
+            linted_as[shape].parent.mkdir(parents=True, exist_ok=True)
+            linted_as[shape].write_text(json.dumps(reduced, indent=1))
+    linted = lint_once(list(linted_as.values()))
+    return {path: linted[linted_as[shape]] for shape, same in shapes.items() for path in same}
 
 
 @pytest.mark.parametrize("variant", ALL_VARIANTS)
-def test_cfn_lint_has_no_errors_or_warnings(synth, lint_once, variant):
+def test_cfn_lint_has_no_errors_or_warnings(synth, lint_once, variant, tmp_path):
     """Every template of every variant, nested ones included; of the per-user templates that differ only in their
-    users, the longest (lint_by_shape)."""
+    users, the longest, and of the users in it, those of each user shape that show all a user of that shape can
+    (lint_by_shape, without_repeated_users)."""
     s = synth(variant)
     paths = s.all_template_paths()
     # Attach mode (cluster.existing) deploys storage, Studio, its users and slurm-login or eks-access: four or more.
     assert len(paths) >= (4 if s.config.cluster.existing else 6) and all(p.exists() for p in paths), paths
     findings = [
         f"{path.name}: {finding}"
-        for path, found in lint_by_shape(paths, s.config.users, lint_once).items()
+        for path, found in lint_by_shape(paths, s.config.users, lint_once, tmp_path).items()
         for finding in found
     ]
     assert findings == [], "\n".join(findings)
@@ -168,10 +265,132 @@ def test_lint_by_shape_lints_the_longest_of_each_shape_and_reports_its_findings_
         linted.extend(paths)
         return lint_once(paths)
 
-    found = lint_by_shape([short, long, clean], users, recording)
+    found = lint_by_shape([short, long, clean], users, recording, tmp_path / "reduced")
     assert sorted(linted) == sorted([long, clean])  # user101.. is longer than user1..
     assert found[short] == found[long] and any("BucketNam" in f for f in found[short]), found
     assert found[clean] == []
+
+
+def _users_template(users: list[User], bucket=lambda user: {"BucketName": f"data-{user.name}-{user.uid}"}) -> dict:
+    """Per-user resources in miniature: a bucket (tagged with its user's name) and its policy per user, their logical
+    ids made of the uid, and a topic all of them share."""
+    resources: dict = {"Topic": {"Type": "AWS::SNS::Topic", "Properties": {"DisplayName": "shared"}}}
+    for user in users:
+        tags = [{"Key": "owner", "Value": user.name}]
+        resources[f"Bucket{user.uid}"] = {"Type": "AWS::S3::Bucket", "Properties": {**bucket(user), "Tags": tags}}
+        resources[f"Policy{user.uid}"] = {
+            "Type": "AWS::S3::BucketPolicy",
+            "Properties": {
+                "Bucket": {"Ref": f"Bucket{user.uid}"},
+                "PolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Deny",
+                            "Principal": "*",
+                            "Action": "s3:*",
+                            "Resource": {"Fn::Sub": f"${{Bucket{user.uid}.Arn}}/*"},
+                            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                        }
+                    ],
+                },
+            },
+        }
+    return {"Resources": resources}
+
+
+def _lint_users(template: dict, users, lint_once, tmp_path: Path) -> tuple[list[str], dict]:
+    path = tmp_path / "users.nested.template.json"
+    path.write_text(json.dumps(template, indent=1))
+    linted = []
+
+    def recording(paths):
+        linted.extend(paths)
+        return lint_once(paths)
+
+    found = lint_by_shape([path], users, recording, tmp_path / "reduced")[path]
+    (linted_path,) = linted
+    return found, json.loads(linted_path.read_text())
+
+
+def test_the_users_of_a_large_template_are_linted_by_shape_and_each_left_out_user_has_a_linted_twin(synth):
+    """The 1,000-user variant's 90-user templates lose most of their resources; every resource left out is, but for
+    its user's name and uid, one that is linted; everything kept is the template's own text."""
+    s = synth("large")
+    path = max(s.all_template_paths(), key=lambda p: p.stat().st_size)
+    template = json.loads(path.read_text())
+    reduced = without_repeated_users(template, s.config.users)
+    kept, full = reduced["Resources"], template["Resources"]
+    assert len(full) == 452 and len(kept) < len(full) / 3, len(kept)
+    assert all(full[logical_id] == body for logical_id, body in kept.items())
+    assert {k: v for k, v in reduced.items() if k != "Resources"} == {
+        k: v for k, v in template.items() if k != "Resources"
+    }
+    held = held_users(template, s.config.users)
+    kept_users = [user for user in held if any(logical_id.endswith(user.name) for logical_id in kept)]
+    for logical_id, body in full.items():
+        if logical_id in kept:
+            continue
+        (user,) = [user for user in held if logical_id.endswith(user.name)]
+        text = json.dumps(body)
+        assert any(
+            (twin := logical_id.removesuffix(user.name) + other.name) in kept
+            and json.dumps(kept[twin]) == text.replace(user.name, other.name).replace(str(user.uid), str(other.uid))
+            for other in kept_users
+        ), logical_id
+
+
+def test_a_finding_in_any_user_is_reported(lint_once, tmp_path):
+    users = _users(12)
+    odd = users[6]  # neither among the shortest nor the longest of the users (user10 and user11 are longer)
+    template = _users_template(
+        users, lambda user: {"BucketNames" if user is odd else "BucketName": f"data-{user.name}-{user.uid}"}
+    )
+    found, linted = _lint_users(template, users, lint_once, tmp_path)
+    assert len(linted["Resources"]) < len(template["Resources"]) and f"Bucket{odd.uid}" in linted["Resources"]
+    assert any("BucketNames" in finding for finding in found), found
+
+
+def test_a_finding_every_user_of_a_shape_has_is_reported(lint_once, tmp_path):
+    users = _users(12)
+    template = _users_template(users, lambda user: {"BucketNam": f"data-{user.name}-{user.uid}"})
+    found, linted = _lint_users(template, users, lint_once, tmp_path)
+    assert len(linted["Resources"]) < len(template["Resources"])
+    assert any("BucketNam" in finding for finding in found), found
+
+
+def test_a_name_every_user_shares_is_reported(lint_once, tmp_path):
+    """Only a pair of a shape shows a primary identifier that does not name its user (E3019)."""
+    users = _users(12)
+    template = _users_template(
+        users, lambda user: {"BucketName": "data-shared", "Tags": [{"Key": "u", "Value": user.name}]}
+    )
+    found, linted = _lint_users(template, users, lint_once, tmp_path)
+    assert len(linted["Resources"]) < len(template["Resources"])
+    assert any("E3019" in finding for finding in found), found
+
+
+def test_a_name_a_property_pattern_refuses_is_reported(lint_once, tmp_path):
+    """A user whose name has other characters is another shape: an S3 bucket name cannot hold an underscore."""
+    # Two short names take the shortest places; the longest is the first of the 7-character names.
+    users = [User(name=f"user{i}", uid=10000 + i) for i in (1, 2, *range(100, 105))]
+    users += [User(name="user_66", uid=10066), *(User(name=f"user{i}", uid=10000 + i) for i in range(106, 110))]
+    template = _users_template(users)
+    found, linted = _lint_users(template, users, lint_once, tmp_path)
+    assert len(linted["Resources"]) < len(template["Resources"]) and "Bucket10066" in linted["Resources"]
+    assert any("data-user_66-10066" in finding for finding in found), found
+
+
+def test_what_a_kept_resource_references_is_kept(lint_once, tmp_path):
+    """References stay whole: a resource naming two users (a chain, a list) is kept, and so are the resources of
+    theirs it depends on, though they are not of the users kept; cfn-lint finds nothing missing."""
+    users = _users(12)
+    template = _users_template(users)
+    template["Resources"]["Topic"]["DependsOn"] = ["Policy10005", "Policy10006"]
+    found, linted = _lint_users(template, users, lint_once, tmp_path)
+    assert len(linted["Resources"]) < len(template["Resources"]), linted["Resources"].keys()
+    assert {"Policy10005", "Bucket10005", "Policy10006", "Bucket10006"} <= set(linted["Resources"])
+    assert found == []
 
 
 def test_lint_once_reports_a_bad_template_every_time_and_lints_a_clean_one_once(lint_once, tmp_path, monkeypatch):
@@ -189,9 +408,7 @@ def test_lint_once_reports_a_bad_template_every_time_and_lints_a_clean_one_once(
     twin.write_bytes(bad.read_bytes())
     again = lint_once([good, twin, bad])
     assert again[good] == [] and again[twin] == again[bad] and any("BucketNam" in f for f in again[twin]), again
-    import cfnlint.runner
-
-    monkeypatch.setattr(cfnlint.runner, "Runner", lambda config: pytest.fail(f"{config.templates} linted again"))
+    monkeypatch.setattr(cfn_lint, "lint", lambda paths: pytest.fail(f"{paths} linted again"))
     copy = tmp_path / "same-content.template.json"
     copy.write_bytes(good.read_bytes())
     assert lint_once([copy, good]) == {copy: [], good: []}
@@ -234,17 +451,24 @@ def test_unacknowledged_finding_fails_synth(tmp_path):
 
 
 def test_acknowledgments_carry_specific_reasons(synth):
-    """Every acknowledgment names a rule and a reason of substance, and lands in the template metadata."""
-    reasons = {}
-    for stack in synth("default").platform.stacks:
-        for construct in stack.node.find_all():
-            for entry in construct.node.metadata:
-                if entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
-                    # aws-cdk-lib acknowledges some of its own CloudFormation checks; ours are the nag ones.
-                    reasons.update({k: v for k, v in entry.data.items() if "AwsSolutions" in k})
-    assert reasons, "expected acknowledgments on the BucketDeployment handler and the execution role"
-    for rule, reason in reasons.items():
-        assert len(reason) > 60, f"{rule}: reason too thin: {reason!r}"
+    """Every acknowledgment names a rule and a reason of substance, and lands in the cloud assembly's metadata
+    (<stack>.metadata.json by construct path, nested stacks' in their parent's: as the constructs' metadata holds it,
+    92 entries on the default variant at 5868658, read here without a walk over the live constructs)."""
+    s = synth("default")
+    metadata = sorted(s.out_dir.glob("*.metadata.json"))
+    assert [p.name for p in metadata] == sorted(f"{s.config.name}-{role}.metadata.json" for role in s.templates)
+    acknowledged = [
+        (path, rule, reason)
+        for file in metadata
+        for path, entries in json.loads(file.read_text()).items()
+        for entry in entries
+        if entry["type"] == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+        for rule, reason in entry["data"].items()
+        if "AwsSolutions" in rule  # aws-cdk-lib acknowledges some of its own CloudFormation checks; ours are nag's.
+    ]
+    assert acknowledged, "expected acknowledgments on the BucketDeployment handler and the execution role"
+    for path, rule, reason in acknowledged:
+        assert len(reason) > 60, f"{path}: {rule}: reason too thin: {reason!r}"
 
 
 def test_library_and_local_constructs_folder_coexist():
