@@ -259,8 +259,9 @@ def test_sbatch_in_a_job_runs_torchrun_per_node_in_the_image_then_evaluates(tmp_
     (work_root / os.environ.get("USER", "root") / ARGS["name"] / "data").mkdir(parents=True)
     (work_root / os.environ.get("USER", "root") / ARGS["name"] / "data" / "train.jsonl").write_text("{}\n")
     _fake(tmp_path, "srun", f'printf "%s " "$@" >> {tmp_path}/sruns; echo >> {tmp_path}/sruns')
-    # A long node list (a large allocation): the launcher must read all of it, or scontrol dies of SIGPIPE.
-    _fake(tmp_path, "scontrol", "echo node-a; echo node-b; seq -f 'node-%g' 200000")
+    # A long node list (a large allocation): the launcher must read all of it, or scontrol dies of SIGPIPE. 20,002
+    # names, ~218 KB, over three times what a pipe holds (64 KiB): scontrol still writes after an early reader is gone.
+    _fake(tmp_path, "scontrol", "echo node-a; echo node-b; seq -f 'node-%g' 20000")
     env = os.environ | {
         "PATH": f"{tmp_path}:{os.environ['PATH']}",
         "SLURM_JOB_ID": "42",
