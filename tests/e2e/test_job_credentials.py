@@ -84,19 +84,15 @@ class Node:
 
 
 @pytest.fixture(scope="module")
-def node() -> Iterator[Node]:
-    from support.moto_server import moto_server
-
+def node(moto_url: str) -> Iterator[Node]:
     base = Path(tempfile.mkdtemp(prefix="slurm-jobcred-"))
     base.chmod(0o755)
     cluster = SlurmCluster(base=base, cluster_name="jobcred")
     created = []
     try:
         created.append((USER[0], *ensure_posix_user(PosixUser(USER[0], USER[1], USER[1]))))
-        with moto_server() as moto_url:
-            cluster.start()
-            node = install_and_start(cluster, moto_url)
-            yield node
+        cluster.start()
+        yield install_and_start(cluster, moto_url)
     finally:
         cluster.stop()
         remove_posix_users(created)
