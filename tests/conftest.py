@@ -33,11 +33,15 @@ from support.scheduling import GROUPS_DIR
 # test modules and the project's modules they import (~6 s of CPU a worker here, as much as the rest of its
 # collection). They take turns instead, from here (before this file imports the project's modules) to the end of their
 # collection: the first compiles and writes the bytecode, the next reads it. The lock is a file of the run's own
-# (pytest_configure below makes the directory), released at pytest_collection_finish or when the worker exits.
+# (pytest_configure below makes the directory), released at pytest_collection_finish or when the worker exits. Only
+# the workers of the controller that made the directory take it: a pytest run inside a test inherits the variables,
+# and its controller, which collects nothing, would hold the lock its own workers wait for.
 _collection_turn = None
 if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(GROUPS_DIR):
-    _collection_turn = open(Path(os.environ[GROUPS_DIR]) / "collection.lock", "a")
-    fcntl.flock(_collection_turn, fcntl.LOCK_EX)
+    _controller = Path(os.environ[GROUPS_DIR]) / "controller.pid"
+    if _controller.is_file() and _controller.read_text() == str(os.getppid()):
+        _collection_turn = open(_controller.with_name("collection.lock"), "a")
+        fcntl.flock(_collection_turn, fcntl.LOCK_EX)
 
 import pytest
 
@@ -74,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", None):
         return
     directory = tempfile.mkdtemp(prefix="pytest-groups-")
+    (Path(directory) / "controller.pid").write_text(str(os.getpid()))
     os.environ[GROUPS_DIR] = directory
     config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
 
