@@ -27,10 +27,26 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from support.scheduling import GROUPS_DIR
+
+# On a fresh checkout no module has bytecode yet, and the xdist workers, started together, would each compile the same
+# test modules and the project's modules they import (~6 s of CPU a worker here, as much as the rest of its
+# collection). They take turns instead, from here (before this file imports the project's modules) to the end of their
+# collection: the first compiles and writes the bytecode, the next reads it. The lock is a file of the run's own
+# (pytest_configure below makes the directory), released at pytest_collection_finish or when the worker exits. Only
+# the workers of the controller that made the directory take it: a pytest run inside a test inherits the variables,
+# and its controller, which collects nothing, would hold the lock its own workers wait for.
+_collection_turn = None
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(GROUPS_DIR):
+    _controller = Path(os.environ[GROUPS_DIR]) / "controller.pid"
+    if _controller.is_file() and _controller.read_text() == str(os.getppid()):
+        _collection_turn = open(_controller.with_name("collection.lock"), "a")
+        fcntl.flock(_collection_turn, fcntl.LOCK_EX)
+
 import pytest
 
 from support.moto_server import moto_server
-from support.scheduling import E2E, GROUPS_DIR, longest_first, make_scheduler, xdist_group_of
+from support.scheduling import E2E, longest_first, make_scheduler, xdist_group_of
 from support.synthesis import shared_dir, synthesized
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -62,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", None):
         return
     directory = tempfile.mkdtemp(prefix="pytest-groups-")
+    (Path(directory) / "controller.pid").write_text(str(os.getpid()))
     os.environ[GROUPS_DIR] = directory
     config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
 
@@ -79,6 +96,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         partial = Path(os.environ[GROUPS_DIR]) / f"{worker}.json.partial"
         partial.write_text(json.dumps(table))
         partial.rename(partial.with_suffix(""))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The next worker's turn to collect (see _collection_turn)."""
+    global _collection_turn
+    if _collection_turn is not None:
+        _collection_turn.close()
+        _collection_turn = None
 
 
 # The e2e tests change the machine; within one run they keep to one worker, and this lock keeps two runs on one machine

@@ -4,7 +4,8 @@
 # of every process it waited for) in all and per part, then pytest's slowest set-ups and calls. The CPU figures are
 # the ones to compare on a shared machine: the wall time depends on what else runs, the CPU far less. On 2 cores the
 # suite cannot end in less than its CPU / 2.
-#   tools/time_test_suite.sh [--cold]   --cold: remove the checkout's bytecode first (a fresh clone has none)
+#   tools/time_test_suite.sh [--cold]   --cold: remove the checkout's bytecode and the linters' caches first (a fresh
+#                                       clone, as CI's, has none: mypy without .mypy_cache costs ~30 s of CPU, with ~1)
 # Writes build/test-times/{all,lint,bats,pytest} (elapsed, user, system seconds), each pytest test's CPU into
 # build/test-cpu (tools/pytest_cpu.py, which prints it by module), and keeps build/pytest.log.
 set -euo pipefail
@@ -13,6 +14,7 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = --cold ]; then
   find . -path ./.venv -prune -o -path ./.venv-train -prune -o -path ./node_modules -prune -o -path ./build -prune \
     -o -name __pycache__ -type d -prune -exec rm -rf {} +
+  rm -rf .mypy_cache .ruff_cache
 fi
 times=build/test-times cpu=build/test-cpu
 rm -rf "$times" "$cpu"

@@ -5,9 +5,9 @@ tools/build_slurm_root.sh builds it once per machine (debootstrap from the machi
 `SLURM_ROOT`, outside the checkout; `make test` builds it when it is missing (target `slurm-root`). Every Slurm daemon
 (slurmctld, slurmd, slurmdbd, munged, MariaDB), every Slurm and munge command, pamtester with pam_slurm_adopt and the
 lifecycle scripts that drive them run inside it through `in_root(...)`, which is a command line for
-enter_slurm_root.sh: a mount namespace of its own per command, this machine's /proc, /dev and /sys, the temporary
-directories and the checkout at the same paths as outside, and this machine's users (the root's passwd and group are
-links to the machine's). So a test names the same paths inside and outside, and the nodes it plays (controller,
+enter_slurm_root.sh with the fstab it mounts: a mount namespace of its own per command, this machine's /proc, /dev and
+/sys, the temporary directories and the checkout at the same paths as outside, and this machine's users (the root's
+passwd and group are links to the machine's). So a test names the same paths inside and outside, and the nodes it plays (controller,
 compute, a Studio space) all run Debian 13's Slurm. What is not Slurm stays on the machine: pytest, moto server,
 Prometheus, slapd and sssd.
 
@@ -16,7 +16,10 @@ Standard library only.
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable
@@ -43,7 +46,35 @@ def shared_dirs() -> list[str]:
 
 def in_root(*argv: str, binds: Iterable[tuple[Path | str, str]] = (), root: Path = SLURM_ROOT) -> list[str]:
     """argv run inside the root; each (source, target) of `binds` is mounted at target inside the root for it."""
-    return ["/bin/sh", str(ENTER), str(root), *shared_dirs(), *(f"{s}:{t}" for s, t in binds), "--", *argv]
+    mounts = [(d, d) for d in shared_dirs()] + [(str(s), t) for s, t in binds]
+    return ["/bin/sh", str(ENTER), str(root), str(_fstab(root, mounts)), "--", *argv]
+
+
+_fstab_dir: Path | None = None
+
+
+def _fstab(root: Path, mounts: list[tuple[str, str]]) -> Path:
+    """The fstab(5) enter_slurm_root.sh mounts in a command's namespace: /proc, /dev and /sys (rbind), the machine's
+    /etc at /host-etc (bind), then each (source, target) of `mounts` at target inside `root` (rbind, the target
+    directory made when missing). Written once per set of mounts, in a directory of this process's removed at exit."""
+    global _fstab_dir
+
+    def field(path: str) -> str:  # fstab(5): a space, tab, newline or backslash in a field is written in octal
+        return "".join(f"\\{ord(c):03o}" if c in " \t\n\\" else c for c in path)
+
+    lines = [f"{field(d)} {field(f'{root}{d}')} none rbind 0 0" for d in ("/proc", "/dev", "/sys")]
+    lines.append(f"/etc {field(f'{root}/host-etc')} none bind 0 0")
+    lines += [f"{field(s)} {field(f'{root}{t}')} none rbind,X-mount.mkdir 0 0" for s, t in mounts]
+    text = "\n".join(lines) + "\n"
+    if _fstab_dir is None:
+        _fstab_dir = Path(tempfile.mkdtemp(prefix="slurm-root-fstab-"))
+        atexit.register(shutil.rmtree, _fstab_dir, ignore_errors=True)
+    path = _fstab_dir / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.fstab"
+    if not path.exists():
+        partial = path.with_suffix(".partial")
+        partial.write_text(text)
+        partial.rename(path)
+    return path
 
 
 def as_user(uid: int, gid: int, *, init_groups: bool = False) -> list[str]:

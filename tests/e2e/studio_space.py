@@ -9,7 +9,6 @@ import grp
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +18,7 @@ from slurm_bundle import BUNDLE_BUCKET
 from slurm_cluster import TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
 from slurm_root import as_user, in_root, write_aws_command
 
-from support.moto_server import client, environment, moto_command
-from support.ports import free_port
+from support.moto_server import client, environment
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLISH = REPO / "lifecycle" / "hyperpod" / "publish_slurm_login.sh"
@@ -111,27 +109,15 @@ def remove_posix_users(created: list[tuple[str, bool, bool]]) -> list[str]:
     return errors
 
 
-def start_moto(slurm, base: Path) -> tuple[str, dict[str, str]]:
-    """A moto server for S3 and Secrets Manager, stopped with the cluster (`slurm.procs`), its bundle bucket made; and
-    the environment that points the AWS CLI stand-in at it. The nodes (the root) have no AWS CLI: a boto3 stand-in
-    for the calls the scripts make comes first on PATH."""
-    moto_port = free_port()
-    moto_log = open(base / "moto.log", "w")
-    slurm.procs["moto"] = subprocess.Popen(
-        moto_command(moto_port), stdout=moto_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-    )
-    moto_url = f"http://127.0.0.1:{moto_port}"
-
-    def moto_up() -> bool:
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", moto_port)) == 0
-
-    wait_for("moto server", moto_up, timeout=30, interval=0.2)
+def aws_environment(moto_url: str, base: Path) -> dict[str, str]:
+    """The bundle bucket made in the module's empty moto server (conftest.py `moto_url`), acting as S3 and Secrets
+    Manager; and the environment that points the AWS CLI stand-in at it. The nodes (the root) have no AWS CLI: a boto3
+    stand-in for the calls the scripts make comes first on PATH."""
     s3_client(moto_url).create_bucket(Bucket=BUNDLE_BUCKET)
     aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     aws_env.update(environment(moto_url, REGION), AWS_PAGER="")
     aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"
-    return moto_url, aws_env
+    return aws_env
 
 
 @dataclass

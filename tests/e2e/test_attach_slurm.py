@@ -37,7 +37,7 @@ import yaml
 from slurm_bundle import BUNDLE_BUCKET
 from slurm_cluster import TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
 from slurm_root import SLURM_ROOT, as_user, in_root, missing as missing_in_root, plugin_dir, skip_reason
-from studio_space import LCC, MISSING_HOST_BINARIES, REQUIRED_BINARIES, Cluster, s3_client, secrets, start_moto
+from studio_space import LCC, MISSING_HOST_BINARIES, REQUIRED_BINARIES, Cluster, s3_client, secrets, aws_environment
 
 from cli import attach
 from platform_config import parse_config
@@ -58,14 +58,14 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
+def cluster(moto_url: str) -> Iterator[Cluster]:
     """A cluster as HyperPod's AMI leaves it, without this project's scripts; moto for S3 and Secrets Manager."""
     base = Path(tempfile.mkdtemp(prefix="slurm-attach-"))
     base.chmod(0o755)
     slurm = SlurmCluster(base=base, cluster_name="foreign")
     try:
         slurm.start()
-        moto_url, aws_env = start_moto(slurm, base)
+        aws_env = aws_environment(moto_url, base)
         yield Cluster(
             base=base,
             conf=slurm.conf,

@@ -392,8 +392,7 @@ class Directory:
 
 
 @pytest.fixture(scope="module")
-def world() -> Iterator[dict]:
-    from support.moto_server import moto_server
+def world(moto_url: str) -> Iterator[dict]:
     import boto3
 
     base = Path(tempfile.mkdtemp(prefix="sssd-e2e-"))
@@ -409,23 +408,23 @@ def world() -> Iterator[dict]:
     (shim / "aws").write_text(f'#!/bin/sh\nexec {sys.executable} {HERE / "aws_shim.py"} "$@"\n')
     (shim / "aws").chmod(0o755)
     try:
-        with moto_server() as url:
-            env = {
-                "PATH": f"{shim}:/usr/sbin:/usr/bin:/sbin:/bin",
-                "AWS_ENDPOINT_URL": url,
-                "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_DEFAULT_REGION": "us-east-1",
-            }
-            client = boto3.client(
-                "secretsmanager",
-                region_name="us-east-1",
-                endpoint_url=url,
-                aws_access_key_id="testing",
-                aws_secret_access_key="testing",
-            )
-            arn = client.create_secret(Name="directory-bind", SecretString=BIND_PASSWORD)["ARN"]
-            yield {"base": base, "good": good, "rogue": rogue, "ca": ca, "rogue_ca": rogue_ca, "arn": arn, "env": env}
+        url = moto_url
+        env = {
+            "PATH": f"{shim}:/usr/sbin:/usr/bin:/sbin:/bin",
+            "AWS_ENDPOINT_URL": url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+        client = boto3.client(
+            "secretsmanager",
+            region_name="us-east-1",
+            endpoint_url=url,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        arn = client.create_secret(Name="directory-bind", SecretString=BIND_PASSWORD)["ARN"]
+        yield {"base": base, "good": good, "rogue": rogue, "ca": ca, "rogue_ca": rogue_ca, "arn": arn, "env": env}
     finally:
         good.stop()
         rogue.stop()

@@ -67,36 +67,31 @@ class Node:
         assert result.returncode == 0, result.stderr
         return result.stdout.strip().split(";")[0]
 
-    def wait_done(self, job_id: str) -> str:
-        def state():
-            out = run(in_root("scontrol", "show", "job", "-o", job_id), env=self.cluster.env()).stdout
-            fields = dict(f.split("=", 1) for f in out.split() if "=" in f)
-            return (
-                fields.get("JobState")
-                if fields.get("JobState") not in ("PENDING", "RUNNING", "COMPLETING", None)
-                else None
-            )
+    def end_state(self, job_id: str) -> str | None:
+        """The state the job ended in, None while it has not ended."""
+        out = run(in_root("scontrol", "show", "job", "-o", job_id), env=self.cluster.env()).stdout
+        fields = dict(f.split("=", 1) for f in out.split() if "=" in f)
+        return (
+            fields.get("JobState") if fields.get("JobState") not in ("PENDING", "RUNNING", "COMPLETING", None) else None
+        )
 
-        assert wait_for(f"job {job_id} to end", state, timeout=60) == "COMPLETED", (
+    def wait_done(self, job_id: str) -> str:
+        assert wait_for(f"job {job_id} to end", lambda: self.end_state(job_id), timeout=60) == "COMPLETED", (
             self.work / f"{job_id}.out"
         ).read_text()
         return (self.work / f"{job_id}.out").read_text()
 
 
 @pytest.fixture(scope="module")
-def node() -> Iterator[Node]:
-    from support.moto_server import moto_server
-
+def node(moto_url: str) -> Iterator[Node]:
     base = Path(tempfile.mkdtemp(prefix="slurm-jobcred-"))
     base.chmod(0o755)
     cluster = SlurmCluster(base=base, cluster_name="jobcred")
     created = []
     try:
         created.append((USER[0], *ensure_posix_user(PosixUser(USER[0], USER[1], USER[1]))))
-        with moto_server() as moto_url:
-            cluster.start()
-            node = install_and_start(cluster, moto_url)
-            yield node
+        cluster.start()
+        yield install_and_start(cluster, moto_url)
     finally:
         cluster.stop()
         remove_posix_users(created)
@@ -231,3 +226,5 @@ def test_a_user_s_process_outside_a_job_gets_nothing_even_naming_a_running_job(n
         assert as_root.returncode == 1 and "not in a running Slurm job" in as_root.stderr
     finally:
         run(in_root("scancel", sleeper), env=node.cluster.env())
+        # Ended before the module stops the cluster: a slurmstepd still ending the job when slurmd stops outlives it.
+        wait_for(f"job {sleeper} to end", lambda: node.end_state(sleeper), timeout=60)

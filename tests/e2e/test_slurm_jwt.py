@@ -19,9 +19,7 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -32,7 +30,6 @@ import boto3
 import pytest
 
 from slurm_cluster import TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
-from support.ports import free_port
 from slurm_conf import ACCOUNTING_CONF
 from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm
 from slurm_root import SLURM_ROOT, as_user, in_root, plugin_dir, skip_reason, write_aws_command
@@ -97,7 +94,7 @@ def secrets(url: str):
 
 
 @pytest.fixture(scope="module")
-def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
+def jwt_cluster(studio_users, moto_url: str) -> Iterator[JwtCluster]:
     base = Path(tempfile.mkdtemp(prefix="slurm-jwt-"))
     base.chmod(0o755)
     slurm = SlurmCluster(base=base, cluster_name="jwt")
@@ -106,15 +103,6 @@ def jwt_cluster(studio_users) -> Iterator[JwtCluster]:
         slurm.start()
         ctl, etc, conf, munge_key, sock = slurm.ctl, slurm.etc, slurm.conf, slurm.munge_key, slurm.munge_socket
 
-        moto_port = free_port()
-        slurm.spawn("moto", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)])
-        moto_url = f"http://127.0.0.1:{moto_port}"
-
-        def moto_up() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", moto_port)) == 0
-
-        wait_for("moto server", moto_up, timeout=30, interval=0.2)
         sm = secrets(moto_url)
         boto3.client(
             "s3",

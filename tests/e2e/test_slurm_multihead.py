@@ -20,9 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +29,6 @@ import boto3
 import pytest
 from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm
 from slurm_cluster import BATCH_SCHEDULING, TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
-from support.ports import free_port
 from slurm_root import in_root, missing as missing_in_root, skip_reason, write_aws_command
 from studio_space import LCC, PUBLISH, REGION, Ide, PosixUser, ensure_posix_user, remove_posix_users
 
@@ -77,7 +74,7 @@ class HaCluster:
 
 
 @pytest.fixture(scope="module")
-def ha() -> Iterator[HaCluster]:
+def ha(moto_url: str) -> Iterator[HaCluster]:
     base = Path(tempfile.mkdtemp(prefix="slurm-ha-"))  # munged wants a socket path everyone can reach
     base.chmod(0o755)
     slurm = SlurmCluster(
@@ -89,15 +86,7 @@ def ha() -> Iterator[HaCluster]:
     )
     try:
         slurm.start()
-        port = free_port()
-        slurm.spawn("moto", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)])
-
-        def moto_up() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-
-        wait_for("moto server", moto_up, timeout=30, interval=0.2)
-        url = f"http://127.0.0.1:{port}"
+        url = moto_url
         boto3.client(
             "s3", region_name=REGION, endpoint_url=url, aws_access_key_id="testing", aws_secret_access_key="testing"
         ).create_bucket(Bucket=BUNDLE_BUCKET)

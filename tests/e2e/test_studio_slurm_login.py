@@ -64,7 +64,7 @@ from studio_space import (
     remove_posix_users,
     s3_client,
     secrets,
-    start_moto,
+    aws_environment,
 )
 
 CONFIGURE = REPO / "lifecycle" / "hyperpod" / "configure_slurm.sh"
@@ -83,7 +83,7 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
+def cluster(moto_url: str) -> Iterator[Cluster]:
     # Not pytest's tmp_path: its parents are mode 0700 and munged wants a socket path everyone can reach,
     # and a unix socket path must stay under 108 bytes.
     base = Path(tempfile.mkdtemp(prefix="slurm-e2e-"))
@@ -126,7 +126,7 @@ def cluster() -> Iterator[Cluster]:
         assert "slurmctld reconfigured" in outputs["controller"]
         assert "reconfigure" not in outputs["compute"]
 
-        moto_url, aws_env = start_moto(slurm, base)
+        aws_env = aws_environment(moto_url, base)
         yield Cluster(
             base=base,
             conf=conf,
