@@ -21,7 +21,7 @@ E2E = ROOT / "tests" / "e2e"
 # The figures only order the work; a stale one costs minutes, never a result.
 LONGEST = {
     "e2e": 265,
-    "day2": 130,  # tests/test_day2.py: 46 syntheses, one worker (its xdist_group)
+    "day2": 80,  # tests/test_day2.py: 44 syntheses, one worker (its xdist_group)
     "tests/test_finetune.py": 85,
     "tests/test_studio_tools.py::test_the_built_bundle_installs_offline_and_hyp_and_jq_run": 42,
     "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[large]": 25,
