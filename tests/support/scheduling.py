@@ -24,7 +24,7 @@ LONGEST = {
     "day2": 80,  # tests/test_day2.py: 44 syntheses, one worker (its xdist_group)
     "tests/test_finetune.py": 85,
     "tests/test_studio_tools.py::test_the_built_bundle_installs_offline_and_hyp_and_jq_run": 42,
-    "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[large]": 25,
+    "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[large]": 14,
     "tests/test_train_elastic.py::test_train_elastic_logs_one_mlflow_run_across_a_resize": 17,
     "tests/test_parallel_suite.py": 5,
     "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[multi_az]": 11,
