@@ -78,10 +78,7 @@ kubeconfig_get() {
   python3 -c "import json,sys; c=json.load(open(sys.argv[1])); print($1)" "$KUBECONFIG_FILE"
 }
 
-# calls NAME -> the recorded calls of one stub or fake tool (read in the test's own shell)
+# calls NAME -> the recorded calls of one stub or fake tool (one awk: see test_helper.bash calls)
 calls() {
-  local line
-  while IFS= read -r line || [[ -n "$line" ]]; do
-    [[ "$line" != "$1 "* ]] || printf '%s\n' "$line"
-  done <"$STUB_LOG"
+  awk -v prefix="$1 " 'index($0, prefix) == 1' "$STUB_LOG"
 }

@@ -109,10 +109,7 @@ json.dump(value, open(path, "w"))
 EOF
 }
 
-# calls NAME -> the recorded calls of one stub (read in the test's own shell)
+# calls NAME -> the recorded calls of one stub (one awk: see test_helper.bash calls)
 calls() {
-  local line
-  while IFS= read -r line || [[ -n "$line" ]]; do
-    [[ "$line" != "$1 "* ]] || printf '%s\n' "$line"
-  done <"$STUB_LOG"
+  awk -v prefix="$1 " 'index($0, prefix) == 1' "$STUB_LOG"
 }
