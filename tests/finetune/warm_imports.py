@@ -34,10 +34,14 @@ import torch.distributed.checkpoint.state_dict  # noqa: E402,F401
 import torch.distributed.fsdp  # noqa: E402,F401
 import transformers  # noqa: E402,F401
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402,F401
+from transformers.conversion_mapping import get_checkpoint_conversion_mapping  # noqa: E402
 from transformers.models.qwen2 import modeling_qwen2  # noqa: E402,F401
 
 import evaluate  # noqa: E402,F401
 import train  # noqa: E402,F401
+
+# The table of checkpoint conversions transformers builds on a process's first from_pretrained (~750 compiled patterns).
+get_checkpoint_conversion_mapping("qwen2")
 
 gc.freeze()
 gc.enable()
