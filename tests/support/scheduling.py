@@ -16,18 +16,18 @@ from support.paths import ROOT
 
 E2E = ROOT / "tests" / "e2e"
 # The longest units of work (a group, or a test that runs anywhere) and what one worker spends on each, in seconds of
-# `make test` on 2 cores (docs/testing.md): they are handed out first, longest first, so that none starts late and
+# `make test` on 2 cores (walls of a cold `make bench-test` at 669611c, the workers beside bats and lint): they are handed out first, longest first, so that none starts late and
 # ends the run alone. Any other unit counts half a second a test (a group of many quick tests before a single one).
 # The figures only order the work; a stale one costs minutes, never a result.
 LONGEST = {
-    "e2e": 265,
-    "day2": 80,  # tests/test_day2.py: 44 syntheses, one worker (its xdist_group)
-    "tests/test_finetune.py": 85,
-    "tests/test_studio_tools.py::test_the_built_bundle_installs_offline_and_hyp_and_jq_run": 42,
-    "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[large]": 14,
-    "tests/test_train_elastic.py::test_train_elastic_logs_one_mlflow_run_across_a_resize": 17,
+    "e2e": 335,
+    "day2": 195,  # tests/test_day2.py: 44 syntheses and two `synth` variants, one worker (its xdist_group)
+    "tests/test_finetune.py": 101,
+    "tests/test_studio_tools.py::test_the_built_bundle_installs_offline_and_hyp_and_jq_run": 49,
+    "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[large]": 21,
+    "tests/test_train_elastic.py::test_train_elastic_logs_one_mlflow_run_across_a_resize": 20,
     "tests/test_parallel_suite.py": 5,
-    "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[multi_az]": 11,
+    "tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[multi_az]": 15,
     **{
         f"tests/test_templates.py::test_cfn_lint_has_no_errors_or_warnings[{variant}]": 5
         for variant in (
