@@ -59,10 +59,11 @@ def test_container_example_goes_through_pyxis():
 
 
 def test_auto_resume_launch_takes_the_first_node_of_a_long_list_as_rendezvous(tmp_path):
-    """Run in a stand-in allocation of 200,002 nodes: the rendezvous is the first node, and reading the list does not
-    kill the job (a `| head -n 1` closes the pipe early; under pipefail scontrol's SIGPIPE fails the script)."""
+    """Run in a stand-in allocation of 20,002 nodes (~218 KB of names, over three times what a pipe holds): the
+    rendezvous is the first node, and reading the list does not kill the job (a `| head -n 1` closes the pipe early;
+    under pipefail scontrol's SIGPIPE fails the script)."""
     for name, body in (
-        ("scontrol", "echo node-a; echo node-b; seq -f 'node-%g' 200000"),
+        ("scontrol", "echo node-a; echo node-b; seq -f 'node-%g' 20000"),
         ("srun", f'printf "%s " "$@" > {tmp_path}/srun.args'),
     ):
         (tmp_path / name).write_text(f"#!/bin/bash\n{body}\n")
