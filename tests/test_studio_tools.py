@@ -69,6 +69,10 @@ def test_each_lock_holds_every_requirement_of_the_pinned_wheel_but_the_documente
     assert sha256(wheel) == PINS["hyp"]["sha256"]
     lock = _lock(python_tag)
     assert lock[PINS["hyp"]["distribution"]] == (PINS["hyp"]["version"], PINS["hyp"]["sha256"])
+    # The installer the space runs from its wheel (studio_tools.sh), pinned like every other wheel.
+    installer = PINS["hyp"]["installer"]
+    assert lock[installer["distribution"]] == (installer["version"], installer["sha256"])
+    assert sha256(_built() / "hyp" / "wheels" / installer["wheel"]) == installer["sha256"]
     with zipfile.ZipFile(wheel) as archive:
         (meta,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
         requires = email.parser.Parser().parsestr(archive.read(meta).decode()).get_all("Requires-Dist")
@@ -467,7 +471,9 @@ def test_a_link_cdk_does_not_use_is_removed_and_cdk_copies(tmp_path, monkeypatch
 def test_the_built_bundle_installs_offline_and_hyp_and_jq_run(tmp_path):
     """The real bundle, through the real installer, in a network namespace without any network and with no index
     (pip --no-index, no pip configuration): a venv for this Python, hyp answering --help (run by the installer
-    before it links ~/.local/bin/hyp to it), the static jq 1.8.2.
+    before it links ~/.local/bin/hyp to it), the static jq 1.8.2. The installer is the bundle's pinned pip, run from
+    its wheel: a `pip` that fails stands first on PYTHONPATH, so a `python -m pip` of the venv (ensurepip's pip)
+    would fail, while pip run from its wheel puts the wheel first; the venv then holds the lock's pip.
     pip leaves the installed modules uncompiled here (PIP_NO_COMPILE=0: pip reads a --no-* option's variable as
     the value of the option it negates, so 0 is --no-compile): byte-compiling hyp's 6,499 modules is pip's own work,
     not the installer's, and was most of this test's CPU (measured: docs/testing.md); what hyp imports compiles when
@@ -475,6 +481,9 @@ def test_the_built_bundle_installs_offline_and_hyp_and_jq_run(tmp_path):
     bundle = _built()
     home = tmp_path / "home"
     home.mkdir()
+    not_the_bundles = tmp_path / "shadow" / "pip"
+    not_the_bundles.mkdir(parents=True)
+    (not_the_bundles / "__init__.py").write_text("raise SystemExit('a pip that is not the bundle pip ran')\n")
     env = {
         "HOME": str(home),
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
@@ -485,6 +494,7 @@ def test_the_built_bundle_installs_offline_and_hyp_and_jq_run(tmp_path):
         "PIP_NO_INDEX": "1",
         "PIP_CONFIG_FILE": os.devnull,
         "PIP_NO_COMPILE": "0",
+        "PYTHONPATH": str(not_the_bundles.parent),
     }
     run = subprocess.run(
         ["unshare", "--net", "bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=600
@@ -495,6 +505,10 @@ def test_the_built_bundle_installs_offline_and_hyp_and_jq_run(tmp_path):
     # (a second run here would cost hyp's ~1,240 imports again), and ~/.local/bin/hyp is that same program.
     assert f"[studio-tools] {venv}/bin/hyp --help runs: Usage: hyp [OPTIONS] COMMAND" in run.stdout, run.stdout
     assert os.readlink(home / ".local" / "bin" / "hyp") == str(venv / "bin" / "hyp")
+    tag = venv.name.rsplit("-", 1)[1]
+    (pip_metadata,) = venv.glob("lib/python3*/site-packages/pip-*.dist-info")
+    assert pip_metadata.name == f"pip-{_lock(tag)['pip'][0]}.dist-info"
+    assert _lock(tag)["pip"] == (PINS["hyp"]["installer"]["version"], PINS["hyp"]["installer"]["sha256"])
     jq = home / ".local" / "bin" / "jq"
     assert subprocess.run([str(jq), "--version"], capture_output=True, text=True).stdout.strip() == "jq-1.8.2"
     assert (

@@ -7,8 +7,9 @@ config/facts/studio_tools.json pins sagemaker-hyperpod's version and wheel sha25
 drops the left-out ones, and lets pip resolve the rest for each Python of the SageMaker Distribution images
 (`hyp.python_targets`; manylinux x86_64 up to glibc 2.35, wheels only, PyPI alone), with pip's own resolver
 (`pip install --dry-run --ignore-installed --report`). Each lock lists every wheel with its sha256, sagemaker-hyperpod
-included, so the space installs with `pip install --no-index --require-hashes --no-deps`. It also checks that no
-module of the wheel imports a left-out distribution. Needs network access to PyPI; nothing at test or synth time
+included, so the space installs with `pip install --no-index --require-hashes --no-deps`. Each lock also pins the
+installer (`hyp.installer`: pip, its version and wheel sha256 from PyPI), which the space runs from its wheel, so the
+venv keeps that pip. It also checks that no module of the wheel imports a left-out distribution. Needs network access to PyPI; nothing at test or synth time
 runs it (tools/build_studio_tools.py downloads what the locks name).
 """
 
@@ -66,8 +67,9 @@ def target_args(python: str) -> list[str]:
     ]
 
 
-def download_wheel(hyp: dict, dest: Path) -> Path:
-    requirement = f"{hyp['distribution']}=={hyp['version']}"
+def download_wheel(pin: dict, dest: Path) -> Path:
+    """The wheel `pin` names (distribution, version, wheel, sha256), downloaded and checked against its sha256."""
+    requirement = f"{pin['distribution']}=={pin['version']}"
     subprocess.run(
         [
             sys.executable,
@@ -84,10 +86,10 @@ def download_wheel(hyp: dict, dest: Path) -> Path:
         ],
         check=True,
     )
-    wheel = dest / hyp["wheel"]
+    wheel = dest / pin["wheel"]
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    if digest != hyp["sha256"]:
-        raise SystemExit(f"{wheel.name} has sha256 {digest}, config/facts/studio_tools.json pins {hyp['sha256']}")
+    if digest != pin["sha256"]:
+        raise SystemExit(f"{wheel.name} has sha256 {digest}, config/facts/studio_tools.json pins {pin['sha256']}")
     return wheel
 
 
@@ -174,6 +176,7 @@ def render(python: str, pinned: list[tuple[str, str, str]], hyp: dict, sdists: d
         f"# {hyp['wheel']}'s Requires-Dist; do not edit. Left out (config/facts/studio_tools.json):",
         *(f"#   {requirement}" for requirement in hyp["left_out"]),
         f"# Source only on PyPI (tools/build_studio_tools.py builds each into a wheel): {', '.join(sorted(sdists))}",
+        f"# Installer: {hyp['installer']['distribution']}=={hyp['installer']['version']} (hyp.installer; the space runs it from its wheel)",
         "# Download: pip download --no-deps --require-hashes -r <this file> (and the target's --platform flags)",
     ]
     for name, version, digest in pinned:
@@ -187,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     hyp = facts()
     with tempfile.TemporaryDirectory() as tmp:
         wheel = download_wheel(hyp, Path(tmp))
+        installer = hyp["installer"]
+        download_wheel(installer, Path(tmp) / "installer")
         requirements = wheel_requirements(wheel)
         left_out = list(hyp["left_out"])
         missing = [r for r in left_out if r.replace(" ", "") not in {x.replace(" ", "") for x in requirements}]
@@ -199,11 +204,15 @@ def main(argv: list[str] | None = None) -> int:
         sdists = sdists_as_wheels(kept, Path(tmp))
         for python in hyp["python_targets"]:
             # sagemaker-hyperpod itself is not resolved (pip would follow its left-out pins): its requirements are,
-            # and its wheel joins the lock with the pinned digest.
+            # and its wheel joins the lock with the pinned digest, as does the installer's (pip, pure Python).
+            resolved = resolve(kept, python, Path(tmp) / "built", sdists)
+            if canonical(installer["distribution"]) in {name for name, _v, _d in resolved}:
+                raise SystemExit(f"CPython {python}: hyp's requirements resolve {installer['distribution']} themselves")
             pinned = sorted(
                 [
-                    *resolve(kept, python, Path(tmp) / "built", sdists),
+                    *resolved,
                     (canonical(hyp["distribution"]), hyp["version"], hyp["sha256"]),
+                    (canonical(installer["distribution"]), installer["version"], installer["sha256"]),
                 ]
             )
             # The resolver must not bring a left-out distribution back through another package.

@@ -2,9 +2,9 @@
 # SageMaker Studio lifecycle config (JupyterLab and Code Editor, Slurm and EKS): installs the HyperPod CLI (`hyp`)
 # and jq for the space's user from the platform's tools bundle in the lifecycle bucket. No internet: the bundle holds
 # a hash-locked wheelhouse and a static jq (tools/build_studio_tools.py). Every file is checked against SHA256SUMS,
-# whose own sha256 the lifecycle config carries; pip installs with --no-index --require-hashes --no-deps. Studio allows
-# an LCC 5 minutes, so this returns at once and works in the background; read ~/.studio-tools/setup.log. A start that
-# finds the same bundle installed downloads nothing. See README.md here.
+# whose own sha256 the lifecycle config carries; the bundle's pinned pip, run from its wheel, installs with --no-index
+# --require-hashes --no-deps. Studio allows an LCC 5 minutes, so this returns at once and works in the background;
+# read ~/.studio-tools/setup.log. A start that finds the same bundle installed downloads nothing. See README.md here.
 #
 # Set by the lifecycle-config bootstrap (constructs/studio_lifecycle_configs.py):
 #   STUDIO_TOOLS_S3_URI   s3:// prefix of the bundle
@@ -106,10 +106,27 @@ install_jq() {
   echo "$expected" >"$STATE_DIR/jq.sha256"
 }
 
+# installer_wheel BUNDLE REQUIREMENTS : the path of the pip wheel the requirements file pins (exactly one pip line,
+# exactly one such wheel in the bundle, with that sha256). The installer is the bundle's pinned pip, not the image's.
+installer_wheel() {
+  local bundle=$1 requirements=$2 pins version digest wheels
+  mapfile -t pins < <(grep -E '^pip==' "$requirements")
+  ((${#pins[@]} == 1)) ||
+    die "${requirements##*/} pins pip ${#pins[@]} times, not once: the bundle is not from tools/build_studio_tools.py"
+  [[ "${pins[0]}" =~ ^pip==([^ ]+)\ --hash=sha256:([0-9a-f]{64})$ ]] || die "cannot read the pip pin '${pins[0]}'"
+  version="${BASH_REMATCH[1]}" digest="${BASH_REMATCH[2]}"
+  wheels=("$bundle/hyp/wheels/pip-$version-"*.whl)
+  [[ ${#wheels[@]} == 1 && -f "${wheels[0]}" ]] ||
+    die "the bundle has no single pip-$version wheel in hyp/wheels, which ${requirements##*/} pins; installing nothing"
+  [[ "$(sha256_of "${wheels[0]}")" == "$digest" ]] ||
+    die "${wheels[0]##*/} does not have the sha256 ${requirements##*/} pins; installing nothing"
+  printf '%s\n' "${wheels[0]}"
+}
+
 # install_hyp BUNDLE : a venv of its own (hyp's exact pins would clash with the image's environment), built from
-# the bundle's wheels for this Python, then ~/.local/bin/hyp pointing into it.
+# the bundle's wheels for this Python by the bundle's pip, then ~/.local/bin/hyp pointing into it.
 install_hyp() {
-  local bundle=$1 tag requirements venv old usage
+  local bundle=$1 tag requirements installer venv old usage
   tag="$("$PYTHON" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')" ||
     die "cannot run $PYTHON (STUDIO_TOOLS_PYTHON)"
   requirements="$bundle/hyp/requirements-$tag.txt"
@@ -120,9 +137,12 @@ install_hyp() {
   fi
   venv="$STATE_DIR/hyp-${STUDIO_TOOLS_SHA256:0:16}-$tag"
   if [[ ! -f "$venv/.complete" ]]; then
+    installer="$(installer_wheel "$bundle" "$requirements")" || exit 1
     rm -rf "$venv"
-    "$PYTHON" -m venv "$venv" || die "$PYTHON -m venv failed"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-index --no-cache-dir \
+    # Not ensurepip's pip (unpinned; before 24.2 a third of this install went into its closing message): the venv
+    # runs the pinned pip from its wheel (python pip-*.whl/pip), which installs itself into the venv with the rest.
+    "$PYTHON" -m venv --without-pip "$venv" || die "$PYTHON -m venv --without-pip failed"
+    "$venv/bin/python" "$installer/pip" install --quiet --disable-pip-version-check --no-index --no-cache-dir \
       --find-links "$bundle/hyp/wheels" --require-hashes --no-deps -r "$requirements" ||
       die "pip could not install hyp from the bundle (see above); nothing was linked"
     usage="$("$venv/bin/hyp" --help)" || die "$venv/bin/hyp --help fails; nothing was linked"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # lifecycle/studio/studio_tools.sh offline: a bundle laid out as tools/build_studio_tools.py writes it, in a local
-# directory (STUDIO_TOOLS_SOURCE_DIR) instead of S3. Its hyp is a small wheel made here and its jq a script (the real
-# bundle is installed by tests/test_studio_tools.py). Runs as an unprivileged user, as Studio runs it.
+# directory (STUDIO_TOOLS_SOURCE_DIR) instead of S3. Its hyp is a small wheel made here, its jq a script and its pip
+# Debian's own pip wheel (python3-pip-whl, which python3-venv needs), pinned like the real bundle pins its pip (the
+# real bundle is installed by tests/test_studio_tools.py). Runs as an unprivileged user, as Studio runs it.
 
 bats_require_minimum_version 1.5.0
 
@@ -11,6 +12,9 @@ USER_ID=64301
 H="/home/$USER_NAME"
 PYTHON=/usr/bin/python3 # Debian's (python3-venv): the user cannot run a Python under /root
 TAG="$("$PYTHON" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
+PIP_WHEELS=(/usr/share/python-wheels/pip-*-py3-none-any.whl)
+PIP_WHEEL="${PIP_WHEELS[0]}"
+PIP_VERSION="$(basename "$PIP_WHEEL" | cut -d- -f2)"
 
 setup_file() {
   # One space user and one home for every test of the file: under `bats --jobs` they must not run side by side.
@@ -23,7 +27,7 @@ setup_file() {
   fi
   # One bundle for the file (each test works on its own copy, so all have the same SHA256SUMS), and its first
   # install, made once: the two tests that start from it restore a copy of the home it left (first_install). A venv
-  # is most of a test's CPU (Debian's ensurepip installs and byte-compiles pip and setuptools).
+  # is most of a test's CPU (the bundle's pip installs and byte-compiles itself into it).
   FILE_T="$(mktemp -d /tmp/studio-tools-bats-file.XXXXXX)"
   export FILE_T
   chmod 0755 "$FILE_T"
@@ -79,16 +83,26 @@ with zipfile.ZipFile(f"{sys.argv[1]}/{dist}-py3-none-any.whl", "w") as z:
 EOF
 }
 
-# make_bundle DIR : a bundle laid out as the real one, with the stand-in wheel for this Python and a jq script.
+# make_bundle DIR : a bundle laid out as the real one, with the stand-in wheel for this Python, the pip wheel that
+# installs it (pinned in the requirements file as tools/build_studio_tools.py pins it) and a jq script.
 make_bundle() {
   local bundle=$1 wheel
   mkdir -p "$bundle/hyp/wheels" "$bundle/jq"
   printf '#!/bin/sh\necho "jq stand-in $*"\n' >"$bundle/jq/jq"
   make_wheel "$bundle/hyp/wheels"
-  wheel=("$bundle"/hyp/wheels/*.whl)
-  echo "sagemaker-hyperpod==0.0.1 --hash=sha256:$(sha "${wheel[0]}")" >"$bundle/hyp/requirements-$TAG.txt"
-  (cd "$bundle" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | sort | xargs sha256sum >SHA256SUMS)
+  wheel=("$bundle"/hyp/wheels/sagemaker_hyperpod-*.whl)
+  cp "$PIP_WHEEL" "$bundle/hyp/wheels/"
+  {
+    echo "pip==$PIP_VERSION --hash=sha256:$(sha "$PIP_WHEEL")"
+    echo "sagemaker-hyperpod==0.0.1 --hash=sha256:$(sha "${wheel[0]}")"
+  } >"$bundle/hyp/requirements-$TAG.txt"
+  write_sums "$bundle"
   chmod -R a+rX "$bundle"
+}
+
+# write_sums DIR : SHA256SUMS of the bundle in DIR as it is now (after a test altered it).
+write_sums() {
+  (cd "$1" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | sort | xargs sha256sum >SHA256SUMS)
 }
 
 setup() {
@@ -112,6 +126,10 @@ teardown() {
   [ "$(stat -c %U "$H/.local/bin/jq")" = "$USER_NAME" ]
   [ -z "$(find "$H" ! -user "$USER_NAME")" ]
   [[ "$(readlink "$H/.local/bin/hyp")" == "$H/.studio-tools/hyp-"*"-$TAG/bin/hyp" ]]
+  # The venv was made without ensurepip (whose pip and, for Debian's 3.11, setuptools would be there too): it holds
+  # what the requirements name, the bundle's pip among them, and nothing else.
+  venv="$(dirname "$(dirname "$(readlink "$H/.local/bin/hyp")")")"
+  [ "$(cd "$venv"/lib/python3*/site-packages && echo *.dist-info)" = "pip-$PIP_VERSION.dist-info sagemaker_hyperpod-0.0.1.dist-info" ]
   run as_user bash -c "source ~/.bashrc; hyp; jq -c ."
   [ "$status" -eq 0 ]
   [ "${lines[0]}" = "hyp stand-in: --help" ]
@@ -163,6 +181,35 @@ with zipfile.ZipFile(src) as a, zipfile.ZipFile(dst, 'w') as b:
   [ "$status" -eq 1 ]
   [[ "$output" == *"DO NOT MATCH THE HASHES"* ]]
   [[ "$output" == *"pip could not install hyp from the bundle"* ]]
+  [ ! -e "$H/.local/bin/hyp" ]
+}
+
+@test "a bundle without the pip wheel its requirements pin is refused before a venv is made" {
+  rm "$BUNDLE/hyp/wheels/$(basename "$PIP_WHEEL")"
+  write_sums "$BUNDLE"
+  run as_user bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"the bundle has no single pip-$PIP_VERSION wheel in hyp/wheels, which requirements-$TAG.txt pins; installing nothing"* ]]
+  [ -z "$(find "$H/.studio-tools" -maxdepth 1 -name 'hyp-*')" ]
+  [ ! -e "$H/.local/bin/hyp" ]
+}
+
+@test "requirements that pin no pip are refused: the image's pip never installs" {
+  sed -i '/^pip==/d' "$BUNDLE/hyp/requirements-$TAG.txt"
+  write_sums "$BUNDLE"
+  run as_user bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"requirements-$TAG.txt pins pip 0 times, not once"* ]]
+  [ -z "$(find "$H/.studio-tools" -maxdepth 1 -name 'hyp-*')" ]
+  [ ! -e "$H/.local/bin/hyp" ]
+}
+
+@test "a pip wheel swapped for another is refused before it runs" {
+  cp "$BUNDLE/hyp/wheels/sagemaker_hyperpod-0.0.1-py3-none-any.whl" "$BUNDLE/hyp/wheels/$(basename "$PIP_WHEEL")"
+  write_sums "$BUNDLE"
+  run as_user bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"$(basename "$PIP_WHEEL") does not have the sha256 requirements-$TAG.txt pins; installing nothing"* ]]
   [ ! -e "$H/.local/bin/hyp" ]
 }
 
