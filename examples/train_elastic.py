@@ -136,10 +136,12 @@ def resumable_checkpoint(root: str | Path, global_batch: int, hint: str) -> tupl
 
 
 def exit_without_finalizing(code: int) -> NoReturn:
-    """Ends a rank whose work is done and written: output flushed, then os._exit, past the interpreter's finalization.
-    torch's C++ threads (gloo's, the autograd engine's) can race the interpreter's teardown (pytorch/pytorch#190489)
-    and leave a finished rank blocked on a futex for good; torchrun then waits for it forever. Seen here in about one
-    CPU test run in ten: train() had returned, the process group was destroyed, and the rank never exited."""
+    """Ends a rank whose work is done and written: output flushed, then os._exit, so that no torch object is freed.
+    Call it while the model is still referenced, not after the function holding it has returned: freeing a DDP model
+    can deadlock. Its Reducer may hold the last reference to the process group and, bound without releasing the GIL,
+    frees it with the GIL held; ~ProcessGroupGloo then joins its worker threads, and a worker that has just finished a
+    collective may still be dropping that work's tensors, which takes the GIL when Python created them. Seen about once
+    in 15 CPU test runs on a loaded machine, as a rank whose only frame was the line that called train()."""
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -159,7 +161,7 @@ def start_mlflow_run(run_id: str | None):
     return mlflow
 
 
-def train(args: argparse.Namespace) -> int:
+def train(args: argparse.Namespace) -> NoReturn:
     import contextlib
 
     import torch
@@ -260,7 +262,7 @@ def train(args: argparse.Namespace) -> int:
     if tracking is not None:
         tracking.end_run()
     dist.destroy_process_group()
-    return 0
+    exit_without_finalizing(0)  # here, with the model still referenced: see exit_without_finalizing
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -281,4 +283,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    exit_without_finalizing(train(parse_args()))
+    train(parse_args())
