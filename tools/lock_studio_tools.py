@@ -9,8 +9,8 @@ drops the left-out ones, and lets pip resolve the rest for each Python of the Sa
 (`pip install --dry-run --ignore-installed --report`). Each lock lists every wheel with its sha256, sagemaker-hyperpod
 included, so the space installs with `pip install --no-index --require-hashes --no-deps`. Each lock also pins the
 installer (`hyp.installer`: pip, its version and wheel sha256 from PyPI), which the space runs from its wheel, so the
-venv keeps that pip. It also checks that no module of the wheel imports a left-out distribution. Needs network access to PyPI; nothing at test or synth time
-runs it (tools/build_studio_tools.py downloads what the locks name).
+venv keeps that pip. It also checks that no module of the wheel imports a left-out distribution. Needs network
+access to PyPI; nothing at test or synth time runs it (tools/build_studio_tools.py downloads what the locks name).
 """
 
 from __future__ import annotations
@@ -176,7 +176,10 @@ def render(python: str, pinned: list[tuple[str, str, str]], hyp: dict, sdists: d
         f"# {hyp['wheel']}'s Requires-Dist; do not edit. Left out (config/facts/studio_tools.json):",
         *(f"#   {requirement}" for requirement in hyp["left_out"]),
         f"# Source only on PyPI (tools/build_studio_tools.py builds each into a wheel): {', '.join(sorted(sdists))}",
-        f"# Installer: {hyp['installer']['distribution']}=={hyp['installer']['version']} (hyp.installer; the space runs it from its wheel)",
+        (
+            f"# Installer: {hyp['installer']['distribution']}=={hyp['installer']['version']}"
+            " (hyp.installer; the space runs it from its wheel)"
+        ),
         "# Download: pip download --no-deps --require-hashes -r <this file> (and the target's --platform flags)",
     ]
     for name, version, digest in pinned:

@@ -7,8 +7,8 @@ tools/build_slurm_root.sh builds it once per machine (debootstrap from the machi
 lifecycle scripts that drive them run inside it through `in_root(...)`, which is a command line for
 enter_slurm_root.sh with the fstab it mounts: a mount namespace of its own per command, this machine's /proc, /dev and
 /sys, the temporary directories and the checkout at the same paths as outside, and this machine's users (the root's
-passwd and group are links to the machine's). So a test names the same paths inside and outside, and the nodes it plays (controller,
-compute, a Studio space) all run Debian 13's Slurm. What is not Slurm stays on the machine: pytest, moto server,
+passwd and group are links to the machine's). So a test names the same paths inside and outside, and the nodes it
+plays (controller, compute, a Studio space) all run Debian 13's Slurm. What is not Slurm stays on the machine: pytest, moto server,
 Prometheus, slapd and sssd.
 
 Standard library only.
