@@ -20,17 +20,16 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from slurm_root import write_aws_command
 from support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
 HYPERPOD = REPO / "lifecycle" / "hyperpod"
 SSS_PROVIDER = Path("/usr/lib/x86_64-linux-gnu/sssd/libsss_ldap.so")
 COMMANDS = (
@@ -405,8 +404,7 @@ def world(moto_url: str) -> Iterator[dict]:
     shim.mkdir()
     (shim / "systemctl").write_text(SYSTEMCTL)
     (shim / "systemctl").chmod(0o755)
-    (shim / "aws").write_text(f'#!/bin/sh\nexec {sys.executable} {HERE / "aws_shim.py"} "$@"\n')
-    (shim / "aws").chmod(0o755)
+    write_aws_command(shim, on_host=True)
     try:
         url = moto_url
         env = {
