@@ -252,19 +252,9 @@ install_bundle() {
   got="$(sha256sum "$work/bundle.tar.gz" | awk '{print $1}')"
   [[ "$got" == "$sha" ]] || die "the Slurm client bundle $uri has sha256 $got, but the cluster published $sha:" \
     "refusing to install it (nothing was installed)"
-  mkdir "$work/bundle"
-  tar -xzf "$work/bundle.tar.gz" -C "$work/bundle" --no-same-owner --no-same-permissions
-  version="$(cat "$work/bundle/slurm-client/VERSION" 2>/dev/null)"
-  interp="$(cat "$work/bundle/slurm-client/INTERPRETER" 2>/dev/null)"
-  # The exact build, not just the release: the controller published its own. sinfo --version checks again below.
-  [[ "$version" == "$want" ]] || die "$(mismatch_message "$want" "the client bundle" "${version:-unknown}")"
-  [[ "$interp" == /* && -x "$interp" ]] ||
-    die "the bundle's binaries need the program interpreter '$interp', which this image lacks"
-  if [[ "$auth" == jwt && ! -f "$work/bundle/slurm-client/lib/slurm/auth_jwt.so" ]]; then
-    die "per-user mode needs auth_jwt.so, which the controller's client bundle lacks"
-  fi
   # Root installs from its own copy of the archive, checked again there: never from files the user could change
-  # after the check above.
+  # after the check above. It unpacks it once, beside CLIENT_DIR, and what the bundle says of itself is read there;
+  # a bundle refused below is removed before the script stops.
   new="$CLIENT_DIR.new"
   as_root rm -rf "$new"
   as_root install -d -m 0755 "$(dirname "$CLIENT_DIR")" "$new"
@@ -277,8 +267,19 @@ install_bundle() {
   as_root tar -xzf "$new/.bundle.tar.gz" -C "$new" --strip-components=1 --no-same-owner --no-same-permissions \
     slurm-client
   as_root rm -f "$new/.bundle.tar.gz"
-  [[ "$(cat "$new/VERSION")" == "$version" && "$(cat "$new/INTERPRETER")" == "$interp" ]] ||
-    { as_root rm -rf "$new"; die "the Slurm client bundle changed while it was being installed: refusing it"; }
+  version="$(cat "$new/VERSION" 2>/dev/null)"
+  interp="$(cat "$new/INTERPRETER" 2>/dev/null)"
+  # The exact build, not just the release: the controller published its own. sinfo --version checks again below.
+  [[ "$version" == "$want" ]] ||
+    { as_root rm -rf "$new"; die "$(mismatch_message "$want" "the client bundle" "${version:-unknown}")"; }
+  if [[ "$interp" != /* || ! -x "$interp" ]]; then
+    as_root rm -rf "$new"
+    die "the bundle's binaries need the program interpreter '$interp', which this image lacks"
+  fi
+  if [[ "$auth" == jwt && ! -f "$new/lib/slurm/auth_jwt.so" ]]; then
+    as_root rm -rf "$new"
+    die "per-user mode needs auth_jwt.so, which the controller's client bundle lacks"
+  fi
   as_root install -d -m 0755 "$new/bin"
   argv0=no
   "$interp" --help 2>/dev/null | grep -q -- --argv0 && argv0=yes

@@ -19,8 +19,11 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import secrets
+import select
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -105,14 +108,56 @@ def plugin_dir() -> Path:
     return next(p.relative_to(SLURM_ROOT) for p in (SLURM_ROOT / "usr" / "lib").glob("*-linux-gnu/slurm-wlm"))
 
 
-def write_aws_command(directory: Path) -> Path:
-    """`aws` for the scripts run inside the root: tests/e2e/aws_shim.py on the root's Python and boto3 (the root has
-    no AWS CLI), against whatever AWS_ENDPOINT_URL the caller's environment names. Returns the directory for PATH."""
+AWS_SHIM = Path(__file__).resolve().with_name("aws_shim.py")
+_aws_servers: dict[bool, tuple[subprocess.Popen, str]] = {}  # on_host → (server, socket name)
+
+
+def write_aws_command(directory: Path, *, on_host: bool = False) -> Path:
+    """`aws` for the scripts under test: tests/e2e/aws_shim.py against whatever AWS_ENDPOINT_URL the caller's
+    environment names (the root has no AWS CLI). Returns the directory for PATH.
+
+    One warm shim server per process does the calls (`aws_shim.py --serve`: boto3 and the services' models loaded
+    once, a fork per call that becomes the caller: its root and working directory, user, groups, umask, environment
+    and standard streams), started with the first command written: on the root's Python and boto3 for scripts run
+    inside the root, or with `on_host` on this process's Python for scripts run on this machine. A call costs ~0.08 s
+    of CPU (the `aws` command's Python without site, the fork's client and request), where a Python and boto3 start
+    of its own cost ~0.4 s."""
     directory.mkdir(parents=True, exist_ok=True)
+    python = sys.executable if on_host else "python3"
     aws = directory / "aws"
-    aws.write_text(f'#!/bin/sh\nexec python3 {Path(__file__).resolve().with_name("aws_shim.py")} "$@"\n')
+    aws.write_text(f'#!/bin/sh\nexec {python} -I -S {AWS_SHIM} --call {_aws_server(on_host)} "$@"\n')
     aws.chmod(0o755)
     return directory
+
+
+def _aws_server(on_host: bool) -> str:
+    """The socket name of this process's shim server (on this machine or in the root), started when missing."""
+    if on_host in _aws_servers and _aws_servers[on_host][0].poll() is None:
+        return _aws_servers[on_host][1]
+    name = f"hyperpod-e2e-aws-{os.getpid()}-{'host' if on_host else 'root'}-{secrets.token_hex(4)}"
+    serve = [str(AWS_SHIM), "--serve", name]
+    log = tempfile.TemporaryFile()
+    server = subprocess.Popen(
+        [sys.executable, *serve] if on_host else in_root("python3", *serve),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=log,
+    )
+    assert server.stdout is not None
+    ready = select.select([server.stdout], [], [], 120)[0] and server.stdout.readline() == b"ready\n"
+    if not ready:
+        server.kill()
+        server.wait()
+        log.seek(0)
+        raise AssertionError(f"the aws shim server did not start: {log.read().decode(errors='replace')}")
+    _aws_servers[on_host] = (server, name)
+    atexit.register(_stop, server)
+    return name
+
+
+def _stop(server: subprocess.Popen) -> None:
+    server.terminate()
+    server.wait(timeout=30)
 
 
 def version(command: str = "slurmctld", flag: str = "-V") -> str:

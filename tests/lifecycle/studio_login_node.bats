@@ -133,6 +133,7 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
   [ "$status" -eq 1 ]
   [[ "$output" == *"Slurm version mismatch: the cluster runs Slurm 23.11.10 (23.11) but the client bundle is 23.11.9 (23.11)"* ]]
   [ ! -e "$(client)" ]
+  [ ! -e "$(client).new" ]
   [ ! -e "$(key)" ]
 }
 
@@ -290,6 +291,7 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
   [ "$status" -eq 1 ]
   [[ "$output" == *"per-user mode needs auth_jwt.so, which the controller's client bundle lacks"* ]]
   [ ! -e "$(client)" ]
+  [ ! -e "$(client).new" ]
 }
 
 @test "per-user mode (auth jwt) needs no munge key and never installs or starts munge" {
