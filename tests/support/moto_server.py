@@ -22,15 +22,15 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
 SERVER_SETTINGS = {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
 
 
-# moto's server, its KMS keys making their private key when first used (moto makes one for every key it creates,
-# ~50 ms of CPU each: the module's docstring).
-LAZY_KEYS_SERVER = Path(__file__).with_name("moto_lazy_keys.py")
+# moto's server without two of its costs that change no answer (a KMS key's private key made on first use, its
+# list of service modules read once: the module's docstring).
+LEAN_SERVER = Path(__file__).with_name("moto_lean.py")
 
 
 def moto_command(port: int, script: Path | None = None) -> list[str]:
-    """moto's server on 127.0.0.1:port (LAZY_KEYS_SERVER); `script` runs instead (a harness that patches moto first,
+    """moto's server on 127.0.0.1:port (LEAN_SERVER); `script` runs instead (a harness that patches moto first,
     e.g. support/moto_cloudformation.py)."""
-    return [sys.executable, str(script or LAZY_KEYS_SERVER), "-H", "127.0.0.1", "-p", str(port)]
+    return [sys.executable, str(script or LEAN_SERVER), "-H", "127.0.0.1", "-p", str(port)]
 
 
 @contextmanager

@@ -1,9 +1,11 @@
-"""The tests' moto server (tests/support/moto_lazy_keys.py) makes a KMS key's private key when it is first used: its
-keys still encrypt and decrypt, sign and verify, and the public key GetPublicKey returns is the one that signed,
-however many calls in between, several at once included."""
+"""The tests' moto server (tests/support/moto_lean.py) makes a KMS key's private key when it is first used and lists
+moto's service modules once: its keys still encrypt and decrypt, sign and verify, and the public key GetPublicKey
+returns is the one that signed, however many calls in between, several at once included; the module list kept is
+moto's own, and moto's package directory is not listed again."""
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -11,6 +13,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding
 from cryptography.hazmat.primitives.serialization import load_der_public_key
 
+from support import moto_lean
 from support.moto_server import client, reset
 
 REGION = "us-west-2"
@@ -21,6 +24,22 @@ MESSAGE = b"the platform's release manifest"
 def kms(moto_endpoint):
     reset(moto_endpoint)
     return client(moto_endpoint, "kms", REGION)
+
+
+def test_moto_lists_its_service_modules_once_and_the_same(monkeypatch):
+    """Checked in this process: the function patches moto's module, which monkeypatch restores afterwards."""
+    from moto import backends
+
+    monkeypatch.setattr(backends, "list_of_moto_modules", backends.list_of_moto_modules)
+    fresh = list(backends.list_of_moto_modules())
+    moto_lean.list_moto_modules_once()
+
+    def forbidden(path):
+        raise AssertionError(f"listed {path} again")
+
+    monkeypatch.setattr(os, "listdir", forbidden)
+    assert list(backends.list_of_moto_modules()) == fresh
+    assert {"s3", "kms", "cloudformation", "ec2", "fsx", "sagemaker", "secretsmanager"} <= set(fresh)
 
 
 def test_a_symmetric_key_encrypts_and_decrypts(kms):
