@@ -9,41 +9,43 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from support.moto_server import client, moto_server
+from support.moto_server import client, reset
 from cli import connect
 
 REGION = "us-west-2"
 
 
 @pytest.fixture(scope="module")
-def sagemaker():
-    with moto_server() as url:
-        api = client(url, "sagemaker", REGION)
-        groups = [
-            ("controller-machine", "ml.m5.xlarge", 1),
-            ("login-group", "ml.m5.xlarge", 1),
-            ("worker-group-1", "ml.g5.8xlarge", 3),
-            ("worker-group-10", "ml.g5.8xlarge", 1),
-        ]
-        api.create_cluster(
-            ClusterName="ml-cluster",
-            InstanceGroups=[
-                {
-                    "InstanceGroupName": g,
-                    "InstanceType": t,
-                    "InstanceCount": n,
-                    "ThreadsPerCore": 1,
-                    "ExecutionRole": "arn:aws:iam::123456789012:role/r",
-                    "LifeCycleConfig": {
-                        "SourceS3Uri": "s3://sagemaker-lifecycle/p",
-                        "OnInitComplete": "on_init_complete.sh",
-                    },
-                }
-                for g, t, n in groups
-            ],
-            VpcConfig={"SecurityGroupIds": ["sg-12345678"], "Subnets": ["subnet-12345678"]},
-        )
-        yield api
+def sagemaker(moto_endpoint):
+    """The worker's moto server (tests/conftest.py), emptied for this module and holding its cluster: the module's
+    tests run together on one worker (tests/test_parallel_suite.py), without a server of their own (~2 s of CPU)."""
+    reset(moto_endpoint)
+    api = client(moto_endpoint, "sagemaker", REGION)
+    groups = [
+        ("controller-machine", "ml.m5.xlarge", 1),
+        ("login-group", "ml.m5.xlarge", 1),
+        ("worker-group-1", "ml.g5.8xlarge", 3),
+        ("worker-group-10", "ml.g5.8xlarge", 1),
+    ]
+    api.create_cluster(
+        ClusterName="ml-cluster",
+        InstanceGroups=[
+            {
+                "InstanceGroupName": g,
+                "InstanceType": t,
+                "InstanceCount": n,
+                "ThreadsPerCore": 1,
+                "ExecutionRole": "arn:aws:iam::123456789012:role/r",
+                "LifeCycleConfig": {
+                    "SourceS3Uri": "s3://sagemaker-lifecycle/p",
+                    "OnInitComplete": "on_init_complete.sh",
+                },
+            }
+            for g, t, n in groups
+        ],
+        VpcConfig={"SecurityGroupIds": ["sg-12345678"], "Subnets": ["subnet-12345678"]},
+    )
+    return api
 
 
 def nodes(client, group):

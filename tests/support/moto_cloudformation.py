@@ -19,7 +19,8 @@ that run the guard's whole flow (and the pinned CDK CLI) against it:
    After a successful execution the stack's change sets are gone, the executed one included (ExecuteChangeSet, API
    reference: "removes all change sets associated with the stack").
 
-Everything else is moto's own behaviour.
+Everything else is moto's own behaviour, without the two costs support/moto_lean.py leaves out of the tests' other
+moto server.
 """
 
 from __future__ import annotations
@@ -137,4 +138,7 @@ for _method in ("describe_change_set", "delete_change_set", "execute_change_set"
     setattr(responses.CloudFormationResponse, _method, _response(_method))
 
 if __name__ == "__main__":
+    from moto_lean import lean  # tests/support is the script's sys.path[0]
+
+    lean()
     main(sys.argv[1:])

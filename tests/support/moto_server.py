@@ -22,18 +22,15 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
 SERVER_SETTINGS = {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
 
 
+# moto's server without two of its costs that change no answer (a KMS key's private key made on first use, its
+# list of service modules read once: the module's docstring).
+LEAN_SERVER = Path(__file__).with_name("moto_lean.py")
+
+
 def moto_command(port: int, script: Path | None = None) -> list[str]:
-    """moto's server on 127.0.0.1:port; `script` runs instead of moto's own (a harness that patches moto first,
+    """moto's server on 127.0.0.1:port (LEAN_SERVER); `script` runs instead (a harness that patches moto first,
     e.g. support/moto_cloudformation.py)."""
-    server = Path(sys.executable).parent / "moto_server"
-    cmd = (
-        [sys.executable, str(script)]
-        if script
-        else [str(server)]
-        if server.exists()
-        else [sys.executable, "-m", "moto.server"]
-    )
-    return cmd + ["-H", "127.0.0.1", "-p", str(port)]
+    return [sys.executable, str(script or LEAN_SERVER), "-H", "127.0.0.1", "-p", str(port)]
 
 
 @contextmanager

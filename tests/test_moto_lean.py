@@ -1,0 +1,79 @@
+"""The tests' moto server (tests/support/moto_lean.py) makes a KMS key's private key when it is first used and lists
+moto's service modules once: its keys still encrypt and decrypt, sign and verify, and the public key GetPublicKey
+returns is the one that signed, however many calls in between, several at once included; the module list kept is
+moto's own, and moto's package directory is not listed again."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, padding
+from cryptography.hazmat.primitives.serialization import load_der_public_key
+
+from support import moto_lean
+from support.moto_server import client, reset
+
+REGION = "us-west-2"
+MESSAGE = b"the platform's release manifest"
+
+
+@pytest.fixture
+def kms(moto_endpoint):
+    reset(moto_endpoint)
+    return client(moto_endpoint, "kms", REGION)
+
+
+def test_moto_lists_its_service_modules_once_and_the_same(monkeypatch):
+    """Checked in this process: the function patches moto's module, which monkeypatch restores afterwards."""
+    from moto import backends
+
+    monkeypatch.setattr(backends, "list_of_moto_modules", backends.list_of_moto_modules)
+    fresh = list(backends.list_of_moto_modules())
+    moto_lean.list_moto_modules_once()
+
+    def forbidden(path):
+        raise AssertionError(f"listed {path} again")
+
+    monkeypatch.setattr(os, "listdir", forbidden)
+    assert list(backends.list_of_moto_modules()) == fresh
+    assert {"s3", "kms", "cloudformation", "ec2", "fsx", "sagemaker", "secretsmanager"} <= set(fresh)
+
+
+def test_a_symmetric_key_encrypts_and_decrypts(kms):
+    key = kms.create_key()["KeyMetadata"]["KeyId"]
+    blob = kms.encrypt(KeyId=key, Plaintext=MESSAGE)["CiphertextBlob"]
+    assert kms.decrypt(CiphertextBlob=blob)["Plaintext"] == MESSAGE
+
+
+@pytest.mark.parametrize(
+    "spec, algorithm, check",
+    [
+        (
+            "RSA_2048",
+            "RSASSA_PSS_SHA_256",
+            lambda public, signature: public.verify(
+                signature, MESSAGE, padding.PSS(padding.MGF1(hashes.SHA256()), padding.PSS.MAX_LENGTH), hashes.SHA256()
+            ),
+        ),
+        (
+            "ECC_NIST_P256",
+            "ECDSA_SHA_256",
+            lambda public, signature: public.verify(signature, MESSAGE, ec.ECDSA(hashes.SHA256())),
+        ),
+    ],
+)
+def test_an_asymmetric_key_signs_with_the_private_key_of_its_public_key(kms, spec, algorithm, check):
+    key = kms.create_key(KeyUsage="SIGN_VERIFY", KeySpec=spec)["KeyMetadata"]["KeyId"]
+    with ThreadPoolExecutor(4) as pool:  # the first uses at once: one private key for all of them
+        signatures = list(
+            pool.map(lambda _: kms.sign(KeyId=key, Message=MESSAGE, SigningAlgorithm=algorithm)["Signature"], range(4))
+        )
+    public = load_der_public_key(kms.get_public_key(KeyId=key)["PublicKey"])
+    for signature in signatures:
+        check(public, signature)  # raises InvalidSignature for another key's signature
+        assert kms.verify(KeyId=key, Message=MESSAGE, Signature=signature, SigningAlgorithm=algorithm)["SignatureValid"]
+    other = kms.create_key(KeyUsage="SIGN_VERIFY", KeySpec=spec)["KeyMetadata"]["KeyId"]
+    assert load_der_public_key(kms.get_public_key(KeyId=other)["PublicKey"]) != public
