@@ -277,17 +277,8 @@ def cloudformation_endpoint():
         yield url
 
 
-@pytest.fixture(scope="module")
-def node_compile_cache(tmp_path_factory):
-    """Node's compile cache (NODE_COMPILE_CACHE, Node >= 22.1) for the CDK CLI processes these tests start, in this
-    run's temporary directory: the first start compiles the CLI's 16 MB bundle and keeps V8's code for it, the
-    others (six more here) load that code instead of compiling the same bytes again, ~0.4 s of CPU each. The CLI
-    runs as it would without it; a fresh run starts with an empty directory."""
-    return tmp_path_factory.mktemp("node-compile-cache")
-
-
 @pytest.fixture
-def aws(cloudformation_endpoint, node_compile_cache, monkeypatch):
+def aws(cloudformation_endpoint, monkeypatch):
     """Fake credentials and AWS_ENDPOINT_URL for the guard's boto3 clients and for the CDK CLI it starts."""
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_PROFILE"):
         monkeypatch.delenv(name, raising=False)
@@ -300,7 +291,6 @@ def aws(cloudformation_endpoint, node_compile_cache, monkeypatch):
         "AWS_CONFIG_FILE": "/dev/null",
         "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
         "CDK_DISABLE_CLI_TELEMETRY": "true",
-        "NODE_COMPILE_CACHE": str(node_compile_cache),
     }.items():
         monkeypatch.setenv(name, value)
     return lambda service: boto3.client(service, region_name="us-west-2", endpoint_url=cloudformation_endpoint)
