@@ -19,6 +19,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from constructs.nag_acknowledgments import Rule, acknowledge, acknowledge_rules
 from constructs.node_parameters import LifecycleRecordRef, NodeParameters
+from constructs.studio_tools import sha256_once
 
 HYPERPOD_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "hyperpod"
 STUDIO_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "studio"
@@ -59,13 +60,15 @@ def lifecycle_record_name(cluster_name: str) -> str:
 
 
 def shipped_digests(directories: Sequence[Path]) -> dict[str, str]:
-    """SHA-256 of every file a scripts asset ships (the asset's exclusions applied), by relative path."""
+    """SHA-256 of every file a scripts asset ships (the asset's exclusions applied), by relative path. Each file is
+    hashed once per process for as long as it is unchanged (sha256_once): the EKS Studio prefix ships kubectl and helm
+    (~118 MB), and tests synthesize dozens of apps in one process."""
     digests = {}
     for directory in directories:
         for path in sorted(directory.rglob("*")):
             relative = path.relative_to(directory)
             if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".md":
-                digests[relative.as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+                digests[relative.as_posix()] = sha256_once(path)
     return digests
 
 

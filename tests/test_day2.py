@@ -6,7 +6,8 @@ cannot even perform) and delete nothing stateful. Changes that can never be in p
 templates (so the analysis is not blind) and refused by the day-2 rules before they reach CloudFormation.
 
 Synthesis is in-process without cdk-nag or aws-cdk-lib's template validation (the `synth` variants, the bases among
-them, have both, and cfn-lint) and writes little but templates (`_TEMPLATES_ONLY`, no asset copies); each (base,
+them, have both, and cfn-lint) and writes little but templates (`_TEMPLATES_ONLY`, `_NO_CONSTRUCT_METADATA`, no asset
+copies); each (base,
 change) is synthesized once per session, and the bases that are `synth` variants as they are (per_user, generated)
 are read from those (tests/support/day2_matrix.py holds the matrix).
 """
@@ -39,7 +40,8 @@ def test_the_matrix_is_big_enough():
 @pytest.mark.parametrize("base", ["default", "eks"])
 def test_a_day2_synthesis_writes_the_synth_variants_templates(synth, base):
     """What the day-2 synthesis leaves out (cdk-nag, aws-cdk-lib's template validation, asset copies, the construct
-    tree, stack traces) changes no template: on the bases with every kind of asset the platform ships (handler code,
+    tree, stack traces, the per-construct metadata: usage data, creation stack traces, logical IDs) changes no
+    template: on the bases with every kind of asset the platform ships (handler code,
     the lifecycle scripts, the Studio tools zip; on EKS the kubectl layers and the chart) the templates are those of
     the `synth` variant of the same config. So the bases that are variants as they are (SHARED_BASES: the same
     constructs and assets) are read from the variants, not synthesized again."""

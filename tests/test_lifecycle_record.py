@@ -227,3 +227,30 @@ def test_a_users_list_too_long_for_the_secret_is_recorded_by_its_digest_and_stil
     (tmp_path / "params.json").write_text(json.dumps(deployed))
     refused = subprocess.run([*check, str(tmp_path / "params.json")], capture_output=True, text=True)
     assert refused.returncode == 1 and "parameters.users: sha256 " in refused.stderr, refused.stderr
+
+
+def test_the_shipped_digests_follow_every_change_to_a_file_within_one_process(tmp_path):
+    """shipped_digests hashes a file once per process (a test process synthesizes dozens of apps; the EKS Studio
+    prefix ships ~118 MB of kubectl and helm), yet a file rewritten in place, even to the same size within the same
+    clock tick, replaced by another file or added gets its new digest in the same process."""
+    import hashlib
+    import os
+
+    from constructs.lifecycle_scripts import shipped_digests
+
+    script = tmp_path / "scripts" / "setup.sh"
+    script.parent.mkdir()
+    script.write_text("echo one\n")
+    mtime = script.stat().st_mtime_ns
+    assert shipped_digests([script.parent]) == {"setup.sh": hashlib.sha256(b"echo one\n").hexdigest()}
+    script.write_text("echo two\n")  # same size
+    os.utime(script, ns=(mtime, mtime))  # and the mtime put back: only the ctime says it changed
+    assert shipped_digests([script.parent]) == {"setup.sh": hashlib.sha256(b"echo two\n").hexdigest()}
+    replacement = tmp_path / "setup.sh.new"
+    replacement.write_text("echo three\n")
+    replacement.rename(script)
+    (script.parent / "lib.sh").write_text("true\n")
+    assert shipped_digests([script.parent]) == {
+        "lib.sh": hashlib.sha256(b"true\n").hexdigest(),
+        "setup.sh": hashlib.sha256(b"echo three\n").hexdigest(),
+    }

@@ -36,8 +36,19 @@ OUT_ROOT = tempfile.TemporaryDirectory(prefix="day2-")
 #   `synth` variants (default, containers, eks; per_user_181 of test_scale.py), which synthesize with it, and
 #   test_templates.py cfn-lints them; the matrix asks what a change replaces, and a change's templates differ
 #   from its base's only in the values it changes;
-# - the construct tree (tree.json) and the stack trace of every construct in the metadata, which nothing reads.
+# - the construct tree (tree.json) and the stack trace of every construct in the metadata, which nothing reads;
+# - what aws-cdk-lib records per construct in each stack's <stack>.metadata.json, which the matrix does not read
+#   either (it reads the templates, and the manifest's stack properties): the usage data of every construct's props
+#   and method calls (cdk.json's @aws-cdk/core:enableAdditionalMetadataCollection, ~400 entries for the EKS cluster
+#   stack alone, each redacted against aws-cdk-lib's table of props), the stack trace captured at the creation of
+#   every CloudFormation element (`stack_traces: False` does not stop that one; its own context key does) and each
+#   element's logical ID (a token resolved at synth). Together ~0.2-0.3 s of the kernel's CPU per synthesis.
 _TEMPLATES_ONLY = {"builtin_cloud_formation_validation": False, "tree_metadata": False, "stack_traces": False}
+_NO_CONSTRUCT_METADATA = {
+    "@aws-cdk/core:enableAdditionalMetadataCollection": False,
+    "aws:cdk:disable-creation-stack-traces": True,
+    "aws:cdk:disable-logicalId-metadata": True,
+}
 
 
 # Bases whose config a `synth` variant synthesizes as it is (the variant's name): synth_base reads that variant's
@@ -224,7 +235,8 @@ def synth_change(base: str, change: str | None) -> tuple[PlatformConfig, dict[st
         NEVER_IN_PLACE[change][1](data)
     config = parse_config(data, f"{base}+{change}")
     out_dir = Path(tempfile.mkdtemp(prefix=f"{base}-{change}-", dir=OUT_ROOT.name))
-    app = cdk.App(outdir=str(out_dir), context=cdk_json_context(stage_assets=False), **_TEMPLATES_ONLY)
+    context = {**cdk_json_context(stage_assets=False), **_NO_CONSTRUCT_METADATA}
+    app = cdk.App(outdir=str(out_dir), context=context, **_TEMPLATES_ONLY)
     if change == "bootstrap_script_content":
         import constructs.studio_lifecycle_configs as lcc
 
