@@ -2,12 +2,12 @@
 import that a `cfn-lint` process pays too), and every template is linted with them, as `cfn-lint a.json b.json`
 lints each of its templates with one set of rules.
 
-Three of cfn-lint 1.58.0's hot spots are done the same way with less work once the rules load (`_same_with_less_work`;
-about a third of the CPU of linting this project's templates): the schema validator's class is built once per set
-of keyword functions instead of once per call (`jsonschema.validators.create` ran `dataclasses.dataclass` ~600 times
-per template), `dataclasses.fields` of a class is read once instead of on every `evolve`, and E1101 looks its
-child rules up by keyword instead of comparing every keyword of every child rule on every call. Each returns what
-the original returns; `as_released()` lints with cfn-lint's own code, and
+Two of cfn-lint 1.58.0's hot spots are memoized once the rules load (`_same_with_less_work`; about a quarter of
+the CPU of linting this project's templates): the schema validator's class is built once per set of keyword
+functions instead of once per call (`jsonschema.validators.create` ran `dataclasses.dataclass` ~600 times per
+template), and `dataclasses.fields` of a class is read once instead of on every `evolve`. cfn-lint's own functions
+still do the work; only repeated calls with the same arguments are answered from the first. Each returns what the
+original returns; `as_released()` lints with cfn-lint's own code, and
 test_templates.py::test_cfn_lint_reports_the_same_findings_as_released compares the two on planted findings (on the
 246 templates of cfn-lint's own test fixtures at 217397c, 1,064 findings: the same, in the same order)."""
 
@@ -31,7 +31,7 @@ def _rules() -> Any:
     from cfnlint.config import ConfigMixIn
 
     rules = cfnlint.runner.Runner(ConfigMixIn([])).rules
-    _same_with_less_work(rules)
+    _same_with_less_work()
     return rules
 
 
@@ -67,20 +67,19 @@ def _replace(owner: Any, name: str, value: Any) -> None:
     setattr(owner, name, value)
 
 
-def _same_with_less_work(rules: Any) -> None:
+def _same_with_less_work() -> None:
     import cfnlint.context.context
     import cfnlint.jsonschema._filter
     import cfnlint.jsonschema.validators
-    from cfnlint.jsonschema._utils import Unset
     from cfnlint.version import __version__
 
     if __version__ != CHECKED_RELEASE:
         raise RuntimeError(
-            f"cfn-lint {__version__} is installed; tests/support/cfn_lint.py replaces three functions as cfn-lint "
-            f"{CHECKED_RELEASE} wrote them: read the new release's (jsonschema.validators.create, the `fields` calls "
-            f"of context.context, jsonschema.validators and jsonschema._filter, rules/jsonschema/CfnLint.py's "
-            f"cfnLint), carry over any change, run test_cfn_lint_reports_the_same_findings_as_released, then set "
-            f"CHECKED_RELEASE"
+            f"cfn-lint {__version__} is installed; tests/support/cfn_lint.py memoizes two functions of cfn-lint "
+            f"{CHECKED_RELEASE}: check that the new release's jsonschema.validators.create still makes a class from "
+            f"its arguments alone and that the `fields` calls of context.context, jsonschema.validators and "
+            f"jsonschema._filter still take dataclasses, run test_cfn_lint_reports_the_same_findings_as_released, "
+            f"then set CHECKED_RELEASE"
         )
 
     # A dataclass's fields are fixed when its class is made: read them once per class. The three modules call
@@ -107,32 +106,3 @@ def _same_with_less_work(rules: Any) -> None:
         return classes[key]
 
     _replace(cfnlint.jsonschema.validators, "create", create_once)
-
-    # E1101 hands a keyword to each child rule that lists it, in the order of its child rules, once per listing.
-    # The same, from an index by keyword rebuilt whenever the child rules are other objects (Rules.run rewires
-    # them for every template). The rule's class is the one cfn-lint's rule loader made (not the module's).
-    e1101 = rules.data["E1101"]
-
-    def cfnLint(self, validator, keywords, instance, schema):  # noqa: N802 (cfn-lint's name)
-        validator = validator.evolve(
-            function_filter=validator.function_filter.evolve(add_cfn_lint_keyword=False),
-        )
-        children = tuple(self.child_rules.values())
-        ids = tuple(map(id, children))
-        index = self.__dict__.get("_by_keyword")
-        if index is None or index[0] != ids:
-            by_keyword: dict[str, list[Any]] = {}
-            for rule in children:
-                if rule is not None and rule.id:
-                    for rule_keyword in rule.keywords:
-                        by_keyword.setdefault(rule_keyword, []).append(rule)
-            index = self.__dict__["_by_keyword"] = (ids, by_keyword, children)  # children: their ids stay theirs
-        for keyword in keywords:
-            for rule in index[1].get(keyword, ()):
-                for err in rule.validate(validator, keyword, instance, schema):
-                    if err.rule is None:
-                        if isinstance(err.validator, Unset):
-                            err.rule = rule
-                    yield err
-
-    _replace(type(e1101), "cfnLint", cfnLint)
