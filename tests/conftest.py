@@ -45,11 +45,14 @@ if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(GROUPS_DIR):
 
 import pytest
 
-from support.moto_server import moto_server
 from support.scheduling import E2E, longest_first, make_scheduler, xdist_group_of
-from support.synthesis import shared_dir, synthesized
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+# support.synthesis (the config model: pydantic, ~0.2-0.3 s of CPU to import) and support.moto_server are imported by
+# the fixtures that use them, not here: every pytest process loads this file, and the xdist controller, the nested
+# runs of tests/test_parallel_suite.py and the forks of tools/mutation.py never synthesize. A worker imports them while
+# it collects the test modules that use them (under _collection_turn on a fresh checkout).
 
 
 @pytest.fixture(scope="session")
@@ -57,18 +60,24 @@ def moto_endpoint():
     """A moto server for the process (one per xdist worker, started when a test first asks for it; ~2.5 s of CPU with
     the first use of its services): every test that uses it empties it first with support.moto_server.reset. Session
     scope does not tie its users to one worker (conftest's docstring), so they spread like any test."""
+    from support.moto_server import moto_server
+
     with moto_server() as url:
         yield url
 
 
 @pytest.fixture(scope="session")
 def synth_root(tmp_path_factory) -> str:
+    from support.synthesis import shared_dir
+
     return str(shared_dir(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")
 def synth(synth_root, tmp_path_factory):
     """synth("default") -> Synthesized; synthesized once per run, shared by the workers."""
+    from support.synthesis import synthesized
+
     private_root = str(tmp_path_factory.mktemp("cdk-platform"))
     return lambda variant: synthesized(variant, synth_root, private_root)
 

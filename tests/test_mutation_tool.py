@@ -4,6 +4,7 @@ change, and that its table of targets names files that exist. The run itself is 
 from __future__ import annotations
 
 import ast
+import sys
 import textwrap
 
 import pytest
@@ -89,6 +90,9 @@ def test_a_changed_run_is_killed_and_an_unchanged_one_survives(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(mutation, "PYTEST", ["-p", "no:cacheprovider", "-q", "-x", "-p", "no:xdist"])
+    # As mutation.main sets it: each run compiles guard.py as it is now. With bytecode written, a rewrite of the same
+    # size within the second of the first run's .pyc (mtime and size match) would run the stale unmutated code.
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
     runs = [["test_guard.py"]]
     trace = tmp_path / "trace.json"
     assert mutation.run_tests(runs, timeout=60, trace=(str(tmp_path / "guard.py"), trace)) == "survived"
