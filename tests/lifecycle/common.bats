@@ -135,12 +135,18 @@ ask() {
     directory '{"uris": ["ldaps://a", 7, true, null], "admin_groups": [], "search_base": null}' \
     node_metrics '{"artifacts": [{"name": "n", "s3_uri": "s3://b/n.deb", "sha256": "00"}], "interval": [{"a": 1}]}' \
     odd '{"artifacts": "not a list"}' users '[{"name": "carol", "uid": 3001, "gid": 3001}]'
+  # Each kind of answer once: a scalar of each type, null, missing (at the top, below an object, a scalar or a list), an
+  # object or list asked as a scalar, a list of scalars, of objects, empty, null, and keys no file can have.
   questions=(users artifacts "artifacts container_runtime" "artifacts node_metrics" "artifacts odd" "artifacts nope"
     "artifacts fsx" "artifacts fsx.mount")
-  for key in note empty zero ratio shared_group shared_group.name directory directory.uris directory.admin_groups \
-    directory.search_base directory.nope node_metrics.interval odd odd.artifacts fsx fsx.mount fsx.mount_path \
-    fsx.mount.deeper nope nope.deeper worker_groups worker_groups.0 users 'a..b' 'fsx.' '$(touch${IFS}pwned)'; do
-    questions+=("get $key" "list $key")
+  for key in note empty zero ratio shared_group shared_group.name directory.uris directory.search_base directory.nope \
+    odd.artifacts fsx.mount fsx.mount_path fsx.mount.deeper nope nope.deeper worker_groups worker_groups.0 'a..b' \
+    'fsx.' '$(touch${IFS}pwned)'; do
+    questions+=("get $key")
+  done
+  for key in note shared_group directory.uris directory.admin_groups directory.search_base node_metrics.interval \
+    nope.deeper '$(touch${IFS}pwned)'; do
+    questions+=("list $key")
   done
   run ask "${questions[@]}"
   [ "$status" -eq 0 ]
@@ -152,12 +158,12 @@ ask() {
   diff <(echo "$from_file") <(echo "$output")
   [ ! -e pwned ]
   [ ! -e "$SCRIPTS/lib/pwned" ]
-  # A key the shell could not hold safely: no snapshot, every answer from params.py (the same ones).
+  # A key the shell could not hold safely: no snapshot, so the answers come from params.py.
   set_param 'a b' 1
   [ -z "$(python3 -S "$SCRIPTS/lib/params.py" snapshot "$PARAMS_FILE")" ]
-  MEMORY=1 run ask "${questions[@]}"
+  MEMORY=1 run ask users "get zero" "get nope"
   [ "$status" -eq 0 ]
-  diff <(echo "$from_file") <(echo "$output")
+  diff <(echo "$from_file" | grep -e "^get zero =>" -e "^get nope =>" -e "^users =>") <(echo "$output")
 }
 
 @test "validate_params: scripts read the entry point's snapshot, only root's own and of their file; the trap removes it" {

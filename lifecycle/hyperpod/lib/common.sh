@@ -111,7 +111,6 @@ _params_from_snapshot_file() {
 _params_lookup() {
   local question="$1${2+ $2}"
   PARAMS_REPLY=""
-  [[ $# -eq 1 || "$2" =~ ^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$ ]] || return 1
   [[ -n "$PARAMS_SNAPSHOT_OF" && "$PARAMS_SNAPSHOT_OF" == "$PARAMS_FILE" ]] || _params_from_snapshot_file || return 1
   if [[ -n "${PARAMS_ANSWER[$question]+set}" ]]; then
     PARAMS_REPLY="${PARAMS_ANSWER[$question]}"
