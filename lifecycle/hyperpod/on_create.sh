@@ -18,7 +18,7 @@ start_log on_create
 log "parameters: $PARAMS_FILE, resource config: $RESOURCE_CONFIG"
 # Nothing below runs unless every script here and the parameters are the deploy's (lib/verify.sh).
 step verify_lifecycle_record verify_download "$HERE" "$PARAMS_FILE"
-step validate_parameters params_py validate "$PARAMS_FILE"
+step validate_parameters validate_params "$PARAMS_FILE"
 if [[ "$(param orchestrator)" != eks ]]; then
   die "on_create.sh is the EKS entry point; a Slurm cluster's groups must run on_init_complete.sh (OnInitComplete)"
 fi

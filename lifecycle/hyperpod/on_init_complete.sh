@@ -31,7 +31,7 @@ params orchestrator node_metrics.remote_write_url slurm.login_secret_arn slurm.a
 if [[ "$(param orchestrator)" == eks ]]; then
   die "on_init_complete.sh is the Slurm entry point; EKS groups run on_create.sh (OnCreate)"
 fi
-step validate_parameters params_py validate "$PARAMS_FILE"
+step validate_parameters validate_params "$PARAMS_FILE"
 
 read -ra addresses <<<"$(hostname -I)"
 detected="$(params_py node-type "$RESOURCE_CONFIG" "$PARAMS_FILE" "${addresses[@]}")"

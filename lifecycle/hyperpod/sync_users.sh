@@ -82,6 +82,7 @@ finish() {
   local rc=$?
   ((rc == 0)) || [[ "$OUTCOME" == skipped ]] || OUTCOME=failed
   [[ -z "$work" ]] || rm -rf "$work"
+  drop_params_snapshot
   write_metrics || log "WARNING: could not write $USERS_SYNC_METRICS"
   exit "$rc"
 }
@@ -136,7 +137,7 @@ fi
 if ! verify_parameters "$new"; then
   die "refusing parameters the deploy did not record; users stay as they are"
 fi
-if ! params_py validate "$new"; then
+if ! validate_params "$new"; then
   die "the new parameters are invalid; users stay as they are"
 fi
 read -ra addresses <<<"$(hostname -I)"

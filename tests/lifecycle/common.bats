@@ -83,27 +83,125 @@ run_helper() {
   [ "$output" = "error: value is not a scalar" ]
 }
 
-@test "params reads the keys once; param answers them from memory, others and another file from the file" {
-  set_param slurm.auth '"jwt"' cluster_name '"first"'
+@test "params reads the whole file once; param and params_py answer from memory, another file from the file" {
+  set_param slurm.auth '"jwt"' cluster_name '"first"' directory '{"uris": ["ldaps://a", "ldaps://b"]}'
   run bash -c 'source "$1/lib/common.sh"
     params slurm.auth nope.missing fsx.mount
     python3() { echo "python3 started" >&2; command python3 "$@"; }
-    echo "auth=$(param slurm.auth) missing=$(param nope.missing) mount=$(param fsx.mount)"
-    echo "unread=$(param cluster_name)"
+    echo "auth=$(param slurm.auth) missing=$(param nope.missing) mount=$(param fsx.mount) unread=$(param cluster_name)"
+    params_py users "$PARAMS_FILE"; params_py list "$PARAMS_FILE" directory.uris; params_py artifacts "$PARAMS_FILE"
     cp "$PARAMS_FILE" "$PARAMS_FILE.other"
     PARAMS_FILE="$PARAMS_FILE.other" param slurm.auth' _ "$SCRIPTS"
   [ "$status" -eq 0 ]
-  [ "${lines[0]}" = "auth=jwt missing= mount=true" ]
-  [ "${lines[1]}" = "python3 started" ]
-  [ "${lines[2]}" = "unread=first" ]
-  [ "${lines[3]}" = "python3 started" ]
-  [ "${lines[4]}" = "jwt" ]
-  [ "${#lines[@]}" -eq 5 ]
+  [ "${lines[0]}" = "auth=jwt missing= mount=true unread=first" ]
+  [ "${lines[1]}" = $'alice\t2001\t2101\tfalse' ]
+  [ "${lines[2]}" = $'bob\t2002\t2102\ttrue' ]
+  [ "${lines[3]}" = "ldaps://a" ]
+  [ "${lines[4]}" = "ldaps://b" ]
+  [[ "${lines[5]}" == $'enroot\ts3://example-artifacts-bucket/artifacts/enroot_3.5.0-1_amd64.deb\t'* ]]
+  [[ "${lines[6]}" == $'enroot+caps\t'* ]]
+  [ "${lines[7]}" = "python3 started" ]
+  [ "${lines[8]}" = "jwt" ]
+  [ "${#lines[@]}" -eq 9 ]
   # A file params.py refuses fails the script where it reads it, with params.py's one line.
   echo '{' >"$PARAMS_FILE"
   run bash -c 'set -e; source "$1/lib/common.sh"; params slurm.auth; echo not reached' _ "$SCRIPTS"
   [ "$status" -eq 2 ]
   [[ "$output" == "error: $PARAMS_FILE is not valid JSON"* ]]
+}
+
+# ask QUESTION... : each question (`get KEY`, `list KEY`, `users`, `artifacts [SECTION]`) with its exit status and
+# output, as params.py gives them or (MEMORY=1) as common.sh answers them once `params` has read the file.
+ask() {
+  MEMORY="${MEMORY:-}" bash -c 'source "$1/lib/common.sh"; SCRIPTS=$1; shift
+    [[ -z "$MEMORY" ]] || params
+    for q; do
+      read -ra words <<<"$q"
+      if [[ -z "$MEMORY" ]]; then
+        out="$(python3 -S "$SCRIPTS/lib/params.py" "${words[0]}" "$PARAMS_FILE" "${words[@]:1}" 2>&1; echo "rc=$?")"
+      elif [[ "${words[0]}" == get ]]; then
+        out="$(param "${words[1]}" 2>&1; echo "rc=$?")"
+      else
+        out="$(params_py "${words[0]}" "$PARAMS_FILE" "${words[@]:1}" 2>&1; echo "rc=$?")"
+      fi
+      printf "%s => %q\n" "$q" "$out"
+    done' _ "$SCRIPTS" "$@"
+}
+
+@test "params: every answer from memory is the one params.py gives, failures included" {
+  # Nulls, empty and line-broken strings, numbers, lists of scalars, of objects and empty ones, an empty object, a
+  # user without sudo, a section whose artifacts are no list of artifacts, and keys no file has.
+  set_param note '"two\nlines"' empty '""' zero 0 ratio 0.5 shared_group '{}' \
+    directory '{"uris": ["ldaps://a", 7, true, null], "admin_groups": [], "search_base": null}' \
+    node_metrics '{"artifacts": [{"name": "n", "s3_uri": "s3://b/n.deb", "sha256": "00"}], "interval": [{"a": 1}]}' \
+    odd '{"artifacts": "not a list"}' users '[{"name": "carol", "uid": 3001, "gid": 3001}]'
+  # Each kind of answer once: a scalar of each type, null, missing (at the top, below an object, a scalar or a list), an
+  # object or list asked as a scalar, a list of scalars, of objects, empty, null, and keys no file can have.
+  questions=(users artifacts "artifacts container_runtime" "artifacts node_metrics" "artifacts odd" "artifacts nope"
+    "artifacts fsx" "artifacts fsx.mount")
+  for key in note empty zero ratio shared_group shared_group.name directory.uris directory.search_base directory.nope \
+    odd.artifacts fsx.mount fsx.mount_path fsx.mount.deeper nope nope.deeper worker_groups worker_groups.0 'a..b' \
+    'fsx.' '$(touch${IFS}pwned)'; do
+    questions+=("get $key")
+  done
+  for key in note shared_group directory.uris directory.admin_groups directory.search_base node_metrics.interval \
+    nope.deeper '$(touch${IFS}pwned)'; do
+    questions+=("list $key")
+  done
+  run ask "${questions[@]}"
+  [ "$status" -eq 0 ]
+  from_file="$output"
+  [[ "$from_file" == *"get directory.uris => \$'error: value is not a scalar\\nrc=2'"* ]] # failures are asked too
+  [[ "$from_file" == *"get zero => \$'0\\nrc=0'"* ]]
+  MEMORY=1 run ask "${questions[@]}"
+  [ "$status" -eq 0 ]
+  diff <(echo "$from_file") <(echo "$output")
+  [ ! -e pwned ]
+  [ ! -e "$SCRIPTS/lib/pwned" ]
+  # A key the shell could not hold safely: no snapshot, so the answers come from params.py.
+  set_param 'a b' 1
+  [ -z "$(python3 -S "$SCRIPTS/lib/params.py" snapshot "$PARAMS_FILE")" ]
+  MEMORY=1 run ask users "get zero" "get nope"
+  [ "$status" -eq 0 ]
+  diff <(echo "$from_file" | grep -e "^get zero =>" -e "^get nope =>" -e "^users =>") <(echo "$output")
+}
+
+@test "validate_params: scripts read the entry point's snapshot, only root's own and of their file; the trap removes it" {
+  printf '%s\n' 'source "$SCRIPTS/lib/common.sh"' 'python3() { echo "python3 started" >&2; command python3 "$@"; }' \
+    'params slurm.auth' 'echo "auth=$(param slurm.auth) users=$(params_py users "$PARAMS_FILE" | cut -f1 | paste -sd,)"' \
+    >"$T/child.sh"
+  printf '%s\n' 'set -e' 'source "$SCRIPTS/lib/common.sh"' 'trap drop_params_snapshot EXIT' \
+    'validate_params "$PARAMS_FILE"' 'echo "snapshot $PARAMS_SNAPSHOT $(stat -c "%a %U" "$PARAMS_SNAPSHOT")"' \
+    'bash "$T/child.sh"' \
+    'sed -i "s/\"munge\"/\"jwt\"/" "$PARAMS_FILE"  # after the check: the scripts read what was validated' \
+    'bash "$T/child.sh"' \
+    'PARAMS_FILE="$PARAMS_FILE.copy" bash "$T/child.sh"  # another file: read from the file' \
+    '[[ -z "$PLANT" ]] || $PLANT "$PARAMS_SNAPSHOT"' 'bash "$T/child.sh"' >"$T/entry.sh"
+  cp "$PARAMS_FILE" "$PARAMS_FILE.copy"
+  T="$T" SCRIPTS="$SCRIPTS" PLANT="" run bash "$T/entry.sh"
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" == "snapshot $TMPDIR/tmp."*" 600 root" ]]
+  snapshot="${lines[0]#snapshot }"
+  snapshot="${snapshot% 600 root}"
+  [ "${lines[1]}" = "auth=munge users=alice,bob" ]
+  [ "${lines[2]}" = "auth=munge users=alice,bob" ]
+  [ "${lines[3]}" = "python3 started" ]
+  [ "${lines[4]}" = "auth=munge users=alice,bob" ]
+  [ "${lines[5]}" = "auth=munge users=alice,bob" ]
+  [ "${#lines[@]}" -eq 6 ]
+  [ ! -e "$snapshot" ] # the exit trap's
+  # A snapshot a user could have written (theirs), or a link in its place (even to a file of root's), is never read:
+  # the script reads the file.
+  printf '%s\n' '#!/bin/bash' 'mv "$1" "$T/elsewhere"; ln -s "$T/elsewhere" "$1"' >"$T/link_elsewhere"
+  chmod +x "$T/link_elsewhere"
+  for plant in "chown nobody" "$T/link_elsewhere"; do
+    cp "$PARAMS_FILE.copy" "$PARAMS_FILE"
+    T="$T" SCRIPTS="$SCRIPTS" PLANT="$plant" run bash "$T/entry.sh"
+    [ "$status" -eq 0 ]
+    [ "${lines[5]}" = "python3 started" ]
+    [ "${lines[6]}" = "auth=jwt users=alice,bob" ]
+    [ "${#lines[@]}" -eq 7 ]
+  done
 }
 
 @test "same_file: a copy with the same bytes; a missing copy or one that differs is not" {

@@ -38,8 +38,15 @@ run_as() {
   enable_everything
   cp "$SLURM_CONF_DIR/slurm.conf" "$T/slurm.conf.hyperpod"
   cp "$SLURM_CONF_DIR/plugstack.conf" "$T/plugstack.conf.hyperpod"
+  printf '%s\n' '#!/bin/bash' "echo \"\$*\" >>'$T/python3.log'" "exec '$(command -v python3)' \"\$@\"" >"$T/bin/python3"
+  chmod +x "$T/bin/python3"
   run_as "$CONTROLLER_IP"
   [ "$status" -eq 0 ]
+  # The parameters are read by Python twice before they are checked (the record's name; the entry point's keys), then
+  # once with the check (lib/common.sh validate_params): every script the entry point runs reads that snapshot.
+  [ "$(grep -cE "params\.py (get|snapshot|users|list|artifacts) $PARAMS_FILE( |\$)" "$T/python3.log")" -eq 2 ]
+  grep -qxF -- "-S $SCRIPTS/lib/params.py validate $PARAMS_FILE --snapshot" "$T/python3.log"
+  [ -z "$(grep -rlaF "get slurm.auth" "$TMPDIR")" ] # and the exit trap removed it
   grep -q "node type: controller" "$LOG_DIR/on_init_complete.log"
   grep -qxF "OUTPUT -d 169.254.169.254 -m owner ! --uid-owner 0 -j REJECT" "$FAKE_ROOT/iptables.rules"
   [ "$(calls mount)" = "mount $T/fsx" ]

@@ -150,8 +150,15 @@ changes() {
   node_created
   mkdir -p "$T/home/alice" && echo "data" >"$T/home/alice/notes"
   publish users '[{"name": "bob", "uid": 2002, "gid": 2102, "sudo": true}]'
+  printf '%s\n' '#!/bin/bash' "echo \"\$*\" >>'$T/python3.log'" "exec '$(command -v python3)' \"\$@\"" >"$T/bin/python3"
+  chmod +x "$T/bin/python3"
   sync
   [ "$status" -eq 0 ]
+  # The new parameters are checked once, and the steps read that snapshot (lib/common.sh validate_params), not the file:
+  # Python reads the file before the check only for the lifecycle record's name (lib/verify.sh).
+  [ "$(grep -cE "params\.py validate $TMPDIR/tmp\.[^ ]*/platform_parameters\.json --snapshot$" "$T/python3.log")" -eq 1 ]
+  [ "$(grep -E "params\.py (get|snapshot|users|list|artifacts) $TMPDIR/" "$T/python3.log" |
+    grep -cv " get [^ ]* lifecycle_record.secret_name lifecycle_record.region$")" -eq 0 ]
   [ "$(calls usermod | grep -v -- ' -aG ')" = "usermod --lock --expiredate 1 alice" ]
   [ "$(cat "$T/home/alice/notes")" = "data" ]
   [ -z "$(calls userdel)" ]
@@ -159,6 +166,7 @@ changes() {
   grep -q "locked user alice (2001)" "$LOG_DIR/users_sync.log"
   [ "$(cat "$STATE_DIR/applied_parameters.sha256")" = "$(sha256sum "$PARAMS_FILE" | cut -d' ' -f1)" ]
   cmp "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json"
+  [ -z "$(grep -rlaF "get slurm.auth" "$TMPDIR")" ] # the steps' parameters snapshot (lib/common.sh), removed at exit
   : >"$STUB_LOG"
   sync
   [ "$status" -eq 0 ]

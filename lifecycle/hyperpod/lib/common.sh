@@ -75,35 +75,132 @@ lib_py() {
   python3 -S "$LIB_DIR/$1" "${@:2}"
 }
 
-# param KEY.PATH -> scalar from the parameters file ("" for null/missing, true/false for booleans). A key `params`
-# read beforehand from the same file is answered from memory.
-param() {
-  if [[ "$PARAMS_READ_FROM" == "$PARAMS_FILE" && -v "PARAMS_READ[$1]" ]]; then
-    printf '%s\n' "${PARAMS_READ[$1]}"
-    return 0
-  fi
-  lib_py params.py get "$PARAMS_FILE" "$1"
-}
+# The parameters in memory: what lib/params.py prints for each question a script asks of PARAMS_FILE (`get KEY`, `list
+# KEY`, `users`, `artifacts SECTION`), read in one Python start (params.py snapshot) by `params`, or from the snapshot
+# file the entry point left (validate_params). A question memory has no answer for goes to params.py, which answers or
+# fails as it always has.
+declare -gA PARAMS_ANSWER=()
+PARAMS_SNAPSHOT_OF="" # the file PARAMS_ANSWER holds
 
-# params KEY.PATH... : reads the keys a script needs from the parameters file in one Python start (a start costs more
-# than the script's own work), for the `param` calls that follow; fails as `param` fails. Values with a line break
-# cannot be read this way (params.py refuses them): read such a key with `param` alone.
-declare -gA PARAMS_READ=()
-PARAMS_READ_FROM=""
-params() {
-  local out key i=0 values=()
-  out="$(lib_py params.py get "$PARAMS_FILE" "$@")" || return
-  mapfile -t values <<<"$out"
-  PARAMS_READ=()
-  for key; do
-    PARAMS_READ[$key]="${values[i++]-}"
+# _params_keep QUESTION ANSWER... : a snapshot's pairs (params.py snapshot), as the answers for PARAMS_FILE; an empty
+# snapshot (params.py makes none of a file whose keys the shell cannot hold) leaves nothing in memory.
+_params_keep() {
+  local i j
+  PARAMS_ANSWER=()
+  PARAMS_SNAPSHOT_OF=""
+  (($#)) || return 0
+  for ((i = 1, j = 2; i < $#; i += 2, j += 2)); do
+    PARAMS_ANSWER[${!i}]="${!j}"
   done
-  PARAMS_READ_FROM="$PARAMS_FILE"
+  PARAMS_SNAPSHOT_OF="$PARAMS_FILE"
 }
 
-params_py() {
-  lib_py params.py "$@"
+# _params_from_snapshot_file : PARAMS_SNAPSHOT into memory when it is a snapshot of PARAMS_FILE: a regular file of
+# this user's own (root's), never a link.
+_params_from_snapshot_file() {
+  local records=()
+  [[ -n "${PARAMS_SNAPSHOT:-}" && -f "$PARAMS_SNAPSHOT" && ! -L "$PARAMS_SNAPSHOT" && -O "$PARAMS_SNAPSHOT" ]] || return 1
+  mapfile -d '' -t records <"$PARAMS_SNAPSHOT"
+  [[ "${records[0]-}" == "$PARAMS_FILE" ]] || return 1
+  _params_keep "${records[@]:1}"
 }
+
+# _params_lookup COMMAND [ARG] : PARAMS_REPLY set to what `params.py COMMAND PARAMS_FILE [ARG]` prints, from memory;
+# returns 1 when memory cannot say. A key the file does not have (no `path KEY`) answers as a missing one does: get
+# prints an empty line, list and artifacts nothing.
+_params_lookup() {
+  local question="$1${2+ $2}"
+  PARAMS_REPLY=""
+  [[ -n "$PARAMS_SNAPSHOT_OF" && "$PARAMS_SNAPSHOT_OF" == "$PARAMS_FILE" ]] || _params_from_snapshot_file || return 1
+  if [[ -n "${PARAMS_ANSWER[$question]+set}" ]]; then
+    PARAMS_REPLY="${PARAMS_ANSWER[$question]}"
+  elif [[ $# -eq 2 && -z "${PARAMS_ANSWER["path $2"]+set}" ]]; then
+    [[ "$1" != get ]] || PARAMS_REPLY=$'\n'
+  else
+    return 1
+  fi
+}
+
+# param KEY.PATH -> scalar from the parameters file ("" for null/missing, true/false for booleans), from memory when it
+# is there (`params`, or the entry point's snapshot).
+param() {
+  if _params_lookup get "$1"; then
+    printf '%s' "$PARAMS_REPLY"
+  else
+    lib_py params.py get "$PARAMS_FILE" "$1"
+  fi
+}
+
+# params KEY.PATH... : reads the whole parameters file in one Python start (a start costs more than a script's own
+# work), for the `param` and `params_py` calls that follow; fails as `params.py get KEY...` fails (a missing or invalid
+# file; one of several KEYs whose value has a line break: read such a key with `param` alone).
+params() {
+  local records=() key
+  if [[ "$PARAMS_SNAPSHOT_OF" != "$PARAMS_FILE" || -z "$PARAMS_SNAPSHOT_OF" ]] && ! _params_from_snapshot_file; then
+    mapfile -d '' -t records < <(lib_py params.py snapshot "$PARAMS_FILE")
+    wait "$!" || return
+    _params_keep "${records[@]}"
+  fi
+  for key; do
+    if ! _params_lookup get "$key"; then # no answer in memory: params.py says why, or reads them
+      lib_py params.py get "$PARAMS_FILE" "$@" >/dev/null
+      return
+    fi
+    if (($# > 1)) && [[ "${PARAMS_REPLY%$'\n'}" == *[$'\n\r']* ]]; then
+      echo "error: $key: the value has a line break; read it on its own" >&2
+      return 2
+    fi
+  done
+}
+
+# params_py COMMAND ARG... : lib/params.py COMMAND ARG...; `users`, `list KEY` and `artifacts [SECTION]` of PARAMS_FILE
+# from memory when it is there.
+params_py() {
+  local asked=()
+  if [[ "${2-}" == "$PARAMS_FILE" ]]; then
+    case "$1 $#" in
+      "users 2") asked=(users) ;;
+      "list 3") asked=(list "$3") ;;
+      "artifacts 2") asked=(artifacts container_runtime) ;;
+      "artifacts 3") asked=(artifacts "$3") ;;
+    esac
+  fi
+  if ((${#asked[@]})) && _params_lookup "${asked[@]}"; then
+    printf '%s' "$PARAMS_REPLY"
+  else
+    lib_py params.py "$@"
+  fi
+}
+
+# validate_params FILE : lib/params.py validate FILE, and when it is valid, its snapshot in a file of root's (mktemp,
+# 0600) for the scripts this one runs (PARAMS_SNAPSHOT, read where PARAMS_FILE is FILE): they start no Python to read
+# it. The exit trap removes it (drop_params_snapshot).
+validate_params() {
+  local snapshot rc=0
+  drop_params_snapshot
+  snapshot="$(mktemp)"
+  {
+    printf '%s\0' "$1"
+    lib_py params.py validate "$1" --snapshot
+  } >"$snapshot" || rc=$?
+  if ((rc != 0)); then
+    rm -f "$snapshot"
+    return "$rc"
+  fi
+  export PARAMS_SNAPSHOT="$snapshot"
+  PARAMS_SNAPSHOT_MADE="$snapshot"
+  [[ "$1" != "$PARAMS_FILE" ]] || _params_from_snapshot_file || true
+}
+
+# drop_params_snapshot : removes the snapshot validate_params made (none: nothing)
+drop_params_snapshot() {
+  [[ -z "${PARAMS_SNAPSHOT_MADE:-}" ]] || rm -f "$PARAMS_SNAPSHOT_MADE"
+  PARAMS_SNAPSHOT_MADE=""
+  unset PARAMS_SNAPSHOT
+}
+
+# An entry point's snapshot, read once here.
+[[ -z "${PARAMS_SNAPSHOT:-}" ]] || _params_from_snapshot_file || true
 
 # set_block FILE [LINE...] : FILE with the calling script's block (between its BEGIN_MARK and END_MARK lines) holding
 # LINEs, none: block removed; the file keeps its mode (644 when new). Returns 1 if the file did not change.
@@ -226,6 +323,7 @@ _finish_log() {
     log "FAILED with exit code $rc, see the lines above"
     [[ -z "${FAILED_STEP:-}" ]] || log "STEP-FAILED $FAILED_STEP rc=$rc"
   fi
+  drop_params_snapshot
   exec >&- 2>&-
   wait "$TEE_PID" || true
   if ((rc != 0)); then

@@ -177,35 +177,99 @@ def controller_role(resource_config, params, addresses):
     return role, f"instance {mine.get('InstanceName')} of {len(instances)}; {first} is the primary"
 
 
+def get_output(params, keys):
+    """What `get PARAMS KEY...` prints: each KEY's scalar, one a line ("" for null or missing)."""
+    values = [scalar(lookup(params, key)) for key in keys]
+    if len(values) > 1:  # one value a line: a value with a line break would shift the others
+        for key, value in zip(keys, values):
+            if "\n" in value or "\r" in value:
+                raise ParamsError(f"{key}: the value has a line break; read it on its own")
+    return "\n".join(values) + "\n"
+
+
+# The commands that print lines, as generators of lines: the command writes each as it comes (a malformed entry fails
+# after the lines before it, as it always has), the snapshot joins them.
+def users_lines(params):
+    for u in params.get("users") or []:
+        yield f"{u['name']}\t{u['uid']}\t{u['gid']}\t{scalar(bool(u.get('sudo')))}\n"
+
+
+def list_lines(params, key):
+    items = lookup(params, key)
+    if not isinstance(items, (list, type(None))):
+        raise ParamsError(f"{key} is not a list")
+    for item in items or []:
+        yield scalar(item) + "\n"
+
+
+def artifacts_lines(params, section="container_runtime"):
+    for a in (params.get(section) or {}).get("artifacts") or []:
+        yield f"{a['name']}\t{a['s3_uri']}\t{a['sha256']}\n"
+
+
+SNAPSHOT_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def snapshot(params):
+    """Every answer `get`, `list`, `users` and `artifacts` would give for `params`, for lib/common.sh to keep in memory
+    (one Python start for all of a script's reads): NUL-separated pairs, the question then what the command prints.
+    The questions: `get KEY` and `list KEY` for every KEY path through objects whose command succeeds, `path KEY` for
+    every such path (a KEY that is none answers as a missing one: "" and nothing), `users`, and `artifacts SECTION`
+    for every top-level key. A question whose command fails has no answer: the shell asks params.py, which fails as
+    before. A file with a key the shell cannot hold safely (not [A-Za-z0-9_-]) gets no snapshot (empty output)."""
+    answers = {}
+
+    def ask(question, command, *args):
+        try:
+            answer = command(*args)
+            answer = answer if isinstance(answer, str) else "".join(answer)
+        except (ParamsError, KeyError, TypeError, AttributeError):  # what the command meets in a file: its own to say
+            return
+        answers[question] = answer
+
+    def walk(node, prefix):
+        for key, value in node.items():
+            if not SNAPSHOT_KEY.fullmatch(key):
+                raise ParamsError(f"key {key!r}")
+            path = prefix + key
+            answers["path " + path] = ""
+            ask("get " + path, get_output, params, [path])
+            ask("list " + path, list_lines, params, path)
+            if isinstance(value, dict):
+                walk(value, path + ".")
+
+    if isinstance(params, dict):
+        try:
+            walk(params, "")
+        except ParamsError:
+            return ""
+        for section in params:
+            ask("artifacts " + section, artifacts_lines, params, section)
+    ask("users", users_lines, params)
+    return "".join(f"{q}\0{a}\0" for q, a in answers.items() if "\0" not in a)
+
+
 def main(argv):
     command, args = argv[1], argv[2:]
-    if command == "validate":
-        validate(load(args[0]))
-    elif command == "get":  # get PARAMS KEY...: each KEY's scalar, one a line ("" for null or missing)
+    if command == "validate":  # validate PARAMS [--snapshot]: nothing, or (valid) the snapshot
         params = load(args[0])
-        values = [scalar(lookup(params, key)) for key in args[1:]]
-        if len(values) > 1:  # one value a line: a value with a line break would shift the others
-            for key, value in zip(args[1:], values):
-                if "\n" in value or "\r" in value:
-                    raise ParamsError(f"{key}: the value has a line break; read it on its own")
-        print("\n".join(values))
+        validate(params)
+        if args[1:] == ["--snapshot"]:
+            sys.stdout.write(snapshot(params))
+    elif command == "snapshot":  # snapshot PARAMS: see snapshot()
+        sys.stdout.write(snapshot(load(args[0])))
+    elif command == "get":  # get PARAMS KEY...
+        sys.stdout.write(get_output(load(args[0]), args[1:]))
     elif command == "node-type":
         print("\t".join(node_type(load(args[0]), load(args[1]), args[2:])))
     elif command == "controller-role":  # controller-role RESOURCE_CONFIG PARAMS ADDRESS...: primary|backup, why
         print("\t".join(controller_role(load(args[0]), load(args[1]), args[2:])))
     elif command == "users":
-        for u in load(args[0]).get("users") or []:
-            print(f"{u['name']}\t{u['uid']}\t{u['gid']}\t{scalar(bool(u.get('sudo')))}")
+        sys.stdout.writelines(users_lines(load(args[0])))
     elif command == "list":  # list PARAMS KEY: KEY's list of scalars, one a line (nothing when KEY is absent)
-        items = lookup(load(args[0]), args[1])
-        if not isinstance(items, (list, type(None))):
-            raise ParamsError(f"{args[1]} is not a list")
-        for item in items or []:
-            print(scalar(item))
+        sys.stdout.writelines(list_lines(load(args[0]), args[1]))
     elif command == "artifacts":  # artifacts PARAMS [SECTION]: container_runtime (default), node_metrics, ...
-        section = load(args[0]).get(args[1] if len(args) > 1 else "container_runtime") or {}
-        for a in section.get("artifacts") or []:
-            print(f"{a['name']}\t{a['s3_uri']}\t{a['sha256']}")
+        sys.stdout.writelines(artifacts_lines(load(args[0]), *args[1:2]))
     else:
         raise ParamsError(f"unknown command {command!r}")
 
