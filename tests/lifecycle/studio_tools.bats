@@ -105,6 +105,15 @@ write_sums() {
   (cd "$1" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | sort | xargs sha256sum >SHA256SUMS)
 }
 
+# refused_before_a_venv MESSAGE : the space's LCC fails naming MESSAGE, having made no hyp venv and installed no hyp.
+refused_before_a_venv() {
+  run as_user bash "$LCC"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"$1"* ]]
+  [ -z "$(find "$H/.studio-tools" -maxdepth 1 -name 'hyp-*')" ]
+  [ ! -e "$H/.local/bin/hyp" ]
+}
+
 setup() {
   # Outside bats' own temp dirs, which only root may traverse: the space's user reads the bundle.
   T="$(mktemp -d /tmp/studio-tools-bats.XXXXXX)"
@@ -176,7 +185,7 @@ with zipfile.ZipFile(src) as a, zipfile.ZipFile(dst, 'w') as b:
     for n in a.namelist():
         b.writestr(n, a.read(n).replace(b'stand-in', b'swapped!'))
 " "$T"/sagemaker_hyperpod-0.0.1-py3-none-any.whl "$BUNDLE"/hyp/wheels/sagemaker_hyperpod-0.0.1-py3-none-any.whl
-  (cd "$BUNDLE" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | sort | xargs sha256sum >SHA256SUMS)
+  write_sums "$BUNDLE"
   run as_user bash "$LCC"
   [ "$status" -eq 1 ]
   [[ "$output" == *"DO NOT MATCH THE HASHES"* ]]
@@ -187,21 +196,13 @@ with zipfile.ZipFile(src) as a, zipfile.ZipFile(dst, 'w') as b:
 @test "a bundle without the pip wheel its requirements pin is refused before a venv is made" {
   rm "$BUNDLE/hyp/wheels/$(basename "$PIP_WHEEL")"
   write_sums "$BUNDLE"
-  run as_user bash "$LCC"
-  [ "$status" -eq 1 ]
-  [[ "$output" == *"the bundle has no single pip-$PIP_VERSION wheel in hyp/wheels, which requirements-$TAG.txt pins; installing nothing"* ]]
-  [ -z "$(find "$H/.studio-tools" -maxdepth 1 -name 'hyp-*')" ]
-  [ ! -e "$H/.local/bin/hyp" ]
+  refused_before_a_venv "the bundle has no single pip-$PIP_VERSION wheel in hyp/wheels, which requirements-$TAG.txt pins; installing nothing"
 }
 
 @test "requirements that pin no pip are refused: the image's pip never installs" {
   sed -i '/^pip==/d' "$BUNDLE/hyp/requirements-$TAG.txt"
   write_sums "$BUNDLE"
-  run as_user bash "$LCC"
-  [ "$status" -eq 1 ]
-  [[ "$output" == *"requirements-$TAG.txt pins pip 0 times, not once"* ]]
-  [ -z "$(find "$H/.studio-tools" -maxdepth 1 -name 'hyp-*')" ]
-  [ ! -e "$H/.local/bin/hyp" ]
+  refused_before_a_venv "requirements-$TAG.txt pins pip 0 times, not once"
 }
 
 @test "a pip wheel swapped for another is refused before it runs" {
@@ -215,7 +216,7 @@ with zipfile.ZipFile(src) as a, zipfile.ZipFile(dst, 'w') as b:
 
 @test "a Python the bundle has no wheels for is named with the ones it has" {
   mv "$BUNDLE/hyp/requirements-$TAG.txt" "$BUNDLE/hyp/requirements-cp39.txt"
-  (cd "$BUNDLE" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | sort | xargs sha256sum >SHA256SUMS)
+  write_sums "$BUNDLE"
   run as_user bash "$LCC"
   [ "$status" -eq 1 ]
   [[ "$output" == *"the bundle has no hyp wheels for $TAG ($PYTHON); it has them for: cp39"* ]]
