@@ -105,13 +105,18 @@ _params_from_snapshot_file() {
   _params_keep "${records[@]:1}"
 }
 
+# _params_in_memory : PARAMS_ANSWER holds PARAMS_FILE's answers, read now from the entry point's snapshot if need be.
+_params_in_memory() {
+  [[ -n "$PARAMS_SNAPSHOT_OF" && "$PARAMS_SNAPSHOT_OF" == "$PARAMS_FILE" ]] || _params_from_snapshot_file
+}
+
 # _params_lookup COMMAND [ARG] : PARAMS_REPLY set to what `params.py COMMAND PARAMS_FILE [ARG]` prints, from memory;
 # returns 1 when memory cannot say. A key the file does not have (no `path KEY`) answers as a missing one does: get
 # prints an empty line, list and artifacts nothing.
 _params_lookup() {
   local question="$1${2+ $2}"
   PARAMS_REPLY=""
-  [[ -n "$PARAMS_SNAPSHOT_OF" && "$PARAMS_SNAPSHOT_OF" == "$PARAMS_FILE" ]] || _params_from_snapshot_file || return 1
+  _params_in_memory || return 1
   if [[ -n "${PARAMS_ANSWER[$question]+set}" ]]; then
     PARAMS_REPLY="${PARAMS_ANSWER[$question]}"
   elif [[ $# -eq 2 && -z "${PARAMS_ANSWER["path $2"]+set}" ]]; then
@@ -136,7 +141,7 @@ param() {
 # file; one of several KEYs whose value has a line break: read such a key with `param` alone).
 params() {
   local records=() key
-  if [[ "$PARAMS_SNAPSHOT_OF" != "$PARAMS_FILE" || -z "$PARAMS_SNAPSHOT_OF" ]] && ! _params_from_snapshot_file; then
+  if ! _params_in_memory; then
     mapfile -d '' -t records < <(lib_py params.py snapshot "$PARAMS_FILE")
     wait "$!" || return
     _params_keep "${records[@]}"
