@@ -57,10 +57,10 @@ def test_a_hung_run_fails_in_bounded_time_with_the_stacks_of_its_workers_in_thei
         assert Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
-# What the run's processes import (torchrun's agent and its rendezvous; the ranks: DDP, DCP, torch._dynamo, which
-# torch imports on a rank's first step, MLflow with what a run's start imports, gitpython and the file store; the
-# reader), imported once by the warm server its processes fork from. Not torch.distributed.run, which torchrun runs as
-# __main__, nor hyperpod_elastic_agent: importing it takes SIGUSR1 and replaces torch.distributed.elastic's loggers.
+# What the run's processes import (torchrun's agent and its rendezvous; the ranks: DDP, DCP and torch._dynamo, which
+# torch imports on a rank's first step, ~1 s of CPU; MLflow; the reader), imported once by the warm server its
+# processes fork from. Not torch.distributed.run, which torchrun runs as __main__, nor hyperpod_elastic_agent:
+# importing it takes SIGUSR1 and replaces torch.distributed.elastic's loggers.
 WARM_MODULES = [
     "torch",
     "torch._dynamo",
@@ -68,14 +68,10 @@ WARM_MODULES = [
     "torch.distributed.elastic.rendezvous.c10d_rendezvous_backend",
     "torch.distributed.elastic.rendezvous.dynamic_rendezvous",
     "torch.distributed.checkpoint",
-    "torch.distributed.checkpoint._fsspec_filesystem",
     "torch.distributed.checkpoint.state_dict",
     "torch.nn.parallel",
     "mlflow",
     "mlflow.tracking",
-    "mlflow.store.tracking.file_store",
-    "mlflow.tracing.processor.base_mlflow",
-    "git",
 ]
 
 
