@@ -57,14 +57,13 @@ def test_a_hung_run_fails_in_bounded_time_with_the_stacks_of_its_workers_in_thei
         assert Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
-# What the run's processes import (torchrun's agent and its rendezvous; the ranks: DDP, DCP and torch._dynamo, which
-# torch imports on a rank's first step, ~1 s of CPU; MLflow; the reader), imported once by the warm server its
-# processes fork from. Not torch.distributed.run, which torchrun runs as __main__, nor hyperpod_elastic_agent:
-# importing it takes SIGUSR1 and replaces torch.distributed.elastic's loggers.
+# What the run's processes import (torchrun's agent; the ranks: DDP, DCP and torch._dynamo, which torch imports on a
+# rank's first step, ~1 s of CPU; MLflow; the reader), imported once by the warm server its processes fork from. Not
+# hyperpod_elastic_agent: importing it takes SIGUSR1 and replaces torch.distributed.elastic's loggers.
 WARM_MODULES = [
     "torch",
     "torch._dynamo",
-    "torch.distributed.launcher.api",
+    "torch.distributed.run",
     "torch.distributed.elastic.rendezvous.c10d_rendezvous_backend",
     "torch.distributed.elastic.rendezvous.dynamic_rendezvous",
     "torch.distributed.checkpoint",
@@ -80,8 +79,8 @@ def test_train_elastic_logs_one_mlflow_run_across_a_resize(tmp_path):
     1 process resumes at step 4 and finishes 6. A local MLflow file store stands in for the tracking server: one run,
     `loss` and `world_size` at every step, the resumed half in the same run (its id kept in meta.json).
 
-    `python -m torch.distributed.run` (torchrun) and the `python -u train_elastic.py` its agent starts for each rank
-    (PYTHON_EXEC, torchrun's own setting) are processes forked from one that imported torch and MLflow once
+    The venv's `torchrun` script and the `python -u train_elastic.py` its agent starts for each rank (PYTHON_EXEC,
+    torchrun's own setting) are processes forked from one that imported torch and MLflow once
     (tests/support/warm_python.py): each runs as a started interpreter would and ends as it does, train_elastic.py's
     `__main__` exit included; those imports were ~3-5 s of CPU a process."""
     python = ROOT / ".venv-train" / "bin" / "python"
@@ -101,8 +100,7 @@ def test_train_elastic_logs_one_mlflow_run_across_a_resize(tmp_path):
             result = run_or_dump_stacks(
                 [
                     str(server.command),
-                    "-m",
-                    "torch.distributed.run",
+                    str(python.parent / "torchrun"),
                     "--standalone",
                     f"--nproc-per-node={processes}",
                     str(ROOT / "examples" / "train_elastic.py"),

@@ -29,6 +29,12 @@ CASES = {
     # os._exit skips the flush: a buffered print is lost, an unbuffered one (-u) is not
     "os_exit": ("import os; print('printed'); os._exit(4)\n", []),
     "signal": ("import os, signal; print('dying'); os.kill(os.getpid(), signal.SIGKILL)\n", []),
+    # the server filled inspect's table of module files: a call's frames still resolve to the modules they are in
+    "inspect": (
+        "import inspect, json\ndef where():\n    return [(f.function, inspect.getmodule(f.frame).__name__, f.code_context)"
+        " for f in inspect.stack() if f.filename == __file__]\nprint(where(), inspect.getmodule(json.dumps).__name__)\n",
+        [],
+    ),
     "threads": (
         "import threading, time; threading.Thread(target=lambda: (time.sleep(0.2), print('joined'))).start()\n",
         [],

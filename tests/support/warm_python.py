@@ -105,11 +105,16 @@ def serve(name: str, modules: list[str]) -> tuple[bool, str, str, list[str]]:
     it is to run (the `__main__` block runs it, so that it ends as a started interpreter does)."""
     import gc
     import importlib
+    import inspect
     import selectors
 
     gc.disable()
     for module in modules:
         importlib.import_module(module)
+    # inspect's table of module files, which it completes on first use with a realpath of every module's file not
+    # yet in it (~0.5 s of CPU for the ~3,000 modules of torch and MLflow): filled here once, not in every call that
+    # asks inspect.stack() (torch's rendezvous does, for each event it records).
+    inspect.getmodule(None, "")
     gc.freeze()
     gc.enable()
     if len(os.listdir("/proc/self/task")) != 1:  # a thread here would be copied mid-flight into every fork
