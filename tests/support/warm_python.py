@@ -42,6 +42,7 @@ FORWARDED = (
     signal.SIGUSR1,
     signal.SIGUSR2,
 )
+READY_TIMEOUT = 300  # seconds a server may take to import its modules (~5 s of CPU for torch and MLflow)
 MAX_REQUEST = 1 << 20  # bytes of arguments and environment one call sends (ARG_MAX is 2 MB)
 
 
@@ -211,6 +212,10 @@ def warm(python: Path, modules: list[str], directory: Path, env: dict[str, str])
         [str(python), __file__, "--serve", name, *modules], stdout=subprocess.PIPE, text=True, cwd=directory, env=env
     )
     try:
+        import select
+
+        if not select.select([server.stdout], [], [], READY_TIMEOUT)[0]:
+            raise RuntimeError(f"the warm python server was not ready within {READY_TIMEOUT} s (importing {modules})")
         if server.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the warm python server ended with {server.wait()} before it was ready")
         command = directory / "python"
