@@ -130,3 +130,14 @@ def test_a_hung_call_fails_in_bounded_time_with_its_stacks(server):
             also_under=(server.pid,),
         )
     assert "did not end within 3 s" in str(failed.value) and "in waiting_forever" in str(failed.value)
+
+
+def test_a_server_that_is_not_ready_in_time_fails_the_test(tmp_path, monkeypatch):
+    import support.warm_python
+
+    (tmp_path / "slow_to_import.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setattr(support.warm_python, "READY_TIMEOUT", 1)
+    env = os.environ | {"PYTHONPATH": str(tmp_path)}
+    with pytest.raises(RuntimeError, match=r"not ready within 1 s \(importing \['slow_to_import'\]\)"):
+        with warm(Path(sys.executable), ["slow_to_import"], tmp_path, env):
+            pass
