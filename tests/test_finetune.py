@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -36,17 +35,6 @@ def _venv() -> Path:
     if not (TRAIN_VENV / ".installed").is_file():
         pytest.fail("the training venv is missing: run `make train-venv` (make test builds it)")
     return PYTHON
-
-
-def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
-    env = (
-        os.environ
-        | {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-        | kwargs.pop("env", {})
-    )
-    result = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, timeout=300, **kwargs)
-    assert result.returncode == 0, f"{cmd}\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
-    return result
 
 
 def tiny_args(tmp: Path) -> Path:
@@ -92,7 +80,9 @@ def workflow(tmp_path_factory):
     python = _venv()
     tmp = tmp_path_factory.mktemp("finetune")
     request = tmp / "request.json"
-    request.write_text(json.dumps({"tmp": str(tmp), "args": str(tiny_args(tmp)), "fixture": str(FIXTURE)}))
+    request.write_text(
+        json.dumps({"tmp": str(tmp), "args": str(tiny_args(tmp)), "fixture": str(FIXTURE), "rouge_cases": ROUGE_INPUTS})
+    )
     env = os.environ | {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     # This process's hash seed; the forkserver's is 1: the two preparations differ in it.
     env["PYTHONHASHSEED"] = "2"
@@ -255,16 +245,14 @@ ROUGE_CASES = [
 ]
 
 
-def test_rouge_matches_its_definitions():
-    code = (
-        "import json, sys; sys.path.insert(0, sys.argv[1]); import evaluate; "
-        "cases = json.loads(sys.argv[2]); "
-        "print(json.dumps([evaluate.rouge(*case) for case in cases]))"
-    )
-    cases = [([p], [r]) for p, r, _ in ROUGE_CASES]
-    averaged = (["the cat sat", "dogs bark loudly"], ["the cat sat", "the cat sat"])
-    out = run([_venv(), "-c", code, FINETUNE, json.dumps([*cases, averaged])])
-    *scores, mean = json.loads(out.stdout)
+# Each case's prediction and reference as evaluate.rouge takes them, then two predictions scored 1 and 0: their mean.
+ROUGE_INPUTS = [*[([p], [r]) for p, r, _ in ROUGE_CASES], (["the cat sat", "dogs bark loudly"], ["the cat sat"] * 2)]
+
+
+def test_rouge_matches_its_definitions(workflow):
+    """evaluate.rouge over ROUGE_INPUTS, in a process forked by the workflow (what a process of the training venv
+    imports for it, it has)."""
+    *scores, mean = workflow["rouge_of_cases"]
     for (prediction, reference, expected), got in zip(ROUGE_CASES, scores, strict=True):
         assert got == pytest.approx(expected), (prediction, reference)
     assert mean["rouge1"] == pytest.approx(0.5)  # the mean of 1 and 0

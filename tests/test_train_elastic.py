@@ -15,6 +15,7 @@ import pytest
 from support.paths import ROOT
 from support.modules import load_module
 from support.process_tree import run_or_dump_stacks
+from support.warm_python import warm
 
 train_elastic = load_module(ROOT / "examples" / "train_elastic.py")
 
@@ -56,10 +57,32 @@ def test_a_hung_run_fails_in_bounded_time_with_the_stacks_of_its_workers_in_thei
         assert Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
+# What the run's processes import (torchrun's agent; the ranks: DDP, DCP and torch._dynamo, which torch imports on a
+# rank's first step, ~1 s of CPU; MLflow; the reader), imported once by the warm server its processes fork from. Not
+# hyperpod_elastic_agent: importing it takes SIGUSR1 and replaces torch.distributed.elastic's loggers.
+WARM_MODULES = [
+    "torch",
+    "torch._dynamo",
+    "torch.distributed.run",
+    "torch.distributed.elastic.rendezvous.c10d_rendezvous_backend",
+    "torch.distributed.elastic.rendezvous.dynamic_rendezvous",
+    "torch.distributed.checkpoint",
+    "torch.distributed.checkpoint.state_dict",
+    "torch.nn.parallel",
+    "mlflow",
+    "mlflow.tracking",
+]
+
+
 def test_train_elastic_logs_one_mlflow_run_across_a_resize(tmp_path):
     """The example job for real on the CPU (gloo) in the training venv: 2 processes train 4 steps and checkpoint, then
     1 process resumes at step 4 and finishes 6. A local MLflow file store stands in for the tracking server: one run,
-    `loss` and `world_size` at every step, the resumed half in the same run (its id kept in meta.json)."""
+    `loss` and `world_size` at every step, the resumed half in the same run (its id kept in meta.json).
+
+    The venv's `torchrun` script and the `python -u train_elastic.py` its agent starts for each rank (PYTHON_EXEC,
+    torchrun's own setting) are processes forked from one that imported torch and MLflow once
+    (tests/support/warm_python.py): each runs as a started interpreter would and ends as it does, train_elastic.py's
+    `__main__` exit included; those imports were ~3-5 s of CPU a process."""
     python = ROOT / ".venv-train" / "bin" / "python"
     if not (ROOT / ".venv-train" / ".installed").is_file():
         pytest.fail("the training venv is missing: run `make train-venv` (make test builds it)")
@@ -70,41 +93,43 @@ def test_train_elastic_logs_one_mlflow_run_across_a_resize(tmp_path):
         "MLFLOW_EXPERIMENT_NAME": "research-elastic",
         "OMP_NUM_THREADS": "1",
     }
+    with warm(python, WARM_MODULES, tmp_path, env) as server:
+        env["PYTHON_EXEC"] = str(server.command)
 
-    def torchrun(processes: int, steps: int) -> None:
-        result = run_or_dump_stacks(
-            [
-                str(python),
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                f"--nproc-per-node={processes}",
-                str(ROOT / "examples" / "train_elastic.py"),
-                "--checkpoint-dir",
-                str(ckpt),
-                "--global-batch-size",
-                "4",
-                "--steps",
-                str(steps),
-                "--checkpoint-every",
-                "2",
-                "--features",
-                "4",
-            ],
+        def torchrun(processes: int, steps: int) -> None:
+            result = run_or_dump_stacks(
+                [
+                    str(server.command),
+                    str(python.parent / "torchrun"),
+                    "--standalone",
+                    f"--nproc-per-node={processes}",
+                    str(ROOT / "examples" / "train_elastic.py"),
+                    "--checkpoint-dir",
+                    str(ckpt),
+                    "--global-batch-size",
+                    "4",
+                    "--steps",
+                    str(steps),
+                    "--checkpoint-every",
+                    "2",
+                    "--features",
+                    "4",
+                ],
+                env=env,
+                timeout=180,
+                also_under=(server.pid,),
+            )
+            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+
+        torchrun(2, 4)
+        torchrun(1, 6)
+        read = subprocess.run(
+            [str(server.command), str(ROOT / "tests" / "finetune" / "read_mlflow.py"), mlruns.as_uri()],
             env=env,
-            timeout=180,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
-
-    torchrun(2, 4)
-    torchrun(1, 6)
-    read = subprocess.run(
-        [str(python), str(ROOT / "tests" / "finetune" / "read_mlflow.py"), mlruns.as_uri()],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
     assert read.returncode == 0, read.stderr[-3000:]
     (run,) = json.loads(read.stdout)["runs"]
     assert run["status"] == "FINISHED"

@@ -64,3 +64,13 @@ def rouge_of_predictions(predictions: str, output: str) -> None:
     scores = evaluate.rouge([r["finetuned"] for r in rows], [r["reference"] for r in rows])
     _output_to(Path(output))
     print(json.dumps(scores))
+
+
+def rouge_of_cases(cases: list[list[list[str]]], output: str) -> None:
+    """evaluate.rouge of each (predictions, references) case."""
+    sys.path.insert(0, str(FINETUNE))
+    import evaluate
+
+    scores = [evaluate.rouge(predictions, references) for predictions, references in cases]
+    _output_to(Path(output))
+    print(json.dumps(scores))

@@ -1,6 +1,6 @@
 """examples/finetune's workflow for tests/test_finetune.py, driven from one process of the training venv: the tiny
 model, data preparation, the elastic run through two resizes, an uninterrupted reference, the evaluation, what MLflow
-holds, and the preparation once more.
+holds, ROUGE of test_finetune.py's cases, and the preparation once more.
 
 A start of the training venv costs ~9 s of CPU importing torch, transformers, peft and MLflow (docs/testing.md), and
 the workflow is ~20 processes. So each step runs in a process of its own forked from one forkserver that has
@@ -9,7 +9,7 @@ through its Python API with torchrun --standalone's rendezvous (a c10d store on 
 method, and each rank runs train.main. The second preparation runs in this process, not forked: another hash seed
 than the forkserver's.
 
-Usage: python workflow.py REQUEST.json     (keys: tmp, args, fixture; prints the result as JSON)
+Usage: python workflow.py REQUEST.json     (keys: tmp, args, fixture, rouge_cases; prints the result as JSON)
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def _steps(progress: Path) -> int:
 
 
 class Workflow:
-    def __init__(self, tmp: Path, args: Path, fixture: Path):
-        self.tmp, self.args, self.fixture = tmp, args, fixture
+    def __init__(self, tmp: Path, args: Path, fixture: Path, rouge_cases: list):
+        self.tmp, self.args, self.fixture, self.rouge_cases = tmp, args, fixture, rouge_cases
         self.work, self.ckpt, self.reference = tmp / "work", tmp / "checkpoints", tmp / "reference"
         self.logs = tmp / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -134,6 +134,7 @@ class Workflow:
         result["mlflow"] = json.loads(self.script("read_mlflow", HERE / "read_mlflow.py", uri, env=self.mlflow_env))
         predictions = self.work / "eval" / "predictions.jsonl"
         result["recomputed_rouge"] = json.loads(self.fork("rouge", forked_steps.rouge_of_predictions, str(predictions)))
+        result["rouge_of_cases"] = json.loads(self.fork("rouge-cases", forked_steps.rouge_of_cases, self.rouge_cases))
         result["prepared_again"] = self.prepare_again()
         return result
 
@@ -166,7 +167,7 @@ def main(request: Path) -> None:
     gc.freeze()
     gc.enable()
     spec = json.loads(request.read_text())
-    workflow = Workflow(Path(spec["tmp"]), Path(spec["args"]), Path(spec["fixture"]))
+    workflow = Workflow(Path(spec["tmp"]), Path(spec["args"]), Path(spec["fixture"]), spec["rouge_cases"])
     try:
         print(json.dumps(workflow.run()))
     finally:

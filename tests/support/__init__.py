@@ -21,7 +21,8 @@
 - modules: a module loaded from a file that is not on the path.
 - job_crd: the HyperPodPyTorchJob CRD as the API server applies it; teams: two EKS teams for the admission tests;
   admission: a ValidatingAdmissionPolicy evaluated as the API server does.
-- process_tree: the processes under a process.
+- process_tree: the processes under a process; warm_python: a `python` whose processes fork from one that imported
+  torch and MLflow once.
 - day2_matrix: the day-2 change matrix (base configs, routine and never-in-place changes) and its cached synthesis.
 - price_list_answers: GetProducts answers for the price table's tests.
 

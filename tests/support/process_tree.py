@@ -26,9 +26,12 @@ def descendants(pid: int) -> list[int]:
     return below + [d for child in below for d in descendants(child)]
 
 
-def run_or_dump_stacks(cmd: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+def run_or_dump_stacks(
+    cmd: list[str], env: dict[str, str], timeout: float, also_under: tuple[int, ...] = ()
+) -> subprocess.CompletedProcess:
     """cmd to its end, or after `timeout` a failure showing where every Python process of it was: SIGABRT to it and
-    every process under it (torchrun starts each worker in a session of its own), whose Python processes
+    every process under it (torchrun starts each worker in a session of its own) and under the processes `also_under`
+    (a warm server whose children do cmd's work: tests/support/warm_python.py), whose Python processes
     (PYTHONFAULTHANDLER) print every thread's stack before they die."""
     proc = subprocess.Popen(
         cmd, env={**env, "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -37,6 +40,7 @@ def run_or_dump_stacks(cmd: list[str], env: dict[str, str], timeout: float) -> s
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         tree = [proc.pid, *descendants(proc.pid)]  # before any dies: orphans would no longer be found
+        tree += [pid for server in also_under for pid in descendants(server)]
         for sig in (signal.SIGABRT, signal.SIGKILL):
             for pid in tree:
                 with contextlib.suppress(ProcessLookupError):
