@@ -19,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+import aws_cdk as cdk
 import pytest
 
 from cli.template_replacements import compare, load_assembly
@@ -59,6 +60,9 @@ def test_a_day2_synthesis_writes_the_synth_variants_templates(synth, base):
         for name in ("acknowledge", "acknowledge_rules", "acknowledge_provider")
         if hasattr(module, name)
     )
+    # jsii checks the arguments again after it.
+    with pytest.raises(TypeError, match="amount"):
+        cdk.Duration.seconds("sixty")  # type: ignore[arg-type]
 
 
 def _acknowledgments(out_dir: Path) -> list[str]:
