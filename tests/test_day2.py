@@ -5,11 +5,11 @@ Routine changes must replace no stateful resource and no custom-named resource (
 cannot even perform) and delete nothing stateful. Changes that can never be in place must be visible in the
 templates (so the analysis is not blind) and refused by the day-2 rules before they reach CloudFormation.
 
-Synthesis is in-process without cdk-nag, the constructs' acknowledgments for it or aws-cdk-lib's template validation
-(the `synth` variants, the bases among them, have all three, and cfn-lint) and writes little but templates (`_TEMPLATES_ONLY`, `_NO_CONSTRUCT_METADATA`, no asset
-copies); each (base,
-change) is synthesized once per session, and the bases that are `synth` variants as they are (per_user, generated)
-are read from those (tests/support/day2_matrix.py holds the matrix).
+Synthesis is in-process without cdk-nag, the constructs' acknowledgments for it, aws-cdk-lib's template validation or
+jsii's run-time argument checks (the `synth` variants, the bases among them, have all four, and cfn-lint) and writes
+little but templates (`_TEMPLATES_ONLY`, `_NO_CONSTRUCT_METADATA`, no asset copies); each (base, change) is
+synthesized once per session, and the bases that are `synth` variants as they are (per_user, generated) are read
+from those (tests/support/day2_matrix.py holds the matrix).
 """
 
 from __future__ import annotations
@@ -44,11 +44,11 @@ def test_the_matrix_is_big_enough():
 @pytest.mark.parametrize("base", ["default", "eks"])
 def test_a_day2_synthesis_writes_the_synth_variants_templates(synth, base):
     """What the day-2 synthesis leaves out (cdk-nag and the constructs' acknowledgments for it, aws-cdk-lib's template
-    validation, asset copies, the construct tree, stack traces, the per-construct metadata: usage data, creation stack
-    traces, logical IDs) changes no template: on the bases with every kind of asset the platform ships (handler code,
-    the lifecycle scripts, the Studio tools zip; on EKS the kubectl layers and the chart) the templates are those of
-    the `synth` variant of the same config. So the bases that are variants as they are (SHARED_BASES: the same
-    constructs and assets) are read from the variants, not synthesized again."""
+    validation, jsii's argument checks, asset copies, the construct tree, stack traces, the per-construct metadata:
+    usage data, creation stack traces, logical IDs) changes no template: on the bases with every kind of asset the
+    platform ships (handler code, the lifecycle scripts, the Studio tools zip; on EKS the kubectl layers and the
+    chart) the templates are those of the `synth` variant of the same config. So the bases that are variants as
+    they are (SHARED_BASES: the same constructs and assets) are read from the variants, not synthesized again."""
     assert synth_change(base, None)[1] == load_assembly(synth(base).out_dir)
     # The acknowledgments were left out of the day-2 synthesis only (the variant's assembly holds them), and every
     # construct module has its own functions back for the syntheses that run cdk-nag after it in this process.

@@ -2,10 +2,11 @@
 make and the ones that can never be in place, and `synth_change(base, change)`, cached per process, which
 tests/test_replacement_guard.py reuses on the same worker (the `day2` xdist group).
 
-Synthesis is in-process without cdk-nag, the constructs' acknowledgments for it or aws-cdk-lib's template validation
-(the `synth` variants, the bases among them, have all three, and cfn-lint) and writes little but templates (`_TEMPLATES_ONLY`, no asset copies). None of that
-changes a template (test_day2.py proves it on the default and EKS bases), so the bases that are `synth` variants of
-their own (SHARED_BASES) are not synthesized again: `synth_base` reads the variant's templates.
+Synthesis is in-process without cdk-nag, the constructs' acknowledgments for it, aws-cdk-lib's template validation or
+jsii's run-time argument checks (the `synth` variants, the bases among them, have all four, and cfn-lint) and writes
+little but templates (`_TEMPLATES_ONLY`, no asset copies). None of that changes a template (test_day2.py proves it
+on the default and EKS bases), so the bases that are `synth` variants of their own (SHARED_BASES) are not
+synthesized again: `synth_base` reads the variant's templates.
 """
 
 from __future__ import annotations
