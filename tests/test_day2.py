@@ -5,23 +5,27 @@ Routine changes must replace no stateful resource and no custom-named resource (
 cannot even perform) and delete nothing stateful. Changes that can never be in place must be visible in the
 templates (so the analysis is not blind) and refused by the day-2 rules before they reach CloudFormation.
 
-Synthesis is in-process without cdk-nag or aws-cdk-lib's template validation (the `synth` variants, the bases among
-them, have both, and cfn-lint) and writes little but templates (`_TEMPLATES_ONLY`, `_NO_CONSTRUCT_METADATA`, no asset
-copies); each (base,
-change) is synthesized once per session, and the bases that are `synth` variants as they are (per_user, generated)
-are read from those (tests/support/day2_matrix.py holds the matrix).
+Synthesis is in-process without cdk-nag, the constructs' acknowledgments for it, aws-cdk-lib's template validation or
+jsii's run-time argument checks (the `synth` variants, the bases among them, have all four, and cfn-lint) and writes
+little but templates (`_TEMPLATES_ONLY`, `_NO_CONSTRUCT_METADATA`, no asset copies); each (base, change) is
+synthesized once per session, and the bases that are `synth` variants as they are (per_user, generated) are read
+from those (tests/support/day2_matrix.py holds the matrix).
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import sys
 from pathlib import Path
 
+import aws_cdk as cdk
 import pytest
 
 from cli.template_replacements import compare, load_assembly
 from platform_config import PlatformConfig
 from platform_config.day2 import check_day2, snapshot
+import constructs.nag_acknowledgments as nag
 from support.day2_matrix import NEVER_IN_PLACE, OUT_ROOT, ROUTINE, synth_base, synth_change
 
 # One worker runs the whole matrix: `synth_change` caches per process, and spread over two workers each base (default,
@@ -39,13 +43,44 @@ def test_the_matrix_is_big_enough():
 
 @pytest.mark.parametrize("base", ["default", "eks"])
 def test_a_day2_synthesis_writes_the_synth_variants_templates(synth, base):
-    """What the day-2 synthesis leaves out (cdk-nag, aws-cdk-lib's template validation, asset copies, the construct
-    tree, stack traces, the per-construct metadata: usage data, creation stack traces, logical IDs) changes no
-    template: on the bases with every kind of asset the platform ships (handler code,
-    the lifecycle scripts, the Studio tools zip; on EKS the kubectl layers and the chart) the templates are those of
-    the `synth` variant of the same config. So the bases that are variants as they are (SHARED_BASES: the same
-    constructs and assets) are read from the variants, not synthesized again."""
+    """What the day-2 synthesis leaves out (cdk-nag and the constructs' acknowledgments for it, aws-cdk-lib's template
+    validation, jsii's argument checks, asset copies, the construct tree, stack traces, the per-construct metadata:
+    usage data, creation stack traces, logical IDs) changes no template: on the bases with every kind of asset the
+    platform ships (handler code, the lifecycle scripts, the Studio tools zip; on EKS the kubectl layers and the
+    chart) the templates are those of the `synth` variant of the same config. So the bases that are variants as
+    they are (SHARED_BASES: the same constructs and assets) are read from the variants, not synthesized again."""
     assert synth_change(base, None)[1] == load_assembly(synth(base).out_dir)
+    # The acknowledgments were left out of the day-2 synthesis only (the variant's assembly holds them), and every
+    # construct module has its own functions back for the syntheses that run cdk-nag after it in this process.
+    assert _acknowledgments(synth(base).out_dir) and not _acknowledgments(_day2_out_dir(base))
+    assert all(
+        getattr(module, name) is getattr(nag, name)
+        for module in list(sys.modules.values())
+        if getattr(module, "__name__", "").startswith(("constructs.", "stacks."))
+        for name in ("acknowledge", "acknowledge_rules", "acknowledge_provider")
+        if hasattr(module, name)
+    )
+    # jsii checks the arguments again after it.
+    with pytest.raises(TypeError, match="amount"):
+        cdk.Duration.seconds("sixty")  # type: ignore[arg-type]
+
+
+def _acknowledgments(out_dir: Path) -> list[str]:
+    """The cdk-nag rules acknowledged in a cloud assembly's metadata (<stack>.metadata.json)."""
+    return [
+        rule
+        for file in out_dir.glob("*.metadata.json")
+        for entries in json.loads(file.read_text()).values()
+        for entry in entries
+        if entry["type"] == "aws:cdk:acknowledged-rules"
+        for rule in entry["data"]
+        if "AwsSolutions" in rule
+    ]
+
+
+def _day2_out_dir(base: str) -> Path:
+    (out_dir,) = Path(OUT_ROOT.name).glob(f"{base}-None-*")
+    return out_dir
 
 
 @pytest.mark.parametrize("base, change", ROUTINE_CASES, ids=[f"{b}-{c}" for b, c in ROUTINE_CASES])
@@ -132,11 +167,8 @@ def test_the_analysis_catches_a_custom_named_replacement():
 
 
 def test_stateful_stacks_have_termination_protection_and_the_snapshot():
-    import json
-
     synth_change("default", None)
-    (out_dir,) = Path(OUT_ROOT.name).glob("default-None-*")
-    manifest = json.loads((out_dir / "manifest.json").read_text())
+    manifest = json.loads((_day2_out_dir("default") / "manifest.json").read_text())
     protection = {
         name: artifact["properties"].get("terminationProtection", False)
         for name, artifact in manifest["artifacts"].items()

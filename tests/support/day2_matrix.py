@@ -2,16 +2,20 @@
 make and the ones that can never be in place, and `synth_change(base, change)`, cached per process, which
 tests/test_replacement_guard.py reuses on the same worker (the `day2` xdist group).
 
-Synthesis is in-process without cdk-nag or aws-cdk-lib's template validation (the `synth` variants, the bases among
-them, have both, and cfn-lint) and writes little but templates (`_TEMPLATES_ONLY`, no asset copies). None of that
-changes a template (test_day2.py proves it on the default and EKS bases), so the bases that are `synth` variants of
-their own (SHARED_BASES) are not synthesized again: `synth_base` reads the variant's templates.
+Synthesis is in-process without cdk-nag, the constructs' acknowledgments for it, aws-cdk-lib's template validation or
+jsii's run-time argument checks (the `synth` variants, the bases among them, have all four, and cfn-lint) and writes
+little but templates (`_TEMPLATES_ONLY`, no asset copies). None of that changes a template (test_day2.py proves it
+on the default and EKS bases), so the bases that are `synth` variants of their own (SHARED_BASES) are not
+synthesized again: `synth_base` reads the variant's templates.
 """
 
 from __future__ import annotations
 
 import copy
+import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -49,6 +53,68 @@ _NO_CONSTRUCT_METADATA = {
     "aws:cdk:disable-creation-stack-traces": True,
     "aws:cdk:disable-logicalId-metadata": True,
 }
+
+
+@contextmanager
+def _without_nag_acknowledgments() -> Iterator[None]:
+    """The constructs' cdk-nag acknowledgments (constructs/nag_acknowledgments.py) left out while a day-2 synthesis
+    builds its app. Their only reader is cdk-nag, which the matrix does not run (the `synth` variants run it, with
+    them): aws-cdk-lib records each acknowledged rule as metadata on its construct, with a stack trace, and walks the
+    construct's subtree for warnings of the same id, ~80 calls and ~380 jsii round trips per EKS synthesis, about a
+    fifth of its CPU. None of it reaches a template (test_day2.py proves it on the default and EKS bases).
+
+    Each of the three functions becomes a no-op in every project module that holds it (imported by name, or the
+    acknowledgments module itself, whose names a module first imported during the build binds), and is put back
+    wherever the no-op is afterwards."""
+    import constructs.nag_acknowledgments as nag
+
+    originals = [nag.acknowledge, nag.acknowledge_rules, nag.acknowledge_provider]
+    no_ops = [_acknowledge_nothing() for _ in originals]
+    _swap(dict(zip(originals, no_ops)))
+    try:
+        yield
+    finally:
+        _swap(dict(zip(no_ops, originals)))
+
+
+@contextmanager
+def _without_jsii_type_checks() -> Iterator[None]:
+    """jsii's run-time check of every argument the constructs pass to aws-cdk-lib against its Python annotation
+    (typeguard, `if __debug__` in each generated method) left out while a day-2 synthesis builds its app: ~7,000
+    checks per EKS synthesis, about a quarter of its Python CPU. They check the calls, not the templates, as
+    aws-cdk-lib's template validation checks the templates: mypy checks every call of constructs/ and stacks/
+    against the same annotations, and the `synth` variants and the construct tests build with the checks on. The
+    generated code reads jsii's resolved check at each call; it is a no-op here until the app is built."""
+    import jsii._type_checking as type_checking
+
+    checking = type_checking._resolve_check()
+    type_checking._resolved_check = _check_nothing
+    try:
+        yield
+    finally:
+        type_checking._resolved_check = checking
+
+
+def _check_nothing(**_arguments: object) -> None:
+    return None
+
+
+def _acknowledge_nothing() -> Callable[..., None]:
+    def acknowledge_nothing(*_args: object, **_kwargs: object) -> None:
+        return None
+
+    return acknowledge_nothing
+
+
+def _swap(replacements: dict[Callable[..., None], Callable[..., None]]) -> None:
+    """In every loaded module of constructs/ and stacks/, each name bound to a key (that very function) is bound to
+    its value."""
+    by_identity = {id(old): new for old, new in replacements.items()}
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith(("constructs.", "stacks.")):
+            for name, value in list(vars(module).items()):
+                if id(value) in by_identity:
+                    setattr(module, name, by_identity[id(value)])
 
 
 # Bases whose config a `synth` variant synthesizes as it is (the variant's name): synth_base reads that variant's
@@ -237,16 +303,17 @@ def synth_change(base: str, change: str | None) -> tuple[PlatformConfig, dict[st
     out_dir = Path(tempfile.mkdtemp(prefix=f"{base}-{change}-", dir=OUT_ROOT.name))
     context = {**cdk_json_context(stage_assets=False), **_NO_CONSTRUCT_METADATA}
     app = cdk.App(outdir=str(out_dir), context=context, **_TEMPLATES_ONLY)
-    if change == "bootstrap_script_content":
-        import constructs.studio_lifecycle_configs as lcc
+    with _without_nag_acknowledgments(), _without_jsii_type_checks():
+        if change == "bootstrap_script_content":
+            import constructs.studio_lifecycle_configs as lcc
 
-        original = lcc.BOOTSTRAP
-        lcc.BOOTSTRAP = original.replace("set -euo pipefail", "set -euo pipefail\numask 022")
-        try:
-            build_platform(app, config, allow_chart_stand_in=True)
-        finally:
-            lcc.BOOTSTRAP = original
-    else:
-        build_platform(app, config, allow_chart_stand_in=True)  # the EKS base uses the test stand-in chart
+            original = lcc.BOOTSTRAP
+            lcc.BOOTSTRAP = original.replace("set -euo pipefail", "set -euo pipefail\numask 022")
+            try:
+                build_platform(app, config, allow_chart_stand_in=True)
+            finally:
+                lcc.BOOTSTRAP = original
+        else:
+            build_platform(app, config, allow_chart_stand_in=True)  # the EKS base uses the test stand-in chart
     app.synth()
     return config, load_assembly(out_dir)
