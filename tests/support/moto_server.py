@@ -23,14 +23,14 @@ SERVER_SETTINGS = {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
 
 
 # moto's server without two of its costs that change no answer (a KMS key's private key made on first use, its
-# list of service modules read once: the module's docstring).
-LEAN_SERVER = Path(__file__).with_name("moto_lean.py")
+# list of service modules read once: moto_lean.py), with the three CloudFormation change-set behaviours of the real
+# service that moto lacks, patched in when CloudFormation is first asked (moto_cloudformation.py's docstring).
+SERVER = Path(__file__).with_name("moto_cloudformation.py")
 
 
 def moto_command(port: int, script: Path | None = None) -> list[str]:
-    """moto's server on 127.0.0.1:port (LEAN_SERVER); `script` runs instead (a harness that patches moto first,
-    e.g. support/moto_cloudformation.py)."""
-    return [sys.executable, str(script or LEAN_SERVER), "-H", "127.0.0.1", "-p", str(port)]
+    """moto's server on 127.0.0.1:port (SERVER); `script` runs instead (a harness that patches moto first)."""
+    return [sys.executable, str(script or SERVER), "-H", "127.0.0.1", "-p", str(port)]
 
 
 @contextmanager
