@@ -74,6 +74,28 @@ def reset(url: str) -> None:
     urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).close()
 
 
+# botocore's service models and endpoints (JSON files: endpoints.json is 1.2 MB, EC2's and SageMaker's models are
+# megabytes), read once per process instead of once per session: a session's loader keeps what it read, and a new
+# session makes a new loader. What the loader holds is botocore's installed data, the same for every session; each
+# session keeps its own events, credentials and clients.
+_MODELS: Any = None
+
+
+def session(**kwargs: Any):
+    """A real boto3 Session (boto3.session.Session(**kwargs)) whose botocore session reads botocore's data through
+    the process's one loader."""
+    global _MODELS
+    import boto3.session
+    import botocore.session
+    from botocore.loaders import create_loader
+
+    if _MODELS is None:
+        _MODELS = create_loader()
+    core = botocore.session.Session()
+    core.register_component("data_loader", _MODELS)
+    return boto3.session.Session(botocore_session=core, **kwargs)
+
+
 def client(url: str, service: str, region: str, **config: Any):
     """A real boto3 client of `service` at moto with test credentials, one attempt per call (a failure shows at
     once); `config` adds botocore Config keys (e.g. read_timeout)."""
