@@ -58,8 +58,9 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 @pytest.fixture(scope="session")
 def moto_endpoint():
     """A moto server for the process (one per xdist worker, started when a test first asks for it; ~2.5 s of CPU with
-    the first use of its services): every test that uses it empties it first with support.moto_server.reset. Session
-    scope does not tie its users to one worker (conftest's docstring), so they spread like any test."""
+    the first use of its services; CloudFormation with the change-set behaviours of support/moto_cloudformation.py):
+    every test that uses it empties it first with support.moto_server.reset. Session scope does not tie its users to
+    one worker (conftest's docstring), so they spread like any test."""
     from support.moto_server import moto_server
 
     with moto_server() as url:

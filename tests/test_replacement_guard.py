@@ -5,10 +5,10 @@ replacements, so for those the CloudFormation client is a real one under botocor
 request and response against that model).
 
 The whole flow (first deployment, an allowed update, a refused one, a failed execution, the plan, diff): the guard
-runs the pinned CDK CLI (node_modules/.bin/cdk, the real binary) and boto3 against a moto server on loopback
-(AWS_ENDPOINT_URL), with the three change-set behaviours moto 5.2.5 lacks patched in by the harness
-(tests/moto_cloudformation.py: change sets by stack and name, ChangeSetNotFound, a failed execution that rolls the
-stack back). The assemblies are small hand-written ones (S3 buckets, SQS queues, an IAM role: what moto's
+runs the pinned CDK CLI (node_modules/.bin/cdk, the real binary) and boto3 against the worker's moto server on
+loopback (AWS_ENDPOINT_URL), with the three change-set behaviours moto 5.2.5 lacks patched in by the harness
+(tests/support/moto_cloudformation.py: change sets by stack and name, ChangeSetNotFound, a failed execution that rolls
+the stack back). The assemblies are small hand-written ones (S3 buckets, SQS queues, an IAM role: what moto's
 CloudFormation creates), shaped like the platform's: a storage stack with the create-only snapshot, a Studio stack
 with a parameter, stacks that depend on others and one that does not."""
 
@@ -24,7 +24,7 @@ import pytest
 from botocore.stub import Stubber
 
 from support.day2_matrix import synth_change
-from support.moto_server import moto_server
+from support.moto_server import reset, session
 from support.paths import ROOT
 from cli import replacement_guard as guard
 from cli.template_replacements import compare, iam_widening, load_assembly
@@ -271,15 +271,15 @@ def test_every_template_parameter_is_passed_with_the_config_value(synth, tmp_pat
 # --- the whole flow against moto, through the real CDK CLI -------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cloudformation_endpoint():
-    with moto_server(ROOT / "tests" / "support" / "moto_cloudformation.py") as url:
-        yield url
-
-
 @pytest.fixture
-def aws(cloudformation_endpoint, monkeypatch):
-    """Fake credentials and AWS_ENDPOINT_URL for the guard's boto3 clients and for the CDK CLI it starts."""
+def aws(moto_endpoint, monkeypatch):
+    """The worker's moto server (tests/conftest.py; its CloudFormation has the change-set behaviours of
+    support/moto_cloudformation.py), emptied; fake credentials and AWS_ENDPOINT_URL for the guard's boto3 clients
+    and for the CDK CLI it starts."""
+    reset(moto_endpoint)
+    # The guard's Clients make a boto3 Session per run (per process in use); here each reads botocore's data through
+    # the process's one loader instead of parsing endpoints.json and the models again (~80 ms of CPU a run).
+    monkeypatch.setattr(boto3, "Session", session)
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_PROFILE"):
         monkeypatch.delenv(name, raising=False)
     for name, value in {
@@ -287,13 +287,13 @@ def aws(cloudformation_endpoint, monkeypatch):
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_REGION": "us-west-2",
         "AWS_DEFAULT_REGION": "us-west-2",
-        "AWS_ENDPOINT_URL": cloudformation_endpoint,
+        "AWS_ENDPOINT_URL": moto_endpoint,
         "AWS_CONFIG_FILE": "/dev/null",
         "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
         "CDK_DISABLE_CLI_TELEMETRY": "true",
     }.items():
         monkeypatch.setenv(name, value)
-    return lambda service: boto3.client(service, region_name="us-west-2", endpoint_url=cloudformation_endpoint)
+    return lambda service: boto3.client(service, region_name="us-west-2", endpoint_url=moto_endpoint)
 
 
 def _snapshot():

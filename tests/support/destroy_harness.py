@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import botocore.session
 from botocore.awsrequest import AWSResponse
-from botocore.loaders import create_loader
 from botocore.validate import validate_parameters
 
 import cli.destroy as destroy
-from support.moto_server import reset
+from support.moto_server import reset, session
 
 REGION = "us-west-2"
 NAME = "ml-cluster"
@@ -29,12 +27,6 @@ MUTATING = {
 }
 
 
-# botocore's service models (JSON files: EC2's and SageMaker's are megabytes), read once per process instead of once per
-# test: a session's loader keeps what it read, and a new session makes a new loader. What the loader holds is botocore's
-# installed data, the same for every session; each test's session keeps its own events, credentials and clients.
-_MODELS = create_loader()
-
-
 def moto_session(endpoint: str, monkeypatch) -> boto3.Session:
     """An empty moto account, AWS_ENDPOINT_URL at it, no profile, destroy's polls not waiting: the `aws` fixture."""
     reset(endpoint)
@@ -42,11 +34,7 @@ def moto_session(endpoint: str, monkeypatch) -> boto3.Session:
     for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(destroy, "POLL_SECONDS", 0.0)
-    core = botocore.session.Session()
-    core.register_component("data_loader", _MODELS)
-    return boto3.Session(
-        aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION, botocore_session=core
-    )
+    return session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
 
 
 # --- what moto lacks ---------------------------------------------------------------------------------------------

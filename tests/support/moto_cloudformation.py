@@ -19,24 +19,23 @@ that run the guard's whole flow (and the pinned CDK CLI) against it:
    After a successful execution the stack's change sets are gone, the executed one included (ExecuteChangeSet, API
    reference: "removes all change sets associated with the stack").
 
-Everything else is moto's own behaviour, without the two costs support/moto_lean.py leaves out of the tests' other
-moto server.
+Everything else is moto's own behaviour, without the two costs support/moto_lean.py leaves out. This is the tests'
+moto server (support/moto_server.py: each pytest process's `moto_endpoint`, shared by the guard's flow, `make destroy`'s
+tests, the handlers' tests, ...). The three behaviours are patched in when the server first makes its CloudFormation
+app, as the first CloudFormation request arrives: importing moto's CloudFormation costs ~1.6 s of CPU (its template
+parser imports every service's models), which a server that is asked nothing of CloudFormation does not pay.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
+from typing import Any
 
-from moto.cloudformation import models, responses
-from moto.cloudformation.exceptions import CloudFormationError
 from moto.server import main
 
-
-class ChangeSetNotFound(CloudFormationError):
-    code = "ChangeSetNotFoundException"  # the model's shape: moto serializes its query code and HTTP 404 from it
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"ChangeSet [{name}] does not exist")
+# Made by change_set_behaviours(): its base class is moto's CloudFormationError, imported with moto's CloudFormation.
+ChangeSetNotFound: Any = None
 
 
 def _find(backend, change_set_name: str, stack_name: str | None):
@@ -119,6 +118,8 @@ def _stack_event(original):
 
 
 def _response(method):
+    from moto.cloudformation import responses
+
     def handler(self):
         change_set = getattr(self.cloudformation_backend, method)(
             change_set_name=self._get_param("ChangeSetName"), stack_name=self._get_param("StackName")
@@ -130,15 +131,50 @@ def _response(method):
     return handler
 
 
-models.CloudFormationBackend.describe_change_set = describe_change_set
-models.CloudFormationBackend.delete_change_set = delete_change_set
-models.CloudFormationBackend.execute_change_set = execute_change_set
-models.Stack._add_stack_event = _stack_event(models.Stack._add_stack_event)
-for _method in ("describe_change_set", "delete_change_set", "execute_change_set"):
-    setattr(responses.CloudFormationResponse, _method, _response(_method))
+def change_set_behaviours() -> None:
+    """Patches the three behaviours into moto's CloudFormation (importing it)."""
+    global ChangeSetNotFound
+    from moto.cloudformation import models, responses
+    from moto.cloudformation.exceptions import CloudFormationError
+
+    class NotFound(CloudFormationError):
+        code = "ChangeSetNotFoundException"  # the model's shape: moto serializes its query code and HTTP 404 from it
+
+        def __init__(self, name: str) -> None:
+            super().__init__(f"ChangeSet [{name}] does not exist")
+
+    ChangeSetNotFound = NotFound
+    models.CloudFormationBackend.describe_change_set = describe_change_set
+    models.CloudFormationBackend.delete_change_set = delete_change_set
+    models.CloudFormationBackend.execute_change_set = execute_change_set
+    models.Stack._add_stack_event = _stack_event(models.Stack._add_stack_event)
+    for method in ("describe_change_set", "delete_change_set", "execute_change_set"):
+        setattr(responses.CloudFormationResponse, method, _response(method))
+
+
+def when_cloudformation_loads(patch) -> None:
+    """Runs `patch` once, before moto's server makes its CloudFormation app (which answers every CloudFormation
+    request, so none is answered unpatched). moto.server.main looks create_backend_app up when it starts."""
+    import moto.server
+
+    make_app = moto.server.create_backend_app
+    lock = threading.Lock()
+    patched = []
+
+    def create_backend_app(service):
+        if service == "cloudformation":
+            with lock:
+                if not patched:
+                    patch()
+                    patched.append(service)
+        return make_app(service)
+
+    moto.server.create_backend_app = create_backend_app
+
 
 if __name__ == "__main__":
     from moto_lean import lean  # tests/support is the script's sys.path[0]
 
     lean()
+    when_cloudformation_loads(change_set_behaviours)
     main(sys.argv[1:])

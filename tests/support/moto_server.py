@@ -23,14 +23,14 @@ SERVER_SETTINGS = {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
 
 
 # moto's server without two of its costs that change no answer (a KMS key's private key made on first use, its
-# list of service modules read once: the module's docstring).
-LEAN_SERVER = Path(__file__).with_name("moto_lean.py")
+# list of service modules read once: moto_lean.py), with the three CloudFormation change-set behaviours of the real
+# service that moto lacks, patched in when CloudFormation is first asked (moto_cloudformation.py's docstring).
+SERVER = Path(__file__).with_name("moto_cloudformation.py")
 
 
 def moto_command(port: int, script: Path | None = None) -> list[str]:
-    """moto's server on 127.0.0.1:port (LEAN_SERVER); `script` runs instead (a harness that patches moto first,
-    e.g. support/moto_cloudformation.py)."""
-    return [sys.executable, str(script or LEAN_SERVER), "-H", "127.0.0.1", "-p", str(port)]
+    """moto's server on 127.0.0.1:port (SERVER); `script` runs instead (a harness that patches moto first)."""
+    return [sys.executable, str(script or SERVER), "-H", "127.0.0.1", "-p", str(port)]
 
 
 @contextmanager
@@ -72,6 +72,28 @@ def moto_server(script: Path | None = None, *, timeout: float = 20) -> Iterator[
 def reset(url: str) -> None:
     """Empties moto's account: every test starts from nothing."""
     urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).close()
+
+
+# botocore's service models and endpoints (JSON files: endpoints.json is 1.2 MB, EC2's and SageMaker's models are
+# megabytes), read once per process instead of once per session: a session's loader keeps what it read, and a new
+# session makes a new loader. What the loader holds is botocore's installed data, the same for every session; each
+# session keeps its own events, credentials and clients.
+_MODELS: Any = None
+
+
+def session(**kwargs: Any):
+    """A real boto3 Session (boto3.session.Session(**kwargs)) whose botocore session reads botocore's data through
+    the process's one loader."""
+    global _MODELS
+    import boto3.session
+    import botocore.session
+    from botocore.loaders import create_loader
+
+    if _MODELS is None:
+        _MODELS = create_loader()
+    core = botocore.session.Session()
+    core.register_component("data_loader", _MODELS)
+    return boto3.session.Session(botocore_session=core, **kwargs)
 
 
 def client(url: str, service: str, region: str, **config: Any):
