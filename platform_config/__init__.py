@@ -9,9 +9,37 @@ fields (`rules.RULES`, each section's rules beside its model). Every problem is 
 loading; what the platform derives from a config (`day2`, `accounting_plan`) is here too. Nothing here calls AWS.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from platform_config.errors import ConfigError
-from platform_config.loading import DEFAULT_CONFIG_PATH, context_overrides, load_config, parse_config
-from platform_config.model import PlatformConfig, json_schema
+
+if TYPE_CHECKING:
+    from platform_config.loading import DEFAULT_CONFIG_PATH, context_overrides, load_config, parse_config
+    from platform_config.model import PlatformConfig, json_schema
+
+# The model (pydantic, ~0.4 s of CPU to import) loads on first use of one of these names, not with the package: a
+# tool that needs one file-reading module (tools/hyperpod_chart.py's `chart_pin`) does not build the model first.
+_LAZY = {
+    "DEFAULT_CONFIG_PATH": "platform_config.loading",
+    "context_overrides": "platform_config.loading",
+    "load_config": "platform_config.loading",
+    "parse_config": "platform_config.loading",
+    "PlatformConfig": "platform_config.model",
+    "json_schema": "platform_config.model",
+}
+
+if not TYPE_CHECKING:  # mypy reads the imports above, so a misspelt name stays an error there
+
+    def __getattr__(name: str) -> Any:
+        if name not in _LAZY:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",

@@ -107,24 +107,26 @@ if [[ -n "$HYPERPOD_CHART_CONTENT" && "$content" != "$HYPERPOD_CHART_CONTENT" ]]
   die "$HYPERPOD_CHART_PATH at $HYPERPOD_CHART_COMMIT has content digest $content, but the pin says $HYPERPOD_CHART_CONTENT"
 fi
 
-"$PYTHON" "$ROOT/tools/hyperpod_chart.py" check-pins "$chart" ||
+# Pins checked first (every remote subchart one exact version; reading the dependencies fails here too), then the
+# directories to build, deepest first, and the http(s) repositories: one Python start for the three.
+plan="$("$PYTHON" "$ROOT/tools/hyperpod_chart.py" plan "$chart")" ||
   die "a remote subchart is not pinned to one version (above)"
-order="$("$PYTHON" "$ROOT/tools/hyperpod_chart.py" build-order "$chart")" ||
-  die "cannot read the dependencies of $HYPERPOD_CHART_PATH/Chart.yaml or its file:// subcharts"
+build_dirs=() repositories=()
+while IFS=$'\t' read -r kind value; do
+  case "$kind" in
+    build) build_dirs+=("$value") ;;
+    repository) repositories+=("$value") ;;
+  esac
+done <<<"$plan"
 # `helm dependency build` resolves http(s) repositories only once they are added (in this run's Helm home).
-repositories="$("$PYTHON" "$ROOT/tools/hyperpod_chart.py" repositories "$chart")" ||
-  die "cannot read the chart repositories of $HYPERPOD_CHART_PATH"
 index=0
-while read -r url; do
-  [[ -n "$url" ]] || continue
+for url in "${repositories[@]}"; do
   index=$((index + 1))
   "$HELM" repo add "dependency-$index" "$url" >"$work/helm.out" 2>&1 || {
     sed 's/^/  helm: /' "$work/helm.out" >&2
     die "helm repo add $url failed (network access to the chart repositories?)"
   }
-done <<<"$repositories"
-build_dirs=()
-[[ -z "$order" ]] || mapfile -t build_dirs <<<"$order"
+done
 # Deepest first: `helm dependency build` packages a file:// subchart as it is, without building its own
 # dependencies, so those must already be in its charts/ directory.
 for dir in "${build_dirs[@]}"; do

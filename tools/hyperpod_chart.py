@@ -6,6 +6,8 @@
     python tools/hyperpod_chart.py toggles CHART_DIR       # dependency, condition path, default (or "absent")
     python tools/hyperpod_chart.py repositories CHART_DIR    # the http(s) chart repositories to `helm repo add`
     python tools/hyperpod_chart.py content-digest CHART_DIR  # what synth checks against the pin (archives aside)
+    python tools/hyperpod_chart.py plan CHART_DIR  # check-pins, then "build<TAB>dir" and "repository<TAB>url" lines
+                                                   # (build-order and repositories in one start)
     python tools/hyperpod_chart.py compare CHART_DIR FIXTURE_DIR
         # the fixture's values.yaml must agree with the chart's on every toggle and on global.region
 
@@ -145,6 +147,24 @@ def compare(chart_dir: Path, fixture_dir: Path) -> list[str]:
     return problems
 
 
+def build_dirs(chart_dir: Path) -> list[str]:
+    """build_order as `helm dependency build` arguments: relative to CHART_DIR where inside it ("." for itself)."""
+    root = chart_dir.resolve()
+    return [str(d.relative_to(root)) if d.is_relative_to(root) else str(d) for d in build_order(chart_dir)]
+
+
+def repositories(chart_dir: Path) -> list[str]:
+    """The http(s) chart repositories of the chart and its file:// subcharts, each once."""
+    return sorted(
+        {
+            str(dep.get("repository"))
+            for d in build_order(chart_dir)
+            for dep in dependencies(d)
+            if str(dep.get("repository", "")).startswith(("https://", "http://"))
+        }
+    )
+
+
 def _chart_source():
     """platform_config/chart_pin.py, the pin synth checks the chart against."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -156,7 +176,7 @@ def _chart_source():
 def main(argv: list[str]) -> int:
     if (
         len(argv) < 2
-        or argv[0] not in {"build-order", "check-pins", "toggles", "compare", "content-digest", "repositories"}
+        or argv[0] not in {"build-order", "check-pins", "toggles", "compare", "content-digest", "repositories", "plan"}
         or (argv[0] == "compare") != (len(argv) == 3)
     ):
         print(__doc__, file=sys.stderr)
@@ -166,19 +186,19 @@ def main(argv: list[str]) -> int:
         print(f"{chart}: no Chart.yaml", file=sys.stderr)
         return 1
     if command == "build-order":
-        root = chart.resolve()
-        print("\n".join(str(d.relative_to(root)) if d.is_relative_to(root) else str(d) for d in build_order(chart)))
+        print("\n".join(build_dirs(chart)))
         return 0
     if command == "repositories":
-        repos = sorted(
-            {
-                str(dep.get("repository"))
-                for d in build_order(chart)
-                for dep in dependencies(d)
-                if str(dep.get("repository", "")).startswith(("https://", "http://"))
-            }
-        )
-        print("\n".join(repos))
+        print("\n".join(repositories(chart)))
+        return 0
+    if command == "plan":
+        problems = check_pins(chart)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if problems:
+            return 1
+        print("".join(f"build\t{d}\n" for d in build_dirs(chart)), end="")
+        print("".join(f"repository\t{url}\n" for url in repositories(chart)), end="")
         return 0
     if command == "content-digest":
         source = _chart_source()

@@ -60,6 +60,19 @@ root_put() {
     mv -f "$t" "$1"' _ "$1" "$2" "${3:-root}"
 }
 
+# root_put_all DIR MODE NAME TEXT [NAME TEXT]... : each TEXT and a newline into DIR/NAME, owned by root with MODE, as
+# root_put writes one file, in one root shell for all of them: written into a directory root makes for them in DIR,
+# then each renamed into place. Root reads only its arguments. Each NAME is a plain file name.
+root_put_all() {
+  # shellcheck disable=SC2016 # the inner sh expands them
+  as_root sh -c 'set -e; d=$1 m=$2; shift 2; t="$(mktemp -d "$d/.root_put.XXXXXX")"; trap "rm -rf \"$t\"" EXIT
+    while [ $# -ge 2 ]; do
+      case $1 in "" | . | .. | */*) echo "root_put_all: not a file name: $1" >&2; exit 1 ;; esac
+      printf "%s\n" "$2" >"$t/$1"; shift 2
+    done
+    chown root: "$t"/*; chmod "$m" "$t"/*; mv -f -t "$d" "$t"/*; rmdir "$t"; trap - EXIT' _ "$@"
+}
+
 # as_munge CMD... : runs CMD as MUNGE_USER (munged refuses a key owned by another user).
 as_munge() {
   if [[ "$(id -un)" == "$MUNGE_USER" ]]; then
@@ -235,7 +248,7 @@ bundle_wrapper() {
 # install_bundle WANT URI SHA256 AUTH WORK : the controller's client bundle into CLIENT_DIR, unless that exact bundle
 # is there already. Refuses a download whose sha256 is not the secret's and a bundle of another Slurm release.
 install_bundle() {
-  local want=$1 uri=$2 sha=$3 auth=$4 work=$5 attempt=1 got version interp cmd new argv0
+  local want=$1 uri=$2 sha=$3 auth=$4 work=$5 attempt=1 got version interp cmd new argv0 wrappers
   if [[ "$(cat "$CLIENT_DIR/.sha256" 2>/dev/null)" == "$sha" && -x "$CLIENT_DIR/bin/sinfo" ]]; then
     log "Slurm client bundle $sha already installed in $CLIENT_DIR"
     return 0
@@ -283,10 +296,12 @@ install_bundle() {
   as_root install -d -m 0755 "$new/bin"
   argv0=no
   "$interp" --help 2>/dev/null | grep -q -- --argv0 && argv0=yes
+  wrappers=()
   while read -r cmd; do
     [[ "$cmd" =~ ^[a-z]+$ ]] || { as_root rm -rf "$new"; die "the client bundle lists an unexpected command name '$cmd'"; }
-    bundle_wrapper "$cmd" "$interp" "$argv0" | root_put "$new/bin/$cmd" 0755
+    wrappers+=("$cmd" "$(bundle_wrapper "$cmd" "$interp" "$argv0")")
   done <"$new/COMMANDS"
+  ((${#wrappers[@]} == 0)) || root_put_all "$new/bin" 0755 "${wrappers[@]}"
   echo "$sha" | root_put "$new/.sha256" 0644
   as_root rm -rf "$CLIENT_DIR.old"
   [[ ! -e "$CLIENT_DIR" ]] || as_root mv "$CLIENT_DIR" "$CLIENT_DIR.old"
@@ -299,19 +314,22 @@ install_bundle() {
 # link_commands AUTH : the bundle's commands on every user's PATH (WRAPPER_DIR, /usr/local/bin), and a profile
 # snippet for login shells. In per-user mode slurm_token.sh's wrappers take the commands it wraps.
 link_commands() {
-  local auth=$1 cmd changed=1
+  local auth=$1 cmd changed=1 text links=()
   as_root install -d -m 0755 "$WRAPPER_DIR" "$(dirname "$PROFILE_SNIPPET")"
   install_workdir_helper && changed=0
   for cmd in "$CLIENT_DIR"/bin/*; do
     cmd="${cmd##*/}"
     [[ "$auth" == jwt && " ${WRAPPED[*]} " == *" $cmd "* ]] && continue
-    printf '%s\n' '#!/bin/sh' "exec $(client_exec "$CLIENT_DIR/bin/$cmd") \"\$@\"" >"$STATE_DIR/link.tmp"
+    text="#!/bin/sh"$'\n'"exec $(client_exec "$CLIENT_DIR/bin/$cmd") \"\$@\""
     # (no cmp to start for a wrapper not there yet)
-    if [[ ! -e "$WRAPPER_DIR/$cmd" ]] || ! cmp -s "$STATE_DIR/link.tmp" "$WRAPPER_DIR/$cmd" 2>/dev/null; then
-      root_put "$WRAPPER_DIR/$cmd" 0755 <"$STATE_DIR/link.tmp"
-      changed=0
+    if [[ ! -e "$WRAPPER_DIR/$cmd" ]] || ! cmp -s "$WRAPPER_DIR/$cmd" - <<<"$text" 2>/dev/null; then
+      links+=("$cmd" "$text")
     fi
   done
+  if ((${#links[@]})); then
+    root_put_all "$WRAPPER_DIR" 0755 "${links[@]}"
+    changed=0
+  fi
   printf '%s\n' "# slurm_login_node.sh: the HyperPod cluster's Slurm client" \
     "case \":\$PATH:\" in *\":$CLIENT_DIR/bin:\"*) ;; *) PATH=\"$CLIENT_DIR/bin:\$PATH\" ;; esac" \
     "export SLURM_CONF=\"\${SLURM_CONF:-$SLURM_CONF_DIR/slurm.conf}\"" >"$STATE_DIR/link.tmp"

