@@ -181,6 +181,9 @@ def _only_index(monkeypatch, *indexes: str) -> None:
     monkeypatch.setenv("PIP_INDEX_URL", indexes[0])
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", " ".join(indexes[1:]))
     monkeypatch.setenv("PIP_FIND_LINKS", "")
+    # Read once before fetch_pinned's threads, as build_studio_tools.main does: each thread that found it not yet read
+    # would start its own `pip config list` (two in the first test here, ~0.5 s of CPU each).
+    build.pip_settings()
 
 
 def test_each_pinned_file_is_found_by_the_digest_the_index_states_and_fetched_once(pinned_index, tmp_path, monkeypatch):
