@@ -13,7 +13,6 @@ import re
 import stat
 import subprocess
 import sys
-import tempfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +38,7 @@ from constructs.studio_tools import (
     studio_tools_bundle,
 )
 from platform_config import ConfigError, load_config
+from support.paths import in_memory_dir
 from tools.pack_studio_tools import PackError, pack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -471,21 +471,11 @@ def test_a_link_cdk_does_not_use_is_removed_and_cdk_copies(tmp_path, monkeypatch
 
 @pytest.fixture
 def install_home(tmp_path) -> Iterator[Path]:
-    """The home the offline install writes into: ~600 MB in ~23,000 files (the bundle's copy, hyp's venv). In memory
-    (/dev/shm) when that is a filesystem with room for it that runs programs, else under tmp_path; the install and
-    what the test checks are the same either way. The same pip install spent 1.3-1.4 s of system CPU in /dev/shm and
-    2.9-12.5 s under /tmp (ext4: block allocation and its journal, contended by the suite's other writers), and its
-    removal 0.3 against 0.7-0.8 s (measured back to back on this machine)."""
-    shm = Path("/dev/shm")
-    try:
-        room = os.statvfs(shm)
-    except OSError:
-        room = None
-    if room is None or room.f_flag & os.ST_NOEXEC or room.f_bavail * room.f_frsize < 2 * 2**30:
-        yield tmp_path / "home"
-        return
-    with tempfile.TemporaryDirectory(dir=shm, prefix="studio-tools-install-") as directory:
-        yield Path(directory) / "home"
+    """The home the offline install writes into: ~600 MB in ~23,000 files (the bundle's copy, hyp's venv), in memory
+    when there is room (support.paths.in_memory_dir). The same pip install spent 1.3-1.4 s of system CPU in /dev/shm
+    and 2.9-12.5 s under /tmp, its removal 0.3 against 0.7-0.8 s (back to back on this machine)."""
+    with in_memory_dir(tmp_path, 2 * 2**30) as directory:
+        yield directory / "home"
 
 
 def test_the_built_bundle_installs_offline_and_hyp_and_jq_run(tmp_path, install_home):
