@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support.paths import ROOT
+from support.paths import ROOT, in_memory_dir
 
 spec = importlib.util.spec_from_file_location("build_studio_tools", ROOT / "tools" / "build_studio_tools.py")
 build = importlib.util.module_from_spec(spec)
@@ -181,6 +181,9 @@ def _only_index(monkeypatch, *indexes: str) -> None:
     monkeypatch.setenv("PIP_INDEX_URL", indexes[0])
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", " ".join(indexes[1:]))
     monkeypatch.setenv("PIP_FIND_LINKS", "")
+    # Read once before fetch_pinned's threads, as build_studio_tools.main does: each thread that found it not yet read
+    # would start its own `pip config list` (two in the first test here, ~0.5 s of CPU each).
+    build.pip_settings()
 
 
 def test_each_pinned_file_is_found_by_the_digest_the_index_states_and_fetched_once(pinned_index, tmp_path, monkeypatch):
@@ -313,14 +316,17 @@ def _backend_wheels() -> list[Path]:
 
 
 def test_a_source_distribution_builds_with_the_locks_setuptools_into_the_same_bytes_every_time(tmp_path):
-    sdist = _sdist(tmp_path, '"setuptools", "wheel"')
-    first = build.build_wheels({"a" * 64: sdist}, _backend_wheels(), tmp_path / "one")["a" * 64]
-    second = build.build_wheels({"a" * 64: sdist}, _backend_wheels(), tmp_path / "two")["a" * 64]
-    assert first.name == "demo-1.0-py3-none-any.whl"
-    assert first.read_bytes() == second.read_bytes()
+    # Each build unpacks the backend's wheels (~380 files) and writes the build's: in memory when there is room
+    # (support.paths.in_memory_dir; the test's CPU 1.3-1.4 s there, 1.7-2.3 s under /tmp, three runs each).
+    with in_memory_dir(tmp_path, 2**28) as work:
+        sdist = _sdist(work, '"setuptools", "wheel"')
+        first = build.build_wheels({"a" * 64: sdist}, _backend_wheels(), work / "one")["a" * 64]
+        second = build.build_wheels({"a" * 64: sdist}, _backend_wheels(), work / "two")["a" * 64]
+        assert first.name == "demo-1.0-py3-none-any.whl"
+        assert first.read_bytes() == second.read_bytes()
+        with zipfile.ZipFile(first) as archive:
+            generator = archive.read("demo-1.0.dist-info/WHEEL").decode()
     (setuptools,) = [w for w in _backend_wheels() if w.name.startswith("setuptools-")]
-    with zipfile.ZipFile(first) as archive:
-        generator = archive.read("demo-1.0.dist-info/WHEEL").decode()
     assert f"Generator: setuptools ({setuptools.name.split('-')[1]})" in generator
 
 

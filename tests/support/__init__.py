@@ -1,6 +1,6 @@
 """Helpers shared by the tests, one module a job (pytest.ini puts tests/ on the path: `from support.x import y`).
 
-- paths: the repository root and the PATH app.py runs with in a subprocess.
+- paths: the repository root, the PATH app.py runs with in a subprocess, a directory in memory for many files.
 - variants: the config variants the suite synthesizes and the configs built from the examples; synthesis: each
   variant synthesized once per run and shared by the xdist workers; scheduling: how the work is shared over them.
 - template: queries of a synthesized template (resources of a type, their properties, the only one, every resource
