@@ -69,7 +69,19 @@ node_env() {
   export LOGROTATE_DIR="$T/logrotate.d" TEXTFILE_DIR="$T/textfile"
 }
 
+# setup: node_setup, without bats' DEBUG trap. bats sets functrace (set -T) so that its DEBUG trap, which keeps the
+# stack trace a failure is reported with, runs before every command of a test's shell, inside functions too: ~0.3 ms a
+# command, ~30 ms of every test for node_setup's checks alone. A function called while functrace is off does not
+# inherit the trap (bash(1), `set -T`); `local -` turns it back on when setup returns. A failure in node_setup still
+# fails the test (the ERR trap and set -e are untouched), reported at setup's line.
 setup() {
+  local -
+  set +T
+  node_setup
+}
+
+# node_setup : the test's node in $T, copied from the file's template, every stub on PATH in effect
+node_setup() {
   local tmpl="$BATS_FILE_TMPDIR/template" origin files=() rel target
   T="$BATS_TEST_TMPDIR"
   make_template
@@ -102,6 +114,8 @@ setup() {
   export STUB_SCONTROL_CONFIG="ClusterName = ml-cluster"
   # block_imds.sh's connection test as nobody needs a metadata service: tests/e2e/test_imds_block.py has a real one.
   export IMDS_PROBE=0
+  # The digests of the repository's scripts in the deploy's lifecycle record (stubs/stub `aws`), made once per file.
+  export STUB_RECORD_SCRIPTS="$BATS_FILE_TMPDIR/record_scripts.json"
 }
 
 # ami_node TYPE [--absent FACT]... : lays this test's node out again, as HyperPod leaves a TYPE node according to
@@ -110,7 +124,7 @@ ami_node() {
   local type=$1
   shift
   # --clean first removes what was laid out before (setup's controller, or an earlier ami_node), in the same start.
-  python3 "$BATS_TEST_DIRNAME/ami_model.py" --clean --node-type "$type" --root "$T/node" --fake-root "$FAKE_ROOT" \
+  python3 -S "$BATS_TEST_DIRNAME/ami_model.py" --clean --node-type "$type" --root "$T/node" --fake-root "$FAKE_ROOT" \
     --manifest "$T/ami.manifest" --map "/opt/slurm/etc=$SLURM_CONF_DIR" --map "/opt/ml/config/resource_config.json=$RESOURCE_CONFIG" \
     --map "/etc/enroot/enroot.conf=$ENROOT_CONF" --map "/etc/logrotate.d=$LOGROTATE_DIR" \
     --map "/usr/local/share/pyxis/pyxis.conf=$PYXIS_CONF" --map "/var/spool/slurmd/conf-cache=$SLURMD_CONF_CACHE" \
@@ -121,7 +135,7 @@ ami_node() {
 # set_param KEY.PATH JSON_VALUE [KEY.PATH JSON_VALUE]... : edits the test's copy of the parameters file (one Python
 # start for all the pairs)
 set_param() {
-  python3 - "$PARAMS_FILE" "$@" <<'EOF'
+  python3 -S - "$PARAMS_FILE" "$@" <<'EOF'
 import json, sys
 path, pairs = sys.argv[1], sys.argv[2:]
 if not pairs or len(pairs) % 2:
@@ -150,7 +164,7 @@ MUTATING='^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-m
 # record_deploy DIR : the deploy recorded DIR's scripts and the parameters as they are now ($PARAMS_FILE); stubs/stub
 # serves that as the lifecycle record (lib/verify.sh), e.g. for a test that runs a copy of the scripts with one replaced.
 record_deploy() {
-  python3 "$BATS_TEST_DIRNAME/lifecycle_record.py" "$1" "$PARAMS_FILE" >"$T/lifecycle_record.json"
+  python3 -S "$BATS_TEST_DIRNAME/lifecycle_record.py" "$1" "$PARAMS_FILE" >"$T/lifecycle_record.json"
   export STUB_LIFECYCLE_RECORD="$T/lifecycle_record.json"
 }
 
@@ -159,7 +173,7 @@ record_deploy() {
 copy_installed() {
   local names
   mapfile -t names < <(cut -d' ' -f3- "$STATE_DIR/platform_scripts.sha256")
-  python3 "$SCRIPTS/lib/verify.py" manifest "$PLATFORM_DIR" "${names[@]}" >"$T/manifest"
+  python3 -S "$SCRIPTS/lib/verify.py" manifest "$PLATFORM_DIR" "${names[@]}" >"$T/manifest"
   mv "$T/manifest" "$STATE_DIR/platform_scripts.sha256"
 }
 
@@ -193,7 +207,7 @@ add_section_artifacts() {
 # list_artifacts SECTION PREFIX NAME FILE SHA [NAME FILE SHA]... : each FILE of the fake S3 in SECTION.artifacts, under
 # s3://mirror-bucket/PREFIX/ (SHA "" for the file's own sha256)
 list_artifacts() {
-  python3 - "$PARAMS_FILE" "$STUB_S3_DIR" "$@" <<'EOF'
+  python3 -S - "$PARAMS_FILE" "$STUB_S3_DIR" "$@" <<'EOF'
 import hashlib, json, sys
 path, s3_dir, section, prefix, *entries = sys.argv[1:]
 with open(path) as f:
