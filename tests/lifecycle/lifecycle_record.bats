@@ -167,8 +167,8 @@ sync() {
   [ -z "$(calls usermod)" ]
 }
 
-@test "the fake Secrets Manager's record is lifecycle_record.py's, the scripts' digests kept once per file" {
-  rm -f "$STUB_RECORD_SCRIPTS"
+@test "the fake Secrets Manager's record is lifecycle_record.py's, the scripts' digests kept once per run" {
+  export STUB_RECORD_SCRIPTS="$T/record_scripts.json" # this test's own, made by its first call (the run's: test_helper)
   get_record() {
     aws secretsmanager get-secret-value --secret-id hyperpod-platform/ml-cluster/lifecycle-record --region us-east-1 \
       --query SecretString --output text >"$1"

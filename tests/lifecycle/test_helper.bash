@@ -11,15 +11,16 @@ FIXTURES="$BATS_TEST_DIRNAME/fixtures"
 STUBBED=(hostname mount umount mountpoint findmnt getent groupadd useradd usermod userdel systemctl scontrol
   apt-get apt-mark dpkg-query aws visudo srun ssh-keygen lctl nproc iptables ip6tables sinfo setpriv)
 
-# The directory every test of this file starts from, made once per file in $BATS_FILE_TMPDIR/template: the stub links,
-# the fake root's files, the empty directories, the parameters, and the node ami_node lays out for a controller. setup()
-# copies it in one cp, instead of making each piece with a command of its own and starting ami_model.py, the costliest
-# part, for every test. The template is made in a directory of its own name (recorded in `origin`); the files that
-# name it (`fix-files`) and the links into it (`fix-links`) get the test's directory instead after the copy.
-# Tests of a file run in parallel (bats --jobs): the first tests to get here each make one and rename it into place;
-# a rename onto one another test made first fails, and that copy is thrown away.
+# The directory every test starts from, made once per bats run in $BATS_SUITE_TMPDIR/lifecycle-template (the same for
+# every file that loads this helper: nothing in it depends on the file): the stub links, the fake root's files, the
+# empty directories, the parameters, and the node ami_node lays out for a controller. setup() copies it in one cp,
+# instead of making each piece with a command of its own and starting ami_model.py, the costliest part, for every test.
+# The template is made in a directory of its own name (recorded in `origin`); the files that name it (`fix-files`) and
+# the links into it (`fix-links`) get the test's directory instead after the copy. No test writes into it.
+# Files (and a file's tests) run in parallel (bats --jobs): the first tests to get here each make one and rename it into
+# place; a rename onto one another test made first fails, and that copy is thrown away.
 make_template() {
-  local tmpl="$BATS_FILE_TMPDIR/template" new="$BATS_FILE_TMPDIR/template.$BASHPID" cmd
+  local tmpl="$BATS_SUITE_TMPDIR/lifecycle-template" new="$BATS_SUITE_TMPDIR/lifecycle-template.$BASHPID" cmd
   [[ -d "$tmpl" ]] && return 0
   # Work the scripts do as a user (setpriv, lib/user_paths.sh) really runs under that uid: it must reach the test's
   # directory (bats makes its run directory 0700) and record its stub calls.
@@ -82,7 +83,7 @@ setup() {
 
 # node_setup : the test's node in $T, copied from the file's template, every stub on PATH in effect
 node_setup() {
-  local tmpl="$BATS_FILE_TMPDIR/template" origin files=() rel target
+  local tmpl="$BATS_SUITE_TMPDIR/lifecycle-template" origin files=() rel target
   T="$BATS_TEST_TMPDIR"
   make_template
   cp -a "$tmpl/t/." "$T/"
@@ -114,8 +115,8 @@ node_setup() {
   export STUB_SCONTROL_CONFIG="ClusterName = ml-cluster"
   # block_imds.sh's connection test as nobody needs a metadata service: tests/e2e/test_imds_block.py has a real one.
   export IMDS_PROBE=0
-  # The digests of the repository's scripts in the deploy's lifecycle record (stubs/stub `aws`), made once per file.
-  export STUB_RECORD_SCRIPTS="$BATS_FILE_TMPDIR/record_scripts.json"
+  # The digests of the repository's scripts in the deploy's lifecycle record (stubs/stub `aws`), made once per run.
+  export STUB_RECORD_SCRIPTS="$BATS_SUITE_TMPDIR/lifecycle-record-scripts.json"
 }
 
 # ami_node TYPE [--absent FACT]... : lays this test's node out again, as HyperPod leaves a TYPE node according to
