@@ -13,10 +13,10 @@ LOGIN_IP="10.1.0.20"
 COMPUTE_IP="10.1.0.31"
 
 enable_everything() {
-  set_param container_runtime.enabled true \
+  set_param_and_artifacts container_runtime artifacts container_runtime.enabled true \
     container_runtime.docker_apt_version '"24.0.7-0ubuntu2~22.04.1"' \
-    container_runtime.artifacts '[]'
-  add_artifact enroot enroot_3.5.0-1_amd64.deb "fake enroot"
+    container_runtime.artifacts '[]' \
+    -- enroot enroot_3.5.0-1_amd64.deb "fake enroot"
   mkdir -p "$(dirname "$PYXIS_CONF")"
   echo "required /usr/local/lib/slurm/spank_pyxis.so" >"$PYXIS_CONF"
 }

@@ -195,24 +195,44 @@ add_section_artifact() {
 # add_section_artifacts SECTION PREFIX NAME FILE CONTENT [NAME FILE CONTENT]... : add_section_artifact for several,
 # each with its own sha256, in one Python start
 add_section_artifacts() {
-  local section=$1 prefix=$2 entries=()
+  set_param_and_artifacts "$1" "$2" -- "${@:3}"
+}
+
+# set_param_and_artifacts SECTION PREFIX [KEY.PATH JSON_VALUE]... -- NAME FILE CONTENT [NAME FILE CONTENT]... :
+# set_param's pairs, then add_section_artifacts' entries, in one Python start
+set_param_and_artifacts() {
+  local section=$1 prefix=$2 sets=() entries=()
   shift 2
+  while (($#)) && [[ "$1" != -- ]]; do
+    sets+=("$1")
+    shift
+  done
+  shift
   while (($#)); do
     printf '%s' "$3" >"$STUB_S3_DIR/$2"
     entries+=("$1" "$2" "")
     shift 3
   done
-  list_artifacts "$section" "$prefix" "${entries[@]}"
+  list_artifacts "$section" "$prefix" "${entries[@]}" -- "${sets[@]}"
 }
 
-# list_artifacts SECTION PREFIX NAME FILE SHA [NAME FILE SHA]... : each FILE of the fake S3 in SECTION.artifacts, under
-# s3://mirror-bucket/PREFIX/ (SHA "" for the file's own sha256)
+# list_artifacts SECTION PREFIX NAME FILE SHA [NAME FILE SHA]... [-- KEY.PATH JSON_VALUE...] : each FILE of the fake S3
+# in SECTION.artifacts, under s3://mirror-bucket/PREFIX/ (SHA "" for the file's own sha256), after set_param's pairs
 list_artifacts() {
   python3 -S - "$PARAMS_FILE" "$STUB_S3_DIR" "$@" <<'EOF'
 import hashlib, json, sys
-path, s3_dir, section, prefix, *entries = sys.argv[1:]
+path, s3_dir, section, prefix, *args = sys.argv[1:]
+entries, sets = (args[: args.index("--")], args[args.index("--") + 1 :]) if "--" in args else (args, [])
+if len(entries) % 3 or len(sets) % 2:
+    sys.exit("list_artifacts: NAME FILE SHA triples, then KEY.PATH JSON_VALUE pairs expected")
 with open(path) as f:
     params = json.load(f)
+for dotted, value in zip(sets[::2], sets[1::2]):  # as set_param
+    *parents, last = dotted.split(".")
+    node = params
+    for key in parents:
+        node = node[key]
+    node[last] = json.loads(value)
 for name, file, sha in zip(entries[::3], entries[1::3], entries[2::3]):
     with open(f"{s3_dir}/{file}", "rb") as f:
         sha = sha or hashlib.sha256(f.read()).hexdigest()
