@@ -30,15 +30,32 @@ params users_sync.parameters_s3_uri directory.ca_certificate.file fsx.mount_path
 uri="$(param users_sync.parameters_s3_uri)"
 [[ -n "$uri" ]] || die "$PARAMS_FILE names no users_sync.parameters_s3_uri: the users sync needs it"
 
-copied=()
+# put_scripts NAME... : put for each $HERE/NAME as $PLATFORM_DIR/NAME (0755), with one `install` per directory for
+# the files that differ instead of one per file.
+put_scripts() {
+  local name dir names
+  local -A differ=() # directory -> the names in it that differ, one a line
+  for name; do
+    same_file "$HERE/$name" "$PLATFORM_DIR/$name" && continue
+    dir=.
+    [[ "$name" != */* ]] || dir="${name%/*}"
+    differ[$dir]+="$name"$'\n'
+  done
+  for dir in "${!differ[@]}"; do
+    mapfile -t names <<<"${differ[$dir]%$'\n'}"
+    [[ -d "$PLATFORM_DIR/$dir" ]] || mkdir -p "$PLATFORM_DIR/$dir"
+    install -m 0755 -t "$PLATFORM_DIR/$dir" "${names[@]/#/$HERE/}"
+    WROTE=1
+    for name in "${names[@]}"; do log "wrote $PLATFORM_DIR/$name"; done
+  done
+}
+
 # With configure_sssd.sh and configure_pam_adopt.sh: a revoked access group, directory admin group or sudo user is
 # taken off running nodes by the sync too, not only off new ones.
-for f in sync_users.sh fsx_nosuid.sh create_users.sh setup_ssh_keys.sh configure_controller_ssh.sh apply_accounting.sh enroot_dirs.sh \
-  configure_sssd.sh configure_pam_adopt.sh lib/common.sh lib/user_paths.sh lib/params.py lib/marked_block.py \
-  lib/accounting.py lib/safe_dirs.py lib/artifacts.sh lib/sssd.py lib/verify.sh lib/verify.py; do
-  put "$HERE/$f" "$PLATFORM_DIR/$f" 0755
-  copied+=("$f")
-done
+copied=(sync_users.sh fsx_nosuid.sh create_users.sh setup_ssh_keys.sh configure_controller_ssh.sh apply_accounting.sh
+  enroot_dirs.sh configure_sssd.sh configure_pam_adopt.sh lib/common.sh lib/user_paths.sh lib/params.py
+  lib/marked_block.py lib/accounting.py lib/safe_dirs.py lib/artifacts.sh lib/sssd.py lib/verify.sh lib/verify.py)
+put_scripts "${copied[@]}"
 put "$HERE/lib/platform_parameters.schema.json" "$PLATFORM_DIR/lib/platform_parameters.schema.json" 0644  # params.py validate
 # The directory's CA certificate, which configure_sssd.sh checks against the parameters' digest.
 ca="$(param directory.ca_certificate.file)"

@@ -12,6 +12,9 @@ hand: change the contract, and every test node changes with it.
                  [--absent FACT]... [--node-ip IP] [--manifest FILE]
     ami_model.py --clean --manifest FILE           removes what an earlier layout created
     ami_model.py --clean --node-type ... --manifest FILE    both, in one start: the test node laid out again
+    ami_model.py --clean --node-type ... --manifest FILE --each-absent
+                                                   lays the node out once per fact, without it, each layout replacing
+                                                   the last (a run of --absent FACT per fact, in one start)
     ami_model.py --facts [--status unverified]     lists fact ids
 
 Node paths go to the longest `--map`ped prefix, else under --root; the same mapping rewrites the paths inside the files
@@ -227,6 +230,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--absent", action="append", default=[], metavar="FACT")
     parser.add_argument("--manifest", type=Path)
     parser.add_argument("--clean", action="store_true")
+    parser.add_argument("--each-absent", action="store_true")
     parser.add_argument("--facts", action="store_true")
     parser.add_argument("--status")
     args = parser.parse_args(argv)
@@ -249,11 +253,16 @@ def main(argv: list[str]) -> int:
             if not sep or not node_path.startswith("/"):
                 raise ModelError(f"--map takes /node/path=/local/path, got {item!r}")
             mapping[node_path] = local
-        layout = Layout(args.root, mapping, args.fake_root)
-        lay_out(contract, layout, args.node_type, set(args.absent))
-        if args.manifest is not None:
-            with open(args.manifest, "a", encoding="utf-8") as f:
-                f.writelines(f"{p}\n" for p in layout.created)
+        if args.each_absent and args.manifest is None:
+            raise ModelError("--each-absent needs --manifest")
+        for absent in [[fact] for fact in fact_ids(contract)] if args.each_absent else [[]]:
+            if absent:
+                clean(args.manifest)  # the layout before, as --clean removes it
+            layout = Layout(args.root, mapping, args.fake_root)
+            lay_out(contract, layout, args.node_type, set(args.absent + absent))
+            if args.manifest is not None:
+                with open(args.manifest, "a", encoding="utf-8") as f:
+                    f.writelines(f"{p}\n" for p in layout.created)
     except (ModelError, OSError, json.JSONDecodeError, KeyError) as e:
         print(f"ami_model: {e}", file=sys.stderr)
         return 2

@@ -7,10 +7,10 @@
 load test_helper
 
 setup_runtime() {
-  set_param container_runtime.enabled true \
+  set_param_and_artifacts container_runtime artifacts container_runtime.enabled true \
     container_runtime.docker_apt_version '"24.0.7-0ubuntu2~22.04.1"' \
-    container_runtime.artifacts '[]'
-  add_artifacts enroot enroot_3.5.0-1_amd64.deb "fake enroot" enroot-caps enroot+caps_3.5.0-1_amd64.deb "fake enroot caps"
+    container_runtime.artifacts '[]' \
+    -- enroot enroot_3.5.0-1_amd64.deb "fake enroot" enroot-caps enroot+caps_3.5.0-1_amd64.deb "fake enroot caps"
 }
 
 @test "nothing is installed when the runtime is disabled" {

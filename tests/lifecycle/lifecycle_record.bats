@@ -166,3 +166,37 @@ sync() {
   grep -q "$PLATFORM_DIR/lib: owned by uid 2001, not root" "$LOG_DIR/users_sync.log"
   [ -z "$(calls usermod)" ]
 }
+
+@test "the fake Secrets Manager's record is lifecycle_record.py's, the scripts' digests kept once per run" {
+  export STUB_RECORD_SCRIPTS="$T/record_scripts.json" # this test's own, made by its first call (the run's: test_helper)
+  get_record() {
+    aws secretsmanager get-secret-value --secret-id hyperpod-platform/ml-cluster/lifecycle-record --region us-east-1 \
+      --query SecretString --output text >"$1"
+  }
+  get_record "$T/first.json"            # the digests made and kept ($STUB_RECORD_SCRIPTS)
+  [ -s "$STUB_RECORD_SCRIPTS" ]
+  set_param cluster_name '"changed"'
+  cp "$PARAMS_FILE" "$STUB_S3_DIR/platform_parameters.json" # the parameters in the fake S3, when there, are recorded
+  get_record "$T/second.json"           # the kept digests
+  python3 -S "$BATS_TEST_DIRNAME/lifecycle_record.py" "$SCRIPTS" "$PARAMS_FILE" >"$T/expected.json"
+  python3 -S - "$T/second.json" "$T/expected.json" "$T/first.json" <<'PY'
+import json, sys
+second, expected, first = (json.load(open(p)) for p in sys.argv[1:])
+assert second == expected, "the stub's record differs from lifecycle_record.py's"
+assert second["parameters"]["cluster_name"] == "changed"
+assert first["scripts"] == expected["scripts"] and first["parameters"]["cluster_name"] != "changed"
+PY
+}
+
+@test "the record's name and region come from the entry point's parameters in memory, or from params.py when the shell cannot hold them" {
+  for memory in yes ""; do
+    [ -n "$memory" ] || set_param 'a b' 1 # a key the shell cannot hold: no snapshot (lib/params.py)
+    : >"$STUB_LOG"
+    run bash -c 'source "$1/lib/common.sh"; source "$1/lib/verify.sh"; fetch_record "$PARAMS_FILE" "$2"
+      echo "in memory: ${PARAMS_SNAPSHOT_OF:+yes}"' _ "$SCRIPTS" "$T/record.json"
+    [ "$status" -eq 0 ]
+    [ "$output" = "in memory: $memory" ]
+    [ "$(calls aws)" = "aws secretsmanager get-secret-value --secret-id hyperpod-platform/ml-cluster/lifecycle-record --region us-east-1 --query SecretString --output text" ]
+    [ -s "$T/record.json" ]
+  done
+}

@@ -10,8 +10,8 @@ setup_metrics() {
   export TEXTFILE_DIR="$T/textfile" METRICS_CONF_DIR="$T/hyperpod-metrics" METRICS_STATE_DIR="$T/metrics-state"
   export NODE_EXPORTER_DEFAULTS="$T/default/prometheus-node-exporter" NVIDIA_GPU_DIR="$T/nvidia/gpus"
   export SYS_INFINIBAND="$T/infiniband"
-  set_param node_metrics "{\"remote_write_url\": \"$URL\", \"region\": \"us-west-2\", \"scrape_interval_seconds\": 30, \"artifacts\": []}"
-  add_section_artifacts node_metrics metrics \
+  set_param_and_artifacts node_metrics metrics \
+    node_metrics "{\"remote_write_url\": \"$URL\", \"region\": \"us-west-2\", \"scrape_interval_seconds\": 30, \"artifacts\": []}" -- \
     prometheus-node-exporter prometheus-node-exporter_1.7.0-1ubuntu0.1_amd64.deb "fake node exporter" \
     prometheus prometheus_2.45.3+ds-2ubuntu0.1_amd64.deb "fake prometheus" \
     dcgm-exporter dcgm-exporter_4.8.3-ubuntu22.04u5_amd64.deb "fake dcgm exporter"

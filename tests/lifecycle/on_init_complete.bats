@@ -13,10 +13,10 @@ LOGIN_IP="10.1.0.20"
 COMPUTE_IP="10.1.0.31"
 
 enable_everything() {
-  set_param container_runtime.enabled true \
+  set_param_and_artifacts container_runtime artifacts container_runtime.enabled true \
     container_runtime.docker_apt_version '"24.0.7-0ubuntu2~22.04.1"' \
-    container_runtime.artifacts '[]'
-  add_artifact enroot enroot_3.5.0-1_amd64.deb "fake enroot"
+    container_runtime.artifacts '[]' \
+    -- enroot enroot_3.5.0-1_amd64.deb "fake enroot"
   mkdir -p "$(dirname "$PYXIS_CONF")"
   echo "required /usr/local/lib/slurm/spank_pyxis.so" >"$PYXIS_CONF"
 }
@@ -42,9 +42,11 @@ run_as() {
   chmod +x "$T/bin/python3"
   run_as "$CONTROLLER_IP"
   [ "$status" -eq 0 ]
-  # The parameters are read by Python twice before they are checked (the record's name; the entry point's keys), then
-  # once with the check (lib/common.sh validate_params): every script the entry point runs reads that snapshot.
-  [ "$(grep -cE "params\.py (get|snapshot|users|list|artifacts) $PARAMS_FILE( |\$)" "$T/python3.log")" -eq 2 ]
+  # The parameters are read by Python once before they are checked (the record's name, then the entry point's keys,
+  # from memory: lib/verify.sh fetch_record), then once with the check (lib/common.sh validate_params): every script
+  # the entry point runs reads that snapshot.
+  [ "$(grep -cE "params\.py (get|snapshot|users|list|artifacts) $PARAMS_FILE( |\$)" "$T/python3.log")" -eq 1 ]
+  grep -qxF -- "-S $SCRIPTS/lib/params.py snapshot $PARAMS_FILE" "$T/python3.log"
   grep -qxF -- "-S $SCRIPTS/lib/params.py validate $PARAMS_FILE --snapshot" "$T/python3.log"
   [ -z "$(grep -rlaF "get slurm.auth" "$TMPDIR")" ] # and the exit trap removed it
   grep -q "node type: controller" "$LOG_DIR/on_init_complete.log"

@@ -6,16 +6,17 @@
 # the users, pam_slurm_adopt, the sync), then the stack changes and the node's own copy of the sync runs.
 
 load test_helper
-# test_helper's setup (the stubbed node) as helper_setup: this file's setup adds the directory to it.
-eval "$(declare -f setup | sed '1s/^setup/helper_setup/')"
 
 CONTROLLER_IPS="10.1.0.12 172.17.0.1"
 LOGIN_IPS="10.1.0.20"
 COMPUTE_IPS="10.1.0.31"
 
 setup() {
-  # The stubbed node, then a directory (cluster.directory) and pam_slurm_adopt on.
-  helper_setup
+  # The stubbed node (test_helper's setup, without bats' DEBUG trap), then a directory (cluster.directory) and
+  # pam_slurm_adopt on.
+  local -
+  set +T
+  node_setup
   mkdir -p "$T/hyperpod/directory"
   cp -r "$SCRIPTS/." "$T/hyperpod/"
   cp "$REPO_ROOT/tests/fixtures/directory-ca.pem" "$T/hyperpod/directory/ca.pem"

@@ -11,15 +11,16 @@ FIXTURES="$BATS_TEST_DIRNAME/fixtures"
 STUBBED=(hostname mount umount mountpoint findmnt getent groupadd useradd usermod userdel systemctl scontrol
   apt-get apt-mark dpkg-query aws visudo srun ssh-keygen lctl nproc iptables ip6tables sinfo setpriv)
 
-# The directory every test of this file starts from, made once per file in $BATS_FILE_TMPDIR/template: the stub links,
-# the fake root's files, the empty directories, the parameters, and the node ami_node lays out for a controller. setup()
-# copies it in one cp, instead of making each piece with a command of its own and starting ami_model.py, the costliest
-# part, for every test. The template is made in a directory of its own name (recorded in `origin`); the files that
-# name it (`fix-files`) and the links into it (`fix-links`) get the test's directory instead after the copy.
-# Tests of a file run in parallel (bats --jobs): the first tests to get here each make one and rename it into place;
-# a rename onto one another test made first fails, and that copy is thrown away.
+# The directory every test starts from, made once per bats run in $BATS_SUITE_TMPDIR/lifecycle-template (the same for
+# every file that loads this helper: nothing in it depends on the file): the stub links, the fake root's files, the
+# empty directories, the parameters, and the node ami_node lays out for a controller. setup() copies it in one cp,
+# instead of making each piece with a command of its own and starting ami_model.py, the costliest part, for every test.
+# The template is made in a directory of its own name (recorded in `origin`); the files that name it (`fix-files`) and
+# the links into it (`fix-links`) get the test's directory instead after the copy. No test writes into it.
+# Files (and a file's tests) run in parallel (bats --jobs): the first tests to get here each make one and rename it into
+# place; a rename onto one another test made first fails, and that copy is thrown away.
 make_template() {
-  local tmpl="$BATS_FILE_TMPDIR/template" new="$BATS_FILE_TMPDIR/template.$BASHPID" cmd
+  local tmpl="$BATS_SUITE_TMPDIR/lifecycle-template" new="$BATS_SUITE_TMPDIR/lifecycle-template.$BASHPID" cmd
   [[ -d "$tmpl" ]] && return 0
   # Work the scripts do as a user (setpriv, lib/user_paths.sh) really runs under that uid: it must reach the test's
   # directory (bats makes its run directory 0700) and record its stub calls.
@@ -69,8 +70,20 @@ node_env() {
   export LOGROTATE_DIR="$T/logrotate.d" TEXTFILE_DIR="$T/textfile"
 }
 
+# setup: node_setup, without bats' DEBUG trap. bats sets functrace (set -T) so that its DEBUG trap, which keeps the
+# stack trace a failure is reported with, runs before every command of a test's shell, inside functions too: ~0.3 ms a
+# command, ~30 ms of every test for node_setup's checks alone. A function called while functrace is off does not
+# inherit the trap (bash(1), `set -T`); `local -` turns it back on when setup returns. A failure in node_setup still
+# fails the test (the ERR trap and set -e are untouched), reported at setup's line.
 setup() {
-  local tmpl="$BATS_FILE_TMPDIR/template" origin files=() rel target
+  local -
+  set +T
+  node_setup
+}
+
+# node_setup : the test's node in $T, copied from the file's template, every stub on PATH in effect
+node_setup() {
+  local tmpl="$BATS_SUITE_TMPDIR/lifecycle-template" origin files=() rel target
   T="$BATS_TEST_TMPDIR"
   make_template
   cp -a "$tmpl/t/." "$T/"
@@ -102,6 +115,8 @@ setup() {
   export STUB_SCONTROL_CONFIG="ClusterName = ml-cluster"
   # block_imds.sh's connection test as nobody needs a metadata service: tests/e2e/test_imds_block.py has a real one.
   export IMDS_PROBE=0
+  # The digests of the repository's scripts in the deploy's lifecycle record (stubs/stub `aws`), made once per run.
+  export STUB_RECORD_SCRIPTS="$BATS_SUITE_TMPDIR/lifecycle-record-scripts.json"
 }
 
 # ami_node TYPE [--absent FACT]... : lays this test's node out again, as HyperPod leaves a TYPE node according to
@@ -110,7 +125,7 @@ ami_node() {
   local type=$1
   shift
   # --clean first removes what was laid out before (setup's controller, or an earlier ami_node), in the same start.
-  python3 "$BATS_TEST_DIRNAME/ami_model.py" --clean --node-type "$type" --root "$T/node" --fake-root "$FAKE_ROOT" \
+  python3 -S "$BATS_TEST_DIRNAME/ami_model.py" --clean --node-type "$type" --root "$T/node" --fake-root "$FAKE_ROOT" \
     --manifest "$T/ami.manifest" --map "/opt/slurm/etc=$SLURM_CONF_DIR" --map "/opt/ml/config/resource_config.json=$RESOURCE_CONFIG" \
     --map "/etc/enroot/enroot.conf=$ENROOT_CONF" --map "/etc/logrotate.d=$LOGROTATE_DIR" \
     --map "/usr/local/share/pyxis/pyxis.conf=$PYXIS_CONF" --map "/var/spool/slurmd/conf-cache=$SLURMD_CONF_CACHE" \
@@ -121,7 +136,7 @@ ami_node() {
 # set_param KEY.PATH JSON_VALUE [KEY.PATH JSON_VALUE]... : edits the test's copy of the parameters file (one Python
 # start for all the pairs)
 set_param() {
-  python3 - "$PARAMS_FILE" "$@" <<'EOF'
+  python3 -S - "$PARAMS_FILE" "$@" <<'EOF'
 import json, sys
 path, pairs = sys.argv[1], sys.argv[2:]
 if not pairs or len(pairs) % 2:
@@ -150,7 +165,7 @@ MUTATING='^(mount|umount|groupadd|useradd|usermod|userdel|scontrol|apt-get|apt-m
 # record_deploy DIR : the deploy recorded DIR's scripts and the parameters as they are now ($PARAMS_FILE); stubs/stub
 # serves that as the lifecycle record (lib/verify.sh), e.g. for a test that runs a copy of the scripts with one replaced.
 record_deploy() {
-  python3 "$BATS_TEST_DIRNAME/lifecycle_record.py" "$1" "$PARAMS_FILE" >"$T/lifecycle_record.json"
+  python3 -S "$BATS_TEST_DIRNAME/lifecycle_record.py" "$1" "$PARAMS_FILE" >"$T/lifecycle_record.json"
   export STUB_LIFECYCLE_RECORD="$T/lifecycle_record.json"
 }
 
@@ -159,7 +174,7 @@ record_deploy() {
 copy_installed() {
   local names
   mapfile -t names < <(cut -d' ' -f3- "$STATE_DIR/platform_scripts.sha256")
-  python3 "$SCRIPTS/lib/verify.py" manifest "$PLATFORM_DIR" "${names[@]}" >"$T/manifest"
+  python3 -S "$SCRIPTS/lib/verify.py" manifest "$PLATFORM_DIR" "${names[@]}" >"$T/manifest"
   mv "$T/manifest" "$STATE_DIR/platform_scripts.sha256"
 }
 
@@ -180,24 +195,44 @@ add_section_artifact() {
 # add_section_artifacts SECTION PREFIX NAME FILE CONTENT [NAME FILE CONTENT]... : add_section_artifact for several,
 # each with its own sha256, in one Python start
 add_section_artifacts() {
-  local section=$1 prefix=$2 entries=()
+  set_param_and_artifacts "$1" "$2" -- "${@:3}"
+}
+
+# set_param_and_artifacts SECTION PREFIX [KEY.PATH JSON_VALUE]... -- NAME FILE CONTENT [NAME FILE CONTENT]... :
+# set_param's pairs, then add_section_artifacts' entries, in one Python start
+set_param_and_artifacts() {
+  local section=$1 prefix=$2 sets=() entries=()
   shift 2
+  while (($#)) && [[ "$1" != -- ]]; do
+    sets+=("$1")
+    shift
+  done
+  shift
   while (($#)); do
     printf '%s' "$3" >"$STUB_S3_DIR/$2"
     entries+=("$1" "$2" "")
     shift 3
   done
-  list_artifacts "$section" "$prefix" "${entries[@]}"
+  list_artifacts "$section" "$prefix" "${entries[@]}" -- "${sets[@]}"
 }
 
-# list_artifacts SECTION PREFIX NAME FILE SHA [NAME FILE SHA]... : each FILE of the fake S3 in SECTION.artifacts, under
-# s3://mirror-bucket/PREFIX/ (SHA "" for the file's own sha256)
+# list_artifacts SECTION PREFIX NAME FILE SHA [NAME FILE SHA]... [-- KEY.PATH JSON_VALUE...] : each FILE of the fake S3
+# in SECTION.artifacts, under s3://mirror-bucket/PREFIX/ (SHA "" for the file's own sha256), after set_param's pairs
 list_artifacts() {
-  python3 - "$PARAMS_FILE" "$STUB_S3_DIR" "$@" <<'EOF'
+  python3 -S - "$PARAMS_FILE" "$STUB_S3_DIR" "$@" <<'EOF'
 import hashlib, json, sys
-path, s3_dir, section, prefix, *entries = sys.argv[1:]
+path, s3_dir, section, prefix, *args = sys.argv[1:]
+entries, sets = (args[: args.index("--")], args[args.index("--") + 1 :]) if "--" in args else (args, [])
+if len(entries) % 3 or len(sets) % 2:
+    sys.exit("list_artifacts: NAME FILE SHA triples, then KEY.PATH JSON_VALUE pairs expected")
 with open(path) as f:
     params = json.load(f)
+for dotted, value in zip(sets[::2], sets[1::2]):  # as set_param
+    *parents, last = dotted.split(".")
+    node = params
+    for key in parents:
+        node = node[key]
+    node[last] = json.loads(value)
 for name, file, sha in zip(entries[::3], entries[1::3], entries[2::3]):
     with open(f"{s3_dir}/{file}", "rb") as f:
         sha = sha or hashlib.sha256(f.read()).hexdigest()

@@ -39,6 +39,13 @@ sync_log() {
   done
   cmp "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json"
   [ "$(cat "$STATE_DIR/applied_parameters.sha256")" = "$(sha256sum "$PARAMS_FILE" | cut -d' ' -f1)" ]
+  [ "$(stat -c %a "$PLATFORM_DIR/sync_users.sh" "$PLATFORM_DIR/lib/verify.py" | sort -u)" = 755 ]
+  # A script of the copy that differs is written again, alone.
+  echo "# changed" >>"$PLATFORM_DIR/lib/sssd.py"
+  run bash "$SCRIPTS/install_users_sync.sh"
+  [ "$status" -eq 0 ]
+  [ "$(grep "wrote " <<<"$output" | sed 's/.*\] //')" = "wrote $PLATFORM_DIR/lib/sssd.py" ]
+  cmp "$SCRIPTS/lib/sssd.py" "$PLATFORM_DIR/lib/sssd.py"
 }
 
 @test "install: service and timer are written, enabled and started once; a second install changes nothing" {

@@ -27,11 +27,22 @@ _read_secret() {
 # fetch_record PARAMS OUT : the record the parameters name, into OUT (root's, 0600); fails saying why.
 fetch_record() {
   local name region names
-  names="$(lib_py params.py get "$1" lifecycle_record.secret_name lifecycle_record.region)" || return 1
-  {
-    IFS= read -r name
-    IFS= read -r region
-  } <<<"$names"
+  # The entry point's own file is read into memory (lib/common.sh params), where its next reads find it; params fails
+  # as `params.py get` of the two keys fails. (A file the shell cannot hold in memory is read by params.py below.)
+  if [[ "$1" == "$PARAMS_FILE" ]]; then
+    params lifecycle_record.secret_name lifecycle_record.region || return 1
+  fi
+  if [[ "$1" == "$PARAMS_FILE" ]] && _params_lookup get lifecycle_record.secret_name; then
+    name="${PARAMS_REPLY%$'\n'}"
+    _params_lookup get lifecycle_record.region
+    region="${PARAMS_REPLY%$'\n'}"
+  else
+    names="$(lib_py params.py get "$1" lifecycle_record.secret_name lifecycle_record.region)" || return 1
+    {
+      IFS= read -r name
+      IFS= read -r region
+    } <<<"$names"
+  fi
   if [[ -z "$name" || -z "$region" ]]; then
     log "ERROR: $1 names no lifecycle_record (secret_name, region): nothing can be checked, so nothing runs"
     return 1
