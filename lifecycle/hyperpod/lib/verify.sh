@@ -28,14 +28,10 @@ _read_secret() {
 fetch_record() {
   local name region names
   # The entry point's own file is read into memory (lib/common.sh params), where its next reads find it; params fails
-  # as `params.py get` of the two keys fails. (A file the shell cannot hold in memory is read by params.py below.)
+  # as `params.py get` of the two keys fails, and `param` asks params.py when memory cannot say.
   if [[ "$1" == "$PARAMS_FILE" ]]; then
     params lifecycle_record.secret_name lifecycle_record.region || return 1
-  fi
-  if [[ "$1" == "$PARAMS_FILE" ]] && _params_lookup get lifecycle_record.secret_name; then
-    name="${PARAMS_REPLY%$'\n'}"
-    _params_lookup get lifecycle_record.region
-    region="${PARAMS_REPLY%$'\n'}"
+    name="$(param lifecycle_record.secret_name)" region="$(param lifecycle_record.region)"
   else
     names="$(lib_py params.py get "$1" lifecycle_record.secret_name lifecycle_record.region)" || return 1
     {
