@@ -241,6 +241,7 @@ BATS_FIRST := tests/lifecycle/users_sync.bats tests/lifecycle/on_init_complete.b
   tests/tools/fetch_hyperpod_chart.bats tests/lifecycle/studio_login_node.bats tests/lifecycle/revocation.bats
 BATS_FILES = $(BATS_FIRST) $(filter-out $(BATS_FIRST),$(sort $(wildcard tests/lifecycle/*.bats tests/tools/*.bats)))
 TEST_DURATIONS ?= 20
+FILLER_NICE ?= 10
 PYTEST_ARGS ?=
 ## The scripts under test start `python3` ~3,500 times. On a node they run the system's Python, so build/bin/python3
 ## links the system's /usr/bin/python3 (Debian's: ~11 ms a start); only without one, the interpreter `python3`
@@ -267,8 +268,8 @@ test-suite:
 	if [ -x /usr/bin/python3 ]; then ln -sfn /usr/bin/python3 build/bin/python3; \
 	else ln -sfn "$$(python3 -c 'import sys; print(sys.executable)')" build/bin/python3; fi; \
 	export PATH="$(CURDIR)/build/bin:$$PATH"; \
-	$(call timed,lint) $(MAKE) --no-print-directory lint >build/lint.log 2>&1 & lint_pid=$$!; \
-	$(call timed,bats) bats $(BATS_JOBS) $(BATS_FILES) >build/bats.tap 2>&1 & bats_pid=$$!; \
+	$(call timed,lint) nice -n $(FILLER_NICE) $(MAKE) --no-print-directory lint >build/lint.log 2>&1 & lint_pid=$$!; \
+	$(call timed,bats) nice -n $(FILLER_NICE) bats $(BATS_JOBS) $(BATS_FILES) >build/bats.tap 2>&1 & bats_pid=$$!; \
 	trap 'kill $$bats_pid $$lint_pid 2>/dev/null' INT TERM; \
 	$(call timed,pytest) $(PY) -m pytest -n $(TEST_JOBS) --durations=$(TEST_DURATIONS) $(PYTEST_ARGS) | tee build/pytest.log; pytest_rc=$${PIPESTATUS[0]}; \
 	wait $$lint_pid; lint_rc=$$?; wait $$bats_pid; bats_rc=$$?; \
