@@ -241,6 +241,10 @@ BATS_FIRST := tests/lifecycle/users_sync.bats tests/lifecycle/on_init_complete.b
   tests/tools/fetch_hyperpod_chart.bats tests/lifecycle/studio_login_node.bats tests/lifecycle/revocation.bats
 BATS_FILES = $(BATS_FIRST) $(filter-out $(BATS_FIRST),$(sort $(wildcard tests/lifecycle/*.bats tests/tools/*.bats)))
 TEST_DURATIONS ?= 20
+## lint and bats run at a lower priority than pytest: they are CPU work that can wait, and pytest's e2e worker spends
+## much of its time waiting on real daemons (slurmctld, slapd, sssd). At equal priority the three shared the cores and
+## bats ended first, leaving the e2e waits to idle a core (~56 core-seconds); at nice 10 the kernel gives pytest the
+## cores and lint and bats whatever pytest leaves (~14 core-seconds idle; docs/testing.md, the sixth pass).
 FILLER_NICE ?= 10
 PYTEST_ARGS ?=
 ## The scripts under test start `python3` ~3,500 times. On a node they run the system's Python, so build/bin/python3

@@ -198,3 +198,31 @@ def test_the_scheduler_keeps_the_workers_order():
         scheduler = make_scheduler(Config(), log=None)
     assert isinstance(scheduler, GroupScheduling)
     assert Config.option.loadscopereorder is False  # xdist would otherwise order the units by their number of tests
+
+
+def test_lint_and_bats_yield_the_cores_to_pytest():
+    """`make test-suite` starts lint and bats at a lower priority than pytest, so they run whenever a pytest worker
+    waits on its daemons instead of leaving that core idle (the Makefile's FILLER_NICE). Read from the recipe: `make -n`
+    would run it (its lines call $(MAKE))."""
+    recipe = re.search(r"^test-suite:\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert recipe, "no test-suite recipe in the Makefile"
+    commands = recipe[1].replace("\\\n", " ").split(";")
+    started = {
+        part: [c for c in commands if re.search(pattern, c)]
+        for part, pattern in (
+            ("lint", r"\$\(MAKE\) .*\blint\b"),
+            ("bats", r"\bbats \$\(BATS_JOBS\)"),
+            ("pytest", r"-m pytest"),
+        )
+    }
+    assert all(len(found) == 1 for found in started.values()), started
+    assert all(re.search(r"\bnice -n \$\(FILLER_NICE\) ", started[part][0]) for part in ("lint", "bats")), started
+    assert "nice" not in started["pytest"][0], started
+    value = subprocess.run(
+        ["make", "-s", "--no-print-directory", "--eval", "print-value: ; @echo $(FILLER_NICE)", "print-value"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert value.isdigit() and int(value) > 0, value
