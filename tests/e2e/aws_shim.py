@@ -28,7 +28,10 @@ import os
 import socket
 import sys
 
-MAX_REQUEST = 1 << 20  # bytes of arguments and environment one call sends (ARG_MAX is 2 MB)
+# Run only as a script, by path (under `python3 -I`, which leaves the script's own directory off sys.path), on this
+# machine or in the Slurm root: the calling convention it shares with support/warm_python.py is in tests/support.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), os.pardir, "support"))
+from socket_calls import listen, receive_request, receive_streams, send_call
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -110,12 +113,7 @@ def main(argv: list[str], session=None) -> int:
 
 def call(name: str, argv: list[str]) -> int:
     """Sends argv, the environment and fds 0-2 to the server NAME; returns the status it answers."""
-    request = json.dumps({"argv": argv, "env": dict(os.environ)}).encode()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.connect("\0" + name)
-        sent = socket.send_fds(conn, [request], [0, 1, 2])
-        conn.sendall(request[sent:])
-        conn.shutdown(socket.SHUT_WR)
+    with send_call(name, {"argv": argv, "env": dict(os.environ)}) as conn:
         answer = b""
         while chunk := conn.recv(64):
             answer += chunk
@@ -144,9 +142,7 @@ def serve(name: str) -> None:
             aws_access_key_id="warm-up",
             aws_secret_access_key="warm-up",
         )
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind("\0" + name)
-    listener.listen(64)
+    listener = listen(name)
     # Each call's child is waited for, so its CPU counts in this process's (tools/pytest_cpu.py reads it there).
     signal.signal(signal.SIGCHLD, _reap)
     parent = os.getppid()
@@ -206,15 +202,11 @@ def _become_the_caller(conn: socket.socket) -> list[str]:
     Python as the server's: the Slurm root's for scripts run in it, this machine's for scripts run on it."""
     import struct
 
-    request, fds, _, _ = socket.recv_fds(conn, 65536, 3)
+    start, fds = receive_streams(conn)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
-    while chunk := conn.recv(65536):
-        request += chunk
-        if len(request) > MAX_REQUEST:
-            raise ValueError(f"a call of over {MAX_REQUEST} bytes")
-    message = json.loads(request)
+    message = receive_request(conn, start)
     pid, uid, gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
     proc = f"/proc/{pid}"
     with open(f"{proc}/status") as f:

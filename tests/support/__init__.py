@@ -22,7 +22,8 @@
 - job_crd: the HyperPodPyTorchJob CRD as the API server applies it; teams: two EKS teams for the admission tests;
   admission: a ValidatingAdmissionPolicy evaluated as the API server does.
 - process_tree: the processes under a process; warm_python: a `python` whose processes fork from one that imported
-  torch and MLflow once.
+  torch and MLflow once; socket_calls: how a command hands its call (request and standard streams) to such a warm
+  server, tests/e2e/aws_shim.py's too.
 - day2_matrix: the day-2 change matrix (base configs, routine and never-in-place changes) and its cached synthesis.
 - price_list_answers: GetProducts answers for the price table's tests.
 

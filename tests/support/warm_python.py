@@ -22,12 +22,16 @@ leaves stdout and stderr unbuffered, as at a start.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
 import sys
 from typing import TYPE_CHECKING, NamedTuple
+
+if __package__ == "support":  # imported by the tests
+    from support.socket_calls import listen, receive_request, receive_streams, send_call
+else:  # the server and the `python` command run this file with tests/support first on sys.path
+    from socket_calls import listen, receive_request, receive_streams, send_call
 
 if TYPE_CHECKING:  # the caller's side imports only what a call needs: it starts once per process it stands in for
     from collections.abc import Iterator
@@ -43,7 +47,6 @@ FORWARDED = (
     signal.SIGUSR2,
 )
 READY_TIMEOUT = 300  # seconds a server may take to import its modules (~5 s of CPU for torch and MLflow)
-MAX_REQUEST = 1 << 20  # bytes of arguments and environment one call sends (ARG_MAX is 2 MB)
 
 
 def parse_command_line(argv: list[str]) -> tuple[bool, str, str, list[str]]:
@@ -63,7 +66,7 @@ def parse_command_line(argv: list[str]) -> tuple[bool, str, str, list[str]]:
 
 def call(name: str, argv: list[str]) -> int:
     """Has the server NAME run `python ARGV` as this process; returns its exit code (or ends by its signal)."""
-    request = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
     child: list[int] = []
     pending: list[int] = []  # signals that came before the child's pid: passed on once it is known
 
@@ -76,11 +79,7 @@ def call(name: str, argv: list[str]) -> int:
 
     for forwarded in FORWARDED:
         signal.signal(forwarded, forward)
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.connect("\0" + name)
-        sent = socket.send_fds(conn, [request], [0, 1, 2])
-        conn.sendall(request[sent:])
-        conn.shutdown(socket.SHUT_WR)
+    with send_call(name, request) as conn:
         answer = conn.makefile("r")
         pid = answer.readline().strip()
         if not pid.isdigit():
@@ -120,9 +119,7 @@ def serve(name: str, modules: list[str]) -> tuple[bool, str, str, list[str]]:
     gc.enable()
     if len(os.listdir("/proc/self/task")) != 1:  # a thread here would be copied mid-flight into every fork
         raise RuntimeError(f"{len(os.listdir('/proc/self/task'))} threads after importing {modules}")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind("\0" + name)
-    listener.listen(64)
+    listener = listen(name)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     parent = os.getppid()
@@ -131,12 +128,8 @@ def serve(name: str, modules: list[str]) -> tuple[bool, str, str, list[str]]:
         for key, _ in selector.select(timeout=5):
             if key.fileobj is listener:
                 conn, _ = listener.accept()
-                request, fds, _, _ = socket.recv_fds(conn, 65536, 3)
-                while chunk := conn.recv(65536):
-                    request += chunk
-                    if len(request) > MAX_REQUEST:
-                        raise ValueError(f"a call of over {MAX_REQUEST} bytes")
-                message = json.loads(request)
+                start, fds = receive_streams(conn)
+                message = receive_request(conn, start)
                 sys.stdout.flush()
                 sys.stderr.flush()
                 pid = os.fork()
