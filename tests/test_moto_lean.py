@@ -1,7 +1,8 @@
-"""The tests' moto server (tests/support/moto_lean.py) makes a KMS key's private key when it is first used and lists
-moto's service modules once: its keys still encrypt and decrypt, sign and verify, and the public key GetPublicKey
-returns is the one that signed, however many calls in between, several at once included; the module list kept is
-moto's own, and moto's package directory is not listed again."""
+"""The tests' moto server (tests/support/moto_lean.py) makes a KMS key's private key when it is first used, lists
+moto's service modules once and reads botocore's data through one loader: its keys still encrypt and decrypt, sign
+and verify, and the public key GetPublicKey returns is the one that signed, however many calls in between, several at
+once included; the module list kept is moto's own, and moto's package directory is not listed again; sessions share
+the loader of their data path, answer as a fresh session does, and the server's regions are botocore's."""
 
 from __future__ import annotations
 
@@ -40,6 +41,43 @@ def test_moto_lists_its_service_modules_once_and_the_same(monkeypatch):
     monkeypatch.setattr(os, "listdir", forbidden)
     assert list(backends.list_of_moto_modules()) == fresh
     assert {"s3", "kms", "cloudformation", "ec2", "fsx", "sagemaker", "secretsmanager"} <= set(fresh)
+
+
+def test_sessions_read_botocore_data_through_one_loader_per_data_path(monkeypatch, tmp_path):
+    """Checked in this process, as moto makes its sessions (boto3.Session()); monkeypatch restores botocore's
+    create_loader afterwards."""
+    import boto3
+    import botocore.session
+
+    fresh = boto3.Session()  # before the patch: a loader of its own
+    regions = {p: fresh.get_available_regions("ec2", partition_name=p) for p in fresh.get_available_partitions()}
+    monkeypatch.setattr(botocore.session, "create_loader", botocore.session.create_loader)
+    moto_lean.read_botocore_data_once()
+
+    first, second = boto3.Session(), boto3.Session()
+    loader = first._session.get_component("data_loader")
+    assert second._session.get_component("data_loader") is loader
+    assert loader is not fresh._session.get_component("data_loader")
+    assert {p: second.get_available_regions("ec2", partition_name=p) for p in regions} == regions
+    assert second.get_available_services() == fresh.get_available_services()
+    # Another data path (AWS_DATA_PATH) is another loader, which searches it.
+    monkeypatch.setenv("AWS_DATA_PATH", str(tmp_path))
+    other = boto3.Session()._session.get_component("data_loader")
+    assert other is not loader and str(tmp_path) in other.search_paths
+
+
+def test_the_servers_regions_are_botocores(moto_endpoint):
+    """EC2's region table, which moto builds from botocore's data as it imports EC2 (the aws, aws-us-gov and aws-cn
+    partitions: moto/ec2/models/availability_zones_and_regions.py), lists the regions a fresh botocore session
+    knows in them."""
+    import boto3
+
+    reset(moto_endpoint)
+    fresh = boto3.Session()
+    partitions = ("aws", "aws-us-gov", "aws-cn")
+    known = {r for p in partitions for r in fresh.get_available_regions("ec2", partition_name=p)}
+    answered = client(moto_endpoint, "ec2", REGION).describe_regions(AllRegions=True)["Regions"]
+    assert {r["RegionName"] for r in answered} == known and "us-west-2" in known
 
 
 def test_a_symmetric_key_encrypts_and_decrypts(kms):
