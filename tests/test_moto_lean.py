@@ -2,7 +2,7 @@
 moto's service modules once and reads botocore's data through one loader: its keys still encrypt and decrypt, sign
 and verify, and the public key GetPublicKey returns is the one that signed, however many calls in between, several at
 once included; the module list kept is moto's own, and moto's package directory is not listed again; sessions share
-the loader of their data path, answer as a fresh session does, and the server's regions are botocore's."""
+the loader of their data path, and the server's EC2 regions are those a fresh session lists."""
 
 from __future__ import annotations
 

@@ -23,8 +23,7 @@ and moto_cloudformation.py's on top of it):
 
 tests/test_moto_lean.py checks all three: signing, verifying and the public key still agree (symmetric keys still
 encrypt and decrypt); the kept list of modules is the one a fresh listing gives, with moto's directory not listed
-again; sessions share one loader per data path, which answers as a fresh session's does, and the server's regions
-are botocore's.
+again; sessions share one loader per data path, and the server's EC2 regions are those a fresh session lists.
 """
 
 from __future__ import annotations
