@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import hashes
@@ -43,14 +44,21 @@ def test_moto_lists_its_service_modules_once_and_the_same(monkeypatch):
     assert {"s3", "kms", "cloudformation", "ec2", "fsx", "sagemaker", "secretsmanager"} <= set(fresh)
 
 
-def test_sessions_read_botocore_data_through_one_loader_per_data_path(monkeypatch, tmp_path):
-    """Checked in this process, as moto makes its sessions (boto3.Session()); monkeypatch restores botocore's
-    create_loader afterwards. That the shared loader answers as a fresh session's does: the next test, of the
-    server."""
-    import boto3
+@pytest.fixture
+def loaders_restored(monkeypatch):
+    """botocore's and moto's create_loader as they are, restored after the test whatever read_botocore_data_once did."""
     import botocore.session
+    from moto.core import utils
 
     monkeypatch.setattr(botocore.session, "create_loader", botocore.session.create_loader)
+    monkeypatch.setattr(utils, "create_loader", utils.create_loader)
+
+
+def test_sessions_read_botocore_data_through_one_loader_per_data_path(loaders_restored, monkeypatch, tmp_path):
+    """Checked in this process, as moto makes its sessions (boto3.Session()). That the shared loader answers as a
+    fresh session's does: test_the_servers_regions_are_botocores."""
+    import boto3
+
     moto_lean.read_botocore_data_once()
 
     first, second = boto3.Session(), boto3.Session()
@@ -60,6 +68,28 @@ def test_sessions_read_botocore_data_through_one_loader_per_data_path(monkeypatc
     monkeypatch.setenv("AWS_DATA_PATH", str(tmp_path))
     other = boto3.Session()._session.get_component("data_loader")
     assert other is not loader and str(tmp_path) in other.search_paths
+
+
+def test_moto_reads_its_service_models_through_one_loader_with_its_extras(loaders_restored):
+    """moto's models (botocore's, with moto's extras merged in: sqs's service-2 has extras) are read through one
+    loader, and read the same as through a fresh one. Checked in this process."""
+    from moto.core import utils
+
+    fresh = {s: utils.create_loader().load_service_model(s, "service-2") for s in ("sqs", "s3")}
+    assert utils.create_loader() is not utils.create_loader()
+    moto_lean.read_botocore_data_once()
+
+    loader = utils.create_loader()
+    assert utils.create_loader() is loader and moto_root_searched(loader)
+    for service, model in fresh.items():
+        assert loader.load_service_model(service, "service-2") == model
+        assert loader.load_service_model(service, "service-2") == model  # the extras merged once, not per read
+
+
+def moto_root_searched(loader) -> bool:
+    import moto
+
+    return any(Path(p) == Path(moto.__file__).parent for p in loader.search_paths)
 
 
 def test_the_servers_regions_are_botocores(moto_endpoint):
