@@ -1,12 +1,14 @@
-"""The tests' moto server (tests/support/moto_lean.py) makes a KMS key's private key when it is first used and lists
-moto's service modules once: its keys still encrypt and decrypt, sign and verify, and the public key GetPublicKey
-returns is the one that signed, however many calls in between, several at once included; the module list kept is
-moto's own, and moto's package directory is not listed again."""
+"""The tests' moto server (tests/support/moto_lean.py) makes a KMS key's private key when it is first used, lists
+moto's service modules once and reads botocore's data through one loader: its keys still encrypt and decrypt, sign
+and verify, and the public key GetPublicKey returns is the one that signed, however many calls in between, several at
+once included; the module list kept is moto's own, and moto's package directory is not listed again; sessions share
+the loader of their data path, and the server's EC2 regions are those a fresh session lists."""
 
 from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import hashes
@@ -40,6 +42,68 @@ def test_moto_lists_its_service_modules_once_and_the_same(monkeypatch):
     monkeypatch.setattr(os, "listdir", forbidden)
     assert list(backends.list_of_moto_modules()) == fresh
     assert {"s3", "kms", "cloudformation", "ec2", "fsx", "sagemaker", "secretsmanager"} <= set(fresh)
+
+
+@pytest.fixture
+def loaders_restored(monkeypatch):
+    """botocore's and moto's create_loader as they are, restored after the test whatever read_botocore_data_once did."""
+    import botocore.session
+    from moto.core import utils
+
+    monkeypatch.setattr(botocore.session, "create_loader", botocore.session.create_loader)
+    monkeypatch.setattr(utils, "create_loader", utils.create_loader)
+
+
+def test_sessions_read_botocore_data_through_one_loader_per_data_path(loaders_restored, monkeypatch, tmp_path):
+    """Checked in this process, as moto makes its sessions (boto3.Session()). That the shared loader answers as a
+    fresh session's does: test_the_servers_regions_are_botocores."""
+    import boto3
+
+    moto_lean.read_botocore_data_once()
+
+    first, second = boto3.Session(), boto3.Session()
+    loader = first._session.get_component("data_loader")
+    assert second._session.get_component("data_loader") is loader
+    # Another data path (AWS_DATA_PATH) is another loader, which searches it.
+    monkeypatch.setenv("AWS_DATA_PATH", str(tmp_path))
+    other = boto3.Session()._session.get_component("data_loader")
+    assert other is not loader and str(tmp_path) in other.search_paths
+
+
+def test_moto_reads_its_service_models_through_one_loader_with_its_extras(loaders_restored):
+    """moto's models (botocore's, with moto's extras merged in: sqs's service-2 has extras) are read through one
+    loader, and read the same as through a fresh one. Checked in this process."""
+    from moto.core import utils
+
+    fresh = {s: utils.create_loader().load_service_model(s, "service-2") for s in ("sqs", "s3")}
+    assert utils.create_loader() is not utils.create_loader()
+    moto_lean.read_botocore_data_once()
+
+    loader = utils.create_loader()
+    assert utils.create_loader() is loader and moto_root_searched(loader)
+    for service, model in fresh.items():
+        assert loader.load_service_model(service, "service-2") == model
+        assert loader.load_service_model(service, "service-2") == model  # the extras merged once, not per read
+
+
+def moto_root_searched(loader) -> bool:
+    import moto
+
+    return any(Path(p) == Path(moto.__file__).parent for p in loader.search_paths)
+
+
+def test_the_servers_regions_are_botocores(moto_endpoint):
+    """EC2's region table, which moto builds from botocore's data as it imports EC2 (the aws, aws-us-gov and aws-cn
+    partitions: moto/ec2/models/availability_zones_and_regions.py) through the server's shared loader, lists the
+    regions a fresh botocore session of this process knows in them."""
+    import boto3
+
+    reset(moto_endpoint)
+    fresh = boto3.Session()
+    partitions = ("aws", "aws-us-gov", "aws-cn")
+    known = {r for p in partitions for r in fresh.get_available_regions("ec2", partition_name=p)}
+    answered = client(moto_endpoint, "ec2", REGION).describe_regions(AllRegions=True)["Regions"]
+    assert {r["RegionName"] for r in answered} == known and "us-west-2" in known
 
 
 def test_a_symmetric_key_encrypts_and_decrypts(kms):

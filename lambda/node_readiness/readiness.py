@@ -23,6 +23,7 @@ The function's role reaches the API through an EKS access entry whose Kubernetes
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import ssl
@@ -32,7 +33,8 @@ import urllib.request
 from typing import Any
 from collections.abc import Mapping
 
-import boto3
+import botocore.loaders
+import botocore.session
 from botocore.auth import SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 
@@ -64,12 +66,19 @@ class Refused(RuntimeError):
     """401/403: the access entry or its RBAC binding is missing, or not yet in effect."""
 
 
+# botocore's installed data (endpoints.json, 1.2 MB, and the STS model), read once per environment and data path: each
+# token is made in a botocore session of its own (credentials and configuration read anew), whose own loader would
+# read those files again (~90 ms of CPU a poll).
+_botocore_data = functools.cache(botocore.loaders.create_loader)
+
+
 def eks_token(cluster_name: str, region: str) -> str:
-    session = boto3.session.Session(region_name=region)
+    session = botocore.session.Session()
+    session.register_component("data_loader", _botocore_data(session.get_config_variable("data_path")))
     credentials = session.get_credentials()
     if credentials is None:
         raise ReadinessError("no AWS credentials in the function's environment")
-    endpoint = session.client("sts").meta.endpoint_url
+    endpoint = session.create_client("sts", region_name=region).meta.endpoint_url
     request = AWSRequest(
         method="GET",
         url=f"{endpoint}/?Action=GetCallerIdentity&Version=2011-06-15",

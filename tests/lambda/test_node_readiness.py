@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import hashlib
 import hmac
 import http.server
@@ -18,6 +19,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import botocore.loaders
 import kubernetes_validate
 import pytest
 from cryptography import x509
@@ -323,3 +325,26 @@ def test_delete_never_calls_the_cluster(api):
     assert readiness.on_event(evt) == {"PhysicalResourceId": f"{CLUSTER}/UntaintedNode"}
     assert readiness.is_complete(evt) == {"IsComplete": True}
     assert api.tokens == []
+
+
+def test_each_poll_signs_with_the_credentials_of_the_moment_and_reads_botocores_data_once(api, monkeypatch):
+    """A warm environment makes a token per poll: each is signed with the credentials the environment holds then
+    (the API refuses the second, another key's), and botocore's data files (endpoints.json, the STS model) are read
+    for the first token only."""
+    monkeypatch.setattr(readiness, "_botocore_data", functools.cache(botocore.loaders.create_loader))  # a new one
+    read: list[str] = []
+    load_file = botocore.loaders.JSONFileLoader.load_file
+    monkeypatch.setattr(
+        botocore.loaders.JSONFileLoader, "load_file", lambda self, path: read.append(path) or load_file(self, path)
+    )
+    assert readiness.is_complete(started(event(api))) == {"IsComplete": False}  # no node yet
+    first_token_reads = list(read)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAI44QH8DHBEXAMPLE")
+    api.nodes = [node("ip-10-1-0-7")]
+    assert readiness.is_complete(started(event(api))) == {"IsComplete": False}  # refused: not the entry's key
+    assert any("endpoints" in path for path in first_token_reads) and read == first_token_reads
+    urls = [
+        urllib.parse.urlsplit(base64.urlsafe_b64decode(t[11:] + "=" * (-len(t[11:]) % 4)).decode()) for t in api.tokens
+    ]
+    keys = [dict(urllib.parse.parse_qsl(u.query))["X-Amz-Credential"].split("/")[0] for u in urls]
+    assert keys == [ACCESS_KEY, "AKIAI44QH8DHBEXAMPLE"]

@@ -11,7 +11,7 @@
 - events: the events a handler receives (custom-resource requests, is_complete, CloudTrail via EventBridge).
 - moto_server: a moto server on loopback, its reset, clients, sessions sharing one botocore loader and environments;
   moto_cloudformation: the server it runs, with CloudFormation's change-set behaviours moto lacks, over moto_lean:
-  moto's server without two of its costs that change no answer; destroy_harness and preflight_harness: the AWS that
+  moto's server without three of its costs that change no answer; destroy_harness and preflight_harness: the AWS that
   cli/destroy.py's and cli/preflight.py's tests run against.
 - recording: what a handler test injects to see calls and sleeps.
 - ports: a free loopback port.

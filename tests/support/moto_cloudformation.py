@@ -19,7 +19,7 @@ that run the guard's whole flow (and the pinned CDK CLI) against it:
    After a successful execution the stack's change sets are gone, the executed one included (ExecuteChangeSet, API
    reference: "removes all change sets associated with the stack").
 
-Everything else is moto's own behaviour, without the two costs support/moto_lean.py leaves out. This is the tests'
+Everything else is moto's own behaviour, without the three costs support/moto_lean.py leaves out. This is the tests'
 moto server (support/moto_server.py: each pytest process's `moto_endpoint`, shared by the guard's flow, `make destroy`'s
 tests, the handlers' tests, ...). The three behaviours are patched in when the server first makes its CloudFormation
 app, as the first CloudFormation request arrives: importing moto's CloudFormation costs ~1.6 s of CPU (its template

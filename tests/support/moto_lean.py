@@ -1,4 +1,4 @@
-"""moto's server without two costs of moto 5.2.5 that change no answer, for the tests' moto servers (moto_server.py's,
+"""moto's server without three costs of moto 5.2.5 that change no answer, for the tests' moto servers (moto_server.py's,
 and moto_cloudformation.py's on top of it):
 
   python tests/support/moto_lean.py -H 127.0.0.1 -p PORT
@@ -13,13 +13,24 @@ and moto_cloudformation.py's on top of it):
    (`DomainDispatcherApplication.get_backend_for_host`: `host in backends.list_of_moto_modules()`), and each time
    lists moto's package directory and stats its ~175 entries: ~40 % of the server's CPU for an S3 HeadObject
    (4.5 -> 2.7 ms). The installed package does not change while the server runs.
+3. botocore's data (endpoints.json, 1.2 MB, and the service models moto reads) is read through one loader per data
+   path instead of one per botocore session. moto makes a new boto3 Session wherever it asks botocore which regions
+   or services there are (EC2's region table at import, each backend's regions, the service names), and each new
+   session reads endpoints.json and lists botocore's data directories again: ~1 s of the server's CPU when its
+   CloudFormation first loads (it imports EC2 and the other services it can create). moto's own loader (botocore's
+   data with moto's extras, moto/core/loaders.py) is made anew for each service whose model a request first needs,
+   and lists botocore's ~400 service directories each time: one loader for them all, ~0.4 s less over 15 services.
+   What a loader holds is the installed data, the same for every session and service (support/moto_server.py's
+   `session` does the same for the tests' own sessions).
 
-tests/test_moto_lean.py checks both: signing, verifying and the public key still agree (symmetric keys still encrypt
-and decrypt), and the kept list of modules is the one a fresh listing gives, with moto's directory not listed again.
+tests/test_moto_lean.py checks all three: signing, verifying and the public key still agree (symmetric keys still
+encrypt and decrypt); the kept list of modules is the one a fresh listing gives, with moto's directory not listed
+again; sessions share one loader per data path, and the server's EC2 regions are those a fresh session lists.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from typing import Any
@@ -51,9 +62,21 @@ def list_moto_modules_once() -> None:
     backends.list_of_moto_modules = lambda: modules
 
 
+def read_botocore_data_once() -> None:
+    import botocore.session
+    from moto.core import utils
+
+    # botocore.session calls its module's create_loader(data_path) as each session first needs its data; moto's
+    # get_service_model and get_pagination_model call moto.core.utils.create_loader() (botocore's data with moto's
+    # extras) for each service they load.
+    botocore.session.create_loader = functools.cache(botocore.session.create_loader)
+    utils.create_loader = functools.cache(utils.create_loader)
+
+
 def lean() -> None:
     make_private_keys_lazily()
     list_moto_modules_once()
+    read_botocore_data_once()
 
 
 if __name__ == "__main__":

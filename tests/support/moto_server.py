@@ -22,8 +22,8 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
 SERVER_SETTINGS = {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
 
 
-# moto's server without two of its costs that change no answer (a KMS key's private key made on first use, its
-# list of service modules read once: moto_lean.py), with the three CloudFormation change-set behaviours of the real
+# moto's server without three of its costs that change no answer (a KMS key's private key made on first use, its
+# list of service modules read once, botocore's data read through one loader: moto_lean.py), with the three CloudFormation change-set behaviours of the real
 # service that moto lacks, patched in when CloudFormation is first asked (moto_cloudformation.py's docstring).
 SERVER = Path(__file__).with_name("moto_cloudformation.py")
 
