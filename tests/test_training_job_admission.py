@@ -3,6 +3,8 @@ platform's training image, admission under each team's quota at every size, and 
 
 from __future__ import annotations
 
+import copy
+import functools
 
 import pytest
 import yaml
@@ -21,8 +23,14 @@ FINETUNE_MANIFESTS = ROOT / "examples" / "finetune" / "manifests"
 
 
 def every_rendered_job() -> dict[str, dict]:
-    """Every HyperPodPyTorchJob the examples ship: examples/manifests and the fine-tuning workflow's."""
-    jobs = dict(committed())
+    """Every HyperPodPyTorchJob the examples ship: examples/manifests and the fine-tuning workflow's (read once per
+    process: three parametrizations at collection and each of their tests ask; a copy of its own for each caller)."""
+    return copy.deepcopy(_every_rendered_job())
+
+
+@functools.cache
+def _every_rendered_job() -> dict[str, dict]:
+    jobs = committed()
     for path in sorted(FINETUNE_MANIFESTS.glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
             if doc["kind"] == "HyperPodPyTorchJob":
