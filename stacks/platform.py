@@ -324,7 +324,7 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
         for node in nodes:
             RedundantRoleDependency.visit(node)
             encryption.visit(node, own_stack)
-            retention.visit(node)
+            retention.visit(node, own_stack)
         # Only where tags update in place: a create-only Tags property would turn a new tag into a replacement.
         cdk.Tags.of(stack).add(PLATFORM_TAG, name, exclude_resource_types=list(TAGS_CREATE_ONLY))
         for key, value in config.tags.items():
