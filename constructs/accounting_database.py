@@ -19,6 +19,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_rds as rds
 from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge
+from constructs.pseudo_parameters import REGION
 
 PORT = 3306  # HyperPod's default Port for AccountingDatabase (botocore sagemaker ClusterAccountingDatabase.Port)
 # The schema slurmdbd creates; named explicitly because the API and CloudFormation document different defaults
@@ -155,7 +156,7 @@ class AccountingDatabase(Construct):
                 sid="DecryptAccountingDatabaseSecret",
                 actions=["kms:Decrypt"],
                 resources=[self.key.key_arn],
-                conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com"}},
+                conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{REGION}.amazonaws.com"}},
             )
         )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from constructs import Construct
+from constructs.pseudo_parameters import ACCOUNT_ID, PARTITION, REGION
 
 
 def _arn(scope: Construct, template: str) -> str:
@@ -14,9 +15,9 @@ def _arn(scope: Construct, template: str) -> str:
         scope.node.try_get_context("@aws-cdk/core:bootstrapQualifier") or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
     )
     return (
-        template.replace("${AWS::Partition}", cdk.Aws.PARTITION)
-        .replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
-        .replace("${AWS::Region}", cdk.Aws.REGION)
+        template.replace("${AWS::Partition}", PARTITION)
+        .replace("${AWS::AccountId}", ACCOUNT_ID)
+        .replace("${AWS::Region}", REGION)
         .replace("${Qualifier}", qualifier)
     )
 

@@ -16,6 +16,7 @@ from constructs.lifecycle_scripts import data_bucket_name
 from constructs.platform_role_names import PARTITION_HANDLERS, partition_handler_role_name
 from constructs.s3_object_actions import OBJECT_ACTIONS
 from constructs.secure_bucket import allow_account_through_s3, secure_bucket
+from constructs.pseudo_parameters import ACCOUNT_ID, PARTITION, REGION
 
 
 def fsx_s3_access_role_arn(file_system_id: str) -> str:
@@ -23,7 +24,7 @@ def fsx_s3_access_role_arn(file_system_id: str) -> str:
     (https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-service-linked-roles.html; path as in
     https://docs.aws.amazon.com/aws-managed-policy/latest/reference/FSxDeleteServiceLinkedRoleAccess.html)."""
     return (
-        f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/aws-service-role/"
+        f"arn:{PARTITION}:iam::{ACCOUNT_ID}:role/aws-service-role/"
         f"s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_{file_system_id}"
     )
 
@@ -52,8 +53,8 @@ class DataKey(kms.Key):
                 resources=["*"],  # in a key policy, "*" means this key
                 conditions={
                     "StringEquals": {
-                        "aws:PrincipalAccount": cdk.Aws.ACCOUNT_ID,
-                        "kms:ViaService": f"s3.{cdk.Aws.REGION}.amazonaws.com",
+                        "aws:PrincipalAccount": ACCOUNT_ID,
+                        "kms:ViaService": f"s3.{REGION}.amazonaws.com",
                     },
                     "ArnLike": {"aws:PrincipalArn": fsx_s3_access_role_arn("*")},
                 },
@@ -90,7 +91,7 @@ class DataBucket:
         whoever reads them reads users' exported files. Only FSx (its service-linked role for `file_system_id`) and
         the partition handlers may, whatever else IAM grants. The handlers live in the Studio stack: fixed role names
         (constructs/platform_role_names.py)."""
-        role = f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
+        role = f"arn:{PARTITION}:iam::{ACCOUNT_ID}:role/"
         allowed = [fsx_s3_access_role_arn(file_system_id)] + [
             role + partition_handler_role_name(self.cluster_name, handler) for handler in PARTITION_HANDLERS
         ]

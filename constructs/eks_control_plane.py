@@ -246,8 +246,8 @@ class EksControlPlane(Construct):
         resource = eks.KubernetesManifest(
             scope or self, id_, cluster=self.icluster, manifest=[dict(o) for o in objects], overwrite=True
         )
-        for dependency in after:
-            resource.node.add_dependency(dependency)
+        if after:
+            resource.node.add_dependency(*after)
         return resource
 
     def helm_chart(

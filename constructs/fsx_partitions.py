@@ -28,8 +28,9 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 from constructs.lambda_assets import RUNTIME, execution_role, function_dir, function_log_group, handler_code
-from constructs.nag_acknowledgments import acknowledge, acknowledge_provider
+from constructs.nag_acknowledgments import Rule, acknowledge, acknowledge_provider, acknowledge_rules
 from constructs.nested_template import NestedTemplate
+from constructs.pseudo_parameters import PARTITION
 
 HANDLER_DIR = function_dir("fsx_partitions")
 MAX_IMPORTS_IN_FLIGHT = 4
@@ -295,8 +296,10 @@ class FsxPartitions(Construct):
 
     def _grant(self, role: iam.IRole) -> None:
         stack = cdk.Stack.of(self)
-        marker_prefix = f"arn:{cdk.Aws.PARTITION}:s3:::{self.data_bucket_name}/{self.s3_prefix}{self.partition_root}/*"
+        bucket_arn = f"arn:{PARTITION}:s3:::{self.data_bucket_name}"
+        marker_prefix = f"{bucket_arn}/{self.s3_prefix}{self.partition_root}/*"
         file_system_arn = stack.format_arn(service="fsx", resource="file-system", resource_name=self.file_system_id)
+        tasks = stack.format_arn(service="fsx", resource="task", resource_name="*")
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="PartitionMarkers", actions=["s3:GetObject", "s3:PutObject"], resources=[marker_prefix]
@@ -307,35 +310,32 @@ class FsxPartitions(Construct):
             iam.PolicyStatement(
                 sid="ListPartitionMarkers",
                 actions=["s3:ListBucket"],
-                resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{self.data_bucket_name}"],
+                resources=[bucket_arn],
                 conditions={"StringLike": {"s3:prefix": [f"{self.s3_prefix}{self.partition_root}/*"]}},
             )
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="ImportPartitions",
-                actions=["fsx:CreateDataRepositoryTask"],
-                resources=[file_system_arn, stack.format_arn(service="fsx", resource="task", resource_name="*")],
+                sid="ImportPartitions", actions=["fsx:CreateDataRepositoryTask"], resources=[file_system_arn, tasks]
             )
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(sid="WatchImports", actions=["fsx:DescribeDataRepositoryTasks"], resources=["*"])
         )
-        acknowledge(
+        acknowledge_rules(
             role,
-            "AwsSolutions-IAM5",
-            "partition handlers write directory markers only under the partition root of the data bucket, "
-            "start import tasks (whose ids FSx assigns) on this file system, and poll tasks, which "
-            "DescribeDataRepositoryTasks supports only on '*'",
-            findings=[
-                "Resource::*",
-                f"Resource::{marker_prefix}",
-                f"Resource::{stack.format_arn(service='fsx', resource='task', resource_name='*')}",
+            [
+                Rule(
+                    "AwsSolutions-IAM5",
+                    "partition handlers write directory markers only under the partition root of the data bucket, "
+                    "start import tasks (whose ids FSx assigns) on this file system, and poll tasks, which "
+                    "DescribeDataRepositoryTasks supports only on '*'",
+                    findings=["Resource::*", f"Resource::{marker_prefix}", f"Resource::{tasks}"],
+                ),
+                Rule(
+                    "AwsSolutions-IAM4",
+                    "partition handlers log to their own CloudWatch log group through the basic execution policy",
+                    findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
+                ),
             ],
-        )
-        acknowledge(
-            role,
-            "AwsSolutions-IAM4",
-            "partition handlers log to their own CloudWatch log group through the basic execution policy",
-            findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
         )

@@ -15,6 +15,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge
+from constructs.pseudo_parameters import PARTITION, REGION
 
 SLURM_NODE_TYPES = {"controller": "Controller", "login": "Login", "compute": "Compute"}
 # The execution roles' EC2 and FSx statements: AWS's reference execution role policy narrowed to the cluster's VPC,
@@ -164,7 +165,7 @@ class HyperPodCluster(Construct):
                 iam.PolicyStatement(
                     sid="ReadContainerRuntimeArtifacts",
                     actions=["s3:GetObject"],
-                    resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{uri.removeprefix('s3://')}" for uri in artifact_s3_uris],
+                    resources=[f"arn:{PARTITION}:s3:::{uri.removeprefix('s3://')}" for uri in artifact_s3_uris],
                 )
             )
         source_s3_uri = f"s3://{lifecycle_bucket.bucket_name}/{lifecycle_prefix}/"
@@ -392,24 +393,32 @@ class HyperPodCluster(Construct):
     def controller_shell_command(self, group: str) -> str:
         """Session Manager targets HyperPod nodes as sagemaker-cluster:<cluster-id>_<group>-<instance-id>."""
         lookup = (
-            f"aws sagemaker list-cluster-nodes --region {cdk.Aws.REGION} --cluster-name {self.cluster_name} "
+            f"aws sagemaker list-cluster-nodes --region {REGION} --cluster-name {self.cluster_name} "
             f"--instance-group-name-contains {group} --query 'ClusterNodeSummaries[0].InstanceId' "
             "--output text"
         )
         return (
-            f"INSTANCE_ID=$({lookup}) && aws ssm start-session --region {cdk.Aws.REGION} "
+            f"INSTANCE_ID=$({lookup}) && aws ssm start-session --region {REGION} "
             f"--target sagemaker-cluster:{self.cluster_id}_{group}-$INSTANCE_ID"
         )
 
+    @staticmethod
     def _network_statement(
-        self, statement: dict, *, vpc_id: str, subnet_ids: Sequence[str], security_group_id: str
+        statement: dict,
+        *,
+        vpc_id: str,
+        subnet_ids: Sequence[str],
+        security_group_id: str,
+        partition: str,
+        region: str,
+        account: str,
     ) -> iam.PolicyStatement:
-        """One statement of NETWORK_STATEMENTS with its placeholders filled in: ${SubnetId} gives one ARN per subnet."""
-        stack = cdk.Stack.of(self)
+        """One statement of NETWORK_STATEMENTS with its placeholders filled in: ${SubnetId} gives one ARN per subnet.
+        The stack's partition, region and account come from the caller, read once for all the statements."""
         placeholders = (
-            ("${Partition}", stack.partition),
-            ("${Region}", stack.region),
-            ("${Account}", stack.account),
+            ("${Partition}", partition),
+            ("${Region}", region),
+            ("${Account}", account),
             ("${SecurityGroupId}", security_group_id),
         )
 
@@ -570,18 +579,22 @@ class HyperPodCluster(Construct):
                 resources=["*"],
             )
         )
+        partition, region, account = stack.partition, stack.region, stack.account
         for statement in NETWORK_STATEMENTS:
             role.add_to_policy(
                 self._network_statement(
-                    statement, vpc_id=vpc_id, subnet_ids=subnet_ids, security_group_id=security_group_id
+                    statement,
+                    vpc_id=vpc_id,
+                    subnet_ids=subnet_ids,
+                    security_group_id=security_group_id,
+                    partition=partition,
+                    region=region,
+                    account=account,
                 )
             )
+        lifecycle_objects = bucket.arn_for_objects(f"{prefix}/*")
         role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ReadOwnLifecycleScripts",
-                actions=["s3:GetObject"],
-                resources=[bucket.arn_for_objects(f"{prefix}/*")],
-            )
+            iam.PolicyStatement(sid="ReadOwnLifecycleScripts", actions=["s3:GetObject"], resources=[lifecycle_objects])
         )
         role.add_to_policy(
             iam.PolicyStatement(
@@ -606,8 +619,8 @@ class HyperPodCluster(Construct):
             findings=[
                 "Resource::*",
                 f"Resource::{ec2_arn('network-interface/*')}",
-                f"Resource::arn:{stack.partition}:ec2:{stack.region}:*:instance/*",
-                f"Resource::{bucket.arn_for_objects(f'{prefix}/*')}",
+                f"Resource::arn:{partition}:ec2:{region}:*:instance/*",
+                f"Resource::{lifecycle_objects}",
                 f"Resource::{log_group}",
                 f"Resource::{log_group}:log-stream:*",
             ],

@@ -17,6 +17,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 from constructs.default_security_group import RestrictDefaultSecurityGroup
+from constructs.pseudo_parameters import ACCOUNT_ID, PARTITION, REGION
 
 INTERFACE_ENDPOINTS = {
     "ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
@@ -192,11 +193,11 @@ class HyperPodVpc(Construct):
             map_public_ip_on_launch=False,
             tags=[cdk.CfnTag(key="Name", value=f"{cdk.Stack.of(self).stack_name}-{name.lower()}")],
         )
-        table = ec2.CfnRouteTable(self, f"{name}RouteTable", vpc_id=self.vpc_id)
+        subnet_id, table_id = subnet.ref, ec2.CfnRouteTable(self, f"{name}RouteTable", vpc_id=self.vpc_id).ref
         ec2.CfnSubnetRouteTableAssociation(
-            self, f"{name}RouteTableAssociation", subnet_id=subnet.ref, route_table_id=table.ref
+            self, f"{name}RouteTableAssociation", subnet_id=subnet_id, route_table_id=table_id
         )
-        return subnet.ref, table.ref
+        return subnet_id, table_id
 
 
 def restricted_s3_statements() -> list[iam.PolicyStatement]:
@@ -206,7 +207,7 @@ def restricted_s3_statements() -> list[iam.PolicyStatement]:
     endpoint; what nodes fetch through it is the lifecycle bucket and data (this account), container image
     layers (ECR's regional layer bucket) and SSM agent updates (SSM's regional buckets).
     """
-    region, partition = cdk.Aws.REGION, cdk.Aws.PARTITION
+    region, partition = REGION, PARTITION
     aws_owned = [
         f"arn:{partition}:s3:::prod-{region}-starport-layer-bucket/*",  # ECR image layers
         f"arn:{partition}:s3:::amazon-ssm-{region}/*",  # SSM agent
@@ -219,7 +220,7 @@ def restricted_s3_statements() -> list[iam.PolicyStatement]:
             principals=[iam.AnyPrincipal()],
             actions=["s3:*"],
             resources=["*"],
-            conditions={"StringEquals": {"aws:ResourceAccount": cdk.Aws.ACCOUNT_ID}},
+            conditions={"StringEquals": {"aws:ResourceAccount": ACCOUNT_ID}},
         ),
         iam.PolicyStatement(
             sid="AwsOwnedBucketsRead", principals=[iam.AnyPrincipal()], actions=["s3:GetObject"], resources=aws_owned

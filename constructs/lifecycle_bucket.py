@@ -14,6 +14,7 @@ from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, lifecycle_bucket_n
 from constructs.platform_role_names import cluster_execution_role_name, upload_role_name
 from constructs.s3_object_actions import OBJECT_WRITE_ACTIONS
 from constructs.secure_bucket import allow_account_through_s3, secure_bucket
+from constructs.pseudo_parameters import ACCOUNT_ID, PARTITION
 
 
 class LifecycleBucket:
@@ -59,7 +60,7 @@ class LifecycleBucket:
         execution role may write; nothing there runs unless its sha256 matches the one the cluster wrote to the Slurm
         login secret (lifecycle/studio/slurm_login_node.sh checks before unpacking)."""
         bucket = self.bucket
-        role = f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
+        role = f"arn:{PARTITION}:iam::{ACCOUNT_ID}:role/"
         writers = cdk_deploy_role_arns(bucket) + [
             role + upload_role_name(cluster_name, kind) for kind in ("cluster", "studio")
         ]

@@ -20,6 +20,7 @@ from constructs import Construct
 from constructs.nag_acknowledgments import Rule, acknowledge, acknowledge_rules
 from constructs.node_parameters import LifecycleRecordRef, NodeParameters
 from constructs.studio_tools import sha256_once
+from constructs.pseudo_parameters import ACCOUNT_ID, PARTITION, REGION
 
 HYPERPOD_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "hyperpod"
 STUDIO_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "studio"
@@ -79,9 +80,9 @@ def cloudformation_execution_role_arn(stack: cdk.Stack) -> str:
         stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier") or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
     )
     return (
-        cdk.DefaultStackSynthesizer.DEFAULT_CLOUDFORMATION_ROLE_ARN.replace("${AWS::Partition}", cdk.Aws.PARTITION)
-        .replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
-        .replace("${AWS::Region}", cdk.Aws.REGION)
+        cdk.DefaultStackSynthesizer.DEFAULT_CLOUDFORMATION_ROLE_ARN.replace("${AWS::Partition}", PARTITION)
+        .replace("${AWS::AccountId}", ACCOUNT_ID)
+        .replace("${AWS::Region}", REGION)
         .replace("${Qualifier}", qualifier)
     )
 
@@ -123,12 +124,12 @@ def lifecycle_bucket_name(cluster_name: str) -> str:
     retained bucket. The name is
     at most 61 characters (20 of the cluster name, a 12-digit account, the longest region name).
     """
-    return f"sagemaker-lc-{cluster_name.lower()[:20]}-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"
+    return f"sagemaker-lc-{cluster_name.lower()[:20]}-{ACCOUNT_ID}-{REGION}"
 
 
 def data_bucket_name(cluster_name: str) -> str:
     """Deterministic for the same reason: Studio's partition handlers are granted a prefix of it."""
-    return f"{cluster_name.lower()[:22]}-data-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"
+    return f"{cluster_name.lower()[:22]}-data-{ACCOUNT_ID}-{REGION}"
 
 
 def assets_bucket_name(stack: cdk.Stack) -> str:
@@ -138,7 +139,7 @@ def assets_bucket_name(stack: cdk.Stack) -> str:
     )
     return (
         cdk.DefaultStackSynthesizer.DEFAULT_FILE_ASSETS_BUCKET_NAME.replace("${Qualifier}", qualifier)
-        .replace("${AWS::AccountId}", cdk.Aws.ACCOUNT_ID)
+        .replace("${AWS::AccountId}", ACCOUNT_ID)
         .replace("${AWS::Region}", stack.region)
     )
 
@@ -216,7 +217,7 @@ class LifecycleScripts(Construct):
         self.record: secretsmanager.CfnSecret | None = None
         if parameters is not None and record_name is not None and source_dir is not None:
             parameters = parameters.model_copy(
-                update={"lifecycle_record": LifecycleRecordRef(secret_name=record_name, region=cdk.Aws.REGION)}
+                update={"lifecycle_record": LifecycleRecordRef(secret_name=record_name, region=REGION)}
             )
             self.record = self._record(record_name, shipped_digests([source_dir]), parameters.model_dump())
         if parameters is not None:

@@ -65,9 +65,10 @@ class LogGroupEncryption:
     def __init__(self) -> None:
         self._key_arns: dict[cdk.Stack, str] = {}  # each stack's key, looked up once
 
-    def visit(self, node: IConstruct) -> None:
+    def visit(self, node: IConstruct, stack: cdk.Stack | None = None) -> None:
+        """`stack`: the node's own stack, when the caller knows it (saves asking the jsii kernel)."""
         if isinstance(node, logs.CfnLogGroup) and node.kms_key_id is None:
-            stack = cdk.Stack.of(node)
+            stack = stack or cdk.Stack.of(node)
             if stack not in self._key_arns:
                 self._key_arns[stack] = logs_key(stack).key_arn
             node.kms_key_id = self._key_arns[stack]

@@ -18,8 +18,14 @@ class LogRetention:
 
     def __init__(self, days: int, keep: Iterable[logs.CfnLogGroup] = ()) -> None:
         self.days = days
+        keep = list(keep)
         self._keep_paths = {group.node.path for group in keep}
+        self._keep_stacks = {cdk.Stack.of(group) for group in keep}
 
-    def visit(self, node: IConstruct) -> None:
-        if isinstance(node, logs.CfnLogGroup) and node.node.path not in self._keep_paths:
+    def visit(self, node: IConstruct, stack: cdk.Stack | None = None) -> None:
+        """`stack`: the node's own stack, when the caller knows it: a log group of a stack that holds none of `keep`
+        is not one of them, without asking the jsii kernel for its path."""
+        if isinstance(node, logs.CfnLogGroup) and (
+            (stack is not None and stack not in self._keep_stacks) or node.node.path not in self._keep_paths
+        ):
             node.retention_in_days = self.days

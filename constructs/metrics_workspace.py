@@ -13,6 +13,7 @@ from aws_cdk import aws_aps as aps
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
+from constructs.pseudo_parameters import REGION, URL_SUFFIX
 
 # The workspace's base URL is built from its id rather than read from Fn::GetAtt PrometheusEndpoint: AWS's API
 # reference gives that attribute's example with and without a trailing `api/v1/` (DescribeWorkspace's
@@ -66,9 +67,9 @@ class MetricsWorkspace(Construct):
             "",
             [
                 "https://aps-workspaces.",
-                cdk.Aws.REGION,
+                REGION,
                 ".",
-                cdk.Aws.URL_SUFFIX,
+                URL_SUFFIX,
                 "/workspaces/",
                 self.workspace_id,
                 "/",

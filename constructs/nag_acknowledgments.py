@@ -32,34 +32,32 @@ class Rule(NamedTuple):
 def acknowledge_rules(scope: IConstruct, rules: Iterable[Rule]) -> None:
     """`acknowledge` for several rules on one scope, in their order: one call into aws-cdk-lib, which records each
     acknowledgment as `acknowledge` one at a time would (a jsii round trip costs ~1 ms of CPU)."""
-    render = _TokenRenderer(scope)
+    rules = [Rule(rule.rule, rule.reason, list(rule.findings)) for rule in rules]
+    rendered = _render_findings(scope, [finding for rule in rules for finding in rule.findings])
     acknowledgments = [
         cdk.Acknowledgment(id=rule_id, reason=rule.reason)
         for rule in rules
-        for rule_id in ([f"{rule.rule}[{render(finding)}]" for finding in rule.findings] or [rule.rule])
+        for rule_id in ([f"{rule.rule}[{rendered[finding]}]" for finding in rule.findings] or [rule.rule])
     ]
     cdk.Validations.of(scope).acknowledge(*acknowledgments)
 
 
 def nag_text(scope: IConstruct, value: str) -> str:
-    return _TokenRenderer(scope)(value)
+    return _render_findings(scope, [value])[value]
 
 
-class _TokenRenderer:
-    """A finding as cdk-nag prints it. Only a string that holds a token (aws-cdk-lib encodes one as "${Token[...]}",
-    a list element as "#{Token[...]}") is resolved, by the scope's stack (looked up once): resolving any other
-    string gives it back unchanged, so asking the jsii kernel would only cost round trips."""
-
-    def __init__(self, scope: IConstruct) -> None:
-        self._scope = scope
-        self._stack: cdk.Stack | None = None
-
-    def __call__(self, value: str) -> str:
-        if "${Token[" not in value and "#{Token[" not in value:
-            return value
-        if self._stack is None:
-            self._stack = cdk.Stack.of(self._scope)
-        return _render(self._stack.resolve(value))
+def _render_findings(scope: IConstruct, findings: Iterable[str]) -> dict[str, str]:
+    """Each finding as cdk-nag prints it. Only a string that holds a token (aws-cdk-lib encodes one as
+    "${Token[...]}", a list element as "#{Token[...]}") is resolved, all of them by one call to the scope's stack:
+    resolving any other string gives it back unchanged, and each call into the jsii kernel is a round trip."""
+    rendered = {finding: finding for finding in findings}
+    # By key, as a mapping: aws-cdk-lib resolves each value on its own (a list would be read as one list token if
+    # an element held one).
+    tokens = {str(i): finding for i, finding in enumerate(f for f in rendered if "${Token[" in f or "#{Token[" in f)}
+    if tokens:
+        resolved = cdk.Stack.of(scope).resolve(tokens)
+        rendered.update((finding, _render(resolved[key])) for key, finding in tokens.items())
+    return rendered
 
 
 def _render(value: Any) -> str:

@@ -46,14 +46,14 @@ def platform_functions(stacks: Sequence[cdk.Stack]) -> list[tuple[str, lambda_.F
     handler returns)."""
     found = []
     for stack in stacks:
+        kind = stack.node.id.rsplit("-", 1)[-1]
         for node in stack.node.find_all():
-            if (
-                isinstance(node, lambda_.Function)
-                and not isinstance(node.node.scope, cr.Provider)
-                and cdk.Stack.of(node) is stack
-            ):
-                label = re.sub(r"[^A-Za-z0-9-]", "", "-".join(node.node.path.split("/")[1:]))[:60]
-                found.append((f"{stack.node.id.rsplit('-', 1)[-1]}-{label}", node))
+            if not isinstance(node, lambda_.Function):
+                continue
+            tree = node.node  # each read of `.node` is a round trip to the jsii kernel
+            if not isinstance(tree.scope, cr.Provider) and cdk.Stack.of(node) is stack:
+                label = re.sub(r"[^A-Za-z0-9-]", "", "-".join(tree.path.split("/")[1:]))[:60]
+                found.append((f"{kind}-{label}", node))
     return found
 
 

@@ -8,18 +8,18 @@ IAM role names are account-wide, hence the region; each name is at most 56 chara
 
 from __future__ import annotations
 
-import aws_cdk as cdk
+from constructs.pseudo_parameters import ACCOUNT_ID, PARTITION, REGION
 
 
 def upload_role_name(cluster_name: str, stack_kind: str) -> str:
     """The role of the function that uploads lifecycle scripts from `stack_kind` (cluster | studio): the lifecycle
     bucket's policy lets only these and CDK's deploy roles write."""
-    return f"{cluster_name.lower()[:20]}-{stack_kind}-lc-upload-{cdk.Aws.REGION}"
+    return f"{cluster_name.lower()[:20]}-{stack_kind}-lc-upload-{REGION}"
 
 
 def studio_execution_role_name(cluster_name: str) -> str:
     """The Studio domain's execution role: the Slurm login secret and its key name it as their only reader."""
-    return f"{cluster_name.lower()[:20]}-studio-execution-{cdk.Aws.REGION}"
+    return f"{cluster_name.lower()[:20]}-studio-execution-{REGION}"
 
 
 def cluster_execution_role_name(cluster_name: str) -> str:
@@ -27,25 +27,25 @@ def cluster_execution_role_name(cluster_name: str) -> str:
     upgrade replaces nothing): the login secret and its key (their own stack, deployed before the cluster) name it as
     their only writer. Login and compute groups run as a separate role with a generated name and no secret access
     (constructs/hyperpod_cluster.py `worker_role`)."""
-    return f"{cluster_name.lower()[:20]}-cluster-execution-{cdk.Aws.REGION}"
+    return f"{cluster_name.lower()[:20]}-cluster-execution-{REGION}"
 
 
 def slurm_job_role_name(cluster_name: str) -> str:
     """The role a Slurm job's processes get credentials of (constructs/slurm_job_role.py): named, so the nodes'
     parameters name it before it exists (the parameters are uploaded before the cluster and its roles)."""
-    return f"{cluster_name.lower()[:20]}-slurm-job-{cdk.Aws.REGION}"
+    return f"{cluster_name.lower()[:20]}-slurm-job-{REGION}"
 
 
 def slurm_token_issuer_role_name(cluster_name: str) -> str:
     """The Slurm token issuer (per-user mode): the only reader of the cluster's auth/jwt signing key."""
-    return f"{cluster_name.lower()[:20]}-slurm-tokens-{cdk.Aws.REGION}"
+    return f"{cluster_name.lower()[:20]}-slurm-tokens-{REGION}"
 
 
 def studio_user_role_path(cluster_name: str) -> str:
     """Per-user mode gives each Studio user profile its own execution role under this IAM path; the Slurm login
     secret and its key name the path (aws:PrincipalArn of a role carries its path), since the roles are created
     after the cluster stack."""
-    return f"/hyperpod/{cluster_name.lower()[:20]}-{cdk.Aws.REGION}/studio-users/"
+    return f"/hyperpod/{cluster_name.lower()[:20]}-{REGION}/studio-users/"
 
 
 def slurm_token_secret_prefix(cluster_name: str) -> str:
@@ -66,9 +66,9 @@ def partition_handler_role_name(cluster_name: str, handler: str) -> str:
     """The Studio partition handlers (`handler` in PARTITION_HANDLERS): with FSx itself, the only principals the data
     bucket lets read or write objects under the Studio partitions' prefix (constructs/data_repository.py)."""
     short = {"OnEvent": "event", "IsComplete": "done", "ProfileEvents": "profile"}[handler]
-    return f"{cluster_name.lower()[:20]}-fsx-part-{short}-{cdk.Aws.REGION}"
+    return f"{cluster_name.lower()[:20]}-fsx-part-{short}-{REGION}"
 
 
 def role_arn(name: str) -> str:
     """A role of this account by its name (with its path, if any)."""
-    return f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/{name}"
+    return f"arn:{PARTITION}:iam::{ACCOUNT_ID}:role/{name}"

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from constructs.nag_acknowledgments import acknowledge
+from constructs.pseudo_parameters import ACCOUNT_ID, REGION
 
 
 class SlurmJwtKeySecret:
@@ -112,8 +112,8 @@ class SlurmJwtKeySecret:
             )
         )
         via_secrets_manager = {
-            "kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com",
-            "kms:CallerAccount": cdk.Aws.ACCOUNT_ID,
+            "kms:ViaService": f"secretsmanager.{REGION}.amazonaws.com",
+            "kms:CallerAccount": ACCOUNT_ID,
         }
         principals, principal_condition = writer_principals
         self.key.add_to_resource_policy(

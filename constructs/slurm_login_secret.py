@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from constructs.nag_acknowledgments import acknowledge
+from constructs.pseudo_parameters import ACCOUNT_ID, REGION
 
 
 class SlurmLoginSecret:
@@ -67,8 +67,8 @@ class SlurmLoginSecret:
             )
         )
         via_secrets_manager = {
-            "kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com",
-            "kms:CallerAccount": cdk.Aws.ACCOUNT_ID,
+            "kms:ViaService": f"secretsmanager.{REGION}.amazonaws.com",
+            "kms:CallerAccount": ACCOUNT_ID,
         }
         # In a key policy "*" means this key.
         self.key.add_to_resource_policy(

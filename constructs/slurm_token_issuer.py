@@ -29,6 +29,7 @@ from constructs import Construct
 from constructs.lambda_assets import RUNTIME, function_dir, function_log_group, handler_code
 from constructs.nag_acknowledgments import acknowledge
 from constructs.nested_template import NestedTemplate, top_level_logical_id
+from constructs.pseudo_parameters import REGION
 
 HANDLER_DIR = function_dir("slurm_tokens")
 TOKEN_LIFETIME_SECONDS = 3600
@@ -115,7 +116,7 @@ class SlurmTokenIssuer(Construct):
                 actions=["kms:Decrypt"],
                 resources=[keys],
                 conditions={
-                    "StringEquals": {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com"},
+                    "StringEquals": {"kms:ViaService": f"secretsmanager.{REGION}.amazonaws.com"},
                     "StringLike": {"kms:EncryptionContext:SecretARN": key_secret_arn},
                 },
             )
@@ -126,7 +127,7 @@ class SlurmTokenIssuer(Construct):
             )
         )
         # PutSecretValue makes Secrets Manager ask KMS for a data key under the secret's ARN as encryption context.
-        self.via_secrets_manager = f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com"
+        self.via_secrets_manager = f"secretsmanager.{REGION}.amazonaws.com"
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="EncryptUserTokens",

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
+from constructs.pseudo_parameters import PARTITION
 
 
 def namespace_view_entry(
@@ -21,7 +21,7 @@ def namespace_view_entry(
     groups: Sequence[str],
     username: str | None = None,
 ) -> eks.CfnAccessEntry:
-    view = f"arn:{cdk.Aws.PARTITION}:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+    view = f"arn:{PARTITION}:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
     return eks.CfnAccessEntry(
         scope,
         id_,

@@ -212,13 +212,14 @@ def own_spaces_statements(scope: Construct) -> list[iam.PolicyStatement]:
         return stack.format_arn(service="sagemaker", resource=resource, resource_name=name)
 
     own_profile = arn("user-profile", f"{DOMAIN_ID}/{PROFILE_NAME}")
+    domain_apps, domain_spaces = arn("app", f"{DOMAIN_ID}/*"), arn("space", f"{DOMAIN_ID}/*")
     spaces = ["sagemaker:CreateSpace", "sagemaker:UpdateSpace", "sagemaker:DeleteSpace"]
     apps = ["sagemaker:CreateApp", "sagemaker:DeleteApp"]
     return [
         iam.PolicyStatement(
             sid="SharedSpaceApps",
             actions=apps,
-            resources=[arn("app", f"{DOMAIN_ID}/*")],
+            resources=[domain_apps],
             conditions={"Null": {"sagemaker:OwnerUserProfileArn": "true"}},
         ),
         iam.PolicyStatement(
@@ -249,13 +250,13 @@ def own_spaces_statements(scope: Construct) -> list[iam.PolicyStatement]:
         iam.PolicyStatement(
             sid="SMStudioRestrictSharedSpacesWithoutOwners",
             actions=spaces,
-            resources=[arn("space", f"{DOMAIN_ID}/*")],
+            resources=[domain_spaces],
             conditions={"Null": {"sagemaker:OwnerUserProfileArn": "true"}},
         ),
         iam.PolicyStatement(
             sid="SMStudioRestrictSpacesToOwnerUserProfile",
             actions=spaces,
-            resources=[arn("space", f"{DOMAIN_ID}/*")],
+            resources=[domain_spaces],
             conditions={
                 "ArnLike": {"sagemaker:OwnerUserProfileArn": own_profile},
                 "StringEquals": {"sagemaker:SpaceSharingType": ["Private", "Shared"]},
@@ -264,7 +265,7 @@ def own_spaces_statements(scope: Construct) -> list[iam.PolicyStatement]:
         iam.PolicyStatement(
             sid="SMStudioRestrictCreatePrivateSpaceAppsToOwnerUserProfile",
             actions=apps,
-            resources=[arn("app", f"{DOMAIN_ID}/*")],
+            resources=[domain_apps],
             conditions={
                 "ArnLike": {"sagemaker:OwnerUserProfileArn": own_profile},
                 "StringEquals": {"sagemaker:SpaceSharingType": ["Private"]},

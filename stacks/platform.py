@@ -319,10 +319,12 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, allow_chart_stand_in
             nodes = [n for c in stack.node.children if not isinstance(c, StudioUsers) for n in c.node.find_all()]
         else:
             nodes = stack.node.find_all()
+        # Every node walked is of this stack unless the walk reached into a nested stack.
+        own_stack = None if any(isinstance(n, cdk.Stack) and n is not stack for n in nodes) else stack
         for node in nodes:
             RedundantRoleDependency.visit(node)
-            encryption.visit(node)
-            retention.visit(node)
+            encryption.visit(node, own_stack)
+            retention.visit(node, own_stack)
         # Only where tags update in place: a create-only Tags property would turn a new tag into a replacement.
         cdk.Tags.of(stack).add(PLATFORM_TAG, name, exclude_resource_types=list(TAGS_CREATE_ONLY))
         for key, value in config.tags.items():

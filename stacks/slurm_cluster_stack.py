@@ -40,6 +40,7 @@ from constructs.platform_role_names import (
 from constructs.session_run_as import SessionRunAsDocument
 from constructs.slurm_job_role import SlurmJobRole
 from constructs.slurm_jwt_key import SlurmJwtKeySecret
+from constructs.pseudo_parameters import ACCOUNT_ID, PARTITION, REGION
 
 from manifests.node_parameters import (
     DIRECTORY_CA_FILE,
@@ -92,12 +93,12 @@ class SlurmClusterStack(cdk.Stack):
         self.node_metrics_remote_write_url: str | None = (
             storage.metrics_workspace.remote_write_url if storage.metrics_workspace is not None else None
         )
-        job_role_arn = f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/{slurm_job_role_name(config.name)}"
+        job_role_arn = f"arn:{PARTITION}:iam::{ACCOUNT_ID}:role/{slurm_job_role_name(config.name)}"
         self.node_parameters = SlurmNodeParameters.model_validate(
             slurm_node_parameters(
                 config,
                 lustre=storage.lustre,
-                region=cdk.Aws.REGION,
+                region=REGION,
                 slurm_login_secret_arn=self.slurm_login_secret.secret_arn,
                 jwt_key_secret_arn=self.jwt_key.secret_arn if self.jwt_key else None,
                 # Every node's users sync (lifecycle/hyperpod/sync_users.sh) polls this object for later user changes.
@@ -184,8 +185,7 @@ class SlurmClusterStack(cdk.Stack):
             self.jwt_key.restrict(
                 writer_role_arn=self.hyperpod.controller_role.role_arn,
                 deploy_role_arn=cloudformation_execution_role_arn(self),
-                reader_role_arn=f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role/"
-                f"{slurm_token_issuer_role_name(config.name)}",
+                reader_role_arn=f"arn:{PARTITION}:iam::{ACCOUNT_ID}:role/{slurm_token_issuer_role_name(config.name)}",
             )
         directory = config.cluster.directory
         if directory.enabled:  # sssd binds with this password on every node
