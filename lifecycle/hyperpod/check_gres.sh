@@ -35,7 +35,7 @@ gpu_count() {
   echo "$total"
 }
 
-gpu_groups="$(python3 -c '
+gpu_groups="$(python3 -S -c '
 import json, sys
 for g in json.load(open(sys.argv[1])).get("worker_groups") or []:
     if int(g.get("gpus") or 0) > 0:

@@ -160,7 +160,7 @@ publish_key() {
   work="$(mktemp -d)"
   chmod 700 "$work"
   # From the file to a 0600 file: the key is never in argv or the environment.
-  python3 -c 'import base64, json, sys
+  python3 -S -c 'import base64, json, sys
 print(json.dumps({"jwt_hs256_key_b64": base64.b64encode(open(sys.argv[1], "rb").read()).decode()}))' \
     "$JWT_KEY_FILE" >"$work/value.json"
   if ! retry_backoff 5 aws secretsmanager put-secret-value --secret-id "$arn" --region "$region" \

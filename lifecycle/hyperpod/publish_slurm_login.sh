@@ -73,7 +73,7 @@ if [[ -n "$BUNDLE_PREFIX" ]]; then
     "$WORK/bundle" | tail -n1)
   [[ -f "$bundle_file" && "$BUNDLE_SHA" =~ ^[0-9a-f]{64}$ ]] || die "building the Slurm client bundle failed"
   BUNDLE_URI="$BUNDLE_PREFIX${bundle_file##*/}"
-  published_sha="$(python3 -c 'import json, sys
+  published_sha="$(python3 -S -c 'import json, sys
 try:
     b = json.load(open(sys.argv[1])).get("client_bundle") or {}
 except ValueError:
@@ -93,14 +93,14 @@ fi
 # Builds the value from the files directly, so the key never appears in argv or the environment.
 built=0
 SLURM_VERSION="$SLURM_VERSION" SLURM_AUTH="$SLURM_AUTH" BUNDLE_URI="$BUNDLE_URI" BUNDLE_SHA="$BUNDLE_SHA" \
-  python3 "$HERE/lib/slurm_login_value.py" "$SLURM_CONF" "$MUNGE_KEY" "$WORK/value.json" || built=$?
+  python3 -S "$HERE/lib/slurm_login_value.py" "$SLURM_CONF" "$MUNGE_KEY" "$WORK/value.json" || built=$?
 if ((built == 3)); then
   log "WARNING: this backup controller cannot resolve the primary named first in $SLURM_CONF; the primary publishes"
   exit 0
 fi
 ((built == 0)) || exit "$built"
 
-if python3 -c 'import json, sys
+if python3 -S -c 'import json, sys
 try:
     a, b = (json.load(open(p)) for p in sys.argv[1:])
 except ValueError:

@@ -75,7 +75,7 @@ mirror_eksctl() {
 
 # kubeconfig_get PYTHON_EXPR : evaluates an expression over the (JSON) kubeconfig as `c`
 kubeconfig_get() {
-  python3 -c "import json,sys; c=json.load(open(sys.argv[1])); print($1)" "$KUBECONFIG_FILE"
+  python3 -S -c "import json,sys; c=json.load(open(sys.argv[1])); print($1)" "$KUBECONFIG_FILE"
 }
 
 # calls NAME -> the recorded calls of one stub or fake tool (one awk: see test_helper.bash calls)

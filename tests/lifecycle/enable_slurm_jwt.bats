@@ -83,7 +83,7 @@ loads_on_reconfigure() {
   [ "$(tail -n 4 "$T/etc/accounting.conf" | sed -n 2,3p)" = "AuthAltTypes=auth/jwt
 AuthAltParameters=jwt_key=$JWT_KEY_FILE,disable_token_creation,max_token_lifespan=3600" ]
   [ "$(stat -c '%a %s' "$JWT_KEY_FILE")" = "600 32" ]
-  python3 -c 'import base64, json, sys
+  python3 -S -c 'import base64, json, sys
 assert base64.b64decode(json.load(open(sys.argv[1]))["jwt_hs256_key_b64"]) == open(sys.argv[2], "rb").read()' \
     "$T/handed_over" "$JWT_KEY_FILE"
   [[ "$output" != *"$(base64 -w0 "$JWT_KEY_FILE")"* ]]

@@ -73,7 +73,7 @@ refused_before_anything_ran() {
   refused_before_anything_ran
   grep -q "could not read the lifecycle record hyperpod-platform/ml-cluster/lifecycle-record in us-east-1" \
     "$LOG_DIR/on_init_complete.log"
-  python3 - "$PARAMS_FILE" <<'EOF'
+  python3 -S - "$PARAMS_FILE" <<'EOF'
 import json, sys
 params = json.load(open(sys.argv[1]))
 del params["lifecycle_record"]

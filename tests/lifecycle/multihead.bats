@@ -9,7 +9,7 @@ load test_helper
 # resource_config.json of a cluster whose controller group has two instances: 10.1.0.12 (controller-machine-1) and
 # 10.1.0.13 (controller-machine-2). SLURM_CONFIG is the SlurmConfig block as JSON ("" leaves it out).
 multihead_resource_config() {
-  python3 - "$RESOURCE_CONFIG" "${1-}" <<'EOF'
+  python3 -S - "$RESOURCE_CONFIG" "${1-}" <<'EOF'
 import json, sys
 path, slurm = sys.argv[1:]
 config = {"ClusterType": "Slurm", "InstanceGroups": [
@@ -45,7 +45,7 @@ role() {
 
 @test "one controller is the primary; an address outside the group or no way to tell is an error" {
   multihead_resource_config ""
-  python3 - "$RESOURCE_CONFIG" <<'EOF'
+  python3 -S - "$RESOURCE_CONFIG" <<'EOF'
 import json, sys
 config = json.load(open(sys.argv[1]))
 config.pop("SlurmConfig", None)

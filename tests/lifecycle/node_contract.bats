@@ -25,7 +25,7 @@ enable_pam_adopt() {
 }
 
 @test "the AMI model lays out resource_config.json with the controller IPs" {
-  run python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); print(c["ClusterType"], c["SlurmConfig"])' \
+  run python3 -S -c 'import json, sys; c = json.load(open(sys.argv[1])); print(c["ClusterType"], c["SlurmConfig"])' \
     "$RESOURCE_CONFIG"
   [ "$output" = "Slurm {'PrimaryControllerIp': '10.1.0.12', 'SecondaryControllerIps': []}" ]
   STUB_IPS="$CONTROLLER_IP" run python3 "$SCRIPTS/lib/params.py" node-type "$RESOURCE_CONFIG" "$PARAMS_FILE" 10.1.0.31

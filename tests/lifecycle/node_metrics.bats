@@ -66,7 +66,7 @@ tree_digest() {
   [ ! -e "$FAKE_ROOT/dpkg/dcgm-exporter" ]
   grep -qF -- "--enable-feature=agent --config.file=$METRICS_CONF_DIR/agent.yml" "$SYSTEMD_DIR/hyperpod-metrics-agent.service"
   grep -qF -- '--web.listen-address=127.0.0.1:9100 --collector.textfile.directory='"$TEXTFILE_DIR" "$NODE_EXPORTER_DEFAULTS"
-  python3 - "$METRICS_CONF_DIR/agent.yml" "$URL" <<'PY'
+  python3 -S - "$METRICS_CONF_DIR/agent.yml" "$URL" <<'PY'
 import json, sys
 conf = json.load(open(sys.argv[1]))
 assert conf["remote_write"] == [{"url": sys.argv[2], "sigv4": {"region": "us-west-2"}}], conf["remote_write"]
@@ -126,7 +126,7 @@ PY
   calls aws | grep -q "dcgm-exporter_4.8.3-ubuntu22.04u5_amd64.deb "
   [ "$(cat "$FAKE_ROOT/dpkg/dcgm-exporter")" = "4.8.3-ubuntu22.04u5" ]
   grep -qF -- "--address 127.0.0.1:9400" "$SYSTEMD_DIR/hyperpod-dcgm-exporter.service"
-  python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); assert [j["job_name"] for j in c["scrape_configs"]] == ["node", "dcgm"]' \
+  python3 -S -c 'import json,sys; c=json.load(open(sys.argv[1])); assert [j["job_name"] for j in c["scrape_configs"]] == ["node", "dcgm"]' \
     "$METRICS_CONF_DIR/agent.yml"
   [ -f "$SYSTEMD_DIR/hyperpod-efa-metrics.timer" ]
   [ ! -e "$SYSTEMD_DIR/hyperpod-slurm-metrics.timer" ]
@@ -161,7 +161,7 @@ PY
 @test "a checksum mismatch fails, names the artifact and installs nothing" {
   setup_metrics
   add_metrics_artifact prometheus prometheus_2.45.3+ds-2ubuntu0.1_amd64.deb "tampered" "$(printf 'b%.0s' {1..64})"
-  python3 - "$PARAMS_FILE" <<'PY'
+  python3 -S - "$PARAMS_FILE" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 arts = p["node_metrics"]["artifacts"]

@@ -10,7 +10,7 @@ validate() {
 
 # edit 'PYTHON STATEMENT' : runs the statement on the parameters as `p` and writes them back
 edit() {
-  python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(p, open(sys.argv[1], "w"))' \
+  python3 -S -c 'import json,sys; p=json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(p, open(sys.argv[1], "w"))' \
     "$PARAMS_FILE" "$1"
 }
 

@@ -116,8 +116,8 @@ EOF
   : >"$STUB_SECRET"
   STUB_AWS_GET_ERROR=ResourceNotFoundException run bash "$PUBLISH" "$ARN"
   [ "$status" -eq 0 ]
-  uri="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["client_bundle"]["s3_uri"])' "$STUB_SECRET")"
-  sha="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["client_bundle"]["sha256"])' "$STUB_SECRET")"
+  uri="$(python3 -S -c 'import json,sys; print(json.load(open(sys.argv[1]))["client_bundle"]["s3_uri"])' "$STUB_SECRET")"
+  sha="$(python3 -S -c 'import json,sys; print(json.load(open(sys.argv[1]))["client_bundle"]["sha256"])' "$STUB_SECRET")"
   [ "$uri" = "s3://lc-bucket/slurm-client/slurm-client-23.11.10-$sha.tar.gz" ]
   [ "$(sha256sum "$STUB_S3_DIR/${uri##*/}" | awk '{print $1}')" = "$sha" ]
   [[ "$(calls aws)" == *"s3 cp --only-show-errors --region eu-west-1 "*" $uri"* ]]

@@ -76,7 +76,7 @@ untouched() {
 @test "a node without the LDAP provider installs the listed artifacts, verified, and stops if they did not bring it" {
   setup_directory
   rm "$SSSD_LDAP_PROVIDERS"
-  python3 - "$PARAMS_FILE" <<'PY'
+  python3 -S - "$PARAMS_FILE" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 p["directory"]["artifacts"] = [{"name": "sssd-ldap", "s3_uri": "s3://mirror/debs/sssd-ldap_2.6.3-1ubuntu3_amd64.deb",

@@ -93,7 +93,7 @@ make_bundle() {
 
 # write_secret JSON_OVERRIDES : the published value with some keys replaced ("{}" for none)
 write_secret() {
-  python3 - "$STUB_SECRET" "$T/munge.key" "$1" <<'EOF'
+  python3 -S - "$STUB_SECRET" "$T/munge.key" "$1" <<'EOF'
 import base64, json, sys
 import os
 path, key, overrides = sys.argv[1:]

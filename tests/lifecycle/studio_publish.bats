@@ -12,7 +12,7 @@ setup_controller() {
 }
 
 secret_field() {
-  python3 -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print(v, end="")' "$STUB_SECRET" "$1"
+  python3 -S -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print(v, end="")' "$STUB_SECRET" "$1"
 }
 
 # secret_fields : SECRET[name], every field of the published value as secret_field prints it (trailing newlines
@@ -21,7 +21,7 @@ secret_fields() {
   declare -gA SECRET=()
   local name value
   while IFS= read -r -d '' name && IFS= read -r -d '' value; do SECRET[$name]="$value"; done < <(
-    python3 -c 'import json, sys
+    python3 -S -c 'import json, sys
 for name, value in json.load(open(sys.argv[1])).items():
     print(name, str(value).rstrip("\n"), sep="\0", end="\0")' "$STUB_SECRET"
   )
@@ -79,7 +79,7 @@ for name, value in json.load(open(sys.argv[1])).items():
   printf 'include accounting.conf\nInclude %s\n' "$T/gres.conf" >>"$SLURM_CONF"
   run bash "$PUBLISH" "$ARN"
   [ "$status" -eq 0 ]
-  python3 - "$STUB_SECRET" <<'PY'
+  python3 -S - "$STUB_SECRET" <<'PY'
 import json, sys
 value = json.load(open(sys.argv[1]))
 lines = value["slurm_conf"].splitlines()
@@ -152,7 +152,7 @@ PY
   run bash "$PUBLISH" "$ARN"
   [ "$status" -eq 0 ]
   [[ "$output" == *"slurmctld ip-10-1-0-12 (10.1.0.12), backup ip-10-1-0-13 (10.1.0.13)"* ]]
-  python3 - "$STUB_SECRET" <<'PY'
+  python3 -S - "$STUB_SECRET" <<'PY'
 import json, sys
 value = json.load(open(sys.argv[1]))
 assert value["controllers"] == [{"host": "ip-10-1-0-12", "addr": "10.1.0.12"},
