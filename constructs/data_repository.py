@@ -13,7 +13,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from constructs.lifecycle_scripts import data_bucket_name
-from constructs.platform_role_names import PARTITION_HANDLERS, partition_handler_role_name
+from constructs.platform_role_names import PARTITION_HANDLERS, partition_handler_role_name, role_arn
 from constructs.s3_object_actions import OBJECT_ACTIONS
 from constructs.secure_bucket import allow_account_through_s3, secure_bucket
 from constructs.pseudo_parameters import ACCOUNT_ID, PARTITION, REGION
@@ -91,9 +91,8 @@ class DataBucket:
         whoever reads them reads users' exported files. Only FSx (its service-linked role for `file_system_id`) and
         the partition handlers may, whatever else IAM grants. The handlers live in the Studio stack: fixed role names
         (constructs/platform_role_names.py)."""
-        role = f"arn:{PARTITION}:iam::{ACCOUNT_ID}:role/"
         allowed = [fsx_s3_access_role_arn(file_system_id)] + [
-            role + partition_handler_role_name(self.cluster_name, handler) for handler in PARTITION_HANDLERS
+            role_arn(partition_handler_role_name(self.cluster_name, handler)) for handler in PARTITION_HANDLERS
         ]
         self.bucket.add_to_resource_policy(
             iam.PolicyStatement(

@@ -11,10 +11,9 @@ from constructs import Construct
 
 from constructs.cdk_bootstrap_roles import cdk_deploy_role_arns
 from constructs.lifecycle_scripts import SLURM_CLIENT_PREFIX, lifecycle_bucket_name
-from constructs.platform_role_names import cluster_execution_role_name, upload_role_name
+from constructs.platform_role_names import cluster_execution_role_name, role_arn, upload_role_name
 from constructs.s3_object_actions import OBJECT_WRITE_ACTIONS
 from constructs.secure_bucket import allow_account_through_s3, secure_bucket
-from constructs.pseudo_parameters import ACCOUNT_ID, PARTITION
 
 
 class LifecycleBucket:
@@ -60,10 +59,8 @@ class LifecycleBucket:
         execution role may write; nothing there runs unless its sha256 matches the one the cluster wrote to the Slurm
         login secret (lifecycle/studio/slurm_login_node.sh checks before unpacking)."""
         bucket = self.bucket
-        role = f"arn:{PARTITION}:iam::{ACCOUNT_ID}:role/"
-        writers = cdk_deploy_role_arns(bucket) + [
-            role + upload_role_name(cluster_name, kind) for kind in ("cluster", "studio")
-        ]
+        deploy_roles = cdk_deploy_role_arns(bucket)
+        writers = deploy_roles + [role_arn(upload_role_name(cluster_name, kind)) for kind in ("cluster", "studio")]
         writes = list(OBJECT_WRITE_ACTIONS)
         bundles = bucket.arn_for_objects(f"{SLURM_CLIENT_PREFIX}/*")
         bucket.add_to_resource_policy(
@@ -86,8 +83,8 @@ class LifecycleBucket:
                 conditions={
                     "ArnNotEquals": {
                         "aws:PrincipalArn": [
-                            *cdk_deploy_role_arns(bucket),
-                            bundle_writer or role + cluster_execution_role_name(cluster_name),
+                            *deploy_roles,
+                            bundle_writer or role_arn(cluster_execution_role_name(cluster_name)),
                         ]
                     }
                 },

@@ -17,10 +17,11 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
+from constructs.cdk_bootstrap_roles import cloudformation_execution_role_arn
 from constructs.nag_acknowledgments import Rule, acknowledge, acknowledge_rules
 from constructs.node_parameters import LifecycleRecordRef, NodeParameters
 from constructs.studio_tools import sha256_once
-from constructs.pseudo_parameters import ACCOUNT_ID, PARTITION, REGION
+from constructs.pseudo_parameters import ACCOUNT_ID, REGION
 
 HYPERPOD_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "hyperpod"
 STUDIO_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "studio"
@@ -71,20 +72,6 @@ def shipped_digests(directories: Sequence[Path]) -> dict[str, str]:
             if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".md":
                 digests[relative.as_posix()] = sha256_once(path)
     return digests
-
-
-def cloudformation_execution_role_arn(stack: cdk.Stack) -> str:
-    """The CDK bootstrap's CloudFormation execution role of this account and region, as the default synthesizer names
-    it (its qualifier from the app's context): the role CloudFormation creates and changes resources as."""
-    qualifier = (
-        stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier") or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
-    )
-    return (
-        cdk.DefaultStackSynthesizer.DEFAULT_CLOUDFORMATION_ROLE_ARN.replace("${AWS::Partition}", PARTITION)
-        .replace("${AWS::AccountId}", ACCOUNT_ID)
-        .replace("${AWS::Region}", REGION)
-        .replace("${Qualifier}", qualifier)
-    )
 
 
 def _record_size(record: Mapping[str, Any]) -> int:

@@ -34,13 +34,14 @@ from constructs.platform_role_names import (
     cluster_execution_role_name,
     slurm_job_role_name,
     slurm_jwt_key_secret_name,
+    role_arn,
     slurm_token_issuer_role_name,
     upload_role_name,
 )
 from constructs.session_run_as import SessionRunAsDocument
 from constructs.slurm_job_role import SlurmJobRole
 from constructs.slurm_jwt_key import SlurmJwtKeySecret
-from constructs.pseudo_parameters import ACCOUNT_ID, PARTITION, REGION
+from constructs.pseudo_parameters import REGION
 
 from manifests.node_parameters import (
     DIRECTORY_CA_FILE,
@@ -93,7 +94,7 @@ class SlurmClusterStack(cdk.Stack):
         self.node_metrics_remote_write_url: str | None = (
             storage.metrics_workspace.remote_write_url if storage.metrics_workspace is not None else None
         )
-        job_role_arn = f"arn:{PARTITION}:iam::{ACCOUNT_ID}:role/{slurm_job_role_name(config.name)}"
+        job_role_arn = role_arn(slurm_job_role_name(config.name))
         self.node_parameters = SlurmNodeParameters.model_validate(
             slurm_node_parameters(
                 config,
@@ -185,7 +186,7 @@ class SlurmClusterStack(cdk.Stack):
             self.jwt_key.restrict(
                 writer_role_arn=self.hyperpod.controller_role.role_arn,
                 deploy_role_arn=cloudformation_execution_role_arn(self),
-                reader_role_arn=f"arn:{PARTITION}:iam::{ACCOUNT_ID}:role/{slurm_token_issuer_role_name(config.name)}",
+                reader_role_arn=role_arn(slurm_token_issuer_role_name(config.name)),
             )
         directory = config.cluster.directory
         if directory.enabled:  # sssd binds with this password on every node
