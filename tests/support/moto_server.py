@@ -3,6 +3,7 @@ empty account, clients, the environment a command line reads."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -23,24 +24,25 @@ SERVER_SETTINGS = {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
 
 
 # moto's server without three of its costs that change no answer (a KMS key's private key made on first use, its
-# list of service modules read once, botocore's data read through one loader: moto_lean.py), with the three CloudFormation change-set behaviours of the real
-# service that moto lacks, patched in when CloudFormation is first asked (moto_cloudformation.py's docstring).
+# list of service modules read once, botocore's data read through one loader: moto_lean.py), with the three
+# CloudFormation change-set behaviours of the real service that moto lacks, patched in when CloudFormation is first
+# asked (moto_cloudformation.py's docstring).
 SERVER = Path(__file__).with_name("moto_cloudformation.py")
 
 
-def moto_command(port: int, script: Path | None = None) -> list[str]:
-    """moto's server on 127.0.0.1:port (SERVER); `script` runs instead (a harness that patches moto first)."""
-    return [sys.executable, str(script or SERVER), "-H", "127.0.0.1", "-p", str(port)]
+def moto_command(port: int) -> list[str]:
+    """moto's server (SERVER) on 127.0.0.1:port."""
+    return [sys.executable, str(SERVER), "-H", "127.0.0.1", "-p", str(port)]
 
 
 @contextmanager
-def moto_server(script: Path | None = None, *, timeout: float = 20) -> Iterator[str]:
+def moto_server(*, timeout: float = 20) -> Iterator[str]:
     """A moto server on a free loopback port, its URL once it answers; stopped on exit."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
-            moto_command(port, script),
+            moto_command(port),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -74,25 +76,25 @@ def reset(url: str) -> None:
     urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).close()
 
 
-# botocore's service models and endpoints (JSON files: endpoints.json is 1.2 MB, EC2's and SageMaker's models are
-# megabytes), read once per process instead of once per session: a session's loader keeps what it read, and a new
-# session makes a new loader. What the loader holds is botocore's installed data, the same for every session; each
-# session keeps its own events, credentials and clients.
-_MODELS: Any = None
+@functools.cache
+def _botocore_data() -> Any:
+    """botocore's service models and endpoints (JSON files: endpoints.json is 1.2 MB, EC2's and SageMaker's models are
+    megabytes), read once per process instead of once per session: a session's loader keeps what it read, and a new
+    session makes a new loader. What the loader holds is botocore's installed data, the same for every session; each
+    session keeps its own events, credentials and clients."""
+    from botocore.loaders import create_loader
+
+    return create_loader()
 
 
 def session(**kwargs: Any):
     """A real boto3 Session (boto3.session.Session(**kwargs)) whose botocore session reads botocore's data through
     the process's one loader."""
-    global _MODELS
     import boto3.session
     import botocore.session
-    from botocore.loaders import create_loader
 
-    if _MODELS is None:
-        _MODELS = create_loader()
     core = botocore.session.Session()
-    core.register_component("data_loader", _MODELS)
+    core.register_component("data_loader", _botocore_data())
     return boto3.session.Session(botocore_session=core, **kwargs)
 
 
