@@ -38,16 +38,17 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-# (path, device, inode, size, mtime, ctime) -> sha256, for files this process has hashed. Any write to a file or
-# replacement of it changes its ctime (which no system call sets; only changing the clock could forge it), so a file
-# that still has the same key still has the same bytes. Tests synthesize dozens of apps in one process: one hash.
+# (path, device, inode, size, mtime) -> sha256, for files this process has hashed. A write changes the mtime, a
+# replacement (the packer's rename) the inode. Not the ctime: every synthesis hard-links the Studio tools zip into its
+# assembly (lifecycle_scripts.prebuilt_zip_source), and a link or its removal changes the ctime of the same bytes
+# (one 115 MB hash per synthesis again). Tests synthesize dozens of apps in one process: one hash.
 _HASHED: dict[tuple, str] = {}
 
 
 def sha256_once(path: Path) -> str:
     """sha256(path), computed once per process for as long as the file is unchanged."""
     st = path.stat()
-    key = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     if key not in _HASHED:
         _HASHED[key] = sha256(path)
     return _HASHED[key]

@@ -10,6 +10,7 @@ import email.parser
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -450,6 +451,20 @@ def test_the_zip_is_staged_by_a_link_not_a_copy(tmp_path):
     assembly = Path(app.synth().directory)
     (staged,) = [p for p in assembly.glob("asset.*.zip") if sha256(p) == sha256(archive)]
     assert staged.stat().st_ino == archive.stat().st_ino
+
+
+def test_linking_the_zip_into_assemblies_does_not_hash_it_again(tmp_path, monkeypatch):
+    """Each synthesis links the zip into its assembly and a test's assembly is removed after it, which changes the
+    zip's ctime, not its bytes: the process hashes the zip once (the real one is 115 MB)."""
+    archive = _small_zip(tmp_path)
+    hashed: list[Path] = []
+    monkeypatch.setattr(studio_tools, "sha256", lambda path: hashed.append(path) or sha256(path))
+    for n in range(3):
+        app = _tools_stack(tmp_path / str(n), archive)
+        assembly = Path(app.synth().directory)
+        assert any(p.stat().st_ino == archive.stat().st_ino for p in assembly.glob("asset.*.zip"))
+        shutil.rmtree(assembly)
+    assert [path for path in hashed if path == archive] == [archive]
 
 
 def test_a_link_cdk_does_not_use_is_removed_and_cdk_copies(tmp_path, monkeypatch):
