@@ -2,20 +2,25 @@
 import that a `cfn-lint` process pays too), and every template is linted with them, as `cfn-lint a.json b.json`
 lints each of its templates with one set of rules.
 
-Two of cfn-lint 1.58.0's hot spots are memoized once the rules load (`_same_with_less_work`; about a quarter of
-the CPU of linting this project's templates): the schema validator's class is built once per set of keyword
-functions instead of once per call (`jsonschema.validators.create` ran `dataclasses.dataclass` ~600 times per
-template), and `dataclasses.fields` of a class is read once instead of on every `evolve`. cfn-lint's own functions
-still do the work; only repeated calls with the same arguments are answered from the first. Each returns what the
-original returns; `as_released()` lints with cfn-lint's own code, and
-test_templates.py::test_cfn_lint_reports_the_same_findings_as_released compares the two on planted findings (on the
-246 templates of cfn-lint's own test fixtures at 217397c, 1,064 findings: the same, in the same order)."""
+Pure functions that cfn-lint 1.58.0 calls again and again with the same arguments are memoized once the rules load
+(`_same_with_less_work`): the schema validator's class is built once per set of keyword functions instead of once
+per call (`jsonschema.validators.create` ran `dataclasses.dataclass` ~600 times per template), `dataclasses.fields`
+of a class is read once instead of on every `evolve`, regex's module-level search/match/fullmatch/findall answer a
+pattern and string once, a schema fragment is resolved once per document, a template's is_cdk_template() and
+get_valid_getatts() once per template, the MODULE resources of a template's resources once, and `equal` of two
+strings once. cfn-lint's own functions still do the work; only repeated calls with the same arguments are answered
+from the first. Each returns what the original returns; `as_released()` lints with cfn-lint's own code, and
+test_cfn_lint.py::test_cfn_lint_reports_the_same_findings_as_released compares the two on planted findings (on the
+246 templates of cfn-lint's own test fixtures at 217397c, 1,064 findings: the same, in the same order, with
+PYTHONHASHSEED fixed: cfn-lint prints sets)."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterable, Iterator
+import functools
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -70,16 +75,21 @@ def _replace(owner: Any, name: str, value: Any) -> None:
 def _same_with_less_work() -> None:
     import cfnlint.context.context
     import cfnlint.jsonschema._filter
+    import cfnlint.jsonschema._keywords
     import cfnlint.jsonschema.validators
+    import cfnlint.schema.resolver._resolver
+    import cfnlint.template.template
+    import regex
     from cfnlint.version import __version__
 
     if __version__ != CHECKED_RELEASE:
         raise RuntimeError(
-            f"cfn-lint {__version__} is installed; tests/support/cfn_lint.py memoizes two functions of cfn-lint "
-            f"{CHECKED_RELEASE}: check that the new release's jsonschema.validators.create still makes a class from "
-            f"its arguments alone and that the `fields` calls of context.context, jsonschema.validators and "
-            f"jsonschema._filter still take dataclasses, run test_cfn_lint_reports_the_same_findings_as_released, "
-            f"then set CHECKED_RELEASE"
+            f"cfn-lint {__version__} is installed; tests/support/cfn_lint.py memoizes functions of cfn-lint "
+            f"{CHECKED_RELEASE}: check, for the new release, what each comment in _same_with_less_work says makes "
+            f"its function's answer depend on its arguments alone (jsonschema.validators.create, the `fields` calls, "
+            f"regex's module functions, RefResolver.resolve_fragment, Template.is_cdk_template and "
+            f"get_valid_getatts, Context.module_names, _keywords.equal), run "
+            f"test_cfn_lint_reports_the_same_findings_as_released, then set CHECKED_RELEASE"
         )
 
     # A dataclass's fields are fixed when its class is made: read them once per class. The three modules call
@@ -106,3 +116,102 @@ def _same_with_less_work() -> None:
         return classes[key]
 
     _replace(cfnlint.jsonschema.validators, "create", create_once)
+
+    # regex's module-level search, match, fullmatch and findall look their pattern up in regex's cache of compiled
+    # patterns on every call (~80,000 calls a variant, nine in ten with a pattern and string seen before: a
+    # patternProperties key, a GetAtt attribute name, an IAM action). Each result is a function of the pattern and
+    # the string's characters: a repeated call gets the first call's answer (findall a fresh copy of its list; a
+    # match object is only read: cfn-lint never detaches or mutates one). Calls with flags or other options, and
+    # arguments that are not a str or a compiled pattern and a str, go to regex itself.
+    for name in ("search", "match", "fullmatch", "findall"):
+        _replace(regex, name, _first_answer_by_value(getattr(regex, name), copy=name == "findall"))
+
+    # resolve_fragment(document, fragment) walks a schema document to a $ref's fragment (a breadth-first search for
+    # "id" and "$id" first); it reads nothing of the resolver it is a method of, and every validator gets a new
+    # resolver (RefResolver.from_schema), so its per-resolver cache starts empty each time. Answered once per
+    # document (by identity: the memo holds the document, so its id is not reused) and fragment. Schema documents
+    # are not changed in the keys it follows while a template is linted; an error (RefResolutionError) is raised
+    # again by the next call, never remembered.
+    resolver = cfnlint.schema.resolver._resolver.RefResolver
+    resolve_fragment, fragments = resolver.resolve_fragment, {}
+
+    def resolve_fragment_once(self, document, fragment):
+        key = (id(document), fragment)
+        if (hit := fragments.get(key)) is None or hit[0] is not document:
+            hit = fragments[key] = (document, resolve_fragment(self, document, fragment))
+        return hit[1]
+
+    _replace(resolver, "resolve_fragment", resolve_fragment_once)
+
+    # A Template's is_cdk_template() reads its template's resources and get_valid_getatts() its regions and its
+    # context's resources, neither changed once rules run (a transform replaces the template and its context whole,
+    # which is a new input here). Rules ask once per Fn::Join (SubNotJoin) and once per Fn::GetAtt (GetAtt): each
+    # answered once per template. The GetAtts object is only read (its `match`).
+    template = cfnlint.template.template.Template
+    _replace(template, "is_cdk_template", _once_per_inputs(template.is_cdk_template, lambda t: (t.template,)))
+    _replace(
+        template,
+        "get_valid_getatts",
+        _once_per_inputs(template.get_valid_getatts, lambda t: (t.regions, t.context.resources)),
+    )
+
+    # Context.module_names is a cached_property of each Context, and a validator descends with a new Context at
+    # every step, so the logical ids of the MODULE resources were found again, over every resource, for each Ref
+    # and GetAtt. They are a function of the context's resources (the template's, shared by every Context evolved
+    # from its first, and never changed): found once per resources mapping.
+    context = cfnlint.context.context.Context
+    module_names, by_resources = context.module_names.func, {}
+
+    def module_names_once(self):
+        key = id(self.resources)
+        if (hit := by_resources.get(key)) is None or hit[0] is not self.resources:
+            if len(by_resources) > 256:  # validators made outside a template have one empty mapping each
+                by_resources.clear()
+            hit = by_resources[key] = (self.resources, module_names(self))
+        return hit[1]
+
+    cached = functools.cached_property(module_names_once)
+    cached.__set_name__(context, "module_names")
+    _replace(context, "module_names", cached)
+
+    # enum and const compare an instance with each allowed value through _utils.equal (a Ref's enum is every
+    # logical id of the template). For two strings it is a function of their characters.
+    equal = cfnlint.jsonschema._keywords.equal
+    equal_strings = functools.lru_cache(maxsize=1 << 16)(equal)
+
+    def equal_once(one, two):
+        if isinstance(one, str) and isinstance(two, str):
+            return equal_strings(one, two)
+        return equal(one, two)
+
+    _replace(cfnlint.jsonschema._keywords, "equal", equal_once)
+
+
+def _first_answer_by_value(function: Callable, *, copy: bool) -> Callable:
+    """`function(pattern, string)` answered once per distinct (pattern, string) when called with just those: a str
+    or compiled regex pattern and a str; any other call goes to `function`."""
+    import regex
+
+    once = functools.lru_cache(maxsize=1 << 16)(function)
+
+    def first_answer(pattern, string, *args, **kwargs):
+        if args or kwargs or not isinstance(string, str) or not isinstance(pattern, (str, regex.Pattern)):
+            return function(pattern, string, *args, **kwargs)
+        return list(once(pattern, string)) if copy else once(pattern, string)
+
+    return first_answer
+
+
+def _once_per_inputs(method: Callable, inputs: Callable[[Any], tuple]) -> Callable:
+    """`method(self)` answered once per object for as long as the objects `inputs(self)` names (all it reads) are
+    the same ones."""
+    memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def once(self):
+        read = inputs(self)
+        hit = memo.get(self)
+        if hit is None or any(a is not b for a, b in zip(hit[0], read)):
+            hit = memo[self] = (read, method(self))
+        return hit[1]
+
+    return once
