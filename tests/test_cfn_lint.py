@@ -103,7 +103,7 @@ def test_cfn_lint_reports_the_same_findings_as_released(tmp_path):
     other.write_text(json.dumps(cdk, indent=1))
     ours = cfn_lint.lint([other, planted])
     in_place = {(owner, name): getattr(owner, name) for owner, name, _ in cfn_lint._released}
-    assert len(in_place) == 13 and all(in_place[owner, name] is not value for owner, name, value in cfn_lint._released)
+    assert len(in_place) == 14 and all(in_place[owner, name] is not value for owner, name, value in cfn_lint._released)
     with cfn_lint.as_released():
         assert cfnlint.jsonschema.validators.create is not in_place[cfnlint.jsonschema.validators, "create"]
         released = cfn_lint.lint([other, planted])
@@ -116,3 +116,9 @@ def test_cfn_lint_reports_the_same_findings_as_released(tmp_path):
     assert "W3010" not in rules[other] and any("'ThingBucket' is not one of" in f for f in released[other])
     assert not any("ThingBucket" in f for f in released[planted]) and any("'Log' is not" in f for f in released[other])
     assert ours == released
+    # The one empty template that Validators made without a template share is still empty after the lint: nothing
+    # wrote to it (a shared template that holds a resource fails here; no finding can show it, as every Validator
+    # the linted rules make without a template is given the linted one at once).
+    empty = cfnlint.jsonschema.validators.CfnTemplateValidator({}).cfn
+    assert empty is cfnlint.jsonschema.validators.CfnTemplateValidator({}).cfn
+    assert empty.template == {} and not empty.context.resources and not empty.context.parameters

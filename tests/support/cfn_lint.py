@@ -3,16 +3,17 @@ import that a `cfn-lint` process pays too), and every template is linted with th
 lints each of its templates with one set of rules.
 
 Pure functions that cfn-lint 1.58.0 calls again and again with the same arguments are memoized once the rules load
-(`_same_with_less_work`): the schema validator's class is built once per set of keyword functions instead of once
-per call (`jsonschema.validators.create` ran `dataclasses.dataclass` ~600 times per template), `dataclasses.fields`
-of a class is read once instead of on every `evolve`, regex's module-level search/match/fullmatch/findall answer a
-pattern and string once, a schema fragment is resolved once per document, a template's is_cdk_template() and
-get_valid_getatts() once per template, the MODULE resources of a template's resources once, and `equal` of two
-strings once. cfn-lint's own functions still do the work; only repeated calls with the same arguments are answered
-from the first. Each returns what the original returns; `as_released()` lints with cfn-lint's own code, and
+(`_same_with_less_work`; about a third of the CPU of linting this project's templates): the schema validator's class
+is built once per set of keyword functions instead of once per call (`jsonschema.validators.create` ran
+`dataclasses.dataclass` ~600 times per template), `dataclasses.fields` of a class is read once instead of on every
+`evolve`, a FunctionFilter is evolved once per filter and flags, regex's module-level search/match/fullmatch/findall
+answer a pattern and string once, a schema fragment is resolved once per document, a template's is_cdk_template()
+and get_valid_getatts() once per template, the empty template a Validator gets by default once, and the MODULE resources of a template's resources once. cfn-lint's own
+functions still do the work; only repeated calls with the same arguments are answered from the first. Each returns
+what the original returns; `as_released()` lints with cfn-lint's own code, and
 test_cfn_lint.py::test_cfn_lint_reports_the_same_findings_as_released compares the two on planted findings (on the
 246 templates of cfn-lint's own test fixtures at 217397c, 1,064 findings: the same, in the same order, with
-PYTHONHASHSEED fixed: cfn-lint prints sets)."""
+PYTHONHASHSEED fixed, as cfn-lint prints sets)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,6 @@ def _replace(owner: Any, name: str, value: Any) -> None:
 def _same_with_less_work() -> None:
     import cfnlint.context.context
     import cfnlint.jsonschema._filter
-    import cfnlint.jsonschema._keywords
     import cfnlint.jsonschema.validators
     import cfnlint.schema.resolver._resolver
     import cfnlint.template.template
@@ -86,9 +86,9 @@ def _same_with_less_work() -> None:
         raise RuntimeError(
             f"cfn-lint {__version__} is installed; tests/support/cfn_lint.py memoizes functions of cfn-lint "
             f"{CHECKED_RELEASE}: check, for the new release, what each comment in _same_with_less_work says makes "
-            f"its function's answer depend on its arguments alone (jsonschema.validators.create, the `fields` calls, "
+            f"its function's answer depend on its arguments alone (jsonschema.validators.create, the `fields` calls, FunctionFilter.evolve, validators.Template, "
             f"regex's module functions, RefResolver.resolve_fragment, Template.is_cdk_template and "
-            f"get_valid_getatts, Context.module_names, _keywords.equal), run "
+            f"get_valid_getatts, Context.module_names), run "
             f"test_cfn_lint_reports_the_same_findings_as_released, then set CHECKED_RELEASE"
         )
 
@@ -116,6 +116,44 @@ def _same_with_less_work() -> None:
         return classes[key]
 
     _replace(cfnlint.jsonschema.validators, "create", create_once)
+
+    # FunctionFilter.evolve(**flags) makes a new FunctionFilter with the given flags and the rest of its own; the
+    # keywords (if, allOf, ...) and rules (CfnLint, Configuration, BaseFn) call it at every step, with the same
+    # filter and flags (~30,000 times a variant, for a handful of distinct filters). One filter per filter and flags
+    # (by identity: the memo holds the filter); as create_once above, it relies on nothing mutating a FunctionFilter
+    # once made.
+    function_filter = cfnlint.jsonschema._filter.FunctionFilter
+    evolve_filter, filters = function_filter.evolve, {}
+
+    def evolve_filter_once(self, **kwargs):
+        try:
+            key = (id(self), *sorted(kwargs.items()))
+            hit = filters.get(key)
+        except TypeError:  # a flag that is not hashable
+            return evolve_filter(self, **kwargs)
+        if hit is None or hit[0] is not self:
+            hit = filters[key] = (self, evolve_filter(self, **kwargs))
+        return hit[1]
+
+    _replace(function_filter, "evolve", evolve_filter_once)
+
+    # A Validator made without a template gets `Template(None, {})` (the default factory of its `cfn` field, which
+    # looks `Template` up in cfnlint.jsonschema.validators when called): BaseJsonSchema.extend_validator makes one
+    # for every rule and function it extends (~4,000 a variant, ~0.15 ms each: a context, a graph and five key
+    # searches of the empty template) and replaces it at once with the linted template. The template of those
+    # arguments is always the same, and only read: nothing assigns to a Template but the runner's transform step,
+    # which runs on the linted template alone, and nothing compares Templates by identity. Made once; any other
+    # call goes to Template itself.
+    template_class, empty_template = cfnlint.jsonschema.validators.Template, []
+
+    def template_once(*args, **kwargs):
+        if args != (None, {}) or kwargs:
+            return template_class(*args, **kwargs)
+        if not empty_template:
+            empty_template.append(template_class(None, {}))
+        return empty_template[0]
+
+    _replace(cfnlint.jsonschema.validators, "Template", template_once)
 
     # regex's module-level search, match, fullmatch and findall look their pattern up in regex's cache of compiled
     # patterns on every call (~80,000 calls a variant, nine in ten with a pattern and string seen before: a
@@ -173,18 +211,6 @@ def _same_with_less_work() -> None:
     cached = functools.cached_property(module_names_once)
     cached.__set_name__(context, "module_names")
     _replace(context, "module_names", cached)
-
-    # enum and const compare an instance with each allowed value through _utils.equal (a Ref's enum is every
-    # logical id of the template). For two strings it is a function of their characters.
-    equal = cfnlint.jsonschema._keywords.equal
-    equal_strings = functools.lru_cache(maxsize=1 << 16)(equal)
-
-    def equal_once(one, two):
-        if isinstance(one, str) and isinstance(two, str):
-            return equal_strings(one, two)
-        return equal(one, two)
-
-    _replace(cfnlint.jsonschema._keywords, "equal", equal_once)
 
 
 def _first_answer_by_value(function: Callable, *, copy: bool) -> Callable:
