@@ -8,12 +8,12 @@ is built once per set of keyword functions instead of once per call (`jsonschema
 `dataclasses.dataclass` ~600 times per template), `dataclasses.fields` of a class is read once instead of on every
 `evolve`, a FunctionFilter is evolved once per filter and flags, regex's module-level search/match/fullmatch/findall
 answer a pattern and string once, a schema fragment is resolved once per document, a template's is_cdk_template()
-and get_valid_getatts() once per template, the empty template a Validator gets by default once, and the MODULE resources of a template's resources once. cfn-lint's own
-functions still do the work; only repeated calls with the same arguments are answered from the first. Each returns
-what the original returns; `as_released()` lints with cfn-lint's own code, and
-test_cfn_lint.py::test_cfn_lint_reports_the_same_findings_as_released compares the two on planted findings (on the
-246 templates of cfn-lint's own test fixtures at 217397c, 1,064 findings: the same, in the same order, with
-PYTHONHASHSEED fixed, as cfn-lint prints sets)."""
+and get_valid_getatts() once per template, the empty template a Validator gets by default once, and the MODULE
+resources of a template's resources once. cfn-lint's own functions still do the work; only repeated calls with the
+same arguments are answered from the first. Each returns what the original returns; `as_released()` lints with
+cfn-lint's own code, and test_cfn_lint.py::test_cfn_lint_reports_the_same_findings_as_released compares the two on
+planted findings (on the 246 templates of cfn-lint's own test fixtures at 217397c, 1,064 findings: the same, in the
+same order, with PYTHONHASHSEED fixed, as cfn-lint prints sets)."""
 
 from __future__ import annotations
 
@@ -86,10 +86,10 @@ def _same_with_less_work() -> None:
         raise RuntimeError(
             f"cfn-lint {__version__} is installed; tests/support/cfn_lint.py memoizes functions of cfn-lint "
             f"{CHECKED_RELEASE}: check, for the new release, what each comment in _same_with_less_work says makes "
-            f"its function's answer depend on its arguments alone (jsonschema.validators.create, the `fields` calls, FunctionFilter.evolve, validators.Template, "
-            f"regex's module functions, RefResolver.resolve_fragment, Template.is_cdk_template and "
-            f"get_valid_getatts, Context.module_names), run "
-            f"test_cfn_lint_reports_the_same_findings_as_released, then set CHECKED_RELEASE"
+            f"its function's answer depend on its arguments alone (jsonschema.validators.create, the `fields` "
+            f"calls, FunctionFilter.evolve, validators.Template, regex's module functions, "
+            f"RefResolver.resolve_fragment, Template.is_cdk_template and get_valid_getatts, Context.module_names), "
+            f"run test_cfn_lint_reports_the_same_findings_as_released, then set CHECKED_RELEASE"
         )
 
     # A dataclass's fields are fixed when its class is made: read them once per class. The three modules call
@@ -118,8 +118,8 @@ def _same_with_less_work() -> None:
     _replace(cfnlint.jsonschema.validators, "create", create_once)
 
     # FunctionFilter.evolve(**flags) makes a new FunctionFilter with the given flags and the rest of its own; the
-    # keywords (if, allOf, ...) and rules (CfnLint, Configuration, BaseFn) call it at every step, with the same
-    # filter and flags (~30,000 times a variant, for a handful of distinct filters). One filter per filter and flags
+    # keywords (if, allOf, ...) and rules (CfnLint, Configuration, BaseFn) call it at nearly every step, with a
+    # handful of distinct filters and flags (~1.4 % of the lint's samples). One filter per filter and flags
     # (by identity: the memo holds the filter); as create_once above, it relies on nothing mutating a FunctionFilter
     # once made.
     function_filter = cfnlint.jsonschema._filter.FunctionFilter
@@ -139,8 +139,8 @@ def _same_with_less_work() -> None:
 
     # A Validator made without a template gets `Template(None, {})` (the default factory of its `cfn` field, which
     # looks `Template` up in cfnlint.jsonschema.validators when called): BaseJsonSchema.extend_validator makes one
-    # for every rule and function it extends (~4,000 a variant, ~0.15 ms each: a context, a graph and five key
-    # searches of the empty template) and replaces it at once with the linted template. The template of those
+    # for every rule and function it extends (3,284 for three variants, ~0.14 ms each: a context, a graph and five
+    # key searches of the empty template) and replaces it at once with the linted template. The template of those
     # arguments is always the same, and only read: nothing assigns to a Template but the runner's transform step,
     # which runs on the linted template alone, and nothing compares Templates by identity. Made once; any other
     # call goes to Template itself.
@@ -156,7 +156,7 @@ def _same_with_less_work() -> None:
     _replace(cfnlint.jsonschema.validators, "Template", template_once)
 
     # regex's module-level search, match, fullmatch and findall look their pattern up in regex's cache of compiled
-    # patterns on every call (~80,000 calls a variant, nine in ten with a pattern and string seen before: a
+    # patterns on every call (~69,000 calls for three variants, 93 % with a pattern and string seen before: a
     # patternProperties key, a GetAtt attribute name, an IAM action). Each result is a function of the pattern and
     # the string's characters: a repeated call gets the first call's answer (findall a fresh copy of its list; a
     # match object is only read: cfn-lint never detaches or mutates one). Calls with flags or other options, and
@@ -196,14 +196,16 @@ def _same_with_less_work() -> None:
     # Context.module_names is a cached_property of each Context, and a validator descends with a new Context at
     # every step, so the logical ids of the MODULE resources were found again, over every resource, for each Ref
     # and GetAtt. They are a function of the context's resources (the template's, shared by every Context evolved
-    # from its first, and never changed): found once per resources mapping.
+    # from its first, and never changed): found once per resources mapping (by identity: the memo holds it). A
+    # cfnContext step whose references leave out resources evolves with a new empty mapping each time: hence the
+    # bound.
     context = cfnlint.context.context.Context
     module_names, by_resources = context.module_names.func, {}
 
     def module_names_once(self):
         key = id(self.resources)
         if (hit := by_resources.get(key)) is None or hit[0] is not self.resources:
-            if len(by_resources) > 256:  # validators made outside a template have one empty mapping each
+            if len(by_resources) > 256:
                 by_resources.clear()
             hit = by_resources[key] = (self.resources, module_names(self))
         return hit[1]
