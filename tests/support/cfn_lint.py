@@ -2,20 +2,26 @@
 import that a `cfn-lint` process pays too), and every template is linted with them, as `cfn-lint a.json b.json`
 lints each of its templates with one set of rules.
 
-Two of cfn-lint 1.58.0's hot spots are memoized once the rules load (`_same_with_less_work`; about a quarter of
-the CPU of linting this project's templates): the schema validator's class is built once per set of keyword
-functions instead of once per call (`jsonschema.validators.create` ran `dataclasses.dataclass` ~600 times per
-template), and `dataclasses.fields` of a class is read once instead of on every `evolve`. cfn-lint's own functions
-still do the work; only repeated calls with the same arguments are answered from the first. Each returns what the
-original returns; `as_released()` lints with cfn-lint's own code, and
-test_templates.py::test_cfn_lint_reports_the_same_findings_as_released compares the two on planted findings (on the
-246 templates of cfn-lint's own test fixtures at 217397c, 1,064 findings: the same, in the same order)."""
+Pure functions that cfn-lint 1.58.0 calls again and again with the same arguments are memoized once the rules load
+(`_same_with_less_work`; about a third of the CPU of linting this project's templates): the schema validator's class
+is built once per set of keyword functions instead of once per call (`jsonschema.validators.create` ran
+`dataclasses.dataclass` ~600 times per template), `dataclasses.fields` of a class is read once instead of on every
+`evolve`, a FunctionFilter is evolved once per filter and flags, regex's module-level search/match/fullmatch/findall
+answer a pattern and string once, a schema fragment is resolved once per document, a template's is_cdk_template()
+and get_valid_getatts() once per template, the empty template a Validator gets by default once, and the MODULE
+resources of a template's resources once. cfn-lint's own functions still do the work; only repeated calls with the
+same arguments are answered from the first. Each returns what the original returns; `as_released()` lints with
+cfn-lint's own code, and test_cfn_lint.py::test_cfn_lint_reports_the_same_findings_as_released compares the two on
+planted findings (on the 246 templates of cfn-lint's own test fixtures at 217397c, 1,064 findings: the same, in the
+same order, with PYTHONHASHSEED fixed, as cfn-lint prints sets)."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterable, Iterator
+import functools
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -71,15 +77,19 @@ def _same_with_less_work() -> None:
     import cfnlint.context.context
     import cfnlint.jsonschema._filter
     import cfnlint.jsonschema.validators
+    import cfnlint.schema.resolver._resolver
+    import cfnlint.template.template
+    import regex
     from cfnlint.version import __version__
 
     if __version__ != CHECKED_RELEASE:
         raise RuntimeError(
-            f"cfn-lint {__version__} is installed; tests/support/cfn_lint.py memoizes two functions of cfn-lint "
-            f"{CHECKED_RELEASE}: check that the new release's jsonschema.validators.create still makes a class from "
-            f"its arguments alone and that the `fields` calls of context.context, jsonschema.validators and "
-            f"jsonschema._filter still take dataclasses, run test_cfn_lint_reports_the_same_findings_as_released, "
-            f"then set CHECKED_RELEASE"
+            f"cfn-lint {__version__} is installed; tests/support/cfn_lint.py memoizes functions of cfn-lint "
+            f"{CHECKED_RELEASE}: check, for the new release, what each comment in _same_with_less_work says makes "
+            f"its function's answer depend on its arguments alone (jsonschema.validators.create, the `fields` "
+            f"calls, FunctionFilter.evolve, validators.Template, regex's module functions, "
+            f"RefResolver.resolve_fragment, Template.is_cdk_template and get_valid_getatts, Context.module_names), "
+            f"run test_cfn_lint_reports_the_same_findings_as_released, then set CHECKED_RELEASE"
         )
 
     # A dataclass's fields are fixed when its class is made: read them once per class. The three modules call
@@ -106,3 +116,130 @@ def _same_with_less_work() -> None:
         return classes[key]
 
     _replace(cfnlint.jsonschema.validators, "create", create_once)
+
+    # FunctionFilter.evolve(**flags) makes a new FunctionFilter with the given flags and the rest of its own; the
+    # keywords (if, allOf, ...) and rules (CfnLint, Configuration, BaseFn) call it at nearly every step, with a
+    # handful of distinct filters and flags (~1.4 % of the lint's samples). One filter per filter and flags
+    # (by identity: the memo holds the filter); as create_once above, it relies on nothing mutating a FunctionFilter
+    # once made.
+    function_filter = cfnlint.jsonschema._filter.FunctionFilter
+    evolve_filter, filters = function_filter.evolve, {}
+
+    def evolve_filter_once(self, **kwargs):
+        try:
+            key = (id(self), *sorted(kwargs.items()))
+            hit = filters.get(key)
+        except TypeError:  # a flag that is not hashable
+            return evolve_filter(self, **kwargs)
+        if hit is None or hit[0] is not self:
+            hit = filters[key] = (self, evolve_filter(self, **kwargs))
+        return hit[1]
+
+    _replace(function_filter, "evolve", evolve_filter_once)
+
+    # A Validator made without a template gets `Template(None, {})` (the default factory of its `cfn` field, which
+    # looks `Template` up in cfnlint.jsonschema.validators when called): BaseJsonSchema.extend_validator makes one
+    # for every rule and function it extends (3,284 for three variants, ~0.14 ms each: a context, a graph and five
+    # key searches of the empty template) and replaces it at once with the linted template. The template of those
+    # arguments is always the same, and only read: nothing assigns to a Template but the runner's transform step,
+    # which runs on the linted template alone, and nothing compares Templates by identity. Made once; any other
+    # call goes to Template itself.
+    template_class, empty_template = cfnlint.jsonschema.validators.Template, []
+
+    def template_once(*args, **kwargs):
+        if args != (None, {}) or kwargs:
+            return template_class(*args, **kwargs)
+        if not empty_template:
+            empty_template.append(template_class(None, {}))
+        return empty_template[0]
+
+    _replace(cfnlint.jsonschema.validators, "Template", template_once)
+
+    # regex's module-level search, match, fullmatch and findall look their pattern up in regex's cache of compiled
+    # patterns on every call (~69,000 calls for three variants, 93 % with a pattern and string seen before: a
+    # patternProperties key, a GetAtt attribute name, an IAM action). Each result is a function of the pattern and
+    # the string's characters: a repeated call gets the first call's answer (findall a fresh copy of its list; a
+    # match object is only read: cfn-lint never detaches or mutates one). Calls with flags or other options, and
+    # arguments that are not a str or a compiled pattern and a str, go to regex itself.
+    for name in ("search", "match", "fullmatch", "findall"):
+        _replace(regex, name, _first_answer_by_value(getattr(regex, name), copy=name == "findall"))
+
+    # resolve_fragment(document, fragment) walks a schema document to a $ref's fragment (a breadth-first search for
+    # "id" and "$id" first); it reads nothing of the resolver it is a method of, and every validator gets a new
+    # resolver (RefResolver.from_schema), so its per-resolver cache starts empty each time. Answered once per
+    # document (by identity: the memo holds the document, so its id is not reused) and fragment. Schema documents
+    # are not changed in the keys it follows while a template is linted; an error (RefResolutionError) is raised
+    # again by the next call, never remembered.
+    resolver = cfnlint.schema.resolver._resolver.RefResolver
+    resolve_fragment, fragments = resolver.resolve_fragment, {}
+
+    def resolve_fragment_once(self, document, fragment):
+        key = (id(document), fragment)
+        if (hit := fragments.get(key)) is None or hit[0] is not document:
+            hit = fragments[key] = (document, resolve_fragment(self, document, fragment))
+        return hit[1]
+
+    _replace(resolver, "resolve_fragment", resolve_fragment_once)
+
+    # A Template's is_cdk_template() reads its template's resources and get_valid_getatts() its regions and its
+    # context's resources, neither changed once rules run (a transform replaces the template and its context whole,
+    # which is a new input here). Rules ask once per Fn::Join (SubNotJoin) and once per Fn::GetAtt (GetAtt): each
+    # answered once per template. The GetAtts object is only read (its `match`).
+    template = cfnlint.template.template.Template
+    _replace(template, "is_cdk_template", _once_per_inputs(template.is_cdk_template, lambda t: (t.template,)))
+    _replace(
+        template,
+        "get_valid_getatts",
+        _once_per_inputs(template.get_valid_getatts, lambda t: (t.regions, t.context.resources)),
+    )
+
+    # Context.module_names is a cached_property of each Context, and a validator descends with a new Context at
+    # every step, so the logical ids of the MODULE resources were found again, over every resource, for each Ref
+    # and GetAtt. They are a function of the context's resources (the template's, shared by every Context evolved
+    # from its first, and never changed): found once per resources mapping (by identity: the memo holds it). A
+    # cfnContext step whose references leave out resources evolves with a new empty mapping each time: hence the
+    # bound.
+    context = cfnlint.context.context.Context
+    module_names, by_resources = context.module_names.func, {}
+
+    def module_names_once(self):
+        key = id(self.resources)
+        if (hit := by_resources.get(key)) is None or hit[0] is not self.resources:
+            if len(by_resources) > 256:
+                by_resources.clear()
+            hit = by_resources[key] = (self.resources, module_names(self))
+        return hit[1]
+
+    cached = functools.cached_property(module_names_once)
+    cached.__set_name__(context, "module_names")
+    _replace(context, "module_names", cached)
+
+
+def _first_answer_by_value(function: Callable, *, copy: bool) -> Callable:
+    """`function(pattern, string)` answered once per distinct (pattern, string) when called with just those: a str
+    or compiled regex pattern and a str; any other call goes to `function`."""
+    import regex
+
+    once = functools.lru_cache(maxsize=1 << 16)(function)
+
+    def first_answer(pattern, string, *args, **kwargs):
+        if args or kwargs or not isinstance(string, str) or not isinstance(pattern, (str, regex.Pattern)):
+            return function(pattern, string, *args, **kwargs)
+        return list(once(pattern, string)) if copy else once(pattern, string)
+
+    return first_answer
+
+
+def _once_per_inputs(method: Callable, inputs: Callable[[Any], tuple]) -> Callable:
+    """`method(self)` answered once per object for as long as the objects `inputs(self)` names (all it reads) are
+    the same ones."""
+    memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def once(self):
+        read = inputs(self)
+        hit = memo.get(self)
+        if hit is None or any(a is not b for a, b in zip(hit[0], read)):
+            hit = memo[self] = (read, method(self))
+        return hit[1]
+
+    return once
