@@ -31,7 +31,7 @@ fi
 # HyperPod names Slurm nodes ip-A-B-C-D after their address. A node replaced later may reuse a name with a new host
 # key, so keys are accepted on first use and kept per user rather than pinned cluster-wide.
 client_conf="$(mktemp)"
-cat >"$client_conf" <<'CONF'
+write_text "$client_conf" <<'CONF'
 # Written by the HyperPod platform's setup_ssh_keys.sh: SSH between this cluster's nodes.
 Host ip-*-*-*-*
     StrictHostKeyChecking accept-new
@@ -47,7 +47,7 @@ fi
 rm -f "$client_conf"
 
 mkdir -p "$STATE_DIR"
-problem="$(ensure_root_dir "$LOCK_DIR" 0700)" || die "cannot keep root's lock: $problem"
+ensure_root_dir "$LOCK_DIR" 0700 || die "cannot keep root's lock: $PROBLEM"
 umask 077 # 0600: a lock anybody may open, anybody may hold
 exec 9>"$LOCK_DIR/setup_ssh_keys.lock"
 umask 022
@@ -86,7 +86,8 @@ users="$(params_py users "$PARAMS_FILE")"
 while IFS=$'\t' read -r name uid gid _; do
   [[ -n "$name" ]] || continue
   home="$HOME_ROOT/$name"
-  problem="$(user_dir_problem "$HOME_ROOT" "$name" "$uid")"
+  user_dir_problem "$HOME_ROOT" "$name" "$uid"
+  problem="$PROBLEM"
   [[ -e "$home" || -n "$problem" ]] || problem="$home does not exist"
   if [[ -z "$problem" ]] && as_user "$uid" "$gid" env HOME="$home" bash -c "$(declare -f user_keys); user_keys \"\$1\"" \
     _ "$name" 9>&-; then

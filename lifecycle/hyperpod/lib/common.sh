@@ -53,6 +53,14 @@ parent_dir() {
   [[ -n "$PARENT" ]] || PARENT=/
 }
 
+# write_text FILE <<TEXT : FILE holds the here-document, written by bash (`cat >FILE` is a process of its own). For
+# here-documents only: read stops at a NUL byte, which one cannot hold.
+write_text() {
+  local text
+  IFS= read -r -d '' text || true # read's status is 1 at the end of its input, which is where it stops
+  printf '%s' "$text" >"$1"
+}
+
 # same_file FILE COPY : COPY exists and holds FILE's bytes (cmp -s; no cmp started when there is no COPY yet).
 same_file() {
   [[ -e "$2" ]] && cmp -s "$1" "$2"
