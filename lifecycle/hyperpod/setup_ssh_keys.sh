@@ -22,6 +22,8 @@ source "$HERE/lib/user_paths.sh"
 
 SSH_CLIENT_CONF="${SSH_CLIENT_CONF:-/etc/ssh/ssh_config.d/60-hyperpod-cluster.conf}"
 
+# The parameters this script reads (FSx's mount path, the users), in one Python start: from memory below.
+params fsx.mount_path
 HOME_ROOT="$(home_root)"
 if [[ "$HOME_ROOT" == "$DEFAULT_HOME_ROOT" ]]; then
   log "homes are on the local disk ($HOME_ROOT): no shared SSH keys"
