@@ -30,7 +30,7 @@ HOME_DIR_MODE=0750
 
 params fsx.mount_path fsx.checkpoint_dir directory.search_base shared_group.name shared_group.gid
 HOME_ROOT="$(home_root)"
-mkdir -p "$STATE_DIR"
+[[ -d "$STATE_DIR" ]] || mkdir -p "$STATE_DIR"
 ensure_root_dir "$HOME_ROOT" 0755 ||
   die "refusing to create homes in $HOME_ROOT: $PROBLEM. Another user could then own or replace any user's home;" \
     "make $HOME_ROOT (and every directory above it) root's, not writable by others, and run this again"
@@ -176,7 +176,7 @@ ensure_sudo() {
   if command -v visudo >/dev/null; then
     visudo -cf "$tmp" >/dev/null || { rm -f "$tmp"; die "sudoers entry for $name does not validate"; }
   fi
-  mkdir -p "$SUDOERS_DIR"
+  [[ -d "$SUDOERS_DIR" ]] || mkdir -p "$SUDOERS_DIR"
   install -m 0440 "$tmp" "$file"
   rm -f "$tmp"
   log "granted sudo to $name"

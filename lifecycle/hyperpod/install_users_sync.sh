@@ -63,7 +63,7 @@ if [[ -n "$ca" && -f "$HERE/$ca" ]]; then
   put "$HERE/$ca" "$PLATFORM_DIR/$ca" 0644
 fi
 put "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json" 0644
-mkdir -p "$STATE_DIR"
+[[ -d "$STATE_DIR" ]] || mkdir -p "$STATE_DIR"
 # What the copy holds now, checked against the deploy's record by on_init_complete.sh: the users sync runs these as
 # root only while they still hold these bytes and only root can change them (lib/verify.sh verify_local_copy).
 lib_py verify.py manifest "$PLATFORM_DIR" "${copied[@]}" >"$STATE_DIR/platform_scripts.sha256.new"

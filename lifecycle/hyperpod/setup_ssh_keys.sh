@@ -41,14 +41,14 @@ Host ip-*-*-*-*
     IdentityFile ~/.ssh/id_ed25519_cluster
 CONF
 parent_dir "$SSH_CLIENT_CONF"
-mkdir -p "$PARENT"
+[[ -d "$PARENT" ]] || mkdir -p "$PARENT"
 if ! same_file "$client_conf" "$SSH_CLIENT_CONF"; then
   install -m 0644 "$client_conf" "$SSH_CLIENT_CONF"
   log "wrote $SSH_CLIENT_CONF"
 fi
 rm -f "$client_conf"
 
-mkdir -p "$STATE_DIR"
+[[ -d "$STATE_DIR" ]] || mkdir -p "$STATE_DIR"
 ensure_root_dir "$LOCK_DIR" 0700 || die "cannot keep root's lock: $PROBLEM"
 umask 077 # 0600: a lock anybody may open, anybody may hold
 exec 9>"$LOCK_DIR/setup_ssh_keys.lock"

@@ -35,7 +35,7 @@ source "$HERE/lib/user_paths.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/verify.sh
 source "$HERE/lib/verify.sh"
 
-mkdir -p "$LOG_DIR" "$STATE_DIR"
+[[ -d "$LOG_DIR" && -d "$STATE_DIR" ]] || mkdir -p "$LOG_DIR" "$STATE_DIR"
 # Quiet when nothing changed: only downloads that fail and changes that are applied are logged.
 exec >>"$LOG_DIR/users_sync.log" 2>&1
 
@@ -56,7 +56,7 @@ write_metrics() {
   [[ "$OUTCOME" != ok ]] || echo "$now" >"$LAST_SUCCESS"
   [[ ! -f "$LAST_SUCCESS" ]] || last="$(<"$LAST_SUCCESS")"
   parent_dir "$USERS_SYNC_METRICS"
-  mkdir -p "$PARENT"
+  [[ -d "$PARENT" ]] || mkdir -p "$PARENT"
   tmp="$(mktemp "$PARENT/.hyperpod_users_sync.XXXXXX")" || return 0
   write_text "$tmp" <<METRICS
 # HELP hyperpod_users_sync_last_run_timestamp_seconds When the users sync last ran on this node, whatever its outcome.

@@ -227,7 +227,7 @@ set_block() {
     return 1
   fi
   parent_dir "$file"
-  mkdir -p "$PARENT"
+  [[ -d "$PARENT" ]] || mkdir -p "$PARENT"
   chmod "$([[ -f "$file" ]] && stat -c %a "$file" || echo 644)" "$new"
   mv -f "$new" "$file"
 }
@@ -321,7 +321,7 @@ _slurmctld_answers() {
 # waits for the log to be complete, so HyperPod reads the exit code after the last line is written. A failed run then
 # waits LOG_FLUSH_SECONDS more before it exits, the log already complete, so its last lines reach CloudWatch.
 start_log() {
-  mkdir -p "$LOG_DIR"
+  [[ -d "$LOG_DIR" ]] || mkdir -p "$LOG_DIR"
   LOG_FILE="$LOG_DIR/$1.log"
   exec > >(tee -a "$LOG_FILE") 2>&1
   TEE_PID=$!
@@ -390,7 +390,7 @@ contract_warn() {
   shift
   log "WARNING: [contract:$fact] $*"
   record="$fact"$'\t'"$SCRIPT_NAME"$'\t'"$*"
-  mkdir -p "$STATE_DIR"
+  [[ -d "$STATE_DIR" ]] || mkdir -p "$STATE_DIR"
   grep -qxF -- "$record" "$STATE_DIR/contract_warnings" 2>/dev/null || printf '%s\n' "$record" >>"$STATE_DIR/contract_warnings"
 }
 
