@@ -97,8 +97,8 @@ ensure_root_dir() {
   parent_dir "$path"
   root_dir_problem "$PARENT" sticky
   [[ -z "$PROBLEM" ]] || return 1
-  # Not mkdir -p: an existing entry is checked below, never followed.
-  mkdir -m "$mode" "$path" 2>/dev/null || true
+  # Not mkdir -p: an existing entry is checked below, never followed (nor made again: no mkdir to start for it).
+  [[ -e "$path" || -L "$path" ]] || mkdir -m "$mode" "$path" 2>/dev/null || true
   if [[ ! -L "$path" && -d "$path" ]]; then
     read -r owner current < <(stat -c '%u %a' -- "$path") || true
     if [[ "$owner" == 0 ]] && ((8#$current != 8#$mode)); then
@@ -153,12 +153,15 @@ move_aside() {
 ensure_nosuid_nodev() {
   local path=$1 opts
   [[ -d "$path/." ]] || true # an automount point mounts on first access: check the real mount, not the trigger
-  opts="$(findmnt -n -o VFS-OPTIONS --mountpoint "$path" | tail -n1)"
+  # The last line findmnt prints (the mount on top), cut by bash: the users sync checks this at every tick.
+  opts="$(findmnt -n -o VFS-OPTIONS --mountpoint "$path")"
+  opts="${opts##*$'\n'}"
   if [[ ",$opts," == *,nosuid,* && ",$opts," == *,nodev,* ]]; then
     return 0
   fi
   mount -i -o "remount,bind,$opts,nosuid,nodev" "$path" || true
-  opts="$(findmnt -n -o VFS-OPTIONS --mountpoint "$path" | tail -n1)"
+  opts="$(findmnt -n -o VFS-OPTIONS --mountpoint "$path")"
+  opts="${opts##*$'\n'}"
   if [[ ",$opts," == *,nosuid,* && ",$opts," == *,nodev,* ]]; then
     log "$path remounted nosuid,nodev (now $opts)" >&2
     return 0
