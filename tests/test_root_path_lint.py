@@ -4,7 +4,8 @@ or writes through a path a user can change.
 The lifecycle scripts under lifecycle/hyperpod run as root. Any variable holding a path under the users' homes or on
 FSx is tainted: it is assigned from `HOME_ROOT`, `home_root`, `CHECKPOINTS`, `fsx.mount_path` or `fsx.checkpoint_dir`,
 or from another tainted variable. A line that runs a file-changing command (chown, chmod, install, mkdir, touch, ln,
-cp, mv, rm, tee, truncate, flock, ssh-keygen) or a redirection on a tainted variable is a violation, unless
+cp, mv, rm, tee, truncate, flock, ssh-keygen, lib/common.sh's write_text) or a redirection on a tainted variable is a
+violation, unless
 - the line hands the work to the user (it starts with `as_user`), or sits in a function documented as running as the
   user (the comment above it says "runs as the user"), or
 - it is in lib/user_paths.sh, whose helpers act only after checking, without following links, directories only root
@@ -30,7 +31,7 @@ STUDIO = REPO / "lifecycle" / "studio"
 EXEMPT_FILES = {"lib/user_paths.sh"}
 
 SOURCES = re.compile(r"HOME_ROOT|\bhome_root\b|\bCHECKPOINTS\b|fsx\.mount_path|fsx\.checkpoint_dir")
-SINKS = r"chown|chmod|chgrp|install|mkdir|touch|ln|cp|mv|rm|tee|truncate|flock|ssh-keygen"
+SINKS = r"chown|chmod|chgrp|install|mkdir|touch|ln|cp|mv|rm|tee|truncate|flock|ssh-keygen|write_text"
 COMMAND = re.compile(rf"(?:^|[;&|(]|\bthen\b|\bdo\b|\belse\b|\$\()\s*(?:{SINKS})\b(?![.\w-])")
 ASSIGNMENT = re.compile(r"(?:^|\s|;)([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S*)")
 STUDIO_USER_PATHS = re.compile(r"\$\{?(HOME|STATE_DIR|TOKEN_FILE|work|tmp|wrapper)\b")
@@ -159,5 +160,6 @@ def test_the_lint_finds_the_patterns_it_exists_for():
         )
     )[0].startswith("10:")
     assert violations('p="$(param fsx.mount_path)"\nmkdir -p "$p"  # root-path-ok: the mount point\n') == []
+    assert violations('p="$HOME_ROOT/x"\nwrite_text "$p" <<EOF\n') != []
     assert studio_violations('as_root install -m 0755 "$work/wrapper" "$dest"\n') != []
     assert studio_violations('root_put "$dest" 0755 <"$work/wrapper"\nas_root cat "$dest" | cmp -s "$src" -\n') == []

@@ -175,7 +175,7 @@ done
 
 unit="$(mktemp)"
 trap 'rm -f "$unit"' EXIT
-cat >"$unit" <<UNIT
+write_text "$unit" <<UNIT
 # Written by the HyperPod platform's block_imds.sh.
 [Unit]
 Description=Reject instance metadata access for every uid but root

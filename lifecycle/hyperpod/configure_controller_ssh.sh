@@ -31,6 +31,8 @@ END_MARK="# END hyperpod-platform controller ssh"
 # Accounts that always keep SSH: root and the AMI's administrator.
 ALWAYS="root ubuntu"
 
+# The parameters this script reads (the key, the users and admin groups), in one Python start: from memory below.
+params slurm.controller_ssh
 policy="$(param slurm.controller_ssh)"
 policy="${policy:-admins}"
 case "$policy" in

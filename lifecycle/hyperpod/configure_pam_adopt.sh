@@ -55,6 +55,8 @@ SLURM_WAIT_ATTEMPTS="${SLURM_WAIT_ATTEMPTS:-60}"
 BEGIN_MARK="# BEGIN hyperpod-platform pam_slurm_adopt (configure_pam_adopt.sh manages this block; edits are overwritten)"
 END_MARK="# END hyperpod-platform pam_slurm_adopt"
 
+# The parameters this script reads (the key, the users and admin groups), in one Python start: from memory below.
+params slurm.pam_slurm_adopt
 enabled="$(param slurm.pam_slurm_adopt)"
 [[ "$enabled" == true ]] || enabled=false
 

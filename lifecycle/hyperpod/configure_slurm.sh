@@ -128,7 +128,7 @@ ensure_log_rotation() {
     return 0
   fi
   conf="$(mktemp)"
-  cat >"$conf" <<'CONF'
+  write_text "$conf" <<'CONF'
 # Written by the HyperPod platform's configure_slurm.sh.
 /var/log/slurm/*.log {
     size 50M

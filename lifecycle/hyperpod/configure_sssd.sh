@@ -142,7 +142,7 @@ if [[ -n "$sudoers" ]]; then
     die "the sudoers rules for directory.admin_groups do not validate"
   fi
   rm -f "$check"
-  mkdir -p "$SUDOERS_DIR"
+  [[ -d "$SUDOERS_DIR" ]] || mkdir -p "$SUDOERS_DIR"
   printf '%s\n' "$sudoers" | put "$SUDOERS_FILE" 0440
 elif [[ -e "$SUDOERS_FILE" ]]; then
   rm -f "$SUDOERS_FILE"

@@ -30,9 +30,9 @@ HOME_DIR_MODE=0750
 
 params fsx.mount_path fsx.checkpoint_dir directory.search_base shared_group.name shared_group.gid
 HOME_ROOT="$(home_root)"
-mkdir -p "$STATE_DIR"
-problem="$(ensure_root_dir "$HOME_ROOT" 0755)" ||
-  die "refusing to create homes in $HOME_ROOT: $problem. Another user could then own or replace any user's home;" \
+[[ -d "$STATE_DIR" ]] || mkdir -p "$STATE_DIR"
+ensure_root_dir "$HOME_ROOT" 0755 ||
+  die "refusing to create homes in $HOME_ROOT: $PROBLEM. Another user could then own or replace any user's home;" \
     "make $HOME_ROOT (and every directory above it) root's, not writable by others, and run this again"
 log "home directories under $HOME_ROOT"
 
@@ -53,12 +53,13 @@ remove_line() {
   mv "$tmp" "$1"
 }
 
-# field N of a getent line, or "" when the entry does not exist (split by bash: no cut to start)
+# getent_field VAR DB KEY N : VAR set to field N of `getent DB KEY`'s line, or "" when the entry does not exist (one
+# getent, split by bash; no subshell around it: create_users.sh runs several per user at every users sync)
 getent_field() {
   local entry fields=()
-  entry="$(getent "$1" "$2" || true)"
-  [[ -n "$entry" ]] && IFS=: read -r -a fields <<<"$entry"
-  printf '%s\n' "${fields[$3 - 1]-}"
+  entry="$(getent "$2" "$3")" || entry=""
+  [[ -z "$entry" ]] || IFS=: read -r -a fields <<<"$entry"
+  printf -v "$1" '%s' "${fields[$4 - 1]-}"
 }
 
 # conflict MESSAGE : an entry of the list that this node cannot honour (an id or name another account has here). Only
@@ -73,12 +74,12 @@ conflict() {
 
 ensure_group() {
   local name=$1 gid=$2 current owner
-  current="$(getent_field group "$name" 3)"
+  getent_field current group "$name" 3
   if [[ -n "$current" ]]; then
     [[ "$current" == "$gid" ]] || conflict "group $name exists with gid $current, expected $gid; fix the node or the users list"
     return
   fi
-  owner="$(getent_field group "$gid" 1)"
+  getent_field owner group "$gid" 1
   if [[ -n "$owner" ]]; then
     # Users may share a primary group: the first one listed names it.
     log "gid $gid already exists as group $owner; $name joins it"
@@ -90,7 +91,7 @@ ensure_group() {
 
 ensure_user() {
   local name=$1 uid=$2 gid=$3 current owner
-  current="$(getent_field passwd "$name" 3)"
+  getent_field current passwd "$name" 3
   if [[ -n "$current" ]]; then
     [[ "$current" == "$uid" ]] || {
       conflict "user $name exists with uid $current, expected $uid; $name gets no account here (fix the node or the users list)"
@@ -106,7 +107,7 @@ ensure_user() {
     log "user $name ($uid) already exists"
     return 0
   fi
-  owner="$(getent_field passwd "$uid" 1)"
+  getent_field owner passwd "$uid" 1
   [[ -z "$owner" ]] || {
     conflict "uid $uid for user $name is already used by user $owner; $name gets no account here"
     return
@@ -123,9 +124,9 @@ ensure_home() {
   local name=$1 uid=$2 gid=$3 home="$HOME_ROOT/$1"
   [[ -e "$home" || -L "$home" ]] && return 0 # checked by home_problem before
   if ! make_user_dir "$HOME_ROOT" "$name" "$uid" "$gid" "$HOME_DIR_MODE"; then
-    problem="$(user_dir_problem "$HOME_ROOT" "$name" "$uid")"
-    [[ -z "$problem" ]] && return 0 # another node's, made a moment ago
-    home_problems+=("$problem")
+    user_dir_problem "$HOME_ROOT" "$name" "$uid"
+    [[ -z "$PROBLEM" ]] && return 0 # another node's, made a moment ago
+    home_problems+=("$PROBLEM")
     return 0
   fi
   if [[ -d "$SKEL_DIR" ]]; then
@@ -139,7 +140,8 @@ ensure_home() {
 # ensure_checkpoint_dir NAME UID GID : CHECKPOINTS/NAME, the user's own (0700), whatever was there before moved aside.
 ensure_checkpoint_dir() {
   local name=$1 uid=$2 gid=$3 entry="$CHECKPOINTS/$1" what moved
-  [[ -n "$(user_dir_problem "$CHECKPOINTS" "$name" "$uid")" ]] || [[ ! -e "$entry" && ! -L "$entry" ]] || return 0
+  user_dir_problem "$CHECKPOINTS" "$name" "$uid"
+  [[ -n "$PROBLEM" ]] || [[ ! -e "$entry" && ! -L "$entry" ]] || return 0
   if [[ -L "$entry" ]]; then
     what="a symbolic link"
   elif [[ -d "$entry" ]]; then
@@ -157,7 +159,7 @@ ensure_checkpoint_dir() {
 
 ensure_sudo() {
   local name=$1 sudo=$2 tmp
-  local file="$SUDOERS_DIR/90-hyperpod-$name"
+  local file="$SUDOERS_DIR/90-hyperpod-$name" entry="$1 ALL=(ALL) NOPASSWD:ALL"
   if [[ "$sudo" != "true" ]]; then
     if [[ -e "$file" ]]; then
       rm -f "$file"
@@ -165,16 +167,16 @@ ensure_sudo() {
     fi
     return 0
   fi
-  tmp="$(mktemp)"
-  echo "$name ALL=(ALL) NOPASSWD:ALL" >"$tmp"
-  if [[ -f "$file" ]] && cmp -s "$tmp" "$file"; then
-    rm -f "$tmp"
+  # Unchanged (every sync after the first): cmp reads the entry from bash, no file of ours to make and remove.
+  if [[ -f "$file" ]] && cmp -s - "$file" <<<"$entry"; then
     return 0
   fi
+  tmp="$(mktemp)"
+  echo "$entry" >"$tmp"
   if command -v visudo >/dev/null; then
     visudo -cf "$tmp" >/dev/null || { rm -f "$tmp"; die "sudoers entry for $name does not validate"; }
   fi
-  mkdir -p "$SUDOERS_DIR"
+  [[ -d "$SUDOERS_DIR" ]] || mkdir -p "$SUDOERS_DIR"
   install -m 0440 "$tmp" "$file"
   rm -f "$tmp"
   log "granted sudo to $name"
@@ -184,8 +186,8 @@ ensure_sudo() {
 # account (not only access with a password), you should also set the EXPIRE_DATE to 1"; an expired account cannot
 # log in by SSH key either. The passwd entry stays, so files on FSx keep their owner's name, and the home is kept.
 lock_removed() {
-  local name=$1 uid
-  uid="$(getent_field passwd "$name" 3)"
+  local name=$1 uid home
+  getent_field uid passwd "$name" 3
   if [[ -z "$uid" ]]; then
     remove_line "$CREATED" "$name"
     log "user $name is gone from this node; forgetting it"
@@ -199,7 +201,8 @@ lock_removed() {
   listed "$LOCKED" "$name" && return 0
   usermod --lock --expiredate 1 "$name"
   add_line "$LOCKED" "$name"
-  log "locked user $name ($uid): no longer in the users list; home $(getent_field passwd "$name" 6) kept, running jobs and sessions are not stopped"
+  getent_field home passwd "$name" 6
+  log "locked user $name ($uid): no longer in the users list; home $home kept, running jobs and sessions are not stopped"
 }
 
 # cluster.directory (configure_sssd.sh ran first): a user the directory has is the directory's, never a local account
@@ -232,9 +235,9 @@ refused=() # names whose entry conflicts with this node's accounts
 while IFS=$'\t' read -r name uid gid sudo; do
   [[ -n "$name" ]] || continue
   names+=("$name")
-  problem="$(user_dir_problem "$HOME_ROOT" "$name" "$uid")"
-  if [[ -n "$problem" ]]; then
-    home_problems+=("$problem")
+  user_dir_problem "$HOME_ROOT" "$name" "$uid"
+  if [[ -n "$PROBLEM" ]]; then
+    home_problems+=("$PROBLEM")
     refused+=("$name")
     continue
   fi
@@ -278,7 +281,8 @@ done <"$CREATED"
 shared_name="$(param shared_group.name)"
 shared_gid="$(param shared_group.gid)"
 if [[ -n "$shared_name" && -n "$shared_gid" ]] && ensure_group "$shared_name" "$shared_gid"; then
-  members=",$(getent_field group "$shared_name" 4),"
+  getent_field members group "$shared_name" 4
+  members=",$members,"
   while IFS=$'\t' read -r name _; do
     [[ -n "$name" && "$members" != *",$name,"* ]] || continue
     is_current "$name" || continue
@@ -296,9 +300,9 @@ fi
 CHECKPOINTS=""
 if [[ "$HOME_ROOT" != "$DEFAULT_HOME_ROOT" && -n "$(param fsx.checkpoint_dir)" ]]; then
   CHECKPOINTS="$(param fsx.mount_path)$(param fsx.checkpoint_dir)"
-  problem="$(root_dir_problem "$CHECKPOINTS")"
-  if [[ -n "$problem" ]]; then
-    log "WARNING: no per-user checkpoint directories: $problem (mount_fsx.sh makes $CHECKPOINTS root's)"
+  root_dir_problem "$CHECKPOINTS"
+  if [[ -n "$PROBLEM" ]]; then
+    log "WARNING: no per-user checkpoint directories: $PROBLEM (mount_fsx.sh makes $CHECKPOINTS root's)"
     CHECKPOINTS=""
   fi
 fi

@@ -207,7 +207,7 @@ configure_enroot() {
   mv -f "$ENROOT_DIRS_STATE.new" "$ENROOT_DIRS_STATE"
 
   conf="$(mktemp)"
-  cat >"$conf" <<CONF
+  write_text "$conf" <<CONF
 # Written by the HyperPod platform's install_container_runtime.sh (lifecycle/node_contract.json, enroot-conf).
 # enroot keeps the first value it reads (enroot.conf, then these drop-ins): HyperPod's own settings win over these,
 # except the three storage paths, which the platform took out of enroot.conf. Their user-<uid> directories are made by
@@ -257,7 +257,7 @@ install_boot_unit() {
     install -m 0644 "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json"
   unit="$(mktemp)"
   # Ordered against HyperPod's units (node_contract.json, systemd-unit-names); another name loses only the order.
-  cat >"$unit" <<UNIT
+  write_text "$unit" <<UNIT
 # Written by the HyperPod platform's install_container_runtime.sh.
 [Unit]
 Description=Per-user enroot directories (owner the user, mode 0700) before Slurm takes jobs

@@ -55,7 +55,7 @@ put() {
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 put "$HERE/lib/job_credentials.py" "$PLATFORM_DIR/job_credentials.py" 0755
-cat >"$work/$SERVICE" <<UNIT
+write_text "$work/$SERVICE" <<UNIT
 # Written by the HyperPod platform's install_job_credentials.sh.
 [Unit]
 Description=Slurm job credential broker: the Slurm job role for processes of running jobs only
@@ -74,7 +74,7 @@ WantedBy=multi-user.target
 UNIT
 put "$work/$SERVICE" "$SYSTEMD_DIR/$SERVICE" 0644
 restart=$WROTE # the broker or its unit changed (the AWS config is read by each job, nothing to restart)
-cat >"$work/aws-config" <<CONF
+write_text "$work/aws-config" <<CONF
 # Written by the HyperPod platform's install_job_credentials.sh: credentials for Slurm jobs only (the broker refuses
 # every process that is not part of a running job on this node).
 [profile slurm-job]

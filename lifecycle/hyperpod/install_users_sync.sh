@@ -63,7 +63,7 @@ if [[ -n "$ca" && -f "$HERE/$ca" ]]; then
   put "$HERE/$ca" "$PLATFORM_DIR/$ca" 0644
 fi
 put "$PARAMS_FILE" "$PLATFORM_DIR/platform_parameters.json" 0644
-mkdir -p "$STATE_DIR"
+[[ -d "$STATE_DIR" ]] || mkdir -p "$STATE_DIR"
 # What the copy holds now, checked against the deploy's record by on_init_complete.sh: the users sync runs these as
 # root only while they still hold these bytes and only root can change them (lib/verify.sh verify_local_copy).
 lib_py verify.py manifest "$PLATFORM_DIR" "${copied[@]}" >"$STATE_DIR/platform_scripts.sha256.new"
@@ -78,7 +78,7 @@ fi
 
 units="$(mktemp -d)"
 trap 'rm -rf "$units"' EXIT
-cat >"$units/$SERVICE" <<UNIT
+write_text "$units/$SERVICE" <<UNIT
 # Written by the HyperPod platform's install_users_sync.sh.
 [Unit]
 Description=Apply user changes from $uri
@@ -91,7 +91,7 @@ ExecStart=/bin/bash $PLATFORM_DIR/sync_users.sh
 UNIT
 # OnActiveSec counts from the timer's start, so the first run comes two minutes after installation (or boot);
 # the random delay spreads the S3 reads of a large cluster.
-cat >"$units/$TIMER" <<UNIT
+write_text "$units/$TIMER" <<UNIT
 # Written by the HyperPod platform's install_users_sync.sh.
 [Unit]
 Description=Apply user changes from the cluster's parameters every two minutes
@@ -109,7 +109,7 @@ UNIT
 fsx="$(param fsx.mount_path)"
 mount_unit=""
 [[ -z "$fsx" ]] || mount_unit="$(systemd-escape --path --suffix=mount "$fsx" 2>/dev/null)" || mount_unit=""
-cat >"$units/$NOSUID" <<UNIT
+write_text "$units/$NOSUID" <<UNIT
 # Written by the HyperPod platform's install_users_sync.sh.
 [Unit]
 Description=FSx for Lustre mounted nosuid,nodev before logins and jobs

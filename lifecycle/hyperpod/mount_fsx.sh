@@ -66,7 +66,7 @@ tune_lustre() {
 # name. Earlier versions made it 1777; an existing one gets 0755 (entries users made in it stay theirs). Every
 # directory on the way is checked, never followed; a problem costs the directory, not the node: a warning.
 checkpoint_dir() {
-  local dir sub="" part parts problem
+  local dir sub="" part parts
   dir="$(param fsx.checkpoint_dir)"
   [[ -n "$dir" ]] || return 0
   IFS=/ read -ra parts <<<"${dir#/}"
@@ -75,12 +75,12 @@ checkpoint_dir() {
     sub="$sub/$part"
     if [[ "$sub" != "/${dir#/}" && -e "$1$sub" ]]; then
       # A directory on the way (the S3-linked path) is checked, never changed; it may be sticky, as /tmp is.
-      problem="$(root_dir_problem "$1$sub" sticky)"
-      [[ -z "$problem" ]] && continue
-    elif problem="$(ensure_root_dir "$1$sub" 0755)"; then
+      root_dir_problem "$1$sub" sticky
+      [[ -z "$PROBLEM" ]] && continue
+    elif ensure_root_dir "$1$sub" 0755; then
       continue
     fi
-    log "WARNING: no checkpoint directory: $problem; jobs must write checkpoints elsewhere until it is fixed"
+    log "WARNING: no checkpoint directory: $PROBLEM; jobs must write checkpoints elsewhere until it is fixed"
     return 0
   done
   log "checkpoint directory $1$dir (exported to S3; one directory per user)"

@@ -22,6 +22,8 @@ source "$HERE/lib/user_paths.sh"
 
 SSH_CLIENT_CONF="${SSH_CLIENT_CONF:-/etc/ssh/ssh_config.d/60-hyperpod-cluster.conf}"
 
+# The parameters this script reads (FSx's mount path, the users), in one Python start: from memory below.
+params fsx.mount_path
 HOME_ROOT="$(home_root)"
 if [[ "$HOME_ROOT" == "$DEFAULT_HOME_ROOT" ]]; then
   log "homes are on the local disk ($HOME_ROOT): no shared SSH keys"
@@ -31,7 +33,7 @@ fi
 # HyperPod names Slurm nodes ip-A-B-C-D after their address. A node replaced later may reuse a name with a new host
 # key, so keys are accepted on first use and kept per user rather than pinned cluster-wide.
 client_conf="$(mktemp)"
-cat >"$client_conf" <<'CONF'
+write_text "$client_conf" <<'CONF'
 # Written by the HyperPod platform's setup_ssh_keys.sh: SSH between this cluster's nodes.
 Host ip-*-*-*-*
     StrictHostKeyChecking accept-new
@@ -39,15 +41,15 @@ Host ip-*-*-*-*
     IdentityFile ~/.ssh/id_ed25519_cluster
 CONF
 parent_dir "$SSH_CLIENT_CONF"
-mkdir -p "$PARENT"
+[[ -d "$PARENT" ]] || mkdir -p "$PARENT"
 if ! same_file "$client_conf" "$SSH_CLIENT_CONF"; then
   install -m 0644 "$client_conf" "$SSH_CLIENT_CONF"
   log "wrote $SSH_CLIENT_CONF"
 fi
 rm -f "$client_conf"
 
-mkdir -p "$STATE_DIR"
-problem="$(ensure_root_dir "$LOCK_DIR" 0700)" || die "cannot keep root's lock: $problem"
+[[ -d "$STATE_DIR" ]] || mkdir -p "$STATE_DIR"
+ensure_root_dir "$LOCK_DIR" 0700 || die "cannot keep root's lock: $PROBLEM"
 umask 077 # 0600: a lock anybody may open, anybody may hold
 exec 9>"$LOCK_DIR/setup_ssh_keys.lock"
 umask 022
@@ -86,7 +88,8 @@ users="$(params_py users "$PARAMS_FILE")"
 while IFS=$'\t' read -r name uid gid _; do
   [[ -n "$name" ]] || continue
   home="$HOME_ROOT/$name"
-  problem="$(user_dir_problem "$HOME_ROOT" "$name" "$uid")"
+  user_dir_problem "$HOME_ROOT" "$name" "$uid"
+  problem="$PROBLEM"
   [[ -e "$home" || -n "$problem" ]] || problem="$home does not exist"
   if [[ -z "$problem" ]] && as_user "$uid" "$gid" env HOME="$home" bash -c "$(declare -f user_keys); user_keys \"\$1\"" \
     _ "$name" 9>&-; then

@@ -35,7 +35,7 @@ source "$HERE/lib/user_paths.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/verify.sh
 source "$HERE/lib/verify.sh"
 
-mkdir -p "$LOG_DIR" "$STATE_DIR"
+[[ -d "$LOG_DIR" && -d "$STATE_DIR" ]] || mkdir -p "$LOG_DIR" "$STATE_DIR"
 # Quiet when nothing changed: only downloads that fail and changes that are applied are logged.
 exec >>"$LOG_DIR/users_sync.log" 2>&1
 
@@ -49,14 +49,16 @@ work=""
 # write_metrics : the outcome of this run as node-exporter textfile metrics, written atomically (a rename never
 # follows a link). The last success time survives runs in STATE_DIR.
 write_metrics() {
-  local now last=0 tmp PARENT
+  local now last=0 run_failed=0 run_skipped=0 tmp PARENT
   printf -v now '%(%s)T' -1
+  [[ "$OUTCOME" != failed ]] || run_failed=1
+  [[ "$OUTCOME" != skipped ]] || run_skipped=1
   [[ "$OUTCOME" != ok ]] || echo "$now" >"$LAST_SUCCESS"
   [[ ! -f "$LAST_SUCCESS" ]] || last="$(<"$LAST_SUCCESS")"
   parent_dir "$USERS_SYNC_METRICS"
-  mkdir -p "$PARENT"
+  [[ -d "$PARENT" ]] || mkdir -p "$PARENT"
   tmp="$(mktemp "$PARENT/.hyperpod_users_sync.XXXXXX")" || return 0
-  cat >"$tmp" <<METRICS
+  write_text "$tmp" <<METRICS
 # HELP hyperpod_users_sync_last_run_timestamp_seconds When the users sync last ran on this node, whatever its outcome.
 # TYPE hyperpod_users_sync_last_run_timestamp_seconds gauge
 hyperpod_users_sync_last_run_timestamp_seconds $now
@@ -65,10 +67,10 @@ hyperpod_users_sync_last_run_timestamp_seconds $now
 hyperpod_users_sync_last_success_timestamp_seconds $last
 # HELP hyperpod_users_sync_failed 1 when the last users sync failed: a user change (a revocation too) may not be applied.
 # TYPE hyperpod_users_sync_failed gauge
-hyperpod_users_sync_failed $([[ "$OUTCOME" == failed ]] && echo 1 || echo 0)
+hyperpod_users_sync_failed $run_failed
 # HELP hyperpod_users_sync_skipped 1 when the last users sync found another run holding root's lock and did nothing.
 # TYPE hyperpod_users_sync_skipped gauge
-hyperpod_users_sync_skipped $([[ "$OUTCOME" == skipped ]] && echo 1 || echo 0)
+hyperpod_users_sync_skipped $run_skipped
 # HELP hyperpod_users_sync_duration_seconds How long the last users sync took (steps run as users are bounded each).
 # TYPE hyperpod_users_sync_duration_seconds gauge
 hyperpod_users_sync_duration_seconds $SECONDS
@@ -89,7 +91,7 @@ finish() {
 trap finish EXIT
 
 # Root's lock, where no user can open it: a user holding it would stop every later sync (lifecycle/README.md, 3).
-problem="$(ensure_root_dir "$LOCK_DIR" 0700)" || die "cannot keep root's lock: $problem"
+ensure_root_dir "$LOCK_DIR" 0700 || die "cannot keep root's lock: $PROBLEM"
 umask 077
 exec 8>"$LOCK_DIR/users_sync.lock"
 umask 022

@@ -39,7 +39,12 @@ die() {
   exit 1
 }
 
-sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+# sha256_of FILE -> its sha256: sha256sum's first field, cut by bash (no cut of its own per digest)
+sha256_of() {
+  local line
+  line="$(sha256sum "$1")" || return
+  echo "${line%% *}"
+}
 
 # check_env : every required variable is set and every digest is 64 hex characters; all problems at once.
 check_env() {

@@ -21,13 +21,19 @@ BASHRC="${STUDIO_TOOLS_BASHRC:-$HOME_DIR/.bashrc}"
 PYTHON="${STUDIO_TOOLS_PYTHON:-python3}"
 MANIFEST=SHA256SUMS
 
-log() { printf '%s [studio-tools] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
+# %(...)T: the time now (-1) without starting date(1) for every line; TZ=UTC0 for this printf only, as `date -u`.
+log() { TZ=UTC0 printf '%(%Y-%m-%dT%H:%M:%SZ)T [studio-tools] %s\n' -1 "$*"; }
 die() {
   log "ERROR: $*" >&2
   exit 1
 }
 
-sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+# sha256_of FILE -> its sha256: sha256sum's first field, cut by bash (no cut of its own per digest)
+sha256_of() {
+  local line
+  line="$(sha256sum "$1")" || return
+  echo "${line%% *}"
+}
 
 check_env() {
   local problems=()

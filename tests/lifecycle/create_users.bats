@@ -38,11 +38,15 @@ load test_helper
 
 @test "second run creates nothing" {
   bash "$SCRIPTS/create_users.sh"
+  [ -n "$(calls visudo)" ] # the first run wrote a sudoers entry
   : >"$STUB_LOG"
   run bash "$SCRIPTS/create_users.sh"
   [ "$status" -eq 0 ]
   [ -z "$(mutating_calls)" ]
   [[ "$output" == *"user alice (2001) already exists"* ]]
+  # The sudoers entry is the same: not written (nor validated) again.
+  [ -z "$(calls visudo)" ]
+  [[ "$output" != *"granted sudo"* ]]
 }
 
 @test "an existing user with another uid fails loudly" {

@@ -158,6 +158,8 @@ teardown() {
   run as_user bash "$LCC"
   [ "$status" -eq 0 ]
   [[ "$output" == *"nothing changed"* ]]
+  # Its log lines carry the UTC time, as `date -u +%Y-%m-%dT%H:%M:%SZ` prints it.
+  [[ "$output" =~ (^|$'\n')[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\ \[studio-tools\]\ nothing\ changed ]]
   [ "$(stat -c %Y:%i "$H/.local/bin/jq" "$(readlink "$H/.local/bin/hyp")")" = "$before" ]
   [ "$(grep -c "studio-tools:" "$H/.bashrc")" -eq 1 ]
 }

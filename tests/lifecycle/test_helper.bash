@@ -83,15 +83,18 @@ setup() {
 
 # node_setup : the test's node in $T, copied from the file's template, every stub on PATH in effect
 node_setup() {
-  local tmpl="$BATS_SUITE_TMPDIR/lifecycle-template" origin files=() rel target
+  local tmpl="$BATS_SUITE_TMPDIR/lifecycle-template" origin files=() rel target text
   T="$BATS_TEST_TMPDIR"
   make_template
   cp -a "$tmpl/t/." "$T/"
-  # The template's own directory, where it is named, becomes the test's (bats' paths: no character sed would take
-  # for syntax).
+  # The template's own directory, where it is named, becomes the test's: replaced by bash, not a sed per test (the
+  # files are text: no NUL byte for read to stop at; the quoted replacement keeps any & in it literal).
   origin="$(<"$tmpl/origin")"
   mapfile -t files <"$tmpl/fix-files"
-  ((${#files[@]} == 0)) || sed -i "s|${origin//./\\.}|$T|g" "${files[@]/#/$T/}"
+  for rel in "${files[@]}"; do
+    IFS= read -r -d '' text <"$T/$rel" || true
+    printf '%s' "${text//"$origin"/"$T"}" >"$T/$rel"
+  done
   while IFS=$'\t' read -r rel target; do
     ln -sfn "$T/$target" "$T/$rel"
   done <"$tmpl/fix-links"

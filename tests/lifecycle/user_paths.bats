@@ -25,42 +25,42 @@ setup() {
 
 @test "root_dir_problem: nothing for a directory only root can change, whatever its spelling" {
   install -d -m 0755 "$T/a/b"
-  [ -z "$(root_dir_problem "$T/a/b")" ]
-  [ -z "$(root_dir_problem "$T/a/b/")" ]
-  [ -z "$(root_dir_problem "$T//a///b")" ]
-  [ -z "$(root_dir_problem /)" ]
+  root_dir_problem "$T/a/b"; [ -z "$PROBLEM" ]
+  root_dir_problem "$T/a/b/"; [ -z "$PROBLEM" ]
+  root_dir_problem "$T//a///b"; [ -z "$PROBLEM" ]
+  root_dir_problem /; [ -z "$PROBLEM" ]
 }
 
 @test "root_dir_problem names the nearest directory that is not root's alone" {
   install -d -m 0755 "$T/a/b/c"
   chmod 0775 "$T/a/b"
-  [ "$(root_dir_problem "$T/a/b/c")" = "$T/a/b is writable by group or others (mode 775)" ]
+  root_dir_problem "$T/a/b/c"; [ "$PROBLEM" = "$T/a/b is writable by group or others (mode 775)" ]
   chown 2001 "$T/a"
-  [ "$(root_dir_problem "$T/a/b/c")" = "$T/a/b is writable by group or others (mode 775)" ]
+  root_dir_problem "$T/a/b/c"; [ "$PROBLEM" = "$T/a/b is writable by group or others (mode 775)" ]
   chmod 0755 "$T/a/b"
-  [ "$(root_dir_problem "$T/a/b/c")" = "$T/a is owned by uid 2001, not root" ]
-  [ "$(root_dir_problem "$T/a/b/c/")" = "$T/a is owned by uid 2001, not root" ]
+  root_dir_problem "$T/a/b/c"; [ "$PROBLEM" = "$T/a is owned by uid 2001, not root" ]
+  root_dir_problem "$T/a/b/c/"; [ "$PROBLEM" = "$T/a is owned by uid 2001, not root" ]
 }
 
 @test "root_dir_problem: a sticky directory may be passed through, never be the directory itself" {
   install -d -m 0755 "$T/s/d"
   chmod 1777 "$T/s"
-  [ -z "$(root_dir_problem "$T/s/d")" ]
-  [ "$(root_dir_problem "$T/s")" = "$T/s is writable by group or others (mode 1777)" ]
-  [ -z "$(root_dir_problem "$T/s" sticky)" ]
+  root_dir_problem "$T/s/d"; [ -z "$PROBLEM" ]
+  root_dir_problem "$T/s"; [ "$PROBLEM" = "$T/s is writable by group or others (mode 1777)" ]
+  root_dir_problem "$T/s" sticky; [ -z "$PROBLEM" ]
   chmod 0777 "$T/s"
-  [ "$(root_dir_problem "$T/s/d")" = "$T/s is writable by group or others (mode 777)" ]
+  root_dir_problem "$T/s/d"; [ "$PROBLEM" = "$T/s is writable by group or others (mode 777)" ]
 }
 
 @test "root_dir_problem: a link or a missing directory on the way, unless a nearer one has a problem first" {
   install -d -m 0755 "$T/real/d"
   ln -s "$T/real" "$T/link"
-  [ "$(root_dir_problem "$T/link/d")" = "$T/link is not a directory (or is a symbolic link)" ]
-  [ "$(root_dir_problem "$T/link")" = "$T/link is not a directory (or is a symbolic link)" ]
-  [ "$(root_dir_problem "$T/missing/d")" = "$T/missing/d is not a directory (or is a symbolic link)" ]
+  root_dir_problem "$T/link/d"; [ "$PROBLEM" = "$T/link is not a directory (or is a symbolic link)" ]
+  root_dir_problem "$T/link"; [ "$PROBLEM" = "$T/link is not a directory (or is a symbolic link)" ]
+  root_dir_problem "$T/missing/d"; [ "$PROBLEM" = "$T/missing/d is not a directory (or is a symbolic link)" ]
   chmod 0757 "$T/real/d"
-  [ "$(root_dir_problem "$T/link/d")" = "$T/link/d is writable by group or others (mode 757)" ]
-  [ "$(root_dir_problem relative/path)" = "relative/path is not an absolute path" ]
+  root_dir_problem "$T/link/d"; [ "$PROBLEM" = "$T/link/d is writable by group or others (mode 757)" ]
+  root_dir_problem relative/path; [ "$PROBLEM" = "relative/path is not an absolute path" ]
 }
 
 @test "as_user: the user's process inherits none of root's descriptors, and its output is marked as the user's" {

@@ -14,18 +14,22 @@ SYS_INFINIBAND="${SYS_INFINIBAND:-/sys/class/infiniband}"
 out="$(mktemp "$TEXTFILE_DIR/.efa.prom.XXXXXX")"
 trap 'rm -f "$out"' EXIT
 
+# Names are cut out of the paths the globs give by parameter expansion, not basename and dirname: this runs every
+# minute, and those paths end in a name, with no slash after it.
 declare -A samples=()
 for dev in "$SYS_INFINIBAND"/*; do
-  [[ "$(basename "$(readlink -f "$dev/device/driver" 2>/dev/null || true)")" == efa ]] || continue
+  driver="$(readlink -f "$dev/device/driver" 2>/dev/null)" || driver=""
+  [[ "${driver##*/}" == efa ]] || continue
   for counter in "$dev"/ports/*/hw_counters/*; do
     [[ -f "$counter" ]] || continue
-    name="$(basename "$counter")"
+    name="${counter##*/}"
     # `lifespan` is the RDMA core's refresh interval in ms (drivers/infiniband/core/sysfs.c), not a counter.
     [[ "$name" =~ ^[a-z0-9_]+$ && "$name" != lifespan ]] || continue
     value="$(<"$counter")"
     [[ "$value" =~ ^[0-9]+$ ]] || continue
-    port="$(basename "$(dirname "$(dirname "$counter")")")"
-    samples[$name]+="efa_${name}_total{device=\"$(basename "$dev")\",port=\"$port\"} $value"$'\n'
+    port="${counter%/hw_counters/*}" # .../ports/<port>
+    port="${port##*/}"
+    samples[$name]+="efa_${name}_total{device=\"${dev##*/}\",port=\"$port\"} $value"$'\n'
   done
 done
 

@@ -53,6 +53,14 @@ parent_dir() {
   [[ -n "$PARENT" ]] || PARENT=/
 }
 
+# write_text FILE <<TEXT : FILE holds the here-document, written by bash (`cat >FILE` is a process of its own). For
+# here-documents only: read stops at a NUL byte, which one cannot hold.
+write_text() {
+  local text
+  IFS= read -r -d '' text || true # read's status is 1 at the end of its input, which is where it stops
+  printf '%s' "$text" >"$1"
+}
+
 # same_file FILE COPY : COPY exists and holds FILE's bytes (cmp -s; no cmp started when there is no COPY yet).
 same_file() {
   [[ -e "$2" ]] && cmp -s "$1" "$2"
@@ -219,7 +227,7 @@ set_block() {
     return 1
   fi
   parent_dir "$file"
-  mkdir -p "$PARENT"
+  [[ -d "$PARENT" ]] || mkdir -p "$PARENT"
   chmod "$([[ -f "$file" ]] && stat -c %a "$file" || echo 644)" "$new"
   mv -f "$new" "$file"
 }
@@ -313,7 +321,7 @@ _slurmctld_answers() {
 # waits for the log to be complete, so HyperPod reads the exit code after the last line is written. A failed run then
 # waits LOG_FLUSH_SECONDS more before it exits, the log already complete, so its last lines reach CloudWatch.
 start_log() {
-  mkdir -p "$LOG_DIR"
+  [[ -d "$LOG_DIR" ]] || mkdir -p "$LOG_DIR"
   LOG_FILE="$LOG_DIR/$1.log"
   exec > >(tee -a "$LOG_FILE") 2>&1
   TEE_PID=$!
@@ -382,7 +390,7 @@ contract_warn() {
   shift
   log "WARNING: [contract:$fact] $*"
   record="$fact"$'\t'"$SCRIPT_NAME"$'\t'"$*"
-  mkdir -p "$STATE_DIR"
+  [[ -d "$STATE_DIR" ]] || mkdir -p "$STATE_DIR"
   grep -qxF -- "$record" "$STATE_DIR/contract_warnings" 2>/dev/null || printf '%s\n' "$record" >>"$STATE_DIR/contract_warnings"
 }
 

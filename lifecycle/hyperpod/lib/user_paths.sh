@@ -37,14 +37,18 @@ as_user() {
   return "$rc"
 }
 
-# root_dir_problem PATH [sticky] : prints why PATH is not a directory only root can change (nothing when it is):
+# The checks below set PROBLEM to why a path fails them ("" when it passes) rather than print it: a caller's `$(...)`
+# would start a subshell for each check, and the scripts make several per user at every users sync.
+
+# root_dir_problem PATH [sticky] : PROBLEM set to why PATH is not a directory only root can change ("" when it is):
 # PATH and each directory above it must be a real directory (no link) owned by root; PATH may not be writable by
 # group or others, a directory above it only if it is sticky (as /tmp: nobody can rename or remove root's entry in
 # it). With `sticky`, PATH itself is held to the rule for the directories above (it is only passed through).
 root_dir_problem() {
   local path=$1 sticky=${2:-} dirs=() owners=() i dir owner mode last PARENT
+  PROBLEM=""
   if [[ "$path" != /* ]]; then
-    echo "$path is not an absolute path"
+    PROBLEM="$path is not an absolute path"
     return 0
   fi
   # PATH and the directories above it, nearest first, up to the first that is a link or no directory (which is then
@@ -65,36 +69,36 @@ root_dir_problem() {
   fi
   # stat prints nothing for a path it cannot examine (gone since the check above): the lines would not line up.
   if ((${#owners[@]} != ${#dirs[@]})); then
-    echo "$path or a directory above it could not be examined (changed while it was checked)"
+    PROBLEM="$path or a directory above it could not be examined (changed while it was checked)"
     return 0
   fi
   for i in "${!dirs[@]}"; do
     dir="${dirs[i]}" owner="${owners[i]% *}" mode="${owners[i]#* }"
     if ((owner != 0)); then
-      echo "$dir is owned by uid $owner, not root"
+      PROBLEM="$dir is owned by uid $owner, not root"
       return 0
     fi
     if (((8#$mode & 8#022) != 0)) && { [[ "$dir" == "$path" && -z "$sticky" ]] || (((8#$mode & 8#1000) == 0)); }; then
-      echo "$dir is writable by group or others (mode $mode)"
+      PROBLEM="$dir is writable by group or others (mode $mode)"
       return 0
     fi
   done
   if [[ -n "${last:-}" ]]; then
-    echo "$last is not a directory (or is a symbolic link)"
+    PROBLEM="$last is not a directory (or is a symbolic link)"
   fi
   return 0
 }
 
 # ensure_root_dir PATH MODE : PATH as a directory only root can change, with MODE; created when missing (in a parent
 # root owns that others may write only if it is sticky). An existing root-owned PATH of another mode gets MODE
-# (logged). Prints the problem and returns 1 when PATH or a directory above it is not root's alone.
+# (logged). Sets PROBLEM (root_dir_problem's) and returns 1 when PATH or a directory above it is not root's alone.
 ensure_root_dir() {
-  local path=$1 mode=$2 problem owner current PARENT
+  local path=$1 mode=$2 owner current PARENT
   parent_dir "$path"
-  problem="$(root_dir_problem "$PARENT" sticky)"
-  [[ -z "$problem" ]] || { echo "$problem"; return 1; }
-  # Not mkdir -p: an existing entry is checked below, never followed.
-  mkdir -m "$mode" "$path" 2>/dev/null || true
+  root_dir_problem "$PARENT" sticky
+  [[ -z "$PROBLEM" ]] || return 1
+  # Not mkdir -p: an existing entry is checked below, never followed (nor made again: no mkdir to start for it).
+  [[ -e "$path" || -L "$path" ]] || mkdir -m "$mode" "$path" 2>/dev/null || true
   if [[ ! -L "$path" && -d "$path" ]]; then
     read -r owner current < <(stat -c '%u %a' -- "$path") || true
     if [[ "$owner" == 0 ]] && ((8#$current != 8#$mode)); then
@@ -102,21 +106,22 @@ ensure_root_dir() {
       log "$path had mode $current: now $mode" >&2
     fi
   fi
-  problem="$(root_dir_problem "$path")"
-  [[ -z "$problem" ]] || { echo "$problem"; return 1; }
+  root_dir_problem "$path"
+  [[ -z "$PROBLEM" ]]
 }
 
-# user_dir_problem PARENT NAME UID : prints why PARENT/NAME is not a real directory owned by UID (nothing when it is,
-# or when it does not exist). Checks the entry itself, never what a link points to.
+# user_dir_problem PARENT NAME UID : PROBLEM set to why PARENT/NAME is not a real directory owned by UID ("" when it
+# is, or when it does not exist). Checks the entry itself, never what a link points to.
 user_dir_problem() {
   local entry="$1/$2" uid=$3 owner
+  PROBLEM=""
   if [[ -L "$entry" ]]; then
-    echo "$entry is a symbolic link"
+    PROBLEM="$entry is a symbolic link"
   elif [[ -e "$entry" && ! -d "$entry" ]]; then
-    echo "$entry is not a directory"
+    PROBLEM="$entry is not a directory"
   elif [[ -d "$entry" ]]; then
     owner="$(stat -c %u "$entry")"
-    ((owner == uid)) || echo "$entry is owned by uid $owner, not $2 ($uid)"
+    ((owner == uid)) || PROBLEM="$entry is owned by uid $owner, not $2 ($uid)"
   fi
   return 0
 }
@@ -148,12 +153,15 @@ move_aside() {
 ensure_nosuid_nodev() {
   local path=$1 opts
   [[ -d "$path/." ]] || true # an automount point mounts on first access: check the real mount, not the trigger
-  opts="$(findmnt -n -o VFS-OPTIONS --mountpoint "$path" | tail -n1)"
+  # The last line findmnt prints (the mount on top), cut by bash: the users sync checks this at every tick.
+  opts="$(findmnt -n -o VFS-OPTIONS --mountpoint "$path")"
+  opts="${opts##*$'\n'}"
   if [[ ",$opts," == *,nosuid,* && ",$opts," == *,nodev,* ]]; then
     return 0
   fi
   mount -i -o "remount,bind,$opts,nosuid,nodev" "$path" || true
-  opts="$(findmnt -n -o VFS-OPTIONS --mountpoint "$path" | tail -n1)"
+  opts="$(findmnt -n -o VFS-OPTIONS --mountpoint "$path")"
+  opts="${opts##*$'\n'}"
   if [[ ",$opts," == *,nosuid,* && ",$opts," == *,nodev,* ]]; then
     log "$path remounted nosuid,nodev (now $opts)" >&2
     return 0
