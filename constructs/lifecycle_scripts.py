@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, cast
 from collections.abc import Mapping, Sequence
@@ -20,7 +19,7 @@ from constructs import Construct
 from constructs.cdk_bootstrap_roles import cloudformation_execution_role_arn
 from constructs.nag_acknowledgments import Rule, acknowledge, acknowledge_rules
 from constructs.node_parameters import LifecycleRecordRef, NodeParameters
-from constructs.studio_tools import sha256_once
+from constructs.studio_tools import link_keeping_digest, sha256_once, unlink_keeping_digest
 from constructs.pseudo_parameters import ACCOUNT_ID, REGION
 
 HYPERPOD_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle" / "hyperpod"
@@ -154,19 +153,20 @@ def prebuilt_zip_source(scope: Construct, archive: Path, archive_sha256: str) ->
     staged = _staged_zip(scope, archive_sha256)
     try:
         staged.parent.mkdir(parents=True, exist_ok=True)
-        os.link(archive, staged)
+        link_keeping_digest(archive, staged)
     except OSError:  # already staged (same name: same hash, same bytes), or another file system: CDK copies
         pass
     return s3deploy.Source.asset(str(archive), asset_hash=archive_sha256, asset_hash_type=cdk.AssetHashType.CUSTOM)
 
 
-def keep_link_only_if_staged(deployment: s3deploy.BucketDeployment, archive_sha256: str) -> None:
+def keep_link_only_if_staged(deployment: s3deploy.BucketDeployment, archive: Path, archive_sha256: str) -> None:
     """After the deployment has bound its sources: if CDK staged the zip under another name (a future aws-cdk-lib
-    naming assets differently), the link prebuilt_zip_source made is unused; remove it (CDK copied the zip)."""
+    naming assets differently) or staged nothing (asset staging off), the link prebuilt_zip_source made is unused;
+    remove it."""
     staged = _staged_zip(deployment, archive_sha256)
     used = {Path(child.asset_path).name for child in deployment.node.children if isinstance(child, s3_assets.Asset)}
     if staged.name not in used and staged.exists() and staged.stat().st_nlink > 1:
-        staged.unlink()
+        unlink_keeping_digest(staged, archive)
 
 
 class LifecycleScripts(Construct):

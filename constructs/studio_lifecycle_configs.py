@@ -134,7 +134,7 @@ class StudioLifecycleConfigs(Construct):
                 extra_sources=sources,
             )
             if tools:
-                keep_link_only_if_staged(tool_scripts.deployment, tools.archive_sha256)
+                keep_link_only_if_staged(tool_scripts.deployment, tools.archive, tools.archive_sha256)
                 environment.update(
                     STUDIO_TOOLS_S3_URI=tool_scripts.source_s3_uri, STUDIO_TOOLS_SHA256=tools.manifest_sha256
                 )

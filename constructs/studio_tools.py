@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,20 +39,46 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-# (path, device, inode, size, mtime) -> sha256, for files this process has hashed. A write changes the mtime, a
-# replacement (the packer's rename) the inode. Not the ctime: every synthesis hard-links the Studio tools zip into its
-# assembly (lifecycle_scripts.prebuilt_zip_source), and a link or its removal changes the ctime of the same bytes
-# (one 115 MB hash per synthesis again). Tests synthesize dozens of apps in one process: one hash.
+# (path, device, inode, size, mtime, ctime) -> sha256, for files this process has hashed. Any write to a file or
+# replacement of it changes its ctime (which no system call sets; only changing the clock could forge it), so a file
+# that still has the same key still has the same bytes. Tests synthesize dozens of apps in one process: one hash.
 _HASHED: dict[tuple, str] = {}
+
+
+def _key(path: Path, st: os.stat_result) -> tuple:
+    return (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def sha256_once(path: Path) -> str:
     """sha256(path), computed once per process for as long as the file is unchanged."""
-    st = path.stat()
-    key = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    key = _key(path, path.stat())
     if key not in _HASHED:
         _HASHED[key] = sha256(path)
     return _HASHED[key]
+
+
+def link_keeping_digest(source: Path, link: Path) -> None:
+    """os.link(source, link). A link, and its removal (unlink_keeping_digest), changes the ctime of the same bytes,
+    and every synthesis links the Studio tools zip into its assembly (one 115 MB hash each again): the digest
+    sha256_once holds for `source` is kept for its new ctime when nothing else moved (same inode, size and mtime).
+    Only a write that also put the mtime back, between the two stats around the link, would go unseen."""
+    before = source.stat()
+    os.link(source, link)
+    _keep_digest(source, before, source.stat())
+
+
+def unlink_keeping_digest(link: Path, source: Path) -> None:
+    """link.unlink() of a link to `source` that link_keeping_digest made, the digest of `source` kept as there."""
+    before = source.stat()
+    link.unlink()
+    _keep_digest(source, before, source.stat())
+
+
+def _keep_digest(source: Path, before: os.stat_result, after: os.stat_result) -> None:
+    digest = _HASHED.get(_key(source, before))
+    same = (before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns)
+    if digest is not None and same == (after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns):
+        _HASHED[_key(source, after)] = digest
 
 
 def digest_file(archive: Path) -> Path:

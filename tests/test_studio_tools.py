@@ -10,7 +10,6 @@ import email.parser
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
@@ -425,12 +424,13 @@ def test_eksctl_switch_ships_the_tarball_and_hands_its_uri_and_digest_to_the_eks
     assert len(deployment["Properties"]["SourceObjectKeys"]) == 2  # the hyp/jq zip and the eksctl directory
 
 
-def _tools_stack(tmp_path: Path, archive: Path):
+def _tools_stack(tmp_path: Path, archive: Path, *, stage_assets: bool = True):
     import aws_cdk as cdk
     from aws_cdk import aws_s3 as s3
     from constructs.studio_lifecycle_configs import SLURM_ENTRY_POINT, StudioLifecycleConfigs
 
-    app = cdk.App(outdir=str(tmp_path / "out"))
+    context = {} if stage_assets else {"aws:cdk:disable-asset-staging": True}
+    app = cdk.App(outdir=str(tmp_path / "out"), context=context)
     stack = cdk.Stack(app, "T")
     StudioLifecycleConfigs(
         stack,
@@ -454,16 +454,18 @@ def test_the_zip_is_staged_by_a_link_not_a_copy(tmp_path):
 
 
 def test_linking_the_zip_into_assemblies_does_not_hash_it_again(tmp_path, monkeypatch):
-    """Each synthesis links the zip into its assembly and a test's assembly is removed after it, which changes the
-    zip's ctime, not its bytes: the process hashes the zip once (the real one is 115 MB)."""
+    """Each synthesis links the zip into its assembly, and removes the link again where asset staging is off (as the
+    day-2 matrix synthesizes): both change the zip's ctime, not its bytes, and the process hashes the zip once (the
+    real one is 115 MB). Written in place after that, it is hashed again
+    (test_an_altered_zip_is_refused_again_in_the_same_process)."""
     archive = _small_zip(tmp_path)
     hashed: list[Path] = []
     monkeypatch.setattr(studio_tools, "sha256", lambda path: hashed.append(path) or sha256(path))
-    for n in range(3):
-        app = _tools_stack(tmp_path / str(n), archive)
-        assembly = Path(app.synth().directory)
-        assert any(p.stat().st_ino == archive.stat().st_ino for p in assembly.glob("asset.*.zip"))
-        shutil.rmtree(assembly)
+    for n, staging in enumerate([True, False, True, False]):
+        assembly = Path(_tools_stack(tmp_path / str(n), archive, stage_assets=staging).synth().directory)
+        linked = [p for p in assembly.glob("asset.*.zip") if p.stat().st_ino == archive.stat().st_ino]
+        assert len(linked) == (1 if staging else 0)
+    assert archive.stat().st_nlink == 3
     assert [path for path in hashed if path == archive] == [archive]
 
 
