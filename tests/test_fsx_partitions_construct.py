@@ -26,7 +26,7 @@ HANDLERS = ("OnEvent", "IsComplete", "ProfileEvents")
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> dict:
     out_dir = tmp_path_factory.mktemp("fsx-partitions")
-    app = cdk.App(outdir=str(out_dir), context={**cdk_json_context(), "aws:cdk:disable-asset-staging": True})
+    app = cdk.App(outdir=str(out_dir), context=cdk_json_context(stage_assets=False))
     stack = cdk.Stack(app, "Probe")
     # One handler with a fixed role name (as a bucket policy that names roles before they exist needs), two with the
     # roles their functions make: both ways of getting a role carry the same statements.

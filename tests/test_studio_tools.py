@@ -39,6 +39,7 @@ from constructs.studio_tools import (
 )
 from platform_config import ConfigError, load_config
 from support.paths import in_memory_dir
+from support.variants import NO_ASSET_STAGING
 from tools.pack_studio_tools import PackError, pack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -429,8 +430,7 @@ def _tools_stack(tmp_path: Path, archive: Path, *, stage_assets: bool = True):
     from aws_cdk import aws_s3 as s3
     from constructs.studio_lifecycle_configs import SLURM_ENTRY_POINT, StudioLifecycleConfigs
 
-    context = {} if stage_assets else {"aws:cdk:disable-asset-staging": True}
-    app = cdk.App(outdir=str(tmp_path / "out"), context=context)
+    app = cdk.App(outdir=str(tmp_path / "out"), context={} if stage_assets else NO_ASSET_STAGING)
     stack = cdk.Stack(app, "T")
     StudioLifecycleConfigs(
         stack,

@@ -143,12 +143,17 @@ def metrics_config(data: dict, source: str) -> PlatformConfig:
     return parse_config(data, source)
 
 
+# The context that turns CDK's asset staging off (aws-cdk-lib cx-api DISABLE_ASSET_STAGING_CONTEXT, which its Python
+# package does not export).
+NO_ASSET_STAGING: dict[str, Any] = {"aws:cdk:disable-asset-staging": True}
+
+
 def cdk_json_context(*, stage_assets: bool = True) -> dict[str, Any]:
     """cdk.json's context. stage_assets=False is for a synthesis whose assets no test reads: CDK still hashes every
     asset into the templates, which come out the same, but copies none into the cloud assembly
-    (aws:cdk:disable-asset-staging). A copy is ~250 MB a synthesis (the Studio tools, the kubectl layer)."""
+    (NO_ASSET_STAGING). A copy is ~250 MB a synthesis (the Studio tools, the kubectl layer)."""
     context = json.loads((ROOT / "cdk.json").read_text())["context"]
-    return context if stage_assets else {**context, "aws:cdk:disable-asset-staging": True}
+    return context if stage_assets else {**context, **NO_ASSET_STAGING}
 
 
 def variant_config(variant: str) -> PlatformConfig:
