@@ -126,14 +126,12 @@ def _same_with_less_work() -> None:
     evolve_filter, filters = function_filter.evolve, {}
 
     def evolve_filter_once(self, **kwargs):
+        flags = tuple(sorted(kwargs.items()))
         try:
-            key = (id(self), *sorted(kwargs.items()))
-            hit = filters.get(key)
+            hash(flags)
         except TypeError:  # a flag that is not hashable
             return evolve_filter(self, **kwargs)
-        if hit is None or hit[0] is not self:
-            hit = filters[key] = (self, evolve_filter(self, **kwargs))
-        return hit[1]
+        return _held(filters, self, flags, lambda: evolve_filter(self, **kwargs))
 
     _replace(function_filter, "evolve", evolve_filter_once)
 
@@ -174,10 +172,7 @@ def _same_with_less_work() -> None:
     resolve_fragment, fragments = resolver.resolve_fragment, {}
 
     def resolve_fragment_once(self, document, fragment):
-        key = (id(document), fragment)
-        if (hit := fragments.get(key)) is None or hit[0] is not document:
-            hit = fragments[key] = (document, resolve_fragment(self, document, fragment))
-        return hit[1]
+        return _held(fragments, document, (fragment,), lambda: resolve_fragment(self, document, fragment))
 
     _replace(resolver, "resolve_fragment", resolve_fragment_once)
 
@@ -203,16 +198,23 @@ def _same_with_less_work() -> None:
     module_names, by_resources = context.module_names.func, {}
 
     def module_names_once(self):
-        key = id(self.resources)
-        if (hit := by_resources.get(key)) is None or hit[0] is not self.resources:
-            if len(by_resources) > 256:
-                by_resources.clear()
-            hit = by_resources[key] = (self.resources, module_names(self))
-        return hit[1]
+        return _held(by_resources, self.resources, (), lambda: module_names(self), bound=256)
 
     cached = functools.cached_property(module_names_once)
     cached.__set_name__(context, "module_names")
     _replace(context, "module_names", cached)
+
+
+def _held(memo: dict, obj: Any, key: tuple, compute: Callable[[], Any], *, bound: int | None = None) -> Any:
+    """compute()'s answer once per `obj`, by identity, and `key`: the memo holds `obj` beside the answer, so its id is
+    not reused by another object while the answer is kept. With `bound`, the memo starts over past that many."""
+    full_key = (id(obj), *key)
+    hit = memo.get(full_key)
+    if hit is None or hit[0] is not obj:
+        if bound is not None and len(memo) > bound:
+            memo.clear()
+        hit = memo[full_key] = (obj, compute())
+    return hit[1]
 
 
 def _first_answer_by_value(function: Callable, *, copy: bool) -> Callable:
