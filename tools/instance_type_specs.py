@@ -13,6 +13,8 @@ AWS; nothing at synth time imports moto.
 from __future__ import annotations
 
 import argparse
+import gzip
+import importlib.util
 import json
 import sys
 from importlib.metadata import version
@@ -37,12 +39,21 @@ def _accelerator(info: dict) -> dict | None:
     return None
 
 
-def derive() -> str:
-    from moto.ec2.models.instance_types import INSTANCE_TYPES
+def ec2_instance_types() -> dict:
+    """moto's copy of EC2's DescribeInstanceTypes answers, by EC2 type, read from the file the installed moto ships
+    (moto.ec2.models.instance_types loads the same file, but importing it also imports moto and loads every region's
+    instance type offerings: a `--check` took 1.9 s of CPU that way, 0.2 s this way)."""
+    spec = importlib.util.find_spec("moto")  # finds the package without importing it
+    assert spec is not None and spec.submodule_search_locations, "moto is not installed"
+    (package,) = spec.submodule_search_locations
+    return json.loads(gzip.decompress((Path(package) / "ec2" / "resources" / "instance_types.json.gz").read_bytes()))
 
+
+def derive() -> str:
+    instance_types = ec2_instance_types()
     specs, unknown = {}, []
     for ml_type in json.loads(CLUSTER_TYPES.read_text())["instance_types"]:
-        info = INSTANCE_TYPES.get(ml_type.removeprefix("ml."))
+        info = instance_types.get(ml_type.removeprefix("ml."))
         if info is None:
             unknown.append(ml_type)
             continue
