@@ -6,7 +6,6 @@ hold nothing, and no instance metadata."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from support.cli_main import run_main
 from support.moto_server import no_credentials_env
 from support.paths import ROOT
 
@@ -78,13 +78,7 @@ def run(monkeypatch, capsys):
                 patch.delenv(name)
             for name, value in env.items():
                 patch.setenv(name, value)
-            capsys.readouterr()
-            try:
-                code = importlib.import_module(args[1]).main(list(args[2:]))
-            except SystemExit as exit:  # argparse's --help and usage errors
-                code = exit.code
-            captured = capsys.readouterr()
-        return subprocess.CompletedProcess(args, 0 if code is None else code, captured.out, captured.err)
+            return run_main(args[1], args[2:], capsys)
 
     return run_
 

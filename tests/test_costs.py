@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import datetime
 import json
-import subprocess
-import sys
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 
-from support.paths import ROOT
+from support.cli_main import run_main
 from support.variants import VARIANT_FILES
 from support.price_list_answers import REGION, answers, item, stubbed_pricing
 from cli import costs, prices
@@ -115,26 +113,14 @@ def test_a_kms_usage_type_carries_the_region_name():
     assert {k: (v["usd"], v["usagetype"]) for k, v in found.items()} == {"kms_key_month": (1.0, "us-west-2-KMS-Keys")}
 
 
-def summary(synth, tmp_path, table: dict) -> list[str]:
+def summary(synth, capsys, tmp_path, table: dict) -> list[str]:
+    """What `python -m cli.summarize OUT --config FILE --prices TABLE` prints, run in this process (tests/test_sizing.py
+    and tests/test_cli.py start the command as a process)."""
     built = synth("default")
     path = tmp_path / "prices.json"
     path.write_text(json.dumps(table))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cli.summarize",
-            str(built.out_dir),
-            "--config",
-            str(VARIANT_FILES["default"]),
-            "--prices",
-            str(path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    argv = [str(built.out_dir), "--config", str(VARIANT_FILES["default"]), "--prices", str(path)]
+    result = run_main("cli.summarize", argv, capsys)
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
 
@@ -158,8 +144,8 @@ def dollars(line: str, suffix: str) -> float:
     return float(line.split("$")[1].split(suffix)[0].replace(",", ""))
 
 
-def test_the_summary_prices_what_runs_and_what_bills_at_zero(synth, tmp_path):
-    out = summary(synth, tmp_path, fetched_table({"ml.m5.xlarge": "0.23", "ml.g5.8xlarge": "3.06"}))
+def test_the_summary_prices_what_runs_and_what_bills_at_zero(synth, capsys, tmp_path):
+    out = summary(synth, capsys, tmp_path, fetched_table({"ml.m5.xlarge": "0.23", "ml.g5.8xlarge": "3.06"}))
     built = synth("default")
     cfg = built.config
     header = next(i for i, line in enumerate(out) if line.startswith("What it costs"))
@@ -194,17 +180,17 @@ def test_the_summary_prices_what_runs_and_what_bills_at_zero(synth, tmp_path):
     assert not any("no price on record" in line for line in out)
 
 
-def test_a_type_the_table_lacks_is_said_not_guessed(synth, tmp_path):
-    out = summary(synth, tmp_path, fetched_table({"ml.m5.xlarge": "0.23"}))
+def test_a_type_the_table_lacks_is_said_not_guessed(synth, capsys, tmp_path):
+    out = summary(synth, capsys, tmp_path, fetched_table({"ml.m5.xlarge": "0.23"}))
     assert f"  no price on record for ml.g5.8xlarge in {REGION}" in out
     running = next(line for line in out if line.startswith("  while running: "))
     assert running.endswith("/hour (partial: see 'no price on record')")
 
 
-def test_a_region_the_table_lacks_is_said_not_guessed(synth, tmp_path):
+def test_a_region_the_table_lacks_is_said_not_guessed(synth, capsys, tmp_path):
     table = fetched_table({"ml.m5.xlarge": "0.23"})
     table["regions"] = {"eu-west-1": table["regions"][REGION]}
-    out = summary(synth, tmp_path, table)
+    out = summary(synth, capsys, tmp_path, table)
     line = next(line for line in out if line.startswith("What it costs"))
     assert line.startswith(f"What it costs: no price on record for {REGION} (config/facts/prices.json has eu-west-1)")
     assert not any(line.startswith("  while running") for line in out)

@@ -3,31 +3,25 @@ templates, what bills while every group is at 0, GPU models per group."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
+from support.cli_main import run_main
 from support.paths import ROOT
 from support.variants import VARIANT_FILES
 
 
-def summary(synth, variant: str) -> tuple[str, object]:
+def summary(synth, capsys, variant: str) -> tuple[str, object]:
+    """What `python -m cli.summarize OUT --config FILE` prints after `make synth`, run in this process
+    (tests/test_sizing.py and tests/test_cli.py start the command as a process)."""
     built = synth(variant)
-    result = subprocess.run(
-        [sys.executable, "-m", "cli.summarize", str(built.out_dir), "--config", str(VARIANT_FILES[variant])],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_main("cli.summarize", [str(built.out_dir), "--config", str(VARIANT_FILES[variant])], capsys)
     assert result.returncode == 0, result.stderr
     return result.stdout, built.config
 
 
 @pytest.mark.parametrize("variant, orchestrator", [("default", "Slurm"), ("eks", "EKS")])
-def test_the_summary_names_the_cluster_and_the_file_system(synth, variant, orchestrator):
-    out, cfg = summary(synth, variant)
+def test_the_summary_names_the_cluster_and_the_file_system(synth, capsys, variant, orchestrator):
+    out, cfg = summary(synth, capsys, variant)
     groups = [g for g in cfg.cluster.instance_groups if orchestrator == "Slurm" or g.role == "compute"]
     cluster = next(line for line in out.splitlines() if line.startswith("  HyperPod cluster"))
     assert f"{cfg.name} ({orchestrator}; " in cluster
@@ -44,8 +38,8 @@ def test_the_summary_names_the_cluster_and_the_file_system(synth, variant, orche
         assert any(line.startswith("  EKS control plane") for line in out.splitlines())
 
 
-def test_what_bills_with_every_group_at_zero_is_counted_from_the_templates(synth):
-    out, _cfg = summary(synth, "default")
+def test_what_bills_with_every_group_at_zero_is_counted_from_the_templates(synth, capsys):
+    out, _cfg = summary(synth, capsys, "default")
     built = synth("default")
     nat = sum(
         1 for t in built.templates.values() for r in t["Resources"].values() if r["Type"] == "AWS::EC2::NatGateway"
@@ -56,13 +50,13 @@ def test_what_bills_with_every_group_at_zero_is_counted_from_the_templates(synth
     assert "endpoint" not in line  # the default has only the S3 gateway endpoint, which is free
 
 
-def test_each_deploy_step_takes_as_long_as_its_slowest_stack(synth):
+def test_each_deploy_step_takes_as_long_as_its_slowest_stack(synth, capsys):
     """The steps are the stack graph's waves; the cluster's step carries the HyperPod figure of the facts file."""
     import json
 
     from cli.stack_graph import stack_dependencies, waves
 
-    out, cfg = summary(synth, "default")
+    out, cfg = summary(synth, capsys, "default")
     built = synth("default")
     facts = json.loads((ROOT / "config" / "facts" / "deploy_times.json").read_text())
     steps = [line for line in out.splitlines() if line.startswith("  step ")]
