@@ -3,7 +3,6 @@ the committed JSON Schema, and the app's error output for bad input (no tracebac
 
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
 import sys
@@ -11,6 +10,7 @@ import sys
 import pytest
 
 from platform_config import ConfigError, PlatformConfig, json_schema, load_config
+from support.app_main import run_app
 from support.paths import APP_PATH, ROOT
 from support.variants import VARIANT_FILES
 
@@ -111,19 +111,12 @@ def test_app_reports_bad_input_without_traceback(args, expected, monkeypatch, ca
     """One case runs app.py as the CDK CLI does (a process of its own, the context in CDK_CONTEXT_JSON): its exit
     status and stderr. The others run the same app.py in this process with the context given to its App (each fresh
     process pays Node.js and aws-cdk-lib's start, ~2.5 s of CPU); an exception other than its exit fails the test as a
-    traceback would."""
+    traceback would. So do tests/test_hyperpod_chart.py's and tests/test_eks_cluster.py's refusals of a chart."""
     context = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args[1::2]}
     if args != ["-c", "orchestrator=pbs"]:  # that one runs as a process, below
-        import runpy
-
-        import aws_cdk
-
-        monkeypatch.chdir(ROOT)
-        monkeypatch.setattr(aws_cdk, "App", functools.partial(aws_cdk.App, context=context))
-        with pytest.raises(SystemExit) as exit:
-            runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
-        assert exit.value.code == 1
-        assert expected in capsys.readouterr().err
+        in_process = run_app(context, monkeypatch, capsys)
+        assert in_process.returncode == 1
+        assert expected in in_process.stderr
         return
     result = subprocess.run(
         [sys.executable, "app.py"],

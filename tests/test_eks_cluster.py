@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import kubernetes_validate
 import pytest
 
 from support import iam_facts
-from support.paths import APP_PATH, ROOT
+from support.app_main import run_app
+from support.paths import ROOT
 from support.variants import EKS_KUBERNETES_VERSION, cdk_json_context, eks_config, VARIANT_FILES
 from constructs import layer_binaries
 from constructs.studio_eks_tools import studio_eks_tools
@@ -301,26 +300,15 @@ def test_missing_chart_is_a_clear_error(tmp_path):
     ]
 
 
-def test_app_reports_a_missing_chart_without_traceback(tmp_path):
+def test_app_reports_a_missing_chart_without_traceback(tmp_path, monkeypatch, capsys):
     config = tmp_path / "eks.yaml"
     config.write_text(
         VARIANT_FILES["eks"]
         .read_text()
         .replace("chart_dir: build/hyperpod-helm-chart", f"chart_dir: {tmp_path / 'no-chart'}")
     )
-    result = subprocess.run(
-        [sys.executable, "app.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={
-            "PATH": APP_PATH,
-            "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), "config": str(config)}),
-            "CDK_OUTDIR": str(tmp_path / "out"),
-            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-        },
-    )
+    # app.py in this process, as tests/test_config_loading.py runs it (one case there starts it as the CLI does)
+    result = run_app({**cdk_json_context(), "config": str(config)}, monkeypatch, capsys, outdir=tmp_path / "out")
     assert result.returncode == 1
     assert "holds no Chart.yaml" in result.stderr and "make hyperpod-chart" in result.stderr
     assert "Traceback" not in result.stderr

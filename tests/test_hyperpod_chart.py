@@ -6,14 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from support.paths import APP_PATH, ROOT
+from support.app_main import run_app
+from support.paths import ROOT
 from support.variants import cdk_json_context, eks_config, STAND_IN_CHART, VARIANT_FILES
 from manifests.hyperpod_dependency_chart import dependency_chart_values
 from platform_config import ConfigError, chart_pin
@@ -198,24 +197,13 @@ def test_a_template_built_on_the_stand_in_cannot_deploy(synth):
     assert "test stand-in" in assertion["AssertDescription"]
 
 
-def test_app_refuses_the_stand_in_without_traceback(tmp_path):
+def test_app_refuses_the_stand_in_without_traceback(tmp_path, monkeypatch, capsys):
     config = tmp_path / "eks.yaml"
     config.write_text(
         VARIANT_FILES["eks"].read_text().replace("chart_dir: build/hyperpod-helm-chart", f"chart_dir: {STAND_IN_CHART}")
     )
-    result = subprocess.run(
-        [sys.executable, "app.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={
-            "PATH": APP_PATH,
-            "CDK_OUTDIR": str(tmp_path / "out"),
-            "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), "config": str(config)}),
-            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-        },
-    )
+    # app.py in this process, as tests/test_config_loading.py runs it (one case there starts it as the CLI does)
+    result = run_app({**cdk_json_context(), "config": str(config)}, monkeypatch, capsys, outdir=tmp_path / "out")
     assert result.returncode == 1
     assert "is not the pinned HyperPod chart" in result.stderr and "Traceback" not in result.stderr
     assert not list((tmp_path / "out").glob("*.template.json"))

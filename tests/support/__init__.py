@@ -20,6 +20,7 @@
 - docs: the figures docs/testing.md states, for the module that owns each table to check.
 - modules: a module loaded from a file that is not on the path.
 - cli_main: a cli/ command's main() run in the test's process, its exit status and output as a process's.
+- app_main: app.py run in the test's process as the CDK CLI runs it, its exit status and output.
 - job_crd: the HyperPodPyTorchJob CRD as the API server applies it; teams: two EKS teams for the admission tests;
   admission: a ValidatingAdmissionPolicy evaluated as the API server does.
 - process_tree: the processes under a process; warm_python: a `python` whose processes fork from one that imported

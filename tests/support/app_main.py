@@ -1,0 +1,44 @@
+"""app.py run in the test's process, as `python app.py` runs it under the CDK CLI: its exit status and output. A
+process of its own pays Python's imports, Node.js and aws-cdk-lib's start again (~2-3 s of CPU);
+tests/test_config_loading.py runs app.py once as that process (CDK_CONTEXT_JSON in, the exit status and stderr the
+CLI sees)."""
+
+from __future__ import annotations
+
+import functools
+import runpy
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.paths import ROOT
+
+
+def run_app(
+    context: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *,
+    outdir: Path | None = None,
+) -> subprocess.CompletedProcess:
+    """app.py as `__main__` from the repository root, its App given `context` (what the CLI passes in
+    CDK_CONTEXT_JSON) and `outdir` (CDK_OUTDIR): CompletedProcess(args, exit status, stdout, stderr). An exception
+    other than the app's exit is raised, as a traceback would end the process."""
+    import aws_cdk
+
+    given: dict[str, Any] = {"context": context} | ({"outdir": str(outdir)} if outdir is not None else {})
+    with monkeypatch.context() as patch:
+        patch.chdir(ROOT)
+        patch.setattr(aws_cdk, "App", functools.partial(aws_cdk.App, **given))
+        capsys.readouterr()
+        code: int | str | None = None
+        try:
+            runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
+        except SystemExit as exit:
+            code = exit.code
+        out, err = capsys.readouterr()
+    if isinstance(code, str):  # sys.exit("message"): the interpreter prints it and exits 1
+        return subprocess.CompletedProcess(["python", "app.py"], 1, out, f"{err}{code}\n")
+    return subprocess.CompletedProcess(["python", "app.py"], code or 0, out, err)
