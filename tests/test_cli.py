@@ -68,8 +68,16 @@ def run(monkeypatch, capsys):
 
     def run_(*args: str, template: tuple[str, ...] | None = None) -> subprocess.CompletedProcess:
         if (template or args) in IN_A_PROCESS:
+            # None of these paths needs the CDK's Node.js process, which importing anything of constructs/ starts
+            # (the constructs library's jsii kernel, ~0.4 s of CPU: cli/connect.py and cli/preflight.py import their
+            # construct facts where they use them). A Node.js that cannot start makes such an import a traceback.
             return subprocess.run(
-                [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+                [sys.executable, *args],
+                cwd=ROOT,
+                env=env | {"JSII_NODE": "false"},
+                capture_output=True,
+                text=True,
+                timeout=120,
             )
         assert args[0] == "-m", args
         with monkeypatch.context() as patch:
