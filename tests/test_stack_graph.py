@@ -106,8 +106,9 @@ def test_the_mermaid_graph_draws_direct_edges_only(synth):
 def test_a_slurm_config_imports_nothing_of_the_eks_path_or_of_features_it_leaves_off():
     """A fresh interpreter builds the default platform: no EKS module and no kubectl layer (a ~35 MB jsii
     assembly each) is imported, nor the modules of opt-in features the default leaves off (managed accounting
-    database, Prometheus workspace, Grafana, budgets). The config model knows every section, EKS's included (pure
-    pydantic, platform_config.eks), so its modules do not count."""
+    database, Prometheus workspace, Grafana, budgets), nor cdk-nag, which only synthesis runs (add_security_checks
+    imports it: a process that stops before, at a config error, does not load its assembly). The config model knows
+    every section, EKS's included (pure pydantic, platform_config.eks), so its modules do not count."""
     import subprocess
     import sys
     from support.paths import ROOT
@@ -123,6 +124,7 @@ def test_a_slurm_config_imports_nothing_of_the_eks_path_or_of_features_it_leaves
         "grafana_workspace",
         "aws_budgets",
         "platform_budgets",
+        "cdk_nag",
     )
     code = (
         "import json, sys, aws_cdk as cdk; from platform_config import load_config; from stacks.platform import "
