@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import gc
 import json
 import os
 import re
@@ -418,6 +419,7 @@ def run_tests(runs: list[list[str]], timeout: float, trace: tuple[str, Path] | N
         if pid == 0:  # the test run
             code = 70
             try:
+                gc.freeze()  # what this process held before the fork is never collected here: no walk over it
                 os.setsid()
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, 1)
