@@ -25,62 +25,22 @@ build = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(build)
 
 
-# The local indexes below serve the whole module, each on one port: a test's PIP_INDEX_URL is then the same as the
-# previous one's, and build.pip_settings runs `pip config list` (~0.6 s of CPU) once per process and PIP_* variables,
-# as in a build. Each test starts with nothing asked (and, for pinned_index, no routes).
-@pytest.fixture(scope="module")
-def index_server(tmp_path_factory):
-    """A PEP 503 simple index on loopback holding one sdist; yields (index URL, its file, the paths asked for)."""
-    root = tmp_path_factory.mktemp("index")
-    (root / "simple" / "demo").mkdir(parents=True)
-    (root / "files").mkdir()
-    sdist = root / "files" / "demo-1.0.tar.gz"
-    sdist.write_bytes(b"demo source distribution")
-    (root / "simple" / "demo" / "index.html").write_text(
-        '<html><body><a href="../../files/demo-1.0.tar.gz#sha256=x">demo-1.0.tar.gz</a>'
-        '<a href="../../files/demo-0.9.tar.gz">demo-0.9.tar.gz</a></body></html>'
-    )
-    asked: list[str] = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, directory=str(root), **kwargs)
-
-        def log_message(self, *args):
-            asked.append(self.path)
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/simple", sdist, asked
-    server.shutdown()
-
-
-@pytest.fixture
-def index(index_server):
-    index_server[2].clear()
-    return index_server
-
-
-def test_the_jq_source_comes_from_the_index_pip_is_set_up_with(index, tmp_path, monkeypatch):
-    url, sdist, asked = index
-    monkeypatch.setenv("PIP_INDEX_URL", url)
-    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
+def test_the_jq_source_comes_from_the_index_pip_is_set_up_with(index, tmp_path):
+    _url, sdist, asked = index
+    digest = hashlib.sha256(sdist).hexdigest()
     got = build.fetch_sdist("demo", "demo-1.0.tar.gz", digest, tmp_path / "out")
-    assert got.read_bytes() == sdist.read_bytes()
-    assert asked == ["/simple/demo/", "/files/demo-1.0.tar.gz"]
+    assert got.read_bytes() == sdist
+    assert [path for path, _auth in asked] == ["/simple/demo/", "/files/demo-1.0.tar.gz"]
 
 
-def test_a_source_with_another_digest_is_refused(index, tmp_path, monkeypatch):
-    url, _sdist, _asked = index
-    monkeypatch.setenv("PIP_INDEX_URL", url)
+def test_a_source_with_another_digest_is_refused(index, tmp_path):
     with pytest.raises(SystemExit, match="has sha256 .*, pinned 0{64}"):
         build.fetch_sdist("demo", "demo-1.0.tar.gz", "0" * 64, tmp_path / "out")
 
 
-def test_a_file_the_index_does_not_list_is_refused(index, tmp_path, monkeypatch):
+def test_a_file_the_index_does_not_list_is_refused(index, tmp_path):
     url, _sdist, _asked = index
-    monkeypatch.setenv("PIP_INDEX_URL", url)
-    with pytest.raises(SystemExit, match="lists no demo-2.0.tar.gz"):
+    with pytest.raises(SystemExit, match=f"{url}/demo/ lists no demo-2.0.tar.gz"):
         build.fetch_sdist("demo", "demo-2.0.tar.gz", "0" * 64, tmp_path / "out")
 
 
@@ -180,6 +140,24 @@ def pinned_index(pinned_index_server):
     routes.clear()
     asked.clear()
     return pinned_index_server
+
+
+@pytest.fixture
+def index(pinned_index, monkeypatch):
+    """The local index as a PEP 503 simple index holding one sdist, and pip set up with it alone: yields (index URL,
+    the sdist's bytes, the paths asked for with their Authorization header). The same index URL as the pinned-file
+    tests', so that build.pip_settings, which runs `pip config list` (~0.5 s of CPU) once per process and PIP_*
+    variables as a build does, runs it once for all of them."""
+    host, routes, asked = pinned_index
+    sdist = b"demo source distribution"
+    routes["/simple/demo/"] = (
+        "text/html",
+        b'<html><body><a href="../../files/demo-1.0.tar.gz#sha256=x">demo-1.0.tar.gz</a>'
+        b'<a href="../../files/demo-0.9.tar.gz">demo-0.9.tar.gz</a></body></html>',
+    )
+    routes["/files/demo-1.0.tar.gz"] = ("application/octet-stream", sdist)
+    _only_index(monkeypatch, f"http://{host}/simple")
+    return f"http://{host}/simple", sdist, asked
 
 
 def _digest(data: bytes) -> str:
