@@ -48,7 +48,12 @@ def test_a_day2_synthesis_writes_the_synth_variants_templates(synth, base):
     usage data, creation stack traces, logical IDs) changes no template: on the bases with every kind of asset the
     platform ships (handler code, the lifecycle scripts, the Studio tools zip; on EKS the kubectl layers and the
     chart) the templates are those of the `synth` variant of the same config. So the bases that are variants as
-    they are (SHARED_BASES: the same constructs and assets) are read from the variants, not synthesized again."""
+    they are (SHARED_BASES: the same constructs and assets) are read from the variants, not synthesized again.
+
+    The EKS base is synthesized after the default one, so the assets both ship (the functions, the lifecycle
+    scripts) come with the hashes aws-cdk-lib kept from the default synthesis (day2_matrix._ASSEMBLY): the same
+    templates prove those are the assets' hashes."""
+    synth_change("default", None)
     assert synth_change(base, None)[1] == load_assembly(synth(base).out_dir)
     # The acknowledgments were left out of the day-2 synthesis only (the variant's assembly holds them), and every
     # construct module has its own functions back for the syntheses that run cdk-nag after it in this process.

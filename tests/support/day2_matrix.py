@@ -12,6 +12,7 @@ synthesized again: `synth_base` reads the variant's templates.
 from __future__ import annotations
 
 import copy
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -34,6 +35,14 @@ if TYPE_CHECKING:
 Change = Callable[[dict], None]
 # Removed when the test process exits (cloud assemblies hold asset copies).
 OUT_ROOT = tempfile.TemporaryDirectory(prefix="day2-")
+# Every day-2 synthesis writes its assembly here, then the assembly is renamed to a directory of its own. aws-cdk-lib
+# keeps each asset's hash per process, keyed by the app's output directory and the asset's source and options
+# (core AssetStaging's cache): one directory for all, and the lambda/ and lifecycle/ folders, the kubectl layers and
+# the chart are fingerprinted (walked, every file's digest looked up in $HOME/.cdk/cache or read again) by the first
+# synthesis only, not by each of ~45 (~1.5 s of the jsii kernel's CPU). With asset staging off no asset is written
+# into it, so nothing of one synthesis is left there for the next. test_day2.py's EKS base, synthesized after the
+# default one with that base's assets already hashed, is compared with the `synth` variant's templates.
+_ASSEMBLY = Path(OUT_ROOT.name) / "assembly"
 # The matrix reads templates only, and aws-cdk-lib writes the same templates without the rest of a synthesis:
 # - its built-in CloudFormation validation (~0.4 s of CPU a synthesis here, 46 syntheses, and ~7 s for the engine
 #   in a process that has not validated yet) judges whether CloudFormation would accept a template. The bases are
@@ -300,9 +309,9 @@ def synth_change(base: str, change: str | None) -> tuple[PlatformConfig, dict[st
     elif change in NEVER_IN_PLACE:
         NEVER_IN_PLACE[change][1](data)
     config = parse_config(data, f"{base}+{change}")
-    out_dir = Path(tempfile.mkdtemp(prefix=f"{base}-{change}-", dir=OUT_ROOT.name))
+    shutil.rmtree(_ASSEMBLY, ignore_errors=True)  # what a synthesis that raised left
     context = {**cdk_json_context(stage_assets=False), **_NO_CONSTRUCT_METADATA}
-    app = cdk.App(outdir=str(out_dir), context=context, **_TEMPLATES_ONLY)
+    app = cdk.App(outdir=str(_ASSEMBLY), context=context, **_TEMPLATES_ONLY)
     with _without_nag_acknowledgments(), _without_jsii_type_checks():
         if change == "bootstrap_script_content":
             import constructs.studio_lifecycle_configs as lcc
@@ -316,4 +325,6 @@ def synth_change(base: str, change: str | None) -> tuple[PlatformConfig, dict[st
         else:
             build_platform(app, config, allow_chart_stand_in=True)  # the EKS base uses the test stand-in chart
     app.synth()
+    out_dir = Path(tempfile.mkdtemp(prefix=f"{base}-{change}-", dir=OUT_ROOT.name))
+    _ASSEMBLY.replace(out_dir)  # onto the empty directory: the next synthesis starts from none
     return config, load_assembly(out_dir)
