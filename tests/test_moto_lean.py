@@ -1,9 +1,10 @@
-"""The tests' moto server (tests/support/moto_lean.py) makes a KMS key's private key when it is first used, lists
-moto's service modules once and reads botocore's data through one loader: its keys still encrypt and decrypt, sign
-and verify, and the public key GetPublicKey returns is the one that signed, however many calls in between, several at
-once included; the module list kept is moto's own, and moto's package directory is not listed again; sessions share
-the loader of their data path, and the server's EC2 regions are those a fresh session lists; the server logs no line
-per request but still its errors, and its answers carry no CORS headers."""
+"""The tests' moto server (tests/support/moto_lean.py) makes a KMS key's private key when it is first used, lists moto's
+service modules once and reads botocore's data through one loader: its keys still encrypt and decrypt, sign and
+verify, and the public key GetPublicKey returns is the one that signed, however many calls in between, several at once
+included; the module list kept is moto's own, and moto's package directory is not listed again; so are a response
+class's method names, listed once; sessions share the loader of their data path, and the server's EC2 regions are
+those a fresh session lists; the server logs no line per request but still its errors, and its answers carry no CORS
+headers."""
 
 from __future__ import annotations
 
@@ -43,6 +44,27 @@ def test_moto_lists_its_service_modules_once_and_the_same(monkeypatch):
     monkeypatch.setattr(os, "listdir", forbidden)
     assert list(backends.list_of_moto_modules()) == fresh
     assert {"s3", "kms", "cloudformation", "ec2", "fsx", "sagemaker", "secretsmanager"} <= set(fresh)
+
+
+def test_moto_lists_a_response_classs_methods_once_and_the_same(monkeypatch):
+    """Checked in this process, on two response classes whose actions moto answers through call_action."""
+    import inspect
+
+    from moto.core import responses
+    from moto.kms.responses import KmsResponse
+    from moto.sts.responses import TokenResponse
+
+    monkeypatch.setattr(responses, "method_names_from_class", responses.method_names_from_class)
+    fresh = {c: responses.method_names_from_class(c) for c in (KmsResponse, TokenResponse)}
+    moto_lean.list_response_methods_once()
+    assert {c: responses.method_names_from_class(c) for c in fresh} == fresh
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("listed again")
+
+    monkeypatch.setattr(inspect, "getmembers", forbidden)
+    assert {c: responses.method_names_from_class(c) for c in fresh} == fresh
+    assert "create_key" in fresh[KmsResponse] and "get_caller_identity" in fresh[TokenResponse]
 
 
 @pytest.fixture
