@@ -1,8 +1,10 @@
-"""The tests' moto server (tests/support/moto_lean.py) makes a KMS key's private key when it is first used, lists
-moto's service modules once and reads botocore's data through one loader: its keys still encrypt and decrypt, sign
-and verify, and the public key GetPublicKey returns is the one that signed, however many calls in between, several at
-once included; the module list kept is moto's own, and moto's package directory is not listed again; sessions share
-the loader of their data path, and the server's EC2 regions are those a fresh session lists."""
+"""The tests' moto server (tests/support/moto_lean.py) makes a KMS key's private key when it is first used, lists moto's
+service modules once and reads botocore's data through one loader: its keys still encrypt and decrypt, sign and
+verify, and the public key GetPublicKey returns is the one that signed, however many calls in between, several at once
+included; the module list kept is moto's own, and moto's package directory is not listed again; so are a response
+class's method names, listed once; sessions share the loader of their data path, and the server's EC2 regions are
+those a fresh session lists; the server logs no line per request but still its errors, and its answers carry no CORS
+headers."""
 
 from __future__ import annotations
 
@@ -42,6 +44,27 @@ def test_moto_lists_its_service_modules_once_and_the_same(monkeypatch):
     monkeypatch.setattr(os, "listdir", forbidden)
     assert list(backends.list_of_moto_modules()) == fresh
     assert {"s3", "kms", "cloudformation", "ec2", "fsx", "sagemaker", "secretsmanager"} <= set(fresh)
+
+
+def test_moto_lists_a_response_classs_methods_once_and_the_same(monkeypatch):
+    """Checked in this process, on two response classes whose actions moto answers through call_action."""
+    import inspect
+
+    from moto.core import responses
+    from moto.kms.responses import KmsResponse
+    from moto.sts.responses import TokenResponse
+
+    monkeypatch.setattr(responses, "method_names_from_class", responses.method_names_from_class)
+    fresh = {c: responses.method_names_from_class(c) for c in (KmsResponse, TokenResponse)}
+    moto_lean.list_response_methods_once()
+    assert {c: responses.method_names_from_class(c) for c in fresh} == fresh
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("listed again")
+
+    monkeypatch.setattr(inspect, "getmembers", forbidden)
+    assert {c: responses.method_names_from_class(c) for c in fresh} == fresh
+    assert "create_key" in fresh[KmsResponse] and "get_caller_identity" in fresh[TokenResponse]
 
 
 @pytest.fixture
@@ -104,6 +127,38 @@ def test_the_servers_regions_are_botocores(moto_endpoint):
     known = {r for p in partitions for r in fresh.get_available_regions("ec2", partition_name=p)}
     answered = client(moto_endpoint, "ec2", REGION).describe_regions(AllRegions=True)["Regions"]
     assert {r["RegionName"] for r in answered} == known and "us-west-2" in known
+
+
+@pytest.fixture
+def werkzeug_logger_restored():
+    """werkzeug's logger as it is, restored after the test whatever no_request_log did."""
+    import logging
+
+    logger = logging.getLogger("werkzeug")
+    level = logger.level
+    yield logger
+    logger.setLevel(level)
+
+
+def test_the_server_logs_no_request_line_and_still_its_errors(werkzeug_logger_restored, caplog):
+    """Through werkzeug's own logging, as its server logs a request it answered and one that raised, from its first
+    message on (the level it sets when none is): checked in this process."""
+    import logging
+
+    from werkzeug import _internal
+
+    werkzeug_logger_restored.setLevel(logging.NOTSET)  # as in a fresh server process
+    moto_lean.no_request_log()
+    _internal._log("info", '127.0.0.1 - - [29/Nov/2026 22:00:00] "HEAD /data-bucket/studio/ HTTP/1.1" 200 -')
+    _internal._log("error", "Error on request:\nTraceback (most recent call last): ...")
+    assert [(r.levelname, r.getMessage().split(":")[0]) for r in caplog.records] == [("ERROR", "Error on request")]
+
+
+def test_the_servers_answers_carry_no_cors_headers(moto_endpoint):
+    """AWS's API answers carry none and no SDK reads them; moto's server adds them unless told not to."""
+    reset(moto_endpoint)
+    answer = client(moto_endpoint, "s3", REGION).list_buckets()["ResponseMetadata"]["HTTPHeaders"]
+    assert not [h for h in answer if h.startswith("access-control-")], answer
 
 
 def test_a_symmetric_key_encrypts_and_decrypts(kms):
