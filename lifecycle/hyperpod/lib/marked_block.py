@@ -6,7 +6,6 @@ Usage: marked_block.py PATH BEGIN END REFUSE [LINE...]
   or on a refused key.
 """
 
-import re
 import sys
 
 path, begin, end, refuse, *ours = sys.argv[1:]
@@ -25,13 +24,16 @@ for line in text.splitlines():
 if inside:
     sys.exit(f"{path}: '{begin}' has no matching '{end}'; fix the file by hand")
 refused = [key for key in refuse.split(",") if key]
-for line in kept:
-    m = re.match(r"\s*(\w+)\s*=", line)
-    if m and m.group(1).lower() in (key.lower() for key in refused):
-        sys.exit(
-            f"{path} already sets {m.group(1)} outside the platform's block; remove it, the platform sets "
-            f"{', '.join(refused)}"
-        )
+if refused:  # re only then: its import is half of this script's start, and most callers refuse nothing
+    import re
+
+    for line in kept:
+        m = re.match(r"\s*(\w+)\s*=", line)
+        if m and m.group(1).lower() in (key.lower() for key in refused):
+            sys.exit(
+                f"{path} already sets {m.group(1)} outside the platform's block; remove it, the platform sets "
+                f"{', '.join(refused)}"
+            )
 while kept and not kept[-1].strip():
     kept.pop()
 if ours:

@@ -21,10 +21,12 @@ Standard library only: it runs on a fresh node before anything is installed. Exi
 """
 
 import hashlib
-import json
 import os
 import stat
 import sys
+
+# json is imported by the functions that read a record or parameters: `manifest` and `local`, which every install and
+# users sync runs, read neither, and json (with the re it imports) is a third of this script's start.
 
 SUPPORTED_VERSION = 1
 # What the lifecycle prefix holds besides the scripts: the parameters (checked on their own) and nothing that runs.
@@ -36,6 +38,8 @@ class RecordError(Exception):
 
 
 def load_record(path):
+    import json
+
     try:
         with open(path, encoding="utf-8") as f:
             record = json.load(f)
@@ -94,6 +98,8 @@ def unlisted_files(expected, directory):
 
 def value_differences(recorded, actual, where="parameters"):
     """One line per key path whose value differs, e.g. `users[1].sudo: true here, false in the record`."""
+    import json
+
     if isinstance(recorded, dict) and isinstance(actual, dict):
         out = []
         for key in sorted(set(recorded) | set(actual)):
@@ -118,11 +124,15 @@ def value_differences(recorded, actual, where="parameters"):
 def canonical_sha256(value):
     """The sha256 of a value's canonical JSON, as the deploy records a large parameter (constructs/lifecycle_scripts.py
     canonical_sha256)."""
+    import json
+
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def parameter_differences(record, params_path):
     """Recorded parameters verbatim compared key by key; those recorded as a digest (parameter_digests) by it."""
+    import json
+
     try:
         with open(params_path, encoding="utf-8") as f:
             actual = json.load(f)
