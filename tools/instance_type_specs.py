@@ -44,7 +44,8 @@ def ec2_instance_types() -> dict:
     (moto.ec2.models.instance_types loads the same file, but importing it also imports moto and loads every region's
     instance type offerings: a `--check` took 1.9 s of CPU that way, 0.2 s this way)."""
     spec = importlib.util.find_spec("moto")  # finds the package without importing it
-    assert spec is not None and spec.submodule_search_locations, "moto is not installed"
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("moto is not installed in this interpreter: run it with the dev venv (make deps), .venv/bin/python")
     (package,) = spec.submodule_search_locations
     return json.loads(gzip.decompress((Path(package) / "ec2" / "resources" / "instance_types.json.gz").read_bytes()))
 
