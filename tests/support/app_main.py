@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from support.cli_main import in_process
 from support.paths import ROOT
 
 
@@ -29,16 +30,11 @@ def run_app(
     import aws_cdk
 
     given: dict[str, Any] = {"context": context} | ({"outdir": str(outdir)} if outdir is not None else {})
+
+    def run() -> None:
+        runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
+
     with monkeypatch.context() as patch:
         patch.chdir(ROOT)
         patch.setattr(aws_cdk, "App", functools.partial(aws_cdk.App, **given))
-        capsys.readouterr()
-        code: int | str | None = None
-        try:
-            runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
-        except SystemExit as exit:
-            code = exit.code
-        out, err = capsys.readouterr()
-    if isinstance(code, str):  # sys.exit("message"): the interpreter prints it and exits 1
-        return subprocess.CompletedProcess(["python", "app.py"], 1, out, f"{err}{code}\n")
-    return subprocess.CompletedProcess(["python", "app.py"], code or 0, out, err)
+        return in_process(["python", "app.py"], run, capsys)
