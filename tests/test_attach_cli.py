@@ -7,8 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import yaml
 from support.paths import ROOT
 from support.variants import VARIANT_FILES
 from support.moto_server import CREDENTIALS, client, reset
+from slurm_root import SLURM_ROOT, in_root, missing as missing_in_root, plugin_dir, skip_reason
 from platform_config import parse_config
 
 from cli import attach
@@ -163,21 +162,28 @@ def test_a_build_config_is_not_attached(tmp_path, capsys):
 BUCKET = "studio-front-lifecycle"
 
 
-def debian_plugin_dir() -> Path:
-    """The plugin directory of this machine's Slurm client: where the libslurmfull.so sinfo loads lives."""
-    ldd = subprocess.run(["ldd", shutil.which("sinfo")], capture_output=True, text=True, check=True).stdout
-    (library,) = re.findall(r"^\s*libslurmfull\.so => (/\S+)", ldd, re.M)
-    return Path(library).parent
+# The controller's side of the hand-over runs in the Slurm root (tests/e2e/slurm_root.py): Debian 13's Slurm 24.11,
+# the release HyperPod's AMI runs, whatever this machine has (a clean one has no Slurm client of its own).
+CONTROLLER_COMMANDS = ["bash", "sinfo", "curl", "python3", "tar"]
+
+
+def on_the_controller(remote: str, env: dict[str, str], timeout: int) -> subprocess.CompletedProcess:
+    """A session's command run as root on the controller: in the Slurm root, with the test's environment."""
+    return subprocess.run(
+        in_root("bash", "-c", remote.removeprefix("sudo ")), capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 @pytest.fixture
 def controller(tmp_path):
-    """What an existing controller has: HyperPod's slurm.conf and a munge key (this machine's Debian Slurm client
+    """What an existing controller has: HyperPod's slurm.conf and a munge key (the Slurm root's Slurm 24.11 client
     stands in for the AMI's; the bundle is built from it for real). Its plugin directory (the script's
     SLURM_PLUGIN_DIR) holds libslurmfull.so and the auth and cred plugins, the ones a client talking munge loads: the
     hand-over never looks inside the bundle, and all 120 plugins with their libraries made each build 39 MB and ~3 s
     of CPU. tests/lifecycle/slurm_client_bundle.bats tests what the bundle holds, and tests/e2e/test_attach_slurm.py
     hands over a bundle of a whole Slurm 24.11 plugin directory and runs its commands."""
+    if os.geteuid() != 0 or missing_in_root(CONTROLLER_COMMANDS):
+        pytest.skip(f"needs root; {skip_reason(CONTROLLER_COMMANDS)}")
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=ml-cluster\nSlurmctldHost=ip-10-1-0-12(10.1.0.12)\nSlurmctldPort=6817\n")
     key = tmp_path / "munge.key"
@@ -185,9 +191,12 @@ def controller(tmp_path):
     key.chmod(0o400)
     plugins = tmp_path / "slurm-plugins"
     plugins.mkdir()
-    debian = debian_plugin_dir()
-    for plugin in [debian / "libslurmfull.so", *debian.glob("auth_*.so"), *debian.glob("cred_*.so")]:
-        (plugins / plugin.name).symlink_to(plugin)
+    inside = Path("/") / plugin_dir()  # the links are followed inside the root
+    for plugin in [
+        "libslurmfull.so",
+        *(p.name for pattern in ("auth_*.so", "cred_*.so") for p in (SLURM_ROOT / plugin_dir()).glob(pattern)),
+    ]:
+        (plugins / plugin).symlink_to(inside / plugin)
     return {"SLURM_CONF": str(conf), "MUNGE_KEY": str(key), "ATTACH_ALLOW_HTTP": "1", "SLURM_PLUGIN_DIR": str(plugins)}
 
 
@@ -197,13 +206,7 @@ def login_handover(clients, controller):
     secret = clients("secretsmanager").create_secret(Name="studio-front/slurm-login")["ARN"]
     handover = attach.prepare_login(s3, BUCKET, nonce="0123456789abcdef")
     assert handover.remote.startswith("sudo bash -c ")
-    result = subprocess.run(
-        ["bash", "-c", handover.remote.removeprefix("sudo ")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **controller},
-        timeout=300,
-    )
+    result = on_the_controller(handover.remote, {**os.environ, **controller}, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     key = __import__("base64").b64encode(bytes(range(256)) * 4).decode()
     assert key not in result.stdout + result.stderr  # the munge key never passes through the session's output
@@ -234,13 +237,7 @@ def test_the_login_step_hands_over_the_controllers_value_and_bundle_into_the_sec
 
 
 def login_handover_again(s3, handover, controller):
-    result = subprocess.run(
-        ["bash", "-c", handover.remote.removeprefix("sudo ")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **controller},
-        timeout=300,
-    )
+    result = on_the_controller(handover.remote, {**os.environ, **controller}, timeout=300)
     assert result.returncode == 0, result.stderr
     return handover
 
@@ -263,13 +260,7 @@ def test_a_tools_archive_changed_in_the_bucket_is_refused_on_the_controller(clie
     handover = attach.prepare_login(s3, BUCKET, nonce="0123456789abcdef")
     (tools_key,) = [k for k in keys(s3) if k.startswith("slurm-client/attach-tools-")]
     s3.put_object(Bucket=BUCKET, Key=tools_key, Body=b"#!/bin/bash\necho changed\n")
-    result = subprocess.run(
-        ["bash", "-c", handover.remote.removeprefix("sudo ")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **controller},
-        timeout=120,
-    )
+    result = on_the_controller(handover.remote, {**os.environ, **controller}, timeout=120)
     assert result.returncode != 0 and "FAILED" in result.stdout + result.stderr
     assert handover.value_key not in keys(s3)
 
@@ -305,12 +296,14 @@ def test_make_attach_in_shared_mode_fills_the_secret_and_makes_the_shared_partit
     path = tmp_path / "attach.yaml"
     path.write_text(yaml.safe_dump(data))
 
-    def on_the_controller(cmd: list[str]) -> int:
+    def run_session(cmd: list[str]) -> int:
         (remote,) = json.loads(cmd[cmd.index("--parameters") + 1])["command"]
         env = {**os.environ, **controller, "PROC_MOUNTS": str(tmp_path / "mounts")}
-        return subprocess.run(["bash", "-c", remote.removeprefix("sudo ")], env=env, timeout=300).returncode
+        result = on_the_controller(remote, env, timeout=300)
+        print(result.stdout, result.stderr)
+        return result.returncode
 
-    assert attach.run(["--config", str(path), "--yes"], clients=clients, execute=on_the_controller) == 0
+    assert attach.run(["--config", str(path), "--yes"], clients=clients, execute=run_session) == 0
     value = json.loads(clients("secretsmanager").get_secret_value(SecretId=secret)["SecretString"])
     assert value["auth"] == "munge" and value["client_bundle"]["s3_uri"].startswith(f"s3://{BUCKET}/slurm-client/")
     st = (fsx / "data" / "studio" / "shared").stat()

@@ -92,8 +92,34 @@ def missing(commands: Iterable[str]) -> list[str]:
     return [
         c
         for c in commands
-        if not any((root / d / c).exists() for root in (SLURM_ROOT, DATABASE_ROOT) for d in SYSTEM_DIRS)
+        if not any(exists_in(root, f"{d}/{c}") for root in (SLURM_ROOT, DATABASE_ROOT) for d in SYSTEM_DIRS)
     ]
+
+
+def exists_in(root: Path, path: str) -> bool:
+    """Whether `path` exists inside `root` as a process chrooted there sees it: a symbolic link's absolute target is
+    read from the root, not from this machine (Debian's alternatives link /usr/sbin/slurmctld to
+    /etc/alternatives/slurmctld, then to /usr/sbin/slurmctld-wlm, which a host without Slurm does not have)."""
+    current, parts, hops = root, list(reversed(Path(path).parts)), 0
+    while parts:
+        part = parts.pop()
+        if part in ("/", "."):
+            continue
+        if part == "..":
+            current = current.parent if current != root else root
+            continue
+        candidate = current / part
+        if not candidate.is_symlink():
+            current = candidate
+            continue
+        hops += 1
+        if hops > 40:  # the kernel's own limit (ELOOP)
+            return False
+        target = Path(os.readlink(candidate))
+        if target.is_absolute():
+            current = root
+        parts.extend(reversed(target.parts))
+    return current.exists()
 
 
 def skip_reason(commands: Iterable[str]) -> str:
