@@ -298,6 +298,69 @@ def test_create_rejects_bad_properties_before_any_call(ec2, fsx, props):
     assert calls.calls == []
 
 
+def test_ours_may_be_the_fifth_group(ec2, fsx, lustre, vpc):
+    client, stub = fsx
+    four = [lustre.own] + [vpc.group(f"extra-{i}") for i in range(3)]
+    eni = vpc.interface(*four)
+    expect_file_system(stub, [eni])
+    access_group.on_event(cfn_event("Create", lustre.studio), None, fsx=client, ec2=ec2)
+    assert groups_of(ec2, eni) == [*four, lustre.studio]
+
+
+def test_a_raised_quota_is_honoured(ec2, fsx, lustre, vpc, monkeypatch):
+    """MAX_GROUPS_PER_INTERFACE: for an account whose 'Security groups per network interface' quota is above 5."""
+    monkeypatch.setenv("MAX_GROUPS_PER_INTERFACE", "6")
+    client, stub = fsx
+    five = [lustre.own] + [vpc.group(f"extra-{i}") for i in range(4)]
+    eni = vpc.interface(*five)
+    expect_file_system(stub, [eni])
+    access_group.on_event(cfn_event("Create", lustre.studio), None, fsx=client, ec2=ec2)
+    assert groups_of(ec2, eni) == [*five, lustre.studio]
+
+
+def test_delete_refuses_to_leave_an_eni_without_any_group_and_changes_nothing(ec2, fsx, lustre, vpc):
+    """An interface needs at least one security group: when ours is an ENI's only one, the delete fails (for the
+    operator to add the file system a group) before any ENI changes."""
+    client, stub = fsx
+    shared, only_ours = vpc.interface(lustre.own, lustre.studio), vpc.interface(lustre.studio)
+    expect_file_system(stub, [shared, only_ours])
+    with pytest.raises(RuntimeError, match=rf"cannot remove {lustre.studio} from network interface {only_ours}"):
+        access_group.on_event(
+            cfn_event("Delete", lustre.studio, physical_id=f"{FS}/{lustre.studio}"), None, fsx=client, ec2=ec2
+        )
+    assert groups_of(ec2, shared) == [lustre.own, lustre.studio]
+    assert groups_of(ec2, only_ours) == [lustre.studio]
+
+
+def test_create_fails_when_an_eni_is_deleted_between_describe_and_modify(ec2, fsx, lustre, vpc):
+    """Only a delete may pass over an interface that is gone; a create that could not add the group to every
+    interface of the file system fails, naming the one it missed."""
+    client, stub = fsx
+    doomed = vpc.interface(lustre.own)
+    expect_file_system(stub, [doomed])
+    admin = access_group.client("ec2")
+
+    def delete_doomed(**_):
+        ec2.meta.events.unregister("after-call.ec2.DescribeNetworkInterfaces", delete_doomed)
+        admin.delete_network_interface(NetworkInterfaceId=doomed)
+
+    ec2.meta.events.register("after-call.ec2.DescribeNetworkInterfaces", delete_doomed)
+    with pytest.raises(RuntimeError, match=rf"network interface {doomed} .*InvalidNetworkInterfaceID.NotFound"):
+        access_group.on_event(cfn_event("Create", lustre.studio), None, fsx=client, ec2=ec2)
+
+
+def test_the_handler_makes_its_own_clients_as_in_lambda(ec2, fsx, lustre, monkeypatch):
+    """In Lambda nothing passes clients in: the handler makes them by service name (EC2 a real client to moto
+    server; FSx the real client under Stubber, as moto reports no NetworkInterfaceIds)."""
+    client, stub = fsx
+    real = access_group.client
+    monkeypatch.setattr(access_group, "client", lambda service: client if service == "fsx" else real(service))
+    expect_file_system(stub, lustre.enis)
+    access_group.on_event(cfn_event("Create", lustre.studio))
+    stub.assert_no_pending_responses()
+    assert groups_of(ec2, lustre.enis[1]) == [lustre.own, lustre.studio]
+
+
 # --- throttling: botocore's standard retry mode, exercised by answering the first attempt(s) with an EC2 error -----
 
 

@@ -121,3 +121,114 @@ def test_an_unknown_subnet_fails_the_deployment(subnets):
     ec2, _ = subnets
     with pytest.raises(Exception, match="subnet-0000000000000000"):
         root_squash.desired({"RootSquash": "65534:65534", "NoSquashSubnetIds": ["subnet-0000000000000000"]}, ec2)
+
+
+def test_without_exempt_subnets_root_is_squashed_on_every_client(subnets):
+    """No exempt subnets means none: not every subnet of the VPC (DescribeSubnets without ids lists them all)."""
+    ec2, _ = subnets
+    fsx = root_squash.client("fsx")
+    with Stubber(fsx) as stub:
+        _describe(stub, None)
+        stub.add_response(
+            "update_file_system",
+            {},
+            {
+                "FileSystemId": FS,
+                "LustreConfiguration": {"RootSquashConfiguration": {"RootSquash": "65534:65534", "NoSquashNids": []}},
+            },
+        )
+        root_squash.on_event(_event(), fsx=fsx, ec2=ec2)
+        stub.assert_no_pending_responses()
+
+
+def test_64_exempt_ranges_is_the_limit_and_65_are_refused_before_any_change():
+    """FSx takes at most 64 NoSquashNids (LustreRootSquashConfiguration): 64 subnets are set, a 65th fails the
+    deployment before the file system is read or changed."""
+    ec2 = root_squash.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    ids = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24")["Subnet"]["SubnetId"] for i in range(65)]
+    fsx = root_squash.client("fsx")
+    with Stubber(fsx) as stub:
+        _describe(stub, None)
+        nids = sorted(f"10.0.{i}.[0-255]@tcp" for i in range(64))
+        stub.add_response(
+            "update_file_system",
+            {},
+            {
+                "FileSystemId": FS,
+                "LustreConfiguration": {"RootSquashConfiguration": {"RootSquash": "65534:65534", "NoSquashNids": nids}},
+            },
+        )
+        root_squash.on_event(_event(subnet_ids=ids[:64]), fsx=fsx, ec2=ec2)
+        stub.assert_no_pending_responses()
+        with pytest.raises(RuntimeError, match="65 exempt address ranges; FSx takes at most 64"):
+            root_squash.on_event(_event(subnet_ids=ids), fsx=fsx, ec2=ec2)  # nothing stubbed: no FSx call
+
+
+@pytest.mark.parametrize("reported", [None, "0:0"], ids=["never-set", "off-with-leftover-nids"])
+def test_turning_squash_off_where_it_is_off_changes_nothing(subnets, reported):
+    """A file system that reports no RootSquashConfiguration, or "0:0" with NoSquashNids left from before, already
+    gives root to every client: no UpdateFileSystem, and the wait is over at once."""
+    ec2, ids = subnets
+    fsx = root_squash.client("fsx")
+    with Stubber(fsx) as stub:  # no update_file_system stubbed: calling it fails the test
+        _describe(stub, reported, ["10.0.[64-127].[0-255]@tcp"])
+        result = root_squash.on_event(_event("Update", squash="0:0", subnet_ids=ids), fsx=fsx, ec2=ec2)
+        _describe(stub, reported, ["10.0.[64-127].[0-255]@tcp"])
+        assert root_squash.is_complete(_event("Update", squash="0:0", subnet_ids=ids), fsx=fsx, ec2=ec2) == {
+            "IsComplete": True
+        }
+        stub.assert_no_pending_responses()
+    assert result["PhysicalResourceId"] == f"{FS}/root-squash"
+
+
+def test_delete_keeps_the_physical_id_cloudformation_holds():
+    """The Delete after a Create that failed carries the id the Provider framework gave it (the request id); the
+    framework fails a Delete that answers with another ("DELETE: cannot change the physical resource ID",
+    aws-cdk-lib 2.275.0 custom-resources/lib/provider-framework/runtime/framework.js)."""
+    event = custom_resource_event(
+        "Delete",
+        {"FileSystemId": FS, "RootSquash": "65534:65534", "NoSquashSubnetIds": []},
+        logical_id="RootSquash",
+        resource_type="Custom::FsxRootSquash",
+        physical_id="req-1",
+    )
+    fsx = root_squash.client("fsx")
+    with Stubber(fsx):
+        assert root_squash.on_event(event, fsx=fsx, ec2=None) == {"PhysicalResourceId": "req-1"}
+
+
+@pytest.mark.parametrize("lifecycle", ["FAILED", "MISCONFIGURED", "MISCONFIGURED_UNAVAILABLE"])
+def test_a_broken_file_system_fails_the_wait_instead_of_waiting_an_hour(subnets, lifecycle):
+    """These Lifecycle states (FSx FileSystem.Lifecycle) do not end in AVAILABLE by themselves: the deployment fails
+    naming the state instead of polling until the provider's one-hour timeout."""
+    ec2, ids = subnets
+    fsx = root_squash.client("fsx")
+    with Stubber(fsx) as stub:
+        _describe(stub, "65534:65534", lifecycle=lifecycle)
+        with pytest.raises(RuntimeError, match=f"file system {FS} is {lifecycle}$"):
+            root_squash.is_complete(_event(subnet_ids=ids), fsx=fsx, ec2=ec2)
+
+
+def test_the_handlers_make_their_own_clients_as_in_lambda(subnets, monkeypatch):
+    """In Lambda nothing passes clients in: both handlers make them by service name (EC2 a real client to moto
+    server; FSx the real client under Stubber, as moto has no UpdateFileSystem)."""
+    _, ids = subnets
+    fsx = root_squash.client("fsx")
+    real = root_squash.client
+    monkeypatch.setattr(root_squash, "client", lambda service: fsx if service == "fsx" else real(service))
+    nids = ["10.0.[128-191].[0-255]@tcp", "10.0.[64-127].[0-255]@tcp"]
+    with Stubber(fsx) as stub:
+        _describe(stub, None)
+        stub.add_response(
+            "update_file_system",
+            {},
+            {
+                "FileSystemId": FS,
+                "LustreConfiguration": {"RootSquashConfiguration": {"RootSquash": "65534:65534", "NoSquashNids": nids}},
+            },
+        )
+        root_squash.on_event(_event(subnet_ids=ids))
+        _describe(stub, "65534:65534", nids)
+        assert root_squash.is_complete(_event(subnet_ids=ids)) == {"IsComplete": True}
+        stub.assert_no_pending_responses()
