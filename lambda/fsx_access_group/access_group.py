@@ -85,8 +85,9 @@ def apply(fsx, ec2, file_system_id: str, *, add: str | None = None, remove: str 
         if len(wanted) > max_groups():
             raise RuntimeError(
                 f"cannot add {add} to network interface {eni_id} of file system {file_system_id}: it already has "
-                f"{len(groups)} security groups ({', '.join(groups)}) and allows at most {max_groups()}; remove one "
-                f"from the file system or raise the 'Security groups per network interface' quota"
+                f"{len(groups)} security groups ({', '.join(groups)}) and this function allows at most {max_groups()} "
+                f"(MAX_GROUPS_PER_INTERFACE, the default 'Security groups per network interface' quota: raising the "
+                f"quota alone does not change it); remove one from the file system first"
             )
         if not wanted:
             raise RuntimeError(

@@ -244,7 +244,7 @@ def test_five_groups_is_the_limit_and_nothing_changes(ec2, fsx, lustre, vpc):
         access_group.on_event(cfn_event("Create", lustre.studio), None, fsx=client, ec2=ec2)
     message = str(raised.value)
     assert crowded in message and all(group in message for group in full)
-    assert "at most 5" in message and lustre.studio in message
+    assert "at most 5" in message and lustre.studio in message and "remove one from the file system" in message
     assert modified(calls) == [], "checked for every ENI before changing any"
     assert groups_of(ec2, lustre.enis[1]) == [lustre.own]
 
