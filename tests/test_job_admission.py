@@ -39,7 +39,6 @@ def member(name: str, team: str) -> dict:
 
 
 AS_ALICE, AS_CAROL, AS_BOB = member("alice", "research"), member("carol", "research"), member("bob", "developers")
-API_GROUPS = {kind: ti.JOB_KINDS[kind].api_group for kind in ti.JOB_KINDS}
 
 
 def admit(
@@ -55,7 +54,6 @@ def admit(
     """Every policy bound in the team namespaces, as the API server would run them for this request."""
     refused = []
     for name, policy in POLICIES.items():
-        group = API_GROUPS.get(resource, "")
         refused += admission.admit(
             obj,
             namespace=namespace,
@@ -63,7 +61,6 @@ def admit(
             binding=BINDINGS[name],
             params=PARAMS if params is None else params,
             resource=resource,
-            api_group=group,
             operation=operation,
             user=user,
             old=old,
