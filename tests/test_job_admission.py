@@ -224,6 +224,16 @@ def test_privilege_escalation_and_added_capabilities_are_refused_in_job_template
     assert any("capabilities" in m for m in admit(job(resource, caps), resource))
 
 
+@pytest.mark.parametrize("resource", KINDS)
+def test_a_job_template_without_its_containers_list_is_refused_at_creation(resource):
+    """A template whose `containers` key is misspelt (`container:`) states no container the policy can hold to a
+    uid; every pod it would make is refused (a pod needs a container), so the job is refused now, not accepted with
+    nothing that can ever run."""
+    misspelt = template()
+    misspelt["spec"]["container"] = misspelt["spec"].pop("containers")
+    assert admit(job(resource, misspelt), resource)
+
+
 def test_a_job_with_no_queue_label_is_refused():
     unlabelled = job("hyperpodpytorchjobs")
     del unlabelled["metadata"]["labels"]
