@@ -156,8 +156,23 @@ def test_a_member_may_run_a_job_as_themself(resource):
 def test_a_member_cannot_run_a_job_as_a_teammate(resource):
     """carol and alice share a team (so its pods may run as either), but carol's job may not run as alice."""
     refused = admit(job(resource), resource, user=AS_CAROL)
-    assert any(f"runAsUser {CAROL[0]} (yours)" in m for m in refused), refused
+    assert f"every one of containers must run as your uid: runAsUser {CAROL[0]} (yours)" in refused, refused
     assert admit(job(resource), resource, user=AS_CAROL, operation="UPDATE", old=job(resource))
+
+
+@pytest.mark.parametrize("resource", KINDS)
+def test_a_job_may_state_its_user_on_each_container_instead_of_the_pod(resource):
+    """runAsUser and runAsGroup on the container alone (the pod's securityContext unset) are a stated user: a job
+    written that way runs as its member, and the same stated as a teammate is refused."""
+
+    def per_container(uid: int, gid: int) -> dict:
+        t = template(None, None)
+        t["spec"]["containers"][0]["securityContext"] |= {"runAsUser": uid, "runAsGroup": gid}
+        return t
+
+    assert "securityContext" not in per_container(*ALICE)["spec"]
+    assert admit(job(resource, per_container(*ALICE)), resource) == []
+    assert admit(job(resource, per_container(*CAROL)), resource)
 
 
 @pytest.mark.parametrize("resource", MULTI)
