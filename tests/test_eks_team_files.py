@@ -38,7 +38,7 @@ def admission_objects(template: dict) -> tuple[dict[str, dict], dict[str, dict],
     return policies, bindings, params
 
 
-def admit_all(obj, *, template: dict, namespace: str, resource: str, user: dict, api_group: str = "") -> list[str]:
+def admit_all(obj, *, template: dict, namespace: str, resource: str, user: dict) -> list[str]:
     policies, bindings, params = admission_objects(template)
     return [
         m
@@ -50,7 +50,6 @@ def admit_all(obj, *, template: dict, namespace: str, resource: str, user: dict,
             binding=bindings[name],
             params=params,
             resource=resource,
-            api_group=api_group,
             user=user,
         )
     ]
@@ -173,7 +172,6 @@ def test_every_shipped_example_is_created_by_its_user_and_by_nobody_else(synth, 
         namespace = doc["metadata"]["namespace"]
         team = teams[namespace.removeprefix("hyperpod-ns-")]
         resource = JOB_RESOURCES[doc["kind"]]
-        group = doc["apiVersion"].rpartition("/")[0]
         if doc["kind"] == "ConfigMap":
             assert (
                 admit_all(
@@ -198,7 +196,6 @@ def test_every_shipped_example_is_created_by_its_user_and_by_nobody_else(synth, 
                 template=template,
                 namespace=namespace,
                 resource=resource,
-                api_group=group,
                 user=member(owner, team.name),
             )
             == []
@@ -212,7 +209,6 @@ def test_every_shipped_example_is_created_by_its_user_and_by_nobody_else(synth, 
                 template=template,
                 namespace=namespace,
                 resource=resource,
-                api_group=group,
                 user=member(other.name, other_team),
             ), (path, other.name)
 

@@ -39,7 +39,6 @@ def member(name: str, team: str) -> dict:
 
 
 AS_ALICE, AS_CAROL, AS_BOB = member("alice", "research"), member("carol", "research"), member("bob", "developers")
-API_GROUPS = {kind: ti.JOB_KINDS[kind].api_group for kind in ti.JOB_KINDS}
 
 
 def admit(
@@ -55,7 +54,6 @@ def admit(
     """Every policy bound in the team namespaces, as the API server would run them for this request."""
     refused = []
     for name, policy in POLICIES.items():
-        group = API_GROUPS.get(resource, "")
         refused += admission.admit(
             obj,
             namespace=namespace,
@@ -63,7 +61,6 @@ def admit(
             binding=BINDINGS[name],
             params=PARAMS if params is None else params,
             resource=resource,
-            api_group=group,
             operation=operation,
             user=user,
             old=old,
@@ -159,8 +156,23 @@ def test_a_member_may_run_a_job_as_themself(resource):
 def test_a_member_cannot_run_a_job_as_a_teammate(resource):
     """carol and alice share a team (so its pods may run as either), but carol's job may not run as alice."""
     refused = admit(job(resource), resource, user=AS_CAROL)
-    assert any(f"runAsUser {CAROL[0]} (yours)" in m for m in refused), refused
+    assert f"every one of containers must run as your uid: runAsUser {CAROL[0]} (yours)" in refused, refused
     assert admit(job(resource), resource, user=AS_CAROL, operation="UPDATE", old=job(resource))
+
+
+@pytest.mark.parametrize("resource", KINDS)
+def test_a_job_may_state_its_user_on_each_container_instead_of_the_pod(resource):
+    """runAsUser and runAsGroup on the container alone (the pod's securityContext unset) are a stated user: a job
+    written that way runs as its member, and the same stated as a teammate is refused."""
+
+    def per_container(uid: int, gid: int) -> dict:
+        t = template(None, None)
+        t["spec"]["containers"][0]["securityContext"] |= {"runAsUser": uid, "runAsGroup": gid}
+        return t
+
+    assert "securityContext" not in per_container(*ALICE)["spec"]
+    assert admit(job(resource, per_container(*ALICE)), resource) == []
+    assert admit(job(resource, per_container(*CAROL)), resource)
 
 
 @pytest.mark.parametrize("resource", MULTI)
@@ -225,6 +237,16 @@ def test_privilege_escalation_and_added_capabilities_are_refused_in_job_template
     caps = template()
     caps["spec"]["containers"][0]["securityContext"]["capabilities"] = {"add": ["SETUID"]}
     assert any("capabilities" in m for m in admit(job(resource, caps), resource))
+
+
+@pytest.mark.parametrize("resource", KINDS)
+def test_a_job_template_without_its_containers_list_is_refused_at_creation(resource):
+    """A template whose `containers` key is misspelt (`container:`) states no container the policy can hold to a
+    uid; every pod it would make is refused (a pod needs a container), so the job is refused now, not accepted with
+    nothing that can ever run."""
+    misspelt = template()
+    misspelt["spec"]["container"] = misspelt["spec"].pop("containers")
+    assert admit(job(resource, misspelt), resource)
 
 
 def test_a_job_with_no_queue_label_is_refused():

@@ -7,13 +7,16 @@ also checked against Kubernetes 1.30's and 1.33's schemas (kubernetes-validate).
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any, Optional
 
 import kubernetes_validate
 import pytest
 
 from support import admission
+from support.paths import ROOT
 from manifests import team_identities as ti
+from manifests.kubernetes_objects import MLFLOW_CONFIG_MAP
 from support.teams import ALICE, BOB, CAROL, DEVELOPERS, DEVELOPERS_GID, OTHER, PARAMS, PLATFORM, RESEARCH, RESEARCH_GID
 
 POLICY = ti.identity_policy(platform=PLATFORM)
@@ -186,6 +189,15 @@ def test_pods_not_running_as_the_team_are_refused(case, why):
     assert any(why in message for message in refused), refused
 
 
+@pytest.mark.parametrize("field", ["containers", "initContainers", "ephemeralContainers"])
+def test_a_refusal_names_the_container_list_to_fix_as_the_pod_spec_spells_it(field):
+    """The message is all a user gets: it names the list holding the offending container by its field in the pod
+    spec, so `kubectl explain pod.spec.<field>` and the manifest's key are found from it."""
+    refused = admit(with_container(pod(), field, runAsUser=0))
+    named = {m.group(1) for m in (re.match(r"every one of (\S+) must run as", r) for r in refused) if m}
+    assert named == {field}, refused
+
+
 def test_the_other_teams_ids_are_refused_in_each_namespace():
     bob = pod(*BOB, fsGroup=DEVELOPERS_GID)
     assert admit(bob, namespace=DEVELOPERS) == []
@@ -231,6 +243,22 @@ def test_the_parameters_name_who_each_id_is():
     }
 
 
+def test_the_names_the_docs_give_operators_are_the_objects_deployed():
+    """docs/eks.md tells an admin to check `kubectl get validatingadmissionpolicy <name>` after the first deploy and
+    names the guard policy and the ConfigMap that lists a team's ids (docs/security.md the pod policy): each name
+    there is an object the platform deploys, so the command finds it."""
+    docs = "\n".join((ROOT / "docs" / page).read_text() for page in ("eks.md", "security.md"))
+    objects = ti.team_admission(namespaces=[RESEARCH], platform=PLATFORM)
+    policies = {o["metadata"]["name"] for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
+    config_maps = {PARAMS[RESEARCH]["metadata"]["name"], MLFLOW_CONFIG_MAP}
+    named_policies = set(re.findall(r"kubectl get\s+validatingadmissionpolicy\s+([\w-]+)", docs))
+    named_policies |= set(re.findall(r"ValidatingAdmissionPolicy`? \(?`([\w-]+)`", docs))
+    named_config_maps = set(re.findall(r"ConfigMap `([\w-]+)`", docs))
+    assert len(named_policies) >= 2 and named_policies <= policies, (named_policies, policies)
+    assert named_config_maps and named_config_maps <= config_maps, (named_config_maps, config_maps)
+    assert PARAMS[RESEARCH]["metadata"]["name"] in named_config_maps
+
+
 @pytest.mark.parametrize("obj", [POLICY, BINDING, PARAMS[RESEARCH]], ids=["policy", "binding", "params"])
 def test_objects_match_the_kubernetes_schemas(obj):
     for version in ("1.30.0", "1.33.0"):
@@ -269,9 +297,8 @@ def test_studio_files_are_at_the_clusters_path_of_the_partition():
 
 
 # ---------------------------------------------------------------------------------------------- each team's ids
-def _config(shared: bool):
+def _config(shared: bool, **overrides):
     import yaml as yaml_
-    from support.paths import ROOT
     from platform_config.loading import parse_config
 
     data = yaml_.safe_load((ROOT / "config" / "examples" / "eks.yaml").read_text())
@@ -285,7 +312,7 @@ def _config(shared: bool):
     teams[0]["members"] = ["alice", "carol"]
     teams[1]["members"] = []
     data["shared_fsx"] = shared
-    return parse_config(data, "test")
+    return parse_config(data | overrides, "test")
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["per-user", "shared"])
@@ -308,3 +335,34 @@ def test_each_team_may_use_exactly_its_members_ids_and_its_own_groups(shared):
             **({config.studio.shared_gid: "the shared Studio partition"} if shared_gid else {}),
         },
     )
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["per-user", "shared"])
+def test_each_member_of_a_team_gets_a_claim_on_their_studio_partition_at_the_clusters_path(shared):
+    """What the team's namespace claims for each member (stacks/eks_cluster_stack.py): their own partition
+    <data repository path>/<studio.partition_root>/<user>, or in shared mode the shared one with Studio's shared gid,
+    at the cluster's path of that directory; only the team's members. Names are kept whole (a partition root and a
+    path ending in 'x', which a sloppy strip would eat) and a trailing '/' is not doubled."""
+    config = _config(
+        shared,
+        storage={"lustre": {"mount_path": "/lustre/", "data_repository": {"file_system_path": "/inbox/"}}},
+        studio={"partition_root": "sandbox"},
+    )
+    research, production, developers = config.eks.task_governance.teams
+
+    def files(user: str, uid: int, gid: int) -> ti.StudioFiles:
+        name = "shared" if shared else user
+        return ti.StudioFiles(
+            claim=f"studio-{name}",
+            directory=f"/inbox/sandbox/{name}",
+            mount_path=f"/lustre/inbox/sandbox/{name}",
+            uid=uid,
+            gid=config.studio.shared_gid if shared else gid,
+        )
+
+    assert ti.team_studio_files(config, research) == {
+        "alice": files("alice", 10001, 20001),
+        "carol": files("carol", 10003, 20003),
+    }
+    assert ti.team_studio_files(config, developers) == {"bob": files("bob", 10002, 20002)}
+    assert ti.team_studio_files(config, production) == {}

@@ -65,7 +65,7 @@ TARGETS: dict[str, list[list[str]]] = {
         ["tests/test_config_identities.py", "-k", USER_TESTS],
         ["tests/test_config.py", "-k", USER_TESTS],
     ],
-    "manifests/team_identities.py": [["tests/test_team_identities.py"]],
+    "manifests/team_identities.py": [["tests/test_team_identities.py"], ["tests/test_job_admission.py"]],
     "lambda/cluster_log_retention/log_retention.py": [["tests/lambda/test_log_retention.py"]],
     "lambda/default_security_group/restrict.py": [["tests/lambda/test_default_security_group.py"]],
     "lambda/fsx_access_group/access_group.py": [["tests/lambda/test_fsx_access_group.py"]],

@@ -1,9 +1,12 @@
 """What the API server does with a ValidatingAdmissionPolicy and its binding for one request, written out for tests:
-resource (API group and resource) and operation match, the binding's namespace selector (the namespace's
+the checks it makes when the policy is created (failurePolicy and each validation's reason among the values it
+supports), resource (API group, version and resource, the request's as its object's apiVersion states them) and
+operation match, the binding's namespace selector (the namespace's
 `kubernetes.io/metadata.name` label), the policy's matchConditions, the params ConfigMap of the request's namespace
 (paramRef without a namespace), parameterNotFoundAction, the policy's variables and validations evaluated with
 cel-expr-python (the CEL C++ implementation: like cel-go in the API server, selecting a field that is not there is an
-error, not false), messageExpression, and failurePolicy Fail turning an evaluation error into a refusal. `object`
+error, not false), messageExpression, and failurePolicy turning an evaluation error into a refusal (Fail) or
+nothing (Ignore). `object`
 is null on DELETE and `oldObject` on CREATE, as in the API server; `request.userInfo` carries the requester. The
 messages come back in the policy's order; the API server answers a denied request with the first one.
 Kubernetes' own CEL libraries (lists, regex, quantity, authorizer) are not here; the policies under test use none of
@@ -34,6 +37,30 @@ OPERATOR = {
 }
 
 
+# What the API server accepts in a policy it is asked to create (kubernetes/kubernetes@afd5df58
+# pkg/apis/admissionregistration/validation/validation.go: supportedFailurePolicies, supportedValidationPolicyReason);
+# any other value and the policy is refused, so it never guards anything.
+FAILURE_POLICIES = {"Fail", "Ignore"}
+VALIDATION_REASONS = {"Forbidden", "Invalid", "RequestEntityTooLarge"}
+
+
+def check_policy(policy: dict) -> None:
+    """Raise as the API server refuses to create `policy` when a field it checks holds a value it does not support."""
+    spec = policy["spec"]
+    assert spec.get("failurePolicy") in FAILURE_POLICIES, (
+        f"spec.failurePolicy: Unsupported value: {spec.get('failurePolicy')!r}"
+    )
+    for i, validation in enumerate(spec["validations"]):
+        reason = validation.get("reason", "Invalid")
+        assert reason in VALIDATION_REASONS, f"spec.validations[{i}].reason: Unsupported value: {reason!r}"
+
+
+def _request_kind(obj: Optional[dict], old: Optional[dict]) -> tuple[str, str]:
+    """(API group, version) of the request: its object's apiVersion (the old object's on DELETE)."""
+    group, _, version = (obj if obj is not None else old or {})["apiVersion"].rpartition("/")
+    return group, version
+
+
 def _selected(namespace: str, selector: dict) -> bool:
     labels = {"kubernetes.io/metadata.name": namespace}
     for expr in selector.get("matchExpressions", []):
@@ -56,17 +83,24 @@ def admit(
     params: Mapping[str, dict],
     resource: str = "pods",
     operation: str = "CREATE",
-    api_group: str = "",
     user: Optional[dict] = None,
     old: Optional[dict] = None,
 ) -> list[str]:
     """The messages of the validations that refuse the request (empty: admitted). `params`: namespace -> its
-    ConfigMap; `user`: the requester's userInfo (username, groups); `old`: the object before an UPDATE or DELETE."""
+    ConfigMap; `user`: the requester's userInfo (username, groups); `old`: the object before an UPDATE or DELETE.
+    A version matches when the rule lists it (the API server's matchPolicy Equivalent would also convert a request
+    made through another served version of the resource; these requests come at the version their object states)."""
+    check_policy(policy)
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]
+    group, version = _request_kind(obj, old)
     rules = policy["spec"]["matchConstraints"]["resourceRules"]
     if not any(
-        resource in r["resources"] and operation in r["operations"] and api_group in r["apiGroups"] for r in rules
+        resource in r["resources"]
+        and operation in r["operations"]
+        and group in r["apiGroups"]
+        and version in r["apiVersions"]
+        for r in rules
     ):
         return []
     if not _selected(namespace, binding["spec"]["matchResources"]["namespaceSelector"]):
@@ -102,8 +136,8 @@ def admit(
     for validation in policy["spec"]["validations"]:
         result = _eval(validation["expression"], data)
         if result.type() != cel.Type.BOOL:  # an evaluation error
-            assert policy["spec"]["failurePolicy"] == "Fail"
-            refused.append(f"error: {result.value()}")
+            if policy["spec"]["failurePolicy"] == "Fail":
+                refused.append(f"error: {result.value()}")
         elif not result.value():
             message = validation.get("message", "")
             if "messageExpression" in validation:
