@@ -619,16 +619,11 @@ def test_a_marker_that_cannot_be_read_fails_the_event_and_changes_nothing(s3, bu
     sm_stub.assert_no_pending_responses()
 
 
-def test_the_handler_makes_the_clients_it_needs_as_in_lambda(monkeypatch, s3, bucket, fsx, sagemaker, sleeps):
+def test_the_handler_makes_the_clients_it_needs_as_in_lambda(clients_by_name, s3, bucket, fsx, sagemaker, sleeps):
     """In Lambda nothing passes clients in: the handler makes them by service name through partitions.client (S3 a
     real client to moto server; SageMaker and FSx the real clients under Stubber that every other test uses)."""
-    import partitions
-
     fsx_client, fsx_stub = fsx
     sm_client, sm_stub = sagemaker
-    real = partitions.client
-    stubbed = {"sagemaker": sm_client, "fsx": fsx_client}
-    monkeypatch.setattr(partitions, "client", lambda service: stubbed.get(service) or real(service))
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
     expect_uid_check(sm_stub)
     expect_start(fsx_stub)
