@@ -8,7 +8,6 @@ from types import SimpleNamespace
 
 import botocore.endpoint
 import pytest
-from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from botocore.stub import ANY
 
@@ -17,6 +16,7 @@ import custom_resource
 import partitions
 
 from support.events import PROVIDER_TOKEN, custom_resource_event, is_complete_event
+from support.raw_answers import answer
 
 FS = "fs-0123456789abcdef0"
 PROPS = {
@@ -225,14 +225,6 @@ def test_delete_is_non_destructive(s3, s3_calls, bucket, fsx):
     assert s3.head_object(Bucket=bucket, Key=MARKER)["Metadata"]["file-permissions"] == "042775"
 
 
-class _Raw:
-    def __init__(self, body: bytes):
-        self._body = body
-
-    def stream(self, **_):
-        yield self._body
-
-
 class ThrottledFsx:
     """A before-send hook on the handlers' real FSx client (partitions.client, botocore's standard retry mode): no
     import task in flight, and CreateDataRepositoryTask throttled `times` times before FSx starts the task."""
@@ -243,14 +235,12 @@ class ThrottledFsx:
     def __call__(self, request, **_):
         target = request.headers.get("X-Amz-Target", b"")
         if (target.decode() if isinstance(target, bytes) else target).endswith("DescribeDataRepositoryTasks"):
-            return AWSResponse(request.url, 200, {}, _Raw(b'{"DataRepositoryTasks": []}'))
+            return answer(request, 200, b'{"DataRepositoryTasks": []}')
         self.creates += 1
         if self.creates <= self.times:
-            return AWSResponse(
-                request.url, 400, {}, _Raw(b'{"__type": "ThrottlingException", "message": "Rate exceeded"}')
-            )
+            return answer(request, 400, b'{"__type": "ThrottlingException", "message": "Rate exceeded"}')
         started = {"DataRepositoryTask": {**task()["DataRepositoryTask"], "CreationTime": 1795000000}}
-        return AWSResponse(request.url, 200, {}, _Raw(json.dumps(started).encode()))
+        return answer(request, 200, json.dumps(started).encode())
 
 
 @pytest.fixture
@@ -295,7 +285,7 @@ def test_create_without_a_required_property_is_refused_before_touching_anything(
     DataBucket or FileSystemId no marker in another bucket or import on another file system."""
     client, stub = fsx
     props = {name: value for name, value in PROPS.items() if name != missing}
-    with pytest.raises(ValueError, match=missing):
+    with pytest.raises(ValueError, match=rf"^{missing} "):
         custom_resource.on_event(cfn_event("Create", props), None, s3=s3, fsx=client)
     assert s3_calls.names() == []
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket)
@@ -416,6 +406,29 @@ def test_at_the_in_flight_limit_nothing_is_started(s3, bucket, fsx, sleeps, monk
     result = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
     stub.assert_no_pending_responses()  # and no create_data_repository_task
     assert result["Data"]["ImportPending"] == "true" and result["Data"]["TaskId"] == ""
+
+
+def test_below_the_in_flight_limit_the_import_starts(s3, bucket, fsx, sleeps, monkeypatch):
+    client, stub = fsx
+    monkeypatch.setenv("MAX_IMPORTS_IN_FLIGHT", "2")
+    expect_import(stub, in_flight=1)
+    result = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
+    stub.assert_no_pending_responses()
+    assert result["Data"]["TaskId"] == "task-0123456789abcdef0" and result["Data"]["ImportPending"] == ""
+
+
+def test_an_import_task_fsx_no_longer_knows_fails_the_request(fsx):
+    """No task to follow is no proof the directory exists: the request fails rather than waiting for ever."""
+    client, stub = fsx
+    stub.add_response(
+        "describe_data_repository_tasks", {"DataRepositoryTasks": []}, {"TaskIds": ["task-0000000000000dead"]}
+    )
+    event = is_complete_event(
+        cfn_event("Create"),
+        {"PhysicalResourceId": PHYSICAL_ID, "Data": {"TaskId": "task-0000000000000dead", "Path": "/x"}},
+    )
+    with pytest.raises(partitions.ImportFailed, match="import task task-0000000000000dead not found"):
+        custom_resource.is_complete(event, None, fsx=client)
 
 
 def test_token_is_stable_per_request_and_differs_between_requests(s3, bucket, fsx):
