@@ -115,7 +115,10 @@ def wait_for(
 
 def parse_mode(value: str | int) -> int:
     """'0700', '700', '2775' or an int -> permission bits (no file type). setuid is refused: FSx drops it."""
-    mode = value if isinstance(value, int) else int(str(value).strip(), 8)
+    try:
+        mode = value if isinstance(value, int) else int(str(value).strip(), 8)
+    except ValueError:
+        raise ValueError(f"Mode must be octal permission bits such as '0700', got {value!r}") from None
     if not 0 <= mode <= 0o7777:
         raise ValueError(f"mode {value!r} is outside 0000-7777")
     if mode & 0o4000:

@@ -64,5 +64,15 @@ def sagemaker():
 
 
 @pytest.fixture
+def clients_by_name(monkeypatch, fsx, sagemaker):
+    """As in Lambda, where nothing passes clients in: a handler makes each client by service name through
+    partitions.client. FSx and SageMaker get the fsx and sagemaker fixtures' clients (real clients under Stubber);
+    any other name a real client to moto server, so a misspelt service name fails as it would in Lambda."""
+    real = partitions.client
+    stubbed = {"fsx": fsx[0], "sagemaker": sagemaker[0]}
+    monkeypatch.setattr(partitions, "client", lambda service, **kwargs: stubbed.get(service) or real(service, **kwargs))
+
+
+@pytest.fixture
 def sleeps():
     return Sleeps()

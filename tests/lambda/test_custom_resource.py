@@ -8,7 +8,6 @@ from types import SimpleNamespace
 
 import botocore.endpoint
 import pytest
-from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from botocore.stub import ANY
 
@@ -17,6 +16,7 @@ import custom_resource
 import partitions
 
 from support.events import PROVIDER_TOKEN, custom_resource_event, is_complete_event
+from support.raw_answers import answer
 
 FS = "fs-0123456789abcdef0"
 PROPS = {
@@ -225,14 +225,6 @@ def test_delete_is_non_destructive(s3, s3_calls, bucket, fsx):
     assert s3.head_object(Bucket=bucket, Key=MARKER)["Metadata"]["file-permissions"] == "042775"
 
 
-class _Raw:
-    def __init__(self, body: bytes):
-        self._body = body
-
-    def stream(self, **_):
-        yield self._body
-
-
 class ThrottledFsx:
     """A before-send hook on the handlers' real FSx client (partitions.client, botocore's standard retry mode): no
     import task in flight, and CreateDataRepositoryTask throttled `times` times before FSx starts the task."""
@@ -243,14 +235,12 @@ class ThrottledFsx:
     def __call__(self, request, **_):
         target = request.headers.get("X-Amz-Target", b"")
         if (target.decode() if isinstance(target, bytes) else target).endswith("DescribeDataRepositoryTasks"):
-            return AWSResponse(request.url, 200, {}, _Raw(b'{"DataRepositoryTasks": []}'))
+            return answer(request, 200, b'{"DataRepositoryTasks": []}')
         self.creates += 1
         if self.creates <= self.times:
-            return AWSResponse(
-                request.url, 400, {}, _Raw(b'{"__type": "ThrottlingException", "message": "Rate exceeded"}')
-            )
+            return answer(request, 400, b'{"__type": "ThrottlingException", "message": "Rate exceeded"}')
         started = {"DataRepositoryTask": {**task()["DataRepositoryTask"], "CreationTime": 1795000000}}
-        return AWSResponse(request.url, 200, {}, _Raw(json.dumps(started).encode()))
+        return answer(request, 200, json.dumps(started).encode())
 
 
 @pytest.fixture
@@ -285,6 +275,62 @@ def test_create_rejects_bad_properties_before_touching_anything(s3, bucket, s3_c
     with pytest.raises(ValueError, match="RelativePath"):
         custom_resource.on_event(cfn_event("Create", {**PROPS, "RelativePath": "../etc"}), None, s3=s3, fsx=client)
     assert s3_calls.names() == []
+
+
+@pytest.mark.parametrize(
+    "missing", ["FileSystemId", "FileSystemPath", "DataBucket", "RelativePath", "Uid", "Gid", "Mode"]
+)
+def test_create_without_a_required_property_is_refused_before_touching_anything(missing, s3, bucket, s3_calls, fsx):
+    """No stand-in for what the template left out: without RelativePath no directory named after a default, without
+    DataBucket or FileSystemId no marker in another bucket or import on another file system."""
+    client, stub = fsx
+    props = {name: value for name, value in PROPS.items() if name != missing}
+    with pytest.raises(ValueError, match=rf"^{missing} "):
+        custom_resource.on_event(cfn_event("Create", props), None, s3=s3, fsx=client)
+    assert s3_calls.names() == []
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket)
+    stub.assert_no_pending_responses()  # and nothing unstubbed was called: the Stubber would have raised
+
+
+@pytest.mark.parametrize("props", [{**PROPS, "S3Prefix": ""}, {k: v for k, v in PROPS.items() if k != "S3Prefix"}])
+def test_without_an_s3_prefix_the_partition_is_at_the_bucket_root(props, s3, bucket, fsx):
+    """A data repository association linked to the bucket root: the marker and the import path carry no prefix,
+    whether the template passes S3Prefix empty or not at all."""
+    client, stub = fsx
+    expect_import(stub, uri="s3://data-bucket/studio/shared/")
+    result = custom_resource.on_event(cfn_event("Create", props), None, s3=s3, fsx=client)
+    stub.assert_no_pending_responses()
+    assert result["PhysicalResourceId"] == PHYSICAL_ID
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["studio/shared/"]
+
+
+def test_an_unknown_request_type_is_refused_and_touches_nothing(s3, bucket, s3_calls, fsx):
+    client, stub = fsx
+    with pytest.raises(ValueError, match="unknown RequestType 'Replace'"):
+        custom_resource.on_event(cfn_event("Replace", physical_id=PHYSICAL_ID), None, s3=s3, fsx=client)
+    assert s3_calls.names() == []
+    stub.assert_no_pending_responses()
+
+
+def test_the_handlers_make_the_clients_they_need_as_in_lambda(clients_by_name, s3, bucket, fsx, sleeps):
+    """In Lambda nothing passes clients in: on_event and is_complete make them by service name (S3 a real client to
+    moto server, FSx the real client under Stubber that every other test uses)."""
+    client, stub = fsx
+    expect_import(stub)
+    request = cfn_event("Create")
+    result = custom_resource.on_event(request, None, sleep=sleeps)
+    assert s3.head_object(Bucket=bucket, Key=MARKER)["Metadata"]["file-permissions"] == "042775"
+    expect_status(stub, "SUCCEEDED")
+    assert custom_resource.is_complete(is_complete_event(request, result), None, sleep=sleeps) == {"IsComplete": True}
+    # An import the file system was too busy to start on_event is started by is_complete, with its own client too.
+    expect_in_flight(stub, count=custom_resource.max_in_flight())
+    deferred = custom_resource.on_event({**request, "RequestId": "req-2"}, None, sleep=sleeps)
+    assert deferred["Data"]["ImportPending"] == "true"
+    expect_import(stub)
+    expect_status(stub, "SUCCEEDED")
+    event = is_complete_event({**request, "RequestId": "req-2"}, deferred)
+    assert custom_resource.is_complete(event, None, sleep=sleeps) == {"IsComplete": True}
+    stub.assert_no_pending_responses()
 
 
 # --- busy file systems, bounded imports in flight, one task per request ---------------------------------------------
@@ -362,14 +408,44 @@ def test_at_the_in_flight_limit_nothing_is_started(s3, bucket, fsx, sleeps, monk
     assert result["Data"]["ImportPending"] == "true" and result["Data"]["TaskId"] == ""
 
 
+def test_below_the_in_flight_limit_the_import_starts(s3, bucket, fsx, sleeps, monkeypatch):
+    client, stub = fsx
+    monkeypatch.setenv("MAX_IMPORTS_IN_FLIGHT", "2")
+    expect_import(stub, in_flight=1)
+    result = custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client, sleep=sleeps)
+    stub.assert_no_pending_responses()
+    assert result["Data"]["TaskId"] == "task-0123456789abcdef0" and result["Data"]["ImportPending"] == ""
+
+
+def test_an_import_task_fsx_no_longer_knows_fails_the_request(fsx):
+    """No task to follow is no proof the directory exists: the request fails rather than waiting for ever."""
+    client, stub = fsx
+    stub.add_response(
+        "describe_data_repository_tasks", {"DataRepositoryTasks": []}, {"TaskIds": ["task-0000000000000dead"]}
+    )
+    event = is_complete_event(
+        cfn_event("Create"),
+        {"PhysicalResourceId": PHYSICAL_ID, "Data": {"TaskId": "task-0000000000000dead", "Path": "/x"}},
+    )
+    with pytest.raises(partitions.ImportFailed, match="import task task-0000000000000dead not found"):
+        custom_resource.is_complete(event, None, fsx=client)
+
+
 def test_token_is_stable_per_request_and_differs_between_requests(s3, bucket, fsx):
+    """FSx answers a token it has seen with the task it started then, so a request that reused another's token would
+    never import its own marker. CloudFormation's RequestId identifies a request together with the StackId ("The
+    combination of StackId with RequestId forms a value that you can use to uniquely identify a request on a
+    particular custom resource", custom resource request reference), so the token takes both, and the logical id."""
     client, stub = fsx
     tokens = Tokens(client)
-    for task_id in ("task-00000000000000001", "task-00000000000000001", "task-00000000000000002"):
-        expect_import(stub, task_id=task_id)
+    for _ in range(5):
+        expect_import(stub)
     custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client)
     custom_resource.on_event(cfn_event("Create"), None, s3=s3, fsx=client)  # the same request, retried
     custom_resource.on_event({**cfn_event("Create"), "RequestId": "req-2"}, None, s3=s3, fsx=client)
-    first, retried, other = tokens.seen
-    assert first == retried != other
+    other_stack = "arn:aws:cloudformation:us-east-1:111122223333:stack/other/1"
+    custom_resource.on_event({**cfn_event("Create"), "StackId": other_stack}, None, s3=s3, fsx=client)
+    custom_resource.on_event({**cfn_event("Create"), "LogicalResourceId": "RenamedPartition"}, None, s3=s3, fsx=client)
+    first, retried, *others = tokens.seen
+    assert first == retried and len({first, *others}) == 4
     assert 1 <= len(first) <= 63 and all(c.isalnum() or c in "_.-" for c in first)

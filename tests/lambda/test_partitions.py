@@ -10,6 +10,8 @@ from botocore.stub import Stubber
 import partitions
 from partitions import Partition
 
+from support.raw_answers import answer
+
 
 def busy(code: str = "DataRepositoryTaskExecuting") -> ClientError:
     return ClientError({"Error": {"Code": code, "Message": "come back later"}}, "CreateDataRepositoryTask")
@@ -20,15 +22,23 @@ def busy(code: str = "DataRepositoryTaskExecuting") -> ClientError:
 
 @pytest.mark.parametrize(
     "mode, expected",
-    [("0700", "040700"), ("700", "040700"), ("2775", "042775"), ("0755", "040755"), (0o1777, "041777")],
+    [
+        ("0700", "040700"),
+        ("700", "040700"),
+        ("2775", "042775"),
+        ("0755", "040755"),
+        (0o1777, "041777"),
+        ("0000", "040000"),
+        ("3777", "043777"),
+    ],
 )
 def test_directory_permissions_carry_the_directory_type_bits(mode, expected):
     assert partitions.directory_permissions(partitions.parse_mode(mode)) == expected
 
 
-@pytest.mark.parametrize("mode", ["4755", "10000", "0800", "rwx", ""])
+@pytest.mark.parametrize("mode", ["4755", "10000", "0800", "rwx", "", "-1"])
 def test_invalid_or_setuid_modes_are_refused(mode):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="(?i)mode"):
         partitions.parse_mode(mode)
 
 
@@ -51,13 +61,41 @@ def test_partition_paths_keys_and_import_uri():
 
 
 @pytest.mark.parametrize(
+    "file_system_path, path",
+    [
+        ("/", "/studio/alice"),
+        ("/fsx", "/fsx/studio/alice"),
+        ("/fsx/", "/fsx/studio/alice"),
+        ("/data//", "/data/studio/alice"),
+    ],
+)
+def test_the_directory_is_under_the_linked_path_however_it_is_written(file_system_path, path):
+    """FileSystemPath is where the data repository association links the bucket: the file system's root, or a path
+    such as /fsx (a common Lustre mount point, whose trailing 'x' is no separator), with or without trailing '/'."""
+    p = Partition.build(
+        file_system_id="fs-0123456789abcdef0",
+        file_system_path=file_system_path,
+        data_bucket="b",
+        s3_prefix="",
+        relative_path="studio/alice",
+        uid="20001",
+        gid="1001",
+        mode="0700",
+    )
+    assert p.path == path and p.physical_id == f"fs-0123456789abcdef0:{path}"
+    assert p.marker_key == "studio/alice/"
+
+
+@pytest.mark.parametrize(
     "field, value",
     [
         ("relative_path", "../etc"),
         ("relative_path", "/studio/a"),
         ("relative_path", "studio//a"),
         ("relative_path", ""),
+        ("relative_path", "studio/./a"),
         ("s3_prefix", "noslash"),
+        ("s3_prefix", "/lustre/"),
         ("file_system_path", "data"),
         ("uid", "-1"),
         ("gid", "x"),
@@ -146,6 +184,20 @@ def test_ensure_marker_propagates_other_errors(s3):
         partitions.ensure_marker(s3, "missing-bucket", "studio/alice/", 1, 1, 0o700)
 
 
+def test_a_marker_s3_will_not_describe_is_left_as_it_is(s3, s3_calls, bucket):
+    """HEAD answered with neither 404 (absent) nor 403 (absent, or denied without s3:ListBucket) but e.g. 400, as S3
+    answers HEAD on an SSE-C object without its key: no proof the partition is free, so no marker is written over
+    the one there (which would hand the directory to another owner). Injected at before-send on the real client."""
+    s3.put_object(Bucket=bucket, Key="studio/alice/", Body=b"", Metadata=partitions.marker_metadata(20001, 1001, 0o700))
+    s3.meta.events.register("before-send.s3.HeadObject", lambda request, **_: answer(request, 400))
+    s3_calls.calls.clear()
+    with pytest.raises(ClientError) as failure:
+        partitions.ensure_marker(s3, bucket, "studio/alice/", 20002, 1001, 0o700)
+    assert failure.value.response["Error"]["Code"] == "400"
+    assert not {"PutObject", "CopyObject"} & set(s3_calls.names())  # botocore may ask HeadBucket for the region
+    assert s3.get_object(Bucket=bucket, Key="studio/alice/")["Metadata"]["file-owner"] == "20001"
+
+
 # --- retry ---------------------------------------------------------------------------------------------------------
 
 
@@ -190,14 +242,52 @@ def test_retry_does_not_retry_other_errors(code, sleeps):
     assert sleeps == []
 
 
-def test_wait_for_is_bounded_with_injected_sleep(sleeps):
+def test_retry_defaults_four_attempts_backing_off_2_4_8_seconds_at_most(sleeps):
+    """What start_import (the only caller, passing no attempts or delays) does while FSx says the file system is
+    busy: the full-jitter ceiling (jitter 1.0) is 2, 4, then 8 s, four attempts in all, then the error."""
+    calls = []
+
+    def call():
+        calls.append(1)
+        raise busy()
+
+    with pytest.raises(ClientError, match="DataRepositoryTaskExecuting"):
+        partitions.retry(call, sleep=sleeps, jitter=lambda: 1.0)
+    assert len(calls) == 4 and sleeps == [2.0, 4.0, 8.0]
+
+
+def test_retry_with_one_attempt_calls_once_and_with_none_refuses(sleeps):
+    calls = []
+
+    def call():
+        calls.append(1)
+        raise busy()
+
+    with pytest.raises(ClientError):
+        partitions.retry(call, attempts=1, sleep=sleeps)
+    assert len(calls) == 1 and sleeps == []
+    with pytest.raises(ValueError, match="attempts must be at least 1"):
+        partitions.retry(call, attempts=0, sleep=sleeps)
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("max_wait, slept", [(10, [2, 4, 4]), (6.5, [2, 4, 0.5])])
+def test_wait_for_is_bounded_with_injected_sleep(max_wait, slept, sleeps):
+    """The last sleep is what is left of the budget, however little; the error says how often it looked."""
     checks = []
-    with pytest.raises(TimeoutError, match="thing"):
+    with pytest.raises(TimeoutError, match=r"^thing: not done after \d+s \(4 checks, limit \d+s\)$"):
         partitions.wait_for(
-            lambda: checks.append(1), what="thing", max_wait=10, sleep=sleeps, first_delay=2, max_delay=30
+            lambda: checks.append(1), what="thing", max_wait=max_wait, sleep=sleeps, first_delay=2, max_delay=30
         )
-    assert sum(sleeps) == 10 and sleeps == [2, 4, 4]
+    assert sum(sleeps) == max_wait and sleeps == slept
     assert len(checks) == 4
+
+
+def test_wait_for_backs_off_from_2_to_30_seconds_by_default(sleeps):
+    """profile_events waits for the profile and the import with the defaults: polls no further apart than 30 s."""
+    with pytest.raises(TimeoutError, match=r"\(8 checks, limit 100s\)"):
+        partitions.wait_for(lambda: None, what="import", max_wait=100, sleep=sleeps)
+    assert sleeps == [2, 4, 8, 16, 30, 30, 10]
 
 
 # --- profile merge (SageMaker user profiles are stubbed: moto 5.2 has no user-profile API) ---------------------------
@@ -259,6 +349,48 @@ def test_remove_drops_only_our_entry(sagemaker):
         },
     )
     assert partitions.remove_file_system_config(client, "d-ours", "alice", FSX, "/data/studio/alice") is True
+    stub.assert_no_pending_responses()
+
+
+def test_merge_adds_up_to_ten_file_systems_and_refuses_an_eleventh(sagemaker):
+    """SageMaker's UserSettings.CustomFileSystemConfigs holds at most 10 entries: the tenth is added, an eleventh
+    refused with a reason instead of an UpdateUserProfile that would drop or fail on the profile's own entries."""
+    client, stub = sagemaker
+    others = [
+        {"EFSFileSystemConfig": {"FileSystemId": f"fs-00000ef5{n}", "FileSystemPath": "/team"}} for n in range(10)
+    ]
+    ours = {"FSxLustreFileSystemConfig": {"FileSystemId": FSX, "FileSystemPath": "/data/studio/alice"}}
+    stub.add_response("describe_user_profile", profile(others[:9]))
+    stub.add_response(
+        "update_user_profile",
+        {},
+        {
+            "DomainId": "d-ours",
+            "UserProfileName": "alice",
+            "UserSettings": {"CustomPosixUserConfig": POSIX, "CustomFileSystemConfigs": [*others[:9], ours]},
+        },
+    )
+    assert partitions.merge_file_system_config(client, "d-ours", "alice", FSX, "/data/studio/alice") is True
+    stub.add_response("describe_user_profile", profile(others))
+    with pytest.raises(ValueError, match="already has 10 custom file systems"):
+        partitions.merge_file_system_config(client, "d-ours", "alice", FSX, "/data/studio/alice")
+    stub.assert_no_pending_responses()  # and no second update_user_profile: the stub would reject it
+
+
+def test_remove_leaves_a_profile_without_our_entry_alone(sagemaker):
+    client, stub = sagemaker
+    other = {"FSxLustreFileSystemConfig": {"FileSystemId": FSX, "FileSystemPath": "/data/studio/shared"}}
+    stub.add_response("describe_user_profile", profile([other, EFS_ENTRY]))
+    assert partitions.remove_file_system_config(client, "d-ours", "alice", FSX, "/data/studio/alice") is False
+    stub.assert_no_pending_responses()  # and no update_user_profile
+
+
+def test_remove_fails_when_the_profile_cannot_be_read(sagemaker):
+    """Only a deleted profile counts as nothing to remove; a denied read fails, the mount stays as it was."""
+    client, stub = sagemaker
+    stub.add_client_error("describe_user_profile", service_error_code="AccessDeniedException", http_status_code=400)
+    with pytest.raises(ClientError, match="AccessDeniedException"):
+        partitions.remove_file_system_config(client, "d-ours", "alice", FSX, "/data/studio/alice")
     stub.assert_no_pending_responses()
 
 

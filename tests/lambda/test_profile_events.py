@@ -6,7 +6,6 @@ import os
 from datetime import datetime, timezone
 
 import pytest
-from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from botocore.stub import ANY
 
@@ -14,6 +13,7 @@ import profile_events
 from profile_events import Settings
 
 from support.events import create_user_profile_event
+from support.raw_answers import answer
 
 FS = "fs-0123456789abcdef0"
 TASK = "task-0123456789abcdef0"
@@ -592,11 +592,6 @@ def test_an_ignored_event_says_why(event, reason, s3, bucket, fsx, sagemaker, sl
     ) == {"status": "ignored", "reason": reason}
 
 
-class _Empty:
-    def stream(self, **_):
-        yield b""
-
-
 def test_a_marker_that_cannot_be_read_fails_the_event_and_changes_nothing(s3, bucket, s3_calls, fsx, sagemaker, sleeps):
     """S3 answers 403 (not 404) when the role may not list the bucket: that is no proof the partition is free, so the
     handler fails (EventBridge retries) instead of writing a marker over whatever is there. The 403 is injected at
@@ -606,7 +601,7 @@ def test_a_marker_that_cannot_be_read_fails_the_event_and_changes_nothing(s3, bu
     s3_calls.calls.clear()
     s3.meta.events.register(
         "before-send.s3.HeadObject",
-        lambda request, **_: AWSResponse(request.url, 403, {"Content-Length": "0"}, _Empty()),
+        lambda request, **_: answer(request, 403),
     )
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
     expect_uid_check(sm_stub)
@@ -619,16 +614,11 @@ def test_a_marker_that_cannot_be_read_fails_the_event_and_changes_nothing(s3, bu
     sm_stub.assert_no_pending_responses()
 
 
-def test_the_handler_makes_the_clients_it_needs_as_in_lambda(monkeypatch, s3, bucket, fsx, sagemaker, sleeps):
+def test_the_handler_makes_the_clients_it_needs_as_in_lambda(clients_by_name, s3, bucket, fsx, sagemaker, sleeps):
     """In Lambda nothing passes clients in: the handler makes them by service name through partitions.client (S3 a
     real client to moto server; SageMaker and FSx the real clients under Stubber that every other test uses)."""
-    import partitions
-
     fsx_client, fsx_stub = fsx
     sm_client, sm_stub = sagemaker
-    real = partitions.client
-    stubbed = {"sagemaker": sm_client, "fsx": fsx_client}
-    monkeypatch.setattr(partitions, "client", lambda service: stubbed.get(service) or real(service))
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
     expect_uid_check(sm_stub)
     expect_start(fsx_stub)
