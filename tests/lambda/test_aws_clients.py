@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import botocore.endpoint
 import pytest
-from botocore.awsrequest import AWSResponse
+from support.raw_answers import answer
 from botocore.exceptions import ClientError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,14 +20,6 @@ sys.path.insert(0, str(SHARED.parent))
 import aws_clients  # noqa: E402
 
 FUNCTIONS = sorted(d for d in (ROOT / "lambda").iterdir() if d.is_dir() and d.name != "shared")
-
-
-class _Raw:
-    def __init__(self, body: bytes):
-        self._body = body
-
-    def stream(self, **_):
-        yield self._body
 
 
 class SlowDown:
@@ -40,8 +32,8 @@ class SlowDown:
         self.attempts += 1
         if self.attempts <= self.times:
             body = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
-            return AWSResponse(request.url, 503, {}, _Raw(body))
-        return AWSResponse(request.url, 200, {}, _Raw(b""))
+            return answer(request, 503, body)
+        return answer(request, 200)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import botocore.endpoint
 import pytest
-from botocore.awsrequest import AWSResponse
+from support.raw_answers import answer
 from botocore.stub import Stubber
 
 from support.recording import Recorder
@@ -272,10 +272,8 @@ def test_modify_failure_names_the_eni_and_the_groups(ec2, fsx, lustre):
     client, stub = fsx
     expect_file_system(stub, lustre.enis[:1])
 
-    def deny(**_):
-        return AWSResponse(
-            "https://ec2.invalid", 403, {}, _Raw(_ec2_error("UnauthorizedOperation", "You are not authorized"))
-        )
+    def deny(request, **_):
+        return answer(request, 403, _ec2_error("UnauthorizedOperation", "You are not authorized"))
 
     ec2.meta.events.register("before-send.ec2.ModifyNetworkInterfaceAttribute", deny)
     with pytest.raises(RuntimeError) as raised:
@@ -364,14 +362,6 @@ def test_the_handler_makes_its_own_clients_as_in_lambda(ec2, fsx, lustre, monkey
 # --- throttling: botocore's standard retry mode, exercised by answering the first attempt(s) with an EC2 error -----
 
 
-class _Raw:
-    def __init__(self, body: bytes):
-        self._body = body
-
-    def stream(self, **_):
-        yield self._body
-
-
 def _ec2_error(code: str, message: str) -> bytes:
     return (
         f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"
@@ -388,9 +378,7 @@ class Throttle:
     def __call__(self, request, **_):
         self.attempts += 1
         if self.attempts <= self.times:
-            return AWSResponse(
-                request.url, 503, {}, _Raw(_ec2_error("RequestLimitExceeded", "Request limit exceeded."))
-            )
+            return answer(request, 503, _ec2_error("RequestLimitExceeded", "Request limit exceeded."))
         return None
 
 

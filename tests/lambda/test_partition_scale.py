@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
 import botocore.endpoint
-from botocore.awsrequest import AWSResponse
+from support.raw_answers import answer as raw_answer
 
 import partitions
 import profile_events
@@ -49,14 +49,6 @@ SETTINGS = Settings(
     max_in_flight=4,
 )
 EPOCH = datetime(2026, 11, 25, tzinfo=timezone.utc)
-
-
-class _Raw:
-    def __init__(self, body: bytes):
-        self._body = body
-
-    def stream(self, **_):
-        yield self._body
 
 
 def answer(parsed: dict, status: int = 200):
@@ -107,9 +99,9 @@ class FakeAws:
                 if not fake
                 else json.dumps({"__type": parsed["Error"]["Code"], "message": parsed["Error"]["Message"]}).encode()
             )
-            return AWSResponse(request.url, http.status_code, {}, _Raw(error_body))
+            return raw_answer(request, http.status_code, error_body)
         body = json.dumps(parsed, default=lambda t: t.timestamp()).encode()
-        return AWSResponse(request.url, http.status_code, {}, _Raw(body))
+        return raw_answer(request, http.status_code, body)
 
     def call(self, operation: str, params: dict, fake: bool):
         with self.lock:

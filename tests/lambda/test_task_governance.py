@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import botocore.endpoint
 import pytest
-from botocore.awsrequest import AWSResponse
+from support.raw_answers import answer
 from botocore.stub import Stubber
 
 
@@ -471,20 +471,10 @@ def test_unknown_resource_type_is_refused():
 # --- throttling ---------------------------------------------------------------------------------------------------
 
 
-class _Raw:
-    def __init__(self, body: dict) -> None:
-        self.body = json.dumps(body).encode()
-
-    def stream(self, **_):
-        yield self.body
-
-
-def _reply(status: int, body: dict) -> AWSResponse:
-    return AWSResponse(
-        "https://api.sagemaker.us-east-1.amazonaws.com/",
-        status,
-        {"Content-Type": "application/x-amz-json-1.1"},
-        _Raw(body),
+def _reply(status: int, body: dict):
+    """A SageMaker answer for a before-send hook to return: call it with the request."""
+    return lambda request: answer(
+        request, status, json.dumps(body).encode(), {"Content-Type": "application/x-amz-json-1.1"}
     )
 
 
@@ -502,7 +492,7 @@ def test_throttling_is_retried_by_the_client(monkeypatch):
 
     def send(request, **_):
         sent.append(request.headers["X-Amz-Target"].decode())
-        return replies.pop(0)
+        return replies.pop(0)(request)
 
     delays = []
     monkeypatch.setattr(botocore.endpoint, "time", types.SimpleNamespace(sleep=delays.append))
