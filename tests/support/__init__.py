@@ -13,7 +13,8 @@
   moto_cloudformation: the server it runs, with CloudFormation's change-set behaviours moto lacks, over moto_lean:
   moto's server without three of its costs that change no answer; destroy_harness and preflight_harness: the AWS that
   cli/destroy.py's and cli/preflight.py's tests run against.
-- recording: what a handler test injects to see calls and sleeps.
+- recording: what a handler test injects to see calls and sleeps; raw_answers: an HTTP answer injected at a real
+  client's before-send, below botocore's parsing and retries.
 - ports: a free loopback port.
 - data: a nested value set by its dotted path; configs: a small config, one key changed, its errors; job_files: a
   job file, one key changed.
