@@ -120,7 +120,7 @@ class FakeApiServer:
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.endpoint = f"https://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)  # quick to shut down
         self.thread.start()
 
     def authenticated(self, token: str) -> bool:
