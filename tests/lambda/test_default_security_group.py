@@ -55,6 +55,31 @@ def test_create_removes_every_inbound_and_outbound_rule(ec2, vpc):
     assert group["IpPermissions"] == [] and group["IpPermissionsEgress"] == []
 
 
+def test_ipv6_and_prefix_list_rules_are_removed_too(ec2):
+    """A VPC with an IPv6 block: EC2 gives its default group an outbound rule to ::/0 besides 0.0.0.0/0 (VPC user
+    guide, "Default security groups for your VPCs"; moto 5.2 does not, so it is added here), and someone let SSH in
+    from a managed prefix list (an office's ranges) and from ::/0."""
+    vpc_id = ec2.create_vpc(CidrBlock="10.1.0.0/16", AmazonProvidedIpv6CidrBlock=True)["Vpc"]["VpcId"]
+    group_id = default_group(ec2, vpc_id)["GroupId"]
+    if not any(r.get("Ipv6Ranges") for r in default_group(ec2, vpc_id)["IpPermissionsEgress"]):
+        ec2.authorize_security_group_egress(
+            GroupId=group_id, IpPermissions=[{"IpProtocol": "-1", "Ipv6Ranges": [{"CidrIpv6": "::/0"}]}]
+        )
+    office = ec2.create_managed_prefix_list(
+        PrefixListName="office", AddressFamily="IPv4", MaxEntries=2, Entries=[{"Cidr": "198.51.100.0/24"}]
+    )["PrefixList"]["PrefixListId"]
+    ec2.authorize_security_group_ingress(
+        GroupId=group_id,
+        IpPermissions=[
+            {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "PrefixListIds": [{"PrefixListId": office}]},
+            {"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443, "Ipv6Ranges": [{"CidrIpv6": "::/0"}]},
+        ],
+    )
+    restrict.on_event({"RequestType": "Create", "ResourceProperties": {"SecurityGroupId": group_id}})
+    group = default_group(ec2, vpc_id)
+    assert group["IpPermissions"] == [] and group["IpPermissionsEgress"] == []
+
+
 def test_a_second_run_finds_nothing_to_revoke(ec2, vpc, monkeypatch):
     _, group_id = vpc
     assert restrict.close(ec2, group_id) == {"IngressRulesRemoved": 2, "EgressRulesRemoved": 1}
@@ -69,7 +94,7 @@ def test_refuses_a_group_that_is_not_the_default(ec2, vpc):
     ec2.authorize_security_group_ingress(
         GroupId=other, IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": other}]}]
     )
-    with pytest.raises(ValueError, match="not a VPC's default security group"):
+    with pytest.raises(ValueError, match=rf"{other} is 'efa', not a VPC's default security group"):
         restrict.on_event({"RequestType": "Update", "ResourceProperties": {"SecurityGroupId": other}})
     (group,) = ec2.describe_security_groups(GroupIds=[other])["SecurityGroups"]
     assert group["IpPermissions"]

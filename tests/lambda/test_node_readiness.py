@@ -19,6 +19,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import botocore.auth
 import botocore.loaders
 import kubernetes_validate
 import pytest
@@ -62,12 +63,21 @@ def certificate(name: str) -> tuple[bytes, bytes]:
     )
 
 
+# What the API server can answer in; like kube-apiserver it answers 406 Not Acceptable when the client's Accept header
+# allows none of them, and JSON when there is no Accept header (Kubernetes API concepts, "Alternate representations of
+# resources": "By default, Kubernetes returns objects serialized to JSON with content type application/json").
+SERVED_TYPES = ("application/json", "application/*", "*/*")
+
+
 class FakeApiServer:
-    """`nodes`: what GET /api/v1/nodes returns; `status`: an HTTP error to answer instead; `tokens`: what it saw."""
+    """`nodes`: what GET /api/v1/nodes returns; `status`: an HTTP error to answer instead (with `error_body` as its body
+    when set); `drop`: close the connection without an answer; `tokens`: what it saw."""
 
     def __init__(self, tmp_path: Path):
         self.nodes: list[dict] = []
         self.status: int | None = None
+        self.error_body: bytes | None = None
+        self.drop = False
         self.tokens: list[str] = []
         self.ca, key = certificate("kubernetes")
         (tmp_path / "cert.pem").write_bytes(self.ca)
@@ -85,14 +95,22 @@ class FakeApiServer:
                     return self._answer(404, {"kind": "Status", "message": "not served here"})
                 token = self.headers.get("Authorization", "").removeprefix("Bearer ")
                 server.tokens.append(token)
+                if server.drop:
+                    self.close_connection = True
+                    return None
                 if not server.authenticated(token):
                     return self._answer(401, {"kind": "Status", "message": "Unauthorized"})
                 if server.status:
-                    return self._answer(server.status, {"kind": "Status", "message": "nodes is forbidden"})
+                    return self._answer(
+                        server.status, server.error_body or {"kind": "Status", "message": "nodes is forbidden"}
+                    )
+                accept = self.headers.get("Accept")
+                if accept and not {r.split(";")[0].strip() for r in accept.split(",")} & set(SERVED_TYPES):
+                    return self._answer(406, {"kind": "Status", "message": f"only {SERVED_TYPES} are served"})
                 self._answer(200, {"kind": "NodeList", "apiVersion": "v1", "items": server.nodes})
 
-            def _answer(self, code: int, body: dict):
-                data = json.dumps(body).encode()
+            def _answer(self, code: int, body: dict | bytes):
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -102,7 +120,7 @@ class FakeApiServer:
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.endpoint = f"https://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)  # quick to shut down
         self.thread.start()
 
     def authenticated(self, token: str) -> bool:
@@ -277,23 +295,63 @@ def test_tolerations_follow_kubernetes_matching(toleration, fits):
     assert readiness.tolerated(DEDICATED, [toleration]) is fits
 
 
+GPU = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}  # a taint without a value: the API omits the empty value
+
+
+@pytest.mark.parametrize(
+    "toleration, fits",
+    [
+        ({"key": "nvidia.com/gpu"}, True),  # Equal, and no value: the empty value
+        ({"key": "nvidia.com/gpu", "operator": "Equal", "value": ""}, True),
+        ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "x"}, False),
+    ],
+)
+def test_a_taint_without_a_value_matches_the_empty_value(toleration, fits):
+    assert readiness.tolerated(GPU, [toleration]) is fits
+
+
+def test_a_group_taint_without_a_value_is_tolerated_as_the_platform_writes_it(api):
+    """A config taint `nvidia.com/gpu:NoSchedule` (value "") becomes the toleration addon_tolerations writes, with
+    "value": ""; the node the API serves has the taint without a value field."""
+    toleration = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "", "effect": "NoSchedule"}
+    api.nodes = [node("hyperpod-i-0g", taints=[GPU])]
+    assert readiness.is_complete(started(event(api, tolerations=[toleration])))["Data"] == {"Node": "hyperpod-i-0g"}
+
+
+def at(monkeypatch, seconds: float) -> None:
+    """The clock of the function's next poll."""
+    monkeypatch.setattr(readiness.time, "time", lambda: seconds)
+
+
 def test_gives_up_waiting_at_the_deadline_without_failing(api, monkeypatch):
-    evt = started(event(api, wait_minutes=1))
+    evt = started(event(api, wait_minutes=50))
     api.nodes = [node("hyperpod-i-0b", health="Unschedulable", taints=[DHC_TAINT])]
     assert readiness.is_complete(evt) == {"IsComplete": False}
-    later = time.time() + 61
-    monkeypatch.setattr(readiness.time, "time", lambda: later)
+    start = int(evt["Data"]["Started"])
+    at(monkeypatch, start + 50 * 60 - 1)
+    assert readiness.is_complete(evt) == {"IsComplete": False}  # still within WaitMinutes
+    at(monkeypatch, start + 50 * 60)
     assert readiness.is_complete(evt) == {"IsComplete": True, "Data": {"Node": ""}}
 
 
-def test_a_refusal_is_retried_while_the_access_entry_may_be_new_then_fails(api, monkeypatch):
-    api.status = 403  # the access entry's group is not bound to reading nodes
-    evt = started(event(api))
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refusal_is_retried_for_five_minutes_then_fails(api, monkeypatch, status):
+    """EKS answers 401 to a role without an access entry (here: the function signs with a key that is not the entry's)
+    and 403 to one whose group is not bound to reading nodes. A new entry takes a moment; docs/eks.md promises the
+    refusal fails the resource once it has lasted 5 minutes, well before the 50 minutes' wait for a node."""
+    if status == 401:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAI44QH8DHBEXAMPLE")
+    else:
+        api.status = 403
+    evt = started(event(api, wait_minutes=50))
     assert readiness.is_complete(evt) == {"IsComplete": False}
-    later = time.time() + readiness.REFUSAL_GRACE_SECONDS
-    monkeypatch.setattr(readiness.time, "time", lambda: later)
-    with pytest.raises(ReadinessError, match=r"refused to list nodes \(403\).*forbidden.*access entry"):
+    start = int(evt["Data"]["Started"])
+    at(monkeypatch, start + 5 * 60 - 1)
+    assert readiness.is_complete(evt) == {"IsComplete": False}
+    at(monkeypatch, start + 5 * 60)
+    with pytest.raises(ReadinessError, match=rf"refused to list nodes \({status}\).*access entry"):
         readiness.is_complete(evt)
+    assert len(api.tokens) == 3
 
 
 def test_a_server_without_the_clusters_certificate_is_not_trusted(api):
@@ -317,6 +375,44 @@ def test_an_endpoint_that_does_not_answer_is_retried_then_fails(api, monkeypatch
 def test_a_server_error_is_retried(api):
     api.status = 503
     assert readiness.is_complete(started(event(api))) == {"IsComplete": False}
+
+
+def test_an_error_answer_that_is_not_utf8_is_still_reported(api):
+    """A proxy's error page in another encoding, or a body cut inside a character, is quoted with replacement
+    characters: the poll is retried, or the refusal reported, not crashed on."""
+    api.status, api.error_body = 503, "Dienst nicht verfügbar".encode("latin-1")
+    assert readiness.is_complete(started(event(api))) == {"IsComplete": False}
+    api.status, api.error_body = 403, b"{" + "é".encode() * 200  # the message quotes 300 bytes: a cut inside an é
+    with pytest.raises(readiness.Refused, match=r"\(403\): \{(é){149}\ufffd$"):
+        readiness.list_nodes(event(api)["ResourceProperties"])
+
+
+def test_a_connection_dropped_without_an_answer_is_retried(api):
+    """An API server that closes the connection (a control-plane update replacing it) is a poll to retry."""
+    api.drop = True
+    assert readiness.is_complete(started(event(api))) == {"IsComplete": False}
+    assert len(api.tokens) == 1  # it was reached
+
+
+def test_a_function_without_credentials_fails_saying_so(api, monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(ReadinessError, match="no AWS credentials"):
+        readiness.is_complete(started(event(api)))
+    assert api.tokens == []
+
+
+def test_a_token_whose_encoding_ends_in_x_authenticates(api, monkeypatch):
+    """Only base64's padding is stripped from the token. Lambda's credentials carry a session token, whose length
+    decides how the URL's base64 ends; with this one, signing at 12:00:13 gives a signature ending in '1', encoded as a
+    final 'x' (found by trying the instants of that minute)."""
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "IQoJb3JpZ2luX2VjEXAMPLEAA")
+    instant = datetime.datetime(2026, 11, 30, 12, 0, 13)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: instant)
+    api.nodes = [node("hyperpod-i-0a")]
+    assert readiness.is_complete(started(event(api)))["Data"] == {"Node": "hyperpod-i-0a"}
+    assert api.tokens[-1].endswith("x")
 
 
 def test_delete_never_calls_the_cluster(api):
