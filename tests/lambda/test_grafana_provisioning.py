@@ -306,7 +306,8 @@ def test_delete_touches_nothing():
 # the Prometheus data source's SigV4 settings in jsonData (sigV4Auth, sigV4AuthType, sigV4Region) and CloudWatch's
 # authType and defaultRegion, with "ec2_iam_role", the stored value of the "Workspace IAM Role" provider
 # (grafana/grafana-aws-sdk awsds AuthTypeEC2IAMRole): the workspace's own role, which may query only the platform's
-# AMP workspace (docs/observability.md). AMP is the default data source, the one new panels and Explore open on.
+# AMP workspace (docs/observability.md). Queries go as POST (the PromQL in the body, not the URL: Grafana's
+# "HTTP method" setting). AMP is the default data source, the one new panels and Explore open on.
 AMP_SOURCE = {
     "uid": "hyperpod-amp",
     "name": "HyperPod node metrics (AMP)",
