@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 
+import json
+
 import pytest
+from botocore.exceptions import ClientError
 
 from support.recording import Recorder
 
 
 import log_retention
 from support.events import custom_resource_event
+from support.raw_answers import answer
 
 GROUP = "/aws/sagemaker/Clusters/ml-cluster/abc123def456"
 
@@ -107,3 +111,22 @@ def test_without_a_key_nothing_is_associated(logs, monkeypatch):
     monkeypatch.setattr(log_retention, "client", lambda _service: logs)
     log_retention.on_event(event("Create"))
     assert recorder.names() == ["CreateLogGroup", "PutRetentionPolicy"]
+
+
+def test_a_key_cloudwatch_logs_refuses_fails_the_resource_and_creates_nothing(logs, monkeypatch):
+    """CreateLogGroup answers InvalidParameterException when the KMS key does not exist or is disabled (CloudWatch
+    Logs API reference, CreateLogGroup). The resource fails with that error, for CloudFormation to show, not with
+    whatever a later call on a group that was never made would say."""
+
+    def refuse(request, **_):
+        body = {"__type": "InvalidParameterException", "message": "Specified KMS key is disabled."}
+        return answer(request, 400, json.dumps(body).encode(), {"Content-Type": "application/x-amz-json-1.1"})
+
+    logs.meta.events.register("before-send.cloudwatch-logs.CreateLogGroup", refuse)
+    monkeypatch.setattr(log_retention, "client", lambda _service: logs)
+    with pytest.raises(ClientError) as raised:
+        log_retention.on_event(
+            event("Create", ResourceProperties={"LogGroupName": GROUP, "RetentionInDays": "30", "KmsKeyId": KEY})
+        )
+    assert raised.value.response["Error"]["Code"] == "InvalidParameterException"
+    assert logs.describe_log_groups(logGroupNamePrefix=GROUP)["logGroups"] == []

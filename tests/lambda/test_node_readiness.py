@@ -11,7 +11,6 @@ import functools
 import hashlib
 import hmac
 import http.server
-import ipaddress
 import json
 import ssl
 import threading
@@ -23,44 +22,18 @@ import botocore.auth
 import botocore.loaders
 import kubernetes_validate
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 
 import readiness
 from readiness import ReadinessError
 from support.events import PROVIDER_TOKEN, custom_resource_event, is_complete_event
+from support.tls_certificates import certificate
 
 CLUSTER = "ml-eks"
 HEALTH = "sagemaker.amazonaws.com/node-health-status"
 DEDICATED = {"key": "dedicated", "value": "development", "effect": "NoSchedule"}
 ACCESS_KEY, SECRET_KEY = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 DHC_TAINT = {"key": HEALTH, "value": "Unschedulable", "effect": "NoSchedule"}
-
-
-def certificate(name: str) -> tuple[bytes, bytes]:
-    """A self-signed certificate for 127.0.0.1 and its key, PEM."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return (
-        cert.public_bytes(serialization.Encoding.PEM),
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
-    )
 
 
 # What the API server can answer in; like kube-apiserver it answers 406 Not Acceptable when the client's Accept header

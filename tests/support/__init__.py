@@ -15,7 +15,7 @@
   cli/destroy.py's and cli/preflight.py's tests run against.
 - recording: what a handler test injects to see calls and sleeps; raw_answers: an HTTP answer injected at a real
   client's before-send, below botocore's parsing and retries.
-- ports: a free loopback port.
+- ports: a free loopback port; tls_certificates: a self-signed certificate for a TLS stand-in on loopback.
 - data: a nested value set by its dotted path; configs: a small config, one key changed, its errors; job_files: a
   job file, one key changed.
 - docs: the figures docs/testing.md states, for the module that owns each table to check.
