@@ -81,7 +81,10 @@ TARGETS: dict[str, list[list[str]]] = {
     "lambda/login_targets/login_targets.py": [["tests/lambda/test_login_targets.py"]],
     "lambda/node_readiness/readiness.py": [["tests/lambda/test_node_readiness.py"]],
     "lambda/slurm_tokens/issuer.py": [["tests/lambda/test_slurm_tokens.py"]],
-    "lambda/task_governance/governance.py": [["tests/lambda/test_task_governance.py"]],
+    "lambda/task_governance/governance.py": [
+        ["tests/lambda/test_task_governance.py"],
+        ["tests/lambda/test_task_governance_lifecycle.py"],
+    ],
 }
 
 COMPARE_SWAP = {
