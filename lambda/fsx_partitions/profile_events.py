@@ -50,6 +50,24 @@ class UidConflict(ValueError):
     """The profile's uid would give it another identity's files: nothing is written or mounted."""
 
 
+class Clock:
+    """The time one event has spent: the seconds it slept or the wall-clock time, whichever is more, as
+    partitions.wait_for counts its own budget. Every wait sleeps through it, so the waits share MAX_WAIT_SECONDS
+    whether `sleep` is time.sleep (whose seconds are wall seconds: no change) or a sleep a test injects."""
+
+    def __init__(self, sleep) -> None:
+        self._sleep = sleep
+        self._slept = 0.0
+        self._started = time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        self._sleep(seconds)
+        self._slept += seconds
+
+    def spent(self) -> float:
+        return max(self._slept, time.monotonic() - self._started)
+
+
 @dataclass(frozen=True)
 class Settings:
     domain_id: str
@@ -198,7 +216,8 @@ def handler(
 
     sagemaker = sagemaker or partitions.client("sagemaker")
     deadline_budget = settings.max_wait_seconds
-    started = time.monotonic()
+    clock = Clock(sleep)
+    sleep = clock.sleep
 
     profile = wait_in_service(sagemaker, domain_id, profile_name, max_wait=deadline_budget, sleep=sleep)
     posix = (profile.get("UserSettings") or {}).get("CustomPosixUserConfig")
@@ -251,7 +270,7 @@ def handler(
     token = partitions.request_token(
         "profile", str(detail.get("eventID") or event.get("id") or ""), partition.import_uri
     )
-    remaining = max(1.0, deadline_budget - (time.monotonic() - started))
+    remaining = max(1.0, deadline_budget - clock.spent())
     task_id = partitions.wait_for(
         lambda: partitions.start_import(
             fsx,
@@ -265,7 +284,7 @@ def handler(
         max_wait=remaining / 2,
         sleep=sleep,
     )
-    remaining = max(1.0, deadline_budget - (time.monotonic() - started))
+    remaining = max(1.0, deadline_budget - clock.spent())
     partitions.wait_for(
         lambda: partitions.import_status(fsx, task_id, sleep=sleep) == "done",
         what=f"import task {task_id} for {partition.path}",
