@@ -13,9 +13,10 @@ new uid) unless the CreateUserProfile call carried the tag hyperpod:force-uid-ch
 partition's top directory (files below it keep their owner).
 
 Environment: DOMAIN_ID, FILE_SYSTEM_ID, FILE_SYSTEM_PATH, DATA_BUCKET, S3_PREFIX, MAX_WAIT_SECONDS (budget shared by
-both waits; keep it below the function timeout) and optionally PARTITION_ROOT (default "studio") and RESERVED_UIDS_FILE
-(a JSON object uid -> config user name, shipped with the code: a thousand users do not fit Lambda's 4 KB of
-environment variables).
+the waits for the profile, an import slot (at most half of what is left) and the import; each of the last two gets
+at least 1 s, halved for the slot; keep it below the function timeout) and optionally PARTITION_ROOT (default
+"studio") and RESERVED_UIDS_FILE (a JSON object uid -> config user name, shipped with the code: a thousand users do
+not fit Lambda's 4 KB of environment variables).
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def handler(
     sagemaker = sagemaker or partitions.client("sagemaker")
     deadline_budget = settings.max_wait_seconds
     clock = Clock(sleep)
-    sleep = clock.sleep
+    sleep = clock.sleep  # every wait and retry below spends the budget through the clock
 
     profile = wait_in_service(sagemaker, domain_id, profile_name, max_wait=deadline_budget, sleep=sleep)
     posix = (profile.get("UserSettings") or {}).get("CustomPosixUserConfig")

@@ -118,7 +118,6 @@ def test_an_import_that_stays_running_gets_what_the_profile_wait_left_of_the_bud
             sleep=sleeps,
         )
     assert sum(sleeps) == pytest.approx(SETTINGS.max_wait_seconds, abs=0.1)
-    assert sleeps[-1] > 1  # the import was polled after 14 s spent, not after the floor alone
     sm_stub.assert_no_pending_responses()  # no update_user_profile: nothing mounted
 
 
