@@ -73,9 +73,13 @@ TARGETS: dict[str, list[list[str]]] = {
     "lambda/fsx_partitions/partitions.py": [
         ["tests/lambda/test_partitions.py"],
         ["tests/lambda/test_custom_resource.py"],
+        ["tests/lambda/test_profile_events_budget.py"],
         ["tests/lambda/test_profile_events.py"],
     ],
-    "lambda/fsx_partitions/profile_events.py": [["tests/lambda/test_profile_events.py"]],
+    "lambda/fsx_partitions/profile_events.py": [
+        ["tests/lambda/test_profile_events_budget.py"],
+        ["tests/lambda/test_profile_events.py"],
+    ],
     "lambda/fsx_root_squash/root_squash.py": [["tests/lambda/test_fsx_root_squash.py"]],
     "lambda/grafana_provisioning/grafana_provision.py": [["tests/lambda/test_grafana_provisioning.py"]],
     "lambda/login_targets/login_targets.py": [["tests/lambda/test_login_targets.py"]],

@@ -13,9 +13,10 @@ new uid) unless the CreateUserProfile call carried the tag hyperpod:force-uid-ch
 partition's top directory (files below it keep their owner).
 
 Environment: DOMAIN_ID, FILE_SYSTEM_ID, FILE_SYSTEM_PATH, DATA_BUCKET, S3_PREFIX, MAX_WAIT_SECONDS (budget shared by
-both waits; keep it below the function timeout) and optionally PARTITION_ROOT (default "studio") and RESERVED_UIDS_FILE
-(a JSON object uid -> config user name, shipped with the code: a thousand users do not fit Lambda's 4 KB of
-environment variables).
+the waits for the profile, an import slot (at most half of what is left) and the import; each of the last two gets
+at least 1 s, halved for the slot; keep it below the function timeout) and optionally PARTITION_ROOT (default
+"studio") and RESERVED_UIDS_FILE (a JSON object uid -> config user name, shipped with the code: a thousand users do
+not fit Lambda's 4 KB of environment variables).
 """
 
 from __future__ import annotations
@@ -48,6 +49,24 @@ class ProfileNotReady(RuntimeError):
 
 class UidConflict(ValueError):
     """The profile's uid would give it another identity's files: nothing is written or mounted."""
+
+
+class Clock:
+    """The time one event has spent: the seconds it slept or the wall-clock time, whichever is more, as
+    partitions.wait_for counts its own budget. Every wait sleeps through it, so the waits share MAX_WAIT_SECONDS
+    whether `sleep` is time.sleep (whose seconds are wall seconds: no change) or a sleep a test injects."""
+
+    def __init__(self, sleep) -> None:
+        self._sleep = sleep
+        self._slept = 0.0
+        self._started = time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        self._sleep(seconds)
+        self._slept += seconds
+
+    def spent(self) -> float:
+        return max(self._slept, time.monotonic() - self._started)
 
 
 @dataclass(frozen=True)
@@ -198,7 +217,8 @@ def handler(
 
     sagemaker = sagemaker or partitions.client("sagemaker")
     deadline_budget = settings.max_wait_seconds
-    started = time.monotonic()
+    clock = Clock(sleep)
+    sleep = clock.sleep  # every wait and retry below spends the budget through the clock
 
     profile = wait_in_service(sagemaker, domain_id, profile_name, max_wait=deadline_budget, sleep=sleep)
     posix = (profile.get("UserSettings") or {}).get("CustomPosixUserConfig")
@@ -251,7 +271,7 @@ def handler(
     token = partitions.request_token(
         "profile", str(detail.get("eventID") or event.get("id") or ""), partition.import_uri
     )
-    remaining = max(1.0, deadline_budget - (time.monotonic() - started))
+    remaining = max(1.0, deadline_budget - clock.spent())
     task_id = partitions.wait_for(
         lambda: partitions.start_import(
             fsx,
@@ -265,7 +285,7 @@ def handler(
         max_wait=remaining / 2,
         sleep=sleep,
     )
-    remaining = max(1.0, deadline_budget - (time.monotonic() - started))
+    remaining = max(1.0, deadline_budget - clock.spent())
     partitions.wait_for(
         lambda: partitions.import_status(fsx, task_id, sleep=sleep) == "done",
         what=f"import task {task_id} for {partition.path}",

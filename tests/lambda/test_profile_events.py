@@ -1,4 +1,5 @@
-"""profile_events.handler: S3 on moto server; SageMaker user profiles and FSx tasks stubbed (not in moto 5.2)."""
+"""profile_events.handler: S3 on moto server; SageMaker user profiles and FSx tasks stubbed (not in moto 5.2). Its time
+budget: test_profile_events_budget.py."""
 
 from __future__ import annotations
 
@@ -7,28 +8,26 @@ from datetime import datetime, timezone
 
 import pytest
 from botocore.exceptions import ClientError
-from botocore.stub import ANY
 
 import profile_events
 from profile_events import Settings
 
-from support.events import create_user_profile_event
-from support.raw_answers import answer
-
-FS = "fs-0123456789abcdef0"
-TASK = "task-0123456789abcdef0"
-POSIX = {"Uid": 20001, "Gid": 1001}
-EFS_ENTRY = {"EFSFileSystemConfig": {"FileSystemId": "fs-00000ef51", "FileSystemPath": "/team"}}
-OUR_ENTRY = {"FSxLustreFileSystemConfig": {"FileSystemId": FS, "FileSystemPath": "/data/studio/alice"}}
-SETTINGS = Settings(
-    domain_id="d-ours0000001",
-    file_system_id=FS,
-    file_system_path="/data",
-    data_bucket="data-bucket",
-    s3_prefix="",
-    max_wait_seconds=60,
+from support.profile_answers import (
+    FS,
+    TASK,
+    POSIX,
+    EFS_ENTRY,
+    OUR_ENTRY,
+    SETTINGS,
+    WHO,
+    cloudtrail_event,
+    profile,
+    task,
+    expect_in_flight,
+    expect_start,
+    expect_uid_check,
 )
-
+from support.raw_answers import answer
 
 # What CloudTrail records when CloudFormation calls the API for a stack (userIdentity.invokedBy names the service).
 CFN_CALL = {
@@ -40,88 +39,6 @@ CFN_CALL = {
     "sourceIPAddress": "cloudformation.amazonaws.com",
     "userAgent": "cloudformation.amazonaws.com",
 }
-
-
-def cloudtrail_event(
-    domain_id="d-ours0000001", name="alice", tags=None, event_id="7c0ee8b6-0000-4000-8000-1", **detail
-):
-    return create_user_profile_event(domain_id, name, event_id=event_id, tags=tags, **detail)
-
-
-def profile(status="InService", posix=POSIX, configs=(EFS_ENTRY,)):
-    settings = {"CustomFileSystemConfigs": list(configs)}
-    if posix is not None:
-        settings["CustomPosixUserConfig"] = posix
-    return {"DomainId": "d-ours0000001", "UserProfileName": "alice", "Status": status, "UserSettings": settings}
-
-
-def task(lifecycle):
-    return {
-        "TaskId": TASK,
-        "Lifecycle": lifecycle,
-        "Type": "IMPORT_METADATA_FROM_REPOSITORY",
-        "FileSystemId": FS,
-        "CreationTime": datetime(2026, 11, 21, tzinfo=timezone.utc),
-    }
-
-
-WHO = {"DomainId": "d-ours0000001", "UserProfileName": "alice"}
-IN_FLIGHT = {
-    "Filters": [
-        {"Name": "file-system-id", "Values": [FS]},
-        {"Name": "task-lifecycle", "Values": ["PENDING", "EXECUTING"]},
-    ]
-}
-
-
-def expect_in_flight(fsx_stub, count=0):
-    fsx_stub.add_response(
-        "describe_data_repository_tasks",
-        {"DataRepositoryTasks": [{**task("EXECUTING"), "TaskId": f"task-other{index:011d}"} for index in range(count)]},
-        IN_FLIGHT,
-    )
-
-
-def expect_start(fsx_stub, in_flight=0):
-    expect_in_flight(fsx_stub, in_flight)
-    fsx_stub.add_response(
-        "create_data_repository_task",
-        {"DataRepositoryTask": task("PENDING")},
-        {
-            "Type": "IMPORT_METADATA_FROM_REPOSITORY",
-            "FileSystemId": FS,
-            "Paths": ["s3://data-bucket/studio/alice/"],
-            "Report": {"Enabled": False},
-            "ClientRequestToken": ANY,
-        },
-    )
-
-
-def expect_uid_check(sm_stub, others=(), pages=1):
-    """ListUserProfiles (split over `pages`) lists alice and `others` ({name: uid}); each other is described."""
-    names = ["alice", *others]
-    chunks = [names[i::pages] for i in range(pages)]
-    for index, chunk in enumerate(chunks):
-        page = {"UserProfiles": [{"DomainId": "d-ours0000001", "UserProfileName": n} for n in chunk]}
-        if index + 1 < pages:
-            page["NextToken"] = f"page-{index + 1}"
-        sm_stub.add_response(
-            "list_user_profiles",
-            page,
-            {"DomainIdEquals": "d-ours0000001", "MaxResults": 100, **({"NextToken": f"page-{index}"} if index else {})},
-        )
-        for name in chunk:
-            if name != "alice":
-                sm_stub.add_response(
-                    "describe_user_profile",
-                    {
-                        "DomainId": "d-ours0000001",
-                        "UserProfileName": name,
-                        "Status": "InService",
-                        "UserSettings": {"CustomPosixUserConfig": {"Uid": others[name], "Gid": 1001}},
-                    },
-                    {"DomainId": "d-ours0000001", "UserProfileName": name},
-                )
 
 
 def test_new_profile_gets_a_private_partition_and_keeps_other_mounts(s3, bucket, fsx, sagemaker, sleeps):
@@ -196,19 +113,6 @@ def test_events_we_do_not_own_are_ignored(event, s3, bucket, s3_calls, fsx, sage
         event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0], sleep=sleeps
     )
     assert result["status"] == "ignored"
-    assert s3_calls.names() == []
-
-
-def test_profile_never_in_service_raises_after_bounded_waits(s3, bucket, s3_calls, fsx, sagemaker, sleeps):
-    sm_client, sm_stub = sagemaker
-    for _ in range(6):  # polls at 0, 2, 6, 14, 30 and 60 "seconds" of injected sleep
-        sm_stub.add_response("describe_user_profile", profile("Pending"), WHO)
-    with pytest.raises(profile_events.ProfileNotReady, match="InService"):
-        profile_events.handler(
-            cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sm_client, sleep=sleeps
-        )
-    sm_stub.assert_no_pending_responses()
-    assert sum(sleeps) == SETTINGS.max_wait_seconds
     assert s3_calls.names() == []
 
 
@@ -300,21 +204,6 @@ def test_a_redelivered_event_sends_the_same_token_and_another_call_a_new_one(s3,
     )
     first, redelivered, recreated = tokens.seen
     assert first == redelivered != recreated
-
-
-def test_the_import_stops_waiting_for_a_slot_within_the_budget(s3, bucket, fsx, sagemaker, sleeps):
-    fsx_client, fsx_stub = fsx
-    sm_client, sm_stub = sagemaker
-    sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
-    expect_uid_check(sm_stub)
-    for _ in range(5):  # polls at 0, 2, 6, 14 and 30 seconds of the 30-second half budget
-        expect_in_flight(fsx_stub, SETTINGS.max_in_flight)
-    with pytest.raises(TimeoutError, match="free import slot"):
-        profile_events.handler(
-            cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx_client, sagemaker=sm_client, sleep=sleeps
-        )
-    fsx_stub.assert_no_pending_responses()
-    sm_stub.assert_no_pending_responses()  # the profile never got an entry for a directory that does not exist
 
 
 RESERVED = Settings(

@@ -30,6 +30,7 @@
 - day2_matrix: the day-2 change matrix (base configs, routine and never-in-place changes) and its cached synthesis.
 - price_list_answers: GetProducts answers for the price table's tests.
 - task_governance: the CloudFormation requests and SageMaker answers of the task-governance handler's tests.
+- profile_answers: the profile-events handler's settings, event and Stubber answers (SageMaker profiles, FSx tasks).
 
 Fixtures stay in conftest.py; a test imports helpers from here, never from conftest or from another test module.
 """
