@@ -1,4 +1,4 @@
-"""The EKS orchestrator: control plane, add-ons, dependency chart, HyperPod on EKS, FSx for pods, governance, Studio."""
+"""The EKS orchestrator: control plane, access and RBAC, add-ons, dependency chart, HyperPod on EKS."""
 
 from __future__ import annotations
 
@@ -10,16 +10,11 @@ import pytest
 
 from support import iam_facts
 from support.app_main import run_app
-from support.paths import ROOT
 from support.variants import EKS_KUBERNETES_VERSION, cdk_json_context, eks_config, VARIANT_FILES
-from constructs import layer_binaries
-from constructs.studio_eks_tools import studio_eks_tools
 from platform_config import ConfigError, load_config
 from platform_config.chart_pin import chart_directory
-from platform_config.eks_governance import team_gid
-from constructs.task_governance import CFN_REGIONS, governance_resource_type
 from cli.stack_graph import stack_dependencies
-from support.template import kubernetes_manifests, kubernetes_objects, only, resources
+from support.template import kubernetes_objects, only, resources
 
 
 # ---------------------------------------------------------------------------------------------- control plane
@@ -409,181 +404,3 @@ def test_eks_nodes_run_the_lifecycle_entry_point_with_eks_parameters(synth):
             "worker_groups": [{"instance_group_name": "training-p5"}, {"instance_group_name": "dev-g5"}],
         }
     ]
-
-
-# ---------------------------------------------------------------------------------------------- Kubernetes objects
-def test_each_team_mounts_its_own_directory_and_shared_datasets_read_only(synth):
-    s = synth("eks")
-    t = s.templates["cluster"]
-    # The members' Studio partitions are claimed beside these: tests/test_eks_team_files.py.
-    objects = [o for o in kubernetes_objects(t) if "studio-" not in o["metadata"]["name"]]
-    claims = {
-        (o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "PersistentVolumeClaim"
-    }
-    teams = ("research", "production", "developers")
-    assert claims == {(f"hyperpod-ns-{team}", claim) for team in teams for claim in ("fsx-claim", "fsx-datasets")}
-    volumes = {
-        o["spec"]["claimRef"]["namespace"] + "/" + o["spec"]["claimRef"]["name"]: o["spec"]
-        for o in objects
-        if o["kind"] == "PersistentVolume"
-    }
-    mount = "TOKEN"  # the file system's mount name, a deploy-time value
-    for team in teams:
-        own, shared = volumes[f"hyperpod-ns-{team}/fsx-claim"], volumes[f"hyperpod-ns-{team}/fsx-datasets"]
-        assert own["csi"]["volumeAttributes"]["mountname"] == f"{mount}/data/eks/teams/{team}"
-        assert own["accessModes"] == ["ReadWriteMany"] and own["csi"]["readOnly"] is False
-        assert shared["csi"]["volumeAttributes"]["mountname"] == f"{mount}/data/eks/datasets"
-        assert shared["accessModes"] == ["ReadOnlyMany"] and shared["csi"]["readOnly"] is True
-    for spec in volumes.values():
-        assert spec["persistentVolumeReclaimPolicy"] == "Retain"  # Delete would delete the file system
-        assert spec["csi"]["driver"] == "fsx.csi.aws.com"
-    # kubelet tells CSI volumes apart by driver and handle: two directories must not share one.
-    assert len({spec["csi"]["volumeHandle"] for spec in volumes.values()}) == len(volumes) - len(teams) + 1
-    directories = {
-        r["Properties"]["RelativePath"]: r["Properties"] for r in resources(t, "Custom::FsxPartition").values()
-    }
-    gids = {team.name: team_gid(team) for team in s.config.eks.task_governance.teams}
-    assert {p: (d["Gid"], d["Mode"]) for p, d in directories.items()} == {
-        "eks/datasets": ("0", "0755"),
-        **{f"eks/teams/{n}": (str(g), "2770") for n, g in gids.items()},
-    }
-    assert len(set(gids.values())) == len(gids)
-    (volumes_id,) = [k for k in kubernetes_manifests(t) if k.startswith("FsxVolumes")]
-    assert set(resources(t, "Custom::FsxPartition")) <= set(t["Resources"][volumes_id]["DependsOn"])
-
-
-def test_team_resource_quotas_equal_guaranteed_plus_borrowable(synth):
-    quotas = {
-        o["metadata"]["namespace"]: o["spec"]["hard"]
-        for o in kubernetes_objects(synth("eks").templates["cluster"])
-        if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"
-    }
-    assert {ns: q["requests.nvidia.com/gpu"] for ns, q in quotas.items()} == {
-        "hyperpod-ns-research": "24",  # 2 x p5 (16 GPUs) + 50% borrow limit
-        "hyperpod-ns-production": "16",  # Lend: no borrowing
-        "hyperpod-ns-developers": "2",  # DontLend, 2 accelerators
-    }
-
-
-def test_cpu_and_memory_are_capped_where_autoscaling_could_provision_for_them(synth):
-    objects = kubernetes_objects(synth("eks_shared").templates["cluster"])
-    quotas = {
-        o["metadata"]["namespace"]: o["spec"]["hard"]
-        for o in objects
-        if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "accelerators"
-    }
-    assert quotas["hyperpod-ns-research"] | {} == {
-        "requests.nvidia.com/gpu": "24",
-        "requests.cpu": "576",
-        "requests.memory": "6144Gi",
-    }
-    defaults = {o["metadata"]["namespace"] for o in objects if o["kind"] == "LimitRange"}
-    assert defaults == set(quotas)  # a compute quota rejects pods without requests unless defaults exist
-    with pytest.raises(ConfigError) as info:
-        teams = [
-            {**t.model_dump(exclude_none=True), "max_vcpu": None}
-            for t in eks_config(VARIANT_FILES["eks"]).eks.task_governance.teams
-        ]
-        eks_config(VARIANT_FILES["eks"], eks={"autoscaling": {"enabled": True}, "task_governance": {"teams": teams}})
-    assert (
-        "eks.task_governance.teams[0].max_vcpu: not set with eks.autoscaling.enabled: true; give the team a CPU "
-        "and memory cap, or nodes are added for whatever it requests" in info.value.errors
-    )
-
-
-@pytest.mark.parametrize("variant", ["eks", "eks_shared"])
-def test_every_kubernetes_object_validates_against_kubernetes_schemas(synth, variant):
-    objects = kubernetes_objects(synth(variant).templates["cluster"])
-    assert objects
-    for obj in objects:
-        kubernetes_validate.validate(obj, EKS_KUBERNETES_VERSION, strict=True)
-
-
-# ---------------------------------------------------------------------------------------------- governance
-def test_scheduler_config_and_one_quota_per_team(synth):
-    t = synth("eks").templates["cluster"]
-    # us-west-2's CloudFormation has ComputeQuota but not ClusterSchedulerConfig.
-    scheduler = only(t, "Custom::ClusterSchedulerConfig")["Properties"]
-    assert scheduler["SchedulerConfig"] == {
-        "PriorityClasses": [
-            {"Name": "inference", "Weight": 90},
-            {"Name": "training", "Weight": 70},
-            {"Name": "experimentation", "Weight": 30},
-        ],
-        "FairShare": "Enabled",
-    }
-    quotas = {
-        q["Properties"]["ComputeQuotaTarget"]["TeamName"]: q["Properties"]
-        for q in resources(t, "AWS::SageMaker::ComputeQuota").values()
-    }
-    assert set(quotas) == {"research", "production", "developers"}
-    assert quotas["research"]["ComputeQuotaConfig"] == {
-        "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Count": 2}],
-        "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
-        "PreemptTeamTasks": "LowerPriority",
-    }
-    assert quotas["developers"]["ComputeQuotaConfig"]["ComputeQuotaResources"] == [
-        {"InstanceType": "ml.g5.8xlarge", "Accelerators": 2}
-    ]
-    assert quotas["production"]["ComputeQuotaConfig"]["ResourceSharingConfig"] == {"Strategy": "Lend"}
-
-
-@pytest.mark.parametrize(
-    "region, scheduler, quota",
-    [
-        ("us-east-1", "AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"),
-        ("us-west-2", "Custom::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota"),
-        ("us-west-1", "AWS::SageMaker::ClusterSchedulerConfig", "Custom::ComputeQuota"),
-        (None, "Custom::ClusterSchedulerConfig", "Custom::ComputeQuota"),
-    ],
-)
-def test_native_governance_types_where_cloudformation_has_them(region, scheduler, quota):
-    assert governance_resource_type("AWS::SageMaker::ClusterSchedulerConfig", region) == scheduler
-    assert governance_resource_type("AWS::SageMaker::ComputeQuota", region) == quota
-
-
-def test_region_table_matches_cfn_lint_registry_schemas():
-    import cfnlint
-
-    providers = ROOT.joinpath(cfnlint.__file__).parent / "data" / "schemas" / "providers"
-    commercial = [p for p in providers.glob("*.json") if re.fullmatch(r"[a-z]{2}-[a-z]+-\d", p.stem)]
-    for cfn_type, regions in CFN_REGIONS.items():
-        actual = {p.stem for p in commercial if cfn_type in json.loads(p.read_text())}
-        assert actual == set(regions), f"{cfn_type}: update CFN_REGIONS in constructs/task_governance.py"
-
-
-# ---------------------------------------------------------------------------------------------- Studio on EKS
-def test_studio_spaces_become_eks_clients_with_checksummed_tools(synth):
-    s = synth("eks")
-    t = s.templates["studio"]
-    configs = resources(t, "AWS::SageMaker::StudioLifecycleConfig")
-    body, variables = next(iter(configs.values()))["Properties"]["StudioLifecycleConfigContent"]["Fn::Base64"][
-        "Fn::Sub"
-    ]
-    assert 'exec bash "${!scripts}/eks_login_node.sh"' in body
-    assert "export EKS_CLUSTER_NAME='${EKS_CLUSTER_NAME}'" in body
-    digests = layer_binaries.digests(layer_binaries.layer_zip(layer_binaries.jsii_tarball()))
-    assert variables["KUBECTL_SHA256"] == digests["kubectl"] and variables["HELM_SHA256"] == digests["helm"]
-    assert "SLURM_LOGIN_SECRET_ARN" not in body
-    tools = studio_eks_tools(EKS_KUBERNETES_VERSION)
-    assert (tools.directory / "kubectl" / "kubectl").stat().st_mode & 0o111
-
-
-def test_studio_reaches_the_eks_api_not_slurm(synth):
-    t = synth("eks").templates["studio"]
-    ports = sorted(
-        (r["Properties"]["FromPort"], r["Properties"]["Description"])
-        for r in resources(t, "AWS::EC2::SecurityGroupIngress").values()
-        if r["Properties"]["Description"].endswith("from Studio apps")
-    )
-    assert ports == [
-        (443, "EksApi from Studio apps"),
-        (988, "Lustre from Studio apps"),
-        (1018, "Lustre from Studio apps"),
-    ]
-    assert "secretsmanager" not in json.dumps(t)
-
-
-@pytest.mark.parametrize("variant, default", [("eks", "False"), ("eks_shared", "True")])
-def test_both_shared_fsx_values_synthesize_on_eks(synth, variant, default):
-    assert synth(variant).templates["studio"]["Parameters"]["SharedFSx"]["Default"] == default
