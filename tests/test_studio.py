@@ -1,14 +1,10 @@
-"""Studio stack: the domain as the cluster's front door, SharedFSx both ways, partitions, network, IAM, MLflow."""
+"""Studio stack: the domain as the cluster's front door, SharedFSx both ways, partitions, network, MLflow."""
 
 import json
 
 import pytest
 
-from support import iam_facts
-from support.paths import ROOT
 
-from support.iam import listed, statements_of
-from support.intrinsics import flatten
 from support.template import only, resources
 
 
@@ -129,113 +125,6 @@ def test_partitions_are_created_a_few_at_a_time(synth):
         assert fn["Properties"]["Environment"]["Variables"]["MAX_IMPORTS_IN_FLIGHT"] == str(MAX_IMPORTS_IN_FLIGHT)
 
 
-def test_nested_user_stacks_receive_the_parent_parameter(synth):
-    t = synth("containers").templates["studio"]
-    (stack,) = resources(t, "AWS::CloudFormation::Stack").values()
-    assert stack["Properties"]["Parameters"]["SharedFSx"] == {"Ref": "SharedFSx"}
-
-
-# Per-user mode on Slurm: what each user is in a nested stack, by logical id. A changed id, or a create-only property
-# that reads differently (UserProfile DomainId, Secret Name, Role Path), replaces a profile, a token secret or a role
-# on a running platform.
-PER_USER_RESOURCES = {
-    "SlurmToken": "AWS::SecretsManager::Secret",
-    "ExecutionRole": "AWS::IAM::Role",
-    "SlurmTokenPolicy": "AWS::SecretsManager::ResourcePolicy",
-    "Partition": "Custom::FsxPartition",
-    "Profile": "AWS::SageMaker::UserProfile",
-}
-# The nested stack's parameters under the names CDK generated for them before constructs/nested_template.py passed
-# them explicitly (deployed nested stacks keep them), with what the parent passes. The file system's id is new: CDK
-# referred to the storage stack's output from the nested stack directly; the parent now passes the same value, which
-# only UserSettings (updatable) and the partitions (custom, same physical id) read.
-USERS_STACK_PARAMETERS = {
-    "SharedFSx": {"Ref": "SharedFSx"},
-    "referencetocourseclusterstudioStudioUserPolicyAB0ED23FRef": {"Ref": "StudioUserPolicyA8F07D60"},
-    "referencetocourseclusterstudioSlurmTokenIssuerRole9F97022DArn": {
-        "Fn::GetAtt": ["SlurmTokenIssuerRole6122080F", "Arn"]
-    },
-    "referencetocourseclusterstudioSlurmTokenIssuerFunctionE1BDD6C0Arn": {
-        "Fn::GetAtt": ["SlurmTokenIssuerFunction81DE674A", "Arn"]
-    },
-    "referencetocourseclusterstudioPartitionsProviderframeworkonEvent23F60A65Arn": {
-        "Fn::GetAtt": ["PartitionsProviderframeworkonEventA058C525", "Arn"]
-    },
-    "referencetocourseclusterstudioDomainC5D0DE60DomainId": {"Fn::GetAtt": ["Domain", "DomainId"]},
-    # New with the token secrets' customer managed key (issue 21): AWS::SecretsManager::Secret KmsKeyId updates
-    # in place ("Update requires: No interruption").
-    "referencetocourseclusterstudioSlurmTokenIssuerTokenKey352CD991Arn": {
-        "Fn::GetAtt": ["SlurmTokenIssuerTokenKeyACF93B3F", "Arn"]
-    },
-    "referencetocourseclusterstorageLustreFileSystem81795A70Ref": {
-        "Fn::GetStackOutput": {
-            "StackName": "course-cluster-storage",
-            "Region": "us-west-2",
-            "OutputName": "PublishOutputRefLustreFileSystem4AFDAE78C7928CB3",
-        }
-    },
-}
-
-
-def test_per_user_resources_keep_their_logical_ids_and_parameters(synth):
-    s = synth("containers")
-    (nested,) = s.nested.values()
-    expected = {
-        f"{prefix}{user.name}": type_ for user in s.config.users for prefix, type_ in PER_USER_RESOURCES.items()
-    }
-    expected |= {"SlurmTokenSchedule": "AWS::Events::Rule", "SlurmTokenScheduleInvokes": "AWS::Lambda::Permission"}
-    assert {logical_id: r["Type"] for logical_id, r in nested["Resources"].items()} == expected
-    (stack,) = resources(s.templates["studio"], "AWS::CloudFormation::Stack").values()
-    assert stack["Properties"]["Parameters"] == USERS_STACK_PARAMETERS
-    assert sorted(nested["Parameters"]) == sorted(USERS_STACK_PARAMETERS)
-    assert nested["Parameters"]["SharedFSx"] == {"Type": "String", "AllowedValues": ["True", "False"]}
-    # Every user's resources read the shared values from those parameters (or pseudo parameters), each its own.
-    by_name = {name.removeprefix("referencetocourseclusterstudio"): {"Ref": name} for name in USERS_STACK_PARAMETERS}
-    users_stack = nested["Resources"]
-    profile = users_stack["Profilealice"]["Properties"]
-    assert profile["DomainId"] == by_name["DomainC5D0DE60DomainId"] and profile["UserProfileName"] == "alice"
-    settings = profile["UserSettings"]
-    assert settings["ExecutionRole"] == {"Fn::GetAtt": ["ExecutionRolealice", "Arn"]}
-    assert settings["CustomFileSystemConfigs"]["Fn::If"][1][0]["FSxLustreFileSystemConfig"]["FileSystemPath"] == {
-        "Fn::GetAtt": ["Partitionalice", "Path"]
-    }
-    role = users_stack["ExecutionRolealice"]["Properties"]
-    assert role["Path"] == {"Fn::Join": ["", ["/hyperpod/course-cluster-", {"Ref": "AWS::Region"}, "/studio-users/"]]}
-    assert role["ManagedPolicyArns"] == [by_name["StudioUserPolicyAB0ED23FRef"]]
-    assert role["Policies"][0]["PolicyDocument"]["Statement"][0]["Resource"] == {"Ref": "SlurmTokenalice"}
-    assert users_stack["SlurmTokenalice"]["Properties"]["Name"] == "course-cluster/slurm-token/alice"
-    assert users_stack["SlurmTokenalice"]["Properties"]["KmsKeyId"] == by_name["SlurmTokenIssuerTokenKey352CD991Arn"]
-    policy = users_stack["SlurmTokenPolicyalice"]["Properties"]
-    assert policy["SecretId"] == {"Ref": "SlurmTokenalice"}
-    readers, writers = (
-        st["Condition"]["ArnNotEquals"]["aws:PrincipalArn"] for st in policy["ResourcePolicy"]["Statement"]
-    )
-    assert readers == {"Fn::GetAtt": ["ExecutionRolealice", "Arn"]}
-    assert writers[0] == by_name["SlurmTokenIssuerRole9F97022DArn"]
-    assert writers[1]["Fn::Join"][1][:2] == ["arn:", {"Ref": "AWS::Partition"}]
-    partition = users_stack["Partitionalice"]["Properties"]
-    assert partition["ServiceToken"] == by_name["PartitionsProviderframeworkonEvent23F60A65Arn"]
-    file_system = by_name[
-        "referencetocourseclusterstorageLustreFileSystem81795A70Ref".removeprefix("referencetocourseclusterstudio")
-    ]
-    assert partition["FileSystemId"] == file_system
-    mount = settings["CustomFileSystemConfigs"]["Fn::If"][1][0]["FSxLustreFileSystemConfig"]
-    assert mount["FileSystemId"] == file_system
-    # Partitions exist only in per-user mode and start MAX_IMPORTS_IN_FLIGHT at a time.
-    partitions = [logical_id for logical_id in users_stack if logical_id.startswith("Partition")]
-    assert all(users_stack[p]["Condition"] == "IsPerUserFSx" for p in partitions)
-    assert [users_stack[p].get("DependsOn") for p in partitions] == [None] * 4  # containers: 4 users, 4 lanes
-    # Nothing tags them in the template (the nested stack's tags reach them through CloudFormation, as before).
-    assert not [i for i, r in users_stack.items() if "Tags" in r.get("Properties", {})]
-    assert partition["DataBucket"] == {
-        "Fn::Join": ["", ["course-cluster-data-", {"Ref": "AWS::AccountId"}, "-", {"Ref": "AWS::Region"}]]
-    }
-    assert (
-        users_stack["SlurmTokenSchedule"]["Properties"]["Targets"][0]["Arn"]
-        == by_name["SlurmTokenIssuerFunctionE1BDD6C0Arn"]
-    )
-
-
 def test_profiles_created_outside_the_stack_get_partitions(synth):
     t = synth("containers").templates["studio"]
     rule = only(t, "AWS::Events::Rule")
@@ -309,41 +198,6 @@ def test_studio_reaches_lustre_and_slurm_through_declared_rules(synth):
     assert any(r["FromPort"] == 2049 and "StudioAppsGroup" in json.dumps(r["SourceSecurityGroupId"]) for r in ingress)
 
 
-def test_studio_role_is_least_privilege(synth):
-    t = synth("multi_az").templates["studio"]
-    roles = {k: v for k, v in resources(t, "AWS::IAM::Role").items() if k.startswith("ExecutionRole")}
-    (role,) = roles.values()
-    assert "ManagedPolicyArns" not in role["Properties"]
-    policy = [
-        p for p in resources(t, "AWS::IAM::Policy").values() if "ExecutionRole" in json.dumps(p["Properties"]["Roles"])
-    ][0]
-    statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
-    own_spaces = {st.get("Sid") for st in STUDIO_ACCESS["own_spaces"]["policy"]["Statement"]} - {None}
-    assert set(statements) == {
-        "DescribeCluster",
-        "ReadSlurmLoginSecret",
-        "LifecycleConfigLogs",
-        "UseMlflow",
-        "ReadStudioScripts",
-        "ListStudioScripts",
-        "ReadStudioTools",
-        "ListStudioTools",
-        "ReadSlurmClientBundle",
-        "ListClusters",
-        "SharedSpaceApps",
-        *own_spaces,
-    }
-    # The controller's client bundle: GetObject on the lifecycle bucket's slurm-client/ prefix, nothing more.
-    bundle = statements["ReadSlurmClientBundle"]
-    assert bundle["Action"] == "s3:GetObject"
-    assert "/slurm-client/*" in json.dumps(bundle["Resource"]) and "Condition" not in bundle
-    assert "MlflowTrackingServerArn" in json.dumps(statements["UseMlflow"]["Resource"]) or "Mlflow" in json.dumps(
-        statements["UseMlflow"]["Resource"]
-    )
-    rendered = json.dumps(t)
-    assert "FullAccess" not in rendered and '"ssm:*"' not in rendered and '"iam:' not in rendered
-
-
 def test_mlflow_tracking_server_with_encrypted_artifact_bucket(synth):
     t = synth("multi_az").templates["studio"]
     server = only(t, "AWS::SageMaker::MlflowTrackingServer")["Properties"]
@@ -353,15 +207,6 @@ def test_mlflow_tracking_server_with_encrypted_artifact_bucket(synth):
     sse = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
     assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms" and bucket["DeletionPolicy"] == "Retain"
     assert resources(synth("default").templates["studio"], "AWS::SageMaker::MlflowTrackingServer") == {}
-
-
-def test_thousand_users_split_into_nested_stacks_within_limits(synth):
-    s = synth("large")
-    assert len(s.nested) == 12  # 1,000 users at 90 per nested stack (per-user mode: a token secret and role each)
-    profiles = sum(len(resources(n, "AWS::SageMaker::UserProfile")) for n in s.nested.values())
-    assert profiles == 1000
-    for name, template in s.nested.items():
-        assert len(template["Resources"]) < 500, name
 
 
 def test_studio_can_be_turned_off(synth):
@@ -444,83 +289,6 @@ def test_lustre_flows_both_ways_between_studio_and_the_file_system(synth, varian
         assert has(ingress, fs_group, "SourceSecurityGroupId", "StudioAppsGroup", low, high), ("fs in", low)
         assert has(ingress, "StudioAppsGroup", "SourceSecurityGroupId", fs_group, low, high), ("studio in", low)
         assert has(egress, fs_group, "DestinationSecurityGroupId", "StudioAppsGroup", low, high), ("fs out", low)
-
-
-STUDIO_ACCESS = json.loads((ROOT / "config" / "facts" / "studio_access_policy.json").read_text())
-# The one place the platform grants less than AWS's page: apps of spaces without an owner in this domain only.
-PAGE_REFS = {"AWS::Partition": "aws", "AWS::AccountId": "${Account}", "AWS::Region": "${Region}"}
-NARROWED = {
-    "arn:aws:sagemaker:${Region}:${Account}:app/*": "arn:aws:sagemaker:${Region}:${Account}:app/${sagemaker:DomainId}/*"
-}
-
-
-def _rendered(value, region):
-    """A policy value with CloudFormation's pseudo parameters as the page writes them."""
-    if isinstance(value, list):
-        return [_rendered(v, region) for v in value]
-    if isinstance(value, dict) and not value.keys() & {"Fn::Join", "Ref"}:
-        return {k: _rendered(v, region) for k, v in value.items()}
-    if not isinstance(value, (str, dict)):
-        return value
-    return flatten(value, PAGE_REFS).replace(f":{region}:", ":${Region}:")
-
-
-def _role_statements(template, region, role_prefix):
-    return [_rendered(s, region) for s in statements_of(template, role_prefix, prefix=True)]
-
-
-@pytest.mark.parametrize(
-    "variant,role_prefix", [("multi_az", "ExecutionRole"), ("eks", "ExecutionRole"), ("eks", "MemberRolealice")]
-)
-def test_studio_roles_grant_what_aws_documents_for_own_spaces_and_hyperpod_pages(synth, variant, role_prefix):
-    s = synth(variant)
-    granted = _role_statements(s.templates["studio"], s.config.deployment.region, role_prefix)
-    assert granted, role_prefix
-    for documented in STUDIO_ACCESS["own_spaces"]["policy"]["Statement"]:
-        want_resource = NARROWED.get(documented["Resource"], documented["Resource"])
-        matches = [
-            g
-            for g in granted
-            if set(listed(g["Action"])) == set(documented["Action"])
-            and g.get("Condition") == documented.get("Condition")
-            and g["Resource"] == want_resource
-        ]
-        assert len(matches) == 1, (documented, [g for g in granted if "sagemaker:" in json.dumps(g["Action"])])
-        if "Sid" in documented:
-            assert matches[0]["Sid"] == documented["Sid"]
-    # Nothing else may create, change or delete spaces and apps, or tag.
-    writes = {
-        "sagemaker:CreateSpace",
-        "sagemaker:UpdateSpace",
-        "sagemaker:DeleteSpace",
-        "sagemaker:CreateApp",
-        "sagemaker:DeleteApp",
-        "sagemaker:AddTags",
-        "sagemaker:CreatePresignedDomainUrl",
-    }
-    documented_writes = sum(1 for d in STUDIO_ACCESS["own_spaces"]["policy"]["Statement"] if set(d["Action"]) & writes)
-    assert sum(1 for g in granted if set(listed(g["Action"])) & writes) == documented_writes
-    # Studio's HyperPod pages: the reference template's actions on this platform's clusters, and the cluster list.
-    (pages,) = [g for g in granted if g.get("Sid") == "DescribeCluster"]
-    assert set(listed(pages["Action"])) == set(STUDIO_ACCESS["hyperpod_pages"]["actions"])
-    assert pages["Resource"] == "arn:aws:sagemaker:${Region}:${Account}:cluster/*"
-    assert pages["Condition"] == {"StringEquals": {"aws:ResourceTag/hyperpod-platform": s.config.name}}
-    (listing,) = [g for g in granted if g.get("Sid") == "ListClusters"]
-    assert listing["Action"] == "sagemaker:ListClusters" and listing["Resource"] == "*"
-    assert iam_facts.scoping_errors(s.templates["studio"]) == []
-
-
-def test_per_user_roles_get_the_same_studio_access(synth):
-    """Per-user mode on Slurm: each profile's own role gets the shared execution role's document (StudioUserPolicy)."""
-    s = synth("large")
-    (policy,) = resources(s.templates["studio"], "AWS::IAM::ManagedPolicy").values()
-    sids = {st.get("Sid") for st in policy["Properties"]["PolicyDocument"]["Statement"]}
-    assert {
-        "SMStudioRestrictSpacesToOwnerUserProfile",
-        "SMStudioRestrictCreatePrivateSpaceAppsToOwnerUserProfile",
-        "ListClusters",
-        "DescribeCluster",
-    } <= sids
 
 
 def test_shared_spaces_get_the_lifecycle_config_and_in_shared_mode_the_shared_partition(synth):

@@ -13,7 +13,7 @@ in awslabs/awsome-distributed-ai (REFERENCE, read from a git directory, e.g. the
 the sagemaker:*Cluster* actions its Studio execution role grants.
 
 Writes config/facts/studio_access_policy.json; --check exits 1 when the committed file differs. Nothing at synth time
-reads it: tests/test_studio.py compares the synthesized roles with it.
+reads it: tests/test_studio_iam.py compares the synthesized roles with it.
 """
 
 from __future__ import annotations
