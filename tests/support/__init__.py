@@ -3,8 +3,8 @@
 - paths: the repository root, the PATH app.py runs with in a subprocess, a directory in memory for many files.
 - variants: the config variants the suite synthesizes and the configs built from the examples; synthesis: each
   variant synthesized once per run and shared by the xdist workers; scheduling: how the work is shared over them.
-- template: queries of a synthesized template (resources of a type, their properties, the only one, every resource
-  of a variant, Kubernetes manifests and patches).
+- template: queries of a synthesized template (resources of a type, their properties, the only one, the HyperPod
+  cluster's properties, every resource of a variant, Kubernetes manifests and patches).
 - intrinsics: a CloudFormation value with Fn::Join (and Ref, Fn::GetAtt, Fn::Select) as text.
 - iam: the statements of a role, by Sid, of resource policies; iam_facts: statements checked against the Service
   Authorization Reference.

@@ -30,6 +30,11 @@ def only(template: dict[str, Any], type_: str) -> dict[str, Any]:
     return found[0]
 
 
+def cluster_properties(synthesized: Synthesized) -> dict[str, Any]:
+    """The Properties of the variant's one AWS::SageMaker::Cluster, in its cluster stack."""
+    return only(synthesized.templates["cluster"], "AWS::SageMaker::Cluster")["Properties"]
+
+
 def all_resources(synthesized: Synthesized) -> list[tuple[str, str, dict[str, Any]]]:
     """(template, logical id, resource) of every stack and nested stack of a synthesized variant."""
     templates = [*synthesized.templates.items(), *synthesized.nested.items()]
