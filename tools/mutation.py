@@ -64,6 +64,7 @@ TARGETS: dict[str, list[list[str]]] = {
         ["tests/test_config_users.py"],
         ["tests/test_config_identities.py", "-k", USER_TESTS],
         ["tests/test_config.py", "-k", USER_TESTS],
+        ["tests/test_config_cluster.py", "-k", USER_TESTS],
     ],
     "manifests/team_identities.py": [["tests/test_team_identities.py"], ["tests/test_job_admission.py"]],
     "lambda/cluster_log_retention/log_retention.py": [["tests/lambda/test_log_retention.py"]],

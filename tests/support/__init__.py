@@ -16,8 +16,8 @@
 - recording: what a handler test injects to see calls and sleeps; raw_answers: an HTTP answer injected at a real
   client's before-send, below botocore's parsing and retries.
 - ports: a free loopback port; tls_certificates: a self-signed certificate for a TLS stand-in on loopback.
-- data: a nested value set by its dotted path; configs: a small config, one key changed, its errors; job_files: a
-  job file, one key changed.
+- data: a nested value set by its dotted path; configs: a small config, one key changed, its errors, the rules a
+  table of refused configs reaches; job_files: a job file, one key changed.
 - docs: the figures docs/testing.md states, for the module that owns each table to check.
 - modules: a module loaded from a file that is not on the path.
 - cli_main: a cli/ command's main() run in the test's process, its exit status and output as a process's.

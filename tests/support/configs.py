@@ -1,5 +1,6 @@
-"""Config data for the config layer's tests: a small Slurm config, one key of it changed, and the errors a config
-is refused with."""
+"""Config data for the config layer's tests: a small Slurm config, one key of it changed, the errors a config is
+refused with, and the semantic rules a table of refused configs reaches (tests/test_config.py and
+tests/test_config_cluster.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from platform_config import ConfigError, parse_config
+from platform_config import ConfigError, parse_config, rules
 from support.data import set_path
 
 CONTROLLER = {"name": "controller-machine", "role": "controller", "instance_type": "ml.m5.xlarge", "instance_count": 1}
@@ -35,3 +36,24 @@ def errors_of(data: dict[str, Any], source: str = "test.yaml") -> list[str]:
     with pytest.raises(ConfigError) as info:
         parse_config(data, source)
     return info.value.errors
+
+
+def rules_refusing(rows, monkeypatch) -> set[str]:
+    """The semantic rules (platform_config.rules.RULES) whose own errors carry some row's expected message; a row the
+    schema refuses (a shape, a range) reaches none."""
+    reached: set[str] = set()
+
+    def recorded(rule):
+        def run(cfg):
+            errors = rule(cfg)
+            reached.update(rule.__name__ for expected in expecting if any(expected in e for e in errors))
+            return errors
+
+        run.__name__ = rule.__name__
+        return run
+
+    monkeypatch.setattr(rules, "RULES", tuple(recorded(rule) for rule in rules.RULES))
+    for _, data, expected in rows:
+        expecting = [expected]
+        errors_of(data)
+    return reached

@@ -1,6 +1,7 @@
 """What cli/preflight.py's tests give it as AWS: real clients at a moto server, and Stubber-backed clients (their
-answers queued by the test) for the APIs moto 5.2 lacks. Used by tests/test_preflight.py and
-tests/test_preflight_attach.py, whose `account` fixture is {"endpoint": moto's URL}, emptied before each test."""
+answers queued by the test) for the APIs moto 5.2 lacks. Used by tests/test_preflight.py,
+tests/test_preflight_eks.py and tests/test_preflight_attach.py, whose `account` fixture is {"endpoint": moto's URL},
+emptied before each test; by_check: the results of a run by the name of their check."""
 
 from __future__ import annotations
 
@@ -46,3 +47,7 @@ class Harness:
         if service not in self.real:
             self.real[service] = real(self.account, service)
         return self.real[service]
+
+
+def by_check(results):
+    return {r.check: r for r in results}
