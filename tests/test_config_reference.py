@@ -70,7 +70,7 @@ def test_the_check_mode_fails_on_a_stale_reference(tmp_path, monkeypatch, capsys
 
 
 def test_the_json_schema_carries_the_same_descriptions():
-    """What editors show (config/schema.json, kept current by test_config.py) is the reference's text."""
+    """What editors show (config/schema.json, kept current by test_config_loading.py) is the reference's text."""
     schema = json.loads((ROOT / "config" / "schema.json").read_text())
     for name, model in models().items():
         properties = (schema if model is PlatformConfig else schema["$defs"][name])["properties"]

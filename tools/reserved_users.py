@@ -12,7 +12,7 @@ Two kinds of source:
 - EXTRAS: accounts the node image, Slurm, HyperPod or Studio create, each with the public source that shows it.
 A config user with one of these names would be created over (or fail against) an account that has other rights:
 `ubuntu` has sudo on the HyperPod AMI, a token naming `slurm` or `root` may act as any user (auth/jwt), `docker` is
-root-equivalent as a group. tests/test_config.py checks that every name the local base-passwd lists is in the file.
+root-equivalent as a group. tests/test_config_identities.py checks that every name the local base-passwd lists is in the file.
 """
 
 from __future__ import annotations
