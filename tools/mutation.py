@@ -58,7 +58,11 @@ PYTEST = ["-p", "no:cacheprovider", "-n", "0", "-q", "-x", "--no-header"]
 # only they would kill counts as a survivor here, so the figure errs low.
 USER_TESTS = "user or uid or gid or squash or reserved or studio_profile or unique"
 TARGETS: dict[str, list[list[str]]] = {
-    "cli/replacement_guard.py": [["tests/test_replacement_guard.py"]],
+    "cli/replacement_guard.py": [
+        ["tests/test_replacement_guard_reading.py"],
+        ["tests/test_replacement_guard_templates.py"],
+        ["tests/test_replacement_guard.py"],
+    ],
     "platform_config/day2.py": [["tests/test_day2_rules.py"]],
     "platform_config/users.py": [
         ["tests/test_config_users.py"],
