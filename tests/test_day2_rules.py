@@ -140,8 +140,8 @@ def test_one_minor_version_up_or_none_passes(deployed, new):
 def test_the_guard_reads_a_deployed_stacks_snapshot_and_refuses_a_shrink(monkeypatch):
     """A storage stack deployed by this version carries the snapshot under HyperPodPlatformCreateOnly; the replacement
     guard reads it back from CloudFormation (GetTemplate, the real client under botocore's Stubber, which checks the
-    request and response against CloudFormation's model, as tests/test_replacement_guard.py does) and the rules judge
-    the edit against it. Renaming the key would make every already deployed platform look like a different one."""
+    request and response against CloudFormation's model, as tests/test_replacement_guard_reading.py does) and the rules
+    judge the edit against it. Renaming the key would make every already deployed platform look like a different one."""
     import boto3
     from botocore.stub import Stubber
     from cli import replacement_guard as guard

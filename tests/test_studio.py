@@ -47,7 +47,7 @@ def test_lifecycle_config_bootstraps_the_shipped_slurm_login_script(synth):
     prefixes = sorted(
         r["Properties"]["DestinationBucketKeyPrefix"] for r in resources(t, "Custom::CDKBucketDeployment").values()
     )
-    assert prefixes == ["studio-tools/ml-cluster/", "studio/ml-cluster/"]  # the tools: tests/test_studio_tools.py
+    assert prefixes == ["studio-tools/ml-cluster/", "studio/ml-cluster/"]  # the tools: test_studio_tools_config.py
     assert sorted(p.name for p in s.out_dir.glob("asset.*/slurm_login_node.sh")) == ["slurm_login_node.sh"]
 
 

@@ -1,4 +1,6 @@
-"""Whole-template checks on every variant: cfn-lint clean, CloudFormation limits, cdk-nag clean and strict."""
+"""cfn-lint on every template of every variant, clean of errors and warnings, and how it is linted: each distinct
+template once, the per-user templates and the users inside them by shape. CloudFormation's limits and what else a
+synthesis writes: test_templates_synthesis.py; cdk-nag: test_templates_nag.py."""
 
 from __future__ import annotations
 
@@ -7,24 +9,15 @@ import hashlib
 import json
 import re
 import string
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import aws_cdk as cdk
 import pytest
-from aws_cdk import aws_iam as iam
-from cdk_nag import AwsSolutionsChecks
 
 from support import cfn_lint
-from support.paths import APP_PATH, ROOT
 from support.variants import ALL_VARIANTS
 from support.synthesis import exclusive, shared_dir
 from platform_config.users import User
-
-MAX_RESOURCES = 500
-MAX_TEMPLATE_BYTES = 1_000_000
 
 
 @pytest.fixture(scope="session")
@@ -412,96 +405,3 @@ def test_lint_once_reports_a_bad_template_every_time_and_lints_a_clean_one_once(
     copy = tmp_path / "same-content.template.json"
     copy.write_bytes(good.read_bytes())
     assert lint_once([copy, good]) == {copy: [], good: []}
-
-
-@pytest.mark.parametrize("variant", ALL_VARIANTS)
-def test_templates_stay_within_cloudformation_limits(synth, variant):
-    s = synth(variant)
-    for path in s.all_template_paths():
-        resources = len(json.loads(path.read_text())["Resources"])
-        assert resources < MAX_RESOURCES, f"{variant}/{path.name}: {resources} resources"
-        assert path.stat().st_size < MAX_TEMPLATE_BYTES, f"{variant}/{path.name}: {path.stat().st_size} bytes"
-
-
-def test_large_variant_really_is_large(synth):
-    s = synth("large")
-    (cluster,) = [r for r in s.templates["cluster"]["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]
-    assert len(cluster["Properties"]["InstanceGroups"]) == 20
-    assert len(s.config.users) == 1000 and s.config.shared_fsx is False
-
-
-def test_every_variant_passes_cdk_nag(synth):
-    """Synthesis itself raises on an unacknowledged finding; this also checks the report each stack gets
-    (AwsSolutionsChecks().validate_scope on every stack of the synthesized app, recorded where it was synthesized)."""
-    for variant in ALL_VARIANTS:
-        s = synth(variant)
-        assert set(s.nag_reports) == {f"{s.config.name}-{role}" for role in s.templates}, variant
-        for stack_name, report in s.nag_reports.items():
-            assert report["success"], f"{variant}/{stack_name}: {report['violations']}"
-
-
-def test_unacknowledged_finding_fails_synth(tmp_path):
-    app = cdk.App(outdir=str(tmp_path))
-    stack = cdk.Stack(app, "Probe")
-    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
-    role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=["*"]))
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    with pytest.raises(Exception, match=r"AwsSolutions-IAM5\[Resource::\*\]"):
-        app.synth()
-
-
-def test_acknowledgments_carry_specific_reasons(synth):
-    """Every acknowledgment names a rule and a reason of substance, and lands in the cloud assembly's metadata
-    (<stack>.metadata.json by construct path, nested stacks' in their parent's: as the constructs' metadata holds it,
-    92 entries on the default variant at 5868658, read here without a walk over the live constructs)."""
-    s = synth("default")
-    metadata = sorted(s.out_dir.glob("*.metadata.json"))
-    assert [p.name for p in metadata] == sorted(f"{s.config.name}-{role}.metadata.json" for role in s.templates)
-    acknowledged = [
-        (path, rule, reason)
-        for file in metadata
-        for path, entries in json.loads(file.read_text()).items()
-        for entry in entries
-        if entry["type"] == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
-        for rule, reason in entry["data"].items()
-        if "AwsSolutions" in rule  # aws-cdk-lib acknowledges some of its own CloudFormation checks; ours are nag's.
-    ]
-    assert acknowledged, "expected acknowledgments on the BucketDeployment handler and the execution role"
-    for path, rule, reason in acknowledged:
-        assert len(reason) > 60, f"{path}: {rule}: reason too thin: {reason!r}"
-
-
-def test_library_and_local_constructs_folder_coexist():
-    code = (
-        "import aws_cdk, constructs; from constructs.efa_security_group import EfaSecurityGroup; "
-        "from constructs import Construct; print(Construct.__module__)"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "PATH": APP_PATH},
-    )
-    assert result.returncode == 0, result.stderr
-    assert not (ROOT / "constructs" / "__init__.py").exists()
-
-
-def test_a_synthesis_without_staged_assets_writes_the_same_templates(synth, tmp_path):
-    """Tests that read only templates synthesize with cdk_json_context(stage_assets=False) (tests/support/variants.py): the
-    assets are hashed into the templates as before, just not copied into the assembly."""
-    from support.synthesis import synthesize
-
-    synthesize("eks", tmp_path, stage_assets=False)
-    staged = synth("eks").out_dir
-    names = sorted(p.name for p in staged.glob("*.template.json"))
-    assert names == sorted(p.name for p in tmp_path.glob("*.template.json")) and len(names) >= 6
-    for name in names:
-        assert (tmp_path / name).read_bytes() == (staged / name).read_bytes(), name
-    assert not list(tmp_path.glob("asset.*")) and list(staged.glob("asset.*"))
-
-
-def test_synth_makes_no_aws_lookups(synth):
-    for variant in ALL_VARIANTS:
-        manifest = json.loads((synth(variant).out_dir / "manifest.json").read_text())
-        assert "missing" not in manifest, f"{variant} asked for context lookups: {manifest.get('missing')}"

@@ -58,7 +58,11 @@ PYTEST = ["-p", "no:cacheprovider", "-n", "0", "-q", "-x", "--no-header"]
 # only they would kill counts as a survivor here, so the figure errs low.
 USER_TESTS = "user or uid or gid or squash or reserved or studio_profile or unique"
 TARGETS: dict[str, list[list[str]]] = {
-    "cli/replacement_guard.py": [["tests/test_replacement_guard.py"]],
+    "cli/replacement_guard.py": [
+        ["tests/test_replacement_guard_reading.py"],
+        ["tests/test_replacement_guard_templates.py"],
+        ["tests/test_replacement_guard.py"],
+    ],
     "platform_config/day2.py": [["tests/test_day2_rules.py"]],
     "platform_config/users.py": [
         ["tests/test_config_users.py"],
@@ -76,10 +80,14 @@ TARGETS: dict[str, list[list[str]]] = {
         ["tests/lambda/test_custom_resource.py"],
         ["tests/lambda/test_profile_events_budget.py"],
         ["tests/lambda/test_profile_events.py"],
+        ["tests/lambda/test_profile_events_ignored.py"],
+        ["tests/lambda/test_profile_events_settings.py"],
     ],
     "lambda/fsx_partitions/profile_events.py": [
         ["tests/lambda/test_profile_events_budget.py"],
         ["tests/lambda/test_profile_events.py"],
+        ["tests/lambda/test_profile_events_ignored.py"],
+        ["tests/lambda/test_profile_events_settings.py"],
     ],
     "lambda/fsx_root_squash/root_squash.py": [["tests/lambda/test_fsx_root_squash.py"]],
     "lambda/grafana_provisioning/grafana_provision.py": [["tests/lambda/test_grafana_provisioning.py"]],

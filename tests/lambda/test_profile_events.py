@@ -1,9 +1,9 @@
 """profile_events.handler: S3 on moto server; SageMaker user profiles and FSx tasks stubbed (not in moto 5.2). Its time
-budget: test_profile_events_budget.py."""
+budget: test_profile_events_budget.py; the events it ignores: test_profile_events_ignored.py; its settings:
+test_profile_events_settings.py."""
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 
 import pytest
@@ -28,17 +28,6 @@ from support.profile_answers import (
     expect_uid_check,
 )
 from support.raw_answers import answer
-
-# What CloudTrail records when CloudFormation calls the API for a stack (userIdentity.invokedBy names the service).
-CFN_CALL = {
-    "userIdentity": {
-        "type": "AssumedRole",
-        "invokedBy": "cloudformation.amazonaws.com",
-        "arn": "arn:aws:sts::111122223333:assumed-role/cdk-deploy-role/session",
-    },
-    "sourceIPAddress": "cloudformation.amazonaws.com",
-    "userAgent": "cloudformation.amazonaws.com",
-}
 
 
 def test_new_profile_gets_a_private_partition_and_keeps_other_mounts(s3, bucket, fsx, sagemaker, sleeps):
@@ -74,46 +63,6 @@ def test_new_profile_gets_a_private_partition_and_keeps_other_mounts(s3, bucket,
     assert len(sleeps) == 2  # one wait for InService, one for the import
     sm_stub.assert_no_pending_responses()
     fsx_stub.assert_no_pending_responses()
-
-
-def test_settings_come_from_the_environment(monkeypatch):
-    for name, value in {
-        "DOMAIN_ID": "d-x",
-        "FILE_SYSTEM_ID": FS,
-        "FILE_SYSTEM_PATH": "/data",
-        "DATA_BUCKET": "b",
-        "S3_PREFIX": "p/",
-        "MAX_WAIT_SECONDS": "300",
-        "PARTITION_ROOT": "home",
-    }.items():
-        monkeypatch.setenv(name, value)
-    assert Settings.from_env(os.environ) == Settings("d-x", FS, "/data", "b", "p/", 300.0, "home")
-    monkeypatch.delenv("PARTITION_ROOT")
-    assert Settings.from_env(os.environ).partition_root == "studio"
-    monkeypatch.delenv("DATA_BUCKET")
-    with pytest.raises(RuntimeError, match="DATA_BUCKET"):
-        Settings.from_env(os.environ)
-
-
-@pytest.mark.parametrize(
-    "event",
-    [
-        cloudtrail_event(domain_id="d-someoneelse"),
-        cloudtrail_event(errorCode="ValidationException"),
-        # Profiles CloudFormation creates (ours in StudioUsers, each with its own partition resource):
-        cloudtrail_event(**CFN_CALL),
-        cloudtrail_event(userIdentity={"type": "AssumedRole", "invokedBy": "cloudformation.amazonaws.com"}),
-        cloudtrail_event(tags=[{"key": "aws:cloudformation:stack-name", "value": "ml-cluster-studio-Users1ABC"}]),
-        {**cloudtrail_event(), "detail": {**cloudtrail_event()["detail"], "eventName": "DeleteUserProfile"}},
-    ],
-)
-def test_events_we_do_not_own_are_ignored(event, s3, bucket, s3_calls, fsx, sagemaker, sleeps):
-    # The stubs hold no responses: any FSx or SageMaker call would raise.
-    result = profile_events.handler(
-        event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0], sleep=sleeps
-    )
-    assert result["status"] == "ignored"
-    assert s3_calls.names() == []
 
 
 def test_failed_profile_raises_with_reason(s3, bucket, fsx, sagemaker, sleeps):
@@ -324,55 +273,6 @@ def test_an_existing_partition_of_the_same_uid_is_reused(s3, bucket, fsx, sagema
     assert run_to_done(cloudtrail_event(), s3, fsx_client, fsx_stub, sm_client, sm_stub, sleeps)["status"] == "done"
 
 
-def test_reserved_uids_come_from_the_file_the_environment_names(monkeypatch, tmp_path):
-    (tmp_path / "reserved.json").write_text('{"20001": "alice"}')
-    for name, value in {
-        "DOMAIN_ID": "d-x",
-        "FILE_SYSTEM_ID": FS,
-        "FILE_SYSTEM_PATH": "/data",
-        "DATA_BUCKET": "b",
-        "RESERVED_UIDS_FILE": str(tmp_path / "reserved.json"),
-    }.items():
-        monkeypatch.setenv(name, value)
-    assert Settings.from_env(os.environ).reserved_uids == {20001: "alice"}
-
-
-@pytest.mark.parametrize(
-    "detail",
-    [
-        {"sourceIPAddress": "cloudformation.amazonaws.com"},
-        {"userAgent": "cloudformation.amazonaws.com"},
-        {
-            "requestParameters": {
-                "domainId": "d-ours0000001",
-                "userProfileName": "alice",
-                "tags": [{"key": "aws:cloudformation:logical-id", "value": "Profilealice"}],
-            }
-        },
-    ],
-    ids=["source-ip", "user-agent", "logical-id-tag"],
-)
-def test_each_mark_of_a_cloudformation_call_alone_is_enough_to_ignore_it(
-    detail, s3, bucket, s3_calls, fsx, sagemaker, sleeps
-):
-    event = cloudtrail_event()
-    event["detail"].update(detail)
-    result = profile_events.handler(
-        event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0], sleep=sleeps
-    )
-    assert result == {"status": "ignored", "reason": "created by CloudFormation"}
-    assert s3_calls.names() == []
-
-
-def test_an_event_without_a_profile_name_is_ignored(s3, bucket, s3_calls, fsx, sagemaker, sleeps):
-    event = cloudtrail_event()
-    del event["detail"]["requestParameters"]["userProfileName"]
-    result = profile_events.handler(
-        event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0], sleep=sleeps
-    )
-    assert result == {"status": "ignored", "reason": "not a CreateUserProfile call"}
-
-
 @pytest.mark.parametrize("status", ["Deleting", "Delete_Failed"])
 def test_a_profile_going_away_raises_at_once(status, s3, bucket, s3_calls, fsx, sagemaker, sleeps):
     sm_client, sm_stub = sagemaker
@@ -382,31 +282,6 @@ def test_a_profile_going_away_raises_at_once(status, s3, bucket, s3_calls, fsx, 
             cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sm_client, sleep=sleeps
         )
     assert sleeps == [] and s3_calls.names() == []
-
-
-def test_settings_defaults_and_limits_from_the_environment(monkeypatch):
-    for name, value in {
-        "DOMAIN_ID": "d-x",
-        "FILE_SYSTEM_ID": FS,
-        "FILE_SYSTEM_PATH": "/data",
-        "DATA_BUCKET": "b",
-        "PARTITION_ROOT": "/sandbox/",
-        "MAX_IMPORTS_IN_FLIGHT": "2",
-    }.items():
-        monkeypatch.setenv(name, value)
-    settings = Settings.from_env(os.environ)
-    assert (
-        settings.partition_root,
-        settings.max_in_flight,
-        settings.max_wait_seconds,
-        settings.s3_prefix,
-        settings.reserved_uids,
-    ) == ("sandbox", 2, 600.0, "", {})
-    for name in ("DOMAIN_ID", "FILE_SYSTEM_ID", "FILE_SYSTEM_PATH"):
-        with monkeypatch.context() as missing:
-            missing.delenv(name)
-            with pytest.raises(RuntimeError, match=f"missing environment variables: {name}$"):
-                Settings.from_env(os.environ)
 
 
 def test_tags_that_are_not_key_value_pairs_are_skipped(s3, bucket, fsx, sagemaker, sleeps):
@@ -465,20 +340,6 @@ def test_other_profiles_are_described_once_per_modification(monkeypatch, sagemak
     listing(None), described(20002)
     assert owner() == owner() == "user profile 'bob'"
     sm_stub.assert_no_pending_responses()
-
-
-@pytest.mark.parametrize(
-    "event, reason",
-    [
-        (cloudtrail_event(errorCode="ValidationException"), "the CreateUserProfile call failed"),
-        (cloudtrail_event(domain_id="d-someoneelse"), "other domain"),
-    ],
-    ids=["failed-call", "other-domain"],
-)
-def test_an_ignored_event_says_why(event, reason, s3, bucket, fsx, sagemaker, sleeps):
-    assert profile_events.handler(
-        event, None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sagemaker[0], sleep=sleeps
-    ) == {"status": "ignored", "reason": reason}
 
 
 def test_a_marker_that_cannot_be_read_fails_the_event_and_changes_nothing(s3, bucket, s3_calls, fsx, sagemaker, sleeps):

@@ -31,6 +31,7 @@
 - price_list_answers: GetProducts answers for the price table's tests.
 - task_governance: the CloudFormation requests and SageMaker answers of the task-governance handler's tests.
 - profile_answers: the profile-events handler's settings, event and Stubber answers (SageMaker profiles, FSx tasks).
+- studio_bundles: the Studio tools bundle as built, its pins, and a small bundle and zip laid out like it.
 
 Fixtures stay in conftest.py; a test imports helpers from here, never from conftest or from another test module.
 """

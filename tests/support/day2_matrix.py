@@ -1,6 +1,6 @@
 """The day-2 change matrix (tests/test_day2.py) and its synthesis: each base config, the routine changes operators
 make and the ones that can never be in place, and `synth_change(base, change)`, cached per process, which
-tests/test_replacement_guard.py reuses on the same worker (the `day2` xdist group).
+tests/test_replacement_guard_reading.py reuses on the same worker (the `day2` xdist group).
 
 Synthesis is in-process without cdk-nag, the constructs' acknowledgments for it, aws-cdk-lib's template validation or
 jsii's run-time argument checks (the `synth` variants, the bases among them, have all four, and cfn-lint) and writes
