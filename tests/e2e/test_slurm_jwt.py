@@ -11,6 +11,7 @@ HyperPod-shaped slurm.conf (`include accounting.conf`). Then, as on the controll
 The Studio side is a private mount namespace in which the munge socket directory is empty: there is no munge key and
 no munged, so the only credential a Studio process has is the token it read. Jobs are submitted as the users' uids
 (alice 10001:10101, bob 10002:10102), as a Studio IDE runs them. Needs root and Debian's slurm-wlm, slurm-wlm-jwt-plugin, munge.
+The cluster and the calls into it are built by tests/e2e/slurm_jwt.py.
 """
 
 from __future__ import annotations
@@ -18,37 +19,35 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import boto3
 import pytest
 
-from slurm_cluster import TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
+from slurm_cluster import run, wait_for
 from slurm_conf import ACCOUNTING_CONF
-from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm
-from slurm_root import SLURM_ROOT, as_user, in_root, plugin_dir, skip_reason, write_aws_command
+from slurm_bundle import hide_system_slurm
+from slurm_jwt import (
+    CONFIGURE_AUTH,
+    REPO,
+    TOKEN_PREFIX,
+    JwtCluster,
+    job_fields,
+    running_jwt_cluster,
+    sbatch,
+    secrets,
+)
+from slurm_root import SLURM_ROOT, as_user, in_root, plugin_dir, skip_reason
 from slurm_root import missing as missing_in_root
-from studio_space import PARAMS_FIXTURE, REGION, PosixUser
 
 import issuer
 
 from platform_config.facts import RESERVED_USER_NAMES, RESERVED_USER_PREFIXES
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-
 # What constructs/slurm_token_issuer.py gives the issuer: the reserved system names config validation refuses too.
 RESERVED = issuer.Reserved(frozenset(RESERVED_USER_NAMES), tuple(RESERVED_USER_PREFIXES))
-
-CONFIGURE_AUTH = REPO / "lifecycle" / "hyperpod" / "configure_slurm_auth.sh"
-PUBLISH = REPO / "lifecycle" / "hyperpod" / "publish_slurm_login.sh"
-TOKEN_PREFIX = "e2e/slurm-token/"
 
 REQUIRED = ("munged", "munge", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "setpriv", "python3")
 pytestmark = pytest.mark.skipif(
@@ -57,153 +56,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@dataclass
-class JwtCluster:
-    base: Path
-    conf: Path
-    munge_socket: Path
-    accounting: Path
-    jwt_key: Path
-    key_secret: str
-    login_secret: str
-    login: dict
-    moto_url: str
-    aws_env: dict[str, str]
-    script_env: dict[str, str]
-    outputs: list[str]
-    holder: subprocess.Popen  # a process in the "Studio space" mount namespace
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != "SLURM_JWT"}
-        return {**env, "SLURM_CONF": str(self.conf), **extra}
-
-    def space(self, *argv: str, uid: int | None = None, gid: int | None = None) -> list[str]:
-        """argv inside the Studio space's namespace (no munge there), as root or as a user's uid/gid."""
-        prefix = [] if uid is None else as_user(uid, gid)
-        return ["nsenter", "-t", str(self.holder.pid), "-m", "--", *in_root(*prefix, *argv)]
-
-
-def secrets(url: str):
-    return boto3.client(
-        "secretsmanager",
-        region_name=REGION,
-        endpoint_url=url,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-
-
 @pytest.fixture(scope="module")
 def jwt_cluster(studio_users, moto_url: str) -> Iterator[JwtCluster]:
-    base = Path(tempfile.mkdtemp(prefix="slurm-jwt-"))
-    base.chmod(0o755)
-    slurm = SlurmCluster(base=base, cluster_name="jwt")
-    holder = None
-    try:
-        slurm.start()
-        ctl, etc, conf, munge_key, sock = slurm.ctl, slurm.etc, slurm.conf, slurm.munge_key, slurm.munge_socket
-
-        sm = secrets(moto_url)
-        boto3.client(
-            "s3",
-            region_name=REGION,
-            endpoint_url=moto_url,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        ).create_bucket(Bucket=BUNDLE_BUCKET)
-        key_secret = sm.create_secret(Name="e2e/slurm-jwt-key")["ARN"]
-        login_secret = sm.create_secret(Name="e2e/slurm-login")["ARN"]
-        for user in studio_users:
-            sm.create_secret(Name=TOKEN_PREFIX + user.name)
-        aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        aws_env.update(
-            AWS_ENDPOINT_URL=moto_url,
-            AWS_ACCESS_KEY_ID="testing",
-            AWS_SECRET_ACCESS_KEY="testing",
-            AWS_DEFAULT_REGION=REGION,
-            AWS_EC2_METADATA_DISABLED="true",
-            AWS_PAGER="",
-        )
-        aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"  # the nodes have no AWS CLI
-
-        params = json.loads(PARAMS_FIXTURE.read_text())
-        params["slurm"].update(auth="jwt", jwt_key_secret_arn=key_secret)
-        (ctl / "platform_parameters.json").write_text(json.dumps(params))
-        jwt_key = ctl / "spool" / "jwt_hs256.key"
-        script_env = {
-            **aws_env,
-            "PARAMS_FILE": str(ctl / "platform_parameters.json"),
-            "SLURM_CONF": str(conf),
-            "SLURM_CONF_DIR": str(etc),
-            "LOG_DIR": str(ctl / "provision"),
-            "JWT_KEY_FILE": str(jwt_key),
-            "RETRY_DELAY": "1",
-        }
-        outputs = []
-        first = run(in_root("bash", str(CONFIGURE_AUTH)), env=script_env)
-        assert first.returncode == 0, first.stdout + first.stderr
-        outputs.append(first.stdout)
-        # Since 23.11 `scontrol reconfigure` starts slurmctld anew (scontrol(1), 24.11), which loads the new
-        # AuthAltTypes: tokens work after the first run, no restart (22.05 needed one, and the script said so).
-        assert "slurmctld accepts auth/jwt tokens" in first.stdout, first.stdout
-        again = run(in_root("bash", str(CONFIGURE_AUTH)), env=script_env)
-        assert again.returncode == 0, again.stdout + again.stderr
-        outputs.append(again.stdout)
-
-        publish = run(
-            in_root("bash", str(PUBLISH), login_secret),
-            env={
-                **aws_env,
-                "SLURM_CONF": str(conf),
-                "SLURM_AUTH": "jwt",
-                "MUNGE_KEY": str(munge_key),
-                "LOG_DIR": str(ctl / "provision"),
-                "SLURM_CONF_DIR": str(etc),
-                "SLURM_CLIENT_BUNDLE_S3_PREFIX": BUNDLE_PREFIX,
-            },
-            timeout=600,
-        )
-        assert publish.returncode == 0, publish.stdout + publish.stderr
-        login = json.loads(sm.get_secret_value(SecretId=login_secret)["SecretString"])
-        slurm.wait_node_idle()
-
-        # The Studio space: its own mount namespace whose munge socket directory is empty.
-        empty = base / "space-munge"
-        empty.mkdir()
-        empty.chmod(0o755)
-        holder = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "sleep", "900"], stdin=subprocess.DEVNULL
-        )
-        own_ns = os.readlink("/proc/self/ns/mnt")
-        wait_for(
-            "the mount namespace",
-            lambda: os.readlink(f"/proc/{holder.pid}/ns/mnt") != own_ns,
-            timeout=10,
-            interval=0.05,
-        )
-        bind = run(["nsenter", "-t", str(holder.pid), "-m", "--", "mount", "--bind", str(empty), str(sock.parent)])
-        assert bind.returncode == 0, bind.stderr
-        yield JwtCluster(
-            base=base,
-            conf=conf,
-            munge_socket=sock,
-            accounting=etc / "accounting.conf",
-            jwt_key=jwt_key,
-            key_secret=key_secret,
-            login_secret=login_secret,
-            login=login,
-            moto_url=moto_url,
-            aws_env=aws_env,
-            script_env=script_env,
-            outputs=outputs,
-            holder=holder,
-        )
-    finally:
-        if holder is not None:
-            holder.kill()
-            holder.wait()
-        slurm.stop()
-        shutil.rmtree(base, ignore_errors=True)
+    with running_jwt_cluster(studio_users, moto_url) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -242,23 +98,6 @@ def partitions(jwt_cluster: JwtCluster, studio_users) -> dict[str, Path]:
         d.chmod(0o700)
         out[user.name] = d
     return out
-
-
-def sbatch(c: JwtCluster, user: PosixUser | None, token: str | None, *args: str) -> subprocess.CompletedProcess:
-    """sbatch from the Studio space as `user`'s uid (root when None), with SLURM_JWT=token when given."""
-    env = c.env(**({"SLURM_JWT": token} if token else {}))
-    argv = c.space("sbatch", "--parsable", *args, **({"uid": user.uid, "gid": user.gid} if user else {}))
-    return run(argv, env=env)
-
-
-def job_fields(c: JwtCluster, job_id: str) -> dict[str, str]:
-    def finished() -> dict[str, str] | None:
-        out = run(in_root("scontrol", "show", "job", job_id), env=c.env())
-        assert out.returncode == 0, out.stderr
-        fields = dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
-        return fields if fields.get("JobState") in TERMINAL_JOB_STATES else None
-
-    return wait_for(f"job {job_id} to end", finished, timeout=60)
 
 
 def test_controller_settings_in_the_included_file_only(jwt_cluster: JwtCluster):
