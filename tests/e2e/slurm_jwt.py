@@ -15,12 +15,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import boto3
-
 from slurm_cluster import TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
-from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX
-from slurm_root import as_user, in_root, write_aws_command
-from studio_space import PARAMS_FIXTURE, REGION, PosixUser
+from slurm_bundle import BUNDLE_PREFIX
+from slurm_root import as_user, in_root
+from studio_space import PARAMS_FIXTURE, REGION, PosixUser, aws_environment
+
+from support.moto_server import client
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -57,13 +57,7 @@ class JwtCluster:
 
 
 def secrets(url: str):
-    return boto3.client(
-        "secretsmanager",
-        region_name=REGION,
-        endpoint_url=url,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    return client(url, "secretsmanager", REGION)
 
 
 @contextmanager
@@ -78,27 +72,11 @@ def running_jwt_cluster(studio_users, moto_url: str) -> Iterator[JwtCluster]:
         ctl, etc, conf, munge_key, sock = slurm.ctl, slurm.etc, slurm.conf, slurm.munge_key, slurm.munge_socket
 
         sm = secrets(moto_url)
-        boto3.client(
-            "s3",
-            region_name=REGION,
-            endpoint_url=moto_url,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        ).create_bucket(Bucket=BUNDLE_BUCKET)
         key_secret = sm.create_secret(Name="e2e/slurm-jwt-key")["ARN"]
         login_secret = sm.create_secret(Name="e2e/slurm-login")["ARN"]
         for user in studio_users:
             sm.create_secret(Name=TOKEN_PREFIX + user.name)
-        aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        aws_env.update(
-            AWS_ENDPOINT_URL=moto_url,
-            AWS_ACCESS_KEY_ID="testing",
-            AWS_SECRET_ACCESS_KEY="testing",
-            AWS_DEFAULT_REGION=REGION,
-            AWS_EC2_METADATA_DISABLED="true",
-            AWS_PAGER="",
-        )
-        aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"  # the nodes have no AWS CLI
+        aws_env = aws_environment(moto_url, base)  # the bundle bucket too; the nodes have no AWS CLI
 
         params = json.loads(PARAMS_FIXTURE.read_text())
         params["slurm"].update(auth="jwt", jwt_key_secret_arn=key_secret)

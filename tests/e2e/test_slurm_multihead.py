@@ -25,12 +25,22 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
-from slurm_bundle import BUNDLE_BUCKET, BUNDLE_PREFIX, hide_system_slurm
+from slurm_bundle import BUNDLE_PREFIX, hide_system_slurm
 from slurm_cluster import BATCH_SCHEDULING, TERMINAL_JOB_STATES, SlurmCluster, run, wait_for
-from slurm_root import in_root, missing as missing_in_root, skip_reason, write_aws_command
-from studio_space import LCC, PUBLISH, REGION, Ide, PosixUser, ensure_posix_user, remove_posix_users
+from slurm_root import in_root, missing as missing_in_root, skip_reason
+from studio_space import (
+    LCC,
+    PUBLISH,
+    REGION,
+    Ide,
+    PosixUser,
+    aws_environment,
+    ensure_posix_user,
+    remove_posix_users,
+)
+
+from support.moto_server import client
 
 REQUIRED = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "setpriv", "python3")
 HOST = ("ip", "nsenter", "unshare", "useradd", "hostname")
@@ -64,13 +74,7 @@ class HaCluster:
         return {**os.environ, "SLURM_CONF": str(conf or self.conf)}
 
     def secrets(self):
-        return boto3.client(
-            "secretsmanager",
-            region_name=REGION,
-            endpoint_url=self.moto_url,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
+        return client(self.moto_url, "secretsmanager", REGION)
 
 
 @pytest.fixture(scope="module")
@@ -87,20 +91,7 @@ def ha(moto_url: str) -> Iterator[HaCluster]:
     try:
         slurm.start()
         url = moto_url
-        boto3.client(
-            "s3", region_name=REGION, endpoint_url=url, aws_access_key_id="testing", aws_secret_access_key="testing"
-        ).create_bucket(Bucket=BUNDLE_BUCKET)
-        aws_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        aws_env.update(
-            AWS_ENDPOINT_URL=url,
-            AWS_ACCESS_KEY_ID="testing",
-            AWS_SECRET_ACCESS_KEY="testing",
-            AWS_DEFAULT_REGION=REGION,
-            AWS_EC2_METADATA_DISABLED="true",
-            AWS_PAGER="",
-        )
-        aws_env["PATH"] = f"{write_aws_command(base / 'bin')}:{aws_env['PATH']}"  # the nodes have no AWS CLI
-        yield HaCluster(slurm, aws_env, url)
+        yield HaCluster(slurm, aws_environment(url, base), url)  # the bundle bucket too; the nodes have no AWS CLI
     finally:
         slurm.stop()
         shutil.rmtree(base, ignore_errors=True)

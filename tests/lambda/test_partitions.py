@@ -42,17 +42,24 @@ def test_invalid_or_setuid_modes_are_refused(mode):
         partitions.parse_mode(mode)
 
 
+def alice_partition(**changes: str) -> Partition:
+    """alice's partition under /data of fs-0123456789abcdef0, bucket b, no prefix; `changes` replace any input."""
+    inputs = {
+        "file_system_id": "fs-0123456789abcdef0",
+        "file_system_path": "/data",
+        "data_bucket": "b",
+        "s3_prefix": "",
+        "relative_path": "studio/alice",
+        "uid": "20001",
+        "gid": "1001",
+        "mode": "0700",
+        **changes,
+    }
+    return Partition.build(**inputs)
+
+
 def test_partition_paths_keys_and_import_uri():
-    p = Partition.build(
-        file_system_id="fs-0123456789abcdef0",
-        file_system_path="/data/",
-        data_bucket="b",
-        s3_prefix="lustre/",
-        relative_path="studio/alice",
-        uid="2001",
-        gid="1001",
-        mode="0700",
-    )
+    p = alice_partition(file_system_path="/data/", s3_prefix="lustre/", uid="2001")
     assert p.path == "/data/studio/alice"
     assert p.physical_id == "fs-0123456789abcdef0:/data/studio/alice"
     assert p.marker_key == "lustre/studio/alice/"
@@ -72,16 +79,7 @@ def test_partition_paths_keys_and_import_uri():
 def test_the_directory_is_under_the_linked_path_however_it_is_written(file_system_path, path):
     """FileSystemPath is where the data repository association links the bucket: the file system's root, or a path
     such as /fsx (a common Lustre mount point, whose trailing 'x' is no separator), with or without trailing '/'."""
-    p = Partition.build(
-        file_system_id="fs-0123456789abcdef0",
-        file_system_path=file_system_path,
-        data_bucket="b",
-        s3_prefix="",
-        relative_path="studio/alice",
-        uid="20001",
-        gid="1001",
-        mode="0700",
-    )
+    p = alice_partition(file_system_path=file_system_path)
     assert p.path == path and p.physical_id == f"fs-0123456789abcdef0:{path}"
     assert p.marker_key == "studio/alice/"
 
@@ -102,19 +100,10 @@ def test_the_directory_is_under_the_linked_path_however_it_is_written(file_syste
     ],
 )
 def test_partition_rejects_bad_inputs(field, value):
-    args = dict(
-        file_system_id="fs-1",
-        file_system_path="/data",
-        data_bucket="b",
-        s3_prefix="",
-        relative_path="studio/shared",
-        uid="0",
-        gid="100",
-        mode="2775",
-    )
-    args[field] = value
+    shared = {"relative_path": "studio/shared", "uid": "0", "gid": "100", "mode": "2775"}
+    alice_partition(**shared)  # builds as it is: the one changed field is what is refused
     with pytest.raises(ValueError):
-        Partition.build(**args)
+        alice_partition(**{**shared, field: value})
 
 
 # --- marker against moto S3 ------------------------------------------------------------------------------------------

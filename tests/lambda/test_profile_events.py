@@ -4,16 +4,15 @@ test_profile_events_settings.py."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timezone
 
 import pytest
 from botocore.exceptions import ClientError
 
 import profile_events
-from profile_events import Settings
 
 from support.profile_answers import (
-    FS,
     TASK,
     POSIX,
     EFS_ENTRY,
@@ -155,15 +154,7 @@ def test_a_redelivered_event_sends_the_same_token_and_another_call_a_new_one(s3,
     assert first == redelivered != recreated
 
 
-RESERVED = Settings(
-    domain_id="d-ours0000001",
-    file_system_id=FS,
-    file_system_path="/data",
-    data_bucket="data-bucket",
-    s3_prefix="",
-    max_wait_seconds=60,
-    reserved_uids={20001: "dave", 20050: "alice"},
-)
+RESERVED = dataclasses.replace(SETTINGS, reserved_uids={20001: "dave", 20050: "alice"})
 
 
 @pytest.mark.parametrize(

@@ -68,14 +68,19 @@ def expect_in_service_after(sm_stub, seconds: int) -> None:
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
 
 
+def handle(s3, fsx, sagemaker, sleeps):
+    """The handler on alice's CloudTrail event with SETTINGS (a 60 s budget), sleeping through `sleeps`."""
+    return profile_events.handler(
+        cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx, sagemaker=sagemaker, sleep=sleeps
+    )
+
+
 def test_profile_never_in_service_raises_after_bounded_waits(s3, bucket, s3_calls, fsx, sagemaker, sleeps):
     sm_client, sm_stub = sagemaker
     for _ in range(6):  # polls at 0, 2, 6, 14, 30 and 60 "seconds" of injected sleep
         sm_stub.add_response("describe_user_profile", profile("Pending"), WHO)
     with pytest.raises(profile_events.ProfileNotReady, match="InService"):
-        profile_events.handler(
-            cloudtrail_event(), None, settings=SETTINGS, s3=s3, fsx=fsx[0], sagemaker=sm_client, sleep=sleeps
-        )
+        handle(s3, fsx[0], sm_client, sleeps)
     sm_stub.assert_no_pending_responses()
     assert sum(sleeps) == SETTINGS.max_wait_seconds
     assert s3_calls.names() == []
@@ -88,15 +93,7 @@ def test_the_import_stops_waiting_for_a_slot_at_half_the_budget(s3, bucket, sage
     sm_stub.add_response("describe_user_profile", profile("InService"), WHO)
     expect_uid_check(sm_stub)
     with pytest.raises(TimeoutError, match="free import slot"):
-        profile_events.handler(
-            cloudtrail_event(),
-            None,
-            settings=SETTINGS,
-            s3=s3,
-            fsx=slow_fsx(busy=True),
-            sagemaker=sm_client,
-            sleep=sleeps,
-        )
+        handle(s3, slow_fsx(busy=True), sm_client, sleeps)
     assert sum(sleeps) == pytest.approx(SETTINGS.max_wait_seconds / 2, abs=0.1)
     sm_stub.assert_no_pending_responses()  # the profile never got an entry for a directory that does not exist
 
@@ -108,15 +105,7 @@ def test_an_import_that_stays_running_gets_what_the_profile_wait_left_of_the_bud
     expect_in_service_after(sm_stub, 14)
     expect_uid_check(sm_stub)
     with pytest.raises(TimeoutError, match=f"import task {TASK}"):
-        profile_events.handler(
-            cloudtrail_event(),
-            None,
-            settings=SETTINGS,
-            s3=s3,
-            fsx=slow_fsx(busy=False),
-            sagemaker=sm_client,
-            sleep=sleeps,
-        )
+        handle(s3, slow_fsx(busy=False), sm_client, sleeps)
     assert sum(sleeps) == pytest.approx(SETTINGS.max_wait_seconds, abs=0.1)
     sm_stub.assert_no_pending_responses()  # no update_user_profile: nothing mounted
 
@@ -136,14 +125,6 @@ def test_a_profile_that_spent_the_whole_budget_still_gets_one_more_look_and_no_m
     expect_in_service_after(sm_stub, 60)
     expect_uid_check(sm_stub)
     with pytest.raises(TimeoutError, match=gave_up_on):
-        profile_events.handler(
-            cloudtrail_event(),
-            None,
-            settings=SETTINGS,
-            s3=s3,
-            fsx=slow_fsx(busy=busy),
-            sagemaker=sm_client,
-            sleep=sleeps,
-        )
+        handle(s3, slow_fsx(busy=busy), sm_client, sleeps)
     assert sum(sleeps) == pytest.approx(60 + after, abs=0.1)
     sm_stub.assert_no_pending_responses()
